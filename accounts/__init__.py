@@ -1,0 +1,1 @@
+"""Users, their OIDC identity (issuer + sub) and the login rules of the portal."""

@@ -1,0 +1,78 @@
+"""allauth adapters: OIDC-only sign-in with the portal's login rules.
+
+Every refusal ends on ``accounts/login_refused.html`` (HTTP 403) saying what was wrong and how to
+fix it; nothing is created or changed for a refused login.
+"""
+from __future__ import annotations
+
+import logging
+
+from allauth.account.adapter import DefaultAccountAdapter
+from allauth.core.exceptions import ImmediateHttpResponse
+from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from django.http import HttpRequest
+from django.shortcuts import render
+
+from .claims import LoginRefused
+from .models import User
+from .oidc.provider import claims_of
+from .services import login_check, user_apply_claims
+
+logger = logging.getLogger(__name__)
+
+_CLAIMS_ATTR = "portal_claims"
+_IDENTITY_ATTR = "portal_identity"
+
+
+def refused_response(request: HttpRequest, refusal: LoginRefused, *, status: int = 403):
+    """The page that ends a refused login."""
+    return render(request, "accounts/login_refused.html", {"refusal": refusal}, status=status)
+
+
+class PortalAccountAdapter(DefaultAccountAdapter):
+    """No local sign-up and no password login: accounts come from the IdP only."""
+
+    def is_open_for_signup(self, request: HttpRequest) -> bool:
+        return False
+
+
+class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
+    """Applies :func:`accounts.services.login_check` to every OIDC login."""
+
+    def is_open_for_signup(self, request: HttpRequest, sociallogin) -> bool:
+        return True
+
+    def is_auto_signup_allowed(self, request: HttpRequest, sociallogin) -> bool:
+        return True
+
+    def pre_social_login(self, request: HttpRequest, sociallogin) -> None:
+        claims = claims_of(sociallogin.account.extra_data)
+        existing = sociallogin.user if sociallogin.is_existing else None
+        try:
+            identity = login_check(claims=claims, existing=existing)
+        except LoginRefused as refusal:
+            logger.info("login refused (%s) for sub=%s", refusal.code, claims.get("sub"))
+            raise ImmediateHttpResponse(refused_response(request, refusal))
+        setattr(request, _CLAIMS_ATTR, claims)
+        setattr(request, _IDENTITY_ATTR, identity)
+        if existing is not None:
+            user_apply_claims(user=existing, identity=identity, claims=claims).save()
+
+    def populate_user(self, request: HttpRequest, sociallogin, data: dict) -> User:
+        user = sociallogin.user
+        claims = getattr(request, _CLAIMS_ATTR, None) or claims_of(sociallogin.account.extra_data)
+        identity = getattr(request, _IDENTITY_ATTR)
+        user_apply_claims(user=user, identity=identity, claims=claims)
+        user.set_unusable_password()
+        return user
+
+    def on_authentication_error(self, request, provider, error=None, exception=None, extra_context=None):
+        logger.warning("OIDC authentication error %s: %r", error, exception)
+        refusal = LoginRefused(
+            "idp_error",
+            "Sign-in with the identity provider did not complete"
+            + (f" ({error})." if error else "."),
+            "Start again from the portal's sign-in page. If it keeps failing, the identity provider may be "
+            "down or the portal's client settings may be wrong; tell the portal admin.",
+        )
+        raise ImmediateHttpResponse(refused_response(request, refusal, status=401))

@@ -1,0 +1,39 @@
+"""Login and callback views for the OIDC provider, keeping the raw ID token for logout.
+
+allauth's own views use ``OpenIDConnectOAuth2Adapter``; ours subclass it only to remember the ID
+token string on the request, which :mod:`accounts.signals` moves into the session after login
+(it becomes the ``id_token_hint`` of RP-initiated logout).
+"""
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from allauth.socialaccount.models import SocialApp
+from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
+from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
+
+ID_TOKEN_REQUEST_ATTR = "portal_oidc_id_token"
+
+
+class PortalOIDCAdapter(OpenIDConnectOAuth2Adapter):
+    """Same as allauth's adapter; also stores the raw ID token on the request."""
+
+    def complete_login(self, request: HttpRequest, app, token, **kwargs):
+        login = super().complete_login(request, app, token, **kwargs)
+        setattr(request, ID_TOKEN_REQUEST_ATTR, kwargs["response"].get("id_token") or "")
+        return login
+
+
+def login(request: HttpRequest, provider_id: str) -> HttpResponse:
+    """Start the authorization-code flow (POST, with PKCE)."""
+    try:
+        return OAuth2LoginView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
+    except SocialApp.DoesNotExist:
+        raise Http404("No such identity provider.")
+
+
+def callback(request: HttpRequest, provider_id: str) -> HttpResponse:
+    """The redirect URI registered at the IdP."""
+    try:
+        return OAuth2CallbackView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
+    except SocialApp.DoesNotExist:
+        raise Http404("No such identity provider.")

@@ -1,0 +1,1 @@
+"""Slurm: the gateway, the cluster snapshot and (later) batch jobs."""

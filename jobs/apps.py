@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"
+    verbose_name = "Jobs"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers system checks)

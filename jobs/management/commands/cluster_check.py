@@ -1,0 +1,115 @@
+"""``manage.py cluster_check``: test the whole path from the portal to Slurm and say what is wrong."""
+from __future__ import annotations
+
+import json
+import socket
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.slurm import SlurmError, get_gateway
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the path to Slurm step by step: sshd reachable, host key known, key accepted, the sudo "
+        "rule works (and refuses a non-Slurm command), Slurm answers, gres/gpu tracked in accounting."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--as-user",
+            default="",
+            help="A researcher to test the sudo rule with (default: the first member of the cluster users group).",
+        )
+
+    def handle(self, *args, as_user: str = "", **options):
+        self.failures = 0
+        conf = settings.SLURM_GATEWAY
+        gateway = get_gateway()
+        if conf["transport"] == "ssh":
+            self._check_tcp(conf)
+            try:
+                gateway.run(["true"])
+                self._ok(f"SSH as {conf['ssh_user']}: host key matches {conf['ssh_known_hosts']}, key accepted")
+            except SlurmError as exc:
+                self._fail("SSH session", exc.message)
+                raise CommandError(f"{self.failures} check(s) failed; stopping, nothing else can work without SSH.")
+        else:
+            self._ok("transport is local: no SSH involved")
+        user = as_user or self._first_member(gateway, conf["users_group"])
+        if user:
+            self._check_sudo(gateway, user, conf["users_group"])
+        self._check_slurm(gateway)
+        if self.failures:
+            raise CommandError(f"{self.failures} check(s) failed.")
+        self.stdout.write(self.style.SUCCESS("All checks passed."))
+
+    # --- steps ------------------------------------------------------------------------------
+    def _check_tcp(self, conf):
+        try:
+            with socket.create_connection((conf["ssh_host"], conf["ssh_port"]), timeout=conf["ssh_connect_timeout"]):
+                pass
+            self._ok(f"sshd reachable at {conf['ssh_host']}:{conf['ssh_port']}")
+        except OSError as exc:
+            self._fail("sshd reachable", f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running?")
+            raise CommandError("sshd is not reachable; nothing else can be checked.")
+
+    def _first_member(self, gateway, group: str) -> str:
+        try:
+            line = gateway.run(["getent", "group", group]).out.strip()
+        except SlurmError as exc:
+            self._fail("users group", f"group {group!r} not found on the submit host ({exc.message}).")
+            return ""
+        members = [m for m in line.split(":")[-1].split(",") if m]
+        if not members:
+            self._fail("users group", f"group {group!r} has no members to test the sudo rule with; pass --as-user.")
+            return ""
+        return members[0]
+
+    def _check_sudo(self, gateway, user: str, group: str):
+        try:
+            gateway.run(["squeue", "--version"], as_user=user)
+            self._ok(f"sudo rule: service user may run Slurm commands as {user} (group {group})")
+        except SlurmError as exc:
+            self._fail("sudo rule", f"`sudo -n -u {user} squeue` failed: {exc.message}. Install the sudoers rule for the service user.")
+        result = gateway.run(["id"], as_user=user, check=False)
+        if result.returncode == 0:
+            self._fail("sudo rule is narrow", f"`sudo -u {user} id` was allowed: the rule must permit only Slurm commands.")
+        else:
+            self._ok("sudo rule is narrow: a non-Slurm command as the user is refused")
+
+    def _check_slurm(self, gateway):
+        try:
+            sinfo = json.loads(gateway.run(["sinfo", "--json"]).out)
+            release = sinfo.get("meta", {}).get("Slurm", {}).get("release", "?")
+            self._ok(f"Slurm answers: version {release}, {len(sinfo.get('nodes', []))} node(s)")
+        except (SlurmError, ValueError) as exc:
+            self._fail("Slurm answers", f"sinfo --json failed: {exc}")
+            return
+        try:
+            config = gateway.run(["scontrol", "show", "config"]).out
+        except SlurmError as exc:
+            self._fail("accounting config", exc.message)
+            return
+        tres = ""
+        for line in config.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "AccountingStorageTRES":
+                tres = value.strip()
+        if "gres/gpu" in tres.split(","):
+            self._ok(f"gres/gpu tracked in accounting (AccountingStorageTRES={tres})")
+        else:
+            self._fail(
+                "gres/gpu tracked in accounting",
+                f"AccountingStorageTRES={tres or '(unset)'} lacks gres/gpu, so GPU usage and quotas cannot be "
+                "measured. Add `AccountingStorageTRES=gres/gpu,gres/gpu:<type>...` to slurm.conf and restart slurmctld.",
+            )
+
+    # --- output -----------------------------------------------------------------------------
+    def _ok(self, text: str):
+        self.stdout.write(f"{self.style.SUCCESS('OK  ')} {text}")
+
+    def _fail(self, what: str, text: str):
+        self.failures += 1
+        self.stdout.write(f"{self.style.ERROR('FAIL')} {what}: {text}")

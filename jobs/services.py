@@ -1,0 +1,49 @@
+"""Writes for jobs: refreshing the cluster snapshot (more services arrive with batch jobs)."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import redis
+from django.conf import settings
+
+from .slurm import SlurmError, get_gateway
+from .snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = "portal:lock:snapshot-poll"
+
+
+def redis_client() -> redis.Redis:
+    """A client for ``REDIS_URL`` (the same Redis as the cache and the Celery broker)."""
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def snapshot_refresh(*, lock_client: redis.Redis | None = None) -> ClusterSnapshot | None:
+    """Take and store a new snapshot unless another poller holds the lock.
+
+    Returns the stored snapshot, or ``None`` when the lock was held elsewhere (nothing done). The
+    lock expires after ``max(30, 4 * PORTAL_SNAPSHOT_INTERVAL)`` seconds so a killed poller cannot
+    block the next one for long. A Slurm failure is recorded in the snapshot, never raised.
+    """
+    client = lock_client or redis_client()
+    lock = client.lock(LOCK_NAME, timeout=max(30.0, 4 * settings.SNAPSHOT_INTERVAL), blocking=False)
+    if not lock.acquire():
+        logger.info("snapshot poll skipped: another poller holds %s", LOCK_NAME)
+        return None
+    try:
+        previous = snapshot_load()
+        try:
+            snapshot = snapshot_take(get_gateway(), previous=previous)
+        except (SlurmError, ValueError, json.JSONDecodeError) as exc:
+            logger.warning("snapshot poll failed: %s", exc)
+            snapshot = snapshot_failed(previous, exc, now=time.time())
+        snapshot_store(snapshot)
+        return snapshot
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:
+            logger.warning("snapshot lock expired before the poll finished")

@@ -1,0 +1,16 @@
+"""The one gateway to Slurm (design decision 2): every Slurm command goes through
+:func:`jobs.slurm.gateway.get_gateway` and raises only :class:`jobs.slurm.errors.SlurmError`."""
+from .errors import SlurmError, SlurmTimeout, SlurmUnreachable
+from .gateway import SlurmGateway, get_gateway, reset_gateway
+from .transport import CommandResult, Transport
+
+__all__ = [
+    "CommandResult",
+    "SlurmError",
+    "SlurmGateway",
+    "SlurmTimeout",
+    "SlurmUnreachable",
+    "Transport",
+    "get_gateway",
+    "reset_gateway",
+]

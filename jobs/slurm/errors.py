@@ -1,0 +1,40 @@
+"""The one error type of the Slurm gateway."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class SlurmError(Exception):
+    """A command sent through the gateway failed.
+
+    Attributes: ``argv`` (the command as sent, a list of str, including any ``sudo`` prefix),
+    ``returncode`` (int, or ``None`` when the command never finished: unreachable or timed out),
+    ``stdout`` and ``stderr`` (str, decoded as UTF-8 with invalid bytes replaced; may be partial).
+    Subclasses say why no return code exists; callers that must not treat a failure as "the job
+    ended" (design decision 7) catch :class:`SlurmError` and treat the state as UNKNOWN.
+    """
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str = "", stderr: str = "", message: str = ""):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.message = message or self._default_message()
+        super().__init__(self.message)
+
+    def _default_message(self) -> str:
+        detail = (self.stderr or self.stdout).strip().splitlines()
+        tail = detail[-1] if detail else "no output"
+        if "a password is required" in self.stderr:
+            tail += " (the sudo rule does not allow this command for this user)"
+        return f"{self.argv[:6]} exited with {self.returncode}: {tail}"
+
+
+class SlurmUnreachable(SlurmError):
+    """The submit host could not be reached or refused us (connection, host key, authentication).
+    ``returncode`` is ``None``; nothing ran."""
+
+
+class SlurmTimeout(SlurmError):
+    """The command did not finish within its deadline; it may or may not have had an effect.
+    ``returncode`` is ``None``; ``stdout``/``stderr`` hold what arrived before the deadline."""

@@ -1,0 +1,122 @@
+"""The Slurm gateway: one ``run(argv, as_user=..., stdin=...)`` for every Slurm command."""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Sequence
+
+from django.conf import settings
+
+from .errors import SlurmError
+from .transport import CommandResult, Transport
+
+#: A user name we are willing to pass to ``sudo -u`` (same rule as accounts.claims).
+_AS_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+
+class SlurmGateway:
+    """Runs argv lists on the submit host through a :class:`Transport`.
+
+    ``command_timeout`` is the default deadline in seconds. With ``as_user``, the command runs as
+    that researcher through the sudo rule: ``sudo -n -u <user> -- <argv>`` (never a password
+    prompt, never a tty).
+    """
+
+    def __init__(self, transport: Transport, *, command_timeout: float = 30.0):
+        self.transport = transport
+        self.command_timeout = command_timeout
+
+    def build_argv(self, argv: Sequence[str], *, as_user: str | None = None) -> list[str]:
+        """The full argv to send. Raises ``ValueError`` for an empty argv, a non-str element, or an
+        ``as_user`` that is not a plain Unix user name (so it can never be read as a sudo option)."""
+        argv = list(argv)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of str, got {argv!r}")
+        if any("\x00" in a for a in argv):
+            raise ValueError("argv elements must not contain NUL bytes")
+        if as_user is None:
+            return argv
+        if not isinstance(as_user, str) or not _AS_USER_RE.fullmatch(as_user):
+            raise ValueError(f"as_user must be a Unix user name, got {as_user!r}")
+        return ["sudo", "-n", "-u", as_user, "--", *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        as_user: str | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run one command and return its :class:`CommandResult`.
+
+        ``stdin``: str (sent as UTF-8) or bytes; ``timeout``: seconds (default ``command_timeout``);
+        ``check``: raise :class:`SlurmError` on a non-zero exit code. Always raises
+        :class:`SlurmError` (or a subclass) when the command could not run or finish.
+        """
+        full = self.build_argv(argv, as_user=as_user)
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
+        if check and result.returncode != 0:
+            raise SlurmError(full, result.returncode, result.out, result.err)
+        return result
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+_gateway: SlurmGateway | None = None
+_gateway_lock = threading.Lock()
+
+
+def build_transport(conf: dict) -> Transport:
+    """A transport from a ``SLURM_GATEWAY`` settings dict (``transport`` is ``ssh`` or ``local``)."""
+    if conf["transport"] == "local":
+        from .local import LocalTransport
+
+        return LocalTransport()
+    if conf["transport"] == "ssh":
+        from .ssh import SSHTransport
+
+        return SSHTransport(
+            host=conf["ssh_host"],
+            port=conf["ssh_port"],
+            user=conf["ssh_user"],
+            key_file=conf["ssh_key_file"],
+            known_hosts=conf["ssh_known_hosts"],
+            max_channels=conf["ssh_max_channels"],
+            connect_timeout=conf["ssh_connect_timeout"],
+        )
+    raise ValueError(f"unknown PORTAL_SLURM_TRANSPORT {conf['transport']!r}: use 'ssh' or 'local'")
+
+
+def get_gateway() -> SlurmGateway:
+    """The process-wide gateway built from ``settings.SLURM_GATEWAY`` (one pooled connection per
+    process; rebuilt in a forked child, e.g. a Celery prefork worker)."""
+    global _gateway
+    with _gateway_lock:
+        if _gateway is None:
+            conf = settings.SLURM_GATEWAY
+            _gateway = SlurmGateway(build_transport(conf), command_timeout=conf["command_timeout"])
+        return _gateway
+
+
+def reset_gateway() -> None:
+    """Close and forget the process-wide gateway (tests; after fork)."""
+    global _gateway
+    with _gateway_lock:
+        if _gateway is not None:
+            _gateway.close()
+        _gateway = None
+
+
+def _forget_after_fork() -> None:
+    # The parent's SSH socket must not be shared with a child: drop it without closing it.
+    global _gateway, _gateway_lock
+    _gateway = None
+    _gateway_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

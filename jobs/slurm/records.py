@@ -1,0 +1,71 @@
+"""Plain records parsed from Slurm's JSON; what the snapshot stores (as dicts) and pages read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node from ``sinfo --json`` ``nodes[]``. ``gpus``/``gpus_used``: GPU type -> count, from
+    the ``gres`` and ``gres_used`` strings (``gpu:a100:4``, ``gpu:a100:1(IDX:0)``); memory in MiB
+    (``real_memory``, ``alloc_memory``); ``state`` the base state lower-cased (``idle``, ``mixed``,
+    ``allocated``, ``down``...), ``flags`` e.g. ``["DRAIN"]``."""
+
+    name: str
+    state: str
+    flags: tuple[str, ...]
+    partitions: tuple[str, ...]
+    cpus: int
+    alloc_cpus: int
+    real_memory: int
+    alloc_memory: int
+    gpus: dict[str, int] = field(default_factory=dict)
+    gpus_used: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        """False when the node cannot take new work (down, drained, draining, not responding)."""
+        return self.state not in {"down", "drained", "unknown", "future"} and not (
+            {"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE"} & set(self.flags)
+        )
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition from ``scontrol show partition --oneliner``. Times in seconds (``None`` =
+    unlimited); ``nodes`` expanded with python-hostlist."""
+
+    name: str
+    state: str
+    nodes: tuple[str, ...]
+    max_time: int | None
+    default_time: int | None
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class QueueJob:
+    """One job from ``squeue --json`` ``jobs[]``. Times are Unix seconds (``start_time`` 0 = no
+    estimate), ``time_limit`` in minutes (``None`` = unlimited), ``gpus`` GPU type -> count for the
+    whole job from ``tres_alloc_str`` when allocated, else ``tres_req_str`` (type ``""`` when the
+    request named no type)."""
+
+    job_id: int
+    array_job_id: int
+    array_task_id: int | None
+    array_task_string: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: str
+    reason: str
+    priority: int
+    submit_time: int
+    start_time: int
+    end_time: int
+    time_limit: int | None
+    gpus: dict[str, int]
+    comment: str
+    nodes: str

@@ -1,0 +1,34 @@
+"""Home page and its HTMX partial. Read from the snapshot only; never call Slurm here."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from accounts.views import login_page
+
+from .selectors import gpu_rows, snapshot_status
+from .snapshot import snapshot_load
+
+
+def _cluster_context() -> dict:
+    snapshot = snapshot_load()
+    return {
+        "gpu_rows": gpu_rows(snapshot) if snapshot else [],
+        "status": snapshot_status(snapshot),
+        "refresh_seconds": max(2, int(settings.SNAPSHOT_INTERVAL)),
+    }
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """Signed in: who you are, your teams and the cluster's GPUs. Signed out: the sign-in page."""
+    if not request.user.is_authenticated:
+        return login_page(request)
+    return render(request, "jobs/home.html", _cluster_context())
+
+
+@login_required
+def gpu_table(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment: the GPU table, re-polled every snapshot interval."""
+    return render(request, "jobs/_gpu_table.html", _cluster_context())

@@ -1,0 +1,58 @@
+"""Every environment variable the portal reads, in one place.
+
+Settings modules call :func:`read_env` once; nothing else in the code base reads ``os.environ``
+(the Celery app and ``manage.py`` only default ``DJANGO_SETTINGS_MODULE``). The README's table of
+environment variables is this table.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+#: name -> (type, default). ``environ.Env.NOTSET`` means required (only production enforces that).
+SCHEMA: dict[str, tuple[type, object]] = {
+    # Django
+    "PORTAL_SECRET_KEY": (str, "dev-insecure-secret-key-change-me"),
+    "PORTAL_DEBUG": (bool, False),
+    "PORTAL_ALLOWED_HOSTS": (list, ["127.0.0.1", "localhost"]),
+    "PORTAL_CSRF_TRUSTED_ORIGINS": (list, []),
+    "PORTAL_VAR_DIR": (str, str(BASE_DIR / "var")),
+    "PORTAL_SECURE_SSL_REDIRECT": (bool, True),
+    # Storage
+    "DATABASE_URL": (str, "postgres://postgres@127.0.0.1:5432/portal"),
+    "REDIS_URL": (str, "redis://127.0.0.1:6379/0"),
+    # OIDC (the site's identity provider)
+    "PORTAL_OIDC_ISSUER": (str, ""),
+    "PORTAL_OIDC_CLIENT_ID": (str, ""),
+    "PORTAL_OIDC_CLIENT_SECRET": (str, ""),
+    "PORTAL_OIDC_PROVIDER_NAME": (str, "Single sign-on"),
+    "PORTAL_OIDC_SCOPES": (list, ["openid", "email", "profile", "groups"]),
+    "PORTAL_OIDC_USERNAME_CLAIM": (str, "preferred_username"),
+    "PORTAL_OIDC_ADMIN_GROUPS": (list, ["portal-admins"]),
+    # Slurm gateway
+    "PORTAL_SLURM_TRANSPORT": (str, "ssh"),
+    "PORTAL_SSH_HOST": (str, "127.0.0.1"),
+    "PORTAL_SSH_PORT": (int, 2222),
+    "PORTAL_SSH_USER": (str, "portal"),
+    "PORTAL_SSH_KEY_FILE": (str, ""),
+    "PORTAL_SSH_KNOWN_HOSTS": (str, ""),
+    "PORTAL_SSH_MAX_CHANNELS": (int, 10),
+    "PORTAL_SSH_CONNECT_TIMEOUT": (float, 10.0),
+    "PORTAL_SLURM_COMMAND_TIMEOUT": (float, 30.0),
+    "PORTAL_SLURM_USERS_GROUP": (str, "slurmusers"),
+    # Snapshot poller
+    "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
+    "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),
+}
+
+
+def read_env() -> environ.Env:
+    """Return an ``environ.Env`` bound to :data:`SCHEMA`; also loads ``<repo>/.env`` if present."""
+    env = environ.Env(**SCHEMA)
+    dotenv = BASE_DIR / ".env"
+    if dotenv.exists():
+        environ.Env.read_env(str(dotenv), overwrite=False)
+    return env

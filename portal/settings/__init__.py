@@ -1,0 +1,1 @@
+"""Settings split: ``base`` (shared), ``dev``, ``test`` and ``production``."""

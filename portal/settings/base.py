@@ -1,0 +1,188 @@
+"""Settings shared by every environment. Values come from :mod:`portal.env` only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from portal.env import BASE_DIR, read_env
+
+env = read_env()
+
+SECRET_KEY = env("PORTAL_SECRET_KEY")
+DEBUG = env("PORTAL_DEBUG")
+ALLOWED_HOSTS = env("PORTAL_ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = env("PORTAL_CSRF_TRUSTED_ORIGINS")
+VAR_DIR = Path(env("PORTAL_VAR_DIR"))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "accounts",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db_url("DATABASE_URL")}
+DATABASES["default"]["CONN_MAX_AGE"] = 60
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "portal",
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = ["allauth.account.auth_backends.AuthenticationBackend"]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- django-allauth: OIDC only, no password form, no linking by email -------------------------
+ACCOUNT_ADAPTER = "accounts.adapter.PortalAccountAdapter"
+SOCIALACCOUNT_ADAPTER = "accounts.adapter.PortalSocialAccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_UNIQUE_EMAIL = False
+ACCOUNT_LOGOUT_ON_GET = False
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_EMAIL_REQUIRED = False
+SOCIALACCOUNT_QUERY_EMAIL = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False
+
+OIDC_PROVIDER_ID = "idp"
+OIDC = {
+    "issuer": env("PORTAL_OIDC_ISSUER"),
+    "client_id": env("PORTAL_OIDC_CLIENT_ID"),
+    "client_secret": env("PORTAL_OIDC_CLIENT_SECRET"),
+    "name": env("PORTAL_OIDC_PROVIDER_NAME"),
+    "scopes": env("PORTAL_OIDC_SCOPES"),
+    "username_claim": env("PORTAL_OIDC_USERNAME_CLAIM"),
+    "admin_groups": env("PORTAL_OIDC_ADMIN_GROUPS"),
+}
+
+
+def oidc_apps(oidc: dict) -> list[dict]:
+    """allauth ``APPS`` entries for the one configured IdP (empty when no issuer is set)."""
+    if not oidc["issuer"]:
+        return []
+    return [
+        {
+            "provider_id": OIDC_PROVIDER_ID,
+            "name": oidc["name"],
+            "client_id": oidc["client_id"],
+            "secret": oidc["client_secret"],
+            "settings": {
+                "server_url": oidc["issuer"],
+                "token_auth_method": "client_secret_basic",
+                "scope": oidc["scopes"],
+                "fetch_userinfo": True,
+            },
+        }
+    ]
+
+
+def socialaccount_providers(oidc: dict) -> dict:
+    """The ``SOCIALACCOUNT_PROVIDERS`` setting: allauth's ``openid_connect`` with PKCE."""
+    return {
+        "openid_connect": {
+            "provider_class": "accounts.oidc.provider.PortalOIDCProvider",
+            "OAUTH_PKCE_ENABLED": True,
+            "APPS": oidc_apps(oidc),
+        }
+    }
+
+
+SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)
+
+# --- Slurm gateway --------------------------------------------------------------------------
+SLURM_GATEWAY = {
+    "transport": env("PORTAL_SLURM_TRANSPORT"),
+    "ssh_host": env("PORTAL_SSH_HOST"),
+    "ssh_port": env("PORTAL_SSH_PORT"),
+    "ssh_user": env("PORTAL_SSH_USER"),
+    "ssh_key_file": env("PORTAL_SSH_KEY_FILE") or str(VAR_DIR / "ssh" / "portal_ed25519"),
+    "ssh_known_hosts": env("PORTAL_SSH_KNOWN_HOSTS") or str(VAR_DIR / "ssh" / "known_hosts"),
+    "ssh_max_channels": env("PORTAL_SSH_MAX_CHANNELS"),
+    "ssh_connect_timeout": env("PORTAL_SSH_CONNECT_TIMEOUT"),
+    "command_timeout": env("PORTAL_SLURM_COMMAND_TIMEOUT"),
+    "users_group": env("PORTAL_SLURM_USERS_GROUP"),
+}
+
+# --- snapshot poller + Celery ---------------------------------------------------------------
+SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
+SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = 60
+CELERY_TASK_TIME_LIMIT = 90
+CELERY_BEAT_SCHEDULE = {
+    "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
+    "cluster-directory": {"task": "accounts.tasks.cluster_directory_refresh", "schedule": 300.0},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"paramiko": {"level": "WARNING"}},
+}

@@ -1,0 +1,16 @@
+"""Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
+from .base import *  # noqa: F401,F403
+from .base import OIDC, env, socialaccount_providers
+
+DEBUG = env.bool("PORTAL_DEBUG", default=True)
+
+#: The dev IdP of ``idp/dev-config.json`` unless the environment names another one.
+DEV_OIDC = {
+    "issuer": "http://127.0.0.1:8800",
+    "client_id": "portal",
+    "client_secret": "portal-dev-secret",
+    "name": "Dev IdP",
+}
+if not OIDC["issuer"]:
+    OIDC = {**OIDC, **DEV_OIDC}
+SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)

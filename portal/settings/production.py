@@ -1,0 +1,19 @@
+"""Production: secrets from the environment, secure cookies, an IdP required (see ``accounts.checks``)."""
+from .base import *  # noqa: F401,F403
+from .base import env
+
+DEBUG = False
+PORTAL_ENVIRONMENT = "production"
+SECRET_KEY = env.str("PORTAL_SECRET_KEY", default="")
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("PORTAL_SECURE_SSL_REDIRECT", default=True)
+SECURE_HSTS_SECONDS = 31536000
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

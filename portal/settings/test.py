@@ -1,0 +1,11 @@
+"""Tests: like dev (dev IdP defaults, local cluster), with fast hashing and a separate Redis DB."""
+from .dev import *  # noqa: F401,F403
+from .dev import CACHES, env
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Tests use their own Redis database so they never see the dev poller's snapshot.
+REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/15"
+CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_ALWAYS_EAGER = True
