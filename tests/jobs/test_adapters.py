@@ -1,0 +1,109 @@
+"""Slurm JSON adapters on outputs recorded from the local Slurm 22.05, plus the odd inputs."""
+import pytest
+
+from jobs.slurm.adapters import adapter_for
+from jobs.slurm.adapters.v0_0_38 import number, parse_gres, parse_jobs, parse_nodes, parse_partitions, parse_time_limit, parse_tres_gpus
+
+
+def test_recorded_sinfo_nodes(slurm_json):
+    nodes = {n.name: n for n in parse_nodes(slurm_json("22.05", "sinfo"))}
+    assert sorted(nodes) == ["node1", "node2", "node3"]
+    assert nodes["node1"].gpus == {"a100": 4} and nodes["node1"].gpus_used == {"a100": 4}
+    assert nodes["node3"].gpus == {"t4": 2} and nodes["node3"].gpus_used == {"t4": 1}
+    assert nodes["node1"].partitions == ("interactive", "train")
+    assert nodes["node3"].real_memory == 8000
+    assert all(n.available for n in nodes.values())
+
+
+def test_recorded_squeue_jobs(slurm_json):
+    jobs = {j.job_id: j for j in parse_jobs(slurm_json("22.05", "squeue"))}
+    pending = jobs[4]
+    assert (pending.state, pending.reason, pending.user, pending.account) == ("PENDING", "Resources", "alice", "vision")
+    assert pending.gpus == {"a100": 4}
+    assert pending.start_time > pending.submit_time  # the backfill estimate
+    assert jobs[5].gpus == {"t4": 1} and jobs[5].partition == "small"
+    assert jobs[1].state == "COMPLETED"
+
+
+def test_adapter_is_chosen_from_meta(slurm_json):
+    assert adapter_for(slurm_json("22.05", "sinfo")).__name__.endswith("v0_0_38")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("gpu:a100:4", {"a100": 4}),
+        ("gpu:a100:4(S:0-1)", {"a100": 4}),
+        ("gpu:a100:2(IDX:0,2),gpu:t4:1(IDX:3)", {"a100": 2, "t4": 1}),
+        ("gpu:2", {"": 2}),
+        ("gpu:a100:0(IDX:N/A)", {"a100": 0}),
+        ("mps:100,gpu:t4:2", {"t4": 2}),
+        ("N/A", {}),
+        ("(null)", {}),
+        ("", {}),
+        (None, {}),
+    ],
+)
+def test_parse_gres(text, expected):
+    assert parse_gres(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1,gres/gpu:a100=1", {"a100": 1}),
+        ("cpu=4,gres/gpu=2", {"": 2}),
+        ("cpu=4,mem=4G", {}),
+        (None, {}),
+    ],
+)
+def test_parse_tres_gpus(text, expected):
+    assert parse_tres_gpus(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(5, 5), ({"set": True, "infinite": False, "number": 7}, 7), ({"set": False, "infinite": False, "number": 0}, None), ({"set": True, "infinite": True, "number": 0}, None), (None, None)],
+)
+def test_number_accepts_old_and_new_shapes(value, expected):
+    assert number(value) == expected
+
+
+def test_newer_shapes_job_state_list_and_number_objects():
+    doc = {
+        "jobs": [
+            {
+                "job_id": 9,
+                "job_state": ["PENDING", "REQUEUED"],
+                "priority": {"set": True, "infinite": False, "number": 4242},
+                "time_limit": {"set": True, "infinite": True, "number": 0},
+                "start_time": {"set": True, "infinite": False, "number": 1800000000},
+                "tres_req_str": "cpu=1,gres/gpu:t4=2,gres/gpu=2",
+            }
+        ]
+    }
+    (job,) = parse_jobs(doc)
+    assert (job.state, job.priority, job.time_limit, job.start_time, job.gpus) == ("PENDING", 4242, None, 1800000000, {"t4": 2})
+
+
+def test_newer_node_state_list_keeps_flags():
+    (node,) = parse_nodes({"nodes": [{"name": "n1", "state": ["IDLE", "DRAIN"], "gres": "gpu:a100:4", "gres_used": "gpu:a100:0"}]})
+    assert node.state == "idle" and "DRAIN" in node.flags and not node.available
+
+
+@pytest.mark.parametrize(
+    "text, seconds", [("2-00:00:00", 172800), ("08:00:00", 28800), ("30", 1800), ("10:30", 630), ("UNLIMITED", None), ("NONE", None)]
+)
+def test_parse_time_limit(text, seconds):
+    assert parse_time_limit(text) == seconds
+
+
+def test_parse_partitions_oneliner():
+    text = (
+        "PartitionName=train AllowGroups=ALL Default=YES DefaultTime=01:00:00 MaxTime=2-00:00:00 "
+        "Nodes=node[1-3] State=UP TRES=cpu=20,mem=40000M,node=3,gres/gpu=10\n"
+        "PartitionName=lab Default=NO MaxTime=UNLIMITED Nodes=(null) State=DOWN\n"
+    )
+    train, lab = parse_partitions(text)
+    assert (train.name, train.nodes, train.max_time, train.default_time, train.is_default) == ("train", ("node1", "node2", "node3"), 172800, 3600, True)
+    assert (lab.nodes, lab.max_time, lab.state) == ((), None, "DOWN")

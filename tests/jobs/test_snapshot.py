@@ -1,0 +1,139 @@
+"""The snapshot: taken through the gateway, stored in Redis, read by pages without Slurm calls."""
+import json
+import threading
+from http import HTTPStatus
+
+import pytest
+
+from jobs import services
+from jobs.selectors import gpu_rows, snapshot_status
+from jobs.slurm import SlurmGateway, SlurmUnreachable
+from jobs.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+from tests.fakes import FakeTransport
+
+PARTITIONS = (
+    "PartitionName=interactive Default=NO DefaultTime=01:00:00 MaxTime=08:00:00 Nodes=node1 State=UP\n"
+    "PartitionName=train Default=YES DefaultTime=01:00:00 MaxTime=2-00:00:00 Nodes=node[1-3] State=UP\n"
+    "PartitionName=small Default=NO DefaultTime=00:10:00 MaxTime=01:00:00 Nodes=node3 State=UP\n"
+)
+
+
+def scripted(slurm_json, *, partitions=True):
+    fake = FakeTransport()
+    fake.expect(["sinfo", "--json"], stdout=json.dumps(slurm_json("22.05", "sinfo")))
+    fake.expect(["squeue", "--json"], stdout=json.dumps(slurm_json("22.05", "squeue")))
+    if partitions:
+        fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS)
+    return fake
+
+
+def test_take_reads_whole_cluster_in_three_calls(slurm_json):
+    fake = scripted(slurm_json)
+    snap = snapshot_take(SlurmGateway(fake), now=1000.0)
+    assert len(fake.calls) == 3
+    assert snap.slurm_version == "22.05.8"
+    assert [p.name for p in snap.partitions] == ["interactive", "train", "small"]
+    assert len(snap.jobs) == 5
+
+
+def test_partitions_are_reused_within_a_minute(slurm_json):
+    first = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0)
+    fake = scripted(slurm_json, partitions=False)
+    second = snapshot_take(SlurmGateway(fake), previous=first, now=1030.0)
+    assert len(fake.calls) == 2 and second.partitions == first.partitions
+
+
+def test_gpu_rows_per_partition_and_type(slurm_json):
+    snap = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0)
+    rows = {(r.partition, r.gpu_type): (r.allocated, r.total) for r in gpu_rows(snap)}
+    assert rows == {
+        ("interactive", "a100"): (4, 4),
+        ("small", "t4"): (1, 2),
+        ("train", "a100"): (8, 8),
+        ("train", "t4"): (1, 2),
+    }
+
+
+def test_failure_keeps_last_data_and_first_failure_time(slurm_json):
+    good = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0)
+    down = snapshot_failed(good, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1100.0)
+    still = snapshot_failed(down, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1200.0)
+    assert still.error_since == 1100.0 and "cannot reach sshd" in still.error
+    assert still.nodes == good.nodes and still.taken_at == 1000.0
+
+
+@pytest.mark.django_db
+def test_snapshot_round_trips_through_redis(slurm_json, clean_cache):
+    snap = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0)
+    snapshot_store(snap)
+    assert snapshot_load() == snap
+
+
+@pytest.mark.django_db
+def test_refresh_records_failure_instead_of_raising(slurm_json, clean_cache, monkeypatch):
+    fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"))
+    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(fake))
+    snap = services.snapshot_refresh()
+    assert snap.error and snap.error_since
+    assert snapshot_load().error == snap.error
+
+
+@pytest.mark.django_db
+def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
+    """While one refresh holds the Redis lock, a second returns None and makes no Slurm call."""
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowTransport(FakeTransport):
+        def execute(self, argv, *, stdin, timeout):
+            entered.set()
+            release.wait(10)
+            return super().execute(argv, stdin=stdin, timeout=timeout)
+
+    slow = SlowTransport(script=scripted(slurm_json).script)
+    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(slow))
+    client = services.redis_client()
+    client.delete(services.LOCK_NAME)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(services.snapshot_refresh()))
+    worker.start()
+    assert entered.wait(10)
+    second_fake = FakeTransport()
+    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(second_fake))
+    assert services.snapshot_refresh() is None
+    assert second_fake.calls == []
+    release.set()
+    worker.join(10)
+    assert results and results[0] is not None and not results[0].error
+
+
+def test_status_marks_stale_and_missing(settings):
+    settings.SNAPSHOT_MAX_AGE = 60
+    assert snapshot_status(None).has_data is False
+    assert snapshot_status(ClusterSnapshot(taken_at=1000.0), now=1030.0).stale is False
+    assert snapshot_status(ClusterSnapshot(taken_at=1000.0), now=1100.0).stale is True
+
+
+@pytest.mark.django_db
+def test_home_page_reads_snapshot_and_never_calls_slurm(slurm_json, clean_cache, client, django_user_model, monkeypatch):
+    snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))
+    untouched = FakeTransport()
+    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(untouched))
+    user = django_user_model.objects.create(username="alice", display_name="Alice Researcher", slurm_accounts=["vision"])
+    client.force_login(user)
+    page = client.get("/")
+    assert page.status_code == HTTPStatus.OK
+    html = page.content.decode()
+    assert 'data-partition="train" data-gpu-type="a100"' in html and "8 / 8" in html
+    assert "vision" in html and "Alice Researcher" in html
+    fragment = client.get("/cluster/gpus/")
+    assert fragment.status_code == HTTPStatus.OK and "<html" not in fragment.content.decode()
+    assert untouched.calls == []
+
+
+@pytest.mark.django_db
+def test_unreachable_cluster_shows_banner_not_error(clean_cache, client, django_user_model):
+    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1795970000.0))
+    client.force_login(django_user_model.objects.create(username="bob"))
+    page = client.get("/cluster/gpus/")
+    assert page.status_code == HTTPStatus.OK
+    assert "Cluster unreachable since" in page.content.decode()
