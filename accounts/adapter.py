@@ -20,9 +20,6 @@ from .services import login_check, user_apply_claims
 
 logger = logging.getLogger(__name__)
 
-_CLAIMS_ATTR = "portal_claims"
-_IDENTITY_ATTR = "portal_identity"
-
 
 def refused_response(request: HttpRequest, refusal: LoginRefused, *, status: int = 403):
     """The page that ends a refused login."""
@@ -53,16 +50,14 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         except LoginRefused as refusal:
             logger.info("login refused (%s) for sub=%s", refusal.code, claims.get("sub"))
             raise ImmediateHttpResponse(refused_response(request, refusal))
-        setattr(request, _CLAIMS_ATTR, claims)
-        setattr(request, _IDENTITY_ATTR, identity)
+        user_apply_claims(user=sociallogin.user, identity=identity, claims=claims)
         if existing is not None:
-            user_apply_claims(user=existing, identity=identity, claims=claims).save()
+            existing.save()
+        # A new user is saved by allauth's auto sign-up right after this hook.
 
     def populate_user(self, request: HttpRequest, sociallogin, data: dict) -> User:
+        """Called before :meth:`pre_social_login`, which fills in every field from the claims."""
         user = sociallogin.user
-        claims = getattr(request, _CLAIMS_ATTR, None) or claims_of(sociallogin.account.extra_data)
-        identity = getattr(request, _IDENTITY_ATTR)
-        user_apply_claims(user=user, identity=identity, claims=claims)
         user.set_unusable_password()
         return user
 

@@ -52,3 +52,96 @@ def clean_cache():
     cache.clear()
     yield cache
     cache.clear()
+
+
+# --- a real OIDC provider (idp/server.mjs) for the test session ---------------------------------
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+#: Test-only IdP users added to the dev users: each breaks one login rule.
+TEST_USERS = [
+    {"username": "ivan", "password": "ivan", "claims": {"sub": "test-ivan", "email": "ivan@example.org", "email_verified": True, "name": "Ivan Invalid", "preferred_username": "Ivan Smith", "groups": []}},
+    {"username": "nora", "password": "nora", "claims": {"sub": "test-nora", "email": "nora@example.org", "email_verified": True, "name": "Nora Noname", "groups": []}},
+    {"username": "olga", "password": "olga", "claims": {"sub": "test-olga", "email": "olga@example.org", "email_verified": True, "name": "Olga Outsider", "preferred_username": "outsider", "groups": []}},
+    {"username": "alice2", "password": "alice2", "claims": {"sub": "test-alice-impostor", "email": "alice@example.org", "email_verified": True, "name": "Not Alice", "preferred_username": "alice", "groups": []}},
+]
+
+
+@dataclass
+class TestIdP:
+    issuer: str
+    users_file: Path
+    process: subprocess.Popen
+
+    def users(self) -> list[dict]:
+        return json.loads(self.users_file.read_text())["users"]
+
+    def set_claims(self, username: str, **changes) -> None:
+        """Change one user's claims (``None`` removes a claim); the IdP re-reads the file per login."""
+        users = self.users()
+        for user in users:
+            if user["username"] == username:
+                for key, value in changes.items():
+                    if value is None:
+                        user["claims"].pop(key, None)
+                    else:
+                        user["claims"][key] = value
+        self.users_file.write_text(json.dumps({"users": users}))
+
+
+@pytest.fixture(scope="session")
+def oidc_idp(tmp_path_factory):
+    """The dev IdP (``idp/server.mjs``, npm ``oidc-provider``) on a free port, with the dev users plus
+    :data:`TEST_USERS`, and the portal client registered for the live server's address."""
+    base = tmp_path_factory.mktemp("idp")
+    port = free_port()
+    portal = "http://" + os.environ["DJANGO_LIVE_TEST_SERVER_ADDRESS"]
+    users = json.loads((REPO / "idp" / "users.json").read_text())["users"] + TEST_USERS
+    (base / "users.json").write_text(json.dumps({"users": users}))
+    config = {
+        "issuer": f"http://127.0.0.1:{port}",
+        "host": "127.0.0.1",
+        "port": port,
+        "users_file": str(base / "users.json"),
+        "extra_profile_claims": ["unix_name"],  # for the configurable-username-claim test
+        "clients": [
+            {
+                "client_id": "portal",
+                "client_secret": "portal-test-secret",
+                "redirect_uris": [f"{portal}/accounts/oidc/idp/login/callback/"],
+                "post_logout_redirect_uris": [f"{portal}/"],
+                "grant_types": ["authorization_code"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            }
+        ],
+    }
+    (base / "config.json").write_text(json.dumps(config))
+    log = open(base / "idp.log", "w+")
+    proc = subprocess.Popen(
+        ["node", str(REPO / "idp" / "server.mjs")],
+        env={**os.environ, "IDP_CONFIG": str(base / "config.json")},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while "IdP listening" not in (base / "idp.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the test IdP did not start (is `npm ci --prefix idp` done?):\n" + (base / "idp.log").read_text())
+        time.sleep(0.1)
+    yield TestIdP(issuer=config["issuer"], users_file=base / "users.json", process=proc)
+    proc.terminate()
+    proc.wait(10)
+    log.close()
+
+
+@pytest.fixture
+def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cache):
+    """The live portal configured for the test IdP. Returns the portal's base URL."""
+    from portal.settings.base import socialaccount_providers
+
+    settings.OIDC = {**settings.OIDC, "issuer": oidc_idp.issuer, "client_id": "portal", "client_secret": "portal-test-secret", "name": "Test IdP"}
+    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
+    return live_server.url

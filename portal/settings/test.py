@@ -1,6 +1,6 @@
 """Tests: like dev (dev IdP defaults, local cluster), with fast hashing and a separate Redis DB."""
 from .dev import *  # noqa: F401,F403
-from .dev import CACHES, env
+from .dev import CACHES, DATABASES, env
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -9,3 +9,4 @@ REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/15"
 CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = True
+DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -1,0 +1,146 @@
+"""Login through the real dev IdP (npm oidc-provider) against the live portal and the real cluster."""
+from __future__ import annotations
+
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from bs4 import BeautifulSoup
+
+from accounts.models import User
+from tests.sso import form_of, sso_login
+
+pytestmark = pytest.mark.integration
+
+
+def refusal_code(html: str) -> str | None:
+    node = BeautifulSoup(html, "html.parser").find(attrs={"data-refusal": True})
+    return node["data-refusal"] if node else None
+
+
+def test_login_creates_user_from_claims_and_cluster(portal_with_idp):
+    _, page = sso_login(portal_with_idp, "carol")
+    assert page.status_code == HTTPStatus.OK, page.text[:500]
+    assert 'data-testid="current-user"' in page.text and "Carol Teamlead" in page.text
+    user = User.objects.get(username="carol")
+    assert user.oidc_sub == "a4c281a1-9192-429a-a4c7-83454d463856"
+    assert user.oidc_issuer.startswith("http://127.0.0.1:")
+    assert user.email == "carol@example.org" and user.email_verified is True
+    assert user.oidc_groups == ["vision", "vision-leads"]
+    assert user.slurm_accounts == ["vision"]
+    assert not user.has_usable_password()
+
+
+def test_second_login_with_same_sub_and_changed_email_is_the_same_user(portal_with_idp, oidc_idp):
+    sso_login(portal_with_idp, "alice")
+    first = User.objects.get(username="alice")
+    oidc_idp.set_claims("alice", email="alice.new@example.org", name="Alice R. Researcher")
+    try:
+        _, page = sso_login(portal_with_idp, "alice")
+    finally:
+        oidc_idp.set_claims("alice", email="alice@example.org", name="Alice Researcher")
+    assert page.status_code == HTTPStatus.OK
+    again = User.objects.get(pk=first.pk)
+    assert again.email == "alice.new@example.org" and again.display_name == "Alice R. Researcher"
+    assert User.objects.filter(oidc_sub=first.oidc_sub).count() == 1
+    assert User.objects.count() == 1
+
+
+@pytest.mark.parametrize("value", ["false", None])
+def test_email_verified_string_false_or_missing_is_unverified(portal_with_idp, oidc_idp, value):
+    oidc_idp.set_claims("bob", email_verified=value)
+    try:
+        _, page = sso_login(portal_with_idp, "bob")
+    finally:
+        oidc_idp.set_claims("bob", email_verified=True)
+    assert page.status_code == HTTPStatus.OK
+    bob = User.objects.get(username="bob")
+    assert bob.email_verified is False
+    from allauth.account.models import EmailAddress
+
+    assert not EmailAddress.objects.filter(user=bob, verified=True).exists()
+
+
+def test_unverified_email_never_links_to_an_existing_account(portal_with_idp, oidc_idp):
+    """An existing portal user with bob's email is not taken over by a new identity with that email."""
+    victim = User.objects.create(username="dana", email="bob@example.org", oidc_issuer="x", oidc_sub="y")
+    oidc_idp.set_claims("bob", email_verified="false")
+    try:
+        _, page = sso_login(portal_with_idp, "bob")
+    finally:
+        oidc_idp.set_claims("bob", email_verified=True)
+    assert page.status_code == HTTPStatus.OK
+    bob = User.objects.get(username="bob")
+    assert bob.pk != victim.pk and bob.oidc_sub == "f3095b32-2393-4b1a-9de8-1e18d8207ab2"
+
+
+@pytest.mark.parametrize(
+    "idp_user, code, words",
+    [
+        ("mallory", "not_provisioned", "no account named 'mallory'"),
+        ("olga", "not_provisioned", "not in the group 'slurmusers'"),
+        ("ivan", "claim_invalid", "not a valid Unix user name"),
+        ("nora", "claim_missing", "did not send the 'preferred_username' claim"),
+    ],
+)
+def test_login_refused_with_a_clear_page(portal_with_idp, idp_user, code, words):
+    _, page = sso_login(portal_with_idp, idp_user)
+    assert page.status_code == HTTPStatus.FORBIDDEN
+    assert refusal_code(page.text) == code
+    text = BeautifulSoup(page.text, "html.parser").get_text()
+    assert words in text
+    assert "What to do" in text
+    assert User.objects.count() == 0
+
+
+def test_other_identity_claiming_a_taken_username_is_refused(portal_with_idp):
+    sso_login(portal_with_idp, "alice")
+    _, page = sso_login(portal_with_idp, "alice2")
+    assert page.status_code == HTTPStatus.FORBIDDEN
+    assert refusal_code(page.text) == "identity_conflict"
+    assert User.objects.filter(username="alice").get().oidc_sub == "5b9aaf88-7b00-4f2a-bd21-6da37b1fa213"
+
+
+def test_username_claim_is_configurable(portal_with_idp, settings, oidc_idp):
+    settings.OIDC = {**settings.OIDC, "username_claim": "unix_name"}
+    oidc_idp.set_claims("bob", unix_name="bob")
+    try:
+        _, page = sso_login(portal_with_idp, "bob")
+        assert page.status_code == HTTPStatus.OK and User.objects.filter(username="bob").exists()
+        _, refused = sso_login(portal_with_idp, "carol")  # carol has no unix_name claim
+        assert refusal_code(refused.text) == "claim_missing"
+        assert "'unix_name'" in BeautifulSoup(refused.text, "html.parser").get_text()
+    finally:
+        oidc_idp.set_claims("bob", unix_name=None)
+
+
+def test_logout_ends_the_idp_session_too(portal_with_idp, oidc_idp):
+    session, page = sso_login(portal_with_idp, "alice")
+    action, fields = form_of(page.text.split('action="/accounts/logout/"')[0][-2000:] + 'action="/accounts/logout/"' + page.text.split('action="/accounts/logout/"')[1], page.url)
+    assert action.endswith("/accounts/logout/")
+    bye = session.post(action, data=fields, allow_redirects=False)
+    assert bye.status_code == HTTPStatus.FOUND
+    target = urlparse(bye.headers["Location"])
+    query = parse_qs(target.query)
+    assert f"{target.scheme}://{target.netloc}" == oidc_idp.issuer
+    assert query["post_logout_redirect_uri"] == [f"{portal_with_idp}/"]
+    assert query["id_token_hint"][0].count(".") == 2  # a JWT
+    confirm = session.get(bye.headers["Location"])
+    action, fields = form_of(confirm.text, confirm.url)
+    back = session.post(action, data=fields)
+    assert back.url.startswith(portal_with_idp + "/")
+    assert 'data-testid="sso-login"' in back.text  # signed out of the portal
+    # The IdP session is gone as well: signing in again asks for the password.
+    page = session.get(f"{portal_with_idp}/accounts/login/")
+    action, fields = form_of(page.text, page.url)
+    assert 'type="password"' in session.post(action, data=fields).text
+
+
+def test_login_page_has_no_password_form(portal_with_idp):
+    import requests
+
+    page = requests.get(f"{portal_with_idp}/accounts/login/")
+    assert page.status_code == HTTPStatus.OK
+    assert 'type="password"' not in page.text and "Sign in with Test IdP" in page.text
+    admin = requests.get(f"{portal_with_idp}/admin/login/", allow_redirects=False)
+    assert admin.status_code == HTTPStatus.FOUND and "/accounts/login/" in admin.headers["Location"]
