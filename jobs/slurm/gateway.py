@@ -30,6 +30,8 @@ class SlurmGateway:
     def build_argv(self, argv: Sequence[str], *, as_user: str | None = None) -> list[str]:
         """The full argv to send. Raises ``ValueError`` for an empty argv, a non-str element, or an
         ``as_user`` that is not a plain Unix user name (so it can never be read as a sudo option)."""
+        if isinstance(argv, (str, bytes)):
+            raise ValueError("argv must be a list of str, not a string: the gateway never runs shell strings")
         argv = list(argv)
         if not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"argv must be a non-empty list of str, got {argv!r}")
