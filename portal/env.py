@@ -22,7 +22,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_VAR_DIR": (str, str(BASE_DIR / "var")),
     "PORTAL_SECURE_SSL_REDIRECT": (bool, True),
     # Storage
-    "DATABASE_URL": (str, "postgres://postgres@127.0.0.1:5432/portal"),
+    "DATABASE_URL": (str, "postgres://portal:portal@127.0.0.1:5432/portal"),
     "REDIS_URL": (str, "redis://127.0.0.1:6379/0"),
     # OIDC (the site's identity provider)
     "PORTAL_OIDC_ISSUER": (str, ""),

@@ -1,0 +1,23 @@
+# The README's commands. Everything is idempotent; run as root on a Debian 12 machine.
+.PHONY: dev stop test test-fast cluster cluster-stop check
+
+dev:            ## set up and run everything (portal, Celery, dev IdP, local Slurm) on http://127.0.0.1:8000/
+	bash scripts/dev.sh
+
+stop:           ## stop everything make dev started, including the local cluster
+	bash scripts/stop.sh
+
+test:           ## run all tests against the real stack (sets up what they need first)
+	bash scripts/test.sh
+
+test-fast:      ## unit tests only (no cluster, IdP or browser needed; PostgreSQL and Redis still are)
+	.venv/bin/pytest -m "not integration and not e2e"
+
+cluster:        ## start the local Slurm cluster (+ portal sshd and sudo rule) only
+	bash cluster/up.sh
+
+cluster-stop:
+	bash cluster/down.sh
+
+check:          ## check the whole path from the portal to Slurm
+	.venv/bin/python manage.py cluster_check

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up and run everything for development, in the background: the portal's dependencies, the local
+# Slurm cluster, the dev IdP, a Celery worker and beat, and the portal on http://127.0.0.1:8000/.
+# Stop it all with scripts/stop.sh (make stop).
+LOG_TAG=dev
+source "$(dirname "$0")/lib.sh"
+T_START=$(date +%s)
+
+bash "$REPO_DIR/scripts/bootstrap.sh"
+bash "$REPO_DIR/cluster/up.sh"
+
+export DJANGO_SETTINGS_MODULE=portal.settings.dev
+NODE=$(node_bin)
+start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
+start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2
+start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --loglevel=INFO --schedule "$RUN_DIR/celerybeat-schedule"
+start_bg portal "$VENV/bin/python" "$REPO_DIR/manage.py" runserver --noreload "$PORTAL_HOST:$PORTAL_PORT"
+wait_http "http://127.0.0.1:8800/.well-known/openid-configuration" 30
+wait_http "http://$PORTAL_HOST:$PORTAL_PORT/accounts/login/" 60
+
+cat <<MSG
+
+  GPU portal is running: http://$PORTAL_HOST:$PORTAL_PORT/   (set up in $(( $(date +%s) - T_START )) s)
+
+  Sign in through the dev IdP (http://127.0.0.1:8800) as one of (password = user name):
+    alice  researcher, team vision
+    bob    researcher, team nlp
+    carol  team lead,  team vision
+    dana   admin,      team nlp
+
+  Logs: $LOG_DIR/   Check the path to Slurm: .venv/bin/python manage.py cluster_check
+  Stop everything: make stop
+MSG
