@@ -45,9 +45,10 @@ def test_production_process_refuses_to_start_without_idp():
 
 
 def test_production_check_deploy_is_clean_with_idp_configured():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.production", "PORTAL_SECRET_KEY": secrets.token_urlsafe(60),
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env.update({"DJANGO_SETTINGS_MODULE": "portal.settings.production", "PORTAL_SECRET_KEY": secrets.token_urlsafe(60),
            "PORTAL_OIDC_ISSUER": "https://idp.example.org", "PORTAL_OIDC_CLIENT_ID": "portal", "PORTAL_OIDC_CLIENT_SECRET": "s",
-           "PORTAL_ALLOWED_HOSTS": "portal.example.org"}
+           "PORTAL_ALLOWED_HOSTS": "portal.example.org"})
     proc = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -15,10 +15,10 @@ CHROMIUM = os.environ.get("PORTAL_TEST_CHROMIUM", "/usr/bin/chromium")
 
 
 @pytest.fixture
-def browser_page():
+def browser_page(monkeypatch):
     # Playwright's sync API runs an event loop in this thread; Django's ORM calls from the test
     # itself are still synchronous and safe here.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
