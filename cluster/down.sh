@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Stop what cluster/up.sh started, in reverse order: the portal sshd, the three slurmd, slurmctld, slurmdbd,
+# munged (each by its pidfile, waiting until it is gone). MariaDB is stopped only if up.sh started it.
+# Configs, users, keys, accounting data and the Slurm state are kept: up.sh brings it all back.
+set -euo pipefail
+LOG_TAG=down
+# shellcheck source=cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $(id -u) -eq 0 ]] || die "run as root"
+
+stop_procs "portal sshd|$SSHD_PORTAL_PID|sshd"
+specs=()
+for (( i = ${#NODES[@]} - 1; i >= 0; i-- )); do
+    specs+=("slurmd ${NODES[i]}|/run/slurmd-${NODES[i]}.pid|slurmd")
+done
+stop_procs "${specs[@]}"     # the three slurmd together
+stop_procs "slurmctld|$SLURMCTLD_PID|slurmctld"
+stop_procs "slurmdbd|$SLURMDBD_PID|slurmdbd"
+stop_procs "munged|$MUNGED_PID|munged"
+
+if [[ -f $STATE_DIR/mariadb-started-by-up ]]; then
+    mariadb_pid=$(cat /run/mysqld/mysqld.pid 2>/dev/null || true)
+    if mysqladmin --protocol=socket shutdown >/dev/null 2>&1; then
+        if [[ -n $mariadb_pid ]]; then
+            wait_for 60 "MariaDB to exit" bash -c "source '$CLUSTER_DIR/lib.sh'; ! alive $mariadb_pid" || true
+        fi
+        log "MariaDB: stopped (up.sh had started it)"
+    else
+        log "MariaDB: not running"
+    fi
+    rm -f "$STATE_DIR/mariadb-started-by-up"
+else
+    log "MariaDB: left running (up.sh did not start it)"
+fi
+log "done"

@@ -1,0 +1,109 @@
+# Shared settings and helpers for cluster/up.sh and cluster/down.sh (sourced, not run).
+# Every setting may be overridden from the environment.
+
+CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(dirname "$CLUSTER_DIR")
+TEMPLATE_DIR=$CLUSTER_DIR/etc
+
+: "${PORTAL_VAR_DIR:=$REPO_DIR/var}"          # portal's ssh key + known_hosts live in $PORTAL_VAR_DIR/ssh
+: "${PORTAL_SSH_ADDR:=127.0.0.1}"             # second sshd, for the portal's service user only
+: "${PORTAL_SSH_PORT:=2222}"
+: "${PORTAL_USER:=portal}"                    # the portal's service user (not in $SLURM_GROUP)
+: "${PORTAL_KEY_OWNER:=$(stat -c %U "$REPO_DIR")}"  # local user that owns the portal's client key
+: "${SLURM_GROUP:=slurmusers}"                # the portal may act (via sudo) only as members of this group
+: "${DEMO_USERS:=alice bob carol dana}"
+: "${OUTSIDER_USER:=outsider}"                # exists, but NOT in $SLURM_GROUP
+: "${CLUSTER_NAME:=portal}"
+: "${CONTROLLER_HOST:=$(hostname -s)}"        # slurmctld refuses to start unless this is the local host
+: "${CONTROLLER_ADDR:=127.0.0.1}"
+: "${SLURMCTLD_PORT:=6817}"
+: "${SLURMDBD_PORT:=6819}"
+: "${NODE1_PORT:=6818}"
+: "${NODE2_PORT:=6821}"
+: "${NODE3_PORT:=6822}"
+: "${DB_PORT:=3306}"
+: "${DB_NAME:=slurm_acct_db}"
+: "${NODE_WAIT_S:=60}"                        # how long up.sh waits for the nodes to become usable
+: "${STATE_DIR:=/run/portal-cluster}"         # records e.g. that up.sh started MariaDB
+
+NODES=(node1 node2 node3)
+SLURM_ETC=/etc/slurm
+LOG_DIR=/var/log/slurm
+SSHD_PORTAL_CONF=/etc/ssh/sshd_config_portal
+SSHD_PORTAL_PID=/run/sshd-portal.pid
+MUNGED_PID=/run/munge/munged.pid
+SLURMDBD_PID=/run/slurmdbd.pid
+SLURMCTLD_PID=/run/slurmctld.pid
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+
+_T0=$(date +%s%N)
+elapsed() { echo "$(( ($(date +%s%N) - _T0) / 1000000 ))" | awk '{printf "%.1f", $1/1000}'; }
+log() { printf '[%s %5ss] %s\n' "${LOG_TAG:-cluster}" "$(elapsed)" "$*"; }
+die() { printf '[%s] ERROR: %s\n' "${LOG_TAG:-cluster}" "$*" >&2; exit 1; }
+
+# pid_of PIDFILE COMM: print the pid recorded in PIDFILE if that process is alive and its
+# command name is COMM (or COMM-wlm) (guards against a stale pidfile whose pid was reused); else fail.
+pid_of() {
+    local file=$1 comm=$2 pid
+    [[ -s $file ]] || return 1
+    pid=$(tr -dc 0-9 <"$file")
+    [[ -n $pid ]] && alive "$pid" || return 1
+    local actual
+    actual=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+    # Debian installs slurmctld/slurmd as alternatives for slurmctld-wlm/slurmd-wlm
+    [[ $actual == "$comm" || $actual == "$comm-wlm" ]] || return 1
+    echo "$pid"
+}
+running() { pid_of "$1" "$2" >/dev/null; }
+
+# wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS.
+wait_for() {
+    local limit=$1 what=$2 end
+    shift 2
+    end=$(( $(date +%s) + limit ))
+    until "$@" >/dev/null 2>&1; do
+        (( $(date +%s) < end )) || { log "timed out after ${limit}s waiting for $what"; return 1; }
+        sleep 0.2
+    done
+}
+
+# alive PID: the process exists and is not a zombie (here PID 1 may reap exited daemons only every few seconds)
+alive() {
+    kill -0 "$1" 2>/dev/null || return 1
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
+# stop_procs "NAME|PIDFILE|COMM" ...: SIGTERM all of them at once, wait (up to $STOP_TIMEOUT s) until all are
+# gone, SIGKILL what is left as a last resort, remove the pidfiles.
+: "${STOP_TIMEOUT:=30}"
+stop_procs() {
+    local spec name file comm pid end i
+    local -a names=() pids=() files=()
+    for spec in "$@"; do
+        IFS='|' read -r name file comm <<<"$spec"
+        if pid=$(pid_of "$file" "$comm"); then
+            kill -TERM "$pid" 2>/dev/null || true
+            names+=("$name") pids+=("$pid") files+=("$file")
+        else
+            log "$name: not running"
+            rm -f "$file"
+        fi
+    done
+    end=$(( $(date +%s) + STOP_TIMEOUT ))
+    for i in "${!pids[@]}"; do
+        while alive "${pids[i]}"; do
+            if (( $(date +%s) >= end )); then
+                log "${names[i]}: pid ${pids[i]} still alive after ${STOP_TIMEOUT}s, sending SIGKILL"
+                kill -KILL "${pids[i]}" 2>/dev/null || true
+                sleep 0.5
+                break
+            fi
+            sleep 0.1
+        done
+        rm -f "${files[i]}"
+        log "${names[i]}: stopped (pid ${pids[i]})"
+    done
+}
