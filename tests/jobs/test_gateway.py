@@ -70,3 +70,24 @@ def test_transport_errors_pass_through_as_slurm_errors():
 def test_invalid_utf8_output_is_replaced_not_raised():
     fake = FakeTransport().expect(["cat", "log"], stdout=b"ok \xff\xfe end")
     assert SlurmGateway(fake).run(["cat", "log"]).out == "ok \ufffd\ufffd end"
+
+
+def test_local_transport_runs_argv_without_a_shell(tmp_path):
+    from jobs.slurm.local import LocalTransport
+
+    marker = tmp_path / "pwned"
+    gw = SlurmGateway(LocalTransport())
+    result = gw.run(["echo", f"x; touch {marker}"])
+    assert result.out == f"x; touch {marker}\n" and not marker.exists()
+    assert gw.run(["cat"], stdin=b"\x00\xffdata").stdout == b"\x00\xffdata"
+
+
+def test_local_transport_deadline_and_missing_command():
+    from jobs.slurm import SlurmUnreachable
+    from jobs.slurm.local import LocalTransport
+
+    gw = SlurmGateway(LocalTransport())
+    with pytest.raises(SlurmTimeout):
+        gw.run(["sleep", "5"], timeout=0.5)
+    with pytest.raises(SlurmUnreachable, match="not installed"):
+        gw.run(["no-such-slurm-command"])
