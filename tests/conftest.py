@@ -56,6 +56,7 @@ def clean_cache():
 
 # --- a real OIDC provider (idp/server.mjs) for the test session ---------------------------------
 import subprocess  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -77,8 +78,11 @@ class TestIdP:
     def users(self) -> list[dict]:
         return json.loads(self.users_file.read_text())["users"]
 
-    def set_claims(self, username: str, **changes) -> None:
-        """Change one user's claims (``None`` removes a claim); the IdP re-reads the file per login."""
+    @contextmanager
+    def changed_claims(self, username: str, **changes):
+        """Change one user's claims for the ``with`` block (``None`` removes a claim); the IdP
+        re-reads its users file at every login. The original entry is restored afterwards."""
+        original = self.users_file.read_text()
         users = self.users()
         for user in users:
             if user["username"] == username:
@@ -88,6 +92,10 @@ class TestIdP:
                     else:
                         user["claims"][key] = value
         self.users_file.write_text(json.dumps({"users": users}))
+        try:
+            yield
+        finally:
+            self.users_file.write_text(original)
 
 
 @pytest.fixture(scope="session")

@@ -5,14 +5,15 @@ import requests
 from bs4 import BeautifulSoup
 
 
-def form_of(html: str, base: str) -> tuple[str, dict]:
-    """The first form on a page: (absolute action URL, {field: value})."""
+def form_of(html: str, base: str, action: str | None = None) -> tuple[str, dict]:
+    """The first form on a page (or the first whose action is ``action``): (absolute action URL,
+    {field: value})."""
     soup = BeautifulSoup(html, "html.parser")
-    form = soup.find("form")
+    form = soup.find("form", action=action) if action else soup.find("form")
     assert form is not None, f"no form on page: {html[:500]}"
-    action = requests.compat.urljoin(base, form.get("action") or base)
+    target = requests.compat.urljoin(base, form.get("action") or base)
     fields = {i["name"]: i.get("value", "") for i in form.find_all("input") if i.get("name")}
-    return action, fields
+    return target, fields
 
 
 def sso_login(portal: str, username: str, password: str | None = None) -> tuple[requests.Session, requests.Response]:

@@ -11,24 +11,15 @@ import pytest
 from django.conf import settings
 
 from jobs.slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
+from jobs.slurm.gateway import build_transport
 from jobs.slurm.ssh import SSHTransport
 
 pytestmark = pytest.mark.integration
 
 
 def transport(**overrides) -> SSHTransport:
-    conf = settings.SLURM_GATEWAY
-    kwargs = dict(
-        host=conf["ssh_host"],
-        port=conf["ssh_port"],
-        user=conf["ssh_user"],
-        key_file=conf["ssh_key_file"],
-        known_hosts=conf["ssh_known_hosts"],
-        max_channels=conf["ssh_max_channels"],
-        connect_timeout=5.0,
-    )
-    kwargs.update(overrides)
-    return SSHTransport(**kwargs)
+    """An SSH transport from the settings, with ``SLURM_GATEWAY`` keys overridden."""
+    return build_transport({**settings.SLURM_GATEWAY, "ssh_connect_timeout": 5.0, **overrides})
 
 
 @pytest.fixture
@@ -71,8 +62,10 @@ def test_large_stdin_round_trips(gateway):
     assert gateway.run(["cat"], stdin=payload, timeout=60).stdout == payload
 
 
-def test_twenty_commands_at_once_share_one_pooled_connection():
-    t = transport(max_channels=10)
+@pytest.mark.parametrize("channels", [20, 4])
+def test_twenty_commands_at_once_share_one_pooled_connection(channels):
+    """All 20 run over one connection; with fewer channels than commands the rest wait their turn."""
+    t = transport(ssh_max_channels=channels)
     gw = SlurmGateway(t)
     try:
         with ThreadPoolExecutor(max_workers=20) as pool:
@@ -86,7 +79,7 @@ def test_twenty_commands_at_once_share_one_pooled_connection():
 def test_unknown_host_key_is_refused_with_its_fingerprint(tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    gw = SlurmGateway(transport(known_hosts=str(empty)))
+    gw = SlurmGateway(transport(ssh_known_hosts=str(empty)))
     with pytest.raises(SlurmUnreachable) as info:
         gw.run(["true"])
     assert host_key_fingerprint() in info.value.message
@@ -100,12 +93,12 @@ def test_changed_host_key_is_refused(tmp_path):
     wrong = tmp_path / "known_hosts"
     wrong.write_text(f"[{conf['ssh_host']}]:{conf['ssh_port']} {other_pub[0]} {other_pub[1]}\n")
     with pytest.raises(SlurmUnreachable, match="CHANGED"):
-        SlurmGateway(transport(known_hosts=str(wrong))).run(["true"])
+        SlurmGateway(transport(ssh_known_hosts=str(wrong))).run(["true"])
 
 
 def test_wrong_port_is_unreachable_not_a_hang():
     with pytest.raises(SlurmUnreachable, match="cannot reach sshd"):
-        SlurmGateway(transport(port=1)).run(["true"])
+        SlurmGateway(transport(ssh_port=1)).run(["true"])
 
 
 def test_deadline_stops_a_slow_command(gateway):
