@@ -6,12 +6,31 @@ token string on the request, which :mod:`accounts.signals` moves into the sessio
 """
 from __future__ import annotations
 
+import logging
+
+import requests
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from allauth.socialaccount.models import SocialApp
 from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
 from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
 
 ID_TOKEN_REQUEST_ATTR = "portal_oidc_id_token"
+
+logger = logging.getLogger(__name__)
+
+
+def _idp_unreachable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    from accounts.claims import LoginRefused
+
+    logger.warning("identity provider unreachable: %s", exc)
+    refusal = LoginRefused(
+        "idp_unreachable",
+        "The identity provider could not be reached, so sign-in cannot start or finish right now.",
+        "Try again in a few minutes. If it persists, tell the portal admin (the IdP may be down, or "
+        "PORTAL_OIDC_ISSUER may be wrong).",
+    )
+    return render(request, "accounts/login_refused.html", {"refusal": refusal}, status=503)
 
 
 class PortalOIDCAdapter(OpenIDConnectOAuth2Adapter):
@@ -29,6 +48,8 @@ def login(request: HttpRequest, provider_id: str) -> HttpResponse:
         return OAuth2LoginView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
     except SocialApp.DoesNotExist:
         raise Http404("No such identity provider.")
+    except requests.RequestException as exc:
+        return _idp_unreachable(request, exc)
 
 
 def callback(request: HttpRequest, provider_id: str) -> HttpResponse:
@@ -37,3 +58,5 @@ def callback(request: HttpRequest, provider_id: str) -> HttpResponse:
         return OAuth2CallbackView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
     except SocialApp.DoesNotExist:
         raise Http404("No such identity provider.")
+    except requests.RequestException as exc:
+        return _idp_unreachable(request, exc)
