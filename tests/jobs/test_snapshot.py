@@ -137,3 +137,11 @@ def test_unreachable_cluster_shows_banner_not_error(clean_cache, client, django_
     page = client.get("/cluster/gpus/")
     assert page.status_code == HTTPStatus.OK
     assert "Cluster unreachable since" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_stale_snapshot_is_announced(clean_cache, client, django_user_model, slurm_json):
+    snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))  # long ago
+    client.force_login(django_user_model.objects.create(username="carol"))
+    html = client.get("/cluster/gpus/").content.decode()
+    assert 'data-testid="snapshot-stale"' in html and "poller" in html
