@@ -49,7 +49,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
             identity = login_check(claims=claims, existing=existing)
         except LoginRefused as refusal:
             logger.info("login refused (%s) for sub=%s", refusal.code, claims.get("sub"))
-            raise ImmediateHttpResponse(refused_response(request, refusal))
+            raise ImmediateHttpResponse(refused_response(request, refusal)) from refusal
         user_apply_claims(user=sociallogin.user, identity=identity, claims=claims)
         if existing is not None:
             existing.save()

@@ -47,7 +47,7 @@ def login(request: HttpRequest, provider_id: str) -> HttpResponse:
     try:
         return OAuth2LoginView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
     except SocialApp.DoesNotExist:
-        raise Http404("No such identity provider.")
+        raise Http404("No such identity provider.") from None
     except requests.RequestException as exc:
         return _idp_unreachable(request, exc)
 
@@ -57,6 +57,6 @@ def callback(request: HttpRequest, provider_id: str) -> HttpResponse:
     try:
         return OAuth2CallbackView.adapter_view(PortalOIDCAdapter(request, provider_id))(request)
     except SocialApp.DoesNotExist:
-        raise Http404("No such identity provider.")
+        raise Http404("No such identity provider.") from None
     except requests.RequestException as exc:
         return _idp_unreachable(request, exc)

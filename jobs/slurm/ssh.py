@@ -193,7 +193,7 @@ class SSHTransport:
                 while time.monotonic() < deadline:
                     try:
                         data = recv(READ_CHUNK)
-                    except socket.timeout:
+                    except TimeoutError:
                         continue
                     if not data:
                         return
@@ -208,7 +208,7 @@ class SSHTransport:
                     while view and time.monotonic() < deadline:
                         try:
                             sent = chan.send(view[:READ_CHUNK])
-                        except socket.timeout:
+                        except TimeoutError:
                             continue
                         view = view[sent:]
                 chan.shutdown_write()

@@ -34,7 +34,7 @@ class Command(BaseCommand):
                 self._ok(f"SSH as {conf['ssh_user']}: host key matches {conf['ssh_known_hosts']}, key accepted")
             except SlurmError as exc:
                 self._fail("SSH session", exc.message)
-                raise CommandError(f"{self.failures} check(s) failed; stopping, nothing else can work without SSH.")
+                raise CommandError(f"{self.failures} check(s) failed; stopping, nothing else can work without SSH.") from None
         else:
             self._ok("transport is local: no SSH involved")
         user = as_user or self._first_member(gateway, conf["users_group"])
@@ -53,7 +53,7 @@ class Command(BaseCommand):
             self._ok(f"sshd reachable at {conf['ssh_host']}:{conf['ssh_port']}")
         except OSError as exc:
             self._fail("sshd reachable", f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running?")
-            raise CommandError("sshd is not reachable; nothing else can be checked.")
+            raise CommandError("sshd is not reachable; nothing else can be checked.") from None
 
     def _first_member(self, gateway, group: str) -> str:
         try:
