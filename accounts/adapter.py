@@ -16,14 +16,29 @@ from django.shortcuts import render
 from .claims import LoginRefused
 from .models import User
 from .oidc.provider import claims_of
+from .oidc.views import ID_TOKEN_REQUEST_ATTR
 from .services import login_check, user_apply_claims
 
 logger = logging.getLogger(__name__)
 
 
 def refused_response(request: HttpRequest, refusal: LoginRefused, *, status: int = 403):
-    """The page that ends a refused login."""
-    return render(request, "accounts/login_refused.html", {"refusal": refusal}, status=status)
+    """The page that ends a refused login. When the IdP already signed the person in (we hold its
+    ID token), it offers to end that IdP session so they can sign in as someone else."""
+    from .views import idp_logout_url
+
+    id_token = getattr(request, ID_TOKEN_REQUEST_ATTR, None)
+    context = {"refusal": refusal, "switch_account_url": idp_logout_url(request, id_token) if id_token else None}
+    return render(request, "accounts/login_refused.html", context, status=status)
+
+
+#: allauth ``AuthError`` codes -> what to tell the person.
+AUTH_ERROR_MESSAGES = {
+    "cancelled": "Sign-in was cancelled, or the identity provider refused it.",
+    "denied": "The identity provider refused the sign-in.",
+    "unknown": "The identity provider's reply was invalid or had expired (for example from an old browser tab, "
+    "the Back button, or a sign-in that was already used).",
+}
 
 
 class PortalAccountAdapter(DefaultAccountAdapter):
@@ -65,8 +80,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         logger.warning("OIDC authentication error %s: %r", error, exception)
         refusal = LoginRefused(
             "idp_error",
-            "Sign-in with the identity provider did not complete"
-            + (f" ({error})." if error else "."),
+            "Sign-in with the identity provider did not complete. " + AUTH_ERROR_MESSAGES.get(str(error), AUTH_ERROR_MESSAGES["unknown"]),
             "Start again from the portal's sign-in page. If it keeps failing, the identity provider may be "
             "down or the portal's client settings may be wrong; tell the portal admin.",
         )

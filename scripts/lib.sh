@@ -8,8 +8,10 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${PORTAL_DB_USER:=portal}"
 : "${PORTAL_DB_PASSWORD:=portal}"
 : "${PORTAL_HOST:=127.0.0.1}"
-: "${PORTAL_PORT:=8000}"
-export PORTAL_VAR_DIR
+: "${PORTAL_PORT:=8000}"   # the dev IdP (idp/dev-config.json) accepts callbacks on :8000 only
+# The portal reads DATABASE_URL; by default it is the role and database that bootstrap.sh creates.
+: "${DATABASE_URL:=postgres://$PORTAL_DB_USER:$PORTAL_DB_PASSWORD@127.0.0.1:5432/$PORTAL_DB_NAME}"
+export PORTAL_VAR_DIR DATABASE_URL
 RUN_DIR=$PORTAL_VAR_DIR/run
 LOG_DIR=$PORTAL_VAR_DIR/log
 mkdir -p "$RUN_DIR" "$LOG_DIR"

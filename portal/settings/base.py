@@ -37,6 +37,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "portal.middleware.HtmxRedirectMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -74,6 +75,7 @@ SESSION_ENGINE = "django.contrib.sessions.backends.db"
 AUTH_USER_MODEL = "accounts.User"
 AUTHENTICATION_BACKENDS = ["allauth.account.auth_backends.AuthenticationBackend"]
 LOGIN_URL = "account_login"
+CSRF_FAILURE_VIEW = "accounts.views.csrf_failure"
 LOGIN_REDIRECT_URL = "home"
 
 LANGUAGE_CODE = "en-us"

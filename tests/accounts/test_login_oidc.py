@@ -118,6 +118,7 @@ def test_logout_ends_the_idp_session_too(portal_with_idp, oidc_idp):
     back = session.post(action, data=fields)
     assert back.url.startswith(portal_with_idp + "/")
     assert 'data-testid="sso-login"' in back.text  # signed out of the portal
+    assert 'data-testid="signed-out"' in back.text
     # The IdP session is gone as well: signing in again asks for the password.
     page = session.get(f"{portal_with_idp}/accounts/login/")
     action, fields = form_of(page.text, page.url)
@@ -132,3 +133,30 @@ def test_login_page_has_no_password_form(portal_with_idp):
     assert 'type="password"' not in page.text and "Sign in with Test IdP" in page.text
     admin = requests.get(f"{portal_with_idp}/admin/login/", allow_redirects=False)
     assert admin.status_code == HTTPStatus.FOUND and "/accounts/login/" in admin.headers["Location"]
+
+
+def test_refusal_offers_to_sign_in_as_someone_else(portal_with_idp, oidc_idp):
+    session, page = sso_login(portal_with_idp, "mallory")
+    assert refusal_code(page.text) == "not_provisioned"
+    link = BeautifulSoup(page.text, "html.parser").find(attrs={"data-testid": "switch-account"})
+    assert link is not None and link["href"].startswith(oidc_idp.issuer)
+    confirm = session.get(link["href"])
+    action, fields = form_of(confirm.text, confirm.url)
+    session.post(action, data=fields)
+    page = session.get(f"{portal_with_idp}/accounts/login/")
+    action, fields = form_of(page.text, page.url)
+    assert 'type="password"' in session.post(action, data=fields).text  # the IdP asks again
+
+
+def test_admin_pages_follow_the_groups_claim_and_admin_logout_ends_idp_session(portal_with_idp, oidc_idp):
+    alice, _ = sso_login(portal_with_idp, "alice")
+    refused = alice.get(f"{portal_with_idp}/admin/")
+    assert refused.status_code == HTTPStatus.FORBIDDEN and refusal_code(refused.text) == "not_admin"
+    assert "portal-admins" in refused.text
+    dana, _ = sso_login(portal_with_idp, "dana")
+    admin = dana.get(f"{portal_with_idp}/admin/")
+    assert admin.status_code == HTTPStatus.OK and "Site administration" in admin.text
+    action, fields = form_of(admin.text, admin.url, action="/admin/logout/")
+    bye = dana.post(action, data=fields, allow_redirects=False)
+    assert bye.status_code == HTTPStatus.FOUND and bye.headers["Location"].startswith(oidc_idp.issuer)
+    assert "id_token_hint=" in bye.headers["Location"]

@@ -33,6 +33,7 @@ def test_tampered_callback_gives_a_clear_page(client):
     page = client.get("/accounts/oidc/idp/login/callback/?code=x&state=y")
     assert page.status_code == HTTPStatus.UNAUTHORIZED
     assert b"did not complete" in page.content and b'data-refusal="idp_error"' in page.content
+    assert b"invalid or had expired" in page.content and b"(unknown)" not in page.content
 
 
 @pytest.mark.django_db
@@ -45,3 +46,40 @@ def test_get_on_the_oidc_login_url_asks_to_continue(client):
     page = client.get("/accounts/oidc/idp/login/")
     assert page.status_code == HTTPStatus.OK
     assert b'data-testid="sso-continue"' in page.content and b'type="password"' not in page.content
+
+
+@pytest.mark.django_db
+def test_get_on_logout_asks_to_confirm(client, django_user_model):
+    client.force_login(django_user_model.objects.create(username="alice"))
+    page = client.get("/accounts/logout/")
+    assert page.status_code == HTTPStatus.OK and b'data-testid="confirm-sign-out"' in page.content
+    assert "_auth_user_id" in client.session  # still signed in
+
+
+@pytest.mark.django_db
+def test_logout_with_unreachable_idp_says_so(client, settings, django_user_model):
+    from tests.conftest import free_port
+
+    settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    client.force_login(django_user_model.objects.create(username="alice"))
+    page = client.post("/accounts/logout/")
+    assert page.status_code == HTTPStatus.OK and b"could not be reached" in page.content
+    assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.django_db
+def test_htmx_fragment_after_session_end_reloads_the_page(client):
+    page = client.get("/cluster/gpus/", HTTP_HX_REQUEST="true")
+    assert page.status_code == HTTPStatus.OK and page.content == b""
+    assert page["HX-Redirect"].startswith("/accounts/login/")
+
+
+@pytest.mark.django_db
+def test_stale_form_gets_a_friendly_page(django_user_model):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create(username="alice"))
+    page = client.post("/accounts/logout/")
+    assert page.status_code == HTTPStatus.FORBIDDEN
+    assert b'data-refusal="stale_form"' in page.content and b"reload the page" in page.content

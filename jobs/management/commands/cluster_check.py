@@ -52,7 +52,7 @@ class Command(BaseCommand):
                 pass
             self._ok(f"sshd reachable at {conf['ssh_host']}:{conf['ssh_port']}")
         except OSError as exc:
-            self._fail("sshd reachable", f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running?")
+            self._fail("sshd reachable", f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running? (For the local cluster: make cluster.)")
             raise CommandError("sshd is not reachable; nothing else can be checked.") from None
 
     def _first_member(self, gateway, group: str) -> str:
