@@ -18,6 +18,7 @@ from .models import User
 from .oidc.provider import claims_of
 from .oidc.views import ID_TOKEN_REQUEST_ATTR
 from .services import login_check, user_apply_claims
+from .views import idp_logout_url
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +26,6 @@ logger = logging.getLogger(__name__)
 def refused_response(request: HttpRequest, refusal: LoginRefused, *, status: int = 403):
     """The page that ends a refused login. When the IdP already signed the person in (we hold its
     ID token), it offers to end that IdP session so they can sign in as someone else."""
-    from .views import idp_logout_url
-
     id_token = getattr(request, ID_TOKEN_REQUEST_ATTR, None)
     context = {"refusal": refusal, "switch_account_url": idp_logout_url(request, id_token) if id_token else None}
     return render(request, "accounts/login_refused.html", context, status=status)
