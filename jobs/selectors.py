@@ -63,3 +63,44 @@ def snapshot_status(snapshot: ClusterSnapshot | None, *, now: float | None = Non
         return SnapshotStatus(False, None, True, snapshot.error if snapshot else "", snapshot.error_since if snapshot else None)
     age = max(0.0, now - snapshot.taken_at)
     return SnapshotStatus(True, age, age > settings.SNAPSHOT_MAX_AGE, snapshot.error, snapshot.error_since)
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+def jobs_for_user(*, user, recent_seconds: int = 3600):
+    """The user's active jobs plus those that ended within ``recent_seconds`` (newest first)."""
+    from datetime import timedelta
+
+    from django.db.models import Q
+    from django.utils import timezone as djtz
+
+    from .models import Job
+    from .states import ACTIVE_STATES
+
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    return Job.objects.filter(user=user).filter(Q(state__in=ACTIVE_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
+
+
+def job_history(*, user, state: str = "", since=None, until=None):
+    """The user's finished jobs, newest first, optionally filtered by final ``state`` and by the
+    end date (``since``/``until``: dates, inclusive)."""
+    from .models import Job
+    from .states import FINAL_STATES
+
+    qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
+    if state:
+        qs = qs.filter(state=state)
+    if since:
+        qs = qs.filter(end_at__date__gte=since)
+    if until:
+        qs = qs.filter(end_at__date__lte=until)
+    return qs.order_by("-end_at", "-created_at")
+
+
+def job_for_viewer(*, key, user):
+    """The job with ``key`` if ``user`` may see it (its owner, or a portal admin); else ``None``."""
+    from .models import Job
+
+    job = Job.objects.select_related("user").filter(key=key).first()
+    if job is None or not (job.user_id == user.pk or user.is_staff):
+        return None
+    return job

@@ -1,7 +1,6 @@
-"""Writes for jobs: refreshing the cluster snapshot (more services arrive with batch jobs)."""
+"""The poller's service: take the cluster snapshot, store it, and bring Job rows up to date."""
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -10,6 +9,7 @@ from django.conf import settings
 
 from .slurm import SlurmError, get_gateway
 from .snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+from .sync import jobs_mark_unknown, jobs_sync
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +35,17 @@ def snapshot_refresh(*, lock_client: redis.Redis | None = None) -> ClusterSnapsh
         return None
     try:
         previous = snapshot_load()
+        gateway = get_gateway()
         try:
-            snapshot = snapshot_take(get_gateway(), previous=previous)
-        except (SlurmError, ValueError, json.JSONDecodeError) as exc:
+            snapshot = snapshot_take(gateway, previous=previous)
+        except (SlurmError, ValueError) as exc:
             logger.warning("snapshot poll failed: %s", exc)
             snapshot = snapshot_failed(previous, exc, now=time.time())
+            snapshot_store(snapshot)
+            jobs_mark_unknown(since=snapshot.error_since)
+            return snapshot
         snapshot_store(snapshot)
+        jobs_sync(snapshot, gateway)
         return snapshot
     finally:
         try:

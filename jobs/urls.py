@@ -1,8 +1,16 @@
 from django.urls import path
 
-from . import views
+from . import job_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
+    path("jobs/", job_views.job_list, name="job_list"),
+    path("jobs/table/", job_views.job_table, name="job_table"),
+    path("jobs/new/", job_views.job_new, name="job_new"),
+    path("jobs/history/", job_views.history, name="job_history"),
+    path("jobs/<uuid:key>/", job_views.job_detail, name="job_detail"),
+    path("jobs/<uuid:key>/status/", job_views.job_status, name="job_status"),
+    path("jobs/<uuid:key>/log/<str:stream>/", job_views.job_log, name="job_log"),
+    path("jobs/<uuid:key>/cancel/", job_views.job_cancel_view, name="job_cancel"),
 ]

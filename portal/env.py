@@ -43,6 +43,10 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_SSH_CONNECT_TIMEOUT": (float, 10.0),
     "PORTAL_SLURM_COMMAND_TIMEOUT": (float, 30.0),
     "PORTAL_SLURM_USERS_GROUP": (str, "slurmusers"),
+    # Batch jobs
+    "PORTAL_PARTITIONS": (list, []),
+    "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
+    "PORTAL_LOG_TAIL_BYTES": (int, 65536),
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),

@@ -2,9 +2,18 @@
 output. Unexpected commands fail the test loudly."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from jobs.slurm import CommandResult, SlurmError
+
+
+#: In an expected argv, matches any one argument (e.g. a timestamp).
+ANY = object()
+
+
+def argv_matches(expected: list, actual: list[str]) -> bool:
+    return len(expected) == len(actual) and all(e is ANY or e == a for e, a in zip(expected, actual, strict=True))
 
 
 @dataclass
@@ -34,7 +43,7 @@ class FakeTransport:
         if not self.script:
             raise AssertionError(f"unexpected command {argv!r}: the script is empty")
         step = self.script.pop(0)
-        if step.argv != list(argv):
+        if not argv_matches(step.argv, list(argv)):
             raise AssertionError(f"expected {step.argv!r}, got {argv!r}")
         if step.raises is not None:
             raise step.raises
@@ -42,3 +51,22 @@ class FakeTransport:
 
     def close(self):
         self.closed = True
+
+
+#: ``scontrol show partition --oneliner`` of the local cluster (cluster/etc/slurm.conf).
+PARTITIONS_TEXT = (
+    "PartitionName=interactive Default=NO DefaultTime=01:00:00 MaxTime=08:00:00 Nodes=node1 State=UP\n"
+    "PartitionName=train Default=YES DefaultTime=01:00:00 MaxTime=2-00:00:00 Nodes=node[1-3] State=UP\n"
+    "PartitionName=small Default=NO DefaultTime=00:10:00 MaxTime=01:00:00 Nodes=node3 State=UP\n"
+)
+
+
+def cluster_transport(slurm_json, *, partitions: bool = True, squeue: dict | None = None) -> FakeTransport:
+    """A fake transport scripted with one snapshot poll of the recorded 22.05 cluster (sinfo,
+    squeue, and the partitions unless ``partitions=False``); ``squeue`` replaces the recorded queue."""
+    fake = FakeTransport()
+    fake.expect(["sinfo", "--json"], stdout=json.dumps(slurm_json("22.05", "sinfo")))
+    fake.expect(["squeue", "--json"], stdout=json.dumps(squeue if squeue is not None else slurm_json("22.05", "squeue")))
+    if partitions:
+        fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS_TEXT)
+    return fake

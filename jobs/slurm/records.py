@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.states import JobState
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,46 @@ class QueueJob:
     gpus: dict[str, int]
     comment: str
     nodes: str
+    #: From squeue's raw ``exit_code`` wait status (kept ~MinJobAge after the end); ``None`` = not set.
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """One job from ``sacct --json`` ``jobs[]`` (its ``steps`` are not read), built by
+    :func:`jobs.slurm.parsing.parse_sacct_jobs`.
+
+    ``state`` is a :class:`jobs.states.JobState` from ``state.current`` and ``state_raw`` that text as
+    Slurm wrote it; ``exit_code``/``signal`` from ``exit_code`` (``None`` = not reported); ``elapsed``
+    in seconds (``time.elapsed``); ``start``/``end`` Unix seconds (``None`` = never started / not
+    ended); ``time_limit`` minutes (``None`` = unlimited); ``comment`` from ``comment.job`` (the
+    portal key ``portal:<uuid>``); ``gpus`` GPU type -> count from ``tres.allocated`` (typed entries
+    win; ``""`` when untyped); ``nodes`` the node list text (``""`` when none was assigned);
+    ``cancelled_by`` the user name from ``kill_request_user`` (``""`` when nobody cancelled it);
+    ``array_job_id`` 0 and ``array_task_id`` ``None`` for a job that is not an array task."""
+
+    job_id: int
+    array_job_id: int
+    array_task_id: int | None
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: JobState
+    state_raw: str
+    exit_code: int | None
+    signal: int | None
+    elapsed: int
+    start: int | None
+    end: int | None
+    time_limit: int | None
+    comment: str
+    nodes: str
+    gpus: dict[str, int] = field(default_factory=dict)
+    cancelled_by: str = ""
+
+    @property
+    def gpu_hours(self) -> float:
+        """Allocated GPUs (all types together) x ``elapsed`` / 3600."""
+        return sum(self.gpus.values()) * self.elapsed / 3600

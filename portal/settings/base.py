@@ -163,6 +163,14 @@ SLURM_GATEWAY = {
     "users_group": env("PORTAL_SLURM_USERS_GROUP"),
 }
 
+# --- batch jobs -----------------------------------------------------------------------------
+#: Partitions offered to users (empty: every partition Slurm reports as UP).
+PORTAL_PARTITIONS = env("PORTAL_PARTITIONS")
+#: Per-job directory (``--chdir`` and output files); ``{home}`` and ``{key}`` are filled in.
+PORTAL_JOB_DIR = env("PORTAL_JOB_DIR")
+#: Bytes of stdout/stderr shown on the job page (the tail of each file).
+PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
+
 # --- snapshot poller + Celery ---------------------------------------------------------------
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")

@@ -92,7 +92,8 @@ def test_newer_node_state_list_keeps_flags():
 
 
 @pytest.mark.parametrize(
-    "text, seconds", [("2-00:00:00", 172800), ("08:00:00", 28800), ("30", 1800), ("10:30", 630), ("UNLIMITED", None), ("NONE", None)]
+    "text, seconds",
+    [("2-00:00:00", 172800), ("08:00:00", 28800), ("30", 1800), ("10:30", 630), ("1-02:30", 95400), ("1-2", 93600), ("UNLIMITED", None), ("NONE", None)],
 )
 def test_parse_time_limit(text, seconds):
     assert parse_time_limit(text) == seconds
@@ -107,3 +108,15 @@ def test_parse_partitions_oneliner():
     train, lab = parse_partitions(text)
     assert (train.name, train.nodes, train.max_time, train.default_time, train.is_default) == ("train", ("node1", "node2", "node3"), 172800, 3600, True)
     assert (lab.nodes, lab.max_time, lab.state) == ((), None, "DOWN")
+
+
+@pytest.mark.parametrize("text", ["1:2:3:4", "x", "1-2:3:4:5"])
+def test_parse_time_limit_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        parse_time_limit(text)
+
+
+def test_squeue_exit_status_is_decoded(slurm_json):
+    jobs = {j.name: j for j in parse_jobs(slurm_json("22.05", "squeue_arrays"))}
+    assert any((j.exit_code, j.signal) == (3, 0) for j in jobs.values())
+    assert any(j.signal == 9 for j in jobs.values())

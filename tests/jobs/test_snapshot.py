@@ -10,22 +10,7 @@ from jobs.selectors import gpu_rows, snapshot_status
 from jobs.slurm import SlurmGateway, SlurmUnreachable
 from jobs.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
 from tests.fakes import FakeTransport
-
-PARTITIONS = (
-    "PartitionName=interactive Default=NO DefaultTime=01:00:00 MaxTime=08:00:00 Nodes=node1 State=UP\n"
-    "PartitionName=train Default=YES DefaultTime=01:00:00 MaxTime=2-00:00:00 Nodes=node[1-3] State=UP\n"
-    "PartitionName=small Default=NO DefaultTime=00:10:00 MaxTime=01:00:00 Nodes=node3 State=UP\n"
-)
-
-
-def scripted(slurm_json, *, partitions=True):
-    fake = FakeTransport()
-    fake.expect(["sinfo", "--json"], stdout=json.dumps(slurm_json("22.05", "sinfo")))
-    fake.expect(["squeue", "--json"], stdout=json.dumps(slurm_json("22.05", "squeue")))
-    if partitions:
-        fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS)
-    return fake
-
+from tests.fakes import cluster_transport as scripted
 
 def test_take_reads_whole_cluster_in_three_calls(slurm_json):
     fake = scripted(slurm_json)

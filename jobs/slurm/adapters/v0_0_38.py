@@ -105,23 +105,29 @@ def parse_nodes(sinfo: dict) -> list[Node]:
 
 
 def parse_time_limit(text: str) -> int | None:
-    """Slurm time ``[days-]hours:minutes:seconds`` (or ``minutes``) -> seconds; ``UNLIMITED``,
-    ``INFINITE`` and ``NONE`` -> ``None``."""
+    """Slurm time -> seconds. Forms (``man sbatch --time``): ``minutes``, ``minutes:seconds``,
+    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``;
+    ``UNLIMITED``, ``INFINITE`` and ``NONE`` -> ``None``. Raises ``ValueError`` otherwise."""
     text = text.strip()
     if text.upper() in {"UNLIMITED", "INFINITE", "NONE", ""}:
         return None
-    days = 0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        days = int(d)
+    if "-" in text:  # days-hours[:minutes[:seconds]]
+        d, rest = text.split("-", 1)
+        parts = [int(p) for p in rest.split(":")]
+        if len(parts) > 3:
+            raise ValueError(f"not a Slurm time: {text!r}")
+        h, m, s = (parts + [0, 0])[:3]
+        return ((int(d) * 24 + h) * 60 + m) * 60 + s
     parts = [int(p) for p in text.split(":")]
-    if len(parts) == 1:
+    if len(parts) == 1:  # minutes
         h, m, s = 0, parts[0], 0
-    elif len(parts) == 2:
+    elif len(parts) == 2:  # minutes:seconds
         h, m, s = 0, parts[0], parts[1]
+    elif len(parts) == 3:
+        h, m, s = parts
     else:
-        h, m, s = parts[-3], parts[-2], parts[-1]
-    return ((days * 24 + h) * 60 + m) * 60 + s
+        raise ValueError(f"not a Slurm time: {text!r}")
+    return (h * 60 + m) * 60 + s
 
 
 def parse_partitions(oneliner: str) -> list[Partition]:
@@ -172,6 +178,16 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 gpus=alloc or parse_tres_gpus(raw.get("tres_req_str")),
                 comment=raw.get("comment") or "",
                 nodes=raw.get("nodes") or "",
+                **dict(zip(("exit_code", "signal"), _exit_or_none(raw.get("exit_code")), strict=True)),
             )
         )
     return jobs
+
+
+def _exit_or_none(value) -> tuple[int | None, int | None]:
+    from ..parsing import parse_exit
+
+    try:
+        return parse_exit(value)
+    except ValueError:
+        return None, None

@@ -1,0 +1,57 @@
+"""The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy`."""
+from __future__ import annotations
+
+from django import forms
+
+from .policy import GPU_COUNTS, JobRequest, SitePolicy
+from .slurm.adapters.v0_0_38 import parse_time_limit
+
+
+class JobForm(forms.Form):
+    name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
+    account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
+    partition = forms.CharField(widget=forms.Select)
+    gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
+    gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
+    cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
+    memory_gb = forms.DecimalField(min_value=0.1, max_value=4096, decimal_places=1, initial=4, label="Memory (GB)")
+    time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="minutes, HH:MM:SS or D-HH:MM:SS")
+    workdir = forms.CharField(required=False, max_length=512, strip=False, label="Working directory",
+                              help_text="Optional, relative to your home. Default: a new directory for this job.")
+    script = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), strip=False,
+                             help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.")
+
+    def __init__(self, *args, policy: SitePolicy, accounts: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.policy = policy
+        self.fields["account"].widget.choices = [(a, a) for a in accounts]
+        self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
+        types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
+        self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
+        self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
+
+    def clean_time_limit(self) -> int:
+        text = self.cleaned_data["time_limit"].strip()
+        try:
+            seconds = parse_time_limit(text)
+        except ValueError:
+            seconds = -1
+        if seconds is None or seconds < 60 or not any(ch.isdigit() for ch in text):
+            raise forms.ValidationError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
+        return seconds // 60
+
+    def job_request(self) -> JobRequest:
+        """The validated fields as a :class:`JobRequest` (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return JobRequest(
+            name=data["name"],
+            partition=data["partition"],
+            gpu_type=data.get("gpu_type") or "",
+            gpu_count=data["gpu_count"],
+            cpus=data["cpus"],
+            memory_mb=int(data["memory_gb"] * 1024),
+            time_limit_min=data["time_limit"],
+            script=data["script"],
+            workdir=(data.get("workdir") or "").strip(),
+            account=data.get("account") or "",
+        )

@@ -1,0 +1,120 @@
+"""Batch job pages. Thin: parse input, call one service or selector, render. All queue facts come
+from the snapshot; the only cluster access is the cached log tail (jobs.logs)."""
+from __future__ import annotations
+
+from datetime import date
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .forms import JobForm
+from .logs import job_log_tail
+from .policy import SitePolicy
+from .queue import job_row, queue_positions
+from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
+from .snapshot import snapshot_load
+from .states import FINAL_STATES, JobState
+from .submit import PolicyRefused, job_cancel, job_create
+
+
+def _rows(request: HttpRequest) -> dict:
+    snapshot = snapshot_load()
+    positions = queue_positions(snapshot)
+    return {"rows": [job_row(j, positions) for j in jobs_for_user(user=request.user)], "status": snapshot_status(snapshot)}
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    """My jobs: active ones and those that ended in the last hour."""
+    return render(request, "jobs/job_list.html", _rows(request))
+
+
+@login_required
+def job_table(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment of My jobs, refreshed every few seconds."""
+    return render(request, "jobs/_job_table.html", _rows(request))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_new(request: HttpRequest) -> HttpResponse:
+    """The New job form; a refusal keeps everything typed and says what to change."""
+    policy = SitePolicy.from_snapshot(snapshot_load())
+    form = JobForm(request.POST or None, policy=policy, accounts=request.user.slurm_accounts)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = job_create(user=request.user, request=form.job_request(), policy=policy)
+        except PolicyRefused as refused:
+            for error in refused.errors:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+        else:
+            messages.success(request, f"Job “{job.name}” is being submitted.")
+            return redirect("job_detail", key=job.key)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
+
+
+def _visible_job(request: HttpRequest, key):
+    job = job_for_viewer(key=key, user=request.user)
+    if job is None:
+        raise Http404("No such job, or it is not yours.")
+    return job
+
+
+@login_required
+def job_detail(request: HttpRequest, key) -> HttpResponse:
+    """Parameters, script, status and the live log tail of one job."""
+    job = _visible_job(request, key)
+    return render(request, "jobs/job_detail.html", {"row": job_row(job, queue_positions(snapshot_load())), "job": job})
+
+
+@login_required
+def job_status(request: HttpRequest, key) -> HttpResponse:
+    """HTMX fragment: the job's status block."""
+    job = _visible_job(request, key)
+    return render(request, "jobs/_job_status.html", {"row": job_row(job, queue_positions(snapshot_load())), "job": job})
+
+
+@login_required
+def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
+    """HTMX fragment: the last bytes of stdout (``out``) or stderr (``err``), read as the owner."""
+    job = _visible_job(request, key)
+    if stream not in ("out", "err"):
+        raise Http404("No such log.")
+    return render(request, "jobs/_job_log.html", {"job": job, "stream": stream, "tail": job_log_tail(job, stream)})
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
+    """Owner only: ask Slurm to cancel the job."""
+    job = _visible_job(request, key)
+    try:
+        job_cancel(job=job, by=request.user)
+    except PermissionDenied:
+        return render(request, "jobs/job_forbidden.html", {"job": job, "message": "Only the job's owner can cancel it."}, status=403)
+    messages.info(request, f"Cancelling “{job.name}”…")
+    return redirect("job_detail", key=job.key)
+
+
+def _date(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+@login_required
+def history(request: HttpRequest) -> HttpResponse:
+    """Finished jobs with filters: final state and end date range (YYYY-MM-DD)."""
+    state = request.GET.get("state", "")
+    state = state if state in {s.value for s in FINAL_STATES} else ""
+    since, until = _date(request.GET.get("since")), _date(request.GET.get("until"))
+    jobs = job_history(user=request.user, state=state, since=since, until=until)[:500]
+    choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
+    return render(request, "jobs/history.html", {"jobs": jobs, "state": state, "since": since, "until": until, "choices": choices,
+                                                 "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until)})

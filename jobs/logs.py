@@ -1,0 +1,62 @@
+"""The tail of a job's stdout/stderr, read as the job's owner through the gateway.
+
+``tail -c <PORTAL_LOG_TAIL_BYTES> -- <file>`` runs as the owner (sudo rule), so the portal sees
+only what the owner may read. Results are cached in Redis for a few seconds per job and stream,
+so many viewers or HTMX refreshes cost one read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+from .models import Job
+from .slurm import SlurmError, get_gateway
+
+ACTIVE_CACHE_SECONDS = 3
+FINAL_CACHE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """``text``: the last bytes decoded as UTF-8 (invalid bytes replaced; templates escape HTML);
+    ``truncated``: the file is longer than what is shown; ``missing``: no file yet; ``error``: why
+    it could not be read (empty when fine)."""
+
+    text: str = ""
+    truncated: bool = False
+    missing: bool = False
+    error: str = ""
+
+
+def log_path(job: Job, stream: str) -> str:
+    """The file of ``stream`` (``out`` or ``err``) with ``%j`` filled in, or "" before submission."""
+    template = job.output_path if stream == "out" else job.error_path
+    if not template or not job.slurm_job_id:
+        return ""
+    return template.replace("%j", str(job.slurm_job_id))
+
+
+def job_log_tail(job: Job, stream: str) -> LogTail:
+    """The tail of ``stream`` (``out``/``err``). Never raises: failures come back in ``error``."""
+    path = log_path(job, stream)
+    if not path:
+        return LogTail(missing=True)
+    key = f"joblog:{job.key}:{stream}"
+    cached = cache.get(key)
+    if cached is not None:
+        return LogTail(**cached)
+    limit = settings.PORTAL_LOG_TAIL_BYTES
+    try:
+        result = get_gateway().run(["tail", "-c", str(limit + 1), "--", path], as_user=job.user.username, check=False, timeout=10)
+    except SlurmError as exc:
+        return LogTail(error=f"The log could not be read right now ({exc.message}).")
+    if result.returncode != 0:
+        tail = LogTail(missing=True) if "No such file" in result.err else LogTail(error=result.err.strip()[:300])
+    else:
+        data = result.stdout
+        truncated = len(data) > limit
+        tail = LogTail(text=data[-limit:].decode("utf-8", errors="replace"), truncated=truncated)
+    cache.set(key, tail.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    return tail

@@ -1,0 +1,103 @@
+"""Batch jobs as the portal knows them. PostgreSQL is the source of truth for what a user asked
+for (design decision 4); Slurm's view is copied in by the snapshot poller."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from .states import ACTIVE_STATES, FINAL_STATES, JobState
+
+
+class Job(models.Model):
+    """One batch job. The row (with its unique ``key``) exists before any Slurm call; the Slurm job
+    carries ``--comment=portal:<key>`` so a retried submission can find it instead of submitting twice.
+
+    Units: ``memory_mb`` MiB, ``time_limit_min`` minutes, ``elapsed_s`` seconds, ``gpu_hours`` hours
+    (allocated GPUs x elapsed, from ``sacct`` ``tres.allocated``). Times are aware datetimes (UTC).
+    """
+
+    key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    account = models.CharField(max_length=64, blank=True, default="", help_text="Slurm account (team)")
+    name = models.CharField(max_length=200)
+    partition = models.CharField(max_length=64)
+    gpu_type = models.CharField(max_length=64, blank=True, default="")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    cpus = models.PositiveSmallIntegerField(default=1)
+    memory_mb = models.PositiveIntegerField()
+    time_limit_min = models.PositiveIntegerField()
+    script = models.TextField()
+    workdir = models.CharField(max_length=1024, blank=True, default="", help_text="--chdir, as sent")
+    output_path = models.CharField(max_length=1024, blank=True, default="")
+    error_path = models.CharField(max_length=1024, blank=True, default="")
+
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.SUBMITTING)
+    slurm_state = models.CharField(max_length=64, blank=True, default="", help_text="state as Slurm wrote it")
+    slurm_job_id = models.BigIntegerField(null=True, blank=True)
+    slurm_cluster = models.CharField(max_length=64, blank=True, default="")
+    reason = models.CharField(max_length=64, blank=True, default="", help_text="squeue state_reason")
+    priority = models.BigIntegerField(null=True, blank=True)
+    nodes = models.CharField(max_length=1024, blank=True, default="")
+    submit_error = models.TextField(blank=True, default="")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    eligible_at = models.DateTimeField(null=True, blank=True)
+    start_at = models.DateTimeField(null=True, blank=True, help_text="actual start, or the backfill estimate while pending")
+    end_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.IntegerField(null=True, blank=True)
+    elapsed_s = models.PositiveIntegerField(null=True, blank=True)
+    gpu_hours = models.FloatField(null=True, blank=True)
+    status_unknown_since = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["user", "state"]),
+            models.Index(fields=["slurm_job_id"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["slurm_cluster", "slurm_job_id"], name="jobs_job_unique_slurm_id", condition=models.Q(slurm_job_id__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
+
+    @property
+    def comment(self) -> str:
+        """The ``--comment`` the Slurm job carries."""
+        return f"portal:{self.key}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
+
+
+class AuditEvent(models.Model):
+    """Who changed what, with the old and new values, written in the same transaction as the change."""
+
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=64)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="audit")
+    old = models.JSONField(default=dict, blank=True)
+    new = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action}"

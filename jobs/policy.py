@@ -1,0 +1,189 @@
+"""Site policy (design decision 8): one object that says what may be asked for, checked by the job
+form, the future API and the JupyterHub spawner alike. Every refusal says what was wrong and what is
+allowed.
+
+Limits come from the cluster snapshot (``scontrol show partition`` MaxTime; ``sinfo`` nodes' GPUs,
+CPUs and RealMemory) filtered by configuration (``PORTAL_PARTITIONS``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from .snapshot import ClusterSnapshot
+
+#: GPU counts per job/node are powers of two (a job runs on one node in this version).
+GPU_COUNTS = (1, 2, 4, 8)
+MAX_SCRIPT_BYTES = 256 * 1024
+MAX_NAME = 200
+_SHELL_SHEBANG = re.compile(r"^#!\s*(/usr)?/bin/(env\s+)?(ba)?sh\b")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a researcher asks for. ``memory_mb`` in MiB, ``time_limit_min`` in minutes, ``gpu_type``
+    "" for any type, ``workdir`` "" for the portal's per-job directory."""
+
+    name: str
+    partition: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    time_limit_min: int
+    script: str
+    workdir: str = ""
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class PolicyError:
+    """One refusal: the form ``field`` it concerns and a sentence saying what is wrong and allowed."""
+
+    field: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Nodes of one GPU type in a partition: ``gpus`` per node (max), ``cpus`` and ``memory_mb`` per
+    node (max over those nodes)."""
+
+    gpu_type: str
+    gpus: int
+    cpus: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class PartitionPolicy:
+    """What a partition allows: ``max_time_min`` (None = no limit), its node classes by GPU type
+    (``""`` = nodes without GPUs)."""
+
+    name: str
+    max_time_min: int | None
+    default_time_min: int | None
+    classes: dict[str, NodeClass] = field(default_factory=dict)
+
+    @property
+    def gpu_types(self) -> list[str]:
+        return sorted(t for t, c in self.classes.items() if t and c.gpus)
+
+    def gpu_counts(self, gpu_type: str) -> list[int]:
+        """Allowed GPU counts for a type ("" = any type): powers of two up to the per-node maximum."""
+        most = max((c.gpus for t, c in self.classes.items() if t and (not gpu_type or t == gpu_type)), default=0)
+        return [n for n in GPU_COUNTS if n <= most]
+
+    def node_limits(self, gpu_type: str, gpu_count: int) -> tuple[int, int]:
+        """(max CPUs, max memory MiB) on a node that can hold this request."""
+        fitting = [c for t, c in self.classes.items() if (not gpu_count or (t and c.gpus >= gpu_count)) and (not gpu_type or t == gpu_type)]
+        return max((c.cpus for c in fitting), default=0), max((c.memory_mb for c in fitting), default=0)
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """The policy for one moment of the cluster. Build it with :meth:`from_snapshot`."""
+
+    partitions: dict[str, PartitionPolicy]
+
+    @classmethod
+    def from_snapshot(cls, snapshot: ClusterSnapshot | None, *, allowed: list[str] | None = None) -> SitePolicy:
+        """Partitions Slurm reports, kept to ``allowed`` (default ``settings.PORTAL_PARTITIONS``; empty
+        = all), each with its nodes' GPU types and sizes."""
+        allowed = settings.PORTAL_PARTITIONS if allowed is None else allowed
+        if snapshot is None:
+            return cls(partitions={})
+        nodes = {n.name: n for n in snapshot.nodes}
+        result: dict[str, PartitionPolicy] = {}
+        for part in snapshot.partitions:
+            if allowed and part.name not in allowed:
+                continue
+            if part.state != "UP":
+                continue
+            classes: dict[str, NodeClass] = {}
+            for name in part.nodes:
+                node = nodes.get(name)
+                if node is None:
+                    continue
+                for gtype, count in (node.gpus or {"": 0}).items():
+                    old = classes.get(gtype)
+                    classes[gtype] = NodeClass(
+                        gtype,
+                        max(count, old.gpus if old else 0),
+                        max(node.cpus, old.cpus if old else 0),
+                        max(node.real_memory, old.memory_mb if old else 0),
+                    )
+            result[part.name] = PartitionPolicy(
+                name=part.name,
+                max_time_min=part.max_time // 60 if part.max_time is not None else None,
+                default_time_min=part.default_time // 60 if part.default_time is not None else None,
+                classes=classes,
+            )
+        return cls(partitions=result)
+
+    def check(self, req: JobRequest) -> list[PolicyError]:
+        """All refusals for ``req`` (empty = allowed)."""
+        errors = _check_text(req)
+        part = self.partitions.get(req.partition)
+        if part is None:
+            offered = ", ".join(sorted(self.partitions)) or "none (the cluster has not been seen yet; try again in a minute)"
+            errors.append(PolicyError("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}."))
+            return errors
+        if req.gpu_count:
+            if req.gpu_type and req.gpu_type not in part.gpu_types:
+                types = ", ".join(part.gpu_types) or "none"
+                errors.append(PolicyError("gpu_type", f"Partition {part.name} has no '{req.gpu_type[:40]}' GPUs. GPU types there: {types}."))
+            else:
+                counts = part.gpu_counts(req.gpu_type)
+                label = f"{req.gpu_type} " if req.gpu_type else ""
+                if req.gpu_count not in counts:
+                    allowed = ", ".join(str(n) for n in [0, *counts])
+                    errors.append(PolicyError("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: GPU counts are powers of two up to what one node has. Allowed: {allowed}."))
+        if req.time_limit_min < 1:
+            errors.append(PolicyError("time_limit_min", "The time limit must be at least 1 minute."))
+        elif part.max_time_min is not None and req.time_limit_min > part.max_time_min:
+            errors.append(PolicyError("time_limit_min", f"The time limit {format_minutes(req.time_limit_min)} is longer than {part.name}'s maximum of {format_minutes(part.max_time_min)}."))
+        max_cpus, max_mem = part.node_limits(req.gpu_type, req.gpu_count)
+        if max_cpus and not 1 <= req.cpus <= max_cpus:
+            errors.append(PolicyError("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
+        if max_mem and not 1 <= req.memory_mb <= max_mem:
+            errors.append(PolicyError("memory_mb", f"Memory must be between 1 and {max_mem} MiB (the largest suitable node in {part.name})."))
+        return errors
+
+
+def _check_text(req: JobRequest) -> list[PolicyError]:
+    errors = []
+    if not req.name.strip():
+        errors.append(PolicyError("name", "Give the job a name."))
+    elif len(req.name) > MAX_NAME or any(c in req.name for c in "\r\n\x00"):
+        errors.append(PolicyError("name", f"The name must be one line of at most {MAX_NAME} characters."))
+    if "\x00" in req.workdir or "\n" in req.workdir or "\r" in req.workdir:
+        errors.append(PolicyError("workdir", "The working directory must be one line without control characters."))
+    elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
+        errors.append(PolicyError("workdir", "The working directory must be a path inside your home directory, without '..'."))
+    script = req.script
+    if not script.strip():
+        errors.append(PolicyError("script", "Paste a script or a command to run."))
+    elif len(script.encode("utf-8", "surrogatepass")) > MAX_SCRIPT_BYTES or "\x00" in script:
+        errors.append(PolicyError("script", f"The script must be text of at most {MAX_SCRIPT_BYTES // 1024} KiB."))
+    else:
+        lines = script.lstrip("\ufeff").splitlines()
+        if lines and lines[0].startswith("#!") and not _SHELL_SHEBANG.match(lines[0]):
+            errors.append(PolicyError("script", f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc)."))
+        for number, line in enumerate(lines, 1):
+            if line.lstrip().startswith("#SBATCH"):
+                errors.append(PolicyError("script", f"Line {number} is an #SBATCH line ('{line.strip()[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
+                break
+    return errors
+
+
+def format_minutes(minutes: int) -> str:
+    """``90`` -> ``1 h 30 min``; ``2880`` -> ``2 days``."""
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    parts = [f"{days} day{'s' if days != 1 else ''}"] if days else []
+    parts += [f"{hours} h"] if hours else []
+    parts += [f"{mins} min"] if mins else []
+    return " ".join(parts) or "0 min"

@@ -1,0 +1,75 @@
+"""Queue facts for pages, from the snapshot only: position in line, estimate, plain-language reason."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .models import Job
+from .reasons import Reason, explain_reason
+from .slurm.parsing import time_left_seconds
+from .snapshot import ClusterSnapshot
+from .states import JobState
+
+
+def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, int]]:
+    """job id -> (position, pending jobs in that partition) for every pending job in the snapshot.
+
+    Slurm has no position field. Position = 1 + pending jobs in the same partition with a higher
+    ``priority`` (ties: earlier ``submit_time``, then lower job id), as in the design."""
+    if snapshot is None:
+        return {}
+    by_partition: dict[str, list] = {}
+    for q in snapshot.jobs:
+        if q.state == "PENDING":
+            by_partition.setdefault(q.partition, []).append(q)
+    positions = {}
+    for jobs in by_partition.values():
+        jobs.sort(key=lambda q: (-q.priority, q.submit_time, q.job_id))
+        for index, q in enumerate(jobs, 1):
+            positions[q.job_id] = (index, len(jobs))
+    return positions
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A Job plus what pages show about it. ``elapsed_s``/``time_left_s`` in seconds (``None`` =
+    unknown or no limit; never negative); ``position``/``in_line`` from :func:`queue_positions`."""
+
+    job: Job
+    position: int | None
+    in_line: int | None
+    estimate: datetime | None
+    reason: Reason | None
+    elapsed_s: int | None
+    time_left_s: int | None
+
+    @property
+    def gpus_label(self) -> str:
+        if not self.job.gpu_count:
+            return "none"
+        return f"{self.job.gpu_type or 'any'} × {self.job.gpu_count}"
+
+
+def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None) -> JobRow:
+    """Build the :class:`JobRow` for one job."""
+    now = time.time() if now is None else now
+    position = in_line = None
+    estimate = reason = None
+    elapsed = time_left = None
+    start = int(job.start_at.timestamp()) if job.start_at else None
+    if job.state == JobState.PENDING:
+        position, in_line = positions.get(job.slurm_job_id or -1, (None, None))
+        estimate = job.start_at if job.start_at and job.start_at.timestamp() > now else None
+        if job.reason:
+            reason = explain_reason(job.reason, gpus={job.gpu_type: job.gpu_count} if job.gpu_count else None)
+    elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
+        elapsed = max(0, int(now - start))
+        time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)
+    elif job.is_final:
+        elapsed = job.elapsed_s
+    return JobRow(job, position, in_line, estimate, reason, elapsed, time_left)
+
+
+def utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)

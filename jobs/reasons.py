@@ -1,0 +1,167 @@
+"""Pending reasons in plain words: Slurm's reason code (squeue ``state_reason``, e.g. ``Resources``,
+``AssocGrpGRESMinutes``) -> a group people understand, one sentence, and what to change.
+
+Codes are Slurm's ``job_reason_string`` names (checked against libslurm 22.05.8). Any other code is
+kept and shown as Slurm wrote it; nothing here raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import models
+
+
+class ReasonGroup(models.TextChoices):
+    RESOURCES = "RESOURCES", "Waiting for GPUs / resources to free up"
+    PRIORITY = "PRIORITY", "Waiting behind higher-priority work"
+    QUOTA = "QUOTA", "Your team's quota is used up"
+    BLOCKED = "BLOCKED", "Will not run unless changed"
+    OTHER = "OTHER", "Other"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """``code`` Slurm's reason code (details after a comma dropped: ``ReqNodeNotAvail,
+    UnavailableNodes:node1`` -> ``ReqNodeNotAvail``), ``group`` for grouping, ``sentence`` one plain
+    sentence, ``fix`` what the researcher can change (``""`` when there is nothing to change)."""
+
+    code: str
+    group: ReasonGroup
+    sentence: str
+    fix: str = ""
+
+
+_R, _P, _Q, _B, _O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QUOTA, ReasonGroup.BLOCKED, ReasonGroup.OTHER
+
+_LATER = "Wait for your team's running jobs to finish, or ask for fewer GPUs or less time."
+_RENEW = "Ask your team lead to raise the quota, or wait for the next quota period."
+
+#: code -> (group, sentence, fix). ``Resources`` and ``JobArrayTaskLimit`` are worded in code.
+_REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
+    # waiting for resources
+    "NodeDown": (_R, "A node this job needs is down; it waits until the node is back.", ""),
+    "Licenses": (_R, "Waiting for a software license to free up.", ""),
+    "BurstBufferResources": (_R, "Waiting for fast scratch storage (burst buffer) to free up.", ""),
+    # waiting behind other work
+    "Priority": (_P, "Waiting behind jobs with higher priority in this partition.", ""),
+    "Dependency": (_P, "Waiting for the jobs it depends on to finish.", ""),
+    # quota
+    "AssocGrpGRESMinutes": (_Q, "Your team's GPU-minutes quota for this period is used up.", _RENEW),
+    "AssocGrpGRESRunMinutes": (
+        _Q,
+        "Your team's running jobs already hold all the GPU-minutes its quota allows at one time.",
+        _LATER,
+    ),
+    "AssocGrpGRES": (_Q, "Your team is at its concurrent GPU limit: it may not use more GPUs at once.", _LATER),
+    "QOSGrpGRES": (_Q, "Jobs in this QOS are at its concurrent GPU limit.", _LATER),
+    "QOSGrpGRESMinutes": (_Q, "The GPU-minutes quota of this QOS is used up for this period.", _RENEW),
+    "QOSGrpGRESRunMinutes": (_Q, "Running jobs in this QOS already hold all the GPU-minutes it allows at one time.", _LATER),
+    "AssocGrpCpuLimit": (_Q, "Your team is at its limit of CPUs in use at once.", ""),
+    "AssocGrpMemLimit": (_Q, "Your team is at its limit of memory in use at once.", ""),
+    "AssocGrpNodeLimit": (_Q, "Your team is at its limit of nodes in use at once.", ""),
+    "AssocGrpJobsLimit": (_Q, "Your team is at its limit of jobs running at once.", ""),
+    "AssocGrpCPUMinutesLimit": (_Q, "Your team's CPU-minutes quota for this period is used up.", _RENEW),
+    "AssocGrpBillingMinutes": (_Q, "Your team's compute-time quota for this period is used up.", _RENEW),
+    "AssocMaxJobsLimit": (_Q, "You already run as many jobs at once as your team allows one person.", ""),
+    "QOSMaxJobsPerUserLimit": (_Q, "You already run as many jobs at once as this QOS allows one person.", ""),
+    "QOSGrpCpuLimit": (_Q, "Jobs in this QOS are at its limit of CPUs in use at once.", ""),
+    "QOSGrpMemLimit": (_Q, "Jobs in this QOS are at its limit of memory in use at once.", ""),
+    # will not run unless changed
+    "AssocMaxWallDurationPerJobLimit": (
+        _B, "Its time limit is longer than your team may ask for one job.", "Ask for a shorter time limit."
+    ),
+    "QOSMaxWallDurationPerJobLimit": (
+        _B, "Its time limit is longer than this QOS allows for one job.", "Ask for a shorter time limit, or use another QOS."
+    ),
+    "PartitionTimeLimit": (
+        _B,
+        "Its time limit is longer than this partition allows.",
+        "Ask for a time limit within the partition's maximum, or use another partition.",
+    ),
+    "PartitionDown": (
+        _B, "The partition is down, so nothing new starts in it.", "Use another partition, or wait for the admins to bring it back."
+    ),
+    "PartitionInactive": (
+        _B, "The partition is switched off, so nothing new starts in it.", "Use another partition, or ask the admins when it returns."
+    ),
+    "PartitionNodeLimit": (
+        _B, "It asks for more nodes than this partition allows for one job.", "Ask for fewer nodes, or use another partition."
+    ),
+    "PartitionConfig": (_B, "It asks for something this partition does not allow.", "Check the partition's limits, or use another one."),
+    "QOSMaxGRESPerUser": (
+        _B,
+        "It would take you past the most GPUs this QOS lets one person use at once.",
+        "Ask for fewer GPUs, or wait for your other jobs to finish.",
+    ),
+    "QOSMaxGRESPerJob": (_B, "It asks for more GPUs than this QOS allows for one job.", "Ask for fewer GPUs, or use another QOS."),
+    "AssocMaxGRESPerJob": (_B, "It asks for more GPUs than your team may use in one job.", "Ask for fewer GPUs."),
+    "ReqNodeNotAvail": (
+        _B,
+        "A node it asks for is down, drained or reserved for maintenance.",
+        "Remove the node list (or excluded nodes) from the request, or wait for the maintenance to end.",
+    ),
+    "InvalidAccount": (_B, "The account (team) it was submitted under is not valid for you.", "Submit under a team you belong to."),
+    "InvalidQOS": (_B, "The QOS it asks for is not one your team may use.", "Submit with a QOS your team may use, or none."),
+    "JobHeldUser": (_B, "You put this job on hold.", "Release it to let it start."),
+    "JobHeldAdmin": (_B, "An administrator put this job on hold.", "Ask the cluster administrators to release it."),
+    "JobHoldMaxRequeue": (
+        _B, "It was held after failing and being requeued too many times.", "Fix the failure, then cancel and resubmit."
+    ),
+    "BadConstraints": (_B, "No node has the features this job asks for.", "Change or remove the requested node features."),
+    "DependencyNeverSatisfied": (
+        _B,
+        "A job it depends on ended in a way that means it can never start.",
+        "Cancel it and resubmit without that dependency.",
+    ),
+    "ReservationDeleted": (_B, "The reservation it asks for was deleted.", "Cancel it and resubmit without the reservation."),
+    # other waits
+    "None": (_O, "Just submitted: the scheduler has not looked at it yet.", ""),
+    "BeginTime": (_O, "Waiting for the start time it asked for.", ""),
+    "Reservation": (_O, "Waiting for its reservation to start.", ""),
+    "Cleaning": (_O, "Finishing clean-up from a previous run before it can start again.", ""),
+    "Prolog": (_O, "Starting: the node is preparing to run it.", ""),
+    "SchedDefer": (_O, "The scheduler put off placing it for a moment; it will look again soon.", ""),
+    # why an ended job ended (squeue keeps them for a few minutes)
+    "NonZeroExitCode": (_O, "It ended with a non-zero exit code.", ""),
+    "JobLaunchFailure": (_O, "Its batch script could not be started or was killed at once.", ""),
+    "TimeLimit": (_O, "It reached its time limit.", ""),
+    "OutOfMemory": (_O, "It ran out of memory.", ""),
+    "SystemFailure": (_O, "It stopped because of a problem on the cluster.", ""),
+}
+
+
+def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None) -> Reason:
+    """Plain words for a pending reason. ``gpus`` (type -> count, ``""`` untyped; from the job's
+    request) words ``Resources`` ("Waiting for 2 A100 GPUs to free up."); ``array_limit`` (the
+    array's ``%N``) words ``JobArrayTaskLimit``. An unknown code gives group OTHER and
+    "Slurm says: <code>". Never raises; the sentence is never empty."""
+    text = "" if code is None else str(code).strip().strip("()")
+    key = text.split(",", 1)[0].strip() or "None"
+    if key == "Resources":
+        return Reason(key, _R, f"Waiting for {_what(gpus)} to free up.")
+    if key == "JobArrayTaskLimit":
+        return Reason(key, _P, _array_limit_sentence(array_limit))
+    if key in _REASONS:
+        return Reason(key, *_REASONS[key])
+    return Reason(key, _O, f"Slurm says: {text}")
+
+
+def _what(gpus: dict[str, int] | None) -> str:
+    """``{"a100": 2, "": 1}`` -> ``"2 A100 GPUs and 1 GPU"``; unknown -> resources in general."""
+    if gpus is None:
+        return "resources (GPUs, CPUs or memory)"
+    parts = [
+        f"{count} {(gtype.upper() + ' ') if gtype else ''}GPU{'s' if count != 1 else ''}"
+        for gtype, count in sorted(gpus.items())
+        if count > 0
+    ]
+    if not parts:
+        return "CPUs or memory"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _array_limit_sentence(limit: int | None) -> str:
+    if limit:
+        tasks = "1 task" if limit == 1 else f"{limit} tasks"
+        return f"Waiting: the array's %{limit} limit allows only {tasks} at once."
+    return "Waiting: the array's % limit caps how many of its tasks run at once."

@@ -1,0 +1,363 @@
+"""Pure parsing of batch-job fields from Slurm: array task strings, time limits and timestamps, exit
+codes, job states, GPU requests, node lists and ``sacct --json`` documents. No I/O.
+
+Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
+``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
+``{"set", "infinite", "number"}`` objects, job states and exit statuses as lists.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import pairwise
+
+import hostlist
+
+from jobs.states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
+
+from .adapters.v0_0_38 import number, parse_tres_gpus
+from .records import FinishedJob, QueueJob
+
+# --- array jobs --------------------------------------------------------------------------------
+
+_ARRAY_TEXT = re.compile(r"(?:([0-9]+)_)?(?:\[([^\[\]]*)\]|([^\[\]_]*))")
+_ARRAY_SPAN = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class ArrayTasks:
+    """An array's task ids as Slurm writes them: ``ranges`` is the text without the throttle
+    (``"60-89,91-94,96-98"``), ``count`` the number of distinct task ids, ``throttle`` the ``%N``
+    limit on tasks running at once (``None`` = no limit), ``job_id`` the array job id when the text
+    carried the ``<jobid>_[...]`` wrapper."""
+
+    ranges: str
+    count: int
+    throttle: int | None
+    job_id: int | None = None
+
+
+def parse_array_tasks(text: str) -> ArrayTasks:
+    """Parse squeue's ``array_task_string`` (``"1-10%2"``) or an array job name
+    (``"123456_[9201-10000%500]"``, ``"123_7"``). Steps (``"1-10:2"``) are counted; ``%0`` means no
+    limit (Slurm drops it). Raises ``ValueError`` with the text in the message for anything else,
+    including a truncated name such as ``"22_[60-89,91-94,96"`` from squeue's fixed-width column."""
+    match = _ARRAY_TEXT.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"Not a Slurm array task string: {text!r}")
+    job_id = int(match.group(1)) if match.group(1) else None
+    body = match.group(2) if match.group(2) is not None else match.group(3)
+    ranges, percent, limit = body.partition("%")
+    if percent and not _DIGITS.fullmatch(limit):
+        raise ValueError(f"Not a Slurm array task string: {text!r} (bad %limit {limit!r})")
+    spans = [_array_span(part, text) for part in ranges.split(",")]
+    throttle = (int(limit) or None) if percent else None
+    return ArrayTasks(ranges=ranges, count=_distinct(spans), throttle=throttle, job_id=job_id)
+
+
+def _array_span(part: str, text: str) -> range:
+    """``"60-89"``, ``"1-10:2"`` or ``"7"`` as a range of task ids."""
+    match = _ARRAY_SPAN.fullmatch(part.strip())
+    if not match:
+        raise ValueError(f"Not a Slurm array task string: {text!r} (bad part {part!r})")
+    low = int(match.group(1))
+    high = int(match.group(2)) if match.group(2) else low
+    step = int(match.group(3)) if match.group(3) else 1
+    if high < low or step == 0:
+        raise ValueError(f"Not a Slurm array task string: {text!r} (empty range {part!r})")
+    return range(low, high + 1, step)
+
+
+def _distinct(spans: list[range]) -> int:
+    """Number of distinct ids; Slurm writes sorted, disjoint parts, so sets are only built when
+    parts overlap."""
+    ordered = sorted(spans, key=lambda r: r.start)
+    if all(a[-1] < b.start for a, b in pairwise(ordered)):
+        return sum(len(r) for r in ordered)
+    return len(set().union(*ordered))
+
+
+def array_finished(jobs: Iterable[QueueJob], array_job_id: int) -> bool:
+    """True when every record of the array in ``jobs`` (its tasks, ``array_job_id`` matching, and the
+    pending remainder, ``job_id`` matching) is in a final state. A task that is pending, running or
+    in a state we do not know (``OTHER``) keeps it unfinished. ``jobs`` must be a whole successful
+    ``squeue`` result: an array with no record in it has left the queue and counts as finished."""
+    return all(
+        classify_state(job.state)[0] in FINAL_STATES
+        for job in jobs
+        if job.array_job_id == array_job_id or job.job_id == array_job_id
+    )
+
+
+# --- limits and times ---------------------------------------------------------------------------
+
+#: Words Slurm writes where a limit or time has no value (any case).
+NO_VALUE_WORDS = frozenset({"", "UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NOT_SET", "NONE", "UNKNOWN", "INVALID", "N/A"})
+#: Slurm's uint32 INFINITE and NO_VAL, which older JSON sends as plain numbers.
+_UINT32_NO_VALUE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
+_INTEGER = re.compile(r"-?[0-9]+")
+
+#: What Slurm's JSON or text may hold where a number belongs.
+SlurmNumber = int | float | str | dict | None
+
+
+def _whole_number(value: SlurmNumber, what: str) -> int | None:
+    """An int from an int, float, numeric string or ``{set, infinite, number}`` object; ``None``
+    for ``None``, unset/infinite objects and :data:`NO_VALUE_WORDS`. ``ValueError`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        return _whole_number(value.get("number"), what)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.upper() in NO_VALUE_WORDS:
+            return None
+        if _INTEGER.fullmatch(text):
+            return int(text)
+    raise ValueError(f"Not a Slurm {what}: {value!r}")
+
+
+def parse_limit_minutes(value: SlurmNumber) -> int | None:
+    """A time limit in minutes (squeue ``time_limit``, sacct ``time.limit``: an int, numeric text
+    or ``{set, infinite, number}``); ``None`` = no limit or unknown: ``UNLIMITED``,
+    ``Partition_Limit``, ``NOT_SET``..., infinite or unset objects, Slurm's uint32 INFINITE/NO_VAL,
+    and 0 or less (sbatch: ``--time=0`` means no limit). ``ValueError`` on anything else."""
+    minutes = _whole_number(value, "time limit (minutes)")
+    if minutes is None or minutes <= 0 or minutes in _UINT32_NO_VALUE:
+        return None
+    return minutes
+
+
+def parse_timestamp(value: SlurmNumber) -> int | None:
+    """Unix seconds (squeue ``start_time``/``end_time``, sacct ``time.start``/``time.end``);
+    ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects. ``ValueError``
+    on anything else."""
+    seconds = _whole_number(value, "timestamp (Unix seconds)")
+    return seconds if seconds is not None and seconds > 0 else None
+
+
+def time_left_seconds(*, start: int | None, limit_minutes: int | None, now: float) -> int | None:
+    """Seconds until a running job reaches its time limit (``start`` Unix seconds + limit), clamped
+    at 0; ``None`` when the start is unknown or there is no limit."""
+    if start is None or start <= 0 or limit_minutes is None:
+        return None
+    return max(0, int(start + limit_minutes * 60 - now))
+
+
+# --- exit codes ----------------------------------------------------------------------------------
+
+_EXIT_TEXT = re.compile(r"([0-9]+):([0-9]+)")
+
+
+def parse_exit(value: SlurmNumber) -> tuple[int | None, int | None]:
+    """(exit code, signal) from any form Slurm reports; ``None`` where it reports nothing.
+
+    - text ``"3:0"`` / ``"0:9"`` (sacct ``ExitCode``): both numbers as written;
+    - an int, or ``{set, number}`` object: the raw wait status squeue's ``exit_code`` holds
+      (recorded: 768 for ``exit 3``, 9 for ``kill -9``, 15 for a cancelled job), split like sacct
+      does (``status >> 8``, ``status & 0x7f``);
+    - sacct/newer objects ``{"status": "SUCCESS"|["ERROR"]|"SIGNALED"|..., "return_code": n,
+      "signal": {"signal_id"|"id": n, "name": ...}}``: the return code (``None`` when null/unset,
+      as for a signalled job) and the signal (0 when not signalled; ``None`` while PENDING).
+      Beware: Slurm 22.05's JSON writes every normal exit, ``exit 3`` included, as
+      ``{"status": "SUCCESS", "return_code": 0}`` (recorded in ``sacct_outcomes.json``).
+
+    ``None`` and ``""`` give ``(None, None)``; other text or types raise ``ValueError``."""
+    if value is None or value == "":
+        return None, None
+    if isinstance(value, str):
+        match = _EXIT_TEXT.fullmatch(value.strip())
+        if not match:
+            raise ValueError(f"Not a Slurm exit code: {value!r}")
+        return int(match.group(1)), int(match.group(2))
+    if isinstance(value, dict) and "status" in value:
+        return _exit_object(value)
+    if not isinstance(value, (int, dict)) or isinstance(value, bool) or isinstance(value, int) and value < 0:
+        raise ValueError(f"Not a Slurm exit code: {value!r}")
+    status = number(value)
+    if status is None or status in _UINT32_NO_VALUE:
+        return None, None
+    return (status >> 8) & 0xFF, status & 0x7F
+
+
+def _exit_object(value: dict) -> tuple[int | None, int | None]:
+    """The ``{"status", "return_code", "signal"}`` form (see :func:`parse_exit`)."""
+    statuses = value["status"] if isinstance(value["status"], list) else [value["status"]]
+    statuses = {str(s).upper() for s in statuses}
+    if statuses & {"PENDING", "INVALID"}:
+        return None, None
+    code = number(value.get("return_code"))
+    signal_obj = value.get("signal") if isinstance(value.get("signal"), dict) else {}
+    signal = number(signal_obj.get("signal_id", signal_obj.get("id")))
+    if not statuses & {"SIGNALED", "CORE_DUMPED"}:
+        signal = signal or 0
+    return code, signal
+
+
+# --- job states ----------------------------------------------------------------------------------
+
+#: squeue's compact state codes (``%t``), for text output.
+_SHORT_STATES = {
+    "PD": "PENDING", "CF": "CONFIGURING", "R": "RUNNING", "CG": "COMPLETING", "S": "SUSPENDED",
+    "RQ": "REQUEUED", "RS": "RESIZING", "CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED",
+    "TO": "TIMEOUT", "OOM": "OUT_OF_MEMORY", "NF": "NODE_FAIL", "PR": "PREEMPTED", "DL": "DEADLINE",
+    "BF": "BOOT_FAIL",
+}
+_SLURM_STATES = frozenset(
+    s for s in JobState.values if s not in {JobState.SUBMITTING, JobState.SUBMIT_FAILED, JobState.UNKNOWN, JobState.OTHER}
+)
+
+
+def classify_state(raw: object) -> tuple[JobState, str]:
+    """(state, raw text) from squeue ``job_state`` or sacct ``state.current``: a string
+    (``"CANCELLED by 54321"``, ``"CANCELLED+"``, ``"PD"``) or a list (newer Slurm, base state
+    first: ``["PENDING", "REQUEUED"]``, raw text joined with ``","``). The base state is the first
+    word; anything not a Slurm job state we know (``REQUEUE_HOLD``, ``SPECIAL_EXIT``, ``""``...)
+    is ``JobState.OTHER``. Never raises."""
+    if isinstance(raw, (list, tuple)):
+        text = ",".join(str(part) for part in raw)
+        first = str(raw[0]) if raw else ""
+    else:
+        text = "" if raw is None else str(raw).strip()
+        first = text
+    word = first.split(maxsplit=1)[0].rstrip("+").upper() if first.split() else ""
+    word = _SHORT_STATES.get(word, word)
+    return (JobState(word) if word in _SLURM_STATES else JobState.OTHER), text
+
+
+def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bool:
+    """True for a job that ended badly: a failing final state (FAILED, TIMEOUT, OUT_OF_MEMORY,
+    NODE_FAIL, PREEMPTED, DEADLINE, BOOT_FAIL, SUBMIT_FAILED), or a COMPLETED (or OTHER) job with a
+    non-zero exit code or signal. CANCELLED is never a failure (Slurm records signal 15 for it) and
+    neither is a job still active or UNKNOWN."""
+    if state == JobState.CANCELLED or state in ACTIVE_STATES or state == JobState.UNKNOWN:
+        return False
+    if state in FAILED_STATES:
+        return True
+    return bool(exit_code) or bool(signal)
+
+
+# --- GPUs ----------------------------------------------------------------------------------------
+
+
+def _gres_gpus(text: str | None) -> dict[str, int]:
+    """GPUs in a squeue ``tres_per_*`` string: ``gres:gpu:a100:2`` (22.05), ``gres/gpu:2`` (newer),
+    ``gpu``, several joined by commas (``gres:gpu:t4:1,gres:gpu:a100:1``). A bare type counts 1."""
+    gpus: dict[str, int] = {}
+    for item in (text or "").split(","):
+        item = item.strip().removeprefix("gres:").removeprefix("gres/")
+        name, _, rest = item.partition(":")
+        if name != "gpu":
+            continue
+        parts = rest.split(":") if rest else []
+        count = int(parts.pop()) if parts and parts[-1].isdigit() else 1
+        gtype = parts[0] if parts else ""
+        gpus[gtype] = gpus.get(gtype, 0) + count
+    return gpus
+
+
+def gpus_requested(raw_job: dict) -> dict[str, int]:
+    """GPUs a squeue ``jobs[]`` entry asked for, for the whole job, by type (``""`` untyped):
+    ``tres_per_job`` (``--gpus``) as is; else ``tres_per_node`` (``--gpus-per-node``, ``--gres``)
+    x ``node_count`` (the minimum while pending); else ``tres_per_task`` x ``tasks``; else
+    ``tres_per_socket`` x ``sockets_per_node`` x ``node_count``; else, and when a count is missing,
+    the GPUs of ``tres_req_str`` (typed entries win). ``{}`` for a job without GPUs."""
+    nodes = number(raw_job.get("node_count"))
+    per_socket = _gres_gpus(raw_job.get("tres_per_socket"))
+    sockets = number(raw_job.get("sockets_per_node"))
+    for gpus, factor in (
+        (_gres_gpus(raw_job.get("tres_per_job")), 1),
+        (_gres_gpus(raw_job.get("tres_per_node")), nodes),
+        (_gres_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
+        (per_socket, sockets * nodes if sockets and nodes else None),
+    ):
+        if gpus and factor:
+            return {gtype: count * factor for gtype, count in gpus.items()}
+        if gpus:
+            break  # a count is missing: Slurm's own total below
+    return parse_tres_gpus(raw_job.get("tres_req_str"))
+
+
+def _tres_list_gpus(entries: list[dict] | None) -> dict[str, int]:
+    """GPUs in a sacct ``tres.allocated`` list (``{"type": "gres", "name": "gpu:a100", "count":
+    4}``); typed entries win over the untyped ``gpu`` total, as in ``parse_tres_gpus``."""
+    text = ",".join(
+        f"gres/{entry.get('name')}={number(entry.get('count'), 0)}"
+        for entry in entries or []
+        if isinstance(entry, dict) and entry.get("type") == "gres"
+    )
+    return parse_tres_gpus(text)
+
+
+# --- nodes ---------------------------------------------------------------------------------------
+
+#: What Slurm writes where a job has no nodes (sacct writes ``None assigned``).
+NO_NODES = frozenset({"", "None", "(null)", "None assigned", "N/A"})
+
+
+def expand_nodes(text: str | None) -> list[str]:
+    """Node names from a Slurm node list (``gpu[001-004],cpu[001-002]`` -> six names, leading zeros
+    kept), via python-hostlist; ``[]`` for :data:`NO_NODES` and ``None``. ``ValueError`` on a
+    malformed list (``node[1-``)."""
+    if text is None or text.strip() in NO_NODES:
+        return []
+    try:
+        return hostlist.expand_hostlist(text.strip())
+    except hostlist.BadHostlist as exc:
+        raise ValueError(f"Not a Slurm node list: {text!r} ({exc})") from exc
+
+
+# --- sacct ---------------------------------------------------------------------------------------
+
+
+def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
+    """Jobs from a ``sacct --json`` document (22.05 ``dbv0.0.38``; newer shapes too), one per
+    ``jobs[]`` entry; steps (nested ``steps``, or entries carrying a ``step`` key) are not jobs.
+    A FAILED job whose JSON says exit 0 without a signal gets ``exit_code=None``: 22.05 writes
+    every normal exit as 0 (see :func:`parse_exit`), so the real code is unknown. ``ValueError``
+    only when a field holds something Slurm does not write (e.g. a time limit ``"soon"``)."""
+    return [_finished_job(raw) for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _finished_job(raw: dict) -> FinishedJob:
+    state, state_raw = classify_state((raw.get("state") or {}).get("current"))
+    exit_code, signal = parse_exit(raw.get("exit_code"))
+    if state == JobState.FAILED and exit_code == 0 and not signal:
+        exit_code = None
+    times = raw.get("time") or {}
+    array = raw.get("array") or {}
+    nodes = _text(raw.get("nodes"))
+    return FinishedJob(
+        job_id=number(raw.get("job_id"), 0),
+        array_job_id=number(array.get("job_id"), 0) or 0,
+        array_task_id=number(array.get("task_id")),
+        name=_text(raw.get("name")),
+        user=_text(raw.get("user")),
+        account=_text(raw.get("account")),
+        partition=_text(raw.get("partition")),
+        state=state,
+        state_raw=state_raw,
+        exit_code=exit_code,
+        signal=signal,
+        elapsed=number(times.get("elapsed"), 0) or 0,
+        start=parse_timestamp(times.get("start")),
+        end=parse_timestamp(times.get("end")),
+        time_limit=parse_limit_minutes(times.get("limit")),
+        comment=_text((raw.get("comment") or {}).get("job")),
+        nodes="" if nodes.strip() in NO_NODES else nodes,
+        gpus=_tres_list_gpus((raw.get("tres") or {}).get("allocated")),
+        cancelled_by=_text(raw.get("kill_request_user")),
+    )

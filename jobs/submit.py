@@ -1,0 +1,241 @@
+"""Submitting and cancelling batch jobs (the writes of design decision 4).
+
+``job_create`` writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id.
+``job_send`` (run by that task) never submits twice: after a first attempt it looks the job's key
+up in Slurm (``squeue --json``, then ``sacct --json``) and adopts the job it finds; it submits again
+only when Slurm answered and the key is in neither. An sbatch that failed clearly (non-zero exit)
+is final; one whose outcome is unknown (timeout, dropped connection) raises
+:class:`SubmissionUncertain`, which the task retries later through the same key check.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone as djtz
+
+from accounts.models import User
+
+from .batch import render_batch_script
+from .models import AuditEvent, Job
+from .policy import JobRequest, PolicyError, SitePolicy
+from .slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
+from .snapshot import snapshot_load
+from .states import JobState
+
+logger = logging.getLogger(__name__)
+
+
+class PolicyRefused(Exception):
+    """The request breaks site policy; ``errors`` lists every reason (field + sentence)."""
+
+    def __init__(self, errors: list[PolicyError]):
+        self.errors = errors
+        super().__init__("; ".join(e.message for e in errors))
+
+
+class SubmissionUncertain(Exception):
+    """sbatch may or may not have run (timeout, connection lost). Retry via the key check only."""
+
+
+def audit(*, actor: User | None, action: str, job: Job | None, old: dict | None = None, new: dict | None = None) -> None:
+    """Write one audit row (call inside the transaction of the change)."""
+    AuditEvent.objects.create(actor=actor, action=action, job=job, old=old or {}, new=new or {})
+
+
+def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> Job:
+    """Check ``request`` against site policy, write the Job row (state SUBMITTING) and enqueue the
+    submission on commit. Raises :class:`PolicyRefused` with every reason."""
+    policy = policy or SitePolicy.from_snapshot(snapshot_load())
+    errors = policy.check(request)
+    account = request.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
+    if not user.slurm_accounts:
+        errors.append(PolicyError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you."))
+    elif account not in user.slurm_accounts:
+        errors.append(PolicyError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}."))
+    if errors:
+        raise PolicyRefused(errors)
+    from .tasks import job_submit_task
+
+    with transaction.atomic():
+        job = Job.objects.create(
+            user=user,
+            account=account,
+            name=request.name,
+            partition=request.partition,
+            gpu_type=request.gpu_type if request.gpu_count else "",
+            gpu_count=request.gpu_count,
+            cpus=request.cpus,
+            memory_mb=request.memory_mb,
+            time_limit_min=request.time_limit_min,
+            script=request.script,
+            workdir=request.workdir,
+        )
+        audit(actor=user, action="job.create", job=job, new={"partition": job.partition, "gpus": job.gpu_count, "gpu_type": job.gpu_type})
+        transaction.on_commit(lambda: job_submit_task.delay(job.id))
+    return job
+
+
+def user_home(username: str) -> str:
+    """The user's home directory from ``getent passwd`` on the submit host (as the service user)."""
+    line = get_gateway().run(["getent", "passwd", username]).out.strip()
+    fields = line.split(":")
+    if len(fields) < 7 or not fields[5].startswith("/"):
+        raise SlurmError(["getent", "passwd", username], 0, line, "", message=f"no home directory for {username}")
+    return fields[5]
+
+
+def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
+    """(per-job directory, chdir, stdout path, stderr path). ``workdir`` given by the user is taken
+    relative to their home unless absolute; outputs always go to the per-job directory."""
+    jobdir = settings.PORTAL_JOB_DIR.format(home=home.rstrip("/"), key=job.key)
+    chdir = job.workdir or jobdir
+    if job.workdir and not job.workdir.startswith("/"):
+        chdir = f"{home.rstrip('/')}/{job.workdir}"
+    return jobdir, chdir, f"{jobdir}/slurm-%j.out", f"{jobdir}/slurm-%j.err"
+
+
+def find_by_key(job: Job) -> tuple[int, str] | None:
+    """(job id, cluster) of the Slurm job carrying ``job.comment``, from ``squeue --json`` (every job
+    Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
+    neither has it. Raises :class:`SlurmError` when Slurm cannot answer (then we do not know)."""
+    gw = get_gateway()
+    squeue = json.loads(gw.run(["squeue", "--json"]).out)
+    for raw in squeue.get("jobs", []):
+        if raw.get("comment") == job.comment:
+            return int(raw["job_id"]), str(raw.get("cluster") or "")
+    since = (job.created_at - timedelta(minutes=5)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    sacct = json.loads(gw.run(["sacct", "--json", "-u", job.user.username, "-S", since]).out)
+    for raw in sacct.get("jobs", []):
+        comment = raw.get("comment")
+        text = comment.get("job") if isinstance(comment, dict) else comment
+        if text == job.comment:
+            return int(raw["job_id"]), str(raw.get("cluster") or "")
+    return None
+
+
+def parse_sbatch_parsable(out: str) -> tuple[int, str]:
+    """``sbatch --parsable`` output: ``123`` or ``123;clusterA`` -> (123, "" or "clusterA").
+    Raises ``ValueError`` for anything else."""
+    text = out.strip().splitlines()[-1] if out.strip() else ""
+    jobid, _, cluster = text.partition(";")
+    if not jobid.isdigit():
+        raise ValueError(f"unexpected sbatch output: {out.strip()[:200]!r}")
+    return int(jobid), cluster.strip()
+
+
+def _adopt(job: Job, jobid: int, cluster: str, *, action: str) -> Job:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.slurm_job_id:
+            return job
+        old = {"state": job.state}
+        job.slurm_job_id, job.slurm_cluster = jobid, cluster
+        job.state = JobState.PENDING
+        job.submit_error = ""
+        job.save()
+        audit(actor=None, action=action, job=job, old=old, new={"state": job.state, "slurm_job_id": jobid})
+    return job
+
+
+def _fail(job: Job, message: str) -> Job:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        old = {"state": job.state}
+        job.state, job.submit_error = JobState.SUBMIT_FAILED, message[:4000]
+        job.end_at = djtz.now()
+        job.save()
+        audit(actor=None, action="job.submit_failed", job=job, old=old, new={"state": job.state, "error": message[:500]})
+    return job
+
+
+def job_send(*, job_id: int) -> Job:
+    """Submit one job (the task's body). Idempotent: see the module docstring. Raises
+    :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
+        if job.slurm_job_id or job.state != JobState.SUBMITTING:
+            return job
+        if job.cancel_requested_at and not job.submitted_at:
+            job.state, job.end_at = JobState.CANCELLED, djtz.now()
+            job.save()
+            audit(actor=None, action="job.cancelled_before_submit", job=job, new={"state": job.state})
+            return job
+        first_attempt = job.submitted_at is None
+        job.submitted_at = djtz.now()
+        job.save(update_fields=["submitted_at", "updated_at"])
+    if not first_attempt:
+        try:
+            found = find_by_key(job)
+        except SlurmError as exc:
+            raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
+        if found:
+            return _adopt(job, *found, action="job.adopted")
+    try:
+        home = user_home(job.user.username)
+        jobdir, chdir, out, err = job_paths(job, home)
+        Job.objects.filter(pk=job.pk).update(workdir=chdir, output_path=out, error_path=err)
+        job.workdir, job.output_path, job.error_path = chdir, out, err
+        get_gateway().run(["mkdir", "-p", "--", jobdir], as_user=job.user.username)
+        if chdir != jobdir:
+            get_gateway().run(["mkdir", "-p", "--", chdir], as_user=job.user.username)
+    except (SlurmTimeout, SlurmUnreachable) as exc:
+        _mark_uncertain(job, f"the cluster could not be reached: {exc.message}")
+        raise SubmissionUncertain(str(exc)) from exc  # nothing was submitted yet; the key check decides
+    except SlurmError as exc:
+        return _fail(job, f"The job directory could not be prepared: {exc.message}")
+    script = render_batch_script(job)
+    try:
+        result = get_gateway().run(["sbatch", "--parsable"], as_user=job.user.username, stdin=script, check=False)
+    except (SlurmTimeout, SlurmUnreachable) as exc:
+        _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
+        raise SubmissionUncertain(str(exc)) from exc
+    if result.returncode != 0:
+        return _fail(job, (result.err or result.out).strip() or f"sbatch exited with {result.returncode}")
+    try:
+        jobid, cluster = parse_sbatch_parsable(result.out)
+    except ValueError as exc:
+        _mark_uncertain(job, str(exc))
+        raise SubmissionUncertain(str(exc)) from exc
+    return _adopt(job, jobid, cluster, action="job.submitted")
+
+
+def _mark_uncertain(job: Job, message: str) -> None:
+    Job.objects.filter(pk=job.pk).update(submit_error=message[:4000])
+
+
+def job_cancel(*, job: Job, by: User) -> Job:
+    """The owner asks to cancel. Records the request (audit) and enqueues ``scancel`` on commit.
+    Raises ``PermissionDenied`` for anyone but the owner."""
+    if by.pk != job.user_id:
+        raise PermissionDenied("Only the job's owner can cancel it.")
+    from .tasks import job_cancel_task
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if not job.is_active or job.cancel_requested_at:
+            return job
+        job.cancel_requested_at = djtz.now()
+        job.save(update_fields=["cancel_requested_at", "updated_at"])
+        audit(actor=by, action="job.cancel_requested", job=job, new={"state": job.state})
+        transaction.on_commit(lambda: job_cancel_task.delay(job.id))
+    return job
+
+
+def job_cancel_send(*, job_id: int) -> Job:
+    """Run ``scancel <id>`` as the job's owner (the task's body). A job not yet submitted is marked
+    cancelled by :func:`job_send`. Raises :class:`SlurmError` when Slurm cannot be reached (retried)."""
+    job = Job.objects.select_related("user").get(pk=job_id)
+    if not job.slurm_job_id or not job.is_active:
+        return job
+    get_gateway().run(["scancel", str(job.slurm_job_id)], as_user=job.user.username)
+    return job
+
+
+def to_datetime(seconds: int | None) -> datetime | None:
+    """Unix seconds -> aware UTC datetime (``None`` stays ``None``)."""
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds else None

@@ -1,0 +1,218 @@
+"""Submission (decision 4) with a scripted fake transport: the row first, never submitted twice."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from jobs import submit
+from jobs.batch import render_batch_script, sbatch_quote
+from jobs.models import AuditEvent, Job
+from jobs.policy import JobRequest, SitePolicy
+from jobs.slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
+from jobs.snapshot import snapshot_take
+from jobs.states import JobState
+from tests.fakes import ANY, FakeTransport, cluster_transport
+
+GOLDEN = Path(__file__).parent / "golden"
+SUDO = ["sudo", "-n", "-u", "alice", "--"]
+KEY = uuid.UUID("0f8e7a3c-5b1d-4c2e-9a6f-123456789abc")
+PASSWD = "alice:x:1001:1001::/home/alice:/bin/bash\n"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def policy(slurm_json, settings):
+    settings.PORTAL_PARTITIONS = []
+    return SitePolicy.from_snapshot(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    transport = FakeTransport()
+    monkeypatch.setattr(submit, "get_gateway", lambda: SlurmGateway(transport))
+    return transport
+
+
+def request_(**kw) -> JobRequest:
+    base = dict(name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4, memory_mb=8192, time_limit_min=90, script="#!/bin/bash\npython3 train.py --epochs 3\n")
+    base.update(kw)
+    return JobRequest(**base)
+
+
+def make_job(alice, **kw) -> Job:
+    fields = dict(user=alice, account="vision", name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4,
+                  memory_mb=8192, time_limit_min=90, script="#!/bin/bash\npython3 train.py --epochs 3\n", key=KEY)
+    fields.update(kw)
+    return Job.objects.create(**fields)
+
+
+def expect_submission(fake, *, jobdir=f"/home/alice/portal-jobs/{KEY}", sbatch_out="4242\n", sbatch_rc=0, sbatch_err="", raises=None):
+    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    fake.expect([*SUDO, "mkdir", "-p", "--", jobdir])
+    fake.expect([*SUDO, "sbatch", "--parsable"], stdout=sbatch_out, returncode=sbatch_rc, stderr=sbatch_err, raises=raises)
+
+
+@pytest.mark.django_db
+def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(alice, policy, fake, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        job = submit.job_create(user=alice, request=request_(), policy=policy)
+    assert fake.calls == []
+    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING and job.account == "vision"
+    assert len(callbacks) == 1
+    assert AuditEvent.objects.filter(job=job, action="job.create", actor=alice).exists()
+
+
+@pytest.mark.django_db
+def test_refused_request_writes_nothing(alice, policy, fake):
+    with pytest.raises(submit.PolicyRefused) as info:
+        submit.job_create(user=alice, request=request_(partition="foo'; touch /tmp/pwned; echo '", name="$(id)"), policy=policy)
+    assert {e.field for e in info.value.errors} == {"partition"}
+    assert Job.objects.count() == 0 and fake.calls == []
+
+
+@pytest.mark.django_db
+def test_account_must_be_one_of_the_users_teams(alice, policy, fake):
+    with pytest.raises(submit.PolicyRefused) as info:
+        submit.job_create(user=alice, request=request_(account="nlp"), policy=policy)
+    assert "not in the team 'nlp'" in str(info.value) and "vision" in str(info.value)
+
+
+@pytest.mark.django_db
+def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
+    job = make_job(alice)
+    expect_submission(fake, sbatch_out="4242;portal\n")
+    sent = submit.job_send(job_id=job.pk)
+    assert (sent.state, sent.slurm_job_id, sent.slurm_cluster) == (JobState.PENDING, 4242, "portal")
+    stdin = fake.calls[-1][1].decode()
+    assert "#SBATCH --comment=\"portal:0f8e7a3c-5b1d-4c2e-9a6f-123456789abc\"" in stdin
+    assert sent.output_path == f"/home/alice/portal-jobs/{KEY}/slurm-%j.out"
+    # A redelivered task does nothing at all.
+    assert submit.job_send(job_id=job.pk).slurm_job_id == 4242
+    assert len(fake.calls) == 3
+
+
+@pytest.mark.django_db
+def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake):
+    job = make_job(alice)
+    expect_submission(fake, raises=SlurmTimeout(["sbatch"], None, message="late"))
+    with pytest.raises(submit.SubmissionUncertain):
+        submit.job_send(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and "checking whether Slurm has the job" in job.submit_error
+    queue = {"jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}]}
+    fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
+    adopted = submit.job_send(job_id=job.pk)
+    assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
+    assert not any(call[0][-2:] == ["sbatch", "--parsable"] for call in fake.calls[3:])
+    assert AuditEvent.objects.filter(job=job, action="job.adopted").exists()
+
+
+@pytest.mark.django_db
+def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake):
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z")
+    fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": [{"job_id": 1, "comment": ""}]}))
+    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
+    expect_submission(fake, sbatch_out="777\n")
+    sent = submit.job_send(job_id=job.pk)
+    assert sent.slurm_job_id == 777
+    assert [c[0][0] for c in fake.calls][:2] == ["squeue", "sacct"]
+
+
+@pytest.mark.django_db
+def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z")
+    fake.expect(["squeue", "--json"], raises=SlurmUnreachable(["squeue"], None, message="down"))
+    with pytest.raises(submit.SubmissionUncertain):
+        submit.job_send(job_id=job.pk)
+    assert len(fake.calls) == 1
+    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
+
+
+@pytest.mark.django_db
+def test_clear_sbatch_refusal_is_final_with_slurms_words(alice, fake):
+    job = make_job(alice)
+    expect_submission(fake, sbatch_rc=1, sbatch_out="", sbatch_err="sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n")
+    failed = submit.job_send(job_id=job.pk)
+    assert failed.state == JobState.SUBMIT_FAILED and "Invalid account" in failed.submit_error
+    assert submit.job_send(job_id=job.pk).state == JobState.SUBMIT_FAILED
+    assert len(fake.calls) == 3  # no second sbatch
+
+
+@pytest.mark.django_db
+def test_unreachable_before_sbatch_is_uncertain_not_failed(alice, fake):
+    job = make_job(alice)
+    fake.expect(["getent", "passwd", "alice"], raises=SlurmUnreachable(["getent"], None, message="sshd down"))
+    with pytest.raises(submit.SubmissionUncertain):
+        submit.job_send(job_id=job.pk)
+    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
+
+
+@pytest.mark.django_db
+def test_hostile_values_stay_data(alice, fake):
+    job = make_job(alice, name="$(id) `id` \"q\" \\", workdir="runs/odd (dir) $(id)")
+    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    fake.expect([*SUDO, "mkdir", "-p", "--", f"/home/alice/portal-jobs/{KEY}"])
+    fake.expect([*SUDO, "mkdir", "-p", "--", "/home/alice/runs/odd (dir) $(id)"])
+    fake.expect([*SUDO, "sbatch", "--parsable"], stdout="99\n")
+    submit.job_send(job_id=job.pk)
+    script = fake.calls[-1][1].decode()
+    assert '#SBATCH --job-name="$(id) `id` \\"q\\" \\\\"' in script
+    assert '#SBATCH --chdir="/home/alice/runs/odd (dir) $(id)"' in script
+
+
+@pytest.mark.django_db
+def test_rendered_script_matches_golden_file(alice):
+    job = make_job(alice, workdir=f"/home/alice/portal-jobs/{KEY}", output_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.out",
+                   error_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.err", name='resnet "50" $(date)')
+    assert render_batch_script(job) == (GOLDEN / "batch_script.sh").read_text()
+
+
+@pytest.mark.parametrize("value, quoted", [("plain", '"plain"'), ('a"b', '"a\\"b"'), ("back\\slash", '"back\\\\slash"'), ("$(id);`x`", '"$(id);`x`"')])
+def test_sbatch_quote(value, quoted):
+    assert sbatch_quote(value) == quoted
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "a\x00b"])
+def test_sbatch_quote_refuses_line_breaks(bad):
+    with pytest.raises(ValueError):
+        sbatch_quote(bad)
+
+
+@pytest.mark.parametrize("out, parsed", [("123\n", (123, "")), ("123;clusterA\n", (123, "clusterA")), ("warning: x\n456;c\n", (456, "c"))])
+def test_parse_sbatch_parsable(out, parsed):
+    assert submit.parse_sbatch_parsable(out) == parsed
+
+
+@pytest.mark.parametrize("out", ["", "Submitted batch job 12", "abc;def"])
+def test_parse_sbatch_parsable_refuses_other_output(out):
+    with pytest.raises(ValueError):
+        submit.parse_sbatch_parsable(out)
+
+
+@pytest.mark.django_db
+def test_only_the_owner_can_cancel(alice, django_user_model, fake, django_capture_on_commit_callbacks):
+    job = make_job(alice, state=JobState.RUNNING, slurm_job_id=4242)
+    bob = django_user_model.objects.create(username="bob")
+    with pytest.raises(PermissionDenied):
+        submit.job_cancel(job=job, by=bob)
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit.job_cancel(job=job, by=alice)
+    assert len(callbacks) == 1 and Job.objects.get(pk=job.pk).cancel_requested_at
+    fake.expect([*SUDO, "scancel", "4242"])
+    submit.job_cancel_send(job_id=job.pk)
+    assert fake.calls[-1][0] == [*SUDO, "scancel", "4242"]
+
+
+@pytest.mark.django_db
+def test_cancel_before_submission_never_submits(alice, fake):
+    job = make_job(alice, cancel_requested_at="2026-11-29T10:00:00Z")
+    assert submit.job_send(job_id=job.pk).state == JobState.CANCELLED
+    assert fake.calls == []
