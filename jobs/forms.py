@@ -8,6 +8,9 @@ from .slurm.adapters.v0_0_38 import parse_time_limit
 
 
 class JobForm(forms.Form):
+    #: Policy error field -> form field (the form asks for GB and a time text).
+    POLICY_FIELDS = {"memory_mb": "memory_gb", "time_limit_min": "time_limit"}
+
     name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
     account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
     partition = forms.CharField(widget=forms.Select)

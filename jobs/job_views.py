@@ -50,7 +50,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
             job = job_create(user=request.user, request=form.job_request(), policy=policy)
         except PolicyRefused as refused:
             for error in refused.errors:
-                form.add_error(error.field if error.field in form.fields else None, error.message)
+                field = form.POLICY_FIELDS.get(error.field, error.field)
+                form.add_error(field if field in form.fields else None, error.message)
         else:
             messages.success(request, f"Job “{job.name}” is being submitted.")
             return redirect("job_detail", key=job.key)

@@ -149,7 +149,7 @@ class SitePolicy:
         if max_cpus and not 1 <= req.cpus <= max_cpus:
             errors.append(PolicyError("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
         if max_mem and not 1 <= req.memory_mb <= max_mem:
-            errors.append(PolicyError("memory_mb", f"Memory must be between 1 and {max_mem} MiB (the largest suitable node in {part.name})."))
+            errors.append(PolicyError("memory_mb", f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name})."))
         return errors
 
 

@@ -81,10 +81,11 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
             result.unknown += len(left)
             return result
-        finished = {f.job_id: f for f in parse_sacct_jobs(doc) if f.state in FINAL_STATES}
-        for f in finished.values():
-            if f.job_id not in exits and (f.exit_code is None or (f.state == JobState.FAILED and not f.exit_code and not f.signal)):
-                exits.update(_exit_codes(gateway, [f.job_id]))
+        wanted = {j.slurm_job_id for j in left}
+        finished = {f.job_id: f for f in parse_sacct_jobs(doc) if f.state in FINAL_STATES and f.job_id in wanted}
+        hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
+        if hidden:
+            exits.update(_exit_codes(gateway, hidden))
         for job in left:
             f = finished.get(job.slurm_job_id)
             if f is None:
@@ -92,6 +93,11 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             _apply_final(job, f, exits.get(job.slurm_job_id))
             result.finished += 1
     return result
+
+
+def _exit_hidden(f) -> bool:
+    """22.05's sacct JSON reports a failed job's ``exit 3`` as return code 0: do not trust it."""
+    return f.exit_code is None or (f.state == JobState.FAILED and not f.exit_code and not f.signal)
 
 
 def _exit_codes(gateway: SlurmGateway, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:

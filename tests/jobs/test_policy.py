@@ -80,7 +80,7 @@ def test_time_limit_within_partition_max(policy, minutes, ok):
 
 def test_memory_and_cpus_within_node_limits(policy):
     errors = messages(policy.check(req(partition="small", gpu_type="t4", gpu_count=1, cpus=5, memory_mb=9000)))
-    assert "between 1 and 4" in errors["cpus"] and "between 1 and 8000 MiB" in errors["memory_mb"]
+    assert "between 1 and 4" in errors["cpus"] and "at most 7.8 GB (8000 MiB" in errors["memory_mb"]
 
 
 @pytest.mark.parametrize(

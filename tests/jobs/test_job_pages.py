@@ -1,0 +1,180 @@
+"""Job pages: rendered from the snapshot and the Job rows; owner-only; clear refusals; no 500s."""
+from __future__ import annotations
+
+import uuid
+from http import HTTPStatus
+
+import pytest
+
+from jobs import logs
+from jobs.models import Job
+from jobs.slurm import SlurmGateway
+from jobs.snapshot import snapshot_store, snapshot_take
+from jobs.states import JobState
+from tests.fakes import FakeTransport, cluster_transport
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", display_name="Alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def cluster(slurm_json, clean_cache, settings):
+    settings.PORTAL_PARTITIONS = []
+    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
+
+
+@pytest.fixture
+def no_slurm(monkeypatch):
+    """Any gateway use from a page fails the test (except where a test installs its own)."""
+    fake = FakeTransport()
+    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
+    return fake
+
+
+def make(alice, **kw):
+    fields = dict(user=alice, name="resnet", partition="train", gpu_type="a100", gpu_count=4, memory_mb=1000, time_limit_min=60, script="python3 train.py")
+    fields.update(kw)
+    return Job.objects.create(**fields)
+
+
+FORM = dict(name="digits", account="vision", partition="train", gpu_type="a100", gpu_count="1", cpus="2", memory_gb="4", time_limit="00:30:00", workdir="", script="echo hi\n")
+
+
+def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
+    client.force_login(alice)
+    assert client.get("/jobs/new/").status_code == HTTPStatus.OK
+    with django_capture_on_commit_callbacks() as callbacks:
+        resp = client.post("/jobs/new/", FORM)
+    job = Job.objects.get()
+    assert resp.status_code == HTTPStatus.FOUND and resp["Location"] == f"/jobs/{job.key}/"
+    assert (job.memory_mb, job.time_limit_min, job.gpu_count, job.state) == (4096, 30, 1, JobState.SUBMITTING)
+    assert len(callbacks) == 1 and no_slurm.calls == []
+
+
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"partition": "foo'; touch /tmp/pwned; echo '"}, "partition", "is not offered here"),
+        ({"gpu_count": "3"}, "gpu_count", "Allowed: 0, 1, 2, 4"),
+        ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
+        ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
+        ({"memory_gb": "-1"}, "memory_gb", "greater than or equal to 0.1"),
+        ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
+        ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),
+        ({"script": "#!/bin/bash\n#SBATCH --gres=gpu:8\n"}, "script", "#SBATCH line"),
+        ({"account": "nlp"}, "account", "not in the team"),
+        ({"gpu_count": "x"}, "gpu_count", "Enter a whole number"),
+    ],
+)
+def test_refusals_say_what_to_change_and_keep_the_input(client, alice, cluster, no_slurm, changes, field, words):
+    client.force_login(alice)
+    data = {**FORM, "name": "$(id) kept as typed", **changes}
+    resp = client.post("/jobs/new/", data)
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    html = resp.content.decode()
+    assert f'data-testid="error-{field}"' in html and words in resp.context["form"].errors[field][0]
+    assert 'value="$(id) kept as typed"' in html
+    assert Job.objects.count() == 0 and no_slurm.calls == []
+
+
+def test_my_jobs_shows_position_estimate_and_reason(client, alice, cluster, no_slurm):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    make(alice, slurm_job_id=4, state=JobState.PENDING, reason="Resources", start_at=timezone.now() + timedelta(minutes=40))
+    make(alice, slurm_job_id=2, state=JobState.RUNNING, start_at=timezone.now() - timedelta(minutes=5), nodes="node1")
+    client.force_login(alice)
+    html = client.get("/jobs/table/").content.decode()
+    assert "1st in line in train" in html and "estimated start" in html and "in about 40 min" in html
+    assert "Waiting for" in html and "A100" in html.upper()
+    assert "left" in html  # running job: elapsed / time left
+    assert no_slurm.calls == []
+
+
+def test_unknown_status_is_shown(client, alice, cluster, no_slurm):
+    from django.utils import timezone
+
+    make(alice, slurm_job_id=2, state=JobState.RUNNING, status_unknown_since=timezone.now())
+    client.force_login(alice)
+    assert 'data-testid="status-unknown"' in client.get("/jobs/table/").content.decode()
+
+
+def test_other_users_jobs_are_invisible(client, alice, django_user_model, cluster, no_slurm):
+    job = make(alice, slurm_job_id=2, state=JobState.RUNNING)
+    bob = django_user_model.objects.create(username="bob")
+    client.force_login(bob)
+    for url in (f"/jobs/{job.key}/", f"/jobs/{job.key}/status/", f"/jobs/{job.key}/log/out/"):
+        assert client.get(url).status_code == HTTPStatus.NOT_FOUND
+    assert client.post(f"/jobs/{job.key}/cancel/").status_code == HTTPStatus.NOT_FOUND
+    assert b"resnet" not in client.get("/jobs/table/").content
+    assert client.get(f"/jobs/{uuid.uuid4()}/").status_code == HTTPStatus.NOT_FOUND
+
+
+def test_admin_sees_but_cannot_cancel(client, alice, django_user_model, cluster, no_slurm):
+    job = make(alice, slurm_job_id=2, state=JobState.RUNNING)
+    admin = django_user_model.objects.create(username="dana", is_staff=True)
+    client.force_login(admin)
+    assert client.get(f"/jobs/{job.key}/").status_code == HTTPStatus.OK
+    assert client.post(f"/jobs/{job.key}/cancel/").status_code == HTTPStatus.FORBIDDEN
+
+
+def test_owner_cancel(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
+    job = make(alice, slurm_job_id=2, state=JobState.RUNNING)
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks() as callbacks:
+        resp = client.post(f"/jobs/{job.key}/cancel/")
+    assert resp.status_code == HTTPStatus.FOUND and len(callbacks) == 1
+    assert b'data-testid="cancelling"' in client.get(f"/jobs/{job.key}/status/").content
+
+
+def test_log_tail_is_read_as_owner_replaced_and_escaped(client, alice, cluster, monkeypatch):
+    job = make(alice, slurm_job_id=42, state=JobState.RUNNING, output_path="/home/alice/portal-jobs/k/slurm-%j.out", error_path="/home/alice/portal-jobs/k/slurm-%j.err")
+    fake = FakeTransport()
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.out"], stdout=b"epoch 1 <script>alert(1)</script> \xff\xfe ok\n")
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.err"], stderr=b"tail: cannot open 'x': No such file or directory\n", returncode=1)
+    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    client.force_login(alice)
+    out = client.get(f"/jobs/{job.key}/log/out/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out and "<script>alert" not in out and "\ufffd\ufffd ok" in out
+    assert 'data-testid="log-err-empty"' in client.get(f"/jobs/{job.key}/log/err/").content.decode()
+    # Cached: a second view within seconds costs no second read.
+    client.get(f"/jobs/{job.key}/log/out/")
+    assert len(fake.calls) == 2
+
+
+def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
+    job = make(alice, slurm_job_id=43, state=JobState.COMPLETED, output_path="/o/slurm-%j.out", error_path="/o/slurm-%j.err")
+    fake = FakeTransport().expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-43.out"], stdout=b"x" + b"y" * 65536)
+    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    tail = logs.job_log_tail(job, "out")
+    assert tail.truncated and len(tail.text) == 65536 and set(tail.text) == {"y"}
+
+
+def test_history_filters(client, alice, cluster, no_slurm):
+    from datetime import datetime, timezone
+
+    make(alice, name="ok-job", state=JobState.COMPLETED, end_at=datetime(2026, 11, 1, tzinfo=timezone.utc), elapsed_s=3600, gpu_hours=4.0)
+    make(alice, name="bad-job", state=JobState.FAILED, end_at=datetime(2026, 11, 20, tzinfo=timezone.utc), exit_code=1, signal=0)
+    make(alice, name="live-job", state=JobState.RUNNING)
+    client.force_login(alice)
+    everything = client.get("/jobs/history/").content.decode()
+    assert "ok-job" in everything and "bad-job" in everything and "live-job" not in everything and "4.00" in everything
+    failed = client.get("/jobs/history/?state=FAILED").content.decode()
+    assert "bad-job" in failed and "ok-job" not in failed
+    ranged = client.get("/jobs/history/?since=2026-11-10&until=2026-11-30").content.decode()
+    assert "bad-job" in ranged and "ok-job" not in ranged
+    odd = client.get("/jobs/history/?since=yesterday&state=<script>")
+    assert odd.status_code == HTTPStatus.OK and b"was not understood" in odd.content
+
+
+def test_job_detail_shows_parameters_script_and_exit(client, alice, cluster, no_slurm):
+    job = make(alice, slurm_job_id=9, state=JobState.FAILED, exit_code=0, signal=9, script="echo '<b>hi</b>'", elapsed_s=12, gpu_hours=0.01)
+    client.force_login(alice)
+    html = client.get(f"/jobs/{job.key}/").content.decode()
+    assert "echo &#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;" in html
+    assert "code 0, signal 9" in html and "a100 × 4" in html

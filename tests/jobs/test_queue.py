@@ -1,0 +1,54 @@
+"""Queue position, estimate and time left, from the snapshot only."""
+from datetime import datetime, timezone
+
+import pytest
+
+from jobs.models import Job
+from jobs.queue import job_row, queue_positions
+from jobs.slurm.adapters.v0_0_38 import parse_jobs
+from jobs.snapshot import ClusterSnapshot
+from jobs.states import JobState
+
+
+def q(job_id, priority, submit, partition="train", state="PENDING"):
+    return {"job_id": job_id, "priority": priority, "submit_time": submit, "partition": partition, "job_state": state}
+
+
+def test_position_is_one_plus_higher_priority_pending_jobs_in_the_partition():
+    snap = ClusterSnapshot(jobs=parse_jobs({"jobs": [
+        q(1, 500, 10), q(2, 900, 20), q(3, 500, 5), q(4, 100, 1), q(5, 9999, 1, partition="small"), q(6, 9999, 1, state="RUNNING"),
+    ]}))
+    positions = queue_positions(snap)
+    assert positions[2] == (1, 4)  # highest priority
+    assert positions[3] == (2, 4)  # tie on priority: earlier submit first
+    assert positions[1] == (3, 4)
+    assert positions[4] == (4, 4)
+    assert positions[5] == (1, 1) and 6 not in positions
+
+
+def at(seconds):
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def test_pending_row_has_position_estimate_and_plain_reason():
+    job = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", gpu_type="a100", gpu_count=2, reason="Resources", start_at=at(2000), time_limit_min=60)
+    row = job_row(job, {7: (3, 5)}, now=1000)
+    assert (row.position, row.in_line, row.estimate) == (3, 5, at(2000))
+    assert row.reason.group == "RESOURCES" and "2" in row.reason.sentence and "A100" in row.reason.sentence.upper()
+
+
+def test_estimate_in_the_past_is_not_shown():
+    job = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", start_at=at(500), time_limit_min=60, reason="Priority")
+    assert job_row(job, {}, now=1000).estimate is None
+
+
+@pytest.mark.parametrize("limit, now, left", [(60, 1000 + 600, 3000), (10, 1000 + 3600, 0), (None, 1600, None)])
+def test_time_left_is_never_negative(limit, now, left):
+    job = Job(state=JobState.RUNNING, start_at=at(1000), time_limit_min=limit)
+    row = job_row(job, {}, now=now)
+    assert row.time_left_s == left and row.elapsed_s == now - 1000
+
+
+def test_gpu_label():
+    assert job_row(Job(state=JobState.COMPLETED, gpu_type="a100", gpu_count=2, time_limit_min=1), {}).gpus_label == "a100 × 2"
+    assert job_row(Job(state=JobState.COMPLETED, gpu_count=0, time_limit_min=1), {}).gpus_label == "none"

@@ -1,0 +1,132 @@
+"""The poller updates Job rows from squeue, and finishes them from sacct (recorded 22.05 outputs)."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from jobs import services
+from jobs.models import Job
+from jobs.slurm import SlurmGateway, SlurmUnreachable
+from jobs.snapshot import ClusterSnapshot
+from jobs.slurm.adapters.v0_0_38 import parse_jobs
+from jobs.states import JobState
+from jobs.sync import jobs_mark_unknown, jobs_sync
+from tests.fakes import ANY, FakeTransport, cluster_transport
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+def job(alice, slurm_id, state=JobState.PENDING, **kw):
+    return Job.objects.create(user=alice, name=f"j{slurm_id}", partition="train", memory_mb=1000, time_limit_min=10,
+                              script="true", slurm_job_id=slurm_id, state=state, submitted_at="2026-11-29T10:00:00Z", **kw)
+
+
+def snap(queue: dict) -> ClusterSnapshot:
+    return ClusterSnapshot(taken_at=1.0, jobs=parse_jobs(queue))
+
+
+def test_running_and_pending_jobs_take_squeues_view(alice, slurm_json):
+    running, pending = job(alice, 2), job(alice, 4)
+    fake = FakeTransport()
+    result = jobs_sync(snap(slurm_json("22.05", "squeue")), SlurmGateway(fake))
+    running.refresh_from_db()
+    pending.refresh_from_db()
+    assert (running.state, running.nodes, running.start_at.timestamp()) == (JobState.RUNNING, "node1", 1795969933)
+    assert (pending.state, pending.reason, pending.priority) == (JobState.PENDING, "Resources", 11000)
+    assert pending.start_at.timestamp() == 1795970533  # backfill estimate
+    assert result.updated == 2 and fake.calls == []
+
+
+def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_json):
+    exit3, sig9, cancelled, gone = job(alice, 18, JobState.RUNNING), job(alice, 19, JobState.RUNNING), job(alice, 20, JobState.RUNNING), job(alice, 17, JobState.RUNNING)
+    queue = slurm_json("22.05", "squeue_arrays")
+    queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 already left squeue
+    fake = FakeTransport().expect(["sacct", "--json", "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    result = jobs_sync(snap(queue), SlurmGateway(fake))
+    assert result.finished == 4 and len(fake.calls) == 1
+    assert sorted(fake.calls[0][0][-1].split(",")) == ["17", "18", "19", "20"]
+    for row in (exit3, sig9, cancelled, gone):
+        row.refresh_from_db()
+    assert (exit3.state, exit3.exit_code, exit3.signal) == (JobState.FAILED, 3, 0)  # from squeue's 768
+    assert (sig9.state, sig9.signal) == (JobState.FAILED, 9)
+    assert cancelled.state == JobState.CANCELLED
+    assert (gone.state, gone.elapsed_s) == (JobState.TIMEOUT, 82)
+    assert gone.end_at is not None and gone.status_unknown_since is None
+
+
+def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, slurm_json):
+    row = job(alice, 18, JobState.RUNNING)
+    fake = FakeTransport()
+    fake.expect(["sacct", "--json", "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
+    jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
+
+
+def test_gpu_hours_from_allocated_tres(alice, slurm_json):
+    row = job(alice, 2, JobState.RUNNING)
+    fake = FakeTransport().expect(["sacct", "--json", "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.COMPLETED and row.elapsed_s == 45
+    assert row.gpu_hours == pytest.approx(4 * 45 / 3600)
+
+
+def test_failed_sacct_keeps_state_and_marks_unknown(alice):
+    row = job(alice, 18, JobState.RUNNING)
+    fake = FakeTransport().expect(["sacct", "--json", "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down"))
+    result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
+
+
+def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(alice, slurm_json, clean_cache, monkeypatch):
+    row = job(alice, 2, JobState.RUNNING)
+    done = job(alice, 1, JobState.COMPLETED)
+    fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="ssh dropped"))
+    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(fake))
+    services.snapshot_refresh()
+    row.refresh_from_db()
+    done.refresh_from_db()
+    assert row.state == JobState.RUNNING and row.status_unknown_since is not None
+    assert done.status_unknown_since is None
+    # The next good poll clears the mark.
+    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(cluster_transport(slurm_json, partitions=True)))
+    services.snapshot_refresh()
+    row.refresh_from_db()
+    assert row.status_unknown_since is None and row.state == JobState.RUNNING
+
+
+def test_mark_unknown_keeps_the_first_failure_time(alice):
+    row = job(alice, 2, JobState.RUNNING)
+    assert jobs_mark_unknown(since=1795970000.0) == 1
+    assert jobs_mark_unknown(since=1795979999.0) == 0
+    row.refresh_from_db()
+    assert row.status_unknown_since.timestamp() == 1795970000
+
+
+def test_submitting_row_is_adopted_when_its_key_is_queued(alice, slurm_json):
+    row = Job.objects.create(user=alice, name="x", partition="train", memory_mb=1, time_limit_min=1, script="true",
+                             key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"), submitted_at="2026-11-29T10:00:00Z")
+    queue = slurm_json("22.05", "squeue_arrays")
+    queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] == 18]
+    queue["jobs"][0]["job_state"] = "PENDING"
+    jobs_sync(snap(queue), SlurmGateway(FakeTransport()))
+    row.refresh_from_db()
+    assert (row.slurm_job_id, row.state) == (18, JobState.PENDING)
+
+
+def test_unknown_slurm_state_is_kept_not_finished(alice):
+    row = job(alice, 5, JobState.RUNNING)
+    queue = {"jobs": [{"job_id": 5, "job_state": "SPECIAL_EXIT", "partition": "train"}]}
+    jobs_sync(snap(queue), SlurmGateway(FakeTransport()))
+    row.refresh_from_db()
+    assert (row.state, row.slurm_state) == (JobState.OTHER, "SPECIAL_EXIT")
