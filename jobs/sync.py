@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from django.db import transaction
 from django.utils import timezone as djtz
@@ -74,25 +74,33 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             result.updated += 1
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
+        since = min(j.created_at for j in left).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         try:
-            doc = json.loads(gateway.run(["sacct", "--json", "-j", ids]).out)
+            doc = json.loads(gateway.run(["sacct", "--json", "-S", since, "-j", ids]).out)
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
             Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
             result.unknown += len(left)
             return result
-        wanted = {j.slurm_job_id for j in left}
-        finished = {f.job_id: f for f in parse_sacct_jobs(doc) if f.state in FINAL_STATES and f.job_id in wanted}
+        records = parse_sacct_jobs(doc)
+        finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and f.state in FINAL_STATES}
         hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
         if hidden:
             exits.update(_exit_codes(gateway, hidden))
         for job in left:
-            f = finished.get(job.slurm_job_id)
+            f = finished.get(job.pk)
             if f is None:
                 continue  # slurmdbd has not caught up yet; next poll
             _apply_final(job, f, exits.get(job.slurm_job_id))
             result.finished += 1
     return result
+
+
+def _record_of(job: Job, records: list):
+    """The sacct record of ``job``: Slurm reuses job ids after a controller reset, so the one carrying
+    the job's ``portal:<key>`` comment wins; else the latest record with that id."""
+    same_id = [f for f in records if f.job_id == job.slurm_job_id]
+    return next((f for f in same_id if f.comment == job.comment), same_id[-1] if same_id else None)
 
 
 def _exit_hidden(f) -> bool:

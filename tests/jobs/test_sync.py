@@ -48,7 +48,7 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
     exit3, sig9, cancelled, gone = job(alice, 18, JobState.RUNNING), job(alice, 19, JobState.RUNNING), job(alice, 20, JobState.RUNNING), job(alice, 17, JobState.RUNNING)
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 already left squeue
-    fake = FakeTransport().expect(["sacct", "--json", "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
     result = jobs_sync(snap(queue), SlurmGateway(fake))
     assert result.finished == 4 and len(fake.calls) == 1
     assert sorted(fake.calls[0][0][-1].split(",")) == ["17", "18", "19", "20"]
@@ -64,7 +64,7 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
 def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, slurm_json):
     row = job(alice, 18, JobState.RUNNING)
     fake = FakeTransport()
-    fake.expect(["sacct", "--json", "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    fake.expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
     fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
@@ -73,7 +73,7 @@ def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, s
 
 def test_gpu_hours_from_allocated_tres(alice, slurm_json):
     row = job(alice, 2, JobState.RUNNING)
-    fake = FakeTransport().expect(["sacct", "--json", "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED and row.elapsed_s == 45
@@ -82,7 +82,7 @@ def test_gpu_hours_from_allocated_tres(alice, slurm_json):
 
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     row = job(alice, 18, JobState.RUNNING)
-    fake = FakeTransport().expect(["sacct", "--json", "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down"))
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down"))
     result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
@@ -130,3 +130,18 @@ def test_unknown_slurm_state_is_kept_not_finished(alice):
     jobs_sync(snap(queue), SlurmGateway(FakeTransport()))
     row.refresh_from_db()
     assert (row.state, row.slurm_state) == (JobState.OTHER, "SPECIAL_EXIT")
+
+
+def test_reused_job_id_picks_the_record_with_our_key(alice, slurm_json):
+    row = Job.objects.create(user=alice, name="x", partition="train", memory_mb=1, time_limit_min=1, script="true", slurm_job_id=18,
+                             state=JobState.RUNNING, key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"))
+    doc = slurm_json("22.05", "sacct_outcomes")
+    mine = next(j for j in doc["jobs"] if j["job_id"] == 18)
+    older = json.loads(json.dumps(mine))
+    older.update(name="allocation", comment={"job": None}, state={"current": "COMPLETED", "reason": "None"})
+    doc["jobs"] = [mine, older]  # our record first: "latest wins" alone would pick the wrong one
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
+    fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
+    jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.FAILED

@@ -1,0 +1,93 @@
+"""Batch jobs on the real cluster: the form's path from row to Slurm and back, as the researcher."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from jobs.logs import job_log_tail
+from jobs.models import Job
+from jobs.policy import JobRequest, SitePolicy
+from jobs.services import snapshot_refresh
+from jobs.states import JobState
+from jobs.submit import job_cancel, job_create
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def alice(django_user_model, clean_cache):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def policy(clean_cache):
+    snapshot = snapshot_refresh()
+    assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
+    return SitePolicy.from_snapshot(snapshot)
+
+
+def submit(user, policy, capture, **kw) -> Job:
+    fields = dict(name="it-job", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="echo hello from $(id -un)\n")
+    fields.update(kw)
+    with capture(execute=True):
+        job = job_create(user=user, request=JobRequest(**fields), policy=policy)
+    job.refresh_from_db()
+    return job
+
+
+def wait(job: Job, states, timeout: float = 90) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snapshot_refresh()
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"job {job.slurm_job_id} still {job.state} after {timeout} s")
+
+
+def test_submitted_job_runs_as_the_user_and_finishes_with_its_output(alice, policy, django_capture_on_commit_callbacks):
+    job = submit(alice, policy, django_capture_on_commit_callbacks)
+    assert job.slurm_job_id and job.state == JobState.PENDING, job.submit_error
+    done = wait(job, {JobState.COMPLETED, JobState.FAILED})
+    assert (done.state, done.exit_code, done.signal) == (JobState.COMPLETED, 0, 0)
+    assert done.elapsed_s is not None and done.gpu_hours is not None and done.end_at
+    assert done.workdir.startswith("/home/alice/portal-jobs/")
+    assert job_log_tail(done, "out").text.strip() == "hello from alice"
+
+
+def test_failing_job_reports_its_exit_code(alice, policy, django_capture_on_commit_callbacks):
+    job = submit(alice, policy, django_capture_on_commit_callbacks, script="echo oops >&2\nexit 3\n", gpu_count=0, gpu_type="")
+    done = wait(job, {JobState.COMPLETED, JobState.FAILED})
+    assert (done.state, done.exit_code) == (JobState.FAILED, 3)
+    assert "oops" in job_log_tail(done, "err").text
+
+
+def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_capture_on_commit_callbacks):
+    marker = "/tmp/pwned-portal-it"
+    if os.path.exists(marker):
+        os.unlink(marker)
+    name = f"$(touch {marker}) `touch {marker}` \"q\" 'q' ; touch {marker}"
+    job = submit(alice, policy, django_capture_on_commit_callbacks, name=name, workdir="it dir (1) $(id)", gpu_count=0, gpu_type="", script="pwd\n")
+    done = wait(job, {JobState.COMPLETED, JobState.FAILED})
+    assert done.state == JobState.COMPLETED, done.submit_error
+    assert job_log_tail(done, "out").text.strip() == "/home/alice/it dir (1) $(id)"
+    import json
+
+    from jobs.slurm import get_gateway
+
+    # slurmctld keeps the name exactly (slurmdbd would store '"' as '`'); squeue holds ended jobs a while.
+    queued = json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"]
+    assert next(j["name"] for j in queued if j["job_id"] == done.slurm_job_id) == name
+    assert not os.path.exists(marker)
+
+
+def test_owner_cancels_a_running_job(alice, policy, django_capture_on_commit_callbacks):
+    job = submit(alice, policy, django_capture_on_commit_callbacks, script="sleep 120\n", gpu_count=0, gpu_type="")
+    wait(job, {JobState.RUNNING})
+    with django_capture_on_commit_callbacks(execute=True):
+        job_cancel(job=job, by=alice)
+    done = wait(job, {JobState.CANCELLED})
+    assert done.is_final
