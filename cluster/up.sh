@@ -69,7 +69,7 @@ start_daemon() {
 # ---------------------------------------------------------------------------------------------------------------
 # 1. Debian packages (Debian's policy-rc.d keeps apt from starting daemons: we start them below)
 # ---------------------------------------------------------------------------------------------------------------
-PACKAGES=(slurm-wlm slurmdbd munge mariadb-server openssh-server sudo)
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server openssh-server sudo python3-numpy python3-sklearn)
 missing=()
 for p in "${PACKAGES[@]}"; do
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")
@@ -382,6 +382,6 @@ sacctmgr -nP show assoc where cluster="$CLUSTER_NAME" format=account,user | awk 
 echo "  portal sshd:  $PORTAL_USER@$PORTAL_SSH_ADDR:$PORTAL_SSH_PORT (config $SSHD_PORTAL_CONF)"
 echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
-echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch scancel squeue scontrol sacct sinfo sshare cat tail)"
+echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch scancel squeue scontrol sacct sinfo sshare cat tail mkdir)"
 echo "  logs:         $LOG_DIR/"
 echo "up.sh took $(elapsed) s"
