@@ -25,11 +25,11 @@ def duration(seconds):
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days} day{'s' if days != 1 else ''} {hours} h"
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
     if hours:
-        return f"{hours} h {minutes:02d} min"
+        return f"{hours} h" + (f" {minutes:02d} min" if minutes else "")
     if minutes:
-        return f"{minutes} min {secs:02d} s"
+        return f"{minutes} min" + (f" {secs:02d} s" if secs else "")
     return f"{secs} s"
 
 

@@ -52,3 +52,17 @@ def test_time_left_is_never_negative(limit, now, left):
 def test_gpu_label():
     assert job_row(Job(state=JobState.COMPLETED, gpu_type="a100", gpu_count=2, time_limit_min=1), {}).gpus_label == "a100 × 2"
     assert job_row(Job(state=JobState.COMPLETED, gpu_count=0, time_limit_min=1), {}).gpus_label == "none"
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (59, "59 s"), (300, "5 min"), (301, "5 min 01 s"), (3600, "1 h"), (5400, "1 h 30 min"), (172800, "2 days"), (93600, "1 day 2 h"), (-5, "0 s"), (None, "")])
+def test_duration_filter(seconds, text):
+    from jobs.templatetags.portal_extras import duration
+
+    assert duration(seconds) == text
+
+
+@pytest.mark.parametrize("n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"), (21, "21st"), (102, "102nd")])
+def test_ordinal_filter(n, text):
+    from jobs.templatetags.portal_extras import ordinal
+
+    assert ordinal(n) == text

@@ -1,0 +1,109 @@
+"""End to end in headless Chromium: submit the example training job from the form, watch it wait in
+line, run, finish with its metrics in the log tail, and find it in History."""
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from jobs.services import snapshot_refresh
+from jobs.slurm import get_gateway
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits_job.sh"
+
+
+@pytest.fixture
+def poller():
+    """The snapshot poller's service every second, in a thread (the test process holds the test DB)."""
+    stop = threading.Event()
+
+    def loop():
+        try:
+            while not stop.is_set():
+                snapshot_refresh()
+                stop.wait(1.0)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(30)
+
+
+@pytest.fixture
+def blocker():
+    """bob's job holding every CPU of node3 (partition small), so the next job there must wait."""
+    out = get_gateway().run(
+        ["sbatch", "--parsable", "--chdir=/tmp", "--partition=small", "--cpus-per-task=4", "--mem=1000", "--time=5", "--job-name=e2e-blocker", "--wrap", "sleep 300"],
+        as_user="bob",
+    ).out
+    jobid = out.strip().split(";")[0]
+    yield jobid
+    get_gateway().run(["scancel", jobid], as_user="bob", check=False)
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"e2e-batch-{name}.png"), full_page=True)
+
+
+def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_page, poller, blocker):  # noqa: F811
+    page = browser_page
+    page.goto(portal_with_idp + "/")
+    page.get_by_test_id("sso-login").click()
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "alice")
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=gpu-table]")
+
+    page.get_by_role("link", name="New job").first.click()
+    page.wait_for_selector("[data-testid=limits]")
+    page.fill("#id_name", "digits $(id) demo")
+    page.select_option("#id_partition", "small")
+    page.select_option("#id_gpu_count", "0")
+    page.fill("#id_cpus", "2")
+    page.fill("#id_memory_gb", "2")
+    page.fill("#id_time_limit", "00:05:00")
+    page.fill("#id_script", EXAMPLE.read_text().replace("EPOCHS=${EPOCHS:-25}", "EPOCHS=${EPOCHS:-8}"))
+    shot(page, "1-form")
+    page.get_by_test_id("submit-job").click()
+
+    # The job page: first SUBMITTING/PENDING, waiting behind bob's job with a queue position.
+    page.wait_for_selector("[data-testid=job-name]")
+    assert page.get_by_test_id("job-name").inner_text() == "digits $(id) demo"
+    # The poller's next snapshot gives the position (HTMX refreshes the block every 5 s).
+    page.wait_for_function(
+        "() => /\\d+(st|nd|rd|th) in line in small/.test((document.querySelector('[data-testid=queue-line]') || {}).textContent || '')",
+        timeout=30_000,
+    )
+    line = page.get_by_test_id("queue-line").inner_text()
+    assert re.search(r"\d+(st|nd|rd|th) in line in small", line), line
+    assert "estimated start" in line or "not estimated yet" in line
+    shot(page, "2-pending")
+    page.get_by_role("link", name="My jobs").first.click()
+    row = page.locator("tr", has_text="digits $(id) demo")
+    assert "in line in small" in row.inner_text()
+    row.get_by_role("link", name="digits $(id) demo").click()
+
+    # Free the node: the job runs, then completes with its metrics in the log tail.
+    get_gateway().run(["scancel", blocker], as_user="bob")
+    page.wait_for_selector('[data-testid=job-state][data-state="RUNNING"], [data-testid=job-state][data-state="COMPLETED"]', timeout=60_000)
+    page.wait_for_selector('[data-testid=job-state][data-state="COMPLETED"]', timeout=150_000)
+    page.wait_for_function("() => (document.querySelector('[data-testid=log-out]') || {}).textContent?.includes('final val_acc=')", timeout=30_000)
+    log = page.get_by_test_id("log-out").inner_text()
+    assert "epoch 8/8" in log and "final val_acc=" in log
+    assert page.get_by_test_id("job-exit").inner_text().startswith("code 0")
+    shot(page, "3-completed")
+
+    page.get_by_role("link", name="History").first.click()
+    history = page.get_by_test_id("history-table").inner_text()
+    assert "digits $(id) demo" in history and "Completed" in history
+    shot(page, "4-history")
