@@ -14,7 +14,10 @@ NODE=$(node_bin)
 start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2
 start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --loglevel=INFO --schedule "$RUN_DIR/celerybeat-schedule"
-start_bg portal "$VENV/bin/python" "$REPO_DIR/manage.py" runserver --noreload "$PORTAL_HOST:$PORTAL_PORT"
+# gunicorn, as in production: a bounded number of threads (and so of database connections) however many
+# people use it; --reload restarts it when the code changes.
+start_bg portal "$VENV/bin/gunicorn" portal.wsgi --chdir "$REPO_DIR" --bind "$PORTAL_HOST:$PORTAL_PORT" \
+    --workers 2 --threads 8 --reload --access-logfile - --error-logfile -
 wait_http "http://127.0.0.1:8800/.well-known/openid-configuration" 30
 wait_http "http://$PORTAL_HOST:$PORTAL_PORT/accounts/login/" 60
 

@@ -3,6 +3,9 @@ from .base import *  # noqa: F401,F403
 from .base import DATABASES, OIDC, env, socialaccount_providers
 
 DEBUG = env.bool("PORTAL_DEBUG", default=True)
+# whitenoise serves static/ straight from the app folders (no collectstatic) under gunicorn too.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
 # runserver never closes a finished thread's connection: keep none open (Django docs).
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 

@@ -1,6 +1,6 @@
 """Production: secrets from the environment, secure cookies, an IdP required (see ``accounts.checks``)."""
 from .base import *  # noqa: F401,F403
-from .base import MIDDLEWARE, env
+from .base import env
 
 DEBUG = False
 PORTAL_ENVIRONMENT = "production"
@@ -19,5 +19,3 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-# whitenoise serves collected static files (HTMX included) right after the security middleware.
-MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]

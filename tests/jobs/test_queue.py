@@ -26,6 +26,16 @@ def test_position_is_one_plus_higher_priority_pending_jobs_in_the_partition():
     assert positions[5] == (1, 1) and 6 not in positions
 
 
+def test_a_pending_array_counts_as_its_tasks():
+    snap = ClusterSnapshot(jobs=parse_jobs({"jobs": [
+        {**q(123456, 900, 1), "array_task_string": "9201-10000%500"}, q(7, 100, 2), {**q(8, 50, 3), "array_task_string": "garbage["},
+    ]}))
+    positions = queue_positions(snap)
+    assert positions[123456] == (1, 802)
+    assert positions[7] == (801, 802)  # behind all 800 tasks
+    assert positions[8] == (802, 802)  # unparsable array text counts as one job
+
+
 def at(seconds):
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
