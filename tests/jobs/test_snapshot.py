@@ -4,6 +4,7 @@ import threading
 from http import HTTPStatus
 
 import pytest
+from django.db import connection
 
 from jobs import services
 from jobs.selectors import gpu_rows, snapshot_status
@@ -79,7 +80,13 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
     client = services.redis_client()
     client.delete(services.LOCK_NAME)
     results = []
-    worker = threading.Thread(target=lambda: results.append(services.snapshot_refresh()))
+    def refresh_in_thread():
+        try:
+            results.append(services.snapshot_refresh())
+        finally:
+            connection.close()  # the thread's own DB connection (Job rows are synced too)
+
+    worker = threading.Thread(target=refresh_in_thread)
     worker.start()
     assert entered.wait(10)
     second_fake = FakeTransport()
