@@ -91,7 +91,9 @@ class AuditEvent(models.Model):
 
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=64)
+    action = models.CharField(max_length=64, db_index=True)
+    #: What was changed, e.g. ``team:vision``, ``user:alice``, ``membership:vision/alice``, ``job:<key>``.
+    target = models.CharField(max_length=200, blank=True, default="", db_index=True)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="audit")
     old = models.JSONField(default=dict, blank=True)
     new = models.JSONField(default=dict, blank=True)

@@ -42,9 +42,10 @@ class SubmissionUncertain(Exception):
     """sbatch may or may not have run (timeout, connection lost). Retry via the key check only."""
 
 
-def audit(*, actor: User | None, action: str, job: Job | None, old: dict | None = None, new: dict | None = None) -> None:
-    """Write one audit row (call inside the transaction of the change)."""
-    AuditEvent.objects.create(actor=actor, action=action, job=job, old=old or {}, new=new or {})
+def audit(*, actor: User | None, action: str, job: Job | None = None, target: str = "", old: dict | None = None, new: dict | None = None) -> None:
+    """Write one audit row (call inside the transaction of the change). ``target`` names what changed
+    (``team:vision``, ``membership:vision/alice``...); for jobs it defaults to ``job:<key>``."""
+    AuditEvent.objects.create(actor=actor, action=action, job=job, target=target or (f"job:{job.key}" if job else ""), old=old or {}, new=new or {})
 
 
 def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> Job:

@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "allauth.socialaccount.providers.openid_connect",
     "accounts",
     "jobs",
+    "teams",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,1 @@
+"""Teams (= Slurm accounts), memberships and roles, GPU quotas and usage."""

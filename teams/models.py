@@ -1,0 +1,63 @@
+"""Teams are Slurm accounts. The portal's rows are the wanted state; ``teams.slurm_sync`` makes
+slurmdbd match them (associations, ``GrpTRESMins=gres/gpu=N``, ``GrpTRES=gres/gpu=N``)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Team(models.Model):
+    """One Slurm account. ``gpu_minutes_quota``: GPU-minutes per accounting period (Slurm's
+    ``GrpTRESMins=gres/gpu=N``; the period is ``PriorityUsageResetPeriod``), ``None`` = no quota.
+    ``gpu_limit``: GPUs in use at once (``GrpTRES=gres/gpu=N``), ``None`` = no limit. ``managed``:
+    the sync may create the account and change its users and limits."""
+
+    name = models.CharField(max_length=64, unique=True, help_text="Slurm account name")
+    description = models.CharField(max_length=200, blank=True, default="")
+    gpu_minutes_quota = models.PositiveIntegerField(null=True, blank=True)
+    gpu_limit = models.PositiveIntegerField(null=True, blank=True)
+    managed = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_hours_quota(self) -> float | None:
+        return self.gpu_minutes_quota / 60 if self.gpu_minutes_quota is not None else None
+
+
+class Role(models.TextChoices):
+    MEMBER = "MEMBER", "Member"
+    LEAD = "LEAD", "Team lead"
+
+
+class Source(models.TextChoices):
+    """Where a membership comes from. CLAIM rows follow the IdP's ``groups`` claim at each login;
+    ADMIN rows were set by a portal admin (the override: claims never remove or change them);
+    SLURM rows were imported from existing associations."""
+
+    CLAIM = "CLAIM", "IdP groups claim"
+    ADMIN = "ADMIN", "Set by an admin"
+    SLURM = "SLURM", "Imported from Slurm"
+
+
+class Membership(models.Model):
+    """A user's place in a team: ``role`` member or lead."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CLAIM)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="teams_membership_unique")]
+        ordering = ["team__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
