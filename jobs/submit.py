@@ -21,7 +21,8 @@ from django.utils import timezone as djtz
 from accounts.models import User
 
 from .batch import render_batch_script
-from .models import AuditEvent, Job
+from .audit import audit
+from .models import Job
 from .policy import JobRequest, PolicyError, SitePolicy
 from .slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
 from .snapshot import snapshot_load
@@ -40,12 +41,6 @@ class PolicyRefused(Exception):
 
 class SubmissionUncertain(Exception):
     """sbatch may or may not have run (timeout, connection lost). Retry via the key check only."""
-
-
-def audit(*, actor: User | None, action: str, job: Job | None = None, target: str = "", old: dict | None = None, new: dict | None = None) -> None:
-    """Write one audit row (call inside the transaction of the change). ``target`` names what changed
-    (``team:vision``, ``membership:vision/alice``...); for jobs it defaults to ``job:<key>``."""
-    AuditEvent.objects.create(actor=actor, action=action, job=job, target=target or (f"job:{job.key}" if job else ""), old=old or {}, new=new or {})
 
 
 def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> Job:

@@ -25,7 +25,8 @@ from .slurm import SlurmError, SlurmGateway
 from .slurm.parsing import classify_state, parse_exit, parse_sacct_jobs
 from .snapshot import ClusterSnapshot
 from .states import ACTIVE_STATES, FINAL_STATES, JobState
-from .submit import audit, to_datetime
+from .audit import audit
+from .submit import to_datetime
 
 logger = logging.getLogger(__name__)
 
