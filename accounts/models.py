@@ -22,6 +22,8 @@ class User(AbstractUser):
     oidc_groups = models.JSONField(default=list, blank=True)
     #: Slurm accounts (teams) the user has an association in, from ``sacctmgr`` at the last login.
     slurm_accounts = models.JSONField(default=list, blank=True)
+    #: An admin's decision on admin rights, overriding the groups claim (None = follow the claim).
+    admin_override = models.BooleanField(null=True, blank=True, default=None)
 
     class Meta:
         constraints = [

@@ -87,7 +87,8 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
 
 def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> User:
     """Copy identity, profile claims and cluster facts onto ``user`` (not saved). Admin status
-    (``is_staff``/``is_superuser``) follows membership of ``PORTAL_OIDC_ADMIN_GROUPS``."""
+    (``is_staff``/``is_superuser``) follows membership of ``PORTAL_OIDC_ADMIN_GROUPS`` unless an
+    admin set ``admin_override``."""
     groups = groups_from_claims(claims)
     user.username = identity.username
     user.oidc_issuer = identity.issuer
@@ -96,7 +97,9 @@ def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> U
     user.email_verified = email_is_verified(claims)
     user.display_name = str(claims.get("name") or "")[:255]
     user.oidc_groups = groups
-    is_admin = bool(set(groups) & set(settings.OIDC["admin_groups"]))
+    from teams.roles import is_admin_by_claims
+
+    is_admin = is_admin_by_claims(groups, user.admin_override)
     user.is_staff = user.is_superuser = is_admin
     if identity.cluster_user is not None:
         user.slurm_accounts = list(identity.cluster_user.accounts)

@@ -245,6 +245,17 @@ for u in alice carol bob dana; do
         log "sacctmgr: default account of $u set to $a"
     fi
 done
+# The portal's service user is a Slurm administrator: teams.slurm_sync runs sacctmgr as itself (no sudo) to add
+# accounts, users and limits. Its association is in root, which the sync never touches.
+portal_admin=$(sacctmgr -nP show user "$PORTAL_USER" format=user,adminlevel)
+if [[ -z $portal_admin ]]; then
+    sacctmgr -i add user "$PORTAL_USER" Cluster="$CLUSTER_NAME" Account=root DefaultAccount=root \
+        AdminLevel=Administrator >/dev/null
+    log "sacctmgr: added $PORTAL_USER as a Slurm administrator"
+elif [[ $portal_admin != "$PORTAL_USER|Administrator" ]]; then
+    sacctmgr -i modify user where name="$PORTAL_USER" set AdminLevel=Administrator >/dev/null
+    log "sacctmgr: $PORTAL_USER made a Slurm administrator"
+fi
 
 if (( slurm_conf_changed )) && running "$SLURMCTLD_PID" slurmctld; then
     # node definitions and ports cannot change by 'scontrol reconfigure': restart controller and nodes

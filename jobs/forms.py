@@ -33,15 +33,23 @@ class JobForm(forms.Form):
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
 
-    def clean_time_limit(self) -> int:
-        text = self.cleaned_data["time_limit"].strip()
+    @staticmethod
+    def parse_time_minutes(text: str) -> int:
+        """``90`` / ``02:00:00`` / ``1-00:00:00`` -> minutes. Raises ``ValueError`` with the form's message."""
+        text = (text or "").strip()
         try:
             seconds = parse_time_limit(text)
         except ValueError:
             seconds = -1
         if seconds is None or seconds < 60 or not any(ch.isdigit() for ch in text):
-            raise forms.ValidationError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
+            raise ValueError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
         return seconds // 60
+
+    def clean_time_limit(self) -> int:
+        try:
+            return self.parse_time_minutes(self.cleaned_data["time_limit"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def job_request(self) -> JobRequest:
         """The validated fields as a :class:`JobRequest` (call after ``is_valid()``)."""

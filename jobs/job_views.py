@@ -22,9 +22,12 @@ from .submit import PolicyRefused, job_cancel, job_create
 
 
 def _rows(request: HttpRequest) -> dict:
+    from teams.usage import team_usage
+
     snapshot = snapshot_load()
     positions = queue_positions(snapshot)
-    return {"rows": [job_row(j, positions) for j in jobs_for_user(user=request.user)], "status": snapshot_status(snapshot)}
+    rows = [job_row(j, positions, usage_for=team_usage) for j in jobs_for_user(user=request.user)]
+    return {"rows": rows, "status": snapshot_status(snapshot)}
 
 
 @login_required
@@ -59,6 +62,23 @@ def job_new(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
 
 
+@login_required
+def job_estimate(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment under the job form: the most GPU-hours this job may use against the team's
+    remaining quota ("it will wait for quota" when it does not fit). Empty when unknown."""
+    from teams.usage import job_quota_estimate
+
+    data = request.POST if request.method == "POST" else request.GET
+    try:
+        gpus = int(data.get("gpu_count", "0"))
+        minutes = JobForm.parse_time_minutes(data.get("time_limit", ""))
+    except (TypeError, ValueError):
+        return HttpResponse("")
+    team = data.get("account") or (request.user.slurm_accounts[0] if request.user.slurm_accounts else "")
+    estimate = job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) if gpus and team else None
+    return render(request, "jobs/_estimate.html", {"estimate": estimate, "team": team})
+
+
 def _visible_job(request: HttpRequest, key):
     job = job_for_viewer(key=key, user=request.user)
     if job is None:
@@ -69,15 +89,19 @@ def _visible_job(request: HttpRequest, key):
 @login_required
 def job_detail(request: HttpRequest, key) -> HttpResponse:
     """Parameters, script, status and the live log tail of one job."""
+    from teams.usage import team_usage
+
     job = _visible_job(request, key)
-    return render(request, "jobs/job_detail.html", {"row": job_row(job, queue_positions(snapshot_load())), "job": job})
+    return render(request, "jobs/job_detail.html", {"row": job_row(job, queue_positions(snapshot_load()), usage_for=team_usage), "job": job})
 
 
 @login_required
 def job_status(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the job's status block."""
+    from teams.usage import team_usage
+
     job = _visible_job(request, key)
-    return render(request, "jobs/_job_status.html", {"row": job_row(job, queue_positions(snapshot_load())), "job": job})
+    return render(request, "jobs/_job_status.html", {"row": job_row(job, queue_positions(snapshot_load()), usage_for=team_usage), "job": job})
 
 
 @login_required

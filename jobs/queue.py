@@ -57,6 +57,7 @@ class JobRow:
     reason: Reason | None
     elapsed_s: int | None
     time_left_s: int | None
+    quota_note: str = ""
 
     @property
     def gpus_label(self) -> str:
@@ -65,8 +66,22 @@ class JobRow:
         return f"{self.job.gpu_type or 'any'} × {self.job.gpu_count}"
 
 
-def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None) -> JobRow:
-    """Build the :class:`JobRow` for one job."""
+def quota_note(account: str, usage) -> str:
+    """The team's numbers for a job held by quota, e.g. "Team vision has used 10.3 of 10.0 GPU-hours
+    this period; 2 of its 2 concurrent GPUs are in use." ("" without usage figures)."""
+    if usage is None or not usage.tracked:
+        return ""
+    parts = []
+    if usage.gpu_hours_quota is not None:
+        parts.append(f"Team {account} has used {usage.gpu_hours_used:.1f} of {usage.gpu_hours_quota:.1f} GPU-hours this period")
+    if usage.gpu_limit is not None:
+        parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
+    return ("; ".join(parts) + ".") if parts else ""
+
+
+def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
+    """Build the :class:`JobRow` for one job. ``usage_for(account)`` gives the team's usage figures
+    (``teams.usage.team_usage``) for jobs held by quota."""
     now = time.time() if now is None else now
     position = in_line = None
     estimate = reason = None
@@ -82,7 +97,10 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)
     elif job.is_final:
         elapsed = job.elapsed_s
-    return JobRow(job, position, in_line, estimate, reason, elapsed, time_left)
+    note = ""
+    if reason is not None and reason.group == "QUOTA" and usage_for is not None:
+        note = quota_note(job.account, usage_for(job.account))
+    return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)
 
 
 def utc(seconds: float) -> datetime:

@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/", job_views.job_list, name="job_list"),
     path("jobs/table/", job_views.job_table, name="job_table"),
     path("jobs/new/", job_views.job_new, name="job_new"),
+    path("jobs/new/estimate/", job_views.job_estimate, name="job_estimate"),
     path("jobs/history/", job_views.history, name="job_history"),
     path("jobs/<uuid:key>/", job_views.job_detail, name="job_detail"),
     path("jobs/<uuid:key>/status/", job_views.job_status, name="job_status"),

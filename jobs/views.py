@@ -25,7 +25,11 @@ def home(request: HttpRequest) -> HttpResponse:
     """Signed in: who you are, your teams and the cluster's GPUs. Signed out: the sign-in page."""
     if not request.user.is_authenticated:
         return login_page(request)
-    return render(request, "jobs/home.html", _cluster_context())
+    from teams.selectors import teams_of
+    from teams.usage import team_usage
+
+    quotas = [(team, team_usage(team.name)) for team in teams_of(request.user)]
+    return render(request, "jobs/home.html", {**_cluster_context(), "quotas": quotas})
 
 
 @login_required

@@ -43,6 +43,11 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_SSH_CONNECT_TIMEOUT": (float, 10.0),
     "PORTAL_SLURM_COMMAND_TIMEOUT": (float, 30.0),
     "PORTAL_SLURM_USERS_GROUP": (str, "slurmusers"),
+    # Teams and roles
+    "PORTAL_TEAM_GROUP": (str, "{team}"),
+    "PORTAL_TEAM_LEAD_GROUP": (str, "{team}-leads"),
+    "PORTAL_TEAMS_SYNC_INTERVAL": (float, 300.0),
+    "PORTAL_USAGE_INTERVAL": (float, 60.0),
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),

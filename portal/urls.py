@@ -9,5 +9,6 @@ urlpatterns = [
     path("admin/logout/", account_views.logout_view),
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
+    path("", include("teams.urls")),
     path("", include("jobs.urls")),
 ]

@@ -72,3 +72,27 @@ def mul60(minutes):
 def mib_to_gb(mib):
     """MiB -> GB with one decimal (``16000`` -> ``15.6``)."""
     return f"{int(mib) / 1024:.1f}".rstrip("0").rstrip(".") if mib is not None else ""
+
+
+@register.filter
+def get_item(mapping, key):
+    """``mapping[key]`` for dicts in templates (0 when missing)."""
+    return (mapping or {}).get(key, 0)
+
+
+@register.filter
+def day_member(daily, day):
+    """``daily[day]`` (a member -> GPU-hours dict) for the usage table."""
+    return (daily or {}).get(day, {})
+
+
+@register.filter
+def quota_percent(usage):
+    if not usage or not usage.gpu_hours_quota:
+        return 0
+    return round(100 * usage.gpu_hours_used / usage.gpu_hours_quota)
+
+
+@register.filter
+def quota_percent_capped(usage):
+    return min(100, quota_percent(usage))

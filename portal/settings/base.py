@@ -55,6 +55,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "teams.context_processors.team_nav",
             ],
         },
     },
@@ -173,6 +174,11 @@ PORTAL_JOB_DIR = env("PORTAL_JOB_DIR")
 #: Bytes of stdout/stderr shown on the job page (the tail of each file).
 PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
 
+# --- teams -----------------------------------------------------------------------------------
+#: IdP group names that make someone a member / lead of team ``{team}`` (a Slurm account).
+PORTAL_TEAM_GROUP = env("PORTAL_TEAM_GROUP")
+PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
+
 # --- snapshot poller + Celery ---------------------------------------------------------------
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
@@ -186,7 +192,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_BEAT_SCHEDULE = {
     "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
-    "cluster-directory": {"task": "accounts.tasks.cluster_directory_refresh", "schedule": 300.0},
+    "teams-sync": {"task": "teams.tasks.teams_sync_task", "schedule": env("PORTAL_TEAMS_SYNC_INTERVAL")},
+    "teams-usage": {"task": "teams.tasks.usage_refresh_task", "schedule": env("PORTAL_USAGE_INTERVAL")},
 }
 
 LOGGING = {

@@ -1,0 +1,41 @@
+"""``manage.py teams_sync [--dry-run] [--import]``: make Slurm's accounts match the managed teams."""
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.slurm import SlurmError
+from teams.slurm_sync import teams_import, teams_sync
+
+
+class Command(BaseCommand):
+    help = (
+        "Make Slurm's accounts, associations and gres/gpu limits match the portal's managed teams. "
+        "Prints one line per action (+ add, ~ change, - remove, FAILED ...); exits 1 if any failed."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+        parser.add_argument(
+            "--import", dest="do_import", action="store_true",
+            help="first create managed teams for Slurm accounts the portal does not know (a new install)",
+        )
+
+    def handle(self, *args, dry_run: bool, do_import: bool, **options):
+        if do_import:
+            if dry_run:
+                raise CommandError("--import changes the portal's teams: run it without --dry-run")
+            try:
+                created = teams_import()
+            except SlurmError as exc:
+                raise CommandError(f"import failed: {exc}") from exc
+            self.stdout.write(f"imported {created} team(s) from Slurm")
+        report = teams_sync(dry_run=dry_run)
+        for line in report.lines:
+            self.stdout.write(line)
+        if not report.ok:
+            problems = [f"{len(report.failed)} of {len(report.results)} action(s) failed"] if report.failed else []
+            problems += ["nothing was done"] if report.error else []
+            problems += [f"{len(report.skipped)} team(s) or member(s) skipped"] if report.skipped else []
+            raise CommandError("; ".join(problems), returncode=1)
+        if not report.results:
+            self.stdout.write("Slurm already matches the portal: nothing to change.")
+        elif dry_run:
+            self.stdout.write(f"dry run: {len(report.results)} action(s) planned, none applied")

@@ -1,0 +1,142 @@
+"""Writes for teams: memberships from claims, admin changes of membership and quota. Every change
+writes an audit row in the same transaction and enqueues the Slurm sync on commit."""
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from jobs.audit import audit
+
+from .models import Membership, Role, Source, Team
+from .roles import role_from_groups
+
+logger = logging.getLogger(__name__)
+
+
+def _sync_on_commit() -> None:
+    from .tasks import teams_sync_task
+
+    transaction.on_commit(lambda: teams_sync_task.delay())
+
+
+def _require_admin(by) -> None:
+    if by is None or not by.is_staff:
+        raise PermissionDenied("Only a portal admin can change teams, memberships and quotas.")
+
+
+def memberships_from_slurm(*, user, accounts: list[str]) -> list[str]:
+    """Record the associations Slurm already has for ``user`` (``accounts``, from sacctmgr at login)
+    as SLURM memberships of the matching teams, so signing in never takes a user out of a team
+    they were put in by hand. Returns the team names added."""
+    added = []
+    with transaction.atomic():
+        for team in Team.objects.filter(name__in=accounts).exclude(memberships__user=user):
+            Membership.objects.create(team=team, user=user, role=Role.MEMBER, source=Source.SLURM)
+            audit(actor=None, action="membership.slurm.import", target=f"membership:{team.name}/{user.username}", new={"role": Role.MEMBER, "source": Source.SLURM})
+            added.append(team.name)
+    return added
+
+
+def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
+    """Make the user's claim-based memberships match ``groups`` (see :mod:`teams.roles`).
+
+    CLAIM rows are added, changed or removed; a SLURM (imported) row is taken over by the claim when
+    the claim names the team; ADMIN rows are never touched (the admin's override). Returns a list of
+    changes (``+vision``, ``~vision LEAD``, ``-nlp``) and enqueues the Slurm sync when there are any."""
+    changes = []
+    with transaction.atomic():
+        existing = {m.team_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+        for team in Team.objects.all():
+            role = role_from_groups(team.name, groups)
+            current = existing.get(team.pk)
+            target = f"membership:{team.name}/{user.username}"
+            if current is None:
+                if role:
+                    Membership.objects.create(team=team, user=user, role=role, source=Source.CLAIM)
+                    audit(actor=None, action="membership.claims.add", target=target, new={"role": role})
+                    changes.append(f"+{team.name}")
+                continue
+            if current.source == Source.ADMIN:
+                continue
+            if role is None:
+                if current.source == Source.CLAIM:
+                    current.delete()
+                    audit(actor=None, action="membership.claims.remove", target=target, old={"role": current.role})
+                    changes.append(f"-{team.name}")
+                continue
+            if current.role != role or current.source != Source.CLAIM:
+                old = {"role": current.role, "source": current.source}
+                current.role, current.source = role, Source.CLAIM
+                current.save(update_fields=["role", "source"])
+                audit(actor=None, action="membership.claims.change", target=target, old=old, new={"role": role, "source": Source.CLAIM})
+                changes.append(f"~{team.name} {role}")
+        if changes:
+            _sync_on_commit()
+    return changes
+
+
+def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int | None, by) -> Team:
+    """Admin: set the team's GPU-hour quota per period (stored as GPU-minutes, Slurm's
+    ``GrpTRESMins=gres/gpu``) and concurrent GPU limit (``GrpTRES=gres/gpu``); ``None`` = none.
+    Raises ``PermissionDenied`` for non-admins and ``ValueError`` for negative values."""
+    _require_admin(by)
+    minutes = None if gpu_hours_quota is None else round(gpu_hours_quota * 60)
+    if (minutes is not None and minutes < 0) or (gpu_limit is not None and gpu_limit < 0):
+        raise ValueError("Quotas and limits cannot be negative.")
+    with transaction.atomic():
+        team = Team.objects.select_for_update().get(pk=team.pk)
+        old = {"gpu_minutes_quota": team.gpu_minutes_quota, "gpu_limit": team.gpu_limit}
+        new = {"gpu_minutes_quota": minutes, "gpu_limit": gpu_limit}
+        if old == new:
+            return team
+        team.gpu_minutes_quota, team.gpu_limit = minutes, gpu_limit
+        team.save(update_fields=["gpu_minutes_quota", "gpu_limit", "updated_at"])
+        audit(actor=by, action="team.limits", target=f"team:{team.name}", old=old, new=new)
+        _sync_on_commit()
+    return team
+
+
+def membership_set(*, team: Team, user, role: str, by) -> Membership:
+    """Admin: add ``user`` to ``team`` or change their role; the row becomes an ADMIN override that
+    claims never change."""
+    _require_admin(by)
+    if role not in Role.values:
+        raise ValueError(f"Unknown role {role!r}: use {', '.join(Role.values)}.")
+    with transaction.atomic():
+        membership, created = Membership.objects.select_for_update().get_or_create(team=team, user=user, defaults={"role": role, "source": Source.ADMIN})
+        old = None if created else {"role": membership.role, "source": membership.source}
+        if not created:
+            membership.role, membership.source = role, Source.ADMIN
+            membership.save(update_fields=["role", "source"])
+        audit(actor=by, action="membership.set", target=f"membership:{team.name}/{user.username}", old=old or {}, new={"role": role, "source": Source.ADMIN})
+        _sync_on_commit()
+    return membership
+
+
+def membership_remove(*, team: Team, user, by) -> bool:
+    """Admin: remove ``user`` from ``team`` (the sync then removes the Slurm association, changing the
+    user's default account first when needed). Returns False when they were not a member."""
+    _require_admin(by)
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+        if membership is None:
+            return False
+        membership.delete()
+        audit(actor=by, action="membership.remove", target=f"membership:{team.name}/{user.username}", old={"role": membership.role, "source": membership.source})
+        _sync_on_commit()
+    return True
+
+
+def user_set_admin_override(*, user, is_admin: bool | None, by) -> None:
+    """Admin: force ``user`` to be (or not be) an admin whatever the claims say; ``None`` follows claims
+    again from the next login."""
+    _require_admin(by)
+    with transaction.atomic():
+        old = {"admin_override": user.admin_override, "is_staff": user.is_staff}
+        user.admin_override = is_admin
+        if is_admin is not None:
+            user.is_staff = user.is_superuser = is_admin
+        user.save(update_fields=["admin_override", "is_staff", "is_superuser"])
+        audit(actor=by, action="user.admin_override", target=f"user:{user.username}", old=old, new={"admin_override": is_admin})

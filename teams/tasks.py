@@ -1,0 +1,31 @@
+"""Celery tasks of the teams app. Thin: each calls one service."""
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(soft_time_limit=240, time_limit=300, ignore_result=True, max_retries=0)
+def teams_sync_task() -> None:
+    """Make Slurm's accounts, associations and ``gres/gpu`` limits match the managed teams
+    (:func:`teams.slurm_sync.teams_sync`); logs each line of the report. Not retried: every run
+    re-reads Slurm and plans from scratch, so the next run (beat, or the next change) is the retry."""
+    from .slurm_sync import teams_sync
+
+    report = teams_sync()
+    for line in report.lines:
+        (logger.info if report.ok else logger.warning)("teams sync: %s", line)
+    if report.ok:
+        logger.info("teams sync: %s", f"{len(report.results)} change(s) applied" if report.results else "Slurm already matches the portal")
+    else:
+        logger.error("teams sync: %d action(s) failed%s", len(report.failed), f"; {report.error}" if report.error else "")
+
+
+@shared_task(soft_time_limit=50, time_limit=60, ignore_result=True, max_retries=0)
+def usage_refresh_task() -> None:
+    """Beat task (every ``PORTAL_USAGE_INTERVAL`` seconds): refresh every team's GPU usage
+    (:func:`teams.usage.usage_refresh`; one scontrol, sshare and sacct call for all teams)."""
+    from .usage import usage_refresh
+
+    usage_refresh()

@@ -1,0 +1,181 @@
+"""Team pages, settings, audit and the role x page/action matrix (own team / other team / admin).
+
+Permissions are enforced in selectors and services; these tests drive real requests."""
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+from http import HTTPStatus
+
+import pytest
+
+from jobs.models import AuditEvent, Job
+from jobs.states import JobState
+from teams.models import Membership, Role, Source, Team
+from teams.usage import MemberUsage, TeamUsage, UsageStatus, _store
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(django_user_model, clean_cache):
+    """vision: alice (member), carol (lead); nlp: bob (member), nils (lead); dana: admin."""
+    users = {n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else []) for n, t in
+             [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]}
+    users["dana"].is_staff = True
+    users["dana"].save()
+    vision = Team.objects.create(name="vision", gpu_minutes_quota=600, gpu_limit=4)
+    nlp = Team.objects.create(name="nlp")
+    for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
+        Membership.objects.create(user=users[user], team=team, role=role, source=Source.ADMIN)
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    _store({
+        "vision": TeamUsage(account="vision", tracked=True, period_start=start, period_end=None, taken_at=1795970000.0,
+                            gpu_hours_used=7.5, gpu_hours_quota=10.0, gpu_hours_left=2.5, gpu_limit=4, gpus_running=2, pending_gpu_hours=4.0,
+                            runout_date=datetime(2026, 11, 30).date(),
+                            members=[MemberUsage("alice", 5.0, 5.0, 3, 1, 120.0), MemberUsage("carol", 2.5, 2.5, 1, 0, None)],
+                            daily={"2026-11-27": {"alice": 3.0, "carol": 2.5}, "2026-11-28": {"alice": 2.0}}),
+        "nlp": TeamUsage(account="nlp", tracked=True, period_start=start, period_end=None, taken_at=1795970000.0, gpu_hours_used=1.0,
+                         members=[MemberUsage("bob", 1.0, 1.0, 1, 0, 30.0)], daily={"2026-11-28": {"bob": 1.0}}),
+    }, UsageStatus(taken_at=1795970000.0))
+    job = Job.objects.create(user=users["alice"], account="vision", name="alice-job", partition="train", memory_mb=1, time_limit_min=10, script="true",
+                             state=JobState.RUNNING, slurm_job_id=77, output_path="/o/%j.out", error_path="/o/%j.err")
+    return users, vision, nlp, job
+
+
+def as_(client, user):
+    client.force_login(user)
+    return client
+
+
+# who -> expected status for each (page/action) on team "vision" and alice's job.
+MATRIX = {
+    #                    alice(member)  carol(lead)   nils(lead, other team)  dana(admin)
+    "team list":         (403,          200,          200,                    200),
+    "team page":         (404,          200,          404,                    200),
+    "team csv":          (404,          200,          404,                    200),
+    "team settings":     (403,          403,          403,                    200),
+    "set quota":         (403,          403,          403,                    302),
+    "add member":        (403,          403,          403,                    302),
+    "remove member":     (403,          403,          403,                    302),
+    "audit trail":       (403,          403,          403,                    200),
+    "alice's job page":  (200,          404,          404,                    200),
+    "alice's job log":   (200,          404,          404,                    200),
+    "cancel alice's job": (302,         404,          404,                    403),
+}
+WHO = ["alice", "carol", "nils", "dana"]
+
+
+def request_for(client, what, job):
+    return {
+        "team list": lambda: client.get("/teams/"),
+        "team page": lambda: client.get("/teams/vision/"),
+        "team csv": lambda: client.get("/teams/vision/usage.csv"),
+        "team settings": lambda: client.get("/teams/vision/settings/"),
+        "set quota": lambda: client.post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "20", "gpu_limit": "2"}),
+        "add member": lambda: client.post("/teams/vision/settings/", {"action": "member", "username": "bob", "role": "MEMBER"}),
+        "remove member": lambda: client.post("/teams/vision/settings/", {"action": "remove", "username": "alice"}),
+        "audit trail": lambda: client.get("/audit/"),
+        "alice's job page": lambda: client.get(f"/jobs/{job.key}/"),
+        "alice's job log": lambda: client.get(f"/jobs/{job.key}/log/out/"),
+        "cancel alice's job": lambda: client.post(f"/jobs/{job.key}/cancel/"),
+    }[what]()
+
+
+@pytest.mark.parametrize("what", list(MATRIX))
+@pytest.mark.parametrize("who", WHO)
+def test_role_matrix(client, world, who, what, monkeypatch, django_capture_on_commit_callbacks):
+    users, vision, nlp, job = world
+    monkeypatch.setattr("jobs.job_views.job_log_tail", lambda job, stream: __import__("jobs.logs", fromlist=["LogTail"]).LogTail(text="ok"))
+    before = (vision.gpu_minutes_quota, Membership.objects.count())
+    with django_capture_on_commit_callbacks():  # the Slurm sync is enqueued, not run
+        response = request_for(as_(client, users[who]), what, job)
+    expected = MATRIX[what][WHO.index(who)]
+    assert response.status_code == expected, f"{who} / {what}: {response.status_code}"
+    if expected in (403, 404) and what in ("set quota", "add member", "remove member"):
+        vision.refresh_from_db()
+        assert (vision.gpu_minutes_quota, Membership.objects.count()) == before  # nothing changed
+
+
+def test_team_page_shows_quota_burn_chart_and_members(client, world):
+    users, *_ = world
+    html = as_(client, users["carol"]).get("/teams/vision/").content.decode()
+    assert "10.0 GPU-hours" in html and "7.5 GPU-hours" in html and "2.5 GPU-hours" in html
+    assert "around 2026-11-30" in html and "of a limit of 4" in html and "4.0 GPU-hours asked by queued jobs" in html
+    assert "<svg" in html and 'data-testid="usage-chart"' in html and 'data-testid="daily-table"' in html
+    assert 'data-member="alice"' in html and "2 min" in html  # median wait 120 s
+    assert "bob" not in html  # another team's member never shows
+
+
+def test_csv_export(client, world):
+    users, *_ = world
+    body = as_(client, users["carol"]).get("/teams/vision/usage.csv").content.decode()
+    rows = list(csv.reader(io.StringIO(body)))
+    assert rows[0] == ["team", "date", "member", "gpu_hours"]
+    assert ["vision", "2026-11-27", "alice", "3.0000"] in rows
+    assert any(r[:5] == ["vision", "alice", "5.0000", "3", "1"] for r in rows)
+
+
+def test_untracked_gpus_never_show_zero(client, world):
+    users, *_ = world
+    _store({"vision": TeamUsage(account="vision", tracked=False, period_start=datetime(2026, 11, 1, tzinfo=timezone.utc), period_end=None, taken_at=1.0)}, UsageStatus(taken_at=1.0))
+    html = as_(client, users["dana"]).get("/teams/vision/").content.decode()
+    assert "GPU usage is not tracked by this cluster" in html and "AccountingStorageTRES" in html
+    assert "0.0 GPU-hours" not in html
+    home = as_(client, users["alice"]).get("/").content.decode()
+    assert "GPU usage is not tracked by this cluster" in home and "AccountingStorageTRES" not in home
+
+
+def test_home_shows_the_teams_remaining_quota(client, world):
+    users, *_ = world
+    html = as_(client, users["alice"]).get("/").content.decode()
+    assert 'data-team="vision"' in html and "2.5 GPU-hours" in html
+
+
+def test_admin_changes_are_audited_and_browsable(client, world, django_capture_on_commit_callbacks):
+    users, vision, *_ = world
+    admin = as_(client, users["dana"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        admin.post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "20", "gpu_limit": ""})
+    assert len(callbacks) == 1  # the Slurm sync, after commit
+    vision.refresh_from_db()
+    assert (vision.gpu_minutes_quota, vision.gpu_limit) == (1200, None)
+    event = AuditEvent.objects.get(action="team.limits")
+    assert event.actor == users["dana"] and event.old == {"gpu_minutes_quota": 600, "gpu_limit": 4} and event.new == {"gpu_minutes_quota": 1200, "gpu_limit": None}
+    page = admin.get("/audit/?action=team.&target=vision").content.decode()
+    assert "<code>team.limits</code>" in page and "dana" in page
+    assert "<code>team.limits</code>" not in admin.get("/audit/?actor=alice").content.decode()
+
+
+def test_bad_quota_input_is_refused_clearly(client, world):
+    users, vision, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "-5", "gpu_limit": "x"})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert b"greater than or equal to 0" in resp.content and b"Enter a whole number" in resp.content
+    vision.refresh_from_db()
+    assert vision.gpu_minutes_quota == 600
+
+
+def test_unknown_user_cannot_be_added(client, world):
+    users, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "member", "username": "ghost", "role": "MEMBER"})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST and b"must sign in once first" in resp.content
+
+
+def test_job_form_estimate_says_it_will_wait_for_quota(client, world):
+    users, *_ = world
+    html = as_(client, users["alice"]).post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "4", "time_limit": "60"}).content.decode()
+    assert "may use up to 4.0 GPU-hours" in html and "has 2.5 left" in html and "it will wait for quota" in html
+    ok = client.post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "1", "time_limit": "60"}).content.decode()
+    assert "may use up to 1.0 GPU-hours" in ok and "will wait" not in ok
+    assert client.post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "1", "time_limit": "never"}).content == b""
+
+
+def test_quota_held_job_shows_the_teams_numbers(client, world):
+    users, *_ = world
+    Job.objects.create(user=users["alice"], account="vision", name="held", partition="train", gpu_type="a100", gpu_count=2, memory_mb=1,
+                       time_limit_min=60, script="true", state=JobState.PENDING, slurm_job_id=78, reason="AssocGrpGRESMinutes")
+    html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
+    assert "quota" in html.lower()
+    assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html

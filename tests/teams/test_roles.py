@@ -1,0 +1,121 @@
+"""Roles and memberships from the groups claim, with admin overrides; every change audited."""
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from jobs.models import AuditEvent
+from teams.models import Membership, Role, Source, Team
+from teams.roles import is_admin_by_claims, role_from_groups
+from teams.services import membership_remove, membership_set, memberships_from_claims, team_set_limits, user_set_admin_override
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def teams():
+    return Team.objects.create(name="vision"), Team.objects.create(name="nlp")
+
+
+@pytest.mark.parametrize(
+    "groups, vision, nlp",
+    [(["vision"], Role.MEMBER, None), (["vision-leads"], Role.LEAD, None), (["vision", "vision-leads", "nlp"], Role.LEAD, Role.MEMBER), ([], None, None), (["visionary"], None, None)],
+)
+def test_role_from_groups(groups, vision, nlp):
+    assert role_from_groups("vision", groups) == vision and role_from_groups("nlp", groups) == nlp
+
+
+def test_group_names_are_configurable(settings):
+    settings.PORTAL_TEAM_GROUP = "slurm-{team}"
+    settings.PORTAL_TEAM_LEAD_GROUP = "slurm-{team}-pi"
+    assert role_from_groups("vision", ["vision"]) is None
+    assert role_from_groups("vision", ["slurm-vision-pi"]) == Role.LEAD
+
+
+@pytest.mark.parametrize("groups, override, admin", [(["portal-admins"], None, True), ([], None, False), (["portal-admins"], False, False), ([], True, True)])
+def test_admin_from_claims_unless_overridden(groups, override, admin):
+    assert is_admin_by_claims(groups, override) is admin
+
+
+def test_claims_add_change_and_remove_claim_memberships(django_user_model, teams, django_capture_on_commit_callbacks):
+    vision, nlp = teams
+    carol = django_user_model.objects.create(username="carol")
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert memberships_from_claims(user=carol, groups=["vision", "vision-leads"]) == ["+vision"]
+    assert len(callbacks) == 1  # the Slurm sync is enqueued
+    assert Membership.objects.get(user=carol, team=vision).role == Role.LEAD
+    assert memberships_from_claims(user=carol, groups=["vision"]) == ["~vision MEMBER"]
+    assert memberships_from_claims(user=carol, groups=["vision"]) == []  # idempotent
+    assert memberships_from_claims(user=carol, groups=[]) == ["-vision"]
+    assert not Membership.objects.filter(user=carol).exists()
+    actions = list(AuditEvent.objects.filter(target="membership:vision/carol").values_list("action", flat=True).order_by("at"))
+    assert actions == ["membership.claims.add", "membership.claims.change", "membership.claims.remove"]
+
+
+def test_admin_rows_are_an_override_claims_never_touch(django_user_model, teams):
+    vision, _ = teams
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    alice = django_user_model.objects.create(username="alice")
+    membership_set(team=vision, user=alice, role=Role.LEAD, by=dana)
+    assert memberships_from_claims(user=alice, groups=[]) == []
+    assert Membership.objects.get(user=alice).role == Role.LEAD
+
+
+def test_imported_rows_are_taken_over_by_the_claim_but_kept_without_one(django_user_model, teams):
+    vision, nlp = teams
+    bob = django_user_model.objects.create(username="bob")
+    Membership.objects.create(user=bob, team=vision, source=Source.SLURM)
+    Membership.objects.create(user=bob, team=nlp, source=Source.SLURM)
+    assert memberships_from_claims(user=bob, groups=["nlp-leads"]) == ["~nlp LEAD"]
+    assert Membership.objects.get(user=bob, team=vision).source == Source.SLURM  # no claim about vision: kept
+    assert Membership.objects.get(user=bob, team=nlp).source == Source.CLAIM
+
+
+def test_only_admins_change_teams(django_user_model, teams):
+    vision, _ = teams
+    lead = django_user_model.objects.create(username="carol")
+    Membership.objects.create(user=lead, team=vision, role=Role.LEAD)
+    for call in (lambda: team_set_limits(team=vision, gpu_hours_quota=5, gpu_limit=1, by=lead),
+                 lambda: membership_set(team=vision, user=lead, role=Role.MEMBER, by=lead),
+                 lambda: membership_remove(team=vision, user=lead, by=lead),
+                 lambda: user_set_admin_override(user=lead, is_admin=True, by=lead)):
+        with pytest.raises(PermissionDenied):
+            call()
+    assert not AuditEvent.objects.exists()
+
+
+def test_admin_override_is_audited(django_user_model):
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    erin = django_user_model.objects.create(username="erin")
+    user_set_admin_override(user=erin, is_admin=True, by=dana)
+    erin.refresh_from_db()
+    assert erin.is_staff and erin.admin_override is True
+    assert AuditEvent.objects.get(action="user.admin_override").new == {"admin_override": True}
+
+
+def test_negative_limits_are_refused(django_user_model, teams):
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    with pytest.raises(ValueError):
+        team_set_limits(team=teams[0], gpu_hours_quota=-1, gpu_limit=None, by=dana)
+
+
+def test_sync_never_removes_users_the_portal_does_not_know(django_user_model):
+    from teams.slurm_sync import ActualState, Limits, SlurmAccount, SlurmUser, plan, wanted_state
+
+    Team.objects.create(name="vision")  # imported, no members yet: nobody has signed in
+    django_user_model.objects.create(username="alice")  # alice signed in once, then left the team
+    actual = ActualState(
+        accounts={"vision": SlurmAccount("vision", "root", frozenset({"alice", "cliuser"}), Limits())},
+        users={"alice": SlurmUser("alice", "vision", "None", frozenset({"vision"})), "cliuser": SlurmUser("cliuser", "vision", "None", frozenset({"vision"}))},
+    )
+    actions = plan(wanted_state(), actual)
+    assert [a.describe() for a in actions] and all("cliuser" not in a.describe() for a in actions)
+    assert any("alice" in a.describe() for a in actions)
+
+
+def test_existing_slurm_associations_become_memberships_at_login(django_user_model, teams):
+    from teams.services import memberships_from_slurm
+
+    vision, nlp = teams
+    bob = django_user_model.objects.create(username="bob")
+    assert memberships_from_slurm(user=bob, accounts=["nlp", "not-a-team"]) == ["nlp"]
+    assert memberships_from_slurm(user=bob, accounts=["nlp"]) == []
+    assert Membership.objects.get(user=bob).source == Source.SLURM

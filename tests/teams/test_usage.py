@@ -1,0 +1,483 @@
+"""Team GPU usage (teams/usage.py) on Slurm 22.05.8 outputs recorded from the local cluster.
+
+Recorded 2026-11-29 with vision's limits set for the recording (``sacctmgr modify account vision set
+GrpTRESMins=gres/gpu=6000 GrpTRES=gres/gpu=6``, removed afterwards). Jobs, all ``--mem=500M``:
+70 alice small t4:1 ``sleep 60``; 71 bob small t4:1 ``sleep 60``; 72 alice train a100:1 ``sleep 5;
+exit 3`` (FAILED); 73 alice a100:2 ``--hold`` (never in sacct: held jobs have no eligible time); 74
+bob train a100:2 ``sleep 40``; then 75, 76 alice and 77 carol small t4:1 ``sleep 30``, 78 bob small
+t4:1 ``sleep 20`` (two of them waited for the two t4s), 79 alice train a100:1 cancelled after 14 s.
+
+- ``*_running``: at 17:25:37 UTC, 32 s after 70, 71, 74 started (``sshare_running.txt`` also holds
+  accounts fx-* that another test created at that moment: a sub-account ``fx-sub`` with
+  ``GrpTRESMins=cpu=1000,gres/gpu=60``). ``sacct_team_running.json`` keeps jobs 70-74 of the document.
+- ``*_final`` and ``scontrol_config_tracked.txt``: at 17:27:49 UTC, all jobs ended;
+  ``sacct_team_final.json`` is the whole month as ``sacct --json -X -a -S 2026-10-31T00:00:00 -E now``
+  printed it (earlier test jobs included).
+- ``scontrol_config_untracked.txt`` and ``sshare_untracked.txt`` are edited copies: ``gres/gpu``
+  entries removed, as on a cluster that does not track GPUs.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from dataclasses import replace
+from datetime import UTC, date, datetime
+
+import pytest
+
+from jobs.slurm import SlurmGateway, SlurmUnreachable
+from jobs.snapshot import snapshot_store, snapshot_take
+from teams import usage
+from teams.usage import (
+    GPU_NOT_TRACKED,
+    gpu_tracked,
+    job_quota_estimate,
+    parse_assoc_mgr,
+    parse_config,
+    parse_sshare,
+    parse_tres,
+    period_end,
+    period_start,
+    queue_demand,
+    runout,
+    team_usage,
+    usage_collect,
+    usage_load,
+    usage_refresh,
+    usage_status,
+)
+from tests.conftest import FIXTURES
+from tests.fakes import FakeTransport
+from tests.fakes import cluster_transport as scripted_snapshot
+
+RECORDED = FIXTURES / "slurm" / "22.05"
+SSHARE = ["sshare", "-a", "-P", "-o", "Account,User,GrpTRESMins,GrpTRESRaw"]
+FINAL_NOW = datetime(2026, 11, 29, 17, 27, 49, tzinfo=UTC).timestamp()
+RUNNING_NOW = datetime(2026, 11, 29, 17, 25, 37, tzinfo=UTC).timestamp()
+
+
+def text(name: str) -> str:
+    return (RECORDED / name).read_text()
+
+
+def sacct_argv(since: str = "2026-10-31T00:00:00") -> list[str]:
+    return ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
+
+
+def scripted(*, config="scontrol_config_tracked.txt", sshare="sshare_final.txt", assoc="assoc_mgr_final.txt",
+             sacct: str | dict = "sacct_team_final.json", since="2026-10-31T00:00:00") -> FakeTransport:
+    """One refresh's four calls, answered from recordings (or a given sacct document / sshare text)."""
+    fake = FakeTransport()
+    fake.expect(["scontrol", "show", "config"], stdout=text(config))
+    fake.expect(SSHARE, stdout=text(sshare) if sshare.endswith(".txt") else sshare)
+    fake.expect(["scontrol", "show", "assoc_mgr", "flags=assoc"], stdout=text(assoc))
+    fake.expect(sacct_argv(since), stdout=json.dumps(sacct) if isinstance(sacct, dict) else text(sacct))
+    return fake
+
+
+def collect(now: float = FINAL_NOW, snapshot=None, **kwargs):
+    fake = scripted(**kwargs)
+    teams = usage_collect(SlurmGateway(fake), snapshot=snapshot, now=now)
+    assert not fake.script, "every scripted call was made"
+    return teams, fake
+
+
+def ts(text_utc: str) -> int:
+    return int(datetime.fromisoformat(text_utc).replace(tzinfo=UTC).timestamp())
+
+
+@pytest.fixture
+def template() -> dict:
+    """Recorded job 70 (alice, vision, small, 1 t4, COMPLETED) as the shape for made-up jobs."""
+    return next(j for j in json.loads(text("sacct_team_final.json"))["jobs"] if j["job_id"] == 70)
+
+
+def made_up(template: dict, job_id: int, *, user="alice", account="vision", gpus=1, submit: str, start: str | None,
+            end: str | None, state="COMPLETED") -> dict:
+    raw = copy.deepcopy(template)
+    raw.update(job_id=job_id, user=user, account=account)
+    raw["state"]["current"] = state
+    begin, finish = (ts(start) if start else 0), (ts(end) if end else 0)
+    raw["time"].update(submission=ts(submit), eligible=ts(submit), start=begin, end=finish,
+                       elapsed=(finish - begin) if begin and finish else 0)
+    for tres in raw["tres"]["allocated"]:
+        if tres["type"] == "gres":
+            tres["count"] = gpus
+    return raw
+
+
+def doc_of(*jobs: dict) -> dict:
+    doc = json.loads(text("sacct_team_final.json"))
+    return {**doc, "jobs": list(jobs)}
+
+
+# --- parsers -------------------------------------------------------------------------------------
+
+
+def test_gpu_tracked_on_recorded_configs():
+    assert gpu_tracked(text("scontrol_config_tracked.txt")) is True
+    assert gpu_tracked(text("scontrol_config_untracked.txt")) is False
+
+
+@pytest.mark.parametrize(
+    ("line", "tracked"),
+    [
+        ("AccountingStorageTRES   = cpu,mem,gres/gpu", True),
+        ("AccountingStorageTRES=gres/gpu", True),
+        ("AccountingStorageTRES = cpu, gres/gpu ,mem", True),
+        ("AccountingStorageTRES   = cpu,mem,gres/gpu:a100", False),  # typed only: no total to read
+        ("AccountingStorageTRES   = cpu,mem,gres/gpumem", False),
+        ("GresTypes               = gpu", False),
+        ("", False),
+    ],
+)
+def test_gpu_tracked_odd_lines(line, tracked):
+    assert gpu_tracked(f"Configuration data as of 2026-11-29T17:25:05\n{line}\nClusterName = portal\n") is tracked
+
+
+def test_not_tracked_message_is_the_admin_instruction():
+    assert GPU_NOT_TRACKED == (
+        "GPU usage is not tracked by this cluster: add gres/gpu (and gres/gpu:<type> for each type) to "
+        "AccountingStorageTRES in slurm.conf, then restart slurmctld."
+    )
+
+
+def test_config_gives_period_and_calc_interval():
+    config = parse_config(text("scontrol_config_tracked.txt"))
+    assert (config.reset_period, config.calc_period_s, config.decay_half_life_s) == ("MONTHLY", 60, 0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("", {}),
+        ("gres/gpu=6000", {"gres/gpu": 6000}),
+        ("cpu=1000,gres/gpu=60", {"cpu": 1000, "gres/gpu": 60}),
+        ("gres/gpu=8,gres/gpu:a100=4,gres/gpu:t4=3", {"gres/gpu": 8, "gres/gpu:a100": 4, "gres/gpu:t4": 3}),
+        ("cpu=N(3),gres/gpu=6(1)", {"gres/gpu": 6}),  # assoc_mgr: limit(used); N = no limit
+        ("gres/gpu=", {}),
+    ],
+)
+def test_parse_tres(raw, parsed):
+    assert parse_tres(raw) == parsed
+
+
+def test_sshare_rows_are_read_by_field_and_unindented():
+    rows = {(r.account, r.user): r for r in parse_sshare(text("sshare_running.txt"))}
+    assert ("root", "") not in rows and ("root", "portal") not in rows
+    assert rows[("vision", "")].gpu_minutes_limit == 6000 and rows[("vision", "")].gpu_minutes_used == 5
+    assert rows[("vision", "alice")].gpu_minutes_used == 5 and rows[("vision", "alice")].gpu_minutes_limit is None
+    assert rows[("fx-sub", "")].gpu_minutes_limit == 60  # sub-account, "cpu=1000,gres/gpu=60"
+    assert rows[("fx-sub", "fx-newbie")].gpu_minutes_used == 0  # indented three deep
+    assert rows[("nlp", "")].gpu_minutes_limit is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "Account|User|GrpTRESRaw|GrpTRESMins\n vision|||gres/gpu=8\n",  # not the order asked for
+        "Account|User|GrpTRESMins|GrpTRESRaw\n vision||gres/gpu=8\n",  # a field missing
+        "Account|User|GrpTRESMins|GrpTRESRaw\n vision|||gres/gpu=8|x\n",  # one too many
+    ],
+)
+def test_sshare_refuses_what_was_not_asked(bad):
+    with pytest.raises(ValueError):
+        parse_sshare(bad)
+
+
+def test_assoc_mgr_gives_gpu_limit_and_gpus_in_use():
+    running = parse_assoc_mgr(text("assoc_mgr_running.txt"))
+    assert running[("vision", "")] == (6, 1)
+    assert running[("vision", "alice")] == (None, 1)
+    assert running[("nlp", "")] == (None, 3)
+    assert running[("fx-lab", "")][0] == 4
+    assert parse_assoc_mgr(text("assoc_mgr_final.txt"))[("vision", "")] == (6, 0)
+    assert parse_assoc_mgr("") == {}
+
+
+# --- periods -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now", "reset", "start", "end"),
+    [
+        ("2026-11-29T17:27:49", "MONTHLY", "2026-11-01T00:00:00", "2026-12-01T00:00:00"),
+        ("2026-12-31T23:59:59", "MONTHLY", "2026-12-01T00:00:00", "2027-01-01T00:00:00"),
+        ("2026-11-01T00:00:00", "MONTHLY", "2026-11-01T00:00:00", "2026-12-01T00:00:00"),
+        ("2026-11-29T17:27:49", "WEEKLY", "2026-11-29T00:00:00", "2026-12-06T00:00:00"),  # a Sunday
+        ("2026-11-28T17:27:49", "WEEKLY", "2026-11-22T00:00:00", "2026-11-29T00:00:00"),
+        ("2026-11-29T17:27:49", "DAILY", "2026-11-29T00:00:00", "2026-11-30T00:00:00"),
+        ("2026-11-29T17:27:49", "QUARTERLY", "2026-10-01T00:00:00", "2027-01-01T00:00:00"),
+        ("2026-11-29T17:27:49", "YEARLY", "2026-01-01T00:00:00", "2027-01-01T00:00:00"),
+        ("2026-11-29T17:27:49", "NONE", "2026-11-01T00:00:00", None),
+    ],
+)
+def test_period_start_and_end(now, reset, start, end):
+    begin = period_start(datetime.fromisoformat(now).replace(tzinfo=UTC), reset)
+    assert begin == datetime.fromisoformat(start).replace(tzinfo=UTC)
+    assert period_end(begin, reset) == (datetime.fromisoformat(end).replace(tzinfo=UTC) if end else None)
+
+
+# --- collecting, on recordings ----------------------------------------------------------------------
+
+
+def test_one_call_of_each_for_all_teams():
+    teams, fake = collect()
+    assert [argv[:2] for argv, _, _ in fake.calls] == [["scontrol", "show"], ["sshare", "-a"], ["scontrol", "show"], ["sacct", "--json"]]
+    assert sorted(teams) == ["nlp", "vision"]
+
+
+def test_recorded_period_figures():
+    teams, _ = collect()
+    vision = teams["vision"]
+    assert vision.tracked and vision.period_start == datetime(2026, 11, 1, tzinfo=UTC)
+    assert vision.period_end == datetime(2026, 12, 1, tzinfo=UTC)
+    assert vision.gpu_hours_used == pytest.approx(8 / 60) and vision.gpu_hours_quota == 100.0
+    assert vision.gpu_hours_left == pytest.approx(100 - 8 / 60) and not vision.used_up
+    assert vision.gpu_limit == 6 and vision.gpus_running == 0  # no snapshot: assoc_mgr's count
+    assert vision.pending_gpu_hours is None
+    assert [m.username for m in vision.members] == ["alice", "carol"]
+    alice = vision.members[0]
+    assert (alice.jobs, alice.failed_jobs) == (49, 8)
+    assert alice.gpu_hours == pytest.approx(0.1206, abs=1e-4) and alice.gpu_hours_live == pytest.approx(7 / 60)
+    assert vision.lag_note == ""  # sshare and sacct agree within a GPU-minute per row
+    nlp = teams["nlp"]
+    assert nlp.gpu_hours_quota is None and nlp.runout_date is None and nlp.gpu_limit is None
+    assert [m.username for m in nlp.members] == ["bob", "dana"] and nlp.members[1].gpu_hours == 0.0
+    assert list(nlp.daily)[0] == "2026-11-01" and list(nlp.daily)[-1] == "2026-11-29" and len(nlp.daily) == 29
+    assert nlp.daily["2026-11-29"]["bob"] == pytest.approx(nlp.members[0].gpu_hours)
+    assert nlp.daily["2026-11-28"] == {}
+
+
+def test_running_jobs_count_their_time_so_far():
+    """At 17:25:37, 70 (alice, 1 t4), 71 (bob, 1 t4) and 74 (bob, 2 a100) had run 32 s; 72 (alice,
+    1 a100) had failed after 5 s."""
+    teams, _ = collect(now=RUNNING_NOW, sshare="sshare_running.txt", assoc="assoc_mgr_running.txt", sacct="sacct_team_running.json")
+    members = {m.username: m for team in teams.values() for m in team.members}
+    assert members["alice"].gpu_hours == pytest.approx((32 + 5) / 3600, abs=1e-4)
+    assert members["bob"].gpu_hours == pytest.approx((32 + 2 * 32) / 3600, abs=1e-4)
+    assert (members["alice"].jobs, members["alice"].failed_jobs) == (2, 1)
+    assert teams["nlp"].gpus_running == 3 and teams["vision"].gpus_running == 1
+    assert "fx-sub" in teams and teams["fx-sub"].gpu_hours_quota == 1.0 and teams["fx-lab"].gpu_limit == 4
+
+
+def test_untracked_cluster_reports_no_gpu_numbers():
+    teams, _ = collect(config="scontrol_config_untracked.txt", sshare="sshare_untracked.txt")
+    vision = teams["vision"]
+    assert vision.tracked is False
+    gpu_figures = (vision.gpu_hours_used, vision.gpu_hours_quota, vision.gpu_hours_left, vision.gpu_limit, vision.gpus_running,
+                   vision.pending_gpu_hours, vision.burn_gpu_hours_per_day, vision.runout_date)
+    assert gpu_figures == (None,) * 8 and vision.daily == {} and not vision.used_up
+    assert all(m.gpu_hours is None and m.gpu_hours_live is None for m in vision.members)
+    assert vision.members[0].jobs > 0  # job counts do not depend on GPU accounting
+
+
+def test_gpus_running_and_pending_demand_come_from_the_snapshot(slurm_json):
+    snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
+    teams, _ = collect(snapshot=snapshot)
+    assert teams["vision"].gpus_running == 4  # job 2, 4 a100
+    assert teams["vision"].pending_gpu_hours == pytest.approx(4 * 5 / 60)  # job 4: 4 a100, 5 min
+    assert teams["nlp"].gpus_running == 5 and teams["nlp"].pending_gpu_hours == 0.0
+
+
+def test_pending_array_counts_each_task_and_unlimited_jobs_nothing(slurm_json):
+    snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
+    pending = next(j for j in snapshot.jobs if j.job_id == 4)
+    array = replace(pending, job_id=90, array_job_id=90, array_task_string="2-5%1", time_limit=60)
+    unlimited = replace(pending, job_id=91, time_limit=None)
+    demand = queue_demand(replace(snapshot, jobs=[pending, array, unlimited]))
+    assert demand["vision"] == (0, pytest.approx(4 * 5 / 60 + 4 * 60 / 60 * 4))
+    assert queue_demand(None) == {}
+
+
+# --- history on made-up jobs (recorded shape) --------------------------------------------------------
+
+
+def test_median_wait_over_jobs_started_in_the_period(template):
+    doc = doc_of(
+        made_up(template, 1, submit="2026-11-10T10:00:00", start="2026-11-10T10:00:10", end="2026-11-10T10:01:00"),
+        made_up(template, 2, submit="2026-11-10T10:00:00", start="2026-11-10T10:10:00", end="2026-11-10T10:11:00"),
+        made_up(template, 3, submit="2026-11-10T10:00:00", start="2026-11-10T10:00:20", end="2026-11-10T10:01:00", state="FAILED"),
+        made_up(template, 4, submit="2026-11-10T10:00:00", start=None, end="2026-11-10T11:00:00", state="CANCELLED"),
+        # started last month: a job of this period (it ran into it), but not a wait of this period
+        made_up(template, 5, submit="2026-10-31T22:00:00", start="2026-10-31T23:00:00", end="2026-11-01T01:00:00"),
+        made_up(template, 6, user="carol", submit="2026-11-10T10:00:00", start=None, end=None, state="PENDING"),
+        # a start before the submit time (seen after a requeue) counts as no wait, never a negative one
+        made_up(template, 7, user="carol", submit="2026-11-10T10:00:00", start="2026-11-10T09:00:00", end="2026-11-10T11:00:00"),
+    )
+    teams, _ = collect(sacct=doc)
+    members = {m.username: m for m in teams["vision"].members}
+    assert members["alice"].median_wait_s == 20.0 and (members["alice"].jobs, members["alice"].failed_jobs) == (5, 1)
+    assert members["carol"].median_wait_s == 0.0 and members["carol"].jobs == 2
+
+
+def test_no_wait_without_a_started_job(template):
+    doc = doc_of(made_up(template, 1, user="carol", submit="2026-11-10T10:00:00", start=None, end=None, state="PENDING"))
+    carol = next(m for m in collect(sacct=doc)[0]["vision"].members if m.username == "carol")
+    assert (carol.median_wait_s, carol.jobs, carol.gpu_hours) == (None, 1, 0.0)
+
+
+def test_daily_split_across_midnight_and_period_start(template):
+    doc = doc_of(
+        # 2 GPUs from 23:00 to 01:30: 2 GPU-hours on the 10th, 3 on the 11th
+        made_up(template, 1, gpus=2, submit="2026-11-10T23:00:00", start="2026-11-10T23:00:00", end="2026-11-11T01:30:00"),
+        # began last month: only the hour after the reset counts
+        made_up(template, 2, user="carol", submit="2026-10-31T22:00:00", start="2026-10-31T23:00:00", end="2026-11-01T01:00:00"),
+        # ended before the period: not a job of this period
+        made_up(template, 3, user="carol", submit="2026-10-31T20:00:00", start="2026-10-31T20:00:00", end="2026-10-31T21:00:00"),
+    )
+    teams, _ = collect(sacct=doc)
+    daily = teams["vision"].daily
+    assert daily["2026-11-10"] == {"alice": 2.0} and daily["2026-11-11"] == {"alice": 3.0}
+    assert daily["2026-11-01"] == {"carol": 1.0} and "2026-10-31" not in daily
+    members = {m.username: m for m in teams["vision"].members}
+    assert members["alice"].gpu_hours == 5.0 and members["carol"].gpu_hours == 1.0 and members["carol"].jobs == 1
+    assert sum(h for day in daily.values() for h in day.values()) == pytest.approx(6.0)
+
+
+def test_running_job_is_split_up_to_now(template):
+    now = ts("2026-11-12T06:00:00")
+    doc = doc_of(made_up(template, 1, gpus=4, submit="2026-11-11T18:00:00", start="2026-11-11T18:00:00", end=None, state="RUNNING"))
+    teams, _ = collect(now=now, sacct=doc)
+    assert teams["vision"].daily["2026-11-11"] == {"alice": 24.0} and teams["vision"].daily["2026-11-12"] == {"alice": 24.0}
+    assert list(teams["vision"].daily)[-1] == "2026-11-12"
+
+
+def test_burn_rate_and_runout_date_with_a_fixed_now(template):
+    """6 GPUs all day for the 7 days before now: 144 GPU-hours a day. Quota 100 h x 60 = 6000
+    GPU-minutes; used 4560 -> 24 h left -> a sixth of a day."""
+    now = ts("2026-11-20T12:00:00")
+    doc = doc_of(
+        made_up(template, 1, gpus=6, submit="2026-11-13T12:00:00", start="2026-11-13T12:00:00", end="2026-11-20T12:00:00"),
+        made_up(template, 2, gpus=8, submit="2026-11-02T00:00:00", start="2026-11-02T00:00:00", end="2026-11-03T00:00:00"),  # outside the window
+    )
+    sshare = text("sshare_final.txt").replace("|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=8,",
+                                              "|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=4560,")
+    teams, _ = collect(now=now, sacct=doc, sshare=sshare)
+    vision = teams["vision"]
+    assert vision.burn_gpu_hours_per_day == pytest.approx(144.0)
+    assert vision.gpu_hours_left == pytest.approx(24.0)
+    assert vision.runout_date == date(2026, 11, 20)  # 12:00 + 4 h
+    assert "sshare" in vision.lag_note  # made-up history (1200 h) is not what Slurm counted (76 h)
+
+
+def test_burn_rate_window_is_the_period_when_shorter(template):
+    now = ts("2026-11-03T00:00:00")
+    doc = doc_of(made_up(template, 1, gpus=2, submit="2026-11-01T00:00:00", start="2026-11-01T00:00:00", end="2026-11-01T02:00:00"))
+    teams, _ = collect(now=now, sacct=doc, since="2026-10-31T00:00:00")
+    assert teams["vision"].burn_gpu_hours_per_day == pytest.approx(4 / 2)  # 4 GPU-hours over 2 days
+
+
+@pytest.mark.parametrize(
+    ("quota", "used", "rate", "expected"),
+    [
+        (100.0, 90.0, 2.0, (10.0, False, date(2026, 11, 25))),
+        (100.0, 90.0, 0.0, (10.0, False, None)),
+        (None, 90.0, 2.0, (None, False, None)),
+        (100.0, 100.0, 2.0, (0.0, True, None)),
+        (100.0, 130.0, 2.0, (-30.0, True, None)),
+        (100.0, None, 2.0, (None, False, None)),
+    ],
+)
+def test_runout(quota, used, rate, expected):
+    assert runout(quota_h=quota, used_h=used, rate_per_day=rate, now=ts("2026-11-20T12:00:00")) == expected
+
+
+# --- the cache, the lock and failures (real Redis, database 15) ---------------------------------------
+
+
+def refresh_with(fake: FakeTransport, now: float):
+    return usage_refresh(SlurmGateway(fake), now=now)
+
+
+def test_refresh_stores_and_pages_read_the_cache(clean_cache):
+    assert usage_load() is None and team_usage("vision") is None and usage_status().taken_at == 0.0
+    stored = refresh_with(scripted(), FINAL_NOW)
+    assert usage_load() == stored and team_usage("vision") == stored["vision"]
+    assert team_usage("vision").runout_date == stored["vision"].runout_date and isinstance(team_usage("vision").period_start, datetime)
+    assert usage_status().taken_at == FINAL_NOW and team_usage("nobody") is None
+
+
+def test_slurm_error_keeps_previous_figures_and_first_failure_time(clean_cache):
+    good = refresh_with(scripted(), FINAL_NOW)
+    down = SlurmUnreachable(["sshare"], None, message="cannot reach sshd")
+    for now in (FINAL_NOW + 60, FINAL_NOW + 120):
+        fake = FakeTransport().expect(["scontrol", "show", "config"], stdout=text("scontrol_config_tracked.txt")).expect(SSHARE, raises=down)
+        refresh_with(fake, now)
+    vision = team_usage("vision")
+    assert vision.error == "cannot reach sshd" and vision.error_since == FINAL_NOW + 60
+    assert replace(vision, error="", error_since=None) == good["vision"]
+    assert usage_status().taken_at == FINAL_NOW and usage_status().error_since == FINAL_NOW + 60
+    refresh_with(scripted(), FINAL_NOW + 180)
+    assert team_usage("vision").error == "" and usage_status().error_since is None
+
+
+def test_failure_before_any_success_is_recorded(clean_cache):
+    fake = FakeTransport().expect(["scontrol", "show", "config"], stdout="not json or config").expect(SSHARE, stdout="garbage")
+    assert refresh_with(fake, FINAL_NOW) == {}
+    assert usage_load() is None and "sshare header" in usage_status().error
+
+
+def test_only_one_refresh_at_a_time(clean_cache):
+    from jobs.services import redis_client
+
+    held = redis_client().lock(usage.LOCK_NAME, timeout=10)
+    assert held.acquire(blocking=False)
+    try:
+        fake = FakeTransport()
+        assert refresh_with(fake, FINAL_NOW) is None and fake.calls == []
+    finally:
+        held.release()
+
+
+def test_concurrent_refreshes_make_one_set_of_calls(clean_cache):
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(FakeTransport):
+        def execute(self, argv, *, stdin, timeout):
+            entered.set()
+            release.wait(10)
+            return super().execute(argv, stdin=stdin, timeout=timeout)
+
+    slow = Slow(script=scripted().script)
+    worker = threading.Thread(target=refresh_with, args=(slow, FINAL_NOW))
+    worker.start()
+    assert entered.wait(10)
+    assert refresh_with(FakeTransport(), FINAL_NOW) is None
+    release.set()
+    worker.join(10)
+    assert len(slow.calls) == 4 and team_usage("vision") is not None
+
+
+# --- the job form's estimate ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored(clean_cache):
+    """vision: quota 100 GPU-hours, 10 left; nlp: no quota."""
+    sshare = text("sshare_final.txt").replace(",gres/gpu=8,gres/gpu:a100=4", ",gres/gpu=5400,gres/gpu:a100=4")
+    return refresh_with(scripted(sshare=sshare), FINAL_NOW)
+
+
+@pytest.mark.parametrize(("gpus", "minutes", "most", "will_wait"), [(1, 60, 1.0, False), (2, 300, 10.0, False), (4, 180, 12.0, True)])
+def test_estimate_says_whether_the_job_fits(stored, gpus, minutes, most, will_wait):
+    estimate = job_quota_estimate(team="vision", gpu_count=gpus, time_limit_min=minutes)
+    assert estimate.gpu_hours_max == most and estimate.gpu_hours_left == pytest.approx(10.0)
+    assert estimate.will_wait is will_wait and estimate.taken_at == FINAL_NOW
+
+
+@pytest.mark.parametrize(("team", "gpus", "minutes"), [("nlp", 1, 60), ("nobody", 1, 60), ("vision", 0, 60), ("vision", 1, None), ("vision", 1, 0)])
+def test_estimate_is_none_without_quota_usage_gpus_or_limit(stored, team, gpus, minutes):
+    assert job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) is None
+
+
+def test_estimate_is_none_when_gpus_are_not_tracked(clean_cache):
+    refresh_with(scripted(config="scontrol_config_untracked.txt", sshare="sshare_untracked.txt"), FINAL_NOW)
+    assert job_quota_estimate(team="vision", gpu_count=1, time_limit_min=60) is None
+
+
+def test_refresh_reads_the_stored_snapshot(clean_cache, slurm_json):
+    snapshot_store(snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW))
+    assert refresh_with(scripted(), FINAL_NOW)["vision"].gpus_running == 4
