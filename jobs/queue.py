@@ -71,9 +71,12 @@ def quota_note(account: str, usage) -> str:
     this period; 2 of its 2 concurrent GPUs are in use." ("" without usage figures)."""
     if usage is None or not usage.tracked:
         return ""
+    def hours(value: float) -> str:
+        return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
+
     parts = []
     if usage.gpu_hours_quota is not None:
-        parts.append(f"Team {account} has used {usage.gpu_hours_used:.1f} of {usage.gpu_hours_quota:.1f} GPU-hours this period")
+        parts.append(f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period")
     if usage.gpu_limit is not None:
         parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
     return ("; ".join(parts) + ".") if parts else ""

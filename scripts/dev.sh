@@ -10,6 +10,8 @@ bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
 
 export DJANGO_SETTINGS_MODULE=portal.settings.dev
+# Teams = Slurm accounts: on a new install, take over the accounts Slurm already has (idempotent).
+"$VENV/bin/python" "$REPO_DIR/manage.py" teams_sync --import || log "teams import reported problems (see above)"
 NODE=$(node_bin)
 start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2

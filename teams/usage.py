@@ -92,7 +92,8 @@ class TeamUsage:
       limit (minutes / 60) x array tasks; jobs without a time limit are not counted.
     - ``burn_gpu_hours_per_day``: sacct GPU-hours of the last 7 days (or since ``period_start``, at
       least one hour) per day; ``runout_date``: UTC day when ``gpu_hours_left`` reaches 0 at that
-      rate (``None``: no quota, rate 0, or ``used_up``).
+      rate (``None``: no quota, rate 0, ``used_up``, or not before ``period_end``, when Slurm
+      clears the usage).
     - ``members``: sorted by GPU-hours, most first. ``daily``: ``"YYYY-MM-DD"`` (UTC) -> username ->
       GPU-hours for every day of the period so far; a job's GPU-hours are split across the days it
       ran; members without use that day are left out.
@@ -382,17 +383,23 @@ def burn_rate(runs: list[_Run], *, start: float, now: float) -> float:
     return sum(r.gpus * _overlap_s(r, low, now) for r in runs) / 3600 / days
 
 
-def runout(*, quota_h: float | None, used_h: float | None, rate_per_day: float | None, now: float) -> tuple[float | None, bool, date | None]:
-    """(GPU-hours left, used up, run-out date): left = quota - used; the date is today + left /
-    rate (UTC), ``None`` with no quota, a rate of 0, or nothing left."""
+def runout(*, quota_h: float | None, used_h: float | None, rate_per_day: float | None, now: float,
+           reset_at: float | None = None) -> tuple[float | None, bool, date | None]:
+    """(GPU-hours left, used up, run-out date): left = quota - used; the date is the UTC day of
+    now + left / rate. No date with no quota, a rate of 0, nothing left, or when that moment is
+    at or after ``reset_at`` (Unix seconds of the next reset: Slurm clears usage first) or more
+    than ten years away."""
     if quota_h is None or used_h is None:
         return None, False, None
     left = quota_h - used_h
     if left <= 0:
         return left, True, None
-    if not rate_per_day:
+    if not rate_per_day or left / rate_per_day > 3650:
         return left, False, None
-    return left, False, (datetime.fromtimestamp(now, timezone.utc) + timedelta(days=left / rate_per_day)).date()
+    moment = now + left / rate_per_day * 86400
+    if reset_at is not None and moment >= reset_at:
+        return left, False, None
+    return left, False, datetime.fromtimestamp(moment, timezone.utc).date()
 
 
 # --- the queue (snapshot) -----------------------------------------------------------------------
@@ -471,7 +478,8 @@ def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = N
             used_h = own.gpu_minutes_used / 60 if own.gpu_minutes_used is not None else None
             quota_h = own.gpu_minutes_limit / 60 if own.gpu_minutes_limit is not None else None
             rate = burn_rate(team_runs, start=start, now=now)
-            left, used_up, runout_date = runout(quota_h=quota_h, used_h=used_h, rate_per_day=rate, now=now)
+            left, used_up, runout_date = runout(quota_h=quota_h, used_h=used_h, rate_per_day=rate, now=now,
+                                                reset_at=usage.period_end.timestamp() if usage.period_end else None)
             history_h = sum(m.gpu_hours or 0.0 for m in usage.members)
             usage = replace(
                 usage, gpu_hours_used=used_h, gpu_hours_quota=quota_h, gpu_hours_left=left, used_up=used_up,

@@ -243,6 +243,7 @@ def test_recorded_period_figures():
     assert (alice.jobs, alice.failed_jobs) == (49, 8)
     assert alice.gpu_hours == pytest.approx(0.1206, abs=1e-4) and alice.gpu_hours_live == pytest.approx(7 / 60)
     assert vision.lag_note == ""  # sshare and sacct agree within a GPU-minute per row
+    assert vision.runout_date is None  # at 0.02 GPU-hours a day, 100 h last past the reset on Dec 1st
     nlp = teams["nlp"]
     assert nlp.gpu_hours_quota is None and nlp.runout_date is None and nlp.gpu_limit is None
     assert [m.username for m in nlp.members] == ["bob", "dana"] and nlp.members[1].gpu_hours == 0.0
@@ -370,19 +371,26 @@ def test_burn_rate_window_is_the_period_when_shorter(template):
     assert teams["vision"].burn_gpu_hours_per_day == pytest.approx(4 / 2)  # 4 GPU-hours over 2 days
 
 
+RESET = ts("2026-12-01T00:00:00")
+
+
 @pytest.mark.parametrize(
-    ("quota", "used", "rate", "expected"),
+    ("quota", "used", "rate", "reset_at", "expected"),
     [
-        (100.0, 90.0, 2.0, (10.0, False, date(2026, 11, 25))),
-        (100.0, 90.0, 0.0, (10.0, False, None)),
-        (None, 90.0, 2.0, (None, False, None)),
-        (100.0, 100.0, 2.0, (0.0, True, None)),
-        (100.0, 130.0, 2.0, (-30.0, True, None)),
-        (100.0, None, 2.0, (None, False, None)),
+        (100.0, 90.0, 2.0, RESET, (10.0, False, date(2026, 11, 25))),
+        (100.0, 90.0, 2.0, None, (10.0, False, date(2026, 11, 25))),
+        (100.0, 90.0, 0.0, RESET, (10.0, False, None)),
+        (None, 90.0, 2.0, RESET, (None, False, None)),
+        (100.0, 100.0, 2.0, RESET, (0.0, True, None)),
+        (100.0, 130.0, 2.0, RESET, (-30.0, True, None)),
+        (100.0, None, 2.0, RESET, (None, False, None)),
+        (100.0, 90.0, 0.5, RESET, (10.0, False, None)),  # 20 days: the reset comes first
+        (100.0, 90.0, 0.5, None, (10.0, False, date(2026, 12, 10))),
+        (1e6, 0.0, 1e-6, None, (1e6, False, None)),  # beyond any calendar
     ],
 )
-def test_runout(quota, used, rate, expected):
-    assert runout(quota_h=quota, used_h=used, rate_per_day=rate, now=ts("2026-11-20T12:00:00")) == expected
+def test_runout(quota, used, rate, reset_at, expected):
+    assert runout(quota_h=quota, used_h=used, rate_per_day=rate, now=ts("2026-11-20T12:00:00"), reset_at=reset_at) == expected
 
 
 # --- the cache, the lock and failures (real Redis, database 15) ---------------------------------------
