@@ -2,14 +2,14 @@
 from the snapshot; the only cluster access is the cached log tail (jobs.logs)."""
 from __future__ import annotations
 
-from datetime import date
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+
+from portal.dates import parse_iso_date
 
 from .forms import JobForm
 from .logs import job_log_tail
@@ -126,19 +126,13 @@ def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
     return redirect("job_detail", key=job.key)
 
 
-def _date(text: str | None) -> date | None:
-    try:
-        return date.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
 
 @login_required
 def history(request: HttpRequest) -> HttpResponse:
     """Finished jobs with filters: final state and end date range (YYYY-MM-DD)."""
     state = request.GET.get("state", "")
     state = state if state in {s.value for s in FINAL_STATES} else ""
-    since, until = _date(request.GET.get("since")), _date(request.GET.get("until"))
+    since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
     jobs = job_history(user=request.user, state=state, since=since, until=until)[:500]
     choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
     return render(request, "jobs/history.html", {"jobs": jobs, "state": state, "since": since, "until": until, "choices": choices,

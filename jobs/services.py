@@ -4,8 +4,9 @@ from __future__ import annotations
 import logging
 import time
 
-import redis
 from django.conf import settings
+
+from portal.locks import single_run
 
 from .slurm import SlurmError, get_gateway
 from .snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
@@ -16,11 +17,6 @@ logger = logging.getLogger(__name__)
 LOCK_NAME = "portal:lock:snapshot-poll"
 
 
-def redis_client() -> redis.Redis:
-    """A client for ``REDIS_URL`` (the same Redis as the cache and the Celery broker)."""
-    return redis.Redis.from_url(settings.REDIS_URL)
-
-
 def snapshot_refresh(*, lock_client: redis.Redis | None = None) -> ClusterSnapshot | None:
     """Take and store a new snapshot unless another poller holds the lock.
 
@@ -28,12 +24,9 @@ def snapshot_refresh(*, lock_client: redis.Redis | None = None) -> ClusterSnapsh
     lock expires after ``max(30, 4 * PORTAL_SNAPSHOT_INTERVAL)`` seconds so a killed poller cannot
     block the next one for long. A Slurm failure is recorded in the snapshot, never raised.
     """
-    client = lock_client or redis_client()
-    lock = client.lock(LOCK_NAME, timeout=max(30.0, 4 * settings.SNAPSHOT_INTERVAL), blocking=False)
-    if not lock.acquire():
-        logger.info("snapshot poll skipped: another poller holds %s", LOCK_NAME)
-        return None
-    try:
+    with single_run(LOCK_NAME, timeout=max(30.0, 4 * settings.SNAPSHOT_INTERVAL), client=lock_client) as acquired:
+        if not acquired:
+            return None
         previous = snapshot_load()
         gateway = get_gateway()
         try:
@@ -47,8 +40,3 @@ def snapshot_refresh(*, lock_client: redis.Redis | None = None) -> ClusterSnapsh
         snapshot_store(snapshot)
         jobs_sync(snapshot, gateway)
         return snapshot
-    finally:
-        try:
-            lock.release()
-        except redis.exceptions.LockError:
-            logger.warning("snapshot lock expired before the poll finished")

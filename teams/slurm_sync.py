@@ -33,7 +33,7 @@ from django.db import transaction
 
 from accounts.claims import POSIX_USERNAME_RE
 from jobs.audit import audit
-from jobs.services import redis_client
+from portal.locks import redis_client
 from jobs.slurm import SlurmError, SlurmGateway, get_gateway
 
 from .models import Membership, Role, Source, Team

@@ -33,7 +33,7 @@ from datetime import date, datetime, timedelta, timezone
 import redis
 from django.core.cache import cache
 
-from jobs.services import redis_client
+from portal.locks import single_run
 from jobs.slurm import SlurmError, SlurmGateway, get_gateway
 from jobs.slurm.parsing import is_failure, parse_array_tasks, parse_sacct_jobs, parse_timestamp
 from jobs.snapshot import ClusterSnapshot, snapshot_load
@@ -527,13 +527,10 @@ def usage_refresh(gateway: SlurmGateway | None = None, *, now: float | None = No
     (then ``None``, nothing done). A :class:`SlurmError` or unreadable output keeps the previous
     figures with ``error``/``error_since`` set (see :func:`usage_status` before any success); it is
     never raised. Returns what was stored."""
-    client = lock_client or redis_client()
-    lock = client.lock(LOCK_NAME, timeout=LOCK_TIMEOUT_S, blocking=False)
-    if not lock.acquire():
-        logger.info("usage refresh skipped: another one holds %s", LOCK_NAME)
-        return None
     now = time.time() if now is None else now
-    try:
+    with single_run(LOCK_NAME, timeout=LOCK_TIMEOUT_S, client=lock_client) as acquired:
+        if not acquired:
+            return None
         try:
             teams = usage_collect(gateway or get_gateway(), snapshot=snapshot_load(), now=now)
             status = UsageStatus(taken_at=now)
@@ -544,11 +541,6 @@ def usage_refresh(gateway: SlurmGateway | None = None, *, now: float | None = No
             status = UsageStatus(taken_at=old.taken_at, error=str(exc)[:500], error_since=old.error_since or now)
         _store(teams, status)
         return teams
-    finally:
-        try:
-            lock.release()
-        except redis.exceptions.LockError:
-            logger.warning("usage lock expired before the refresh finished")
 
 
 def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None) -> QuotaEstimate | None:

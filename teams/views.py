@@ -4,8 +4,6 @@ admin's explicit "Check Slurm" / "Sync now" buttons."""
 from __future__ import annotations
 
 import csv
-from datetime import date
-
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -14,6 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from jobs.models import AuditEvent
+
+from portal.dates import parse_iso_date
 
 from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
@@ -120,12 +120,6 @@ def team_settings(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "teams/team_settings.html", {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team), "report": report}, status=status)
 
 
-def _date(text: str | None) -> date | None:
-    try:
-        return date.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
 
 @login_required
 def audit_list(request: HttpRequest) -> HttpResponse:
@@ -134,7 +128,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     rows = AuditEvent.objects.select_related("actor").order_by("-at")
     action, actor, target = (request.GET.get(k, "").strip() for k in ("action", "actor", "target"))
-    since, until = _date(request.GET.get("since")), _date(request.GET.get("until"))
+    since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
     if action:
         rows = rows.filter(action__startswith=action)
     if actor:

@@ -1,5 +1,4 @@
 """Site policy on the recorded cluster: every refusal says what was wrong and what is allowed."""
-import json
 
 import pytest
 

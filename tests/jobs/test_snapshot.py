@@ -1,5 +1,4 @@
 """The snapshot: taken through the gateway, stored in Redis, read by pages without Slurm calls."""
-import json
 import threading
 from http import HTTPStatus
 
@@ -7,6 +6,7 @@ import pytest
 from django.db import connection
 
 from jobs import services
+from portal.locks import redis_client
 from jobs.selectors import gpu_rows, snapshot_status
 from jobs.slurm import SlurmGateway, SlurmUnreachable
 from jobs.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
@@ -77,7 +77,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
 
     slow = SlowTransport(script=scripted(slurm_json).script)
     monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(slow))
-    client = services.redis_client()
+    client = redis_client()
     client.delete(services.LOCK_NAME)
     results = []
     def refresh_in_thread():

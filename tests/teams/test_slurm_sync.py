@@ -422,7 +422,7 @@ def test_a_second_sync_after_a_successful_one_plans_nothing(fake, people):
 
 
 def test_one_sync_at_a_time(fake, people, monkeypatch):
-    from jobs.services import redis_client
+    from portal.locks import redis_client
 
     team("vision", ["alice"], people=people)
     monkeypatch.setattr(slurm_sync, "LOCK_WAIT_S", 0.2)

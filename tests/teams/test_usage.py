@@ -429,7 +429,7 @@ def test_failure_before_any_success_is_recorded(clean_cache):
 
 
 def test_only_one_refresh_at_a_time(clean_cache):
-    from jobs.services import redis_client
+    from portal.locks import redis_client
 
     held = redis_client().lock(usage.LOCK_NAME, timeout=10)
     assert held.acquire(blocking=False)
