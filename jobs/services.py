@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 import time
 
+import redis
+
 from django.conf import settings
 
 from portal.locks import single_run
