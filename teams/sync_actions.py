@@ -1,0 +1,181 @@
+"""The sacctmgr changes the teams sync can make; each knows its argv and how to describe itself."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .sync_state import GPU_TRES, Limits
+
+# --- actions -------------------------------------------------------------------------------------
+SACCTMGR = ["sacctmgr", "-i"]
+
+
+class Action:
+    """One sacctmgr command: ``argv`` to run, ``describe()`` for people, and the audit row's
+    ``kind`` (action ``slurm.sync.<kind>``), ``target``, ``old`` and ``new``."""
+
+    kind: ClassVar[str]
+
+    @property
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def target(self) -> str:
+        return f"membership:{self.account}/{self.user}"
+
+    old: ClassVar[dict] = {}
+    new: ClassVar[dict] = {}
+
+
+@dataclass(frozen=True)
+class AddAccount(Action):
+    kind: ClassVar[str] = "add_account"
+    account: str
+    description: str
+
+    @property
+    def argv(self) -> list[str]:
+        return [*SACCTMGR, "add", "account", f"name={self.account}", f"description={self.description}"]
+
+    @property
+    def target(self) -> str:
+        return f"team:{self.account}"
+
+    @property
+    def new(self) -> dict:
+        return {"account": self.account, "description": self.description}
+
+    def describe(self) -> str:
+        return f"+ add account {self.account} ({self.description})"
+
+
+@dataclass(frozen=True)
+class AddUser(Action):
+    """Add an association. ``new_user``: the user has no Slurm record yet; this creates it, with
+    this account as the default."""
+
+    kind: ClassVar[str] = "add_user"
+    account: str
+    user: str
+    new_user: bool = False
+
+    @property
+    def argv(self) -> list[str]:
+        default = [f"defaultaccount={self.account}"] if self.new_user else []
+        return [*SACCTMGR, "add", "user", f"name={self.user}", f"account={self.account}", *default]
+
+    @property
+    def new(self) -> dict:
+        return {"association": f"{self.account}/{self.user}"} | ({"default_account": self.account} if self.new_user else {})
+
+    def describe(self) -> str:
+        return f"+ add user {self.user} to {self.account}" + (f" (new Slurm user, default account {self.account})" if self.new_user else "")
+
+
+def _limit_text(value: int | None) -> str:
+    return "none" if value is None else f"{GPU_TRES}={value}"
+
+
+@dataclass(frozen=True)
+class SetLimits(Action):
+    """Set the changed ``gres/gpu`` limits of an account; ``-1`` clears one (other TRES are kept)."""
+
+    kind: ClassVar[str] = "set_limits"
+    account: str
+    before: Limits
+    after: Limits
+
+    def _changes(self) -> list[tuple[str, int | None, int | None]]:
+        pairs = [("GrpTRES", self.before.gpu_limit, self.after.gpu_limit), ("GrpTRESMins", self.before.gpu_minutes, self.after.gpu_minutes)]
+        return [p for p in pairs if p[1] != p[2]]
+
+    @property
+    def argv(self) -> list[str]:
+        sets = [f"{name}={GPU_TRES}={-1 if new is None else new}" for name, _, new in self._changes()]
+        return [*SACCTMGR, "modify", "account", "where", f"name={self.account}", "set", *sets]
+
+    @property
+    def target(self) -> str:
+        return f"team:{self.account}"
+
+    @property
+    def old(self) -> dict:
+        return {"gpu_limit": self.before.gpu_limit, "gpu_minutes_quota": self.before.gpu_minutes}
+
+    @property
+    def new(self) -> dict:
+        return {"gpu_limit": self.after.gpu_limit, "gpu_minutes_quota": self.after.gpu_minutes}
+
+    def describe(self) -> str:
+        return f"~ set {self.account} " + ", ".join(f"{name} {_limit_text(new)} (was {_limit_text(old)})" for name, old, new in self._changes())
+
+
+@dataclass(frozen=True)
+class SetDefaultAccount(Action):
+    """Move a user's default account off ``account`` (which they are leaving) to ``default``."""
+
+    kind: ClassVar[str] = "set_default_account"
+    user: str
+    account: str
+    default: str
+
+    @property
+    def argv(self) -> list[str]:
+        return [*SACCTMGR, "modify", "user", "where", f"name={self.user}", "set", f"defaultaccount={self.default}"]
+
+    @property
+    def old(self) -> dict:
+        return {"default_account": self.account}
+
+    @property
+    def new(self) -> dict:
+        return {"default_account": self.default}
+
+    def describe(self) -> str:
+        return f"~ set default account of {self.user} to {self.default} (was {self.account}, which they leave)"
+
+
+@dataclass(frozen=True)
+class RemoveUser(Action):
+    kind: ClassVar[str] = "remove_user"
+    account: str
+    user: str
+
+    @property
+    def argv(self) -> list[str]:
+        return [*SACCTMGR, "delete", "user", f"name={self.user}", f"account={self.account}"]
+
+    @property
+    def old(self) -> dict:
+        return {"association": f"{self.account}/{self.user}"}
+
+    def describe(self) -> str:
+        return f"- remove user {self.user} from {self.account}"
+
+
+@dataclass(frozen=True)
+class DeleteUser(Action):
+    """The user leaves every account they have (``accounts``): delete the Slurm user record."""
+
+    kind: ClassVar[str] = "delete_user"
+    user: str
+    accounts: tuple[str, ...]
+
+    @property
+    def argv(self) -> list[str]:
+        return [*SACCTMGR, "delete", "user", f"name={self.user}"]
+
+    @property
+    def target(self) -> str:
+        return f"membership:{self.accounts[0]}/{self.user}"
+
+    @property
+    def old(self) -> dict:
+        return {"associations": [f"{a}/{self.user}" for a in self.accounts], "slurm_user": self.user}
+
+    def describe(self) -> str:
+        return f"- remove user {self.user} from {', '.join(self.accounts)} (no account left: the Slurm user record is deleted)"
