@@ -18,9 +18,9 @@ class JobForm(forms.Form):
     gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
     memory_gb = forms.DecimalField(min_value=0.1, max_value=4096, decimal_places=1, initial=4, label="Memory (GB)")
-    time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="minutes, HH:MM:SS or D-HH:MM:SS")
+    time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
     workdir = forms.CharField(required=False, max_length=512, strip=False, label="Working directory",
-                              help_text="Optional, relative to your home. Default: a new directory for this job.")
+                              help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.")
     script = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), strip=False,
                              help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.")
 
@@ -37,6 +37,8 @@ class JobForm(forms.Form):
     def parse_time_minutes(text: str) -> int:
         """``90`` / ``02:00:00`` / ``1-00:00:00`` -> minutes. Raises ``ValueError`` with the form's message."""
         text = (text or "").strip()
+        if text.count(":") == 1 and "-" not in text:
+            raise ValueError(f"'{text[:20]}' is ambiguous (Slurm reads it as minutes:seconds). Write 2 hours as 02:00:00 or 120.")
         try:
             seconds = parse_time_limit(text)
         except ValueError:

@@ -8,6 +8,7 @@ CPUs and RealMemory) filtered by configuration (``PORTAL_PARTITIONS``).
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -159,6 +160,8 @@ def _check_text(req: JobRequest) -> list[PolicyError]:
         errors.append(PolicyError("name", "Give the job a name."))
     elif len(req.name) > MAX_NAME or any(c in req.name for c in "\r\n\x00"):
         errors.append(PolicyError("name", f"The name must be one line of at most {MAX_NAME} characters."))
+    elif any(unicodedata.category(c) in ("Cc", "Cf") for c in req.name):
+        errors.append(PolicyError("name", "The name must be plain text: no control characters, terminal escapes or invisible characters."))
     if "\x00" in req.workdir or "\n" in req.workdir or "\r" in req.workdir:
         errors.append(PolicyError("workdir", "The working directory must be one line without control characters."))
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):

@@ -14,7 +14,7 @@ from django.db import models
 class ReasonGroup(models.TextChoices):
     RESOURCES = "RESOURCES", "Waiting for GPUs / resources to free up"
     PRIORITY = "PRIORITY", "Waiting behind higher-priority work"
-    QUOTA = "QUOTA", "Your team's quota is used up"
+    QUOTA = "QUOTA", "Held by your team's quota"
     BLOCKED = "BLOCKED", "Will not run unless changed"
     OTHER = "OTHER", "Other"
 
@@ -34,7 +34,7 @@ class Reason:
 _R, _P, _Q, _B, _O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QUOTA, ReasonGroup.BLOCKED, ReasonGroup.OTHER
 
 _LATER = "Wait for your team's running jobs to finish, or ask for fewer GPUs or less time."
-_RENEW = "Ask your team lead to raise the quota, or wait for the next quota period."
+_RENEW = "Ask for fewer GPUs or a shorter time limit, wait for the next quota period, or ask a portal admin to raise the quota."
 
 #: code -> (group, sentence, fix). ``Resources`` and ``JobArrayTaskLimit`` are worded in code.
 _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
@@ -46,7 +46,7 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "Priority": (_P, "Waiting behind jobs with higher priority in this partition.", ""),
     "Dependency": (_P, "Waiting for the jobs it depends on to finish.", ""),
     # quota
-    "AssocGrpGRESMinutes": (_Q, "Your team's GPU-minutes quota for this period is used up.", _RENEW),
+    "AssocGrpGRESMinutes": (_Q, "This job could use more GPU-hours than your team has left in its quota for this period.", _RENEW),
     "AssocGrpGRESRunMinutes": (
         _Q,
         "Your team's running jobs already hold all the GPU-minutes its quota allows at one time.",
@@ -54,7 +54,7 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     ),
     "AssocGrpGRES": (_Q, "Your team is at its concurrent GPU limit: it may not use more GPUs at once.", _LATER),
     "QOSGrpGRES": (_Q, "Jobs in this QOS are at its concurrent GPU limit.", _LATER),
-    "QOSGrpGRESMinutes": (_Q, "The GPU-minutes quota of this QOS is used up for this period.", _RENEW),
+    "QOSGrpGRESMinutes": (_Q, "This job could use more GPU-hours than this QOS has left for this period.", _RENEW),
     "QOSGrpGRESRunMinutes": (_Q, "Running jobs in this QOS already hold all the GPU-minutes it allows at one time.", _LATER),
     "AssocGrpCpuLimit": (_Q, "Your team is at its limit of CPUs in use at once.", ""),
     "AssocGrpMemLimit": (_Q, "Your team is at its limit of memory in use at once.", ""),

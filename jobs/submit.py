@@ -183,7 +183,9 @@ def job_send(*, job_id: int) -> Job:
         _mark_uncertain(job, f"the cluster could not be reached: {exc.message}")
         raise SubmissionUncertain(str(exc)) from exc  # nothing was submitted yet; the key check decides
     except SlurmError as exc:
-        return _fail(job, f"The job directory could not be prepared: {exc.message}")
+        detail = (exc.stderr or exc.stdout).strip().splitlines()
+        return _fail(job, "The job's directory could not be created: " + (detail[-1] if detail else "unknown error")
+                     + ". Choose a working directory you can write to (relative to your home).")
     script = render_batch_script(job)
     try:
         result = get_gateway().run(["sbatch", "--parsable"], as_user=job.user.username, stdin=script, check=False)

@@ -1,7 +1,8 @@
-"""HTMX: a fragment request that gets a redirect (e.g. the session ended) reloads the whole page."""
+"""Request-wide guards: HTMX redirects reload the whole page; NUL characters in a URL get a clear 400."""
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 
 class HtmxRedirectMiddleware:
@@ -18,3 +19,17 @@ class HtmxRedirectMiddleware:
             redirect["HX-Redirect"] = response["Location"]
             return redirect
         return response
+
+
+class RejectNulMiddleware:
+    """A NUL character in the path or query string can never be valid here (PostgreSQL text cannot
+    hold it): answer 400 with a plain page instead of failing deeper down. Form fields are checked by
+    the forms themselves ("Null characters are not allowed")."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path or any("\x00" in k or any("\x00" in v for v in vs) for k, vs in request.GET.lists()):
+            return render(request, "400.html", {"message": "The address contains a NUL character, which is never valid. Check the link."}, status=400)
+        return self.get_response(request)

@@ -83,7 +83,6 @@ def team_settings(request: HttpRequest, name: str) -> HttpResponse:
     team = _team(request, name)
     limits = LimitsForm(initial={"gpu_hours_quota": team.gpu_hours_quota, "gpu_limit": team.gpu_limit})
     member_form = MemberForm()
-    report = None
     if request.method == "POST":
         action = request.POST.get("action")
         if action == "limits":
@@ -104,7 +103,8 @@ def team_settings(request: HttpRequest, name: str) -> HttpResponse:
                     messages.success(request, f"{user.username} is now {member_form.cleaned_data['role'].lower()} of {team.name}.")
                     return redirect("team_settings", name=team.name)
         elif action == "remove":
-            user = get_user_model().objects.filter(username=request.POST.get("username", "")).first()
+            username = request.POST.get("username", "")
+            user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
             if user is not None and membership_remove(team=team, user=user, by=request.user):
                 messages.success(request, f"{user.username} removed from {team.name}; Slurm is being updated.")
             else:
@@ -114,10 +114,29 @@ def team_settings(request: HttpRequest, name: str) -> HttpResponse:
             from .slurm_sync import teams_sync
 
             report = teams_sync(dry_run=action == "check", actor=request.user)
+            _report_messages(request, report)
+            return redirect("team_settings", name=team.name)  # post/redirect/get: a reload never re-runs it
         else:
             messages.error(request, "Unknown action.")
     status = 400 if request.method == "POST" and (limits.errors or member_form.errors) else 200
-    return render(request, "teams/team_settings.html", {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team), "report": report}, status=status)
+    return render(request, "teams/team_settings.html", {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team)}, status=status)
+
+
+def _report_messages(request: HttpRequest, report) -> None:
+    """The sync report as messages: a headline saying whether anything was applied, then each line."""
+    if report.error:
+        messages.error(request, f"Slurm sync did not run: {report.error}")
+        return
+    count = len(report.results)
+    if report.dry_run:
+        headline = f"Dry run: {count} change(s) planned, none applied." if count else "Dry run: Slurm already matches the portal; nothing to change."
+    elif report.ok:
+        headline = f"Sync applied {count} change(s)." if count else "Slurm already matches the portal; nothing to change."
+    else:
+        headline = f"Sync: {len(report.failed)} of {count} change(s) FAILED; the others were applied."
+    (messages.success if report.ok else messages.error)(request, headline)
+    for line in report.lines:
+        (messages.info if report.ok else messages.warning)(request, line)
 
 
 
@@ -139,4 +158,6 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(at__date__gte=since)
     if until:
         rows = rows.filter(at__date__lte=until)
-    return render(request, "teams/audit.html", {"rows": rows[:200], "filters": {"action": action, "actor": actor, "target": target, "since": since, "until": until}})
+    bad_date = bool(request.GET.get("since") and not since or request.GET.get("until") and not until)
+    return render(request, "teams/audit.html", {"rows": rows[:200], "bad_date": bad_date,
+                                                "filters": {"action": action, "actor": actor, "target": target, "since": since, "until": until}})

@@ -83,3 +83,22 @@ def test_stale_form_gets_a_friendly_page(django_user_model):
     page = client.post("/accounts/logout/")
     assert page.status_code == HTTPStatus.FORBIDDEN
     assert b'data-refusal="stale_form"' in page.content and b"reload the page" in page.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/teams/%00/", "/teams/%00/usage.csv", "/audit/?target=%00", "/jobs/history/?state=%00", "/x%00y/"])
+def test_nul_in_the_url_is_a_clear_400(client, django_user_model, url):
+    client.force_login(django_user_model.objects.create(username="dana", is_staff=True))
+    page = client.get(url)
+    assert page.status_code == HTTPStatus.BAD_REQUEST and b"NUL character" in page.content
+
+
+@pytest.mark.django_db
+def test_error_pages_are_the_portals_own(client, django_user_model, settings):
+    settings.DEBUG = False
+    client.force_login(django_user_model.objects.create(username="bob"))
+    missing = client.get("/jobs/00000000-0000-0000-0000-000000000000/")
+    assert missing.status_code == HTTPStatus.NOT_FOUND and b'data-testid="error-page"' in missing.content
+    assert b"No such job, or it is not yours." in missing.content
+    forbidden = client.get("/audit/")
+    assert forbidden.status_code == HTTPStatus.FORBIDDEN and b'data-testid="error-page"' in forbidden.content

@@ -62,6 +62,7 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"gpu_count": "3"}, "gpu_count", "Allowed: 0, 1, 2, 4"),
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
+        ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
         ({"memory_gb": "-1"}, "memory_gb", "greater than or equal to 0.1"),
         ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
         ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),

@@ -69,7 +69,7 @@ def test_blocked_reasons_say_what_to_change(code):
 def test_examples_word_for_word():
     assert explain_reason("Priority").sentence == "Waiting behind jobs with higher priority in this partition."
     assert explain_reason("PartitionTimeLimit").fix == "Ask for a time limit within the partition's maximum, or use another partition."
-    assert "GPU-minutes" in explain_reason("AssocGrpGRESMinutes").sentence
+    assert "more GPU-hours than your team has left" in explain_reason("AssocGrpGRESMinutes").sentence
     assert "period" in explain_reason("AssocGrpGRESMinutes").sentence
     assert "concurrent GPU limit" in explain_reason("AssocGrpGRES").sentence
     assert explain_reason("JobHeldUser") == Reason("JobHeldUser", B, "You put this job on hold.", "Release it to let it start.")
@@ -134,7 +134,7 @@ def test_group_labels():
     assert [(g.value, g.label) for g in ReasonGroup] == [
         ("RESOURCES", "Waiting for GPUs / resources to free up"),
         ("PRIORITY", "Waiting behind higher-priority work"),
-        ("QUOTA", "Your team's quota is used up"),
+        ("QUOTA", "Held by your team's quota"),
         ("BLOCKED", "Will not run unless changed"),
         ("OTHER", "Other"),
     ]

@@ -179,3 +179,18 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
     assert "quota" in html.lower()
     assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html
+
+
+def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):
+    users, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "remove", "username": "a\x00b"}, follow=True)
+    assert resp.status_code == HTTPStatus.OK and b"not a member of this team" in resp.content
+
+
+@pytest.mark.integration
+def test_dry_run_then_reload_never_reruns_the_sync(client, world):
+    users, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "check"})
+    assert resp.status_code == HTTPStatus.FOUND  # post/redirect/get
+    page = client.get(resp["Location"]).content.decode()
+    assert "Dry run:" in page and ("none applied" in page or "nothing to change" in page)

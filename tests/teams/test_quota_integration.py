@@ -109,7 +109,7 @@ def test_quota_usage_hold_and_member_removal(quota_team, client, django_capture_
     usage_refresh()
     client.force_login(users["alice"])
     table = client.get("/jobs/table/").content.decode()
-    assert "Your team&#x27;s quota is used up" in table or "Your team's quota is used up" in table
+    assert "Held by your team&#x27;s quota" in table and "more GPU-hours than your team has left" in table
     assert f"Team {team.name} has used" in table and "of 0.05 GPU-hours this period" in table  # 3 GPU-minutes
     get_gateway().run(["scancel", str(job.slurm_job_id)], as_user="alice")
 
