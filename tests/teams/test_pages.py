@@ -179,6 +179,7 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
     assert "quota" in html.lower()
     assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html
+    assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
 
 
 def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):
