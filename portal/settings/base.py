@@ -203,5 +203,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"paramiko": {"level": "WARNING"}},
+    # Django's own "django" logger has a console handler in DEBUG; with propagation to root that
+    # printed every line twice. Let it go to root only.
+    "loggers": {"paramiko": {"level": "WARNING"}, "django": {"handlers": [], "level": "INFO", "propagate": True}},
 }

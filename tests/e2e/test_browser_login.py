@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from jobs.services import snapshot_refresh
 
@@ -29,11 +30,13 @@ def browser_page(monkeypatch):
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.set_default_timeout(20_000)
         yield page
+        page.goto("about:blank")  # stop HTMX polling before the live server and test DB go away
         browser.close()
 
 
 def test_sign_in_through_idp_and_see_the_gpu_table(portal_with_idp, browser_page):
     snapshot = snapshot_refresh()  # the real poller's service, against the real cluster
+    connection.close()  # opened inside Playwright's greenlet context: close it here, not at DB teardown
     assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
     page = browser_page
     page.goto(portal_with_idp + "/")
