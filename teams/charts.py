@@ -29,15 +29,15 @@ def stacked_bars_svg(daily: dict[str, dict[str, float]], *, title: str, unit: st
     left, right, top, bottom = 48, 150, 16, 34
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max(sum(daily[d].values()) for d in days) or 1.0
-    step, decimals = nice_step(peak)
-    ticks = int(math.ceil(peak / step)) or 1
-    scale = plot_h / (ticks * step)
+    tick, decimals = nice_step(peak)
+    ticks = int(math.ceil(peak / tick)) or 1
+    scale = plot_h / (ticks * tick)
     bar_w = max(2.0, plot_w / len(days) * 0.7)
     step = plot_w / len(days)
     parts = [f'<svg role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" font-family="system-ui, sans-serif">']
     parts.append(f'<title>{escape(title)}</title>')
     for i in range(ticks + 1):  # y grid at round numbers
-        value = step * i
+        value = tick * i
         y = top + plot_h - value * scale
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e7eb"/>')
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#6b7280">{value:.{decimals}f}</text>')

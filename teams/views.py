@@ -51,8 +51,10 @@ def team_detail(request: HttpRequest, name: str) -> HttpResponse:
     by_member = {m.username: m for m in (usage.members if usage else [])}
     members = [(m, by_member.get(m.user.username)) for m in team_members(team)]
     chart = stacked_bars_svg(usage.daily, title=f"GPU-hours per day per member, team {team.name}") if usage and usage.tracked else None
-    days = sorted(usage.daily) if usage and usage.tracked else []
-    return render(request, "teams/team_detail.html", {"team": team, "usage": usage, "members": members, "chart": chart, "days": days})
+    daily = usage.daily if usage and usage.tracked else {}
+    days = [d for d in sorted(daily) if any(daily[d].values())]  # the table lists days with use only
+    series = sorted({name for values in daily.values() for name in values})  # everyone who used the account
+    return render(request, "teams/team_detail.html", {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series})
 
 
 @login_required

@@ -44,6 +44,19 @@ def _fresh_gateway():
     reset_gateway()
 
 
+@pytest.fixture(autouse=True)
+def _no_incidental_slurm_sync(request, monkeypatch):
+    """Membership and quota changes enqueue the Slurm sync on commit; with eager Celery in tests that
+    would change the real demo accounts. Tests that want the sync call ``teams_sync()`` themselves
+    (or mark themselves ``@pytest.mark.real_sync``)."""
+    if request.node.get_closest_marker("real_sync"):
+        yield None
+        return
+    calls: list[int] = []
+    monkeypatch.setattr("teams.services._sync_on_commit", lambda: calls.append(1))
+    yield calls
+
+
 @pytest.fixture
 def clean_cache():
     """The test Redis database (``/15``), emptied before and after the test."""

@@ -160,3 +160,16 @@ def test_admin_pages_follow_the_groups_claim_and_admin_logout_ends_idp_session(p
     bye = dana.post(action, data=fields, allow_redirects=False)
     assert bye.status_code == HTTPStatus.FOUND and bye.headers["Location"].startswith(oidc_idp.issuer)
     assert "id_token_hint=" in bye.headers["Location"]
+
+
+def test_sign_in_makes_team_roles_follow_the_groups_claim(portal_with_idp, django_capture_on_commit_callbacks):
+    from teams.models import Membership, Role, Source, Team
+
+    Team.objects.create(name="vision")
+    Team.objects.create(name="nlp")
+    sso_login(portal_with_idp, "carol")  # groups: vision, vision-leads
+    sso_login(portal_with_idp, "bob")  # groups: nlp
+    carol = Membership.objects.get(user__username="carol")
+    assert (carol.team.name, carol.role, carol.source) == ("vision", Role.LEAD, Source.CLAIM)
+    assert Membership.objects.get(user__username="bob").team.name == "nlp"
+    assert User.objects.get(username="bob").is_staff is False
