@@ -85,6 +85,41 @@ class Job(models.Model):
     def job_state(self) -> JobState:
         return JobState(self.state)
 
+    # Templates ask these instead of comparing state strings.
+    @property
+    def is_pending(self) -> bool:
+        return self.state == JobState.PENDING
+
+    @property
+    def is_submitting(self) -> bool:
+        return self.state == JobState.SUBMITTING
+
+    @property
+    def is_submit_failed(self) -> bool:
+        return self.state == JobState.SUBMIT_FAILED
+
+    @property
+    def is_other_state(self) -> bool:
+        """Slurm reported a state the portal has no name for; show ``slurm_state`` as written."""
+        return self.state == JobState.OTHER
+
+    @property
+    def in_queue_phase(self) -> bool:
+        """Before it runs: submitting, pending, or refused at submission."""
+        return self.state in (JobState.SUBMITTING, JobState.PENDING, JobState.SUBMIT_FAILED)
+
+    @property
+    def end_hint(self) -> str:
+        """What to do after a job ended badly, in plain words ("" when nothing to say)."""
+        return {
+            JobState.TIMEOUT: f"The job reached its time limit ({self.time_limit_min} min) and was stopped. Ask for more time, or let it resume from a checkpoint.",
+            JobState.OUT_OF_MEMORY: "The job ran out of memory and was stopped. Ask for more memory.",
+            JobState.NODE_FAIL: "The node it ran on failed. Submit it again (from a checkpoint if it writes them).",
+            JobState.PREEMPTED: "Slurm stopped it to make room for more urgent work. Submit it again.",
+            JobState.DEADLINE: "It could not finish before its deadline.",
+            JobState.BOOT_FAIL: "The node could not be started for it. Submit it again; tell the cluster staff if it repeats.",
+        }.get(self.state, "")
+
 
 class AuditEvent(models.Model):
     """Who changed what, with the old and new values, written in the same transaction as the change."""

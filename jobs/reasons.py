@@ -30,6 +30,11 @@ class Reason:
     sentence: str
     fix: str = ""
 
+    @property
+    def holds(self) -> bool:
+        """The job will not start until something changes (quota, or a request Slurm will not run)."""
+        return self.group in (ReasonGroup.QUOTA, ReasonGroup.BLOCKED)
+
 
 _R, _P, _Q, _B, _O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QUOTA, ReasonGroup.BLOCKED, ReasonGroup.OTHER
 

@@ -67,17 +67,18 @@ def snapshot_status(snapshot: ClusterSnapshot | None, *, now: float | None = Non
 
 # --- jobs ---------------------------------------------------------------------------------------
 def jobs_for_user(*, user, recent_seconds: int = 3600):
-    """The user's active jobs plus those that ended within ``recent_seconds`` (newest first)."""
+    """The user's jobs that have not ended (active, or in a state Slurm named but the portal does not
+    know) plus those that ended within ``recent_seconds`` (newest first). No row is ever dropped."""
     from datetime import timedelta
 
     from django.db.models import Q
     from django.utils import timezone as djtz
 
     from .models import Job
-    from .states import ACTIVE_STATES
+    from .states import FINAL_STATES
 
     recent = djtz.now() - timedelta(seconds=recent_seconds)
-    return Job.objects.filter(user=user).filter(Q(state__in=ACTIVE_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
+    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
 
 
 def job_history(*, user, state: str = "", since=None, until=None):

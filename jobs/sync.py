@@ -44,7 +44,7 @@ class SyncResult:
 def jobs_mark_unknown(*, since: float) -> int:
     """After a failed poll: active rows get ``status_unknown_since`` (first failure time, Unix s) if not
     already set. States are left alone. Returns the number of rows marked."""
-    return Job.objects.filter(state__in=ACTIVE_STATES, status_unknown_since__isnull=True).exclude(state=JobState.SUBMITTING).update(
+    return Job.objects.exclude(state__in=FINAL_STATES).filter(status_unknown_since__isnull=True).exclude(state=JobState.SUBMITTING).update(
         status_unknown_since=to_datetime(int(since))
     )
 
@@ -57,7 +57,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     by_comment = {q.comment: q for q in snapshot.jobs if q.comment.startswith("portal:")}
     left: list[Job] = []
     exits: dict[int, tuple[int | None, int | None]] = {}
-    for job in Job.objects.filter(state__in=ACTIVE_STATES).select_related("user"):
+    for job in Job.objects.exclude(state__in=FINAL_STATES).select_related("user"):  # OTHER too: it may end later
         if job.slurm_job_id is None:
             q = by_comment.get(job.comment)
             if q is not None and job.submitted_at is not None:

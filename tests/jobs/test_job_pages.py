@@ -180,3 +180,16 @@ def test_job_detail_shows_parameters_script_and_exit(client, alice, cluster, no_
     html = client.get(f"/jobs/{job.key}/").content.decode()
     assert "echo &#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;" in html
     assert "code 0, signal 9" in html and "a100 × 4" in html
+
+
+def test_timed_out_job_says_what_to_do(client, alice, cluster, no_slurm):
+    job = make(alice, slurm_job_id=10, state=JobState.TIMEOUT, time_limit_min=30, exit_code=0, signal=15)
+    client.force_login(alice)
+    html = client.get(f"/jobs/{job.key}/status/").content.decode()
+    assert "reached its time limit (30 min)" in html
+
+
+def test_unknown_slurm_state_is_shown_as_written(client, alice, cluster, no_slurm):
+    make(alice, slurm_job_id=11, state=JobState.OTHER, slurm_state="SPECIAL_EXIT")
+    client.force_login(alice)
+    assert "<code>SPECIAL_EXIT</code>" in client.get("/jobs/table/").content.decode()

@@ -145,3 +145,11 @@ def test_reused_job_id_picks_the_record_with_our_key(alice, slurm_json):
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.FAILED
+
+
+def test_a_job_in_an_unknown_state_is_still_followed_until_it_ends(alice, slurm_json):
+    row = job(alice, 2, JobState.OTHER, slurm_state="SPECIAL_EXIT")
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.COMPLETED
