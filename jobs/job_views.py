@@ -14,9 +14,9 @@ from portal.dates import parse_iso_date
 from .forms import JobForm
 from .logs import job_log_tail
 from .policy import SitePolicy
-from .queue import job_row, queue_positions
+from .queue import job_row
 from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
-from .snapshot import snapshot_load
+from .snapshot import positions_load, snapshot_load
 from .states import FINAL_STATES, JobState
 from .submit import PolicyRefused, job_cancel, job_create
 
@@ -24,10 +24,9 @@ from .submit import PolicyRefused, job_cancel, job_create
 def _rows(request: HttpRequest) -> dict:
     from teams.usage import team_usage
 
-    snapshot = snapshot_load()
-    positions = queue_positions(snapshot)
+    positions = positions_load()
     rows = [job_row(j, positions, usage_for=team_usage) for j in jobs_for_user(user=request.user)]
-    return {"rows": rows, "status": snapshot_status(snapshot)}
+    return {"rows": rows, "status": snapshot_status(snapshot_load(with_jobs=False))}
 
 
 @login_required
@@ -46,7 +45,7 @@ def job_table(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
     """The New job form; a refusal keeps everything typed and says what to change."""
-    policy = SitePolicy.from_snapshot(snapshot_load())
+    policy = SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
     form = JobForm(request.POST or None, policy=policy, accounts=request.user.slurm_accounts)
     if request.method == "POST" and form.is_valid():
         try:
@@ -92,7 +91,7 @@ def job_detail(request: HttpRequest, key) -> HttpResponse:
     from teams.usage import team_usage
 
     job = _visible_job(request, key)
-    return render(request, "jobs/job_detail.html", {"row": job_row(job, queue_positions(snapshot_load()), usage_for=team_usage), "job": job})
+    return render(request, "jobs/job_detail.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
 
 
 @login_required
@@ -101,7 +100,7 @@ def job_status(request: HttpRequest, key) -> HttpResponse:
     from teams.usage import team_usage
 
     job = _visible_job(request, key)
-    return render(request, "jobs/_job_status.html", {"row": job_row(job, queue_positions(snapshot_load()), usage_for=team_usage), "job": job})
+    return render(request, "jobs/_job_status.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
 
 
 @login_required

@@ -19,6 +19,10 @@ from .slurm.adapters import adapter_for
 from .slurm.records import Node, Partition, QueueJob
 
 SNAPSHOT_KEY = "cluster:snapshot"
+#: The same without ``jobs``: what most pages need (nodes, partitions, freshness), cheap to load.
+SNAPSHOT_LITE_KEY = "cluster:snapshot-lite"
+#: ``{job id: (position, pending in partition)}`` of the pending jobs (see jobs.queue), for pages.
+POSITIONS_KEY = "cluster:positions"
 PARTITIONS_EVERY = 60.0  # seconds between partition refreshes
 
 
@@ -75,14 +79,28 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
     )
 
 
-def snapshot_load() -> ClusterSnapshot | None:
-    """The stored snapshot, or ``None`` before the first poll."""
-    data = cache.get(SNAPSHOT_KEY)
+def snapshot_load(*, with_jobs: bool = True) -> ClusterSnapshot | None:
+    """The stored snapshot, or ``None`` before the first poll. ``with_jobs=False`` loads the copy
+    without the queue (``jobs`` empty): what pages use, since a 10,000-job queue costs ~0.1 s CPU to
+    load (bench/snapshot_size.py) and pages need only nodes, partitions and positions."""
+    data = cache.get(SNAPSHOT_KEY if with_jobs else SNAPSHOT_LITE_KEY)
     return ClusterSnapshot.from_dict(data) if data else None
 
 
 def snapshot_store(snapshot: ClusterSnapshot) -> None:
-    cache.set(SNAPSHOT_KEY, snapshot.to_dict(), timeout=None)
+    """Store the snapshot, its copy without jobs, and the queue positions (one Redis round trip)."""
+    from .queue import queue_positions  # jobs.queue imports this module
+
+    lite = replace(snapshot, jobs=[]).to_dict()
+    values = {SNAPSHOT_KEY: snapshot.to_dict(), SNAPSHOT_LITE_KEY: lite}
+    if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
+        values[POSITIONS_KEY] = queue_positions(snapshot)
+    cache.set_many(values, timeout=None)
+
+
+def positions_load() -> dict[int, tuple[int, int]]:
+    """Queue positions stored with the last snapshot ({} before the first poll)."""
+    return cache.get(POSITIONS_KEY) or {}
 
 
 def snapshot_failed(previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None) -> ClusterSnapshot:

@@ -46,7 +46,7 @@ class SubmissionUncertain(Exception):
 def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> Job:
     """Check ``request`` against site policy, write the Job row (state SUBMITTING) and enqueue the
     submission on commit. Raises :class:`PolicyRefused` with every reason."""
-    policy = policy or SitePolicy.from_snapshot(snapshot_load())
+    policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
     errors = policy.check(request)
     account = request.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
     if not user.slurm_accounts:

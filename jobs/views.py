@@ -13,7 +13,7 @@ from .snapshot import snapshot_load
 
 
 def _cluster_context() -> dict:
-    snapshot = snapshot_load()
+    snapshot = snapshot_load(with_jobs=False)  # nodes suffice for the GPU table
     return {
         "gpu_rows": gpu_rows(snapshot) if snapshot else [],
         "status": snapshot_status(snapshot),
