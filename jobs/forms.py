@@ -1,6 +1,8 @@
 """The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy`."""
 from __future__ import annotations
 
+import json
+
 from django import forms
 
 from .policy import GPU_COUNTS, JobRequest, SitePolicy
@@ -32,6 +34,11 @@ class JobForm(forms.Form):
         types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
+        # For the page's script: which GPU types and counts each partition offers (the policy still
+        # checks everything on submit).
+        self.fields["partition"].widget.attrs["data-gpu-types"] = json.dumps(
+            {name: {t: part.gpu_counts(t) for t in part.gpu_types} for name, part in policy.partitions.items()}
+        )
 
     @staticmethod
     def parse_time_minutes(text: str) -> int:

@@ -11,3 +11,23 @@ document.addEventListener("htmx:afterSwap", function (event) {
   if (!box.classList || !box.classList.contains("log-box")) return;
   box.scrollTop = box.dataset.atBottom === "false" ? Number(box.dataset.scrollTop || 0) : box.scrollHeight;
 });
+
+// Job form: offer only the GPU types and counts the chosen partition has (the server checks anyway).
+document.addEventListener("DOMContentLoaded", function () {
+  var partition = document.getElementById("id_partition");
+  var gpuType = document.getElementById("id_gpu_type");
+  var gpuCount = document.getElementById("id_gpu_count");
+  if (!partition || !gpuType || !gpuCount || !partition.dataset.gpuTypes) return;
+  var offers = JSON.parse(partition.dataset.gpuTypes);
+  function update() {
+    var types = offers[partition.value] || {};
+    Array.prototype.forEach.call(gpuType.options, function (o) { o.disabled = o.value !== "" && !(o.value in types); });
+    if (gpuType.selectedOptions[0] && gpuType.selectedOptions[0].disabled) gpuType.value = "";
+    var counts = gpuType.value ? (types[gpuType.value] || []) : [].concat.apply([], Object.values(types));
+    Array.prototype.forEach.call(gpuCount.options, function (o) { o.disabled = o.value !== "0" && counts.indexOf(Number(o.value)) < 0; });
+    if (gpuCount.selectedOptions[0] && gpuCount.selectedOptions[0].disabled) gpuCount.value = "0";
+  }
+  partition.addEventListener("change", update);
+  gpuType.addEventListener("change", update);
+  update();
+});

@@ -68,6 +68,8 @@ def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_pa
     page.wait_for_selector("[data-testid=limits]")
     page.fill("#id_name", "digits $(id) demo")
     page.select_option("#id_partition", "small")
+    assert page.locator('#id_gpu_type option[value="a100"]').is_disabled()  # small has t4 only
+    assert page.locator('#id_gpu_count option[value="4"]').is_disabled()  # and 2 per node
     page.select_option("#id_gpu_count", "0")
     page.fill("#id_cpus", "2")
     page.fill("#id_memory_gb", "2")

@@ -208,3 +208,15 @@ def test_pages_never_load_the_whole_queue(client, alice, cluster, no_slurm):
     assert "1st in line in train" in client.get("/jobs/table/").content.decode()
     assert 'data-partition="train" data-gpu-type="a100"' in client.get("/").content.decode()
     assert client.get("/jobs/new/").status_code == 200 and b"What each partition allows" in client.get("/jobs/new/").content
+
+
+def test_form_tells_the_page_which_gpus_each_partition_has(client, alice, cluster, no_slurm):
+    import html as htmllib
+    import json
+    import re
+
+    client.force_login(alice)
+    page = client.get("/jobs/new/").content.decode()
+    offers = json.loads(htmllib.unescape(re.search(r'data-gpu-types="([^"]*)"', page).group(1)))
+    assert offers["small"] == {"t4": [1, 2]} and offers["interactive"] == {"a100": [1, 2, 4]}
+    assert offers["train"] == {"a100": [1, 2, 4], "t4": [1, 2]}
