@@ -176,8 +176,11 @@ def _check_text(req: JobRequest) -> list[PolicyError]:
         if lines and lines[0].startswith("#!") and not _SHELL_SHEBANG.match(lines[0]):
             errors.append(PolicyError("script", f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc)."))
         for number, line in enumerate(lines, 1):
-            if line.lstrip().startswith("#SBATCH"):
-                errors.append(PolicyError("script", f"Line {number} is an #SBATCH line ('{line.strip()[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
+            text = line.strip()
+            if text and not text.startswith("#"):
+                break  # sbatch reads directives only before the first command; later ones are data
+            if text.startswith("#SBATCH"):
+                errors.append(PolicyError("script", f"Line {number} is an #SBATCH line ('{text[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
                 break
     return errors
 

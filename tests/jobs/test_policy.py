@@ -94,6 +94,7 @@ def test_memory_and_cpus_within_node_limits(policy):
         ("script", "   ", "Paste a script"),
         ("script", "#!/usr/bin/env python3\nprint(1)\n", "must be a bash script"),
         ("script", "#!/bin/bash\n#SBATCH --gres=gpu:8\necho hi\n", "Line 2 is an #SBATCH line"),
+        ("script", "#!/bin/bash\n# my job\n\n  #SBATCH --time=5\necho hi\n", "Line 4 is an #SBATCH line"),
         ("script", "echo a\x00b", "at most 256 KiB"),
         ("workdir", "../../etc", "without '..'"),
         ("workdir", "a\nb", "one line"),
@@ -103,7 +104,8 @@ def test_text_fields(policy, field, value, words):
     assert words in messages(policy.check(req(**{field: value})))[field]
 
 
-@pytest.mark.parametrize("script", ["#!/bin/bash\necho hi\n", "#!/usr/bin/env bash\necho hi", "#!/bin/sh\necho\n", "echo no shebang"])
+@pytest.mark.parametrize("script", ["#!/bin/bash\necho hi\n", "#!/usr/bin/env bash\necho hi", "#!/bin/sh\necho\n", "echo no shebang",
+                                    "#!/bin/bash\ncat > job.sh <<'EOF'\n#SBATCH --gres=gpu:8\nEOF\n"])
 def test_shell_scripts_pass(policy, script):
     assert policy.check(req(script=script)) == []
 
