@@ -87,14 +87,12 @@ def job_history(*, user, state: str = "", since=None, until=None):
     from .models import Job
     from .states import FINAL_STATES
 
+    from portal.dates import between_dates
+
     qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
     if state:
         qs = qs.filter(state=state)
-    if since:
-        qs = qs.filter(end_at__date__gte=since)
-    if until:
-        qs = qs.filter(end_at__date__lte=until)
-    return qs.order_by("-end_at", "-created_at")
+    return between_dates(qs, "end_at", since, until).order_by("-end_at", "-created_at")
 
 
 def job_for_viewer(*, key, user):

@@ -11,3 +11,13 @@ def parse_iso_date(text: str | None) -> date | None:
         return date.fromisoformat(text) if text else None
     except ValueError:
         return None
+
+
+def between_dates(queryset, field: str, since: date | None, until: date | None):
+    """``queryset`` kept to rows whose datetime ``field`` falls on ``since``..``until`` (UTC dates,
+    inclusive; ``None`` = open end)."""
+    if since:
+        queryset = queryset.filter(**{f"{field}__date__gte": since})
+    if until:
+        queryset = queryset.filter(**{f"{field}__date__lte": until})
+    return queryset

@@ -38,3 +38,23 @@ def team_for_viewer(*, name: str, user) -> Team | None:
 
 def team_members(team: Team) -> list[Membership]:
     return list(Membership.objects.filter(team=team).select_related("user").order_by("user__username"))
+
+
+def audit_events(*, user, action: str = "", actor: str = "", target: str = "", since=None, until=None):
+    """The audit trail for an admin, newest first: ``action`` prefix, ``actor`` user name, ``target``
+    substring, ``since``/``until`` dates (inclusive). Raises ``PermissionDenied`` for non-admins."""
+    from django.core.exceptions import PermissionDenied
+
+    from jobs.models import AuditEvent
+    from portal.dates import between_dates
+
+    if not user.is_staff:
+        raise PermissionDenied("The audit trail is for portal admins.")
+    rows = AuditEvent.objects.select_related("actor").order_by("-at")
+    if action:
+        rows = rows.filter(action__startswith=action)
+    if actor:
+        rows = rows.filter(actor__username=actor)
+    if target:
+        rows = rows.filter(target__icontains=target)
+    return between_dates(rows, "at", since, until)

@@ -7,18 +7,16 @@ import csv
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from jobs.models import AuditEvent
 
 from portal.dates import parse_iso_date
 
 from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
 from .models import Team
-from .selectors import team_for_viewer, team_members, teams_visible_to
+from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
 from .services import membership_remove, membership_set, team_set_limits
 from .usage import team_usage
 
@@ -145,21 +143,9 @@ def _report_messages(request: HttpRequest, report) -> None:
 @login_required
 def audit_list(request: HttpRequest) -> HttpResponse:
     """Admin: the audit trail, filtered by action, actor, target and date."""
-    if not request.user.is_staff:
-        raise PermissionDenied
-    rows = AuditEvent.objects.select_related("actor").order_by("-at")
     action, actor, target = (request.GET.get(k, "").strip() for k in ("action", "actor", "target"))
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
-    if action:
-        rows = rows.filter(action__startswith=action)
-    if actor:
-        rows = rows.filter(actor__username=actor)
-    if target:
-        rows = rows.filter(target__icontains=target)
-    if since:
-        rows = rows.filter(at__date__gte=since)
-    if until:
-        rows = rows.filter(at__date__lte=until)
+    rows = audit_events(user=request.user, action=action, actor=actor, target=target, since=since, until=until)
     bad_date = bool(request.GET.get("since") and not since or request.GET.get("until") and not until)
     return render(request, "teams/audit.html", {"rows": rows[:200], "bad_date": bad_date,
                                                 "filters": {"action": action, "actor": actor, "target": target, "since": since, "until": until}})
