@@ -52,6 +52,15 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
+    # Interactive sessions (JupyterHub)
+    "PORTAL_HUB_URL": (str, "http://127.0.0.1:8001"),
+    "PORTAL_HUB_API_URL": (str, "http://127.0.0.1:8081/hub/api"),
+    "PORTAL_HUB_TOKEN": (str, ""),
+    "PORTAL_SESSION_PARTITIONS": (list, ["interactive"]),
+    "PORTAL_SESSION_MAX_GPUS": (int, 2),
+    "PORTAL_SESSION_MAX_HOURS": (int, 8),
+    "PORTAL_SESSION_IDLE_MINUTES": (int, 60),
+    "PORTAL_CODE_SERVER_DIR": (str, "/opt/gpuportal/code-server"),
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),

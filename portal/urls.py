@@ -10,5 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("", include("teams.urls")),
+    path("", include("interactive.urls")),
     path("", include("jobs.urls")),
 ]

@@ -8,6 +8,7 @@ T_START=$(date +%s)
 
 bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
+bash "$REPO_DIR/scripts/hub_setup.sh"
 
 export DJANGO_SETTINGS_MODULE=portal.settings.dev
 # Teams = Slurm accounts: on a new install, take over the accounts Slurm already has (idempotent).
@@ -20,7 +21,9 @@ start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --l
 # people use it; --reload restarts it when the code changes.
 start_bg portal "$VENV/bin/gunicorn" portal.wsgi --chdir "$REPO_DIR" --bind "$PORTAL_HOST:$PORTAL_PORT" \
     --workers 2 --threads 8 --reload --access-logfile - --error-logfile -
+start_bg hub bash "$REPO_DIR/scripts/hub.sh"
 wait_http "http://127.0.0.1:8800/.well-known/openid-configuration" 30
+wait_http "http://127.0.0.1:8001/hub/api/" 60
 wait_http "http://$PORTAL_HOST:$PORTAL_PORT/accounts/login/" 60
 
 cat <<MSG
@@ -33,6 +36,7 @@ cat <<MSG
     carol  team lead,  team vision
     dana   admin,      team nlp
 
+  Sessions (JupyterLab$( [[ -x /opt/gpuportal/code-server/bin/code-server ]] && echo ", VS Code")): http://$PORTAL_HOST:$PORTAL_PORT/sessions/  (JupyterHub on http://127.0.0.1:8001/)
   Logs: $LOG_DIR/   Check the path to Slurm: .venv/bin/python manage.py cluster_check
   Stop everything: make stop
 MSG

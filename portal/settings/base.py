@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "accounts",
     "jobs",
     "teams",
+    "interactive",
 ]
 
 MIDDLEWARE = [
@@ -181,6 +182,19 @@ PORTAL_TEAM_GROUP = env("PORTAL_TEAM_GROUP")
 PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
 
 # --- snapshot poller + Celery ---------------------------------------------------------------
+#: Interactive sessions: the hub's public URL (links to sessions), its REST API, the portal
+#: service's token (also the secret the hub's spawner presents to /hub-internal/), the partitions
+#: sessions may use, the GPU cap per session, the longest session (hours), the idle limit
+#: (minutes, 0 = never) and where code-server is (VS Code is offered only when it is there).
+HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
+HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
+HUB_TOKEN = env("PORTAL_HUB_TOKEN")
+SESSION_PARTITIONS = env("PORTAL_SESSION_PARTITIONS")
+SESSION_MAX_GPUS = env("PORTAL_SESSION_MAX_GPUS")
+SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
+SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
+CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
+
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
 
@@ -193,6 +207,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_BEAT_SCHEDULE = {
     "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
+    "sessions-cull-idle": {"task": "interactive.tasks.sessions_cull_idle_task", "schedule": 60.0},
     "teams-sync": {"task": "teams.tasks.teams_sync_task", "schedule": env("PORTAL_TEAMS_SYNC_INTERVAL")},
     "teams-usage": {"task": "teams.tasks.usage_refresh_task", "schedule": env("PORTAL_USAGE_INTERVAL")},
 }

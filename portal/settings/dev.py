@@ -19,3 +19,8 @@ DEV_OIDC = {
 if not OIDC["issuer"]:
     OIDC = {**OIDC, **DEV_OIDC}
 SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)
+
+from .base import HUB_TOKEN  # noqa: E402
+
+#: The dev hub (scripts/hub.sh) uses the same public dev value.
+HUB_TOKEN = HUB_TOKEN or "dev-hub-token-not-secret"

@@ -1,0 +1,104 @@
+"""JupyterHub configuration for the GPU portal (design decision 6). Every setting comes from the
+environment (scripts/hub.sh sets the dev defaults; production sets its own):
+
+PORTAL_HUB_URL          public base URL of the hub (proxy), default http://127.0.0.1:8001
+PORTAL_HUB_API_PORT     the hub's own API port on 127.0.0.1, default 8081
+PORTAL_HUB_PROXY_API_PORT  configurable-http-proxy's API port on 127.0.0.1, default 8002
+PORTAL_HUB_STATE_DIR    sqlite database and cookie secret (must be writable by the hub's user)
+PORTAL_HUB_TOKEN        the portal service's API token (also the secret of the portal's /hub-internal/)
+PORTAL_URL              the portal's base URL as the hub reaches it, default http://127.0.0.1:8000
+OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET, PORTAL_OIDC_USERNAME_CLAIM
+                        the same IdP and username claim as the portal
+PORTAL_JUPYTER_VENV     the venv session jobs run; PORTAL_CODE_SERVER_DIR: where bin/code-server is
+PORTAL_HUB_NODE_ADDRESSES  "node1=127.0.0.1,node2=127.0.0.1": Slurm node name -> address the hub reaches
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import batchspawner  # noqa: E402,F401  (registers /hub/api/batchspawner; replaced below)
+
+from portal_hub import api as portal_api  # noqa: E402
+
+portal_api.install()
+
+
+def env(name, default=None):
+    value = os.environ.get(name, default)
+    if value is None:
+        raise SystemExit(f"jupyterhub_config.py: set {name} in the environment")
+    return value
+
+
+c = get_config()  # noqa: F821 (provided by JupyterHub)
+
+hub_url = env("PORTAL_HUB_URL", "http://127.0.0.1:8001").rstrip("/")
+issuer = env("OIDC_ISSUER", "http://127.0.0.1:8800").rstrip("/")
+state_dir = env("PORTAL_HUB_STATE_DIR")
+portal_token = env("PORTAL_HUB_TOKEN")
+
+# --- network: everything on 127.0.0.1 ------------------------------------------------------------
+c.JupyterHub.bind_url = hub_url
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = int(env("PORTAL_HUB_API_PORT", "8081"))
+c.JupyterHub.hub_connect_ip = "127.0.0.1"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('PORTAL_HUB_PROXY_API_PORT', '8002')}"
+c.ConfigurableHTTPProxy.command = [os.path.join(HERE, "node_modules", ".bin", "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.auth_token = env("PORTAL_HUB_PROXY_TOKEN", portal_token + "-proxy")
+c.JupyterHub.db_url = f"sqlite:///{os.path.join(state_dir, 'jupyterhub.sqlite')}"
+c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = os.path.join(state_dir, "jupyterhub.pid")
+c.JupyterHub.cleanup_servers = False  # a hub restart must not end running sessions
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.named_server_limit_per_user = int(env("PORTAL_SESSION_LIMIT", "4"))
+c.JupyterHub.default_url = "/hub/home"
+
+# --- login: the portal's IdP, the same username claim as the portal -----------------------------
+c.JupyterHub.authenticator_class = "generic-oauth"
+c.GenericOAuthenticator.client_id = env("PORTAL_HUB_OIDC_CLIENT_ID", "jupyterhub")
+c.GenericOAuthenticator.client_secret = env("PORTAL_HUB_OIDC_CLIENT_SECRET")
+c.GenericOAuthenticator.oauth_callback_url = f"{hub_url}/hub/oauth_callback"
+c.GenericOAuthenticator.authorize_url = f"{issuer}/auth"
+c.GenericOAuthenticator.token_url = f"{issuer}/token"
+c.GenericOAuthenticator.userdata_url = f"{issuer}/me"
+c.GenericOAuthenticator.scope = ["openid", "profile", "email"]
+c.GenericOAuthenticator.username_claim = env("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
+c.GenericOAuthenticator.login_service = "your institution's sign-in"
+# Who may use the hub is decided by Slurm (an association) and the portal (policy), not here:
+# every user the IdP vouches for may log in; a user without a Slurm account cannot start a job.
+c.GenericOAuthenticator.allow_all = True
+c.Authenticator.auto_login = True
+
+# --- the portal as a service: starts and stops named servers for users --------------------------
+c.JupyterHub.services = [{"name": "portal", "api_token": portal_token}]
+c.JupyterHub.load_roles = [
+    {
+        "name": "portal-service",
+        "description": "Create hub users, start/stop their servers, read their servers' state and progress",
+        # admin:users: create a user the first time they start a session from the portal;
+        # servers: start/stop (and read) named servers. Nothing else (no access:servers: the portal
+        # never talks to a user's JupyterLab).
+        "scopes": ["admin:users", "servers"],
+        "services": ["portal"],
+    }
+]
+
+# --- the spawner --------------------------------------------------------------------------------
+c.JupyterHub.spawner_class = "portal_hub.spawner.PortalSlurmSpawner"
+c.PortalSlurmSpawner.portal_url = env("PORTAL_URL", "http://127.0.0.1:8000")
+c.PortalSlurmSpawner.portal_token = portal_token
+c.PortalSlurmSpawner.jupyter_venv = env("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyter")
+code_server_dir = env("PORTAL_CODE_SERVER_DIR", "/opt/gpuportal/code-server")
+if os.access(os.path.join(code_server_dir, "bin", "code-server"), os.X_OK):
+    c.PortalSlurmSpawner.code_server_dir = code_server_dir
+c.PortalSlurmSpawner.daemon_resolver = dict(
+    pair.split("=", 1) for pair in env("PORTAL_HUB_NODE_ADDRESSES", "").split(",") if "=" in pair
+)
+c.PortalSlurmSpawner.start_timeout = int(env("PORTAL_SESSION_START_TIMEOUT", "600"))
+c.PortalSlurmSpawner.http_timeout = 120
+c.PortalSlurmSpawner.poll_interval = 30  # reads the portal's snapshot, not Slurm
+c.PortalSlurmSpawner.default_url = "/lab"
+c.Spawner.debug = os.environ.get("PORTAL_HUB_DEBUG") == "1"
+c.JupyterHub.log_level = "DEBUG" if os.environ.get("PORTAL_HUB_DEBUG") == "1" else "INFO"

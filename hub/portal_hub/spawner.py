@@ -1,0 +1,348 @@
+"""The portal's spawner: batchspawner's SlurmSpawner, with the batch script built only from settings
+the portal validated, no shell strings, and job status read from the portal's shared snapshot.
+
+Why not stock batchspawner 1.3:
+- it copies raw ``user_options`` into the batch script (``{"gres": "gpu:4", "options": "..."}`` from a
+  user's own hub token lands in the job); here ``apply_user_options`` accepts only
+  :data:`ALLOWED_OPTIONS`, asks the portal to check them against the site policy (the same object the
+  job form uses) and refuses anything else with HTTP 400;
+- it runs ``sudo -E -u {username} sbatch`` through ``/bin/sh -c``; here every command is an argv list;
+- it asks ``squeue`` for every session every 0.5 s while starting and every poll; here status comes
+  from the portal's snapshot (one ``squeue --json`` for the whole cluster every few seconds), and a
+  failed status query means "unknown": the session is kept, never ended.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import shlex
+import time
+import uuid
+from dataclasses import dataclass
+
+from batchspawner import MultiSlurmSpawner
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from traitlets import Float, Integer, Unicode, default
+
+#: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
+ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours"})
+#: Slurm job states that mean the job has ended (squeue ``job_state``).
+ENDED_STATES = frozenset({
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+    "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", "NOT_FOUND",
+})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What the portal's snapshot says about one job (``GET /hub-internal/job-status``).
+
+    ``state``: a Slurm job state, ``NOT_FOUND`` (a fresh snapshot taken after the submission no
+    longer lists the job) or ``UNKNOWN`` (no fresh snapshot, or the portal did not answer).
+    ``position``/``in_line``: queue position among pending jobs of the partition; ``estimated_start``
+    Unix seconds (Slurm's backfill ``start_time``) or None; ``exit_code`` "N:S" or "".
+    """
+
+    state: str
+    node: str = ""
+    reason: str = ""
+    exit_code: str = ""
+    position: int | None = None
+    in_line: int | None = None
+    estimated_start: float | None = None
+    message: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+
+class SessionStartFailed(RuntimeError):
+    """The session's Slurm job ended before JupyterLab answered. The message gives the state, the
+    exit code and the last lines of the job's log."""
+
+
+class PortalSlurmSpawner(MultiSlurmSpawner):
+    """SlurmSpawner for the GPU portal. Configuration (all ``c.PortalSlurmSpawner.*``):
+
+    ``portal_url`` and ``portal_token``: where the portal's hub endpoints are and the shared secret;
+    ``jupyter_venv``: the venv the job runs (``bin/jupyterhub-singleuser``); ``code_server_dir``:
+    where ``bin/code-server`` is (empty = VS Code not offered); ``status_poll_interval`` and
+    ``startup_poll_interval``: seconds between snapshot reads when running and while starting.
+    """
+
+    portal_url = Unicode("http://127.0.0.1:8000", help="The portal's base URL, as the hub reaches it.").tag(config=True)
+    portal_token = Unicode("", help="Shared secret for the portal's /hub-internal/ endpoints.").tag(config=True)
+    jupyter_venv = Unicode("/opt/gpuportal/jupyter", help="The venv session jobs run.").tag(config=True)
+    code_server_dir = Unicode("", help="Where bin/code-server is; empty = no VS Code.").tag(config=True)
+    log_dir_name = Unicode(".gpuportal/sessions", help="Job logs, relative to the user's home.").tag(config=True)
+    startup_poll_interval = Float(1.0, help="Seconds between status reads while a session starts.").tag(config=True)
+    portal_timeout = Float(10.0, help="Seconds to wait for the portal's answer.").tag(config=True)
+    log_tail_lines = Integer(15, help="Log lines quoted when a session fails to start.").tag(config=True)
+
+    # Set by apply_user_options from the portal's answer; the batch script is built from these only.
+    settings: dict = {}
+    #: The last known status while starting (for progress events); None before submission.
+    session_status: JobStatus | None = None
+
+    # -------------------------------------------------------------- options
+
+    @default("apply_user_options")
+    def _default_apply_user_options(self):
+        # JupyterHub (>= 5.3) calls the trait as hook(spawner, user_options).
+        return PortalSlurmSpawner.check_user_options
+
+    async def check_user_options(self, user_options):
+        """Validate ``user_options`` (dict from the start request) and keep the portal's normalised
+        settings. Raises ``tornado.web.HTTPError(400)`` with a message for unknown keys or values the
+        site policy refuses, and 503 when the portal cannot be asked."""
+        if not isinstance(user_options, dict):
+            raise web.HTTPError(400, "user_options must be a JSON object.")
+        unknown = sorted(str(k)[:40] for k in user_options if k not in ALLOWED_OPTIONS)
+        if unknown:
+            raise web.HTTPError(
+                400,
+                f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(sorted(ALLOWED_OPTIONS))}.",
+            )
+        payload = {"user": self.user.name, "server_name": self.name, "options": user_options}
+        try:
+            answer = await self._portal("POST", "/hub-internal/spawn-check", payload)
+        except HTTPClientError as exc:
+            if exc.code == 400 and exc.response is not None:
+                errors = json.loads(exc.response.body or b"{}").get("errors", [])
+                message = " ".join(e.get("message", "") for e in errors) or "The session options were refused."
+                raise web.HTTPError(400, message) from None
+            raise web.HTTPError(503, f"The portal could not check the session options (HTTP {exc.code}); try again shortly.") from None
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise web.HTTPError(503, f"The portal could not be reached to check the session options ({exc}); try again shortly.") from None
+        self.settings = answer["settings"]
+        self.default_url = self.settings.get("default_url", "/lab")
+
+    # -------------------------------------------------------------- portal
+
+    async def _portal(self, method: str, path: str, payload: dict | None = None) -> dict:
+        """Call the portal's hub endpoint; returns the decoded JSON. Raises HTTPClientError (non-2xx),
+        OSError (connection) or asyncio.TimeoutError."""
+        request = HTTPRequest(
+            self.portal_url.rstrip("/") + path,
+            method=method,
+            headers={"Authorization": f"Bearer {self.portal_token}", "Content-Type": "application/json"},
+            body=json.dumps(payload) if payload is not None else None,
+            request_timeout=self.portal_timeout,
+        )
+        response = await AsyncHTTPClient().fetch(request)
+        return json.loads(response.body)
+
+    async def _notify(self, event: str, message: str) -> None:
+        """Tell the portal why a session ended (best effort: the portal also notices by itself)."""
+        key = self.settings.get("key")
+        if not key:
+            return
+        try:
+            await self._portal("POST", "/hub-internal/session-event", {"user": self.user.name, "key": key, "event": event, "message": message})
+        except (HTTPClientError, OSError, asyncio.TimeoutError) as exc:
+            self.log.warning("Could not tell the portal that session %s %s: %s", key, event, exc)
+
+    async def snapshot_status(self) -> JobStatus:
+        """The job's status from the portal's snapshot; ``UNKNOWN`` when it cannot be had."""
+        if not self.job_id:
+            return JobStatus("NOT_FOUND")
+        since = self.settings.get("submitted_at", 0)
+        try:
+            data = await self._portal("GET", f"/hub-internal/job-status?job_id={int(self.job_id)}&since={since}")
+        except (HTTPClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+            self.log.warning("Status of job %s unknown (portal: %s); keeping the session", self.job_id, exc)
+            return JobStatus("UNKNOWN", message=str(exc))
+        fields = {k: data.get(k) for k in JobStatus.__dataclass_fields__ if k in data}
+        return JobStatus(**fields)
+
+    # -------------------------------------------------------------- Slurm commands (argv, as the user)
+
+    async def _run(self, argv: list[str], stdin: str | None = None, timeout: float = 30.0) -> str:
+        """Run ``sudo -n -u <user> argv`` (the portal's sudo rule). Returns stdout; raises
+        RuntimeError with stderr on a non-zero exit or timeout."""
+        full = ["sudo", "-n", "-u", self.user.name, *argv]
+        proc = await asyncio.create_subprocess_exec(
+            *full, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise RuntimeError(f"{argv[0]} did not answer within {timeout:.0f} s") from None
+        if proc.returncode != 0:
+            raise RuntimeError(err.decode(errors="replace").strip() or f"{argv[0]} exited with {proc.returncode}")
+        return out.decode(errors="replace").strip()
+
+    def _home(self) -> str:
+        return pwd.getpwnam(self.user.name).pw_dir
+
+    def _log_path(self) -> str:
+        return os.path.join(self._home(), self.log_dir_name, f"{self.settings['key']}.log")
+
+    def batch_script_text(self) -> str:
+        """The batch script, from the validated settings only (every value quoted or checked)."""
+        s = self.settings
+        home = self._home()
+        lines = [
+            "#!/bin/bash",
+            f"#SBATCH --job-name={s['job_name']}",
+            f"#SBATCH --partition={s['partition']}",
+            f"#SBATCH --time={int(s['time_limit_min'])}",
+            f"#SBATCH --cpus-per-task={int(s['cpus'])}",
+            f"#SBATCH --mem={int(s['memory_mb'])}M",
+            f"#SBATCH --comment=portal:{uuid.UUID(s['key'])}",
+            f"#SBATCH --output={self._log_path()}",
+            f"#SBATCH --chdir={home}",
+            "#SBATCH --export=NONE",
+        ]
+        if s.get("account"):
+            lines.append(f"#SBATCH --account={s['account']}")
+        if int(s["gpu_count"]):
+            gres = f"gpu:{s['gpu_type']}:{int(s['gpu_count'])}" if s.get("gpu_type") else f"gpu:{int(s['gpu_count'])}"
+            lines.append(f"#SBATCH --gres={gres}")
+        env = {k: v for k, v in self.get_env().items() if k.startswith(("JUPYTERHUB_", "JPY_"))}
+        path_dirs = [os.path.join(self.jupyter_venv, "bin")]
+        if self.code_server_dir:
+            path_dirs.append(os.path.join(self.code_server_dir, "bin"))
+        env.update({
+            "HOME": home, "USER": self.user.name, "SHELL": "/bin/bash",
+            "PATH": ":".join(path_dirs) + ":/usr/local/bin:/usr/bin:/bin",
+            "GPUPORTAL_SESSION_KEY": s["key"],
+        })
+        lines += ["set -eu", 'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is)"']
+        lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
+        command = [os.path.join(self.jupyter_venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
+        lines.append("exec " + shlex.join(command))
+        return "\n".join(lines) + "\n"
+
+    async def submit_batch_script(self) -> str:
+        """Make the log directory and submit the script as the user. Returns the Slurm job id."""
+        await self._run(["mkdir", "-p", os.path.dirname(self._log_path())])
+        self.settings = {**self.settings, "submitted_at": time.time()}
+        out = await self._run(["sbatch", "--parsable"], stdin=self.batch_script_text())
+        self.job_id = self.parse_job_id(out)
+        self.log.info("Session %s of %s submitted as Slurm job %s", self.name, self.user.name, self.job_id)
+        return self.job_id
+
+    async def query_job_status(self):
+        """One direct ``squeue -j`` (used only once the server reported its port, for its node)."""
+        out = await self._run(["squeue", "-h", "-j", str(int(self.job_id)), "-o", "%T %B"])
+        self.job_status = out
+        return out
+
+    async def cancel_batch_job(self):
+        """``scancel <job id>`` as the user."""
+        if self.job_id:
+            await self._run(["scancel", str(int(self.job_id))])
+
+    async def _failure_reason(self, status: JobStatus) -> str:
+        state = "no longer in the queue" if status.state == "NOT_FOUND" else f"ended {status.state}"
+        parts = [f"The session's Slurm job {self.job_id} {state} before JupyterLab answered"]
+        if status.exit_code:
+            parts[0] += f" (exit code {status.exit_code})"
+        if status.reason and status.reason != "None":
+            parts[0] += f", reason {status.reason}"
+        try:
+            tail = await self._run(["tail", "-n", str(self.log_tail_lines), self._log_path()], timeout=10)
+        except RuntimeError as exc:
+            tail = f"(log not readable: {exc})"
+        parts.append(f"Last lines of {self._log_path()}:\n{tail or '(empty)'}")
+        return ".\n".join(parts)
+
+    # -------------------------------------------------------------- lifecycle
+
+    async def start(self):
+        """Submit the job and wait until the single-user server reports its port (batchspawner's
+        ``/hub/api/batchspawner`` callback). Raises :class:`SessionStartFailed` at once when the job
+        ends first. Returns (node address, port)."""
+        if not self.settings:
+            raise web.HTTPError(400, "This session has no validated options; start it from the portal.")
+        self.port = 0
+        self.job_status = ""
+        await self.submit_batch_script()
+        self.session_status = JobStatus("PENDING")
+        while not self.port:
+            status = await self.snapshot_status()
+            if status.state != "UNKNOWN":
+                self.session_status = status
+            if status.ended:
+                reason = await self._failure_reason(status)
+                self.log.warning("%s", reason)
+                await self._notify("failed", reason)
+                self.clear_state()
+                raise SessionStartFailed(reason)
+            await asyncio.sleep(self.startup_poll_interval)
+        out = await self.query_job_status()
+        host = out.split()[-1] if out.split() else ""
+        self.ip = self.daemon_resolver.get(host, host) or "127.0.0.1"
+        self.db.commit()
+        self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
+        return self.ip, self.port
+
+    async def poll(self):
+        """None while the job is pending, running or its state is unknown; 1 only when a successful
+        snapshot says it ended (then the state is cleared)."""
+        if not self.job_id:
+            return 1
+        status = await self.snapshot_status()
+        if status.ended:
+            self.log.info("Session job %s of %s ended (%s)", self.job_id, self.user.name, status.state)
+            why = "Reached its time limit." if status.state == "TIMEOUT" else f"Its Slurm job {self.job_id} ended ({status.state})."
+            await self._notify("ended", why)
+            self.clear_state()
+            return 1
+        return None
+
+    async def stop(self, now=False):
+        """``scancel`` the job. A cancel that fails (controller unreachable) is logged and raised so
+        the hub keeps the server and the user can try again."""
+        self.log.info("Stopping session job %s of %s", self.job_id, self.user.name)
+        await self.cancel_batch_job()
+
+    async def progress(self):
+        """Events for the hub's progress stream: queue position and estimate while pending (from the
+        snapshot), then start-up."""
+        last = None
+        while True:
+            status = self.session_status
+            if status is None:
+                message = "Checking the session's settings..."
+            elif status.state == "PENDING":
+                message = f"Slurm job {self.job_id} queued"
+                if status.position:
+                    message += f" · {_ordinal(status.position)} in line"
+                if status.estimated_start:
+                    message += " · estimated start " + time.strftime("%H:%M", time.localtime(status.estimated_start))
+                if status.reason and status.reason not in ("None", "Priority"):
+                    message += f" · waiting: {status.reason}"
+            elif self.port:
+                message = f"Job {self.job_id} running on {status.node or 'its node'}; JupyterLab is starting..."
+            else:
+                message = f"Job {self.job_id} {status.state.lower()} on {status.node or 'its node'}; starting the server..."
+            if message != last:
+                yield {"message": message}
+                last = message
+            await asyncio.sleep(1)
+
+    def clear_state(self):
+        super().clear_state()
+        self.session_status = None
+
+    def get_state(self):
+        state = super().get_state()
+        if self.settings:
+            state["portal_settings"] = self.settings
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.settings = state.get("portal_settings", {})
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

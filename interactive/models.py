@@ -1,0 +1,58 @@
+"""Sessions as the portal knows them. JupyterHub owns the server and Slurm the job; this row keeps
+what was asked for, the key the Slurm job carries (``--comment=portal:<key>``) and why a session
+ended, so that the sessions page can say it after the hub has forgotten the server."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class SessionState(models.TextChoices):
+    REQUESTED = "REQUESTED", "requested"  # row written, hub not yet asked / job not yet submitted
+    STARTING = "STARTING", "starting"  # the hub's spawner submitted the job
+    RUNNING = "RUNNING", "running"  # the hub says the server is ready
+    STOPPED = "STOPPED", "stopped"
+    FAILED = "FAILED", "failed"
+
+
+ACTIVE_SESSION_STATES = (SessionState.REQUESTED, SessionState.STARTING, SessionState.RUNNING)
+
+
+class Session(models.Model):
+    """One start of a JupyterHub named server. ``memory_mb`` MiB, ``time_limit_min`` minutes;
+    ``server_name`` the hub's named server; ``message`` why it stopped or failed, in plain words."""
+
+    key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
+    server_name = models.CharField(max_length=64)
+    ide = models.CharField(max_length=16)
+    account = models.CharField(max_length=64, blank=True, default="")
+    partition = models.CharField(max_length=64)
+    gpu_type = models.CharField(max_length=64, blank=True, default="")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    cpus = models.PositiveSmallIntegerField(default=1)
+    memory_mb = models.PositiveIntegerField()
+    time_limit_min = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=SessionState.choices, default=SessionState.REQUESTED)
+    message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "state"]), models.Index(fields=["user", "server_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.server_name} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_SESSION_STATES
+
+    @property
+    def ide_label(self) -> str:
+        return {"lab": "JupyterLab", "vscode": "VS Code"}.get(self.ide, self.ide)

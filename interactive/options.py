@@ -1,0 +1,99 @@
+"""Session options: the keys a start request may carry, parsed and checked against the site policy
+(the same :class:`jobs.policy.SitePolicy` the job form uses) plus the session rules: only the
+partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
+``PORTAL_SESSION_MAX_HOURS`` hours. Used by the sessions form and by the hub's spawner (through
+``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from jobs.policy import JobRequest, PolicyError, SitePolicy
+
+#: Every key a start request may carry.
+ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours")
+IDES = {"lab": "JupyterLab", "vscode": "VS Code"}
+
+
+def vscode_available() -> bool:
+    """True when code-server is installed where sessions look for it (``PORTAL_CODE_SERVER_DIR``)."""
+    return os.access(os.path.join(settings.CODE_SERVER_DIR, "bin", "code-server"), os.X_OK)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Validated options. ``memory_mb`` MiB, ``hours`` whole hours."""
+
+    ide: str
+    partition: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    hours: int
+
+    @property
+    def time_limit_min(self) -> int:
+        return self.hours * 60
+
+
+def _int(raw: dict, key: str, default: int, errors: list[PolicyError], label: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 10:
+        value = int(value)
+    if not isinstance(value, int) or not -(2**31) < value < 2**31:
+        errors.append(PolicyError(key, f"{label} must be a whole number."))
+        return default
+    return value
+
+
+def _str(raw: dict, key: str, default: str, errors: list[PolicyError], label: str) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str) or len(value) > 64:
+        errors.append(PolicyError(key, f"{label} must be a short text."))
+        return default
+    return value.strip()
+
+
+def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOptions | None, list[PolicyError]]:
+    """``raw``: the ``user_options`` dict of a start request (values may be strings, from a form).
+    Returns ``(options, [])`` when allowed, else ``(None, errors)``; each error names its field and
+    says what is allowed. Unknown keys are refused, never ignored."""
+    if not isinstance(raw, dict):
+        return None, [PolicyError("options", "The session options must be a JSON object.")]
+    errors: list[PolicyError] = []
+    unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
+    if unknown:
+        errors.append(PolicyError("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
+    default_partition = settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""
+    ide = _str(raw, "ide", "lab", errors, "The IDE")
+    partition = _str(raw, "partition", default_partition, errors, "The partition")
+    gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
+    gpu_count = _int(raw, "gpu_count", 0, errors, "The number of GPUs")
+    cpus = _int(raw, "cpus", 2, errors, "CPUs")
+    memory_mb = _int(raw, "memory_mb", 4096, errors, "Memory (MiB)")
+    hours = _int(raw, "hours", 2, errors, "Hours")
+    if ide not in IDES:
+        errors.append(PolicyError("ide", f"The IDE must be one of: {', '.join(IDES)}."))
+    elif ide == "vscode" and not vscode_available():
+        errors.append(PolicyError("ide", "VS Code is not installed on this cluster yet; choose JupyterLab (the admin can install it with scripts/install_code_server.sh)."))
+    if partition not in settings.SESSION_PARTITIONS:
+        errors.append(PolicyError("partition", f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job."))
+    if gpu_count < 0:
+        errors.append(PolicyError("gpu_count", "The number of GPUs cannot be negative."))
+    elif gpu_count > settings.SESSION_MAX_GPUS:
+        errors.append(PolicyError("gpu_count", f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job."))
+    if not 1 <= hours <= settings.SESSION_MAX_HOURS:
+        errors.append(PolicyError("hours", f"A session lasts 1 to {settings.SESSION_MAX_HOURS} hours."))
+    if errors:
+        return None, errors
+    request = JobRequest(name=f"session-{ide}", partition=partition, gpu_type=gpu_type, gpu_count=gpu_count, cpus=cpus,
+                         memory_mb=memory_mb, time_limit_min=hours * 60, script="jupyterhub-singleuser")
+    errors = policy.check(request)
+    if errors:
+        return None, errors
+    return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours), []

@@ -1,0 +1,288 @@
+"""Sessions: start, stop, the cards of the sessions page, what the hub's spawner asks, idle culling.
+
+Sources of each figure: the server's readiness, pending spawn and last activity from the JupyterHub
+REST API (``GET /users/{name}``); the job's state, queue position, start estimate and time left from
+the portal's snapshot (``squeue --json``, matched by ``--comment=portal:<key>``); start-up progress
+from the hub's progress events.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone as djtz
+
+from accounts.models import User
+from jobs.audit import audit
+from jobs.policy import PolicyError, SitePolicy
+from jobs.slurm.parsing import time_left_seconds
+from jobs.selectors import snapshot_status
+from jobs.slurm.records import QueueJob
+from jobs.snapshot import positions_load, snapshot_load
+
+from . import hub
+from .models import ACTIVE_SESSION_STATES, Session, SessionState
+from .options import SessionOptions, parse_session_options
+
+log = logging.getLogger(__name__)
+
+ENDED_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+
+class SessionRefused(Exception):
+    """A start was refused; ``errors`` are :class:`jobs.policy.PolicyError` (field + message)."""
+
+    def __init__(self, errors: list[PolicyError]):
+        super().__init__("; ".join(e.message for e in errors))
+        self.errors = errors
+
+
+def current_policy() -> SitePolicy:
+    """The site policy for this moment (the same object the job form uses)."""
+    return SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
+
+
+# --- start / stop ------------------------------------------------------------------------------
+def session_start(*, user: User, raw_options: dict) -> Session:
+    """Check ``raw_options`` (the form's or the API's), write the row, ask the hub to start a named
+    server. Raises :class:`SessionRefused` (policy, or the hub's 400 message) or
+    :class:`hub.HubUnavailable` (the row is then marked failed, with the reason)."""
+    options, errors = parse_session_options(raw_options, policy=current_policy())
+    if errors:
+        raise SessionRefused(errors)
+    session = Session(user=user, ide=options.ide)
+    session.server_name = f"{options.ide}-{session.key.hex[:8]}"
+    _apply(session, options)
+    session.save()
+    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=_option_dict(options))
+    try:
+        hub.ensure_user(user.username)
+        ready = hub.start_server(user.username, session.server_name, _option_dict(options))
+    except hub.HubRefused as exc:
+        _end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}")
+        raise SessionRefused([PolicyError("options", str(exc))]) from None
+    except hub.HubUnavailable as exc:
+        _end(session, SessionState.FAILED, str(exc))
+        raise
+    if ready:
+        Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, started_at=djtz.now())
+    return session
+
+
+def session_stop(*, session: Session, by: User, reason: str = "") -> None:
+    """Stop a running session or cancel a pending one (the hub's spawner runs ``scancel``). Only the
+    owner may. Raises ``PermissionDenied`` or :class:`hub.HubUnavailable`."""
+    if by.pk != session.user_id:
+        raise PermissionDenied("Only the session's owner can stop it.")
+    if not session.is_active:
+        return
+    hub.stop_server(session.user.username, session.server_name)
+    was_pending = session.state != SessionState.RUNNING
+    message = reason or ("Cancelled before it started." if was_pending else "Stopped by you.")
+    _end(session, SessionState.STOPPED, message)
+    audit(actor=by, action="session.stop", target=f"session:{session.key}", old={"state": session.state}, new={"state": "STOPPED"})
+
+
+def _apply(session: Session, options: SessionOptions) -> None:
+    session.ide = options.ide
+    session.partition = options.partition
+    session.gpu_type = options.gpu_type
+    session.gpu_count = options.gpu_count
+    session.cpus = options.cpus
+    session.memory_mb = options.memory_mb
+    session.time_limit_min = options.time_limit_min
+
+
+def _option_dict(options: SessionOptions) -> dict:
+    return {"ide": options.ide, "partition": options.partition, "gpu_type": options.gpu_type, "gpu_count": options.gpu_count,
+            "cpus": options.cpus, "memory_mb": options.memory_mb, "hours": options.hours}
+
+
+def _end(session: Session, state: str, message: str) -> None:
+    Session.objects.filter(pk=session.pk, state__in=ACTIVE_SESSION_STATES).update(state=state, message=message[:4000], ended_at=djtz.now())
+    session.refresh_from_db()
+
+
+# --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
+def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
+    """The spawner's ``apply_user_options``: check the options exactly as the form does and return
+    the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
+    ``time_limit_min`` minutes, ``memory_mb`` MiB). Raises :class:`SessionRefused`."""
+    user = User.objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise SessionRefused([PolicyError("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session.")])
+    options, errors = parse_session_options(raw_options, policy=current_policy())
+    if errors:
+        raise SessionRefused(errors)
+    with transaction.atomic():
+        session = (Session.objects.select_for_update().filter(user=user, server_name=server_name, state=SessionState.REQUESTED)
+                   .order_by("-created_at").first())
+        if session is None:  # started with the user's own hub token, not from the portal
+            session = Session(user=user, server_name=server_name)
+        _apply(session, options)
+        session.state = SessionState.STARTING
+        session.save()
+    return {
+        "key": str(session.key), "ide": options.ide, "job_name": f"session-{options.ide}",
+        "partition": options.partition, "gpu_type": options.gpu_type, "gpu_count": options.gpu_count,
+        "cpus": options.cpus, "memory_mb": options.memory_mb, "time_limit_min": options.time_limit_min,
+        "default_url": "/vscode/" if options.ide == "vscode" else "/lab",
+    }
+
+
+def job_status_for_hub(*, job_id: int, since: float, now: float | None = None) -> dict:
+    """One job's state from the snapshot, for the spawner's poll. ``UNKNOWN`` when the snapshot is
+    stale (controller unreachable: the hub keeps the server) or was taken before ``since`` (Unix
+    seconds of the submission); ``NOT_FOUND`` when a fresh snapshot taken after the submission no
+    longer lists the job."""
+    now = time.time() if now is None else now
+    snapshot = snapshot_load(with_jobs=True)
+    status = snapshot_status(snapshot, now=now)
+    if not status.has_data or status.stale:
+        return {"state": "UNKNOWN", "message": snapshot.error if snapshot else "no snapshot yet"}
+    job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
+    if job is None:
+        return {"state": "NOT_FOUND" if snapshot.taken_at > since + 1 else "UNKNOWN"}
+    position, in_line = positions_load().get(job_id, (None, None))
+    exit_code = f"{job.exit_code}:{job.signal or 0}" if job.exit_code is not None and job.state in ENDED_JOB_STATES else ""
+    return {
+        "state": job.state, "node": job.nodes, "reason": job.reason, "exit_code": exit_code,
+        "position": position, "in_line": in_line,
+        "estimated_start": job.start_time if job.state == "PENDING" and job.start_time > now else None,
+    }
+
+
+def session_event(*, username: str, key: str, event: str, message: str) -> None:
+    """The spawner reports that a session ``failed`` to start or ``ended`` (its job ended)."""
+    session = Session.objects.filter(user__username=username, key=key).first()
+    if session is None:
+        return
+    state = SessionState.FAILED if event == "failed" else SessionState.STOPPED
+    _end(session, state, message)
+
+
+# --- the sessions page ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionCard:
+    """What one card shows. ``phase``: queued / starting / running / ended / unknown; ``open_url``:
+    the IDE's URL when running; ``time_left_s`` seconds; ``estimate`` aware datetime or None."""
+
+    session: Session
+    phase: str
+    job: QueueJob | None
+    position: int | None
+    in_line: int | None
+    estimate: datetime | None
+    time_left_s: int | None
+    progress: str
+    open_url: str
+
+
+def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:
+    """Cards for the user's active sessions and those ended in the last ``recent_seconds``, plus a
+    warning ("" when none) when the hub could not be asked. Active rows the hub no longer has are
+    marked ended here (with the reason the spawner gave, else a plain one)."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    rows = list(Session.objects.filter(user=user).exclude(state__in=[SessionState.STOPPED, SessionState.FAILED], ended_at__lt=recent)[:20])
+    active = [s for s in rows if s.is_active]
+    warning = ""
+    servers: dict[str, hub.HubServer] | None = {}
+    if active:
+        try:
+            servers = hub.servers(user.username) or {}
+        except hub.HubError as exc:
+            servers, warning = None, f"JupyterHub is unreachable, so session states may be out of date: {exc}"
+    snapshot = snapshot_load(with_jobs=True) if active else None
+    by_key = {j.comment.removeprefix("portal:"): j for j in snapshot.jobs if j.comment.startswith("portal:")} if snapshot else {}
+    positions = positions_load() if active else {}
+    now = time.time()
+    cards = []
+    for session in rows:
+        job = by_key.get(str(session.key))
+        server = servers.get(session.server_name) if servers is not None else None
+        if session.is_active and servers is not None and server is None:
+            session = _reconcile_gone(session, job)
+        elif server is not None and server.ready and session.state != SessionState.RUNNING:
+            Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, started_at=session.started_at or djtz.now())
+            session.refresh_from_db()
+        cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
+    return cards, warning
+
+
+def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
+    session.refresh_from_db()
+    if not session.is_active:
+        return session
+    if session.state == SessionState.RUNNING:
+        if job is not None and job.state == "TIMEOUT":
+            message = f"Reached its time limit ({session.time_limit_min // 60} h)."
+        elif job is not None and job.state in ENDED_JOB_STATES:
+            message = f"Its Slurm job {job.job_id} ended ({job.state})."
+        else:
+            message = "The session ended."
+        _end(session, SessionState.STOPPED, message)
+    elif djtz.now() - session.created_at > timedelta(seconds=30):
+        _end(session, SessionState.FAILED, "The session did not start and JupyterHub no longer has it; start it again.")
+    return session
+
+
+def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:
+    position = in_line = estimate = time_left = None
+    progress = open_url = ""
+    if not session.is_active:
+        phase = "ended"
+    elif not hub_known:
+        phase = "unknown"
+    elif server is not None and server.ready:
+        phase = "running"
+        open_url = settings.HUB_URL + server.url.rstrip("/") + ("/vscode/" if session.ide == "vscode" else "/lab")
+        if job is not None and job.start_time:
+            time_left = time_left_seconds(start=job.start_time, limit_minutes=job.time_limit, now=now)
+    elif job is not None and job.state == "PENDING":
+        phase = "queued"
+        position, in_line = positions.get(job.job_id, (None, None))
+        if job.start_time and job.start_time > now:
+            estimate = datetime.fromtimestamp(job.start_time, tz=djtz.get_current_timezone())
+        progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
+    else:
+        phase = "starting"
+        progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
+    return SessionCard(session, phase, job, position, in_line, estimate, time_left, progress, open_url)
+
+
+# --- idle culling -------------------------------------------------------------------------------------
+def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
+    """Stop running sessions without activity for ``PORTAL_SESSION_IDLE_MINUTES`` (the hub's
+    ``last_activity``, which JupyterLab and code-server traffic keeps current); each gets a message
+    saying why. Returns the sessions stopped. Hub errors leave sessions alone until the next run."""
+    limit = settings.SESSION_IDLE_MINUTES
+    if not limit:
+        return []
+    now = now or djtz.now()
+    stopped = []
+    for session in Session.objects.filter(state=SessionState.RUNNING).select_related("user"):
+        try:
+            server = (hub.servers(session.user.username) or {}).get(session.server_name)
+        except hub.HubError as exc:
+            log.warning("idle check skipped for %s: %s", session, exc)
+            continue
+        if server is None or not server.ready or not server.last_activity:
+            continue
+        last = datetime.fromisoformat(server.last_activity.replace("Z", "+00:00"))
+        idle_min = (now - last).total_seconds() / 60
+        if idle_min < limit:
+            continue
+        try:
+            hub.stop_server(session.user.username, session.server_name)
+        except hub.HubError as exc:
+            log.warning("idle stop of %s failed: %s", session, exc)
+            continue
+        _end(session, SessionState.STOPPED, f"Stopped after {int(idle_min)} minutes without activity (this site stops idle sessions after {limit} minutes), so its GPUs go back to the queue. Start a new one any time.")
+        audit(actor=None, action="session.idle_stop", target=f"session:{session.key}", new={"idle_minutes": int(idle_min)})
+        stopped.append(session)
+    return stopped

@@ -1,0 +1,74 @@
+"""Session pages. Thin: parse input, call one service, render."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from jobs.selectors import snapshot_status
+from jobs.snapshot import snapshot_load
+
+from . import hub
+from .forms import SessionForm
+from .models import Session
+from .options import vscode_available
+from .services import SessionRefused, current_policy, session_cards, session_start, session_stop
+
+
+def _context(request: HttpRequest, form: SessionForm) -> dict:
+    cards, warning = session_cards(user=request.user)
+    return {"form": form, "cards": cards, "hub_warning": warning, "vscode": vscode_available(),
+            "idle_minutes": settings.SESSION_IDLE_MINUTES, "max_gpus": settings.SESSION_MAX_GPUS,
+            "status": snapshot_status(snapshot_load(with_jobs=False)), "code_server_dir": settings.CODE_SERVER_DIR}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def session_list(request: HttpRequest) -> HttpResponse:
+    """Sessions: the launch form and one card per session. POST starts one; a refusal keeps the
+    form as typed and says what to change."""
+    form = SessionForm(request.POST or None, policy=current_policy())
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                session = session_start(user=request.user, raw_options=form.user_options())
+            except SessionRefused as refused:
+                for error in refused.errors:
+                    field = form.OPTION_FIELDS.get(error.field, error.field)
+                    form.add_error(field if field in form.fields else None, error.message)
+            except hub.HubUnavailable as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"{session.ide_label} session is starting.")
+                return redirect("session_list")
+        return render(request, "interactive/session_list.html", _context(request, form), status=400)
+    return render(request, "interactive/session_list.html", _context(request, form))
+
+
+@login_required
+def session_cards_view(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment: the cards, refreshed every few seconds."""
+    cards, warning = session_cards(user=request.user)
+    return render(request, "interactive/_cards.html", {"cards": cards, "hub_warning": warning})
+
+
+@login_required
+@require_POST
+def session_stop_view(request: HttpRequest, key) -> HttpResponse:
+    """Stop (running) or cancel (pending) one of the user's sessions."""
+    session = Session.objects.filter(key=key).select_related("user").first()
+    if session is None or (session.user_id != request.user.pk and not request.user.is_staff):
+        raise Http404("No such session.")
+    try:
+        session_stop(session=session, by=request.user)
+    except PermissionDenied:
+        raise
+    except hub.HubError as exc:
+        messages.error(request, f"The session could not be stopped: {exc}")
+    else:
+        messages.success(request, f"{session.ide_label} session stopped.")
+    return redirect("session_list")
