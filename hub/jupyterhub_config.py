@@ -98,7 +98,7 @@ c.PortalSlurmSpawner.daemon_resolver = dict(
 )
 c.PortalSlurmSpawner.start_timeout = int(env("PORTAL_SESSION_START_TIMEOUT", "600"))
 c.PortalSlurmSpawner.http_timeout = 120
-c.PortalSlurmSpawner.poll_interval = 30  # reads the portal's snapshot, not Slurm
+c.PortalSlurmSpawner.poll_interval = int(env("PORTAL_HUB_POLL_INTERVAL", "30"))  # reads the portal's snapshot, not Slurm
 c.PortalSlurmSpawner.default_url = "/lab"
 c.Spawner.debug = os.environ.get("PORTAL_HUB_DEBUG") == "1"
 c.JupyterHub.log_level = "DEBUG" if os.environ.get("PORTAL_HUB_DEBUG") == "1" else "INFO"

@@ -110,13 +110,31 @@ def start_server(username: str, server_name: str, user_options: dict) -> bool:
 
 
 def stop_server(username: str, server_name: str) -> None:
-    """``DELETE /users/{name}/servers/{server}`` (also cancels a pending spawn). A server the hub
-    no longer has counts as stopped."""
+    """``DELETE /users/{name}/servers/{server}`` with ``remove``: stops it (also cancels a pending
+    spawn) and forgets the name, so stopped sessions do not count against the hub's
+    ``named_server_limit_per_user``. A server the hub no longer has counts as stopped."""
     try:
-        _call("DELETE", f"{user_path(username)}/servers/{quote(server_name, safe='')}")
+        _call("DELETE", f"{user_path(username)}/servers/{quote(server_name, safe='')}", body={"remove": True})
     except HubRefused as exc:
         if exc.status != 404:
             raise
+
+
+def remove_stopped_servers(username: str) -> int:
+    """Forget the user's named servers that are no longer running (a failed start leaves its name
+    behind). Returns how many were removed."""
+    try:
+        data = _call("GET", f"{user_path(username)}?include_stopped_servers=1").json()
+    except HubRefused as exc:
+        if exc.status == 404:
+            return 0
+        raise
+    removed = 0
+    for name, server in (data.get("servers") or {}).items():
+        if name and server.get("stopped"):
+            stop_server(username, name)
+            removed += 1
+    return removed
 
 
 def progress_message(username: str, server_name: str, *, read_for: float = 0.8) -> str:

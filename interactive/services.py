@@ -62,11 +62,15 @@ def session_start(*, user: User, raw_options: dict) -> Session:
     audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=_option_dict(options))
     try:
         hub.ensure_user(user.username)
+        hub.remove_stopped_servers(user.username)
         ready = hub.start_server(user.username, session.server_name, _option_dict(options))
     except hub.HubRefused as exc:
         _end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}")
         raise SessionRefused([PolicyError("options", str(exc))]) from None
     except hub.HubUnavailable as exc:
+        session.refresh_from_db()
+        if session.state == SessionState.FAILED:  # the spawner already said why; the card shows it
+            return session
         _end(session, SessionState.FAILED, str(exc))
         raise
     if ready:

@@ -22,6 +22,8 @@ def free_port() -> int:
 def pytest_configure(config):
     # The live server needs a known port before the IdP starts: the IdP must list the callback URL.
     os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", f"127.0.0.1:{free_port()}")
+    # Likewise the test hub's public port (the IdP must list its OAuth callback).
+    os.environ.setdefault("TEST_HUB_PORT", str(free_port()))
 
 
 @pytest.fixture
@@ -135,7 +137,15 @@ def oidc_idp(tmp_path_factory):
                 "grant_types": ["authorization_code"],
                 "response_types": ["code"],
                 "token_endpoint_auth_method": "client_secret_basic",
-            }
+            },
+            {
+                "client_id": "jupyterhub",
+                "client_secret": "jupyterhub-test-secret",
+                "redirect_uris": [f"http://127.0.0.1:{os.environ['TEST_HUB_PORT']}/hub/oauth_callback"],
+                "grant_types": ["authorization_code"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            },
         ],
     }
     (base / "config.json").write_text(json.dumps(config))

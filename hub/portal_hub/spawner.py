@@ -256,30 +256,38 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     # -------------------------------------------------------------- lifecycle
 
     async def start(self):
-        """Submit the job and wait until the single-user server reports its port (batchspawner's
-        ``/hub/api/batchspawner`` callback). Raises :class:`SessionStartFailed` at once when the job
-        ends first. Returns (node address, port)."""
+        """Submit the job; wait until the single-user server has reported its port (batchspawner's
+        ``/hub/api/batchspawner`` callback) and accepts connections. Raises
+        :class:`SessionStartFailed` at once when the job ends first (a failing prologue, a broken
+        Jupyter config, scancel). Returns (node address, port)."""
         if not self.settings:
             raise web.HTTPError(400, "This session has no validated options; start it from the portal.")
         self.port = 0
         self.job_status = ""
         await self.submit_batch_script()
         self.session_status = JobStatus("PENDING")
-        while not self.port:
-            status = await self.snapshot_status()
-            if status.state != "UNKNOWN":
-                self.session_status = status
-            if status.ended:
-                reason = await self._failure_reason(status)
-                self.log.warning("%s", reason)
-                await self._notify("failed", reason)
-                self.clear_state()
-                raise SessionStartFailed(reason)
-            await asyncio.sleep(self.startup_poll_interval)
-        out = await self.query_job_status()
-        host = out.split()[-1] if out.split() else ""
-        self.ip = self.daemon_resolver.get(host, host) or "127.0.0.1"
-        self.db.commit()
+        address = None
+        last_status = 0.0
+        while True:
+            if self.port and address is None:
+                out = await self.query_job_status()  # one direct squeue, for the node
+                host = out.split()[-1] if len(out.split()) > 1 else ""
+                address = self.daemon_resolver.get(host, host) or "127.0.0.1"
+            if address and await _accepts(address, self.port):
+                break
+            if time.monotonic() - last_status >= self.startup_poll_interval:
+                last_status = time.monotonic()
+                status = await self.snapshot_status()
+                if status.state != "UNKNOWN":
+                    self.session_status = status
+                if status.ended:
+                    reason = await self._failure_reason(status)
+                    self.log.warning("%s", reason)
+                    await self._notify("failed", reason)
+                    self.clear_state()
+                    raise SessionStartFailed(reason)
+            await asyncio.sleep(0.25)
+        self.ip = address
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port
 
@@ -295,6 +303,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             await self._notify("ended", why)
             self.clear_state()
             return 1
+        if status.state == "UNKNOWN":
+            self.log.warning("Session job %s of %s: state unknown (%s); keeping the session", self.job_id, self.user.name, status.message or "no fresh snapshot")
         return None
 
     async def stop(self, now=False):
@@ -341,6 +351,16 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     def load_state(self, state):
         super().load_state(state)
         self.settings = state.get("portal_settings", {})
+
+
+async def _accepts(host: str, port: int) -> bool:
+    """True when something listens on host:port (a TCP connect, no request)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 def _ordinal(n: int) -> str:

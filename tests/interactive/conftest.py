@@ -1,0 +1,135 @@
+"""A real JupyterHub for the session tests: the project's config (hub/jupyterhub_config.py) and
+spawner, run as the portal's service user by scripts/hub.sh, on free ports, against the test IdP and
+the live test portal, submitting to the real local Slurm."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection
+
+from tests.conftest import REPO, free_port
+
+HUB_TOKEN = "test-hub-token"
+JUPYTER_VENV = Path(os.environ.get("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyter"))
+
+
+@dataclass
+class TestHub:
+    url: str  # public (proxy)
+    api_url: str  # the hub's REST API
+    state_dir: Path
+    log_file: Path
+    env: dict
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def user_token(self, username: str) -> str:
+        """A new API token of ``username``'s own (``jupyterhub token``), as a user would make one."""
+        out = subprocess.run(
+            ["runuser", "-u", "portal", "--", str(JUPYTER_VENV / "bin" / "jupyterhub"), "token", username,
+             "-f", str(REPO / "hub" / "jupyterhub_config.py")],
+            env=self.env, cwd=self.state_dir, capture_output=True, text=True, timeout=60, check=True,
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    def api(self, method: str, path: str, *, token: str = HUB_TOKEN, **kw) -> requests.Response:
+        return requests.request(method, self.api_url + path, headers={"Authorization": f"token {token}"}, timeout=30, **kw)
+
+
+@pytest.fixture(scope="session")
+def jupyterhub(oidc_idp):
+    """Start the hub once for the session (needs scripts/hub_setup.sh, which scripts/test.sh runs)."""
+    if not (JUPYTER_VENV / "bin" / "jupyterhub").exists():
+        pytest.fail(f"no JupyterHub in {JUPYTER_VENV}: run scripts/hub_setup.sh (make test does)")
+    state = REPO / "var" / "test-hub"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    port = os.environ["TEST_HUB_PORT"]
+    env = {
+        **os.environ,
+        "PORTAL_HUB_STATE_DIR": str(state),
+        "PORTAL_HUB_URL": f"http://127.0.0.1:{port}",
+        "PORTAL_HUB_API_PORT": str(free_port()),
+        "PORTAL_HUB_PROXY_API_PORT": str(free_port()),
+        "PORTAL_HUB_TOKEN": HUB_TOKEN,
+        "PORTAL_URL": "http://" + os.environ["DJANGO_LIVE_TEST_SERVER_ADDRESS"],
+        "OIDC_ISSUER": oidc_idp.issuer,
+        "PORTAL_HUB_OIDC_CLIENT_SECRET": "jupyterhub-test-secret",
+        "PORTAL_HUB_POLL_INTERVAL": "5",
+    }
+    log_file = state.parent / "test-hub.log"
+    log = open(log_file, "w")
+    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "hub.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    hub = TestHub(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{env['PORTAL_HUB_API_PORT']}/hub/api", state, log_file, env)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.get(hub.api_url + "/", timeout=2).status_code == 200:
+                break
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the test hub did not start:\n" + hub.log()[-4000:])
+        time.sleep(0.3)
+    yield hub
+    # Stop the hub, then any session job it left (cleanup_servers is off on purpose).
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+    log.close()
+    for name in ("session-lab", "session-vscode"):
+        subprocess.run(["scancel", f"--name={name}"], check=False)
+
+
+@pytest.fixture
+def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
+    """The live portal pointed at the test hub, with the snapshot refreshed every second (the
+    poller's own service, in a thread). Returns the hub."""
+    from jobs.services import snapshot_refresh
+
+    settings.HUB_URL = jupyterhub.url
+    settings.HUB_API_URL = jupyterhub.api_url
+    settings.HUB_TOKEN = HUB_TOKEN
+    stop = threading.Event()
+
+    def loop():
+        try:
+            while not stop.is_set():
+                try:
+                    snapshot_refresh()
+                except Exception:  # noqa: BLE001 - a failed poll is recorded in the snapshot itself
+                    pass
+                stop.wait(1.0)
+        finally:
+            connection.close()
+
+    snapshot_refresh()
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield jupyterhub
+    stop.set()
+    thread.join(10)
+
+
+def squeue_session_jobs(user: str) -> list[dict]:
+    """The user's session jobs as ``scontrol show job`` key=value dicts (real Slurm)."""
+    out = subprocess.run(["squeue", "-h", "-u", user, "-o", "%i"], capture_output=True, text=True, check=True).stdout.split()
+    jobs = []
+    for job_id in out:
+        text = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+        fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+        if fields.get("JobName", "").startswith("session-"):
+            jobs.append(fields)
+    return jobs

@@ -1,0 +1,250 @@
+"""Sessions on the real hub and the real cluster: spawn, reach the server through the proxy, stop;
+what a user's own hub token may not do; the controller down for a minute; a job failing at start-up;
+idle culling."""
+from __future__ import annotations
+
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import requests
+from django.utils import timezone as djtz
+
+from accounts.models import User
+from interactive import hub as hub_client
+from interactive.models import Session, SessionState
+from interactive.services import SessionRefused, session_cards, session_start, session_stop, sessions_cull_idle
+
+from .conftest import squeue_session_jobs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def alice(hub_portal):
+    user, _ = User.objects.get_or_create(username="alice", defaults={"oidc_issuer": "test", "oidc_sub": "alice-hub-test"})
+    yield user
+    # leave no server or job behind
+    for s in Session.objects.filter(user=user, state__in=[SessionState.REQUESTED, SessionState.STARTING, SessionState.RUNNING]):
+        try:
+            hub_client.stop_server(user.username, s.server_name)
+        except hub_client.HubError:
+            pass
+    subprocess.run(["scancel", "-u", "alice", "--name=session-lab"], check=False)
+
+
+def wait_ready(hub, user: str, server: str, timeout: float = 120) -> dict:
+    began = time.monotonic()
+    while time.monotonic() < began + timeout:
+        data = hub.api("GET", f"/users/{user}").json()
+        s = data["servers"].get(server)
+        if s and s["ready"]:
+            return s
+        if s is None and time.monotonic() > began + 5:
+            pytest.fail(f"server {server} vanished before it was ready:\n{hub.log()[-3000:]}")
+        time.sleep(0.5)
+    pytest.fail(f"server {server} not ready after {timeout} s:\n{hub.log()[-3000:]}")
+
+
+def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
+    hub = hub_portal
+    started = time.monotonic()
+    session = session_start(user=alice, raw_options={"ide": "lab", "partition": "interactive", "gpu_type": "a100", "gpu_count": 1, "cpus": 2, "memory_mb": 2048, "hours": 1})
+    server = wait_ready(hub, "alice", session.server_name)
+    print(f"spawn to ready: {time.monotonic() - started:.1f} s")
+
+    # The Slurm job carries what the portal validated, and the portal's key.
+    jobs = squeue_session_jobs("alice")
+    assert len(jobs) == 1
+    job = jobs[0]
+    assert job["Comment"] == f"portal:{session.key}"
+    assert job["Partition"] == "interactive"
+    assert "gres/gpu:a100=1" in job["TRES"] or "gres/gpu=1" in job["TRES"]
+    assert job["TimeLimit"] == "01:00:00"
+
+    # The single-user server answers through the proxy, for alice's own token.
+    token = hub.user_token("alice")
+    r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {token}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert "last_activity" in r.json()
+
+    # The page's card says running, with the time left and an Open link to JupyterLab.
+    cards, warning = session_cards(user=alice)
+    assert warning == ""
+    card = next(c for c in cards if c.session.pk == session.pk)
+    assert card.phase == "running"
+    assert card.open_url == f"{hub.url}/user/alice/{session.server_name}/lab"
+    assert card.time_left_s is not None and 3000 < card.time_left_s <= 3600
+
+    session.refresh_from_db()
+    session_stop(session=session, by=alice)
+    deadline = time.monotonic() + 30
+    while squeue_session_jobs("alice") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    remaining = [j for j in squeue_session_jobs("alice") if j["JobState"] not in ("COMPLETING", "CANCELLED")]
+    assert remaining == []
+    assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
+    session.refresh_from_db()
+    assert session.state == SessionState.STOPPED and session.message == "Stopped by you."
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"gres": "gpu:4"}, "Unknown session option(s): gres"),
+        ({"options": "--comment=x --gres=gpu:8"}, "Unknown session option(s): options"),
+        ({"ide": "lab", "prologue": "rm -rf ~"}, "Unknown session option(s): prologue"),
+        ({"gpu_count": 4, "gpu_type": "a100"}, "Sessions may have at most 2 GPUs"),
+        ({"partition": "train"}, "Sessions run in the interactive partition(s) only"),
+        ({"hours": 100}, "A session lasts 1 to 8 hours"),
+        ({"cpus": "4; touch /tmp/pwned"}, "CPUs must be a whole number"),
+        ({"gpu_type": "h100", "gpu_count": 1}, "has no 'h100' GPUs"),
+    ],
+)
+def test_own_hub_token_cannot_inject_or_exceed_policy(alice, hub_portal, options, message):
+    hub = hub_portal
+    token = hub.user_token("alice")
+    r = hub.api("POST", "/users/alice/servers/sneaky", token=token, json={"user_options": options})
+    assert r.status_code == 400, r.text
+    assert message in r.json()["message"]
+    assert squeue_session_jobs("alice") == []
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_batchspawner_callback_accepts_only_a_port(alice, hub_portal):
+    """batchspawner's stock handler sets any spawner attribute it is sent; ours takes the port only."""
+    hub = hub_portal
+    session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
+    wait_ready(hub, "alice", session.server_name)
+    pid = subprocess.run(["pgrep", "-u", "alice", "-f", "jupyterhub-singleuser"], capture_output=True, text=True).stdout.split()[0]
+    environ = dict(line.split("=", 1) for line in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
+    server_token = environ["JUPYTERHUB_API_TOKEN"]
+    hub_api = environ["JUPYTERHUB_API_URL"]
+    for body in ({"exec_prefix": "touch /tmp/pwned;"}, {"port": 1234, "batch_script": "x"}, {"port": "80"}):
+        r = requests.post(f"{hub_api}/batchspawner", headers={"Authorization": f"token {server_token}"}, json=body, timeout=10)
+        assert r.status_code == 400, (body, r.text)
+    # A user token (not the server's) may not post here at all.
+    r = requests.post(f"{hub_api}/batchspawner", headers={"Authorization": f"token {hub.user_token('alice')}"}, json={"port": 1234}, timeout=10)
+    assert r.status_code == 403
+    assert not Path("/tmp/pwned").exists()
+    # The server still works.
+    r = requests.get(f"{hub.url}/user/alice/{session.server_name}/api/status", headers={"Authorization": f"token {hub.user_token('alice')}"}, timeout=30)
+    assert r.status_code == 200
+
+
+def _slurmctld(action: str) -> None:
+    if action == "stop":
+        pid = Path("/run/slurmctld.pid").read_text().strip()
+        subprocess.run(["kill", "-TERM", pid], check=True)
+        for _ in range(100):
+            if subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError("slurmctld did not stop")
+    subprocess.run(["bash", str(REPO / "cluster" / "up.sh")], check=True, capture_output=True, timeout=120)
+
+
+def test_running_session_survives_the_controller_down_for_a_minute(alice, hub_portal, settings):
+    hub = hub_portal
+    settings.SNAPSHOT_MAX_AGE = 15  # so the spawner's status reads turn UNKNOWN during the outage
+    session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
+    server = wait_ready(hub, "alice", session.server_name)
+    token = hub.user_token("alice")
+    log_mark = len(hub.log())
+    _slurmctld("stop")
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
+            r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {token}"}, timeout=30)
+            assert r.status_code == 200
+            time.sleep(5)
+        # the hub did poll during the outage, and was told "unknown", not "ended"
+        assert "unknown (portal" in hub.log()[log_mark:] or "keeping the session" in hub.log()[log_mark:]
+        cards, _ = session_cards(user=alice)
+        assert next(c for c in cards if c.session.pk == session.pk).phase == "running"
+    finally:
+        _slurmctld("start")
+    time.sleep(8)  # a poll after the controller is back
+    assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
+    session.refresh_from_db()
+    assert session.state == SessionState.RUNNING
+
+
+def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice, hub_portal):
+    hub = hub_portal
+    config_dir = Path("/home/alice/.jupyter")
+    bad = config_dir / "jupyter_server_config.py"
+    subprocess.run(["runuser", "-u", "alice", "--", "mkdir", "-p", str(config_dir)], check=True)
+    subprocess.run(["runuser", "-u", "alice", "--", "sh", "-c", f"echo 'raise SystemExit(\"broken config: {bad}\")' > {bad}"], check=True)
+    try:
+        started = time.monotonic()
+        session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            session.refresh_from_db()
+            if session.state == SessionState.FAILED:
+                break
+            time.sleep(0.5)
+        elapsed = time.monotonic() - started
+        assert session.state == SessionState.FAILED, hub.log()[-3000:]
+        assert elapsed < 30, f"failure took {elapsed:.0f} s to be reported"
+        assert "before JupyterLab answered" in session.message
+        assert "exit code" in session.message
+        assert "broken config" in session.message  # the log's last lines
+        assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
+    finally:
+        bad.unlink()
+    again = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
+    wait_ready(hub, "alice", again.server_name)
+    session_stop(session=again, by=alice)
+
+
+def test_cancel_while_pending_and_refusals_from_the_portal(alice, hub_portal):
+    hub = hub_portal
+    # 8 CPUs x 2 sessions cannot both run on node1 (8 CPUs): the second waits in line.
+    first = session_start(user=alice, raw_options={"hours": 1, "cpus": 8, "memory_mb": 1024})
+    wait_ready(hub, "alice", first.server_name)
+    second = session_start(user=alice, raw_options={"hours": 1, "cpus": 8, "memory_mb": 1024})
+    deadline = time.monotonic() + 30
+    card = None
+    while time.monotonic() < deadline:
+        cards, _ = session_cards(user=alice)
+        card = next(c for c in cards if c.session.pk == second.pk)
+        if card.phase == "queued" and card.position:
+            break
+        time.sleep(1)
+    assert card.phase == "queued", card
+    assert card.position == 1
+    second.refresh_from_db()
+    session_stop(session=second, by=alice)
+    second.refresh_from_db()
+    assert second.state == SessionState.STOPPED and "Cancelled before it started" in second.message
+    deadline = time.monotonic() + 20
+    while any(j["Comment"] == f"portal:{second.key}" and j["JobState"] == "PENDING" for j in squeue_session_jobs("alice")):
+        assert time.monotonic() < deadline, "the pending job was not cancelled"
+        time.sleep(0.5)
+    session_stop(session=Session.objects.get(pk=first.pk), by=alice)
+
+    with pytest.raises(SessionRefused) as refused:
+        session_start(user=alice, raw_options={"gpu_count": 3})
+    assert "at most 2 GPUs" in str(refused.value)
+
+
+def test_idle_session_is_stopped_and_the_user_told_why(alice, hub_portal, settings):
+    hub = hub_portal
+    settings.SESSION_IDLE_MINUTES = 60
+    session = session_start(user=alice, raw_options={"hours": 2, "cpus": 1, "memory_mb": 1024})
+    wait_ready(hub, "alice", session.server_name)
+    session_cards(user=alice)  # the page marks it running
+    assert sessions_cull_idle(now=djtz.now() + timedelta(minutes=10)) == []  # not idle long enough
+    stopped = sessions_cull_idle(now=djtz.now() + timedelta(minutes=61))
+    assert [s.pk for s in stopped] == [session.pk]
+    session.refresh_from_db()
+    assert session.state == SessionState.STOPPED
+    assert "without activity" in session.message and "60 minutes" in session.message
+    assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
