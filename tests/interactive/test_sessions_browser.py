@@ -1,0 +1,80 @@
+"""End to end in headless Chromium: sign in to the portal through the IdP, start a JupyterLab session
+from the Sessions page, open it (the hub signs in through the same IdP without asking again), see
+JupyterLab, stop it. The same for VS Code where code-server is installed."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from interactive.models import Session, SessionState
+from interactive.options import vscode_available
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"e2e-session-{name}.png"), full_page=True)
+
+
+def sign_in(page, base):
+    page.goto(base + "/sessions/")
+    page.get_by_test_id("sso-login").click()
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "alice")
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=start-session]")
+
+
+def start_and_open(page, ide: str, ready_selector: str, name: str):
+    page.check(f"input[name=ide][value={ide}]")
+    page.select_option("#id_gpu_count", "1")
+    page.select_option("#id_gpu_type", "a100")
+    page.fill("#id_cpus", "2")
+    page.fill("#id_memory_gb", "2")
+    page.fill("#id_hours", "1")
+    page.get_by_test_id("start-session").click()
+    card = page.locator(f"[data-testid=session-card][data-phase]:has-text('{'VS Code' if ide == 'vscode' else 'JupyterLab'}')").first
+    card.wait_for()
+    shot(page, f"{name}-1-starting")
+    card.get_by_test_id("open-session").wait_for(timeout=120_000)
+    status = card.get_by_test_id("session-status").inner_text()
+    assert "running" in status and "left" in status, status
+    shot(page, f"{name}-2-running")
+    with page.context.expect_page() as new_tab:
+        card.get_by_test_id("open-session").click()
+    ide_page = new_tab.value
+    ide_page.wait_for_selector(ready_selector, timeout=120_000)
+    assert "/user/alice/" in ide_page.url
+    ide_page.screenshot(path=str(ARTIFACTS / f"e2e-session-{name}-3-ide.png"))
+    ide_page.close()
+    return card
+
+
+def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, browser_page):  # noqa: F811
+    page = browser_page
+    sign_in(page, portal_with_idp)
+    assert "at most 2 GPUs" in page.locator("[data-field=gpu_count]").inner_text()
+
+    # A refusal keeps the form and says why (3 GPUs is not offered; send it anyway).
+    page.evaluate("document.querySelector('#id_gpu_count').add(new Option('4', '4'))")
+    page.select_option("#id_gpu_count", "4")
+    page.get_by_test_id("start-session").click()
+    assert "at most 2 GPUs" in page.get_by_test_id("error-gpu_count").inner_text()
+
+    card = start_and_open(page, "lab", ".jp-LauncherCard", "lab")
+    if vscode_available():
+        start_and_open(page, "vscode", ".monaco-workbench", "vscode")
+    else:
+        assert page.get_by_test_id("vscode-missing").is_visible()
+
+    while page.get_by_test_id("stop-session").count():
+        page.get_by_test_id("stop-session").first.click()
+        page.wait_for_load_state()
+    page.wait_for_selector("[data-testid=session-card][data-phase=ended]")
+    assert page.get_by_test_id("stop-session").count() == 0
+    assert "Stopped by you." in card.inner_text() or "Stopped by you." in page.inner_text("#session-cards")
+    shot(page, "4-stopped")
+    assert not Session.objects.filter(user__username="alice", state__in=[SessionState.STARTING, SessionState.RUNNING]).exists()
+    connection.close()
