@@ -1,0 +1,88 @@
+"""The sessions page without a hub (unreachable): bad input never fails, refusals keep the form, CSRF
+on start and stop, nobody stops another user's session, the page says when the hub is down."""
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+from django.test import Client
+
+from interactive.models import Session, SessionState
+from jobs.slurm import SlurmGateway
+from jobs.snapshot import snapshot_store, snapshot_take
+from tests.conftest import free_port
+from tests.fakes import FakeTransport, cluster_transport
+from tests.security.test_bad_input import CORPUS
+
+pytestmark = pytest.mark.django_db
+
+GOOD = dict(ide="lab", partition="interactive", gpu_count="1", gpu_type="a100", cpus="2", memory_gb="4", hours="2")
+FIELDS = list(GOOD)
+
+
+@pytest.fixture
+def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
+    settings.PORTAL_PARTITIONS = []
+    settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
+    settings.HUB_TOKEN = "t"
+    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
+    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(FakeTransport()))  # any Slurm call fails the test
+    alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t")
+    bob = django_user_model.objects.create(username="bob", oidc_sub="b", oidc_issuer="t")
+    return alice, bob
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_session_form_never_fails_on_hostile_input(client, world, field):
+    alice, _ = world
+    client.force_login(alice)
+    for value in CORPUS:
+        resp = client.post("/sessions/", {**GOOD, field: value})
+        assert resp.status_code == HTTPStatus.BAD_REQUEST, (field, value, resp.status_code)
+        assert b'class="error"' in resp.content or b'data-testid="form-errors"' in resp.content, (field, value)
+    # what was stored: only rows of starts that reached the hub call (refused there: hub down)
+    assert not Session.objects.exclude(state=SessionState.FAILED).exists()
+
+
+def test_policy_refusal_keeps_the_form_and_says_why(client, world):
+    alice, _ = world
+    client.force_login(alice)
+    resp = client.post("/sessions/", {**GOOD, "gpu_count": "4", "cpus": "7"})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    body = resp.content.decode()
+    assert "Sessions may have at most 2 GPUs" in body
+    assert 'value="7"' in body  # nothing typed is lost
+    assert not Session.objects.exists()
+
+
+def test_hub_down_is_said_plainly(client, world):
+    alice, _ = world
+    client.force_login(alice)
+    resp = client.post("/sessions/", GOOD)
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert "JupyterHub did not answer" in resp.content.decode()
+    session = Session.objects.get()
+    assert session.state == SessionState.FAILED and "JupyterHub did not answer" in session.message
+    # a running session while the hub is down: the page still renders, with a warning
+    Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    resp = client.get("/sessions/")
+    assert resp.status_code == 200
+    assert "JupyterHub is unreachable" in resp.content.decode()
+    assert 'data-phase="unknown"' in resp.content.decode()
+
+
+def test_csrf_on_start_and_stop_and_only_the_owner_stops(world):
+    alice, bob = world
+    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(alice)
+    assert strict.post("/sessions/", GOOD).status_code == HTTPStatus.FORBIDDEN
+    assert strict.post(f"/sessions/{s.key}/stop/").status_code == HTTPStatus.FORBIDDEN
+    other = Client()
+    other.force_login(bob)
+    assert other.post(f"/sessions/{s.key}/stop/").status_code == HTTPStatus.NOT_FOUND
+    assert other.get("/sessions/").status_code == 200 and str(s.key) not in other.get("/sessions/cards/").content.decode()
+    s.refresh_from_db()
+    assert s.state == SessionState.RUNNING
+    anonymous = Client()
+    assert anonymous.get("/sessions/").status_code == HTTPStatus.FOUND  # to sign-in
