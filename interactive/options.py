@@ -6,6 +6,7 @@ partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS``
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from jobs.policy import JobRequest, PolicyError, SitePolicy
 #: Every key a start request may carry.
 ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours")
 IDES = {"lab": "JupyterLab", "vscode": "VS Code"}
+_WHOLE = re.compile(r"-?[0-9]{1,9}")
 
 
 def vscode_available() -> bool:
@@ -43,7 +45,7 @@ def _int(raw: dict, key: str, default: int, errors: list[PolicyError], label: st
     value = raw.get(key, default)
     if isinstance(value, bool):
         value = None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 10:
+    if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):  # ASCII digits only ('²'.isdigit() is True)
         value = int(value)
     if not isinstance(value, int) or not -(2**31) < value < 2**31:
         errors.append(PolicyError(key, f"{label} must be a whole number."))

@@ -6,6 +6,11 @@ up in Slurm (``squeue --json``, then ``sacct --json``) and adopts the job it fin
 only when Slurm answered and the key is in neither. An sbatch that failed clearly (non-zero exit)
 is final; one whose outcome is unknown (timeout, dropped connection) raises
 :class:`SubmissionUncertain`, which the task retries later through the same key check.
+
+Two runs for one job never overlap: ``job_send`` holds a PostgreSQL advisory lock on the job for the
+whole send (released by the database if the worker dies). Tasks lost with the broker (a Redis
+restart, a killed worker) are sent again by :func:`jobs_resend_stuck` (Celery beat), through the
+same key check.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone as djtz
 
 from accounts.models import User
@@ -72,8 +77,38 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
             workdir=request.workdir,
         )
         audit(actor=user, action="job.create", job=job, new={"partition": job.partition, "gpus": job.gpu_count, "gpu_type": job.gpu_type})
-        transaction.on_commit(lambda: job_submit_task.delay(job.id))
+        transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
     return job
+
+
+def enqueue(task, job_id: int) -> bool:
+    """``task.delay(job_id)``, but a broker that cannot be reached (Redis restarting) only logs: the
+    row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was queued."""
+    try:
+        task.delay(job_id)
+    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...
+        logger.warning("could not queue %s for job %s (%s); the resend sweep will", task.name, job_id, exc)
+        return False
+    return True
+
+
+#: Namespace of the advisory locks job_send holds (one per job id).
+_SEND_LOCK = 0x6A6F62  # "job"
+
+
+def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
+    """Queue the submit task again for jobs still waiting to be submitted whose task may have been
+    lost (row older than ``older_than_s`` seconds, untouched for 30 s). Safe to repeat: job_send is
+    idempotent and serialised per job. Returns the job ids queued."""
+    from .tasks import job_submit_task
+
+    now = djtz.now()
+    stuck = list(
+        Job.objects.filter(state=JobState.SUBMITTING, slurm_job_id__isnull=True,
+                           created_at__lt=now - timedelta(seconds=older_than_s), updated_at__lt=now - timedelta(seconds=30))
+        .values_list("id", flat=True)[:500]
+    )
+    return [job_id for job_id in stuck if enqueue(job_submit_task, job_id)]
 
 
 def user_home(username: str) -> str:
@@ -151,7 +186,21 @@ def _fail(job: Job, message: str) -> Job:
 
 def job_send(*, job_id: int) -> Job:
     """Submit one job (the task's body). Idempotent: see the module docstring. Raises
-    :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job."""
+    :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job. Returns at once
+    (the row unchanged) when another run holds this job's send lock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_SEND_LOCK, job_id])
+        if not cursor.fetchone()[0]:
+            logger.info("job %s: another run is sending it", job_id)
+            return Job.objects.get(pk=job_id)
+    try:
+        return _job_send_locked(job_id)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_SEND_LOCK, job_id])
+
+
+def _job_send_locked(job_id: int) -> Job:
     with transaction.atomic():
         job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
         if job.slurm_job_id or job.state != JobState.SUBMITTING:
@@ -220,7 +269,7 @@ def job_cancel(*, job: Job, by: User) -> Job:
         job.cancel_requested_at = djtz.now()
         job.save(update_fields=["cancel_requested_at", "updated_at"])
         audit(actor=by, action="job.cancel_requested", job=job, new={"state": job.state})
-        transaction.on_commit(lambda: job_cancel_task.delay(job.id))
+        transaction.on_commit(lambda: enqueue(job_cancel_task, job.id))
     return job
 
 

@@ -2,7 +2,7 @@
 from celery import shared_task
 
 from .slurm import SlurmError
-from .submit import SubmissionUncertain, job_cancel_send, job_send
+from .submit import SubmissionUncertain, job_cancel_send, job_send, jobs_resend_stuck
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
@@ -32,3 +32,9 @@ def job_cancel_task(self, job_id: int) -> None:
         job_cancel_send(job_id=job_id)
     except SlurmError as exc:
         raise self.retry(exc=exc, countdown=15) from exc
+
+
+@shared_task(soft_time_limit=30, time_limit=45, ignore_result=True, max_retries=0)
+def jobs_resend_stuck_task() -> int:
+    """Beat task (every 30 s): queue again the submissions whose task was lost. Returns how many."""
+    return len(jobs_resend_stuck())

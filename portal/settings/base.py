@@ -70,7 +70,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env("REDIS_URL")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "portal.cache.ReadTolerantRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "portal",
     }
@@ -207,6 +207,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_BEAT_SCHEDULE = {
     "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
+    "jobs-resend-stuck": {"task": "jobs.tasks.jobs_resend_stuck_task", "schedule": 30.0},
     "sessions-cull-idle": {"task": "interactive.tasks.sessions_cull_idle_task", "schedule": 60.0},
     "teams-sync": {"task": "teams.tasks.teams_sync_task", "schedule": env("PORTAL_TEAMS_SYNC_INTERVAL")},
     "teams-usage": {"task": "teams.tasks.usage_refresh_task", "schedule": env("PORTAL_USAGE_INTERVAL")},

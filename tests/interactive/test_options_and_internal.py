@@ -61,6 +61,8 @@ def test_form_strings_are_accepted(policy):
         ({"memory_mb": 10**6}, "memory_mb", "Memory must be at most"),
         ({"gpu_type": "t4", "gpu_count": 1}, "gpu_type", "has no 't4' GPUs"),
         ({"cpus": "2; rm -rf /"}, "cpus", "whole number"),
+        ({"gpu_count": "²"}, "gpu_count", "whole number"),  # found by hypothesis: '²'.isdigit() is True
+        ({"hours": "١"}, "hours", "whole number"),
         ({"partition": ["interactive"]}, "partition", "short text"),
     ],
 )

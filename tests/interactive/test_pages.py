@@ -86,3 +86,21 @@ def test_csrf_on_start_and_stop_and_only_the_owner_stops(world):
     assert s.state == SessionState.RUNNING
     anonymous = Client()
     assert anonymous.get("/sessions/").status_code == HTTPStatus.FOUND  # to sign-in
+
+
+def test_role_matrix_for_sessions(world, django_user_model):
+    """researcher (owner) / other researcher / admin: who sees and who stops a session."""
+    alice, bob = world
+    dana = django_user_model.objects.create(username="dana", oidc_sub="d", oidc_issuer="t", is_staff=True)
+    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    rows = {}
+    for who in (alice, bob, dana):
+        c = Client()
+        c.force_login(who)
+        cards = c.get("/sessions/cards/").content.decode()
+        rows[who.username] = (str(s.key) in cards, c.post(f"/sessions/{s.key}/stop/").status_code if who != alice else None)
+    assert rows["alice"][0] is True  # sees her own card (stopping needs the hub: covered on the real hub)
+    assert rows["bob"] == (False, HTTPStatus.NOT_FOUND)
+    assert rows["dana"] == (False, HTTPStatus.FORBIDDEN)  # an admin may not end a researcher's session
+    s.refresh_from_db()
+    assert s.state == SessionState.RUNNING

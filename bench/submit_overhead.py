@@ -1,0 +1,123 @@
+"""Submit overhead: 100 submissions through the portal (POST of the job form until the Slurm job id is
+recorded) against 100 local `sbatch` calls as the same user, in one run; then checks that exactly 100
+portal jobs exist in Slurm (by their --comment=portal:<key>).
+
+Needs (as root): `make dev` running (the portal on :8000 and its Celery worker), the local cluster,
+and the user (default alice) known to the portal with a team. The jobs are `true` with a 1-minute
+limit in partition train; they run and end at once.
+
+    .venv/bin/python bench/submit_overhead.py --jobs 100
+
+Portal path per job: the POST (policy check, the row, the task queued on commit), then the worker:
+`mkdir` of the job directory and `sbatch` as the user over the pooled SSH connection with sudo, then
+the job id written to the row. The time is from sending the POST until the row has the job id
+(polled every 5 ms). Local path: `sudo -n -u <user> sbatch --parsable` with the same script on stdin.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("sdiag_users", REPO / "bench" / "sdiag_users.py")
+sdiag_users = importlib.util.module_from_spec(_spec)
+sys.modules["sdiag_users"] = sdiag_users
+_spec.loader.exec_module(sdiag_users)
+
+SCRIPT = "#!/bin/bash\ntrue\n"
+
+
+def session_for(username: str) -> str:
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from accounts.models import User
+
+    user = User.objects.get(username=username)
+    s = SessionStore()
+    s[SESSION_KEY] = str(user.pk)
+    s[BACKEND_SESSION_KEY] = "allauth.account.auth_backends.AuthenticationBackend"
+    s[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    s.create()
+    return s.session_key
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=100)
+    p.add_argument("--user", default="alice")
+    p.add_argument("--account", default="vision")
+    p.add_argument("--base-url", default="http://127.0.0.1:8000")
+    p.add_argument("--settings", default="portal.settings.dev")
+    args = p.parse_args(argv)
+    sdiag_users.django_setup(args.settings)
+    from django.conf import settings
+
+    from jobs.models import Job
+
+    http = requests.Session()
+    http.cookies.set(settings.SESSION_COOKIE_NAME, session_for(args.user))
+    page = http.get(args.base_url + "/jobs/new/", timeout=30)
+    if page.status_code != 200:
+        raise SystemExit(f"GET /jobs/new/ answered {page.status_code}: is {args.user} a portal user?")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    tag = uuid.uuid4().hex[:8]
+    started = datetime.now()
+
+    portal_times, names = [], []
+    for i in range(args.jobs):
+        name = f"overhead-{tag}-{i:03d}"
+        names.append(name)
+        form = {"csrfmiddlewaretoken": token, "name": name, "account": args.account, "partition": "train", "gpu_type": "",
+                "gpu_count": "0", "cpus": "1", "memory_gb": "0.2", "time_limit": "1", "workdir": "", "script": SCRIPT}
+        t0 = time.perf_counter()
+        r = http.post(args.base_url + "/jobs/new/", data=form, headers={"Referer": args.base_url + "/jobs/new/"}, allow_redirects=False, timeout=30)
+        if r.status_code != 302:
+            raise SystemExit(f"submission {i} answered {r.status_code}: {r.text[:500]}")
+        while True:
+            row = Job.objects.filter(name=name).values_list("slurm_job_id", "state", "submit_error").first()
+            if row and row[0]:
+                break
+            if row and row[1] == "SUBMIT_FAILED":
+                raise SystemExit(f"{name} failed: {row[2]}")
+            time.sleep(0.005)
+        portal_times.append(time.perf_counter() - t0)
+
+    local_times = []
+    for i in range(args.jobs):
+        t0 = time.perf_counter()
+        subprocess.run(["sudo", "-n", "-u", args.user, "sbatch", "--parsable", "--chdir=/tmp", "--partition=train", "--time=1",
+                        "--mem=200M", f"--job-name=overhead-local-{tag}", "--output=/dev/null"],
+                       input=SCRIPT, capture_output=True, text=True, check=True)
+        local_times.append(time.perf_counter() - t0)
+
+    keys = {f"portal:{k}" for k in Job.objects.filter(name__in=names).values_list("key", flat=True)}
+    time.sleep(3)
+    out = subprocess.run(["sacct", "--allusers", "-X", "-n", "-P", "-o", "JobIDRaw,Comment", "-S",
+                          (started - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")], capture_output=True, text=True, check=True).stdout
+    found = [line.split("|", 1)[1] for line in out.splitlines() if line.split("|", 1)[-1] in keys]
+
+    mp, ml = statistics.median(portal_times), statistics.median(local_times)
+    q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+    print(f"{'path':<34} {'median':>9} {'p95':>9} {'max':>9}")
+    print(f"{'portal (POST -> job id recorded)':<34} {mp * 1000:8.1f}ms {q(portal_times, .95) * 1000:8.1f}ms {max(portal_times) * 1000:8.1f}ms")
+    print(f"{'local sudo sbatch':<34} {ml * 1000:8.1f}ms {q(local_times, .95) * 1000:8.1f}ms {max(local_times) * 1000:8.1f}ms")
+    print(f"\nratio portal / local (medians): {mp / ml:.2f}  (goal: at most 4)")
+    print(f"portal jobs in Slurm: {len(found)} records, {len(set(found))} distinct keys, of {args.jobs} submitted"
+          f" -> {'OK' if len(found) == len(set(found)) == args.jobs else 'MISMATCH'}")
+    subprocess.run(["scancel", "-u", args.user, f"--name=overhead-local-{tag}"], check=False)
+    return 0 if len(found) == len(set(found)) == args.jobs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Fault injection on the real stack: 200 submissions through the job form while slurmctld is stopped
+for 30 s, Redis is restarted, a Celery worker process is killed with SIGKILL mid-task and the
+portal's sshd is restarted. Afterwards exactly 200 jobs exist in Slurm with 200 distinct keys (none
+lost, none twice), no page answered 5xx, and during the outage the pages said "cluster unreachable
+since HH:MM"."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from celery import current_app
+from django.db import connection
+from django.test import Client
+
+from jobs.models import Job
+from jobs.states import JobState
+from teams.models import Membership, Role, Team
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+N = 200
+FORM = dict(name="fault-{i}", account="vision", partition="train", gpu_type="", gpu_count="0", cpus="1", memory_gb="0.2",
+            time_limit="2", workdir="", script="sleep 1\n")
+REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "", "--appendonly", "no"]
+
+
+def sh(*argv, check=True, **kw):
+    return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture
+def celery_stack(transactional_db, clean_cache, tmp_path):
+    """A real Celery worker (prefork, 2 processes) and beat, on the test database and Redis db 15."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.fault.worker_settings",
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "PORTAL_SNAPSHOT_INTERVAL": "2",
+    }
+    logs = {name: open(tmp_path / f"{name}.log", "w+") for name in ("worker", "beat")}
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "worker", "-P", "prefork", "-c", "2", "--loglevel=INFO",
+                               "-Q", "celery", "-n", "fault@%h"], cwd=REPO, env=env, stdout=logs["worker"], stderr=subprocess.STDOUT)
+    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO", "--schedule", str(tmp_path / "beat")],
+                            cwd=REPO, env=env, stdout=logs["beat"], stderr=subprocess.STDOUT)
+    eager = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = False  # this process enqueues into the real broker too
+    yield worker, tmp_path
+    current_app.conf.task_always_eager = eager
+    for proc in (beat, worker):
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    for f in logs.values():
+        f.close()
+
+
+def worker_children(worker: subprocess.Popen) -> list[int]:
+    out = sh("pgrep", "-P", str(worker.pid), check=False).stdout.split()
+    return [int(p) for p in out]
+
+
+def slurmctld_pid() -> int:
+    return int(Path("/run/slurmctld.pid").read_text().strip())
+
+
+def test_200_submissions_through_four_faults(celery_stack, django_user_model):
+    worker, tmp = celery_stack
+    alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="fault-alice", slurm_accounts=["vision"])
+    team, _ = Team.objects.get_or_create(name="vision")
+    Membership.objects.get_or_create(team=team, user=alice, defaults={"role": Role.MEMBER})
+    started = datetime.now()
+    # the beat's first snapshot (the form needs the partitions)
+    deadline = time.monotonic() + 60
+    from jobs.snapshot import snapshot_load
+    while (snapshot_load(with_jobs=False) is None) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert snapshot_load(with_jobs=False) is not None, (tmp / "worker.log").read_text()[-3000:]
+
+    events: list[str] = []
+    failures: list[str] = []
+    banners: list[str] = []
+    accepted: list[int] = []
+    refusals: Counter = Counter()
+    done = threading.Event()
+
+    def submitter():
+        client = Client()
+        client.force_login(alice)
+        try:
+            i = 0
+            while len(accepted) < N:
+                resp = client.post("/jobs/new/", {**FORM, "name": f"fault-{i}"})
+                i += 1
+                if resp.status_code >= 500:
+                    failures.append(f"POST /jobs/new/ -> {resp.status_code}")
+                elif resp.status_code == 302:
+                    accepted.append(i)
+                else:  # a refusal a user would see: it must say why (e.g. the cluster not seen yet)
+                    text = re.sub(r"\s+", " ", resp.content.decode(errors="replace"))
+                    m = re.search(r'class="(?:banner warn|error)"[^>]*>(.*?)<', text)
+                    assert resp.status_code == 400 and m, (resp.status_code, text[:500])
+                    refusals[m.group(1)[:120]] += 1
+                    time.sleep(0.5)
+                time.sleep(0.15)
+        finally:
+            connection.close()
+
+    def observer():
+        client = Client()
+        client.force_login(alice)
+        try:
+            while not done.is_set():
+                resp = client.get("/jobs/table/", HTTP_HX_REQUEST="true")
+                if resp.status_code >= 500:
+                    failures.append(f"GET /jobs/table/ -> {resp.status_code}")
+                m = re.search(r"Cluster unreachable since (\d\d:\d\d)", resp.content.decode(errors="replace"))
+                if m:
+                    banners.append(m.group(1))
+                time.sleep(1)
+        finally:
+            connection.close()
+
+    def faults():
+        time.sleep(3)
+        events.append(f"{time.monotonic():.0f} stop slurmctld")
+        os.kill(slurmctld_pid(), signal.SIGTERM)
+        time.sleep(6)
+        events.append("restart redis")
+        sh("redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave", check=False)
+        time.sleep(1)
+        sh(*REDIS_START)
+        for _ in range(50):
+            if sh("redis-cli", "ping", check=False).stdout.strip() == "PONG":
+                break
+            time.sleep(0.1)
+        time.sleep(4)
+        # SIGKILL a worker process while it works (the controller is down: tasks are mid-send/retry)
+        children = worker_children(worker)
+        assert children, "no worker processes"
+        events.append(f"SIGKILL worker process {children[0]}")
+        os.kill(children[0], signal.SIGKILL)
+        time.sleep(19)  # slurmctld has been down ~30 s
+        events.append("start slurmctld")
+        sh("bash", str(REPO / "cluster" / "up.sh"), timeout=180)
+        time.sleep(5)
+        events.append("restart the portal's sshd")
+        os.kill(int(Path("/run/sshd-portal.pid").read_text().strip()), signal.SIGTERM)
+        time.sleep(1)
+        sh("bash", str(REPO / "cluster" / "up.sh"), timeout=180)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (submitter, observer, faults)]
+    for t in threads:
+        t.start()
+    threads[2].join(240)
+    threads[0].join(600)
+    assert len(accepted) == N, f"only {len(accepted)} submissions accepted; refusals: {refusals}"
+
+    # All 200 reach Slurm (retries and the resend sweep), exactly once each.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        waiting = Job.objects.filter(name__startswith="fault-", slurm_job_id__isnull=True).exclude(state=JobState.SUBMIT_FAILED).count()
+        if not waiting:
+            break
+        time.sleep(3)
+    done.set()
+    threads[1].join(30)
+    jobs = list(Job.objects.filter(name__startswith="fault-"))
+    assert len(jobs) == N
+    assert [j.name for j in jobs if j.state == JobState.SUBMIT_FAILED] == []
+    assert all(j.slurm_job_id for j in jobs), [(j.name, j.state, j.submit_error) for j in jobs if not j.slurm_job_id][:5]
+
+    since = (started - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    out = sh("sacct", "--allusers", "-X", "-n", "-P", "-o", "JobIDRaw,Comment", "-S", since).stdout
+    in_slurm = Counter(line.split("|", 1)[1] for line in out.splitlines() if "|portal:" in line)
+    keys = {f"portal:{j.key}" for j in jobs}
+    ours = {k: n for k, n in in_slurm.items() if k in keys}
+    assert len(ours) == N, f"{N - len(ours)} keys missing in Slurm"
+    assert sum(ours.values()) == N, f"submitted twice: {[k for k, n in ours.items() if n > 1][:5]}"
+    assert failures == [], failures[:5]
+    assert banners, "no page said 'Cluster unreachable since HH:MM' during the outage"
+    print(f"faults: {events}; refusals seen by the user: {dict(refusals)}; banner times: {sorted(set(banners))}")
+    sh("scancel", "-u", "alice", "--name=" + ",".join(sorted({j.name for j in jobs})[:1]), check=False)
