@@ -8,7 +8,6 @@ unreachable.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -62,8 +61,8 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
     """Poll Slurm once. Raises :class:`SlurmError` (from the gateway) or ``ValueError`` (output
     that is not JSON)."""
     now = time.time() if now is None else now
-    sinfo = json.loads(gateway.run(["sinfo", "--json"]).out)
-    squeue = json.loads(gateway.run(["squeue", "--json"]).out)
+    sinfo = gateway.run_json(["sinfo", "--json"])
+    squeue = gateway.run_json(["squeue", "--json"])
     adapter = adapter_for(sinfo)
     partitions, partitions_at = (previous.partitions, previous.partitions_at) if previous else ([], 0.0)
     if not partitions or now - partitions_at >= PARTITIONS_EVERY:

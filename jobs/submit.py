@@ -14,7 +14,6 @@ same key check.
 """
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timedelta, timezone
 
@@ -30,6 +29,7 @@ from .audit import audit
 from .models import Job
 from .policy import JobRequest, PolicyError, SitePolicy
 from .slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
+from .slurm.errors import controller_unreachable
 from .snapshot import snapshot_load
 from .states import JobState
 
@@ -135,12 +135,12 @@ def find_by_key(job: Job) -> tuple[int, str] | None:
     Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
     neither has it. Raises :class:`SlurmError` when Slurm cannot answer (then we do not know)."""
     gw = get_gateway()
-    squeue = json.loads(gw.run(["squeue", "--json"]).out)
+    squeue = gw.run_json(["squeue", "--json"])
     for raw in squeue.get("jobs", []):
         if raw.get("comment") == job.comment:
             return int(raw["job_id"]), str(raw.get("cluster") or "")
     since = (job.created_at - timedelta(minutes=5)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    sacct = json.loads(gw.run(["sacct", "--json", "-u", job.user.username, "-S", since]).out)
+    sacct = gw.run_json(["sacct", "--json", "-u", job.user.username, "-S", since])
     for raw in sacct.get("jobs", []):
         comment = raw.get("comment")
         text = comment.get("job") if isinstance(comment, dict) else comment
@@ -242,6 +242,9 @@ def _job_send_locked(job_id: int) -> Job:
         _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
         raise SubmissionUncertain(str(exc)) from exc
     if result.returncode != 0:
+        if controller_unreachable(result.err):  # slurmctld down: not a refusal; the key check decides later
+            _mark_uncertain(job, f"Slurm's controller could not be reached ({result.err.strip()[-200:]}); trying again")
+            raise SubmissionUncertain(result.err.strip())
         return _fail(job, (result.err or result.out).strip() or f"sbatch exited with {result.returncode}")
     try:
         jobid, cluster = parse_sbatch_parsable(result.out)

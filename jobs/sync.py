@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -77,7 +76,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         ids = ",".join(str(j.slurm_job_id) for j in left)
         since = min(j.created_at for j in left).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         try:
-            doc = json.loads(gateway.run(["sacct", "--json", "-S", since, "-j", ids]).out)
+            doc = gateway.run_json(["sacct", "--json", "-S", since, "-j", ids])
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
             Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())

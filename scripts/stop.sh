@@ -2,5 +2,5 @@
 # Stop what scripts/dev.sh started (portal, Celery, IdP) and the local Slurm cluster.
 LOG_TAG=stop
 source "$(dirname "$0")/lib.sh"
-for name in hub portal celery-beat celery-worker idp; do stop_bg "$name"; done
+for name in hub portal celery-beat celery-poller celery-worker idp; do stop_bg "$name"; done
 [[ ${KEEP_CLUSTER:-0} == 1 ]] || bash "$REPO_DIR/cluster/down.sh"

@@ -22,7 +22,6 @@ records the error and since when, like the snapshot does.
 """
 from __future__ import annotations
 
-import json
 import logging
 import statistics
 import time
@@ -326,7 +325,7 @@ def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = N
     limits = parse_assoc_mgr(gateway.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]).out)
     start_dt = period_start(datetime.fromtimestamp(now, timezone.utc), config.reset_period)
     since = (start_dt - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
-    doc = json.loads(gateway.run(["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"], timeout=SACCT_TIMEOUT_S).out)
+    doc = gateway.run_json(["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"], timeout=SACCT_TIMEOUT_S)
     start = start_dt.timestamp()
     runs = [r for r in _runs(doc, now) if r.end >= start]
     demand = queue_demand(snapshot)

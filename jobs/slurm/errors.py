@@ -38,3 +38,18 @@ class SlurmUnreachable(SlurmError):
 class SlurmTimeout(SlurmError):
     """The command did not finish within its deadline; it may or may not have had an effect.
     ``returncode`` is ``None``; ``stdout``/``stderr`` hold what arrived before the deadline."""
+
+
+#: What Slurm's client commands print when slurmctld could not be asked (or its answer was lost).
+CONTROLLER_UNREACHABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out on send/recv",
+    "Zero Bytes were transmitted or received",
+    "Slurm backup controller in standby mode",
+)
+
+
+def controller_unreachable(stderr: str) -> bool:
+    """True when a Slurm command's stderr says the controller could not be reached: the outcome is
+    unknown (nothing happened, or the answer was lost), never a refusal of the request."""
+    return any(marker in stderr for marker in CONTROLLER_UNREACHABLE_MARKERS)

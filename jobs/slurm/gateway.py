@@ -1,6 +1,8 @@
 """The Slurm gateway: one ``run(argv, as_user=..., stdin=...)`` for every Slurm command."""
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import threading
@@ -64,6 +66,21 @@ class SlurmGateway:
         if check and result.returncode != 0:
             raise SlurmError(full, result.returncode, result.out, result.err)
         return result
+
+    def run_json(self, argv: Sequence[str], *, as_user: str | None = None, timeout: float | None = None) -> dict:
+        """Run a Slurm ``--json`` command and return its document. Raises ``ValueError`` when the
+        output is not JSON, and :class:`SlurmError` when the command failed *or* the document lists
+        ``errors``: Slurm 22.05's ``squeue --json`` and ``sinfo --json`` exit 0 with an empty list and
+        ``"errors": [{"description": "Failed while looking for jobs"...}]`` when slurmctld cannot be
+        reached, which must never read as "the queue is empty"."""
+        result = self.run(argv, as_user=as_user, timeout=timeout)
+        doc = json.loads(result.out)
+        errors = doc.get("errors") if isinstance(doc, dict) else None
+        if errors:
+            detail = "; ".join(str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors)[:300]
+            raise SlurmError(self.build_argv(argv, as_user=as_user), result.returncode, "", result.err,
+                             message=f"{argv[0]} reported errors: {detail} (slurmctld or slurmdbd not answering?)")
+        return doc
 
     def close(self) -> None:
         self.transport.close()

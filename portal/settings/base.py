@@ -205,6 +205,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
+#: The snapshot poller has a queue (and in make dev a worker) of its own, so a backlog of submissions
+#: waiting on an unreachable controller never delays the poll that tells pages so.
+CELERY_TASK_ROUTES = {"jobs.tasks.snapshot_poll": {"queue": "poller"}}
 CELERY_BEAT_SCHEDULE = {
     "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
     "jobs-resend-stuck": {"task": "jobs.tasks.jobs_resend_stuck_task", "schedule": 30.0},

@@ -21,7 +21,7 @@ def worker_with_beat(clean_cache, tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "PORTAL_SNAPSHOT_INTERVAL": "1"}
     log = open(tmp_path / "celery.log", "w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--pool=solo", "--loglevel=INFO",
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--pool=solo", "-Q", "celery,poller", "--loglevel=INFO",
          "--schedule", str(tmp_path / "beat-schedule")],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )

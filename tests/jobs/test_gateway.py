@@ -91,3 +91,22 @@ def test_local_transport_deadline_and_missing_command():
         gw.run(["sleep", "5"], timeout=0.5)
     with pytest.raises(SlurmUnreachable, match="not installed"):
         gw.run(["no-such-slurm-command"])
+
+
+# Slurm 22.05 exits 0 from `squeue --json` / `sinfo --json` when slurmctld is down, with an empty list
+# and "errors" (recorded on the local cluster with slurmctld stopped). That must read as a failure.
+CTLD_DOWN_SQUEUE = '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"description": "Failed while looking for jobs", "error_number": -1, "error": "Unspecified error", "source": "slurm_load_jobs"}], "jobs": []}'
+CTLD_DOWN_SINFO = '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}'
+
+
+def test_json_errors_with_exit_0_are_a_failure_not_an_empty_queue():
+    from jobs.slurm import SlurmError
+    from jobs.snapshot import snapshot_take
+
+    gw = SlurmGateway(FakeTransport().expect(["squeue", "--json"], stdout=CTLD_DOWN_SQUEUE))
+    with pytest.raises(SlurmError) as err:
+        gw.run_json(["squeue", "--json"])
+    assert "Failed while looking for jobs" in str(err.value)
+    gw = SlurmGateway(FakeTransport().expect(["sinfo", "--json"], stdout=CTLD_DOWN_SINFO))
+    with pytest.raises(SlurmError):
+        snapshot_take(gw)

@@ -1,7 +1,6 @@
 """``manage.py cluster_check``: test the whole path from the portal to Slurm and say what is wrong."""
 from __future__ import annotations
 
-import json
 import socket
 
 from django.conf import settings
@@ -81,7 +80,7 @@ class Command(BaseCommand):
 
     def _check_slurm(self, gateway):
         try:
-            sinfo = json.loads(gateway.run(["sinfo", "--json"]).out)
+            sinfo = gateway.run_json(["sinfo", "--json"])
             release = sinfo.get("meta", {}).get("Slurm", {}).get("release", "?")
             self._ok(f"Slurm answers: version {release}, {len(sinfo.get('nodes', []))} node(s)")
         except (SlurmError, ValueError) as exc:
