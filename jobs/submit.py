@@ -111,12 +111,22 @@ def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
     return [job_id for job_id in stuck if enqueue(job_submit_task, job_id)]
 
 
-def user_home(username: str) -> str:
-    """The user's home directory from ``getent passwd`` on the submit host (as the service user)."""
+def user_home(username: str, *, fresh: bool = False) -> str:
+    """The user's home directory from ``getent passwd`` on the submit host (as the service user),
+    remembered for ``settings.PORTAL_HOME_CACHE_SECONDS`` (one SSH round trip less per job; 0 = ask
+    every time) unless ``fresh``. Raises :class:`SlurmError`."""
+    from django.core.cache import cache
+
+    key = f"home:{username}"
+    seconds = settings.PORTAL_HOME_CACHE_SECONDS
+    if seconds and not fresh and (home := cache.get(key)):
+        return home
     line = get_gateway().run(["getent", "passwd", username]).out.strip()
     fields = line.split(":")
     if len(fields) < 7 or not fields[5].startswith("/"):
         raise SlurmError(["getent", "passwd", username], 0, line, "", message=f"no home directory for {username}")
+    if seconds:
+        cache.set(key, fields[5], seconds)
     return fields[5]
 
 

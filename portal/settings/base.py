@@ -175,6 +175,8 @@ PORTAL_PARTITIONS = env("PORTAL_PARTITIONS")
 PORTAL_JOB_DIR = env("PORTAL_JOB_DIR")
 #: Bytes of stdout/stderr shown on the job page (the tail of each file).
 PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
+#: Seconds a user's home directory (``getent passwd`` on the submit host) is remembered.
+PORTAL_HOME_CACHE_SECONDS = 3600
 
 # --- teams -----------------------------------------------------------------------------------
 #: IdP group names that make someone a member / lead of team ``{team}`` (a Slurm account).

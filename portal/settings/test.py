@@ -10,3 +10,5 @@ CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# Scripted-transport tests expect each getent call; the cache is tested on its own.
+PORTAL_HOME_CACHE_SECONDS = 0

@@ -216,3 +216,14 @@ def test_cancel_before_submission_never_submits(alice, fake):
     job = make_job(alice, cancel_requested_at="2026-11-29T10:00:00Z")
     assert submit.job_send(job_id=job.pk).state == JobState.CANCELLED
     assert fake.calls == []
+
+
+@pytest.mark.django_db
+def test_home_directory_is_remembered(settings, clean_cache, fake):
+    settings.PORTAL_HOME_CACHE_SECONDS = 60
+    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    assert submit.user_home("alice") == submit.user_home("alice") == "/home/alice"
+    assert [c[0][-3:] for c in fake.calls] == [["getent", "passwd", "alice"]]  # asked once
+    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    assert submit.user_home("alice", fresh=True) == "/home/alice"
+    assert len(fake.calls) == 2
