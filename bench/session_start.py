@@ -182,11 +182,16 @@ def pending_cost(hub: Hub, options: dict, seconds: float, user: str) -> tuple[in
 
 
 def ensure_portal_user(user: str, team: str) -> None:
-    """The portal's spawn check wants a user who signed in; make the row as a sign-in would (with
-    their team, so the portal's Slurm sync keeps their association)."""
+    """The portal's spawn check wants a user who signed in; make the row as a sign-in through the dev
+    IdP would (its issuer and the user's ``sub`` from idp/users.json, so a later real sign-in is the
+    same account; with their team, so the portal's Slurm sync keeps their association)."""
+    import json
+
+    users = json.loads((REPO / "idp" / "users.json").read_text())["users"]
+    sub = next((u["claims"].get("sub", u["username"]) for u in users if u["username"] == user), user)
     code = (
-        "from accounts.models import User; from teams.models import Membership, Team\n"
-        f"u, _ = User.objects.get_or_create(username={user!r}, defaults={{'oidc_issuer': 'bench', 'oidc_sub': 'bench-' + {user!r}}})\n"
+        "from django.conf import settings; from accounts.models import User; from teams.models import Membership, Team\n"
+        f"u, _ = User.objects.get_or_create(username={user!r}, defaults={{'oidc_issuer': settings.OIDC['issuer'], 'oidc_sub': {sub!r}}})\n"
         f"t = Team.objects.get(name={team!r}); Membership.objects.get_or_create(team=t, user=u)\n"
         f"u.slurm_accounts = sorted(set(u.slurm_accounts or []) | {{{team!r}}}); u.save()\n"
     )

@@ -9,12 +9,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || die "run as root"
 
+# Running jobs (sessions included) would outlive their slurmd as orphaned slurmstepd processes:
+# cancel them while slurmctld can still do it, and kill any step daemon left after slurmd stops.
+if pgrep -x slurmctld >/dev/null; then
+    jobs=$(squeue -h -t RUNNING,PENDING,COMPLETING -o %i 2>/dev/null || true)
+    if [[ -n $jobs ]]; then
+        log "cancelling $(wc -w <<<"$jobs") job(s) still in the queue"
+        scancel $jobs 2>/dev/null || true
+        sleep 2
+    fi
+fi
 stop_procs "portal sshd|$SSHD_PORTAL_PID|sshd"
 specs=()
 for (( i = ${#NODES[@]} - 1; i >= 0; i-- )); do
     specs+=("slurmd ${NODES[i]}|/run/slurmd-${NODES[i]}.pid|slurmd")
 done
 stop_procs "${specs[@]}"     # the three slurmd together
+pkill -KILL -x slurmstepd 2>/dev/null && log "killed leftover slurmstepd processes" || true
 stop_procs "slurmctld|$SLURMCTLD_PID|slurmctld"
 stop_procs "slurmdbd|$SLURMDBD_PID|slurmdbd"
 stop_procs "munged|$MUNGED_PID|munged"

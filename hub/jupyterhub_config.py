@@ -7,6 +7,7 @@ PORTAL_HUB_PROXY_API_PORT  configurable-http-proxy's API port on 127.0.0.1, defa
 PORTAL_HUB_STATE_DIR    sqlite database and cookie secret (must be writable by the hub's user)
 PORTAL_HUB_TOKEN        the portal service's API token (also the secret of the portal's /hub-internal/)
 PORTAL_URL              the portal's base URL as the hub reaches it, default http://127.0.0.1:8000
+PORTAL_PUBLIC_URL       the portal's URL in people's browsers (default PORTAL_URL)
 OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET, PORTAL_OIDC_USERNAME_CLAIM
                         the same IdP and username claim as the portal
 PORTAL_JUPYTER_VENV     the venv session jobs run; PORTAL_CODE_SERVER_DIR: where bin/code-server is
@@ -53,7 +54,9 @@ c.JupyterHub.pid_file = os.path.join(state_dir, "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = False  # a hub restart must not end running sessions
 c.JupyterHub.allow_named_servers = True
 c.JupyterHub.named_server_limit_per_user = int(env("PORTAL_SESSION_LIMIT", "4"))
-c.JupyterHub.default_url = "/hub/home"
+# Sessions are started from the portal (its form checks the options); the hub's own home page is
+# still there for "Stop" and tokens, but landing on the hub sends people to the portal's Sessions page.
+c.JupyterHub.default_url = env("PORTAL_PUBLIC_URL", env("PORTAL_URL", "http://127.0.0.1:8000")).rstrip("/") + "/sessions/"
 
 # --- login: the portal's IdP, the same username claim as the portal -----------------------------
 c.JupyterHub.authenticator_class = "generic-oauth"

@@ -17,8 +17,10 @@ class SessionForm(forms.Form):
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=1024, initial=2)
-    memory_gb = forms.DecimalField(label="Memory (GB)", min_value=0.5, max_value=4096, decimal_places=1, initial=8)
-    hours = forms.IntegerField(label="Hours", min_value=1, max_value=1000, initial=2)
+    memory_gb = forms.DecimalField(label="Memory (GB)", min_value=0.5, max_value=4096, decimal_places=1, initial=4,
+                                   error_messages={"max_value": "Memory must be at most %(limit_value)s GB."})
+    # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
+    hours = forms.IntegerField(label="Hours", initial=2)
 
     def __init__(self, *args, policy: SitePolicy, **kwargs):
         from django.conf import settings
@@ -31,12 +33,12 @@ class SessionForm(forms.Form):
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in range(0, settings.SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)]
-        self.fields["hours"].max_value = settings.SESSION_MAX_HOURS
         self.fields["hours"].help_text = f"At most {settings.SESSION_MAX_HOURS} hours."
         self.fields["gpu_count"].help_text = f"Sessions have at most {settings.SESSION_MAX_GPUS} GPUs; submit a batch job for more."
 
     def user_options(self) -> dict:
         """The form as the hub's ``user_options`` (call after ``is_valid()``)."""
         d = self.cleaned_data
+        hours = d["hours"] if -(2**31) < d["hours"] < 2**31 else -1  # out of range: refused by the session rules
         return {"ide": d["ide"], "partition": d["partition"], "gpu_type": d.get("gpu_type") or "", "gpu_count": d["gpu_count"],
-                "cpus": d["cpus"], "memory_mb": int(d["memory_gb"] * 1024), "hours": d["hours"]}
+                "cpus": d["cpus"], "memory_mb": int(d["memory_gb"] * 1024), "hours": hours}

@@ -63,6 +63,9 @@ def session_stop_view(request: HttpRequest, key) -> HttpResponse:
     session = Session.objects.filter(key=key).select_related("user").first()
     if session is None or (session.user_id != request.user.pk and not request.user.is_staff):
         raise Http404("No such session.")
+    if not session.is_active and session.user_id == request.user.pk:
+        messages.info(request, f"This {session.ide_label} session had already ended.")
+        return redirect("session_list")
     try:
         session_stop(session=session, by=request.user)
     except PermissionDenied:

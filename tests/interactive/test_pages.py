@@ -104,3 +104,23 @@ def test_role_matrix_for_sessions(world, django_user_model):
     assert rows["dana"] == (False, HTTPStatus.FORBIDDEN)  # an admin may not end a researcher's session
     s.refresh_from_db()
     assert s.state == SessionState.RUNNING
+
+
+def test_form_messages_follow_the_session_rules(client, world):
+    alice, _ = world
+    client.force_login(alice)
+    for hours in ("0", "9", "99999999999999"):
+        body = client.post("/sessions/", {**GOOD, "hours": hours}).content.decode()
+        assert "A session lasts 1 to 8 hours." in body, hours
+    body = client.post("/sessions/", {**GOOD, "memory_gb": "100000"}).content.decode()
+    assert "Memory must be at most 4096 GB." in body
+    body = client.get("/sessions/").content.decode()
+    assert 'name="memory_gb" value="4"' in body  # two default sessions fit on one 16 GB interactive node
+
+
+def test_stop_twice_says_it_had_ended(client, world):
+    alice, _ = world
+    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.STOPPED)
+    client.force_login(alice)
+    resp = client.post(f"/sessions/{s.key}/stop/", follow=True)
+    assert "had already ended" in resp.content.decode()
