@@ -63,7 +63,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
     page.get_by_test_id("start-session").click()
     assert "at most 2 GPUs" in page.get_by_test_id("error-gpu_count").inner_text()
 
-    card = start_and_open(page, "lab", ".jp-LauncherCard", "lab")
+    card = start_and_open(page, "lab", "#jp-main-dock-panel .jp-DirListing-content, .jp-DirListing-content", "lab")
     if vscode_available():
         start_and_open(page, "vscode", ".monaco-workbench", "vscode")
     else:
