@@ -39,6 +39,8 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
     card.wait_for()
     shot(page, f"{name}-1-starting")
     card.get_by_test_id("open-session").wait_for(timeout=120_000)
+    # The time left comes from the snapshot, which may see the job a poll after the hub says ready.
+    card.get_by_test_id("time-left").wait_for(timeout=30_000)
     status = card.get_by_test_id("session-status").inner_text()
     assert "running" in status and "left" in status, status
     shot(page, f"{name}-2-running")
