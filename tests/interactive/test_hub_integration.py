@@ -71,6 +71,9 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {token}"}, timeout=30)
     assert r.status_code == 200, r.text
     assert "last_activity" in r.json()
+    # The portal's service token has no access:servers scope: it cannot use alice's JupyterLab.
+    r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {hub.env['PORTAL_HUB_TOKEN']}"}, timeout=30, allow_redirects=False)
+    assert r.status_code in (302, 403), r.status_code
 
     # The page's card says running, with the time left and an Open link to JupyterLab.
     cards, warning = session_cards(user=alice)
@@ -237,6 +240,11 @@ def _cancel_while_pending(alice, hub):
         time.sleep(1)
     assert card.phase == "queued", card
     assert card.position and card.position >= 1 and card.in_line >= 1
+    # start-up progress from the hub's progress events (the spawner's own message)
+    deadline = time.monotonic() + 15
+    while "queued" not in hub_client.progress_message("alice", second.server_name) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert f"Slurm job {card.job.job_id} queued" in hub_client.progress_message("alice", second.server_name)
     second.refresh_from_db()
     session_stop(session=second, by=alice)
     second.refresh_from_db()
