@@ -379,7 +379,29 @@ chmod 600 "$auth"
 RENDER_CHECK="visudo -qcf" render "$TEMPLATE_DIR/sudoers-portal" /etc/sudoers.d/portal 440 root:root
 
 # ---------------------------------------------------------------------------------------------------------------
-# 8. summary
+# 8. job environments: uv on the nodes and the shared environment cache (profiles' environment block)
+# ---------------------------------------------------------------------------------------------------------------
+UV_VERSION=0.13.9
+TOOLS_DIR=/opt/gpuportal/tools
+ENV_CACHE_DIR=${PORTAL_ENV_CACHE_DIR:-/srv/gpuportal/envs}
+if [[ $("$TOOLS_DIR/bin/uv" --version 2>/dev/null | awk '{print $2}') != "$UV_VERSION" ]]; then
+    # uv's wheel is one static binary; pip (any Python) unpacks it into $TOOLS_DIR/bin.
+    rm -rf "$TOOLS_DIR.new" && python3 -m pip install -q --disable-pip-version-check --no-deps --target "$TOOLS_DIR.new" "uv==$UV_VERSION"
+    rm -rf "$TOOLS_DIR" && mv "$TOOLS_DIR.new" "$TOOLS_DIR"
+    log "installed uv $UV_VERSION in $TOOLS_DIR"
+fi
+chmod -R a+rX "$TOOLS_DIR"
+# Sticky and world-writable like /tmp: any job may add an environment; only its builder may remove it.
+install -d -m 1777 "$ENV_CACHE_DIR"
+# The demo users' project directory for the example profile (examples/train_digits.yaml).
+for u in $DEMO_USERS; do
+    home=$(getent passwd "$u" | cut -d: -f6)
+    install -d -o "$u" -g "$u" -m 755 "$home/gpuportal-examples" "$home/gpuportal-examples/digits"
+    install -o "$u" -g "$u" -m 644 "$REPO_DIR/examples/train_digits.py" "$home/gpuportal-examples/digits/train_digits.py"
+done
+
+# ---------------------------------------------------------------------------------------------------------------
+# 9. summary
 # ---------------------------------------------------------------------------------------------------------------
 echo
 echo "Slurm cluster '$CLUSTER_NAME' is up (controller $CONTROLLER_HOST, Slurm $(sinfo -V | awk '{print $2}'))"
@@ -393,6 +415,7 @@ sacctmgr -nP show assoc where cluster="$CLUSTER_NAME" format=account,user | awk 
 echo "  portal sshd:  $PORTAL_USER@$PORTAL_SSH_ADDR:$PORTAL_SSH_PORT (config $SSHD_PORTAL_CONF)"
 echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
-echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch scancel squeue scontrol sacct sinfo sshare cat tail mkdir)"
+echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
+echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR"
 echo "  logs:         $LOG_DIR/"
 echo "up.sh took $(elapsed) s"

@@ -60,3 +60,57 @@ def job_log_tail(job: Job, stream: str) -> LogTail:
         tail = LogTail(text=data[-limit:].decode("utf-8", errors="replace"), truncated=truncated)
     cache.set(key, tail.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
     return tail
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Bytes ``offset`` .. ``next_offset`` of a log as text (``text``; a UTF-8 character split by the
+    chunk's end is left for the next read), ``missing`` when there is no file yet, ``error`` why it
+    could not be read ("" when fine)."""
+
+    offset: int
+    next_offset: int
+    text: str = ""
+    missing: bool = False
+    error: str = ""
+
+
+def _complete_utf8(data: bytes) -> bytes:
+    """``data`` without a UTF-8 sequence cut off at its end (at most 3 bytes dropped)."""
+    for cut in range(0, min(4, len(data) + 1)):
+        head = data[: len(data) - cut] if cut else data
+        try:
+            head.decode("utf-8")
+            return head
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 3:  # invalid in the middle: not a cut sequence, keep it all
+                return data
+    return data
+
+
+def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> LogChunk:
+    """At most ``limit`` bytes of ``stream`` (``out``/``err``) from byte ``offset``, read as the
+    owner with ``dd if=<file> iflag=skip_bytes,count_bytes skip=<offset> count=<limit>`` (the CLI's
+    ``logs -f`` follows a log with these). Cached for a few seconds per offset. Never raises."""
+    path = log_path(job, stream)
+    if not path:
+        return LogChunk(offset, offset, missing=True)
+    key = f"joblog:{job.key}:{stream}:{offset}:{limit}"
+    cached = cache.get(key)
+    if cached is not None:
+        return LogChunk(**cached)
+    argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}", f"count={limit}", "status=none"]
+    try:
+        result = get_gateway().run(argv, as_user=job.user.username, check=False, timeout=10)
+    except SlurmError as exc:
+        return LogChunk(offset, offset, error=f"The log could not be read right now ({exc.message}).")
+    if result.returncode != 0:
+        missing = "No such file" in result.err
+        return LogChunk(offset, offset, missing=missing, error="" if missing else result.err.strip()[:300])
+    data = result.stdout
+    if len(data) == limit or not job.is_final:  # more may follow: never split a character; the next read starts there
+        data = _complete_utf8(data)
+    chunk = LogChunk(offset, offset + len(data), data.decode("utf-8", errors="replace"))
+    if data:
+        cache.set(key, chunk.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    return chunk

@@ -41,6 +41,9 @@ class Job(models.Model):
     priority = models.BigIntegerField(null=True, blank=True)
     nodes = models.CharField(max_length=1024, blank=True, default="")
     submit_error = models.TextField(blank=True, default="")
+    #: The profile it was submitted from (None: the form), and that profile's document as run.
+    profile = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    profile_spec = models.JSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)

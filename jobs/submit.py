@@ -48,9 +48,10 @@ class SubmissionUncertain(Exception):
     """sbatch may or may not have run (timeout, connection lost). Retry via the key check only."""
 
 
-def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> Job:
+def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None, profile=None, profile_spec: dict | None = None) -> Job:
     """Check ``request`` against site policy, write the Job row (state SUBMITTING) and enqueue the
-    submission on commit. Raises :class:`PolicyRefused` with every reason."""
+    submission on commit. ``profile``/``profile_spec``: the saved profile and the document it was
+    run from (jobs from a profile file). Raises :class:`PolicyRefused` with every reason."""
     policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
     errors = policy.check(request)
     account = request.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
@@ -75,8 +76,11 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
             time_limit_min=request.time_limit_min,
             script=request.script,
             workdir=request.workdir,
+            profile=profile,
+            profile_spec=profile_spec or {},
         )
-        audit(actor=user, action="job.create", job=job, new={"partition": job.partition, "gpus": job.gpu_count, "gpu_type": job.gpu_type})
+        audit(actor=user, action="job.create", job=job, new={"partition": job.partition, "gpus": job.gpu_count, "gpu_type": job.gpu_type,
+                                                               **({"profile": profile_spec.get("name", "")} if profile_spec else {})})
         transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
     return job
 

@@ -52,6 +52,14 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
+    # Job profiles: environments (uv) and containers
+    "PORTAL_ENV_CACHE_DIR": (str, "/srv/gpuportal/envs"),
+    "PORTAL_ENV_UV": (str, "/opt/gpuportal/tools/bin/uv"),
+    "PORTAL_ENV_PYTHONS": (list, ["3.11"]),
+    "PORTAL_ENV_CUDA_MODULES": (dict, {}),
+    "PORTAL_CONTAINER_RUNTIME": (str, ""),
+    # REST API
+    "PORTAL_TOKEN_MAX_DAYS": (int, 365),
     # Interactive sessions (JupyterHub)
     "PORTAL_HUB_URL": (str, "http://127.0.0.1:8001"),
     "PORTAL_HUB_API_URL": (str, "http://127.0.0.1:8081/hub/api"),

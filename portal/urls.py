@@ -9,6 +9,8 @@ urlpatterns = [
     path("admin/logout/", account_views.logout_view),
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
+    path("", include("api.urls")),
+    path("", include("profiles.urls")),
     path("", include("teams.urls")),
     path("", include("interactive.urls")),
     path("", include("jobs.urls")),

@@ -1,0 +1,129 @@
+"""The REST API's frame: the ``NinjaAPI`` object, authentication (personal access tokens as
+``Authorization: Bearer gpp_…``, or the browser's session with its CSRF token), scopes, and errors.
+
+Every error is JSON ``{"detail": "<sentence>", "errors": [{"field": …, "message": …, "line": …}]}``
+with the status the pages would use: 400 (bad input, policy), 401 (no or bad token), 403 (not
+allowed, or a token without the scope), 404 (not there, or not yours), 503 (JupyterHub down).
+"""
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer, SessionAuth
+
+from .tokens import token_authenticate
+
+TOKEN_HINT = "Send 'Authorization: Bearer <token>' with a personal access token; create one on the portal's Tokens page (/account/tokens/)."
+
+
+class TokenAuth(HttpBearer):
+    """``Authorization: Bearer gpp_…``: a usable personal access token. Sets ``request.user`` and
+    ``request.api_token``."""
+
+    openapi_scheme = "bearer"
+
+    def authenticate(self, request: HttpRequest, token: str):
+        found = token_authenticate(token)
+        if found is None:
+            request.api_token_refused = True
+            return None
+        request.user = found.user
+        request.api_token = found
+        return found.user
+
+
+class BrowserSession(SessionAuth):
+    """The portal's own session cookie (the pages' HTMX calls); unsafe methods need the CSRF token."""
+
+    def authenticate(self, request: HttpRequest, key):
+        if getattr(request, "api_token_refused", False):
+            return None  # a bad token is not rescued by a cookie
+        return super().authenticate(request, key)
+
+
+class ApiError(HttpError):
+    """An API refusal with per-field errors: ``errors`` is a list of ``{"field", "message", "line"}``."""
+
+    def __init__(self, status: int, detail: str, errors: list[dict] | None = None):
+        super().__init__(status, detail)
+        self.errors = errors or []
+
+
+def need_scope(request: HttpRequest, scope: str) -> None:
+    """Raise 403 when the request came with a token lacking ``scope`` (the browser session has all)."""
+    token = getattr(request, "api_token", None)
+    if token is not None and scope not in token.scopes:
+        raise ApiError(403, f"This token does not have the '{scope}' scope (it has: {', '.join(token.scopes)}). Create a token with '{scope}' on the Tokens page.")
+
+
+api = NinjaAPI(
+    title="GPU portal API",
+    version="1",
+    description="Jobs, sessions, job profiles and team usage of the GPU portal. Authenticate with a personal access token "
+                "(`Authorization: Bearer gpp_…`), created on the portal's Tokens page. Errors are JSON: "
+                "`{\"detail\": sentence, \"errors\": [{\"field\", \"message\", \"line\"}]}`.",
+    auth=[TokenAuth(), BrowserSession()],
+    urls_namespace="api",
+    docs_url="/docs",
+)
+
+
+def _error(request, status: int, detail: str, errors: list[dict] | None = None):
+    return api.create_response(request, {"detail": detail, "errors": errors or []}, status=status)
+
+
+@api.exception_handler(ApiError)
+def _api_error(request, exc: ApiError):
+    return _error(request, exc.status_code, str(exc), exc.errors)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    return _error(request, exc.status_code, str(exc))
+
+
+@api.exception_handler(AuthenticationError)
+def _auth_error(request, exc):
+    if getattr(request, "api_token_refused", False):
+        return _error(request, 401, "The token is wrong, expired or revoked. " + TOKEN_HINT)
+    return _error(request, 401, "Not authenticated. " + TOKEN_HINT)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request, exc: ValidationError):
+    errors = []
+    for err in exc.errors:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "payload")]
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            message = "Unknown field."
+        elif err.get("type") == "missing":
+            message = "This field is required."
+        errors.append({"field": ".".join(loc), "message": message, "line": None})
+    fields = ", ".join(e["field"] or "body" for e in errors)
+    return _error(request, 400, f"The request is not valid ({fields}); see errors.", errors)
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request, exc):
+    return _error(request, 403, str(exc) or "You may not do this.")
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return _error(request, 404, str(exc) or "Not found, or not yours.")
+
+
+def register() -> NinjaAPI:
+    """Attach every router (imported here so the modules can import :data:`api`)."""
+    from . import jobs, profiles, sessions, teams
+
+    if not getattr(api, "_portal_routers", False):
+        api.add_router("/", teams.router)
+        api.add_router("/jobs", jobs.router)
+        api.add_router("/sessions", sessions.router)
+        api.add_router("/profiles", profiles.router)
+        api._portal_routers = True
+    return api

@@ -1,0 +1,158 @@
+"""``/api/v1/jobs``: list, submit (a profile file or a saved profile), show, cancel, read logs.
+Same rules as the pages: you see and cancel your own jobs; an admin may see anyone's (not cancel)."""
+from __future__ import annotations
+
+import time
+import uuid
+from http import HTTPStatus
+
+from django.conf import settings
+from django.http import Http404
+from ninja import Query, Router, Status
+
+from jobs.logs import job_log_read
+from jobs.models import Job
+from jobs.queue import JobRow, job_row
+from jobs.selectors import job_for_viewer, job_history, jobs_for_user
+from jobs.snapshot import positions_load
+from jobs.states import JobState
+from jobs.submit import job_cancel
+from jobs.templatetags.portal_extras import ordinal
+from profiles.schema import ProfileInvalid
+from profiles.selectors import profile_for_viewer
+from profiles.services import profile_run
+
+from .base import ApiError, need_scope
+from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
+
+router = Router(tags=["jobs"])
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+
+
+def explanation(row: JobRow) -> str:
+    """The queue line of the pages in words: "3rd in line in train · estimated start 14:05 UTC ·
+    Waiting for GPUs / resources to free up: …", or the submit error, or the exit code."""
+    job = row.job
+    if job.state == JobState.PENDING:
+        if row.reason is not None and row.reason.holds:
+            parts = [f"held in {job.partition}: will not start until this changes"]
+        else:
+            parts = [f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"]
+            parts.append(f"estimated start {row.estimate:%H:%M} UTC" if row.estimate else "start not estimated yet")
+        if row.reason is not None:
+            parts.append(f"{row.reason.group.label}: {row.reason.sentence}" + (f" To fix: {row.reason.fix}" if row.reason.fix else ""))
+        if row.quota_note:
+            parts.append(row.quota_note)
+        return " · ".join(parts)
+    if job.state == JobState.SUBMITTING:
+        return "being submitted" + (f": {job.submit_error}" if job.submit_error else "")
+    if job.state == JobState.SUBMIT_FAILED:
+        return job.submit_error
+    if job.is_final:
+        text = f"exit code {job.exit_code}" if job.exit_code is not None else ""
+        text += f", signal {job.signal}" if job.signal else ""
+        return " ".join(filter(None, [text, job.end_hint]))
+    return ""
+
+
+def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
+    """The :class:`JobOut` document of one job (queue facts from the snapshot's stored positions)."""
+    from teams.usage import team_usage
+
+    row = job_row(job, positions, now=time.time(), usage_for=team_usage)
+    return {
+        "key": str(job.key), "id": job.slurm_job_id, "name": job.name, "owner": job.user.username, "state": job.state,
+        "state_label": JobState(job.state).label, "final": job.is_final, "slurm_state": job.slurm_state, "reason": job.reason,
+        "explanation": explanation(row), "position": row.position, "in_line": row.in_line, "estimated_start": row.estimate,
+        "partition": job.partition, "account": job.account, "gpu_type": job.gpu_type, "gpu_count": job.gpu_count, "cpus": job.cpus,
+        "memory_mb": job.memory_mb, "time_limit_min": job.time_limit_min, "created_at": job.created_at, "submitted_at": job.submitted_at,
+        "start_at": job.start_at, "end_at": job.end_at, "exit_code": job.exit_code, "signal": job.signal,
+        "elapsed_s": row.elapsed_s, "submit_error": job.submit_error, "profile_id": job.profile_id,
+        "url": f"{base_url}/jobs/{job.key}/",
+    }
+
+
+def _base(request) -> str:
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def job_by_ref(request, ref: str) -> Job:
+    """``ref``: the Slurm job id (your newest job with it) or the portal key. 404 when not visible."""
+    ref = ref.strip()
+    if ref.isascii() and ref.isdigit() and len(ref) < 19:
+        job = Job.objects.select_related("user").filter(slurm_job_id=int(ref), user=request.user).order_by("-created_at").first()
+        if job is None and request.user.is_staff:
+            job = Job.objects.select_related("user").filter(slurm_job_id=int(ref)).order_by("-created_at").first()
+    else:
+        try:
+            key = uuid.UUID(ref)
+        except ValueError:
+            raise ApiError(404, f"'{ref[:40]}' is neither a Slurm job id nor a job key.") from None
+        job = job_for_viewer(key=key, user=request.user)
+    if job is None:
+        raise Http404("No such job, or it is not yours.")
+    return job
+
+
+@router.get("", response={200: JobList, **ERRORS}, summary="Your jobs")
+def list_jobs(request, scope: str = Query("active", description="active (not ended, or ended in the last hour), history (ended), or all"),
+              limit: int = Query(200, ge=1, le=1000)):
+    need_scope(request, "read")
+    if scope not in ("active", "history", "all"):
+        raise ApiError(400, "scope must be active, history or all.", [{"field": "scope", "message": "Use active, history or all.", "line": None}])
+    if scope == "active":
+        jobs = jobs_for_user(user=request.user)
+    elif scope == "history":
+        jobs = job_history(user=request.user)
+    else:
+        jobs = Job.objects.filter(user=request.user).order_by("-created_at")
+    jobs = list(jobs.select_related("user")[:limit])
+    positions, base = positions_load(), _base(request)
+    return {"items": [job_out(j, positions, base_url=base) for j in jobs], "count": len(jobs)}
+
+
+@router.post("", response={201: JobOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")
+def submit_job(request, body: JobSubmitIn):
+    need_scope(request, "jobs")
+    if (body.profile_yaml is None) == (body.profile_id is None):
+        raise ApiError(400, "Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).",
+                       [{"field": "profile_yaml", "message": "Give profile_yaml or profile_id.", "line": None}])
+    profile = None
+    text = body.profile_yaml
+    if body.profile_id is not None:
+        profile = profile_for_viewer(pk=body.profile_id, user=request.user)
+        if profile is None:
+            raise Http404("No such profile, or it is not yours and not shared with your team.")
+        text = profile.yaml
+    try:
+        job = profile_run(user=request.user, text=text, overrides=body.overrides, profile=profile)
+    except ProfileInvalid as exc:
+        where = f" in {body.filename}" if body.filename else ""
+        raise ApiError(400, f"The profile{where} cannot be run; see errors.", [e.as_dict() for e in exc.errors]) from None
+    job.refresh_from_db()
+    return Status(HTTPStatus.CREATED, job_out(job, positions_load(), base_url=_base(request)))
+
+
+@router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")
+def get_job(request, ref: str):
+    need_scope(request, "read")
+    return job_out(job_by_ref(request, ref), positions_load(), base_url=_base(request))
+
+
+@router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")
+def cancel_job(request, ref: str):
+    need_scope(request, "jobs")
+    job = job_by_ref(request, ref)
+    job = job_cancel(job=job, by=request.user)  # PermissionDenied -> 403 for an admin
+    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(), base_url=_base(request)))
+
+
+@router.get("/{ref}/log", response={200: LogOut, **ERRORS}, summary="Read the job's stdout or stderr from a byte offset")
+def job_log(request, ref: str, stream: str = Query("out", description="out or err"), offset: int = Query(0, ge=0, le=2**62)):
+    need_scope(request, "read")
+    if stream not in ("out", "err"):
+        raise ApiError(400, "stream must be out or err.", [{"field": "stream", "message": "Use out or err.", "line": None}])
+    job = job_by_ref(request, ref)
+    chunk = job_log_read(job, stream, offset=offset, limit=min(65536, settings.PORTAL_LOG_TAIL_BYTES))
+    return {"stream": stream, "offset": chunk.offset, "next_offset": chunk.next_offset, "data": chunk.text, "missing": chunk.missing,
+            "final": job.is_final, "state": job.state, "error": chunk.error}

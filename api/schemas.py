@@ -1,0 +1,214 @@
+"""The API's documents (request and response bodies). Units: ``memory_mb`` MiB, ``time_limit_min``
+minutes, ``elapsed_s`` seconds, GPU figures in GPU-hours; times are ISO 8601 in UTC."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field
+
+
+class In(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldErrorOut(Schema):
+    field: str
+    message: str
+    line: int | None = None
+
+
+class ErrorOut(Schema):
+    detail: str
+    errors: list[FieldErrorOut] = []
+
+
+class MeOut(Schema):
+    username: str
+    teams: list[str]
+    scopes: list[str]
+    is_admin: bool
+    token_expires_at: datetime | None = None
+
+
+class JobOut(Schema):
+    key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
+    id: int | None = Field(None, description="Slurm job id (None until submitted)")
+    name: str
+    owner: str
+    state: str = Field(description="JobState: SUBMITTING, PENDING, RUNNING, COMPLETED, FAILED, ... UNKNOWN")
+    state_label: str
+    final: bool
+    slurm_state: str
+    reason: str = Field(description="squeue state_reason while pending")
+    explanation: str = Field(description="In plain words: place in line, estimated start, why it waits")
+    position: int | None = Field(None, description="1-based place among pending jobs in its partition")
+    in_line: int | None = None
+    estimated_start: datetime | None = Field(None, description="Slurm's backfill estimate (squeue start_time)")
+    partition: str
+    account: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    time_limit_min: int
+    created_at: datetime
+    submitted_at: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    elapsed_s: int | None = None
+    submit_error: str
+    profile_id: int | None = None
+    url: str
+
+
+class JobList(Schema):
+    items: list[JobOut]
+    count: int
+
+
+class JobSubmitIn(In):
+    profile_yaml: str | None = Field(None, description="A profile file's text (YAML, schema version 1; docs/profiles.md)")
+    profile_id: int | None = Field(None, description="A saved profile (yours or shared with your team)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description='e.g. {"gpus": 4, "time_limit": "04:00:00"}')
+    filename: str | None = Field(None, max_length=255, description="Shown in error messages")
+
+
+class LogOut(Schema):
+    stream: Literal["out", "err"]
+    offset: int
+    next_offset: int
+    data: str = Field(description="UTF-8 text of the bytes from offset (at most 64 KiB; never a split character)")
+    missing: bool = Field(description="No file yet (the job has not started) or not submitted")
+    final: bool = Field(description="The job has ended: once data is empty, nothing more will come")
+    state: str
+    error: str = ""
+
+
+class SessionOut(Schema):
+    key: str
+    name: str = Field(description="The JupyterHub named server")
+    ide: Literal["lab", "vscode"]
+    state: str = Field(description="REQUESTED, STARTING, RUNNING, STOPPED or FAILED")
+    phase: str = Field(description="queued, starting, running, ended or unknown (JupyterHub unreachable)")
+    url: str | None = Field(None, description="Where to open it, once running")
+    partition: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    time_limit_min: int
+    message: str
+    explanation: str
+    position: int | None = None
+    estimated_start: datetime | None = None
+    time_left_s: int | None = None
+    created_at: datetime
+
+
+class SessionList(Schema):
+    items: list[SessionOut]
+    count: int
+    warning: str = ""
+
+
+class SessionIn(In):
+    ide: Literal["lab", "vscode"] = "lab"
+    partition: str | None = Field(None, max_length=64)
+    gpus: int = Field(0, ge=0, le=64)
+    gpu_type: str = Field("", max_length=64)
+    cpus: int = Field(2, ge=1, le=1024)
+    memory_gb: float = Field(4.0, gt=0, le=4096)
+    hours: int = Field(2, ge=1, le=1000)
+
+
+class ProfileOut(Schema):
+    id: int
+    name: str
+    owner: str
+    team: str | None = Field(None, description="The team it is shared with")
+    version: int
+    yaml: str
+    spec: dict[str, Any]
+    cloned_from: int | None = None
+    created_at: datetime
+    updated_at: datetime
+    url: str
+
+
+class ProfileList(Schema):
+    items: list[ProfileOut]
+    count: int
+
+
+class ProfileIn(In):
+    yaml: str = Field(max_length=65536, description="The profile file's text")
+    team: str | None = Field(None, max_length=64, description="Share with this team (one you are in); omit to keep, \"\" to stop sharing")
+
+
+class ProfileShareIn(In):
+    team: str | None = Field(None, max_length=64, description="A team you are in; null or \"\" to stop sharing")
+
+
+class ProfileCloneIn(In):
+    name: str = Field("", max_length=200)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class OverridesIn(In):
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class ValidateIn(In):
+    yaml: str = Field(max_length=65536)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class ValidateOut(Schema):
+    valid: bool
+    errors: list[FieldErrorOut]
+    spec: dict[str, Any] | None = None
+    script: str | None = Field(None, description="The job script it would run")
+
+
+class MemberUsageOut(Schema):
+    username: str
+    gpu_hours: float | None = None
+    gpu_hours_live: float | None = None
+    jobs: int
+    failed_jobs: int
+    median_wait_s: float | None = None
+
+
+class TeamOut(Schema):
+    name: str
+    role: str | None = Field(None, description="Your role: MEMBER or LEAD (None for an admin not in it)")
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+
+
+class TeamUsageOut(Schema):
+    account: str
+    tracked: bool
+    period_start: datetime
+    period_end: datetime | None = None
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    used_up: bool
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+    pending_gpu_hours: float | None = None
+    burn_gpu_hours_per_day: float | None = None
+    runout_date: str | None = None
+    members: list[MemberUsageOut]
+    daily: dict[str, dict[str, float]]
+    lag_note: str
+    error: str
+    taken_at: float | None = None

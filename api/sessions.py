@@ -1,0 +1,104 @@
+"""``/api/v1/sessions``: JupyterLab / VS Code sessions (JupyterHub named servers), with the same
+options, policy and session rules as the Sessions page (:func:`interactive.services.session_start`)."""
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from django.http import Http404
+from ninja import Router, Status
+
+from interactive import hub
+from interactive.models import Session
+from interactive.services import SessionCard, SessionRefused, session_cards, session_start, session_stop
+from jobs.templatetags.portal_extras import ordinal
+
+from .base import ApiError, need_scope
+from .schemas import ErrorOut, SessionIn, SessionList, SessionOut
+
+router = Router(tags=["sessions"])
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
+#: SessionIn field -> session option (interactive.options.ALLOWED_KEYS)
+_FIELDS = {"gpu_count": "gpus", "memory_mb": "memory_gb", "options": ""}
+
+
+def _explanation(card: SessionCard) -> str:
+    s = card.session
+    if card.phase == "queued":
+        parts = ["queued"]
+        if card.position:
+            parts.append(f"{ordinal(card.position)} in line")
+        if card.estimate:
+            parts.append(f"estimated start {card.estimate:%H:%M}")
+        if card.job is not None and card.job.reason and card.job.reason != "None":
+            parts.append(f"Slurm reason: {card.job.reason}")
+        return " · ".join(parts)
+    if card.phase == "starting":
+        return "starting" + (f": {card.progress}" if card.progress else "")
+    if card.phase == "running":
+        return "running" + (f" on {card.job.nodes}" if card.job is not None and card.job.nodes else "")
+    if card.phase == "unknown":
+        return "state unknown (JupyterHub unreachable)"
+    return f"{s.get_state_display()}" + (f": {s.message}" if s.message else "")
+
+
+def session_out(card: SessionCard) -> dict:
+    s = card.session
+    return {
+        "key": str(s.key), "name": s.server_name, "ide": s.ide, "state": s.state, "phase": card.phase, "url": card.open_url or None,
+        "partition": s.partition, "gpu_type": s.gpu_type, "gpu_count": s.gpu_count, "cpus": s.cpus, "memory_mb": s.memory_mb,
+        "time_limit_min": s.time_limit_min, "message": s.message, "explanation": _explanation(card), "position": card.position,
+        "estimated_start": card.estimate, "time_left_s": card.time_left_s, "created_at": s.created_at,
+    }
+
+
+def _card(request, name: str) -> SessionCard:
+    if not Session.objects.filter(user=request.user, server_name=name).exists():
+        raise Http404("No such session, or it is not yours.")
+    cards, _ = session_cards(user=request.user, recent_seconds=7 * 86400)
+    for card in cards:
+        if card.session.server_name == name:
+            return card
+    raise Http404("That session ended more than a week ago.")
+
+
+@router.get("", response={200: SessionList, **ERRORS}, summary="Your sessions (active, and ended in the last hour)")
+def list_sessions(request):
+    need_scope(request, "read")
+    cards, warning = session_cards(user=request.user)
+    return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning}
+
+
+@router.post("", response={201: SessionOut, **ERRORS}, summary="Start a JupyterLab or VS Code session")
+def start_session(request, body: SessionIn):
+    need_scope(request, "sessions")
+    options = {"ide": body.ide, "gpu_count": body.gpus, "gpu_type": body.gpu_type, "cpus": body.cpus,
+               "memory_mb": int(round(body.memory_gb * 1024)), "hours": body.hours}
+    if body.partition is not None:
+        options["partition"] = body.partition
+    try:
+        session = session_start(user=request.user, raw_options=options)
+    except SessionRefused as exc:
+        errors = [{"field": _FIELDS.get(e.field, e.field), "message": e.message, "line": None} for e in exc.errors]
+        raise ApiError(400, "The session cannot be started; see errors.", errors) from None
+    except hub.HubUnavailable as exc:
+        raise ApiError(503, f"JupyterHub could not be reached, so the session was not started: {exc}") from None
+    return Status(HTTPStatus.CREATED, session_out(_card(request, session.server_name)))
+
+
+@router.get("/{name}", response={200: SessionOut, **ERRORS}, summary="One session, by its named server")
+def get_session(request, name: str):
+    need_scope(request, "read")
+    return session_out(_card(request, name))
+
+
+@router.delete("/{name}", response={202: SessionOut, **ERRORS}, summary="Stop a session (or cancel a queued one)")
+def stop_session(request, name: str):
+    need_scope(request, "sessions")
+    session = Session.objects.filter(user=request.user, server_name=name).order_by("-created_at").first()
+    if session is None:
+        raise Http404("No such session, or it is not yours.")
+    try:
+        session_stop(session=session, by=request.user)
+    except hub.HubUnavailable as exc:
+        raise ApiError(503, f"JupyterHub could not be reached, so the session was not stopped: {exc}") from None
+    return Status(HTTPStatus.ACCEPTED, session_out(_card(request, name)))

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+from .base import register
+
+urlpatterns = [
+    path("api/v1/", register().urls),
+    path("account/tokens/", views.token_list, name="token_list"),
+    path("account/tokens/<int:pk>/revoke/", views.token_revoke_view, name="token_revoke"),
+]

@@ -1,0 +1,52 @@
+"""The Tokens page: create (the token is shown once), list and revoke personal access tokens."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .forms import TokenForm
+from .models import PersonalAccessToken
+from .tokens import TokenRefused, token_create, token_revoke
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_list(request: HttpRequest) -> HttpResponse:
+    """Your tokens and the form for a new one. After a create, the page shows the token once."""
+    form = TokenForm(request.POST or None)
+    created = None
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                token, created = token_create(user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
+                                              days=form.cleaned_data["days"])
+            except TokenRefused as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+                status = 400
+            else:
+                form = TokenForm()
+        else:
+            status = 400
+    tokens = PersonalAccessToken.objects.filter(user=request.user).order_by("-created_at")
+    portal_url = request.build_absolute_uri("/").rstrip("/")
+    return render(request, "api/token_list.html", {"form": form, "tokens": tokens, "created": created, "portal_url": portal_url}, status=status)
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke one of your tokens (it stops working at once)."""
+    token = PersonalAccessToken.objects.filter(pk=pk, user=request.user).first()
+    if token is None:
+        raise Http404("No such token, or it is not yours.")
+    try:
+        token_revoke(token=token, by=request.user)
+    except PermissionDenied as exc:  # pragma: no cover - the filter above keeps others' tokens out
+        raise Http404(str(exc)) from None
+    messages.info(request, f"Token “{token.name}” ({token.prefix}…) is revoked.")
+    return redirect("token_list")

@@ -1,0 +1,63 @@
+"""Text formatting for the CLI: tables, key/value lines, durations, JSON."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def dumps_json(document: Any, *, pretty: bool = True) -> str:
+    """``document`` as JSON with sorted keys: indented when ``pretty``, else one line."""
+    if pretty:
+        return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    return json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def one_line(value: Any) -> str:
+    """``value`` as text on one line (``-`` for ``None``/empty; newlines and tabs become spaces)."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) if value else "-"
+    return " ".join(str(value).split())
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain-text table: columns as wide as their widest cell, separated by two spaces, no
+    trailing spaces. Cells are passed through :func:`one_line`."""
+    cells = [[one_line(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+    lines = []
+    for row in [list(headers), *cells]:
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
+    """``key: value`` lines with the values aligned."""
+    width = max((len(k) for k, _ in pairs), default=0) + 1
+    return "\n".join(f"{(k + ':').ljust(width)} {one_line(v)}" for k, v in pairs)
+
+
+def duration(seconds: int | float | None) -> str:
+    """Seconds as ``[D-]H:MM:SS`` (Slurm's style); ``-`` for ``None``."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def gpus(count: int | None, gpu_type: str | None) -> str:
+    """``2 a100``, ``2`` (no type), or ``-`` (no GPUs)."""
+    if not count:
+        return "-"
+    return f"{count} {gpu_type}" if gpu_type else str(count)

@@ -1,0 +1,44 @@
+"""Forms of the profile pages: the file (typed or uploaded), and the run/clone overrides."""
+from __future__ import annotations
+
+from django import forms
+
+from .schema import MAX_PROFILE_BYTES
+
+
+class ProfileForm(forms.Form):
+    yaml = forms.CharField(required=False, strip=False, label="Profile (YAML)",
+                           widget=forms.Textarea(attrs={"rows": 26, "spellcheck": "false", "class": "code"}),
+                           help_text="Schema version 1: see the example and docs/profiles.md.")
+    upload = forms.FileField(required=False, label="…or upload a file", help_text="A .yaml file; it replaces the text above.")
+    team = forms.ChoiceField(required=False, label="Share with team", help_text="Team members may see, run and clone it; only you change it.")
+
+    def __init__(self, *args, teams: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", "not shared")] + [(t, t) for t in teams]
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("upload")
+        if upload:
+            if upload.size > MAX_PROFILE_BYTES:
+                raise forms.ValidationError(f"The file is larger than {MAX_PROFILE_BYTES // 1024} KiB.")
+            try:
+                data["yaml"] = upload.read().decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The uploaded file is not UTF-8 text.") from None
+        if not (data.get("yaml") or "").strip():
+            raise forms.ValidationError("Type a profile or upload a file.")
+        return data
+
+
+class OverridesForm(forms.Form):
+    """"Run again with 4 GPUs": each filled field overrides the profile's value."""
+
+    gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per node")
+    partition = forms.CharField(required=False, max_length=64)
+    time_limit = forms.CharField(required=False, max_length=20, help_text="HH:MM:SS, D-HH:MM:SS or minutes")
+    name = forms.CharField(required=False, max_length=200, label="New name", help_text="For a copy (clone) only.")
+
+    def overrides(self) -> dict:
+        return {k: v for k, v in self.cleaned_data.items() if k != "name" and v not in (None, "")}

@@ -1,0 +1,366 @@
+"""The job profile file (``train.yaml``), version 1: parsed, checked field by field, and turned
+into a :class:`ProfileSpec`. Every error names the field as a dotted path (``resources.gpus_per_node``)
+and, when the value came from the file, its line. The schema is documented in ``docs/profiles.md``.
+
+Only shape and types are checked here; what the cluster allows (partitions, GPU types and counts,
+time limits, CPUs, memory) is checked by the same :class:`jobs.policy.SitePolicy` as the job form,
+in :mod:`profiles.services`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+MAX_PROFILE_BYTES = 64 * 1024
+MAX_DEPTH = 10
+#: Short names accepted in overrides ("run again with 4 GPUs": ``{"gpus": 4}``) -> dotted path.
+OVERRIDE_ALIASES = {
+    "name": "name",
+    "account": "account",
+    "partition": "resources.partition",
+    "nodes": "resources.nodes",
+    "gpus": "resources.gpus_per_node",
+    "gpus_per_node": "resources.gpus_per_node",
+    "gpu_type": "resources.gpu_type",
+    "cpus": "resources.cpus",
+    "memory": "resources.memory",
+    "time_limit": "resources.time_limit",
+    "workdir": "run.workdir",
+    "args": "run.args",
+}
+_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|[KMGT]|MB|GB)?\s*$", re.IGNORECASE)
+_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],]*\s*((==|>=|<=|~=|!=|<|>|===)\s*[A-Za-z0-9.*+!_\-]+\s*,?\s*)*$")
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem: ``field`` a dotted path (``resources.gpus_per_node``; ``""`` for the whole file),
+    ``message`` a sentence saying what is wrong and what is allowed, ``line`` 1-based in the file
+    (``None`` when the value did not come from the file, e.g. an override)."""
+
+    field: str
+    message: str
+    line: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"field": self.field, "message": self.message, "line": self.line}
+
+
+class ProfileInvalid(Exception):
+    """The profile cannot be used; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(f"{e.field or 'profile'}: {e.message}" for e in errors))
+
+
+# --- the schema ---------------------------------------------------------------------------------
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, str_strip_whitespace=False)
+
+
+class Resources(_Strict):
+    partition: str = Field(min_length=1, max_length=64)
+    nodes: int = Field(default=1, ge=1, le=64)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    gpu_type: str = Field(default="", max_length=64)
+    cpus: int = Field(default=1, ge=1, le=1024)
+    memory: str | int = "4G"
+    time_limit: str | int = "01:00:00"
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value):
+        memory_mib(value)  # raises ValueError with the message
+        return value
+
+
+class Run(_Strict):
+    workdir: str = Field(default="", max_length=512)
+    script: str = Field(default="", max_length=512)
+    args: list[str] = Field(default_factory=list, max_length=100)
+    command: str = Field(default="", max_length=64 * 1024)
+    image: str = Field(default="", max_length=512)
+
+    @model_validator(mode="after")
+    def _one_entry_point(self):
+        if bool(self.script) == bool(self.command):
+            raise ValueError("Give exactly one entry point: run.script (a file in the project directory) or run.command (a bash command).")
+        if self.args and not self.script:
+            raise ValueError("run.args go with run.script; put arguments of a command into run.command itself.")
+        return self
+
+
+class Environment(_Strict):
+    python: str = Field(default="", max_length=16)
+    cuda: str = Field(default="", max_length=16)
+    pip: list[str] = Field(default_factory=list, max_length=200)
+    requirements: str = Field(default="", max_length=512)
+    conda: str = Field(default="", max_length=512)
+    system_site_packages: bool = False
+
+    @field_validator("python", "cuda")
+    @classmethod
+    def _version(cls, value: str):
+        if value and not _VERSION.match(value):
+            raise ValueError(f"'{value[:16]}' is not a version; write it like \"3.11\" or \"12.4\" (in quotes).")
+        return value
+
+    @field_validator("pip")
+    @classmethod
+    def _pip(cls, value: list[str]):
+        for item in value:
+            if not _PACKAGE.match(item) or len(item) > 200:
+                raise ValueError(f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed here; use requirements).")
+        return value
+
+
+class Profile(_Strict):
+    version: int
+    name: str = Field(min_length=1, max_length=200)
+    account: str = Field(default="", max_length=64)
+    resources: Resources
+    run: Run
+    environment: Environment | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int):
+        if value != SCHEMA_VERSION:
+            raise ValueError(f"This portal reads profile version {SCHEMA_VERSION}; the file says {value}.")
+        return value
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """A valid profile, with units resolved: ``memory_mb`` MiB, ``time_limit_min`` minutes.
+    ``data`` is the normalised document (what is stored and what the environment hash is built from)."""
+
+    data: dict
+    name: str
+    account: str
+    partition: str
+    nodes: int
+    gpus_per_node: int
+    gpu_type: str
+    cpus: int
+    memory_mb: int
+    time_limit_min: int
+    workdir: str
+    script: str
+    args: tuple[str, ...]
+    command: str
+    image: str
+    environment: dict | None = field(default=None)
+
+
+# --- units ---------------------------------------------------------------------------------------
+def memory_mib(value: str | int) -> int:
+    """``"2G"``/``"2GB"``/``"2GiB"`` -> 2048; ``"512M"`` -> 512; a bare number is MiB. Raises
+    ``ValueError`` with the message (Slurm's ``--mem`` units are binary: G = 1024 MiB)."""
+    if isinstance(value, bool):
+        raise ValueError("Memory must be like 4G or 2048M.")
+    if isinstance(value, int):
+        mib = value
+    else:
+        match = _MEMORY.match(str(value))
+        if not match:
+            raise ValueError(f"'{str(value)[:20]}' is not an amount of memory; write it like 4G, 512M or 2048 (MiB).")
+        number, unit = float(match.group(1)), (match.group(2) or "M")[0].upper()
+        mib = int(number * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit])
+    if not 1 <= mib <= 64 * 1024 * 1024:
+        raise ValueError("Memory must be between 1 MiB and 64 TiB.")
+    return mib
+
+
+def time_limit_minutes(value: str | int) -> int:
+    """``90`` / ``"02:00:00"`` / ``"1-00:00:00"`` -> minutes (the form's rules). Raises ``ValueError``."""
+    from jobs.forms import JobForm
+
+    if isinstance(value, bool):
+        raise ValueError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
+    return JobForm.parse_time_minutes(str(value))
+
+
+# --- parsing -------------------------------------------------------------------------------------
+def _lines(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Dotted path (tuple) -> 1-based line of the value, from the composed YAML tree."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
+            out[(*path, name)] = key.start_mark.line + 1
+            _lines(value, (*path, name), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _lines(item, (*path, index), out)
+    return out
+
+
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
+    """Parse the file (YAML 1.1, safe: no tags that build objects). Returns (document, lines).
+    Raises :class:`ProfileInvalid` for text that is not a YAML mapping, with the line of a syntax error."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_PROFILE_BYTES:
+        raise ProfileInvalid([FieldError("", f"The profile is larger than {MAX_PROFILE_BYTES // 1024} KiB.")])
+    if "\x00" in text:
+        raise ProfileInvalid([FieldError("", "The profile contains a NUL character; save it as plain UTF-8 text.")])
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+            if depth > MAX_DEPTH:
+                raise ProfileInvalid([FieldError("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1)])
+            # Aliases can multiply a small file into billions of values (a "YAML bomb").
+            if isinstance(event, yaml.AliasEvent):
+                raise ProfileInvalid([FieldError("", "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.", event.start_mark.line + 1)])
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = yaml.safe_load(text)
+    except RecursionError:
+        raise ProfileInvalid([FieldError("", "The profile is nested too deeply.")]) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ProfileInvalid([FieldError("", f"This is not valid YAML: {problem}.", where)]) from None
+    except yaml.YAMLError as exc:
+        raise ProfileInvalid([FieldError("", f"This is not valid YAML: {exc}.")]) from None
+    if not isinstance(document, dict) or node is None:
+        raise ProfileInvalid([FieldError("", "A profile is a YAML mapping that starts with 'version: 1'. See docs/profiles.md.", 1)])
+    return document, _lines(node)
+
+
+def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[FieldError], set[tuple]]:
+    """A copy of ``document`` with ``overrides`` applied. Keys are short names (:data:`OVERRIDE_ALIASES`,
+    e.g. ``gpus``) or dotted paths (``resources.cpus``). Returns (document, errors, overridden paths)."""
+    import copy
+
+    result = copy.deepcopy(document)
+    errors: list[FieldError] = []
+    touched: set[tuple] = set()
+    if overrides is None:
+        return result, errors, touched
+    if not isinstance(overrides, dict):
+        return result, [FieldError("overrides", "Overrides are a mapping such as {\"gpus\": 4}.")], touched
+    allowed = set(OVERRIDE_ALIASES.values())
+    for key, value in overrides.items():
+        path = OVERRIDE_ALIASES.get(str(key), str(key))
+        if path not in allowed:
+            names = ", ".join(sorted(OVERRIDE_ALIASES))
+            errors.append(FieldError(f"overrides.{str(key)[:40]}", f"'{str(key)[:40]}' cannot be overridden. Overridable: {names}."))
+            continue
+        parts = path.split(".")
+        target = result
+        for part in parts[:-1]:
+            if not isinstance(target.get(part), dict):
+                target[part] = {}
+            target = target[part]
+        target[parts[-1]] = value
+        touched.add(tuple(parts))
+    return result, errors, touched
+
+
+_FRIENDLY = {
+    "missing": "This field is required.",
+    "extra_forbidden": "Unknown field. Check the spelling against docs/profiles.md.",
+    "int_parsing": "Must be a whole number.",
+    "int_type": "Must be a whole number.",
+    "int_from_float": "Must be a whole number.",
+    "string_type": "Must be text (put it in quotes).",
+    "list_type": "Must be a list.",
+    "bool_parsing": "Must be true or false.",
+    "bool_type": "Must be true or false.",
+    "model_type": "Must be a mapping (indented fields below it).",
+    "model_attributes_type": "Must be a mapping (indented fields below it).",
+    "dict_type": "Must be a mapping (indented fields below it).",
+}
+
+
+def _message(err: dict, loc: tuple) -> str:
+    kind = err.get("type", "")
+    if kind == "string_type" and loc in (("environment", "python"), ("environment", "cuda")):
+        return 'Write the version in quotes, like "3.11" (unquoted, YAML reads 3.10 as the number 3.1).'
+    if kind in _FRIENDLY:
+        return _FRIENDLY[kind]
+    msg = str(err.get("msg", "invalid value"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if kind in ("greater_than_equal", "less_than_equal", "string_too_short", "string_too_long", "too_long", "too_short"):
+        msg = msg[0].upper() + msg[1:] + "."
+    return msg
+
+
+def parse_profile(text: str, *, overrides: dict | None = None) -> ProfileSpec:
+    """Parse and check ``text`` (with optional ``overrides``). Returns the :class:`ProfileSpec`.
+    Raises :class:`ProfileInvalid` with every error found, each with its field and line."""
+    document, lines = load_yaml(text)
+    return spec_from_document(document, lines=lines, overrides=overrides)
+
+
+def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None, overrides: dict | None = None) -> ProfileSpec:
+    """Like :func:`parse_profile` for an already parsed document (the API's JSON form)."""
+    lines = lines or {}
+    document, errors, touched = apply_overrides(document, overrides)
+    try:
+        profile = Profile.model_validate(document)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            loc = tuple(err.get("loc", ()))
+            # pydantic puts union members into loc (memory: str | int -> ("resources","memory","str")).
+            loc = tuple(p for p in loc if p not in ("str", "int", "function-after[_memory(), union[str,int]]"))
+            line = None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)
+            errors.append(FieldError(".".join(str(p) for p in loc), _message(err, loc), line))
+        raise ProfileInvalid(_dedupe(errors)) from None
+    if errors:
+        raise ProfileInvalid(errors)
+    res = profile.resources
+    try:
+        minutes = time_limit_minutes(res.time_limit)
+    except ValueError as exc:
+        path = ("resources", "time_limit")
+        raise ProfileInvalid([FieldError("resources.time_limit", str(exc), None if path in touched else _line_for(lines, path))]) from None
+    data = profile.model_dump(mode="json", exclude_none=True)
+    env = profile.environment.model_dump(mode="json") if profile.environment else None
+    return ProfileSpec(
+        data=data, name=profile.name, account=profile.account, partition=res.partition, nodes=res.nodes,
+        gpus_per_node=res.gpus_per_node, gpu_type=res.gpu_type, cpus=res.cpus, memory_mb=memory_mib(res.memory),
+        time_limit_min=minutes, workdir=profile.run.workdir, script=profile.run.script, args=tuple(profile.run.args),
+        command=profile.run.command, image=profile.run.image, environment=env,
+    )
+
+
+def _dedupe(errors: list[FieldError]) -> list[FieldError]:
+    seen, out = set(), []
+    for e in errors:
+        if (e.field, e.message) not in seen:
+            seen.add((e.field, e.message))
+            out.append(e)
+    return out
+
+
+def line_of(text: str, dotted: str) -> int | None:
+    """The line of field ``dotted`` in ``text`` (for policy errors found after parsing), or ``None``."""
+    try:
+        _, lines = load_yaml(text)
+    except ProfileInvalid:
+        return None
+    return _line_for(lines, tuple(dotted.split(".")))
+
+
+def dump_yaml(data: dict) -> str:
+    """A document as YAML in the schema's field order (for clones with overrides)."""
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)

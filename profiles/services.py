@@ -1,0 +1,210 @@
+"""Checking, saving, sharing, cloning and running job profiles.
+
+A profile is checked in three layers, each error pointing at a field (and its line in the file):
+the schema (:mod:`profiles.schema`), what the site offers for environments (Python versions, CUDA
+modules, containers: :class:`profiles.envscript.EnvSite`), and the same site policy and team check
+as the job form (:func:`jobs.submit.job_create`). Running a profile is ``job_create`` with the script
+rendered by :func:`profiles.envscript.render_profile_script`.
+"""
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+
+from accounts.models import User
+from jobs.audit import audit
+from jobs.models import Job
+from jobs.policy import JobRequest, SitePolicy
+from jobs.snapshot import snapshot_load
+from jobs.submit import PolicyRefused, job_create
+
+from .envscript import EnvSite, render_profile_script
+from .models import Profile
+from .schema import FieldError, ProfileInvalid, ProfileSpec, apply_overrides, dump_yaml, line_of, load_yaml, parse_profile
+
+#: Site policy's field names (jobs.policy) -> the profile's fields.
+POLICY_FIELDS = {
+    "name": "name",
+    "account": "account",
+    "partition": "resources.partition",
+    "gpu_type": "resources.gpu_type",
+    "gpu_count": "resources.gpus_per_node",
+    "cpus": "resources.cpus",
+    "memory_mb": "resources.memory",
+    "time_limit_min": "resources.time_limit",
+    "workdir": "run.workdir",
+    "script": "run.command",
+}
+
+
+def _path_error(path: str, field: str) -> str | None:
+    if not path:
+        return None
+    if "\x00" in path or "\n" in path or "\r" in path:
+        return "Must be one line without control characters."
+    if path.startswith("/") and field != "run.workdir":
+        return "Must be a path relative to the project directory (run.workdir)."
+    if ".." in path.split("/"):
+        return "Must not contain '..'."
+    return None
+
+
+def site_errors(spec: ProfileSpec, site: EnvSite) -> list[FieldError]:
+    """What the site does not offer: Python versions, CUDA modules, containers, conda, several
+    nodes; and entry-point paths that leave the project directory."""
+    errors: list[FieldError] = []
+    env = spec.environment
+    if spec.nodes != 1:
+        errors.append(FieldError("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node)."))
+    if spec.image:
+        if not site.container_runtime:
+            errors.append(FieldError("run.image", "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead."))
+        if env is not None:
+            errors.append(FieldError("environment", "Use either run.image (the image carries the environment) or an environment block, not both."))
+    if env is not None:
+        if env.get("python") and env["python"] not in site.pythons:
+            errors.append(FieldError("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}."))
+        if env.get("cuda") and env["cuda"] not in site.cuda_modules:
+            offered = ", ".join(sorted(site.cuda_modules)) or "none (this cluster has no CUDA environment modules configured)"
+            errors.append(FieldError("environment.cuda", f"CUDA {env['cuda']} is not offered here. Offered: {offered}."))
+        if env.get("conda"):
+            errors.append(FieldError("environment.conda", "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file."))
+    for field, path in (("run.script", spec.script), ("environment.requirements", (env or {}).get("requirements", "")), ("run.workdir", spec.workdir)):
+        message = _path_error(path, field)
+        if message:
+            errors.append(FieldError(field, message))
+    return errors
+
+
+def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobRequest:
+    """The :class:`JobRequest` a profile asks for (the script rendered from the profile)."""
+    return JobRequest(
+        name=spec.name, partition=spec.partition, gpu_type=spec.gpu_type, gpu_count=spec.gpus_per_node, cpus=spec.cpus,
+        memory_mb=spec.memory_mb, time_limit_min=spec.time_limit_min, script=render_profile_script(spec, site=site),
+        workdir=spec.workdir, account=spec.account,
+    )
+
+
+def _with_lines(errors: list[FieldError], text: str | None, touched: set[str]) -> list[FieldError]:
+    if not text:
+        return errors
+    return [e if e.line is not None or e.field in touched else FieldError(e.field, e.message, line_of(text, e.field)) for e in errors]
+
+
+def profile_check(*, user: User, text: str, overrides: dict | None = None, policy: SitePolicy | None = None) -> tuple[ProfileSpec, JobRequest]:
+    """Check a profile file (with overrides) completely, as running it would, without running it.
+    Returns (spec, job request). Raises :class:`ProfileInvalid` with every error, each with its field
+    and line (``None`` for overridden values)."""
+    spec = parse_profile(text, overrides=overrides)
+    touched = {".".join(t) for t in apply_overrides({}, overrides)[2]}
+    site = EnvSite.from_settings()
+    errors = site_errors(spec, site)
+    request = job_request_for(spec, site=site)
+    policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
+    for e in policy.check(request):
+        errors.append(FieldError(POLICY_FIELDS.get(e.field, e.field), e.message))
+    account = spec.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
+    if not user.slurm_accounts:
+        errors.append(FieldError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you."))
+    elif account not in user.slurm_accounts:
+        errors.append(FieldError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}."))
+    if errors:
+        raise ProfileInvalid(_with_lines(errors, text, touched))
+    return spec, request
+
+
+def profile_run(*, user: User, text: str, overrides: dict | None = None, profile: Profile | None = None) -> Job:
+    """Check and submit a profile file (``text``, e.g. from the CLI or an upload) or a saved
+    ``profile`` (its ``yaml``). Returns the new :class:`Job` (state SUBMITTING; sent on commit).
+    Raises :class:`ProfileInvalid` or ``PermissionDenied`` (a profile the user may not see)."""
+    if profile is not None and not profile_visible(profile=profile, user=user):
+        raise PermissionDenied("This profile is not yours and not shared with your team.")
+    spec, request = profile_check(user=user, text=text, overrides=overrides)
+    try:
+        return job_create(user=user, request=request, profile=profile, profile_spec=spec.data)
+    except PolicyRefused as exc:  # the cluster changed between the two checks
+        raise ProfileInvalid([FieldError(POLICY_FIELDS.get(e.field, e.field), e.message) for e in exc.errors]) from None
+
+
+def profile_visible(*, profile: Profile, user: User) -> bool:
+    """Owner, members of the team it is shared with, and portal admins may see (and run) it."""
+    from teams.models import Membership
+
+    if profile.owner_id == user.pk or user.is_staff:
+        return True
+    return bool(profile.team_id) and Membership.objects.filter(team_id=profile.team_id, user=user).exists()
+
+
+def _team_for_share(user: User, team_name: str | None):
+    from teams.models import Membership, Team
+
+    if not team_name:
+        return None
+    team = Team.objects.filter(name=team_name).first()
+    if team is None or not Membership.objects.filter(team=team, user=user).exists():
+        mine = ", ".join(m.team.name for m in Membership.objects.filter(user=user).select_related("team")) or "none"
+        raise ProfileInvalid([FieldError("team", f"You can share only with a team you are in. Your teams: {mine}.")])
+    return team
+
+
+def profile_save(*, user: User, text: str, team: str | None = None, profile: Profile | None = None) -> Profile:
+    """Create (``profile`` None) or update the owner's profile from ``text``, checked in full (as
+    :func:`profile_check`). The name comes from the file's ``name``. Raises :class:`ProfileInvalid`
+    (also for a name the owner already uses) or ``PermissionDenied`` (not the owner)."""
+    if profile is not None and profile.owner_id != user.pk:
+        raise PermissionDenied("Only the profile's owner can change it. Clone it to make your own.")
+    spec, _ = profile_check(user=user, text=text)
+    shared = _team_for_share(user, team) if team is not None else (profile.team if profile else None)
+    old = {"name": profile.name, "team": profile.team.name if profile and profile.team else None} if profile else {}
+    try:
+        with transaction.atomic():
+            if profile is None:
+                profile = Profile(owner=user)
+            profile.name, profile.yaml, profile.spec, profile.team = spec.name, text, spec.data, shared
+            profile.save()
+            audit(actor=user, action="profile.save", target=f"profile:{profile.pk}", old=old,
+                  new={"name": profile.name, "team": shared.name if shared else None})
+    except IntegrityError:
+        raise ProfileInvalid([FieldError("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(text, "name"))]) from None
+    return profile
+
+
+def profile_share(*, profile: Profile, by: User, team: str | None) -> Profile:
+    """Share the profile with ``team`` (a team the owner is in) or stop sharing (``None``/"").
+    Raises ``PermissionDenied`` (not the owner) or :class:`ProfileInvalid` (not their team)."""
+    if profile.owner_id != by.pk:
+        raise PermissionDenied("Only the profile's owner can share it.")
+    shared = _team_for_share(by, team)
+    with transaction.atomic():
+        old = {"team": profile.team.name if profile.team else None}
+        profile.team = shared
+        profile.save(update_fields=["team", "updated_at"])
+        audit(actor=by, action="profile.share", target=f"profile:{profile.pk}", old=old, new={"team": shared.name if shared else None})
+    return profile
+
+
+def profile_delete(*, profile: Profile, by: User) -> None:
+    """Delete the owner's profile (jobs run from it keep the document they ran). Raises ``PermissionDenied``."""
+    if profile.owner_id != by.pk:
+        raise PermissionDenied("Only the profile's owner can delete it.")
+    with transaction.atomic():
+        audit(actor=by, action="profile.delete", target=f"profile:{profile.pk}", old={"name": profile.name})
+        profile.delete()
+
+
+def profile_clone(*, profile: Profile, by: User, name: str = "", overrides: dict | None = None) -> Profile:
+    """A copy owned by ``by`` with ``overrides`` applied ("run again with 4 GPUs") and a new
+    ``name`` (default "<name> (copy)"). The copy's file is written from the document, so comments are
+    not kept when anything changes. Raises ``PermissionDenied`` or :class:`ProfileInvalid`."""
+    if not profile_visible(profile=profile, user=by):
+        raise PermissionDenied("This profile is not yours and not shared with your team.")
+    document, _ = load_yaml(profile.yaml)
+    changes = dict(overrides or {})
+    changes["name"] = name or changes.get("name") or f"{profile.name} (copy)"
+    document, errors, _ = apply_overrides(document, changes)
+    if errors:
+        raise ProfileInvalid(errors)
+    copy = profile_save(user=by, text=dump_yaml(document))
+    Profile.objects.filter(pk=copy.pk).update(cloned_from=profile)
+    copy.cloned_from = profile
+    return copy

@@ -1,0 +1,153 @@
+"""Profile pages: list, write or upload (checked with errors by line), run, clone, share, delete.
+Thin: parse input, call one service or selector, render."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from jobs.models import Job
+
+from .forms import OverridesForm, ProfileForm
+from .schema import ProfileInvalid
+from .selectors import profile_for_viewer, profiles_for_user
+from .services import profile_check, profile_clone, profile_delete, profile_run, profile_save, profile_share
+
+EXAMPLE = "examples/train_digits.yaml"
+
+
+def _profile(request: HttpRequest, pk: int):
+    profile = profile_for_viewer(pk=pk, user=request.user)
+    if profile is None:
+        raise Http404("No such profile, or it is not yours and not shared with your team.")
+    return profile
+
+
+def _teams(request: HttpRequest) -> list[str]:
+    from teams.selectors import teams_of
+
+    return [t.name for t in teams_of(request.user)]
+
+
+@login_required
+def profile_list(request: HttpRequest) -> HttpResponse:
+    """Your profiles and those your teams share."""
+    return render(request, "profiles/profile_list.html", {"profiles": profiles_for_user(user=request.user)})
+
+
+def _example() -> str:
+    from django.conf import settings
+
+    try:
+        return (settings.BASE_DIR / EXAMPLE).read_text()
+    except OSError:
+        return ""
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    """Write, paste or upload a profile; Check, Save, or Run now (without saving). Errors are listed
+    by field and line, and the text is kept as typed."""
+    profile = _profile(request, pk) if pk else None
+    if profile is not None and profile.owner_id != request.user.pk:
+        raise PermissionDenied("Only the profile's owner can change it. Clone it to make your own.")
+    initial = {"yaml": profile.yaml if profile else _example(), "team": profile.team.name if profile and profile.team else ""}
+    form = ProfileForm(request.POST or None, request.FILES or None, initial=initial, teams=_teams(request))
+    errors, script, status = [], None, 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            text, action = form.cleaned_data["yaml"], request.POST.get("action", "check")
+            try:
+                if action == "save":
+                    saved = profile_save(user=request.user, text=text, team=form.cleaned_data["team"], profile=profile)
+                    messages.success(request, f"Profile “{saved.name}” is saved.")
+                    return redirect("profile_detail", pk=saved.pk)
+                if action == "run":
+                    job = profile_run(user=request.user, text=text)
+                    messages.success(request, f"Job “{job.name}” is being submitted.")
+                    return redirect("job_detail", key=job.key)
+                script = profile_check(user=request.user, text=text)[1].script
+                status = 200
+            except ProfileInvalid as exc:
+                errors = exc.errors
+    return render(request, "profiles/profile_edit.html", {"form": form, "profile": profile, "errors": errors, "script": script}, status=status)
+
+
+@login_required
+def profile_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The file, who shares it, its last jobs, and Run / Clone / Share / Delete."""
+    profile = _profile(request, pk)
+    jobs = Job.objects.filter(profile=profile, user=request.user).order_by("-created_at")[:10]
+    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": OverridesForm(),
+                                                            "teams": _teams(request), "mine": profile.owner_id == request.user.pk})
+
+
+def _overrides_or_error(request: HttpRequest, profile):
+    form = OverridesForm(request.POST)
+    if form.is_valid():
+        return form, None
+    return form, render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "teams": _teams(request),
+                                                                  "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+
+
+@login_required
+@require_POST
+def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run the profile, with the filled overrides ("run again with 4 GPUs")."""
+    profile = _profile(request, pk)
+    form, refused = _overrides_or_error(request, profile)
+    if refused:
+        return refused
+    try:
+        job = profile_run(user=request.user, text=profile.yaml, overrides=form.overrides(), profile=profile)
+    except ProfileInvalid as exc:
+        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "errors": exc.errors, "teams": _teams(request),
+                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+    messages.success(request, f"Job “{job.name}” is being submitted.")
+    return redirect("job_detail", key=job.key)
+
+
+@login_required
+@require_POST
+def profile_clone_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Copy the profile as your own, with the filled overrides."""
+    profile = _profile(request, pk)
+    form, refused = _overrides_or_error(request, profile)
+    if refused:
+        return refused
+    try:
+        copy = profile_clone(profile=profile, by=request.user, name=form.cleaned_data.get("name") or "", overrides=form.overrides())
+    except ProfileInvalid as exc:
+        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "errors": exc.errors, "teams": _teams(request),
+                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+    messages.success(request, f"Copied as “{copy.name}”.")
+    return redirect("profile_detail", pk=copy.pk)
+
+
+@login_required
+@require_POST
+def profile_share_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Share with one of your teams, or stop sharing (owner only)."""
+    profile = _profile(request, pk)
+    try:
+        profile_share(profile=profile, by=request.user, team=request.POST.get("team") or None)
+    except ProfileInvalid as exc:
+        messages.error(request, exc.errors[0].message)
+    else:
+        messages.success(request, f"Shared with team {profile.team.name}." if profile.team else "No longer shared.")
+    return redirect("profile_detail", pk=profile.pk)
+
+
+@login_required
+@require_POST
+def profile_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete your profile (jobs run from it keep what they ran)."""
+    profile = _profile(request, pk)
+    profile_delete(profile=profile, by=request.user)
+    messages.info(request, f"Profile “{profile.name}” is deleted.")
+    return redirect("profile_list")

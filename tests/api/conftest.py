@@ -1,0 +1,1 @@
+from tests.profiles.conftest import cluster, no_slurm, people  # noqa: F401  (shared fixtures)

@@ -1,0 +1,287 @@
+"""The REST API through real requests: tokens (hashed, scoped, expiring, revocable), JSON errors
+with the field (and line), the same permissions as the pages, and every endpoint x role."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from http import HTTPStatus
+
+import pytest
+from django.utils import timezone
+
+from api.models import PersonalAccessToken
+from api.tokens import digest, token_create
+from jobs.models import Job
+from jobs.states import JobState
+from profiles.models import Profile
+from tests.profiles.conftest import EXAMPLE_TEXT
+
+pytestmark = pytest.mark.django_db
+ALL = ["read", "jobs", "sessions", "profiles"]
+
+
+def bearer(raw: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+@pytest.fixture
+def tokens(people):
+    return {name: token_create(user=user, name="t", scopes=ALL, days=30)[1] for name, user in people.items()}
+
+
+def call(client, method, path, raw=None, body=None):
+    kwargs = bearer(raw) if raw else {}
+    if body is not None:
+        kwargs.update(data=json.dumps(body), content_type="application/json")
+    return getattr(client, method)(f"/api/v1{path}", **kwargs)
+
+
+# --- tokens ------------------------------------------------------------------------------------
+def test_token_is_stored_hashed_and_works_until_revoked(client, people):
+    row, raw = token_create(user=people["alice"], name="laptop", scopes=["read"], days=7)
+    assert raw.startswith("gpp_") and len(raw) > 40 and raw not in json.dumps(list(PersonalAccessToken.objects.values()), default=str)
+    assert row.digest == digest(raw) and row.prefix == raw[:12]
+    me = call(client, "get", "/me", raw).json()
+    assert me["username"] == "alice" and me["scopes"] == ["read"] and me["teams"] == ["vision"]
+    row.revoked_at = timezone.now()
+    row.save()
+    r = call(client, "get", "/me", raw)
+    assert r.status_code == HTTPStatus.UNAUTHORIZED and "wrong, expired or revoked" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("raw", ["", "gpp_nope", "Basic abc", "x" * 500])
+def test_bad_or_missing_token_is_401_json(client, people, raw):
+    r = client.get("/api/v1/jobs", **({"HTTP_AUTHORIZATION": f"Bearer {raw}"} if raw else {}))
+    assert r.status_code == HTTPStatus.UNAUTHORIZED and "/account/tokens/" in r.json()["detail"]
+
+
+def test_expired_token_is_refused(client, people):
+    row, raw = token_create(user=people["alice"], name="old", scopes=ALL, days=1)
+    PersonalAccessToken.objects.filter(pk=row.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert call(client, "get", "/me", raw).status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_bad_token_is_not_rescued_by_a_session_cookie(client, people):
+    client.force_login(people["alice"])
+    assert call(client, "get", "/me").status_code == HTTPStatus.OK  # the session alone works (browser)
+    assert call(client, "get", "/me", "gpp_wrong").status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_scopes_are_enforced(client, people, cluster, no_slurm):
+    _, raw = token_create(user=people["alice"], name="ro", scopes=["read"], days=7)
+    r = call(client, "post", "/jobs", raw, {"profile_yaml": EXAMPLE_TEXT})
+    assert r.status_code == HTTPStatus.FORBIDDEN and "'jobs' scope" in r.json()["detail"]
+    r = call(client, "post", "/profiles", raw, {"yaml": EXAMPLE_TEXT})
+    assert r.status_code == HTTPStatus.FORBIDDEN and Profile.objects.count() == 0 and Job.objects.count() == 0
+    assert call(client, "post", "/sessions", raw, {"ide": "lab"}).status_code == HTTPStatus.FORBIDDEN
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"name": "", "scopes": ["read"], "days": "30"}, "name"),
+    ({"name": "x", "scopes": [], "days": "30"}, "scopes"),
+    ({"name": "x", "scopes": ["admin"], "days": "30"}, "scopes"),
+    ({"name": "x", "scopes": ["read"], "days": "9999"}, "days"),
+])
+def test_token_page_refuses_bad_input(client, people, data, field):
+    client.force_login(people["alice"])
+    r = client.post("/account/tokens/", data)
+    assert r.status_code == HTTPStatus.BAD_REQUEST and f'data-testid="error-{field}"' in r.content.decode()
+    assert PersonalAccessToken.objects.count() == 0
+
+
+def test_token_page_creates_shows_once_and_revokes(client, people):
+    client.force_login(people["alice"])
+    r = client.post("/account/tokens/", {"name": "laptop", "scopes": ["read", "jobs"], "days": "30"})
+    html = r.content.decode()
+    row = PersonalAccessToken.objects.get()
+    raw = html.split('data-testid="token-value">')[1].split("<")[0]
+    assert r.status_code == HTTPStatus.OK and digest(raw) == row.digest and row.scopes == ["jobs", "read"]
+    assert raw not in client.get("/account/tokens/").content.decode()  # shown once
+    assert call(client, "get", "/me", raw).status_code == HTTPStatus.OK
+    client.force_login(people["bob"])
+    assert client.post(f"/account/tokens/{row.pk}/revoke/").status_code == HTTPStatus.NOT_FOUND  # not bob's
+    client.force_login(people["alice"])
+    assert client.post(f"/account/tokens/{row.pk}/revoke/").status_code == HTTPStatus.FOUND
+    assert call(client, "get", "/me", raw).status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_session_cookie_needs_csrf_for_writes(people, cluster, no_slurm):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(people["alice"])
+    r = call(csrf_client, "post", "/profiles", body={"yaml": EXAMPLE_TEXT})
+    assert r.status_code == HTTPStatus.FORBIDDEN and Profile.objects.count() == 0
+
+
+# --- submitting ----------------------------------------------------------------------------------
+def test_submit_a_profile_file(client, people, tokens, cluster, no_slurm, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"cpus": 4}, "filename": "train.yaml"})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    body = r.json()
+    job = Job.objects.get()
+    assert body["key"] == str(job.key) and body["state"] == "SUBMITTING" and body["cpus"] == 4 and body["memory_mb"] == 2048
+    assert body["url"].endswith(f"/jobs/{job.key}/") and job.profile_spec["name"] == "train-digits"
+    assert "portal_env" in job.script and "scikit-learn==1.7.2" in job.script and job.workdir == "gpuportal-examples/digits"
+    assert len(callbacks) == 1 and no_slurm.calls == []
+
+
+def test_submit_refusals_name_field_and_line(client, people, tokens, cluster, no_slurm):
+    text = EXAMPLE_TEXT.replace("partition: small", "partition: gpu-huge").replace('python: "3.11"', 'python: "2.7"')
+    r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": text, "filename": "train.yaml"})
+    assert r.status_code == HTTPStatus.BAD_REQUEST
+    body = r.json()
+    assert "train.yaml" in body["detail"]
+    errors = {e["field"]: e for e in body["errors"]}
+    assert errors["resources.partition"]["line"] == 4 and "not offered here" in errors["resources.partition"]["message"]
+    assert errors["environment.python"]["line"] == 14 and "Offered: 3.11" in errors["environment.python"]["message"]
+    r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"gpus": 4}})
+    gpus = [e for e in r.json()["errors"] if e["field"] == "resources.gpus_per_node"]
+    assert r.status_code == HTTPStatus.BAD_REQUEST and gpus and gpus[0]["line"] is None and "Allowed: 0, 1, 2" in gpus[0]["message"]
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "profile_yaml"),
+    ({"profile_yaml": "x", "profile_id": 1}, "profile_yaml"),
+    ({"profile_yaml": EXAMPLE_TEXT, "gpus": 4}, "gpus"),
+    ({"profile_yaml": 7}, "profile_yaml"),
+    ({"profile_yaml": EXAMPLE_TEXT, "overrides": {"env": "x"}}, "overrides.env"),
+])
+def test_malformed_requests_are_400_with_the_field(client, people, tokens, cluster, no_slurm, body, field):
+    r = call(client, "post", "/jobs", tokens["alice"], body)
+    assert r.status_code == HTTPStatus.BAD_REQUEST and field in [e["field"] for e in r.json()["errors"]], r.content
+
+
+def test_not_in_a_team_cannot_submit(client, people, tokens, cluster, no_slurm):
+    r = call(client, "post", "/jobs", tokens["dana"], {"profile_yaml": EXAMPLE_TEXT})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0]["field"] == "account"
+
+
+# --- profiles: share, clone, run the same ---------------------------------------------------------
+def test_shared_profile_runs_the_same_for_a_colleague(client, people, tokens, cluster, no_slurm):
+    r = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT, "team": "vision"})
+    assert r.status_code == HTTPStatus.CREATED and r.json()["team"] == "vision"
+    pk = r.json()["id"]
+    assert [p["id"] for p in call(client, "get", "/profiles", tokens["carol"]).json()["items"]] == [pk]
+    assert call(client, "get", "/profiles", tokens["bob"]).json()["count"] == 0
+    mine = call(client, "post", f"/profiles/{pk}/submit", tokens["alice"], {}).json()
+    hers = call(client, "post", f"/profiles/{pk}/submit", tokens["carol"], {}).json()
+    a, c = Job.objects.get(key=mine["key"]), Job.objects.get(key=hers["key"])
+    assert a.script == c.script and a.user != c.user and a.profile_id == c.profile_id == pk  # same script, so same environment hash
+    assert call(client, "post", f"/profiles/{pk}/submit", tokens["bob"], {}).status_code == HTTPStatus.NOT_FOUND
+
+
+def test_clone_with_four_gpus_and_owner_only_changes(client, people, tokens, cluster, no_slurm):
+    pk = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT, "team": "vision"}).json()["id"]
+    r = call(client, "post", f"/profiles/{pk}/clone", tokens["carol"], {"name": "digits-4gpu", "overrides": {"gpus": 4, "partition": "train"}})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    copy = r.json()
+    assert copy["owner"] == "carol" and copy["cloned_from"] == pk and copy["spec"]["resources"]["gpus_per_node"] == 4
+    assert "gpus_per_node: 4" in copy["yaml"] and copy["team"] is None
+    assert call(client, "put", f"/profiles/{pk}", tokens["carol"], {"yaml": EXAMPLE_TEXT}).status_code == HTTPStatus.FORBIDDEN
+    assert call(client, "delete", f"/profiles/{pk}", tokens["carol"]).status_code == HTTPStatus.FORBIDDEN
+    assert call(client, "post", f"/profiles/{pk}/share", tokens["carol"], {"team": None}).status_code == HTTPStatus.FORBIDDEN
+    r = call(client, "post", f"/profiles/{pk}/share", tokens["alice"], {"team": "nlp"})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and "only with a team you are in" in r.json()["errors"][0]["message"]
+    assert call(client, "delete", f"/profiles/{pk}", tokens["alice"]).status_code == HTTPStatus.NO_CONTENT
+    assert Profile.objects.filter(pk=pk).count() == 0
+
+
+def test_duplicate_name_and_invalid_profile_are_400(client, people, tokens, cluster, no_slurm):
+    assert call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT}).status_code == HTTPStatus.CREATED
+    r = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0] == {"field": "name", "line": 2, "message": r.json()["errors"][0]["message"]}
+    v = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": "version: 1\nname: x\n"}).json()
+    assert v["valid"] is False and {e["field"] for e in v["errors"]} == {"resources", "run"}
+    v = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": EXAMPLE_TEXT}).json()
+    assert v["valid"] is True and "train_digits.py" in v["script"]
+
+
+# --- jobs: list, show, cancel, log ---------------------------------------------------------------
+def _job(user, **kw):
+    fields = dict(user=user, account="vision", name="j", partition="small", memory_mb=1, time_limit_min=10, script="true",
+                  state=JobState.RUNNING, slurm_job_id=77, output_path="/o/%j.out", error_path="/o/%j.err")
+    fields.update(kw)
+    return Job.objects.create(**fields)
+
+
+def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypatch, clean_cache):
+    from jobs.slurm import SlurmGateway
+    from tests.fakes import FakeTransport
+
+    job = _job(people["alice"])
+    fake = FakeTransport()
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=65536", "status=none"], stdout="époch 1\n")
+    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
+    body = call(client, "get", f"/jobs/77/log?offset=5", tokens["alice"]).json()
+    assert body == {"stream": "out", "offset": 5, "next_offset": 5 + len("époch 1\n".encode()), "data": "époch 1\n", "missing": False,
+                    "final": False, "state": "RUNNING", "error": ""}
+    assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
+
+
+# Every endpoint x role: alice owns the job and the (vision-shared) profile; carol leads vision;
+# bob is in nlp; dana is an admin in no team.
+MATRIX = {
+    #                                         alice  carol  bob   dana
+    ("get", "/jobs"):                         (200,  200,   200,  200),
+    ("get", "/jobs/{job}"):                   (200,  404,   404,  200),
+    ("get", "/jobs/77"):                      (200,  404,   404,  200),
+    ("get", "/jobs/{job}/log"):               (200,  404,   404,  200),
+    ("post", "/jobs/{job}/cancel"):           (202,  404,   404,  403),
+    ("get", "/profiles"):                     (200,  200,   200,  200),
+    ("get", "/profiles/{profile}"):           (200,  200,   404,  200),
+    ("put", "/profiles/{profile}"):           (200,  403,   404,  403),
+    ("post", "/profiles/{profile}/share"):    (200,  403,   404,  403),
+    ("post", "/profiles/{profile}/clone"):    (201,  201,   404,  400),
+    ("post", "/profiles/{profile}/submit"):   (201,  201,   404,  400),
+    ("delete", "/profiles/{profile}"):        (204,  403,   404,  403),
+    ("get", "/sessions"):                     (200,  200,   200,  200),
+    ("get", "/sessions/lab-0000"):            (200,  404,   404,  404),
+    ("get", "/teams"):                        (200,  200,   200,  200),
+    ("get", "/teams/vision/usage"):           (404,  200,   404,  200),
+    ("get", "/me"):                           (200,  200,   200,  200),
+}
+WHO = ["alice", "carol", "bob", "dana"]
+BODIES = {"put": {"yaml": EXAMPLE_TEXT}, "share": {"team": "vision"}, "clone": {"name": "mine"}, "submit": {}}
+
+
+@pytest.mark.parametrize("endpoint", list(MATRIX), ids=[f"{m} {p}" for m, p in MATRIX])
+@pytest.mark.parametrize("who", WHO)
+def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch, django_capture_on_commit_callbacks):
+    from datetime import datetime, timezone as tz
+
+    from interactive.models import Session
+    from teams.usage import TeamUsage, UsageStatus, _store
+    from jobs.logs import LogChunk
+
+    monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))
+    monkeypatch.setattr("interactive.services.hub.servers", lambda username: {})
+    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=tz.utc), period_end=None, taken_at=1.0)},
+           UsageStatus(taken_at=1.0))
+    job = _job(people["alice"])
+    Session.objects.create(user=people["alice"], server_name="lab-0000", ide="lab", partition="interactive", memory_mb=1, time_limit_min=60, state="STOPPED")
+    profile = Profile.objects.create(owner=people["alice"], name="digits", yaml=EXAMPLE_TEXT, spec={"version": 1}, team_id=people["alice"].memberships.get().team_id)
+    method, path = endpoint
+    url = path.format(job=job.key, profile=profile.pk)
+    body = BODIES.get(path.rsplit("/", 1)[-1], BODIES["put"] if method == "put" else None)
+    with django_capture_on_commit_callbacks():
+        r = call(client, method, url, tokens[who], body if method in ("post", "put") else None)
+    expected = MATRIX[endpoint][WHO.index(who)]
+    assert r.status_code == expected, f"{who} {method} {url}: {r.status_code} {r.content[:300]}"
+    if expected >= 400:
+        assert r.json()["detail"]  # always a sentence
+    if expected in (403, 404) and method != "get":
+        profile.refresh_from_db()
+        job.refresh_from_db()
+        assert profile.yaml == EXAMPLE_TEXT and profile.team_id and job.cancel_requested_at is None  # nothing changed
+
+
+def test_openapi_schema_is_served_and_the_committed_copy_is_current(client, people):
+    from pathlib import Path
+
+    served = client.get("/api/v1/openapi.json").json()
+    committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    assert served == committed, "docs/openapi.json is stale: run `python manage.py export_openapi`"
+    assert {"/api/v1/jobs", "/api/v1/jobs/{ref}/log", "/api/v1/sessions", "/api/v1/profiles/{pk}/submit", "/api/v1/teams/{name}/usage"} <= set(served["paths"])

@@ -1,0 +1,496 @@
+"""Tests of the ``gpuportal`` CLI against a fake of the portal's REST API (no database, no Slurm)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import stat
+import tomllib
+
+import pytest
+
+from gpuportal import __version__, cli, config
+from gpuportal.cli import main, parse_value
+
+from .fake_api import KEY_1, KEY_2, TOKEN, FakeAPI, make_job, make_session
+
+ENV_VARS = [
+    "GPUPORTAL_URL", "GPUPORTAL_TOKEN", "GPUPORTAL_CONFIG", "XDG_CONFIG_HOME",
+    "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NETRC",
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    """No configuration leaks in from the machine: a fresh HOME, no GPUPORTAL_* or proxy variables."""
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NO_PROXY", "*")
+    return tmp_path
+
+
+@pytest.fixture
+def api():
+    fake = FakeAPI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def env(api, monkeypatch):
+    """The CLI configured for the fake API through the environment."""
+    monkeypatch.setenv("GPUPORTAL_URL", api.url)
+    monkeypatch.setenv("GPUPORTAL_TOKEN", TOKEN)
+    return api
+
+
+def dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def write_file_config(path, url, token):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"url = {json.dumps(url)}\ntoken = {json.dumps(token)}\n")
+
+
+# --- basics --------------------------------------------------------------------------------------
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"gpuportal {__version__}"
+
+
+def test_usage_error_exits_2(capsys):
+    assert main(["submit"]) == 2
+    assert "FILE.yaml" in capsys.readouterr().err
+    assert main(["submit", "x.yaml", "--set", "novalue"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("4", 4), ("-2", -2), ("1.5", 1.5), ("2e3", 2000.0), ("true", True), ("False", False),
+     ("train", "train"), ("007", "007"), ("1e999", "1e999"), ("", ""), ("a=b", "a=b"), ("nan", "nan")],
+)
+def test_parse_value(text, value):
+    parsed = parse_value(text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+# --- configuration ---------------------------------------------------------------------------------
+def test_missing_configuration_exits_2_with_instructions(capsys):
+    assert main(["ls"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "gpuportal login --url" in captured.err and "GPUPORTAL_URL" in captured.err and "GPUPORTAL_TOKEN" in captured.err
+
+
+def test_missing_token_names_the_tokens_page(capsys, monkeypatch):
+    monkeypatch.setenv("GPUPORTAL_URL", "https://portal.example.org/")
+    assert main(["ls"]) == 2
+    err = capsys.readouterr().err
+    assert "https://portal.example.org/account/tokens/" in err and "GPUPORTAL_TOKEN" in err
+
+
+def test_config_file_location(monkeypatch, tmp_path):
+    assert config.config_path() == tmp_path / "home" / ".config" / "gpuportal" / "config.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config.config_path() == tmp_path / "xdg" / "gpuportal" / "config.toml"
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(tmp_path / "elsewhere.toml"))
+    assert config.config_path() == tmp_path / "elsewhere.toml"
+
+
+def test_token_precedence_flag_over_env_over_file(api, monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "xdg" / "gpuportal" / "config.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    write_file_config(cfg, api.url, "file-token")
+    for t in ("file-token", "env-token", "flag-token"):
+        api.token = t  # the fake accepts only this one
+        if t == "env-token":
+            monkeypatch.setenv("GPUPORTAL_TOKEN", "env-token")
+        argv = ["whoami"] + (["--token", "flag-token"] if t == "flag-token" else [])
+        assert main(argv) == 0, capsys.readouterr().err
+        assert api.requests[-1].headers["authorization"] == f"Bearer {t}"
+    assert "alice" in capsys.readouterr().out
+
+
+def test_url_precedence_flag_over_env_over_file(api, monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "cfg.toml"
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(cfg))
+    write_file_config(cfg, api.url, TOKEN)
+    assert main(["whoami"]) == 0  # file only
+    monkeypatch.setenv("GPUPORTAL_URL", dead_url())
+    assert main(["whoami"]) == 1  # the env's (dead) URL wins over the file's
+    assert "connection refused" in capsys.readouterr().err
+    assert main(["whoami", "--url", api.url + "/"]) == 0  # the flag wins over the env
+    assert len(api.calls("GET", "/me")) == 2
+
+
+def test_invalid_config_file_is_a_clean_error(monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("url = [unterminated\n")
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(cfg))
+    assert main(["ls"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the config file") and "Traceback" not in err
+
+
+def test_login_writes_a_private_config_file(api, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    token = 'tok"with\\odd\x7fchars'
+    api.token = token
+    assert main(["login", "--url", api.url + "/", "--token", token]) == 0
+    cfg = tmp_path / "xdg" / "gpuportal" / "config.toml"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cfg.parent.stat().st_mode) == 0o700
+    assert tomllib.loads(cfg.read_text(encoding="utf-8")) == {"url": api.url, "token": token}
+    assert api.calls("GET", "/me")[-1].headers["authorization"] == f"Bearer {token}"
+    assert "as alice" in capsys.readouterr().out
+    # The saved settings are used afterwards.
+    assert main(["whoami"]) == 0
+    assert len(api.calls("GET", "/me")) == 2
+
+
+def test_login_reads_the_token_from_stdin(api, monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "c" / "config.toml"
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(cfg))
+    monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n"))
+    assert main(["login", "--url", api.url]) == 0
+    assert tomllib.loads(cfg.read_text())["token"] == TOKEN
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
+
+
+def test_login_with_a_bad_token_writes_nothing(api, monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "c" / "config.toml"
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(cfg))
+    assert main(["login", "--url", api.url, "--token", "wrong"]) == 1
+    err = capsys.readouterr().err
+    assert "hint: your token is missing, wrong, expired or revoked" in err
+    assert f"{api.url}/account/tokens/" in err
+    assert not cfg.exists()
+
+
+# --- errors ---------------------------------------------------------------------------------------
+def test_unauthorized_prints_the_token_hint(env, monkeypatch, capsys):
+    monkeypatch.setenv("GPUPORTAL_TOKEN", "revoked")
+    assert main(["ls"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: Invalid or missing API token.",
+        f"hint: your token is missing, wrong, expired or revoked: create one on {env.url}/account/tokens/",
+    ]
+    assert env.requests[-1].headers["authorization"] == "Bearer revoked"
+
+
+def test_connection_refused_is_one_clean_line(capsys):
+    url = dead_url()
+    assert main(["ls", "--url", url, "--token", "t"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: cannot connect to the portal at {url}: connection refused\n"
+
+
+def test_non_json_error_page(env, capsys):
+    env.script("GET", "/jobs", (502, "<html><body>Bad gateway</body></html>"))
+    assert main(["ls"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: HTTP 502 Bad Gateway") and "not a JSON answer" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_not_found(env, capsys):
+    assert main(["show", "999"]) == 1
+    assert capsys.readouterr().err == "error: Not found.\n"
+    assert env.requests[-1].path == "/jobs/999"
+
+
+# --- submit ----------------------------------------------------------------------------------------
+YAML = "# my training job\nname: train\nresources:\n  gpus: 2   # Ünïcode comment\ncommand: python train.py\n"
+
+
+def test_submit_sends_the_file_text_and_typed_overrides(env, tmp_path, capsys):
+    f = tmp_path / "train.yaml"
+    f.write_text(YAML, encoding="utf-8")
+    argv = ["submit", str(f), "--set", "gpus=4", "--set", "partition=train", "--set", "memory_gb=1.5",
+            "--set", "exclusive=true", "--set", "env=A=B", "--set", "account=007"]
+    assert main(argv) == 0
+    [req] = env.calls("POST", "/jobs")
+    assert req.headers["authorization"] == f"Bearer {TOKEN}"
+    assert req.headers["content-type"] == "application/json"
+    assert req.body == {
+        "profile_yaml": YAML,
+        "filename": "train.yaml",
+        "overrides": {"gpus": 4, "partition": "train", "memory_gb": 1.5, "exclusive": True, "env": "A=B", "account": "007"},
+    }
+    assert capsys.readouterr().out.splitlines() == [
+        'Submitted job 4242 "train" (PENDING)',
+        "Follow it: gpuportal logs -f 4242",
+        f"https://portal.example.org/jobs/{KEY_1}/",
+    ]
+
+
+def test_submit_validation_errors_show_field_and_line(env, tmp_path, capsys):
+    f = tmp_path / "bad.yaml"
+    f.write_text(YAML)
+    env.script("POST", "/jobs", (400, {
+        "detail": "The profile is not valid.",
+        "errors": [
+            {"field": "gpus", "message": "at most 8 GPUs per job", "line": 7},
+            {"field": "partition", "message": "unknown partition 'trian'", "line": None},
+        ],
+    }))
+    assert main(["submit", str(f), "--set", "gpus=16"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: The profile is not valid.",
+        "  gpus (line 7): at most 8 GPUs per job",
+        "  partition: unknown partition 'trian'",
+    ]
+    assert env.calls("POST", "/jobs")[0].body["overrides"] == {"gpus": 16}
+
+
+def test_submit_unreadable_file(env, tmp_path, capsys):
+    assert main(["submit", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00")
+    assert main(["submit", str(tmp_path / "bin.yaml")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    assert env.requests == []
+
+
+def test_submit_json_and_submit_failed(env, tmp_path, capsys):
+    f = tmp_path / "t.yaml"
+    f.write_text(YAML)
+    env.script("POST", "/jobs", (201, make_job(id=None, state="SUBMIT_FAILED", submit_error="sbatch: error: QOSMaxGRESPerUser")))
+    assert main(["--json", "submit", str(f)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "SUBMIT_FAILED"
+    assert "QOSMaxGRESPerUser" in captured.err
+
+
+# --- ls / show / cancel -------------------------------------------------------------------------------
+def test_ls_table(env, capsys):
+    env.jobs[0].update(state="RUNNING", elapsed_s=3725, explanation="")
+    env.jobs[1]["final"] = False
+    assert main(["ls"]) == 0
+    assert env.requests[-1].query == {"scope": "active"}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "ID        NAME                 STATE          PARTITION  GPUS    TIME           NOTE",
+        "4242      train                RUNNING        gpu        2 a100  1:02:05        -",
+        f"{KEY_2[:8]}  eval-very-long-name  SUBMIT_FAILED  gpu        -       limit 1:00:00  sbatch: error: invalid partition",
+    ]
+
+
+def test_ls_empty_and_scopes(env, capsys):
+    env.jobs = []
+    assert main(["ls", "--history"]) == 0
+    assert capsys.readouterr().out == "No jobs.\n"
+    assert main(["ls", "--all"]) == 0
+    assert [r.query["scope"] for r in env.calls("GET", "/jobs")] == ["history", "all"]
+
+
+@pytest.mark.parametrize("argv", [["--json", "ls", "--all"], ["ls", "--all", "--json"]])
+def test_ls_json(env, capsys, argv):
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"items": env.jobs, "count": 2}
+    assert out == json.dumps({"items": env.jobs, "count": 2}, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def test_show(env, capsys):
+    assert main(["show", KEY_1]) == 0
+    out = capsys.readouterr().out
+    assert env.requests[-1].path == f"/jobs/{KEY_1}"
+    assert "id:" in out and "4242" in out
+    assert any(line.startswith("explanation:") and line.endswith("3rd in line · waiting for 2 A100s") for line in out.splitlines())
+    assert any(line.startswith("time_limit_min:") and "4:00:00" in line for line in out.splitlines())
+
+
+def test_cancel(env, capsys):
+    assert main(["cancel", "4242"]) == 0
+    assert capsys.readouterr().out == 'Cancelling 4242 "train"\n'
+    assert [(r.method, r.path) for r in env.requests] == [("POST", "/jobs/4242/cancel")]
+
+
+def test_ref_cannot_escape_its_path_segment(env, capsys):
+    assert main(["cancel", "../sessions/lab-1"]) == 1
+    assert env.requests[-1].raw_path == "/api/v1/jobs/..%2Fsessions%2Flab-1/cancel"  # one (encoded) segment
+    assert capsys.readouterr().err == "error: Not found.\n"
+
+
+# --- logs --------------------------------------------------------------------------------------------
+def page(offset, data, next_offset, *, missing=False, final=False, state="RUNNING"):
+    return {"stream": "out", "offset": offset, "data": data, "next_offset": next_offset, "missing": missing, "final": final, "state": state}
+
+
+@pytest.mark.parametrize("state, exit_code, status", [("COMPLETED", 0, 0), ("FAILED", 3, 1)])
+def test_logs_follow_until_the_job_ends(env, capsys, state, exit_code, status):
+    env.log_pages = [
+        page(0, "", 0, missing=True, state="PENDING"),
+        page(0, "", 0, missing=True, state="PENDING"),  # still pending: the notice is not repeated
+        page(0, "hello\n", 6),
+        page(6, "wörld\n", 13),
+        page(13, "", 13, final=True, state=state),
+    ]
+    env.jobs[0].update(state=state, final=True, exit_code=exit_code)
+    assert main(["logs", "-f", "--interval", "0.01", "4242"]) == status
+    captured = capsys.readouterr()
+    assert captured.out == "hello\nwörld\n"
+    assert captured.err.splitlines() == [
+        "waiting for the job to start (3rd in line · waiting for 2 A100s)",
+        f"job 4242 ended: {state} (exit code {exit_code})",
+    ]
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [r.query["offset"] for r in logs] == ["0", "0", "0", "6", "13"]
+    assert {r.query["stream"] for r in logs} == {"out"}
+
+
+def test_logs_follow_json_lines(env, capsys):
+    pages = [page(0, "a", 1), page(1, "", 1, final=True, state="COMPLETED")]
+    env.log_pages = list(pages)
+    env.jobs[0].update(state="COMPLETED", exit_code=0)
+    assert main(["logs", "4242", "-f", "--json", "--interval", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == pages
+
+
+def test_logs_once_reads_all_pages(env, capsys):
+    env.log_pages = [page(0, "x" * 10, 10), page(10, "y" * 5, 15), page(15, "", 15)]
+    assert main(["logs", "--err", "4242"]) == 0
+    assert capsys.readouterr().out == "x" * 10 + "y" * 5
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [(r.query["stream"], r.query["offset"]) for r in logs] == [("err", "0"), ("err", "10"), ("err", "15")]
+
+
+def test_logs_tail(env, capsys):
+    env.log_pages = [page(0, "line1\nline2\n", 12), page(12, "line3\n", 18), page(18, "", 18)]
+    assert main(["logs", "--tail", "8", "4242"]) == 0
+    assert capsys.readouterr().out == "2\nline3\n"
+
+
+def test_logs_read_errors(env, capsys):
+    # The server may add "error" when it could not read the file this time: -f warns once and retries.
+    env.log_pages = [page(0, "", 0) | {"error": "ssh: timeout"}, page(0, "", 0) | {"error": "ssh: timeout"},
+                     page(0, "ok\n", 3), page(3, "", 3, final=True, state="COMPLETED")]
+    env.jobs[0].update(state="COMPLETED", exit_code=0)
+    assert main(["logs", "-f", "4242", "--interval", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "ok\n"
+    assert captured.err.splitlines() == ["warning: ssh: timeout", "job 4242 ended: COMPLETED (exit code 0)"]
+    env.log_pages = [page(0, "", 0) | {"error": "ssh: timeout"}]
+    assert main(["logs", "4242"]) == 1
+    assert capsys.readouterr().err == "error: ssh: timeout\n"
+
+
+def test_logs_ctrl_c_exits_130_quietly(env, capsys, monkeypatch):
+    env.log_pages = [page(0, "partial\n", 8), page(8, "", 8)]
+
+    def interrupt(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.time, "sleep", interrupt)
+    assert main(["logs", "-f", "4242"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "partial\n" and captured.err == ""
+
+
+def test_submit_follow(env, tmp_path, capsys):
+    f = tmp_path / "t.yaml"
+    f.write_text(YAML)
+    env.log_pages = [page(0, "done\n", 5, final=True, state="COMPLETED"), page(5, "", 5, final=True, state="COMPLETED")]
+    env.jobs[0].update(state="COMPLETED", exit_code=0)
+    assert main(["submit", str(f), "-f", "--interval", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == 'Submitted job 4242 "train" (PENDING)'
+    assert captured.out.endswith("done\n")
+    assert "job 4242 ended: COMPLETED (exit code 0)" in captured.err
+
+
+# --- notebook and sessions ----------------------------------------------------------------------------
+def test_notebook_waits_until_running_and_prints_only_the_url(env, capsys):
+    url = "https://hub.example.org/user/alice/lab-1/lab?token=abc"
+    env.session_states = [
+        make_session(state="STARTING", explanation="waiting for 1 GPU"),
+        make_session(state="STARTING", explanation="waiting for 1 GPU"),
+        make_session(state="RUNNING", url=url),
+    ]
+    argv = ["notebook", "--vscode", "--gpus", "1", "--gpu-type", "a100", "--hours", "2", "--memory-gb", "16", "--interval", "0.01"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == url + "\n"
+    assert "lab-1: STARTING: waiting for 1 GPU" in captured.err
+    assert captured.err.count("STARTING") == 1  # only changes are printed
+    [post] = env.calls("POST", "/sessions")
+    assert post.body == {"ide": "vscode", "gpus": 1, "gpu_type": "a100", "hours": 2, "memory_gb": 16}
+    assert type(post.body["hours"]) is int  # whole numbers go as integers (the server types hours as int)
+    assert len(env.calls("GET", "/sessions/lab-1")) == 3
+
+
+def test_notebook_failed(env, capsys):
+    env.session_states = [make_session(state="FAILED", message="spawner failed: no such partition")]
+    assert main(["notebook", "--interval", "0.01"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "spawner failed: no such partition" in captured.err
+    assert env.calls("POST", "/sessions")[0].body == {"ide": "lab"}
+
+
+def test_notebook_timeout_says_how_to_stop(env, capsys):
+    env.session_states = [make_session(state="REQUESTED", explanation="2nd in line")]
+    assert main(["notebook", "--interval", "0.01", "--timeout", "0.1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "still REQUESTED" in captured.err and "gpuportal sessions stop lab-1" in captured.err
+
+
+def test_notebook_no_wait(env, capsys):
+    assert main(["notebook", "--no-wait", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "REQUESTED"
+    assert env.calls("GET", "/sessions/lab-1") == []
+
+
+def test_sessions_ls_and_stop(env, capsys):
+    assert main(["sessions"]) == 0
+    assert capsys.readouterr().out == "No sessions.\n"
+    env.session_states = [make_session(state="RUNNING", url="https://hub/x")]
+    assert main(["sessions", "ls"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["NAME", "IDE", "STATE", "PARTITION", "GPUS", "LIMIT", "URL/NOTE"]
+    assert out[1].split() == ["lab-1", "lab", "RUNNING", "gpu", "1", "a100", "2:00:00", "https://hub/x"]
+    assert main(["sessions", "stop", "lab-1"]) == 0
+    assert capsys.readouterr().out == "Stopping session lab-1 (STOPPED)\n"
+    assert env.requests[-1].method == "DELETE" and env.requests[-1].path == "/sessions/lab-1"
+
+
+# --- profiles ---------------------------------------------------------------------------------------
+def test_profiles(env, tmp_path, capsys):
+    assert main(["profiles", "ls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["ID", "NAME", "OWNER"]
+    assert lines[2].split()[:5] == ["7", "shared-bert", "bob", "vision", "4"]
+    f = tmp_path / "p.yaml"
+    f.write_text(YAML)
+    assert main(["profiles", "push", str(f), "--share", "vision"]) == 0
+    assert env.calls("POST", "/profiles")[0].body == {"yaml": YAML, "team": "vision"}
+    assert 'Saved profile 9 "resnet"' in capsys.readouterr().out
+    assert main(["profiles", "run", "3", "--set", "gpus=1"]) == 0
+    assert env.calls("POST", "/profiles/3/submit")[0].body == {"overrides": {"gpus": 1}}
+    assert capsys.readouterr().out.startswith('Submitted job 4300 "resnet"')
+
+
+def test_console_script_help():
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "gpuportal")
+    if not os.path.exists(exe):
+        pytest.skip("the gpuportal console script is not installed (pip install -e .)")
+    result = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and "notebook" in result.stdout

@@ -1,0 +1,89 @@
+"""The profile schema: every error names its field and line; overrides; units."""
+from __future__ import annotations
+
+import pytest
+
+from profiles.schema import ProfileInvalid, memory_mib, parse_profile
+from tests.profiles.conftest import EXAMPLE_TEXT
+
+
+def errors_of(text: str, **kw) -> list[tuple[str, int | None, str]]:
+    with pytest.raises(ProfileInvalid) as caught:
+        parse_profile(text, **kw)
+    return [(e.field, e.line, e.message) for e in caught.value.errors]
+
+
+def test_example_parses_with_units_resolved():
+    spec = parse_profile(EXAMPLE_TEXT)
+    assert (spec.name, spec.partition, spec.gpus_per_node, spec.cpus, spec.memory_mb, spec.time_limit_min) == ("train-digits", "small", 0, 2, 2048, 10)
+    assert spec.script == "train_digits.py" and spec.args == ("--epochs", "8")
+    assert spec.environment["pip"] == ["numpy==2.2.6", "scikit-learn==1.7.2"] and spec.environment["python"] == "3.11"
+    assert spec.data["version"] == 1
+
+
+def test_every_error_points_at_its_field_and_line():
+    text = """version: 1
+name: demo
+resources:
+  partition: small
+  gpus_per_node: two
+  memory: 2Q
+  cpu: 3
+run:
+  script: train.py
+  command: echo both
+environment:
+  python: 3.10
+  pip: [numpy, "rm -rf /"]
+"""
+    got = {(f, line): msg for f, line, msg in errors_of(text)}
+    assert got[("resources.gpus_per_node", 5)] == "Must be a whole number."
+    assert "'2Q' is not an amount of memory" in got[("resources.memory", 6)]
+    assert "Unknown field" in got[("resources.cpu", 7)]
+    assert "exactly one entry point" in got[("run", 8)]
+    assert "in quotes" in got[("environment.python", 12)]
+    assert "'rm -rf /' is not a package requirement" in got[("environment.pip", 13)]
+
+
+@pytest.mark.parametrize("text, field, line, words", [
+    ("version: 2\nname: x\nresources: {partition: p}\nrun: {command: x}\n", "version", 1, "reads profile version 1"),
+    ("name: x\nresources: {partition: p}\nrun: {command: x}\n", "version", None, "required"),
+    ("version: 1\nname: [x\n", "", 3, "not valid YAML"),
+    ("- just\n- a list\n", "", 1, "YAML mapping"),
+    ("version: 1\nname: x\nresources: {partition: p, time_limit: '2:00'}\nrun: {command: x}\n", "resources.time_limit", 3, "ambiguous"),
+    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x, args: [a]}\n", "run", 4, "run.args go with run.script"),
+    ("version: 1\nname: x\nresources: {partition: p, nodes: 0}\nrun: {command: x}\n", "resources.nodes", 3, "greater than or equal to 1"),
+    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {pip: [--index-url=http://evil]}\n", "environment.pip", 5, "not a package requirement"),
+    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {python: '3.x'}\n", "environment.python", 5, "not a version"),
+    ("version: 1\nname: !!python/object:os.system x\n", "", 2, "not valid YAML"),
+])
+def test_refusals(text, field, line, words):
+    found = errors_of(text)
+    assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
+
+
+def test_overrides_apply_and_their_errors_have_no_line():
+    spec = parse_profile(EXAMPLE_TEXT, overrides={"gpus": 4, "partition": "train", "resources.cpus": 8, "time_limit": "01:00:00"})
+    assert (spec.gpus_per_node, spec.partition, spec.cpus, spec.time_limit_min) == (4, "train", 8, 60)
+    assert errors_of(EXAMPLE_TEXT, overrides={"gpus": "four"}) == [("resources.gpus_per_node", None, "Must be a whole number.")]
+    assert errors_of(EXAMPLE_TEXT, overrides={"script": "x.py"})[0][0] == "overrides.script"
+
+
+def test_yaml_bombs_deep_nesting_and_huge_files_are_refused_quickly():
+    # 10^8 values through aliases: refused before anything is expanded (this once took minutes).
+    bomb = "a: &a [" + ",".join(["x"] * 10) + "]\n" + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n" for p, c in zip("abcdefg", "bcdefgh"))
+    assert errors_of("version: 1\n" + bomb) == [("", 3, "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.")]
+    assert errors_of("version: 1\nname: " + "[" * 20000 + "]" * 20000 + "\n") == [("", 2, "The profile is nested more than 10 levels deep.")]
+    with pytest.raises(ProfileInvalid):
+        parse_profile("x" * (70 * 1024))
+
+
+@pytest.mark.parametrize("value, mib", [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), (1000, 1000), ("1.5G", 1536), ("1T", 1048576)])
+def test_memory_units(value, mib):
+    assert memory_mib(value) == mib
+
+
+@pytest.mark.parametrize("value", ["-1G", "0", "lots", True, "1P"])
+def test_memory_refused(value):
+    with pytest.raises(ValueError):
+        memory_mib(value)
