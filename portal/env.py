@@ -58,6 +58,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_ENV_PYTHONS": (list, ["3.11"]),
     "PORTAL_ENV_CUDA_MODULES": (dict, {}),
     "PORTAL_CONTAINER_RUNTIME": (str, ""),
+    "PORTAL_ENV_INDEX_URL": (str, ""),
     # REST API
     "PORTAL_TOKEN_MAX_DAYS": (int, 365),
     # Interactive sessions (JupyterHub)

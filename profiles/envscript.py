@@ -29,13 +29,15 @@ class EnvSite:
     """What the site offers. ``cache_dir``: shared directory (mode 1777) on every node; ``uv``: the
     path of uv on the nodes; ``pythons``: Python versions offered (the first is the default);
     ``cuda_modules``: CUDA version -> environment module name; ``container_runtime``: e.g.
-    ``apptainer`` ("" = none)."""
+    ``apptainer`` ("" = none); ``index_url``: the Python package index ("" = PyPI). uv trusts the
+    node's system certificate store (a site's own CA included)."""
 
     cache_dir: str
     uv: str
     pythons: tuple[str, ...]
     cuda_modules: dict[str, str]
     container_runtime: str
+    index_url: str = ""
 
     @classmethod
     def from_settings(cls) -> EnvSite:
@@ -45,6 +47,7 @@ class EnvSite:
             pythons=tuple(settings.PORTAL_ENV_PYTHONS),
             cuda_modules=dict(settings.PORTAL_ENV_CUDA_MODULES),
             container_runtime=settings.PORTAL_CONTAINER_RUNTIME,
+            index_url=settings.PORTAL_ENV_INDEX_URL,
         )
 
 
@@ -158,7 +161,8 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
         "        echo \"portal-env: an unfinished build of $hash owned by $(stat -c %U \"$envdir\") is in the way; ask them or the cluster staff to remove $envdir\" >&2",
         "        exit 2",
         "      fi",
-        "      if ! ( umask 022; export UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1",
+        "      if ! ( umask 022; export UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_SYSTEM_CERTS=1"
+        + (f" UV_DEFAULT_INDEX={q(site.index_url)}" if site.index_url else ""),
         f"             {venv_cmd}" + (f" && \\\n             {install}" if install else ""),
         "           ); then",
         "        echo \"portal-env: building environment $hash failed (see the lines above)\" >&2",

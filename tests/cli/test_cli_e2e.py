@@ -1,0 +1,100 @@
+"""The CLI end to end: the installed ``gpuportal`` command (a separate process, talking only to the
+API over HTTP) against the live portal and the real cluster. Submit the example training profile,
+follow its log until it completes, find it in ``ls``; a refusal names the field and line."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from api.tokens import token_create
+from jobs.services import snapshot_refresh
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "train_digits.yaml"
+GPUPORTAL = str(Path(sys.executable).with_name("gpuportal"))
+
+
+@pytest.fixture
+def poller():
+    """The snapshot poller's service every second, in a thread (the test process holds the test DB)."""
+    stop = threading.Event()
+
+    def loop():
+        try:
+            while not stop.is_set():
+                snapshot_refresh()
+                stop.wait(1.0)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(30)
+
+
+@pytest.fixture
+def alice_cli(live_server, transactional_db, clean_cache, django_user_model, tmp_path):
+    """alice with a token, the example's project directory on the cluster, and the CLI's environment
+    (URL and token from a config file written by ``gpuportal login``)."""
+    user = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    _, raw = token_create(user=user, name="cli-e2e", scopes=["read", "jobs"], days=1)
+    project = Path("/home/alice/gpuportal-examples/digits")
+    project.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "examples" / "train_digits.py", project / "train_digits.py")
+    for path in (project.parent, project, project / "train_digits.py"):
+        shutil.chown(path, "alice", "alice")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPORTAL_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+
+    def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([GPUPORTAL, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    login = subprocess.run([GPUPORTAL, "login", "--url", live_server.url], input=raw + "\n", env=env, capture_output=True, text=True, timeout=60)
+    assert login.returncode == 0, login.stderr
+    assert (tmp_path / "config" / "gpuportal" / "config.toml").stat().st_mode & 0o777 == 0o600
+    return cli
+
+
+def test_submit_the_example_profile_follow_its_log_to_the_end_and_find_it(alice_cli, poller):
+    who = alice_cli("whoami")
+    assert who.returncode == 0 and "alice" in who.stdout
+
+    submitted = alice_cli("--json", "submit", str(EXAMPLE))
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)
+    assert job["name"] == "train-digits" and job["id"], job
+
+    logs = alice_cli("logs", "-f", "--interval", "1", str(job["id"]), timeout=420)
+    assert logs.returncode == 0, (logs.stdout[-2000:], logs.stderr[-2000:])
+    assert "portal-env: " in logs.stdout  # the environment was built or taken from the cache
+    assert "epoch 8/8" in logs.stdout and "final val_acc=" in logs.stdout
+    assert f"ended: COMPLETED (exit code 0)" in logs.stderr
+
+    listed = alice_cli("--json", "ls", "--all")
+    assert listed.returncode == 0, listed.stderr
+    row = next(j for j in json.loads(listed.stdout)["items"] if j["key"] == job["key"])
+    assert row["state"] == "COMPLETED" and row["exit_code"] == 0 and row["partition"] == "small"
+    table = alice_cli("ls", "--all")
+    assert str(job["id"]) in table.stdout and "train-digits" in table.stdout and "COMPLETED" in table.stdout
+
+
+def test_a_refused_profile_names_the_field_and_line_and_submits_nothing(alice_cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("partition: small", "partition: nowhere"))
+    result = alice_cli("submit", str(bad), "--set", "gpus=3")
+    assert result.returncode == 1
+    assert "resources.partition (line 10)" in result.stderr and "not offered here" in result.stderr
+    listed = json.loads(alice_cli("--json", "ls", "--all").stdout)
+    assert listed["count"] == 0
