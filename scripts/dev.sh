@@ -38,6 +38,8 @@ cat <<MSG
     dana   admin,      team nlp
 
   Sessions (JupyterLab$( [[ -x /opt/gpuportal/code-server/bin/code-server ]] && echo ", VS Code")): http://$PORTAL_HOST:$PORTAL_PORT/sessions/  (JupyterHub on http://127.0.0.1:8001/)
+  CLI: create a token under "API tokens", then
+    .venv/bin/gpuportal login --url http://$PORTAL_HOST:$PORTAL_PORT && .venv/bin/gpuportal submit examples/train_digits.yaml
   Logs: $LOG_DIR/   Check the path to Slurm: .venv/bin/python manage.py cluster_check
   Stop everything: make stop
 MSG
