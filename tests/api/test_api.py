@@ -125,6 +125,9 @@ def test_submit_a_profile_file(client, people, tokens, cluster, no_slurm, django
     assert body["url"].endswith(f"/jobs/{job.key}/") and job.profile_spec["name"] == "train-digits"
     assert "portal_env" in job.script and "scikit-learn==1.7.2" in job.script and job.workdir == "gpuportal-examples/digits"
     assert len(callbacks) == 1 and no_slurm.calls == []
+    client.force_login(people["alice"])
+    page = client.get(f"/jobs/{job.key}/").content.decode()
+    assert 'data-testid="job-profile"' in page and "train-digits" in page and "2 pip packages" in page
 
 
 def test_submit_refusals_name_field_and_line(client, people, tokens, cluster, no_slurm):
