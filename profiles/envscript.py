@@ -79,7 +79,7 @@ def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> 
     if spec.script:
         out += [
             f"if [ ! -f {q(spec.script)} ]; then",
-            f"  echo \"portal: run.script {q(spec.script)} is not in the project directory $PWD\" >&2",
+            f"  printf 'portal: run.script %s is not in the project directory %s\\n' {q(spec.script)} \"$PWD\" >&2",
             "  exit 2",
             "fi",
         ]
@@ -128,7 +128,8 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
             install += " -r " + q(req)
         if pip:
             install += " -- " + " ".join(q(p) for p in pip)
-    what = f"python {python}, {len(pip)} package{'s' if len(pip) != 1 else ''}" + (f" + {req}" if req else "")
+    # Shown inside double quotes in bash: the requirements path only as "$req" (set quoted below), never as text.
+    what = f"python {python}, {len(pip)} package{'s' if len(pip) != 1 else ''}" + (" + $req" if req else "")
     lines += [
         "portal_env() {",
         f"  local uv={q(site.uv)} cache={q(site.cache_dir)} spec={q(spec_json)} req={q(req)}",

@@ -27,7 +27,7 @@ class ProfileForm(forms.Form):
                 data["yaml"] = upload.read().decode("utf-8-sig")
             except UnicodeDecodeError:
                 raise forms.ValidationError("The uploaded file is not UTF-8 text.") from None
-        if not (data.get("yaml") or "").strip():
+        if not (data.get("yaml") or "").strip() and "yaml" not in self.errors:  # (a refused text already says why)
             raise forms.ValidationError("Type a profile or upload a file.")
         return data
 

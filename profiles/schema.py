@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 SCHEMA_VERSION = 1
 MAX_PROFILE_BYTES = 64 * 1024
 MAX_DEPTH = 10
+#: More overrides than this in one request are refused at once (there are only a dozen fields to
+#: override; each unknown key would otherwise get an error of its own in the answer).
+MAX_OVERRIDES = 32
 #: Short names accepted in overrides ("run again with 4 GPUs": ``{"gpus": 4}``) -> dotted path.
 OVERRIDE_ALIASES = {
     "name": "name",
@@ -243,9 +246,39 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
     return document, _lines(node)
 
 
+def _depth(value) -> int:
+    """How deeply lists and mappings nest in ``value`` (0 for a scalar); iterative, as the nesting
+    of an override comes from the request."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            deepest = max(deepest, level + 1)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _nul_paths(document) -> list[tuple]:
+    """The paths of every text (value or key) in ``document`` that holds a NUL character."""
+    found, stack = [], [((), document)]
+    while stack:
+        loc, item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            found.append(loc)
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    found.append((*loc, key))
+                stack.append(((*loc, key), value))
+        elif isinstance(item, list | tuple):
+            stack.extend(((*loc, i), v) for i, v in enumerate(item))
+    return sorted(found, key=lambda loc: [str(p) for p in loc])
+
+
 def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[FieldError], set[tuple]]:
     """A copy of ``document`` with ``overrides`` applied. Keys are short names (:data:`OVERRIDE_ALIASES`,
-    e.g. ``gpus``) or dotted paths (``resources.cpus``). Returns (document, errors, overridden paths)."""
+    e.g. ``gpus``) or dotted paths (``resources.cpus``); at most :data:`MAX_OVERRIDES` of them, each
+    value nested at most :data:`MAX_DEPTH` levels. Returns (document, errors, overridden paths)."""
     import copy
 
     result = copy.deepcopy(document)
@@ -255,12 +288,17 @@ def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[
         return result, errors, touched
     if not isinstance(overrides, dict):
         return result, [FieldError("overrides", "Overrides are a mapping such as {\"gpus\": 4}.")], touched
+    if len(overrides) > MAX_OVERRIDES:
+        return result, [FieldError("overrides", f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.")], touched
     allowed = set(OVERRIDE_ALIASES.values())
     for key, value in overrides.items():
         path = OVERRIDE_ALIASES.get(str(key), str(key))
         if path not in allowed:
             names = ", ".join(sorted(OVERRIDE_ALIASES))
             errors.append(FieldError(f"overrides.{str(key)[:40]}", f"'{str(key)[:40]}' cannot be overridden. Overridable: {names}."))
+            continue
+        if _depth(value) > MAX_DEPTH:
+            errors.append(FieldError(f"overrides.{str(key)[:40]}", f"The value is nested more than {MAX_DEPTH} levels deep."))
             continue
         parts = path.split(".")
         target = result
@@ -315,6 +353,11 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     """Like :func:`parse_profile` for an already parsed document (the API's JSON form)."""
     lines = lines or {}
     document, errors, touched = apply_overrides(document, overrides)
+    nul = _nul_paths(document)
+    if nul:  # a YAML escape ("\0") or an override; PostgreSQL text (and JSON) columns cannot hold it
+        errors += [FieldError(".".join(str(p) for p in loc), "Must not contain a NUL character (\\0).",
+                              None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)) for loc in nul]
+        raise ProfileInvalid(_dedupe(errors))
     try:
         profile = Profile.model_validate(document)
     except ValidationError as exc:
@@ -353,12 +396,19 @@ def _dedupe(errors: list[FieldError]) -> list[FieldError]:
 
 
 def line_of(text: str, dotted: str) -> int | None:
-    """The line of field ``dotted`` in ``text`` (for policy errors found after parsing), or ``None``."""
+    """The line of field ``dotted`` in ``text`` (for policy errors found after parsing): its own line,
+    else its enclosing block's (``resources`` for a missing ``resources.gpus_per_node``); ``None``
+    when the file has neither (a field left to its default at the top level, e.g. ``account``)."""
     try:
         _, lines = load_yaml(text)
     except ProfileInvalid:
         return None
-    return _line_for(lines, tuple(dotted.split(".")))
+    loc = tuple(dotted.split("."))
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return None
 
 
 def dump_yaml(data: dict) -> str:

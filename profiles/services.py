@@ -140,7 +140,8 @@ def _team_for_share(user: User, team_name: str | None):
 
     if not team_name:
         return None
-    team = Team.objects.filter(name=team_name).first()
+    # PostgreSQL text cannot hold NUL, so such a name cannot be a team (and must not reach the query).
+    team = Team.objects.filter(name=team_name).first() if "\x00" not in team_name else None
     if team is None or not Membership.objects.filter(team=team, user=user).exists():
         mine = ", ".join(m.team.name for m in Membership.objects.filter(user=user).select_related("team")) or "none"
         raise ProfileInvalid([FieldError("team", f"You can share only with a team you are in. Your teams: {mine}.")])

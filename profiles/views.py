@@ -136,10 +136,11 @@ def profile_share_view(request: HttpRequest, pk: int) -> HttpResponse:
     profile = _profile(request, pk)
     try:
         profile_share(profile=profile, by=request.user, team=request.POST.get("team") or None)
-    except ProfileInvalid as exc:
-        messages.error(request, exc.errors[0].message)
-    else:
-        messages.success(request, f"Shared with team {profile.team.name}." if profile.team else "No longer shared.")
+    except ProfileInvalid as exc:  # not a team of theirs: a refusal (400), shown on the profile's page
+        profile.refresh_from_db()
+        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": OverridesForm(), "errors": exc.errors, "teams": _teams(request),
+                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+    messages.success(request, f"Shared with team {profile.team.name}." if profile.team else "No longer shared.")
     return redirect("profile_detail", pk=profile.pk)
 
 

@@ -1,0 +1,115 @@
+"""End to end in headless Chromium: sign in through the IdP, create an API token (shown once), see it
+active, revoke it; then write a profile with a mistake, Check it (the error names field and line),
+fix it, Save it and read it on its page. Nothing is submitted to the cluster (no Run here)."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from api.models import PersonalAccessToken
+from api.tokens import digest
+from jobs.models import Job
+from jobs.services import snapshot_refresh
+from profiles.models import Profile
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+PROFILE = """version: 1
+name: e2e-digits
+resources:
+  partition: small
+  gpus_per_node: two
+  cpus: 2
+  memory: 2G
+  time_limit: "00:10:00"
+run:
+  workdir: gpuportal-examples/digits
+  script: train_digits.py
+  args: ["--epochs", "8"]
+environment:
+  python: "3.11"
+  pip: [numpy==2.2.6, scikit-learn==1.7.2]
+"""
+
+
+def shot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"e2e-profile-{name}.png"), full_page=True)
+
+
+def sign_in(page, base, user):
+    page.goto(base + "/")
+    page.get_by_test_id("sso-login").click()
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", user)
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=gpu-table]")
+
+
+def test_token_page_and_write_check_fix_save_a_profile(portal_with_idp, browser_page):  # noqa: F811
+    snapshot = snapshot_refresh()  # read the real cluster once, so the profile is checked against its partitions
+    connection.close()  # opened inside Playwright's greenlet context: close it here, not at DB teardown
+    assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
+    page = browser_page
+    sign_in(page, portal_with_idp, "alice")
+    try:
+        # API tokens: create "laptop", shown once, listed active; revoke it.
+        page.get_by_role("link", name="API tokens").click()
+        page.wait_for_selector("[data-testid=token-form]")
+        page.fill("#id_name", "laptop")
+        page.get_by_test_id("create-token").click()
+        page.wait_for_selector("[data-testid=new-token]")
+        raw = page.get_by_test_id("token-value").inner_text().strip()
+        assert raw.startswith("gpp_")
+        row = page.locator("[data-testid=token-row]", has_text="laptop")
+        assert row.get_by_test_id("token-status").inner_text() == "active"
+        shot(page, "1-token-created")
+        token = PersonalAccessToken.objects.get(name="laptop")
+        assert token.digest == digest(raw) and token.user.username == "alice"
+        page.goto(portal_with_idp + "/account/tokens/")  # shown once: not on the page again (a reload would POST again)
+        assert page.get_by_test_id("new-token").count() == 0 and raw not in page.content()
+        page.locator("[data-testid=token-row]", has_text="laptop").get_by_test_id("revoke-token").click()
+        page.wait_for_selector("text=is revoked")
+        row = page.locator("[data-testid=token-row]", has_text="laptop")
+        assert row.get_by_test_id("token-status").inner_text() == "revoked"
+        assert row.get_by_test_id("revoke-token").count() == 0
+        shot(page, "2-token-revoked")
+        token.refresh_from_db()
+        assert token.revoked_at is not None
+
+        # Profiles: New profile (prefilled with the example), replace with a mistake, Check.
+        page.get_by_role("link", name="Profiles").first.click()
+        page.wait_for_selector("[data-testid=profile-table]")
+        page.get_by_test_id("new-profile").click()
+        page.wait_for_selector("[data-testid=profile-form]")
+        assert "name: train-digits" in page.input_value("#id_yaml")
+        page.fill("#id_yaml", PROFILE)
+        page.get_by_test_id("check-profile").click()
+        page.wait_for_selector("[data-testid=profile-error]")
+        errors = page.get_by_test_id("profile-error").all_inner_texts()
+        assert any(e.startswith("line 5") and "resources.gpus_per_node" in e for e in errors), errors
+        assert page.input_value("#id_yaml").replace("\r\n", "\n") == PROFILE  # kept as typed
+        shot(page, "3-check-error")
+
+        # Fix it, Check (valid), Save: the profile's page shows the file.
+        page.fill("#id_yaml", PROFILE.replace("gpus_per_node: two", "gpus_per_node: 0"))
+        page.get_by_test_id("check-profile").click()
+        page.wait_for_selector("[data-testid=profile-valid]")
+        assert page.get_by_test_id("profile-error").count() == 0
+        page.get_by_test_id("save-profile").click()
+        page.wait_for_selector("[data-testid=profile-yaml]")
+        assert "/profiles/" in page.url and page.url.rstrip("/").split("/")[-1].isdigit()
+        assert "Profile e2e-digits" in page.locator("h1").inner_text()
+        shown = page.get_by_test_id("profile-yaml").inner_text()
+        assert "name: e2e-digits" in shown and "gpus_per_node: 0" in shown and "scikit-learn==1.7.2" in shown
+        assert "is saved" in page.content()
+        shot(page, "4-saved")
+        saved = Profile.objects.get(name="e2e-digits")
+        assert saved.owner.username == "alice" and saved.spec["resources"]["gpus_per_node"] == 0
+        assert Job.objects.count() == 0  # nothing was run
+        page.get_by_role("link", name="← Profiles").click()
+        page.wait_for_selector("[data-testid=profile-table]")
+        assert page.locator("[data-testid=profile-row]", has_text="e2e-digits").count() == 1
+    finally:
+        connection.close()  # the ORM reads above ran in Playwright's greenlet context
