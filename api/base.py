@@ -4,6 +4,8 @@
 Every error is JSON ``{"detail": "<sentence>", "errors": [{"field": …, "message": …, "line": …}]}``
 with the status the pages would use: 400 (bad input, policy), 401 (no or bad token), 403 (not
 allowed, or a token without the scope), 404 (not there, or not yours), 503 (JupyterHub down).
+Errors raised before a handler here runs (no route for the address, a method the path lacks: 405,
+the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`.
 """
 from __future__ import annotations
 
@@ -91,18 +93,25 @@ def _auth_error(request, exc):
     return _error(request, 401, "Not authenticated. " + TOKEN_HINT)
 
 
+#: At most this many field errors in one answer (a body with thousands of unknown fields would
+#: otherwise get an answer many times its size); the detail says how many there were.
+MAX_ERRORS = 50
+
+
 @api.exception_handler(ValidationError)
 def _validation_error(request, exc: ValidationError):
     errors = []
-    for err in exc.errors:
+    for err in exc.errors[:MAX_ERRORS]:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "payload")]
         message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             message = "Unknown field."
         elif err.get("type") == "missing":
             message = "This field is required."
-        errors.append({"field": ".".join(loc), "message": message, "line": None})
-    fields = ", ".join(e["field"] or "body" for e in errors)
+        errors.append({"field": ".".join(loc)[:200], "message": message, "line": None})
+    fields = ", ".join(e["field"][:60] or "body" for e in errors[:10])
+    more = len(exc.errors) - min(len(errors), 10)
+    fields += f" and {more} more" if more > 0 else ""
     return _error(request, 400, f"The request is not valid ({fields}); see errors.", errors)
 
 

@@ -6,11 +6,38 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
+
+
+def _has_nul(value: Any) -> bool:
+    """Whether any text in ``value`` (JSON: nested dicts, lists, keys) holds a NUL (no recursion:
+    the nesting is the sender's)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 class In(Schema):
+    """A request body: unknown fields are refused, and so is a NUL character in any text (also
+    inside ``overrides``): PostgreSQL text cannot hold it, and no name, path or option contains one."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if _has_nul(value):
+            raise ValueError("Must not contain a NUL character (\\u0000).")
+        return value
 
 
 class FieldErrorOut(Schema):
