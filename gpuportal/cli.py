@@ -332,31 +332,28 @@ def _job_time(job: dict) -> str:
     return "-"
 
 
-def cmd_ls(ctx: Context) -> int:
-    """``ls [--all|--history]``: ``GET /jobs`` as a table (ID, NAME, STATE, PARTITION, GPUS, TIME,
-    NOTE)."""
-    doc = ctx.client().list_jobs(ctx.args.scope or "active")
+def list_out(ctx: Context, doc: dict, *, empty: str, headers: list[str], row) -> int:
+    """Print a list document (``{"items": [...], "count": n}``): as JSON with ``--json``, else
+    ``empty`` when it has no items, else a table of ``row(item)`` under ``headers``. Returns 0."""
     if ctx.json:
         ctx.emit(doc)
         return 0
     items = doc.get("items") or []
-    if not items:
-        out("No jobs.")
-        return 0
-    rows = [
-        (
-            str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8],
-            j.get("name"),
-            j.get("state"),
-            j.get("partition"),
-            gpus(j.get("gpu_count"), j.get("gpu_type")),
-            _job_time(j),
-            j.get("explanation") or j.get("submit_error"),
-        )
-        for j in items
-    ]
-    out(table(["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"], rows))
+    out(table(headers, [row(item) for item in items]) if items else empty)
     return 0
+
+
+def cmd_ls(ctx: Context) -> int:
+    """``ls [--all|--history]``: ``GET /jobs`` as a table (ID, NAME, STATE, PARTITION, GPUS, TIME,
+    NOTE)."""
+    return list_out(
+        ctx, ctx.client().list_jobs(ctx.args.scope or "active"), empty="No jobs.",
+        headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
+        row=lambda j: (
+            str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8], j.get("name"), j.get("state"), j.get("partition"),
+            gpus(j.get("gpu_count"), j.get("gpu_type")), _job_time(j), j.get("explanation") or j.get("submit_error"),
+        ),
+    )
 
 
 _JOB_FIELDS = [
@@ -565,24 +562,14 @@ def cmd_notebook(ctx: Context) -> int:
 
 def cmd_sessions_ls(ctx: Context) -> int:
     """``sessions [ls]``: ``GET /sessions`` as a table."""
-    doc = ctx.client().list_sessions()
-    if ctx.json:
-        ctx.emit(doc)
-        return 0
-    items = doc.get("items") or []
-    if not items:
-        out("No sessions.")
-        return 0
-    rows = [
-        (
+    return list_out(
+        ctx, ctx.client().list_sessions(), empty="No sessions.", headers=["NAME", "IDE", "STATE", "PARTITION", "GPUS", "LIMIT", "URL/NOTE"],
+        row=lambda s: (
             s.get("name"), s.get("ide"), s.get("state"), s.get("partition"), gpus(s.get("gpu_count"), s.get("gpu_type")),
             duration(s["time_limit_min"] * 60) if s.get("time_limit_min") else "-",
             s.get("url") if s.get("state") == "RUNNING" and s.get("url") else (s.get("explanation") or s.get("message")),
-        )
-        for s in items
-    ]
-    out(table(["NAME", "IDE", "STATE", "PARTITION", "GPUS", "LIMIT", "URL/NOTE"], rows))
-    return 0
+        ),
+    )
 
 
 def cmd_sessions_stop(ctx: Context) -> int:
@@ -597,17 +584,10 @@ def cmd_sessions_stop(ctx: Context) -> int:
 
 def cmd_profiles_ls(ctx: Context) -> int:
     """``profiles ls``: ``GET /profiles`` as a table."""
-    doc = ctx.client().list_profiles()
-    if ctx.json:
-        ctx.emit(doc)
-        return 0
-    items = doc.get("items") or []
-    if not items:
-        out("No profiles.")
-        return 0
-    rows = [(p.get("id"), p.get("name"), p.get("owner"), p.get("team"), p.get("version"), p.get("updated_at")) for p in items]
-    out(table(["ID", "NAME", "OWNER", "SHARED WITH", "VERSION", "UPDATED"], rows))
-    return 0
+    return list_out(
+        ctx, ctx.client().list_profiles(), empty="No profiles.", headers=["ID", "NAME", "OWNER", "SHARED WITH", "VERSION", "UPDATED"],
+        row=lambda p: (p.get("id"), p.get("name"), p.get("owner"), p.get("team"), p.get("version"), p.get("updated_at")),
+    )
 
 
 def cmd_profiles_push(ctx: Context) -> int:

@@ -53,12 +53,8 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
     submission on commit. ``profile``/``profile_spec``: the saved profile and the document it was
     run from (jobs from a profile file). Raises :class:`PolicyRefused` with every reason."""
     policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    errors = policy.check(request)
-    account = request.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
-    if not user.slurm_accounts:
-        errors.append(PolicyError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you."))
-    elif account not in user.slurm_accounts:
-        errors.append(PolicyError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}."))
+    account, account_problems = account_for(user, request.account)
+    errors = policy.check(request) + account_problems
     if errors:
         raise PolicyRefused(errors)
     from .tasks import job_submit_task
@@ -83,6 +79,17 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
                                                                **({"profile": profile_spec.get("name", "")} if profile_spec else {})})
         transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
     return job
+
+
+def account_for(user: User, requested: str) -> tuple[str, list[PolicyError]]:
+    """The Slurm account a job of ``user`` is billed to (``requested``, else their first team, from
+    ``user.slurm_accounts``), and the refusals when they are in no team or not in that one."""
+    account = requested or (user.slurm_accounts[0] if user.slurm_accounts else "")
+    if not user.slurm_accounts:
+        return account, [PolicyError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.")]
+    if account not in user.slurm_accounts:
+        return account, [PolicyError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}.")]
+    return account, []
 
 
 def enqueue(task, job_id: int) -> bool:

@@ -395,14 +395,10 @@ def _dedupe(errors: list[FieldError]) -> list[FieldError]:
     return out
 
 
-def line_of(text: str, dotted: str) -> int | None:
-    """The line of field ``dotted`` in ``text`` (for policy errors found after parsing): its own line,
-    else its enclosing block's (``resources`` for a missing ``resources.gpus_per_node``); ``None``
-    when the file has neither (a field left to its default at the top level, e.g. ``account``)."""
-    try:
-        _, lines = load_yaml(text)
-    except ProfileInvalid:
-        return None
+def line_of(lines: dict[tuple, int], dotted: str) -> int | None:
+    """The line of field ``dotted`` (``lines`` from :func:`load_yaml`), for errors found after parsing:
+    its own line, else its enclosing block's (``resources`` for a missing ``resources.gpus_per_node``);
+    ``None`` when the file has neither (a field left to its default at the top level, e.g. ``account``)."""
     loc = tuple(dotted.split("."))
     while loc:
         if loc in lines:

@@ -1,7 +1,7 @@
 """Reads for profiles: who sees which (owner, team members of the team it is shared with, admins)."""
 from __future__ import annotations
 
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 
 from .models import Profile
 
@@ -12,8 +12,9 @@ def profiles_for_user(*, user):
     from teams.models import Membership
 
     teams = Membership.objects.filter(user=user).values("team_id")
+    mine_first = Case(When(owner=user, then=Value(0)), default=Value(1))
     return (Profile.objects.filter(Q(owner=user) | Q(team_id__in=teams)).select_related("owner", "team")
-            .distinct().order_by("-owner_id", "name"))
+            .order_by(mine_first, "name", "id"))
 
 
 def profile_for_viewer(*, pk: int, user) -> Profile | None:

@@ -16,7 +16,7 @@ from jobs.audit import audit
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.snapshot import snapshot_load
-from jobs.submit import PolicyRefused, job_create
+from jobs.submit import PolicyRefused, account_for, job_create
 
 from .envscript import EnvSite, render_profile_script
 from .models import Profile
@@ -85,10 +85,10 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobReq
     )
 
 
-def _with_lines(errors: list[FieldError], text: str | None, touched: set[str]) -> list[FieldError]:
-    if not text:
-        return errors
-    return [e if e.line is not None or e.field in touched else FieldError(e.field, e.message, line_of(text, e.field)) for e in errors]
+def _with_lines(errors: list[FieldError], text: str, touched: set[str]) -> list[FieldError]:
+    """``errors`` with the line of each field in ``text`` (overridden fields have none)."""
+    lines = load_yaml(text)[1]
+    return [e if e.line is not None or e.field in touched else FieldError(e.field, e.message, line_of(lines, e.field)) for e in errors]
 
 
 def profile_check(*, user: User, text: str, overrides: dict | None = None, policy: SitePolicy | None = None) -> tuple[ProfileSpec, JobRequest]:
@@ -101,13 +101,8 @@ def profile_check(*, user: User, text: str, overrides: dict | None = None, polic
     errors = site_errors(spec, site)
     request = job_request_for(spec, site=site)
     policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    for e in policy.check(request):
+    for e in policy.check(request) + account_for(user, spec.account)[1]:
         errors.append(FieldError(POLICY_FIELDS.get(e.field, e.field), e.message))
-    account = spec.account or (user.slurm_accounts[0] if user.slurm_accounts else "")
-    if not user.slurm_accounts:
-        errors.append(FieldError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you."))
-    elif account not in user.slurm_accounts:
-        errors.append(FieldError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}."))
     if errors:
         raise ProfileInvalid(_with_lines(errors, text, touched))
     return spec, request
@@ -119,10 +114,11 @@ def profile_run(*, user: User, text: str, overrides: dict | None = None, profile
     Raises :class:`ProfileInvalid` or ``PermissionDenied`` (a profile the user may not see)."""
     if profile is not None and not profile_visible(profile=profile, user=user):
         raise PermissionDenied("This profile is not yours and not shared with your team.")
-    spec, request = profile_check(user=user, text=text, overrides=overrides)
+    policy = SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
+    spec, request = profile_check(user=user, text=text, overrides=overrides, policy=policy)
     try:
-        return job_create(user=user, request=request, profile=profile, profile_spec=spec.data)
-    except PolicyRefused as exc:  # the cluster changed between the two checks
+        return job_create(user=user, request=request, policy=policy, profile=profile, profile_spec=spec.data)
+    except PolicyRefused as exc:  # job_create's own check (same policy): kept in case the two ever differ
         raise ProfileInvalid([FieldError(POLICY_FIELDS.get(e.field, e.field), e.message) for e in exc.errors]) from None
 
 
@@ -166,7 +162,7 @@ def profile_save(*, user: User, text: str, team: str | None = None, profile: Pro
             audit(actor=user, action="profile.save", target=f"profile:{profile.pk}", old=old,
                   new={"name": profile.name, "team": shared.name if shared else None})
     except IntegrityError:
-        raise ProfileInvalid([FieldError("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(text, "name"))]) from None
+        raise ProfileInvalid([FieldError("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(load_yaml(text)[1], "name"))]) from None
     return profile
 
 

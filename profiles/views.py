@@ -81,18 +81,21 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
 @login_required
 def profile_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The file, who shares it, its last jobs, and Run / Clone / Share / Delete."""
-    profile = _profile(request, pk)
-    jobs = Job.objects.filter(profile=profile, user=request.user).order_by("-created_at")[:10]
-    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": OverridesForm(),
-                                                            "teams": _teams(request), "mine": profile.owner_id == request.user.pk})
+    return _detail_page(request, _profile(request, pk))
+
+
+def _detail_page(request: HttpRequest, profile, *, form: OverridesForm | None = None, errors=(), status: int = 200) -> HttpResponse:
+    """The profile's page; after a refusal (``status`` 400) with the form as typed and the ``errors``."""
+    jobs = Job.objects.filter(profile=profile, user=request.user).order_by("-created_at")[:10] if status == 200 else []
+    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": form or OverridesForm(), "errors": errors,
+                                                            "teams": _teams(request), "mine": profile.owner_id == request.user.pk}, status=status)
 
 
 def _overrides_or_error(request: HttpRequest, profile):
     form = OverridesForm(request.POST)
     if form.is_valid():
         return form, None
-    return form, render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "teams": _teams(request),
-                                                                  "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+    return form, _detail_page(request, profile, form=form, status=400)
 
 
 @login_required
@@ -106,8 +109,7 @@ def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         job = profile_run(user=request.user, text=profile.yaml, overrides=form.overrides(), profile=profile)
     except ProfileInvalid as exc:
-        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "errors": exc.errors, "teams": _teams(request),
-                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+        return _detail_page(request, profile, form=form, errors=exc.errors, status=400)
     messages.success(request, f"Job “{job.name}” is being submitted.")
     return redirect("job_detail", key=job.key)
 
@@ -123,8 +125,7 @@ def profile_clone_view(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         copy = profile_clone(profile=profile, by=request.user, name=form.cleaned_data.get("name") or "", overrides=form.overrides())
     except ProfileInvalid as exc:
-        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": form, "errors": exc.errors, "teams": _teams(request),
-                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+        return _detail_page(request, profile, form=form, errors=exc.errors, status=400)
     messages.success(request, f"Copied as “{copy.name}”.")
     return redirect("profile_detail", pk=copy.pk)
 
@@ -138,8 +139,7 @@ def profile_share_view(request: HttpRequest, pk: int) -> HttpResponse:
         profile_share(profile=profile, by=request.user, team=request.POST.get("team") or None)
     except ProfileInvalid as exc:  # not a team of theirs: a refusal (400), shown on the profile's page
         profile.refresh_from_db()
-        return render(request, "profiles/profile_detail.html", {"profile": profile, "form": OverridesForm(), "errors": exc.errors, "teams": _teams(request),
-                                                                "mine": profile.owner_id == request.user.pk, "jobs": []}, status=400)
+        return _detail_page(request, profile, errors=exc.errors, status=400)
     messages.success(request, f"Shared with team {profile.team.name}." if profile.team else "No longer shared.")
     return redirect("profile_detail", pk=profile.pk)
 

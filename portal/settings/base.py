@@ -191,15 +191,6 @@ PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
 #: service's token (also the secret the hub's spawner presents to /hub-internal/), the partitions
 #: sessions may use, the GPU cap per session, the longest session (hours), the idle limit
 #: (minutes, 0 = never) and where code-server is (VS Code is offered only when it is there).
-PORTAL_ENV_CACHE_DIR = env("PORTAL_ENV_CACHE_DIR")
-PORTAL_ENV_UV = env("PORTAL_ENV_UV")
-PORTAL_ENV_PYTHONS = env("PORTAL_ENV_PYTHONS")
-#: CUDA version -> environment module (``PORTAL_ENV_CUDA_MODULES=12.4=cuda/12.4,12.6=cuda/12.6``); empty = none offered.
-PORTAL_ENV_CUDA_MODULES = env("PORTAL_ENV_CUDA_MODULES")
-PORTAL_CONTAINER_RUNTIME = env("PORTAL_CONTAINER_RUNTIME")
-PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
-PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
-
 HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
 HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
 HUB_TOKEN = env("PORTAL_HUB_TOKEN")
@@ -208,6 +199,17 @@ SESSION_MAX_GPUS = env("PORTAL_SESSION_MAX_GPUS")
 SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
 SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
 CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
+
+#: Job profiles (docs/profiles.md): the shared environment cache on the nodes, uv's path there, the
+#: Python versions offered, CUDA version -> environment module (``12.4=cuda/12.4``; empty = none),
+#: the container runtime ("" = none), the package index ("" = PyPI); API tokens' longest life (days).
+PORTAL_ENV_CACHE_DIR = env("PORTAL_ENV_CACHE_DIR")
+PORTAL_ENV_UV = env("PORTAL_ENV_UV")
+PORTAL_ENV_PYTHONS = env("PORTAL_ENV_PYTHONS")
+PORTAL_ENV_CUDA_MODULES = env("PORTAL_ENV_CUDA_MODULES")
+PORTAL_CONTAINER_RUNTIME = env("PORTAL_CONTAINER_RUNTIME")
+PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
+PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")

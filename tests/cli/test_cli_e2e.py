@@ -8,40 +8,18 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from api.tokens import token_create
-from jobs.services import snapshot_refresh
+from tests.e2e.test_batch_job_browser import poller  # noqa: F401  (fixture: the snapshot poller in a thread)
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_digits.yaml"
 GPUPORTAL = str(Path(sys.executable).with_name("gpuportal"))
-
-
-@pytest.fixture
-def poller():
-    """The snapshot poller's service every second, in a thread (the test process holds the test DB)."""
-    stop = threading.Event()
-
-    def loop():
-        try:
-            while not stop.is_set():
-                snapshot_refresh()
-                stop.wait(1.0)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join(30)
 
 
 @pytest.fixture

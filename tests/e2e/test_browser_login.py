@@ -34,6 +34,17 @@ def browser_page(monkeypatch):
         browser.close()
 
 
+def sign_in(page, base: str, user: str, *, start: str = "/", landed: str = "[data-testid=gpu-table]") -> None:
+    """Sign in as ``user`` (password = user name) on the dev IdP's page, from ``base + start``, and
+    wait for ``landed`` on the page the portal sends the browser back to."""
+    page.goto(base + start)
+    page.get_by_test_id("sso-login").click()
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", user)
+    page.click("button[type=submit]")
+    page.wait_for_selector(landed)
+
+
 def test_sign_in_through_idp_and_see_the_gpu_table(portal_with_idp, browser_page):
     snapshot = snapshot_refresh()  # the real poller's service, against the real cluster
     connection.close()  # opened inside Playwright's greenlet context: close it here, not at DB teardown

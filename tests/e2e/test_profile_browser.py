@@ -11,40 +11,18 @@ from api.tokens import digest
 from jobs.models import Job
 from jobs.services import snapshot_refresh
 from profiles.models import Profile
-from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
+from tests.profiles.conftest import EXAMPLE_TEXT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
-PROFILE = """version: 1
-name: e2e-digits
-resources:
-  partition: small
-  gpus_per_node: two
-  cpus: 2
-  memory: 2G
-  time_limit: "00:10:00"
-run:
-  workdir: gpuportal-examples/digits
-  script: train_digits.py
-  args: ["--epochs", "8"]
-environment:
-  python: "3.11"
-  pip: [numpy==2.2.6, scikit-learn==1.7.2]
-"""
+#: The example with one mistake (the GPU count in words), fixed in the test.
+PROFILE = EXAMPLE_TEXT.replace("name: train-digits", "name: e2e-digits").replace("gpus_per_node: 0", "gpus_per_node: two")
 
 
 def shot(page, name):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"e2e-profile-{name}.png"), full_page=True)
-
-
-def sign_in(page, base, user):
-    page.goto(base + "/")
-    page.get_by_test_id("sso-login").click()
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", user)
-    page.click("button[type=submit]")
-    page.wait_for_selector("[data-testid=gpu-table]")
 
 
 def test_token_page_and_write_check_fix_save_a_profile(portal_with_idp, browser_page):  # noqa: F811

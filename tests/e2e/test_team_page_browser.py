@@ -8,18 +8,9 @@ from django.db import connection
 from jobs.services import snapshot_refresh
 from teams.models import Team
 from teams.usage import usage_refresh
-from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-
-
-def sign_in(page, base, user):
-    page.goto(base + "/")
-    page.get_by_test_id("sso-login").click()
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", user)
-    page.click("button[type=submit]")
-    page.wait_for_selector("[data-testid=gpu-table]")
 
 
 def test_team_lead_reads_the_team_page(portal_with_idp, browser_page):  # noqa: F811

@@ -8,7 +8,7 @@ from django.db import connection
 
 from interactive.models import Session, SessionState
 from interactive.options import vscode_available
-from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401 (fixture)
+from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -16,15 +16,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)
 def shot(page, name):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"e2e-session-{name}.png"), full_page=True)
-
-
-def sign_in(page, base):
-    page.goto(base + "/sessions/")
-    page.get_by_test_id("sso-login").click()
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "alice")
-    page.click("button[type=submit]")
-    page.wait_for_selector("[data-testid=start-session]")
 
 
 def start_and_open(page, ide: str, ready_selector: str, name: str):
@@ -56,7 +47,7 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
 
 def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, browser_page):  # noqa: F811
     page = browser_page
-    sign_in(page, portal_with_idp)
+    sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")
     assert "at most 2 GPUs" in page.locator("[data-field=gpu_count]").inner_text()
 
     # A refusal keeps the form and says why (3 GPUs is not offered; send it anyway).

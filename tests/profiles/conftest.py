@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.slurm import SlurmGateway
-from jobs.snapshot import snapshot_store, snapshot_take
-from tests.fakes import FakeTransport, cluster_transport
+from tests.jobs.test_job_pages import cluster, no_slurm  # noqa: F401  (fixtures: the recorded cluster's snapshot; any Slurm call fails)
 
 EXAMPLE_TEXT = """version: 1
 name: train-digits
@@ -39,18 +37,3 @@ def people(django_user_model, clean_cache):
     for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
         Membership.objects.create(user=users[user], team=team, role=role, source=Source.ADMIN)
     return users
-
-
-@pytest.fixture
-def cluster(slurm_json, clean_cache, settings):
-    """The recorded cluster's snapshot, stored as the poller would."""
-    settings.PORTAL_PARTITIONS = []
-    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
-
-
-@pytest.fixture
-def no_slurm(monkeypatch):
-    """Any gateway use fails the test unless it installs its own answers."""
-    fake = FakeTransport()
-    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
-    return fake
