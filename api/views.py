@@ -12,26 +12,29 @@ from .forms import TokenForm
 from .models import PersonalAccessToken
 from .tokens import TokenRefused, token_create, token_revoke
 
+NEW_TOKEN_KEY = "api:new-token"
+
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
-    """Your tokens and the form for a new one. After a create, the page shows the token once."""
+    """Your tokens and the form for a new one. A create redirects here (so a reload cannot create a
+    second token); the new token travels in the server-side session to that one page view, which
+    shows it once and removes it."""
     form = TokenForm(request.POST or None)
-    created = None
     status = 200
     if request.method == "POST":
         if form.is_valid():
             try:
-                token, created = token_create(user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
-                                              days=form.cleaned_data["days"])
+                _, raw = token_create(user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
+                                      days=form.cleaned_data["days"])
             except TokenRefused as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
-                status = 400
             else:
-                form = TokenForm()
-        else:
-            status = 400
+                request.session[NEW_TOKEN_KEY] = raw
+                return redirect("token_list")
+        status = 400
+    created = request.session.pop(NEW_TOKEN_KEY, None) if request.method == "GET" else None
     tokens = PersonalAccessToken.objects.filter(user=request.user).order_by("-created_at")
     portal_url = request.build_absolute_uri("/").rstrip("/")
     return render(request, "api/token_list.html", {"form": form, "tokens": tokens, "created": created, "portal_url": portal_url}, status=status)

@@ -66,6 +66,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, str_strip_whitespace=False)
 
 
+def _not_bool(value):
+    """YAML reads ``yes``/``true`` as booleans, which pydantic would take as 1: refuse them for counts."""
+    if isinstance(value, bool):
+        raise ValueError("Must be a whole number, not yes/no or true/false.")
+    return value
+
+
 class Resources(_Strict):
     partition: str = Field(min_length=1, max_length=64)
     nodes: int = Field(default=1, ge=1, le=64)
@@ -74,6 +81,8 @@ class Resources(_Strict):
     cpus: int = Field(default=1, ge=1, le=1024)
     memory: str | int = "4G"
     time_limit: str | int = "01:00:00"
+
+    _counts = field_validator("nodes", "gpus_per_node", "cpus", mode="before")(_not_bool)
 
     @field_validator("memory")
     @classmethod

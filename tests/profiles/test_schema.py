@@ -62,6 +62,17 @@ def test_refusals(text, field, line, words):
     assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
 
 
+@pytest.mark.parametrize("field, old, new", [
+    ("gpus_per_node", "gpus_per_node: 0", "gpus_per_node: yes"),
+    ("cpus", "cpus: 2", "cpus: true"),
+    ("nodes", "cpus: 2", "cpus: 2\n  nodes: on"),
+])
+def test_booleans_are_not_counts(field, old, new):
+    text = EXAMPLE_TEXT.replace(old, new)
+    assert [(f, msg) for f, _, msg in errors_of(text)] == [(f"resources.{field}", "Must be a whole number, not yes/no or true/false.")]
+    assert errors_of(EXAMPLE_TEXT, overrides={"gpus": True})[0][:2] == ("resources.gpus_per_node", None)
+
+
 def test_overrides_apply_and_their_errors_have_no_line():
     spec = parse_profile(EXAMPLE_TEXT, overrides={"gpus": 4, "partition": "train", "resources.cpus": 8, "time_limit": "01:00:00"})
     assert (spec.gpus_per_node, spec.partition, spec.cpus, spec.time_limit_min) == (4, "train", 8, 60)
