@@ -124,11 +124,17 @@ def submit_job(request, body: JobSubmitIn):
         if profile is None:
             raise Http404("No such profile, or it is not yours and not shared with your team.")
         text = profile.yaml
+    return run_profile(request, text=text, overrides=body.overrides, profile=profile,
+                       what=f"The profile in {body.filename}" if body.filename else "The profile")
+
+
+def run_profile(request, *, text: str, overrides: dict, profile, what: str):
+    """Submit a profile (``profiles.services.profile_run``) and answer 201 with the job, or 400 with
+    every error (``what`` names the profile in the sentence)."""
     try:
-        job = profile_run(user=request.user, text=text, overrides=body.overrides, profile=profile)
+        job = profile_run(user=request.user, text=text, overrides=overrides, profile=profile)
     except ProfileInvalid as exc:
-        where = f" in {body.filename}" if body.filename else ""
-        raise ApiError(400, f"The profile{where} cannot be run; see errors.", [e.as_dict() for e in exc.errors]) from None
+        raise ApiError(400, f"{what} cannot be run; see errors.", [e.as_dict() for e in exc.errors]) from None
     job.refresh_from_db()
     return Status(HTTPStatus.CREATED, job_out(job, positions_load(), base_url=_base(request)))
 

@@ -7,14 +7,13 @@ from http import HTTPStatus
 from django.http import Http404
 from ninja import Router, Status
 
-from jobs.snapshot import positions_load
 from profiles.models import Profile
 from profiles.schema import ProfileInvalid
 from profiles.selectors import profile_for_viewer, profiles_for_user
-from profiles.services import profile_check, profile_clone, profile_delete, profile_run, profile_save, profile_share
+from profiles.services import profile_check, profile_clone, profile_delete, profile_save, profile_share
 
 from .base import ApiError, need_scope
-from .jobs import _base, job_out
+from .jobs import _base, run_profile
 from .schemas import ErrorOut, JobOut, OverridesIn, ProfileCloneIn, ProfileIn, ProfileList, ProfileOut, ProfileShareIn, ValidateIn, ValidateOut
 
 router = Router(tags=["profiles"])
@@ -114,9 +113,4 @@ def clone_profile(request, pk: int, body: ProfileCloneIn):
 def submit_profile(request, pk: int, body: OverridesIn):
     need_scope(request, "jobs")
     profile = _get(request, pk)
-    try:
-        job = profile_run(user=request.user, text=profile.yaml, overrides=body.overrides, profile=profile)
-    except ProfileInvalid as exc:
-        raise ApiError(400, f"Profile '{profile.name}' cannot be run; see errors.", [e.as_dict() for e in exc.errors]) from None
-    job.refresh_from_db()
-    return Status(HTTPStatus.CREATED, job_out(job, positions_load(), base_url=_base(request)))
+    return run_profile(request, text=profile.yaml, overrides=body.overrides, profile=profile, what=f"Profile '{profile.name}'")

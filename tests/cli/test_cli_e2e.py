@@ -59,7 +59,7 @@ def test_submit_the_example_profile_follow_its_log_to_the_end_and_find_it(alice_
     assert logs.returncode == 0, (logs.stdout[-2000:], logs.stderr[-2000:])
     assert "portal-env: " in logs.stdout  # the environment was built or taken from the cache
     assert "epoch 8/8" in logs.stdout and "final val_acc=" in logs.stdout
-    assert f"ended: COMPLETED (exit code 0)" in logs.stderr
+    assert "ended: COMPLETED (exit code 0)" in logs.stderr
 
     listed = alice_cli("--json", "ls", "--all")
     assert listed.returncode == 0, listed.stderr
