@@ -37,12 +37,14 @@ class TokenAuth(HttpBearer):
 
 
 class BrowserSession(SessionAuth):
-    """The portal's own session cookie (the pages' HTMX calls); unsafe methods need the CSRF token."""
+    """The portal's own session cookie (the pages' HTMX calls); unsafe methods need the CSRF token.
+    Requests without the cookie, or with a refused token, are not this scheme's: they get the
+    token's 401, never a CSRF 403."""
 
-    def authenticate(self, request: HttpRequest, key):
-        if getattr(request, "api_token_refused", False):
-            return None  # a bad token is not rescued by a cookie
-        return super().authenticate(request, key)
+    def __call__(self, request: HttpRequest):
+        if getattr(request, "api_token_refused", False) or self.param_name not in request.COOKIES:
+            return None  # a bad token is not rescued by a cookie; no cookie, no CSRF question
+        return super().__call__(request)
 
 
 class ApiError(HttpError):

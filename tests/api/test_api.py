@@ -49,10 +49,14 @@ def test_token_is_stored_hashed_and_works_until_revoked(client, people):
     assert r.status_code == HTTPStatus.UNAUTHORIZED and "wrong, expired or revoked" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("method", ["get", "post"])
 @pytest.mark.parametrize("raw", ["", "gpp_nope", "Basic abc", "x" * 500])
-def test_bad_or_missing_token_is_401_json(client, people, raw):
-    r = client.get("/api/v1/jobs", **({"HTTP_AUTHORIZATION": f"Bearer {raw}"} if raw else {}))
-    assert r.status_code == HTTPStatus.UNAUTHORIZED and "/account/tokens/" in r.json()["detail"]
+def test_bad_or_missing_token_is_401_json(client, people, raw, method):
+    from django.test import Client
+
+    csrf_checking = Client(enforce_csrf_checks=True)  # as the CLI: no cookie, no CSRF token
+    r = getattr(csrf_checking, method)("/api/v1/jobs", **({"HTTP_AUTHORIZATION": f"Bearer {raw}"} if raw else {}))
+    assert r.status_code == HTTPStatus.UNAUTHORIZED and "/account/tokens/" in r.json()["detail"], r.content
 
 
 def test_expired_token_is_refused(client, people):
