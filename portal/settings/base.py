@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "interactive",
     "profiles",
     "api",
+    "ninja",  # serves Swagger UI for /api/v1/docs from static files (no CDN)
 ]
 
 MIDDLEWARE = [
