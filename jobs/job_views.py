@@ -55,7 +55,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 field = form.POLICY_FIELDS.get(error.field, error.field)
                 form.add_error(field if field in form.fields else None, error.message)
         else:
-            messages.success(request, f"Job “{job.name}” is being submitted.")
+            messages.success(request, f"Job “{job.name}” created; the status below follows it.")
             return redirect("job_detail", key=job.key)
     status = 400 if request.method == "POST" else 200
     return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)

@@ -69,7 +69,7 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                     return redirect("profile_detail", pk=saved.pk)
                 if action == "run":
                     job = profile_run(user=request.user, text=text)
-                    messages.success(request, f"Job “{job.name}” is being submitted.")
+                    messages.success(request, f"Job “{job.name}” created; the status below follows it.")
                     return redirect("job_detail", key=job.key)
                 script = profile_check(user=request.user, text=text)[1].script
                 status = 200
@@ -110,7 +110,7 @@ def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
         job = profile_run(user=request.user, text=profile.yaml, overrides=form.overrides(), profile=profile)
     except ProfileInvalid as exc:
         return _detail_page(request, profile, form=form, errors=exc.errors, status=400)
-    messages.success(request, f"Job “{job.name}” is being submitted.")
+    messages.success(request, f"Job “{job.name}” created; the status below follows it.")
     return redirect("job_detail", key=job.key)
 
 

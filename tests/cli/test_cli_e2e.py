@@ -31,7 +31,6 @@ def alice_cli(live_server, transactional_db, clean_cache, django_user_model, tmp
     project = Path("/home/alice/gpuportal-examples/digits")
     project.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "examples" / "train_digits.py", project / "train_digits.py")
-    (project / "digits.ckpt").unlink(missing_ok=True)  # the example resumes from its checkpoint: start from epoch 1
     for path in (project.parent, project, project / "train_digits.py"):
         shutil.chown(path, "alice", "alice")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPORTAL_")}
