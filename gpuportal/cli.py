@@ -296,7 +296,22 @@ def job_ref(job: dict) -> str:
     return str(job["id"]) if job.get("id") is not None else str(job.get("key", "?"))
 
 
+#: How long ``submit`` waits for Slurm's job id (the portal sends the job in the background), seconds.
+ID_WAIT_S = 10.0
+
+
+def _with_slurm_id(ctx: Context, job: dict, interval: float) -> dict:
+    """``job`` again once Slurm has given it an id (``GET /jobs/{key}``), for at most
+    :data:`ID_WAIT_S` seconds; as it was if the id does not come (then the key names it)."""
+    deadline = time.monotonic() + ID_WAIT_S
+    while job.get("id") is None and job.get("state") == "SUBMITTING" and time.monotonic() < deadline:
+        time.sleep(min(0.5, interval))
+        job = ctx.client().get_job(str(job["key"]))
+    return job
+
+
 def _submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
+    job = _with_slurm_id(ctx, job, interval)
     ref = job_ref(job)
     if ctx.json:
         ctx.emit(job)
@@ -490,6 +505,8 @@ def cmd_cancel(ctx: Context) -> int:
     job = ctx.client().cancel_job(ctx.args.ref)
     if ctx.json:
         ctx.emit(job)
+    elif job.get("final"):
+        out(f'Job {ctx.args.ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
     else:
         out(f'Cancelling {ctx.args.ref} "{job.get("name", "")}"')
     return 0

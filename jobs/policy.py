@@ -141,7 +141,8 @@ class SitePolicy:
                 label = f"{req.gpu_type} " if req.gpu_type else ""
                 if req.gpu_count not in counts:
                     allowed = ", ".join(str(n) for n in [0, *counts])
-                    errors.append(PolicyError("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: GPU counts are powers of two up to what one node has. Allowed: {allowed}."))
+                    most = counts[-1] if counts else 0
+                    errors.append(PolicyError("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: a job there gets a power of two, at most {most} (what one node has). Allowed: {allowed}."))
         if req.time_limit_min < 1:
             errors.append(PolicyError("time_limit_min", "The time limit must be at least 1 minute."))
         elif part.max_time_min is not None and req.time_limit_min > part.max_time_min:

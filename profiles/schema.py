@@ -339,7 +339,7 @@ _FRIENDLY = {
 def _message(err: dict, loc: tuple) -> str:
     kind = err.get("type", "")
     if kind == "string_type" and loc in (("environment", "python"), ("environment", "cuda")):
-        return 'Write the version in quotes, like "3.11" (unquoted, YAML reads 3.10 as the number 3.1).'
+        return 'Write the version in quotes, like "3.11": unquoted, YAML reads a version as a number (3.10 would become 3.1).'
     if kind in _FRIENDLY:
         return _FRIENDLY[kind]
     msg = str(err.get("msg", "invalid value"))

@@ -62,5 +62,5 @@ fi
 
 # --- Django ---
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-portal.settings.dev}
-"$VENV/bin/python" "$REPO_DIR/manage.py" migrate --noinput -v 0
+"$VENV/bin/python" "$REPO_DIR/manage.py" migrate --noinput -v 0 --skip-checks  # checks run later, once the cluster is up (the portal's SSH key does not exist yet)
 log "bootstrap done"

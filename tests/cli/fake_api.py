@@ -167,7 +167,7 @@ class FakeAPI:
             if len(segs) == 2 and method == "GET":
                 return 200, job
             if segs[2:] == ["cancel"] and method == "POST":
-                return 202, {**job, "state": "CANCELLED", "final": True}
+                return 202, job  # as the portal: the cancel is sent in the background; the state is unchanged
             if segs[2:] == ["log"] and method == "GET":
                 if not self.log_pages:
                     return 200, {"stream": query.get("stream"), "offset": 0, "data": "", "next_offset": 0, "missing": True, "final": True, "state": job["state"]}

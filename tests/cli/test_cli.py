@@ -319,6 +319,26 @@ def test_cancel(env, capsys):
     assert [(r.method, r.path) for r in env.requests] == [("POST", "/jobs/4242/cancel")]
 
 
+def test_cancel_of_an_ended_job_says_so(env, capsys):
+    env.jobs[0].update(state="COMPLETED", final=True)
+    assert main(["cancel", "4242"]) == 0
+    assert capsys.readouterr().out == 'Job 4242 "train" has already ended (COMPLETED); nothing to cancel.\n'
+
+
+def test_submit_waits_briefly_for_the_slurm_id(env, tmp_path, capsys, monkeypatch):
+    """The portal answers before sbatch ran (state SUBMITTING, no id); the CLI asks again for the id."""
+    monkeypatch.setattr("gpuportal.cli.time.sleep", lambda s: None)
+    f = tmp_path / "train.yaml"
+    f.write_text(YAML)
+    submitting = make_job(id=None, state="SUBMITTING")
+    env.script("POST", "/jobs", (201, submitting))
+    env.script("GET", f"/jobs/{submitting['key']}", (200, submitting), (200, make_job(id=4242, state="PENDING")))
+    assert main(["submit", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('Submitted job 4242 "train" (PENDING)') and "gpuportal logs -f 4242" in out
+    assert len(env.calls("GET", f"/jobs/{submitting['key']}")) == 2
+
+
 def test_ref_cannot_escape_its_path_segment(env, capsys):
     assert main(["cancel", "../sessions/lab-1"]) == 1
     assert env.requests[-1].raw_path == "/api/v1/jobs/..%2Fsessions%2Flab-1/cancel"  # one (encoded) segment
