@@ -11,6 +11,9 @@ TEMPLATE_DIR=$CLUSTER_DIR/etc
 : "${PORTAL_USER:=portal}"                    # the portal's service user (not in $SLURM_GROUP)
 : "${PORTAL_KEY_OWNER:=$(stat -c %U "$REPO_DIR")}"  # local user that owns the portal's client key
 : "${SLURM_GROUP:=slurmusers}"                # the portal may act (via sudo) only as members of this group
+# the submit helper (cluster/etc/gpuportal-sbatch): same variable and default as the portal's setting
+: "${PORTAL_SBATCH_HELPER:=/usr/local/libexec/gpuportal/gpuportal-sbatch}"
+SBATCH_HELPER=$PORTAL_SBATCH_HELPER
 : "${DEMO_USERS:=alice bob carol dana}"
 : "${OUTSIDER_USER:=outsider}"                # exists, but NOT in $SLURM_GROUP
 : "${CLUSTER_NAME:=portal}"

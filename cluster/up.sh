@@ -20,7 +20,7 @@ render() {
     local template=$1 dest=$2 mode=$3 owner=$4 text name
     text=$(<"$template")
     for name in CLUSTER_NAME CONTROLLER_HOST CONTROLLER_ADDR SLURMCTLD_PORT SLURMDBD_PORT NODE1_PORT NODE2_PORT \
-                NODE3_PORT DB_PORT DB_NAME DB_PASSWORD PORTAL_SSH_PORT PORTAL_SSH_ADDR PORTAL_USER SLURM_GROUP; do
+                NODE3_PORT DB_PORT DB_NAME DB_PASSWORD PORTAL_SSH_PORT PORTAL_SSH_ADDR PORTAL_USER SLURM_GROUP SBATCH_HELPER; do
         text=${text//@$name@/${!name:-}}
     done
     [[ $text != *@[A-Z_]*@* ]] || die "unfilled placeholder in $template"
@@ -374,8 +374,11 @@ chown "$PORTAL_USER:$PORTAL_USER" "$auth"
 chmod 600 "$auth"
 
 # ---------------------------------------------------------------------------------------------------------------
-# 7. sudoers: the portal may run only the Slurm client commands (and cat/tail), only as members of $SLURM_GROUP
+# 7. sudoers: the portal may run only the Slurm client commands (and cat/tail/dd/mkdir, and the submit helper
+#    that makes a job's directory and then runs sbatch), only as members of $SLURM_GROUP
 # ---------------------------------------------------------------------------------------------------------------
+install -d -m 755 -o root -g root "$(dirname "$SBATCH_HELPER")"
+render "$TEMPLATE_DIR/gpuportal-sbatch" "$SBATCH_HELPER" 755 root:root
 RENDER_CHECK="visudo -qcf" render "$TEMPLATE_DIR/sudoers-portal" /etc/sudoers.d/portal 440 root:root
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -415,7 +418,7 @@ sacctmgr -nP show assoc where cluster="$CLUSTER_NAME" format=account,user | awk 
 echo "  portal sshd:  $PORTAL_USER@$PORTAL_SSH_ADDR:$PORTAL_SSH_PORT (config $SSHD_PORTAL_CONF)"
 echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
-echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
+echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
 echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR"
 echo "  logs:         $LOG_DIR/"
 echo "up.sh took $(elapsed) s"

@@ -15,6 +15,7 @@ same key check.
 from __future__ import annotations
 
 import logging
+import posixpath
 from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
@@ -103,6 +104,11 @@ def enqueue(task, job_id: int) -> bool:
     return True
 
 
+#: Exit status and stderr prefix of ``PORTAL_SBATCH_HELPER`` (cluster/etc/gpuportal-sbatch) when a
+#: directory cannot be made; nothing was submitted then.
+HELPER_DIRECTORY_FAILED = 3
+HELPER_PREFIX = "gpuportal-sbatch:"
+
 #: Namespace of the advisory locks job_send holds (one per job id).
 _SEND_LOCK = 0x6A6F62  # "job"
 
@@ -181,15 +187,16 @@ def parse_sbatch_parsable(out: str) -> tuple[int, str]:
 
 
 def _adopt(job: Job, jobid: int, cluster: str, *, action: str) -> Job:
+    """Record Slurm's job id on the row (state PENDING) and audit it, unless the row already has one
+    (then return the row as it is)."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
-        if job.slurm_job_id:
-            return job
+        now = djtz.now()
+        claimed = Job.objects.filter(pk=job.pk, slurm_job_id__isnull=True).update(
+            slurm_job_id=jobid, slurm_cluster=cluster, state=JobState.PENDING, submit_error="", updated_at=now)
+        if not claimed:
+            return Job.objects.get(pk=job.pk)
         old = {"state": job.state}
-        job.slurm_job_id, job.slurm_cluster = jobid, cluster
-        job.state = JobState.PENDING
-        job.submit_error = ""
-        job.save()
+        job.slurm_job_id, job.slurm_cluster, job.state, job.submit_error, job.updated_at = jobid, cluster, JobState.PENDING, "", now
         audit(actor=None, action=action, job=job, old=old, new={"state": job.state, "slurm_job_id": jobid})
     return job
 
@@ -222,18 +229,26 @@ def job_send(*, job_id: int) -> Job:
 
 
 def _job_send_locked(job_id: int) -> Job:
-    with transaction.atomic():
-        job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
-        if job.slurm_job_id or job.state != JobState.SUBMITTING:
-            return job
-        if job.cancel_requested_at and not job.submitted_at:
-            job.state, job.end_at = JobState.CANCELLED, djtz.now()
-            job.save()
-            audit(actor=None, action="job.cancelled_before_submit", job=job, new={"state": job.state})
-            return job
-        first_attempt = job.submitted_at is None
-        job.submitted_at = djtz.now()
-        job.save(update_fields=["submitted_at", "updated_at"])
+    try:
+        with transaction.atomic():
+            job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
+            if job.slurm_job_id or job.state != JobState.SUBMITTING:
+                return job
+            if job.cancel_requested_at and not job.submitted_at:
+                job.state, job.end_at = JobState.CANCELLED, djtz.now()
+                job.save()
+                audit(actor=None, action="job.cancelled_before_submit", job=job, new={"state": job.state})
+                return job
+            first_attempt = job.submitted_at is None
+            if not job.output_path:  # the paths are fixed once, committed with the first attempt's mark
+                _, job.workdir, job.output_path, job.error_path = job_paths(job, user_home(job.user.username))
+            job.submitted_at = djtz.now()
+            job.save(update_fields=["submitted_at", "workdir", "output_path", "error_path", "updated_at"])
+    except (SlurmTimeout, SlurmUnreachable) as exc:  # user_home: nothing was marked or submitted
+        Job.objects.filter(pk=job_id).update(submit_error=f"the cluster could not be reached: {exc.message}"[:4000])
+        raise SubmissionUncertain(str(exc)) from exc
+    except SlurmError as exc:
+        return _fail(Job.objects.get(pk=job_id), f"Your home directory on the cluster could not be found: {exc.message}.")
     if not first_attempt:
         try:
             found = find_by_key(job)
@@ -241,27 +256,20 @@ def _job_send_locked(job_id: int) -> Job:
             raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
         if found:
             return _adopt(job, *found, action="job.adopted")
-    try:
-        home = user_home(job.user.username)
-        jobdir, chdir, out, err = job_paths(job, home)
-        Job.objects.filter(pk=job.pk).update(workdir=chdir, output_path=out, error_path=err)
-        job.workdir, job.output_path, job.error_path = chdir, out, err
-        get_gateway().run(["mkdir", "-p", "--", jobdir], as_user=job.user.username)
-        if chdir != jobdir:
-            get_gateway().run(["mkdir", "-p", "--", chdir], as_user=job.user.username)
-    except (SlurmTimeout, SlurmUnreachable) as exc:
-        _mark_uncertain(job, f"the cluster could not be reached: {exc.message}")
-        raise SubmissionUncertain(str(exc)) from exc  # nothing was submitted yet; the key check decides
-    except SlurmError as exc:
-        detail = (exc.stderr or exc.stdout).strip().splitlines()
-        return _fail(job, "The job's directory could not be created: " + (detail[-1] if detail else "unknown error")
-                     + ". Choose a working directory you can write to (relative to your home).")
+    jobdir = posixpath.dirname(job.output_path)
+    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     script = render_batch_script(job)
     try:
-        result = get_gateway().run(["sbatch", "--parsable"], as_user=job.user.username, stdin=script, check=False)
+        # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
+        result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, *dirs, "--", "--parsable"], as_user=job.user.username,
+                                   stdin=script, check=False)
     except (SlurmTimeout, SlurmUnreachable) as exc:
         _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
         raise SubmissionUncertain(str(exc)) from exc
+    if result.returncode == HELPER_DIRECTORY_FAILED and HELPER_PREFIX in result.err:
+        detail = [line for line in result.err.strip().splitlines() if HELPER_PREFIX not in line]
+        return _fail(job, "The job's directory could not be created: " + (detail[-1] if detail else "unknown error")
+                     + ". Choose a working directory you can write to (relative to your home).")
     if result.returncode != 0:
         if controller_unreachable(result.err):  # slurmctld down: not a refusal; the key check decides later
             _mark_uncertain(job, f"Slurm's controller could not be reached ({result.err.strip()[-200:]}); trying again")

@@ -51,6 +51,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
+    "PORTAL_SBATCH_HELPER": (str, "/usr/local/libexec/gpuportal/gpuportal-sbatch"),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
     # Job profiles: environments (uv) and containers
     "PORTAL_ENV_CACHE_DIR": (str, "/srv/gpuportal/envs"),

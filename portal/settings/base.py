@@ -177,6 +177,9 @@ SLURM_GATEWAY = {
 PORTAL_PARTITIONS = env("PORTAL_PARTITIONS")
 #: Per-job directory (``--chdir`` and output files); ``{home}`` and ``{key}`` are filled in.
 PORTAL_JOB_DIR = env("PORTAL_JOB_DIR")
+#: On the submit host: makes a job's directories, then runs sbatch, as the user, in one sudo command
+#: (cluster/etc/gpuportal-sbatch; allowed by the sudoers rule).
+PORTAL_SBATCH_HELPER = env("PORTAL_SBATCH_HELPER")
 #: Bytes of stdout/stderr shown on the job page (the tail of each file).
 PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
 #: Seconds a user's home directory (``getent passwd`` on the submit host) is remembered.
@@ -220,6 +223,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+#: Celery's Django fixup closes the database connection before and after every task unless this is
+#: set (a new PostgreSQL connection per job submission). With it, workers keep their connection as
+#: web requests do: closed when unusable or older than CONN_MAX_AGE (portal/celery.py).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 #: The snapshot poller has a queue (and in make dev a worker) of its own, so a backlog of submissions

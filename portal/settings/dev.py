@@ -1,13 +1,11 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
 from .base import *  # noqa: F401,F403
-from .base import DATABASES, OIDC, env, socialaccount_providers
+from .base import OIDC, env, socialaccount_providers
 
 DEBUG = env.bool("PORTAL_DEBUG", default=True)
 # whitenoise serves static/ straight from the app folders (no collectstatic) under gunicorn too.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
-# runserver never closes a finished thread's connection: keep none open (Django docs).
-DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 #: The dev IdP of ``idp/dev-config.json`` unless the environment names another one.
 DEV_OIDC = {

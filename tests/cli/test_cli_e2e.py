@@ -50,7 +50,7 @@ def test_submit_the_example_profile_follow_its_log_to_the_end_and_find_it(alice_
     assert who.returncode == 0 and "alice" in who.stdout
 
     submitted = alice_cli("--json", "submit", str(EXAMPLE))
-    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.returncode == 0, (submitted.stderr, submitted.stdout)
     job = json.loads(submitted.stdout)
     assert job["name"] == "train-digits" and job["id"], job
 

@@ -20,7 +20,11 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits_job.s
 
 @pytest.fixture
 def poller():
-    """The snapshot poller's service every second, in a thread (the test process holds the test DB)."""
+    """The snapshot poller's service every second, in a thread (the test process holds the test DB),
+    after a first snapshot taken here: tests start with the cluster seen."""
+    snapshot = snapshot_refresh()
+    connection.close()  # the thread and Playwright's greenlet each use their own connection
+    assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
     stop = threading.Event()
 
     def loop():

@@ -65,9 +65,21 @@ def test_cluster_check_command_reports_every_step():
     buf = io.StringIO()
     call_command("cluster_check", stdout=buf)
     out = buf.getvalue()
-    for finding in ("sshd reachable", "host key matches", "sudo rule is narrow", "Slurm answers", "gres/gpu tracked in accounting"):
+    for finding in ("sshd reachable", "host key matches", "submit helper: ", "sudo rule is narrow", "Slurm answers", "gres/gpu tracked in accounting"):
         assert finding in out
     assert "FAIL" not in out
+
+
+def test_cluster_check_fails_without_the_submit_helper(settings):
+    settings.PORTAL_SBATCH_HELPER = "/usr/local/libexec/gpuportal/not-installed"
+    from django.core.management.base import CommandError
+
+    buf = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("cluster_check", stdout=buf)
+    out = buf.getvalue()
+    assert "FAIL submit helper: `sudo -n -u " in out and "Install cluster/etc/gpuportal-sbatch there" in out
+    assert "sudo rule is narrow" in out  # the other steps still ran
 
 
 def test_cluster_check_names_an_unknown_host_key(settings, tmp_path):

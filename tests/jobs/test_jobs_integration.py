@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import time
 
 import pytest
@@ -82,6 +83,35 @@ def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_captur
     queued = json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"]
     assert next(j["name"] for j in queued if j["job_id"] == done.slurm_job_id) == name
     assert not os.path.exists(marker)
+
+
+def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reason(alice, policy, django_capture_on_commit_callbacks):
+    job = submit(alice, policy, django_capture_on_commit_callbacks, workdir="/etc/portal-it-forbidden", gpu_count=0, gpu_type="")
+    assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
+    assert job.submit_error.startswith("The job's directory could not be created: ") and "Permission denied" in job.submit_error
+    assert "Choose a working directory you can write to" in job.submit_error
+    assert not os.path.exists("/etc/portal-it-forbidden")
+    import json
+
+    from jobs.slurm import get_gateway
+
+    assert all(j.get("comment") != job.comment for j in json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"])
+
+
+def test_submit_helper_makes_nothing_without_the_separator(alice):
+    from django.conf import settings
+
+    from jobs.slurm import get_gateway
+
+    target = f"/tmp/portal-it-helper-{os.getpid()}"
+    result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, target], as_user="alice", check=False)
+    assert result.returncode == 2 and "usage: gpuportal-sbatch" in result.err
+    assert not os.path.exists(target)
+    # With it: the directory is made as alice, and sbatch answers.
+    result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, target, "--", "--version"], as_user="alice")
+    assert result.out.startswith("slurm")
+    assert os.stat(target).st_uid == pwd.getpwnam("alice").pw_uid
+    os.rmdir(target)
 
 
 def test_owner_cancels_a_running_job(alice, policy, django_capture_on_commit_callbacks):

@@ -21,6 +21,8 @@ GOLDEN = Path(__file__).parent / "golden"
 SUDO = ["sudo", "-n", "-u", "alice", "--"]
 KEY = uuid.UUID("0f8e7a3c-5b1d-4c2e-9a6f-123456789abc")
 PASSWD = "alice:x:1001:1001::/home/alice:/bin/bash\n"
+HELPER = "/usr/local/libexec/gpuportal/gpuportal-sbatch"  # settings.PORTAL_SBATCH_HELPER's default
+JOBDIR = f"/home/alice/portal-jobs/{KEY}"
 
 
 @pytest.fixture
@@ -54,10 +56,15 @@ def make_job(alice, **kw) -> Job:
     return Job.objects.create(**fields)
 
 
-def expect_submission(fake, *, jobdir=f"/home/alice/portal-jobs/{KEY}", sbatch_out="4242\n", sbatch_rc=0, sbatch_err="", raises=None):
-    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    fake.expect([*SUDO, "mkdir", "-p", "--", jobdir])
-    fake.expect([*SUDO, "sbatch", "--parsable"], stdout=sbatch_out, returncode=sbatch_rc, stderr=sbatch_err, raises=raises)
+def expect_submission(fake, *, dirs=(JOBDIR,), home=True, sbatch_out="4242\n", sbatch_rc=0, sbatch_err="", raises=None):
+    """getent for the home directory (``home``), then one sudo command: the helper makes ``dirs`` and runs sbatch."""
+    if home:
+        fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    fake.expect([*SUDO, HELPER, *dirs, "--", "--parsable"], stdout=sbatch_out, returncode=sbatch_rc, stderr=sbatch_err, raises=raises)
+
+
+def is_submission(call) -> bool:
+    return HELPER in call[0]
 
 
 @pytest.mark.django_db
@@ -96,7 +103,7 @@ def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
     assert sent.output_path == f"/home/alice/portal-jobs/{KEY}/slurm-%j.out"
     # A redelivered task does nothing at all.
     assert submit.job_send(job_id=job.pk).slurm_job_id == 4242
-    assert len(fake.calls) == 3
+    assert len(fake.calls) == 2
 
 
 @pytest.mark.django_db
@@ -111,24 +118,36 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
     fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
     adopted = submit.job_send(job_id=job.pk)
     assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
-    assert not any(call[0][-2:] == ["sbatch", "--parsable"] for call in fake.calls[3:])
+    assert not any(is_submission(call) for call in fake.calls[2:])
     assert AuditEvent.objects.filter(job=job, action="job.adopted").exists()
 
 
 @pytest.mark.django_db
 def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake):
-    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z")
+    # As a first attempt leaves the row: marked, its paths fixed.
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
     fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": [{"job_id": 1, "comment": ""}]}))
     fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
-    expect_submission(fake, sbatch_out="777\n")
+    expect_submission(fake, home=False, sbatch_out="777\n")
     sent = submit.job_send(job_id=job.pk)
     assert sent.slurm_job_id == 777
     assert [c[0][0] for c in fake.calls][:2] == ["squeue", "sacct"]
 
 
 @pytest.mark.django_db
+def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir="runs/a")
+    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": []}))
+    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": []}))
+    expect_submission(fake, home=False, dirs=(JOBDIR, "/home/alice/runs/a"), sbatch_out="778\n")
+    sent = submit.job_send(job_id=job.pk)
+    assert (sent.slurm_job_id, sent.workdir, sent.output_path) == (778, "/home/alice/runs/a", f"{JOBDIR}/slurm-%j.out")
+
+
+@pytest.mark.django_db
 def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
-    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z")
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
     fake.expect(["squeue", "--json"], raises=SlurmUnreachable(["squeue"], None, message="down"))
     with pytest.raises(submit.SubmissionUncertain):
         submit.job_send(job_id=job.pk)
@@ -143,7 +162,29 @@ def test_clear_sbatch_refusal_is_final_with_slurms_words(alice, fake):
     failed = submit.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and "Invalid account" in failed.submit_error
     assert submit.job_send(job_id=job.pk).state == JobState.SUBMIT_FAILED
-    assert len(fake.calls) == 3  # no second sbatch
+    assert len(fake.calls) == 2  # no second sbatch
+
+
+@pytest.mark.django_db
+def test_a_directory_the_user_cannot_make_fails_with_mkdirs_words(alice, fake):
+    job = make_job(alice, workdir="/etc/forbidden")
+    expect_submission(fake, dirs=(JOBDIR, "/etc/forbidden"), sbatch_rc=3, sbatch_out="",
+                      sbatch_err="/usr/bin/mkdir: cannot create directory '/etc/forbidden': Permission denied\n"
+                                 "gpuportal-sbatch: could not make the directory; nothing was submitted\n")
+    failed = submit.job_send(job_id=job.pk)
+    assert failed.state == JobState.SUBMIT_FAILED and failed.slurm_job_id is None
+    assert failed.submit_error == ("The job's directory could not be created: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
+                                   "Permission denied. Choose a working directory you can write to (relative to your home).")
+
+
+@pytest.mark.django_db
+def test_no_home_directory_fails_before_anything_is_sent(alice, fake):
+    job = make_job(alice)
+    fake.expect(["getent", "passwd", "alice"], stdout="", returncode=2)
+    failed = submit.job_send(job_id=job.pk)
+    assert failed.state == JobState.SUBMIT_FAILED and failed.submitted_at is None
+    assert failed.submit_error.startswith("Your home directory on the cluster could not be found:")
+    assert len(fake.calls) == 1
 
 
 @pytest.mark.django_db
@@ -152,16 +193,15 @@ def test_unreachable_before_sbatch_is_uncertain_not_failed(alice, fake):
     fake.expect(["getent", "passwd", "alice"], raises=SlurmUnreachable(["getent"], None, message="sshd down"))
     with pytest.raises(submit.SubmissionUncertain):
         submit.job_send(job_id=job.pk)
-    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
+    job.refresh_from_db()
+    assert job.state == JobState.SUBMITTING and "could not be reached" in job.submit_error
+    assert job.submitted_at is None  # nothing was sent: the retry is a first attempt, not a key check
 
 
 @pytest.mark.django_db
 def test_hostile_values_stay_data(alice, fake):
     job = make_job(alice, name="$(id) `id` \"q\" \\", workdir="runs/odd (dir) $(id)")
-    fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    fake.expect([*SUDO, "mkdir", "-p", "--", f"/home/alice/portal-jobs/{KEY}"])
-    fake.expect([*SUDO, "mkdir", "-p", "--", "/home/alice/runs/odd (dir) $(id)"])
-    fake.expect([*SUDO, "sbatch", "--parsable"], stdout="99\n")
+    expect_submission(fake, dirs=(JOBDIR, "/home/alice/runs/odd (dir) $(id)"), sbatch_out="99\n")
     submit.job_send(job_id=job.pk)
     script = fake.calls[-1][1].decode()
     assert '#SBATCH --job-name="$(id) `id` \\"q\\" \\\\"' in script

@@ -72,6 +72,13 @@ class Command(BaseCommand):
             self._ok(f"sudo rule: service user may run Slurm commands as {user} (group {group})")
         except SlurmError as exc:
             self._fail("sudo rule", f"`sudo -n -u {user} squeue` failed: {exc.message}. Install the sudoers rule for the service user.")
+        helper = settings.PORTAL_SBATCH_HELPER
+        try:
+            gateway.run([helper, "--", "--version"], as_user=user)
+            self._ok(f"submit helper: {helper} runs sbatch as {user}")
+        except SlurmError as exc:
+            self._fail("submit helper", f"`sudo -n -u {user} {helper} -- --version` failed: {exc.message}. Install "
+                       "cluster/etc/gpuportal-sbatch there (root-owned, mode 755) and allow it in the sudoers rule.")
         result = gateway.run(["id"], as_user=user, check=False)
         if result.returncode == 0:
             self._fail("sudo rule is narrow", f"`sudo -u {user} id` was allowed: the rule must permit only Slurm commands.")
