@@ -55,6 +55,9 @@ def give_jobs(sessions, job_ids: list[int], per_user: int) -> int:
     from accounts.models import User
     from jobs.models import Job
 
+    # Rows of an earlier run: its finally deletes them, but a poller's save() running at that moment
+    # can write a deleted row back.
+    Job.objects.filter(name__startswith="bench-held-", user__username__in=[name for name, _ in sessions]).delete()
     users = {u.username: u for u in User.objects.filter(username__in=[name for name, _ in sessions])}
     rows = []
     for i, (username, _) in enumerate(sessions):
@@ -63,6 +66,20 @@ def give_jobs(sessions, job_ids: list[int], per_user: int) -> int:
                             time_limit_min=1, script="true\n", state="PENDING", slurm_job_id=jid))
     Job.objects.bulk_create(rows)
     return len(rows)
+
+
+def what_a_client_sees(base_url: str, cookie_name: str, key: str, timeout: float = 30) -> str:
+    """One line about the first client's My jobs fragment once the poller has synced their rows: how
+    many rows, and whether the held reason is explained (a check that the page does its real work)."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        html = requests.get(base_url.rstrip("/") + "/jobs/table/", cookies={cookie_name: key}, headers={"HX-Request": "true"}, timeout=30).text
+        explained = html.count("You put this job on hold.")
+        if explained or time.monotonic() > deadline:
+            return f"a client's My jobs: {html.count('<tr data-job=')} rows, {explained} with the held reason explained, {len(html):,} bytes"
+        time.sleep(1)
 
 
 def load_wrk(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, float, int]:
@@ -132,6 +149,7 @@ def main(argv=None) -> int:
             raise SystemExit("the portal's snapshot did not show the held jobs within 120 s (is make dev running?)")
         in_queue = len(snap.jobs)
         owned = give_jobs(sessions, [j.job_id for j in snap.jobs if j.name == name], args.rows_per_user)
+        print(what_a_client_sees(args.base_url, settings.SESSION_COOKIE_NAME, sessions[0][1]), flush=True)
         squeue_times = []
         for _ in range(3):
             t = time.perf_counter()
