@@ -10,8 +10,8 @@ portal jobs (Job rows with their Slurm job id), so each client's My jobs explain
 The load comes from `wrk` with bench/page_latency.lua: 50 connections, each request with one of the
 50 sessions' cookies, alternating between the page and its fragment, a random 0..1 s pause per
 connection between requests (about two requests per client per second). `--client python` uses
-Python threads instead (bench/sdiag_users.py's loop); on a 2-core machine their own GIL queueing
-then shows up in the latency.
+Python threads instead (bench/sdiag_users.py's loop: page, fragment, then a 1 s pause); its arrivals
+are less bursty than wrk's random pauses, and it reports a lower p95.
 
     .venv/bin/python bench/page_latency.py --jobs 5000 --clients 50 --seconds 30
 """
@@ -83,7 +83,7 @@ def what_a_client_sees(base_url: str, cookie_name: str, key: str, timeout: float
 
 
 def load_wrk(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, float, int]:
-    """``wrk`` (C, no GIL in the way of timing) with ``bench/page_latency.lua``: ``args.clients``
+    """``wrk`` with ``bench/page_latency.lua``: ``args.clients``
     connections, each request with one of the sessions' cookies. Returns (answers by status, p50 s,
     p95 s, number of requests)."""
     if not shutil.which("wrk"):
@@ -100,7 +100,7 @@ def load_wrk(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, floa
 
 def load_python(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, float, int]:
     """The same load from Python threads (``requests``; bench/sdiag_users.py's user loop: page, fragment,
-    think). On 2 cores the 50 client threads' own GIL queueing is part of what this measures."""
+    think). Returns what :func:`load_wrk` returns."""
     import threading
 
     run_args = SimpleNamespace(base_url=args.base_url, path_page="/jobs/", path_fragment="/jobs/table/", think=args.think, timeout=30)

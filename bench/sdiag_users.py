@@ -193,27 +193,6 @@ def make_sessions(n: int, prefix: str, account: str) -> list[tuple[str, str]]:
     return out
 
 
-def db_headroom(n_users: int) -> str | None:
-    """A warning when n_users more PostgreSQL connections would not fit under max_connections.
-
-    Django's runserver (what `make dev` serves with) handles each HTTP connection in a thread of its own,
-    and with CONN_MAX_AGE > 0 the thread's database connection is not closed when the thread ends: each
-    simulated user's keep-alive connection leaves one idle PostgreSQL connection behind."""
-    from django.conf import settings
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute("SELECT current_setting('max_connections')::int, count(*) FROM pg_stat_activity")
-        max_conn, in_use = cur.fetchone()
-    connection.close()
-    max_age = settings.DATABASES["default"].get("CONN_MAX_AGE", 0)
-    if max_age and in_use + n_users + 5 > max_conn:
-        return (f"PostgreSQL has {in_use} of max_connections={max_conn} connections in use; with CONN_MAX_AGE="
-                f"{max_age} each of the {n_users} users may hold one more (runserver does not close them), so "
-                f"expect 500s ('too many clients') and trouble for anything else using this PostgreSQL")
-    return None
-
-
 def delete_sessions(keys: list[str]) -> None:
     from django.contrib.sessions.models import Session
 
@@ -403,7 +382,6 @@ def main(argv=None) -> int:
 
     django_setup(args.settings)
     from django.conf import settings
-    from django.db import DatabaseError
 
     try:
         requests.get(args.base_url, timeout=10, allow_redirects=False)
@@ -412,12 +390,6 @@ def main(argv=None) -> int:
         return 2
 
     n_max = max(args.user_counts)
-    try:
-        warning = db_headroom(n_max)
-    except DatabaseError as exc:  # the check is advice only
-        warning = f"could not check PostgreSQL's connection headroom: {exc}"
-    if warning:
-        print(f"# warning: {warning}", flush=True)
     sessions = make_sessions(n_max, args.user_prefix, args.account)
     try:
         if sessions:  # one request first, so a session that does not work is said plainly, not just counted
