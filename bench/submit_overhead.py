@@ -15,9 +15,9 @@ the row.
 
 "Recorded" is seen without polling: for the run, the script adds a trigger on the job table that
 sends a PostgreSQL NOTIFY when a row gets its Slurm job id (or fails), and LISTENs for it; the trigger
-is dropped at the end. (Polling the row every 2 ms, as earlier versions did, put ~15 extra queries per
-job on the same 2 cores as the worker.) The time is from sending the POST until the row has the job id
-(polled every 2 ms). Local path: `sudo -n -u <user> sbatch --parsable` with the same script on stdin.
+is dropped at the end. (Earlier versions polled the row every 2 ms, on the same 2 cores as the worker.)
+Local paths, alternating: `sudo -n -u <user> sbatch --parsable ...` and the same `sbatch` run as the
+user's own process (setuid from root, no sudo), with the same two-line script on stdin.
 """
 from __future__ import annotations
 
@@ -52,7 +52,10 @@ def session_for(username: str) -> str:
 
     from accounts.models import User
 
-    user = User.objects.get(username=username)
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise SystemExit(f"{username} has never signed in to the portal: sign in once at http://127.0.0.1:8000/ "
+                         f"(the dev IdP's password is the user name), then run this again")
     s = SessionStore()
     s[SESSION_KEY] = str(user.pk)
     s[BACKEND_SESSION_KEY] = "allauth.account.auth_backends.AuthenticationBackend"
