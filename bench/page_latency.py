@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         print(f"My jobs (page + fragment): p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms over {count} requests")
         print(f"squeue --json, direct: {', '.join(f'{t * 1000:.0f} ms' for t in squeue_times)} (first call {first * 1000:.0f} ms)")
         print(f"ratio page p95 / squeue call: {p95 / first:.3f}  (goal: at most 0.25)")
-        ok = answers.get("200", 0) == count and p95 <= first / 4
+        ok = answers == {"200": count} and p95 <= first / 4  # every answer a page, no errors
         return 0 if ok else 1
     finally:
         subprocess.run(["scancel", f"--name={name}"], check=False)
