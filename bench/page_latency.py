@@ -31,7 +31,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
-JOB_NAME = f"bench-held-{uuid.uuid4().hex[:6]}"
 _spec = importlib.util.spec_from_file_location("sdiag_users", REPO / "bench" / "sdiag_users.py")
 sdiag_users = importlib.util.module_from_spec(_spec)
 sys.modules["sdiag_users"] = sdiag_users
@@ -48,7 +47,7 @@ def submit_held(n: int, user: str, name: str) -> None:
         list(pool.map(one, range(n)))
 
 
-def give_jobs(sessions, job_ids: list[int], per_user: int) -> int:
+def give_jobs(sessions, job_ids: list[int], per_user: int, name: str) -> int:
     """Make ``per_user`` of the held Slurm jobs each client's own portal jobs (Job rows, PENDING, with
     the Slurm job id), so My jobs has rows to explain, as a researcher's page does. The poller's sync
     fills in their pending reason. Returns the number of rows made."""
@@ -62,7 +61,7 @@ def give_jobs(sessions, job_ids: list[int], per_user: int) -> int:
     rows = []
     for i, (username, _) in enumerate(sessions):
         for jid in job_ids[i * per_user:(i + 1) * per_user]:
-            rows.append(Job(user=users[username], account="vision", name=JOB_NAME, partition="train", cpus=1, memory_mb=100,
+            rows.append(Job(user=users[username], account="vision", name=name, partition="train", cpus=1, memory_mb=100,
                             time_limit_min=1, script="true\n", state="PENDING", slurm_job_id=jid))
     Job.objects.bulk_create(rows)
     return len(rows)
@@ -133,7 +132,7 @@ def main(argv=None) -> int:
 
     from jobs.snapshot import snapshot_load
 
-    name = JOB_NAME
+    name = f"bench-held-{uuid.uuid4().hex[:6]}"
     sessions = sdiag_users.make_sessions(args.clients, "benchuser", "vision")
     try:
         t0 = time.monotonic()
@@ -148,7 +147,7 @@ def main(argv=None) -> int:
         else:
             raise SystemExit("the portal's snapshot did not show the held jobs within 120 s (is make dev running?)")
         in_queue = len(snap.jobs)
-        owned = give_jobs(sessions, [j.job_id for j in snap.jobs if j.name == name], args.rows_per_user)
+        owned = give_jobs(sessions, [j.job_id for j in snap.jobs if j.name == name], args.rows_per_user, name)
         print(what_a_client_sees(args.base_url, settings.SESSION_COOKIE_NAME, sessions[0][1]), flush=True)
         squeue_times = []
         for _ in range(3):
