@@ -43,7 +43,9 @@ def job_log_tail(job: Job, stream: str) -> LogTail:
     path = log_path(job, stream)
     if not path:
         return LogTail(missing=True)
-    key = f"joblog:{job.key}:{stream}"
+    # The job's phase is part of the key: what was read while it ran (no file yet, an early tail) is
+    # never shown once it has ended, as its final output.
+    key = f"joblog:{job.key}:{stream}:{'final' if job.is_final else 'active'}"
     cached = cache.get(key)
     if cached is not None:
         return LogTail(**cached)

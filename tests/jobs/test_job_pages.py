@@ -149,6 +149,18 @@ def test_log_tail_is_read_as_owner_replaced_and_escaped(client, alice, cluster, 
     assert len(fake.calls) == 2
 
 
+def test_a_log_read_while_the_job_ran_is_not_shown_once_it_ended(alice, cluster, clean_cache, monkeypatch):
+    job = make(alice, slurm_job_id=44, state=JobState.PENDING, output_path="/o/slurm-%j.out", error_path="/o/slurm-%j.err")
+    read = ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-44.out"]
+    fake = FakeTransport().expect(read, stderr=b"tail: cannot open '/o/slurm-44.out': No such file or directory\n", returncode=1)
+    fake.expect(read, stdout=b"hello\n")
+    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    assert logs.job_log_tail(job, "out").missing
+    assert logs.job_log_tail(job, "out").missing and len(fake.calls) == 1  # cached while active
+    job.state = JobState.COMPLETED
+    assert logs.job_log_tail(job, "out").text == "hello\n" and len(fake.calls) == 2
+
+
 def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
     job = make(alice, slurm_job_id=43, state=JobState.COMPLETED, output_path="/o/slurm-%j.out", error_path="/o/slurm-%j.err")
     fake = FakeTransport().expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-43.out"], stdout=b"x" + b"y" * 65536)
