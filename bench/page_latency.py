@@ -116,7 +116,7 @@ def load_python(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, f
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--seconds", type=float, default=30)

@@ -118,7 +118,7 @@ def submit_through_portal(args, http, token: str, tag: str, listener) -> tuple[l
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--jobs", type=int, default=100)
     p.add_argument("--user", default="alice")
     p.add_argument("--account", default="vision")

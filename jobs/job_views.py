@@ -126,13 +126,19 @@ def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
 
 
 
+#: Most rows History shows; the page says when more match.
+HISTORY_ROWS = 500
+
+
 @login_required
 def history(request: HttpRequest) -> HttpResponse:
     """Finished jobs with filters: final state and end date range (YYYY-MM-DD)."""
     state = request.GET.get("state", "")
     state = state if state in {s.value for s in FINAL_STATES} else ""
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
-    jobs = job_history(user=request.user, state=state, since=since, until=until)[:500]
+    matching = job_history(user=request.user, state=state, since=since, until=until)
+    jobs = list(matching[:HISTORY_ROWS])
+    total = matching.count() if len(jobs) == HISTORY_ROWS else len(jobs)
     choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
-    return render(request, "jobs/history.html", {"jobs": jobs, "state": state, "since": since, "until": until, "choices": choices,
+    return render(request, "jobs/history.html", {"jobs": jobs, "total": total, "state": state, "since": since, "until": until, "choices": choices,
                                                  "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until)})

@@ -169,6 +169,18 @@ def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
     assert tail.truncated and len(tail.text) == 65536 and set(tail.text) == {"y"}
 
 
+def test_history_says_when_it_shows_only_the_newest_rows(client, alice, cluster, no_slurm, monkeypatch):
+    from jobs import job_views
+
+    monkeypatch.setattr(job_views, "HISTORY_ROWS", 2)
+    for i in range(3):
+        make(alice, name=f"old-{i}", state=JobState.COMPLETED, end_at=f"2026-11-0{i + 1}T00:00:00Z")
+    client.force_login(alice)
+    page = client.get("/jobs/history/").content.decode()
+    assert "The newest 2 of 3 matching jobs" in page and "old-2" in page and "old-1" in page and "old-0" not in page
+    assert 'data-testid="history-truncated"' not in client.get("/jobs/history/?since=2026-11-02").content.decode()
+
+
 def test_history_filters(client, alice, cluster, no_slurm):
     from datetime import datetime, timezone
 
