@@ -1,11 +1,14 @@
 """Tests: like dev (dev IdP defaults, local cluster), with fast hashing and a separate Redis DB."""
+import os
+
 from .dev import *  # noqa: F401,F403
 from .dev import CACHES, DATABASES, env
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# Tests use their own Redis database so they never see the dev poller's snapshot.
-REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/15"
+# Tests use their own Redis database so they never see the dev poller's snapshot (another number
+# in PORTAL_TEST_REDIS_DB lets two checkouts run their tests side by side).
+REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/" + os.environ.get("PORTAL_TEST_REDIS_DB", "15")
 CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = True
