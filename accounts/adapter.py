@@ -17,7 +17,7 @@ from .claims import LoginRefused
 from .models import User
 from .oidc.provider import claims_of
 from .oidc.views import ID_TOKEN_REQUEST_ATTR
-from .services import login_check, user_apply_claims
+from .services import login_check, login_refused_audit, user_apply_claims
 from .views import idp_logout_url
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
             identity = login_check(claims=claims, existing=existing)
         except LoginRefused as refusal:
             logger.info("login refused (%s) for sub=%s", refusal.code, claims.get("sub"))
+            login_refused_audit(claims=claims, refusal=refusal)
             raise ImmediateHttpResponse(refused_response(request, refusal)) from refusal
         user_apply_claims(user=sociallogin.user, identity=identity, claims=claims)
         if existing is not None:

@@ -5,13 +5,31 @@ from django.contrib.auth.models import AbstractUser
 from django.db import models
 
 
+class LinkState(models.TextChoices):
+    """Whether a sign-in identity may act as the cluster account named by ``User.username``."""
+
+    LINKED = "linked", "Linked to a cluster account"
+    PENDING = "pending", "Waiting for an administrator"
+    REFUSED = "refused", "Refused by an administrator"
+
+
+#: Prefix of the placeholder ``username`` of an identity that is not linked yet. It contains a dot,
+#: which no POSIX user name accepted by the portal has, so it can never name a cluster account.
+UNLINKED_PREFIX = "unlinked."
+
+
 class User(AbstractUser):
     """A person who logged in through the site's IdP.
 
-    ``username`` is the Unix and Slurm user name, taken from the configured claim (default
-    ``preferred_username``) and checked against the cluster at every login. The identity is
-    ``(oidc_issuer, oidc_sub)``: a changed email or name at the IdP updates this row, never creates
-    another, and an email address never links two identities.
+    The identity is ``(oidc_issuer, oidc_sub)``: a changed email or name at the IdP updates this
+    row, never creates another, and an email address never links two identities.
+
+    ``username`` is the Unix and Slurm user name once ``link_state`` is ``linked``: taken from the
+    site's directory claim (``PORTAL_OIDC_LINK_CLAIM``) or chosen by an admin who approved the link,
+    never from a name the person can edit. Until then it is a placeholder starting with
+    :data:`UNLINKED_PREFIX` and ``requested_username`` holds the name the IdP suggested
+    (``PORTAL_OIDC_USERNAME_CLAIM``), for the admin to check.
+    Rows made outside sign-in (admin, fixtures) default to ``linked``.
     """
 
     oidc_issuer = models.CharField(max_length=255, blank=True, default="")
@@ -24,6 +42,9 @@ class User(AbstractUser):
     slurm_accounts = models.JSONField(default=list, blank=True)
     #: An admin's decision on admin rights, overriding the groups claim (None = follow the claim).
     admin_override = models.BooleanField(null=True, blank=True, default=None)
+    link_state = models.CharField(max_length=16, choices=LinkState.choices, default=LinkState.LINKED, db_index=True)
+    #: The cluster user name the IdP suggested at the last sign-in (not trusted; shown to admins).
+    requested_username = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         constraints = [
@@ -33,6 +54,11 @@ class User(AbstractUser):
                 name="accounts_user_unique_oidc_identity",
             )
         ]
+
+    @property
+    def is_linked(self) -> bool:
+        """True when this identity may act as the cluster account ``username``."""
+        return self.link_state == LinkState.LINKED
 
     def __str__(self) -> str:
         return self.username

@@ -1,68 +1,86 @@
 """Writes for accounts: deciding a login and keeping the user row in step with the IdP's claims."""
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 
+from jobs.audit import audit
+from jobs.models import AuditEvent
 from jobs.slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, unix_username_from_claims
 from .directory import ClusterUser, cluster_user_lookup
-from .models import User
+from .models import UNLINKED_PREFIX, LinkState, User
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LoginIdentity:
-    """What a successful login check yields: the Unix name and what the cluster said about it."""
+    """What a successful login check yields.
+
+    ``linked``: the identity may act as the cluster account ``username`` (from the directory claim,
+    or an admin's earlier approval). When False the person signs in to a "waiting for an
+    administrator" page only: ``username`` is then ``None`` and ``requested`` is the name the IdP
+    suggested (``""`` when it sent none that is a valid user name). ``cluster_user``: what the
+    submit host said at this login (``None`` when not asked or unreachable)."""
 
     issuer: str
     sub: str
-    username: str
+    username: str | None
     cluster_user: ClusterUser | None
+    linked: bool = True
+    requested: str = ""
 
 
-def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
-    """Decide whether these (merged) claims may log in. Raises :class:`LoginRefused` with code
-    ``claim_missing`` / ``claim_invalid`` (username claim), ``issuer_mismatch`` or
-    ``username_changed`` (an existing identity came back different), ``identity_conflict`` (the
-    Unix name belongs to another identity), ``not_provisioned`` (no such Unix user, or not in the
-    cluster's users group) or ``cluster_unreachable`` (first login while the submit host is down).
-    """
+def _identity(issuer: str, sub: str) -> str:
+    return f"identity:{issuer}#{sub}"[:200]
+
+
+def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
+    """Record a refused sign-in that named an existing cluster account (``identity_conflict``,
+    ``username_changed``, ``link_refused``): who tried (issuer + ``sub``) and the name they claimed."""
+    if refusal.code not in ("identity_conflict", "username_changed", "link_refused"):
+        return
     conf = settings.OIDC
-    issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
-    username = unix_username_from_claims(claims, claim=conf["username_claim"])
-    if existing is not None:
-        if existing.oidc_issuer and existing.oidc_issuer != issuer:
-            raise LoginRefused(
-                "issuer_mismatch",
-                f"This account was created by the identity provider {existing.oidc_issuer}, not {issuer}.",
-                "If the site moved to a new IdP, an admin must move the accounts over.",
-            )
-        if existing.username != username:
-            raise LoginRefused(
-                "username_changed",
-                f"Your identity provider now says your cluster user name is '{username}', "
-                f"but this portal account belongs to '{existing.username}'.",
-                "Ask the portal admin: jobs and files belong to the old name, so it is not changed automatically.",
-            )
-    else:
-        taken = User.objects.filter(username=username).first()
-        if taken is not None:
-            raise LoginRefused(
-                "identity_conflict",
-                f"The cluster user name '{username}' is already linked to another sign-in identity.",
-                "Ask the portal admin to check who owns this name; accounts are never merged by name or email.",
-            )
+    claimed = {c: str(claims.get(c))[:80] for c in {conf["username_claim"], conf["link_claim"]} if c and claims.get(c) is not None}
+    audit(actor=None, action="login.refused", target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
+          new={"code": refusal.code, "claimed": claimed})
+
+
+def _suggested_username(claims: dict) -> str:
+    """The name the IdP suggests (``PORTAL_OIDC_USERNAME_CLAIM``), or ``""`` when absent or not a
+    valid user name. Never trusted: an admin decides."""
+    try:
+        return unix_username_from_claims(claims, claim=settings.OIDC["username_claim"])
+    except LoginRefused:
+        return ""
+
+
+def _refuse_if_taken(username: str, *, issuer: str, sub: str) -> None:
+    taken = User.objects.filter(username=username).exclude(oidc_issuer=issuer, oidc_sub=sub).first()
+    if taken is not None:
+        raise LoginRefused(
+            "identity_conflict",
+            f"The cluster user name '{username}' is already linked to another sign-in identity.",
+            "Ask the portal admin to check who owns this name; accounts are never merged by name or email.",
+        )
+
+
+def _cluster_check(username: str, *, known: bool) -> ClusterUser | None:
+    """The submit host's view of ``username``; refuses a missing or unusable account. ``None`` when
+    the host cannot answer and ``known`` (an already linked user keeps the cached facts)."""
     try:
         cluster_user = cluster_user_lookup(username)
     except SlurmError as exc:
         logger.warning("login of %s: cluster lookup failed: %s", username, exc)
-        if existing is not None:
-            return LoginIdentity(issuer, sub, username, None)  # known user: let them in, data is cached
+        if known:
+            return None
         raise LoginRefused(
             "cluster_unreachable",
             "The cluster could not be reached to check your account, and this is your first sign-in.",
@@ -82,15 +100,81 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
             "so the portal cannot run jobs as you.",
             f"Ask the cluster staff to add '{username}' to the group '{group}'.",
         )
-    return LoginIdentity(issuer, sub, username, cluster_user)
+    return cluster_user
+
+
+def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
+    """Decide whether these (merged, verified) claims may sign in, and as which cluster account.
+
+    The cluster account is decided by issuer + ``sub`` only:
+    - an identity already linked keeps its account (a changed directory claim is refused, a changed
+      suggested name is ignored);
+    - a new identity is linked at once only through ``PORTAL_OIDC_LINK_CLAIM``, a claim the site's
+      directory sets and people cannot edit;
+    - otherwise it signs in unlinked (``linked=False``) and waits for an admin's approval.
+
+    Raises :class:`LoginRefused` with code ``claim_invalid`` (the directory claim is not a user
+    name), ``issuer_mismatch`` / ``username_changed`` (an existing identity came back different),
+    ``identity_conflict`` (the name belongs to another identity), ``link_refused`` (an admin refused
+    this identity), ``not_provisioned`` (no such Unix user, or not in the cluster's users group) or
+    ``cluster_unreachable`` (first login while the submit host is down).
+    """
+    conf = settings.OIDC
+    issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
+    link_claim = conf["link_claim"]
+    directory_name = unix_username_from_claims(claims, claim=link_claim) if link_claim and claims.get(link_claim) not in (None, "") else None
+    if existing is not None and existing.oidc_issuer and existing.oidc_issuer != issuer:
+        raise LoginRefused(
+            "issuer_mismatch",
+            f"This account was created by the identity provider {existing.oidc_issuer}, not {issuer}.",
+            "If the site moved to a new IdP, an admin must move the accounts over.",
+        )
+    if existing is not None and existing.link_state == LinkState.REFUSED:
+        raise LoginRefused(
+            "link_refused",
+            "A portal administrator decided not to link this sign-in to a cluster account.",
+            "If you think this is a mistake, ask the cluster staff (they can approve it from the portal's Accounts page).",
+        )
+    if existing is not None and existing.is_linked:
+        if directory_name is not None and directory_name != existing.username:
+            raise LoginRefused(
+                "username_changed",
+                f"Your identity provider now says your cluster user name is '{directory_name}', "
+                f"but this portal account belongs to '{existing.username}'.",
+                "Ask the portal admin: jobs and files belong to the old name, so it is not changed automatically.",
+            )
+        return LoginIdentity(issuer, sub, existing.username, _cluster_check(existing.username, known=True))
+    # A new identity, or one still waiting for an admin.
+    if directory_name is not None:
+        _refuse_if_taken(directory_name, issuer=issuer, sub=sub)
+        return LoginIdentity(issuer, sub, directory_name, _cluster_check(directory_name, known=False))
+    requested = _suggested_username(claims)
+    if requested:
+        _refuse_if_taken(requested, issuer=issuer, sub=sub)
+    return LoginIdentity(issuer, sub, None, None, linked=False, requested=requested)
+
+
+def unlinked_username(issuer: str, sub: str) -> str:
+    """The placeholder ``username`` of an identity that is not linked: never a valid Unix name."""
+    return UNLINKED_PREFIX + hashlib.sha256(f"{issuer}#{sub}".encode()).hexdigest()[:16]
 
 
 def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> User:
-    """Copy identity, profile claims and cluster facts onto ``user`` (not saved). Admin status
-    (``is_staff``/``is_superuser``) follows membership of ``PORTAL_OIDC_ADMIN_GROUPS`` unless an
-    admin set ``admin_override``."""
+    """Copy identity, profile claims and cluster facts onto ``user`` (not saved).
+
+    A linked identity gets its cluster user name; an unlinked one keeps a placeholder name
+    (:func:`unlinked_username`), ``link_state`` pending and the suggested name in
+    ``requested_username``. Admin status (``is_staff``/``is_superuser``) follows membership of
+    ``PORTAL_OIDC_ADMIN_GROUPS`` unless an admin set ``admin_override``, and only for a linked identity."""
     groups = groups_from_claims(claims)
-    user.username = identity.username
+    if identity.linked:
+        user.username = identity.username
+        user.link_state = LinkState.LINKED
+    else:
+        if not user.username.startswith(UNLINKED_PREFIX):
+            user.username = unlinked_username(identity.issuer, identity.sub)
+        user.link_state = LinkState.PENDING
+        user.requested_username = identity.requested
     user.oidc_issuer = identity.issuer
     user.oidc_sub = identity.sub
     user.email = claims.get("email") if isinstance(claims.get("email"), str) else ""
@@ -99,8 +183,130 @@ def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> U
     user.oidc_groups = groups
     from teams.roles import is_admin_by_claims
 
-    is_admin = is_admin_by_claims(groups, user.admin_override)
+    is_admin = identity.linked and is_admin_by_claims(groups, user.admin_override)
     user.is_staff = user.is_superuser = is_admin
     if identity.cluster_user is not None:
         user.slurm_accounts = list(identity.cluster_user.accounts)
     return user
+
+
+class LinkError(Exception):
+    """An admin's link decision cannot be carried out. ``field`` names the form field (``""`` for
+    the whole decision), ``message`` says what was wrong and what to do."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _require_admin(by: User) -> None:
+    if by is None or not by.is_staff or not by.is_linked:
+        raise PermissionDenied("Only a portal admin can link sign-in identities to cluster accounts.")
+
+
+def _teams_follow_claims(user: User) -> None:
+    """Team memberships from Slurm's associations and the last sign-in's ``groups`` claim; only
+    ever for a linked identity."""
+    from teams.services import memberships_from_claims, memberships_from_slurm
+
+    if not user.is_linked:
+        return
+    memberships_from_slurm(user=user, accounts=list(user.slurm_accounts))
+    memberships_from_claims(user=user, groups=list(user.oidc_groups))
+
+
+def account_link_approve(*, user: User, username: str, by: User) -> User:
+    """Link ``user``'s sign-in identity to the cluster account ``username`` (an admin's decision).
+
+    Checks that the name is a valid user name, is linked to no other identity, and exists on the
+    submit host in the cluster's users group (``id -nG`` through the gateway). Then the user's teams
+    follow the ``groups`` claim of their last sign-in, and admin rights follow the admin groups.
+    Writes an ``account.link_approved`` audit row. Raises ``PermissionDenied`` (``by`` is not an
+    admin) or :class:`LinkError`."""
+    _require_admin(by)
+    if user.is_linked:
+        raise LinkError("", f"This identity is already linked to the cluster account '{user.username}'.")
+    try:
+        username = unix_username_from_claims({"username": username.strip()}, claim="username")
+    except LoginRefused:
+        raise LinkError("username", f"'{username.strip()[:40]}' is not a valid cluster user name: 1-32 characters, "
+                        "lower-case letters, digits, '_' or '-', starting with a letter or '_'.") from None
+    taken = User.objects.filter(username=username).exclude(pk=user.pk).first()
+    if taken is not None:
+        raise LinkError("username", f"The cluster account '{username}' is already linked to another sign-in identity "
+                        f"({taken.display_name or taken.oidc_sub}). An account is linked to one identity only.")
+    try:
+        cluster_user = _cluster_check(username, known=False)
+    except LoginRefused as refusal:
+        raise LinkError("username", f"{refusal.message} {refusal.hint}".strip()) from None
+    old = {"link_state": user.link_state, "username": user.username, "requested_username": user.requested_username}
+    with transaction.atomic():
+        user.username = username
+        user.link_state = LinkState.LINKED
+        user.slurm_accounts = list(cluster_user.accounts)
+        from teams.roles import is_admin_by_claims
+
+        user.is_staff = user.is_superuser = is_admin_by_claims(list(user.oidc_groups), user.admin_override)
+        user.save()
+        audit(actor=by, action="account.link_approved", target=f"user:{username}", old=old,
+              new={"link_state": LinkState.LINKED, "username": username, "identity": _identity(user.oidc_issuer, user.oidc_sub)})
+    _teams_follow_claims(user)
+    return user
+
+
+def account_link_refuse(*, user: User, by: User) -> User:
+    """Refuse to link ``user``'s identity (an admin's decision): it can no longer sign in, and no
+    team or Slurm association is made for it. Writes an ``account.link_refused`` audit row. Raises
+    ``PermissionDenied`` or :class:`LinkError` (the identity is already linked)."""
+    _require_admin(by)
+    if user.is_linked:
+        raise LinkError("", f"This identity is already linked to '{user.username}'; it is not refused after the fact here.")
+    with transaction.atomic():
+        old = user.link_state
+        user.link_state = LinkState.REFUSED
+        user.is_staff = user.is_superuser = False
+        user.save(update_fields=["link_state", "is_staff", "is_superuser"])
+        audit(actor=by, action="account.link_refused", target=_identity(user.oidc_issuer, user.oidc_sub),
+              old={"link_state": old}, new={"link_state": LinkState.REFUSED, "requested_username": user.requested_username})
+    return user
+
+
+def login_followups(*, user: User) -> None:
+    """After an SSO sign-in: teams follow the claims for a linked identity; an identity that waits
+    for an admin is recorded once in the audit trail (``account.link_requested``) and changes nothing
+    else."""
+    if user.is_linked:
+        _teams_follow_claims(user)
+        return
+    target = _identity(user.oidc_issuer, user.oidc_sub)
+    if not AuditEvent.objects.filter(action="account.link_requested", target=target).exists():
+        audit(actor=user, action="account.link_requested", target=target,
+              new={"requested_username": user.requested_username, "email": user.email, "email_verified": user.email_verified})
+
+
+def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
+    """The cluster user name JupyterHub must use for the identity ``issuer`` + ``sub`` (the hub's
+    authenticator asks at each hub sign-in; it trusts no name claim of its own).
+
+    Raises :class:`LoginRefused` with ``unknown_identity`` (the portal has never seen this identity),
+    ``link_pending`` (waiting for an admin), ``link_refused`` or ``inactive``; each refusal is written
+    to the audit trail as ``hub.login_refused`` with the name the hub was shown (``claimed``)."""
+    issuer = issuer.rstrip("/")
+    user = User.objects.filter(oidc_issuer__in=[issuer, issuer + "/"], oidc_sub=sub).first() if issuer and sub else None
+    refusal = None
+    if user is None:
+        refusal = LoginRefused("unknown_identity", "The portal does not know this sign-in.",
+                               "Sign in to the portal first; JupyterHub sessions are started from there.")
+    elif not user.is_active:
+        refusal = LoginRefused("inactive", "This portal account is disabled.", "Ask the portal admin to re-enable it.")
+    elif user.link_state == LinkState.PENDING:
+        refusal = LoginRefused("link_pending", "Your sign-in is waiting for an administrator to link it to a cluster account.",
+                               "Sessions can start once an administrator has linked your account; the portal's home page says when.")
+    elif user.link_state == LinkState.REFUSED:
+        refusal = LoginRefused("link_refused", "A portal administrator decided not to link this sign-in to a cluster account.",
+                               "If you think this is a mistake, ask the cluster staff.")
+    if refusal is not None:
+        audit(actor=None, action="hub.login_refused", target=_identity(issuer, sub), new={"code": refusal.code, "claimed": claimed[:80]})
+        raise refusal
+    return user.username

@@ -16,9 +16,9 @@ def remember_id_token(sender, request, user, **kwargs) -> None:
 
 @receiver(user_logged_in)
 def memberships_follow_claims(sender, request, user, **kwargs) -> None:
-    """Team memberships follow the ``groups`` claim at every SSO login (not for test force_login)."""
+    """At every SSO login (not for test force_login): team memberships follow the ``groups`` claim
+    for a linked identity; an unlinked one is only recorded (see ``accounts.services.login_followups``)."""
     if request is not None and getattr(request, ID_TOKEN_REQUEST_ATTR, None):
-        from teams.services import memberships_from_claims, memberships_from_slurm
+        from .services import login_followups
 
-        memberships_from_slurm(user=user, accounts=list(user.slurm_accounts))
-        memberships_from_claims(user=user, groups=list(user.oidc_groups))
+        login_followups(user=user)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode
 
+import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from .claims import LoginRefused
+from .models import LinkState
 from .signals import SESSION_ID_TOKEN
 
 logger = logging.getLogger(__name__)
@@ -41,26 +43,48 @@ def login_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-def end_session_endpoint() -> str | None:
-    """The IdP's ``end_session_endpoint`` from its discovery document, or ``None`` when the IdP has
-    none or does not answer within 3 s. Fetched at each logout (rare), so a down IdP is noticed
-    before the browser is sent there."""
+def oidc_discovery() -> dict | None:
+    """The IdP's discovery document, or ``None`` when it does not answer within 3 s. Fetched at each
+    logout (rare), so a down IdP is noticed before the browser is sent there."""
     issuer = settings.OIDC["issuer"]
     if not issuer:
         return None
     try:
         resp = requests.get(issuer.rstrip("/") + "/.well-known/openid-configuration", timeout=3)
         resp.raise_for_status()
-        return resp.json().get("end_session_endpoint")
+        document = resp.json()
     except (requests.RequestException, ValueError) as exc:
         logger.warning("OIDC discovery failed at logout: %s", exc)
         return None
+    return document if isinstance(document, dict) else None
+
+
+def id_token_hint_is_usable(id_token: str, discovery: dict) -> bool:
+    """True when the IdP would accept ``id_token`` as ``id_token_hint``: signed by a key in its
+    current JWKS (``jwks_uri``), issued by it to this client, not expired. False after the IdP
+    rotated its keys or when the token expired: then logout sends ``client_id`` alone (OpenID
+    Connect RP-Initiated Logout 1.0, section 2) instead of a hint the IdP rejects with an error page."""
+    try:
+        signing_key = jwt.PyJWKClient(str(discovery["jwks_uri"]), timeout=3).get_signing_key_from_jwt(id_token)
+        jwt.decode(
+            id_token,
+            signing_key.key,
+            algorithms=[jwt.get_unverified_header(id_token).get("alg", "RS256")],
+            audience=settings.OIDC["client_id"],
+            issuer=discovery.get("issuer") or settings.OIDC["issuer"],
+        )
+    except (jwt.PyJWTError, KeyError, ValueError) as exc:
+        logger.info("id_token_hint left out of logout: %s", exc)
+        return False
+    return True
 
 
 def idp_logout_url(request: HttpRequest, id_token: str | None) -> str | None:
-    """RP-initiated logout URL (``id_token_hint``, ``post_logout_redirect_uri`` = the portal's root,
-    ``state``), or ``None`` when the IdP cannot be reached or offers no end-session endpoint."""
-    endpoint = end_session_endpoint()
+    """RP-initiated logout URL (``client_id``, ``post_logout_redirect_uri`` = the portal's root,
+    ``state``, and ``id_token_hint`` when :func:`id_token_hint_is_usable`), or ``None`` when the IdP
+    cannot be reached or offers no end-session endpoint."""
+    discovery = oidc_discovery()
+    endpoint = discovery.get("end_session_endpoint") if discovery else None
     if not endpoint:
         return None
     params = {
@@ -68,22 +92,51 @@ def idp_logout_url(request: HttpRequest, id_token: str | None) -> str | None:
         "client_id": settings.OIDC["client_id"],
         "state": SIGNED_OUT_STATE,
     }
-    if id_token:
+    if id_token and id_token_hint_is_usable(id_token, discovery):
         params["id_token_hint"] = id_token
     return f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(params)}"
 
 
+def hub_logout_url() -> str | None:
+    """JupyterHub's ``/hub/logout`` (it clears the hub's cookies in this browser, then sends it to
+    ``/accounts/logout/done/``), or ``None`` when no hub is configured or its API does not answer
+    within 2 s (the sign-out then goes on without it instead of stranding the browser)."""
+    if not settings.HUB_URL or not settings.HUB_API_URL:
+        return None
+    try:
+        requests.get(settings.HUB_API_URL + "/", timeout=2).raise_for_status()
+    except requests.RequestException as exc:
+        logger.warning("JupyterHub unreachable at logout: %s", exc)
+        return None
+    return settings.HUB_URL + "/hub/logout"
+
+
+#: Session key (of the anonymous session after logout) holding where the sign-out goes after the hub.
+SESSION_LOGOUT_NEXT = "logout_next"
+
+
 def logout_view(request: HttpRequest) -> HttpResponse:
-    """GET: a confirmation page (logging out is a POST). POST: end the portal session, then the IdP
-    session; if the IdP cannot be reached, say so on the signed-out page."""
+    """GET: a confirmation page (logging out is a POST). POST: end the portal session, then the
+    hub's (through the browser, ``/hub/logout``), then the IdP's (:func:`logout_done`)."""
     if request.method != "POST":
         return render(request, "accounts/logout_confirm.html")
     id_token = request.session.get(SESSION_ID_TOKEN)
     logout(request)
-    target = idp_logout_url(request, id_token)
-    if target is None:
-        return render(request, "accounts/logged_out.html", {"idp_session_ended": False})
-    return HttpResponseRedirect(target)
+    request.session[SESSION_LOGOUT_NEXT] = idp_logout_url(request, id_token) or ""
+    hub = hub_logout_url()
+    return HttpResponseRedirect(hub) if hub else logout_done(request)
+
+
+def logout_done(request: HttpRequest) -> HttpResponse:
+    """Where the hub's logout returns the browser: on to the IdP's end-session endpoint, or the
+    signed-out page when the IdP cannot be reached. A person still signed in to the portal (a sign-out
+    started from the hub) is asked to confirm, since a GET never signs anyone out."""
+    if request.user.is_authenticated:
+        return render(request, "accounts/logout_confirm.html")
+    target = request.session.pop(SESSION_LOGOUT_NEXT, None)
+    if target:
+        return HttpResponseRedirect(target)
+    return render(request, "accounts/logged_out.html", {"idp_session_ended": target is None})
 
 
 def admin_login(request: HttpRequest) -> HttpResponse:
@@ -128,3 +181,23 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
         "Go back, reload the page, and try again.",
     )
     return render(request, "accounts/login_refused.html", {"refusal": refusal, "title": "Please try again"}, status=403)
+
+
+#: Paths an unlinked identity may still reach: signing out, the pages of sign-in itself, static files.
+UNLINKED_ALLOWED_PREFIXES = ("/accounts/", "/static/", "/favicon")
+
+
+def unlinked_page(request: HttpRequest) -> HttpResponse:
+    """What a signed-in identity that is not linked to a cluster account sees on every page (403):
+    waiting for an administrator, or refused. Under ``/api/`` a JSON error says the same."""
+    user = request.user
+    refused = user.link_state == LinkState.REFUSED
+    message = (
+        "A portal administrator decided not to link your sign-in to a cluster account."
+        if refused
+        else "You are signed in, but your sign-in is not linked to a cluster account yet: "
+        "waiting for an administrator to link your account."
+    )
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": message, "errors": [{"field": "", "message": message}]}, status=403)
+    return render(request, "accounts/unlinked.html", {"refused": refused, "message": message}, status=403)

@@ -20,6 +20,11 @@ from .tokens import token_authenticate
 TOKEN_HINT = "Send 'Authorization: Bearer <token>' with a personal access token; create one on the portal's Tokens page (/account/tokens/)."
 
 
+#: The API's refusal for a token whose owner is not linked to a cluster account.
+UNLINKED_MESSAGE = ("This token's owner is not linked to a cluster account: waiting for an administrator to link "
+                    "the account (or the link was refused). Nothing can be done on the cluster until then.")
+
+
 class TokenAuth(HttpBearer):
     """``Authorization: Bearer gpp_…``: a usable personal access token. Sets ``request.user`` and
     ``request.api_token``."""
@@ -31,6 +36,8 @@ class TokenAuth(HttpBearer):
         if found is None:
             request.api_token_refused = True
             return None
+        if not found.user.is_linked:  # an identity no admin has linked to a cluster account (yet)
+            raise HttpError(403, UNLINKED_MESSAGE)
         request.user = found.user
         request.api_token = found
         return found.user

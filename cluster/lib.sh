@@ -16,6 +16,7 @@ TEMPLATE_DIR=$CLUSTER_DIR/etc
 SBATCH_HELPER=$PORTAL_SBATCH_HELPER
 : "${DEMO_USERS:=alice bob carol dana}"
 : "${OUTSIDER_USER:=outsider}"                # exists, but NOT in $SLURM_GROUP
+: "${NEWCOMER_USER:=erin}"                    # in $SLURM_GROUP, no Slurm association: a researcher an admin links
 : "${CLUSTER_NAME:=portal}"
 : "${CONTROLLER_HOST:=$(hostname -s)}"        # slurmctld refuses to start unless this is the local host
 : "${CONTROLLER_ADDR:=127.0.0.1}"

@@ -92,7 +92,7 @@ chmod 755 "$LOG_DIR" /var/spool/slurmctld /var/spool/slurmd
 # ---------------------------------------------------------------------------------------------------------------
 in_group() { id -nG "$1" 2>/dev/null | tr ' ' '\n' | grep -qx "$2"; }
 getent group "$SLURM_GROUP" >/dev/null || { groupadd "$SLURM_GROUP"; log "created group $SLURM_GROUP"; }
-for u in $DEMO_USERS; do
+for u in $DEMO_USERS $NEWCOMER_USER; do
     if ! getent passwd "$u" >/dev/null; then
         useradd --create-home --shell /bin/bash --groups "$SLURM_GROUP" "$u"   # password stays locked
         log "created user $u"

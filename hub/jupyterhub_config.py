@@ -8,8 +8,8 @@ PORTAL_HUB_STATE_DIR    sqlite database and cookie secret (must be writable by t
 PORTAL_HUB_TOKEN        the portal service's API token (also the secret of the portal's /hub-internal/)
 PORTAL_URL              the portal's base URL as the hub reaches it, default http://127.0.0.1:8000
 PORTAL_PUBLIC_URL       the portal's URL in people's browsers (default PORTAL_URL)
-OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET, PORTAL_OIDC_USERNAME_CLAIM
-                        the same IdP and username claim as the portal
+OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET
+                        the same IdP as the portal; hub users are named by the portal (issuer + sub)
 PORTAL_JUPYTER_VENV     the venv session jobs run; PORTAL_CODE_SERVER_DIR: where bin/code-server is
 PORTAL_HUB_NODE_ADDRESSES  "node1=127.0.0.1,node2=127.0.0.1": Slurm node name -> address the hub reaches
 """
@@ -58,21 +58,30 @@ c.JupyterHub.named_server_limit_per_user = int(env("PORTAL_SESSION_LIMIT", "4"))
 # still there for "Stop" and tokens, but landing on the hub sends people to the portal's Sessions page.
 c.JupyterHub.default_url = env("PORTAL_PUBLIC_URL", env("PORTAL_URL", "http://127.0.0.1:8000")).rstrip("/") + "/sessions/"
 
-# --- login: the portal's IdP, the same username claim as the portal -----------------------------
-c.JupyterHub.authenticator_class = "generic-oauth"
-c.GenericOAuthenticator.client_id = env("PORTAL_HUB_OIDC_CLIENT_ID", "jupyterhub")
-c.GenericOAuthenticator.client_secret = env("PORTAL_HUB_OIDC_CLIENT_SECRET")
-c.GenericOAuthenticator.oauth_callback_url = f"{hub_url}/hub/oauth_callback"
-c.GenericOAuthenticator.authorize_url = f"{issuer}/auth"
-c.GenericOAuthenticator.token_url = f"{issuer}/token"
-c.GenericOAuthenticator.userdata_url = f"{issuer}/me"
-c.GenericOAuthenticator.scope = ["openid", "profile", "email"]
-c.GenericOAuthenticator.username_claim = env("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
-c.GenericOAuthenticator.login_service = "your institution's sign-in"
-# Who may use the hub is decided by Slurm (an association) and the portal (policy), not here:
-# every user the IdP vouches for may log in; a user without a Slurm account cannot start a job.
-c.GenericOAuthenticator.allow_all = True
+# --- login: the IdP proves who someone is; the portal says which cluster account that is --------
+# No claim names a hub user: portal_hub.auth.PortalAuthenticator asks the portal for the account it
+# linked to the identity (issuer + sub) and refuses identities the portal does not know or has not
+# linked, with a page that sends them to the portal.
+portal_public_url = env("PORTAL_PUBLIC_URL", env("PORTAL_URL", "http://127.0.0.1:8000")).rstrip("/")
+c.JupyterHub.authenticator_class = "portal_hub.auth.PortalAuthenticator"
+c.PortalAuthenticator.portal_url = env("PORTAL_URL", "http://127.0.0.1:8000")
+c.PortalAuthenticator.portal_token = portal_token
+c.PortalAuthenticator.issuer = issuer
+c.PortalAuthenticator.client_id = env("PORTAL_HUB_OIDC_CLIENT_ID", "jupyterhub")
+c.PortalAuthenticator.client_secret = env("PORTAL_HUB_OIDC_CLIENT_SECRET")
+c.PortalAuthenticator.oauth_callback_url = f"{hub_url}/hub/oauth_callback"
+c.PortalAuthenticator.authorize_url = f"{issuer}/auth"
+c.PortalAuthenticator.token_url = f"{issuer}/token"
+c.PortalAuthenticator.userdata_url = f"{issuer}/me"
+c.PortalAuthenticator.scope = ["openid", "profile", "email"]
+c.PortalAuthenticator.username_claim = "sub"  # a placeholder until the portal answers
+c.PortalAuthenticator.login_service = "your institution's sign-in"
+# The hub's /hub/logout clears the hub's cookies, then hands the browser back to the portal, which
+# ends the IdP session (the portal's "Sign out" goes through here first).
+c.PortalAuthenticator.logout_redirect_url = portal_public_url + "/accounts/logout/done/"
 c.Authenticator.auto_login = True
+c.JupyterHub.template_paths = [os.path.join(HERE, "templates")]
+c.JupyterHub.template_vars = {"portal_public_url": portal_public_url}
 
 # --- the portal as a service: starts and stops named servers for users --------------------------
 c.JupyterHub.services = [{"name": "portal", "api_token": portal_token}]

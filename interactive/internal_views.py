@@ -11,6 +11,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.claims import LoginRefused
+from accounts.services import hub_identity
+
 from .services import SessionRefused, job_status_for_hub, session_event, spawn_check
 
 
@@ -37,6 +40,21 @@ def _json(request: HttpRequest) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None
+
+
+@_guard
+@require_POST
+def identity_view(request: HttpRequest) -> JsonResponse:
+    """``{"issuer", "sub", "claimed"}`` -> 200 ``{"username"}`` (the cluster account linked to that
+    identity) or 403 ``{"code", "errors"}``. The hub's authenticator names its users only from this."""
+    data = _json(request)
+    if data is None or not isinstance(data.get("issuer"), str) or not isinstance(data.get("sub"), str) or not data["sub"]:
+        return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with issuer and sub."}]}, status=400)
+    try:
+        username = hub_identity(issuer=data["issuer"][:255], sub=data["sub"][:255], claimed=str(data.get("claimed") or ""))
+    except LoginRefused as refusal:
+        return JsonResponse({"code": refusal.code, "errors": [{"field": "identity", "message": f"{refusal.message} {refusal.hint}".strip()}]}, status=403)
+    return JsonResponse({"username": username})
 
 
 @_guard

@@ -120,6 +120,8 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise SessionRefused([PolicyError("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session.")])
+    if not user.is_linked:  # cannot happen for a name the portal linked; refuse all the same
+        raise SessionRefused([PolicyError("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first.")])
     options, errors = parse_session_options(raw_options, policy=current_policy())
     if errors:
         raise SessionRefused(errors)

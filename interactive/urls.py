@@ -6,6 +6,7 @@ urlpatterns = [
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/cards/", views.session_cards_view, name="session_cards"),
     path("sessions/<uuid:key>/stop/", views.session_stop_view, name="session_stop"),
+    path("hub-internal/identity", internal_views.identity_view, name="hub_identity"),
     path("hub-internal/spawn-check", internal_views.spawn_check_view, name="hub_spawn_check"),
     path("hub-internal/job-status", internal_views.job_status_view, name="hub_job_status"),
     path("hub-internal/session-event", internal_views.session_event_view, name="hub_session_event"),

@@ -31,6 +31,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_OIDC_PROVIDER_NAME": (str, "Single sign-on"),
     "PORTAL_OIDC_SCOPES": (list, ["openid", "email", "profile", "groups"]),
     "PORTAL_OIDC_USERNAME_CLAIM": (str, "preferred_username"),
+    "PORTAL_OIDC_LINK_CLAIM": (str, ""),
     "PORTAL_OIDC_ADMIN_GROUPS": (list, ["portal-admins"]),
     # Slurm gateway
     "PORTAL_SLURM_TRANSPORT": (str, "ssh"),

@@ -36,6 +36,7 @@ cat <<MSG
     bob    researcher, team nlp
     carol  team lead,  team vision
     dana   admin,      team nlp
+    erin   a newcomer: waits until dana links her (Accounts page, top right)
 
   Sessions (JupyterLab$( [[ -x /opt/gpuportal/code-server/bin/code-server ]] && echo ", VS Code")): http://$PORTAL_HOST:$PORTAL_PORT/sessions/  (JupyterHub on http://127.0.0.1:8001/)
   CLI: create a token under "API tokens", then

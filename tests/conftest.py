@@ -75,12 +75,15 @@ from contextlib import contextmanager  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-#: Test-only IdP users added to the dev users: each breaks one login rule.
+#: Test-only IdP users added to the dev users: each breaks one login rule. None of them has the
+#: directory claim (posix_username) except ivan (an invalid one) and olga (an account outside the
+#: users group); alice2 and bobby are impostors whose editable preferred_username names another person.
 TEST_USERS = [
-    {"username": "ivan", "password": "ivan", "claims": {"sub": "test-ivan", "email": "ivan@example.org", "email_verified": True, "name": "Ivan Invalid", "preferred_username": "Ivan Smith", "groups": []}},
+    {"username": "ivan", "password": "ivan", "claims": {"sub": "test-ivan", "email": "ivan@example.org", "email_verified": True, "name": "Ivan Invalid", "preferred_username": "Ivan Smith", "posix_username": "Ivan Smith", "groups": []}},
     {"username": "nora", "password": "nora", "claims": {"sub": "test-nora", "email": "nora@example.org", "email_verified": True, "name": "Nora Noname", "groups": []}},
-    {"username": "olga", "password": "olga", "claims": {"sub": "test-olga", "email": "olga@example.org", "email_verified": True, "name": "Olga Outsider", "preferred_username": "outsider", "groups": []}},
+    {"username": "olga", "password": "olga", "claims": {"sub": "test-olga", "email": "olga@example.org", "email_verified": True, "name": "Olga Outsider", "preferred_username": "outsider", "posix_username": "outsider", "groups": []}},
     {"username": "alice2", "password": "alice2", "claims": {"sub": "test-alice-impostor", "email": "alice@example.org", "email_verified": True, "name": "Not Alice", "preferred_username": "alice", "groups": []}},
+    {"username": "bobby", "password": "bobby", "claims": {"sub": "test-bob-impostor", "email": "bob@example.org", "email_verified": False, "name": "Not Bob", "preferred_username": "bob", "groups": ["nlp", "portal-admins"]}},
 ]
 
 
@@ -89,6 +92,36 @@ class TestIdP:
     issuer: str
     users_file: Path
     process: subprocess.Popen
+    config_file: Path
+    log_file: Path
+
+    def start(self) -> None:
+        """Start the IdP process (a new signing key each time: the config has no ``jwks_file``)."""
+        log = open(self.log_file, "a")
+        mark = self.log_file.stat().st_size
+        self.process = subprocess.Popen(
+            ["node", str(REPO / "idp" / "server.mjs")],
+            env={**os.environ, "IDP_CONFIG": str(self.config_file)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 30
+        while "IdP listening" not in self.log_file.read_text()[mark:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                pytest.fail("the test IdP did not start (is `npm ci --prefix idp` done?):\n" + self.log_file.read_text()[mark:])
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+    def restart_with_new_keys(self) -> None:
+        """Restart the IdP as after a key rotation: its sessions and signing key are new, so ID
+        tokens it issued before no longer verify against its JWKS."""
+        self.stop()
+        self.start()
 
     def users(self) -> list[dict]:
         return json.loads(self.users_file.read_text())["users"]
@@ -127,7 +160,7 @@ def oidc_idp(tmp_path_factory):
         "host": "127.0.0.1",
         "port": port,
         "users_file": str(base / "users.json"),
-        "extra_profile_claims": ["unix_name"],  # for the configurable-username-claim test
+        "extra_profile_claims": ["posix_username", "unix_name"],  # the directory claim; unix_name for the configurable-claim test
         "clients": [
             {
                 "client_id": "portal",
@@ -149,23 +182,11 @@ def oidc_idp(tmp_path_factory):
         ],
     }
     (base / "config.json").write_text(json.dumps(config))
-    log = open(base / "idp.log", "w+")
-    proc = subprocess.Popen(
-        ["node", str(REPO / "idp" / "server.mjs")],
-        env={**os.environ, "IDP_CONFIG": str(base / "config.json")},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while "IdP listening" not in (base / "idp.log").read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the test IdP did not start (is `npm ci --prefix idp` done?):\n" + (base / "idp.log").read_text())
-        time.sleep(0.1)
-    yield TestIdP(issuer=config["issuer"], users_file=base / "users.json", process=proc)
-    proc.terminate()
-    proc.wait(10)
-    log.close()
+    (base / "idp.log").write_text("")
+    idp = TestIdP(issuer=config["issuer"], users_file=base / "users.json", process=None, config_file=base / "config.json", log_file=base / "idp.log")
+    idp.start()
+    yield idp
+    idp.stop()
 
 
 @pytest.fixture
@@ -175,4 +196,5 @@ def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cac
 
     settings.OIDC = {**settings.OIDC, "issuer": oidc_idp.issuer, "client_id": "portal", "client_secret": "portal-test-secret", "name": "Test IdP"}
     settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
+    settings.HUB_URL = ""  # no hub unless a test starts one (hub_portal): sign-out then skips the hub
     return live_server.url

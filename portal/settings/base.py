@@ -42,6 +42,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.middleware.LinkedIdentityMiddleware",  # an identity not linked to a cluster account sees only why
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
@@ -120,7 +121,12 @@ OIDC = {
     "client_secret": env("PORTAL_OIDC_CLIENT_SECRET"),
     "name": env("PORTAL_OIDC_PROVIDER_NAME"),
     "scopes": env("PORTAL_OIDC_SCOPES"),
+    # The name the IdP suggests for a new identity (people can often edit it): shown to the admin
+    # who approves the link, never trusted on its own.
     "username_claim": env("PORTAL_OIDC_USERNAME_CLAIM"),
+    # A claim the site's directory sets and people cannot edit (e.g. uid): links a new identity to
+    # the cluster account it names without an admin. Empty: every new identity waits for an admin.
+    "link_claim": env("PORTAL_OIDC_LINK_CLAIM"),
     "admin_groups": env("PORTAL_OIDC_ADMIN_GROUPS"),
 }
 

@@ -13,6 +13,8 @@ DEV_OIDC = {
     "client_id": "portal",
     "client_secret": "portal-dev-secret",
     "name": "Dev IdP",
+    # idp/users.json plays the site directory: its posix_username claims are not user-editable.
+    "link_claim": OIDC["link_claim"] or "posix_username",
 }
 if not OIDC["issuer"]:
     OIDC = {**OIDC, **DEV_OIDC}

@@ -7,7 +7,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from bs4 import BeautifulSoup
 
-from accounts.models import User
+from accounts.models import LinkState, User
+from jobs.models import AuditEvent
 from tests.sso import form_of, sso_login
 
 pytestmark = pytest.mark.integration
@@ -70,8 +71,7 @@ def test_unverified_email_never_links_to_an_existing_account(portal_with_idp, oi
     [
         ("mallory", "not_provisioned", "no account named 'mallory'"),
         ("olga", "not_provisioned", "not in the group 'slurmusers'"),
-        ("ivan", "claim_invalid", "not a valid Unix user name"),
-        ("nora", "claim_missing", "did not send the 'preferred_username' claim"),
+        ("ivan", "claim_invalid", "The 'posix_username' claim is 'Ivan Smith', which is not a valid Unix user name"),
     ],
 )
 def test_login_refused_with_a_clear_page(portal_with_idp, idp_user, code, words):
@@ -90,16 +90,30 @@ def test_other_identity_claiming_a_taken_username_is_refused(portal_with_idp):
     assert page.status_code == HTTPStatus.FORBIDDEN
     assert refusal_code(page.text) == "identity_conflict"
     assert User.objects.filter(username="alice").get().oidc_sub == "5b9aaf88-7b00-4f2a-bd21-6da37b1fa213"
+    assert User.objects.count() == 1
+    attempt = AuditEvent.objects.get(action="login.refused")
+    assert attempt.target.endswith("#test-alice-impostor") and attempt.new == {"code": "identity_conflict", "claimed": {"preferred_username": "alice"}}
 
 
-def test_username_claim_is_configurable(portal_with_idp, settings, oidc_idp):
-    settings.OIDC = {**settings.OIDC, "username_claim": "unix_name"}
-    with oidc_idp.changed_claims("bob", unix_name="bob"):
+def test_link_claim_is_configurable(portal_with_idp, settings, oidc_idp):
+    """The directory claim (PORTAL_OIDC_LINK_CLAIM) links; without it a sign-in waits for an admin."""
+    settings.OIDC = {**settings.OIDC, "link_claim": "unix_name"}
+    with oidc_idp.changed_claims("bob", unix_name="bob", posix_username="nobody"):
         _, page = sso_login(portal_with_idp, "bob")
-        assert page.status_code == HTTPStatus.OK and User.objects.filter(username="bob").exists()
-        _, refused = sso_login(portal_with_idp, "carol")  # carol has no unix_name claim
-    assert refusal_code(refused.text) == "claim_missing"
-    assert "'unix_name'" in BeautifulSoup(refused.text, "html.parser").get_text()
+        assert page.status_code == HTTPStatus.OK and User.objects.get(oidc_sub="f3095b32-2393-4b1a-9de8-1e18d8207ab2").username == "bob"
+        _, waiting = sso_login(portal_with_idp, "carol")  # carol has no unix_name claim
+    assert waiting.status_code == HTTPStatus.FORBIDDEN and "waiting for an administrator to link your account" in waiting.text
+    carol = User.objects.get(oidc_sub="a4c281a1-9192-429a-a4c7-83454d463856")
+    assert carol.link_state == LinkState.PENDING and carol.requested_username == "carol" and not carol.is_staff
+
+
+def test_identity_without_the_directory_claim_waits_for_an_admin(portal_with_idp):
+    """nora sends no user name at all: she is signed in to a page that says she waits, and nothing else."""
+    session, page = sso_login(portal_with_idp, "nora")
+    assert page.status_code == HTTPStatus.FORBIDDEN and 'data-testid="unlinked"' in page.text
+    nora = User.objects.get(oidc_sub="test-nora")
+    assert nora.link_state == LinkState.PENDING and nora.requested_username == ""
+    assert session.get(f"{portal_with_idp}/jobs/").status_code == HTTPStatus.FORBIDDEN
 
 
 def test_logout_ends_the_idp_session_too(portal_with_idp, oidc_idp):

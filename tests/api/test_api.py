@@ -9,6 +9,7 @@ from http import HTTPStatus
 import pytest
 from django.utils import timezone
 
+from accounts.models import User
 from api.models import PersonalAccessToken
 from api.tokens import digest, token_create
 from jobs.models import Job
@@ -230,28 +231,29 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
 
 
 # Every endpoint x role: alice owns the job and the (vision-shared) profile; carol leads vision;
-# bob is in nlp; dana is an admin in no team.
+# bob is in nlp; dana is an admin in no team; "unlinked" is an identity no admin has linked yet, with a
+# token of its own (made before an admin's refusal, say): every endpoint says so, and changes nothing.
 MATRIX = {
-    #                                         alice  carol  bob   dana
-    ("get", "/jobs"):                         (200,  200,   200,  200),
-    ("get", "/jobs/{job}"):                   (200,  404,   404,  200),
-    ("get", "/jobs/77"):                      (200,  404,   404,  200),
-    ("get", "/jobs/{job}/log"):               (200,  404,   404,  200),
-    ("post", "/jobs/{job}/cancel"):           (202,  404,   404,  403),
-    ("get", "/profiles"):                     (200,  200,   200,  200),
-    ("get", "/profiles/{profile}"):           (200,  200,   404,  200),
-    ("put", "/profiles/{profile}"):           (200,  403,   404,  403),
-    ("post", "/profiles/{profile}/share"):    (200,  403,   404,  403),
-    ("post", "/profiles/{profile}/clone"):    (201,  201,   404,  400),
-    ("post", "/profiles/{profile}/submit"):   (201,  201,   404,  400),
-    ("delete", "/profiles/{profile}"):        (204,  403,   404,  403),
-    ("get", "/sessions"):                     (200,  200,   200,  200),
-    ("get", "/sessions/lab-0000"):            (200,  404,   404,  404),
-    ("get", "/teams"):                        (200,  200,   200,  200),
-    ("get", "/teams/vision/usage"):           (404,  200,   404,  200),
-    ("get", "/me"):                           (200,  200,   200,  200),
+    #                                         alice  carol  bob   dana  unlinked
+    ("get", "/jobs"):                         (200,  200,   200,  200, 403),
+    ("get", "/jobs/{job}"):                   (200,  404,   404,  200, 403),
+    ("get", "/jobs/77"):                      (200,  404,   404,  200, 403),
+    ("get", "/jobs/{job}/log"):               (200,  404,   404,  200, 403),
+    ("post", "/jobs/{job}/cancel"):           (202,  404,   404,  403, 403),
+    ("get", "/profiles"):                     (200,  200,   200,  200, 403),
+    ("get", "/profiles/{profile}"):           (200,  200,   404,  200, 403),
+    ("put", "/profiles/{profile}"):           (200,  403,   404,  403, 403),
+    ("post", "/profiles/{profile}/share"):    (200,  403,   404,  403, 403),
+    ("post", "/profiles/{profile}/clone"):    (201,  201,   404,  400, 403),
+    ("post", "/profiles/{profile}/submit"):   (201,  201,   404,  400, 403),
+    ("delete", "/profiles/{profile}"):        (204,  403,   404,  403, 403),
+    ("get", "/sessions"):                     (200,  200,   200,  200, 403),
+    ("get", "/sessions/lab-0000"):            (200,  404,   404,  404, 403),
+    ("get", "/teams"):                        (200,  200,   200,  200, 403),
+    ("get", "/teams/vision/usage"):           (404,  200,   404,  200, 403),
+    ("get", "/me"):                           (200,  200,   200,  200, 403),
 }
-WHO = ["alice", "carol", "bob", "dana"]
+WHO = ["alice", "carol", "bob", "dana", "unlinked"]
 BODIES = {"put": {"yaml": EXAMPLE_TEXT}, "share": {"team": "vision"}, "clone": {"name": "mine"}, "submit": {}}
 
 
@@ -274,6 +276,9 @@ def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch
     method, path = endpoint
     url = path.format(job=job.key, profile=profile.pk)
     body = BODIES.get(path.rsplit("/", 1)[-1], BODIES["put"] if method == "put" else None)
+    if who == "unlinked":
+        waiting = User.objects.create(username="unlinked.0123456789abcdef", link_state="pending", requested_username="alice")
+        tokens = {**tokens, who: token_create(user=waiting, name="t", scopes=ALL, days=30)[1]}
     with django_capture_on_commit_callbacks():
         r = call(client, method, url, tokens[who], body if method in ("post", "put") else None)
     expected = MATRIX[endpoint][WHO.index(who)]

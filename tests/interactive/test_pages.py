@@ -89,7 +89,7 @@ def test_csrf_on_start_and_stop_and_only_the_owner_stops(world):
 
 
 def test_role_matrix_for_sessions(world, django_user_model):
-    """researcher (owner) / other researcher / admin: who sees and who stops a session."""
+    """researcher (owner) / other researcher / admin / unlinked identity: who sees and who stops a session."""
     alice, bob = world
     dana = django_user_model.objects.create(username="dana", oidc_sub="d", oidc_issuer="t", is_staff=True)
     s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
@@ -102,6 +102,13 @@ def test_role_matrix_for_sessions(world, django_user_model):
     assert rows["alice"][0] is True  # sees her own card (stopping needs the hub: covered on the real hub)
     assert rows["bob"] == (False, HTTPStatus.NOT_FOUND)
     assert rows["dana"] == (False, HTTPStatus.FORBIDDEN)  # an admin may not end a researcher's session
+    # An identity no admin has linked: every sessions page and action says it waits, and changes nothing.
+    erin = django_user_model.objects.create(username="unlinked.0123456789abcdef", oidc_sub="e", oidc_issuer="t", link_state="pending")
+    c = Client()
+    c.force_login(erin)
+    for response in (c.get("/sessions/"), c.get("/sessions/cards/"), c.post(f"/sessions/{s.key}/stop/"), c.post("/sessions/", GOOD)):
+        assert response.status_code == HTTPStatus.FORBIDDEN and "waiting for an administrator" in response.content.decode()
+    assert Session.objects.count() == 1
     s.refresh_from_db()
     assert s.state == SessionState.RUNNING
 

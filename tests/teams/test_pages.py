@@ -20,11 +20,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def world(django_user_model, clean_cache):
-    """vision: alice (member), carol (lead); nlp: bob (member), nils (lead); dana: admin."""
+    """vision: alice (member), carol (lead); nlp: bob (member), nils (lead); dana: admin; erin: unlinked."""
     users = {n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else []) for n, t in
              [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]}
     users["dana"].is_staff = True
     users["dana"].save()
+    # An identity no admin has linked yet; its IdP claims say admin and vision lead: they count for nothing.
+    users["erin"] = django_user_model.objects.create(username="unlinked.0123456789abcdef", link_state="pending", requested_username="alice",
+                                                     oidc_groups=["vision-leads", "portal-admins"])
     vision = Team.objects.create(name="vision", gpu_minutes_quota=600, gpu_limit=4)
     nlp = Team.objects.create(name="nlp")
     for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
@@ -51,20 +54,20 @@ def as_(client, user):
 
 # who -> expected status for each (page/action) on team "vision" and alice's job.
 MATRIX = {
-    #                    alice(member)  carol(lead)   nils(lead, other team)  dana(admin)
-    "team list":         (403,          200,          200,                    200),
-    "team page":         (404,          200,          404,                    200),
-    "team csv":          (404,          200,          404,                    200),
-    "team settings":     (403,          403,          403,                    200),
-    "set quota":         (403,          403,          403,                    302),
-    "add member":        (403,          403,          403,                    302),
-    "remove member":     (403,          403,          403,                    302),
-    "audit trail":       (403,          403,          403,                    200),
-    "alice's job page":  (200,          404,          404,                    200),
-    "alice's job log":   (200,          404,          404,                    200),
-    "cancel alice's job": (302,         404,          404,                    403),
+    #                    alice(member)  carol(lead)   nils(lead, other team)  dana(admin)  erin (unlinked)
+    "team list":         (403,          200,          200,                    200, 403),
+    "team page":         (404,          200,          404,                    200, 403),
+    "team csv":          (404,          200,          404,                    200, 403),
+    "team settings":     (403,          403,          403,                    200, 403),
+    "set quota":         (403,          403,          403,                    302, 403),
+    "add member":        (403,          403,          403,                    302, 403),
+    "remove member":     (403,          403,          403,                    302, 403),
+    "audit trail":       (403,          403,          403,                    200, 403),
+    "alice's job page":  (200,          404,          404,                    200, 403),
+    "alice's job log":   (200,          404,          404,                    200, 403),
+    "cancel alice's job": (302,         404,          404,                    403, 403),
 }
-WHO = ["alice", "carol", "nils", "dana"]
+WHO = ["alice", "carol", "nils", "dana", "erin"]
 
 
 def request_for(client, what, job):

@@ -1,0 +1,66 @@
+"""Admins link sign-in identities to cluster accounts: the list of identities waiting for a decision,
+approve (with the cluster user name) and refuse. Each action is its own view; the services check
+and audit."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from .models import LinkState, User
+from .services import LinkError, account_link_approve, account_link_refuse
+
+
+def _admin_only(request: HttpRequest) -> HttpResponse | None:
+    if not request.user.is_staff:
+        return render(request, "teams/forbidden.html", {"message": "Linking sign-ins to cluster accounts is for portal admins."}, status=403)
+    return None
+
+
+def _list(request: HttpRequest, *, errors: dict | None = None, status: int = 200) -> HttpResponse:
+    waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
+    refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
+    linked_names = set(User.objects.filter(link_state=LinkState.LINKED, username__in=[u.requested_username for u in waiting]).values_list("username", flat=True))
+    rows = [(u, u.requested_username in linked_names) for u in waiting]
+    return render(request, "accounts/links.html", {"rows": rows, "refused": refused, "errors": errors or {}}, status=status)
+
+
+@login_required
+def account_links(request: HttpRequest) -> HttpResponse:
+    """Identities waiting for an admin (with the name their IdP suggested) and recently refused ones."""
+    return _admin_only(request) or _list(request)
+
+
+@login_required
+@require_POST
+def account_link_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST ``username``: link identity ``pk`` to that cluster account."""
+    if (refused := _admin_only(request)) is not None:
+        return refused
+    user = get_object_or_404(User, pk=pk)
+    try:
+        account_link_approve(user=user, username=request.POST.get("username", ""), by=request.user)
+    except LinkError as exc:
+        return _list(request, errors={pk: exc.message}, status=400)
+    except PermissionDenied as exc:
+        return render(request, "teams/forbidden.html", {"message": str(exc)}, status=403)
+    messages.success(request, f"Linked {user.display_name or user.email or user.oidc_sub} to the cluster account '{user.username}'.")
+    return redirect("account_links")
+
+
+@login_required
+@require_POST
+def account_link_refuse_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Refuse identity ``pk``: it cannot sign in, and nothing is made for it on the cluster."""
+    if (refused := _admin_only(request)) is not None:
+        return refused
+    user = get_object_or_404(User, pk=pk)
+    try:
+        account_link_refuse(user=user, by=request.user)
+    except LinkError as exc:
+        return _list(request, errors={pk: exc.message}, status=400)
+    messages.success(request, f"Refused the sign-in of {user.display_name or user.email or user.oidc_sub}.")
+    return redirect("account_links")

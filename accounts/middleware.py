@@ -1,0 +1,26 @@
+"""The gate for identities that are not linked to a cluster account (issue: identity is issuer + sub)."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from .views import UNLINKED_ALLOWED_PREFIXES, unlinked_page
+
+
+class LinkedIdentityMiddleware:
+    """A signed-in user whose identity is not linked (waiting for an admin, or refused) reaches only
+    sign-out and the sign-in pages; every other page answers 403 with what is going on
+    (:func:`accounts.views.unlinked_page`). Runs after ``AuthenticationMiddleware``."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if (
+            user is not None
+            and user.is_authenticated
+            and not user.is_linked
+            and not request.path.startswith(UNLINKED_ALLOWED_PREFIXES)
+        ):
+            return unlinked_page(request)
+        return self.get_response(request)
