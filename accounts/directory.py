@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jobs.slurm import SlurmError, get_gateway
+from slurm import SlurmError, get_gateway
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ClusterUser:
 
 
 def cluster_user_lookup(username: str) -> ClusterUser:
-    """Look ``username`` up on the submit host. Raises :class:`~jobs.slurm.SlurmError` when the host
+    """Look ``username`` up on the submit host. Raises :class:`~slurm.SlurmError` when the host
     cannot answer (a missing user is ``exists=False``, not an error)."""
     gateway = get_gateway()
     ident = gateway.run(["id", "-nG", "--", username], check=False)

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from jobs.audit import audit
 from jobs.models import AuditEvent
-from jobs.slurm import SlurmError
+from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, unix_username_from_claims
 from .directory import ClusterUser, cluster_user_lookup

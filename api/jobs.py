@@ -14,8 +14,8 @@ from jobs.logs import job_log_read
 from jobs.models import Job
 from jobs.queue import JobRow, job_row
 from jobs.selectors import job_for_viewer, job_history, jobs_for_user
-from jobs.snapshot import positions_load
-from jobs.states import JobState
+from slurm.snapshot import positions_load
+from slurm.states import JobState
 from jobs.submit import job_cancel
 from jobs.templatetags.portal_extras import ordinal
 from profiles.schema import ProfileInvalid

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     sdiag_users.django_setup(args.settings)
     from django.conf import settings
 
-    from jobs.snapshot import snapshot_load
+    from slurm.snapshot import snapshot_load
 
     name = f"bench-held-{uuid.uuid4().hex[:6]}"
     sessions = sdiag_users.make_sessions(args.clients, "benchuser", "vision")

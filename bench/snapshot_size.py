@@ -63,8 +63,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from jobs.slurm import CommandResult, SlurmGateway
-    from jobs.snapshot import POSITIONS_KEY, SNAPSHOT_KEY, SNAPSHOT_LITE_KEY, snapshot_load, snapshot_store, snapshot_take
+    from slurm import CommandResult, SlurmGateway
+    from slurm.snapshot import POSITIONS_KEY, SNAPSHOT_KEY, SNAPSHOT_LITE_KEY, snapshot_load, snapshot_store, snapshot_take
     from django.core.cache import cache
 
     sinfo, squeue, partitions = synthetic(args.jobs, args.nodes)
@@ -87,7 +87,7 @@ def main() -> None:
     loaded = snapshot_load()
     t2, c2 = time.perf_counter(), cpu()
     lite = snapshot_load(with_jobs=False)
-    from jobs.snapshot import positions_load
+    from slurm.snapshot import positions_load
 
     positions = positions_load()
     t3, c3 = time.perf_counter(), cpu()

@@ -20,10 +20,10 @@ from django.utils import timezone as djtz
 from accounts.models import User
 from jobs.audit import audit
 from jobs.policy import PolicyError, SitePolicy
-from jobs.slurm.parsing import time_left_seconds
+from slurm.parsing import time_left_seconds
 from jobs.selectors import snapshot_status
-from jobs.slurm.records import QueueJob
-from jobs.snapshot import positions_load, snapshot_load
+from slurm.records import QueueJob
+from slurm.snapshot import positions_load, snapshot_load
 
 from . import hub
 from .models import ACTIVE_SESSION_STATES, Session, SessionState

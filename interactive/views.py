@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.selectors import snapshot_status
-from jobs.snapshot import snapshot_load
+from slurm.snapshot import snapshot_load
 
 from . import hub
 from .forms import SessionForm

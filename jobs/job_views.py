@@ -16,8 +16,8 @@ from .logs import job_log_tail
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
-from .snapshot import positions_load, snapshot_load
-from .states import FINAL_STATES, JobState
+from slurm.snapshot import positions_load, snapshot_load
+from slurm.states import FINAL_STATES, JobState
 from .submit import PolicyRefused, job_cancel, job_create
 
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from .models import Job
-from .slurm import SlurmError, get_gateway
+from slurm import SlurmError, get_gateway
 
 ACTIVE_CACHE_SECONDS = 3
 FINAL_CACHE_SECONDS = 60

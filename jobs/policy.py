@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from .snapshot import ClusterSnapshot
+from slurm.snapshot import ClusterSnapshot
 
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
 GPU_COUNTS = (1, 2, 4, 8)

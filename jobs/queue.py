@@ -7,48 +7,14 @@ from datetime import datetime, timezone
 
 from .models import Job
 from .reasons import Reason, explain_reason
-from .slurm.parsing import parse_array_tasks, time_left_seconds
-from .snapshot import ClusterSnapshot
-from .states import JobState
-
-
-def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, int]]:
-    """job id -> (position, pending jobs in that partition) for every pending job in the snapshot.
-
-    Slurm has no position field. Position = 1 + pending jobs in the same partition with a higher
-    ``priority`` (ties: earlier ``submit_time``, then lower job id), as in the design. A pending
-    array record counts as its number of pending tasks (``123_[1-800%500]`` is 800 jobs ahead)."""
-    if snapshot is None:
-        return {}
-    by_partition: dict[str, list] = {}
-    for q in snapshot.jobs:
-        if q.state == "PENDING":
-            by_partition.setdefault(q.partition, []).append(q)
-    positions = {}
-    for jobs in by_partition.values():
-        jobs.sort(key=lambda q: (-q.priority, q.submit_time, q.job_id))
-        ahead = 0
-        total = sum(_weight(q) for q in jobs)
-        for q in jobs:
-            positions[q.job_id] = (ahead + 1, total)
-            ahead += _weight(q)
-    return positions
-
-
-def _weight(q) -> int:
-    """How many jobs a pending squeue record stands for: its array task count, else 1."""
-    if not q.array_task_string:
-        return 1
-    try:
-        return parse_array_tasks(q.array_task_string).count
-    except ValueError:
-        return 1
+from slurm.parsing import time_left_seconds
+from slurm.states import JobState
 
 
 @dataclass(frozen=True)
 class JobRow:
     """A Job plus what pages show about it. ``elapsed_s``/``time_left_s`` in seconds (``None`` =
-    unknown or no limit; never negative); ``position``/``in_line`` from :func:`queue_positions`."""
+    unknown or no limit; never negative); ``position``/``in_line`` from :func:`slurm.snapshot.queue_positions`."""
 
     job: Job
     position: int | None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from .snapshot import ClusterSnapshot
+from slurm.snapshot import ClusterSnapshot
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def jobs_for_user(*, user, recent_seconds: int = 3600):
     from django.utils import timezone as djtz
 
     from .models import Job
-    from .states import FINAL_STATES
+    from slurm.states import FINAL_STATES
 
     recent = djtz.now() - timedelta(seconds=recent_seconds)
     return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
@@ -85,7 +85,7 @@ def job_history(*, user, state: str = "", since=None, until=None):
     """The user's finished jobs, newest first, optionally filtered by final ``state`` and by the
     end date (``since``/``until``: dates, inclusive)."""
     from .models import Job
-    from .states import FINAL_STATES
+    from slurm.states import FINAL_STATES
 
     from portal.dates import between_dates
 

@@ -26,13 +26,13 @@ from django.utils import timezone as djtz
 from accounts.models import User
 
 from .batch import render_batch_script
-from .audit import audit
+from jobs.audit import audit
 from .models import Job
 from .policy import JobRequest, PolicyError, SitePolicy
-from .slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
-from .slurm.errors import controller_unreachable
-from .snapshot import snapshot_load
-from .states import JobState
+from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
+from slurm.errors import controller_unreachable
+from slurm.snapshot import snapshot_load
+from slurm.states import JobState
 
 logger = logging.getLogger(__name__)
 

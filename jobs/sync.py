@@ -20,11 +20,11 @@ from django.db import transaction
 from django.utils import timezone as djtz
 
 from .models import Job
-from .slurm import SlurmError, SlurmGateway
-from .slurm.parsing import classify_state, parse_exit, parse_sacct_jobs
-from .snapshot import ClusterSnapshot
-from .states import ACTIVE_STATES, FINAL_STATES, JobState
-from .audit import audit
+from slurm import SlurmError, SlurmGateway
+from slurm.parsing import classify_state, parse_exit, parse_sacct_jobs
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from jobs.audit import audit
 from .submit import to_datetime
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Celery tasks of the jobs app. Thin: each takes an id (or nothing) and calls one service."""
 from celery import shared_task
 
-from .slurm import SlurmError
+from slurm import SlurmError
 from .submit import SubmissionUncertain, job_cancel_send, job_send, jobs_resend_stuck
 
 

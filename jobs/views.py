@@ -9,7 +9,7 @@ from django.shortcuts import render
 from accounts.views import login_page
 
 from .selectors import gpu_rows, snapshot_status
-from .snapshot import snapshot_load
+from slurm.snapshot import snapshot_load
 
 
 def _cluster_context() -> dict:

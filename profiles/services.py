@@ -15,7 +15,7 @@ from accounts.models import User
 from jobs.audit import audit
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
-from jobs.snapshot import snapshot_load
+from slurm.snapshot import snapshot_load
 from jobs.submit import PolicyRefused, account_for, job_create
 
 from .envscript import EnvSite, render_profile_script

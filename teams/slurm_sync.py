@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from jobs.audit import audit
-from jobs.slurm import SlurmError, SlurmGateway, get_gateway
+from slurm import SlurmError, SlurmGateway, get_gateway
 from portal.locks import redis_client
 
 from .models import Membership, Role, Source, Team

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 
 from accounts.claims import POSIX_USERNAME_RE
-from jobs.slurm import SlurmGateway
+from slurm import SlurmGateway
 
 from .models import Team
 

@@ -16,7 +16,7 @@ accounts:
   is clipped to the UTC period here.
 
 GPUs running now and the GPU-hours queued jobs ask for come from the cluster snapshot
-(:func:`jobs.snapshot.snapshot_load`), not from Slurm. The result is stored in the Django cache
+(:func:`slurm.snapshot.snapshot_load`), not from Slurm. The result is stored in the Django cache
 (Redis) under :data:`USAGE_KEY` without expiry; a failed refresh keeps the previous figures and
 records the error and since when, like the snapshot does.
 """
@@ -32,10 +32,10 @@ import redis
 from django.core.cache import cache
 
 from portal.locks import single_run
-from jobs.slurm import SlurmError, SlurmGateway, get_gateway
-from jobs.slurm.parsing import is_failure, parse_array_tasks, parse_sacct_jobs, parse_timestamp
-from jobs.snapshot import ClusterSnapshot, snapshot_load
-from jobs.states import ACTIVE_STATES
+from slurm import SlurmError, SlurmGateway, get_gateway
+from slurm.parsing import is_failure, parse_array_tasks, parse_sacct_jobs, parse_timestamp
+from slurm.snapshot import ClusterSnapshot, snapshot_load
+from slurm.states import ACTIVE_STATES
 
 from .usage_parsing import (  # noqa: F401  (re-exported: tests and callers import them from here)
     SSHARE_FIELDS,
@@ -75,7 +75,7 @@ class MemberUsage:
     period, from sacct (``tres.allocated`` ``gres/gpu`` x ``time.start``..``time.end``, or ..now for a
     running job); ``gpu_hours_live``: Slurm's own figure (sshare ``GrpTRESRaw`` ``gres/gpu`` / 60);
     both ``None`` when GPUs are not tracked. ``jobs``: sacct jobs active in the period;
-    ``failed_jobs``: those :func:`jobs.slurm.parsing.is_failure` calls failed; ``median_wait_s``:
+    ``failed_jobs``: those :func:`slurm.parsing.is_failure` calls failed; ``median_wait_s``:
     median of ``time.start - time.submission`` in seconds over jobs that started in the period
     (``None`` when none did)."""
 

@@ -39,7 +39,7 @@ def slurm_json():
 @pytest.fixture(autouse=True)
 def _fresh_gateway():
     """Every test starts with no pooled gateway (tests may change settings)."""
-    from jobs.slurm import reset_gateway
+    from slurm import reset_gateway
 
     reset_gateway()
     yield

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from jobs.slurm import CommandResult, SlurmError
+from slurm import CommandResult, SlurmError
 
 
 #: In an expected argv, matches any one argument (e.g. a timestamp).

@@ -13,7 +13,7 @@ from accounts.models import User
 from api.models import PersonalAccessToken
 from api.tokens import digest, token_create
 from jobs.models import Job
-from jobs.states import JobState
+from slurm.states import JobState
 from profiles.models import Profile
 from tests.profiles.conftest import EXAMPLE_TEXT
 
@@ -217,13 +217,13 @@ def _job(user, **kw):
 
 
 def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypatch, clean_cache):
-    from jobs.slurm import SlurmGateway
+    from slurm import SlurmGateway
     from tests.fakes import FakeTransport
 
     job = _job(people["alice"])
     fake = FakeTransport()
     fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=65536", "status=none"], stdout="époch 1\n")
-    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
     body = call(client, "get", f"/jobs/77/log?offset=5", tokens["alice"]).json()
     assert body == {"stream": "out", "offset": 5, "next_offset": 5 + len("époch 1\n".encode()), "data": "époch 1\n", "missing": False,
                     "final": False, "state": "RUNNING", "error": ""}

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from jobs.services import snapshot_refresh
-from jobs.slurm import get_gateway
+from slurm import get_gateway
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

@@ -23,7 +23,7 @@ from django.db import connection
 from django.test import Client
 
 from jobs.models import Job
-from jobs.states import JobState
+from slurm.states import JobState
 from teams.models import Membership, Role, Team
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -87,7 +87,7 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
     started = datetime.now()
     # the beat's first snapshot (the form needs the partitions)
     deadline = time.monotonic() + 60
-    from jobs.snapshot import snapshot_load
+    from slurm.snapshot import snapshot_load
     while (snapshot_load(with_jobs=False) is None) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert snapshot_load(with_jobs=False) is not None, (tmp / "worker.log").read_text()[-3000:]

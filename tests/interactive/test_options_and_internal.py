@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from interactive.models import Session, SessionState
 from interactive.options import ALLOWED_KEYS, parse_session_options
 from jobs.policy import SitePolicy
-from jobs.slurm import SlurmGateway
-from jobs.snapshot import snapshot_store, snapshot_take
+from slurm import SlurmGateway
+from slurm.snapshot import snapshot_store, snapshot_take
 from tests.fakes import cluster_transport as scripted
 
 TOKEN = "unit-hub-token"
@@ -158,7 +158,7 @@ def test_spawn_check_bad_json_is_a_400(client, hub_settings, body):
 
 @pytest.mark.django_db
 def test_job_status_from_the_snapshot(client, hub_settings, slurm_json):
-    from jobs.snapshot import snapshot_load
+    from slurm.snapshot import snapshot_load
 
     snap = snapshot_load()
     job = snap.jobs[0]
@@ -176,8 +176,8 @@ def test_job_status_from_the_snapshot(client, hub_settings, slurm_json):
 
 @pytest.mark.django_db
 def test_job_status_is_unknown_when_the_snapshot_is_stale(client, hub_settings, slurm_json, settings):
-    from jobs.snapshot import snapshot_failed, snapshot_load
-    from jobs.slurm import SlurmUnreachable
+    from slurm.snapshot import snapshot_failed, snapshot_load
+    from slurm import SlurmUnreachable
 
     snap = snapshot_load()
     old = snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time() - settings.SNAPSHOT_MAX_AGE - 30)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.snapshot import snapshot_load
+from slurm.snapshot import snapshot_load
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.core.management import call_command
 
-from jobs.slurm import SlurmError, get_gateway
+from slurm import SlurmError, get_gateway
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ import pytest
 
 from jobs import logs
 from jobs.models import Job
-from jobs.slurm import SlurmGateway
-from jobs.snapshot import snapshot_store, snapshot_take
-from jobs.states import JobState
+from slurm import SlurmGateway
+from slurm.snapshot import snapshot_store, snapshot_take
+from slurm.states import JobState
 from tests.fakes import FakeTransport, cluster_transport
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def cluster(slurm_json, clean_cache, settings):
 def no_slurm(monkeypatch):
     """Any gateway use from a page fails the test (except where a test installs its own)."""
     fake = FakeTransport()
-    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
     return fake
 
 
@@ -224,7 +224,7 @@ def test_pages_never_load_the_whole_queue(client, alice, cluster, no_slurm):
     to load); removing the full snapshot from Redis changes nothing they show."""
     from django.core.cache import cache
 
-    from jobs.snapshot import SNAPSHOT_KEY
+    from slurm.snapshot import SNAPSHOT_KEY
 
     make(alice, slurm_job_id=4, state=JobState.PENDING, reason="Resources")
     cache.delete(SNAPSHOT_KEY)

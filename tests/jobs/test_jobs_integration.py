@@ -11,7 +11,7 @@ from jobs.logs import job_log_tail
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from jobs.states import JobState
+from slurm.states import JobState
 from jobs.submit import job_cancel, job_create
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -77,7 +77,7 @@ def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_captur
     assert job_log_tail(done, "out").text.strip() == "/home/alice/it dir (1) $(id)"
     import json
 
-    from jobs.slurm import get_gateway
+    from slurm import get_gateway
 
     # slurmctld keeps the name exactly (slurmdbd would store '"' as '`'); squeue holds ended jobs a while.
     queued = json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"]
@@ -93,7 +93,7 @@ def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reas
     assert not os.path.exists("/etc/portal-it-forbidden")
     import json
 
-    from jobs.slurm import get_gateway
+    from slurm import get_gateway
 
     assert all(j.get("comment") != job.comment for j in json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"])
 
@@ -101,7 +101,7 @@ def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reas
 def test_submit_helper_makes_nothing_without_the_separator(alice):
     from django.conf import settings
 
-    from jobs.slurm import get_gateway
+    from slurm import get_gateway
 
     target = f"/tmp/portal-it-helper-{os.getpid()}"
     result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, target], as_user="alice", check=False)

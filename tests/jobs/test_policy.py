@@ -3,8 +3,8 @@
 import pytest
 
 from jobs.policy import JobRequest, SitePolicy, format_minutes
-from jobs.slurm import SlurmGateway
-from jobs.snapshot import snapshot_take
+from slurm import SlurmGateway
+from slurm.snapshot import snapshot_take
 from tests.fakes import cluster_transport as scripted
 
 

@@ -4,10 +4,11 @@ from datetime import datetime, timezone
 import pytest
 
 from jobs.models import Job
-from jobs.queue import job_row, queue_positions
-from jobs.slurm.adapters.v0_0_38 import parse_jobs
-from jobs.snapshot import ClusterSnapshot
-from jobs.states import JobState
+from jobs.queue import job_row
+from slurm.snapshot import queue_positions
+from slurm.adapters.v0_0_38 import parse_jobs
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
 
 
 def q(job_id, priority, submit, partition="train", state="PENDING"):

@@ -10,11 +10,12 @@ from django.core.exceptions import PermissionDenied
 
 from jobs import submit
 from jobs.batch import render_batch_script, sbatch_quote
-from jobs.models import AuditEvent, Job
+from jobs.models import AuditEvent
+from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
-from jobs.slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
-from jobs.snapshot import snapshot_take
-from jobs.states import JobState
+from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
+from slurm.snapshot import snapshot_take
+from slurm.states import JobState
 from tests.fakes import ANY, FakeTransport, cluster_transport
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,10 +8,10 @@ import pytest
 
 from jobs import services
 from jobs.models import Job
-from jobs.slurm import SlurmGateway, SlurmUnreachable
-from jobs.snapshot import ClusterSnapshot
-from jobs.slurm.adapters.v0_0_38 import parse_jobs
-from jobs.states import JobState
+from slurm import SlurmGateway, SlurmUnreachable
+from slurm.snapshot import ClusterSnapshot
+from slurm.adapters.v0_0_38 import parse_jobs
+from slurm.states import JobState
 from jobs.sync import jobs_mark_unknown, jobs_sync
 from tests.fakes import ANY, FakeTransport, cluster_transport
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobs.logs import job_log_tail
-from jobs.states import JobState
+from slurm.states import JobState
 from profiles.services import profile_run
 from tests.jobs.test_jobs_integration import policy, wait  # noqa: F401  (fixture)
 

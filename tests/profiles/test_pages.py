@@ -10,7 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import Job
-from jobs.states import JobState
+from slurm.states import JobState
 from profiles.models import Profile
 from tests.profiles.conftest import EXAMPLE_TEXT, cluster, no_slurm, people  # noqa: F401  (fixtures)
 

@@ -45,8 +45,8 @@ from api.tokens import token_create
 from interactive import hub
 from interactive.models import Session
 from jobs.models import Job
-from jobs.slurm import CommandResult
-from jobs.states import JobState
+from slurm import CommandResult
+from slurm.states import JobState
 from profiles.models import Profile
 from profiles.schema import OVERRIDE_ALIASES, parse_profile
 from tests.profiles.conftest import EXAMPLE_TEXT, cluster, no_slurm, people  # noqa: F401  (fixtures)

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
-from jobs.slurm import SlurmGateway
-from jobs.snapshot import snapshot_store, snapshot_take
+from slurm import SlurmGateway
+from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
 from tests.fakes import FakeTransport, cluster_transport
 
@@ -28,7 +28,7 @@ CORPUS = [
 def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     settings.PORTAL_PARTITIONS = []
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
-    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(FakeTransport()))  # any Slurm call fails the test
+    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(FakeTransport()))  # any Slurm call fails the test
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     dana = django_user_model.objects.create(username="dana", is_staff=True)
     team = Team.objects.create(name="vision", gpu_minutes_quota=600)
@@ -79,7 +79,7 @@ def test_filters_and_fragments_never_fail(client, world, value):
     script=st.text(max_size=2000), workdir=st.text(max_size=200),
 )
 def test_policy_check_never_raises_and_refuses_with_words(world, name, partition, gpu_type, gpu_count, cpus, memory_mb, minutes, script, workdir):
-    from jobs.snapshot import snapshot_load
+    from slurm.snapshot import snapshot_load
 
     policy = SitePolicy.from_snapshot(snapshot_load())
     errors = policy.check(JobRequest(name=name, partition=partition, gpu_type=gpu_type, gpu_count=gpu_count, cpus=cpus,

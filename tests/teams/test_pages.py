@@ -10,8 +10,9 @@ from http import HTTPStatus
 
 import pytest
 
-from jobs.models import AuditEvent, Job
-from jobs.states import JobState
+from jobs.models import AuditEvent
+from jobs.models import Job
+from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.usage import MemberUsage, TeamUsage, UsageStatus, _store
 

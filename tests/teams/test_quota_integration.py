@@ -12,8 +12,8 @@ import pytest
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from jobs.slurm import get_gateway
-from jobs.states import JobState
+from slurm import get_gateway
+from slurm.states import JobState
 from jobs.submit import job_create
 from teams.models import Membership, Role, Source, Team
 from teams.services import membership_remove

@@ -18,7 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import AuditEvent
-from jobs.slurm import SlurmGateway, SlurmUnreachable
+from slurm import SlurmGateway, SlurmUnreachable
 from teams import slurm_sync
 from teams.models import Membership, Role, Source, Team
 from teams.slurm_sync import (

@@ -26,8 +26,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from jobs.slurm import SlurmGateway, SlurmUnreachable
-from jobs.snapshot import snapshot_store, snapshot_take
+from slurm import SlurmGateway, SlurmUnreachable
+from slurm.snapshot import snapshot_store, snapshot_take
 from teams import usage
 from teams.usage import (
     GPU_NOT_TRACKED,

@@ -6,7 +6,7 @@ import socket
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.slurm import SlurmError, get_gateway
+from slurm import SlurmError, get_gateway
 
 
 class Command(BaseCommand):

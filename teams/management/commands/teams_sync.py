@@ -1,7 +1,7 @@
 """``manage.py teams_sync [--dry-run] [--import]``: make Slurm's accounts match the managed teams."""
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.slurm import SlurmError
+from slurm import SlurmError
 from teams.slurm_sync import teams_import, teams_sync
 
 

@@ -1,9 +1,9 @@
-"""The batch-job parsers (jobs/slurm/parsing.py) on outputs recorded from Slurm 22.05.8
+"""The batch-job parsers (slurm/parsing.py) on outputs recorded from Slurm 22.05.8
 (tests/fixtures/slurm/22.05/, see its README) plus the odd inputs and the newer JSON shapes."""
 import pytest
 
-from jobs.slurm.adapters.v0_0_38 import parse_jobs, parse_tres_gpus
-from jobs.slurm.parsing import (
+from slurm.adapters.v0_0_38 import parse_jobs, parse_tres_gpus
+from slurm.parsing import (
     ArrayTasks,
     array_finished,
     classify_state,
@@ -17,8 +17,8 @@ from jobs.slurm.parsing import (
     parse_timestamp,
     time_left_seconds,
 )
-from jobs.slurm.records import QueueJob
-from jobs.states import JobState
+from slurm.records import QueueJob
+from slurm.states import JobState
 
 UNSET = {"set": False, "infinite": False, "number": 0}
 INFINITE = {"set": True, "infinite": True, "number": 0}

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jobs.states import JobState
+    from .states import JobState
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,9 @@ class QueueJob:
 @dataclass(frozen=True)
 class FinishedJob:
     """One job from ``sacct --json`` ``jobs[]`` (its ``steps`` are not read), built by
-    :func:`jobs.slurm.parsing.parse_sacct_jobs`.
+    :func:`slurm.parsing.parse_sacct_jobs`.
 
-    ``state`` is a :class:`jobs.states.JobState` from ``state.current`` and ``state_raw`` that text as
+    ``state`` is a :class:`slurm.states.JobState` from ``state.current`` and ``state_raw`` that text as
     Slurm wrote it; ``exit_code``/``signal`` from ``exit_code`` (``None`` = not reported); ``elapsed``
     in seconds (``time.elapsed``); ``start``/``end`` Unix seconds (``None`` = never started / not
     ended); ``time_limit`` minutes (``None`` = unlimited); ``comment`` from ``comment.job`` (the

@@ -15,7 +15,7 @@ from itertools import pairwise
 
 import hostlist
 
-from jobs.states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
+from .states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
 
 from .adapters.v0_0_38 import number, parse_tres_gpus
 from .records import FinishedJob, QueueJob

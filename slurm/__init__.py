@@ -1,5 +1,5 @@
 """The one gateway to Slurm (design decision 2): every Slurm command goes through
-:func:`jobs.slurm.gateway.get_gateway` and raises only :class:`jobs.slurm.errors.SlurmError`."""
+:func:`slurm.gateway.get_gateway` and raises only :class:`slurm.errors.SlurmError`."""
 from .errors import SlurmError, SlurmTimeout, SlurmUnreachable
 from .gateway import SlurmGateway, get_gateway, reset_gateway
 from .transport import CommandResult, Transport

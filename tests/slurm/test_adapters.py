@@ -1,8 +1,8 @@
 """Slurm JSON adapters on outputs recorded from the local Slurm 22.05, plus the odd inputs."""
 import pytest
 
-from jobs.slurm.adapters import adapter_for
-from jobs.slurm.adapters.v0_0_38 import number, parse_gres, parse_jobs, parse_nodes, parse_partitions, parse_time_limit, parse_tres_gpus
+from slurm.adapters import adapter_for
+from slurm.adapters.v0_0_38 import number, parse_gres, parse_jobs, parse_nodes, parse_partitions, parse_time_limit, parse_tres_gpus
 
 
 def test_recorded_sinfo_nodes(slurm_json):

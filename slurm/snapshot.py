@@ -13,14 +13,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 from django.core.cache import cache
 
-from .slurm import SlurmError, SlurmGateway
-from .slurm.adapters import adapter_for
-from .slurm.records import Node, Partition, QueueJob
+from .adapters import adapter_for
+from .errors import SlurmError
+from .gateway import SlurmGateway
+from .parsing import parse_array_tasks
+from .records import Node, Partition, QueueJob
 
 SNAPSHOT_KEY = "cluster:snapshot"
 #: The same without ``jobs``: what most pages need (nodes, partitions, freshness), cheap to load.
 SNAPSHOT_LITE_KEY = "cluster:snapshot-lite"
-#: ``{job id: (position, pending in partition)}`` of the pending jobs (see jobs.queue), for pages.
+#: ``{job id: (position, pending in partition)}`` of the pending jobs (see :func:`queue_positions`), for pages.
 POSITIONS_KEY = "cluster:positions"
 PARTITIONS_EVERY = 60.0  # seconds between partition refreshes
 
@@ -88,13 +90,44 @@ def snapshot_load(*, with_jobs: bool = True) -> ClusterSnapshot | None:
 
 def snapshot_store(snapshot: ClusterSnapshot) -> None:
     """Store the snapshot, its copy without jobs, and the queue positions (one Redis round trip)."""
-    from .queue import queue_positions  # jobs.queue imports this module
-
     lite = replace(snapshot, jobs=[]).to_dict()
     values = {SNAPSHOT_KEY: snapshot.to_dict(), SNAPSHOT_LITE_KEY: lite}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         values[POSITIONS_KEY] = queue_positions(snapshot)
     cache.set_many(values, timeout=None)
+
+
+def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, int]]:
+    """job id -> (position, pending jobs in that partition) for every pending job in the snapshot.
+
+    Slurm has no position field. Position = 1 + pending jobs in the same partition with a higher
+    ``priority`` (ties: earlier ``submit_time``, then lower job id), as in the design. A pending
+    array record counts as its number of pending tasks (``123_[1-800%500]`` is 800 jobs ahead)."""
+    if snapshot is None:
+        return {}
+    by_partition: dict[str, list] = {}
+    for q in snapshot.jobs:
+        if q.state == "PENDING":
+            by_partition.setdefault(q.partition, []).append(q)
+    positions = {}
+    for jobs in by_partition.values():
+        jobs.sort(key=lambda q: (-q.priority, q.submit_time, q.job_id))
+        ahead = 0
+        total = sum(_weight(q) for q in jobs)
+        for q in jobs:
+            positions[q.job_id] = (ahead + 1, total)
+            ahead += _weight(q)
+    return positions
+
+
+def _weight(q) -> int:
+    """How many jobs a pending squeue record stands for: its array task count, else 1."""
+    if not q.array_task_string:
+        return 1
+    try:
+        return parse_array_tasks(q.array_task_string).count
+    except ValueError:
+        return 1
 
 
 def positions_load() -> dict[int, tuple[int, int]]:

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.conf import settings
 
-from jobs.slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
-from jobs.slurm.gateway import build_transport
-from jobs.slurm.ssh import SSHTransport
+from slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
+from slurm.gateway import build_transport
+from slurm.ssh import SSHTransport
 
 pytestmark = pytest.mark.integration
 

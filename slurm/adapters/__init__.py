@@ -1,7 +1,7 @@
 """One adapter per Slurm JSON output version (``meta.plugin.type``, e.g. ``openapi/v0.0.38``).
 
 Each adapter turns ``sinfo --json`` and ``squeue --json`` documents into the plain records of
-:mod:`jobs.slurm.records`. :func:`adapter_for` picks one from a document's ``meta``.
+:mod:`slurm.records`. :func:`adapter_for` picks one from a document's ``meta``.
 """
 from __future__ import annotations
 

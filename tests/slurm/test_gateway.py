@@ -1,7 +1,7 @@
 """The gateway with a scripted fake transport: argv building, sudo, errors."""
 import pytest
 
-from jobs.slurm import SlurmError, SlurmGateway, SlurmTimeout
+from slurm import SlurmError, SlurmGateway, SlurmTimeout
 from tests.fakes import FakeTransport
 
 
@@ -73,7 +73,7 @@ def test_invalid_utf8_output_is_replaced_not_raised():
 
 
 def test_local_transport_runs_argv_without_a_shell(tmp_path):
-    from jobs.slurm.local import LocalTransport
+    from slurm.local import LocalTransport
 
     marker = tmp_path / "pwned"
     gw = SlurmGateway(LocalTransport())
@@ -83,8 +83,8 @@ def test_local_transport_runs_argv_without_a_shell(tmp_path):
 
 
 def test_local_transport_deadline_and_missing_command():
-    from jobs.slurm import SlurmUnreachable
-    from jobs.slurm.local import LocalTransport
+    from slurm import SlurmUnreachable
+    from slurm.local import LocalTransport
 
     gw = SlurmGateway(LocalTransport())
     with pytest.raises(SlurmTimeout):
@@ -100,8 +100,8 @@ CTLD_DOWN_SINFO = '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"erro
 
 
 def test_json_errors_with_exit_0_are_a_failure_not_an_empty_queue():
-    from jobs.slurm import SlurmError
-    from jobs.snapshot import snapshot_take
+    from slurm import SlurmError
+    from slurm.snapshot import snapshot_take
 
     gw = SlurmGateway(FakeTransport().expect(["squeue", "--json"], stdout=CTLD_DOWN_SQUEUE))
     with pytest.raises(SlurmError) as err:

@@ -31,8 +31,8 @@ class Transport(Protocol):
     """Runs one argv list to completion on the submit host.
 
     ``execute`` returns a :class:`CommandResult` whatever the exit code; it raises
-    :class:`~jobs.slurm.errors.SlurmUnreachable` when nothing could run and
-    :class:`~jobs.slurm.errors.SlurmTimeout` when ``timeout`` (seconds) passed first. It never
+    :class:`~slurm.errors.SlurmUnreachable` when nothing could run and
+    :class:`~slurm.errors.SlurmTimeout` when ``timeout`` (seconds) passed first. It never
     builds a shell string from its arguments except by ``shlex.join`` (SSH only).
     """
 
