@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.audit import audit
+from audit.services import audit
 
 from .models import PersonalAccessToken, Scope
 

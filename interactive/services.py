@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone as djtz
 
 from accounts.models import User
-from jobs.audit import audit
+from audit.services import audit
 from jobs.policy import PolicyError, SitePolicy
 from slurm.parsing import time_left_seconds
 from jobs.selectors import snapshot_status

@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from .states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 
 
 class Job(models.Model):
@@ -123,21 +123,3 @@ class Job(models.Model):
             JobState.BOOT_FAIL: "The node could not be started for it. Submit it again; tell the cluster staff if it repeats.",
         }.get(self.state, "")
 
-
-class AuditEvent(models.Model):
-    """Who changed what, with the old and new values, written in the same transaction as the change."""
-
-    at = models.DateTimeField(auto_now_add=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=64, db_index=True)
-    #: What was changed, e.g. ``team:vision``, ``user:alice``, ``membership:vision/alice``, ``job:<key>``.
-    target = models.CharField(max_length=200, blank=True, default="", db_index=True)
-    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="audit")
-    old = models.JSONField(default=dict, blank=True)
-    new = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at"]
-
-    def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.action}"

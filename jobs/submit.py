@@ -26,7 +26,7 @@ from django.utils import timezone as djtz
 from accounts.models import User
 
 from .batch import render_batch_script
-from jobs.audit import audit
+from audit.services import audit
 from .models import Job
 from .policy import JobRequest, PolicyError, SitePolicy
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway

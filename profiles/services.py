@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
 from accounts.models import User
-from jobs.audit import audit
+from audit.services import audit
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from slurm.snapshot import snapshot_load

@@ -45,7 +45,7 @@ def audit_events(*, user, action: str = "", actor: str = "", target: str = "", s
     substring, ``since``/``until`` dates (inclusive). Raises ``PermissionDenied`` for non-admins."""
     from django.core.exceptions import PermissionDenied
 
-    from jobs.models import AuditEvent
+    from audit.models import AuditEvent
     from portal.dates import between_dates
 
     if not user.is_staff:

@@ -7,7 +7,7 @@ import logging
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from jobs.audit import audit
+from audit.services import audit
 
 from .models import Membership, Role, Source, Team
 from .roles import role_from_groups

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from jobs.audit import audit
+from audit.services import audit
 from slurm import SlurmError, SlurmGateway, get_gateway
 from portal.locks import redis_client
 

@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
     "accounts",
+    "audit",
     "jobs",
     "teams",
     "interactive",

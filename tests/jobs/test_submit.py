@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 
 from jobs import submit
 from jobs.batch import render_batch_script, sbatch_quote
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable

@@ -10,7 +10,7 @@ from http import HTTPStatus
 
 import pytest
 
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team

@@ -17,7 +17,7 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from slurm import SlurmGateway, SlurmUnreachable
 from teams import slurm_sync
 from teams.models import Membership, Role, Source, Team

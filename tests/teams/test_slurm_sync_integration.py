@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from slurm import get_gateway
 from teams.models import Membership, Team
 from teams.slurm_sync import teams_import, teams_sync
