@@ -1,40 +1,22 @@
-"""Submitting and cancelling batch jobs (the writes of design decision 4).
+"""Submitting and cancelling batch jobs: the user's side of design decision 4.
 
-``job_create`` writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id.
-``job_send`` (run by that task) never submits twice: after a first attempt it looks the job's key
-up in Slurm (``squeue --json``, then ``sacct --json``) and adopts the job it finds; it submits again
-only when Slurm answered and the key is in neither. An sbatch that failed clearly (non-zero exit)
-is final; one whose outcome is unknown (timeout, dropped connection) raises
-:class:`SubmissionUncertain`, which the task retries later through the same key check.
-
-Two runs for one job never overlap: ``job_send`` holds a PostgreSQL advisory lock on the job for the
-whole send (released by the database if the worker dies). Tasks lost with the broker (a Redis
-restart, a killed worker) are sent again by :func:`jobs_resend_stuck` (Celery beat), through the
-same key check.
+``job_create`` writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id;
+``job_cancel`` records the request and enqueues ``jobs.tasks.job_cancel_task``. What those tasks run
+(the idempotent send, the key look-up, scancel) is in :mod:`jobs.send`.
 """
 from __future__ import annotations
 
-import logging
-import posixpath
-from datetime import datetime, timedelta, timezone
-
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone as djtz
 
 from accounts.models import User
-
-from .batch import render_batch_script
 from audit.services import audit
+from slurm.snapshot import snapshot_load
+
 from .models import Job
 from .policy import JobRequest, PolicyError, SitePolicy
-from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
-from slurm.errors import controller_unreachable
-from slurm.snapshot import snapshot_load
-from slurm.states import JobState
-
-logger = logging.getLogger(__name__)
+from .tasks import enqueue, job_cancel_task, job_submit_task
 
 
 class PolicyRefused(Exception):
@@ -43,10 +25,6 @@ class PolicyRefused(Exception):
     def __init__(self, errors: list[PolicyError]):
         self.errors = errors
         super().__init__("; ".join(e.message for e in errors))
-
-
-class SubmissionUncertain(Exception):
-    """sbatch may or may not have run (timeout, connection lost). Retry via the key check only."""
 
 
 def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None, profile=None, profile_spec: dict | None = None) -> Job:
@@ -58,8 +36,6 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
     errors = policy.check(request) + account_problems
     if errors:
         raise PolicyRefused(errors)
-    from .tasks import job_submit_task
-
     with transaction.atomic():
         job = Job.objects.create(
             user=user,
@@ -93,207 +69,11 @@ def account_for(user: User, requested: str) -> tuple[str, list[PolicyError]]:
     return account, []
 
 
-def enqueue(task, job_id: int) -> bool:
-    """``task.delay(job_id)``, but a broker that cannot be reached (Redis restarting) only logs: the
-    row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was queued."""
-    try:
-        task.delay(job_id)
-    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...
-        logger.warning("could not queue %s for job %s (%s); the resend sweep will", task.name, job_id, exc)
-        return False
-    return True
-
-
-#: Exit status and stderr prefix of ``PORTAL_SBATCH_HELPER`` (cluster/etc/gpuportal-sbatch) when a
-#: directory cannot be made; nothing was submitted then.
-HELPER_DIRECTORY_FAILED = 3
-HELPER_PREFIX = "gpuportal-sbatch:"
-
-#: Namespace of the advisory locks job_send holds (one per job id).
-_SEND_LOCK = 0x6A6F62  # "job"
-
-
-def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
-    """Queue the submit task again for jobs still waiting to be submitted whose task may have been
-    lost (row older than ``older_than_s`` seconds, untouched for 30 s). Safe to repeat: job_send is
-    idempotent and serialised per job. Returns the job ids queued."""
-    from .tasks import job_submit_task
-
-    now = djtz.now()
-    stuck = list(
-        Job.objects.filter(state=JobState.SUBMITTING, slurm_job_id__isnull=True,
-                           created_at__lt=now - timedelta(seconds=older_than_s), updated_at__lt=now - timedelta(seconds=30))
-        .values_list("id", flat=True)[:500]
-    )
-    return [job_id for job_id in stuck if enqueue(job_submit_task, job_id)]
-
-
-def user_home(username: str, *, fresh: bool = False) -> str:
-    """The user's home directory from ``getent passwd`` on the submit host (as the service user),
-    remembered for ``settings.PORTAL_HOME_CACHE_SECONDS`` (one SSH round trip less per job; 0 = ask
-    every time) unless ``fresh``. Raises :class:`SlurmError`."""
-    from django.core.cache import cache
-
-    key = f"home:{username}"
-    seconds = settings.PORTAL_HOME_CACHE_SECONDS
-    if seconds and not fresh and (home := cache.get(key)):
-        return home
-    line = get_gateway().run(["getent", "passwd", username]).out.strip()
-    fields = line.split(":")
-    if len(fields) < 7 or not fields[5].startswith("/"):
-        raise SlurmError(["getent", "passwd", username], 0, line, "", message=f"no home directory for {username}")
-    if seconds:
-        cache.set(key, fields[5], seconds)
-    return fields[5]
-
-
-def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
-    """(per-job directory, chdir, stdout path, stderr path). ``workdir`` given by the user is taken
-    relative to their home unless absolute; outputs always go to the per-job directory."""
-    jobdir = settings.PORTAL_JOB_DIR.format(home=home.rstrip("/"), key=job.key)
-    chdir = job.workdir or jobdir
-    if job.workdir and not job.workdir.startswith("/"):
-        chdir = f"{home.rstrip('/')}/{job.workdir}"
-    return jobdir, chdir, f"{jobdir}/slurm-%j.out", f"{jobdir}/slurm-%j.err"
-
-
-def find_by_key(job: Job) -> tuple[int, str] | None:
-    """(job id, cluster) of the Slurm job carrying ``job.comment``, from ``squeue --json`` (every job
-    Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
-    neither has it. Raises :class:`SlurmError` when Slurm cannot answer (then we do not know)."""
-    gw = get_gateway()
-    squeue = gw.run_json(["squeue", "--json"])
-    for raw in squeue.get("jobs", []):
-        if raw.get("comment") == job.comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
-    since = (job.created_at - timedelta(minutes=5)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    sacct = gw.run_json(["sacct", "--json", "-u", job.user.username, "-S", since])
-    for raw in sacct.get("jobs", []):
-        comment = raw.get("comment")
-        text = comment.get("job") if isinstance(comment, dict) else comment
-        if text == job.comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
-    return None
-
-
-def parse_sbatch_parsable(out: str) -> tuple[int, str]:
-    """``sbatch --parsable`` output: ``123`` or ``123;clusterA`` -> (123, "" or "clusterA").
-    Raises ``ValueError`` for anything else."""
-    text = out.strip().splitlines()[-1] if out.strip() else ""
-    jobid, _, cluster = text.partition(";")
-    if not jobid.isdigit():
-        raise ValueError(f"unexpected sbatch output: {out.strip()[:200]!r}")
-    return int(jobid), cluster.strip()
-
-
-def _adopt(job: Job, jobid: int, cluster: str, *, action: str) -> Job:
-    """Record Slurm's job id on the row (state PENDING) and audit it, unless the row already has one
-    (then return the row as it is)."""
-    with transaction.atomic():
-        now = djtz.now()
-        claimed = Job.objects.filter(pk=job.pk, slurm_job_id__isnull=True).update(
-            slurm_job_id=jobid, slurm_cluster=cluster, state=JobState.PENDING, submit_error="", updated_at=now)
-        if not claimed:
-            return Job.objects.get(pk=job.pk)
-        old = {"state": job.state}
-        job.slurm_job_id, job.slurm_cluster, job.state, job.submit_error, job.updated_at = jobid, cluster, JobState.PENDING, "", now
-        audit(actor=None, action=action, job=job, old=old, new={"state": job.state, "slurm_job_id": jobid})
-    return job
-
-
-def _fail(job: Job, message: str) -> Job:
-    with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
-        old = {"state": job.state}
-        job.state, job.submit_error = JobState.SUBMIT_FAILED, message[:4000]
-        job.end_at = djtz.now()
-        job.save()
-        audit(actor=None, action="job.submit_failed", job=job, old=old, new={"state": job.state, "error": message[:500]})
-    return job
-
-
-def job_send(*, job_id: int) -> Job:
-    """Submit one job (the task's body). Idempotent: see the module docstring. Raises
-    :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job. Returns at once
-    (the row unchanged) when another run holds this job's send lock."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_SEND_LOCK, job_id])
-        if not cursor.fetchone()[0]:
-            logger.info("job %s: another run is sending it", job_id)
-            return Job.objects.get(pk=job_id)
-    try:
-        return _job_send_locked(job_id)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_SEND_LOCK, job_id])
-
-
-def _job_send_locked(job_id: int) -> Job:
-    try:
-        with transaction.atomic():
-            job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
-            if job.slurm_job_id or job.state != JobState.SUBMITTING:
-                return job
-            if job.cancel_requested_at and not job.submitted_at:
-                job.state, job.end_at = JobState.CANCELLED, djtz.now()
-                job.save()
-                audit(actor=None, action="job.cancelled_before_submit", job=job, new={"state": job.state})
-                return job
-            first_attempt = job.submitted_at is None
-            if not job.output_path:  # the paths are fixed once, committed with the first attempt's mark
-                _, job.workdir, job.output_path, job.error_path = job_paths(job, user_home(job.user.username))
-            job.submitted_at = djtz.now()
-            job.save(update_fields=["submitted_at", "workdir", "output_path", "error_path", "updated_at"])
-    except (SlurmTimeout, SlurmUnreachable) as exc:  # user_home: nothing was marked or submitted
-        Job.objects.filter(pk=job_id).update(submit_error=f"the cluster could not be reached: {exc.message}"[:4000])
-        raise SubmissionUncertain(str(exc)) from exc
-    except SlurmError as exc:
-        return _fail(Job.objects.get(pk=job_id), f"Your home directory on the cluster could not be found: {exc.message}.")
-    if not first_attempt:
-        try:
-            found = find_by_key(job)
-        except SlurmError as exc:
-            raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
-        if found:
-            return _adopt(job, *found, action="job.adopted")
-    jobdir = posixpath.dirname(job.output_path)
-    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
-    script = render_batch_script(job)
-    try:
-        # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
-        result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, *dirs, "--", "--parsable"], as_user=job.user.username,
-                                   stdin=script, check=False)
-    except (SlurmTimeout, SlurmUnreachable) as exc:
-        _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
-        raise SubmissionUncertain(str(exc)) from exc
-    if result.returncode == HELPER_DIRECTORY_FAILED and HELPER_PREFIX in result.err:
-        detail = [line for line in result.err.strip().splitlines() if HELPER_PREFIX not in line]
-        return _fail(job, "The job's directory could not be created: " + (detail[-1] if detail else "unknown error")
-                     + ". Choose a working directory you can write to (relative to your home).")
-    if result.returncode != 0:
-        if controller_unreachable(result.err):  # slurmctld down: not a refusal; the key check decides later
-            _mark_uncertain(job, f"Slurm's controller could not be reached ({result.err.strip()[-200:]}); trying again")
-            raise SubmissionUncertain(result.err.strip())
-        return _fail(job, (result.err or result.out).strip() or f"sbatch exited with {result.returncode}")
-    try:
-        jobid, cluster = parse_sbatch_parsable(result.out)
-    except ValueError as exc:
-        _mark_uncertain(job, str(exc))
-        raise SubmissionUncertain(str(exc)) from exc
-    return _adopt(job, jobid, cluster, action="job.submitted")
-
-
-def _mark_uncertain(job: Job, message: str) -> None:
-    Job.objects.filter(pk=job.pk).update(submit_error=message[:4000])
-
-
 def job_cancel(*, job: Job, by: User) -> Job:
     """The owner asks to cancel. Records the request (audit) and enqueues ``scancel`` on commit.
     Raises ``PermissionDenied`` for anyone but the owner."""
     if by.pk != job.user_id:
         raise PermissionDenied("Only the job's owner can cancel it.")
-    from .tasks import job_cancel_task
-
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_active or job.cancel_requested_at:
@@ -303,18 +83,3 @@ def job_cancel(*, job: Job, by: User) -> Job:
         audit(actor=by, action="job.cancel_requested", job=job, new={"state": job.state})
         transaction.on_commit(lambda: enqueue(job_cancel_task, job.id))
     return job
-
-
-def job_cancel_send(*, job_id: int) -> Job:
-    """Run ``scancel <id>`` as the job's owner (the task's body). A job not yet submitted is marked
-    cancelled by :func:`job_send`. Raises :class:`SlurmError` when Slurm cannot be reached (retried)."""
-    job = Job.objects.select_related("user").get(pk=job_id)
-    if not job.slurm_job_id or not job.is_active:
-        return job
-    get_gateway().run(["scancel", str(job.slurm_job_id)], as_user=job.user.username)
-    return job
-
-
-def to_datetime(seconds: int | None) -> datetime | None:
-    """Unix seconds -> aware UTC datetime (``None`` stays ``None``)."""
-    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds else None

@@ -25,7 +25,7 @@ from slurm.parsing import classify_state, parse_exit, parse_sacct_jobs
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from audit.services import audit
-from .submit import to_datetime
+from portal.dates import to_datetime
 
 logger = logging.getLogger(__name__)
 

@@ -1,23 +1,30 @@
-"""Celery tasks of the jobs app. Thin: each takes an id (or nothing) and calls one service."""
+"""Celery tasks of the jobs app. Thin: each takes an id (or nothing) and calls one service.
+
+Registered names are the module path (``jobs.tasks.<function>``): the beat schedule and the task
+routes in ``portal/settings/base.py`` name them, and queued messages carry them."""
+import logging
+
 from celery import shared_task
 
 from slurm import SlurmError
-from .submit import SubmissionUncertain, job_cancel_send, job_send, jobs_resend_stuck
+
+from .send import SubmissionUncertain, job_cancel_send, job_send, jobs_stuck
+from .services import snapshot_refresh
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
 def snapshot_poll() -> None:
     """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds): refresh the cluster snapshot and the
     Job rows. Not retried: the next beat tick is the retry."""
-    from .services import snapshot_refresh
-
     snapshot_refresh()
 
 
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)
 def job_submit_task(self, job_id: int) -> None:
     """Submit one job. Retried (every 20 s, up to 10 times) only when the outcome is uncertain; each
-    retry looks the job's key up in Slurm before submitting (``jobs.submit.job_send``)."""
+    retry looks the job's key up in Slurm before submitting (``jobs.send.job_send``)."""
     try:
         job_send(job_id=job_id)
     except SubmissionUncertain as exc:
@@ -38,3 +45,21 @@ def job_cancel_task(self, job_id: int) -> None:
 def jobs_resend_stuck_task() -> int:
     """Beat task (every 30 s): queue again the submissions whose task was lost. Returns how many."""
     return len(jobs_resend_stuck())
+
+
+def enqueue(task, job_id: int) -> bool:
+    """``task.delay(job_id)``, but a broker that cannot be reached (Redis restarting) only logs: the
+    row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was queued."""
+    try:
+        task.delay(job_id)
+    except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...
+        logger.warning("could not queue %s for job %s (%s); the resend sweep will", task.name, job_id, exc)
+        return False
+    return True
+
+
+def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
+    """Queue the submit task again for jobs still waiting to be submitted whose task may have been
+    lost (:func:`jobs.send.jobs_stuck`). Safe to repeat: job_send is idempotent and serialised per
+    job. Returns the job ids queued."""
+    return [job_id for job_id in jobs_stuck(older_than_s=older_than_s) if enqueue(job_submit_task, job_id)]

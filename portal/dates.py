@@ -1,7 +1,7 @@
-"""Small date helpers shared by pages."""
+"""Small date helpers shared by pages and services."""
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, timezone
 
 
 def parse_iso_date(text: str | None) -> date | None:
@@ -21,3 +21,8 @@ def between_dates(queryset, field: str, since: date | None, until: date | None):
     if until:
         queryset = queryset.filter(**{f"{field}__date__lte": until})
     return queryset
+
+
+def to_datetime(seconds: int | None) -> datetime | None:
+    """Unix seconds -> aware UTC datetime (``None`` stays ``None``)."""
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds else None

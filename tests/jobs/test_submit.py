@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from jobs import submit
+from jobs import send, submit
 from jobs.batch import render_batch_script, sbatch_quote
 from audit.models import AuditEvent
 from jobs.models import Job
@@ -40,7 +40,7 @@ def policy(slurm_json, settings):
 @pytest.fixture
 def fake(monkeypatch):
     transport = FakeTransport()
-    monkeypatch.setattr(submit, "get_gateway", lambda: SlurmGateway(transport))
+    monkeypatch.setattr(send, "get_gateway", lambda: SlurmGateway(transport))
     return transport
 
 
@@ -97,13 +97,13 @@ def test_account_must_be_one_of_the_users_teams(alice, policy, fake):
 def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
     job = make_job(alice)
     expect_submission(fake, sbatch_out="4242;portal\n")
-    sent = submit.job_send(job_id=job.pk)
+    sent = send.job_send(job_id=job.pk)
     assert (sent.state, sent.slurm_job_id, sent.slurm_cluster) == (JobState.PENDING, 4242, "portal")
     stdin = fake.calls[-1][1].decode()
     assert "#SBATCH --comment=\"portal:0f8e7a3c-5b1d-4c2e-9a6f-123456789abc\"" in stdin
     assert sent.output_path == f"/home/alice/portal-jobs/{KEY}/slurm-%j.out"
     # A redelivered task does nothing at all.
-    assert submit.job_send(job_id=job.pk).slurm_job_id == 4242
+    assert send.job_send(job_id=job.pk).slurm_job_id == 4242
     assert len(fake.calls) == 2
 
 
@@ -111,13 +111,13 @@ def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
 def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake):
     job = make_job(alice)
     expect_submission(fake, raises=SlurmTimeout(["sbatch"], None, message="late"))
-    with pytest.raises(submit.SubmissionUncertain):
-        submit.job_send(job_id=job.pk)
+    with pytest.raises(send.SubmissionUncertain):
+        send.job_send(job_id=job.pk)
     job.refresh_from_db()
     assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and "checking whether Slurm has the job" in job.submit_error
     queue = {"jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}]}
     fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
-    adopted = submit.job_send(job_id=job.pk)
+    adopted = send.job_send(job_id=job.pk)
     assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
     assert not any(is_submission(call) for call in fake.calls[2:])
     assert AuditEvent.objects.filter(job=job, action="job.adopted").exists()
@@ -130,7 +130,7 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
     fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": [{"job_id": 1, "comment": ""}]}))
     fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
     expect_submission(fake, home=False, sbatch_out="777\n")
-    sent = submit.job_send(job_id=job.pk)
+    sent = send.job_send(job_id=job.pk)
     assert sent.slurm_job_id == 777
     assert [c[0][0] for c in fake.calls][:2] == ["squeue", "sacct"]
 
@@ -142,7 +142,7 @@ def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
     fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": []}))
     fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": []}))
     expect_submission(fake, home=False, dirs=(JOBDIR, "/home/alice/runs/a"), sbatch_out="778\n")
-    sent = submit.job_send(job_id=job.pk)
+    sent = send.job_send(job_id=job.pk)
     assert (sent.slurm_job_id, sent.workdir, sent.output_path) == (778, "/home/alice/runs/a", f"{JOBDIR}/slurm-%j.out")
 
 
@@ -150,8 +150,8 @@ def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
 def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
     job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
     fake.expect(["squeue", "--json"], raises=SlurmUnreachable(["squeue"], None, message="down"))
-    with pytest.raises(submit.SubmissionUncertain):
-        submit.job_send(job_id=job.pk)
+    with pytest.raises(send.SubmissionUncertain):
+        send.job_send(job_id=job.pk)
     assert len(fake.calls) == 1
     assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
 
@@ -160,9 +160,9 @@ def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
 def test_clear_sbatch_refusal_is_final_with_slurms_words(alice, fake):
     job = make_job(alice)
     expect_submission(fake, sbatch_rc=1, sbatch_out="", sbatch_err="sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n")
-    failed = submit.job_send(job_id=job.pk)
+    failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and "Invalid account" in failed.submit_error
-    assert submit.job_send(job_id=job.pk).state == JobState.SUBMIT_FAILED
+    assert send.job_send(job_id=job.pk).state == JobState.SUBMIT_FAILED
     assert len(fake.calls) == 2  # no second sbatch
 
 
@@ -172,7 +172,7 @@ def test_a_directory_the_user_cannot_make_fails_with_mkdirs_words(alice, fake):
     expect_submission(fake, dirs=(JOBDIR, "/etc/forbidden"), sbatch_rc=3, sbatch_out="",
                       sbatch_err="/usr/bin/mkdir: cannot create directory '/etc/forbidden': Permission denied\n"
                                  "gpuportal-sbatch: could not make the directory; nothing was submitted\n")
-    failed = submit.job_send(job_id=job.pk)
+    failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and failed.slurm_job_id is None
     assert failed.submit_error == ("The job's directory could not be created: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
                                    "Permission denied. Choose a working directory you can write to (relative to your home).")
@@ -182,7 +182,7 @@ def test_a_directory_the_user_cannot_make_fails_with_mkdirs_words(alice, fake):
 def test_no_home_directory_fails_before_anything_is_sent(alice, fake):
     job = make_job(alice)
     fake.expect(["getent", "passwd", "alice"], stdout="", returncode=2)
-    failed = submit.job_send(job_id=job.pk)
+    failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and failed.submitted_at is None
     assert failed.submit_error.startswith("Your home directory on the cluster could not be found:")
     assert len(fake.calls) == 1
@@ -192,8 +192,8 @@ def test_no_home_directory_fails_before_anything_is_sent(alice, fake):
 def test_unreachable_before_sbatch_is_uncertain_not_failed(alice, fake):
     job = make_job(alice)
     fake.expect(["getent", "passwd", "alice"], raises=SlurmUnreachable(["getent"], None, message="sshd down"))
-    with pytest.raises(submit.SubmissionUncertain):
-        submit.job_send(job_id=job.pk)
+    with pytest.raises(send.SubmissionUncertain):
+        send.job_send(job_id=job.pk)
     job.refresh_from_db()
     assert job.state == JobState.SUBMITTING and "could not be reached" in job.submit_error
     assert job.submitted_at is None  # nothing was sent: the retry is a first attempt, not a key check
@@ -203,7 +203,7 @@ def test_unreachable_before_sbatch_is_uncertain_not_failed(alice, fake):
 def test_hostile_values_stay_data(alice, fake):
     job = make_job(alice, name="$(id) `id` \"q\" \\", workdir="runs/odd (dir) $(id)")
     expect_submission(fake, dirs=(JOBDIR, "/home/alice/runs/odd (dir) $(id)"), sbatch_out="99\n")
-    submit.job_send(job_id=job.pk)
+    send.job_send(job_id=job.pk)
     script = fake.calls[-1][1].decode()
     assert '#SBATCH --job-name="$(id) `id` \\"q\\" \\\\"' in script
     assert '#SBATCH --chdir="/home/alice/runs/odd (dir) $(id)"' in script
@@ -229,13 +229,13 @@ def test_sbatch_quote_refuses_line_breaks(bad):
 
 @pytest.mark.parametrize("out, parsed", [("123\n", (123, "")), ("123;clusterA\n", (123, "clusterA")), ("warning: x\n456;c\n", (456, "c"))])
 def test_parse_sbatch_parsable(out, parsed):
-    assert submit.parse_sbatch_parsable(out) == parsed
+    assert send.parse_sbatch_parsable(out) == parsed
 
 
 @pytest.mark.parametrize("out", ["", "Submitted batch job 12", "abc;def"])
 def test_parse_sbatch_parsable_refuses_other_output(out):
     with pytest.raises(ValueError):
-        submit.parse_sbatch_parsable(out)
+        send.parse_sbatch_parsable(out)
 
 
 @pytest.mark.django_db
@@ -248,14 +248,14 @@ def test_only_the_owner_can_cancel(alice, django_user_model, fake, django_captur
         submit.job_cancel(job=job, by=alice)
     assert len(callbacks) == 1 and Job.objects.get(pk=job.pk).cancel_requested_at
     fake.expect([*SUDO, "scancel", "4242"])
-    submit.job_cancel_send(job_id=job.pk)
+    send.job_cancel_send(job_id=job.pk)
     assert fake.calls[-1][0] == [*SUDO, "scancel", "4242"]
 
 
 @pytest.mark.django_db
 def test_cancel_before_submission_never_submits(alice, fake):
     job = make_job(alice, cancel_requested_at="2026-11-29T10:00:00Z")
-    assert submit.job_send(job_id=job.pk).state == JobState.CANCELLED
+    assert send.job_send(job_id=job.pk).state == JobState.CANCELLED
     assert fake.calls == []
 
 
@@ -263,8 +263,8 @@ def test_cancel_before_submission_never_submits(alice, fake):
 def test_home_directory_is_remembered(settings, clean_cache, fake):
     settings.PORTAL_HOME_CACHE_SECONDS = 60
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    assert submit.user_home("alice") == submit.user_home("alice") == "/home/alice"
+    assert send.user_home("alice") == send.user_home("alice") == "/home/alice"
     assert [c[0][-3:] for c in fake.calls] == [["getent", "passwd", "alice"]]  # asked once
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    assert submit.user_home("alice", fresh=True) == "/home/alice"
+    assert send.user_home("alice", fresh=True) == "/home/alice"
     assert len(fake.calls) == 2
