@@ -133,15 +133,3 @@ def _forbidden(request, exc):
 def _not_found(request, exc):
     return _error(request, 404, str(exc) or "Not found, or not yours.")
 
-
-def register() -> NinjaAPI:
-    """Attach every router (imported here so the modules can import :data:`api`)."""
-    from . import jobs, profiles, sessions, teams
-
-    if not getattr(api, "_portal_routers", False):
-        api.add_router("/", teams.router)
-        api.add_router("/jobs", jobs.router)
-        api.add_router("/sessions", sessions.router)
-        api.add_router("/profiles", profiles.router)
-        api._portal_routers = True
-    return api

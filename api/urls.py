@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views
-from .base import register
+from .routers import register
 
 urlpatterns = [
     path("api/v1/", register().urls),

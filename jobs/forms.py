@@ -6,7 +6,7 @@ import json
 from django import forms
 
 from .policy import GPU_COUNTS, JobRequest, SitePolicy
-from slurm.adapters.v0_0_38 import parse_time_limit
+from slurm.values import parse_time_limit
 
 
 class JobForm(forms.Form):

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from .models import Job
 from .reasons import Reason, explain_reason
-from slurm.parsing import time_left_seconds
+from slurm.values import time_left_seconds
 from slurm.states import JobState
 
 

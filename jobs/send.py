@@ -24,6 +24,7 @@ from django.utils import timezone as djtz
 
 from audit.services import audit
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
+from slurm.adapters import adapter_for
 from slurm.errors import controller_unreachable
 from slurm.states import JobState
 
@@ -89,18 +90,15 @@ def find_by_key(job: Job) -> tuple[int, str] | None:
     Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
     neither has it. Raises :class:`SlurmError` when Slurm cannot answer (then we do not know)."""
     gw = get_gateway()
-    squeue = gw.run_json(["squeue", "--json"])
-    for raw in squeue.get("jobs", []):
-        if raw.get("comment") == job.comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
+    argv = ["squeue", "--json"]
+    squeue = gw.run_json(argv)
+    found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
+    if found:
+        return found
     since = (job.created_at - timedelta(minutes=5)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    sacct = gw.run_json(["sacct", "--json", "-u", job.user.username, "-S", since])
-    for raw in sacct.get("jobs", []):
-        comment = raw.get("comment")
-        text = comment.get("job") if isinstance(comment, dict) else comment
-        if text == job.comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
-    return None
+    argv = ["sacct", "--json", "-u", job.user.username, "-S", since]
+    sacct = gw.run_json(argv)
+    return adapter_for(sacct, argv=argv).sacct_job_by_comment(sacct, job.comment)
 
 
 def parse_sbatch_parsable(out: str) -> tuple[int, str]:

@@ -21,9 +21,10 @@ from django.utils import timezone as djtz
 
 from .models import Job
 from slurm import SlurmError, SlurmGateway
-from slurm.parsing import classify_state, parse_exit, parse_sacct_jobs
+from slurm.adapters import adapter_for
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.values import classify_state, parse_exit
 from audit.services import audit
 from portal.dates import to_datetime
 
@@ -75,14 +76,16 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
         since = min(j.created_at for j in left).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        argv = ["sacct", "--json", "-S", since, "-j", ids]
         try:
-            doc = gateway.run_json(["sacct", "--json", "-S", since, "-j", ids])
+            doc = gateway.run_json(argv)
+            adapter = adapter_for(doc, argv=argv)
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
             Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
             result.unknown += len(left)
             return result
-        records = parse_sacct_jobs(doc)
+        records = adapter.parse_sacct_jobs(doc)
         finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and f.state in FINAL_STATES}
         hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
         if hidden:

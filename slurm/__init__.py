@@ -1,6 +1,6 @@
 """The one gateway to Slurm (design decision 2): every Slurm command goes through
 :func:`slurm.gateway.get_gateway` and raises only :class:`slurm.errors.SlurmError`."""
-from .errors import SlurmError, SlurmTimeout, SlurmUnreachable
+from .errors import SlurmError, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown
 from .gateway import SlurmGateway, get_gateway, reset_gateway
 from .transport import CommandResult, Transport
 
@@ -10,6 +10,7 @@ __all__ = [
     "SlurmGateway",
     "SlurmTimeout",
     "SlurmUnreachable",
+    "SlurmVersionUnknown",
     "Transport",
     "get_gateway",
     "reset_gateway",

@@ -40,6 +40,11 @@ class SlurmTimeout(SlurmError):
     ``returncode`` is ``None``; ``stdout``/``stderr`` hold what arrived before the deadline."""
 
 
+class SlurmVersionUnknown(SlurmError):
+    """Slurm answered, in a JSON output version the portal has no adapter for (see
+    :func:`slurm.adapters.adapter_for`); ``returncode`` is ``None``. Nothing was read from it."""
+
+
 #: What Slurm's client commands print when slurmctld could not be asked (or its answer was lost).
 CONTROLLER_UNREACHABLE_MARKERS = (
     "Unable to contact slurm controller",

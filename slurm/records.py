@@ -81,7 +81,7 @@ class QueueJob:
 @dataclass(frozen=True)
 class FinishedJob:
     """One job from ``sacct --json`` ``jobs[]`` (its ``steps`` are not read), built by
-    :func:`slurm.parsing.parse_sacct_jobs`.
+    :func:`slurm.adapters.v0_0_38.parse_sacct_jobs`.
 
     ``state`` is a :class:`slurm.states.JobState` from ``state.current`` and ``state_raw`` that text as
     Slurm wrote it; ``exit_code``/``signal`` from ``exit_code`` (``None`` = not reported); ``elapsed``
@@ -90,7 +90,8 @@ class FinishedJob:
     portal key ``portal:<uuid>``); ``gpus`` GPU type -> count from ``tres.allocated`` (typed entries
     win; ``""`` when untyped); ``nodes`` the node list text (``""`` when none was assigned);
     ``cancelled_by`` the user name from ``kill_request_user`` (``""`` when nobody cancelled it);
-    ``array_job_id`` 0 and ``array_task_id`` ``None`` for a job that is not an array task."""
+    ``array_job_id`` 0 and ``array_task_id`` ``None`` for a job that is not an array task;
+    ``submit`` Unix seconds from ``time.submission`` (``None`` = not reported)."""
 
     job_id: int
     array_job_id: int
@@ -111,6 +112,7 @@ class FinishedJob:
     nodes: str
     gpus: dict[str, int] = field(default_factory=dict)
     cancelled_by: str = ""
+    submit: int | None = None
 
     @property
     def gpu_hours(self) -> float:

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from .adapters import adapter_for
 from .errors import SlurmError
 from .gateway import SlurmGateway
-from .parsing import parse_array_tasks
+from .values import parse_array_tasks
 from .records import Node, Partition, QueueJob
 
 SNAPSHOT_KEY = "cluster:snapshot"
@@ -60,12 +60,13 @@ class ClusterSnapshot:
 
 
 def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = None, now: float | None = None) -> ClusterSnapshot:
-    """Poll Slurm once. Raises :class:`SlurmError` (from the gateway) or ``ValueError`` (output
-    that is not JSON)."""
+    """Poll Slurm once. Raises :class:`SlurmError` (from the gateway, or
+    :class:`~slurm.errors.SlurmVersionUnknown` for JSON of a version without an adapter) or
+    ``ValueError`` (output that is not JSON)."""
     now = time.time() if now is None else now
     sinfo = gateway.run_json(["sinfo", "--json"])
     squeue = gateway.run_json(["squeue", "--json"])
-    adapter = adapter_for(sinfo)
+    adapter = adapter_for(sinfo, argv=["sinfo", "--json"])
     partitions, partitions_at = (previous.partitions, previous.partitions_at) if previous else ([], 0.0)
     if not partitions or now - partitions_at >= PARTITIONS_EVERY:
         text = gateway.run(["scontrol", "show", "partition", "--oneliner"]).out
@@ -76,7 +77,7 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
         nodes=adapter.parse_nodes(sinfo),
         partitions=partitions,
         partitions_at=partitions_at,
-        jobs=adapter_for(squeue).parse_jobs(squeue),
+        jobs=adapter_for(squeue, argv=["squeue", "--json"]).parse_jobs(squeue),
     )
 
 

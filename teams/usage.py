@@ -33,7 +33,8 @@ from django.core.cache import cache
 
 from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
-from slurm.parsing import is_failure, parse_array_tasks, parse_sacct_jobs, parse_timestamp
+from slurm.adapters import adapter_for
+from slurm.values import is_failure, parse_array_tasks
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.states import ACTIVE_STATES
 
@@ -75,7 +76,7 @@ class MemberUsage:
     period, from sacct (``tres.allocated`` ``gres/gpu`` x ``time.start``..``time.end``, or ..now for a
     running job); ``gpu_hours_live``: Slurm's own figure (sshare ``GrpTRESRaw`` ``gres/gpu`` / 60);
     both ``None`` when GPUs are not tracked. ``jobs``: sacct jobs active in the period;
-    ``failed_jobs``: those :func:`slurm.parsing.is_failure` calls failed; ``median_wait_s``:
+    ``failed_jobs``: those :func:`slurm.values.is_failure` calls failed; ``median_wait_s``:
     median of ``time.start - time.submission`` in seconds over jobs that started in the period
     (``None`` when none did)."""
 
@@ -188,13 +189,12 @@ class _Run:
     failed: bool
 
 
-def _runs(doc: dict, now: float) -> list[_Run]:
-    """Jobs of a ``sacct --json`` document, with ``time.submission`` (not in FinishedJob) and an end
-    for unfinished ones: now while active, else start + elapsed."""
-    raws = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and "step" not in r]
+def _runs(doc: dict, now: float, *, argv: list[str] | None = None) -> list[_Run]:
+    """Jobs of a ``sacct --json`` document (read by its version's adapter), with an end for
+    unfinished ones: now while active, else start + elapsed."""
     runs = []
-    for raw, job in zip(raws, parse_sacct_jobs(doc), strict=True):
-        submit = parse_timestamp((raw.get("time") or {}).get("submission"))
+    for job in adapter_for(doc, argv=argv or ["sacct", "--json"]).parse_sacct_jobs(doc):
+        submit = job.submit
         end = job.end or (now if job.state in ACTIVE_STATES else (job.start or 0) + job.elapsed)
         runs.append(_Run(job.user, job.account, sum(job.gpus.values()), submit, job.start,
                          int(min(end, now)), is_failure(job.state, job.exit_code, job.signal)))
@@ -325,9 +325,10 @@ def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = N
     limits = parse_assoc_mgr(gateway.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]).out)
     start_dt = period_start(datetime.fromtimestamp(now, timezone.utc), config.reset_period)
     since = (start_dt - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
-    doc = gateway.run_json(["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"], timeout=SACCT_TIMEOUT_S)
+    argv = ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
+    doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
     start = start_dt.timestamp()
-    runs = [r for r in _runs(doc, now) if r.end >= start]
+    runs = [r for r in _runs(doc, now, argv=argv) if r.end >= start]
     demand = queue_demand(snapshot)
     teams = {}
     for account in dict.fromkeys(row.account for row in shares if not row.user):

@@ -1,17 +1,68 @@
-"""One adapter per Slurm JSON output version (``meta.plugin.type``, e.g. ``openapi/v0.0.38``).
+"""One adapter per Slurm JSON output version, chosen from the document itself.
 
-Each adapter turns ``sinfo --json`` and ``squeue --json`` documents into the plain records of
-:mod:`slurm.records`. :func:`adapter_for` picks one from a document's ``meta``.
+An adapter is a module that reads every document shape of its version into the plain records of
+:mod:`slurm.records`: ``parse_nodes(sinfo)``, ``parse_jobs(squeue)``, ``parse_sacct_jobs(sacct)``,
+``queue_job_by_comment(squeue, comment)`` and ``sacct_job_by_comment(sacct, comment)`` (the key
+look-up of a retried submission), plus ``parse_partitions(text)`` for ``scontrol show partition
+--oneliner``. Values inside the documents are read by :mod:`slurm.values`.
+
+:func:`adapter_for` picks the adapter from the document's ``meta``: the output plugin it names
+(22.05: ``meta.plugin.type`` ``openapi/v0.0.38`` or ``openapi/dbv0.0.38``; 23.02 and later:
+``meta.plugins.data_parser`` / ``meta.plugin.data_parser`` ``data_parser/v0.0.NN``), else the Slurm
+release (``meta.Slurm.version`` / ``meta.slurm.version``: ``{major, minor, micro}``). A version
+without an adapter is a :class:`~slurm.errors.SlurmVersionUnknown` naming it, never a guess.
+
+To read a new version: add ``vX_Y_Z.py`` with the functions above, register it in :data:`ADAPTERS`
+(and its release in :data:`RELEASES`), and record its outputs under ``tests/fixtures/slurm/<release>/``.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from types import ModuleType
 
+from ..errors import SlurmVersionUnknown
 from . import v0_0_38
 
+#: Output plugin version (``v0.0.38``; the ``db`` of sacct's ``dbv0.0.38`` dropped) -> adapter.
+ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38}
+#: Slurm release (``major.minor``, zero-padded as Slurm writes it) -> adapter, for documents whose
+#: ``meta`` names no plugin.
+RELEASES: dict[str, ModuleType] = {"22.05": v0_0_38}
 
-def adapter_for(document: dict) -> ModuleType:
-    """The adapter module for this document. 22.05 (``openapi/v0.0.38``) is the recorded baseline;
-    newer plugins are read by the same adapter, which also accepts their shapes (``job_state`` as a
-    list, numbers as ``{set, infinite, number}``)."""
-    return v0_0_38
+_PLUGIN_VERSION = re.compile(r"(?:db)?(v\d+\.\d+\.\d+)$")
+
+
+def document_version(document: dict) -> tuple[str, str]:
+    """(plugin version, Slurm release) named in ``document["meta"]``; ``""`` for what it does not
+    name. E.g. 22.05.8's ``squeue --json`` gives ``("v0.0.38", "22.05")``."""
+    meta = document.get("meta") if isinstance(document, dict) else None
+    if not isinstance(meta, dict):
+        return "", ""
+    plugin = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
+    plugins = meta.get("plugins") if isinstance(meta.get("plugins"), dict) else {}
+    named = str(plugin.get("type") or plugin.get("data_parser") or plugins.get("data_parser") or "")
+    match = _PLUGIN_VERSION.search(named)
+    slurm = meta.get("Slurm") or meta.get("slurm") or {}
+    version = slurm.get("version") if isinstance(slurm, dict) else None
+    release = ""
+    if isinstance(version, dict) and str(version.get("major", "")).isdigit() and str(version.get("minor", "")).isdigit():
+        release = f"{int(version['major'])}.{int(version['minor']):02d}"
+    return (match.group(1) if match else named), release
+
+
+def adapter_for(document: dict, *, argv: Sequence[str] = ()) -> ModuleType:
+    """The adapter for this document (see the module docstring). ``argv``: the command that printed
+    it, for the error. Raises :class:`~slurm.errors.SlurmVersionUnknown` when neither the plugin
+    nor the release it names has an adapter."""
+    plugin, release = document_version(document)
+    if plugin in ADAPTERS:
+        return ADAPTERS[plugin]
+    if not plugin and release in RELEASES:
+        return RELEASES[release]
+    named = ", ".join(part for part in (f"output plugin {plugin!r}" if plugin else "", f"Slurm {release}" if release else "") if part)
+    raise SlurmVersionUnknown(
+        argv, None,
+        message=(f"{(list(argv) or ['Slurm'])[0]} printed JSON of {named or 'no version (its meta names none)'}, which the portal "
+                 f"cannot read: known output versions are {', '.join(sorted(ADAPTERS))} (Slurm {', '.join(sorted(RELEASES))})."),
+    )

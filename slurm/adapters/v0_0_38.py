@@ -1,81 +1,33 @@
-"""Adapter for Slurm 22.05's JSON (``openapi/v0.0.38``), tolerant of newer shapes.
+"""Adapter for Slurm 22.05's JSON: ``openapi/v0.0.38`` (``sinfo``/``squeue --json``) and
+``openapi/dbv0.0.38`` (``sacct --json``). Every field name this portal reads from those documents is
+here; the values in them are read by :mod:`slurm.values`.
 
-Recorded outputs live in ``tests/fixtures/slurm/22.05/``. Newer Slurm (23.11+) sends numbers as
-``{"set": bool, "infinite": bool, "number": int}`` and ``job_state`` as a list; both are read here.
+Recorded outputs: ``tests/fixtures/slurm/22.05/``. The readers also accept the shapes later Slurm
+writes (numbers as ``{"set", "infinite", "number"}``, states as lists), as they did before versions
+were told apart; :func:`slurm.adapters.adapter_for` sends only 22.05 documents here.
 """
 from __future__ import annotations
 
-import re
-
 import hostlist
 
-from ..records import Node, Partition, QueueJob
+from ..records import FinishedJob, Node, Partition, QueueJob
+from ..states import JobState
+from ..values import (
+    NO_NODES,
+    classify_state,
+    exit_or_none,
+    first_state,
+    gres_gpus,
+    number,
+    parse_exit,
+    parse_gres,
+    parse_limit_minutes,
+    parse_time_limit,
+    parse_timestamp,
+    parse_tres_gpus,
+    tres_list_gpus,
+)
 
-_GRES_ITEM = re.compile(r"([^,(]+)(?:\([^)]*\))?")
-
-
-def number(value, default=None):
-    """An int from a plain number or a ``{set, infinite, number}`` object; ``None`` for infinite
-    or unset; ``default`` for missing values."""
-    if isinstance(value, dict):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        value = value.get("number")
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return int(value)
-    return default
-
-
-def first_state(value) -> str:
-    """``job_state`` / node ``state`` as one upper-case word (lists: first element)."""
-    if isinstance(value, list):
-        value = value[0] if value else ""
-    return str(value or "").upper()
-
-
-def parse_gres(text: str | None) -> dict[str, int]:
-    """``gpu:a100:4,gpu:t4:1(S:0)`` -> ``{"a100": 4, "t4": 1}``; ``gpu:2`` -> ``{"": 2}``.
-
-    Items are split on commas outside parentheses (``gpu:a100:2(IDX:0,2)`` is one item). Non-GPU
-    GRES and ``N/A``/``(null)`` are ignored."""
-    gpus: dict[str, int] = {}
-    if not text or text in {"N/A", "(null)"}:
-        return gpus
-    for match in _GRES_ITEM.finditer(text):
-        parts = match.group(1).strip().split(":")
-        if not parts or parts[0] not in {"gpu", "gres/gpu"}:
-            continue
-        if len(parts) == 3 and parts[2].isdigit():
-            gtype, count = parts[1], int(parts[2])
-        elif len(parts) == 2 and parts[1].isdigit():
-            gtype, count = "", int(parts[1])
-        else:
-            continue
-        gpus[gtype] = gpus.get(gtype, 0) + count
-    return gpus
-
-
-def parse_tres_gpus(text: str | None) -> dict[str, int]:
-    """GPU counts from a TRES string ``cpu=1,mem=1000M,gres/gpu=2,gres/gpu:a100=2`` ->
-    ``{"a100": 2}``. Typed entries win; an untyped ``gres/gpu=N`` is kept as ``{"": N}`` only
-    when no typed entry exists."""
-    typed: dict[str, int] = {}
-    untyped = 0
-    for item in (text or "").split(","):
-        key, _, value = item.partition("=")
-        if not key.startswith("gres/gpu") or not value.isdigit():
-            continue
-        if key == "gres/gpu":
-            untyped = int(value)
-        elif key.startswith("gres/gpu:"):
-            typed[key.split(":", 1)[1]] = int(value)
-    if typed:
-        return typed
-    return {"": untyped} if untyped else {}
 
 
 def parse_nodes(sinfo: dict) -> list[Node]:
@@ -102,32 +54,6 @@ def parse_nodes(sinfo: dict) -> list[Node]:
             )
         )
     return nodes
-
-
-def parse_time_limit(text: str) -> int | None:
-    """Slurm time -> seconds. Forms (``man sbatch --time``): ``minutes``, ``minutes:seconds``,
-    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``;
-    ``UNLIMITED``, ``INFINITE`` and ``NONE`` -> ``None``. Raises ``ValueError`` otherwise."""
-    text = text.strip()
-    if text.upper() in {"UNLIMITED", "INFINITE", "NONE", ""}:
-        return None
-    if "-" in text:  # days-hours[:minutes[:seconds]]
-        d, rest = text.split("-", 1)
-        parts = [int(p) for p in rest.split(":")]
-        if len(parts) > 3:
-            raise ValueError(f"not a Slurm time: {text!r}")
-        h, m, s = (parts + [0, 0])[:3]
-        return ((int(d) * 24 + h) * 60 + m) * 60 + s
-    parts = [int(p) for p in text.split(":")]
-    if len(parts) == 1:  # minutes
-        h, m, s = 0, parts[0], 0
-    elif len(parts) == 2:  # minutes:seconds
-        h, m, s = 0, parts[0], parts[1]
-    elif len(parts) == 3:
-        h, m, s = parts
-    else:
-        raise ValueError(f"not a Slurm time: {text!r}")
-    return (h * 60 + m) * 60 + s
 
 
 def parse_partitions(oneliner: str) -> list[Partition]:
@@ -178,16 +104,97 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 gpus=alloc or parse_tres_gpus(raw.get("tres_req_str")),
                 comment=raw.get("comment") or "",
                 nodes=raw.get("nodes") or "",
-                **dict(zip(("exit_code", "signal"), _exit_or_none(raw.get("exit_code")), strict=True)),
+                **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
             )
         )
     return jobs
 
 
-def _exit_or_none(value) -> tuple[int | None, int | None]:
-    from ..parsing import parse_exit
+def gpus_requested(raw_job: dict) -> dict[str, int]:
+    """GPUs a squeue ``jobs[]`` entry asked for, for the whole job, by type (``""`` untyped):
+    ``tres_per_job`` (``--gpus``) as is; else ``tres_per_node`` (``--gpus-per-node``, ``--gres``)
+    x ``node_count`` (the minimum while pending); else ``tres_per_task`` x ``tasks``; else
+    ``tres_per_socket`` x ``sockets_per_node`` x ``node_count``; else, and when a count is missing,
+    the GPUs of ``tres_req_str`` (typed entries win). ``{}`` for a job without GPUs."""
+    nodes = number(raw_job.get("node_count"))
+    per_socket = gres_gpus(raw_job.get("tres_per_socket"))
+    sockets = number(raw_job.get("sockets_per_node"))
+    for gpus, factor in (
+        (gres_gpus(raw_job.get("tres_per_job")), 1),
+        (gres_gpus(raw_job.get("tres_per_node")), nodes),
+        (gres_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
+        (per_socket, sockets * nodes if sockets and nodes else None),
+    ):
+        if gpus and factor:
+            return {gtype: count * factor for gtype, count in gpus.items()}
+        if gpus:
+            break  # a count is missing: Slurm's own total below
+    return parse_tres_gpus(raw_job.get("tres_req_str"))
 
-    try:
-        return parse_exit(value)
-    except ValueError:
-        return None, None
+
+def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
+    """Jobs from a ``sacct --json`` document (22.05 ``dbv0.0.38``; newer shapes too), one per
+    ``jobs[]`` entry; steps (nested ``steps``, or entries carrying a ``step`` key) are not jobs.
+    A FAILED job whose JSON says exit 0 without a signal gets ``exit_code=None``: 22.05 writes
+    every normal exit as 0 (see :func:`parse_exit`), so the real code is unknown. ``ValueError``
+    only when a field holds something Slurm does not write (e.g. a time limit ``"soon"``)."""
+    return [_finished_job(raw) for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _finished_job(raw: dict) -> FinishedJob:
+    state, state_raw = classify_state((raw.get("state") or {}).get("current"))
+    exit_code, signal = parse_exit(raw.get("exit_code"))
+    if state == JobState.FAILED and exit_code == 0 and not signal:
+        exit_code = None
+    times = raw.get("time") or {}
+    array = raw.get("array") or {}
+    nodes = _text(raw.get("nodes"))
+    return FinishedJob(
+        job_id=number(raw.get("job_id"), 0),
+        array_job_id=number(array.get("job_id"), 0) or 0,
+        array_task_id=number(array.get("task_id")),
+        name=_text(raw.get("name")),
+        user=_text(raw.get("user")),
+        account=_text(raw.get("account")),
+        partition=_text(raw.get("partition")),
+        state=state,
+        state_raw=state_raw,
+        exit_code=exit_code,
+        signal=signal,
+        elapsed=number(times.get("elapsed"), 0) or 0,
+        start=parse_timestamp(times.get("start")),
+        end=parse_timestamp(times.get("end")),
+        time_limit=parse_limit_minutes(times.get("limit")),
+        comment=_text((raw.get("comment") or {}).get("job")),
+        nodes="" if nodes.strip() in NO_NODES else nodes,
+        gpus=tres_list_gpus((raw.get("tres") or {}).get("allocated")),
+        cancelled_by=_text(raw.get("kill_request_user")),
+        submit=parse_timestamp(times.get("submission")),
+    )
+
+
+# --- the key look-up (a retried submission) -------------------------------------------------------
+
+
+def queue_job_by_comment(squeue: dict, comment: str) -> tuple[int, str] | None:
+    """(job id, cluster) of the ``squeue --json`` job whose ``comment`` is ``comment`` (the portal's
+    ``portal:<key>``); ``None`` when no job carries it. ``cluster`` is ``""`` when not written."""
+    for raw in squeue.get("jobs", []):
+        if raw.get("comment") == comment:
+            return int(raw["job_id"]), str(raw.get("cluster") or "")
+    return None
+
+
+def sacct_job_by_comment(sacct: dict, comment: str) -> tuple[int, str] | None:
+    """The same from a ``sacct --json`` document, whose ``comment`` is an object (``comment.job``;
+    a plain string is read too)."""
+    for raw in sacct.get("jobs", []):
+        value = raw.get("comment")
+        text = value.get("job") if isinstance(value, dict) else value
+        if text == comment:
+            return int(raw["job_id"]), str(raw.get("cluster") or "")
+    return None

@@ -24,6 +24,8 @@ KEY = uuid.UUID("0f8e7a3c-5b1d-4c2e-9a6f-123456789abc")
 PASSWD = "alice:x:1001:1001::/home/alice:/bin/bash\n"
 HELPER = "/usr/local/libexec/gpuportal/gpuportal-sbatch"  # settings.PORTAL_SBATCH_HELPER's default
 JOBDIR = f"/home/alice/portal-jobs/{KEY}"
+#: What Slurm 22.05 writes at the top of every --json document; the adapter is chosen from it.
+META_2205 = {"meta": {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}, "release": "22.05.8"}}}
 
 
 @pytest.fixture
@@ -115,7 +117,7 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
         send.job_send(job_id=job.pk)
     job.refresh_from_db()
     assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and "checking whether Slurm has the job" in job.submit_error
-    queue = {"jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}]}
+    queue = {**META_2205, "jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}]}
     fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
     adopted = send.job_send(job_id=job.pk)
     assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
@@ -127,8 +129,8 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
 def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake):
     # As a first attempt leaves the row: marked, its paths fixed.
     job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
-    fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": [{"job_id": 1, "comment": ""}]}))
-    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
+    fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
+    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
     expect_submission(fake, home=False, sbatch_out="777\n")
     sent = send.job_send(job_id=job.pk)
     assert sent.slurm_job_id == 777
@@ -139,8 +141,8 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
 def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
     job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir="runs/a")
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    fake.expect(["squeue", "--json"], stdout=json.dumps({"jobs": []}))
-    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({"jobs": []}))
+    fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": []}))
+    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": []}))
     expect_submission(fake, home=False, dirs=(JOBDIR, "/home/alice/runs/a"), sbatch_out="778\n")
     sent = send.job_send(job_id=job.pk)
     assert (sent.slurm_job_id, sent.workdir, sent.output_path) == (778, "/home/alice/runs/a", f"{JOBDIR}/slurm-%j.out")

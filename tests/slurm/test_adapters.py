@@ -1,8 +1,14 @@
 """Slurm JSON adapters on outputs recorded from the local Slurm 22.05, plus the odd inputs."""
+import json
+
 import pytest
 
-from slurm.adapters import adapter_for
-from slurm.adapters.v0_0_38 import number, parse_gres, parse_jobs, parse_nodes, parse_partitions, parse_time_limit, parse_tres_gpus
+from slurm import SlurmError, SlurmGateway, SlurmVersionUnknown
+from slurm.adapters import adapter_for, v0_0_38
+from slurm.adapters.v0_0_38 import parse_jobs, parse_nodes, parse_partitions
+from slurm.snapshot import snapshot_take
+from slurm.values import number, parse_gres, parse_time_limit, parse_tres_gpus
+from tests.fakes import FakeTransport
 
 
 def test_recorded_sinfo_nodes(slurm_json):
@@ -120,3 +126,37 @@ def test_squeue_exit_status_is_decoded(slurm_json):
     jobs = {j.name: j for j in parse_jobs(slurm_json("22.05", "squeue_arrays"))}
     assert any((j.exit_code, j.signal) == (3, 0) for j in jobs.values())
     assert any(j.signal == 9 for j in jobs.values())
+
+
+@pytest.mark.parametrize("name", ["sinfo", "squeue", "squeue_arrays", "sacct", "sacct_outcomes", "sacct_team_final"])
+def test_every_recorded_2205_document_gets_the_v0_0_38_adapter(slurm_json, name):
+    assert adapter_for(slurm_json("22.05", name)) is v0_0_38
+
+
+@pytest.mark.parametrize(
+    "meta, named",
+    [
+        ({"plugins": {"data_parser": "data_parser/v0.0.40"}, "slurm": {"version": {"major": 23, "minor": 11, "micro": 1}}}, "v0.0.40"),
+        ({"plugin": {"type": "openapi/v0.0.37"}}, "v0.0.37"),
+        ({"Slurm": {"version": {"major": 24, "minor": 5, "micro": 0}}}, "Slurm 24.05"),
+        ({}, "no version"),
+    ],
+)
+def test_an_unknown_version_is_a_slurm_error_naming_it(meta, named):
+    with pytest.raises(SlurmVersionUnknown) as caught:
+        adapter_for({"meta": meta, "jobs": []}, argv=["squeue", "--json"])
+    assert named in caught.value.message and "squeue" in caught.value.message
+    assert isinstance(caught.value, SlurmError) and caught.value.returncode is None
+
+
+def test_the_release_alone_chooses_when_no_plugin_is_named():
+    assert adapter_for({"meta": {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 2}}}}) is v0_0_38
+
+
+def test_a_snapshot_of_an_unknown_version_is_a_failed_poll_not_an_empty_cluster(slurm_json):
+    newer = {**slurm_json("22.05", "sinfo"), "meta": {"plugins": {"data_parser": "data_parser/v0.0.41"}}}
+    fake = FakeTransport()
+    fake.expect(["sinfo", "--json"], stdout=json.dumps(newer))
+    fake.expect(["squeue", "--json"], stdout=json.dumps(slurm_json("22.05", "squeue")))
+    with pytest.raises(SlurmVersionUnknown, match="v0.0.41"):
+        snapshot_take(SlurmGateway(fake), now=1000.0)

@@ -1,20 +1,19 @@
-"""The batch-job parsers (slurm/parsing.py) on outputs recorded from Slurm 22.05.8
+"""The batch-job parsers (slurm/values.py) on outputs recorded from Slurm 22.05.8
 (tests/fixtures/slurm/22.05/, see its README) plus the odd inputs and the newer JSON shapes."""
 import pytest
 
-from slurm.adapters.v0_0_38 import parse_jobs, parse_tres_gpus
-from slurm.parsing import (
+from slurm.adapters.v0_0_38 import gpus_requested, parse_jobs, parse_sacct_jobs
+from slurm.values import (
     ArrayTasks,
     array_finished,
     classify_state,
     expand_nodes,
-    gpus_requested,
     is_failure,
     parse_array_tasks,
     parse_exit,
     parse_limit_minutes,
-    parse_sacct_jobs,
     parse_timestamp,
+    parse_tres_gpus,
     time_left_seconds,
 )
 from slurm.records import QueueJob

@@ -1,5 +1,6 @@
-"""Pure parsing of batch-job fields from Slurm: array task strings, time limits and timestamps, exit
-codes, job states, GPU requests, node lists and ``sacct --json`` documents. No I/O.
+"""Slurm's values, parsed once for every reader: numbers, array task strings, time limits, times and
+timestamps, exit codes, job states, GRES/TRES GPU counts and node lists. No I/O, no documents: the
+per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON and call these.
 
 Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
@@ -17,14 +18,39 @@ import hostlist
 
 from .states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
 
-from .adapters.v0_0_38 import number, parse_tres_gpus
-from .records import FinishedJob, QueueJob
+from .records import QueueJob
+
+# --- numbers -------------------------------------------------------------------------------------
+
+def number(value, default=None):
+    """An int from a plain number or a ``{set, infinite, number}`` object; ``None`` for infinite
+    or unset; ``default`` for missing values."""
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        value = value.get("number")
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    return default
+
+
+def first_state(value) -> str:
+    """``job_state`` / node ``state`` as one upper-case word (lists: first element)."""
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    return str(value or "").upper()
+
 
 # --- array jobs --------------------------------------------------------------------------------
 
 _ARRAY_TEXT = re.compile(r"(?:([0-9]+)_)?(?:\[([^\[\]]*)\]|([^\[\]_]*))")
 _ARRAY_SPAN = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
 _DIGITS = re.compile(r"[0-9]+")
+_GRES_ITEM = re.compile(r"([^,(]+)(?:\([^)]*\))?")
 
 
 @dataclass(frozen=True)
@@ -145,6 +171,32 @@ def parse_timestamp(value: SlurmNumber) -> int | None:
     return seconds if seconds is not None and seconds > 0 else None
 
 
+def parse_time_limit(text: str) -> int | None:
+    """Slurm time -> seconds. Forms (``man sbatch --time``): ``minutes``, ``minutes:seconds``,
+    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``;
+    ``UNLIMITED``, ``INFINITE`` and ``NONE`` -> ``None``. Raises ``ValueError`` otherwise."""
+    text = text.strip()
+    if text.upper() in {"UNLIMITED", "INFINITE", "NONE", ""}:
+        return None
+    if "-" in text:  # days-hours[:minutes[:seconds]]
+        d, rest = text.split("-", 1)
+        parts = [int(p) for p in rest.split(":")]
+        if len(parts) > 3:
+            raise ValueError(f"not a Slurm time: {text!r}")
+        h, m, s = (parts + [0, 0])[:3]
+        return ((int(d) * 24 + h) * 60 + m) * 60 + s
+    parts = [int(p) for p in text.split(":")]
+    if len(parts) == 1:  # minutes
+        h, m, s = 0, parts[0], 0
+    elif len(parts) == 2:  # minutes:seconds
+        h, m, s = 0, parts[0], parts[1]
+    elif len(parts) == 3:
+        h, m, s = parts
+    else:
+        raise ValueError(f"not a Slurm time: {text!r}")
+    return (h * 60 + m) * 60 + s
+
+
 def time_left_seconds(*, start: int | None, limit_minutes: int | None, now: float) -> int | None:
     """Seconds until a running job reaches its time limit (``start`` Unix seconds + limit), clamped
     at 0; ``None`` when the start is unknown or there is no limit."""
@@ -249,7 +301,7 @@ def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bo
 # --- GPUs ----------------------------------------------------------------------------------------
 
 
-def _gres_gpus(text: str | None) -> dict[str, int]:
+def gres_gpus(text: str | None) -> dict[str, int]:
     """GPUs in a squeue ``tres_per_*`` string: ``gres:gpu:a100:2`` (22.05), ``gres/gpu:2`` (newer),
     ``gpu``, several joined by commas (``gres:gpu:t4:1,gres:gpu:a100:1``). A bare type counts 1."""
     gpus: dict[str, int] = {}
@@ -265,29 +317,48 @@ def _gres_gpus(text: str | None) -> dict[str, int]:
     return gpus
 
 
-def gpus_requested(raw_job: dict) -> dict[str, int]:
-    """GPUs a squeue ``jobs[]`` entry asked for, for the whole job, by type (``""`` untyped):
-    ``tres_per_job`` (``--gpus``) as is; else ``tres_per_node`` (``--gpus-per-node``, ``--gres``)
-    x ``node_count`` (the minimum while pending); else ``tres_per_task`` x ``tasks``; else
-    ``tres_per_socket`` x ``sockets_per_node`` x ``node_count``; else, and when a count is missing,
-    the GPUs of ``tres_req_str`` (typed entries win). ``{}`` for a job without GPUs."""
-    nodes = number(raw_job.get("node_count"))
-    per_socket = _gres_gpus(raw_job.get("tres_per_socket"))
-    sockets = number(raw_job.get("sockets_per_node"))
-    for gpus, factor in (
-        (_gres_gpus(raw_job.get("tres_per_job")), 1),
-        (_gres_gpus(raw_job.get("tres_per_node")), nodes),
-        (_gres_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
-        (per_socket, sockets * nodes if sockets and nodes else None),
-    ):
-        if gpus and factor:
-            return {gtype: count * factor for gtype, count in gpus.items()}
-        if gpus:
-            break  # a count is missing: Slurm's own total below
-    return parse_tres_gpus(raw_job.get("tres_req_str"))
+def parse_gres(text: str | None) -> dict[str, int]:
+    """``gpu:a100:4,gpu:t4:1(S:0)`` -> ``{"a100": 4, "t4": 1}``; ``gpu:2`` -> ``{"": 2}``.
+
+    Items are split on commas outside parentheses (``gpu:a100:2(IDX:0,2)`` is one item). Non-GPU
+    GRES and ``N/A``/``(null)`` are ignored."""
+    gpus: dict[str, int] = {}
+    if not text or text in {"N/A", "(null)"}:
+        return gpus
+    for match in _GRES_ITEM.finditer(text):
+        parts = match.group(1).strip().split(":")
+        if not parts or parts[0] not in {"gpu", "gres/gpu"}:
+            continue
+        if len(parts) == 3 and parts[2].isdigit():
+            gtype, count = parts[1], int(parts[2])
+        elif len(parts) == 2 and parts[1].isdigit():
+            gtype, count = "", int(parts[1])
+        else:
+            continue
+        gpus[gtype] = gpus.get(gtype, 0) + count
+    return gpus
 
 
-def _tres_list_gpus(entries: list[dict] | None) -> dict[str, int]:
+def parse_tres_gpus(text: str | None) -> dict[str, int]:
+    """GPU counts from a TRES string ``cpu=1,mem=1000M,gres/gpu=2,gres/gpu:a100=2`` ->
+    ``{"a100": 2}``. Typed entries win; an untyped ``gres/gpu=N`` is kept as ``{"": N}`` only
+    when no typed entry exists."""
+    typed: dict[str, int] = {}
+    untyped = 0
+    for item in (text or "").split(","):
+        key, _, value = item.partition("=")
+        if not key.startswith("gres/gpu") or not value.isdigit():
+            continue
+        if key == "gres/gpu":
+            untyped = int(value)
+        elif key.startswith("gres/gpu:"):
+            typed[key.split(":", 1)[1]] = int(value)
+    if typed:
+        return typed
+    return {"": untyped} if untyped else {}
+
+
+def tres_list_gpus(entries: list[dict] | None) -> dict[str, int]:
     """GPUs in a sacct ``tres.allocated`` list (``{"type": "gres", "name": "gpu:a100", "count":
     4}``); typed entries win over the untyped ``gpu`` total, as in ``parse_tres_gpus``."""
     text = ",".join(
@@ -316,48 +387,9 @@ def expand_nodes(text: str | None) -> list[str]:
         raise ValueError(f"Not a Slurm node list: {text!r} ({exc})") from exc
 
 
-# --- sacct ---------------------------------------------------------------------------------------
-
-
-def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
-    """Jobs from a ``sacct --json`` document (22.05 ``dbv0.0.38``; newer shapes too), one per
-    ``jobs[]`` entry; steps (nested ``steps``, or entries carrying a ``step`` key) are not jobs.
-    A FAILED job whose JSON says exit 0 without a signal gets ``exit_code=None``: 22.05 writes
-    every normal exit as 0 (see :func:`parse_exit`), so the real code is unknown. ``ValueError``
-    only when a field holds something Slurm does not write (e.g. a time limit ``"soon"``)."""
-    return [_finished_job(raw) for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
-
-
-def _text(value: object) -> str:
-    return "" if value is None else str(value)
-
-
-def _finished_job(raw: dict) -> FinishedJob:
-    state, state_raw = classify_state((raw.get("state") or {}).get("current"))
-    exit_code, signal = parse_exit(raw.get("exit_code"))
-    if state == JobState.FAILED and exit_code == 0 and not signal:
-        exit_code = None
-    times = raw.get("time") or {}
-    array = raw.get("array") or {}
-    nodes = _text(raw.get("nodes"))
-    return FinishedJob(
-        job_id=number(raw.get("job_id"), 0),
-        array_job_id=number(array.get("job_id"), 0) or 0,
-        array_task_id=number(array.get("task_id")),
-        name=_text(raw.get("name")),
-        user=_text(raw.get("user")),
-        account=_text(raw.get("account")),
-        partition=_text(raw.get("partition")),
-        state=state,
-        state_raw=state_raw,
-        exit_code=exit_code,
-        signal=signal,
-        elapsed=number(times.get("elapsed"), 0) or 0,
-        start=parse_timestamp(times.get("start")),
-        end=parse_timestamp(times.get("end")),
-        time_limit=parse_limit_minutes(times.get("limit")),
-        comment=_text((raw.get("comment") or {}).get("job")),
-        nodes="" if nodes.strip() in NO_NODES else nodes,
-        gpus=_tres_list_gpus((raw.get("tres") or {}).get("allocated")),
-        cancelled_by=_text(raw.get("kill_request_user")),
-    )
+def exit_or_none(value) -> tuple[int | None, int | None]:
+    """:func:`parse_exit`, or ``(None, None)`` for a value Slurm does not write."""
+    try:
+        return parse_exit(value)
+    except ValueError:
+        return None, None

@@ -1,0 +1,19 @@
+"""Every router of the REST API, attached to the one :data:`api.base.api` object."""
+from __future__ import annotations
+
+from ninja import NinjaAPI
+
+from . import jobs, profiles, sessions, teams
+from .base import api
+
+
+def register() -> NinjaAPI:
+    """Attach every router once and return the API (``api/urls.py`` serves it; ``export_openapi``
+    writes its schema)."""
+    if not getattr(api, "_portal_routers", False):
+        api.add_router("/", teams.router)
+        api.add_router("/jobs", jobs.router)
+        api.add_router("/sessions", sessions.router)
+        api.add_router("/profiles", profiles.router)
+        api._portal_routers = True
+    return api
