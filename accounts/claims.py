@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
+
 #: Claims that only the (signed) ID token may set; userinfo never overrides them.
 ID_TOKEN_ONLY = frozenset({"iss", "sub", "aud", "exp", "iat", "nbf", "nonce", "azp", "auth_time", "at_hash", "acr", "amr", "sid"})
 
@@ -95,3 +97,12 @@ def unix_username_from_claims(claims: dict, *, claim: str) -> str:
             "with a letter or '_'. Ask your identity team to send your cluster user name in this claim.",
         )
     return value
+
+
+
+def is_admin_by_claims(groups: list[str], override: bool | None) -> bool:
+    """Admin status: the admin's override (``User.admin_override``) when set, else membership of
+    any ``PORTAL_OIDC_ADMIN_GROUPS`` group (an admin's decision in the portal wins over the claim)."""
+    if override is not None:
+        return override
+    return bool(set(groups) & set(settings.OIDC["admin_groups"]))

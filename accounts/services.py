@@ -13,9 +13,10 @@ from jobs.audit import audit
 from jobs.models import AuditEvent
 from slurm import SlurmError
 
-from .claims import LoginRefused, email_is_verified, groups_from_claims, unix_username_from_claims
+from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
 from .directory import ClusterUser, cluster_user_lookup
 from .models import UNLINKED_PREFIX, LinkState, User
+from .signals import identity_linked
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +182,6 @@ def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> U
     user.email_verified = email_is_verified(claims)
     user.display_name = str(claims.get("name") or "")[:255]
     user.oidc_groups = groups
-    from teams.roles import is_admin_by_claims
-
     is_admin = identity.linked and is_admin_by_claims(groups, user.admin_override)
     user.is_staff = user.is_superuser = is_admin
     if identity.cluster_user is not None:
@@ -206,14 +205,10 @@ def _require_admin(by: User) -> None:
 
 
 def _teams_follow_claims(user: User) -> None:
-    """Team memberships from Slurm's associations and the last sign-in's ``groups`` claim; only
-    ever for a linked identity."""
-    from teams.services import memberships_from_claims, memberships_from_slurm
-
-    if not user.is_linked:
-        return
-    memberships_from_slurm(user=user, accounts=list(user.slurm_accounts))
-    memberships_from_claims(user=user, groups=list(user.oidc_groups))
+    """Tell the apps that follow a linked identity's claims (``teams.signals``: memberships from
+    Slurm's associations and the last sign-in's ``groups`` claim). Never for an unlinked identity."""
+    if user.is_linked:
+        identity_linked.send(sender=User, user=user)
 
 
 def account_link_approve(*, user: User, username: str, by: User) -> User:
@@ -245,8 +240,6 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
         user.username = username
         user.link_state = LinkState.LINKED
         user.slurm_accounts = list(cluster_user.accounts)
-        from teams.roles import is_admin_by_claims
-
         user.is_staff = user.is_superuser = is_admin_by_claims(list(user.oidc_groups), user.admin_override)
         user.save()
         audit(actor=by, action="account.link_approved", target=f"user:{username}", old=old,

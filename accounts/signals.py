@@ -1,10 +1,16 @@
-"""After login: keep the raw ID token (for RP-initiated logout) and make team memberships follow the claims."""
+"""After login: keep the raw ID token (for RP-initiated logout), and tell other apps when an identity
+is linked to a cluster account (:data:`identity_linked`; team memberships follow the claims in
+:mod:`teams.signals`)."""
 from django.contrib.auth.signals import user_logged_in
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 
-from .oidc.views import ID_TOKEN_REQUEST_ATTR
+from .oidc.provider import ID_TOKEN_REQUEST_ATTR
 
 SESSION_ID_TOKEN = "oidc_id_token"
+
+#: Sent with ``user=`` after an SSO sign-in of a linked identity and after an admin links one: the
+#: user's claims (``oidc_groups``, ``slurm_accounts``) may now count. Never sent for an unlinked identity.
+identity_linked = Signal()
 
 
 @receiver(user_logged_in)
@@ -15,10 +21,9 @@ def remember_id_token(sender, request, user, **kwargs) -> None:
 
 
 @receiver(user_logged_in)
-def memberships_follow_claims(sender, request, user, **kwargs) -> None:
-    """At every SSO login (not for test force_login): team memberships follow the ``groups`` claim
-    for a linked identity; an unlinked one is only recorded (see ``accounts.services.login_followups``)."""
+def after_sso_login(sender, request, user, **kwargs) -> None:
+    """At every SSO login (not for test force_login): see ``accounts.services.login_followups``."""
     if request is not None and getattr(request, ID_TOKEN_REQUEST_ATTR, None):
-        from .services import login_followups
+        from .services import login_followups  # services imports this module (identity_linked)
 
         login_followups(user=user)

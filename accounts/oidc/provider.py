@@ -6,6 +6,10 @@ from allauth.socialaccount.providers.openid_connect.provider import OpenIDConnec
 
 from accounts.claims import email_is_verified, merge_claims
 
+#: Where the OIDC login views leave the raw ID token string on the request, for the login signal
+#: handlers (the session keeps it for RP-initiated logout; an SSO login is one that carries it).
+ID_TOKEN_REQUEST_ATTR = "portal_oidc_id_token"
+
 
 def claims_of(data: dict) -> dict:
     """Merged claims from allauth's ``extra_data`` (``{"id_token": {...}, "userinfo": {...}}``)."""

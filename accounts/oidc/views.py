@@ -15,14 +15,14 @@ from allauth.socialaccount.models import SocialApp
 from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
 from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
 
-ID_TOKEN_REQUEST_ATTR = "portal_oidc_id_token"
+from accounts.claims import LoginRefused
+
+from .provider import ID_TOKEN_REQUEST_ATTR
 
 logger = logging.getLogger(__name__)
 
 
 def _idp_unreachable(request: HttpRequest, exc: Exception) -> HttpResponse:
-    from accounts.claims import LoginRefused
-
     logger.warning("identity provider unreachable: %s", exc)
     refusal = LoginRefused(
         "idp_unreachable",

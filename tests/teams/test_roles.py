@@ -4,7 +4,8 @@ from django.core.exceptions import PermissionDenied
 
 from audit.models import AuditEvent
 from teams.models import Membership, Role, Source, Team
-from teams.roles import is_admin_by_claims, role_from_groups
+from accounts.claims import is_admin_by_claims
+from teams.roles import role_from_groups
 from teams.services import membership_remove, membership_set, memberships_from_claims, team_set_limits, user_set_admin_override
 
 pytestmark = pytest.mark.django_db
