@@ -15,8 +15,7 @@ from django.shortcuts import render
 
 from .claims import LoginRefused
 from .models import User
-from .oidc.provider import claims_of
-from .oidc.provider import ID_TOKEN_REQUEST_ATTR
+from .oidc.provider import ID_TOKEN_REQUEST_ATTR, claims_of
 from .services import login_check, login_refused_audit, user_apply_claims
 from .views import idp_logout_url
 

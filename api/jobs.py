@@ -14,13 +14,14 @@ from jobs.logs import job_log_read
 from jobs.models import Job
 from jobs.queue import JobRow, job_row
 from jobs.selectors import job_for_viewer, job_history, jobs_for_user
-from slurm.snapshot import positions_load
-from slurm.states import JobState
 from jobs.submit import job_cancel
 from jobs.templatetags.portal_extras import ordinal
 from profiles.schema import ProfileInvalid
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run
+from slurm.snapshot import positions_load
+from slurm.states import JobState
+from teams.usage import team_usage
 
 from .base import ApiError, need_scope
 from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
@@ -57,8 +58,6 @@ def explanation(row: JobRow) -> str:
 
 def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
     """The :class:`JobOut` document of one job (queue facts from the snapshot's stored positions)."""
-    from teams.usage import team_usage
-
     row = job_row(job, positions, now=time.time(), usage_for=team_usage)
     return {
         "key": str(job.key), "id": job.slurm_job_id, "name": job.name, "owner": job.user.username, "state": job.state,

@@ -14,7 +14,18 @@ from profiles.services import profile_check, profile_clone, profile_delete, prof
 
 from .base import ApiError, need_scope
 from .jobs import _base, run_profile
-from .schemas import ErrorOut, JobOut, OverridesIn, ProfileCloneIn, ProfileIn, ProfileList, ProfileOut, ProfileShareIn, ValidateIn, ValidateOut
+from .schemas import (
+    ErrorOut,
+    JobOut,
+    OverridesIn,
+    ProfileCloneIn,
+    ProfileIn,
+    ProfileList,
+    ProfileOut,
+    ProfileShareIn,
+    ValidateIn,
+    ValidateOut,
+)
 
 router = Router(tags=["profiles"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}

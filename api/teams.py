@@ -10,6 +10,7 @@ from teams.selectors import team_for_viewer, teams_visible_to
 from teams.usage import team_usage
 
 from .base import need_scope
+from .models import Scope
 from .schemas import ErrorOut, MeOut, TeamOut, TeamUsageOut
 
 router = Router(tags=["me and teams"])
@@ -20,7 +21,6 @@ ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 def me(request):
     need_scope(request, "read")
     token = getattr(request, "api_token", None)
-    from .models import Scope
 
     return {"username": request.user.username, "teams": list(request.user.slurm_accounts), "is_admin": request.user.is_staff,
             "scopes": token.scopes if token else [s.value for s in Scope], "token_expires_at": token.expires_at if token else None}

@@ -1,5 +1,6 @@
 """The audit log. The table is still ``jobs_auditevent``: the model moved from ``jobs`` to this app
 without touching the database (``audit/migrations/0001_initial.py``)."""
+
 from __future__ import annotations
 
 from django.conf import settings

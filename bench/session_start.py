@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     try:
         ours.call("GET", "/")
     except requests.RequestException:
-        raise SystemExit("the project's hub is not running: start `make dev` first")
+        raise SystemExit("the project's hub is not running: start `make dev` first") from None
     # The portal's service may not make tokens (it has no 'tokens' scope); alice's own token comes
     # from `jupyterhub token`, as the hub's own admin would make it.
     user_token = subprocess.run(

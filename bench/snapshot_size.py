@@ -63,9 +63,10 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.core.cache import cache
+
     from slurm import CommandResult, SlurmGateway
     from slurm.snapshot import POSITIONS_KEY, SNAPSHOT_KEY, SNAPSHOT_LITE_KEY, snapshot_load, snapshot_store, snapshot_take
-    from django.core.cache import cache
 
     sinfo, squeue, partitions = synthetic(args.jobs, args.nodes)
     outputs = {("sinfo", "--json"): json.dumps(sinfo).encode(), ("squeue", "--json"): json.dumps(squeue).encode(),

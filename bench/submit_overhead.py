@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     as_user = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=os.getgrouplist(args.user, pw.pw_gid),
                    env={"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user}, cwd="/tmp")
     local_times, plain_times = [], []
-    for i in range(args.jobs):
+    for _ in range(args.jobs):
         t0 = time.perf_counter()
         subprocess.run(["sudo", "-n", "-u", args.user, *sbatch], input=SCRIPT, capture_output=True, text=True, check=True)
         local_times.append(time.perf_counter() - t0)

@@ -19,7 +19,7 @@ from typing import Any
 from . import __version__
 from .client import ApiError, Client, ConnectionFailed
 from .config import ConfigError, config_path, normalize_url, resolve, write_config
-from .output import duration, dumps_json, gpus, key_values, one_line, table
+from .output import dumps_json, duration, gpus, key_values, one_line, table
 
 #: A log page at least this big means more is probably waiting: read again without sleeping.
 FULL_PAGE = 64 * 1024

@@ -20,7 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import batchspawner  # noqa: E402,F401  (registers /hub/api/batchspawner; replaced below)
-
 from portal_hub import api as portal_api  # noqa: E402
 
 portal_api.install()

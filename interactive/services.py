@@ -20,10 +20,10 @@ from django.utils import timezone as djtz
 from accounts.models import User
 from audit.services import audit
 from jobs.policy import PolicyError, SitePolicy
-from slurm.values import time_left_seconds
 from jobs.selectors import snapshot_status
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
+from slurm.values import time_left_seconds
 
 from . import hub
 from .models import ACTIVE_SESSION_STATES, Session, SessionState

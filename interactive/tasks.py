@@ -5,12 +5,12 @@ from celery import shared_task
 
 from portal.locks import single_run
 
+from .services import sessions_cull_idle
+
 
 @shared_task
 def sessions_cull_idle_task() -> int:
     """Stop idle sessions (beat, every minute). Returns how many were stopped."""
-    from .services import sessions_cull_idle
-
     with single_run("portal:lock:sessions-cull-idle", timeout=120) as got:
         if not got:
             return 0

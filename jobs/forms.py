@@ -5,8 +5,9 @@ import json
 
 from django import forms
 
-from .policy import GPU_COUNTS, JobRequest, SitePolicy
 from slurm.values import parse_time_limit
+
+from .policy import GPU_COUNTS, JobRequest, SitePolicy
 
 
 class JobForm(forms.Form):

@@ -10,20 +10,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.dates import parse_iso_date
+from slurm.snapshot import positions_load, snapshot_load
+from slurm.states import FINAL_STATES, JobState
+from teams.usage import job_quota_estimate, team_usage
 
 from .forms import JobForm
 from .logs import job_log_tail
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
-from slurm.snapshot import positions_load, snapshot_load
-from slurm.states import FINAL_STATES, JobState
 from .submit import PolicyRefused, job_cancel, job_create
 
 
 def _rows(request: HttpRequest) -> dict:
-    from teams.usage import team_usage
-
     positions = positions_load()
     rows = [job_row(j, positions, usage_for=team_usage) for j in jobs_for_user(user=request.user)]
     return {"rows": rows, "status": snapshot_status(snapshot_load(with_jobs=False))}
@@ -65,8 +64,6 @@ def job_new(request: HttpRequest) -> HttpResponse:
 def job_estimate(request: HttpRequest) -> HttpResponse:
     """HTMX fragment under the job form: the most GPU-hours this job may use against the team's
     remaining quota ("it will wait for quota" when it does not fit). Empty when unknown."""
-    from teams.usage import job_quota_estimate
-
     data = request.POST if request.method == "POST" else request.GET
     try:
         gpus = int(data.get("gpu_count", "0"))
@@ -88,8 +85,6 @@ def _visible_job(request: HttpRequest, key):
 @login_required
 def job_detail(request: HttpRequest, key) -> HttpResponse:
     """Parameters, script, status and the live log tail of one job."""
-    from teams.usage import team_usage
-
     job = _visible_job(request, key)
     return render(request, "jobs/job_detail.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
 
@@ -97,8 +92,6 @@ def job_detail(request: HttpRequest, key) -> HttpResponse:
 @login_required
 def job_status(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the job's status block."""
-    from teams.usage import team_usage
-
     job = _visible_job(request, key)
     return render(request, "jobs/_job_status.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
 

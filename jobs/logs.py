@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from .models import Job
 from slurm import SlurmError, get_gateway
+
+from .models import Job
 
 ACTIVE_CACHE_SECONDS = 3
 FINAL_CACHE_SECONDS = 60

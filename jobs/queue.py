@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+
+from slurm.states import JobState
+from slurm.values import time_left_seconds
 
 from .models import Job
 from .reasons import Reason, explain_reason
-from slurm.values import time_left_seconds
-from slurm.states import JobState
 
 
 @dataclass(frozen=True)
@@ -73,4 +74,4 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
 
 
 def utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(seconds, tz=UTC)

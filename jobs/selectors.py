@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone as djtz
 
+from portal.dates import between_dates
 from slurm.snapshot import ClusterSnapshot
+from slurm.states import FINAL_STATES
+
+from .models import Job
 
 
 @dataclass(frozen=True)
@@ -69,14 +76,6 @@ def snapshot_status(snapshot: ClusterSnapshot | None, *, now: float | None = Non
 def jobs_for_user(*, user, recent_seconds: int = 3600):
     """The user's jobs that have not ended (active, or in a state Slurm named but the portal does not
     know) plus those that ended within ``recent_seconds`` (newest first). No row is ever dropped."""
-    from datetime import timedelta
-
-    from django.db.models import Q
-    from django.utils import timezone as djtz
-
-    from .models import Job
-    from slurm.states import FINAL_STATES
-
     recent = djtz.now() - timedelta(seconds=recent_seconds)
     return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
 
@@ -84,11 +83,6 @@ def jobs_for_user(*, user, recent_seconds: int = 3600):
 def job_history(*, user, state: str = "", since=None, until=None):
     """The user's finished jobs, newest first, optionally filtered by final ``state`` and by the
     end date (``since``/``until``: dates, inclusive)."""
-    from .models import Job
-    from slurm.states import FINAL_STATES
-
-    from portal.dates import between_dates
-
     qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
     if state:
         qs = qs.filter(state=state)
@@ -97,8 +91,6 @@ def job_history(*, user, state: str = "", since=None, until=None):
 
 def job_for_viewer(*, key, user):
     """The job with ``key`` if ``user`` may see it (its owner, or a portal admin); else ``None``."""
-    from .models import Job
-
     job = Job.objects.select_related("user").filter(key=key).first()
     if job is None or not (job.user_id == user.pk or user.is_staff):
         return None

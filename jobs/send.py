@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -95,7 +95,7 @@ def find_by_key(job: Job) -> tuple[int, str] | None:
     found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
     if found:
         return found
-    since = (job.created_at - timedelta(minutes=5)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    since = (job.created_at - timedelta(minutes=5)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     argv = ["sacct", "--json", "-u", job.user.username, "-S", since]
     sacct = gw.run_json(argv)
     return adapter_for(sacct, argv=argv).sacct_job_by_comment(sacct, job.comment)

@@ -5,13 +5,12 @@ import logging
 import time
 
 import redis
-
 from django.conf import settings
 
 from portal.locks import single_run
-
 from slurm import SlurmError, get_gateway
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+
 from .sync import jobs_mark_unknown, jobs_sync
 
 logger = logging.getLogger(__name__)

@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone as djtz
 
-from .models import Job
+from audit.services import audit
+from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import classify_state, parse_exit
-from audit.services import audit
-from portal.dates import to_datetime
+
+from .models import Job
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             result.updated += 1
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
-        since = min(j.created_at for j in left).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        since = min(j.created_at for j in left).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         argv = ["sacct", "--json", "-S", since, "-j", ids]
         try:
             doc = gateway.run_json(argv)

@@ -6,10 +6,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.views import login_page
+from accounts.decorators import sign_in_page_when_anonymous
+from slurm.snapshot import snapshot_load
+from teams.selectors import teams_of
+from teams.usage import team_usage
 
 from .selectors import gpu_rows, snapshot_status
-from slurm.snapshot import snapshot_load
 
 
 def _cluster_context() -> dict:
@@ -21,13 +23,9 @@ def _cluster_context() -> dict:
     }
 
 
+@sign_in_page_when_anonymous
 def home(request: HttpRequest) -> HttpResponse:
     """Signed in: who you are, your teams and the cluster's GPUs. Signed out: the sign-in page."""
-    if not request.user.is_authenticated:
-        return login_page(request)
-    from teams.selectors import teams_of
-    from teams.usage import team_usage
-
     quotas = [(team, team_usage(team.name)) for team in teams_of(request.user)]
     return render(request, "jobs/home.html", {**_cluster_context(), "quotas": quotas})
 

@@ -1,7 +1,7 @@
 """Small date helpers shared by pages and services."""
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 
 def parse_iso_date(text: str | None) -> date | None:
@@ -25,4 +25,4 @@ def between_dates(queryset, field: str, since: date | None, until: date | None):
 
 def to_datetime(seconds: int | None) -> datetime | None:
     """Unix seconds -> aware UTC datetime (``None`` stays ``None``)."""
-    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds else None
+    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None

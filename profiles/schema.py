@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from jobs.forms import JobForm
 
 SCHEMA_VERSION = 1
 MAX_PROFILE_BYTES = 64 * 1024
@@ -191,8 +194,6 @@ def memory_mib(value: str | int) -> int:
 
 def time_limit_minutes(value: str | int) -> int:
     """``90`` / ``"02:00:00"`` / ``"1-00:00:00"`` -> minutes (the form's rules). Raises ``ValueError``."""
-    from jobs.forms import JobForm
-
     if isinstance(value, bool):
         raise ValueError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
     return JobForm.parse_time_minutes(str(value))

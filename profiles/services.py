@@ -15,8 +15,9 @@ from accounts.models import User
 from audit.services import audit
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
-from slurm.snapshot import snapshot_load
 from jobs.submit import PolicyRefused, account_for, job_create
+from slurm.snapshot import snapshot_load
+from teams.models import Membership, Team
 
 from .envscript import EnvSite, render_profile_script
 from .models import Profile
@@ -124,16 +125,12 @@ def profile_run(*, user: User, text: str, overrides: dict | None = None, profile
 
 def profile_visible(*, profile: Profile, user: User) -> bool:
     """Owner, members of the team it is shared with, and portal admins may see (and run) it."""
-    from teams.models import Membership
-
     if profile.owner_id == user.pk or user.is_staff:
         return True
     return bool(profile.team_id) and Membership.objects.filter(team_id=profile.team_id, user=user).exists()
 
 
 def _team_for_share(user: User, team_name: str | None):
-    from teams.models import Membership, Team
-
     if not team_name:
         return None
     # PostgreSQL text cannot hold NUL, so such a name cannot be a team (and must not reach the query).

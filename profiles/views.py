@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.models import Job
+from teams.selectors import teams_of
 
 from .forms import OverridesForm, ProfileForm
 from .schema import ProfileInvalid
@@ -27,8 +28,6 @@ def _profile(request: HttpRequest, pk: int):
 
 
 def _teams(request: HttpRequest) -> list[str]:
-    from teams.selectors import teams_of
-
     return [t.name for t in teams_of(request.user)]
 
 

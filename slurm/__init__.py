@@ -1,5 +1,6 @@
 """The one gateway to Slurm (design decision 2): every Slurm command goes through
 :func:`slurm.gateway.get_gateway` and raises only :class:`slurm.errors.SlurmError`."""
+
 from .errors import SlurmError, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown
 from .gateway import SlurmGateway, get_gateway, reset_gateway
 from .transport import CommandResult, Transport

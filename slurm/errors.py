@@ -1,4 +1,5 @@
 """The one error type of the Slurm gateway."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,8 +1,8 @@
 """The Slurm gateway: one ``run(argv, as_user=..., stdin=...)`` for every Slurm command."""
+
 from __future__ import annotations
 
 import json
-
 import os
 import re
 import threading
@@ -77,9 +77,16 @@ class SlurmGateway:
         doc = json.loads(result.out)
         errors = doc.get("errors") if isinstance(doc, dict) else None
         if errors:
-            detail = "; ".join(str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors)[:300]
-            raise SlurmError(self.build_argv(argv, as_user=as_user), result.returncode, "", result.err,
-                             message=f"{argv[0]} reported errors: {detail} (slurmctld or slurmdbd not answering?)")
+            detail = "; ".join(
+                str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors
+            )[:300]
+            raise SlurmError(
+                self.build_argv(argv, as_user=as_user),
+                result.returncode,
+                "",
+                result.err,
+                message=f"{argv[0]} reported errors: {detail} (slurmctld or slurmdbd not answering?)",
+            )
         return doc
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
 """The local transport: the portal runs on the submit host itself (no SSH)."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,4 +1,5 @@
 """Plain records parsed from Slurm's JSON; what the snapshot stores (as dicts) and pages read."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -6,6 +6,7 @@ them). The result is stored in the Django cache (Redis) under :data:`SNAPSHOT_KE
 A failed poll keeps the last good data and records the error and since when the cluster has been
 unreachable.
 """
+
 from __future__ import annotations
 
 import time
@@ -16,8 +17,8 @@ from django.core.cache import cache
 from .adapters import adapter_for
 from .errors import SlurmError
 from .gateway import SlurmGateway
-from .values import parse_array_tasks
 from .records import Node, Partition, QueueJob
+from .values import parse_array_tasks
 
 SNAPSHOT_KEY = "cluster:snapshot"
 #: The same without ``jobs``: what most pages need (nodes, partitions, freshness), cheap to load.
@@ -50,7 +51,9 @@ class ClusterSnapshot:
         return cls(
             taken_at=data.get("taken_at", 0.0),
             slurm_version=data.get("slurm_version", ""),
-            nodes=[Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in data.get("nodes", [])],
+            nodes=[
+                Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in data.get("nodes", [])
+            ],
             partitions=[Partition(**{**p, "nodes": tuple(p["nodes"])}) for p in data.get("partitions", [])],
             partitions_at=data.get("partitions_at", 0.0),
             jobs=[QueueJob(**j) for j in data.get("jobs", [])],
@@ -136,7 +139,9 @@ def positions_load() -> dict[int, tuple[int, int]]:
     return cache.get(POSITIONS_KEY) or {}
 
 
-def snapshot_failed(previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None) -> ClusterSnapshot:
+def snapshot_failed(
+    previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None
+) -> ClusterSnapshot:
     """The previous snapshot (or an empty one) marked with this failure; ``error_since`` keeps the
     time of the first failure in a row."""
     now = time.time() if now is None else now

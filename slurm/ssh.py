@@ -10,6 +10,7 @@
 - A dropped connection is re-opened before a command starts; a command that was already sent is
   never re-sent.
 """
+
 from __future__ import annotations
 
 import base64

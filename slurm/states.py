@@ -3,6 +3,7 @@
 Design decision 7: UNKNOWN never means finished. A state Slurm reports that we do not know is kept
 as Slurm wrote it (``Job.slurm_state``) and mapped to OTHER, which is neither active nor finished.
 """
+
 from __future__ import annotations
 
 from django.db import models

@@ -1,4 +1,5 @@
 """The transport interface: how an argv list reaches the submit host."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, p
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
 ``{"set", "infinite", "number"}`` objects, job states and exit statuses as lists.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,11 +17,11 @@ from itertools import pairwise
 
 import hostlist
 
+from .records import QueueJob
 from .states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
 
-from .records import QueueJob
-
 # --- numbers -------------------------------------------------------------------------------------
+
 
 def number(value, default=None):
     """An int from a plain number or a ``{set, infinite, number}`` object; ``None`` for infinite
@@ -259,9 +260,21 @@ def _exit_object(value: dict) -> tuple[int | None, int | None]:
 
 #: squeue's compact state codes (``%t``), for text output.
 _SHORT_STATES = {
-    "PD": "PENDING", "CF": "CONFIGURING", "R": "RUNNING", "CG": "COMPLETING", "S": "SUSPENDED",
-    "RQ": "REQUEUED", "RS": "RESIZING", "CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED",
-    "TO": "TIMEOUT", "OOM": "OUT_OF_MEMORY", "NF": "NODE_FAIL", "PR": "PREEMPTED", "DL": "DEADLINE",
+    "PD": "PENDING",
+    "CF": "CONFIGURING",
+    "R": "RUNNING",
+    "CG": "COMPLETING",
+    "S": "SUSPENDED",
+    "RQ": "REQUEUED",
+    "RS": "RESIZING",
+    "CD": "COMPLETED",
+    "F": "FAILED",
+    "CA": "CANCELLED",
+    "TO": "TIMEOUT",
+    "OOM": "OUT_OF_MEMORY",
+    "NF": "NODE_FAIL",
+    "PR": "PREEMPTED",
+    "DL": "DEADLINE",
     "BF": "BOOT_FAIL",
 }
 _SLURM_STATES = frozenset(

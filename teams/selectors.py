@@ -7,6 +7,9 @@ Who sees what:
 """
 from __future__ import annotations
 
+from audit.models import AuditEvent
+from portal.dates import between_dates
+
 from .models import Membership, Role, Team
 
 
@@ -45,8 +48,6 @@ def audit_events(*, user, action: str = "", actor: str = "", target: str = "", s
     substring, ``since``/``until`` dates (inclusive). Raises ``PermissionDenied`` for non-admins."""
     from django.core.exceptions import PermissionDenied
 
-    from audit.models import AuditEvent
-    from portal.dates import between_dates
 
     if not user.is_staff:
         raise PermissionDenied("The audit trail is for portal admins.")

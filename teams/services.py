@@ -11,13 +11,12 @@ from audit.services import audit
 
 from .models import Membership, Role, Source, Team
 from .roles import role_from_groups
+from .tasks import teams_sync_task
 
 logger = logging.getLogger(__name__)
 
 
 def _sync_on_commit() -> None:
-    from .tasks import teams_sync_task
-
     transaction.on_commit(lambda: teams_sync_task.delay())
 
 

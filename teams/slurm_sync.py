@@ -30,8 +30,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from audit.services import audit
-from slurm import SlurmError, SlurmGateway, get_gateway
 from portal.locks import redis_client
+from slurm import SlurmError, SlurmGateway, get_gateway
 
 from .models import Membership, Role, Source, Team
 from .sync_actions import (  # noqa: F401  (re-exported)

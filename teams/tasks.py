@@ -3,6 +3,9 @@ import logging
 
 from celery import shared_task
 
+from .slurm_sync import teams_sync
+from .usage import usage_refresh
+
 logger = logging.getLogger(__name__)
 
 
@@ -11,8 +14,6 @@ def teams_sync_task() -> None:
     """Make Slurm's accounts, associations and ``gres/gpu`` limits match the managed teams
     (:func:`teams.slurm_sync.teams_sync`); logs each line of the report. Not retried: every run
     re-reads Slurm and plans from scratch, so the next run (beat, or the next change) is the retry."""
-    from .slurm_sync import teams_sync
-
     report = teams_sync()
     for line in report.lines:
         (logger.info if report.ok else logger.warning)("teams sync: %s", line)
@@ -26,6 +27,4 @@ def teams_sync_task() -> None:
 def usage_refresh_task() -> None:
     """Beat task (every ``PORTAL_USAGE_INTERVAL`` seconds): refresh every team's GPU usage
     (:func:`teams.usage.usage_refresh`; one scontrol, sshare and sacct call for all teams)."""
-    from .usage import usage_refresh
-
     usage_refresh()

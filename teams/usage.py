@@ -26,7 +26,7 @@ import logging
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import redis
 from django.core.cache import cache
@@ -34,9 +34,9 @@ from django.core.cache import cache
 from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.adapters import adapter_for
-from slurm.values import is_failure, parse_array_tasks
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.states import ACTIVE_STATES
+from slurm.values import is_failure, parse_array_tasks
 
 from .usage_parsing import (  # noqa: F401  (re-exported: tests and callers import them from here)
     SSHARE_FIELDS,
@@ -210,14 +210,14 @@ def _overlap_s(run: _Run, low: float, high: float) -> float:
 def _daily(runs: list[_Run], start: datetime, now: float) -> dict[str, dict[str, float]]:
     """``"YYYY-MM-DD"`` -> user -> GPU-hours for every UTC day from ``start`` to ``now``; each run
     is cut at UTC midnights and outside ``start``..``now``."""
-    days = (datetime.fromtimestamp(now, timezone.utc).date() - start.date()).days + 1
+    days = (datetime.fromtimestamp(now, UTC).date() - start.date()).days + 1
     daily: dict[str, dict[str, float]] = {(start + timedelta(days=i)).date().isoformat(): {} for i in range(max(days, 0))}
     for run in runs:
         if not run.gpus or run.start is None:
             continue
         moment, stop = max(run.start, start.timestamp()), min(run.end, now)
         while moment < stop:
-            day = datetime.fromtimestamp(moment, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+            day = datetime.fromtimestamp(moment, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
             midnight = (day + timedelta(days=1)).timestamp()
             hours = daily.setdefault(day.date().isoformat(), {})
             hours[run.user] = hours.get(run.user, 0.0) + run.gpus * (min(stop, midnight) - moment) / 3600
@@ -268,7 +268,7 @@ def runout(*, quota_h: float | None, used_h: float | None, rate_per_day: float |
     moment = now + left / rate_per_day * 86400
     if reset_at is not None and moment >= reset_at:
         return left, False, None
-    return left, False, datetime.fromtimestamp(moment, timezone.utc).date()
+    return left, False, datetime.fromtimestamp(moment, UTC).date()
 
 
 # --- the queue (snapshot) -----------------------------------------------------------------------
@@ -323,7 +323,7 @@ def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = N
     config = parse_config(gateway.run(["scontrol", "show", "config"]).out)
     shares = parse_sshare(gateway.run(["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]).out)
     limits = parse_assoc_mgr(gateway.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]).out)
-    start_dt = period_start(datetime.fromtimestamp(now, timezone.utc), config.reset_period)
+    start_dt = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
     since = (start_dt - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
     argv = ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
     doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)

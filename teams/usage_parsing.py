@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 SSHARE_FIELDS = ("Account", "User", "GrpTRESMins", "GrpTRESRaw")
 
@@ -126,7 +126,7 @@ def period_start(now: datetime, reset_period: str = "MONTHLY") -> datetime:
     ``PriorityUsageResetPeriod``: DAILY midnight, WEEKLY Sunday 00:00, MONTHLY the 1st, QUARTERLY
     the 1st of Jan/Apr/Jul/Oct, YEARLY Jan 1st. Slurm resets at 00:00 in slurmctld's time zone;
     this uses UTC. NONE/NOW (never reset) fall back to the month: history is read for a month."""
-    day = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if reset_period == "DAILY":
         return day
     if reset_period == "WEEKLY":

@@ -4,12 +4,12 @@ admin's explicit "Check Slurm" / "Sync now" buttons."""
 from __future__ import annotations
 
 import csv
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-
 
 from portal.dates import parse_iso_date
 
@@ -18,6 +18,7 @@ from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
 from .services import membership_remove, membership_set, team_set_limits
+from .slurm_sync import teams_sync
 from .usage import team_usage
 
 
@@ -111,8 +112,6 @@ def team_settings(request: HttpRequest, name: str) -> HttpResponse:
                 messages.error(request, "That user is not a member of this team.")
             return redirect("team_settings", name=team.name)
         elif action in ("check", "sync"):
-            from .slurm_sync import teams_sync
-
             report = teams_sync(dry_run=action == "check", actor=request.user)
             _report_messages(request, report)
             return redirect("team_settings", name=team.name)  # post/redirect/get: a reload never re-runs it

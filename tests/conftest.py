@@ -71,8 +71,8 @@ def clean_cache():
 
 # --- a real OIDC provider (idp/server.mjs) for the test session ---------------------------------
 import subprocess  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
 import time  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 #: Test-only IdP users added to the dev users: each breaks one login rule. None of them has the

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from slurm import CommandResult, SlurmError
 
-
 #: In an expected argv, matches any one argument (e.g. a timestamp).
 ANY = object()
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 
 import requests
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
 from allauth.socialaccount.models import SocialApp
 from allauth.socialaccount.providers.oauth2.views import OAuth2CallbackView, OAuth2LoginView
 from allauth.socialaccount.providers.openid_connect.views import OpenIDConnectOAuth2Adapter
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from accounts.claims import LoginRefused
 

@@ -20,7 +20,6 @@ def relabel_back(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -41,8 +40,26 @@ class Migration(migrations.Migration):
                         ("target", models.CharField(blank=True, db_index=True, default="", max_length=200)),
                         ("old", models.JSONField(blank=True, default=dict)),
                         ("new", models.JSONField(blank=True, default=dict)),
-                        ("actor", models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to=settings.AUTH_USER_MODEL)),
-                        ("job", models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name="audit", to="jobs.job")),
+                        (
+                            "actor",
+                            models.ForeignKey(
+                                blank=True,
+                                null=True,
+                                on_delete=django.db.models.deletion.SET_NULL,
+                                related_name="+",
+                                to=settings.AUTH_USER_MODEL,
+                            ),
+                        ),
+                        (
+                            "job",
+                            models.ForeignKey(
+                                blank=True,
+                                null=True,
+                                on_delete=django.db.models.deletion.CASCADE,
+                                related_name="audit",
+                                to="jobs.job",
+                            ),
+                        ),
                     ],
                     options={
                         "db_table": "jobs_auditevent",

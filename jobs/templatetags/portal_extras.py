@@ -1,5 +1,5 @@
 """Template filters shared by the portal's pages."""
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 from django import template
 from django.utils.dateformat import format as date_format

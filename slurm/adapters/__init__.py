@@ -15,6 +15,7 @@ without an adapter is a :class:`~slurm.errors.SlurmVersionUnknown` naming it, ne
 To read a new version: add ``vX_Y_Z.py`` with the functions above, register it in :data:`ADAPTERS`
 (and its release in :data:`RELEASES`), and record its outputs under ``tests/fixtures/slurm/<release>/``.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,9 +61,14 @@ def adapter_for(document: dict, *, argv: Sequence[str] = ()) -> ModuleType:
         return ADAPTERS[plugin]
     if not plugin and release in RELEASES:
         return RELEASES[release]
-    named = ", ".join(part for part in (f"output plugin {plugin!r}" if plugin else "", f"Slurm {release}" if release else "") if part)
+    named = ", ".join(
+        part for part in (f"output plugin {plugin!r}" if plugin else "", f"Slurm {release}" if release else "") if part
+    )
     raise SlurmVersionUnknown(
-        argv, None,
-        message=(f"{(list(argv) or ['Slurm'])[0]} printed JSON of {named or 'no version (its meta names none)'}, which the portal "
-                 f"cannot read: known output versions are {', '.join(sorted(ADAPTERS))} (Slurm {', '.join(sorted(RELEASES))})."),
+        argv,
+        None,
+        message=(
+            f"{(list(argv) or ['Slurm'])[0]} printed JSON of {named or 'no version (its meta names none)'}, which the portal "
+            f"cannot read: known output versions are {', '.join(sorted(ADAPTERS))} (Slurm {', '.join(sorted(RELEASES))})."
+        ),
     )

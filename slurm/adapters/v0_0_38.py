@@ -6,6 +6,7 @@ Recorded outputs: ``tests/fixtures/slurm/22.05/``. The readers also accept the s
 writes (numbers as ``{"set", "infinite", "number"}``, states as lists), as they did before versions
 were told apart; :func:`slurm.adapters.adapter_for` sends only 22.05 documents here.
 """
+
 from __future__ import annotations
 
 import hostlist
@@ -27,7 +28,6 @@ from ..values import (
     parse_tres_gpus,
     tres_list_gpus,
 )
-
 
 
 def parse_nodes(sinfo: dict) -> list[Node]:

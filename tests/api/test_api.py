@@ -3,7 +3,7 @@ with the field (and line), the same permissions as the pages, and every endpoint
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 from http import HTTPStatus
 
 import pytest
@@ -13,8 +13,8 @@ from accounts.models import User
 from api.models import PersonalAccessToken
 from api.tokens import digest, token_create
 from jobs.models import Job
-from slurm.states import JobState
 from profiles.models import Profile
+from slurm.states import JobState
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 pytestmark = pytest.mark.django_db
@@ -224,7 +224,7 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
     fake = FakeTransport()
     fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=65536", "status=none"], stdout="époch 1\n")
     monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
-    body = call(client, "get", f"/jobs/77/log?offset=5", tokens["alice"]).json()
+    body = call(client, "get", "/jobs/77/log?offset=5", tokens["alice"]).json()
     assert body == {"stream": "out", "offset": 5, "next_offset": 5 + len("époch 1\n".encode()), "data": "époch 1\n", "missing": False,
                     "final": False, "state": "RUNNING", "error": ""}
     assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
@@ -260,15 +260,15 @@ BODIES = {"put": {"yaml": EXAMPLE_TEXT}, "share": {"team": "vision"}, "clone": {
 @pytest.mark.parametrize("endpoint", list(MATRIX), ids=[f"{m} {p}" for m, p in MATRIX])
 @pytest.mark.parametrize("who", WHO)
 def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch, django_capture_on_commit_callbacks):
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
 
     from interactive.models import Session
-    from teams.usage import TeamUsage, UsageStatus, _store
     from jobs.logs import LogChunk
+    from teams.usage import TeamUsage, UsageStatus, _store
 
     monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))
     monkeypatch.setattr("interactive.services.hub.servers", lambda username: {})
-    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=tz.utc), period_end=None, taken_at=1.0)},
+    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)},
            UsageStatus(taken_at=1.0))
     job = _job(people["alice"])
     Session.objects.create(user=people["alice"], server_name="lab-0000", ide="lab", partition="interactive", memory_mb=1, time_limit_min=60, state="STOPPED")

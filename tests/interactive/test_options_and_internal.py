@@ -6,7 +6,9 @@ import json
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from interactive.models import Session, SessionState
 from interactive.options import ALLOWED_KEYS, parse_session_options
@@ -176,8 +178,8 @@ def test_job_status_from_the_snapshot(client, hub_settings, slurm_json):
 
 @pytest.mark.django_db
 def test_job_status_is_unknown_when_the_snapshot_is_stale(client, hub_settings, slurm_json, settings):
-    from slurm.snapshot import snapshot_failed, snapshot_load
     from slurm import SlurmUnreachable
+    from slurm.snapshot import snapshot_failed, snapshot_load
 
     snap = snapshot_load()
     old = snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time() - settings.SNAPSHOT_MAX_AGE - 30)

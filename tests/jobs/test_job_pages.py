@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 from http import HTTPStatus
 
 import pytest
@@ -182,10 +183,10 @@ def test_history_says_when_it_shows_only_the_newest_rows(client, alice, cluster,
 
 
 def test_history_filters(client, alice, cluster, no_slurm):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    make(alice, name="ok-job", state=JobState.COMPLETED, end_at=datetime(2026, 11, 1, tzinfo=timezone.utc), elapsed_s=3600, gpu_hours=4.0)
-    make(alice, name="bad-job", state=JobState.FAILED, end_at=datetime(2026, 11, 20, tzinfo=timezone.utc), exit_code=1, signal=0)
+    make(alice, name="ok-job", state=JobState.COMPLETED, end_at=datetime(2026, 11, 1, tzinfo=UTC), elapsed_s=3600, gpu_hours=4.0)
+    make(alice, name="bad-job", state=JobState.FAILED, end_at=datetime(2026, 11, 20, tzinfo=UTC), exit_code=1, signal=0)
     make(alice, name="live-job", state=JobState.RUNNING)
     client.force_login(alice)
     everything = client.get("/jobs/history/").content.decode()

@@ -11,8 +11,8 @@ from jobs.logs import job_log_tail
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from slurm.states import JobState
 from jobs.submit import job_cancel, job_create
+from slurm.states import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

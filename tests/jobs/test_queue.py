@@ -1,13 +1,12 @@
 """Queue position, estimate and time left, from the snapshot only."""
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from jobs.models import Job
 from jobs.queue import job_row
-from slurm.snapshot import queue_positions
 from slurm.adapters.v0_0_38 import parse_jobs
-from slurm.snapshot import ClusterSnapshot
+from slurm.snapshot import ClusterSnapshot, queue_positions
 from slurm.states import JobState
 
 
@@ -38,7 +37,7 @@ def test_a_pending_array_counts_as_its_tasks():
 
 
 def at(seconds):
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def test_pending_row_has_position_estimate_and_plain_reason():

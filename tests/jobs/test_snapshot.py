@@ -6,12 +6,13 @@ import pytest
 from django.db import connection
 
 from jobs import services
-from portal.locks import redis_client
 from jobs.selectors import gpu_rows, snapshot_status
+from portal.locks import redis_client
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
 from tests.fakes import FakeTransport
 from tests.fakes import cluster_transport as scripted
+
 
 def test_take_reads_whole_cluster_in_three_calls(slurm_json):
     fake = scripted(slurm_json)

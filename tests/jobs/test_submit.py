@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from audit.models import AuditEvent
 from jobs import send, submit
 from jobs.batch import render_batch_script, sbatch_quote
-from audit.models import AuditEvent
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable

@@ -8,11 +8,11 @@ import pytest
 
 from jobs import services
 from jobs.models import Job
-from slurm import SlurmGateway, SlurmUnreachable
-from slurm.snapshot import ClusterSnapshot
-from slurm.adapters.v0_0_38 import parse_jobs
-from slurm.states import JobState
 from jobs.sync import jobs_mark_unknown, jobs_sync
+from slurm import SlurmGateway, SlurmUnreachable
+from slurm.adapters.v0_0_38 import parse_jobs
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
 from tests.fakes import ANY, FakeTransport, cluster_transport
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jobs.logs import job_log_tail
-from slurm.states import JobState
 from profiles.services import profile_run
+from slurm.states import JobState
 from tests.jobs.test_jobs_integration import policy, wait  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

@@ -7,8 +7,6 @@ import os
 import re
 import subprocess
 
-import pytest
-
 from profiles.envscript import EnvSite, render_profile_script
 from profiles.schema import parse_profile
 

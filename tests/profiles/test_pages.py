@@ -10,8 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import Job
-from slurm.states import JobState
 from profiles.models import Profile
+from slurm.states import JobState
 from tests.profiles.conftest import EXAMPLE_TEXT, cluster, no_slurm, people  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

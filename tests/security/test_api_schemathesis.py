@@ -28,7 +28,7 @@ import itertools
 import json
 import re
 import uuid
-from datetime import datetime, timezone as tz
+from datetime import UTC, datetime
 from http import HTTPStatus
 
 import pytest
@@ -37,7 +37,9 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test.utils import override_settings
-from hypothesis import HealthCheck, settings as hsettings, strategies as st
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
 
@@ -45,10 +47,10 @@ from api.tokens import token_create
 from interactive import hub
 from interactive.models import Session
 from jobs.models import Job
-from slurm import CommandResult
-from slurm.states import JobState
 from profiles.models import Profile
 from profiles.schema import OVERRIDE_ALIASES, parse_profile
+from slurm import CommandResult
+from slurm.states import JobState
 from tests.profiles.conftest import EXAMPLE_TEXT, cluster, no_slurm, people  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +122,7 @@ def before_generate_path_parameters(context, strategy):
     """Generated path parameters, or now and then those of rows that exist."""
     names = [p.name for p in context.operation.path_parameters]
     choices = [KNOWN_PATH_VALUES.get(n, []) for n in names]
-    known = [dict(zip(names, values)) for values in itertools.product(*choices)] if names and all(choices) else []
+    known = [dict(zip(names, values, strict=False)) for values in itertools.product(*choices)] if names and all(choices) else []
     return st.one_of(strategy, st.sampled_from(known)) if known else strategy
 
 
@@ -241,7 +243,7 @@ def api_world(people, cluster, no_slurm, monkeypatch, settings):
                            state="STOPPED", message="Stopped by you.")
     Session.objects.create(user=carol, server_name="lab-0001", ide="lab", partition="interactive", memory_mb=4096, time_limit_min=120,
                            state="RUNNING")
-    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=tz.utc), period_end=None, taken_at=1.0)},
+    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)},
            UsageStatus(taken_at=1.0))
     yield carol
     assert all(is_log_read(argv) for argv, _, _ in no_slurm.calls), f"the API ran commands on Slurm's side: {no_slurm.calls}"

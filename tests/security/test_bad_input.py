@@ -6,7 +6,9 @@ from http import HTTPStatus
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy

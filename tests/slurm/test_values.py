@@ -3,6 +3,8 @@
 import pytest
 
 from slurm.adapters.v0_0_38 import gpus_requested, parse_jobs, parse_sacct_jobs
+from slurm.records import QueueJob
+from slurm.states import JobState
 from slurm.values import (
     ArrayTasks,
     array_finished,
@@ -16,8 +18,6 @@ from slurm.values import (
     parse_tres_gpus,
     time_left_seconds,
 )
-from slurm.records import QueueJob
-from slurm.states import JobState
 
 UNSET = {"set": False, "infinite": False, "number": 0}
 INFINITE = {"set": True, "infinite": True, "number": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http import HTTPStatus
 
 import pytest
@@ -33,7 +33,7 @@ def world(django_user_model, clean_cache):
     nlp = Team.objects.create(name="nlp")
     for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
         Membership.objects.create(user=users[user], team=team, role=role, source=Source.ADMIN)
-    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
     _store({
         "vision": TeamUsage(account="vision", tracked=True, period_start=start, period_end=None, taken_at=1795970000.0,
                             gpu_hours_used=7.5, gpu_hours_quota=10.0, gpu_hours_left=2.5, gpu_limit=4, gpus_running=2, pending_gpu_hours=4.0,
@@ -123,7 +123,7 @@ def test_csv_export(client, world):
 
 def test_untracked_gpus_never_show_zero(client, world):
     users, *_ = world
-    _store({"vision": TeamUsage(account="vision", tracked=False, period_start=datetime(2026, 11, 1, tzinfo=timezone.utc), period_end=None, taken_at=1.0)}, UsageStatus(taken_at=1.0))
+    _store({"vision": TeamUsage(account="vision", tracked=False, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)}, UsageStatus(taken_at=1.0))
     html = as_(client, users["dana"]).get("/teams/vision/").content.decode()
     assert "GPU usage is not tracked by this cluster" in html and "AccountingStorageTRES" in html
     assert "0.0 GPU-hours" not in html

@@ -12,9 +12,9 @@ import pytest
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
+from jobs.submit import job_create
 from slurm import get_gateway
 from slurm.states import JobState
-from jobs.submit import job_create
 from teams.models import Membership, Role, Source, Team
 from teams.services import membership_remove
 from teams.slurm_sync import teams_sync

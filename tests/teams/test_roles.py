@@ -2,9 +2,9 @@
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from accounts.claims import is_admin_by_claims
 from audit.models import AuditEvent
 from teams.models import Membership, Role, Source, Team
-from accounts.claims import is_admin_by_claims
 from teams.roles import role_from_groups
 from teams.services import membership_remove, membership_set, memberships_from_claims, team_set_limits, user_set_admin_override
 
