@@ -15,7 +15,7 @@ from jobs.models import Job
 from jobs.queue import JobRow, job_row
 from jobs.selectors import job_for_viewer, job_history, jobs_for_user
 from jobs.submit import job_cancel
-from jobs.templatetags.portal_extras import ordinal
+from portal.formats import ordinal
 from profiles.schema import ProfileInvalid
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run

@@ -10,7 +10,7 @@ from ninja import Router, Status
 from interactive import hub
 from interactive.models import Session
 from interactive.services import SessionCard, SessionRefused, session_cards, session_start, session_stop
-from jobs.templatetags.portal_extras import ordinal
+from portal.formats import ordinal
 
 from .base import ApiError, need_scope
 from .schemas import ErrorOut, SessionIn, SessionList, SessionOut

@@ -66,13 +66,13 @@ def test_gpu_label():
 
 @pytest.mark.parametrize("seconds, text", [(0, "0 s"), (59, "59 s"), (300, "5 min"), (301, "5 min 01 s"), (3600, "1 h"), (5400, "1 h 30 min"), (172800, "2 days"), (93600, "1 day 2 h"), (-5, "0 s"), (None, "")])
 def test_duration_filter(seconds, text):
-    from jobs.templatetags.portal_extras import duration
+    from portal.formats import duration
 
     assert duration(seconds) == text
 
 
 @pytest.mark.parametrize("n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"), (21, "21st"), (102, "102nd")])
 def test_ordinal_filter(n, text):
-    from jobs.templatetags.portal_extras import ordinal
+    from portal.formats import ordinal
 
     assert ordinal(n) == text

@@ -1,0 +1,63 @@
+"""Display formats shared by pages (as template filters, ``jobs/templatetags/portal_extras.py``) and
+the API: times, durations, ordinals, sizes. Pure functions of their argument (and the clock, for
+:func:`from_now`)."""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.utils import timezone as djtz
+from django.utils.dateformat import format as date_format
+
+
+def unix_time(value, fmt: str = "Y-m-d H:i"):
+    """Format Unix seconds (UTC) with a Django date format; empty for missing values."""
+    if value in (None, "", 0):
+        return ""
+    return date_format(datetime.fromtimestamp(float(value), tz=UTC), fmt)
+
+
+def duration(seconds):
+    """Seconds -> ``2 h 05 min`` / ``4 min 10 s`` / ``3 days 2 h``; empty for ``None``."""
+    if seconds is None or seconds == "":
+        return ""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes:02d} min" if minutes else "")
+    if minutes:
+        return f"{minutes} min" + (f" {secs:02d} s" if secs else "")
+    return f"{secs} s"
+
+
+def ordinal(n):
+    """1 -> 1st, 2 -> 2nd, 3 -> 3rd, 11 -> 11th."""
+    if n is None:
+        return ""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def from_now(value):
+    """An aware datetime -> ``in about 40 min`` / ``in about 2 h`` / ``now``."""
+    if not value:
+        return ""
+    seconds = (value - djtz.now()).total_seconds()
+    if seconds <= 60:
+        return "any moment now"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"in about {minutes} min"
+    hours = round(seconds / 3600)
+    if hours < 48:
+        return f"in about {hours} h"
+    return f"in about {round(hours / 24)} days"
+
+
+def mib_to_gb(mib):
+    """MiB -> GB with one decimal (``16000`` -> ``15.6``)."""
+    return f"{int(mib) / 1024:.1f}".rstrip("0").rstrip(".") if mib is not None else ""
