@@ -9,14 +9,14 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from jobs.audit import audit
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
+from audit.services import audit
 from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
 from .directory import ClusterUser, cluster_user_lookup
+from .events import identity_linked
 from .models import UNLINKED_PREFIX, LinkState, User
-from .signals import identity_linked
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 the user's team memberships follow Slurm's associations and the ``groups`` claim."""
 from django.dispatch import receiver
 
-from accounts.signals import identity_linked
+from accounts.events import identity_linked
 
 from .services import memberships_from_claims, memberships_from_slurm
 

@@ -21,8 +21,8 @@ from accounts.services import (
     unlinked_username,
     user_apply_claims,
 )
-from jobs.models import AuditEvent
-from jobs.slurm.gateway import SlurmGateway
+from audit.models import AuditEvent
+from slurm.gateway import SlurmGateway
 from teams.models import Membership, Team
 from tests.fakes import FakeTransport
 
@@ -35,7 +35,7 @@ ISS = "https://idp.example.org"
 def slurm(monkeypatch):
     """A scripted gateway: each test says which commands the submit host answers."""
     fake = FakeTransport()
-    monkeypatch.setattr("jobs.slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
     return fake
 
 

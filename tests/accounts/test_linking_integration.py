@@ -9,7 +9,7 @@ from http import HTTPStatus
 import pytest
 
 from accounts.models import LinkState, User
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from teams.models import Membership, Team
 from tests.sso import form_of, sso_login
 

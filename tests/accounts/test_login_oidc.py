@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from accounts.models import LinkState, User
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from tests.sso import form_of, sso_login
 
 pytestmark = pytest.mark.integration

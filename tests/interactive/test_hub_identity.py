@@ -10,7 +10,7 @@ import requests
 from django.db import connection
 
 from accounts.models import User
-from jobs.models import AuditEvent
+from audit.models import AuditEvent
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401 (fixture)
 from tests.sso import form_of, sso_login
 
