@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -119,3 +120,83 @@ def test_failed_command_raises_slurm_error(gateway):
     with pytest.raises(SlurmError) as info:
         gateway.run(["sh", "-c", "echo oops >&2; exit 3"])
     assert info.value.returncode == 3 and "oops" in info.value.stderr
+
+
+# --- known_hosts as OpenSSH reads it (slurm/known_hosts.py), against the real sshd ---------------------
+def host_key_line(pattern: str) -> str:
+    kind, blob = open("/etc/ssh/ssh_host_ed25519_key.pub").read().split()[:2]
+    return f"{pattern} {kind} {blob}"
+
+
+def other_key_line(pattern: str, tmp_path, name: str = "other") -> str:
+    key = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    kind, blob = key.with_suffix(".pub").read_text().split()[:2]
+    return f"{pattern} {kind} {blob}"
+
+
+def host_pattern() -> str:
+    conf = settings.SLURM_GATEWAY
+    return f"[{conf['ssh_host']}]:{conf['ssh_port']}"
+
+
+@pytest.mark.parametrize("order", ["right key first", "right key second"])
+def test_two_listed_keys_for_the_host_either_order_connects(tmp_path, order):
+    """Round-robin login nodes or a key being rotated: two ed25519 keys for one host (OpenSSH connects)."""
+    lines = [host_key_line(host_pattern()), other_key_line(host_pattern(), tmp_path)]
+    if order == "right key second":
+        lines.reverse()
+    known = tmp_path / "known_hosts"
+    known.write_text("\n".join(lines) + "\n")
+    before = known.read_text()
+    gw = SlurmGateway(transport(ssh_known_hosts=str(known)))
+    try:
+        assert gw.run(["echo", "ok"]).out == "ok\n"
+    finally:
+        gw.close()
+    assert known.read_text() == before  # never written
+    ssh = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
+                          "-o", "StrictHostKeyChecking=yes", "-p", str(settings.SLURM_GATEWAY["ssh_port"]), "-i", settings.SLURM_GATEWAY["ssh_key_file"],
+                          f"{settings.SLURM_GATEWAY['ssh_user']}@{settings.SLURM_GATEWAY['ssh_host']}", "true"], capture_output=True, text=True, timeout=30)
+    assert ssh.returncode == 0, ssh.stderr  # OpenSSH agrees with the same file
+
+
+def test_hashed_host_name_and_other_key_types_connect(tmp_path):
+    known = tmp_path / "known_hosts"
+    rsa = tmp_path / "rsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", str(rsa)], check=True)
+    rsa_line = f"{host_pattern()} " + " ".join(rsa.with_suffix(".pub").read_text().split()[:2])
+    known.write_text(rsa_line + "\n" + host_key_line(host_pattern()) + "\n")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)  # hash the names, as many sites do
+    assert host_pattern() not in known.read_text() and "|1|" in known.read_text()
+    gw = SlurmGateway(transport(ssh_known_hosts=str(known)))
+    try:
+        assert gw.run(["true"]).returncode == 0
+    finally:
+        gw.close()
+
+
+def test_revoked_key_is_refused_even_when_listed(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(host_key_line(host_pattern()) + "\n@revoked " + host_key_line("*") + "\n")
+    with pytest.raises(SlurmUnreachable, match="REVOKED") as info:
+        SlurmGateway(transport(ssh_known_hosts=str(known))).run(["true"])
+    assert host_key_fingerprint() in info.value.message and "line 2" in info.value.message
+
+
+def test_changed_key_refusal_names_offered_and_expected_keys(tmp_path):
+    known = tmp_path / "known_hosts"
+    first, second = other_key_line(host_pattern(), tmp_path, "a"), other_key_line(host_pattern(), tmp_path, "b")
+    known.write_text(first + "\n" + second + "\n")
+    with pytest.raises(SlurmUnreachable, match="CHANGED") as info:
+        SlurmGateway(transport(ssh_known_hosts=str(known))).run(["true"])
+    message = info.value.message
+    assert f"offered ssh-ed25519 {host_key_fingerprint()}" in message and "(line 1)" in message and "(line 2)" in message
+
+
+def test_cert_authority_only_is_refused_with_a_clear_sentence(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text("@cert-authority " + other_key_line("*", tmp_path) + "\n")
+    with pytest.raises(SlurmUnreachable, match="certificate authority") as info:
+        SlurmGateway(transport(ssh_known_hosts=str(known))).run(["true"])
+    assert "list the host's own public key" in info.value.message
