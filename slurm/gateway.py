@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from .errors import SlurmError
+from .adapters import adapter_for
+from .errors import SlurmError, SlurmVersionUnknown
 from .transport import CommandResult, Transport
 
 #: A user name we are willing to pass to ``sudo -u`` (same rule as accounts.claims).
@@ -70,12 +71,18 @@ class SlurmGateway:
     def run_json(self, argv: Sequence[str], *, as_user: str | None = None, timeout: float | None = None) -> dict:
         """Run a Slurm ``--json`` command and return its document. Raises ``ValueError`` when the
         output is not JSON, and :class:`SlurmError` when the command failed *or* the document lists
-        ``errors``: Slurm 22.05's ``squeue --json`` and ``sinfo --json`` exit 0 with an empty list and
+        ``errors`` that are failures (an entry that only says "nothing found", like sacct's 9003, is an
+        empty answer, decided by the version's adapter: ``failure_errors``): Slurm 22.05's ``squeue --json`` and ``sinfo --json`` exit 0 with an empty list and
         ``"errors": [{"description": "Failed while looking for jobs"...}]`` when slurmctld cannot be
         reached, which must never read as "the queue is empty"."""
         result = self.run(argv, as_user=as_user, timeout=timeout)
         doc = json.loads(result.out)
         errors = doc.get("errors") if isinstance(doc, dict) else None
+        if errors:
+            try:  # the version's own word on which entries only mean "nothing found"
+                errors = adapter_for(doc, argv=argv).failure_errors(doc)
+            except SlurmVersionUnknown:
+                pass  # every entry counts (an outage's document may carry no version at all)
         if errors:
             detail = "; ".join(
                 str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors

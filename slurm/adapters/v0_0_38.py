@@ -29,6 +29,18 @@ from ..values import (
     tres_list_gpus,
 )
 
+#: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
+#: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
+#: matched nothing (an unknown job id, a period without jobs). Recorded: ``sacct_nothing_found.json``.
+EMPTY_RESULT_ERRORS = frozenset({9003})
+
+
+def failure_errors(document: dict) -> list:
+    """The document's ``errors`` entries that are real failures (slurmctld or slurmdbd not
+    answering...), leaving out those that only say the answer is empty (:data:`EMPTY_RESULT_ERRORS`)."""
+    errors = document.get("errors") or []
+    return [e for e in errors if not (isinstance(e, dict) and e.get("error_number") in EMPTY_RESULT_ERRORS)]
+
 
 def parse_nodes(sinfo: dict) -> list[Node]:
     """Nodes from a ``sinfo --json`` document."""

@@ -1,4 +1,6 @@
 """The gateway with a scripted fake transport: argv building, sudo, errors."""
+import json
+
 import pytest
 
 from slurm import SlurmError, SlurmGateway, SlurmTimeout
@@ -110,3 +112,19 @@ def test_json_errors_with_exit_0_are_a_failure_not_an_empty_queue():
     gw = SlurmGateway(FakeTransport().expect(["sinfo", "--json"], stdout=CTLD_DOWN_SINFO))
     with pytest.raises(SlurmError):
         snapshot_take(gw)
+
+
+def test_nothing_found_from_accounting_is_an_empty_answer_not_an_outage(slurm_json):
+    """22.05's sacct --json for a query that matched nothing: exit 0, jobs [] and error 9003 (recorded)."""
+    from slurm.adapters import adapter_for
+
+    recorded = slurm_json("22.05", "sacct_nothing_found")
+    assert recorded["errors"][0]["error_number"] == 9003 and recorded["jobs"] == []
+    gw = SlurmGateway(FakeTransport().expect(["sacct", "--json", "-j", "99999999"], stdout=json.dumps(recorded)))
+    doc = gw.run_json(["sacct", "--json", "-j", "99999999"])
+    assert adapter_for(doc).parse_sacct_jobs(doc) == []
+    # "Nothing found" beside a real failure is still a failure.
+    both = {**recorded, "errors": recorded["errors"] + [{"description": "Unable to connect to database", "error_number": 7000}]}
+    gw = SlurmGateway(FakeTransport().expect(["sacct", "--json"], stdout=json.dumps(both)))
+    with pytest.raises(SlurmError, match="Unable to connect to database"):
+        gw.run_json(["sacct", "--json"])

@@ -200,3 +200,11 @@ def test_cert_authority_only_is_refused_with_a_clear_sentence(tmp_path):
     with pytest.raises(SlurmUnreachable, match="certificate authority") as info:
         SlurmGateway(transport(ssh_known_hosts=str(known))).run(["true"])
     assert "list the host's own public key" in info.value.message
+
+
+def test_accounting_with_nothing_to_report_is_an_empty_list_on_the_real_cluster(gateway):
+    """sacct --json for an id accounting never saw: the real 22.05 answer reads as no jobs, not an error."""
+    from slurm.adapters import adapter_for
+
+    doc = gateway.run_json(["sacct", "--json", "-j", "99999999"], as_user="alice")
+    assert adapter_for(doc).parse_sacct_jobs(doc) == []
