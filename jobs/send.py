@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -25,6 +25,7 @@ from django.utils import timezone as djtz
 from audit.services import audit
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
 from slurm.adapters import adapter_for
+from slurm.bounds import start_bound
 from slurm.errors import controller_unreachable
 from slurm.states import JobState
 
@@ -95,8 +96,7 @@ def find_by_key(job: Job) -> tuple[int, str] | None:
     found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
     if found:
         return found
-    since = (job.created_at - timedelta(minutes=5)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    argv = ["sacct", "--json", "-u", job.user.username, "-S", since]
+    argv = ["sacct", "--json", "-u", job.user.username, "-S", start_bound(job.created_at)]
     sacct = gw.run_json(argv)
     return adapter_for(sacct, argv=argv).sacct_job_by_comment(sacct, job.comment)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone as djtz
@@ -23,6 +23,7 @@ from audit.services import audit
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
+from slurm.bounds import start_bound
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import classify_state, parse_exit
@@ -76,8 +77,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             result.updated += 1
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
-        since = min(j.created_at for j in left).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        argv = ["sacct", "--json", "-S", since, "-j", ids]
+        argv = ["sacct", "--json", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
         try:
             doc = gateway.run_json(argv)
             adapter = adapter_for(doc, argv=argv)

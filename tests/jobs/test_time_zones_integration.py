@@ -1,0 +1,65 @@
+"""Times the portal passes to Slurm are right whatever the cluster's zone (issue 16, item 5): the real
+sacct, run in America/New_York (west of UTC, where UTC text landed hours after the job ended)."""
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+
+import pytest
+from django.utils import timezone as djtz
+
+from jobs.models import Job
+from jobs.send import find_by_key
+from jobs.sync import jobs_sync
+from slurm import SlurmGateway
+from slurm.local import LocalTransport
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def new_york(monkeypatch):
+    """Slurm's commands run in America/New_York, as on a submit host in that zone."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    gateway = SlurmGateway(LocalTransport(), command_timeout=30)
+    monkeypatch.setattr("slurm.gateway._gateway", gateway)
+    return gateway
+
+
+@pytest.fixture
+def finished_job(django_user_model):
+    """A real job of alice's that ended a moment ago, and its portal row (submitted just now)."""
+    alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    row = Job.objects.create(user=alice, name="tz", partition="small", memory_mb=100, time_limit_min=1, script="true",
+                             state=JobState.RUNNING, key=uuid.uuid4(), submitted_at=djtz.now())
+    out = subprocess.run(["sudo", "-n", "-u", "alice", "sbatch", "--parsable", "--chdir=/tmp", "-p", "small", "--mem=100M", "-t", "1",
+                          "-o", "/dev/null", f"--comment={row.comment}", "--wrap", "true"], capture_output=True, text=True, check=True).stdout
+    job_id = int(out.strip().split(";")[0])
+    Job.objects.filter(pk=row.pk).update(slurm_job_id=job_id)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job_id)], capture_output=True, text=True).stdout.strip()
+        if state == "COMPLETED":
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"job {job_id} did not complete in accounting within 60 s (state {state!r})")
+    row.refresh_from_db()
+    return row
+
+
+def test_vanished_job_is_finished_from_accounting_in_a_zone_west_of_utc(new_york, finished_job):
+    result = jobs_sync(ClusterSnapshot(taken_at=time.time(), jobs=[]), new_york)  # the job left the queue
+    finished_job.refresh_from_db()
+    assert (result.finished, result.unknown) == (1, 0)
+    assert finished_job.state == JobState.COMPLETED and finished_job.status_unknown_since is None
+
+
+def test_key_look_up_before_a_resubmission_finds_the_job_in_a_zone_west_of_utc(new_york, finished_job, monkeypatch):
+    # squeue keeps ended jobs for MinJobAge (300 s): pretend it has dropped this one, so accounting is asked.
+    monkeypatch.setattr("slurm.adapters.v0_0_38.queue_job_by_comment", lambda squeue, comment: None)
+    found = find_by_key(finished_job)
+    assert found is not None and found[0] == finished_job.slurm_job_id
