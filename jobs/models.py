@@ -55,6 +55,10 @@ class Job(models.Model):
     elapsed_s = models.PositiveIntegerField(null=True, blank=True)
     gpu_hours = models.FloatField(null=True, blank=True)
     status_unknown_since = models.DateTimeField(null=True, blank=True)
+    #: Times Slurm started the job again (squeue ``restart_cnt``), and its earlier runs from sacct,
+    #: oldest first: ``[{"state", "why", "start", "end", "elapsed_s", "nodes"}]`` (times ISO 8601 UTC).
+    restart_count = models.PositiveSmallIntegerField(default=0)
+    runs = models.JSONField(default=list, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

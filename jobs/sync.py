@@ -3,7 +3,11 @@
 - Jobs still in ``squeue --json``: state, pending reason, priority, start (actual, or the backfill
   estimate while pending), end, nodes.
 - Jobs that left the queue (gone from squeue, or squeue shows them ended): ONE ``sacct --json -j
-  <ids>`` call for all of them: final state, elapsed, GPU-hours, exit code and signal. Slurm 22.05's
+  <ids>`` call for all of them: final state, elapsed, GPU-hours, exit code and signal, from the
+  latest run's record (a requeued job has one record per run) and only once that record has Slurm's
+  own end time.
+- Jobs squeue shows restarted (``restart_cnt`` grew: requeued, node failure, preemption): one
+  ``sacct --json -j`` for them gives the earlier runs and why each ended (``Job.runs``). Slurm 22.05's
   JSON writes every normal exit as return code 0, so the exit code comes from squeue's raw
   ``exit_code`` when the poller saw the job end there, else from ``sacct -P -o JobIDRaw,ExitCode``
   (one more call, only for failed jobs whose code is still unknown).
@@ -58,6 +62,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     queue = {q.job_id: q for q in snapshot.jobs}
     by_comment = {q.comment: q for q in snapshot.jobs if q.comment.startswith("portal:")}
     left: list[Job] = []
+    restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
     exits: dict[int, tuple[int | None, int | None]] = {}
     for job in Job.objects.exclude(state__in=FINAL_STATES).select_related("user"):  # OTHER too: it may end later
         if job.slurm_job_id is None:
@@ -67,6 +72,8 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
                 result.adopted += 1
             continue
         q = queue.get(job.slurm_job_id)
+        if q is not None and q.restart_count > job.restart_count:
+            restarted.append(job)
         state, raw = classify_state(q.state) if q else (None, "")
         if q is None or state in FINAL_STATES:
             left.append(job)
@@ -75,6 +82,8 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             continue
         if _apply_queue(job, q, state, raw):
             result.updated += 1
+    if restarted:
+        _record_restarts(gateway, restarted, queue)
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
         argv = ["sacct", "--json", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
@@ -87,24 +96,85 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             result.unknown += len(left)
             return result
         records = adapter.parse_sacct_jobs(doc)
-        finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and f.state in FINAL_STATES}
+        finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and _is_final(f)}
         hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
         if hidden:
             exits.update(_exit_codes(gateway, hidden))
         for job in left:
             f = finished.get(job.pk)
             if f is None:
-                continue  # slurmdbd has not caught up yet; next poll
-            _apply_final(job, f, exits.get(job.slurm_job_id))
+                continue  # slurmdbd has not caught up yet (no record, or no end time in it); next poll
+            _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
             result.finished += 1
     return result
 
 
-def _record_of(job: Job, records: list):
-    """The sacct record of ``job``: Slurm reuses job ids after a controller reset, so the one carrying
-    the job's ``portal:<key>`` comment wins; else the latest record with that id."""
+def _attempts(job: Job, records: list) -> list:
+    """The sacct records of ``job``, oldest run first. A requeued job has one record per run with
+    the same id and comment; Slurm reuses job ids after a controller reset, so records carrying the
+    job's ``portal:<key>`` comment win over others with the id."""
     same_id = [f for f in records if f.job_id == job.slurm_job_id]
-    return next((f for f in same_id if f.comment == job.comment), same_id[-1] if same_id else None)
+    mine = [f for f in same_id if f.comment == job.comment] or same_id
+    return sorted(mine, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
+
+
+def _record_of(job: Job, records: list):
+    """The sacct record of ``job``'s latest run (the one that decides its state), or ``None``."""
+    attempts = _attempts(job, records)
+    return attempts[-1] if attempts else None
+
+
+def _is_final(f) -> bool:
+    """Accounting holds the whole of this run: a final state *and* Slurm's own end time. A record
+    whose end is not known yet (slurmdbd was down when the job ended) is asked for again at the next
+    poll: run time and GPU-hours come only from Slurm's figures, never from the portal's clock."""
+    return f.state in FINAL_STATES and f.end is not None
+
+
+#: Why Slurm ran a job again, from the state its run before ended in (sacct).
+RESTART_WHY = {
+    JobState.REQUEUED: "requeued by an administrator",
+    JobState.NODE_FAIL: "its node failed",
+    JobState.PREEMPTED: "preempted by more urgent work",
+    JobState.BOOT_FAIL: "its node failed to boot",
+}
+
+
+def _run(f) -> dict:
+    return {
+        "state": f.state_raw, "why": RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}"),
+        "start": to_datetime(f.start).isoformat() if f.start else None, "end": to_datetime(f.end).isoformat() if f.end else None,
+        "elapsed_s": f.elapsed, "nodes": f.nodes,
+    }
+
+
+def _earlier_runs(job: Job, records: list, latest) -> list[dict]:
+    """Every run of ``job`` before ``latest``, oldest first (see ``Job.runs``)."""
+    return [_run(f) for f in _attempts(job, records) if f is not latest]
+
+
+def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> None:
+    """Jobs Slurm started again since the last poll: one ``sacct --json -j`` for all of them gives
+    the earlier runs and why each ended (``Job.runs``); ``restart_count`` follows squeue. When
+    accounting cannot answer, the count is recorded and the runs are read at the next restart or at
+    the end."""
+    ids = ",".join(str(j.slurm_job_id) for j in jobs)
+    argv = ["sacct", "--json", "-S", start_bound(min(j.created_at for j in jobs)), "-j", ids]
+    records = []
+    try:
+        doc = gateway.run_json(argv)
+        records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
+    except (SlurmError, ValueError) as exc:
+        logger.warning("sacct for restarted jobs %s failed: %s", ids, exc)
+    for job in jobs:
+        q = queue[job.slurm_job_id]
+        runs = [_run(f) for f in _attempts(job, records) if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]
+        runs = runs[: q.restart_count] or job.runs
+        old = {"restart_count": job.restart_count}
+        Job.objects.filter(pk=job.pk).update(restart_count=q.restart_count, runs=runs)
+        job.restart_count, job.runs = q.restart_count, runs
+        audit(actor=None, action="job.restarted", job=job, old=old,
+              new={"restart_count": q.restart_count, "why": runs[-1]["why"] if runs else ""})
 
 
 def _exit_hidden(f) -> bool:
@@ -154,16 +224,20 @@ def _apply_queue(job: Job, q, state: JobState, raw: str) -> bool:
     return True
 
 
-def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None) -> None:
+def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None, *, runs: list[dict] | None = None) -> None:
+    """Record the job's final run ``f`` (a record :func:`_is_final` accepts): state, exit, Slurm's
+    own start, end, elapsed and GPU-hours; ``runs`` the runs before it (a requeued job)."""
     old_state = job.state
     job.state, job.slurm_state = f.state, f.state_raw
     job.exit_code, job.signal = exit_signal if exit_signal else (f.exit_code, f.signal)
     job.elapsed_s = f.elapsed
     job.gpu_hours = f.gpu_hours
     job.start_at = to_datetime(f.start) or job.start_at
-    job.end_at = to_datetime(f.end) or djtz.now()
+    job.end_at = to_datetime(f.end)
     job.reason = ""
     job.status_unknown_since = None
+    if runs:
+        job.runs, job.restart_count = runs, max(job.restart_count, len(runs))
     with transaction.atomic():
         job.save()
         audit(actor=None, action="job.finished", job=job, old={"state": old_state}, new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal})

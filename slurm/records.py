@@ -77,6 +77,9 @@ class QueueJob:
     #: From squeue's raw ``exit_code`` wait status (kept ~MinJobAge after the end); ``None`` = not set.
     exit_code: int | None = None
     signal: int | None = None
+    #: How often Slurm started the job again (``restart_cnt``: requeued by an admin, after a node
+    #: failure or a preemption); 0 for a job on its first run.
+    restart_count: int = 0
 
 
 @dataclass(frozen=True)

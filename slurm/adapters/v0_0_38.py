@@ -117,6 +117,7 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 comment=raw.get("comment") or "",
                 nodes=raw.get("nodes") or "",
                 **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
+                restart_count=number(raw.get("restart_cnt"), 0) or 0,
             )
         )
     return jobs

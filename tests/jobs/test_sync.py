@@ -153,3 +153,51 @@ def test_a_job_in_an_unknown_state_is_still_followed_until_it_ends(alice, slurm_
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED
+
+
+# --- requeues and late accounting (issue 16, items 1 and 3), on outputs recorded from the real cluster ---
+REQUEUED_KEY = "11111111-2222-3333-4444-555555555555"
+
+
+@pytest.fixture
+def requeued(alice):
+    return job(alice, 479, JobState.RUNNING, key=uuid.UUID(REQUEUED_KEY))
+
+
+def test_a_requeued_job_records_its_restart_and_why(requeued, slurm_json):
+    """squeue shows restart_cnt 1 (PENDING, BeginTime): one sacct call gives the earlier run."""
+    mid = slurm_json("22.05", "sacct_requeued")
+    mid["jobs"] = mid["jobs"][:1]  # accounting holds only the requeued run so far
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(mid))
+    jobs_sync(snap(slurm_json("22.05", "squeue_requeued")), SlurmGateway(fake))
+    requeued.refresh_from_db()
+    assert (requeued.state, requeued.reason, requeued.restart_count) == (JobState.PENDING, "BeginTime", 1)
+    assert [(r["state"], r["why"], r["elapsed_s"]) for r in requeued.runs] == [("REQUEUED", "requeued by an administrator", 2)]
+    # The next poll sees the same restart count: no second sacct call (the fake has no more answers).
+    jobs_sync(snap(slurm_json("22.05", "squeue_requeued")), SlurmGateway(FakeTransport()))
+
+
+def test_the_latest_run_decides_and_history_keeps_the_runs(requeued, slurm_json):
+    """Accounting holds two records for the id and key: REQUEUED (first) and COMPLETED (final)."""
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued")))
+    result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
+    requeued.refresh_from_db()
+    assert result.finished == 1
+    assert (requeued.state, requeued.elapsed_s, int(requeued.end_at.timestamp())) == (JobState.COMPLETED, 8, 1796104065)
+    assert int(requeued.start_at.timestamp()) == 1796104057  # the second run's start
+    assert requeued.restart_count == 1 and requeued.runs[0]["state"] == "REQUEUED"
+
+
+def test_a_record_without_slurms_end_time_is_not_final_yet(requeued, slurm_json):
+    """slurmdbd down when the job ended: the record says COMPLETED but has no end time. The job is not
+    finished from the portal's clock; the next poll, with Slurm's figures, finishes it."""
+    late = slurm_json("22.05", "sacct_requeued")
+    late["jobs"][1]["time"]["end"] = 0
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(late))
+    assert jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake)).finished == 0
+    requeued.refresh_from_db()
+    assert requeued.state == JobState.RUNNING and requeued.end_at is None and requeued.elapsed_s is None
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued")))
+    assert jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake)).finished == 1
+    requeued.refresh_from_db()
+    assert (requeued.state, requeued.elapsed_s, int(requeued.end_at.timestamp())) == (JobState.COMPLETED, 8, 1796104065)

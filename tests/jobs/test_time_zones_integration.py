@@ -47,6 +47,13 @@ def finished_job(django_user_model):
         time.sleep(1)
     else:
         pytest.fail(f"job {job_id} did not complete in accounting within 60 s (state {state!r})")
+    # slurmdbd lists a job in time-window queries a moment after `sacct -j` has it: wait for that (in UTC).
+    while time.monotonic() < deadline + 30:
+        listed = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-u", "alice", "-S", "now-600seconds"],
+                                capture_output=True, text=True, env={"TZ": "UTC", "PATH": "/usr/bin:/bin"}).stdout.split()
+        if str(job_id) in listed:
+            break
+        time.sleep(1)
     row.refresh_from_db()
     return row
 
