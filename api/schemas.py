@@ -118,7 +118,7 @@ class LogOut(Schema):
 class SessionOut(Schema):
     key: str
     name: str = Field(description="The JupyterHub named server")
-    ide: Literal["lab", "vscode"]
+    ide: str = Field(description="The session's kind (a name from GET /sessions/kinds)")
     state: str = Field(description="REQUESTED, STARTING, RUNNING, STOPPED or FAILED")
     phase: str = Field(description="queued, starting, running, ended or unknown (JupyterHub unreachable)")
     url: str | None = Field(None, description="Where to open it, once running")
@@ -142,8 +142,21 @@ class SessionList(Schema):
     warning: str = ""
 
 
+class SessionKindOut(Schema):
+    name: str = Field(description="The value of a session's ide field")
+    label: str = Field(description="What people read, e.g. JupyterLab")
+    available: bool = Field(description="Whether this site offers it now (what it needs is installed)")
+    note: str = Field(description="Why it is not offered (empty when it is)")
+
+
+class SessionKindList(Schema):
+    items: list[SessionKindOut]
+    count: int
+    default: str = Field(description="The kind a start without ide gets")
+
+
 class SessionIn(In):
-    ide: Literal["lab", "vscode"] = "lab"
+    ide: str | None = Field(None, max_length=16, description="A session kind's name (GET /sessions/kinds); omitted: the default kind")
     partition: str | None = Field(None, max_length=64)
     gpus: int = Field(0, ge=0, le=64)
     gpu_type: str = Field("", max_length=64)

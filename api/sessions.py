@@ -1,5 +1,6 @@
-"""``/api/v1/sessions``: JupyterLab / VS Code sessions (JupyterHub named servers), with the same
-options, policy and session rules as the Sessions page (:func:`interactive.services.session_start`)."""
+"""``/api/v1/sessions``: interactive sessions (JupyterHub named servers) of the kinds in
+:mod:`interactive.kinds` (``GET /sessions/kinds`` lists them), with the same options, policy and
+session rules as the Sessions page (:func:`interactive.services.session_start`)."""
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -8,12 +9,13 @@ from django.http import Http404
 from ninja import Router, Status
 
 from interactive import hub
-from interactive.models import Session
+from interactive.kinds import SessionKind, kind_default, kinds_all
+from interactive.models import Session, SessionPhase
 from interactive.services import SessionCard, SessionRefused, session_cards, session_start, session_stop
 from portal.formats import ordinal
 
 from .base import ApiError, need_scope
-from .schemas import ErrorOut, SessionIn, SessionList, SessionOut
+from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
 
 router = Router(tags=["sessions"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
@@ -23,8 +25,8 @@ _FIELDS = {"gpu_count": "gpus", "memory_mb": "memory_gb", "options": ""}
 
 def _explanation(card: SessionCard) -> str:
     s = card.session
-    if card.phase == "queued":
-        parts = ["queued"]
+    if card.phase == SessionPhase.QUEUED:
+        parts = [card.phase.label]
         if card.position:
             parts.append(f"{ordinal(card.position)} in line")
         if card.estimate:
@@ -32,12 +34,12 @@ def _explanation(card: SessionCard) -> str:
         if card.job is not None and card.job.reason and card.job.reason != "None":
             parts.append(f"Slurm reason: {card.job.reason}")
         return " · ".join(parts)
-    if card.phase == "starting":
-        return "starting" + (f": {card.progress}" if card.progress else "")
-    if card.phase == "running":
-        return "running" + (f" on {card.job.nodes}" if card.job is not None and card.job.nodes else "")
-    if card.phase == "unknown":
-        return "state unknown (JupyterHub unreachable)"
+    if card.phase == SessionPhase.STARTING:
+        return card.phase.label + (f": {card.progress}" if card.progress else "")
+    if card.phase == SessionPhase.RUNNING:
+        return card.phase.label + (f" on {card.job.nodes}" if card.job is not None and card.job.nodes else "")
+    if card.phase == SessionPhase.UNKNOWN:
+        return card.phase.label
     return f"{s.get_state_display()}" + (f": {s.message}" if s.message else "")
 
 
@@ -68,11 +70,24 @@ def list_sessions(request):
     return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning}
 
 
-@router.post("", response={201: SessionOut, **ERRORS}, summary="Start a JupyterLab or VS Code session")
+def kind_out(kind: SessionKind) -> dict:
+    return {"name": kind.name, "label": kind.label, "available": kind.available(), "note": kind.unavailable_reason()}
+
+
+@router.get("/kinds", response={200: SessionKindList, **ERRORS}, summary="The kinds of session this site has (the ide values)")
+def list_kinds(request):
+    need_scope(request, "read")
+    kinds = kinds_all()
+    return {"items": [kind_out(k) for k in kinds], "count": len(kinds), "default": kind_default().name}
+
+
+@router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session (of a kind from GET /sessions/kinds)")
 def start_session(request, body: SessionIn):
     need_scope(request, "sessions")
-    options = {"ide": body.ide, "gpu_count": body.gpus, "gpu_type": body.gpu_type, "cpus": body.cpus,
+    options = {"gpu_count": body.gpus, "gpu_type": body.gpu_type, "cpus": body.cpus,
                "memory_mb": int(round(body.memory_gb * 1024)), "hours": body.hours}
+    if body.ide is not None:
+        options["ide"] = body.ide
     if body.partition is not None:
         options["partition"] = body.partition
     try:

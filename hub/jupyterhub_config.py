@@ -10,7 +10,8 @@ PORTAL_URL              the portal's base URL as the hub reaches it, default htt
 PORTAL_PUBLIC_URL       the portal's URL in people's browsers (default PORTAL_URL)
 OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET
                         the same IdP as the portal; hub users are named by the portal (issuer + sub)
-PORTAL_JUPYTER_VENV     the venv session jobs run; PORTAL_CODE_SERVER_DIR: where bin/code-server is
+PORTAL_JUPYTER_VENV     the venv session jobs run (what each session kind adds, e.g. code-server's
+                        directory, comes from the portal: interactive/kinds.py)
 PORTAL_HUB_NODE_ADDRESSES  "node1=127.0.0.1,node2=127.0.0.1": Slurm node name -> address the hub reaches
 """
 import os
@@ -101,15 +102,11 @@ c.JupyterHub.spawner_class = "portal_hub.spawner.PortalSlurmSpawner"
 c.PortalSlurmSpawner.portal_url = env("PORTAL_URL", "http://127.0.0.1:8000")
 c.PortalSlurmSpawner.portal_token = portal_token
 c.PortalSlurmSpawner.jupyter_venv = env("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyter")
-code_server_dir = env("PORTAL_CODE_SERVER_DIR", "/opt/gpuportal/code-server")
-if os.access(os.path.join(code_server_dir, "bin", "code-server"), os.X_OK):
-    c.PortalSlurmSpawner.code_server_dir = code_server_dir
 c.PortalSlurmSpawner.daemon_resolver = dict(
     pair.split("=", 1) for pair in env("PORTAL_HUB_NODE_ADDRESSES", "").split(",") if "=" in pair
 )
 c.PortalSlurmSpawner.start_timeout = int(env("PORTAL_SESSION_START_TIMEOUT", "600"))
 c.PortalSlurmSpawner.http_timeout = 120
 c.PortalSlurmSpawner.poll_interval = int(env("PORTAL_HUB_POLL_INTERVAL", "30"))  # reads the portal's snapshot, not Slurm
-c.PortalSlurmSpawner.default_url = "/lab"
 c.Spawner.debug = os.environ.get("PORTAL_HUB_DEBUG") == "1"
 c.JupyterHub.log_level = "DEBUG" if os.environ.get("PORTAL_HUB_DEBUG") == "1" else "INFO"

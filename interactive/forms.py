@@ -5,14 +5,14 @@ from django import forms
 
 from jobs.policy import SitePolicy
 
-from .options import IDES, vscode_available
+from .kinds import kind_default, kinds_available
 
 
 class SessionForm(forms.Form):
     #: Option error field -> form field.
     OPTION_FIELDS = {"memory_mb": "memory_gb", "time_limit_min": "hours"}
 
-    ide = forms.ChoiceField(label="IDE", widget=forms.RadioSelect, initial="lab")
+    ide = forms.ChoiceField(label="IDE", widget=forms.RadioSelect)
     partition = forms.CharField(widget=forms.Select)
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)
@@ -26,8 +26,8 @@ class SessionForm(forms.Form):
         from django.conf import settings
 
         super().__init__(*args, **kwargs)
-        self.vscode = vscode_available()
-        self.fields["ide"].choices = [(k, v) for k, v in IDES.items() if k != "vscode" or self.vscode]
+        self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
+        self.fields["ide"].initial = kind_default().name
         partitions = [p for p in settings.SESSION_PARTITIONS if p in policy.partitions] or list(settings.SESSION_PARTITIONS)
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})

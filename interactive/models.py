@@ -8,6 +8,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from .kinds import kind_label
+
 
 class SessionState(models.TextChoices):
     REQUESTED = "REQUESTED", "requested"  # row written, hub not yet asked / job not yet submitted
@@ -20,6 +22,17 @@ class SessionState(models.TextChoices):
 ACTIVE_SESSION_STATES = (SessionState.REQUESTED, SessionState.STARTING, SessionState.RUNNING)
 
 
+class SessionPhase(models.TextChoices):
+    """What a session's card says it is doing, from the row, the hub and the snapshot (not stored).
+    The label is what the card and the API's explanation say for it."""
+
+    QUEUED = "queued", "queued"  # its Slurm job is pending
+    STARTING = "starting", "starting"  # the job runs (or the hub has not said more); the server is not ready yet
+    RUNNING = "running", "running"  # the hub says the server is ready
+    ENDED = "ended", "ended"  # stopped or failed
+    UNKNOWN = "unknown", "state unknown (JupyterHub unreachable)"
+
+
 class Session(models.Model):
     """One start of a JupyterHub named server. ``memory_mb`` MiB, ``time_limit_min`` minutes;
     ``server_name`` the hub's named server; ``message`` why it stopped or failed, in plain words."""
@@ -27,7 +40,7 @@ class Session(models.Model):
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
     server_name = models.CharField(max_length=64)
-    ide = models.CharField(max_length=16)
+    ide = models.CharField(max_length=16)  # a session kind's name (interactive.kinds)
     account = models.CharField(max_length=64, blank=True, default="")
     partition = models.CharField(max_length=64)
     gpu_type = models.CharField(max_length=64, blank=True, default="")
@@ -54,5 +67,10 @@ class Session(models.Model):
         return self.state in ACTIVE_SESSION_STATES
 
     @property
+    def failed(self) -> bool:
+        return self.state == SessionState.FAILED
+
+    @property
     def ide_label(self) -> str:
-        return {"lab": "JupyterLab", "vscode": "VS Code"}.get(self.ide, self.ide)
+        """The kind's label (the registry's), e.g. "JupyterLab"."""
+        return kind_label(self.ide)

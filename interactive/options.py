@@ -1,11 +1,11 @@
 """Session options: the keys a start request may carry, parsed and checked against the site policy
 (the same :class:`jobs.policy.SitePolicy` the job form uses) plus the session rules: only the
 partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
-``PORTAL_SESSION_MAX_HOURS`` hours. Used by the sessions form and by the hub's spawner (through
+``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
+that this site offers. Used by the sessions form and by the hub's spawner (through
 ``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer."""
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
@@ -13,20 +13,17 @@ from django.conf import settings
 
 from jobs.policy import JobRequest, PolicyError, SitePolicy
 
+from .kinds import KINDS, SessionKind, kind_default, kinds_available
+
 #: Every key a start request may carry.
 ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours")
-IDES = {"lab": "JupyterLab", "vscode": "VS Code"}
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
-
-
-def vscode_available() -> bool:
-    """True when code-server is installed where sessions look for it (``PORTAL_CODE_SERVER_DIR``)."""
-    return os.access(os.path.join(settings.CODE_SERVER_DIR, "bin", "code-server"), os.X_OK)
 
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """Validated options. ``memory_mb`` MiB, ``hours`` whole hours."""
+    """Validated options. ``ide`` a registered, available kind's name; ``memory_mb`` MiB, ``hours``
+    whole hours."""
 
     ide: str
     partition: str
@@ -72,17 +69,18 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     if unknown:
         errors.append(PolicyError("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
     default_partition = settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""
-    ide = _str(raw, "ide", "lab", errors, "The IDE")
+    ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
     partition = _str(raw, "partition", default_partition, errors, "The partition")
     gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
     gpu_count = _int(raw, "gpu_count", 0, errors, "The number of GPUs")
     cpus = _int(raw, "cpus", 2, errors, "CPUs")
     memory_mb = _int(raw, "memory_mb", 4096, errors, "Memory (MiB)")
     hours = _int(raw, "hours", 2, errors, "Hours")
-    if ide not in IDES:
-        errors.append(PolicyError("ide", f"The IDE must be one of: {', '.join(IDES)}."))
-    elif ide == "vscode" and not vscode_available():
-        errors.append(PolicyError("ide", "VS Code is not installed on this cluster yet; choose JupyterLab (the admin can install it with scripts/install_code_server.sh)."))
+    kind = KINDS.get(ide)
+    if kind is None:
+        errors.append(PolicyError("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
+    elif not kind.available():
+        errors.append(PolicyError("ide", _not_installed(kind)))
     if partition not in settings.SESSION_PARTITIONS:
         errors.append(PolicyError("partition", f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job."))
     if gpu_count < 0:
@@ -99,3 +97,9 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     if errors:
         return None, errors
     return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours), []
+
+
+def _not_installed(kind: SessionKind) -> str:
+    offered = " or ".join(k.label for k in kinds_available()) or "another kind"
+    install = f" (the admin can install it with {kind.program.install})" if kind.program.install else ""
+    return f"{kind.label} is not installed on this cluster yet; choose {offered}{install}."

@@ -26,7 +26,8 @@ from slurm.snapshot import positions_load, snapshot_load
 from slurm.values import time_left_seconds
 
 from . import hub
-from .models import ACTIVE_SESSION_STATES, Session, SessionState
+from .kinds import KINDS, kind_get
+from .models import ACTIVE_SESSION_STATES, Session, SessionPhase, SessionState
 from .options import SessionOptions, parse_session_options
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ def _end(session: Session, state: str, message: str) -> None:
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
     the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
-    ``time_limit_min`` minutes, ``memory_mb`` MiB). Raises :class:`SessionRefused`."""
+    ``time_limit_min`` minutes, ``memory_mb`` MiB) and what the kind runs (``default_url``, ``path``,
+    ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`SessionRefused`."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise SessionRefused([PolicyError("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session.")])
@@ -137,7 +139,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "key": str(session.key), "ide": options.ide, "job_name": f"session-{options.ide}",
         "partition": options.partition, "gpu_type": options.gpu_type, "gpu_count": options.gpu_count,
         "cpus": options.cpus, "memory_mb": options.memory_mb, "time_limit_min": options.time_limit_min,
-        "default_url": "/vscode/" if options.ide == "vscode" else "/lab",
+        **KINDS[options.ide].spawn_settings(),
     }
 
 
@@ -175,11 +177,11 @@ def session_event(*, username: str, key: str, event: str, message: str) -> None:
 # --- the sessions page ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SessionCard:
-    """What one card shows. ``phase``: queued / starting / running / ended / unknown; ``open_url``:
-    the IDE's URL when running; ``time_left_s`` seconds; ``estimate`` aware datetime or None."""
+    """What one card shows. ``phase``: a :class:`SessionPhase`; ``open_url``: the kind's URL when
+    running; ``time_left_s`` seconds; ``estimate`` aware datetime or None."""
 
     session: Session
-    phase: str
+    phase: SessionPhase
     job: QueueJob | None
     position: int | None
     in_line: int | None
@@ -187,6 +189,23 @@ class SessionCard:
     time_left_s: int | None
     progress: str
     open_url: str
+
+    # For templates, which never compare phase strings.
+    @property
+    def queued(self) -> bool:
+        return self.phase == SessionPhase.QUEUED
+
+    @property
+    def starting(self) -> bool:
+        return self.phase == SessionPhase.STARTING
+
+    @property
+    def running(self) -> bool:
+        return self.phase == SessionPhase.RUNNING
+
+    @property
+    def ended(self) -> bool:
+        return self.phase == SessionPhase.ENDED
 
 
 def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:
@@ -241,22 +260,23 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
     position = in_line = estimate = time_left = None
     progress = open_url = ""
     if not session.is_active:
-        phase = "ended"
+        phase = SessionPhase.ENDED
     elif not hub_known:
-        phase = "unknown"
+        phase = SessionPhase.UNKNOWN
     elif server is not None and server.ready:
-        phase = "running"
-        open_url = settings.HUB_URL + server.url.rstrip("/") + ("/vscode/" if session.ide == "vscode" else "/lab")
+        phase = SessionPhase.RUNNING
+        kind = kind_get(session.ide)
+        open_url = settings.HUB_URL + server.url.rstrip("/") + (kind.default_url if kind else "")
         if job is not None and job.start_time:
             time_left = time_left_seconds(start=job.start_time, limit_minutes=job.time_limit, now=now)
     elif job is not None and job.state == "PENDING":
-        phase = "queued"
+        phase = SessionPhase.QUEUED
         position, in_line = positions.get(job.job_id, (None, None))
         if job.start_time and job.start_time > now:
             estimate = datetime.fromtimestamp(job.start_time, tz=djtz.get_current_timezone())
         progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
     else:
-        phase = "starting"
+        phase = SessionPhase.STARTING
         progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
     return SessionCard(session, phase, job, position, in_line, estimate, time_left, progress, open_url)
 

@@ -14,16 +14,18 @@ from slurm.snapshot import snapshot_load
 
 from . import hub
 from .forms import SessionForm
+from .kinds import kinds_all
 from .models import Session
-from .options import vscode_available
 from .services import SessionRefused, current_policy, session_cards, session_start, session_stop
 
 
 def _context(request: HttpRequest, form: SessionForm) -> dict:
     cards, warning = session_cards(user=request.user)
-    return {"form": form, "cards": cards, "hub_warning": warning, "vscode": vscode_available(),
+    kinds = kinds_all()
+    offered = [k for k in kinds if k.available()]
+    return {"form": form, "cards": cards, "hub_warning": warning, "kinds": offered, "missing_kinds": [k for k in kinds if k not in offered],
             "idle_minutes": settings.SESSION_IDLE_MINUTES, "max_gpus": settings.SESSION_MAX_GPUS,
-            "status": snapshot_status(snapshot_load(with_jobs=False)), "code_server_dir": settings.CODE_SERVER_DIR}
+            "status": snapshot_status(snapshot_load(with_jobs=False))}
 
 
 @login_required

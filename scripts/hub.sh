@@ -16,7 +16,7 @@ export PORTAL_URL=${PORTAL_URL:-http://$PORTAL_HOST:$PORTAL_PORT}
 export OIDC_ISSUER=${OIDC_ISSUER:-http://127.0.0.1:8800}
 export PORTAL_HUB_OIDC_CLIENT_ID=${PORTAL_HUB_OIDC_CLIENT_ID:-jupyterhub}
 export PORTAL_HUB_OIDC_CLIENT_SECRET=${PORTAL_HUB_OIDC_CLIENT_SECRET:-jupyterhub-dev-secret}
-export PORTAL_JUPYTER_VENV PORTAL_CODE_SERVER_DIR=${PORTAL_CODE_SERVER_DIR:-/opt/gpuportal/code-server}
+export PORTAL_JUPYTER_VENV
 # The local cluster's nodes are slurmd instances on this machine.
 export PORTAL_HUB_NODE_ADDRESSES=${PORTAL_HUB_NODE_ADDRESSES:-node1=127.0.0.1,node2=127.0.0.1,node3=127.0.0.1}
 NODE=$(node_bin) || die "no Node.js >= 20 (run scripts/bootstrap.sh)"

@@ -7,6 +7,10 @@ Why not stock batchspawner 1.3:
   :data:`ALLOWED_OPTIONS`, asks the portal to check them against the site policy (the same object the
   job form uses) and refuses anything else with HTTP 400;
 - it runs ``sudo -E -u {username} sbatch`` through ``/bin/sh -c``; here every command is an argv list;
+- what a session kind runs (JupyterLab, VS Code, ...: the URL it opens, the directories it needs on
+  ``PATH``, extra environment) is not known here: the portal's registry (``interactive/kinds.py``)
+  sends it with the checked settings, and :meth:`PortalSlurmSpawner.apply_portal_settings` checks
+  its shape before any of it reaches the script;
 - it asks ``squeue`` for every session every 0.5 s while starting and every poll; here status comes
   from the portal's snapshot (one ``squeue --json`` for the whole cluster every few seconds), and a
   failed status query means "unknown": the session is kept, never ended.
@@ -17,6 +21,7 @@ import asyncio
 import json
 import os
 import pwd
+import re
 import shlex
 import time
 import uuid
@@ -34,6 +39,13 @@ ENDED_STATES = frozenset({
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
     "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", "NOT_FOUND",
 })
+#: The shapes of what a session kind declares (the portal's registry checks the same).
+_URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+_DIRECTORY = re.compile(r"/[A-Za-z0-9._+@/-]*")
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+#: Environment the spawner sets itself; a kind's ``env`` may not change it.
+_OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY"})
+_OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ class JobStatus:
 
 
 class SessionStartFailed(RuntimeError):
-    """The session's Slurm job ended before JupyterLab answered. The message gives the state, the
+    """The session's Slurm job ended before its server answered. The message gives the state, the
     exit code and the last lines of the job's log."""
 
 
@@ -69,15 +81,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     """SlurmSpawner for the GPU portal. Configuration (all ``c.PortalSlurmSpawner.*``):
 
     ``portal_url`` and ``portal_token``: where the portal's hub endpoints are and the shared secret;
-    ``jupyter_venv``: the venv the job runs (``bin/jupyterhub-singleuser``); ``code_server_dir``:
-    where ``bin/code-server`` is (empty = VS Code not offered); ``status_poll_interval`` and
-    ``startup_poll_interval``: seconds between snapshot reads when running and while starting.
+    ``jupyter_venv``: the venv the job runs (``bin/jupyterhub-singleuser``), whatever the session's
+    kind; ``startup_poll_interval``: seconds between snapshot reads while starting.
     """
 
     portal_url = Unicode("http://127.0.0.1:8000", help="The portal's base URL, as the hub reaches it.").tag(config=True)
     portal_token = Unicode("", help="Shared secret for the portal's /hub-internal/ endpoints.").tag(config=True)
     jupyter_venv = Unicode("/opt/gpuportal/jupyter", help="The venv session jobs run.").tag(config=True)
-    code_server_dir = Unicode("", help="Where bin/code-server is; empty = no VS Code.").tag(config=True)
     log_dir_name = Unicode(".gpuportal/sessions", help="Job logs, relative to the user's home.").tag(config=True)
     startup_poll_interval = Float(1.0, help="Seconds between status reads while a session starts.").tag(config=True)
     portal_timeout = Float(10.0, help="Seconds to wait for the portal's answer.").tag(config=True)
@@ -118,8 +128,29 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             raise web.HTTPError(503, f"The portal could not check the session options (HTTP {exc.code}); try again shortly.") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise web.HTTPError(503, f"The portal could not be reached to check the session options ({exc}); try again shortly.") from None
-        self.settings = answer["settings"]
-        self.default_url = self.settings.get("default_url", "/lab")
+        try:
+            self.apply_portal_settings(answer["settings"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self.log.error("The portal's settings for %s/%s were refused: %s", self.user.name, self.name, exc)
+            raise web.HTTPError(503, "The portal's answer for this session could not be used; ask the admin.") from None
+
+    def apply_portal_settings(self, settings: dict) -> None:
+        """Keep the portal's checked ``settings`` (the spawn-check answer), which the batch script is
+        built from. The kind's part is checked here too: ``default_url`` a plain path, ``path`` absolute
+        directories (no ``:``), ``env`` names the spawner does not set itself and text values. Raises
+        ``ValueError`` (or ``KeyError``/``TypeError`` for a missing or mistyped field)."""
+        if not isinstance(settings["path"], list) or not isinstance(settings["env"], dict):
+            raise TypeError("path must be a list and env an object")
+        if not _URL_PATH.fullmatch(settings["default_url"]):
+            raise ValueError(f"default_url {settings['default_url']!r} is not a plain path")
+        for directory in settings["path"]:
+            if not _DIRECTORY.fullmatch(directory):
+                raise ValueError(f"path entry {directory!r} is not an absolute directory")
+        for key, value in settings["env"].items():
+            if not _ENV_NAME.fullmatch(key) or key in _OWN_ENV or key.startswith(_OWN_ENV_PREFIXES) or not isinstance(value, str):
+                raise ValueError(f"environment variable {key!r} is not allowed")
+        self.settings = settings
+        self.default_url = settings["default_url"]
 
     # -------------------------------------------------------------- portal
 
@@ -205,9 +236,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             gres = f"gpu:{s['gpu_type']}:{int(s['gpu_count'])}" if s.get("gpu_type") else f"gpu:{int(s['gpu_count'])}"
             lines.append(f"#SBATCH --gres={gres}")
         env = {k: v for k, v in self.get_env().items() if k.startswith(("JUPYTERHUB_", "JPY_"))}
-        path_dirs = [os.path.join(self.jupyter_venv, "bin")]
-        if self.code_server_dir:
-            path_dirs.append(os.path.join(self.code_server_dir, "bin"))
+        env.update(s.get("env", {}))  # the kind's own (checked in apply_portal_settings)
+        path_dirs = [os.path.join(self.jupyter_venv, "bin"), *s.get("path", [])]
         env.update({
             "HOME": home, "USER": self.user.name, "SHELL": "/bin/bash",
             "PATH": ":".join(path_dirs) + ":/usr/local/bin:/usr/bin:/bin",
@@ -241,7 +271,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
 
     async def _failure_reason(self, status: JobStatus) -> str:
         state = "no longer in the queue" if status.state == "NOT_FOUND" else f"ended {status.state}"
-        parts = [f"The session's Slurm job {self.job_id} {state} before JupyterLab answered"]
+        parts = [f"The session's Slurm job {self.job_id} {state} before {self._label()} answered"]
         if status.exit_code:
             parts[0] += f" (exit code {status.exit_code})"
         if status.reason and status.reason != "None":
@@ -330,13 +360,17 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 if status.reason and status.reason not in ("None", "Priority"):
                     message += f" · waiting: {status.reason}"
             elif self.port:
-                message = f"Job {self.job_id} running on {status.node or 'its node'}; JupyterLab is starting..."
+                message = f"Job {self.job_id} running on {status.node or 'its node'}; {self._label()} is starting..."
             else:
                 message = f"Job {self.job_id} {status.state.lower()} on {status.node or 'its node'}; starting the server..."
             if message != last:
                 yield {"message": message}
                 last = message
             await asyncio.sleep(1)
+
+    def _label(self) -> str:
+        """The session kind's label (the portal's), for messages."""
+        return str(self.settings.get("label") or "the server")
 
     def clear_state(self):
         super().clear_state()

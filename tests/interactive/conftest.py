@@ -1,9 +1,12 @@
 """A real JupyterHub for the session tests: the project's config (hub/jupyterhub_config.py) and
 spawner, run as the portal's service user by scripts/hub.sh, on free ports, against the test IdP and
-the live test portal, submitting to the real local Slurm."""
+the live test portal, submitting to the real local Slurm. And, without a hub, the spawner's batch
+script built from spawn-check answers (:func:`spawner_scripts`)."""
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import shutil
 import subprocess
 import threading
@@ -121,6 +124,20 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
     yield jupyterhub
     stop.set()
     thread.join(10)
+
+
+def spawner_scripts(*settings: dict) -> list[dict]:
+    """The project's spawner (hub/portal_hub, under the Jupyter venv's Python) given each of these
+    spawn-check answers: per answer ``{"script", "default_url"}``, or ``{"refused": why}``. Skips the
+    test when there is no Jupyter venv (scripts/hub_setup.sh makes it; CI has it)."""
+    python = JUPYTER_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no Jupyter venv in {JUPYTER_VENV} (scripts/hub_setup.sh makes it): the spawner cannot be imported")
+    request = {"user": pwd.getpwuid(os.getuid()).pw_name, "settings": list(settings)}
+    done = subprocess.run([str(python), str(Path(__file__).with_name("spawner_script.py"))], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def squeue_session_jobs(user: str) -> list[dict]:

@@ -146,7 +146,7 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
     assert settings_["key"] == str(session.key)
     assert settings_ | {"key": None} == {
         "key": None, "ide": "lab", "job_name": "session-lab", "partition": "interactive", "gpu_type": "a100", "gpu_count": 1,
-        "cpus": 2, "memory_mb": 4096, "time_limit_min": 60, "default_url": "/lab",
+        "cpus": 2, "memory_mb": 4096, "time_limit_min": 60, "default_url": "/lab", "label": "JupyterLab", "path": [], "env": {},
     }
     assert session.state == SessionState.STARTING and session.server_name == "lab-1"
 

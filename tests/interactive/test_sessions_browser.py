@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from interactive.kinds import KINDS
 from interactive.models import Session, SessionState
-from interactive.options import vscode_available
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
@@ -57,7 +57,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
     assert "at most 2 GPUs" in page.get_by_test_id("error-gpu_count").inner_text()
 
     card = start_and_open(page, "lab", "#jp-main-dock-panel .jp-DirListing-content, .jp-DirListing-content", "lab")
-    if vscode_available():
+    if KINDS["vscode"].available():
         start_and_open(page, "vscode", ".monaco-workbench", "vscode")
     else:
         assert page.get_by_test_id("vscode-missing").is_visible()

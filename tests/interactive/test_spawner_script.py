@@ -1,0 +1,85 @@
+"""The spawner's batch script (hub/portal_hub/spawner.py), built from what the portal's spawn check
+answers: what each session kind runs comes from the portal's registry (interactive/kinds.py), and
+the spawner refuses a kind's part of the answer that is not of the expected shape. No hub, no Slurm:
+the spawner runs under the Jupyter venv's Python (tests/interactive/spawner_script.py)."""
+from __future__ import annotations
+
+import pytest
+
+from .conftest import spawner_scripts
+from .test_options_and_internal import hub_settings, policy, post  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+VENV_PATH = "export PATH=/opt/test-jupyter/bin:/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
+
+
+def spawn_settings(client, options: dict) -> dict:
+    r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "s-1", "options": options})
+    assert r.status_code == 200, r.content
+    return r.json()["settings"]
+
+
+def lines(script: str) -> list[str]:
+    return script.splitlines()
+
+
+def test_jupyterlab_script(client, hub_settings, alice):
+    [built] = spawner_scripts(spawn_settings(client, {"gpu_count": 1, "gpu_type": "a100", "hours": 1}))
+    script = lines(built["script"])
+    assert built["default_url"] == "/lab"
+    assert "#SBATCH --job-name=session-lab" in script
+    assert "#SBATCH --gres=gpu:a100:1" in script and "#SBATCH --time=60" in script
+    assert "export JUPYTERHUB_DEFAULT_URL=/lab" in script
+    assert VENV_PATH in script  # nothing but the Jupyter venv and the system's
+    assert script[-1] == "exec /opt/test-jupyter/bin/batchspawner-singleuser jupyterhub-singleuser"
+
+
+def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "code-server").chmod(0o755)
+    hub_settings.CODE_SERVER_DIR = str(tmp_path)
+    [built] = spawner_scripts(spawn_settings(client, {"ide": "vscode"}))
+    script = lines(built["script"])
+    assert built["default_url"] == "/vscode/"
+    assert "#SBATCH --job-name=session-vscode" in script
+    assert "export JUPYTERHUB_DEFAULT_URL=/vscode/" in script
+    assert f"export PATH=/opt/test-jupyter/bin:{tmp_path}/bin:/usr/local/bin:/usr/bin:/bin" in script
+    assert script[-1] == "exec /opt/test-jupyter/bin/batchspawner-singleuser jupyterhub-singleuser"
+
+
+#: A kind's part of a spawn-check answer, changed -> what the spawner's refusal names.
+BAD_KINDS = [
+    ({"default_url": "/lab; rm -rf ~"}, "default_url"),
+    ({"default_url": "lab"}, "default_url"),
+    ({"default_url": "/lab\nexport X=1"}, "default_url"),
+    ({"path": ["relative/bin"]}, "path entry"),
+    ({"path": ["/opt/a:/tmp/evil"]}, "path entry"),
+    ({"path": ["/opt/$(id)"]}, "path entry"),
+    ({"path": "/opt/bin"}, "path must be a list"),
+    ({"env": {"PATH": "/tmp/evil"}}, "'PATH'"),
+    ({"env": {"JUPYTERHUB_API_TOKEN": "stolen"}}, "'JUPYTERHUB_API_TOKEN'"),
+    ({"env": {"LD_PRELOAD x": "1"}}, "'LD_PRELOAD x'"),
+    ({"env": {"X": 1}}, "'X'"),
+    ({"env": ["X=1"]}, "env an object"),
+]
+
+
+def test_the_spawner_refuses_a_kind_of_the_wrong_shape(client, hub_settings, alice):
+    good = spawn_settings(client, {})
+    ok, *refused = spawner_scripts(good, *({**good, **change} for change, _ in BAD_KINDS))  # one interpreter for all
+    assert "script" in ok
+    for (change, why), result in zip(BAD_KINDS, refused, strict=True):
+        assert why in result.get("refused", ""), (change, result)
+
+
+def test_the_spawner_refuses_an_answer_without_the_kind(client, hub_settings, alice):
+    good = spawn_settings(client, {})
+    results = spawner_scripts(*({k: v for k, v in good.items() if k != key} for key in ("default_url", "path", "env")))
+    assert all("refused" in r for r in results), results
