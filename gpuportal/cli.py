@@ -161,8 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("cancel", cmd_cancel, "cancel a job")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
 
-    p = command("notebook", cmd_notebook, "start a JupyterLab (or VS Code) session and print its URL")
-    p.add_argument("--vscode", action="store_true", help="VS Code instead of JupyterLab")
+    p = command("notebook", cmd_notebook, "start a session (the portal's default kind, or --kind) and print its URL")
+    p.add_argument("--kind", metavar="KIND", help="the kind of session (see `gpuportal sessions kinds`); default: the portal's")
+    # Kept for scripts written before --kind existed.
+    p.add_argument("--vscode", dest="kind", action="store_const", const="vscode", help=argparse.SUPPRESS)
     p.add_argument("--partition")
     p.add_argument("--gpus", type=_non_negative_int, metavar="N")
     p.add_argument("--gpu-type", metavar="TYPE")
@@ -173,9 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS", help="how long to wait for the session (default 600)")
     p.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
 
-    p = command("sessions", cmd_sessions_ls, "list your notebook sessions (or: sessions stop NAME)")
-    ssub = p.add_subparsers(dest="sessions_command", metavar="{ls,stop}")
+    p = command("sessions", cmd_sessions_ls, "list your notebook sessions (or: sessions stop NAME, sessions kinds)")
+    ssub = p.add_subparsers(dest="sessions_command", metavar="{ls,stop,kinds}")
     command("ls", cmd_sessions_ls, "list your sessions", parent=ssub)
+    command("kinds", cmd_sessions_kinds, "list the kinds of session the portal has (for notebook --kind)", parent=ssub)
     q = command("stop", cmd_sessions_stop, "stop a session", parent=ssub)
     q.add_argument("name", metavar="NAME")
 
@@ -523,13 +526,15 @@ def _number(value: float | None) -> int | float | None:
 
 
 def cmd_notebook(ctx: Context) -> int:
-    """``notebook [...]``: ``POST /sessions``, then poll ``GET /sessions/{name}`` every
+    """``notebook [--kind KIND] [...]``: ``POST /sessions`` (without ``--kind``, of the kind
+    ``GET /sessions/kinds`` names as the default), then poll ``GET /sessions/{name}`` every
     ``--interval`` s. Prints only the URL on stdout once RUNNING (0); 1 when the session
     stopped/failed or ``--timeout`` passed (it stays queued); 130 on Ctrl-C."""
     a = ctx.args
     client = ctx.client()
+    kind = a.kind or client.list_session_kinds().get("default")
     session = client.create_session(
-        ide="vscode" if a.vscode else "lab", partition=a.partition, gpus=a.gpus, gpu_type=a.gpu_type,
+        ide=kind, partition=a.partition, gpus=a.gpus, gpu_type=a.gpu_type,
         cpus=a.cpus, memory_gb=_number(a.memory_gb), hours=_number(a.hours),
     )
     name = session.get("name", "?")
@@ -539,7 +544,7 @@ def cmd_notebook(ctx: Context) -> int:
         else:
             out(key_values(_session_pairs(session)))
         return 0
-    err(f"Requested session {name} ({session.get('ide', 'lab')})")
+    err(f"Requested session {name} ({session.get('ide') or kind or '?'})")
     deadline = time.monotonic() + a.timeout
     last = None
     try:
@@ -585,6 +590,18 @@ def cmd_sessions_ls(ctx: Context) -> int:
             s.get("name"), s.get("ide"), s.get("state"), s.get("partition"), gpus(s.get("gpu_count"), s.get("gpu_type")),
             duration(s["time_limit_min"] * 60) if s.get("time_limit_min") else "-",
             s.get("url") if s.get("state") == "RUNNING" and s.get("url") else (s.get("explanation") or s.get("message")),
+        ),
+    )
+
+
+def cmd_sessions_kinds(ctx: Context) -> int:
+    """``sessions kinds``: ``GET /sessions/kinds`` as a table (the default kind marked)."""
+    doc = ctx.client().list_session_kinds()
+    return list_out(
+        ctx, doc, empty="No session kinds.", headers=["KIND", "LABEL", "AVAILABLE", "NOTE"],
+        row=lambda k: (
+            k.get("name"), k.get("label"), bool(k.get("available")),
+            "default" if k.get("name") == doc.get("default") else k.get("note"),
         ),
     )
 

@@ -134,6 +134,11 @@ class Client:
         """``GET /sessions``: ``{"items": [session, ...], "count": int}``."""
         return self.request("GET", "/sessions")
 
+    def list_session_kinds(self) -> dict:
+        """``GET /sessions/kinds``: ``{"items": [{"name", "label", "available", "note"}, ...], "count": int,
+        "default": name}``: the kinds of session the site has (``ide`` values)."""
+        return self.request("GET", "/sessions/kinds")
+
     def create_session(self, **fields: Any) -> dict:
         """``POST /sessions`` with ``ide`` and optional ``partition``, ``gpus``, ``gpu_type``, ``cpus``,
         ``memory_gb``, ``hours`` (``None`` values are left out): the session (HTTP 201)."""

@@ -1,8 +1,8 @@
 """A fake of the portal's REST API (``/api/v1``) for the CLI tests: a stdlib ``ThreadingHTTPServer``
 on 127.0.0.1 serving canned data and recording every request it gets.
 
-Tests change the canned data (``api.jobs``, ``api.log_pages``, ``api.session_states``) or script a
-route outright with :meth:`FakeAPI.script`.
+Tests change the canned data (``api.jobs``, ``api.log_pages``, ``api.session_states``,
+``api.session_kinds``) or script a route outright with :meth:`FakeAPI.script`.
 """
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ def make_session(**fields: Any) -> dict:
     return session
 
 
+def make_kinds() -> dict:
+    """``GET /sessions/kinds`` as the portal answers it with its two kinds, VS Code not installed."""
+    items = [
+        {"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
+        {"name": "vscode", "label": "VS Code", "available": False, "note": "VS Code is not offered: code-server is not installed in /opt/gpuportal/code-server/bin."},
+    ]
+    return {"items": items, "count": len(items), "default": "lab"}
+
+
 @dataclass
 class Recorded:
     """One request the fake received: ``path`` is below ``/api/v1`` (e.g. ``/jobs/4242/log``), decoded;
@@ -71,6 +80,8 @@ class FakeAPI:
     log_pages: list[dict] = field(default_factory=list)
     #: Session documents served by GET /sessions/{name}, one after the other; the last one repeats.
     session_states: list[dict] = field(default_factory=list)
+    #: The GET /sessions/kinds document (tests may put the real API's answer here).
+    session_kinds: dict = field(default_factory=make_kinds)
     scripted: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
     server: ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -173,6 +184,8 @@ class FakeAPI:
                     return 200, {"stream": query.get("stream"), "offset": 0, "data": "", "next_offset": 0, "missing": True, "final": True, "state": job["state"]}
                 return 200, self._next(self.log_pages)
         if segs[0] == "sessions":
+            if segs == ["sessions", "kinds"] and method == "GET":
+                return 200, self.session_kinds
             if len(segs) == 1 and method == "GET":
                 items = self.session_states[-1:] if self.session_states else []
                 return 200, {"items": items, "count": len(items)}

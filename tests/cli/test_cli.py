@@ -489,6 +489,28 @@ def test_sessions_ls_and_stop(env, capsys):
     assert env.requests[-1].method == "DELETE" and env.requests[-1].path == "/sessions/lab-1"
 
 
+def test_sessions_kinds_is_the_apis_list(env, capsys):
+    assert main(["sessions", "kinds"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["KIND", "LABEL", "AVAILABLE", "NOTE"]
+    assert out[1].split() == ["lab", "JupyterLab", "yes", "default"]
+    assert out[2].split()[:4] == ["vscode", "VS", "Code", "no"] and "code-server is not installed" in out[2]
+    assert main(["--json", "sessions", "kinds"]) == 0
+    assert json.loads(capsys.readouterr().out) == env.session_kinds
+
+
+def test_notebook_kind_is_the_apis_default_or_the_one_asked_for(env, capsys):
+    env.session_kinds = {"items": [{"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
+                                   {"name": "emacs", "label": "Emacs", "available": True, "note": ""}], "count": 2, "default": "emacs"}
+    assert main(["notebook", "--no-wait"]) == 0
+    assert env.calls("POST", "/sessions")[-1].body == {"ide": "emacs"}
+    assert len(env.calls("GET", "/sessions/kinds")) == 1
+    assert main(["notebook", "--no-wait", "--kind", "lab"]) == 0
+    assert env.calls("POST", "/sessions")[-1].body == {"ide": "lab"}
+    assert len(env.calls("GET", "/sessions/kinds")) == 1  # a kind given is not looked up: the portal checks it
+    capsys.readouterr()
+
+
 # --- profiles ---------------------------------------------------------------------------------------
 def test_profiles(env, tmp_path, capsys):
     assert main(["profiles", "ls"]) == 0
