@@ -5,6 +5,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tabulate import tabulate
+
 
 def dumps_json(document: Any, *, pretty: bool = True) -> str:
     """``document`` as JSON with sorted keys: indented when ``pretty``, else one line."""
@@ -25,17 +27,13 @@ def one_line(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain-text table: columns as wide as their widest cell, separated by two spaces, no
-    trailing spaces. Cells are passed through :func:`one_line`."""
+    """A plain-text table (tabulate's ``plain`` format): columns as wide as their widest cell (in
+    terminal columns), left-aligned, separated by two spaces, no trailing spaces. Cells are passed
+    through :func:`one_line`; numbers are not reformatted."""
     cells = [[one_line(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, c in enumerate(row):
-            widths[i] = max(widths[i], len(c))
-    lines = []
-    for row in [list(headers), *cells]:
-        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
-    return "\n".join(lines)
+    # The headers go in as the first row: as ``headers=`` tabulate would pad each one by two more.
+    text = tabulate([list(headers), *cells], tablefmt="plain", disable_numparse=True)
+    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
