@@ -10,13 +10,14 @@ defaults to ``~/.config``); it is TOML with two keys::
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomli_w
 
 ENV_URL = "GPUPORTAL_URL"
 ENV_TOKEN = "GPUPORTAL_TOKEN"
@@ -123,21 +124,11 @@ def resolve(
     return Settings(url_value, token_value, url_source if url_value else None, token_source if token_value else None)
 
 
-def toml_string(value: str) -> str:
-    """``value`` as a TOML basic string (double-quoted, escaped). JSON's escapes are a subset of TOML's
-    except that TOML also forbids a raw DEL character, which is escaped here."""
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
 def write_config(path: Path, url: str, token: str) -> None:
     """Write ``url`` and ``token`` to the config file at ``path``, replacing it atomically, with mode
     0600. Missing parent directories are created with mode 0700 (existing ones are left as they are).
     Raises :class:`ConfigError` when the file cannot be written."""
-    text = (
-        "# gpuportal CLI configuration (written by `gpuportal login`); keep it private.\n"
-        f"url = {toml_string(url)}\n"
-        f"token = {toml_string(token)}\n"
-    )
+    text = "# gpuportal CLI configuration (written by `gpuportal login`); keep it private.\n" + tomli_w.dumps({"url": url, "token": token})
     path = Path(path)
     try:
         _make_dirs(path.parent)
