@@ -18,6 +18,7 @@ import pytest
 import requests
 from django.db import connection
 
+from interactive.kinds import KINDS
 from tests.conftest import REPO, free_port
 
 HUB_TOKEN = "test-hub-token"
@@ -92,8 +93,8 @@ def jupyterhub(oidc_idp):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
     log.close()
-    for name in ("session-lab", "session-vscode"):
-        subprocess.run(["scancel", f"--name={name}"], check=False)
+    for kind in KINDS:
+        subprocess.run(["scancel", f"--name=session-{kind}"], check=False)
 
 
 @pytest.fixture
