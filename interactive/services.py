@@ -190,22 +190,11 @@ class SessionCard:
     progress: str
     open_url: str
 
-    # For templates, which never compare phase strings.
     @property
-    def queued(self) -> bool:
-        return self.phase == SessionPhase.QUEUED
-
-    @property
-    def starting(self) -> bool:
-        return self.phase == SessionPhase.STARTING
-
-    @property
-    def running(self) -> bool:
-        return self.phase == SessionPhase.RUNNING
-
-    @property
-    def ended(self) -> bool:
-        return self.phase == SessionPhase.ENDED
+    def phase_is(self) -> dict[str, bool]:
+        """For templates, which never compare phase strings: ``card.phase_is.running`` is True
+        when ``phase`` is :attr:`SessionPhase.RUNNING` (one key per phase, lower case)."""
+        return {phase.name.lower(): self.phase == phase for phase in SessionPhase}
 
 
 def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:

@@ -13,7 +13,7 @@ from api.tokens import token_create
 from gpuportal.cli import main
 from interactive import hub
 from interactive.kinds import KINDS, Program, SessionKind, kind_default, kinds_available
-from interactive.models import Session, SessionState
+from interactive.models import Session, SessionPhase, SessionState
 from interactive.services import session_cards
 from tests.cli.fake_api import TOKEN, FakeAPI
 
@@ -103,7 +103,7 @@ def test_a_new_kind_is_offered_by_the_form_and_labelled_on_its_card(client, worl
     server = hub.HubServer(session.server_name, True, None, f"/user/alice/{session.server_name}/", "", None, None)
     monkeypatch.setattr("interactive.services.hub.servers", lambda username: {session.server_name: server})
     [card] = session_cards(user=alice)[0]
-    assert card.running and card.open_url.endswith(f"/user/alice/{session.server_name}/rstudio/")
+    assert card.phase == SessionPhase.RUNNING and card.open_url.endswith(f"/user/alice/{session.server_name}/rstudio/")
     cards = client.get("/sessions/cards/").content.decode()
     assert "<strong>RStudio</strong>" in cards and f'/user/alice/{session.server_name}/rstudio/"' in cards
 
