@@ -1,6 +1,7 @@
 """Slurm's values, parsed once for every reader: numbers, array task strings, time limits, times and
-timestamps, exit codes, job states, GRES/TRES GPU counts and node lists. No I/O, no documents: the
-per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON and call these.
+timestamps, exit codes, job states, TRES lists, GRES/TRES GPU counts and node lists. No I/O, no
+documents: the per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON, and
+:mod:`slurm.accounting` out of the text of the commands that have no JSON in 22.05; both call these.
 
 Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
@@ -311,6 +312,61 @@ def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bo
     return bool(exit_code) or bool(signal)
 
 
+# --- TRES lists ----------------------------------------------------------------------------------
+
+#: The TRES Slurm counts GPUs in (``GrpTRES=gres/gpu=4``); typed GPUs are ``gres/gpu:<type>``.
+GPU_TRES = "gres/gpu"
+
+
+def tres_items(text: str | None) -> list[tuple[str, str]]:
+    """A TRES list's ``(name, value)`` pairs as written: ``cpu=10,gres/gpu:a100=2,mem=1G`` ->
+    ``[("cpu", "10"), ("gres/gpu:a100", "2"), ("mem", "1G")]``; names and values stripped, items
+    without a name left out, ``None``/``""`` -> ``[]``. The one place a TRES list is split (sacctmgr
+    ``GrpTRES``/``GrpTRESMins``, sshare ``GrpTRESMins``/``GrpTRESRaw``, assoc_mgr ``GrpTRES``,
+    squeue ``tres_*_str``): items are separated by commas, which no TRES name or value holds."""
+    pairs = []
+    for item in (text or "").split(","):
+        key, _, value = item.partition("=")
+        if key.strip():
+            pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def parse_tres(text: str | None) -> dict[str, int]:
+    """``cpu=1000,gres/gpu=60`` -> ``{"cpu": 1000, "gres/gpu": 60}``: the whole-number TRES of a
+    list. assoc_mgr's ``limit(used)`` values give the limit (``gres/gpu=6(1)`` -> 6) and ``N(3)``
+    (no limit) is left out, as are values with a unit (``mem=1G``) or none; ``""`` -> ``{}``. Never
+    raises: for a count that must be read, use :func:`parse_tres_count`."""
+    tres: dict[str, int] = {}
+    for key, value in tres_items(text):
+        limit = value.split("(", 1)[0]
+        if limit.isdigit():
+            tres[key] = int(limit)
+    return tres
+
+
+def parse_tres_count(text: str | None, name: str = GPU_TRES) -> int | None:
+    """The count of TRES ``name`` in a TRES list such as ``cpu=10,gres/gpu:a100=2,gres/gpu=4``
+    (-> 4); ``None`` when it is not in the list. Typed entries (``gres/gpu:a100``) are other TRES;
+    other values are not read (memory comes with a unit: ``mem=1G``, ``mem=2000M``). Raises
+    ``ValueError`` when the count of ``name`` is not a whole number (never a guess)."""
+    for key, value in tres_items(text):
+        if key == name:
+            if not value.isdigit():
+                raise ValueError(f"unexpected {name} count {value!r} in {text!r}")
+            return int(value)
+    return None
+
+
+def parse_tres_limit_used(text: str | None, name: str = GPU_TRES) -> tuple[int | None, int | None]:
+    """``scontrol show assoc_mgr``'s ``GrpTRES=cpu=N(3),gres/gpu=4(1)``: (limit, in use) of TRES
+    ``name`` (-> ``(4, 1)``); ``N`` (no limit), a missing TRES or a missing count give ``None``."""
+    value = next((v for k, v in tres_items(text) if k == name), "")
+    limit, _, used = value.partition("(")
+    used = used.rstrip(")")
+    return (int(limit) if limit.isdigit() else None, int(used) if used.isdigit() else None)
+
+
 # --- GPUs ----------------------------------------------------------------------------------------
 
 
@@ -358,8 +414,7 @@ def parse_tres_gpus(text: str | None) -> dict[str, int]:
     when no typed entry exists."""
     typed: dict[str, int] = {}
     untyped = 0
-    for item in (text or "").split(","):
-        key, _, value = item.partition("=")
+    for key, value in tres_items(text):
         if not key.startswith("gres/gpu") or not value.isdigit():
             continue
         if key == "gres/gpu":

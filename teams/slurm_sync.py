@@ -1,7 +1,7 @@
 """Make Slurm's accounts and associations match the portal's managed teams (issue 5).
 
 The portal's rows are the wanted state (:func:`wanted_state`); slurmdbd holds the actual state
-(:func:`read_actual`). :func:`plan` computes the least list of ``sacctmgr`` commands between the two,
+(:func:`read_actual`, through :mod:`slurm.accounting`). :func:`plan` computes the least list of ``sacctmgr`` commands between the two,
 and :func:`teams_sync` runs them through the gateway as the service user itself, which is a Slurm
 administrator (``AdminLevel=Administrator``, see ``cluster/up.sh``), never through sudo.
 
@@ -32,6 +32,7 @@ from django.db import transaction
 from audit.services import audit
 from portal.locks import redis_client
 from slurm import SlurmError, SlurmGateway, get_gateway
+from slurm.accounting import read_descriptions
 
 from .models import Membership, Role, Source, Team
 from .sync_actions import (  # noqa: F401  (re-exported)
@@ -46,14 +47,10 @@ from .sync_actions import (  # noqa: F401  (re-exported)
 )
 from .sync_state import (  # noqa: F401  (re-exported)
     ACCOUNT_NAME_RE,
-    GPU_TRES,
     LOCK_NAME,
     LOCK_TIMEOUT_S,
     LOCK_WAIT_S,
     ROOT,
-    SHOW_ACCOUNTS,
-    SHOW_ASSOCIATIONS,
-    SHOW_USERS,
     ActualState,
     Limits,
     SlurmAccount,
@@ -61,9 +58,7 @@ from .sync_state import (  # noqa: F401  (re-exported)
     WantedAccount,
     WantedState,
     parse_actual,
-    parse_tres_count,
     read_actual,
-    read_descriptions,
     wanted_state,
 )
 
@@ -249,12 +244,9 @@ def teams_import(*, actor=None) -> int:
     with transaction.atomic():
         for name in sorted(set(actual.accounts) - known):
             account = actual.accounts[name]
-            team = Team.objects.create(
-                name=name, description=descriptions.get(name, "")[:200], managed=True,
-                gpu_limit=account.limits.gpu_limit, gpu_minutes_quota=account.limits.gpu_minutes,
-            )
+            team = Team.objects.create(name=name, description=descriptions.get(name, "")[:200], managed=True, **account.limits.team_fields())
             audit(actor=actor, action="slurm.import.team", target=f"team:{name}",
-                  new={"description": team.description, "gpu_limit": team.gpu_limit, "gpu_minutes_quota": team.gpu_minutes_quota})
+                  new={"description": team.description, **account.limits.team_fields()})
             for username in sorted(account.users & users.keys()):
                 Membership.objects.create(team=team, user=users[username], role=Role.MEMBER, source=Source.SLURM)
                 audit(actor=actor, action="slurm.import.membership", target=f"membership:{name}/{username}", new={"role": Role.MEMBER, "source": Source.SLURM})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .sync_state import GPU_TRES, Limits
+from .sync_state import Limits
 
 # --- actions -------------------------------------------------------------------------------------
 SACCTMGR = ["sacctmgr", "-i"]
@@ -76,26 +76,23 @@ class AddUser(Action):
         return f"+ add user {self.user} to {self.account}" + (f" (new Slurm user, default account {self.account})" if self.new_user else "")
 
 
-def _limit_text(value: int | None) -> str:
-    return "none" if value is None else f"{GPU_TRES}={value}"
+def _limit_text(tres: str, value: int | None) -> str:
+    return "none" if value is None else f"{tres}={value}"
 
 
 @dataclass(frozen=True)
 class SetLimits(Action):
-    """Set the changed ``gres/gpu`` limits of an account; ``-1`` clears one (other TRES are kept)."""
+    """Set the changed limits of an account (:meth:`Limits.changes`); ``-1`` clears one (other
+    TRES in the same field are kept)."""
 
     kind: ClassVar[str] = "set_limits"
     account: str
     before: Limits
     after: Limits
 
-    def _changes(self) -> list[tuple[str, int | None, int | None]]:
-        pairs = [("GrpTRES", self.before.gpu_limit, self.after.gpu_limit), ("GrpTRESMins", self.before.gpu_minutes, self.after.gpu_minutes)]
-        return [p for p in pairs if p[1] != p[2]]
-
     @property
     def argv(self) -> list[str]:
-        sets = [f"{name}={GPU_TRES}={-1 if new is None else new}" for name, _, new in self._changes()]
+        sets = [f"{name}={tres}={-1 if new is None else new}" for name, tres, _, new in self.before.changes(self.after)]
         return [*SACCTMGR, "modify", "account", "where", f"name={self.account}", "set", *sets]
 
     @property
@@ -104,14 +101,15 @@ class SetLimits(Action):
 
     @property
     def old(self) -> dict:
-        return {"gpu_limit": self.before.gpu_limit, "gpu_minutes_quota": self.before.gpu_minutes}
+        return self.before.team_fields()
 
     @property
     def new(self) -> dict:
-        return {"gpu_limit": self.after.gpu_limit, "gpu_minutes_quota": self.after.gpu_minutes}
+        return self.after.team_fields()
 
     def describe(self) -> str:
-        return f"~ set {self.account} " + ", ".join(f"{name} {_limit_text(new)} (was {_limit_text(old)})" for name, old, new in self._changes())
+        changes = self.before.changes(self.after)
+        return f"~ set {self.account} " + ", ".join(f"{name} {_limit_text(tres, new)} (was {_limit_text(tres, old)})" for name, tres, old, new in changes)
 
 
 @dataclass(frozen=True)

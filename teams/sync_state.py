@@ -1,4 +1,6 @@
-"""States for the teams sync: what slurmdbd has (parsed from sacctmgr) and what the portal wants."""
+"""States for the teams sync: what slurmdbd has (read by :mod:`slurm.accounting`) and what the portal
+wants. :class:`Limits` is the one place that says which team limits exist, where each lives in
+Slurm and where in the portal: a new quota kind is a field here (and on ``Team``)."""
 from __future__ import annotations
 
 import re
@@ -8,16 +10,12 @@ from django.contrib.auth import get_user_model
 
 from accounts.claims import POSIX_USERNAME_RE
 from slurm import SlurmGateway
+from slurm.accounting import AssociationRow, UserRow, parse_associations, parse_users, read_associations, read_users
+from slurm.values import GPU_TRES, parse_tres_count
 
 from .models import Team
 
-GPU_TRES = "gres/gpu"
 ROOT = "root"
-#: Field order matters: lines are split on ``|`` by position (no field asked for can hold a ``|``).
-SHOW_ASSOCIATIONS = ["sacctmgr", "--noheader", "--parsable2", "show", "association", "format=Account,User,ParentName,GrpTRES,GrpTRESMins"]
-SHOW_USERS = ["sacctmgr", "--noheader", "--parsable2", "show", "user", "format=User,DefaultAccount,AdminLevel"]
-#: Descriptions may hold ``|``: the description is the last field and the line is split once.
-SHOW_ACCOUNTS = ["sacctmgr", "--noheader", "--parsable2", "show", "account", "format=Account,Description"]
 #: Names the sync will put into a ``name=...`` argument: no ``,`` ``=`` or space that sacctmgr
 #: would read as a list or another option. Slurm lower-cases account names, so upper case is refused.
 ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
@@ -34,6 +32,26 @@ class Limits:
 
     gpu_limit: int | None = None
     gpu_minutes: int | None = None
+
+    @classmethod
+    def from_association(cls, row: AssociationRow) -> Limits:
+        """An account's limits from its own association (``GrpTRES``, ``GrpTRESMins``). Raises
+        ``ValueError`` on a count that is not a whole number (:func:`slurm.values.parse_tres_count`)."""
+        return cls(gpu_limit=parse_tres_count(row.grp_tres, GPU_TRES), gpu_minutes=parse_tres_count(row.grp_tres_mins, GPU_TRES))
+
+    @classmethod
+    def from_team(cls, team: Team) -> Limits:
+        return cls(gpu_limit=team.gpu_limit, gpu_minutes=team.gpu_minutes_quota)
+
+    def team_fields(self) -> dict[str, int | None]:
+        """``Team`` field -> value: what a new team is created with and what an audit row shows."""
+        return {"gpu_limit": self.gpu_limit, "gpu_minutes_quota": self.gpu_minutes}
+
+    def changes(self, after: Limits) -> list[tuple[str, str, int | None, int | None]]:
+        """(sacctmgr field, TRES, old, new) for each limit that differs in ``after``: what
+        ``sacctmgr modify account ... set <field>=<TRES>=<new>`` must change."""
+        pairs = [("GrpTRES", GPU_TRES, self.gpu_limit, after.gpu_limit), ("GrpTRESMins", GPU_TRES, self.gpu_minutes, after.gpu_minutes)]
+        return [p for p in pairs if p[2] != p[3]]
 
 
 @dataclass(frozen=True)
@@ -83,46 +101,21 @@ class WantedState:
     known_users: frozenset[str] | None = None
 
 
-def parse_tres_count(text: str, name: str = GPU_TRES) -> int | None:
-    """The count of TRES ``name`` in a TRES list such as ``cpu=10,gres/gpu:a100=2,gres/gpu=4`` (-> 4);
-    ``None`` when it is not in the list. Typed entries (``gres/gpu:a100``) are other TRES; other
-    values are not read (memory comes with a unit: ``mem=1G``, ``mem=2000M``). Raises ``ValueError``
-    when the count of ``name`` is not an integer."""
-    for item in text.strip().split(","):
-        key, _, value = item.partition("=")
-        if key == name:
-            if not value.isdigit():
-                raise ValueError(f"unexpected {name} count {value!r} in {text!r}")
-            return int(value)
-    return None
-
-
-def _fields(line: str, count: int, command: list[str]) -> list[str]:
-    parts = line.split("|")
-    if len(parts) != count:
-        raise ValueError(f"{' '.join(command[4:])}: expected {count} fields, got {line!r}")
-    return parts
-
-
-def parse_actual(associations: str, users: str) -> ActualState:
-    """Parse the outputs of :data:`SHOW_ASSOCIATIONS` and :data:`SHOW_USERS`. Raises ``ValueError``
-    on a line that does not have the fields asked for. Limits are read from the account's own
-    association (the one without a user); limits on user associations are not the team's."""
+def actual_state(associations: list[AssociationRow], users: list[UserRow]) -> ActualState:
+    """What slurmdbd has, from its associations and user records. Limits are read from the account's
+    own association (the one without a user); limits on user associations are not the team's.
+    Raises ``ValueError`` on a limit it cannot read."""
     parents: dict[str, str] = {}
     limits: dict[str, Limits] = {}
     members: dict[str, set[str]] = {}
-    for line in filter(None, associations.splitlines()):
-        account, user, parent, grp_tres, grp_tres_mins = _fields(line, 5, SHOW_ASSOCIATIONS)
-        members.setdefault(account, set())
-        if user:
-            members[account].add(user)
+    for row in associations:
+        members.setdefault(row.account, set())
+        if row.user:
+            members[row.account].add(row.user)
         else:
-            parents[account] = parent
-            limits[account] = Limits(parse_tres_count(grp_tres), parse_tres_count(grp_tres_mins))
-    records = {}
-    for line in filter(None, users.splitlines()):
-        name, default, admin = _fields(line, 3, SHOW_USERS)
-        records[name] = (default, admin)
+            parents[row.account] = row.parent
+            limits[row.account] = Limits.from_association(row)
+    records = {row.name: (row.default_account, row.admin_level) for row in users}
     user_accounts: dict[str, set[str]] = {}
     for account, names in members.items():
         for name in names:
@@ -140,16 +133,17 @@ def parse_actual(associations: str, users: str) -> ActualState:
     )
 
 
+def parse_actual(associations: str, users: str) -> ActualState:
+    """:func:`actual_state` from the outputs of ``SHOW_ASSOCIATIONS`` and ``SHOW_USERS``
+    (:mod:`slurm.accounting`). Raises ``ValueError`` on a line that does not have the fields asked
+    for or a limit it cannot read."""
+    return actual_state(parse_associations(associations), parse_users(users))
+
+
 def read_actual(gateway: SlurmGateway) -> ActualState:
     """Read accounts, associations, ``gres/gpu`` limits and users from slurmdbd (two sacctmgr calls).
     Raises :class:`SlurmError` when sacctmgr fails, ``ValueError`` on output it cannot read."""
-    return parse_actual(gateway.run(SHOW_ASSOCIATIONS).out, gateway.run(SHOW_USERS).out)
-
-
-def read_descriptions(gateway: SlurmGateway) -> dict[str, str]:
-    """Account name -> description (Slurm stores it lower-cased)."""
-    out = gateway.run(SHOW_ACCOUNTS).out
-    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return actual_state(read_associations(gateway), read_users(gateway))
 
 
 def wanted_state() -> WantedState:
@@ -167,6 +161,6 @@ def wanted_state() -> WantedState:
                 users.add(membership.user.username)
             else:
                 skipped.append(f"member {membership.user.username!r} of {team.name}: not a Unix user name")
-        accounts[team.name] = WantedAccount(team.name, team.description or team.name, frozenset(users), Limits(team.gpu_limit, team.gpu_minutes_quota))
+        accounts[team.name] = WantedAccount(team.name, team.description or team.name, frozenset(users), Limits.from_team(team))
     known = frozenset(get_user_model().objects.values_list("username", flat=True))
     return WantedState(accounts, tuple(skipped), known)

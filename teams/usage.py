@@ -33,23 +33,21 @@ from django.core.cache import cache
 
 from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
+from slurm.accounting import (
+    SHOW_ASSOC_MGR,
+    SHOW_CONFIG,
+    SHOW_SHARES,
+    ClusterConfig,
+    parse_assoc_mgr,
+    parse_config,
+    parse_sshare,
+    period_end,
+    period_start,
+)
 from slurm.adapters import adapter_for
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.states import ACTIVE_STATES
 from slurm.values import is_failure, parse_array_tasks
-
-from .usage_parsing import (  # noqa: F401  (re-exported: tests and callers import them from here)
-    SSHARE_FIELDS,
-    ClusterConfig,
-    ShareRow,
-    gpu_tracked,
-    parse_assoc_mgr,
-    parse_config,
-    parse_sshare,
-    parse_tres,
-    period_end,
-    period_start,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -320,9 +318,9 @@ def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = N
     :class:`TeamUsage`. Raises :class:`SlurmError` (from the gateway) or ``ValueError`` (output we
     cannot read)."""
     now = time.time() if now is None else now
-    config = parse_config(gateway.run(["scontrol", "show", "config"]).out)
-    shares = parse_sshare(gateway.run(["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]).out)
-    limits = parse_assoc_mgr(gateway.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]).out)
+    config = parse_config(gateway.run(SHOW_CONFIG).out)
+    shares = parse_sshare(gateway.run(SHOW_SHARES).out)
+    limits = parse_assoc_mgr(gateway.run(SHOW_ASSOC_MGR).out)
     start_dt = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
     since = (start_dt - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
     argv = ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]

@@ -15,6 +15,8 @@ from slurm.values import (
     parse_exit,
     parse_limit_minutes,
     parse_timestamp,
+    parse_tres,
+    parse_tres_count,
     parse_tres_gpus,
     time_left_seconds,
 )
@@ -560,3 +562,31 @@ def test_newer_sacct_variants(overrides, field, value):
 
 def test_sacct_without_jobs():
     assert parse_sacct_jobs({"jobs": []}) == [] and parse_sacct_jobs({}) == []
+
+
+# --- TRES lists (sshare, assoc_mgr, sacctmgr) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("", {}),
+        ("gres/gpu=6000", {"gres/gpu": 6000}),
+        ("cpu=1000,gres/gpu=60", {"cpu": 1000, "gres/gpu": 60}),
+        ("gres/gpu=8,gres/gpu:a100=4,gres/gpu:t4=3", {"gres/gpu": 8, "gres/gpu:a100": 4, "gres/gpu:t4": 3}),
+        ("cpu=N(3),gres/gpu=6(1)", {"gres/gpu": 6}),  # assoc_mgr: limit(used); N = no limit
+        ("gres/gpu=", {}),
+    ],
+)
+def test_parse_tres(raw, parsed):
+    assert parse_tres(raw) == parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [("", None), ("gres/gpu=4", 4), ("cpu=10,gres/gpu=4", 4), ("gres/gpu:a100=2", None), ("gres/gpu:a100=2,gres/gpu=0", 0), ("cpu=1000,gres/gpu=60\n", 60),
+     # as 22.05 prints memory: with a unit
+     ("gres/gpu=2,mem=1G", 2), ("billing=5,mem=2000M", None)],
+)
+def test_gres_gpu_count_in_a_tres_list(text, count):
+    assert parse_tres_count(text) == count

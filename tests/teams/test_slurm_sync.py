@@ -19,12 +19,10 @@ from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
 from slurm import SlurmGateway, SlurmUnreachable
+from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS, SHOW_USERS
 from teams import slurm_sync
 from teams.models import Membership, Role, Source, Team
 from teams.slurm_sync import (
-    SHOW_ACCOUNTS,
-    SHOW_ASSOCIATIONS,
-    SHOW_USERS,
     ActualState,
     AddAccount,
     AddUser,
@@ -38,7 +36,6 @@ from teams.slurm_sync import (
     WantedAccount,
     WantedState,
     parse_actual,
-    parse_tres_count,
     plan,
     read_actual,
 )
@@ -157,16 +154,6 @@ def test_limits_sub_accounts_and_user_level_limits_are_read_from_recorded_output
     assert actual.accounts["fx-empty"] == SlurmAccount("fx-empty", "root", frozenset(), Limits())  # gres/gpu:t4 is another TRES
     assert actual.users["bob"].default_account == "fx-lab" and actual.users["bob"].accounts == {"fx-lab", "nlp"}
     assert actual.users["alice"].accounts == {"vision", "fx-lab"}
-
-
-@pytest.mark.parametrize(
-    ("text", "count"),
-    [("", None), ("gres/gpu=4", 4), ("cpu=10,gres/gpu=4", 4), ("gres/gpu:a100=2", None), ("gres/gpu:a100=2,gres/gpu=0", 0), ("cpu=1000,gres/gpu=60\n", 60),
-     # as 22.05 prints memory: with a unit
-     ("gres/gpu=2,mem=1G", 2), ("billing=5,mem=2000M", None)],
-)
-def test_gres_gpu_count_in_a_tres_list(text, count):
-    assert parse_tres_count(text) == count
 
 
 @pytest.mark.parametrize("line", ["vision|alice|", "vision|alice|||x|y", "vision||root|gres/gpu=four|"])
@@ -453,11 +440,6 @@ def test_import_creates_managed_teams_for_unknown_accounts(fake, people):
     assert members == {("fx-lab", "alice", Role.MEMBER, Source.SLURM), ("fx-lab", "bob", Role.MEMBER, Source.SLURM),
                        ("nlp", "bob", Role.MEMBER, Source.SLURM), ("nlp", "dana", Role.MEMBER, Source.SLURM)}  # fx-newbie is no portal user
     assert AuditEvent.objects.filter(action="slurm.import.team").count() == 4
-
-
-def test_description_with_a_pipe_is_read_whole(fake):
-    fake.expect(SHOW_ACCOUNTS, stdout=recorded("show_account"))
-    assert slurm_sync.read_descriptions(SlurmGateway(fake))["fx-pipe"] == "robotics | control, lab"
 
 
 def test_command_prints_the_plan_and_fails_with_exit_1(fake, people, capsys):

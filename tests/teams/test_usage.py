@@ -31,14 +31,7 @@ from slurm.snapshot import snapshot_store, snapshot_take
 from teams import usage
 from teams.usage import (
     GPU_NOT_TRACKED,
-    gpu_tracked,
     job_quota_estimate,
-    parse_assoc_mgr,
-    parse_config,
-    parse_sshare,
-    parse_tres,
-    period_end,
-    period_start,
     queue_demand,
     runout,
     team_usage,
@@ -115,109 +108,11 @@ def doc_of(*jobs: dict) -> dict:
 # --- parsers -------------------------------------------------------------------------------------
 
 
-def test_gpu_tracked_on_recorded_configs():
-    assert gpu_tracked(text("scontrol_config_tracked.txt")) is True
-    assert gpu_tracked(text("scontrol_config_untracked.txt")) is False
-
-
-@pytest.mark.parametrize(
-    ("line", "tracked"),
-    [
-        ("AccountingStorageTRES   = cpu,mem,gres/gpu", True),
-        ("AccountingStorageTRES=gres/gpu", True),
-        ("AccountingStorageTRES = cpu, gres/gpu ,mem", True),
-        ("AccountingStorageTRES   = cpu,mem,gres/gpu:a100", False),  # typed only: no total to read
-        ("AccountingStorageTRES   = cpu,mem,gres/gpumem", False),
-        ("GresTypes               = gpu", False),
-        ("", False),
-    ],
-)
-def test_gpu_tracked_odd_lines(line, tracked):
-    assert gpu_tracked(f"Configuration data as of 2026-11-29T17:25:05\n{line}\nClusterName = portal\n") is tracked
-
-
 def test_not_tracked_message_is_the_admin_instruction():
     assert GPU_NOT_TRACKED == (
         "GPU usage is not tracked by this cluster: add gres/gpu (and gres/gpu:<type> for each type) to "
         "AccountingStorageTRES in slurm.conf, then restart slurmctld."
     )
-
-
-def test_config_gives_period_and_calc_interval():
-    config = parse_config(text("scontrol_config_tracked.txt"))
-    assert (config.reset_period, config.calc_period_s, config.decay_half_life_s) == ("MONTHLY", 60, 0)
-
-
-@pytest.mark.parametrize(
-    ("raw", "parsed"),
-    [
-        ("", {}),
-        ("gres/gpu=6000", {"gres/gpu": 6000}),
-        ("cpu=1000,gres/gpu=60", {"cpu": 1000, "gres/gpu": 60}),
-        ("gres/gpu=8,gres/gpu:a100=4,gres/gpu:t4=3", {"gres/gpu": 8, "gres/gpu:a100": 4, "gres/gpu:t4": 3}),
-        ("cpu=N(3),gres/gpu=6(1)", {"gres/gpu": 6}),  # assoc_mgr: limit(used); N = no limit
-        ("gres/gpu=", {}),
-    ],
-)
-def test_parse_tres(raw, parsed):
-    assert parse_tres(raw) == parsed
-
-
-def test_sshare_rows_are_read_by_field_and_unindented():
-    rows = {(r.account, r.user): r for r in parse_sshare(text("sshare_running.txt"))}
-    assert ("root", "") not in rows and ("root", "portal") not in rows
-    assert rows[("vision", "")].gpu_minutes_limit == 6000 and rows[("vision", "")].gpu_minutes_used == 5
-    assert rows[("vision", "alice")].gpu_minutes_used == 5 and rows[("vision", "alice")].gpu_minutes_limit is None
-    assert rows[("fx-sub", "")].gpu_minutes_limit == 60  # sub-account, "cpu=1000,gres/gpu=60"
-    assert rows[("fx-sub", "fx-newbie")].gpu_minutes_used == 0  # indented three deep
-    assert rows[("nlp", "")].gpu_minutes_limit is None
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        "",
-        "Account|User|GrpTRESRaw|GrpTRESMins\n vision|||gres/gpu=8\n",  # not the order asked for
-        "Account|User|GrpTRESMins|GrpTRESRaw\n vision||gres/gpu=8\n",  # a field missing
-        "Account|User|GrpTRESMins|GrpTRESRaw\n vision|||gres/gpu=8|x\n",  # one too many
-    ],
-)
-def test_sshare_refuses_what_was_not_asked(bad):
-    with pytest.raises(ValueError):
-        parse_sshare(bad)
-
-
-def test_assoc_mgr_gives_gpu_limit_and_gpus_in_use():
-    running = parse_assoc_mgr(text("assoc_mgr_running.txt"))
-    assert running[("vision", "")] == (6, 1)
-    assert running[("vision", "alice")] == (None, 1)
-    assert running[("nlp", "")] == (None, 3)
-    assert running[("fx-lab", "")][0] == 4
-    assert parse_assoc_mgr(text("assoc_mgr_final.txt"))[("vision", "")] == (6, 0)
-    assert parse_assoc_mgr("") == {}
-
-
-# --- periods -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("now", "reset", "start", "end"),
-    [
-        ("2026-11-29T17:27:49", "MONTHLY", "2026-11-01T00:00:00", "2026-12-01T00:00:00"),
-        ("2026-12-31T23:59:59", "MONTHLY", "2026-12-01T00:00:00", "2027-01-01T00:00:00"),
-        ("2026-11-01T00:00:00", "MONTHLY", "2026-11-01T00:00:00", "2026-12-01T00:00:00"),
-        ("2026-11-29T17:27:49", "WEEKLY", "2026-11-29T00:00:00", "2026-12-06T00:00:00"),  # a Sunday
-        ("2026-11-28T17:27:49", "WEEKLY", "2026-11-22T00:00:00", "2026-11-29T00:00:00"),
-        ("2026-11-29T17:27:49", "DAILY", "2026-11-29T00:00:00", "2026-11-30T00:00:00"),
-        ("2026-11-29T17:27:49", "QUARTERLY", "2026-10-01T00:00:00", "2027-01-01T00:00:00"),
-        ("2026-11-29T17:27:49", "YEARLY", "2026-01-01T00:00:00", "2027-01-01T00:00:00"),
-        ("2026-11-29T17:27:49", "NONE", "2026-11-01T00:00:00", None),
-    ],
-)
-def test_period_start_and_end(now, reset, start, end):
-    begin = period_start(datetime.fromisoformat(now).replace(tzinfo=UTC), reset)
-    assert begin == datetime.fromisoformat(start).replace(tzinfo=UTC)
-    assert period_end(begin, reset) == (datetime.fromisoformat(end).replace(tzinfo=UTC) if end else None)
 
 
 # --- collecting, on recordings ----------------------------------------------------------------------

@@ -1,0 +1,249 @@
+"""Slurm's accounting and fairshare commands, which have no JSON in 22.05: ``scontrol show config``,
+``sshare -P``, ``scontrol show assoc_mgr`` and ``sacctmgr --parsable2``.
+
+Each ``read_*`` runs one command through the gateway (its argv is a constant here, with the fields
+asked for by name) and returns plain records; ``parse_*`` reads that command's text. The values
+inside (TRES lists, durations) are read by :mod:`slurm.values`. What is done with the records (team
+usage, the teams sync) is the apps' business. Recorded outputs: ``tests/fixtures/slurm/22.05/``
+(``scontrol_config_*.txt``, ``sshare_*.txt``, ``assoc_mgr_*.txt``, ``sacctmgr_*.txt``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from .gateway import SlurmGateway
+from .values import GPU_TRES, parse_time_limit, parse_tres, parse_tres_limit_used, tres_items
+
+# --- scontrol show config ------------------------------------------------------------------------
+
+SHOW_CONFIG = ["scontrol", "show", "config"]
+#: ``PriorityUsageResetPeriod`` values after which Slurm clears the usage it enforces quotas with.
+RESET_PERIODS = frozenset({"DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"})
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """From ``scontrol show config``: ``tracked`` (``gres/gpu`` in ``AccountingStorageTRES``),
+    ``reset_period`` (``PriorityUsageResetPeriod`` upper-cased), ``calc_period_s``
+    (``PriorityCalcPeriod``) and ``decay_half_life_s`` (``PriorityDecayHalfLife``), seconds."""
+
+    tracked: bool
+    reset_period: str = "MONTHLY"
+    calc_period_s: int | None = None
+    decay_half_life_s: int | None = None
+
+
+_CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$", re.MULTILINE)
+
+
+def _seconds(text: str | None) -> int | None:
+    """Seconds of a config duration (``00:05:00``, ``7-00:00:00``, plain minutes); ``None`` when
+    absent or not a Slurm time."""
+    try:
+        return parse_time_limit(text or "")
+    except ValueError:
+        return None
+
+
+def parse_config(config_text: str) -> ClusterConfig:
+    """The parts of ``scontrol show config`` (``Name = value`` lines) that usage needs (see
+    :class:`ClusterConfig`). Never raises: what is missing takes the default."""
+    values = dict(_CONFIG_LINE.findall(config_text))
+    return ClusterConfig(
+        tracked=GPU_TRES in {key for key, _ in tres_items(values.get("AccountingStorageTRES"))},
+        reset_period=(values.get("PriorityUsageResetPeriod") or "MONTHLY").upper(),
+        calc_period_s=_seconds(values.get("PriorityCalcPeriod")),
+        decay_half_life_s=_seconds(values.get("PriorityDecayHalfLife")),
+    )
+
+
+def gpu_tracked(config_text: str) -> bool:
+    """True when ``scontrol show config`` lists ``gres/gpu`` in ``AccountingStorageTRES`` (typed
+    entries alone, ``gres/gpu:a100``, do not count): without it Slurm records no GPU usage."""
+    return parse_config(config_text).tracked
+
+
+def read_config(gateway: SlurmGateway) -> ClusterConfig:
+    """:data:`SHOW_CONFIG`, parsed. Raises :class:`~slurm.SlurmError`."""
+    return parse_config(gateway.run(SHOW_CONFIG).out)
+
+
+def period_start(now: datetime, reset_period: str = "MONTHLY") -> datetime:
+    """Start of the accounting period containing ``now`` (aware, UTC), following Slurm's
+    ``PriorityUsageResetPeriod``: DAILY midnight, WEEKLY Sunday 00:00, MONTHLY the 1st, QUARTERLY
+    the 1st of Jan/Apr/Jul/Oct, YEARLY Jan 1st. Slurm resets at 00:00 in slurmctld's time zone;
+    this uses UTC. NONE/NOW (never reset) fall back to the month: history is read for a month."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if reset_period == "DAILY":
+        return day
+    if reset_period == "WEEKLY":
+        return day - timedelta(days=(day.weekday() + 1) % 7)
+    if reset_period == "QUARTERLY":
+        return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
+    if reset_period == "YEARLY":
+        return day.replace(month=1, day=1)
+    return day.replace(day=1)
+
+
+def period_end(start: datetime, reset_period: str = "MONTHLY") -> datetime | None:
+    """When the period that began at ``start`` ends (next reset); ``None`` when Slurm never resets."""
+    months = {"MONTHLY": 1, "QUARTERLY": 3, "YEARLY": 12}.get(reset_period)
+    if reset_period in {"DAILY", "WEEKLY"}:
+        return start + timedelta(days=1 if reset_period == "DAILY" else 7)
+    if months is None:
+        return None
+    month = start.month - 1 + months
+    return start.replace(year=start.year + month // 12, month=month % 12 + 1, day=1)
+
+
+# --- sshare ----------------------------------------------------------------------------------------
+
+SSHARE_FIELDS = ("Account", "User", "GrpTRESMins", "GrpTRESRaw")
+SHOW_SHARES = ["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]
+
+
+@dataclass(frozen=True)
+class ShareRow:
+    """One sshare line: ``user`` ``""`` for the account's own row. ``grp_tres_mins``: the quota
+    (``GrpTRESMins``), ``grp_tres_raw``: the usage this period (``GrpTRESRaw``), both TRES ->
+    TRES-minutes (:func:`slurm.values.parse_tres`)."""
+
+    account: str
+    user: str
+    grp_tres_mins: dict[str, int] = field(default_factory=dict)
+    grp_tres_raw: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gpu_minutes_limit(self) -> int | None:
+        """``GrpTRESMins`` ``gres/gpu``: the GPU-minute quota; ``None`` = none."""
+        return self.grp_tres_mins.get(GPU_TRES)
+
+    @property
+    def gpu_minutes_used(self) -> int | None:
+        """``GrpTRESRaw`` ``gres/gpu``: GPU-minutes used this period; ``None`` when not tracked."""
+        return self.grp_tres_raw.get(GPU_TRES)
+
+
+def parse_sshare(text: str) -> list[ShareRow]:
+    """Rows of ``sshare -a -P -o Account,User,GrpTRESMins,GrpTRESRaw`` (header line first, as
+    asked). Slurm indents ``Account`` by its depth in the tree (``" vision"``, ``"  vision"``); the
+    spaces are stripped. The ``root`` account is left out. ``ValueError`` when the header is not
+    the fields asked for or a line has another number of fields."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or tuple(h.strip() for h in lines[0].split("|")) != SSHARE_FIELDS:
+        raise ValueError(f"sshare header is not {'|'.join(SSHARE_FIELDS)}: {lines[:1]!r}")
+    rows = []
+    for line in lines[1:]:
+        fields = line.split("|")
+        if len(fields) != len(SSHARE_FIELDS):
+            raise ValueError(f"sshare line has {len(fields)} fields, not {len(SSHARE_FIELDS)}: {line!r}")
+        account, user, limits, used = (f.strip() for f in fields)
+        if account != "root":
+            rows.append(ShareRow(account, user, parse_tres(limits), parse_tres(used)))
+    return rows
+
+
+def read_shares(gateway: SlurmGateway) -> list[ShareRow]:
+    """:data:`SHOW_SHARES`, parsed. Raises :class:`~slurm.SlurmError` or ``ValueError``."""
+    return parse_sshare(gateway.run(SHOW_SHARES).out)
+
+
+# --- scontrol show assoc_mgr ---------------------------------------------------------------------
+
+SHOW_ASSOC_MGR = ["scontrol", "show", "assoc_mgr", "flags=assoc"]
+_ASSOC_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def parse_assoc_mgr(text: str, tres: str = GPU_TRES) -> dict[tuple[str, str], tuple[int | None, int | None]]:
+    """``scontrol show assoc_mgr flags=assoc`` -> (account, user) -> (limit, in use) of ``tres``
+    from ``GrpTRES=...gres/gpu=4(1)...`` (``N`` = no limit -> ``None``; user ``""`` for the
+    account's row, ``alice(1001)`` -> ``alice``)."""
+    result: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+    key = None
+    for line in text.splitlines():
+        fields = dict(_ASSOC_FIELD.findall(line))
+        if "ClusterName" in fields:
+            key = (fields.get("Account", ""), fields.get("UserName", "").split("(", 1)[0])
+            result[key] = (None, None)
+        elif key and "GrpTRES" in fields:
+            result[key] = parse_tres_limit_used(fields["GrpTRES"], tres)
+    return result
+
+
+def read_assoc_mgr(gateway: SlurmGateway) -> dict[tuple[str, str], tuple[int | None, int | None]]:
+    """:data:`SHOW_ASSOC_MGR`, parsed for ``gres/gpu``. Raises :class:`~slurm.SlurmError`."""
+    return parse_assoc_mgr(gateway.run(SHOW_ASSOC_MGR).out)
+
+
+# --- sacctmgr --------------------------------------------------------------------------------------
+
+_SACCTMGR_SHOW = ["sacctmgr", "--noheader", "--parsable2", "show"]
+#: Field order matters: lines are split on ``|`` by position (no field asked for can hold a ``|``).
+SHOW_ASSOCIATIONS = [*_SACCTMGR_SHOW, "association", "format=Account,User,ParentName,GrpTRES,GrpTRESMins"]
+SHOW_USERS = [*_SACCTMGR_SHOW, "user", "format=User,DefaultAccount,AdminLevel"]
+#: Descriptions may hold ``|``: the description is the last field and the line is split once.
+SHOW_ACCOUNTS = [*_SACCTMGR_SHOW, "account", "format=Account,Description"]
+
+
+@dataclass(frozen=True)
+class AssociationRow:
+    """One line of :data:`SHOW_ASSOCIATIONS`: ``user`` ``""`` for the account's own association
+    (``parent``: ``ParentName``, set on that one only). ``grp_tres``/``grp_tres_mins``: the TRES
+    lists as sacctmgr prints them (``cpu=10,gres/gpu=4``; read one with
+    :func:`slurm.values.parse_tres_count`, which refuses a count it cannot read)."""
+
+    account: str
+    user: str
+    parent: str
+    grp_tres: str
+    grp_tres_mins: str
+
+
+@dataclass(frozen=True)
+class UserRow:
+    """One line of :data:`SHOW_USERS`: ``default_account`` ``""`` when Slurm has none."""
+
+    name: str
+    default_account: str
+    admin_level: str
+
+
+def _fields(line: str, count: int, command: list[str]) -> list[str]:
+    parts = line.split("|")
+    if len(parts) != count:
+        raise ValueError(f"{' '.join(command[4:])}: expected {count} fields, got {line!r}")
+    return parts
+
+
+def parse_associations(text: str) -> list[AssociationRow]:
+    """The lines of :data:`SHOW_ASSOCIATIONS`; ``ValueError`` on a line without the fields asked for."""
+    return [AssociationRow(*_fields(line, 5, SHOW_ASSOCIATIONS)) for line in filter(None, text.splitlines())]
+
+
+def parse_users(text: str) -> list[UserRow]:
+    """The lines of :data:`SHOW_USERS`; ``ValueError`` on a line without the fields asked for."""
+    return [UserRow(*_fields(line, 3, SHOW_USERS)) for line in filter(None, text.splitlines())]
+
+
+def parse_descriptions(text: str) -> dict[str, str]:
+    """:data:`SHOW_ACCOUNTS` -> account name -> description (Slurm stores it lower-cased); the
+    description may hold ``|``."""
+    return dict(line.split("|", 1) for line in text.splitlines() if "|" in line)
+
+
+def read_associations(gateway: SlurmGateway) -> list[AssociationRow]:
+    """Every association in slurmdbd. Raises :class:`~slurm.SlurmError` or ``ValueError``."""
+    return parse_associations(gateway.run(SHOW_ASSOCIATIONS).out)
+
+
+def read_users(gateway: SlurmGateway) -> list[UserRow]:
+    """Every Slurm user record. Raises :class:`~slurm.SlurmError` or ``ValueError``."""
+    return parse_users(gateway.run(SHOW_USERS).out)
+
+
+def read_descriptions(gateway: SlurmGateway) -> dict[str, str]:
+    """Account name -> description. Raises :class:`~slurm.SlurmError`."""
+    return parse_descriptions(gateway.run(SHOW_ACCOUNTS).out)
