@@ -32,14 +32,13 @@ from teams import usage
 from teams.usage import (
     GPU_NOT_TRACKED,
     job_quota_estimate,
-    queue_demand,
-    runout,
     team_usage,
     usage_collect,
     usage_load,
     usage_refresh,
     usage_status,
 )
+from teams.usage_compute import queue_demand, runout
 from tests.conftest import FIXTURES
 from tests.fakes import FakeTransport
 from tests.fakes import cluster_transport as scripted_snapshot

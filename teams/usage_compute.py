@@ -1,0 +1,181 @@
+"""Computing each team's usage from what :mod:`teams.usage_read` read and the cluster snapshot: the
+arithmetic only, no Slurm call and no cache.
+
+GPUs running now and the GPU-hours queued jobs ask for come from the cluster snapshot
+(:func:`slurm.snapshot.snapshot_load`), not from Slurm; without a snapshot, assoc_mgr's GPUs in use.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+
+from slurm.accounting import RESET_PERIODS, ClusterConfig, period_end
+from slurm.snapshot import ClusterSnapshot
+from slurm.values import parse_array_tasks
+
+from .usage_read import Run, UsageReading
+from .usage_records import MemberUsage, TeamUsage
+
+BURN_WINDOW = timedelta(days=7)
+
+
+# --- history from sacct --------------------------------------------------------------------------
+
+
+def _overlap_s(run: Run, low: float, high: float) -> float:
+    if run.start is None:
+        return 0.0
+    return max(0.0, min(run.end, high) - max(run.start, low))
+
+
+def _daily(runs: list[Run], start: datetime, now: float) -> dict[str, dict[str, float]]:
+    """``"YYYY-MM-DD"`` -> user -> GPU-hours for every UTC day from ``start`` to ``now``; each run
+    is cut at UTC midnights and outside ``start``..``now``."""
+    days = (datetime.fromtimestamp(now, UTC).date() - start.date()).days + 1
+    daily: dict[str, dict[str, float]] = {(start + timedelta(days=i)).date().isoformat(): {} for i in range(max(days, 0))}
+    for run in runs:
+        if not run.gpus or run.start is None:
+            continue
+        moment, stop = max(run.start, start.timestamp()), min(run.end, now)
+        while moment < stop:
+            day = datetime.fromtimestamp(moment, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+            midnight = (day + timedelta(days=1)).timestamp()
+            hours = daily.setdefault(day.date().isoformat(), {})
+            hours[run.user] = hours.get(run.user, 0.0) + run.gpus * (min(stop, midnight) - moment) / 3600
+            moment = midnight
+    return {day: dict(sorted(hours.items())) for day, hours in daily.items()}
+
+
+def _members(runs: list[Run], users: list[str], live: dict[str, int | None], start: float, now: float, tracked: bool) -> list[MemberUsage]:
+    by_user: dict[str, list[Run]] = {}
+    for run in runs:
+        by_user.setdefault(run.user, []).append(run)
+    members = []
+    for user in users:
+        mine = by_user.get(user, [])
+        waits = [r.start - r.submit for r in mine if r.start is not None and r.submit is not None and r.start >= start]
+        hours = sum(r.gpus * _overlap_s(r, start, now) for r in mine) / 3600
+        members.append(MemberUsage(
+            username=user,
+            gpu_hours=hours if tracked else None,
+            gpu_hours_live=live[user] / 60 if tracked and live.get(user) is not None else None,
+            jobs=len(mine),
+            failed_jobs=sum(r.failed for r in mine),
+            median_wait_s=float(statistics.median(max(0, w) for w in waits)) if waits else None,
+        ))
+    return sorted(members, key=lambda m: (-(m.gpu_hours or 0.0), m.username))
+
+
+def burn_rate(runs: list[Run], *, start: float, now: float) -> float:
+    """GPU-hours per day over the last 7 days, or since ``start`` when shorter (at least an hour)."""
+    low = max(start, now - BURN_WINDOW.total_seconds())
+    days = max(now - low, 3600.0) / 86400
+    return sum(r.gpus * _overlap_s(r, low, now) for r in runs) / 3600 / days
+
+
+def runout(*, quota_h: float | None, used_h: float | None, rate_per_day: float | None, now: float,
+           reset_at: float | None = None) -> tuple[float | None, bool, date | None]:
+    """(GPU-hours left, used up, run-out date): left = quota - used; the date is the UTC day of
+    now + left / rate. No date with no quota, a rate of 0, nothing left, or when that moment is
+    at or after ``reset_at`` (Unix seconds of the next reset: Slurm clears usage first) or more
+    than ten years away."""
+    if quota_h is None or used_h is None:
+        return None, False, None
+    left = quota_h - used_h
+    if left <= 0:
+        return left, True, None
+    if not rate_per_day or left / rate_per_day > 3650:
+        return left, False, None
+    moment = now + left / rate_per_day * 86400
+    if reset_at is not None and moment >= reset_at:
+        return left, False, None
+    return left, False, datetime.fromtimestamp(moment, UTC).date()
+
+
+# --- the queue (snapshot) -----------------------------------------------------------------------
+
+
+def _tasks(job) -> int:
+    try:
+        return parse_array_tasks(job.array_task_string).count if job.array_task_string else 1
+    except ValueError:
+        return 1
+
+
+def queue_demand(snapshot: ClusterSnapshot | None) -> dict[str, tuple[int, float]]:
+    """account -> (GPUs of RUNNING jobs, GPU-hours asked by PENDING jobs: GPUs x ``time_limit``
+    minutes / 60 x array tasks), from the snapshot only. Jobs without a time limit add nothing."""
+    demand: dict[str, tuple[int, float]] = {}
+    for job in snapshot.jobs if snapshot else []:
+        running, pending = demand.get(job.account, (0, 0.0))
+        gpus = sum(job.gpus.values())
+        if job.state == "RUNNING":
+            running += gpus
+        elif job.state == "PENDING" and job.time_limit:
+            pending += gpus * job.time_limit / 60 * _tasks(job)
+        demand[job.account] = (running, pending)
+    return demand
+
+
+# --- one team's figures ---------------------------------------------------------------------------
+
+
+def _lag_note(config: ClusterConfig, live_h: float | None, history_h: float, running: int, rows: int) -> str:
+    notes = []
+    if config.decay_half_life_s:
+        notes.append(f"Slurm decays usage (PriorityDecayHalfLife {config.decay_half_life_s // 3600} h): "
+                     "'used' is the decayed figure the quota is enforced against.")
+    if config.reset_period not in RESET_PERIODS:
+        notes.append(f"Slurm never resets usage (PriorityUsageResetPeriod={config.reset_period}): history covers this month only.")
+    if live_h is not None:
+        calc_min = (config.calc_period_s or 300) / 60
+        tolerance = (rows + 1 + running * calc_min) / 60 + 0.02 * max(live_h, history_h)
+        if abs(live_h - history_h) > tolerance:
+            notes.append(f"Slurm's live figure (sshare, updated every {calc_min:g} min) is {live_h:.1f} GPU-hours; "
+                         f"the job history (sacct) adds up to {history_h:.1f}.")
+    return " ".join(notes)
+
+
+def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = None) -> dict[str, TeamUsage]:
+    """Every account's :class:`TeamUsage` (accounts in sshare's order) from one reading, with the
+    running and queued GPUs from ``snapshot`` when there is one."""
+    demand = queue_demand(snapshot)
+    teams = {}
+    for account in dict.fromkeys(row.account for row in reading.shares if not row.user):
+        gpu_limit, in_use = reading.limits.get((account, ""), (None, None))
+        running, pending = demand.get(account, (0, 0.0)) if snapshot else (in_use, None)
+        teams[account] = team_usage_compute(reading, account, gpu_limit=gpu_limit, running=running, pending=pending)
+    return teams
+
+
+def team_usage_compute(reading: UsageReading, account: str, *, gpu_limit: int | None, running: int | None,
+                       pending: float | None) -> TeamUsage:
+    """One account's :class:`TeamUsage`: members from sshare's user rows and sacct's jobs; the GPU
+    figures only when the cluster tracks ``gres/gpu``."""
+    config, now, start_dt = reading.config, reading.now, reading.period_start
+    start = start_dt.timestamp()
+    rows = [row for row in reading.shares if row.account == account]
+    own = next(row for row in rows if not row.user)
+    team_runs = [r for r in reading.runs if r.account == account]
+    users = list(dict.fromkeys([r.user for r in rows if r.user] + sorted({r.user for r in team_runs})))
+    live = {row.user: row.gpu_minutes_used for row in rows if row.user}
+    usage = TeamUsage(
+        account=account, tracked=config.tracked, period_start=start_dt,
+        period_end=period_end(start_dt, config.reset_period), taken_at=now,
+        members=_members(team_runs, users, live, start, now, config.tracked),
+    )
+    if not config.tracked:
+        return usage
+    used_h = own.gpu_minutes_used / 60 if own.gpu_minutes_used is not None else None
+    quota_h = own.gpu_minutes_limit / 60 if own.gpu_minutes_limit is not None else None
+    rate = burn_rate(team_runs, start=start, now=now)
+    left, used_up, runout_date = runout(quota_h=quota_h, used_h=used_h, rate_per_day=rate, now=now,
+                                        reset_at=usage.period_end.timestamp() if usage.period_end else None)
+    history_h = sum(m.gpu_hours or 0.0 for m in usage.members)
+    return replace(
+        usage, gpu_hours_used=used_h, gpu_hours_quota=quota_h, gpu_hours_left=left, used_up=used_up,
+        gpu_limit=gpu_limit, gpus_running=running, pending_gpu_hours=pending,
+        burn_gpu_hours_per_day=rate, runout_date=runout_date, daily=_daily(team_runs, start_dt, now),
+        lag_note=_lag_note(config, used_h, history_h, running or 0, len(rows)),
+    )

@@ -1,0 +1,83 @@
+"""Reading Slurm for the team usage refresh: four calls, each once for all accounts.
+
+- ``scontrol show config``: is ``gres/gpu`` in ``AccountingStorageTRES`` (without it Slurm records no
+  GPU usage, so no GPU figure is shown, never a false 0), ``PriorityUsageResetPeriod`` (the period),
+  ``PriorityCalcPeriod`` and ``PriorityDecayHalfLife`` (how the live figure lags or decays);
+- ``sshare -a -P -o Account,User,GrpTRESMins,GrpTRESRaw``: quota (``GrpTRESMins`` ``gres/gpu``) and
+  live use this period (``GrpTRESRaw`` ``gres/gpu``), both in GPU-minutes, per account and per user;
+- ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``);
+- ``sacct --json -X -a -S <period start - 1 day> -E now``: the jobs of the period, for per-member
+  GPU-hours, jobs, failures, waits and the GPU-hours per day. The extra day covers a submit host
+  whose clock is not UTC (sacct reads ``-S`` in local time and 22.05 accepts no zone); every figure
+  is clipped to the UTC period by :mod:`teams.usage_compute`.
+
+The text outputs are read by :mod:`slurm.accounting`, the sacct document by its version's adapter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from slurm import SlurmGateway
+from slurm.accounting import ClusterConfig, ShareRow, period_start, read_assoc_mgr, read_config, read_shares
+from slurm.adapters import adapter_for
+from slurm.states import ACTIVE_STATES
+from slurm.values import is_failure
+
+SACCT_TIMEOUT_S = 120.0
+SACCT_MARGIN = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sacct job as usage counts it: ``gpus`` allocated (``tres.allocated`` ``gres/gpu``),
+    Unix seconds ``submit``/``start`` (``None`` when unknown or never started) and ``end`` (clipped
+    to now; now while active; start + elapsed when sacct has no end), ``failed`` by
+    :func:`slurm.values.is_failure`."""
+
+    user: str
+    account: str
+    gpus: int
+    submit: int | None
+    start: int | None
+    end: int  # clipped to now; == start for a job that never started
+    failed: bool
+
+
+@dataclass(frozen=True)
+class UsageReading:
+    """What one refresh read from Slurm at ``now`` (Unix seconds): the config, sshare's rows,
+    assoc_mgr's (account, user) -> (GPU limit, GPUs in use), the accounting period's start (UTC)
+    and the sacct jobs that ended in the period or run on."""
+
+    now: float
+    config: ClusterConfig
+    shares: list[ShareRow]
+    limits: dict[tuple[str, str], tuple[int | None, int | None]]
+    period_start: datetime
+    runs: list[Run]
+
+
+def runs_of(doc: dict, now: float, *, argv: list[str] | None = None) -> list[Run]:
+    """Jobs of a ``sacct --json`` document (read by its version's adapter), with an end for
+    unfinished ones: now while active, else start + elapsed."""
+    runs = []
+    for job in adapter_for(doc, argv=argv or ["sacct", "--json"]).parse_sacct_jobs(doc):
+        end = job.end or (now if job.state in ACTIVE_STATES else (job.start or 0) + job.elapsed)
+        runs.append(Run(job.user, job.account, sum(job.gpus.values()), job.submit, job.start,
+                        int(min(end, now)), is_failure(job.state, job.exit_code, job.signal)))
+    return runs
+
+
+def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
+    """The four calls of the module docstring, in that order. Raises :class:`~slurm.SlurmError`
+    (from the gateway) or ``ValueError`` (output we cannot read)."""
+    config = read_config(gateway)
+    shares = read_shares(gateway)
+    limits = read_assoc_mgr(gateway)
+    start = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
+    since = (start - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
+    argv = ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
+    doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
+    runs = [r for r in runs_of(doc, now, argv=argv) if r.end >= start.timestamp()]
+    return UsageReading(now=now, config=config, shares=shares, limits=limits, period_start=start, runs=runs)

@@ -1,0 +1,118 @@
+"""What the usage refresh stores and pages read: each team's GPU usage this period
+(:class:`TeamUsage`, per member :class:`MemberUsage`), the cache's freshness (:class:`UsageStatus`)
+and the job form's estimate (:class:`QuotaEstimate`). Plain data, no Slurm and no cache."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+
+#: What an admin must do when ``gres/gpu`` is not in ``AccountingStorageTRES``.
+GPU_NOT_TRACKED = (
+    "GPU usage is not tracked by this cluster: add gres/gpu (and gres/gpu:<type> for each type) to "
+    "AccountingStorageTRES in slurm.conf, then restart slurmctld."
+)
+
+
+@dataclass(frozen=True)
+class MemberUsage:
+    """One user of the account this period. ``gpu_hours``: allocated GPUs x run time inside the
+    period, from sacct (``tres.allocated`` ``gres/gpu`` x ``time.start``..``time.end``, or ..now for a
+    running job); ``gpu_hours_live``: Slurm's own figure (sshare ``GrpTRESRaw`` ``gres/gpu`` / 60);
+    both ``None`` when GPUs are not tracked. ``jobs``: sacct jobs active in the period;
+    ``failed_jobs``: those :func:`slurm.values.is_failure` calls failed; ``median_wait_s``:
+    median of ``time.start - time.submission`` in seconds over jobs that started in the period
+    (``None`` when none did)."""
+
+    username: str
+    gpu_hours: float | None
+    gpu_hours_live: float | None
+    jobs: int
+    failed_jobs: int
+    median_wait_s: float | None
+
+
+@dataclass(frozen=True)
+class TeamUsage:
+    """One account's GPU usage in the current accounting period. GPU figures are ``None`` when
+    ``tracked`` is False (show :data:`GPU_NOT_TRACKED`) or unknown.
+
+    - ``gpu_hours_used``: sshare ``GrpTRESRaw`` ``gres/gpu`` (whole GPU-minutes) / 60, what Slurm
+      enforces the quota against; ``gpu_hours_quota``: sshare ``GrpTRESMins`` ``gres/gpu`` / 60
+      (``None`` = no quota); ``gpu_hours_left`` = quota - used (negative when over);
+      ``used_up``: a quota exists and nothing is left.
+    - ``gpu_limit``: GPUs at once, ``scontrol show assoc_mgr`` ``GrpTRES gres/gpu`` (``None`` = none).
+    - ``gpus_running``: GPUs of the account's RUNNING jobs in the snapshot (squeue); without a
+      snapshot, assoc_mgr's in-use count. ``pending_gpu_hours``: sum over PENDING jobs of GPUs x time
+      limit (minutes / 60) x array tasks; jobs without a time limit are not counted.
+    - ``burn_gpu_hours_per_day``: sacct GPU-hours of the last 7 days (or since ``period_start``, at
+      least one hour) per day; ``runout_date``: UTC day when ``gpu_hours_left`` reaches 0 at that
+      rate (``None``: no quota, rate 0, ``used_up``, or not before ``period_end``, when Slurm
+      clears the usage).
+    - ``members``: sorted by GPU-hours, most first. ``daily``: ``"YYYY-MM-DD"`` (UTC) -> username ->
+      GPU-hours for every day of the period so far; a job's GPU-hours are split across the days it
+      ran; members without use that day are left out.
+    - ``period_start``/``period_end``: the accounting period in UTC (from
+      ``PriorityUsageResetPeriod``; ``period_end`` ``None`` when Slurm never resets).
+    - ``taken_at``: Unix seconds of the successful refresh; ``lag_note``: why a figure may lag or
+      differ, ``""`` when none; ``error``/``error_since``: the last failed refresh (Unix seconds of
+      the first failure in a row), cleared by a successful one.
+    """
+
+    account: str
+    tracked: bool
+    period_start: datetime
+    period_end: datetime | None
+    taken_at: float
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    used_up: bool = False
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+    pending_gpu_hours: float | None = None
+    burn_gpu_hours_per_day: float | None = None
+    runout_date: date | None = None
+    members: list[MemberUsage] = field(default_factory=list)
+    daily: dict[str, dict[str, float]] = field(default_factory=dict)
+    lag_note: str = ""
+    error: str = ""
+    error_since: float | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for key in ("period_start", "period_end", "runout_date"):
+            data[key] = data[key].isoformat() if data[key] else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TeamUsage:
+        return cls(**{
+            **data,
+            "period_start": datetime.fromisoformat(data["period_start"]),
+            "period_end": datetime.fromisoformat(data["period_end"]) if data.get("period_end") else None,
+            "runout_date": date.fromisoformat(data["runout_date"]) if data.get("runout_date") else None,
+            "members": [MemberUsage(**m) for m in data.get("members", [])],
+        })
+
+
+@dataclass(frozen=True)
+class QuotaEstimate:
+    """"This job may use up to ``gpu_hours_max`` GPU-hours; your team has ``gpu_hours_left`` left."
+    ``gpu_hours_max`` = GPUs x time limit; ``will_wait``: it does not fit, so Slurm will hold it
+    (pending reason ``AssocGrpGRESMinutes``) until the next period or a higher quota. ``taken_at``:
+    when the usage figures were read (Unix seconds)."""
+
+    team: str
+    gpu_hours_max: float
+    gpu_hours_left: float
+    will_wait: bool
+    taken_at: float
+
+
+@dataclass(frozen=True)
+class UsageStatus:
+    """How fresh the usage cache is: ``taken_at`` 0 = never; ``error``/``error_since`` as in TeamUsage."""
+
+    taken_at: float = 0.0
+    error: str = ""
+    error_since: float | None = None
