@@ -1,23 +1,54 @@
-"""Writes for teams: memberships from claims, admin changes of membership and quota. Every change
-writes an audit row in the same transaction and enqueues the Slurm sync on commit."""
+"""Writes for teams: memberships from claims, admin changes of membership and quota, and the Slurm
+sync an admin asks for. Every change writes an audit row in the same transaction and enqueues the
+Slurm sync on commit; the sync always runs in a Celery worker, never in the request."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from kombu.exceptions import OperationalError
 
 from audit.services import audit
 
 from .models import Membership, Role, Source, Team
 from .roles import role_from_groups
+from .slurm_sync import SyncReport
+from .sync_runs import SyncRun, sync_run_finish, sync_run_queue
 from .tasks import teams_sync_task
 
 logger = logging.getLogger(__name__)
 
 
-def _sync_on_commit() -> None:
-    transaction.on_commit(lambda: teams_sync_task.delay())
+def _sync_on_commit(*, teams: Iterable[str] = (), by=None) -> None:
+    """Once this transaction commits, queue the Slurm sync (:func:`teams.tasks.teams_sync_task`);
+    the settings page of each of ``teams`` follows the run (:mod:`teams.sync_runs`). The sync's
+    audit rows name no actor: the change that caused it has its own row, by ``by``."""
+    names = list(teams)
+
+    def enqueue() -> None:
+        _enqueue(sync_run_queue(dry_run=False, by=by, teams=names))
+
+    transaction.on_commit(enqueue)
+
+
+def _enqueue(run: SyncRun, *, actor_id: int | None = None) -> SyncRun:
+    """Send the task for ``run``; a broker that cannot be reached ends the run with that error."""
+    try:
+        teams_sync_task.delay(run_id=run.run_id, dry_run=run.dry_run, actor_id=actor_id)
+    except OperationalError as exc:
+        logger.warning("teams sync: cannot queue run %s: %s", run.run_id, exc)
+        return sync_run_finish(run_id=run.run_id, report=SyncReport(run.dry_run, error=f"to start: cannot queue it for a worker ({exc})"))
+    return run
+
+
+def teams_sync_start(*, team: Team, dry_run: bool, by) -> SyncRun:
+    """Admin: queue a Slurm sync of every managed team (``dry_run``: plan only, "Check Slurm") as a
+    Celery task, followed on ``team``'s settings page; its audit rows name ``by``. Returns the run
+    (already finished only when it could not be queued). Raises ``PermissionDenied`` for non-admins."""
+    _require_admin(by)
+    return _enqueue(sync_run_queue(dry_run=dry_run, by=by, teams=[team.name]), actor_id=by.pk)
 
 
 def _require_admin(by) -> None:
@@ -72,7 +103,7 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
                 audit(actor=None, action="membership.claims.change", target=target, old=old, new={"role": role, "source": Source.CLAIM})
                 changes.append(f"~{team.name} {role}")
         if changes:
-            _sync_on_commit()
+            _sync_on_commit()  # a sign-in: no settings page follows this run
     return changes
 
 
@@ -93,7 +124,7 @@ def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int
         team.gpu_minutes_quota, team.gpu_limit = minutes, gpu_limit
         team.save(update_fields=["gpu_minutes_quota", "gpu_limit", "updated_at"])
         audit(actor=by, action="team.limits", target=f"team:{team.name}", old=old, new=new)
-        _sync_on_commit()
+        _sync_on_commit(teams=[team.name], by=by)
     return team
 
 
@@ -110,7 +141,7 @@ def membership_set(*, team: Team, user, role: str, by) -> Membership:
             membership.role, membership.source = role, Source.ADMIN
             membership.save(update_fields=["role", "source"])
         audit(actor=by, action="membership.set", target=f"membership:{team.name}/{user.username}", old=old or {}, new={"role": role, "source": Source.ADMIN})
-        _sync_on_commit()
+        _sync_on_commit(teams=[team.name], by=by)
     return membership
 
 
@@ -124,7 +155,7 @@ def membership_remove(*, team: Team, user, by) -> bool:
             return False
         membership.delete()
         audit(actor=by, action="membership.remove", target=f"membership:{team.name}/{user.username}", old={"role": membership.role, "source": membership.source})
-        _sync_on_commit()
+        _sync_on_commit(teams=[team.name], by=by)
     return True
 
 

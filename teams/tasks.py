@@ -2,23 +2,28 @@
 import logging
 
 from celery import shared_task
+from django.contrib.auth import get_user_model
 
-from .slurm_sync import teams_sync
+from .sync_runs import sync_run_perform
 from .usage import usage_refresh
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(soft_time_limit=240, time_limit=300, ignore_result=True, max_retries=0)
-def teams_sync_task() -> None:
+def teams_sync_task(run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None) -> None:
     """Make Slurm's accounts, associations and ``gres/gpu`` limits match the managed teams
-    (:func:`teams.slurm_sync.teams_sync`); logs each line of the report. Not retried: every run
-    re-reads Slurm and plans from scratch, so the next run (beat, or the next change) is the retry."""
-    report = teams_sync()
+    (:func:`teams.slurm_sync.teams_sync`; ``dry_run``: only plan), as user ``actor_id`` in the audit
+    rows; stores the report under ``run_id`` for the settings page (:mod:`teams.sync_runs`; the
+    scheduled sync has none) and logs each line. Not retried: every run re-reads Slurm and plans
+    from scratch, so the next run (beat, or the next change) is the retry."""
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
+    report = sync_run_perform(run_id=run_id, dry_run=dry_run, actor=actor)
     for line in report.lines:
         (logger.info if report.ok else logger.warning)("teams sync: %s", line)
     if report.ok:
-        logger.info("teams sync: %s", f"{len(report.results)} change(s) applied" if report.results else "Slurm already matches the portal")
+        done = "planned, none applied (dry run)" if dry_run else "applied"
+        logger.info("teams sync: %s", f"{len(report.results)} change(s) {done}" if report.results else "Slurm already matches the portal")
     else:
         logger.error("teams sync: %d action(s) failed%s", len(report.failed), f"; {report.error}" if report.error else "")
 

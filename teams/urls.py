@@ -22,5 +22,10 @@ urlpatterns = [
     path("teams/<team:name>/", views.team_detail, name="team_detail"),
     path("teams/<team:name>/usage.csv", views.team_usage_csv, name="team_usage_csv"),
     path("teams/<team:name>/settings/", views.team_settings, name="team_settings"),
+    path("teams/<team:name>/settings/limits/", views.team_limits_set, name="team_limits_set"),
+    path("teams/<team:name>/settings/members/", views.team_member_set, name="team_member_set"),
+    path("teams/<team:name>/settings/members/remove/", views.team_member_remove, name="team_member_remove"),
+    path("teams/<team:name>/settings/sync/", views.team_sync_start, name="team_sync_start"),
+    path("teams/<team:name>/settings/sync/<uuid:run_id>/", views.team_sync_status, name="team_sync_status"),
     path("audit/", views.audit_list, name="audit_list"),
 ]

@@ -1,15 +1,20 @@
 """Team pages (leads and admins), team settings and the audit trail (admins). Usage figures come
-from the usage cache (``teams.usage``), refreshed by Celery beat; pages never call Slurm, except the
-admin's explicit "Check Slurm" / "Sync now" buttons."""
+from the usage cache (``teams.usage``), refreshed by Celery beat; pages never call Slurm. Each
+settings action is its own view; the Slurm sync after one (or the "Check Slurm" / "Sync now"
+buttons) runs in a Celery worker, and the page follows it (``teams.sync_runs``)."""
 from __future__ import annotations
 
 import csv
+import time
+import uuid
+from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.dates import parse_iso_date
 
@@ -17,8 +22,8 @@ from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
-from .services import membership_remove, membership_set, team_set_limits
-from .slurm_sync import teams_sync
+from .services import membership_remove, membership_set, team_set_limits, teams_sync_start
+from .sync_runs import STALE_AFTER_S, SyncRun, sync_run_last, sync_run_load
 from .usage import team_usage
 
 
@@ -76,67 +81,106 @@ def team_usage_csv(request: HttpRequest, name: str) -> HttpResponse:
     return response
 
 
-@login_required
-def team_settings(request: HttpRequest, name: str) -> HttpResponse:
-    """Admin: quota and limit, members and roles, and the Slurm sync (check or apply)."""
-    if not request.user.is_staff:
-        return _forbidden(request, "Only portal admins can change a team's quota, limit or members.")
-    team = _team(request, name)
-    limits = LimitsForm(initial={"gpu_hours_quota": team.gpu_hours_quota, "gpu_limit": team.gpu_limit})
-    member_form = MemberForm()
-    if request.method == "POST":
-        action = request.POST.get("action")
-        if action == "limits":
-            limits = LimitsForm(request.POST)
-            if limits.is_valid():
-                quota = limits.cleaned_data["gpu_hours_quota"]
-                team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=limits.cleaned_data["gpu_limit"], by=request.user)
-                messages.success(request, f"Limits of {team.name} saved; Slurm is being updated.")
-                return redirect("team_settings", name=team.name)
-        elif action == "member":
-            member_form = MemberForm(request.POST)
-            if member_form.is_valid():
-                user = get_user_model().objects.filter(username=member_form.cleaned_data["username"]).first()
-                if user is None:
-                    member_form.add_error("username", "No portal user with that name: they must sign in once first.")
-                else:
-                    membership_set(team=team, user=user, role=member_form.cleaned_data["role"], by=request.user)
-                    messages.success(request, f"{user.username} is now {member_form.cleaned_data['role'].lower()} of {team.name}.")
-                    return redirect("team_settings", name=team.name)
-        elif action == "remove":
-            username = request.POST.get("username", "")
-            user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
-            if user is not None and membership_remove(team=team, user=user, by=request.user):
-                messages.success(request, f"{user.username} removed from {team.name}; Slurm is being updated.")
-            else:
-                messages.error(request, "That user is not a member of this team.")
-            return redirect("team_settings", name=team.name)
-        elif action in ("check", "sync"):
-            report = teams_sync(dry_run=action == "check", actor=request.user)
-            _report_messages(request, report)
-            return redirect("team_settings", name=team.name)  # post/redirect/get: a reload never re-runs it
-        else:
-            messages.error(request, "Unknown action.")
-    status = 400 if request.method == "POST" and (limits.errors or member_form.errors) else 200
-    return render(request, "teams/team_settings.html", {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team)}, status=status)
+def _admin_team_page(view):
+    """Settings views: signed in, a portal admin (else 403, before the team is looked up), and a
+    team that exists (else 404); the view gets the ``Team``."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, name: str, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_staff:
+            return _forbidden(request, "Only portal admins can change a team's quota, limit or members.")
+        return view(request, _team(request, name), *args, **kwargs)
+
+    return wrapper
 
 
-def _report_messages(request: HttpRequest, report) -> None:
-    """The sync report as messages: a headline saying whether anything was applied, then each line."""
-    if report.error:
-        messages.error(request, f"Slurm sync did not run: {report.error}")
-        return
-    count = len(report.results)
-    if report.dry_run:
-        headline = f"Dry run: {count} change(s) planned, none applied." if count else "Dry run: Slurm already matches the portal; nothing to change."
-    elif report.ok:
-        headline = f"Sync applied {count} change(s)." if count else "Slurm already matches the portal; nothing to change."
+def _settings_page(request: HttpRequest, team: Team, *, limits: LimitsForm | None = None, member_form: MemberForm | None = None) -> HttpResponse:
+    """The settings page; a bound form with errors makes it a 400."""
+    limits = limits or LimitsForm(initial={"gpu_hours_quota": team.gpu_hours_quota, "gpu_limit": team.gpu_limit})
+    member_form = member_form or MemberForm()
+    status = 400 if limits.errors or member_form.errors else 200
+    context = {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team), **_run_context(sync_run_last(team.name))}
+    return render(request, "teams/team_settings.html", context, status=status)
+
+
+def _run_context(run: SyncRun | None) -> dict:
+    """What ``teams/_sync_run.html`` shows besides the run: whether it has waited too long."""
+    return {"run": run, "stale": bool(run and run.stale(time.time())), "stale_minutes": STALE_AFTER_S // 60}
+
+
+@require_GET
+@_admin_team_page
+def team_settings(request: HttpRequest, team: Team) -> HttpResponse:
+    """Admin: quota and limit, members and roles, and the Slurm sync (its last run, and the buttons)."""
+    return _settings_page(request, team)
+
+
+@require_POST
+@_admin_team_page
+def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
+    """Admin: save the GPU-hour quota and the GPU limit; the Slurm sync follows in a worker."""
+    form = LimitsForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, team, limits=form)
+    quota = form.cleaned_data["gpu_hours_quota"]
+    team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=form.cleaned_data["gpu_limit"], by=request.user)
+    messages.success(request, f"Limits of {team.name} saved; the Slurm sync is on its way.")
+    return redirect("team_settings", name=team.name)
+
+
+@require_POST
+@_admin_team_page
+def team_member_set(request: HttpRequest, team: Team) -> HttpResponse:
+    """Admin: add a portal user to the team or change their role."""
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, team, member_form=form)
+    user = get_user_model().objects.filter(username=form.cleaned_data["username"]).first()
+    if user is None:
+        form.add_error("username", "No portal user with that name: they must sign in once first.")
+        return _settings_page(request, team, member_form=form)
+    membership_set(team=team, user=user, role=form.cleaned_data["role"], by=request.user)
+    messages.success(request, f"{user.username} is now {form.cleaned_data['role'].lower()} of {team.name}; the Slurm sync is on its way.")
+    return redirect("team_settings", name=team.name)
+
+
+@require_POST
+@_admin_team_page
+def team_member_remove(request: HttpRequest, team: Team) -> HttpResponse:
+    """Admin: remove a member (``username`` in the form)."""
+    username = request.POST.get("username", "")
+    user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
+    if user is not None and membership_remove(team=team, user=user, by=request.user):
+        messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
     else:
-        headline = f"Sync: {len(report.failed)} of {count} change(s) FAILED; the others were applied."
-    (messages.success if report.ok else messages.error)(request, headline)
-    for line in report.lines:
-        (messages.info if report.ok else messages.warning)(request, line)
+        messages.error(request, "That user is not a member of this team.")
+    return redirect("team_settings", name=team.name)
 
+
+@require_POST
+@_admin_team_page
+def team_sync_start(request: HttpRequest, team: Team) -> HttpResponse:
+    """Admin: "Check Slurm" (``mode=check``, a dry run) or "Sync now" (``mode=sync``), queued for a
+    worker; the page then follows the run. Post/redirect/get: a reload never queues another."""
+    mode = request.POST.get("mode")
+    if mode not in ("check", "sync"):
+        messages.error(request, "Unknown sync mode: use Check Slurm or Sync now.")
+        return redirect("team_settings", name=team.name)
+    run = teams_sync_start(team=team, dry_run=mode == "check", by=request.user)
+    if run.done and not run.ok:
+        messages.error(request, run.headline)
+    return redirect("team_settings", name=team.name)
+
+
+@require_GET
+@_admin_team_page
+def team_sync_status(request: HttpRequest, team: Team, run_id: uuid.UUID) -> HttpResponse:
+    """HTMX fragment: the run, polled while it is on its way; 404 once it is no longer kept."""
+    run = sync_run_load(str(run_id))
+    if run is None:
+        raise Http404("No such sync run, or it is too old to be kept.")
+    return render(request, "teams/_sync_run.html", {"team": team, **_run_context(run)})
 
 
 @login_required

@@ -50,12 +50,13 @@ def _fresh_gateway():
 def _no_incidental_slurm_sync(request, monkeypatch):
     """Membership and quota changes enqueue the Slurm sync on commit; with eager Celery in tests that
     would change the real demo accounts. Tests that want the sync call ``teams_sync()`` themselves
-    (or mark themselves ``@pytest.mark.real_sync``)."""
+    (or mark themselves ``@pytest.mark.real_sync``). Yields one ``1`` per sync that would have been
+    queued (the ``teams``/``by`` it was queued with are not kept)."""
     if request.node.get_closest_marker("real_sync"):
         yield None
         return
     calls: list[int] = []
-    monkeypatch.setattr("teams.services._sync_on_commit", lambda: calls.append(1))
+    monkeypatch.setattr("teams.services._sync_on_commit", lambda **_: calls.append(1))
     yield calls
 
 

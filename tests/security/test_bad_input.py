@@ -65,9 +65,10 @@ def test_filters_and_fragments_never_fail(client, world, value):
                         ("/audit/", {"action": value, "actor": value, "target": value, "since": value}),
                         ("/jobs/new/estimate/", {"account": value, "gpu_count": value, "time_limit": value})]:
         assert client.get(url, params).status_code < 500, (url, value)
-    assert client.post("/teams/vision/settings/", {"action": value, "username": value, "role": value, "gpu_hours_quota": value, "gpu_limit": value}).status_code < 500
-    assert client.post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": value, "gpu_limit": value}).status_code < 500
-    assert client.post("/teams/vision/settings/", {"action": "member", "username": value, "role": value}).status_code < 500
+    assert client.post("/teams/vision/settings/sync/", {"mode": value, "username": value, "role": value, "gpu_hours_quota": value, "gpu_limit": value}).status_code < 500
+    assert client.post("/teams/vision/settings/limits/", {"gpu_hours_quota": value, "gpu_limit": value}).status_code < 500
+    assert client.post("/teams/vision/settings/members/", {"username": value, "role": value}).status_code < 500
+    assert client.post("/teams/vision/settings/members/remove/", {"username": value}).status_code < 500
     for path in (f"/jobs/{value}/", f"/teams/{value}/", f"/jobs/{value}/log/out/"):
         if "\x00" not in path and len(path) < 2000:
             assert client.get(path).status_code < 500, path
@@ -94,9 +95,9 @@ def test_policy_check_never_raises_and_refuses_with_words(world, name, partition
 STATE_CHANGING = [
     ("/jobs/new/", GOOD),
     ("/accounts/logout/", {}),
-    ("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "1", "gpu_limit": "1"}),
-    ("/teams/vision/settings/", {"action": "member", "username": "alice", "role": "LEAD"}),
-    ("/teams/vision/settings/", {"action": "remove", "username": "alice"}),
+    ("/teams/vision/settings/limits/", {"gpu_hours_quota": "1", "gpu_limit": "1"}),
+    ("/teams/vision/settings/members/", {"username": "alice", "role": "LEAD"}),
+    ("/teams/vision/settings/members/remove/", {"username": "alice"}),
 ]
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
 from datetime import UTC, datetime
 from http import HTTPStatus
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +17,7 @@ from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.usage import MemberUsage, TeamUsage, UsageStatus, _store
+from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -77,9 +80,9 @@ def request_for(client, what, job):
         "team page": lambda: client.get("/teams/vision/"),
         "team csv": lambda: client.get("/teams/vision/usage.csv"),
         "team settings": lambda: client.get("/teams/vision/settings/"),
-        "set quota": lambda: client.post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "20", "gpu_limit": "2"}),
-        "add member": lambda: client.post("/teams/vision/settings/", {"action": "member", "username": "bob", "role": "MEMBER"}),
-        "remove member": lambda: client.post("/teams/vision/settings/", {"action": "remove", "username": "alice"}),
+        "set quota": lambda: client.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "20", "gpu_limit": "2"}),
+        "add member": lambda: client.post("/teams/vision/settings/members/", {"username": "bob", "role": "MEMBER"}),
+        "remove member": lambda: client.post("/teams/vision/settings/members/remove/", {"username": "alice"}),
         "audit trail": lambda: client.get("/audit/"),
         "alice's job page": lambda: client.get(f"/jobs/{job.key}/"),
         "alice's job log": lambda: client.get(f"/jobs/{job.key}/log/out/"),
@@ -140,7 +143,7 @@ def test_home_shows_the_teams_remaining_quota(client, world):
 def test_admin_changes_are_audited_and_browsable(client, world, _no_incidental_slurm_sync):
     users, vision, *_ = world
     admin = as_(client, users["dana"])
-    admin.post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "20", "gpu_limit": ""})
+    admin.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "20", "gpu_limit": ""})
     assert _no_incidental_slurm_sync == [1]  # the Slurm sync is enqueued
     vision.refresh_from_db()
     assert (vision.gpu_minutes_quota, vision.gpu_limit) == (1200, None)
@@ -153,7 +156,7 @@ def test_admin_changes_are_audited_and_browsable(client, world, _no_incidental_s
 
 def test_bad_quota_input_is_refused_clearly(client, world):
     users, vision, *_ = world
-    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "limits", "gpu_hours_quota": "-5", "gpu_limit": "x"})
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/limits/", {"gpu_hours_quota": "-5", "gpu_limit": "x"})
     assert resp.status_code == HTTPStatus.BAD_REQUEST
     assert b"greater than or equal to 0" in resp.content and b"Enter a whole number" in resp.content
     vision.refresh_from_db()
@@ -162,7 +165,7 @@ def test_bad_quota_input_is_refused_clearly(client, world):
 
 def test_unknown_user_cannot_be_added(client, world):
     users, *_ = world
-    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "member", "username": "ghost", "role": "MEMBER"})
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/members/", {"username": "ghost", "role": "MEMBER"})
     assert resp.status_code == HTTPStatus.BAD_REQUEST and b"must sign in once first" in resp.content
 
 
@@ -187,14 +190,118 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
 
 def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):
     users, *_ = world
-    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "remove", "username": "a\x00b"}, follow=True)
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/members/remove/", {"username": "a\x00b"}, follow=True)
     assert resp.status_code == HTTPStatus.OK and b"not a member of this team" in resp.content
+
+
+# --- the Slurm sync: queued for a worker, followed by the page -----------------------------------------
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    """Celery's broker as the request sees it: ``queued`` holds each task sent, none is run (a worker
+    would run it later; ``run`` does, with a scripted Slurm that reads the demo cluster)."""
+    from slurm import SlurmGateway
+    from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
+    from teams import slurm_sync
+    from teams.tasks import teams_sync_task
+    from tests.fakes import FakeTransport
+
+    fake = FakeTransport()
+    monkeypatch.setattr(slurm_sync, "get_gateway", lambda: SlurmGateway(fake))
+    queued: list[dict] = []
+    monkeypatch.setattr("teams.services.teams_sync_task.delay", lambda **kwargs: queued.append(kwargs))
+
+    def run(kwargs: dict) -> None:
+        fixtures = FIXTURES / "slurm" / "22.05"
+        fake.expect(SHOW_ASSOCIATIONS, stdout=(fixtures / "sacctmgr_show_association.txt").read_text())
+        fake.expect(SHOW_USERS, stdout=(fixtures / "sacctmgr_show_user.txt").read_text())
+        teams_sync_task.apply(kwargs=kwargs)
+
+    return SimpleNamespace(queued=queued, run=run, slurm=fake)
+
+
+def test_check_slurm_is_queued_and_the_page_shows_the_report_when_it_ends(client, world, worker):
+    users, *_ = world
+    admin = as_(client, users["dana"])
+    resp = admin.post("/teams/vision/settings/sync/", {"mode": "check"})
+    assert resp.status_code == HTTPStatus.FOUND and resp["Location"] == "/teams/vision/settings/"  # post/redirect/get
+    (task,) = worker.queued
+    assert task["dry_run"] is True and task["actor_id"] == users["dana"].pk
+    assert worker.slurm.calls == []  # nothing ran in the request
+    status_url = f"/teams/vision/settings/sync/{task['run_id']}/"
+    page = admin.get("/teams/vision/settings/").content.decode()
+    assert "Slurm check on its way" in page and "by dana" in page and f'hx-get="{status_url}"' in page
+    fragment = admin.get(status_url).content.decode()
+    assert "on its way" in fragment and 'hx-trigger="every 2s"' in fragment
+    worker.run(task)
+    fragment = admin.get(status_url).content.decode()
+    assert "Dry run:" in fragment and "none applied" in fragment and "hx-trigger" not in fragment  # done: polling stops
+    assert "<code>~ set vision GrpTRES gres/gpu=4 (was gres/gpu=6)" in fragment  # the report's lines: vision's limits differ from Slurm's
+    page = admin.get("/teams/vision/settings/").content.decode()
+    assert "Dry run:" in page and "on its way" not in page
+    assert len(worker.queued) == 1  # reloading the page queued nothing
+
+
+@pytest.mark.real_sync
+def test_a_settings_change_queues_the_sync_and_the_page_follows_it(client, world, worker, django_capture_on_commit_callbacks):
+    users, *_ = world
+    admin = as_(client, users["dana"])
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = admin.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "20", "gpu_limit": ""})
+    assert resp.status_code == HTTPStatus.FOUND
+    (task,) = worker.queued
+    assert task["dry_run"] is False and task["actor_id"] is None and worker.slurm.calls == []
+    page = admin.get(resp["Location"]).content.decode()
+    assert "the Slurm sync is on its way" in page and "Slurm sync on its way" in page and "by dana" in page
+
+
+def test_unknown_sync_mode_queues_nothing(client, world, worker):
+    users, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/sync/", {"mode": "apply-everything"}, follow=True)
+    assert resp.status_code == HTTPStatus.OK and b"Unknown sync mode" in resp.content and worker.queued == []
+
+
+def test_a_broker_that_is_down_is_said_not_a_500(client, world, monkeypatch):
+    from kombu.exceptions import OperationalError
+
+    def down(**kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr("teams.services.teams_sync_task.delay", down)
+    users, *_ = world
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/sync/", {"mode": "sync"}, follow=True)
+    assert resp.status_code == HTTPStatus.OK and b"cannot queue it for a worker" in resp.content
+
+
+@pytest.mark.parametrize("who", ["alice", "carol", "nils", "erin"])
+def test_only_admins_start_or_follow_a_sync(client, world, worker, who):
+    users, *_ = world
+    as_(client, users["dana"]).post("/teams/vision/settings/sync/", {"mode": "check"})
+    (task,) = worker.queued
+    client.logout()
+    assert as_(client, users[who]).post("/teams/vision/settings/sync/", {"mode": "sync"}).status_code == HTTPStatus.FORBIDDEN
+    assert client.get(f"/teams/vision/settings/sync/{task['run_id']}/").status_code == HTTPStatus.FORBIDDEN
+    assert len(worker.queued) == 1
+
+
+def test_a_run_no_longer_kept_is_a_404(client, world):
+    users, *_ = world
+    assert as_(client, users["dana"]).get(f"/teams/vision/settings/sync/{uuid.UUID(int=0)}/").status_code == HTTPStatus.NOT_FOUND
+
+
+def test_settings_actions_accept_only_post(client, world):
+    users, *_ = world
+    admin = as_(client, users["dana"])
+    for url in ("limits/", "members/", "members/remove/", "sync/"):
+        assert admin.get(f"/teams/vision/settings/{url}").status_code == HTTPStatus.METHOD_NOT_ALLOWED
+    assert admin.post("/teams/vision/settings/", {"action": "limits"}).status_code == HTTPStatus.METHOD_NOT_ALLOWED
 
 
 @pytest.mark.integration
 def test_dry_run_then_reload_never_reruns_the_sync(client, world):
     users, *_ = world
-    resp = as_(client, users["dana"]).post("/teams/vision/settings/", {"action": "check"})
+    resp = as_(client, users["dana"]).post("/teams/vision/settings/sync/", {"mode": "check"})
     assert resp.status_code == HTTPStatus.FOUND  # post/redirect/get
     page = client.get(resp["Location"]).content.decode()
     assert "Dry run:" in page and ("none applied" in page or "nothing to change" in page)

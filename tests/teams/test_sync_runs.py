@@ -1,0 +1,53 @@
+"""A Slurm sync as the settings page follows it (teams/sync_runs.py): queued, performed by the
+worker, its report kept in the cache (real Redis, the test database)."""
+from __future__ import annotations
+
+import pytest
+
+from teams import sync_runs
+from teams.slurm_sync import ActionResult, RemoveUser, SyncReport
+from teams.sync_runs import report_headline, sync_run_finish, sync_run_last, sync_run_load, sync_run_perform, sync_run_queue
+
+pytestmark = pytest.mark.django_db
+
+DONE = ActionResult(RemoveUser("nlp", "dana"), ok=True)
+FAILED = ActionResult(RemoveUser("nlp", "erin"), ok=False, error="Nothing deleted")
+
+
+@pytest.mark.parametrize(
+    ("report", "headline"),
+    [
+        (SyncReport(True), "Dry run: Slurm already matches the portal; nothing to change."),
+        (SyncReport(True, [ActionResult(DONE.action)]), "Dry run: 1 change(s) planned, none applied."),
+        (SyncReport(False), "Slurm already matches the portal; nothing to change."),
+        (SyncReport(False, [DONE]), "Sync applied 1 change(s)."),
+        (SyncReport(False, [DONE, FAILED]), "Sync: 1 of 2 change(s) FAILED; the others were applied."),
+        (SyncReport(False, error="reading Slurm: cannot reach 127.0.0.1:2222"), "Slurm sync did not run: reading Slurm: cannot reach 127.0.0.1:2222"),
+    ],
+)
+def test_headline_says_whether_anything_was_applied(report, headline):
+    assert report_headline(report) == headline
+
+
+def test_a_run_is_on_its_way_until_its_report_is_stored(clean_cache, django_user_model):
+    dana = django_user_model.objects.create(username="dana")
+    run = sync_run_queue(dry_run=False, by=dana, teams=["vision", "nlp"], now=1000.0)
+    assert sync_run_last("vision") == sync_run_last("nlp") == run and sync_run_last("fx-lab") is None
+    assert not run.done and run.by == "dana" and not run.stale(1000.0 + 60) and run.stale(1000.0 + 3600)
+    finished = sync_run_finish(run_id=run.run_id, report=SyncReport(False, [DONE, FAILED]), now=1010.0)
+    assert sync_run_load(run.run_id) == finished and finished.done and finished.ok is False
+    assert (finished.queued_at, finished.by, finished.finished_at) == (1000.0, "dana", 1010.0)
+    assert finished.lines == ("- remove user dana from nlp", "FAILED - remove user erin from nlp: Nothing deleted")
+    assert not finished.stale(1000.0 + 3600)
+
+
+def test_a_sync_that_raises_ends_its_run_with_the_error(clean_cache, monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(sync_runs, "teams_sync", broken)
+    run = sync_run_queue(dry_run=False, teams=["vision"])
+    with pytest.raises(RuntimeError):
+        sync_run_perform(run_id=run.run_id)
+    done = sync_run_last("vision")
+    assert done.done and done.ok is False and "the database went away" in done.headline
