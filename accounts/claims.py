@@ -5,17 +5,14 @@ was wrong and what fixes it.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
+from slurm.gateway import POSIX_USERNAME_RE  # one rule for the names the portal passes to sudo -u
+
 #: Claims that only the (signed) ID token may set; userinfo never overrides them.
 ID_TOKEN_ONLY = frozenset({"iss", "sub", "aud", "exp", "iat", "nbf", "nonce", "azp", "auth_time", "at_hash", "acr", "amr", "sid"})
-
-#: A portable Unix user name, as ``useradd`` accepts by default: lower case, starts with a letter
-#: or underscore, then letters, digits, ``_`` or ``-``; at most 32 characters.
-POSIX_USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from jobs.policy import PolicyError, SitePolicy
 from jobs.selectors import snapshot_status
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
+from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
 from slurm.values import time_left_seconds
 
 from . import hub
@@ -31,8 +32,6 @@ from .models import ACTIVE_SESSION_STATES, Session, SessionPhase, SessionState
 from .options import SessionOptions, parse_session_options
 
 log = logging.getLogger(__name__)
-
-ENDED_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 
 class SessionRefused(Exception):

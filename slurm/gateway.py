@@ -14,8 +14,10 @@ from .adapters import adapter_for
 from .errors import SlurmError, SlurmVersionUnknown
 from .transport import CommandResult, Transport
 
-#: A user name we are willing to pass to ``sudo -u`` (same rule as accounts.claims).
-_AS_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+#: A portable Unix user name, as ``useradd`` accepts by default: lower case, starts with a letter
+#: or underscore, then letters, digits, ``_`` or ``-``; at most 32 characters. The only names passed
+#: to ``sudo -u`` (so one can never be read as an option); accounts.claims reads usernames by it too.
+POSIX_USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 class SlurmGateway:
@@ -42,7 +44,7 @@ class SlurmGateway:
             raise ValueError("argv elements must not contain NUL bytes")
         if as_user is None:
             return argv
-        if not isinstance(as_user, str) or not _AS_USER_RE.fullmatch(as_user):
+        if not isinstance(as_user, str) or not POSIX_USERNAME_RE.fullmatch(as_user):
             raise ValueError(f"as_user must be a Unix user name, got {as_user!r}")
         return ["sudo", "-n", "-u", as_user, "--", *argv]
 

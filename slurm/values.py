@@ -2,6 +2,9 @@
 timestamps, exit codes, job states, TRES lists, GRES/TRES GPU counts and node lists. No I/O, no
 documents: the per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON, and
 :mod:`slurm.accounting` out of the text of the commands that have no JSON in 22.05; both call these.
+One reader per kind of value: numbers :func:`whole_number` (:func:`number` is its lenient form),
+GPUs in any GRES/TRES form :func:`parse_gpus`, TRES lists :func:`tres_items`, time texts
+:func:`parse_time_limit`, job states :func:`classify_state` (the sets in :mod:`slurm.states`).
 
 Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
@@ -24,20 +27,50 @@ from .states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
 # --- numbers -------------------------------------------------------------------------------------
 
 
-def number(value, default=None):
-    """An int from a plain number or a ``{set, infinite, number}`` object; ``None`` for infinite
-    or unset; ``default`` for missing values."""
+#: Words Slurm writes where a limit or time has no value (any case).
+NO_VALUE_WORDS = frozenset({"", "UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NOT_SET", "NONE", "UNKNOWN", "INVALID", "N/A"})
+#: Slurm's uint32 INFINITE and NO_VAL, which older JSON sends as plain numbers.
+_UINT32_NO_VALUE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
+_INTEGER = re.compile(r"-?[0-9]+")
+
+#: What Slurm's JSON or text may hold where a number belongs.
+SlurmNumber = int | float | str | dict | None
+
+
+def whole_number(value: SlurmNumber, what: str = "number") -> int | None:
+    """An int from an int, float, numeric string or ``{set, infinite, number}`` object (Slurm 23.11+
+    writes numbers so); ``None`` for ``None``, unset/infinite objects and :data:`NO_VALUE_WORDS`.
+    ``ValueError`` (naming ``what``) for anything else, booleans included. The one number reader:
+    :func:`number`, :func:`parse_limit_minutes` and :func:`parse_timestamp` read through it."""
+    if value is None:
+        return None
     if isinstance(value, dict):
         if value.get("infinite") or not value.get("set", True):
             return None
-        value = value.get("number")
+        return whole_number(value.get("number"), what)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.upper() in NO_VALUE_WORDS:
+            return None
+        if _INTEGER.fullmatch(text):
+            return int(text)
+    raise ValueError(f"Not a Slurm {what}: {value!r}")
+
+
+def number(value: SlurmNumber, default: int | None = None) -> int | None:
+    """An int from what Slurm's JSON or text holds where a number belongs (:func:`whole_number`),
+    leniently: ``default`` for a missing value (``None``) and for anything that is not a number;
+    ``None`` for infinite or unset objects and :data:`NO_VALUE_WORDS`."""
     if value is None:
         return default
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return int(value)
-    return default
+    try:
+        return whole_number(value)
+    except ValueError:
+        return default
 
 
 def first_state(value) -> str:
@@ -122,44 +155,13 @@ def array_finished(jobs: Iterable[QueueJob], array_job_id: int) -> bool:
 
 # --- limits and times ---------------------------------------------------------------------------
 
-#: Words Slurm writes where a limit or time has no value (any case).
-NO_VALUE_WORDS = frozenset({"", "UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NOT_SET", "NONE", "UNKNOWN", "INVALID", "N/A"})
-#: Slurm's uint32 INFINITE and NO_VAL, which older JSON sends as plain numbers.
-_UINT32_NO_VALUE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
-_INTEGER = re.compile(r"-?[0-9]+")
-
-#: What Slurm's JSON or text may hold where a number belongs.
-SlurmNumber = int | float | str | dict | None
-
-
-def _whole_number(value: SlurmNumber, what: str) -> int | None:
-    """An int from an int, float, numeric string or ``{set, infinite, number}`` object; ``None``
-    for ``None``, unset/infinite objects and :data:`NO_VALUE_WORDS`. ``ValueError`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        if value.get("infinite") or not value.get("set", True):
-            return None
-        return _whole_number(value.get("number"), what)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.upper() in NO_VALUE_WORDS:
-            return None
-        if _INTEGER.fullmatch(text):
-            return int(text)
-    raise ValueError(f"Not a Slurm {what}: {value!r}")
-
 
 def parse_limit_minutes(value: SlurmNumber) -> int | None:
     """A time limit in minutes (squeue ``time_limit``, sacct ``time.limit``: an int, numeric text
     or ``{set, infinite, number}``); ``None`` = no limit or unknown: ``UNLIMITED``,
     ``Partition_Limit``, ``NOT_SET``..., infinite or unset objects, Slurm's uint32 INFINITE/NO_VAL,
     and 0 or less (sbatch: ``--time=0`` means no limit). ``ValueError`` on anything else."""
-    minutes = _whole_number(value, "time limit (minutes)")
+    minutes = whole_number(value, "time limit (minutes)")
     if minutes is None or minutes <= 0 or minutes in _UINT32_NO_VALUE:
         return None
     return minutes
@@ -169,7 +171,7 @@ def parse_timestamp(value: SlurmNumber) -> int | None:
     """Unix seconds (squeue ``start_time``/``end_time``, sacct ``time.start``/``time.end``);
     ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects. ``ValueError``
     on anything else."""
-    seconds = _whole_number(value, "timestamp (Unix seconds)")
+    seconds = whole_number(value, "timestamp (Unix seconds)")
     return seconds if seconds is not None and seconds > 0 else None
 
 
@@ -370,71 +372,54 @@ def parse_tres_limit_used(text: str | None, name: str = GPU_TRES) -> tuple[int |
 # --- GPUs ----------------------------------------------------------------------------------------
 
 
-def gres_gpus(text: str | None) -> dict[str, int]:
-    """GPUs in a squeue ``tres_per_*`` string: ``gres:gpu:a100:2`` (22.05), ``gres/gpu:2`` (newer),
-    ``gpu``, several joined by commas (``gres:gpu:t4:1,gres:gpu:a100:1``). A bare type counts 1."""
-    gpus: dict[str, int] = {}
-    for item in (text or "").split(","):
-        item = item.strip().removeprefix("gres:").removeprefix("gres/")
-        name, _, rest = item.partition(":")
-        if name != "gpu":
-            continue
-        parts = rest.split(":") if rest else []
-        count = int(parts.pop()) if parts and parts[-1].isdigit() else 1
-        gtype = parts[0] if parts else ""
-        gpus[gtype] = gpus.get(gtype, 0) + count
-    return gpus
+def parse_gpus(value: str | list | None) -> dict[str, int]:
+    """GPUs by type (``""`` = untyped) from any way Slurm writes them; the one GRES/TRES reader.
 
+    - GRES items, as in sinfo's ``gres``/``gres_used`` and squeue's ``tres_per_*``:
+      ``gpu:a100:4``, ``gpu:2``, ``gpu:t4:1(S:0)``, ``gpu:a100:2(IDX:0,2)``, with or without the
+      ``gres:`` (22.05) or ``gres/`` (newer) prefix; a bare ``gpu`` or ``gpu:a100`` counts 1 (as
+      ``--gres=gpu`` asks for one). Counts of several items of a type add up.
+    - TRES items, as in ``tres_req_str``/``tres_alloc_str`` and sacctmgr: ``gres/gpu=2``,
+      ``gres/gpu:a100=2``. Slurm writes the untyped ``gres/gpu=N`` as the total of the typed ones,
+      so typed entries win and the untyped total is kept only when no typed entry exists.
+    - sacct's ``tres.allocated`` list (``{"type": "gres", "name": "gpu:a100", "count": 4}``), read as
+      the TRES items it stands for.
 
-def parse_gres(text: str | None) -> dict[str, int]:
-    """``gpu:a100:4,gpu:t4:1(S:0)`` -> ``{"a100": 4, "t4": 1}``; ``gpu:2`` -> ``{"": 2}``.
-
-    Items are split on commas outside parentheses (``gpu:a100:2(IDX:0,2)`` is one item). Non-GPU
-    GRES and ``N/A``/``(null)`` are ignored."""
-    gpus: dict[str, int] = {}
-    if not text or text in {"N/A", "(null)"}:
-        return gpus
-    for match in _GRES_ITEM.finditer(text):
-        parts = match.group(1).strip().split(":")
-        if not parts or parts[0] not in {"gpu", "gres/gpu"}:
-            continue
-        if len(parts) == 3 and parts[2].isdigit():
-            gtype, count = parts[1], int(parts[2])
-        elif len(parts) == 2 and parts[1].isdigit():
-            gtype, count = "", int(parts[1])
-        else:
-            continue
-        gpus[gtype] = gpus.get(gtype, 0) + count
-    return gpus
-
-
-def parse_tres_gpus(text: str | None) -> dict[str, int]:
-    """GPU counts from a TRES string ``cpu=1,mem=1000M,gres/gpu=2,gres/gpu:a100=2`` ->
-    ``{"a100": 2}``. Typed entries win; an untyped ``gres/gpu=N`` is kept as ``{"": N}`` only
-    when no typed entry exists."""
+    Items are split on commas outside parentheses; non-GPU items (``cpu=4``, ``mps:100``,
+    ``gres/gpumem=4000``, ``shard:2``), ``N/A`` and ``(null)`` are ignored. Never raises."""
+    if isinstance(value, list):
+        value = ",".join(
+            f"gres/{entry.get('name')}={number(entry.get('count'), 0)}"
+            for entry in value
+            if isinstance(entry, dict) and entry.get("type") == "gres"
+        )
+    gres: dict[str, int] = {}
     typed: dict[str, int] = {}
-    untyped = 0
-    for key, value in tres_items(text):
-        if not key.startswith("gres/gpu") or not value.isdigit():
+    untyped: int | None = None
+    for match in _GRES_ITEM.finditer(value if isinstance(value, str) else ""):
+        item = match.group(1).strip()
+        key, equals, count = item.partition("=")
+        if equals:  # TRES: gres/gpu[:type]=N
+            name, _, gtype = key.partition(":")
+            if name != "gres/gpu" or not _DIGITS.fullmatch(count):
+                continue
+            if gtype:
+                typed[gtype] = int(count)
+            else:
+                untyped = int(count)
             continue
-        if key == "gres/gpu":
-            untyped = int(value)
-        elif key.startswith("gres/gpu:"):
-            typed[key.split(":", 1)[1]] = int(value)
-    if typed:
-        return typed
-    return {"": untyped} if untyped else {}
-
-
-def tres_list_gpus(entries: list[dict] | None) -> dict[str, int]:
-    """GPUs in a sacct ``tres.allocated`` list (``{"type": "gres", "name": "gpu:a100", "count":
-    4}``); typed entries win over the untyped ``gpu`` total, as in ``parse_tres_gpus``."""
-    text = ",".join(
-        f"gres/{entry.get('name')}={number(entry.get('count'), 0)}"
-        for entry in entries or []
-        if isinstance(entry, dict) and entry.get("type") == "gres"
-    )
-    return parse_tres_gpus(text)
+        parts = item.removeprefix("gres:").removeprefix("gres/").split(":")
+        if parts[0] != "gpu":
+            continue
+        rest = parts[1:]  # [], [count], [type] or [type, count]
+        count = int(rest.pop()) if rest and _DIGITS.fullmatch(rest[-1]) else 1
+        if len(rest) > 1:
+            continue
+        gtype = rest[0] if rest else ""
+        gres[gtype] = gres.get(gtype, 0) + count
+    for gtype, count in (typed or ({"": untyped} if untyped else {})).items():
+        gres[gtype] = gres.get(gtype, 0) + count
+    return gres
 
 
 # --- nodes ---------------------------------------------------------------------------------------

@@ -18,15 +18,12 @@ from ..values import (
     classify_state,
     exit_or_none,
     first_state,
-    gres_gpus,
     number,
     parse_exit,
-    parse_gres,
+    parse_gpus,
     parse_limit_minutes,
     parse_time_limit,
     parse_timestamp,
-    parse_tres_gpus,
-    tres_list_gpus,
 )
 
 #: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
@@ -60,8 +57,8 @@ def parse_nodes(sinfo: dict) -> list[Node]:
                 alloc_cpus=number(raw.get("alloc_cpus"), 0),
                 real_memory=number(raw.get("real_memory"), 0),
                 alloc_memory=number(raw.get("alloc_memory"), 0),
-                gpus=parse_gres(raw.get("gres")),
-                gpus_used=parse_gres(raw.get("gres_used")),
+                gpus=parse_gpus(raw.get("gres")),
+                gpus_used=parse_gpus(raw.get("gres_used")),
                 reason=raw.get("reason") or "",
             )
         )
@@ -95,7 +92,7 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
     ``MinJobAge`` seconds)."""
     jobs = []
     for raw in squeue.get("jobs", []):
-        alloc = parse_tres_gpus(raw.get("tres_alloc_str"))
+        alloc = parse_gpus(raw.get("tres_alloc_str"))
         jobs.append(
             QueueJob(
                 job_id=number(raw.get("job_id"), 0),
@@ -113,7 +110,7 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 start_time=number(raw.get("start_time"), 0) or 0,
                 end_time=number(raw.get("end_time"), 0) or 0,
                 time_limit=number(raw.get("time_limit")),
-                gpus=alloc or parse_tres_gpus(raw.get("tres_req_str")),
+                gpus=alloc or parse_gpus(raw.get("tres_req_str")),
                 comment=raw.get("comment") or "",
                 nodes=raw.get("nodes") or "",
                 **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
@@ -130,19 +127,19 @@ def gpus_requested(raw_job: dict) -> dict[str, int]:
     ``tres_per_socket`` x ``sockets_per_node`` x ``node_count``; else, and when a count is missing,
     the GPUs of ``tres_req_str`` (typed entries win). ``{}`` for a job without GPUs."""
     nodes = number(raw_job.get("node_count"))
-    per_socket = gres_gpus(raw_job.get("tres_per_socket"))
+    per_socket = parse_gpus(raw_job.get("tres_per_socket"))
     sockets = number(raw_job.get("sockets_per_node"))
     for gpus, factor in (
-        (gres_gpus(raw_job.get("tres_per_job")), 1),
-        (gres_gpus(raw_job.get("tres_per_node")), nodes),
-        (gres_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
+        (parse_gpus(raw_job.get("tres_per_job")), 1),
+        (parse_gpus(raw_job.get("tres_per_node")), nodes),
+        (parse_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
         (per_socket, sockets * nodes if sockets and nodes else None),
     ):
         if gpus and factor:
             return {gtype: count * factor for gtype, count in gpus.items()}
         if gpus:
             break  # a count is missing: Slurm's own total below
-    return parse_tres_gpus(raw_job.get("tres_req_str"))
+    return parse_gpus(raw_job.get("tres_req_str"))
 
 
 def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
@@ -184,7 +181,7 @@ def _finished_job(raw: dict) -> FinishedJob:
         time_limit=parse_limit_minutes(times.get("limit")),
         comment=_text((raw.get("comment") or {}).get("job")),
         nodes="" if nodes.strip() in NO_NODES else nodes,
-        gpus=tres_list_gpus((raw.get("tres") or {}).get("allocated")),
+        gpus=parse_gpus((raw.get("tres") or {}).get("allocated")),
         cancelled_by=_text(raw.get("kill_request_user")),
         submit=parse_timestamp(times.get("submission")),
     )

@@ -7,7 +7,7 @@ from slurm import SlurmError, SlurmGateway, SlurmVersionUnknown
 from slurm.adapters import adapter_for, v0_0_38
 from slurm.adapters.v0_0_38 import parse_jobs, parse_nodes, parse_partitions
 from slurm.snapshot import snapshot_take
-from slurm.values import number, parse_gres, parse_time_limit, parse_tres_gpus
+from slurm.values import number, parse_gpus, parse_time_limit, whole_number
 from tests.fakes import FakeTransport
 
 
@@ -51,7 +51,7 @@ def test_adapter_is_chosen_from_meta(slurm_json):
     ],
 )
 def test_parse_gres(text, expected):
-    assert parse_gres(text) == expected
+    assert parse_gpus(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_parse_gres(text, expected):
     ],
 )
 def test_parse_tres_gpus(text, expected):
-    assert parse_tres_gpus(text) == expected
+    assert parse_gpus(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -73,6 +73,21 @@ def test_parse_tres_gpus(text, expected):
 )
 def test_number_accepts_old_and_new_shapes(value, expected):
     assert number(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value, default, expected",
+    [(None, 0, 0), ("12", 0, 12), ("UNLIMITED", 0, None), ("soon", 0, 0), (True, 0, 0), (float("inf"), 0, 0), (2.9, None, 2), ([5], 0, 0)],
+)
+def test_number_is_lenient_where_slurm_wrote_nothing_or_no_number(value, default, expected):
+    """``number`` reads through ``whole_number``: the default for missing or non-numbers, never an error."""
+    assert number(value, default) == expected
+
+
+@pytest.mark.parametrize("value", ["soon", True, [5], float("nan")])
+def test_whole_number_refuses_what_is_not_a_number(value):
+    with pytest.raises(ValueError, match="Not a Slurm number"):
+        whole_number(value)
 
 
 def test_newer_shapes_job_state_list_and_number_objects():

@@ -13,11 +13,11 @@ from slurm.values import (
     is_failure,
     parse_array_tasks,
     parse_exit,
+    parse_gpus,
     parse_limit_minutes,
     parse_timestamp,
     parse_tres,
     parse_tres_count,
-    parse_tres_gpus,
     time_left_seconds,
 )
 
@@ -395,7 +395,7 @@ RECORDED_REQUESTS = {
 def test_recorded_gpu_requests(slurm_json, name, gpus):
     (raw,) = [j for j in slurm_json("22.05", "squeue_gpu_requests")["jobs"] if j["name"] == name]
     assert gpus_requested(raw) == gpus
-    assert gpus_requested(raw) == parse_tres_gpus(raw["tres_req_str"])  # Slurm's own whole-job total agrees
+    assert gpus_requested(raw) == parse_gpus(raw["tres_req_str"])  # Slurm's own whole-job total agrees
 
 
 @pytest.mark.parametrize(
@@ -432,7 +432,38 @@ def test_gpus_requested(raw, gpus):
     ],
 )
 def test_parse_tres_gpus_counts_typed_entries_once(text, gpus):
-    assert parse_tres_gpus(text) == gpus
+    assert parse_gpus(text) == gpus
+
+
+@pytest.mark.parametrize(
+    "value, gpus",
+    [
+        # squeue tres_per_* (GRES items with the gres: or gres/ prefix)
+        ("gres:gpu:a100:2", {"a100": 2}),
+        ("gres/gpu:2", {"": 2}),
+        ("gres:gpu", {"": 1}),
+        ("gres:gpu:a100", {"a100": 1}),
+        ("gres:gpu:t4:1,gres:gpu:a100:1", {"t4": 1, "a100": 1}),
+        ("gres:gpu:a100:1,gres:gpu:a100:2", {"a100": 3}),
+        ("gres:shard:2", {}),
+        # sinfo gres with the gres/ prefix, and what Slurm does not write
+        ("gres/gpu:a100:2(IDX:0,2)", {"a100": 2}),
+        ("gpu:a100:x", {}),
+        ("gpu:a100:2:3", {}),
+        ("gpu:²", {"²": 1}),  # not a count ('²'.isdigit() is True): read as a type name, never int('²')
+        ("gres/gpu=²", {}),
+        # sacct tres.allocated lists
+        ([{"type": "gres", "name": "gpu", "count": 2}, {"type": "gres", "name": "gpu:a100", "count": num(2)}], {"a100": 2}),
+        ([{"type": "gres", "name": "gpu", "count": 2}, {"type": "cpu", "name": None, "count": 4}], {"": 2}),
+        ([{"type": "gres", "name": "gpumem", "count": 4000}, "junk"], {}),
+        ([], {}),
+        (None, {}),
+        (42, {}),
+    ],
+)
+def test_parse_gpus_reads_every_form(value, gpus):
+    """One reader for GRES strings (sinfo, squeue tres_per_*), TRES strings and sacct's lists."""
+    assert parse_gpus(value) == gpus
 
 
 # --- node lists ------------------------------------------------------------------------------------
