@@ -12,14 +12,13 @@ from ninja import Query, Router, Status
 
 from jobs.logs import job_log_read
 from jobs.models import Job
-from jobs.queue import JobRow, job_row
-from jobs.selectors import job_for_viewer, job_history, jobs_for_user
+from jobs.queue import job_row
+from jobs.selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
 from jobs.submit import job_cancel
-from portal.formats import ordinal
 from profiles.schema import ProfileInvalid
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run
-from slurm.snapshot import positions_load
+from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import JobState
 from teams.usage import team_usage
 
@@ -30,39 +29,13 @@ router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
-def explanation(row: JobRow) -> str:
-    """The queue line of the pages in words: "3rd in line in train · estimated start 14:05 UTC ·
-    Waiting for GPUs / resources to free up: …", or the submit error, or the exit code."""
-    job = row.job
-    if job.state == JobState.PENDING:
-        if row.reason is not None and row.reason.holds:
-            parts = [f"held in {job.partition}: will not start until this changes"]
-        else:
-            parts = [f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"]
-            parts.append(f"estimated start {row.estimate:%H:%M} UTC" if row.estimate else "start not estimated yet")
-        if row.reason is not None:
-            parts.append(f"{row.reason.group.label}: {row.reason.sentence}" + (f" To fix: {row.reason.fix}" if row.reason.fix else ""))
-        if row.quota_note:
-            parts.append(row.quota_note)
-        return " · ".join(parts)
-    if job.state == JobState.SUBMITTING:
-        return "being submitted" + (f": {job.submit_error}" if job.submit_error else "")
-    if job.state == JobState.SUBMIT_FAILED:
-        return job.submit_error
-    if job.is_final:
-        text = f"exit code {job.exit_code}" if job.exit_code is not None else ""
-        text += f", signal {job.signal}" if job.signal else ""
-        return " ".join(filter(None, [text, job.end_hint]))
-    return ""
-
-
 def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
     """The :class:`JobOut` document of one job (queue facts from the snapshot's stored positions)."""
     row = job_row(job, positions, now=time.time(), usage_for=team_usage)
     return {
         "key": str(job.key), "id": job.slurm_job_id, "name": job.name, "owner": job.user.username, "state": job.state,
         "state_label": JobState(job.state).label, "final": job.is_final, "slurm_state": job.slurm_state, "reason": job.reason,
-        "explanation": explanation(row), "position": row.position, "in_line": row.in_line, "estimated_start": row.estimate,
+        "explanation": row.line.text, "position": row.position, "in_line": row.in_line, "estimated_start": row.estimate,
         "partition": job.partition, "account": job.account, "gpu_type": job.gpu_type, "gpu_count": job.gpu_count, "cpus": job.cpus,
         "memory_mb": job.memory_mb, "time_limit_min": job.time_limit_min, "created_at": job.created_at, "submitted_at": job.submitted_at,
         "start_at": job.start_at, "end_at": job.end_at, "exit_code": job.exit_code, "signal": job.signal,
@@ -107,7 +80,8 @@ def list_jobs(request, scope: str = Query("active", description="active (not end
         jobs = Job.objects.filter(user=request.user).order_by("-created_at")
     jobs = list(jobs.select_related("user")[:limit])
     positions, base = positions_load(), _base(request)
-    return {"items": [job_out(j, positions, base_url=base) for j in jobs], "count": len(jobs)}
+    warning = snapshot_status(snapshot_load(with_jobs=False)).unreachable
+    return {"items": [job_out(j, positions, base_url=base) for j in jobs], "count": len(jobs), "warning": warning}
 
 
 @router.post("", response={201: JobOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")

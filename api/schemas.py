@@ -95,6 +95,7 @@ class JobOut(Schema):
 class JobList(Schema):
     items: list[JobOut]
     count: int
+    warning: str = Field("", description='"Cluster unreachable since 14:05 UTC; ..." while the poller cannot reach Slurm (states are the last known)')
 
 
 class JobSubmitIn(In):
@@ -139,7 +140,7 @@ class SessionOut(Schema):
 class SessionList(Schema):
     items: list[SessionOut]
     count: int
-    warning: str = ""
+    warning: str = Field("", description="Cluster unreachable since ... (as for jobs), and/or JupyterHub unreachable: states may be out of date")
 
 
 class SessionKindOut(Schema):

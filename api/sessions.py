@@ -12,7 +12,9 @@ from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session, SessionPhase
 from interactive.services import SessionCard, SessionRefused, session_cards, session_start, session_stop
+from jobs.selectors import snapshot_status
 from portal.formats import ordinal
+from slurm.snapshot import snapshot_load
 
 from .base import ApiError, need_scope
 from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
@@ -66,7 +68,8 @@ def _card(request, name: str) -> SessionCard:
 @router.get("", response={200: SessionList, **ERRORS}, summary="Your sessions (active, and ended in the last hour)")
 def list_sessions(request):
     need_scope(request, "read")
-    cards, warning = session_cards(user=request.user)
+    cards, hub_warning = session_cards(user=request.user)
+    warning = " ".join(w for w in (snapshot_status(snapshot_load(with_jobs=False)).unreachable, hub_warning) if w)
     return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning}
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 
+from portal.formats import from_now, ordinal
 from slurm.states import JobState
 from slurm.values import time_left_seconds
 
@@ -26,11 +28,59 @@ class JobRow:
     time_left_s: int | None
     quota_note: str = ""
 
+    @cached_property
+    def line(self) -> QueueLine:
+        """What the job's "In line" column says (:func:`queue_line`)."""
+        return queue_line(self)
+
     @property
     def gpus_label(self) -> str:
         if not self.job.gpu_count:
             return "none"
         return f"{self.job.gpu_type or 'any'} × {self.job.gpu_count}"
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    """A job's queue line in words, built once by :func:`queue_line` for pages, the API and the CLI.
+
+    ``text`` is the whole line (the API's ``explanation``, which the CLI prints). Pages put markup
+    around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train: will not
+    start until this changes"; for a job not pending: "being submitted", its submit error, "exit code
+    3, signal 9"), ``start`` ("estimated start 14:05 UTC (in about 40 min)", "start not estimated
+    yet"), ``reason`` (:class:`jobs.reasons.Reason`, whose ``text`` is the pending-reason sentence),
+    ``quota_note`` and ``hint`` (what to do after a bad end, :attr:`jobs.models.Job.end_hint`)."""
+
+    text: str
+    place: str = ""
+    start: str = ""
+    reason: Reason | None = None
+    quota_note: str = ""
+    hint: str = ""
+
+
+def queue_line(row: JobRow) -> QueueLine:
+    """The queue line of ``row`` (see :class:`QueueLine`); ``text`` is "" when there is nothing to say
+    (a running job)."""
+    job = row.job
+    if job.state == JobState.PENDING:
+        start = ""
+        if row.reason is not None and row.reason.holds:
+            place = f"held in {job.partition}: will not start until this changes"
+        else:
+            place = f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"
+            start = f"estimated start {row.estimate.astimezone(UTC):%H:%M} UTC ({from_now(row.estimate)})" if row.estimate else "start not estimated yet"
+        parts = [place, start, row.reason.text if row.reason is not None else "", row.quota_note]
+        return QueueLine(" · ".join(p for p in parts if p), place, start, row.reason, row.quota_note)
+    if job.state == JobState.SUBMITTING:
+        place = "being submitted" + (f": {job.submit_error}" if job.submit_error else "")
+        return QueueLine(place, place)
+    if job.state == JobState.SUBMIT_FAILED:
+        return QueueLine(job.submit_error, job.submit_error)
+    if job.is_final:
+        place = ", ".join(([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + ([f"signal {job.signal}"] if job.signal else []))
+        return QueueLine(" ".join(p for p in (place, job.end_hint) if p), place, hint=job.end_hint)
+    return QueueLine("")
 
 
 def quota_note(account: str, usage) -> str:

@@ -35,6 +35,24 @@ class Reason:
         """The job will not start until something changes (quota, or a request Slurm will not run)."""
         return self.group in (ReasonGroup.QUOTA, ReasonGroup.BLOCKED)
 
+    @property
+    def heading(self) -> str:
+        """The group in words, as the line starts: "Waiting for GPUs / resources to free up:"."""
+        return f"{self.group.label}:"
+
+    @property
+    def fix_text(self) -> str:
+        """"To fix: <what to change>", or "" when there is nothing to change."""
+        return f"To fix: {self.fix}" if self.fix else ""
+
+    @property
+    def text(self) -> str:
+        """The pending-reason sentence, whole: heading, sentence and what to change ("Held by your
+        team's quota: This job could use ... To fix: Ask for fewer GPUs ..."). Pages show its three
+        parts (:attr:`heading`, :attr:`sentence`, :attr:`fix_text`), each styled; the API and the
+        CLI this text."""
+        return " ".join(part for part in (self.heading, self.sentence, self.fix_text) if part)
+
 
 _R, _P, _Q, _B, _O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QUOTA, ReasonGroup.BLOCKED, ReasonGroup.OTHER
 

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone as djtz
 
 from portal.dates import between_dates
+from portal.formats import duration, unix_time
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import FINAL_STATES
 
@@ -61,6 +62,16 @@ class SnapshotStatus:
     stale: bool
     error: str
     error_since: float | None
+
+    @property
+    def unreachable(self) -> str:
+        """The "cluster unreachable since" line, the one wording of it for every page and the API:
+        "Cluster unreachable since 14:05 UTC; the last figures are from 2 min 10 s ago." ("" while
+        the poller reaches the cluster). ``error_since`` is when the failures began (Unix seconds)."""
+        if not self.error:
+            return ""
+        line = f"Cluster unreachable since {unix_time(self.error_since, 'H:i') or 'the last poll'} UTC"
+        return line + (f"; the last figures are from {duration(self.age)} ago." if self.has_data else ".")
 
 
 def snapshot_status(snapshot: ClusterSnapshot | None, *, now: float | None = None) -> SnapshotStatus:

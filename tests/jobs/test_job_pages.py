@@ -245,3 +245,32 @@ def test_form_tells_the_page_which_gpus_each_partition_has(client, alice, cluste
     offers = json.loads(htmllib.unescape(re.search(r'data-gpu-types="([^"]*)"', page).group(1)))
     assert offers["small"] == {"t4": [1, 2]} and offers["interactive"] == {"a100": [1, 2, 4]}
     assert offers["train"] == {"a100": [1, 2, 4], "t4": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(slurm_job_id=4, state=JobState.PENDING, reason="Resources", minutes=40),  # 1st in line, estimate, reason
+        dict(slurm_job_id=4, state=JobState.PENDING, reason="Priority"),  # no estimate yet
+        dict(slurm_job_id=4, state=JobState.PENDING, reason="PartitionTimeLimit"),  # held, with what to change
+        dict(slurm_job_id=None, state=JobState.SUBMITTING, submit_error="retrying: ssh timeout"),
+        dict(slurm_job_id=9, state=JobState.TIMEOUT, exit_code=0, signal=15, ended=True),  # ended within the hour
+    ],
+)
+def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, no_slurm, fields):
+    """One function words the queue line: the My jobs cell says what the API's explanation says."""
+    from datetime import timedelta
+
+    from bs4 import BeautifulSoup
+    from django.utils import timezone
+
+    minutes, ended = fields.pop("minutes", None), fields.pop("ended", False)
+    job = make(alice, start_at=timezone.now() + timedelta(minutes=minutes) if minutes else None, end_at=timezone.now() if ended else None, **fields)
+    client.force_login(alice)
+    explanation = client.get(f"/api/v1/jobs/{job.key}").json()["explanation"]
+    row = BeautifulSoup(client.get("/jobs/table/").content, "html.parser").find("tr", attrs={"data-job": str(job.key)})
+    cell = " ".join(row.find_all("td")[-1].get_text(" ").split())
+    if ended:  # the table leaves what to do next to the job's page ("What now")
+        assert explanation == f"{cell} {job.end_hint}" and cell == "exit code 0, signal 15"
+    else:
+        assert explanation and cell == explanation

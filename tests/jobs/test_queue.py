@@ -76,3 +76,24 @@ def test_ordinal_filter(n, text):
     from portal.formats import ordinal
 
     assert ordinal(n) == text
+
+
+def test_queue_line_words_each_case_once():
+    from jobs.queue import queue_line
+
+    pending = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", gpu_type="a100", gpu_count=2, reason="Resources", start_at=at(4000), time_limit_min=60)
+    line = job_row(pending, {7: (2, 5)}, now=1000).line
+    assert (line.place, line.start) == ("2nd in line in train", "estimated start 01:06 UTC (" + line.start.split("(")[1])
+    assert line.text == f"2nd in line in train · {line.start} · Waiting for GPUs / resources to free up: Waiting for 2 A100 GPUs to free up."
+    held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", reason="PartitionTimeLimit", time_limit_min=60)
+    line = job_row(held, {7: (1, 1)}, now=1000).line
+    assert line.text.startswith("held in train: will not start until this changes · Will not run unless changed: ")
+    assert line.text.endswith(" To fix: Ask for a time limit within the partition's maximum, or use another partition.") and "in line" not in line.text
+    queued = job_row(Job(state=JobState.PENDING, partition="small", time_limit_min=60), {}, now=1000)
+    assert queue_line(queued).text == "queued in small · start not estimated yet"
+    assert job_row(Job(state=JobState.SUBMITTING, submit_error="ssh: timeout", time_limit_min=1), {}).line.text == "being submitted: ssh: timeout"
+    assert job_row(Job(state=JobState.SUBMIT_FAILED, submit_error="sbatch: error: x", time_limit_min=1), {}).line.text == "sbatch: error: x"
+    timeout = job_row(Job(state=JobState.TIMEOUT, exit_code=0, signal=15, time_limit_min=30), {}).line
+    assert (timeout.place, timeout.text) == ("exit code 0, signal 15", "exit code 0, signal 15 The job reached its time limit (30 min) and was stopped. Ask for more time, or let it resume from a checkpoint.")
+    assert job_row(Job(state=JobState.FAILED, signal=9, time_limit_min=1), {}).line.place == "signal 9"
+    assert job_row(Job(state=JobState.RUNNING, time_limit_min=1), {}).line.text == ""

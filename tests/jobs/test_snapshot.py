@@ -133,6 +133,24 @@ def test_unreachable_cluster_shows_banner_not_error(clean_cache, client, django_
 
 
 @pytest.mark.django_db
+def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, client, django_user_model, slurm_json):
+    line = "Cluster unreachable since 16:33 UTC."  # 1795970000 is 2026-11-29 16:33:20 UTC; no figures yet
+    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1795970000.0))
+    assert snapshot_status(snapshot_load(with_jobs=False)).unreachable == line
+    client.force_login(django_user_model.objects.create(username="bob"))
+    for url in ("/cluster/gpus/", "/jobs/table/", "/sessions/"):
+        assert line in client.get(url).content.decode(), url
+    assert client.get("/api/v1/jobs").json()["warning"] == line
+    assert client.get("/api/v1/sessions").json()["warning"] == line
+    good = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1795969870.0)
+    snapshot_store(snapshot_failed(good, SlurmUnreachable(["sinfo"], None), now=1795970000.0))
+    status = snapshot_status(snapshot_load(with_jobs=False), now=1795970000.0)
+    assert status.unreachable == "Cluster unreachable since 16:33 UTC; the last figures are from 2 min 10 s ago."
+    snapshot_store(good)
+    assert snapshot_status(snapshot_load(with_jobs=False)).unreachable == "" and client.get("/api/v1/jobs").json()["warning"] == ""
+
+
+@pytest.mark.django_db
 def test_stale_snapshot_is_announced(clean_cache, client, django_user_model, slurm_json):
     snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))  # long ago
     client.force_login(django_user_model.objects.create(username="carol"))
