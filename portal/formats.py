@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.contrib.humanize.templatetags.humanize import ordinal  # 1st, 2nd, 3rd, 11th: humanize's own
 from django.utils import timezone as djtz
 from django.utils.dateformat import format as date_format
+
+__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "unix_time"]
 
 
 def unix_time(value, fmt: str = "Y-m-d H:i"):
@@ -33,17 +36,10 @@ def duration(seconds):
     return f"{secs} s"
 
 
-def ordinal(n):
-    """1 -> 1st, 2 -> 2nd, 3 -> 3rd, 11 -> 11th."""
-    if n is None:
-        return ""
-    n = int(n)
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
 def from_now(value):
-    """An aware datetime -> ``in about 40 min`` / ``in about 2 h`` / ``now``."""
+    """An aware datetime -> ``in about 40 min`` / ``in about 2 h`` / ``any moment now``. Not
+    humanize's ``naturaltime``: that says "40 minutes from now" / "an hour from now", and a backfill
+    estimate is only ever "about" (the queue line promises no minute)."""
     if not value:
         return ""
     seconds = (value - djtz.now()).total_seconds()

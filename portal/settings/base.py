@@ -20,6 +20,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # ordinal (portal.formats)
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
