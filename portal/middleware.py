@@ -3,21 +3,22 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_htmx.http import HttpResponseClientRedirect
 
 
 class HtmxRedirectMiddleware:
-    """Turns a 3xx answer to an HTMX request into ``200`` + ``HX-Redirect``, so HTMX navigates the
-    whole page (to the sign-in page, say) instead of swapping that page into a fragment."""
+    """Turns a 3xx answer to an HTMX request into ``200`` + ``HX-Redirect`` (django-htmx's
+    ``HttpResponseClientRedirect``), so HTMX navigates the whole page (to the sign-in page, say)
+    instead of swapping that page into a fragment. ``request.htmx`` is set by django-htmx's
+    ``HtmxMiddleware``, which runs before this one."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.headers.get("HX-Request") == "true" and 300 <= response.status_code < 400 and response.has_header("Location"):
-            redirect = HttpResponse(status=200)
-            redirect["HX-Redirect"] = response["Location"]
-            return redirect
+        if request.htmx and 300 <= response.status_code < 400 and response.has_header("Location"):
+            return HttpResponseClientRedirect(response["Location"])
         return response
 
 
