@@ -81,8 +81,11 @@ CACHES = {
         "BACKEND": "portal.cache.ReadTolerantRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "portal",
+        "OPTIONS": {"IGNORE_EXCEPTIONS": True},  # django-redis: a Redis restart is a miss, not a 500
     }
 }
+DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
+DJANGO_REDIS_LOGGER = "portal.cache"
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
 AUTH_USER_MODEL = "accounts.User"
