@@ -21,6 +21,7 @@ import threading
 import time
 
 import paramiko
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from .errors import SlurmTimeout, SlurmUnreachable
 from .known_hosts import HostKeyRefused, KnownHost, check_host_key, expected_key_types, parse_known_hosts
@@ -146,15 +147,21 @@ class SSHTransport:
 
     def _open_channel(self, argv: list[str], timeout: float) -> paramiko.Channel:
         """Open a session channel; one reconnect if the pooled connection turned out dead (safe:
-        nothing was sent yet)."""
-        for attempt in (1, 2):
-            transport = self._transport(fresh=attempt == 2)
-            try:
-                return transport.open_session(timeout=timeout)
-            except (paramiko.SSHException, EOFError, OSError) as exc:
-                if attempt == 2:
-                    raise SlurmUnreachable(argv, None, message=f"cannot open an SSH channel: {exc}") from exc
-                logger.info("SSH channel open failed (%s); reconnecting once", exc)
+        nothing was sent yet). The retry is tenacity's: two attempts, the second on a fresh
+        connection, no wait; the last failure is raised as :class:`SlurmUnreachable`."""
+        retrying = Retrying(
+            stop=stop_after_attempt(2),
+            retry=retry_if_exception_type((paramiko.SSHException, EOFError, OSError)),
+            before_sleep=lambda state: logger.info("SSH channel open failed (%s); reconnecting once", state.outcome.exception()),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                transport = self._transport(fresh=attempt.retry_state.attempt_number > 1)  # connect errors: never retried here
+                with attempt:
+                    return transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise SlurmUnreachable(argv, None, message=f"cannot open an SSH channel: {exc}") from exc
         raise AssertionError("unreachable")
 
     def close(self) -> None:
