@@ -6,6 +6,7 @@ so many viewers or HTMX refreshes cost one read.
 """
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -78,19 +79,6 @@ class LogChunk:
     error: str = ""
 
 
-def _complete_utf8(data: bytes) -> bytes:
-    """``data`` without a UTF-8 sequence cut off at its end (at most 3 bytes dropped)."""
-    for cut in range(0, min(4, len(data) + 1)):
-        head = data[: len(data) - cut] if cut else data
-        try:
-            head.decode("utf-8")
-            return head
-        except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 3:  # invalid in the middle: not a cut sequence, keep it all
-                return data
-    return data
-
-
 def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> LogChunk:
     """At most ``limit`` bytes of ``stream`` (``out``/``err``) from byte ``offset``, read as the
     owner with ``dd if=<file> iflag=skip_bytes,count_bytes skip=<offset> count=<limit>`` (the CLI's
@@ -111,9 +99,12 @@ def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> L
         missing = "No such file" in result.err
         return LogChunk(offset, offset, missing=missing, error="" if missing else result.err.strip()[:300])
     data = result.stdout
-    if len(data) == limit or not job.is_final:  # more may follow: never split a character; the next read starts there
-        data = _complete_utf8(data)
-    chunk = LogChunk(offset, offset + len(data), data.decode("utf-8", errors="replace"))
-    if data:
+    # More may follow (a full read, or a job still writing): never split a character. The
+    # incremental decoder keeps a sequence cut off at the end, and the next read starts there.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=len(data) < limit and job.is_final)
+    used = len(data) - len(decoder.getstate()[0])
+    chunk = LogChunk(offset, offset + used, text)
+    if used:
         cache.set(key, chunk.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
     return chunk

@@ -230,6 +230,28 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
     assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
 
 
+@pytest.mark.parametrize(
+    "state, data, text, used",
+    [
+        (JobState.RUNNING, "ab é".encode()[:-1], "ab ", 3),  # é cut after its first byte: left for the next read
+        (JobState.RUNNING, "ab é".encode(), "ab é", 5),
+        (JobState.RUNNING, b"a\xffb\xc3", "a\ufffdb", 3),  # an invalid byte in the middle is replaced, not waited on
+        (JobState.COMPLETED, "ab é".encode()[:-1], "ab \ufffd", 4),  # ended, and less than asked for: nothing more will come
+    ],
+)
+def test_log_chunks_never_split_a_character(client, people, tokens, monkeypatch, clean_cache, state, data, text, used):
+    from jobs.logs import job_log_read
+    from slurm import SlurmGateway
+    from tests.fakes import FakeTransport
+
+    job = _job(people["alice"], state=state)
+    fake = FakeTransport()
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=64", "status=none"], stdout=data)
+    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    chunk = job_log_read(job, "out", offset=5, limit=64)
+    assert (chunk.text, chunk.next_offset) == (text, 5 + used)
+
+
 # Every endpoint x role: alice owns the job and the (vision-shared) profile; carol leads vision;
 # bob is in nlp; dana is an admin in no team; "unlinked" is an identity no admin has linked yet, with a
 # token of its own (made before an admin's refusal, say): every endpoint says so, and changes nothing.
