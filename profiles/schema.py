@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.forms import JobForm
@@ -38,8 +39,21 @@ OVERRIDE_ALIASES = {
     "args": "run.args",
 }
 _MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|[KMGT]|MB|GB)?\s*$", re.IGNORECASE)
-_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],]*\s*((==|>=|<=|~=|!=|<|>|===)\s*[A-Za-z0-9.*+!_\-]+\s*,?\s*)*$")
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
+
+
+def _plain_requirement(item: str) -> bool:
+    """A pip requirement by name (PEP 508, read by ``packaging.requirements``): ``numpy``,
+    ``numpy==2.2.6``, ``torch[cuda]>=2,<3``; at most 200 characters. URLs (``name @ https://...``),
+    environment markers, options (``--index-url=...``) and paths are not plain: they belong in a
+    requirements file."""
+    if len(item) > 200:
+        return False
+    try:
+        requirement = Requirement(item)
+    except InvalidRequirement:
+        return False
+    return requirement.url is None and requirement.marker is None
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,7 @@ class Environment(_Strict):
     @classmethod
     def _pip(cls, value: list[str]):
         for item in value:
-            if not _PACKAGE.match(item) or len(item) > 200:
+            if not _plain_requirement(item):
                 raise ValueError(f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed here; use requirements).")
         return value
 

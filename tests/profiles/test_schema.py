@@ -98,3 +98,28 @@ def test_memory_units(value, mib):
 def test_memory_refused(value):
     with pytest.raises(ValueError):
         memory_mib(value)
+
+
+@pytest.mark.parametrize("item, plain", [
+    ("numpy", True),
+    ("numpy==2.2.6", True),
+    ("scikit-learn>=1.5,<2", True),
+    ("torch[cuda]~=2.4", True),
+    ("torch==2.4.0+cu121", True),
+    ("numpy @ https://example.org/numpy.whl", False),  # a URL: requirements file
+    ("numpy; python_version < '3.12'", False),  # a marker: requirements file
+    ("--index-url=http://evil", False),
+    ("./local/pkg", False),
+    ("rm -rf /", False),
+    ("numpy[", False),
+    ("x" * 201, False),
+])
+def test_pip_items_are_plain_requirements(item, plain):
+    """environment.pip takes requirements by name (read by packaging.requirements); the rest is refused."""
+    import json
+
+    text = f"version: 1\nname: x\nresources: {{partition: p}}\nrun: {{command: x}}\nenvironment: {{pip: [{json.dumps(item)}]}}\n"
+    if plain:
+        assert parse_profile(text).environment["pip"] == [item]
+    else:
+        assert any(f == "environment.pip" and "not a package requirement" in msg for f, _, msg in errors_of(text))
