@@ -121,7 +121,3 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
     if reason is not None and reason.group == "QUOTA" and usage_for is not None:
         note = quota_note(job.account, usage_for(job.account))
     return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)
-
-
-def utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)

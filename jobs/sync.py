@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone as djtz
@@ -251,10 +250,3 @@ def _adopt_queued(job: Job, jobid: int) -> None:
         locked.slurm_job_id, locked.state, locked.submit_error = jobid, JobState.PENDING, ""
         locked.save()
         audit(actor=None, action="job.adopted", job=locked, old={"state": JobState.SUBMITTING}, new={"state": JobState.PENDING, "slurm_job_id": jobid})
-
-
-def seconds_between(start: datetime | None, end: datetime | None) -> int | None:
-    """Whole seconds from ``start`` to ``end`` (never negative), or ``None``."""
-    if not start or not end:
-        return None
-    return max(0, int((end - start).total_seconds()))

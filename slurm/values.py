@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
 import hostlist
 
-from .records import QueueJob
-from .states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
+from .states import ACTIVE_STATES, FAILED_STATES, JobState
 
 # --- numbers -------------------------------------------------------------------------------------
 
@@ -139,18 +137,6 @@ def _distinct(spans: list[range]) -> int:
     if all(a[-1] < b.start for a, b in pairwise(ordered)):
         return sum(len(r) for r in ordered)
     return len(set().union(*ordered))
-
-
-def array_finished(jobs: Iterable[QueueJob], array_job_id: int) -> bool:
-    """True when every record of the array in ``jobs`` (its tasks, ``array_job_id`` matching, and the
-    pending remainder, ``job_id`` matching) is in a final state. A task that is pending, running or
-    in a state we do not know (``OTHER``) keeps it unfinished. ``jobs`` must be a whole successful
-    ``squeue`` result: an array with no record in it has left the queue and counts as finished."""
-    return all(
-        classify_state(job.state)[0] in FINAL_STATES
-        for job in jobs
-        if job.array_job_id == array_job_id or job.job_id == array_job_id
-    )
 
 
 # --- limits and times ---------------------------------------------------------------------------

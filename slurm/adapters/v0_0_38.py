@@ -9,14 +9,13 @@ were told apart; :func:`slurm.adapters.adapter_for` sends only 22.05 documents h
 
 from __future__ import annotations
 
-import hostlist
-
 from ..records import FinishedJob, Node, Partition, QueueJob
 from ..states import JobState
 from ..values import (
     NO_NODES,
     classify_state,
     exit_or_none,
+    expand_nodes,
     first_state,
     number,
     parse_exit,
@@ -78,7 +77,7 @@ def parse_partitions(oneliner: str) -> list[Partition]:
             Partition(
                 name=fields["PartitionName"],
                 state=fields.get("State", "UNKNOWN").upper(),
-                nodes=tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else (),
+                nodes=tuple(expand_nodes(nodes)),
                 max_time=parse_time_limit(fields.get("MaxTime", "UNLIMITED")),
                 default_time=parse_time_limit(fields.get("DefaultTime", "NONE")),
                 is_default=fields.get("Default", "NO").upper() == "YES",
@@ -118,28 +117,6 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
             )
         )
     return jobs
-
-
-def gpus_requested(raw_job: dict) -> dict[str, int]:
-    """GPUs a squeue ``jobs[]`` entry asked for, for the whole job, by type (``""`` untyped):
-    ``tres_per_job`` (``--gpus``) as is; else ``tres_per_node`` (``--gpus-per-node``, ``--gres``)
-    x ``node_count`` (the minimum while pending); else ``tres_per_task`` x ``tasks``; else
-    ``tres_per_socket`` x ``sockets_per_node`` x ``node_count``; else, and when a count is missing,
-    the GPUs of ``tres_req_str`` (typed entries win). ``{}`` for a job without GPUs."""
-    nodes = number(raw_job.get("node_count"))
-    per_socket = parse_gpus(raw_job.get("tres_per_socket"))
-    sockets = number(raw_job.get("sockets_per_node"))
-    for gpus, factor in (
-        (parse_gpus(raw_job.get("tres_per_job")), 1),
-        (parse_gpus(raw_job.get("tres_per_node")), nodes),
-        (parse_gpus(raw_job.get("tres_per_task")), number(raw_job.get("tasks"))),
-        (per_socket, sockets * nodes if sockets and nodes else None),
-    ):
-        if gpus and factor:
-            return {gtype: count * factor for gtype, count in gpus.items()}
-        if gpus:
-            break  # a count is missing: Slurm's own total below
-    return parse_gpus(raw_job.get("tres_req_str"))
 
 
 def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:

@@ -2,12 +2,10 @@
 (tests/fixtures/slurm/22.05/, see its README) plus the odd inputs and the newer JSON shapes."""
 import pytest
 
-from slurm.adapters.v0_0_38 import gpus_requested, parse_jobs, parse_sacct_jobs
-from slurm.records import QueueJob
+from slurm.adapters.v0_0_38 import parse_jobs, parse_sacct_jobs
 from slurm.states import JobState
 from slurm.values import (
     ArrayTasks,
-    array_finished,
     classify_state,
     expand_nodes,
     is_failure,
@@ -28,14 +26,6 @@ INFINITE = {"set": True, "infinite": True, "number": 0}
 def num(n):
     """A number as Slurm 23.11+ writes it."""
     return {"set": True, "infinite": False, "number": n}
-
-
-def queue_job(job_id, state, *, array_job_id=0, array_task_id=None, array_task_string=""):
-    return QueueJob(
-        job_id=job_id, array_job_id=array_job_id, array_task_id=array_task_id, array_task_string=array_task_string,
-        name="a", user="alice", account="vision", partition="train", state=state, reason="None", priority=1,
-        submit_time=1, start_time=0, end_time=0, time_limit=60, gpus={}, comment="", nodes="",
-    )  # fmt: skip
 
 
 # --- array task strings ---------------------------------------------------------------------------
@@ -99,46 +89,9 @@ def test_recorded_array_task_strings(slurm_json):
     assert (running.count, running.throttle) == (2, 1)  # tasks 2-3 still pending behind %1
 
 
-# --- array_finished ---------------------------------------------------------------------------------
-
-
-def test_recorded_array_is_not_finished_while_tasks_wait(slurm_json):
-    jobs = parse_jobs(slurm_json("22.05", "squeue_arrays"))
-    assert not array_finished(jobs, 23)  # task 0 COMPLETED, task 1 RUNNING, 2-3 PENDING
-    assert not array_finished(jobs, 21)  # held
-    assert array_finished(jobs, 18)  # a plain job that FAILED
-
-
-def test_recorded_array_is_finished_once_every_task_completed(slurm_json):
+def test_recorded_array_tasks_are_read(slurm_json):
     jobs = [j for j in parse_jobs(slurm_json("22.05", "squeue_gpu_requests")) if j.array_job_id == 23]
     assert sorted(j.array_task_id for j in jobs) == [0, 1, 2, 3]
-    assert not array_finished(jobs, 23)  # task 3 was still RUNNING at that moment
-    assert array_finished([j for j in jobs if j.state == "COMPLETED"], 23)
-
-
-@pytest.mark.parametrize(
-    "tasks, finished",
-    [
-        ([("PENDING", None, "1%1"), ("COMPLETED", 0, "")], False),
-        ([("COMPLETED", 0, ""), ("COMPLETED", 1, "")], True),
-        ([("COMPLETED", 0, ""), ("CANCELLED", 1, ""), ("FAILED", 2, "")], True),
-        ([("COMPLETED", 0, ""), ("RUNNING", 1, "")], False),
-        ([("COMPLETED", 0, ""), ("REQUEUE_HOLD", 1, "")], False),  # unknown state: not finished
-        ([("COMPLETED", 0, ""), ("COMPLETING", 1, "")], False),
-    ],
-)
-def test_array_finished(tasks, finished):
-    jobs = [
-        queue_job(56502501 if task is None else 56502510 + task, state, array_job_id=56502501, array_task_id=task, array_task_string=text)
-        for state, task, text in tasks
-    ]
-    jobs.append(queue_job(99, "RUNNING"))  # another job entirely
-    assert array_finished(jobs, 56502501) is finished
-
-
-def test_array_finished_on_a_plain_job_id():
-    jobs = [queue_job(99, "RUNNING"), queue_job(100, "COMPLETED")]
-    assert (array_finished(jobs, 99), array_finished(jobs, 100)) == (False, True)
 
 
 # --- limits, timestamps, time left ----------------------------------------------------------------
@@ -393,31 +346,12 @@ RECORDED_REQUESTS = {
 
 @pytest.mark.parametrize("name, gpus", RECORDED_REQUESTS.items())
 def test_recorded_gpu_requests(slurm_json, name, gpus):
+    """Slurm's own whole-job total (tres_req_str, what parse_jobs reads while a job waits) for every
+    way of asking for GPUs."""
     (raw,) = [j for j in slurm_json("22.05", "squeue_gpu_requests")["jobs"] if j["name"] == name]
-    assert gpus_requested(raw) == gpus
-    assert gpus_requested(raw) == parse_gpus(raw["tres_req_str"])  # Slurm's own whole-job total agrees
+    assert parse_gpus(raw["tres_req_str"]) == gpus
 
 
-@pytest.mark.parametrize(
-    "raw, gpus",
-    [
-        ({"tres_per_node": "gres/gpu:a100:2", "node_count": num(2)}, {"a100": 4}),  # newer prefix and number
-        ({"tres_per_node": "gres:gpu:a100:1,gres:mps:100", "node_count": 2}, {"a100": 2}),
-        ({"tres_per_node": "gres:gpu", "node_count": 3}, {"": 3}),  # --gres=gpu means one per node
-        ({"tres_per_job": "gres:gpu:a100", "node_count": 2}, {"a100": 1}),
-        ({"tres_per_task": "gres:gpu:1", "tasks": num(4)}, {"": 4}),
-        ({"tres_per_socket": "gres:gpu:2", "sockets_per_node": 2, "node_count": 3}, {"": 12}),
-        # a count is missing: Slurm's own total
-        ({"tres_per_socket": "gres:gpu:1", "sockets_per_node": None, "node_count": 1, "tres_req_str": "cpu=1,gres/gpu=2"}, {"": 2}),
-        ({"tres_per_node": "gres:gpu:a100:1", "tres_req_str": "cpu=2,gres/gpu=2,gres/gpu:a100=2"}, {"a100": 2}),
-        ({"tres_per_node": "gres:shard:2", "node_count": 1, "tres_req_str": "cpu=1,mem=4G"}, {}),
-        ({"tres_req_str": "cpu=4,mem=32G,gres/gpu=1,gres/gpu:a100=1"}, {"a100": 1}),
-        ({"tres_per_node": "", "tres_per_job": None}, {}),
-        ({}, {}),
-    ],
-)
-def test_gpus_requested(raw, gpus):
-    assert gpus_requested(raw) == gpus
 
 
 @pytest.mark.parametrize(
