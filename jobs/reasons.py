@@ -12,7 +12,7 @@ from django.db import models
 
 
 class ReasonGroup(models.TextChoices):
-    RESOURCES = "RESOURCES", "Waiting for GPUs / resources to free up"
+    RESOURCES = "RESOURCES", "Waiting for resources"
     PRIORITY = "PRIORITY", "Waiting behind higher-priority work"
     QUOTA = "QUOTA", "Held by your team's quota"
     BLOCKED = "BLOCKED", "Will not run unless changed"
@@ -37,7 +37,7 @@ class Reason:
 
     @property
     def heading(self) -> str:
-        """The group in words, as the line starts: "Waiting for GPUs / resources to free up:"."""
+        """The group in words, as the line starts: "Waiting for resources:"."""
         return f"{self.group.label}:"
 
     @property
@@ -63,8 +63,8 @@ _RENEW = "Ask for fewer GPUs or a shorter time limit, wait for the next quota pe
 _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     # waiting for resources
     "NodeDown": (_R, "A node this job needs is down; it waits until the node is back.", ""),
-    "Licenses": (_R, "Waiting for a software license to free up.", ""),
-    "BurstBufferResources": (_R, "Waiting for fast scratch storage (burst buffer) to free up.", ""),
+    "Licenses": (_R, "A software license it needs is in use by other jobs.", ""),
+    "BurstBufferResources": (_R, "The fast scratch storage (burst buffer) it needs is in use by other jobs.", ""),
     # waiting behind other work
     "Priority": (_P, "Waiting behind jobs with higher priority in this partition.", ""),
     "Dependency": (_P, "Waiting for the jobs it depends on to finish.", ""),
@@ -140,6 +140,7 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     # other waits
     "None": (_O, "Just submitted: the scheduler has not looked at it yet.", ""),
     "BeginTime": (_O, "Waiting for the start time it asked for.", ""),
+    # BeginTime of a job Slurm ran before and requeued (worded in code: explain_reason's ``requeued``)
     "Reservation": (_O, "Waiting for its reservation to start.", ""),
     "Cleaning": (_O, "Finishing clean-up from a previous run before it can start again.", ""),
     "Prolog": (_O, "Starting: the node is preparing to run it.", ""),
@@ -153,15 +154,19 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
 }
 
 
-def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None) -> Reason:
+def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None, requeued: bool = False) -> Reason:
     """Plain words for a pending reason. ``gpus`` (type -> count, ``""`` untyped; from the job's
-    request) words ``Resources`` ("Waiting for 2 A100 GPUs to free up."); ``array_limit`` (the
-    array's ``%N``) words ``JobArrayTaskLimit``. An unknown code gives group OTHER and
+    request) words ``Resources`` ("The 2 A100 GPUs it asks for are in use by other jobs."; a job
+    without GPUs hears of CPUs or memory only); ``array_limit`` (the array's ``%N``) words
+    ``JobArrayTaskLimit``; ``requeued`` (Slurm ran the job before: ``restart_cnt`` > 0) words
+    ``BeginTime`` as "requeued, waiting to start again". An unknown code gives group OTHER and
     "Slurm says: <code>". Never raises; the sentence is never empty."""
     text = "" if code is None else str(code).strip().strip("()")
     key = text.split(",", 1)[0].strip() or "None"
     if key == "Resources":
-        return Reason(key, _R, f"Waiting for {_what(gpus)} to free up.")
+        return Reason(key, _R, _resources_sentence(gpus))
+    if key == "BeginTime" and requeued:
+        return Reason(key, _O, "Requeued, waiting to start again: Slurm holds a job it ran before for a short while before it runs it again.")
     if key == "JobArrayTaskLimit":
         return Reason(key, _P, _array_limit_sentence(array_limit))
     if key in _REASONS:
@@ -169,18 +174,21 @@ def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit
     return Reason(key, _O, f"Slurm says: {text}")
 
 
-def _what(gpus: dict[str, int] | None) -> str:
-    """``{"a100": 2, "": 1}`` -> ``"2 A100 GPUs and 1 GPU"``; unknown -> resources in general."""
+def _resources_sentence(gpus: dict[str, int] | None) -> str:
+    """``{"a100": 2, "": 1}`` -> "The 2 A100 GPUs and 1 GPU it asks for are in use by other jobs.";
+    no GPUs asked -> CPUs or memory only; unknown -> GPUs, CPUs or memory."""
     if gpus is None:
-        return "resources (GPUs, CPUs or memory)"
+        return "The GPUs, CPUs or memory it asks for are in use by other jobs."
     parts = [
         f"{count} {(gtype.upper() + ' ') if gtype else ''}GPU{'s' if count != 1 else ''}"
         for gtype, count in sorted(gpus.items())
         if count > 0
     ]
     if not parts:
-        return "CPUs or memory"
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return "The CPUs or memory it asks for are in use by other jobs."
+    what = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "is" if len(parts) == 1 and parts[0].startswith("1 ") else "are"
+    return f"The {what} it asks for {verb} in use by other jobs."
 
 
 def _array_limit_sentence(limit: int | None) -> str:

@@ -38,6 +38,12 @@ def test_requeued_job_says_restarted_and_why_then_completes(portal_with_idp, bro
         timeout=30_000,
     )
     assert "restarted (run 2)" in restarts.inner_text()
+    # While Slurm holds it (BeginTime), the queue line says why it waits, not "the start time it asked for".
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=queue-line]') || {}).textContent?.includes('Requeued, waiting to start again')",
+        timeout=30_000,
+    )
+    assert "start time it asked for" not in page.get_by_test_id("queue-line").inner_text()
     shot(page, "requeue-1-restarted")
     # Slurm holds a requeued job for about two minutes (BeginTime), then runs it again to the end.
     page.wait_for_selector('[data-testid=job-state][data-state="COMPLETED"]', timeout=300_000)

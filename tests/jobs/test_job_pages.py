@@ -94,7 +94,7 @@ def test_my_jobs_shows_position_estimate_and_reason(client, alice, cluster, no_s
     html = client.get("/jobs/table/").content.decode()
     assert "1st in line in train" in html and "estimated start" in html and "in about 40 min" in html
     assert "Waiting for" in html and "A100" in html.upper()
-    assert "Waiting for GPUs / resources to free up:" in html  # the reason's group, in words
+    assert "Waiting for resources:" in html  # the reason's group, in words
     assert "left" in html  # running job: elapsed / time left
     assert no_slurm.calls == []
 

@@ -84,7 +84,7 @@ def test_queue_line_words_each_case_once():
     pending = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", gpu_type="a100", gpu_count=2, reason="Resources", start_at=at(4000), time_limit_min=60)
     line = job_row(pending, {7: (2, 5)}, now=1000).line
     assert (line.place, line.start) == ("2nd in line in train", "estimated start 01:06 UTC (" + line.start.split("(")[1])
-    assert line.text == f"2nd in line in train · {line.start} · Waiting for GPUs / resources to free up: Waiting for 2 A100 GPUs to free up."
+    assert line.text == f"2nd in line in train · {line.start} · Waiting for resources: The 2 A100 GPUs it asks for are in use by other jobs."
     held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", reason="PartitionTimeLimit", time_limit_min=60)
     line = job_row(held, {7: (1, 1)}, now=1000).line
     assert line.text.startswith("held in train: will not start until this changes · Will not run unless changed: ")

@@ -78,14 +78,14 @@ def test_examples_word_for_word():
 @pytest.mark.parametrize(
     "gpus, sentence",
     [
-        ({"a100": 2}, "Waiting for 2 A100 GPUs to free up."),
-        ({"t4": 1}, "Waiting for 1 T4 GPU to free up."),
-        ({"": 4}, "Waiting for 4 GPUs to free up."),
-        ({"a100": 1, "t4": 2}, "Waiting for 1 A100 GPU and 2 T4 GPUs to free up."),
-        ({"a100": 1, "h100": 1, "t4": 2}, "Waiting for 1 A100 GPU, 1 H100 GPU and 2 T4 GPUs to free up."),
-        ({"a100": 0, "t4": 1}, "Waiting for 1 T4 GPU to free up."),
-        ({}, "Waiting for CPUs or memory to free up."),
-        (None, "Waiting for resources (GPUs, CPUs or memory) to free up."),
+        ({"a100": 2}, "The 2 A100 GPUs it asks for are in use by other jobs."),
+        ({"t4": 1}, "The 1 T4 GPU it asks for is in use by other jobs."),
+        ({"": 4}, "The 4 GPUs it asks for are in use by other jobs."),
+        ({"a100": 1, "t4": 2}, "The 1 A100 GPU and 2 T4 GPUs it asks for are in use by other jobs."),
+        ({"a100": 1, "h100": 1, "t4": 2}, "The 1 A100 GPU, 1 H100 GPU and 2 T4 GPUs it asks for are in use by other jobs."),
+        ({"a100": 0, "t4": 1}, "The 1 T4 GPU it asks for is in use by other jobs."),
+        ({}, "The CPUs or memory it asks for are in use by other jobs."),
+        (None, "The GPUs, CPUs or memory it asks for are in use by other jobs."),
     ],
 )
 def test_resources_names_the_gpus(gpus, sentence):
@@ -132,9 +132,23 @@ def test_recorded_reasons_are_all_known(slurm_json):
 
 def test_group_labels():
     assert [(g.value, g.label) for g in ReasonGroup] == [
-        ("RESOURCES", "Waiting for GPUs / resources to free up"),
+        ("RESOURCES", "Waiting for resources"),
         ("PRIORITY", "Waiting behind higher-priority work"),
         ("QUOTA", "Held by your team's quota"),
         ("BLOCKED", "Will not run unless changed"),
         ("OTHER", "Other"),
     ]
+
+
+def test_the_pending_line_never_repeats_itself_nor_speaks_of_gpus_for_a_cpu_job():
+    """Issue 16: "Waiting for GPUs / resources to free up: Waiting for resources ... to free up." is gone."""
+    cpu_job = explain_reason("Resources", gpus={})
+    assert cpu_job.text == "Waiting for resources: The CPUs or memory it asks for are in use by other jobs."
+    for code in ("Resources", "Licenses", "BurstBufferResources"):
+        heading, sentence = explain_reason(code, gpus={"a100": 2}).heading, explain_reason(code, gpus={"a100": 2}).sentence
+        assert not sentence.startswith("Waiting for"), (heading, sentence)
+
+
+def test_a_requeued_job_waiting_for_its_begin_time_is_told_so():
+    assert explain_reason("BeginTime", requeued=True).sentence.startswith("Requeued, waiting to start again")
+    assert explain_reason("BeginTime").sentence == "Waiting for the start time it asked for."
