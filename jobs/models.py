@@ -67,10 +67,11 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["user", "state"]),
             models.Index(fields=["slurm_job_id"]),
+            models.Index(fields=["slurm_cluster", "slurm_job_id"], name="jobs_job_cluster_id"),
         ]
-        constraints = [
-            models.UniqueConstraint(fields=["slurm_cluster", "slurm_job_id"], name="jobs_job_unique_slurm_id", condition=models.Q(slurm_job_id__isnull=False)),
-        ]
+        # No uniqueness on (cluster, job id): Slurm reuses ids (a controller state reset, MaxJobId
+        # wrapping) while older rows keep theirs. A job's identity is its ``key`` (the --comment it
+        # carries) with its submit time; see jobs.sync._attempts.
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"

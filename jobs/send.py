@@ -180,7 +180,7 @@ def _job_send_locked(job_id: int) -> Job:
         except SlurmError as exc:
             raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
         if found:
-            return _adopt(job, *found, action="job.adopted")
+            return _adopt(job, found[0], "", action="job.adopted")  # "" as sbatch gives it: one name per job
     jobdir = posixpath.dirname(job.output_path)
     dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     script = render_batch_script(job)

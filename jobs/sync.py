@@ -44,6 +44,7 @@ class SyncResult:
     finished: int = 0
     adopted: int = 0
     unknown: int = 0
+    failed: int = 0  # rows whose sync raised (logged); tried again at the next poll
 
 
 def jobs_mark_unknown(*, since: float) -> int:
@@ -64,23 +65,12 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
     exits: dict[int, tuple[int | None, int | None]] = {}
     for job in Job.objects.exclude(state__in=FINAL_STATES).select_related("user"):  # OTHER too: it may end later
-        if job.slurm_job_id is None:
-            q = by_comment.get(job.comment)
-            if q is not None and job.submitted_at is not None:
-                _adopt_queued(job, q.job_id)
-                result.adopted += 1
-            continue
-        q = queue.get(job.slurm_job_id)
-        if q is not None and q.restart_count > job.restart_count:
-            restarted.append(job)
-        state, raw = classify_state(q.state) if q else (None, "")
-        if q is None or state in FINAL_STATES:
-            left.append(job)
-            if q is not None and q.exit_code is not None:
-                exits[job.slurm_job_id] = (q.exit_code, q.signal)
-            continue
-        if _apply_queue(job, q, state, raw):
-            result.updated += 1
+        try:  # one job's trouble never stops the poll for the others
+            with transaction.atomic():
+                _sync_one(job, queue, by_comment, result, left, restarted, exits)
+        except Exception:  # noqa: BLE001 - logged with its traceback; the row is tried again next poll
+            logger.exception("sync of job %s (Slurm id %s) failed; the other jobs go on", job.key, job.slurm_job_id)
+            result.failed += 1
     if restarted:
         _record_restarts(gateway, restarted, queue)
     if left:
@@ -102,18 +92,57 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         for job in left:
             f = finished.get(job.pk)
             if f is None:
-                continue  # slurmdbd has not caught up yet (no record, or no end time in it); next poll
-            _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
+                continue  # slurmdbd has not caught up yet (no record of this job, or no end time in it); next poll
+            try:
+                _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
+            except Exception:  # noqa: BLE001 - as above: the others go on
+                logger.exception("finishing job %s (Slurm id %s) failed", job.key, job.slurm_job_id)
+                result.failed += 1
+                continue
             result.finished += 1
     return result
 
 
+def _sync_one(job: Job, queue: dict, by_comment: dict, result: SyncResult, left: list, restarted: list, exits: dict) -> None:
+    """One active row against the queue: adopt it, note it left the queue, or apply squeue's view."""
+    if job.slurm_job_id is None:
+        q = by_comment.get(job.comment)
+        if q is not None and job.submitted_at is not None:
+            _adopt_queued(job, q.job_id)
+            result.adopted += 1
+        return
+    q = queue.get(job.slurm_job_id)
+    if q is not None and q.comment != job.comment and q.comment.startswith("portal:"):
+        q = None  # Slurm gave this id to another job (ids are reused): this one left the queue
+    if q is not None and q.restart_count > job.restart_count:
+        restarted.append(job)
+    state, raw = classify_state(q.state) if q else (None, "")
+    if q is None or state in FINAL_STATES:
+        left.append(job)
+        if q is not None and q.exit_code is not None:
+            exits[job.slurm_job_id] = (q.exit_code, q.signal)
+        return
+    if _apply_queue(job, q, state, raw):
+        result.updated += 1
+
+
+#: A record without a comment counts as the job's only if Slurm accepted it at most this many seconds
+#: before the portal sent the job (clock skew); an older one is another job that held the same id.
+ID_REUSE_MARGIN_S = 600
+
+
 def _attempts(job: Job, records: list) -> list:
     """The sacct records of ``job``, oldest run first. A requeued job has one record per run with
-    the same id and comment; Slurm reuses job ids after a controller reset, so records carrying the
-    job's ``portal:<key>`` comment win over others with the id."""
-    same_id = [f for f in records if f.job_id == job.slurm_job_id]
-    mine = [f for f in same_id if f.comment == job.comment] or same_id
+    the same id and comment. Slurm reuses job ids (a controller state reset, ids wrapping at
+    ``MaxJobId``) while accounting keeps the old records: a record is the job's only when it carries
+    the job's ``portal:<key>`` comment, or carries none and was submitted after the portal sent it.
+    A record of another job is ignored, so the row stays as it was ("unknown") rather than taking
+    another job's state."""
+    earliest = (job.submitted_at or job.created_at).timestamp() - ID_REUSE_MARGIN_S
+    mine = [
+        f for f in records
+        if f.job_id == job.slurm_job_id and (f.comment == job.comment or (not f.comment and (f.submit or 0) >= earliest))
+    ]
     return sorted(mine, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
 
 

@@ -121,3 +121,26 @@ def test_owner_cancels_a_running_job(alice, policy, django_capture_on_commit_cal
         job_cancel(job=job, by=alice)
     done = wait(job, {JobState.CANCELLED})
     assert done.is_final
+
+
+def test_a_job_id_that_older_rows_still_hold_is_taken_by_the_new_job(alice, policy, django_capture_on_commit_callbacks):
+    """Slurm reuses job ids (after a controller state reset, or when ids wrap at MaxJobId) while the
+    portal keeps older rows: the new job gets its id, both rows keep theirs, and the poll goes on
+    (issue 16, item 7: the unique (cluster, job id) constraint kept such jobs "Submitting" and broke
+    every poll). Older rows take the next ids Slurm will hand out, as after a reset."""
+    import subprocess
+
+    last = max(int(line) for line in subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-o", "JobIDRaw", "-S", "now-86400seconds"],
+                                                    capture_output=True, text=True, check=True).stdout.split() if line.isdigit())
+    last = max(last, *(int(x) for x in subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True).stdout.split() if x.isdigit()))
+    for n in range(last + 1, last + 40):  # ids of jobs from "before the reset": one finished, one the portal still thinks runs
+        Job.objects.create(user=alice, name=f"old-{n}", partition="small", memory_mb=1, time_limit_min=1, script="true",
+                           slurm_job_id=n, state=JobState.COMPLETED if n % 2 else JobState.RUNNING)
+    job = submit(alice, policy, django_capture_on_commit_callbacks, gpu_count=0, gpu_type="")
+    assert job.state == JobState.PENDING and last < job.slurm_job_id < last + 40, (job.state, job.slurm_job_id, job.submit_error)
+    twin = Job.objects.get(name=f"old-{job.slurm_job_id}")
+    done = wait(job, {JobState.COMPLETED, JobState.FAILED})
+    assert done.state == JobState.COMPLETED and job_log_tail(done, "out").text.strip() == "hello from alice"
+    twin.refresh_from_db()
+    # The older row never takes the new job's state: it stays as it was (a running one shows "unknown" at most).
+    assert twin.elapsed_s is None and twin.end_at is None

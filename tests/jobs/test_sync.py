@@ -28,6 +28,10 @@ def job(alice, slurm_id, state=JobState.PENDING, **kw):
                               script="true", slurm_job_id=slurm_id, state=state, submitted_at="2026-11-29T10:00:00Z", **kw)
 
 
+#: The key job 18 of the recordings was submitted with (``--comment=portal:<key>``): its row's.
+JOB_18_KEY = uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28")
+
+
 def snap(queue: dict) -> ClusterSnapshot:
     return ClusterSnapshot(taken_at=1.0, jobs=parse_jobs(queue))
 
@@ -45,7 +49,7 @@ def test_running_and_pending_jobs_take_squeues_view(alice, slurm_json):
 
 
 def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_json):
-    exit3, sig9, cancelled, gone = job(alice, 18, JobState.RUNNING), job(alice, 19, JobState.RUNNING), job(alice, 20, JobState.RUNNING), job(alice, 17, JobState.RUNNING)
+    exit3, sig9, cancelled, gone = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY), job(alice, 19, JobState.RUNNING), job(alice, 20, JobState.RUNNING), job(alice, 17, JobState.RUNNING)
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 already left squeue
     fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
@@ -62,7 +66,7 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
 
 
 def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, slurm_json):
-    row = job(alice, 18, JobState.RUNNING)
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport()
     fake.expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
     fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
@@ -81,7 +85,7 @@ def test_gpu_hours_from_allocated_tres(alice, slurm_json):
 
 
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):
-    row = job(alice, 18, JobState.RUNNING)
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down"))
     result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
@@ -201,3 +205,37 @@ def test_a_record_without_slurms_end_time_is_not_final_yet(requeued, slurm_json)
     assert jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake)).finished == 1
     requeued.refresh_from_db()
     assert (requeued.state, requeued.elapsed_s, int(requeued.end_at.timestamp())) == (JobState.COMPLETED, 8, 1796104065)
+
+
+# --- job ids are not identities (issue 16, item 7) ---------------------------------------------------
+def test_a_queued_job_with_an_older_rows_id_updates_only_its_own_row(alice, slurm_json):
+    old, new = job(alice, 18, JobState.RUNNING), job(alice, 18, JobState.PENDING, key=uuid.uuid4())
+    queue = slurm_json("22.05", "squeue_arrays")
+    for raw in queue["jobs"]:
+        if raw["job_id"] == 18:
+            raw["job_state"], raw["comment"] = "RUNNING", new.comment
+    doc = slurm_json("22.05", "sacct_outcomes")  # accounting's record of 18 carries another key
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
+    result = jobs_sync(snap(queue), SlurmGateway(fake))
+    new.refresh_from_db()
+    old.refresh_from_db()
+    assert new.state == JobState.RUNNING
+    assert old.state == JobState.RUNNING and old.end_at is None and old.exit_code is None  # not another job's end
+    assert result.failed == 0
+
+
+def test_one_jobs_trouble_never_stops_the_poll_for_the_others(alice, slurm_json, monkeypatch):
+    broken, pending = job(alice, 2), job(alice, 4)
+    real = __import__("jobs.sync", fromlist=["_apply_queue"])._apply_queue
+
+    def broken_for_job_2(j, *args):
+        if j.slurm_job_id == 2:
+            raise RuntimeError("a row the database refuses")
+        return real(j, *args)
+
+    monkeypatch.setattr("jobs.sync._apply_queue", broken_for_job_2)
+    result = jobs_sync(snap(slurm_json("22.05", "squeue")), SlurmGateway(FakeTransport()))
+    pending.refresh_from_db()
+    broken.refresh_from_db()
+    assert (result.failed, result.updated) == (1, 1) and pending.state == JobState.PENDING and pending.priority == 11000
+    assert broken.state == JobState.PENDING and broken.nodes == ""  # left as it was, tried again next poll
