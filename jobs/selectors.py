@@ -54,6 +54,40 @@ def gpu_rows(snapshot: ClusterSnapshot) -> list[GPURow]:
 
 
 @dataclass(frozen=True)
+class PartitionNodes:
+    """Whether a partition can start a job now: ``available`` nodes (responding, not drained,
+    draining, down, rebooting, powered down or reserved: ``Node.available``), and for every other
+    node its Slurm state with flags and reason, e.g. ``("node3", "IDLE+DRAIN", "disk swap")``."""
+
+    partition: str
+    available: int
+    unavailable: tuple[tuple[str, str, str], ...]
+
+    @property
+    def warning(self) -> str:
+        """The sentence the job form shows before sending, or "" while a node can take the job."""
+        if self.available or not self.unavailable:
+            return ""
+        why = "; ".join(f"{name} is {state.lower()}" + (f" ({reason})" if reason else "") for name, state, reason in self.unavailable)
+        return (f"No node of partition {self.partition} can start a job now: {why}. A job sent now waits until an "
+                "administrator brings a node back; choose another partition to start sooner.")
+
+
+def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNodes]:
+    """:class:`PartitionNodes` for every partition of the snapshot's nodes (sinfo ``state``,
+    ``state_flags`` and ``reason``); empty without a snapshot."""
+    result: dict[str, list] = {}
+    for node in snapshot.nodes if snapshot else []:
+        for partition in node.partitions:
+            row = result.setdefault(partition, [0, []])
+            if node.available:
+                row[0] += 1
+            else:
+                row[1].append((node.name, node.state_text, node.reason))
+    return {p: PartitionNodes(p, count, tuple(down)) for p, (count, down) in sorted(result.items())}
+
+
+@dataclass(frozen=True)
 class SnapshotStatus:
     """How fresh the snapshot is, for the banner on every page. ``age`` in seconds."""
 

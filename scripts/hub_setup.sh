@@ -27,6 +27,9 @@ if [[ ! -e $stamp ]]; then
         || die "the Jupyter venv is incomplete (see pip's output above)"
     rm -f "$PORTAL_JUPYTER_VENV"/.installed-*; touch "$stamp"
 fi
+# Site-level JupyterLab defaults shipped by the portal (hub/site-settings/): no "Jupyter news" pop-up and
+# no update checks in sessions (a researcher may still change them in Settings).
+install -D -m 644 "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json" "$PORTAL_JUPYTER_VENV/share/jupyter/lab/settings/overrides.json"
 chmod -R a+rX "$PORTAL_JUPYTER_VENV"
 
 # --- configurable-http-proxy ---

@@ -9,6 +9,16 @@ if TYPE_CHECKING:
     from .states import JobState
 
 
+#: sinfo base states in which a node takes no new work.
+UNAVAILABLE_NODE_STATES = frozenset({"down", "drained", "unknown", "future", "fail", "error"})
+#: sinfo ``state_flags`` that keep a node from taking new work (DRAIN on an idle or mixed node is
+#: drained or draining; MAINTENANCE/RESERVED: held by a reservation such as a maintenance window).
+UNAVAILABLE_NODE_FLAGS = frozenset({
+    "DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE", "RESERVED", "FAIL",
+    "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "INVALID_REG",
+})
+
+
 @dataclass(frozen=True)
 class Node:
     """One node from ``sinfo --json`` ``nodes[]``. ``gpus``/``gpus_used``: GPU type -> count, from
@@ -30,10 +40,16 @@ class Node:
 
     @property
     def available(self) -> bool:
-        """False when the node cannot take new work (down, drained, draining, not responding)."""
-        return self.state not in {"down", "drained", "unknown", "future"} and not (
-            {"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE"} & set(self.flags)
-        )
+        """True only when the node responds and is neither down, drained or draining, rebooting,
+        powered down (or powering up or down), failing, nor reserved (maintenance): a node that can
+        take new work now. From sinfo's base ``state`` and its ``state_flags``."""
+        return self.state not in UNAVAILABLE_NODE_STATES and not (UNAVAILABLE_NODE_FLAGS & set(self.flags))
+
+    @property
+    def state_text(self) -> str:
+        """The state as Slurm shows it: base state and flags, ``IDLE+DRAIN``, ``MIXED+DRAIN``,
+        ``DOWN+NOT_RESPONDING``."""
+        return "+".join([self.state.upper(), *self.flags])
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,9 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
     ide_page = new_tab.value
     ide_page.wait_for_selector(ready_selector, timeout=120_000)
     assert "/user/alice/" in ide_page.url
+    if ide == "lab":  # the site's JupyterLab defaults (hub/site-settings/): no "Jupyter news" question
+        ide_page.wait_for_timeout(3000)
+        assert ide_page.get_by_text("official Jupyter news").count() == 0
     ide_page.screenshot(path=str(ARTIFACTS / f"e2e-session-{name}-3-ide.png"))
     ide_page.close()
     return card
