@@ -13,10 +13,24 @@ if TYPE_CHECKING:
 UNAVAILABLE_NODE_STATES = frozenset({"down", "drained", "unknown", "future", "fail", "error"})
 #: sinfo ``state_flags`` that keep a node from taking new work (DRAIN on an idle or mixed node is
 #: drained or draining; MAINTENANCE/RESERVED: held by a reservation such as a maintenance window).
-UNAVAILABLE_NODE_FLAGS = frozenset({
-    "DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE", "RESERVED", "FAIL",
-    "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "INVALID_REG",
-})
+UNAVAILABLE_NODE_FLAGS = frozenset(
+    {
+        "DRAIN",
+        "DRAINING",
+        "DRAINED",
+        "NOT_RESPONDING",
+        "MAINTENANCE",
+        "RESERVED",
+        "FAIL",
+        "REBOOT_REQUESTED",
+        "REBOOT_ISSUED",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "POWERING_UP",
+        "INVALID_REG",
+    }
+)
 
 
 @dataclass(frozen=True)
