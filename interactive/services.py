@@ -86,10 +86,10 @@ def session_stop(*, session: Session, by: User, reason: str = "") -> None:
     if not session.is_active:
         return
     hub.stop_server(session.user.username, session.server_name)
-    was_pending = session.state != SessionState.RUNNING
-    message = reason or ("Cancelled before it started." if was_pending else "Stopped by you.")
+    old_state = session.state  # the audit row records the value before the change
+    message = reason or ("Cancelled before it started." if old_state != SessionState.RUNNING else "Stopped by you.")
     _end(session, SessionState.STOPPED, message)
-    audit(actor=by, action="session.stop", target=f"session:{session.key}", old={"state": session.state}, new={"state": "STOPPED"})
+    audit(actor=by, action="session.stop", target=f"session:{session.key}", old={"state": old_state}, new={"state": session.state})
 
 
 def _apply(session: Session, options: SessionOptions) -> None:

@@ -131,3 +131,17 @@ def test_stop_twice_says_it_had_ended(client, world):
     client.force_login(alice)
     resp = client.post(f"/sessions/{s.key}/stop/", follow=True)
     assert "had already ended" in resp.content.decode()
+
+
+@pytest.mark.parametrize("before", [SessionState.RUNNING, SessionState.STARTING])
+def test_stopping_a_session_audits_the_state_before_the_change(client, world, monkeypatch, before):
+    """Issue 16: the audit row said STOPPED -> STOPPED (the old value was read after the change)."""
+    from audit.models import AuditEvent
+
+    alice, _ = world
+    monkeypatch.setattr("interactive.services.hub.stop_server", lambda username, server: None)
+    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=before)
+    client.force_login(alice)
+    client.post(f"/sessions/{s.key}/stop/")
+    event = AuditEvent.objects.get(action="session.stop")
+    assert (event.old, event.new) == ({"state": before}, {"state": SessionState.STOPPED})
