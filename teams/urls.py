@@ -21,6 +21,7 @@ urlpatterns = [
     path("teams/", views.team_list, name="team_list"),
     path("teams/<team:name>/", views.team_detail, name="team_detail"),
     path("teams/<team:name>/usage.csv", views.team_usage_csv, name="team_usage_csv"),
+    path("teams/<team:name>/members.csv", views.team_members_csv, name="team_members_csv"),
     path("teams/<team:name>/settings/", views.team_settings, name="team_settings"),
     path("teams/<team:name>/settings/limits/", views.team_limits_set, name="team_limits_set"),
     path("teams/<team:name>/settings/members/", views.team_member_set, name="team_member_set"),

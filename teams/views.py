@@ -63,21 +63,37 @@ def team_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def team_usage_csv(request: HttpRequest, name: str) -> HttpResponse:
-    """CSV: one row per day and member (GPU-hours), then one row per member with the period's totals."""
+    """CSV, one table: one row per day and member (GPU-hours used that day)."""
     team = _team(request, name)
     usage = team_usage(team.name)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{team.name}-gpu-usage.csv"'
+    response = _csv_response(f"{team.name}-gpu-hours-per-day.csv")
     writer = csv.writer(response)
     writer.writerow(["team", "date", "member", "gpu_hours"])
     if usage and usage.tracked:
         for day in sorted(usage.daily):
             for member, hours in sorted(usage.daily[day].items()):
                 writer.writerow([team.name, day, member, f"{hours:.4f}"])
-        writer.writerow([])
-        writer.writerow(["team", "member", "gpu_hours_period", "jobs", "failed_jobs", "median_wait_s"])
+    return response
+
+
+@login_required
+def team_members_csv(request: HttpRequest, name: str) -> HttpResponse:
+    """CSV, one table: one row per member with the period's totals (GPU-hours, jobs, failed jobs,
+    median wait in seconds)."""
+    team = _team(request, name)
+    usage = team_usage(team.name)
+    response = _csv_response(f"{team.name}-members.csv")
+    writer = csv.writer(response)
+    writer.writerow(["team", "member", "gpu_hours_period", "jobs", "failed_jobs", "median_wait_s"])
+    if usage and usage.tracked:
         for m in usage.members:
             writer.writerow([team.name, m.username, f"{m.gpu_hours:.4f}", m.jobs, m.failed_jobs, "" if m.median_wait_s is None else int(m.median_wait_s)])
+    return response
+
+
+def _csv_response(filename: str) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 

@@ -62,6 +62,7 @@ MATRIX = {
     "team list":         (403,          200,          200,                    200, 403),
     "team page":         (404,          200,          404,                    200, 403),
     "team csv":          (404,          200,          404,                    200, 403),
+    "members csv":       (404,          200,          404,                    200, 403),
     "team settings":     (403,          403,          403,                    200, 403),
     "set quota":         (403,          403,          403,                    302, 403),
     "add member":        (403,          403,          403,                    302, 403),
@@ -79,6 +80,7 @@ def request_for(client, what, job):
         "team list": lambda: client.get("/teams/"),
         "team page": lambda: client.get("/teams/vision/"),
         "team csv": lambda: client.get("/teams/vision/usage.csv"),
+        "members csv": lambda: client.get("/teams/vision/members.csv"),
         "team settings": lambda: client.get("/teams/vision/settings/"),
         "set quota": lambda: client.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "20", "gpu_limit": "2"}),
         "add member": lambda: client.post("/teams/vision/settings/members/", {"username": "bob", "role": "MEMBER"}),
@@ -121,7 +123,11 @@ def test_csv_export(client, world):
     rows = list(csv.reader(io.StringIO(body)))
     assert rows[0] == ["team", "date", "member", "gpu_hours"]
     assert ["vision", "2026-11-27", "alice", "3.0000"] in rows
-    assert any(r[:5] == ["vision", "alice", "5.0000", "3", "1"] for r in rows)
+    assert all(len(r) == 4 for r in rows)  # one table per download (issue 16): no second header, no blank row
+    members = list(csv.reader(io.StringIO(as_(client, users["carol"]).get("/teams/vision/members.csv").content.decode())))
+    assert members[0] == ["team", "member", "gpu_hours_period", "jobs", "failed_jobs", "median_wait_s"]
+    assert any(r[:5] == ["vision", "alice", "5.0000", "3", "1"] for r in members)
+    assert all(len(r) == 6 for r in members)
 
 
 def test_untracked_gpus_never_show_zero(client, world):
