@@ -2,7 +2,8 @@
 from .base import *  # noqa: F401,F403
 from .base import OIDC, env, socialaccount_providers
 
-DEBUG = env.bool("PORTAL_DEBUG", default=True)
+# The portal's own 404 and 500 pages, as in production; PORTAL_DEBUG=true for Django's debug pages.
+DEBUG = env("PORTAL_DEBUG")
 # whitenoise serves static/ straight from the app folders (no collectstatic) under gunicorn too.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True

@@ -1,0 +1,26 @@
+"""`make dev`'s settings show the portal's own error pages, not Django's debug page listing every URL
+(issue 16), unless a developer asks for them with PORTAL_DEBUG=true."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = (
+    "import django; django.setup(); from django.test import Client; from django.conf import settings; "
+    "r = Client().get('/no-such-page/'); print(settings.DEBUG, r.status_code, b'URLconf' in r.content)"
+)
+
+
+@pytest.mark.parametrize("debug, expected", [("", "False 404 False"), ("true", "True 404 True")])
+def test_dev_404_is_the_portals_page_unless_debug_is_asked_for(debug, expected):
+    env = {k: v for k, v in os.environ.items() if k != "PORTAL_DEBUG"}
+    env.update(DJANGO_SETTINGS_MODULE="portal.settings.dev", PORTAL_ALLOWED_HOSTS="testserver")
+    if debug:
+        env["PORTAL_DEBUG"] = debug
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == expected, out.stderr[-2000:]
