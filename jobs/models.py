@@ -77,6 +77,11 @@ class Job(models.Model):
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
 
     @property
+    def is_cancelled_before_start(self) -> bool:
+        """Cancelled while pending: Slurm reports exit 0 and no run time; there is no exit to show."""
+        return self.state == JobState.CANCELLED and not self.elapsed_s
+
+    @property
     def comment(self) -> str:
         """The ``--comment`` the Slurm job carries."""
         return f"portal:{self.key}"

@@ -78,7 +78,8 @@ def queue_line(row: JobRow) -> QueueLine:
     if job.state == JobState.SUBMIT_FAILED:
         return QueueLine(job.submit_error, job.submit_error)
     if job.is_final:
-        place = ", ".join(([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + ([f"signal {job.signal}"] if job.signal else []))
+        exit_parts = ([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + ([f"signal {job.signal}"] if job.signal else [])
+        place = "cancelled before it started" if job.is_cancelled_before_start else ", ".join(exit_parts)
         return QueueLine(" ".join(p for p in (place, job.end_hint) if p), place, hint=job.end_hint)
     return QueueLine("")
 

@@ -96,4 +96,7 @@ def test_queue_line_words_each_case_once():
     timeout = job_row(Job(state=JobState.TIMEOUT, exit_code=0, signal=15, time_limit_min=30), {}).line
     assert (timeout.place, timeout.text) == ("exit code 0, signal 15", "exit code 0, signal 15 The job reached its time limit (30 min) and was stopped. Ask for more time, or let it resume from a checkpoint.")
     assert job_row(Job(state=JobState.FAILED, signal=9, time_limit_min=1), {}).line.place == "signal 9"
+    # Issue 16: a job cancelled while pending showed "exit 0".
+    assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=0, elapsed_s=0, time_limit_min=1), {}).line.place == "cancelled before it started"
+    assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=15, elapsed_s=40, time_limit_min=1), {}).line.place == "exit code 0, signal 15"
     assert job_row(Job(state=JobState.RUNNING, time_limit_min=1), {}).line.text == ""
