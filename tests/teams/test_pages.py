@@ -8,6 +8,7 @@ import io
 import uuid
 from datetime import UTC, datetime
 from http import HTTPStatus
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -311,3 +312,20 @@ def test_dry_run_then_reload_never_reruns_the_sync(client, world):
     assert resp.status_code == HTTPStatus.FOUND  # post/redirect/get
     page = client.get(resp["Location"]).content.decode()
     assert "Dry run:" in page and ("none applied" in page or "nothing to change" in page)
+
+
+def test_a_team_without_use_says_so_once(client, world):
+    """Issue 16: the chart and the table each said there was no usage."""
+    users, *_ = world
+    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0,
+                                daily={"2026-11-28": {}})}, UsageStatus(taken_at=1.0))
+    html = as_(client, users["carol"]).get("/teams/vision/").content.decode()
+    assert html.count("No GPU use yet this period.") == 1 and "No usage in this period yet." not in html
+
+
+def test_audit_table_wraps_long_ids(client, world):
+    users, *_ = world
+    html = as_(client, users["dana"]).get("/audit/").content.decode()
+    assert 'class="jobs small audit"' in html
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "portal.css").read_text()
+    assert "table.audit td { overflow-wrap:anywhere;" in css
