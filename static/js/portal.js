@@ -31,3 +31,26 @@ document.addEventListener("DOMContentLoaded", function () {
   gpuType.addEventListener("change", update);
   update();
 });
+
+// Copy buttons: <button data-copy="ID"> copies the text of element ID and says so.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button[data-copy]");
+  if (!button) return;
+  var source = document.getElementById(button.dataset.copy);
+  if (!source) return;
+  var text = source.textContent.trim();
+  var done = function () { button.textContent = "Copied"; };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(done, function () { select(source); });
+  } else {
+    select(source);
+    try { if (document.execCommand("copy")) done(); } catch (e) { /* the text stays selected for Ctrl+C */ }
+  }
+  function select(node) {
+    var range = document.createRange();
+    range.selectNodeContents(node);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+});

@@ -36,10 +36,20 @@ def test_token_page_and_write_check_fix_save_a_profile(portal_with_idp, browser_
         page.get_by_role("link", name="API tokens").click()
         page.wait_for_selector("[data-testid=token-form]")
         page.fill("#id_name", "laptop")
+        # Each scope's checkbox sits beside its label (issue 16: it sat 16rem away).
+        gaps = page.evaluate("""() => [...document.querySelectorAll('[data-testid=token-form] input[type=checkbox]')].map(box => {
+            const text = [...box.parentNode.childNodes].find(n => n.nodeType === 3 && n.textContent.trim());
+            const range = document.createRange(); range.selectNodeContents(text);
+            return range.getBoundingClientRect().left - box.getBoundingClientRect().right; })""")
+        assert gaps and all(0 <= gap < 20 for gap in gaps), gaps
         page.get_by_test_id("create-token").click()
         page.wait_for_selector("[data-testid=new-token]")
         raw = page.get_by_test_id("token-value").inner_text().strip()
         assert raw.startswith("gpp_")
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        page.get_by_test_id("copy-token").click()
+        page.wait_for_function("() => document.querySelector('[data-testid=copy-token]').textContent === 'Copied'")
+        assert page.evaluate("navigator.clipboard.readText()") == raw
         row = page.locator("[data-testid=token-row]", has_text="laptop")
         assert row.get_by_test_id("token-status").inner_text() == "active"
         shot(page, "1-token-created")
