@@ -38,6 +38,7 @@ class Job(models.Model):
     slurm_job_id = models.BigIntegerField(null=True, blank=True)
     slurm_cluster = models.CharField(max_length=64, blank=True, default="")
     reason = models.CharField(max_length=64, blank=True, default="", help_text="squeue state_reason")
+    reason_description = models.CharField(max_length=255, blank=True, default="", help_text="squeue state_description")
     priority = models.BigIntegerField(null=True, blank=True)
     nodes = models.CharField(max_length=1024, blank=True, default="")
     submit_error = models.TextField(blank=True, default="")

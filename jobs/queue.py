@@ -112,7 +112,8 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         position, in_line = positions.get(job.slurm_job_id or -1, (None, None))
         estimate = job.start_at if job.start_at and job.start_at.timestamp() > now else None
         if job.reason:
-            reason = explain_reason(job.reason, gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {}, requeued=job.restart_count > 0)
+            reason = explain_reason(job.reason, gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {}, requeued=job.restart_count > 0,
+                                    description=job.reason_description)
     elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
         elapsed = max(0, int(now - start))
         time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)

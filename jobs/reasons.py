@@ -154,15 +154,27 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
 }
 
 
-def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None, requeued: bool = False) -> Reason:
+#: What Slurm 22.05 writes in ``state_description`` when the reason code is only ``Resources`` but the
+#: nodes the job could run on are down, drained or reserved (recorded: ``squeue_drained.json``).
+_NODES_UNAVAILABLE = "Nodes required for job are DOWN, DRAINED or reserved"
+
+
+def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None, requeued: bool = False,
+                   description: str = "") -> Reason:
     """Plain words for a pending reason. ``gpus`` (type -> count, ``""`` untyped; from the job's
     request) words ``Resources`` ("The 2 A100 GPUs it asks for are in use by other jobs."; a job
     without GPUs hears of CPUs or memory only); ``array_limit`` (the array's ``%N``) words
     ``JobArrayTaskLimit``; ``requeued`` (Slurm ran the job before: ``restart_cnt`` > 0) words
-    ``BeginTime`` as "requeued, waiting to start again". An unknown code gives group OTHER and
+    ``BeginTime`` as "requeued, waiting to start again"; ``description`` (squeue's
+    ``state_description``) lets ``Resources`` say when the nodes are down, drained or reserved. An unknown code gives group OTHER and
     "Slurm says: <code>". Never raises; the sentence is never empty."""
     text = "" if code is None else str(code).strip().strip("()")
     key = text.split(",", 1)[0].strip() or "None"
+    if key == "Resources" and _NODES_UNAVAILABLE in (description or ""):
+        return Reason(
+            key, _B, "No node it may run on can take it now: they are down, drained or reserved for other work (Slurm: "
+            f"\u201c{description.strip()}\u201d).", "Choose another partition, or wait until the administrators bring the nodes back.",
+        )
     if key == "Resources":
         return Reason(key, _R, _resources_sentence(gpus))
     if key == "BeginTime" and requeued:

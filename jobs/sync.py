@@ -233,6 +233,7 @@ def _apply_queue(job: Job, q, state: JobState, raw: str) -> bool:
         "state": state,
         "slurm_state": raw,
         "reason": q.reason if q.reason != "None" else "",
+        "reason_description": q.reason_description[:255],
         "priority": q.priority,
         "start_at": to_datetime(q.start_time),
         "end_at": to_datetime(q.end_time) if state not in ACTIVE_STATES else None,
@@ -262,7 +263,7 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
     job.gpu_hours = f.gpu_hours
     job.start_at = to_datetime(f.start) or job.start_at
     job.end_at = to_datetime(f.end)
-    job.reason = ""
+    job.reason = job.reason_description = ""
     job.status_unknown_since = None
     if runs:
         job.runs, job.restart_count = runs, max(job.restart_count, len(runs))

@@ -110,6 +110,9 @@ class QueueJob:
     #: How often Slurm started the job again (``restart_cnt``: requeued by an admin, after a node
     #: failure or a preemption); 0 for a job on its first run.
     restart_count: int = 0
+    #: Slurm's own sentence about why it waits (``state_description``), which can say more than the
+    #: reason code: ``Resources`` with "Nodes required for job are DOWN, DRAINED or reserved ...".
+    reason_description: str = ""
 
 
 @dataclass(frozen=True)

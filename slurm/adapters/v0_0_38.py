@@ -114,6 +114,7 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 nodes=raw.get("nodes") or "",
                 **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
                 restart_count=number(raw.get("restart_cnt"), 0) or 0,
+                reason_description=raw.get("state_description") or "",
             )
         )
     return jobs

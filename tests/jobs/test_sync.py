@@ -239,3 +239,17 @@ def test_one_jobs_trouble_never_stops_the_poll_for_the_others(alice, slurm_json,
     broken.refresh_from_db()
     assert (result.failed, result.updated) == (1, 1) and pending.state == JobState.PENDING and pending.priority == 11000
     assert broken.state == JobState.PENDING and broken.nodes == ""  # left as it was, tried again next poll
+
+
+def test_a_job_waiting_on_a_drained_partition_says_so_not_just_resources(alice, slurm_json):
+    """Recorded: node3 (the only node of small) drained; squeue's reason is only Resources, its
+    state_description says the nodes are down, drained or reserved (issue 16, item 6)."""
+    from jobs.queue import job_row
+
+    row = job(alice, 762, JobState.PENDING)
+    jobs_sync(snap(slurm_json("22.05", "squeue_drained")), SlurmGateway(FakeTransport()))
+    row.refresh_from_db()
+    assert row.reason == "Resources" and row.reason_description.startswith("Nodes required for job are DOWN, DRAINED")
+    line = job_row(row, {}, now=1.0).line
+    assert "No node it may run on can take it now: they are down, drained or reserved" in line.text
+    assert "To fix: Choose another partition" in line.text and "in use by other jobs" not in line.text
