@@ -10,8 +10,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from portal.refusals import Refused, refusal_to_form
+
+from .forms import LinkForm
 from .models import LinkState, User
-from .services import LinkError, account_link_approve, account_link_refuse
+from .services import account_link_approve, account_link_refuse
 
 
 def _admin_only(request: HttpRequest) -> HttpResponse | None:
@@ -20,12 +23,13 @@ def _admin_only(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
-def _list(request: HttpRequest, *, errors: dict | None = None, status: int = 200) -> HttpResponse:
+def _list(request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, status: int = 200) -> HttpResponse:
+    """The page; ``failed``: the refused decision's form (with its errors) by identity."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
     linked_names = set(User.objects.filter(link_state=LinkState.LINKED, username__in=[u.requested_username for u in waiting]).values_list("username", flat=True))
     rows = [(u, u.requested_username in linked_names) for u in waiting]
-    return render(request, "accounts/links.html", {"rows": rows, "refused": refused, "errors": errors or {}}, status=status)
+    return render(request, "accounts/links.html", {"rows": rows, "refused": refused, "failed": failed or {}}, status=status)
 
 
 @login_required
@@ -41,10 +45,12 @@ def account_link_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
     if (refused := _admin_only(request)) is not None:
         return refused
     user = get_object_or_404(User, pk=pk)
+    form = LinkForm(request.POST)
     try:
-        account_link_approve(user=user, username=request.POST.get("username", ""), by=request.user)
-    except LinkError as exc:
-        return _list(request, errors={pk: exc.message}, status=400)
+        account_link_approve(user=user, username=form.data.get("username", ""), by=request.user)
+    except Refused as refusal:
+        refusal_to_form(form, refusal)
+        return _list(request, failed={pk: form}, status=400)
     except PermissionDenied as exc:
         return render(request, "teams/forbidden.html", {"message": str(exc)}, status=403)
     messages.success(request, f"Linked {user.display_name or user.email or user.oidc_sub} to the cluster account '{user.username}'.")
@@ -58,9 +64,11 @@ def account_link_refuse_view(request: HttpRequest, pk: int) -> HttpResponse:
     if (refused := _admin_only(request)) is not None:
         return refused
     user = get_object_or_404(User, pk=pk)
+    form = LinkForm(request.POST)
     try:
         account_link_refuse(user=user, by=request.user)
-    except LinkError as exc:
-        return _list(request, errors={pk: exc.message}, status=400)
+    except Refused as refusal:
+        refusal_to_form(form, refusal)
+        return _list(request, failed={pk: form}, status=400)
     messages.success(request, f"Refused the sign-in of {user.display_name or user.email or user.oidc_sub}.")
     return redirect("account_links")

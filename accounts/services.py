@@ -11,6 +11,7 @@ from django.db import transaction
 
 from audit.models import AuditEvent
 from audit.services import audit
+from portal.refusals import Problem, Refused
 from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
@@ -189,16 +190,6 @@ def user_apply_claims(*, user: User, identity: LoginIdentity, claims: dict) -> U
     return user
 
 
-class LinkError(Exception):
-    """An admin's link decision cannot be carried out. ``field`` names the form field (``""`` for
-    the whole decision), ``message`` says what was wrong and what to do."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 def _require_admin(by: User) -> None:
     if by is None or not by.is_staff or not by.is_linked:
         raise PermissionDenied("Only a portal admin can link sign-in identities to cluster accounts.")
@@ -218,23 +209,23 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
     submit host in the cluster's users group (``id -nG`` through the gateway). Then the user's teams
     follow the ``groups`` claim of their last sign-in, and admin rights follow the admin groups.
     Writes an ``account.link_approved`` audit row. Raises ``PermissionDenied`` (``by`` is not an
-    admin) or :class:`LinkError`."""
+    admin) or :class:`Refused` (``username``, or ``""`` for the decision as a whole)."""
     _require_admin(by)
     if user.is_linked:
-        raise LinkError("", f"This identity is already linked to the cluster account '{user.username}'.")
+        raise Refused(Problem("", f"This identity is already linked to the cluster account '{user.username}'."))
     try:
         username = unix_username_from_claims({"username": username.strip()}, claim="username")
     except LoginRefused:
-        raise LinkError("username", f"'{username.strip()[:40]}' is not a valid cluster user name: 1-32 characters, "
-                        "lower-case letters, digits, '_' or '-', starting with a letter or '_'.") from None
+        raise Refused(Problem("username", f"'{username.strip()[:40]}' is not a valid cluster user name: 1-32 characters, "
+                              "lower-case letters, digits, '_' or '-', starting with a letter or '_'.")) from None
     taken = User.objects.filter(username=username).exclude(pk=user.pk).first()
     if taken is not None:
-        raise LinkError("username", f"The cluster account '{username}' is already linked to another sign-in identity "
-                        f"({taken.display_name or taken.oidc_sub}). An account is linked to one identity only.")
+        raise Refused(Problem("username", f"The cluster account '{username}' is already linked to another sign-in identity "
+                              f"({taken.display_name or taken.oidc_sub}). An account is linked to one identity only."))
     try:
         cluster_user = _cluster_check(username, known=False)
     except LoginRefused as refusal:
-        raise LinkError("username", f"{refusal.message} {refusal.hint}".strip()) from None
+        raise Refused(Problem("username", f"{refusal.message} {refusal.hint}".strip())) from None
     old = {"link_state": user.link_state, "username": user.username, "requested_username": user.requested_username}
     with transaction.atomic():
         user.username = username
@@ -251,10 +242,10 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
 def account_link_refuse(*, user: User, by: User) -> User:
     """Refuse to link ``user``'s identity (an admin's decision): it can no longer sign in, and no
     team or Slurm association is made for it. Writes an ``account.link_refused`` audit row. Raises
-    ``PermissionDenied`` or :class:`LinkError` (the identity is already linked)."""
+    ``PermissionDenied`` or :class:`Refused` (the identity is already linked)."""
     _require_admin(by)
     if user.is_linked:
-        raise LinkError("", f"This identity is already linked to '{user.username}'; it is not refused after the fact here.")
+        raise Refused(Problem("", f"This identity is already linked to '{user.username}'; it is not refused after the fact here."))
     with transaction.atomic():
         old = user.link_state
         user.link_state = LinkState.REFUSED

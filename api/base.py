@@ -2,8 +2,10 @@
 ``Authorization: Bearer gpp_…``, or the browser's session with its CSRF token), scopes, and errors.
 
 Every error is JSON ``{"detail": "<sentence>", "errors": [{"field": …, "message": …, "line": …}]}``
-with the status the pages would use: 400 (bad input, policy), 401 (no or bad token), 403 (not
-allowed, or a token without the scope), 404 (not there, or not yours), 503 (JupyterHub down).
+with the status the pages would use: 400 (a body that does not fit its schema, or a
+:class:`portal.refusals.Refused` from a service or a router: one ``errors`` entry per problem), 401 (no or bad token), 403 (not allowed, or a
+token without the scope), 404 (not there, or not yours), 503 (JupyterHub down); the statuses other
+than 400 are ninja's ``HttpError`` (or Django's ``PermissionDenied``/``Http404``), with no ``errors``.
 Errors raised before a handler here runs (no route for the address, a method the path lacks: 405,
 the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`.
 """
@@ -14,6 +16,8 @@ from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
+
+from portal.refusals import Refused
 
 from .tokens import token_authenticate
 
@@ -54,19 +58,11 @@ class BrowserSession(SessionAuth):
         return super().__call__(request)
 
 
-class ApiError(HttpError):
-    """An API refusal with per-field errors: ``errors`` is a list of ``{"field", "message", "line"}``."""
-
-    def __init__(self, status: int, detail: str, errors: list[dict] | None = None):
-        super().__init__(status, detail)
-        self.errors = errors or []
-
-
 def need_scope(request: HttpRequest, scope: str) -> None:
     """Raise 403 when the request came with a token lacking ``scope`` (the browser session has all)."""
     token = getattr(request, "api_token", None)
     if token is not None and scope not in token.scopes:
-        raise ApiError(403, f"This token does not have the '{scope}' scope (it has: {', '.join(token.scopes)}). Create a token with '{scope}' on the Tokens page.")
+        raise HttpError(403, f"This token does not have the '{scope}' scope (it has: {', '.join(token.scopes)}). Create a token with '{scope}' on the Tokens page.")
 
 
 api = NinjaAPI(
@@ -85,9 +81,12 @@ def _error(request, status: int, detail: str, errors: list[dict] | None = None):
     return api.create_response(request, {"detail": detail, "errors": errors or []}, status=status)
 
 
-@api.exception_handler(ApiError)
-def _api_error(request, exc: ApiError):
-    return _error(request, exc.status_code, str(exc), exc.errors)
+@api.exception_handler(Refused)
+def _refused(request, exc: Refused):
+    """A service's (or a router's) refusal: 400, ``detail`` its headline (else its messages), one
+    ``errors`` entry per problem. A router re-keys a refusal first when its body names the fields
+    differently (:mod:`jobs.fields`)."""
+    return _error(request, 400, exc.detail or str(exc), [p.as_dict() for p in exc.problems])
 
 
 @api.exception_handler(HttpError)

@@ -9,20 +9,21 @@ from http import HTTPStatus
 from django.conf import settings
 from django.http import Http404
 from ninja import Query, Router, Status
+from ninja.errors import HttpError
 
 from jobs.logs import job_log_read
 from jobs.models import Job
 from jobs.queue import job_row
 from jobs.selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
 from jobs.submit import job_cancel
-from profiles.schema import ProfileInvalid
+from portal.refusals import Problem, Refused
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import JobState
 from teams.usage import team_usage
 
-from .base import ApiError, need_scope
+from .base import need_scope
 from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
 
 router = Router(tags=["jobs"])
@@ -59,7 +60,7 @@ def job_by_ref(request, ref: str) -> Job:
         try:
             key = uuid.UUID(ref)
         except ValueError:
-            raise ApiError(404, f"'{ref[:40]}' is neither a Slurm job id nor a job key.") from None
+            raise HttpError(404, f"'{ref[:40]}' is neither a Slurm job id nor a job key.") from None
         job = job_for_viewer(key=key, user=request.user)
     if job is None:
         raise Http404("No such job, or it is not yours.")
@@ -71,7 +72,7 @@ def list_jobs(request, scope: str = Query("active", description="active (not end
               limit: int = Query(200, ge=1, le=1000)):
     need_scope(request, "read")
     if scope not in ("active", "history", "all"):
-        raise ApiError(400, "scope must be active, history or all.", [{"field": "scope", "message": "Use active, history or all.", "line": None}])
+        raise Refused(Problem("scope", "Use active, history or all."), detail="scope must be active, history or all.")
     if scope == "active":
         jobs = jobs_for_user(user=request.user)
     elif scope == "history":
@@ -88,8 +89,8 @@ def list_jobs(request, scope: str = Query("active", description="active (not end
 def submit_job(request, body: JobSubmitIn):
     need_scope(request, "jobs")
     if (body.profile_yaml is None) == (body.profile_id is None):
-        raise ApiError(400, "Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).",
-                       [{"field": "profile_yaml", "message": "Give profile_yaml or profile_id.", "line": None}])
+        raise Refused(Problem("profile_yaml", "Give profile_yaml or profile_id."),
+                      detail="Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).")
     profile = None
     text = body.profile_yaml
     if body.profile_id is not None:
@@ -106,8 +107,8 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     every error (``what`` names the profile in the sentence)."""
     try:
         job = profile_run(user=request.user, text=text, overrides=overrides, profile=profile)
-    except ProfileInvalid as exc:
-        raise ApiError(400, f"{what} cannot be run; see errors.", [e.as_dict() for e in exc.errors]) from None
+    except Refused as refused:
+        raise Refused(*refused.problems, detail=f"{what} cannot be run; see errors.") from None
     job.refresh_from_db()
     return Status(HTTPStatus.CREATED, job_out(job, positions_load(), base_url=_base(request)))
 
@@ -130,7 +131,7 @@ def cancel_job(request, ref: str):
 def job_log(request, ref: str, stream: str = Query("out", description="out or err"), offset: int = Query(0, ge=0, le=2**62)):
     need_scope(request, "read")
     if stream not in ("out", "err"):
-        raise ApiError(400, "stream must be out or err.", [{"field": "stream", "message": "Use out or err.", "line": None}])
+        raise Refused(Problem("stream", "Use out or err."), detail="stream must be out or err.")
     job = job_by_ref(request, ref)
     chunk = job_log_read(job, stream, offset=offset, limit=min(65536, settings.PORTAL_LOG_TAIL_BYTES))
     return {"stream": stream, "offset": chunk.offset, "next_offset": chunk.next_offset, "data": chunk.text, "missing": chunk.missing,

@@ -7,12 +7,12 @@ from http import HTTPStatus
 from django.http import Http404
 from ninja import Router, Status
 
+from portal.refusals import Refused
 from profiles.models import Profile
-from profiles.schema import ProfileInvalid
 from profiles.selectors import profile_for_viewer, profiles_for_user
 from profiles.services import profile_check, profile_clone, profile_delete, profile_save, profile_share
 
-from .base import ApiError, need_scope
+from .base import need_scope
 from .jobs import _base, run_profile
 from .schemas import (
     ErrorOut,
@@ -39,8 +39,8 @@ def profile_out(profile: Profile, *, base_url: str = "") -> dict:
     }
 
 
-def _invalid(exc: ProfileInvalid, what: str = "The profile") -> ApiError:
-    return ApiError(400, f"{what} is not valid; see errors.", [e.as_dict() for e in exc.errors])
+def _invalid(refused: Refused, what: str = "The profile") -> Refused:
+    return Refused(*refused.problems, detail=f"{what} is not valid; see errors.")
 
 
 def _get(request, pk: int) -> Profile:
@@ -62,8 +62,8 @@ def create_profile(request, body: ProfileIn):
     need_scope(request, "profiles")
     try:
         profile = profile_save(user=request.user, text=body.yaml, team=body.team)
-    except ProfileInvalid as exc:
-        raise _invalid(exc) from None
+    except Refused as refused:
+        raise _invalid(refused) from None
     return Status(HTTPStatus.CREATED, profile_out(profile, base_url=_base(request)))
 
 
@@ -71,10 +71,10 @@ def create_profile(request, body: ProfileIn):
 def validate_profile(request, body: ValidateIn):
     need_scope(request, "read")
     try:
-        spec, job_request = profile_check(user=request.user, text=body.yaml, overrides=body.overrides)
-    except ProfileInvalid as exc:
-        return {"valid": False, "errors": [e.as_dict() for e in exc.errors], "spec": None, "script": None}
-    return {"valid": True, "errors": [], "spec": spec.data, "script": job_request.script}
+        spec, checked = profile_check(user=request.user, text=body.yaml, overrides=body.overrides)
+    except Refused as refused:
+        return {"valid": False, "errors": [p.as_dict() for p in refused.problems], "spec": None, "script": None}
+    return {"valid": True, "errors": [], "spec": spec.data, "script": checked.request.script}
 
 
 @router.get("/{int:pk}", response={200: ProfileOut, **ERRORS}, summary="One profile")
@@ -88,8 +88,8 @@ def update_profile(request, pk: int, body: ProfileIn):
     need_scope(request, "profiles")
     try:
         profile = profile_save(user=request.user, text=body.yaml, team=body.team, profile=_get(request, pk))
-    except ProfileInvalid as exc:
-        raise _invalid(exc) from None
+    except Refused as refused:
+        raise _invalid(refused) from None
     return profile_out(profile, base_url=_base(request))
 
 
@@ -98,8 +98,8 @@ def share_profile(request, pk: int, body: ProfileShareIn):
     need_scope(request, "profiles")
     try:
         profile = profile_share(profile=_get(request, pk), by=request.user, team=body.team or None)
-    except ProfileInvalid as exc:
-        raise _invalid(exc, "The team") from None
+    except Refused as refused:
+        raise _invalid(refused, "The team") from None
     return profile_out(profile, base_url=_base(request))
 
 
@@ -115,8 +115,8 @@ def clone_profile(request, pk: int, body: ProfileCloneIn):
     need_scope(request, "profiles")
     try:
         profile = profile_clone(profile=_get(request, pk), by=request.user, name=body.name, overrides=body.overrides)
-    except ProfileInvalid as exc:
-        raise _invalid(exc, "The copy") from None
+    except Refused as refused:
+        raise _invalid(refused, "The copy") from None
     return Status(HTTPStatus.CREATED, profile_out(profile, base_url=_base(request)))
 
 

@@ -7,22 +7,23 @@ from http import HTTPStatus
 
 from django.http import Http404
 from ninja import Router, Status
+from ninja.errors import HttpError
 
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session, SessionPhase
-from interactive.services import SessionCard, SessionRefused, session_cards, session_start, session_stop
+from interactive.services import SessionCard, session_cards, session_start, session_stop
+from jobs.fields import SESSION_API
 from jobs.selectors import snapshot_status
 from portal.formats import ordinal
+from portal.refusals import Refused
 from slurm.snapshot import snapshot_load
 
-from .base import ApiError, need_scope
+from .base import need_scope
 from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
 
 router = Router(tags=["sessions"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
-#: SessionIn field -> session option (interactive.options.ALLOWED_KEYS)
-_FIELDS = {"gpu_count": "gpus", "memory_mb": "memory_gb", "options": ""}
 
 
 def _explanation(card: SessionCard) -> str:
@@ -95,11 +96,10 @@ def start_session(request, body: SessionIn):
         options["partition"] = body.partition
     try:
         session = session_start(user=request.user, raw_options=options)
-    except SessionRefused as exc:
-        errors = [{"field": _FIELDS.get(e.field, e.field), "message": e.message, "line": None} for e in exc.errors]
-        raise ApiError(400, "The session cannot be started; see errors.", errors) from None
+    except Refused as refused:
+        raise Refused(*refused.renamed(SESSION_API).problems, detail="The session cannot be started; see errors.") from None
     except hub.HubUnavailable as exc:
-        raise ApiError(503, f"JupyterHub could not be reached, so the session was not started: {exc}") from None
+        raise HttpError(503, f"JupyterHub could not be reached, so the session was not started: {exc}") from None
     return Status(HTTPStatus.CREATED, session_out(_card(request, session.server_name)))
 
 
@@ -118,5 +118,5 @@ def stop_session(request, name: str):
     try:
         session_stop(session=session, by=request.user)
     except hub.HubUnavailable as exc:
-        raise ApiError(503, f"JupyterHub could not be reached, so the session was not stopped: {exc}") from None
+        raise HttpError(503, f"JupyterHub could not be reached, so the session was not stopped: {exc}") from None
     return Status(HTTPStatus.ACCEPTED, session_out(_card(request, name)))

@@ -15,18 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit
+from portal.refusals import Problem, Refused
 
 from .models import PersonalAccessToken, Scope
 
 PREFIX = "gpp_"
-
-
-class TokenRefused(Exception):
-    """A create request the portal refuses; ``field`` and the message say why."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
 
 
 def digest(raw: str) -> str:
@@ -35,16 +28,16 @@ def digest(raw: str) -> str:
 
 def token_create(*, user, name: str, scopes: list[str], days: int) -> tuple[PersonalAccessToken, str]:
     """Create a token for ``user`` valid ``days`` days (1..``PORTAL_TOKEN_MAX_DAYS``) with ``scopes``
-    (values of :class:`Scope`). Returns (row, the token text, shown once). Raises :class:`TokenRefused`."""
+    (values of :class:`Scope`). Returns (row, the token text, shown once). Raises :class:`Refused`."""
     name = (name or "").strip()
     if not name or len(name) > 100 or any(ord(c) < 32 for c in name):
-        raise TokenRefused("name", "Give the token a name of 1 to 100 characters, e.g. 'laptop'.")
+        raise Refused(Problem("name", "Give the token a name of 1 to 100 characters, e.g. 'laptop'."))
     valid = {s.value for s in Scope}
     unknown = [s for s in scopes if s not in valid]
     if unknown or not scopes:
-        raise TokenRefused("scopes", f"Choose at least one scope of: {', '.join(sorted(valid))}.")
+        raise Refused(Problem("scopes", f"Choose at least one scope of: {', '.join(sorted(valid))}."))
     if not 1 <= days <= settings.PORTAL_TOKEN_MAX_DAYS:
-        raise TokenRefused("days", f"A token lasts 1 to {settings.PORTAL_TOKEN_MAX_DAYS} days.")
+        raise Refused(Problem("days", f"A token lasts 1 to {settings.PORTAL_TOKEN_MAX_DAYS} days."))
     raw = PREFIX + secrets.token_urlsafe(30)
     with transaction.atomic():
         token = PersonalAccessToken.objects.create(

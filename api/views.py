@@ -8,9 +8,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.refusals import Refused, refusal_to_form
+
 from .forms import TokenForm
 from .models import PersonalAccessToken
-from .tokens import TokenRefused, token_create, token_revoke
+from .tokens import token_create, token_revoke
 
 NEW_TOKEN_KEY = "api:new-token"
 
@@ -28,8 +30,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
             try:
                 _, raw = token_create(user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
                                       days=form.cleaned_data["days"])
-            except TokenRefused as exc:
-                form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            except Refused as refused:
+                refusal_to_form(form, refused)
             else:
                 request.session[NEW_TOKEN_KEY] = raw
                 return redirect("token_list")

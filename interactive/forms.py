@@ -1,4 +1,5 @@
-"""The "New session" form. Field types are checked here; the rules in :mod:`interactive.options`."""
+"""The "New session" form. Field types are checked here; the rules in :mod:`interactive.options`
+(what they call this form's fields, e.g. ``memory_gb``: :mod:`jobs.fields`)."""
 from __future__ import annotations
 
 from django import forms
@@ -9,9 +10,6 @@ from .kinds import kind_default, kinds_available
 
 
 class SessionForm(forms.Form):
-    #: Option error field -> form field.
-    OPTION_FIELDS = {"memory_mb": "memory_gb", "time_limit_min": "hours"}
-
     ide = forms.ChoiceField(label="IDE", widget=forms.RadioSelect)
     partition = forms.CharField(widget=forms.Select)
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)

@@ -13,8 +13,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.claims import LoginRefused
 from accounts.services import hub_identity
+from portal.refusals import Refused
 
-from .services import SessionRefused, job_status_for_hub, session_event, spawn_check
+from .services import job_status_for_hub, session_event, spawn_check
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -66,8 +67,8 @@ def spawn_check_view(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with user, server_name and options."}]}, status=400)
     try:
         result = spawn_check(username=data["user"][:64], server_name=data["server_name"][:64], raw_options=data.get("options"))
-    except SessionRefused as refused:
-        return JsonResponse({"errors": [{"field": e.field, "message": e.message} for e in refused.errors]}, status=400)
+    except Refused as refused:
+        return JsonResponse({"errors": [{"field": p.field, "message": p.message} for p in refused.problems]}, status=400)
     return JsonResponse({"settings": result})
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jobs.policy import JobRequest, PolicyError, SitePolicy
+from jobs.policy import JobRequest, SitePolicy
+from portal.refusals import Problem
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
@@ -38,36 +39,38 @@ class SessionOptions:
         return self.hours * 60
 
 
-def _int(raw: dict, key: str, default: int, errors: list[PolicyError], label: str) -> int:
+def _int(raw: dict, key: str, default: int, errors: list[Problem], label: str) -> int:
     value = raw.get(key, default)
     if isinstance(value, bool):
         value = None
     if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):  # ASCII digits only ('²'.isdigit() is True)
         value = int(value)
     if not isinstance(value, int) or not -(2**31) < value < 2**31:
-        errors.append(PolicyError(key, f"{label} must be a whole number."))
+        errors.append(Problem(key, f"{label} must be a whole number."))
         return default
     return value
 
 
-def _str(raw: dict, key: str, default: str, errors: list[PolicyError], label: str) -> str:
+def _str(raw: dict, key: str, default: str, errors: list[Problem], label: str) -> str:
     value = raw.get(key, default)
     if not isinstance(value, str) or len(value) > 64:
-        errors.append(PolicyError(key, f"{label} must be a short text."))
+        errors.append(Problem(key, f"{label} must be a short text."))
         return default
     return value.strip()
 
 
-def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOptions | None, list[PolicyError]]:
+def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOptions | None, list[Problem]]:
     """``raw``: the ``user_options`` dict of a start request (values may be strings, from a form).
-    Returns ``(options, [])`` when allowed, else ``(None, errors)``; each error names its field and
-    says what is allowed. Unknown keys are refused, never ignored."""
+    Returns ``(options, [])`` when allowed, else ``(None, problems)``; each problem names its option
+    key (``options`` for the dict as a whole; site policy's problems keep the policy's names, e.g.
+    ``time_limit_min`` for ``hours``: :mod:`jobs.fields`) and says what is allowed. Unknown keys are
+    refused, never ignored."""
     if not isinstance(raw, dict):
-        return None, [PolicyError("options", "The session options must be a JSON object.")]
-    errors: list[PolicyError] = []
+        return None, [Problem("options", "The session options must be a JSON object.")]
+    errors: list[Problem] = []
     unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
     if unknown:
-        errors.append(PolicyError("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
+        errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
     default_partition = settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""
     ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
     partition = _str(raw, "partition", default_partition, errors, "The partition")
@@ -78,17 +81,17 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     hours = _int(raw, "hours", 2, errors, "Hours")
     kind = KINDS.get(ide)
     if kind is None:
-        errors.append(PolicyError("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
+        errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
     elif not kind.available():
-        errors.append(PolicyError("ide", _not_installed(kind)))
+        errors.append(Problem("ide", _not_installed(kind)))
     if partition not in settings.SESSION_PARTITIONS:
-        errors.append(PolicyError("partition", f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job."))
+        errors.append(Problem("partition", f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job."))
     if gpu_count < 0:
-        errors.append(PolicyError("gpu_count", "The number of GPUs cannot be negative."))
+        errors.append(Problem("gpu_count", "The number of GPUs cannot be negative."))
     elif gpu_count > settings.SESSION_MAX_GPUS:
-        errors.append(PolicyError("gpu_count", f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job."))
+        errors.append(Problem("gpu_count", f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job."))
     if not 1 <= hours <= settings.SESSION_MAX_HOURS:
-        errors.append(PolicyError("hours", f"A session lasts 1 to {settings.SESSION_MAX_HOURS} hours."))
+        errors.append(Problem("hours", f"A session lasts 1 to {settings.SESSION_MAX_HOURS} hours."))
     if errors:
         return None, errors
     request = JobRequest(name=f"session-{ide}", partition=partition, gpu_type=gpu_type, gpu_count=gpu_count, cpus=cpus,

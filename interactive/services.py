@@ -19,8 +19,9 @@ from django.utils import timezone as djtz
 
 from accounts.models import User
 from audit.services import audit
-from jobs.policy import PolicyError, SitePolicy
+from jobs.policy import SitePolicy
 from jobs.selectors import snapshot_status
+from portal.refusals import Problem, Refused
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
@@ -34,14 +35,6 @@ from .options import SessionOptions, parse_session_options
 log = logging.getLogger(__name__)
 
 
-class SessionRefused(Exception):
-    """A start was refused; ``errors`` are :class:`jobs.policy.PolicyError` (field + message)."""
-
-    def __init__(self, errors: list[PolicyError]):
-        super().__init__("; ".join(e.message for e in errors))
-        self.errors = errors
-
-
 def current_policy() -> SitePolicy:
     """The site policy for this moment (the same object the job form uses)."""
     return SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
@@ -50,11 +43,11 @@ def current_policy() -> SitePolicy:
 # --- start / stop ------------------------------------------------------------------------------
 def session_start(*, user: User, raw_options: dict) -> Session:
     """Check ``raw_options`` (the form's or the API's), write the row, ask the hub to start a named
-    server. Raises :class:`SessionRefused` (policy, or the hub's 400 message) or
+    server. Raises :class:`Refused` (policy, or the hub's 400 message) or
     :class:`hub.HubUnavailable` (the row is then marked failed, with the reason)."""
     options, errors = parse_session_options(raw_options, policy=current_policy())
     if errors:
-        raise SessionRefused(errors)
+        raise Refused(*errors)
     session = Session(user=user, ide=options.ide)
     session.server_name = f"{options.ide}-{session.key.hex[:8]}"
     _apply(session, options)
@@ -66,7 +59,7 @@ def session_start(*, user: User, raw_options: dict) -> Session:
         ready = hub.start_server(user.username, session.server_name, _option_dict(options))
     except hub.HubRefused as exc:
         _end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}")
-        raise SessionRefused([PolicyError("options", str(exc))]) from None
+        raise Refused(Problem("options", str(exc))) from None
     except hub.HubUnavailable as exc:
         session.refresh_from_db()
         if session.state == SessionState.FAILED:  # the spawner already said why; the card shows it
@@ -117,15 +110,15 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
     the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
     ``time_limit_min`` minutes, ``memory_mb`` MiB) and what the kind runs (``default_url``, ``path``,
-    ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`SessionRefused`."""
+    ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
-        raise SessionRefused([PolicyError("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session.")])
+        raise Refused(Problem("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session."))
     if not user.is_linked:  # cannot happen for a name the portal linked; refuse all the same
-        raise SessionRefused([PolicyError("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first.")])
+        raise Refused(Problem("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first."))
     options, errors = parse_session_options(raw_options, policy=current_policy())
     if errors:
-        raise SessionRefused(errors)
+        raise Refused(*errors)
     with transaction.atomic():
         session = (Session.objects.select_for_update().filter(user=user, server_name=server_name, state=SessionState.REQUESTED)
                    .order_by("-created_at").first())

@@ -9,14 +9,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from jobs.fields import SESSION_FORM
 from jobs.selectors import snapshot_status
+from portal.refusals import Refused, refusal_to_form
 from slurm.snapshot import snapshot_load
 
 from . import hub
 from .forms import SessionForm
 from .kinds import kinds_all
 from .models import Session
-from .services import SessionRefused, current_policy, session_cards, session_start, session_stop
+from .services import current_policy, session_cards, session_start, session_stop
 
 
 def _context(request: HttpRequest, form: SessionForm) -> dict:
@@ -38,10 +40,8 @@ def session_list(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 session = session_start(user=request.user, raw_options=form.user_options())
-            except SessionRefused as refused:
-                for error in refused.errors:
-                    field = form.OPTION_FIELDS.get(error.field, error.field)
-                    form.add_error(field if field in form.fields else None, error.message)
+            except Refused as refused:
+                refusal_to_form(form, refused.renamed(SESSION_FORM))
             except hub.HubUnavailable as exc:
                 form.add_error(None, str(exc))
             else:

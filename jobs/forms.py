@@ -1,4 +1,5 @@
-"""The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy`."""
+"""The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy` (its names
+for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.fields`)."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,6 @@ from .policy import GPU_COUNTS, JobRequest, SitePolicy
 
 
 class JobForm(forms.Form):
-    #: Policy error field -> form field (the form asks for GB and a time text).
-    POLICY_FIELDS = {"memory_mb": "memory_gb", "time_limit_min": "time_limit"}
-
     name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
     account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
     partition = forms.CharField(widget=forms.Select)

@@ -10,16 +10,18 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.dates import parse_iso_date
+from portal.refusals import Refused, refusal_to_form
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
 from teams.usage import job_quota_estimate, team_usage
 
+from .fields import JOB_FORM
 from .forms import JobForm
 from .logs import job_log_tail
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
-from .submit import PolicyRefused, job_cancel, job_create
+from .submit import job_cancel, job_check, job_create
 
 
 def _rows(request: HttpRequest) -> dict:
@@ -48,11 +50,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
     form = JobForm(request.POST or None, policy=policy, accounts=request.user.slurm_accounts)
     if request.method == "POST" and form.is_valid():
         try:
-            job = job_create(user=request.user, request=form.job_request(), policy=policy)
-        except PolicyRefused as refused:
-            for error in refused.errors:
-                field = form.POLICY_FIELDS.get(error.field, error.field)
-                form.add_error(field if field in form.fields else None, error.message)
+            job = job_create(checked=job_check(user=request.user, request=form.job_request(), policy=policy))
+        except Refused as refused:
+            refusal_to_form(form, refused.renamed(JOB_FORM))
         else:
             messages.success(request, f"Job “{job.name}” created; the status below follows it.")
             return redirect("job_detail", key=job.key)

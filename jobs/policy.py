@@ -1,6 +1,7 @@
 """Site policy (design decision 8): one object that says what may be asked for, checked by the job
-form, the future API and the JupyterHub spawner alike. Every refusal says what was wrong and what is
-allowed.
+form, the API (through profiles), the sessions and the JupyterHub spawner alike. Every refusal says
+what was wrong and what is allowed, as a :class:`portal.refusals.Problem` named in
+:class:`JobRequest`'s words (what each surface calls those fields: :mod:`jobs.fields`).
 
 Limits come from the cluster snapshot (``scontrol show partition`` MaxTime; ``sinfo`` nodes' GPUs,
 CPUs and RealMemory) filtered by configuration (``PORTAL_PARTITIONS``).
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from portal.refusals import Problem
 from slurm.snapshot import ClusterSnapshot
 
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
@@ -37,14 +39,6 @@ class JobRequest:
     script: str
     workdir: str = ""
     account: str = ""
-
-
-@dataclass(frozen=True)
-class PolicyError:
-    """One refusal: the form ``field`` it concerns and a sentence saying what is wrong and allowed."""
-
-    field: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -124,64 +118,64 @@ class SitePolicy:
             )
         return cls(partitions=result)
 
-    def check(self, req: JobRequest) -> list[PolicyError]:
-        """All refusals for ``req`` (empty = allowed)."""
+    def check(self, req: JobRequest) -> list[Problem]:
+        """Every problem with ``req`` (empty = allowed), each named by a :class:`JobRequest` field."""
         errors = _check_text(req)
         part = self.partitions.get(req.partition)
         if part is None:
             offered = ", ".join(sorted(self.partitions)) or "none (the cluster has not been seen yet; try again in a minute)"
-            errors.append(PolicyError("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}."))
+            errors.append(Problem("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}."))
             return errors
         if req.gpu_count:
             if req.gpu_type and req.gpu_type not in part.gpu_types:
                 types = ", ".join(part.gpu_types) or "none"
-                errors.append(PolicyError("gpu_type", f"Partition {part.name} has no '{req.gpu_type[:40]}' GPUs. GPU types there: {types}."))
+                errors.append(Problem("gpu_type", f"Partition {part.name} has no '{req.gpu_type[:40]}' GPUs. GPU types there: {types}."))
             else:
                 counts = part.gpu_counts(req.gpu_type)
                 label = f"{req.gpu_type} " if req.gpu_type else ""
                 if req.gpu_count not in counts:
                     allowed = ", ".join(str(n) for n in [0, *counts])
                     most = counts[-1] if counts else 0
-                    errors.append(PolicyError("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: a job there gets a power of two, at most {most} (what one node has). Allowed: {allowed}."))
+                    errors.append(Problem("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: a job there gets a power of two, at most {most} (what one node has). Allowed: {allowed}."))
         if req.time_limit_min < 1:
-            errors.append(PolicyError("time_limit_min", "The time limit must be at least 1 minute."))
+            errors.append(Problem("time_limit_min", "The time limit must be at least 1 minute."))
         elif part.max_time_min is not None and req.time_limit_min > part.max_time_min:
-            errors.append(PolicyError("time_limit_min", f"The time limit {format_minutes(req.time_limit_min)} is longer than {part.name}'s maximum of {format_minutes(part.max_time_min)}."))
+            errors.append(Problem("time_limit_min", f"The time limit {format_minutes(req.time_limit_min)} is longer than {part.name}'s maximum of {format_minutes(part.max_time_min)}."))
         max_cpus, max_mem = part.node_limits(req.gpu_type, req.gpu_count)
         if max_cpus and not 1 <= req.cpus <= max_cpus:
-            errors.append(PolicyError("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
+            errors.append(Problem("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
         if max_mem and not 1 <= req.memory_mb <= max_mem:
-            errors.append(PolicyError("memory_mb", f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name})."))
+            errors.append(Problem("memory_mb", f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name})."))
         return errors
 
 
-def _check_text(req: JobRequest) -> list[PolicyError]:
+def _check_text(req: JobRequest) -> list[Problem]:
     errors = []
     if not req.name.strip():
-        errors.append(PolicyError("name", "Give the job a name."))
+        errors.append(Problem("name", "Give the job a name."))
     elif len(req.name) > MAX_NAME or any(c in req.name for c in "\r\n\x00"):
-        errors.append(PolicyError("name", f"The name must be one line of at most {MAX_NAME} characters."))
+        errors.append(Problem("name", f"The name must be one line of at most {MAX_NAME} characters."))
     elif any(unicodedata.category(c) in ("Cc", "Cf") for c in req.name):
-        errors.append(PolicyError("name", "The name must be plain text: no control characters, terminal escapes or invisible characters."))
+        errors.append(Problem("name", "The name must be plain text: no control characters, terminal escapes or invisible characters."))
     if "\x00" in req.workdir or "\n" in req.workdir or "\r" in req.workdir:
-        errors.append(PolicyError("workdir", "The working directory must be one line without control characters."))
+        errors.append(Problem("workdir", "The working directory must be one line without control characters."))
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
-        errors.append(PolicyError("workdir", "The working directory must be a path inside your home directory, without '..'."))
+        errors.append(Problem("workdir", "The working directory must be a path inside your home directory, without '..'."))
     script = req.script
     if not script.strip():
-        errors.append(PolicyError("script", "Paste a script or a command to run."))
+        errors.append(Problem("script", "Paste a script or a command to run."))
     elif len(script.encode("utf-8", "surrogatepass")) > MAX_SCRIPT_BYTES or "\x00" in script:
-        errors.append(PolicyError("script", f"The script must be text of at most {MAX_SCRIPT_BYTES // 1024} KiB."))
+        errors.append(Problem("script", f"The script must be text of at most {MAX_SCRIPT_BYTES // 1024} KiB."))
     else:
         lines = script.lstrip("\ufeff").splitlines()
         if lines and lines[0].startswith("#!") and not _SHELL_SHEBANG.match(lines[0]):
-            errors.append(PolicyError("script", f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc)."))
+            errors.append(Problem("script", f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc)."))
         for number, line in enumerate(lines, 1):
             text = line.strip()
             if text and not text.startswith("#"):
                 break  # sbatch reads directives only before the first command; later ones are data
             if text.startswith("#SBATCH"):
-                errors.append(PolicyError("script", f"Line {number} is an #SBATCH line ('{text[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
+                errors.append(Problem("script", f"Line {number} is an #SBATCH line ('{text[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
                 break
     return errors
 

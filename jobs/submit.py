@@ -1,10 +1,13 @@
 """Submitting and cancelling batch jobs: the user's side of design decision 4.
 
-``job_create`` writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id;
+``job_check`` checks a request against site policy and the user's teams; ``job_create`` takes only
+what it returns, writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id;
 ``job_cancel`` records the request and enqueues ``jobs.tasks.job_cancel_task``. What those tasks run
 (the idempotent send, the key look-up, scancel) is in :mod:`jobs.send`.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -12,34 +15,46 @@ from django.utils import timezone as djtz
 
 from accounts.models import User
 from audit.services import audit
+from portal.refusals import Problem, Refused
 from slurm.snapshot import snapshot_load
 
 from .models import Job
-from .policy import JobRequest, PolicyError, SitePolicy
+from .policy import JobRequest, SitePolicy
 from .tasks import enqueue, job_cancel_task, job_submit_task
 
 
-class PolicyRefused(Exception):
-    """The request breaks site policy; ``errors`` lists every reason (field + sentence)."""
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A :class:`JobRequest` that passed site policy and the team check for ``user``, billed to
+    ``account``. Made by :func:`job_check` only; :func:`job_create` takes nothing else, so every
+    submission (form, API, profile, CLI) is checked, and checked once."""
 
-    def __init__(self, errors: list[PolicyError]):
-        self.errors = errors
-        super().__init__("; ".join(e.message for e in errors))
+    user: User
+    request: JobRequest
+    account: str
 
 
-def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = None, profile=None, profile_spec: dict | None = None) -> Job:
-    """Check ``request`` against site policy, write the Job row (state SUBMITTING) and enqueue the
-    submission on commit. ``profile``/``profile_spec``: the saved profile and the document it was
-    run from (jobs from a profile file). Raises :class:`PolicyRefused` with every reason."""
+def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> CheckedRequest:
+    """Check ``request`` against site policy (``policy``, default: the current snapshot's) and the
+    user's teams. Returns the :class:`CheckedRequest` to give :func:`job_create`. Raises
+    :class:`Refused` with every problem, named by :class:`JobRequest` field."""
     policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    account, account_problems = account_for(user, request.account)
-    errors = policy.check(request) + account_problems
-    if errors:
-        raise PolicyRefused(errors)
+    account, account_problems = _account_for(user, request.account)
+    problems = policy.check(request) + account_problems
+    if problems:
+        raise Refused(*problems)
+    return CheckedRequest(user=user, request=request, account=account)
+
+
+def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None) -> Job:
+    """Write the Job row of a checked request (state SUBMITTING) and enqueue the submission on
+    commit. ``profile``/``profile_spec``: the saved profile and the document it was run from (jobs
+    from a profile file)."""
+    user, request = checked.user, checked.request
     with transaction.atomic():
         job = Job.objects.create(
             user=user,
-            account=account,
+            account=checked.account,
             name=request.name,
             partition=request.partition,
             gpu_type=request.gpu_type if request.gpu_count else "",
@@ -58,14 +73,14 @@ def job_create(*, user: User, request: JobRequest, policy: SitePolicy | None = N
     return job
 
 
-def account_for(user: User, requested: str) -> tuple[str, list[PolicyError]]:
+def _account_for(user: User, requested: str) -> tuple[str, list[Problem]]:
     """The Slurm account a job of ``user`` is billed to (``requested``, else their first team, from
     ``user.slurm_accounts``), and the refusals when they are in no team or not in that one."""
     account = requested or (user.slurm_accounts[0] if user.slurm_accounts else "")
     if not user.slurm_accounts:
-        return account, [PolicyError("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.")]
+        return account, [Problem("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.")]
     if account not in user.slurm_accounts:
-        return account, [PolicyError("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}.")]
+        return account, [Problem("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}.")]
     return account, []
 
 

@@ -1,6 +1,7 @@
 """The job profile file (``train.yaml``), version 1: parsed, checked field by field, and turned
-into a :class:`ProfileSpec`. Every error names the field as a dotted path (``resources.gpus_per_node``)
-and, when the value came from the file, its line. The schema is documented in ``docs/profiles.md``.
+into a :class:`ProfileSpec`. A file that cannot be used raises :class:`portal.refusals.Refused`; each
+problem names the field as a dotted path (``resources.gpus_per_node``) and, when the value came from
+the file, its line. The schema is documented in ``docs/profiles.md``.
 
 Only shape and types are checked here; what the cluster allows (partitions, GPU types and counts,
 time limits, CPUs, memory) is checked by the same :class:`jobs.policy.SitePolicy` as the job form,
@@ -16,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.forms import JobForm
+from portal.refusals import Problem, Refused
 
 SCHEMA_VERSION = 1
 MAX_PROFILE_BYTES = 64 * 1024
@@ -54,28 +56,6 @@ def _plain_requirement(item: str) -> bool:
     except InvalidRequirement:
         return False
     return requirement.url is None and requirement.marker is None
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One problem: ``field`` a dotted path (``resources.gpus_per_node``; ``""`` for the whole file),
-    ``message`` a sentence saying what is wrong and what is allowed, ``line`` 1-based in the file
-    (``None`` when the value did not come from the file, e.g. an override)."""
-
-    field: str
-    message: str
-    line: int | None = None
-
-    def as_dict(self) -> dict:
-        return {"field": self.field, "message": self.message, "line": self.line}
-
-
-class ProfileInvalid(Exception):
-    """The profile cannot be used; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: list[FieldError]):
-        self.errors = errors
-        super().__init__("; ".join(f"{e.field or 'profile'}: {e.message}" for e in errors))
 
 
 # --- the schema ---------------------------------------------------------------------------------
@@ -240,33 +220,33 @@ def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
 
 def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
     """Parse the file (YAML 1.1, safe: no tags that build objects). Returns (document, lines).
-    Raises :class:`ProfileInvalid` for text that is not a YAML mapping, with the line of a syntax error."""
+    Raises :class:`Refused` for text that is not a YAML mapping, with the line of a syntax error."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_PROFILE_BYTES:
-        raise ProfileInvalid([FieldError("", f"The profile is larger than {MAX_PROFILE_BYTES // 1024} KiB.")])
+        raise Refused(Problem("", f"The profile is larger than {MAX_PROFILE_BYTES // 1024} KiB."))
     if "\x00" in text:
-        raise ProfileInvalid([FieldError("", "The profile contains a NUL character; save it as plain UTF-8 text.")])
+        raise Refused(Problem("", "The profile contains a NUL character; save it as plain UTF-8 text."))
     try:
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
             if depth > MAX_DEPTH:
-                raise ProfileInvalid([FieldError("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1)])
+                raise Refused(Problem("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1))
             # Aliases can multiply a small file into billions of values (a "YAML bomb").
             if isinstance(event, yaml.AliasEvent):
-                raise ProfileInvalid([FieldError("", "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.", event.start_mark.line + 1)])
+                raise Refused(Problem("", "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.", event.start_mark.line + 1))
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         document = yaml.safe_load(text)
     except RecursionError:
-        raise ProfileInvalid([FieldError("", "The profile is nested too deeply.")]) from None
+        raise Refused(Problem("", "The profile is nested too deeply.")) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = mark.line + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ProfileInvalid([FieldError("", f"This is not valid YAML: {problem}.", where)]) from None
+        raise Refused(Problem("", f"This is not valid YAML: {problem}.", where)) from None
     except yaml.YAMLError as exc:
-        raise ProfileInvalid([FieldError("", f"This is not valid YAML: {exc}.")]) from None
+        raise Refused(Problem("", f"This is not valid YAML: {exc}.")) from None
     if not isinstance(document, dict) or node is None:
-        raise ProfileInvalid([FieldError("", "A profile is a YAML mapping that starts with 'version: 1'. See docs/profiles.md.", 1)])
+        raise Refused(Problem("", "A profile is a YAML mapping that starts with 'version: 1'. See docs/profiles.md.", 1))
     return document, _lines(node)
 
 
@@ -299,30 +279,30 @@ def _nul_paths(document) -> list[tuple]:
     return sorted(found, key=lambda loc: [str(p) for p in loc])
 
 
-def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[FieldError], set[tuple]]:
+def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[Problem], set[tuple]]:
     """A copy of ``document`` with ``overrides`` applied. Keys are short names (:data:`OVERRIDE_ALIASES`,
     e.g. ``gpus``) or dotted paths (``resources.cpus``); at most :data:`MAX_OVERRIDES` of them, each
     value nested at most :data:`MAX_DEPTH` levels. Returns (document, errors, overridden paths)."""
     import copy
 
     result = copy.deepcopy(document)
-    errors: list[FieldError] = []
+    errors: list[Problem] = []
     touched: set[tuple] = set()
     if overrides is None:
         return result, errors, touched
     if not isinstance(overrides, dict):
-        return result, [FieldError("overrides", "Overrides are a mapping such as {\"gpus\": 4}.")], touched
+        return result, [Problem("overrides", "Overrides are a mapping such as {\"gpus\": 4}.")], touched
     if len(overrides) > MAX_OVERRIDES:
-        return result, [FieldError("overrides", f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.")], touched
+        return result, [Problem("overrides", f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.")], touched
     allowed = set(OVERRIDE_ALIASES.values())
     for key, value in overrides.items():
         path = OVERRIDE_ALIASES.get(str(key), str(key))
         if path not in allowed:
             names = ", ".join(sorted(OVERRIDE_ALIASES))
-            errors.append(FieldError(f"overrides.{str(key)[:40]}", f"'{str(key)[:40]}' cannot be overridden. Overridable: {names}."))
+            errors.append(Problem(f"overrides.{str(key)[:40]}", f"'{str(key)[:40]}' cannot be overridden. Overridable: {names}."))
             continue
         if _depth(value) > MAX_DEPTH:
-            errors.append(FieldError(f"overrides.{str(key)[:40]}", f"The value is nested more than {MAX_DEPTH} levels deep."))
+            errors.append(Problem(f"overrides.{str(key)[:40]}", f"The value is nested more than {MAX_DEPTH} levels deep."))
             continue
         parts = path.split(".")
         target = result
@@ -368,7 +348,7 @@ def _message(err: dict, loc: tuple) -> str:
 
 def parse_profile(text: str, *, overrides: dict | None = None) -> ProfileSpec:
     """Parse and check ``text`` (with optional ``overrides``). Returns the :class:`ProfileSpec`.
-    Raises :class:`ProfileInvalid` with every error found, each with its field and line."""
+    Raises :class:`Refused` with every error found, each with its field and line."""
     document, lines = load_yaml(text)
     return spec_from_document(document, lines=lines, overrides=overrides)
 
@@ -379,9 +359,9 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     document, errors, touched = apply_overrides(document, overrides)
     nul = _nul_paths(document)
     if nul:  # a YAML escape ("\0") or an override; PostgreSQL text (and JSON) columns cannot hold it
-        errors += [FieldError(".".join(str(p) for p in loc), "Must not contain a NUL character (\\0).",
+        errors += [Problem(".".join(str(p) for p in loc), "Must not contain a NUL character (\\0).",
                               None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)) for loc in nul]
-        raise ProfileInvalid(_dedupe(errors))
+        raise Refused(*_dedupe(errors))
     try:
         profile = Profile.model_validate(document)
     except ValidationError as exc:
@@ -390,16 +370,16 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
             # pydantic puts union members into loc (memory: str | int -> ("resources","memory","str")).
             loc = tuple(p for p in loc if p not in ("str", "int", "function-after[_memory(), union[str,int]]"))
             line = None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)
-            errors.append(FieldError(".".join(str(p) for p in loc), _message(err, loc), line))
-        raise ProfileInvalid(_dedupe(errors)) from None
+            errors.append(Problem(".".join(str(p) for p in loc), _message(err, loc), line))
+        raise Refused(*_dedupe(errors)) from None
     if errors:
-        raise ProfileInvalid(errors)
+        raise Refused(*errors)
     res = profile.resources
     try:
         minutes = time_limit_minutes(res.time_limit)
     except ValueError as exc:
         path = ("resources", "time_limit")
-        raise ProfileInvalid([FieldError("resources.time_limit", str(exc), None if path in touched else _line_for(lines, path))]) from None
+        raise Refused(Problem("resources.time_limit", str(exc), None if path in touched else _line_for(lines, path))) from None
     data = profile.model_dump(mode="json", exclude_none=True)
     env = profile.environment.model_dump(mode="json") if profile.environment else None
     return ProfileSpec(
@@ -410,7 +390,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     )
 
 
-def _dedupe(errors: list[FieldError]) -> list[FieldError]:
+def _dedupe(errors: list[Problem]) -> list[Problem]:
     seen, out = set(), []
     for e in errors:
         if (e.field, e.message) not in seen:

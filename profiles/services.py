@@ -1,10 +1,12 @@
 """Checking, saving, sharing, cloning and running job profiles.
 
-A profile is checked in three layers, each error pointing at a field (and its line in the file):
+A profile is checked in three layers, each problem pointing at a field (and its line in the file):
 the schema (:mod:`profiles.schema`), what the site offers for environments (Python versions, CUDA
 modules, containers: :class:`profiles.envscript.EnvSite`), and the same site policy and team check
-as the job form (:func:`jobs.submit.job_create`). Running a profile is ``job_create`` with the script
-rendered by :func:`profiles.envscript.render_profile_script`.
+as the job form (:func:`jobs.submit.job_check`, its field names re-keyed to the profile's by
+:data:`jobs.fields.PROFILE`). A refusal is one :class:`portal.refusals.Refused` with every problem.
+Running a profile is ``job_create`` with that checked request, whose script is rendered by
+:func:`profiles.envscript.render_profile_script`.
 """
 from __future__ import annotations
 
@@ -13,29 +15,16 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import User
 from audit.services import audit
+from jobs.fields import PROFILE
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.submit import PolicyRefused, account_for, job_create
-from slurm.snapshot import snapshot_load
+from jobs.policy import JobRequest
+from jobs.submit import CheckedRequest, job_check, job_create
+from portal.refusals import Problem, Refused
 from teams.models import Membership, Team
 
 from .envscript import EnvSite, render_profile_script
 from .models import Profile
-from .schema import FieldError, ProfileInvalid, ProfileSpec, apply_overrides, dump_yaml, line_of, load_yaml, parse_profile
-
-#: Site policy's field names (jobs.policy) -> the profile's fields.
-POLICY_FIELDS = {
-    "name": "name",
-    "account": "account",
-    "partition": "resources.partition",
-    "gpu_type": "resources.gpu_type",
-    "gpu_count": "resources.gpus_per_node",
-    "cpus": "resources.cpus",
-    "memory_mb": "resources.memory",
-    "time_limit_min": "resources.time_limit",
-    "workdir": "run.workdir",
-    "script": "run.command",
-}
+from .schema import ProfileSpec, apply_overrides, dump_yaml, line_of, load_yaml, parse_profile
 
 
 def _path_error(path: str, field: str) -> str | None:
@@ -50,30 +39,30 @@ def _path_error(path: str, field: str) -> str | None:
     return None
 
 
-def site_errors(spec: ProfileSpec, site: EnvSite) -> list[FieldError]:
+def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
     """What the site does not offer: Python versions, CUDA modules, containers, conda, several
     nodes; and entry-point paths that leave the project directory."""
-    errors: list[FieldError] = []
+    errors: list[Problem] = []
     env = spec.environment
     if spec.nodes != 1:
-        errors.append(FieldError("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node)."))
+        errors.append(Problem("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node)."))
     if spec.image:
         if not site.container_runtime:
-            errors.append(FieldError("run.image", "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead."))
+            errors.append(Problem("run.image", "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead."))
         if env is not None:
-            errors.append(FieldError("environment", "Use either run.image (the image carries the environment) or an environment block, not both."))
+            errors.append(Problem("environment", "Use either run.image (the image carries the environment) or an environment block, not both."))
     if env is not None:
         if env.get("python") and env["python"] not in site.pythons:
-            errors.append(FieldError("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}."))
+            errors.append(Problem("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}."))
         if env.get("cuda") and env["cuda"] not in site.cuda_modules:
             offered = ", ".join(sorted(site.cuda_modules)) or "none (this cluster has no CUDA environment modules configured)"
-            errors.append(FieldError("environment.cuda", f"CUDA {env['cuda']} is not offered here. Offered: {offered}."))
+            errors.append(Problem("environment.cuda", f"CUDA {env['cuda']} is not offered here. Offered: {offered}."))
         if env.get("conda"):
-            errors.append(FieldError("environment.conda", "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file."))
+            errors.append(Problem("environment.conda", "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file."))
     for field, path in (("run.script", spec.script), ("environment.requirements", (env or {}).get("requirements", "")), ("run.workdir", spec.workdir)):
         message = _path_error(path, field)
         if message:
-            errors.append(FieldError(field, message))
+            errors.append(Problem(field, message))
     return errors
 
 
@@ -86,41 +75,40 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobReq
     )
 
 
-def _with_lines(errors: list[FieldError], text: str, touched: set[str]) -> list[FieldError]:
-    """``errors`` with the line of each field in ``text`` (overridden fields have none)."""
+def _with_lines(problems: list[Problem], text: str, touched: set[str]) -> list[Problem]:
+    """``problems`` with the line of each field in ``text`` (overridden fields have none)."""
     lines = load_yaml(text)[1]
-    return [e if e.line is not None or e.field in touched else FieldError(e.field, e.message, line_of(lines, e.field)) for e in errors]
+    return [p if p.line is not None or p.field in touched else Problem(p.field, p.message, line_of(lines, p.field)) for p in problems]
 
 
-def profile_check(*, user: User, text: str, overrides: dict | None = None, policy: SitePolicy | None = None) -> tuple[ProfileSpec, JobRequest]:
-    """Check a profile file (with overrides) completely, as running it would, without running it.
-    Returns (spec, job request). Raises :class:`ProfileInvalid` with every error, each with its field
-    and line (``None`` for overridden values)."""
+def profile_check(*, user: User, text: str, overrides: dict | None = None) -> tuple[ProfileSpec, CheckedRequest]:
+    """Check a profile file (with overrides) completely, as running it would, without running it:
+    the schema, the site's environments, and site policy with the team check
+    (:func:`jobs.submit.job_check`). Returns (spec, the checked job request, for
+    :func:`jobs.submit.job_create`). Raises :class:`Refused` with every problem, each with its
+    profile field and line (``None`` for overridden values)."""
     spec = parse_profile(text, overrides=overrides)
     touched = {".".join(t) for t in apply_overrides({}, overrides)[2]}
     site = EnvSite.from_settings()
-    errors = site_errors(spec, site)
-    request = job_request_for(spec, site=site)
-    policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    for e in policy.check(request) + account_for(user, spec.account)[1]:
-        errors.append(FieldError(POLICY_FIELDS.get(e.field, e.field), e.message))
-    if errors:
-        raise ProfileInvalid(_with_lines(errors, text, touched))
-    return spec, request
+    problems = site_errors(spec, site)
+    try:
+        checked = job_check(user=user, request=job_request_for(spec, site=site))
+    except Refused as refused:
+        problems += refused.renamed(PROFILE).problems
+    if problems:
+        raise Refused(*_with_lines(problems, text, touched))
+    return spec, checked
 
 
 def profile_run(*, user: User, text: str, overrides: dict | None = None, profile: Profile | None = None) -> Job:
     """Check and submit a profile file (``text``, e.g. from the CLI or an upload) or a saved
-    ``profile`` (its ``yaml``). Returns the new :class:`Job` (state SUBMITTING; sent on commit).
-    Raises :class:`ProfileInvalid` or ``PermissionDenied`` (a profile the user may not see)."""
+    ``profile`` (its ``yaml``); site policy is checked once, by :func:`profile_check`. Returns the
+    new :class:`Job` (state SUBMITTING; sent on commit). Raises :class:`Refused` or
+    ``PermissionDenied`` (a profile the user may not see)."""
     if profile is not None and not profile_visible(profile=profile, user=user):
         raise PermissionDenied("This profile is not yours and not shared with your team.")
-    policy = SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    spec, request = profile_check(user=user, text=text, overrides=overrides, policy=policy)
-    try:
-        return job_create(user=user, request=request, policy=policy, profile=profile, profile_spec=spec.data)
-    except PolicyRefused as exc:  # job_create's own check (same policy): kept in case the two ever differ
-        raise ProfileInvalid([FieldError(POLICY_FIELDS.get(e.field, e.field), e.message) for e in exc.errors]) from None
+    spec, checked = profile_check(user=user, text=text, overrides=overrides)
+    return job_create(checked=checked, profile=profile, profile_spec=spec.data)
 
 
 def profile_visible(*, profile: Profile, user: User) -> bool:
@@ -137,13 +125,13 @@ def _team_for_share(user: User, team_name: str | None):
     team = Team.objects.filter(name=team_name).first() if "\x00" not in team_name else None
     if team is None or not Membership.objects.filter(team=team, user=user).exists():
         mine = ", ".join(m.team.name for m in Membership.objects.filter(user=user).select_related("team")) or "none"
-        raise ProfileInvalid([FieldError("team", f"You can share only with a team you are in. Your teams: {mine}.")])
+        raise Refused(Problem("team", f"You can share only with a team you are in. Your teams: {mine}."))
     return team
 
 
 def profile_save(*, user: User, text: str, team: str | None = None, profile: Profile | None = None) -> Profile:
     """Create (``profile`` None) or update the owner's profile from ``text``, checked in full (as
-    :func:`profile_check`). The name comes from the file's ``name``. Raises :class:`ProfileInvalid`
+    :func:`profile_check`). The name comes from the file's ``name``. Raises :class:`Refused`
     (also for a name the owner already uses) or ``PermissionDenied`` (not the owner)."""
     if profile is not None and profile.owner_id != user.pk:
         raise PermissionDenied("Only the profile's owner can change it. Clone it to make your own.")
@@ -159,13 +147,13 @@ def profile_save(*, user: User, text: str, team: str | None = None, profile: Pro
             audit(actor=user, action="profile.save", target=f"profile:{profile.pk}", old=old,
                   new={"name": profile.name, "team": shared.name if shared else None})
     except IntegrityError:
-        raise ProfileInvalid([FieldError("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(load_yaml(text)[1], "name"))]) from None
+        raise Refused(Problem("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(load_yaml(text)[1], "name"))) from None
     return profile
 
 
 def profile_share(*, profile: Profile, by: User, team: str | None) -> Profile:
     """Share the profile with ``team`` (a team the owner is in) or stop sharing (``None``/"").
-    Raises ``PermissionDenied`` (not the owner) or :class:`ProfileInvalid` (not their team)."""
+    Raises ``PermissionDenied`` (not the owner) or :class:`Refused` (not their team)."""
     if profile.owner_id != by.pk:
         raise PermissionDenied("Only the profile's owner can share it.")
     shared = _team_for_share(by, team)
@@ -189,7 +177,7 @@ def profile_delete(*, profile: Profile, by: User) -> None:
 def profile_clone(*, profile: Profile, by: User, name: str = "", overrides: dict | None = None) -> Profile:
     """A copy owned by ``by`` with ``overrides`` applied ("run again with 4 GPUs") and a new
     ``name`` (default "<name> (copy)"). The copy's file is written from the document, so comments are
-    not kept when anything changes. Raises ``PermissionDenied`` or :class:`ProfileInvalid`."""
+    not kept when anything changes. Raises ``PermissionDenied`` or :class:`Refused`."""
     if not profile_visible(profile=profile, user=by):
         raise PermissionDenied("This profile is not yours and not shared with your team.")
     document, _ = load_yaml(profile.yaml)
@@ -197,7 +185,7 @@ def profile_clone(*, profile: Profile, by: User, name: str = "", overrides: dict
     changes["name"] = name or changes.get("name") or f"{profile.name} (copy)"
     document, errors, _ = apply_overrides(document, changes)
     if errors:
-        raise ProfileInvalid(errors)
+        raise Refused(*errors)
     copy = profile_save(user=by, text=dump_yaml(document))
     Profile.objects.filter(pk=copy.pk).update(cloned_from=profile)
     copy.cloned_from = profile

@@ -10,10 +10,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.models import Job
+from portal.refusals import Refused
 from teams.selectors import teams_of
 
 from .forms import OverridesForm, ProfileForm
-from .schema import ProfileInvalid
 from .selectors import profile_for_viewer, profiles_for_user
 from .services import profile_check, profile_clone, profile_delete, profile_run, profile_save, profile_share
 
@@ -56,7 +56,7 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         raise PermissionDenied("Only the profile's owner can change it. Clone it to make your own.")
     initial = {"yaml": profile.yaml if profile else _example(), "team": profile.team.name if profile and profile.team else ""}
     form = ProfileForm(request.POST or None, request.FILES or None, initial=initial, teams=_teams(request))
-    errors, script, status = [], None, 200
+    problems, script, status = [], None, 200
     if request.method == "POST":
         status = 400
         if form.is_valid():
@@ -70,11 +70,11 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                     job = profile_run(user=request.user, text=text)
                     messages.success(request, f"Job “{job.name}” created; the status below follows it.")
                     return redirect("job_detail", key=job.key)
-                script = profile_check(user=request.user, text=text)[1].script
+                script = profile_check(user=request.user, text=text)[1].request.script
                 status = 200
-            except ProfileInvalid as exc:
-                errors = exc.errors
-    return render(request, "profiles/profile_edit.html", {"form": form, "profile": profile, "errors": errors, "script": script}, status=status)
+            except Refused as refused:
+                problems = refused.problems
+    return render(request, "profiles/profile_edit.html", {"form": form, "profile": profile, "problems": problems, "script": script}, status=status)
 
 
 @login_required
@@ -83,10 +83,10 @@ def profile_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _detail_page(request, _profile(request, pk))
 
 
-def _detail_page(request: HttpRequest, profile, *, form: OverridesForm | None = None, errors=(), status: int = 200) -> HttpResponse:
-    """The profile's page; after a refusal (``status`` 400) with the form as typed and the ``errors``."""
+def _detail_page(request: HttpRequest, profile, *, form: OverridesForm | None = None, problems=(), status: int = 200) -> HttpResponse:
+    """The profile's page; after a refusal (``status`` 400) with the form as typed and the refusal's ``problems``."""
     jobs = Job.objects.filter(profile=profile, user=request.user).order_by("-created_at")[:10] if status == 200 else []
-    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": form or OverridesForm(), "errors": errors,
+    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": form or OverridesForm(), "problems": problems,
                                                             "teams": _teams(request), "mine": profile.owner_id == request.user.pk}, status=status)
 
 
@@ -107,8 +107,8 @@ def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
         return refused
     try:
         job = profile_run(user=request.user, text=profile.yaml, overrides=form.overrides(), profile=profile)
-    except ProfileInvalid as exc:
-        return _detail_page(request, profile, form=form, errors=exc.errors, status=400)
+    except Refused as refused:
+        return _detail_page(request, profile, form=form, problems=refused.problems, status=400)
     messages.success(request, f"Job “{job.name}” created; the status below follows it.")
     return redirect("job_detail", key=job.key)
 
@@ -123,8 +123,8 @@ def profile_clone_view(request: HttpRequest, pk: int) -> HttpResponse:
         return refused
     try:
         copy = profile_clone(profile=profile, by=request.user, name=form.cleaned_data.get("name") or "", overrides=form.overrides())
-    except ProfileInvalid as exc:
-        return _detail_page(request, profile, form=form, errors=exc.errors, status=400)
+    except Refused as refused:
+        return _detail_page(request, profile, form=form, problems=refused.problems, status=400)
     messages.success(request, f"Copied as “{copy.name}”.")
     return redirect("profile_detail", pk=copy.pk)
 
@@ -136,9 +136,9 @@ def profile_share_view(request: HttpRequest, pk: int) -> HttpResponse:
     profile = _profile(request, pk)
     try:
         profile_share(profile=profile, by=request.user, team=request.POST.get("team") or None)
-    except ProfileInvalid as exc:  # not a team of theirs: a refusal (400), shown on the profile's page
+    except Refused as refused:  # not a team of theirs: a refusal (400), shown on the profile's page
         profile.refresh_from_db()
-        return _detail_page(request, profile, errors=exc.errors, status=400)
+        return _detail_page(request, profile, problems=refused.problems, status=400)
     messages.success(request, f"Shared with team {profile.team.name}." if profile.team else "No longer shared.")
     return redirect("profile_detail", pk=profile.pk)
 

@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from accounts.claims import LoginRefused
 from accounts.models import UNLINKED_PREFIX, LinkState, User
 from accounts.services import (
-    LinkError,
     account_link_approve,
     account_link_refuse,
     hub_identity,
@@ -22,6 +21,7 @@ from accounts.services import (
     user_apply_claims,
 )
 from audit.models import AuditEvent
+from portal.refusals import Refused
 from slurm.gateway import SlurmGateway
 from teams.models import Membership, Team
 from tests.fakes import FakeTransport
@@ -170,9 +170,10 @@ def test_approval_refusals_say_why_and_change_nothing(slurm, dana, erin, name, h
         slurm.expect(["id", "-nG", "--", "ghost"], stderr="id: 'ghost': no such user\n", returncode=1)
     elif host is not None:
         host_knows(slurm, "outsider", groups="outsider")
-    with pytest.raises(LinkError) as error:
+    with pytest.raises(Refused) as refused:
         account_link_approve(user=erin, username=name, by=dana)
-    assert words in error.value.message and error.value.field == "username"
+    [problem] = refused.value.problems
+    assert words in problem.message and problem.field == "username"
     erin.refresh_from_db()
     assert erin.link_state == LinkState.PENDING and erin.username.startswith(UNLINKED_PREFIX)
     assert not AuditEvent.objects.filter(action="account.link_approved").exists()
@@ -191,7 +192,7 @@ def test_refusal_is_audited_and_takes_rights_away(slurm, dana, erin):
     erin.refresh_from_db()
     assert erin.link_state == LinkState.REFUSED and not erin.is_staff
     assert AuditEvent.objects.get(action="account.link_refused").actor == dana
-    with pytest.raises(LinkError):
+    with pytest.raises(Refused):
         account_link_refuse(user=linked_user("alice", "s-alice"), by=dana)
 
 
@@ -227,6 +228,7 @@ def test_admin_links_page_shows_an_approval_refusal_in_place(client, slurm, dana
     response = client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "dana"})
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert "already linked to another sign-in identity" in response.content.decode()
+    assert 'data-testid="link-error">The cluster account' in response.content.decode()  # in erin's row
 
 
 def test_admin_links_page_is_for_admins(client, erin):

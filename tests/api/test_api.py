@@ -168,6 +168,29 @@ def test_not_in_a_team_cannot_submit(client, people, tokens, cluster, no_slurm):
     assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0]["field"] == "account"
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/jobs?scope=everything", {"detail": "scope must be active, history or all.",
+                                "errors": [{"field": "scope", "message": "Use active, history or all.", "line": None}]}),
+    ("/jobs/77/log?stream=both", {"detail": "stream must be out or err.",
+                                  "errors": [{"field": "stream", "message": "Use out or err.", "line": None}]}),
+])
+def test_a_refusal_a_router_raises_is_the_apis_json(client, people, tokens, path, body):
+    _job(people["alice"])
+    r = call(client, "get", path, tokens["alice"])
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json() == body
+
+
+def test_a_session_refusal_names_the_fields_of_the_request_body(client, people, tokens, cluster, settings):
+    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 24
+    r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "gpus": 4, "memory_gb": 4, "hours": 2})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["detail"] == "The session cannot be started; see errors."
+    assert [(e["field"], e["line"]) for e in r.json()["errors"]] == [("gpus", None)] and "at most 2 GPUs" in r.json()["errors"][0]["message"]
+    # Site policy's own check (interactive's MaxTime is 8 hours) lands on the body's hours too.
+    r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "hours": 9})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and [e["field"] for e in r.json()["errors"]] == ["hours"], r.content
+    assert "longer than interactive's maximum of 8 h" in r.json()["errors"][0]["message"]
+
+
 # --- profiles: share, clone, run the same ---------------------------------------------------------
 def test_shared_profile_runs_the_same_for_a_colleague(client, people, tokens, cluster, no_slurm):
     r = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT, "team": "vision"})

@@ -15,7 +15,8 @@ from django.utils import timezone as djtz
 from accounts.models import User
 from interactive import hub as hub_client
 from interactive.models import Session, SessionState
-from interactive.services import SessionRefused, session_cards, session_start, session_stop, sessions_cull_idle
+from interactive.services import session_cards, session_start, session_stop, sessions_cull_idle
+from portal.refusals import Refused
 
 from .conftest import squeue_session_jobs
 
@@ -254,7 +255,7 @@ def _cancel_while_pending(alice, hub):
         assert time.monotonic() < deadline, "the pending job was not cancelled"
         time.sleep(0.5)
 
-    with pytest.raises(SessionRefused) as refused:
+    with pytest.raises(Refused) as refused:
         session_start(user=alice, raw_options={"gpu_count": 3})
     assert "at most 2 GPUs" in str(refused.value)
 

@@ -11,7 +11,7 @@ from jobs.logs import job_log_tail
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from jobs.submit import job_cancel, job_create
+from jobs.submit import job_cancel, job_check, job_create
 from slurm.states import JobState
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -33,7 +33,7 @@ def submit(user, policy, capture, **kw) -> Job:
     fields = dict(name="it-job", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="echo hello from $(id -un)\n")
     fields.update(kw)
     with capture(execute=True):
-        job = job_create(user=user, request=JobRequest(**fields), policy=policy)
+        job = job_create(checked=job_check(user=user, request=JobRequest(**fields), policy=policy))
     job.refresh_from_db()
     return job
 

@@ -13,6 +13,7 @@ from jobs import send, submit
 from jobs.batch import render_batch_script, sbatch_quote
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
+from portal.refusals import Refused
 from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.snapshot import snapshot_take
 from slurm.states import JobState
@@ -73,7 +74,7 @@ def is_submission(call) -> bool:
 @pytest.mark.django_db
 def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(alice, policy, fake, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
-        job = submit.job_create(user=alice, request=request_(), policy=policy)
+        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
     assert fake.calls == []
     assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING and job.account == "vision"
     assert len(callbacks) == 1
@@ -82,16 +83,16 @@ def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(alic
 
 @pytest.mark.django_db
 def test_refused_request_writes_nothing(alice, policy, fake):
-    with pytest.raises(submit.PolicyRefused) as info:
-        submit.job_create(user=alice, request=request_(partition="foo'; touch /tmp/pwned; echo '", name="$(id)"), policy=policy)
-    assert {e.field for e in info.value.errors} == {"partition"}
+    with pytest.raises(Refused) as info:
+        submit.job_check(user=alice, request=request_(partition="foo'; touch /tmp/pwned; echo '", name="$(id)"), policy=policy)
+    assert {p.field for p in info.value.problems} == {"partition"}
     assert Job.objects.count() == 0 and fake.calls == []
 
 
 @pytest.mark.django_db
 def test_account_must_be_one_of_the_users_teams(alice, policy, fake):
-    with pytest.raises(submit.PolicyRefused) as info:
-        submit.job_create(user=alice, request=request_(account="nlp"), policy=policy)
+    with pytest.raises(Refused) as info:
+        submit.job_check(user=alice, request=request_(account="nlp"), policy=policy)
     assert "not in the team 'nlp'" in str(info.value) and "vision" in str(info.value)
 
 

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from profiles.schema import ProfileInvalid, memory_mib, parse_profile
+from portal.refusals import Refused
+from profiles.schema import memory_mib, parse_profile
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 
 def errors_of(text: str, **kw) -> list[tuple[str, int | None, str]]:
-    with pytest.raises(ProfileInvalid) as caught:
+    with pytest.raises(Refused) as caught:
         parse_profile(text, **kw)
-    return [(e.field, e.line, e.message) for e in caught.value.errors]
+    return [(p.field, p.line, p.message) for p in caught.value.problems]
 
 
 def test_example_parses_with_units_resolved():
@@ -85,7 +86,7 @@ def test_yaml_bombs_deep_nesting_and_huge_files_are_refused_quickly():
     bomb = "a: &a [" + ",".join(["x"] * 10) + "]\n" + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n" for p, c in zip("abcdefg", "bcdefgh", strict=False))
     assert errors_of("version: 1\n" + bomb) == [("", 3, "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.")]
     assert errors_of("version: 1\nname: " + "[" * 20000 + "]" * 20000 + "\n") == [("", 2, "The profile is nested more than 10 levels deep.")]
-    with pytest.raises(ProfileInvalid):
+    with pytest.raises(Refused):
         parse_profile("x" * (70 * 1024))
 
 

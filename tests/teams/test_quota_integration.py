@@ -12,7 +12,7 @@ import pytest
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from jobs.submit import job_create
+from jobs.submit import job_check, job_create
 from slurm import get_gateway
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
@@ -96,8 +96,8 @@ def test_quota_usage_hold_and_member_removal(quota_team, client, django_capture_
     users["alice"].save()
     snapshot = snapshot_refresh()
     with django_capture_on_commit_callbacks(execute=True):
-        job = job_create(user=users["alice"], policy=SitePolicy.from_snapshot(snapshot), request=JobRequest(
-            name="over-quota", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="sleep 5\n", account=team.name))
+        job = job_create(checked=job_check(user=users["alice"], policy=SitePolicy.from_snapshot(snapshot), request=JobRequest(
+            name="over-quota", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="sleep 5\n", account=team.name)))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         snapshot_refresh()

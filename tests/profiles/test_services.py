@@ -1,0 +1,44 @@
+"""profiles.services: a profile run is checked against site policy once, and its refusal speaks the
+profile's field names (with lines)."""
+from __future__ import annotations
+
+import pytest
+
+from jobs.models import Job
+from jobs.policy import SitePolicy
+from portal.refusals import Problem, Refused
+from profiles.services import profile_run
+from tests.profiles.conftest import EXAMPLE_TEXT
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def policy_checks(monkeypatch):
+    """The requests ``SitePolicy.check`` was asked about, in order."""
+    seen, check = [], SitePolicy.check
+    monkeypatch.setattr(SitePolicy, "check", lambda self, request: seen.append(request) or check(self, request))
+    return seen
+
+
+def test_a_profile_run_checks_site_policy_once(people, cluster, no_slurm, policy_checks, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks():
+        job = profile_run(user=people["alice"], text=EXAMPLE_TEXT)
+    assert [r.name for r in policy_checks] == ["train-digits"]
+    assert Job.objects.get() == job and job.account == "vision"
+
+
+def test_a_refused_profile_run_names_the_profiles_fields_and_lines(people, cluster, no_slurm, policy_checks):
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: 4").replace('"00:10:00"', '"02:00:00"'))
+    problems = {p.field: p for p in refused.value.problems}
+    assert set(problems) == {"resources.gpus_per_node", "resources.time_limit"}
+    assert problems["resources.gpus_per_node"].line == 5 and "Allowed: 0, 1, 2" in problems["resources.gpus_per_node"].message
+    assert problems["resources.time_limit"].line == 8 and "longer than small's maximum of 1 h" in problems["resources.time_limit"].message
+    assert len(policy_checks) == 1 and not Job.objects.exists()
+
+
+def test_a_team_the_user_is_not_in_is_a_problem_of_the_profiles_account(people, cluster, no_slurm):
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: nlp\n"))
+    assert refused.value.problems == [Problem("account", "You are not in the team 'nlp'. Your teams: vision.", 3)]
