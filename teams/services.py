@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
 from audit.services import audit
+from portal.refusals import Problem, Refused
 
 from .models import Membership, Role, Source, Team
 from .roles import role_from_groups
@@ -110,11 +112,13 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
 def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int | None, by) -> Team:
     """Admin: set the team's GPU-hour quota per period (stored as GPU-minutes, Slurm's
     ``GrpTRESMins=gres/gpu``) and concurrent GPU limit (``GrpTRES=gres/gpu``); ``None`` = none.
-    Raises ``PermissionDenied`` for non-admins and ``ValueError`` for negative values."""
+    Raises ``PermissionDenied`` for non-admins and :class:`Refused` for a negative value (on
+    ``gpu_hours_quota`` or ``gpu_limit``, the settings form's fields)."""
     _require_admin(by)
     minutes = None if gpu_hours_quota is None else round(gpu_hours_quota * 60)
-    if (minutes is not None and minutes < 0) or (gpu_limit is not None and gpu_limit < 0):
-        raise ValueError("Quotas and limits cannot be negative.")
+    negative = [name for name, value in (("gpu_hours_quota", minutes), ("gpu_limit", gpu_limit)) if value is not None and value < 0]
+    if negative:
+        raise Refused(*(Problem(name, "Quotas and limits cannot be negative.") for name in negative))
     with transaction.atomic():
         team = Team.objects.select_for_update().get(pk=team.pk)
         old = {"gpu_minutes_quota": team.gpu_minutes_quota, "gpu_limit": team.gpu_limit}
@@ -128,12 +132,25 @@ def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int
     return team
 
 
+def membership_set_by_name(*, team: Team, username: str, role: str, by) -> Membership:
+    """Admin: :func:`membership_set` for the portal user called ``username``. Raises
+    ``PermissionDenied`` for non-admins and :class:`Refused` (``username``) when no portal user has
+    that name (they sign in once first), or (``role``) for an unknown role."""
+    _require_admin(by)
+    # PostgreSQL text cannot hold NUL, so such a name is no user's (and must not reach the query).
+    user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
+    if user is None:
+        raise Refused(Problem("username", "No portal user with that name: they must sign in once first."))
+    return membership_set(team=team, user=user, role=role, by=by)
+
+
 def membership_set(*, team: Team, user, role: str, by) -> Membership:
     """Admin: add ``user`` to ``team`` or change their role; the row becomes an ADMIN override that
-    claims never change."""
+    claims never change. Raises ``PermissionDenied`` for non-admins and :class:`Refused` (``role``)
+    for an unknown role."""
     _require_admin(by)
     if role not in Role.values:
-        raise ValueError(f"Unknown role {role!r}: use {', '.join(Role.values)}.")
+        raise Refused(Problem("role", f"Unknown role {role!r}: use {', '.join(Role.values)}."))
     with transaction.atomic():
         membership, created = Membership.objects.select_for_update().get_or_create(team=team, user=user, defaults={"role": role, "source": Source.ADMIN})
         old = None if created else {"role": membership.role, "source": membership.source}

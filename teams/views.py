@@ -17,12 +17,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.dates import parse_iso_date
+from portal.refusals import Refused, refusal_to_form
 
 from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
-from .services import membership_remove, membership_set, team_set_limits, teams_sync_start
+from .services import membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
 from .sync_runs import STALE_AFTER_S, SyncRun, sync_run_last, sync_run_load
 from .usage import team_usage
 
@@ -140,7 +141,11 @@ def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
     if not form.is_valid():
         return _settings_page(request, team, limits=form)
     quota = form.cleaned_data["gpu_hours_quota"]
-    team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=form.cleaned_data["gpu_limit"], by=request.user)
+    try:
+        team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=form.cleaned_data["gpu_limit"], by=request.user)
+    except Refused as refused:
+        refusal_to_form(form, refused)
+        return _settings_page(request, team, limits=form)
     messages.success(request, f"Limits of {team.name} saved; the Slurm sync is on its way.")
     return redirect("team_settings", name=team.name)
 
@@ -152,12 +157,12 @@ def team_member_set(request: HttpRequest, team: Team) -> HttpResponse:
     form = MemberForm(request.POST)
     if not form.is_valid():
         return _settings_page(request, team, member_form=form)
-    user = get_user_model().objects.filter(username=form.cleaned_data["username"]).first()
-    if user is None:
-        form.add_error("username", "No portal user with that name: they must sign in once first.")
+    try:
+        membership = membership_set_by_name(team=team, username=form.cleaned_data["username"], role=form.cleaned_data["role"], by=request.user)
+    except Refused as refused:
+        refusal_to_form(form, refused)
         return _settings_page(request, team, member_form=form)
-    membership_set(team=team, user=user, role=form.cleaned_data["role"], by=request.user)
-    messages.success(request, f"{user.username} is now {form.cleaned_data['role'].lower()} of {team.name}; the Slurm sync is on its way.")
+    messages.success(request, f"{membership.user.username} is now {form.cleaned_data['role'].lower()} of {team.name}; the Slurm sync is on its way.")
     return redirect("team_settings", name=team.name)
 
 

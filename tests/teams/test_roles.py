@@ -4,6 +4,7 @@ from django.core.exceptions import PermissionDenied
 
 from accounts.claims import is_admin_by_claims
 from audit.models import AuditEvent
+from portal.refusals import Refused
 from teams.models import Membership, Role, Source, Team
 from teams.roles import role_from_groups
 from teams.services import membership_remove, membership_set, memberships_from_claims, team_set_limits, user_set_admin_override
@@ -93,8 +94,9 @@ def test_admin_override_is_audited(django_user_model):
 
 def test_negative_limits_are_refused(django_user_model, teams):
     dana = django_user_model.objects.create(username="dana", is_staff=True)
-    with pytest.raises(ValueError):
+    with pytest.raises(Refused) as refused:
         team_set_limits(team=teams[0], gpu_hours_quota=-1, gpu_limit=None, by=dana)
+    assert [(p.field, p.message) for p in refused.value.problems] == [("gpu_hours_quota", "Quotas and limits cannot be negative.")]
 
 
 def test_sync_never_removes_users_the_portal_does_not_know(django_user_model):
