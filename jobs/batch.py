@@ -32,7 +32,8 @@ def gres_option(gpu_type: str, gpu_count: int) -> str | None:
 def render_batch_script(job: Job) -> str:
     """The whole script sent to ``sbatch`` on stdin. Requires ``job.workdir``, ``job.output_path``
     and ``job.error_path`` to be set. Options: name, partition, account (when known), GRES,
-    CPUs per task, memory (MiB), time (minutes), chdir, output/error files, ``--comment=portal:<key>``."""
+    CPUs per task, memory (MiB), time (minutes), chdir, output/error files, ``--comment=portal:<key>``,
+    and ``--requeue`` or ``--no-requeue`` (``job.requeue``)."""
     options: list[tuple[str, str]] = [
         ("job-name", job.name),
         ("partition", job.partition),
@@ -54,6 +55,7 @@ def render_batch_script(job: Job) -> str:
         ("comment", job.comment),
     ]
     header = ["#!/bin/bash"] + [f"#SBATCH --{name}={sbatch_quote(value)}" for name, value in options]
+    header.append("#SBATCH --requeue" if job.requeue else "#SBATCH --no-requeue")
     body = _SHEBANG.sub("", job.script.lstrip("\ufeff"), count=1) if job.script.startswith(("#!", "\ufeff#!")) else job.script
     body = body.replace("\r\n", "\n")
     if not body.endswith("\n"):

@@ -22,6 +22,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "time_limit_min": ("time_limit", "resources.time_limit",    "hours",     "hours"),
     "workdir":        ("workdir",    "run.workdir",             "",          ""),
     "script":         ("script",     "run.command",             "",          ""),
+    "requeue":        ("requeue",    "run.requeue",             "",          ""),
     "options":        ("",           "",                        "",          ""),
 }  # fmt: skip
 

@@ -20,6 +20,9 @@ class JobForm(forms.Form):
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
     memory_gb = forms.DecimalField(min_value=0.1, max_value=4096, decimal_places=1, initial=4, label="Memory (GB)")
     time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
+    requeue = forms.BooleanField(required=False, initial=True, label="Requeue on node failure",
+                                 help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
+                                 "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.")
     workdir = forms.CharField(required=False, max_length=512, strip=False, label="Working directory",
                               help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.")
     script = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), strip=False,
@@ -72,5 +75,6 @@ class JobForm(forms.Form):
             time_limit_min=data["time_limit"],
             script=data["script"],
             workdir=(data.get("workdir") or "").strip(),
+            requeue=bool(data.get("requeue")),
             account=data.get("account") or "",
         )

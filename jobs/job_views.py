@@ -20,7 +20,7 @@ from .forms import JobForm
 from .logs import job_log_tail
 from .policy import SitePolicy
 from .queue import job_row
-from .selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
+from .selectors import job_for_viewer, job_history, jobs_for_user, partition_nodes, snapshot_status
 from .submit import job_cancel, job_check, job_create
 
 
@@ -62,17 +62,23 @@ def job_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_estimate(request: HttpRequest) -> HttpResponse:
-    """HTMX fragment under the job form: the most GPU-hours this job may use against the team's
-    remaining quota ("it will wait for quota" when it does not fit). Empty when unknown."""
+    """HTMX fragment under the job form, before anything is sent: a warning when no node of the
+    chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), and
+    the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
+    when it does not fit). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
+    nodes = partition_nodes(snapshot_load(with_jobs=False)).get(str(data.get("partition", "")))
+    warning = nodes.warning if nodes else ""
     try:
         gpus = int(data.get("gpu_count", "0"))
         minutes = JobForm.parse_time_minutes(data.get("time_limit", ""))
     except (TypeError, ValueError):
-        return HttpResponse("")
+        gpus, minutes = 0, 0
     team = data.get("account") or (request.user.slurm_accounts[0] if request.user.slurm_accounts else "")
-    estimate = job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) if gpus and team else None
-    return render(request, "jobs/_estimate.html", {"estimate": estimate, "team": team})
+    estimate = job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) if gpus and team and minutes else None
+    if not estimate and not warning:
+        return HttpResponse("")
+    return render(request, "jobs/_estimate.html", {"estimate": estimate, "team": team, "partition_warning": warning})
 
 
 def _visible_job(request: HttpRequest, key):

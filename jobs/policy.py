@@ -39,6 +39,9 @@ class JobRequest:
     script: str
     workdir: str = ""
     account: str = ""
+    #: Slurm's ``--requeue``: after a node failure or a preemption Slurm runs the job again (from the
+    #: start of its script, which should resume from its checkpoint); ``False`` = ``--no-requeue``.
+    requeue: bool = True
 
 
 @dataclass(frozen=True)

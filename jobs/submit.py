@@ -64,6 +64,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             time_limit_min=request.time_limit_min,
             script=request.script,
             workdir=request.workdir,
+            requeue=request.requeue,
             profile=profile,
             profile_spec=profile_spec or {},
         )

@@ -39,6 +39,7 @@ OVERRIDE_ALIASES = {
     "time_limit": "resources.time_limit",
     "workdir": "run.workdir",
     "args": "run.args",
+    "requeue": "run.requeue",
 }
 _MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|[KMGT]|MB|GB)?\s*$", re.IGNORECASE)
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
@@ -94,6 +95,8 @@ class Run(_Strict):
     args: list[str] = Field(default_factory=list, max_length=100)
     command: str = Field(default="", max_length=64 * 1024)
     image: str = Field(default="", max_length=512)
+    #: Slurm's --requeue: run again after a node failure or preemption (resume from a checkpoint).
+    requeue: bool = True
 
     @model_validator(mode="after")
     def _one_entry_point(self):
@@ -165,6 +168,7 @@ class ProfileSpec:
     command: str
     image: str
     environment: dict | None = field(default=None)
+    requeue: bool = True
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -386,7 +390,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
         data=data, name=profile.name, account=profile.account, partition=res.partition, nodes=res.nodes,
         gpus_per_node=res.gpus_per_node, gpu_type=res.gpu_type, cpus=res.cpus, memory_mb=memory_mib(res.memory),
         time_limit_min=minutes, workdir=profile.run.workdir, script=profile.run.script, args=tuple(profile.run.args),
-        command=profile.run.command, image=profile.run.image, environment=env,
+        command=profile.run.command, image=profile.run.image, environment=env, requeue=profile.run.requeue,
     )
 
 

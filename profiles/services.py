@@ -71,7 +71,7 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobReq
     return JobRequest(
         name=spec.name, partition=spec.partition, gpu_type=spec.gpu_type, gpu_count=spec.gpus_per_node, cpus=spec.cpus,
         memory_mb=spec.memory_mb, time_limit_min=spec.time_limit_min, script=render_profile_script(spec, site=site),
-        workdir=spec.workdir, account=spec.account,
+        workdir=spec.workdir, account=spec.account, requeue=spec.requeue,
     )
 
 

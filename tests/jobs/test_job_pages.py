@@ -1,6 +1,7 @@
 """Job pages: rendered from the snapshot and the Job rows; owner-only; clear refusals; no 500s."""
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC
 from http import HTTPStatus
@@ -274,3 +275,34 @@ def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, n
         assert explanation == f"{cell} {job.end_hint}" and cell == "exit code 0, signal 15"
     else:
         assert explanation and cell == explanation
+
+
+def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a_job(client, alice, slurm_json, clean_cache, no_slurm):
+    """Recorded sinfo with node3, the only node of small, drained (issue 16, item 6)."""
+    from slurm.adapters.v0_0_38 import parse_nodes, parse_partitions
+    from slurm.snapshot import ClusterSnapshot, snapshot_store
+    from tests.fakes import PARTITIONS_TEXT
+
+    snapshot_store(ClusterSnapshot(taken_at=time.time(), nodes=parse_nodes(slurm_json("22.05", "sinfo_drained")),
+                                   partitions=parse_partitions(PARTITIONS_TEXT), partitions_at=time.time()))
+    client.force_login(alice)
+    small = client.get("/jobs/new/estimate/", {"partition": "small", "gpu_count": "0", "time_limit": "00:10:00"}).content.decode()
+    assert 'data-testid="partition-warning"' in small
+    assert "No node of partition small can start a job now: node3 is idle+drain (disk swap)." in small
+    train = client.get("/jobs/new/estimate/", {"partition": "train", "gpu_count": "0", "time_limit": "00:10:00"}).content.decode()
+    assert "partition-warning" not in train
+
+
+def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
+    """Issue 16, item 8: the form offers Slurm's --requeue, ticked; unticked sends --no-requeue."""
+    client.force_login(alice)
+    from bs4 import BeautifulSoup
+
+    box = BeautifulSoup(client.get("/jobs/new/").content, "html.parser").find("input", attrs={"name": "requeue"})
+    assert box is not None and box["type"] == "checkbox" and box.has_attr("checked")
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "requeue": "on"})
+        client.post("/jobs/new/", {**FORM, "name": "no requeue"})  # a browser sends nothing for an unticked box
+    assert [j.requeue for j in Job.objects.order_by("created_at")] == [True, False]
+    page = client.get(f"/jobs/{Job.objects.get(name='no requeue').key}/").content.decode()
+    assert "no (--no-requeue)" in page

@@ -271,3 +271,11 @@ def test_home_directory_is_remembered(settings, clean_cache, fake):
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
     assert send.user_home("alice", fresh=True) == "/home/alice"
     assert len(fake.calls) == 2
+
+
+@pytest.mark.django_db
+def test_requeue_off_renders_no_requeue(alice):
+    """Issue 16, item 8: the choice is always written, so the site's JobRequeue default never decides."""
+    job = make_job(alice, workdir="/w", output_path="/w/o", error_path="/w/e", requeue=False)
+    script = render_batch_script(job)
+    assert "#SBATCH --no-requeue\n" in script and "#SBATCH --requeue\n" not in script

@@ -124,3 +124,13 @@ def test_pip_items_are_plain_requirements(item, plain):
         assert parse_profile(text).environment["pip"] == [item]
     else:
         assert any(f == "environment.pip" and "not a package requirement" in msg for f, _, msg in errors_of(text))
+
+
+def test_requeue_is_on_by_default_and_can_be_turned_off_in_the_file_or_by_an_override():
+    """Issue 16, item 8: "requeue on node failure" (Slurm's --requeue) for profiles, the API and the CLI."""
+    from profiles.services import job_request_for
+
+    base = "version: 1\nname: r\nresources:\n  partition: small\nrun:\n  command: python train.py\n"
+    assert parse_profile(base).requeue is True and job_request_for(parse_profile(base)).requeue is True
+    assert parse_profile(base.replace("command: python train.py", "command: python train.py\n  requeue: false")).requeue is False
+    assert parse_profile(base, overrides={"requeue": "false"}).requeue is False
