@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from django.contrib.humanize.templatetags.humanize import ordinal  # 1st, 2nd, 3rd, 11th: humanize's own
 from django.utils import timezone as djtz
 from django.utils.dateformat import format as date_format
+from django.utils.html import format_html
 
-__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "unix_time"]
+__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "unix_time", "when"]
 
 
 def unix_time(value, fmt: str = "Y-m-d H:i"):
@@ -17,6 +18,21 @@ def unix_time(value, fmt: str = "Y-m-d H:i"):
     if value in (None, "", 0):
         return ""
     return date_format(datetime.fromtimestamp(float(value), tz=UTC), fmt)
+
+
+def when(value, fmt: str = "Y-m-d H:i"):
+    """A moment as every page shows it: ``<time datetime="2026-12-01T06:22:00Z">2026-12-01 06:22
+    UTC</time>``, its zone always written; ``portal.js`` rewrites it in the browser's own zone (the
+    zone's name shown too). ``value``: an aware datetime or Unix seconds; ``fmt`` a Django date
+    format (``"H:i"`` for a time of day). Empty for missing values."""
+    if value in (None, "", 0):
+        return ""
+    moment = datetime.fromtimestamp(float(value), tz=UTC) if isinstance(value, int | float) else value.astimezone(UTC)
+    kind = "time" if "Y" not in fmt and "d" not in fmt else "datetime"
+    return format_html(
+        '<time datetime="{}" data-local="{}" title="{} UTC">{} UTC</time>',
+        moment.strftime("%Y-%m-%dT%H:%M:%SZ"), kind, date_format(moment, "Y-m-d H:i:s"), date_format(moment, fmt),
+    )
 
 
 def duration(seconds):

@@ -2,10 +2,10 @@
 :mod:`portal.formats` (the API uses them too)."""
 from django import template
 
-from portal.formats import duration, from_now, mib_to_gb, ordinal, unix_time
+from portal.formats import duration, from_now, mib_to_gb, ordinal, unix_time, when
 
 register = template.Library()
-for _format in (unix_time, duration, ordinal, from_now, mib_to_gb):
+for _format in (unix_time, duration, ordinal, from_now, mib_to_gb, when):
     register.filter(_format.__name__, _format)
 
 

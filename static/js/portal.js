@@ -54,3 +54,22 @@ document.addEventListener("click", function (event) {
     selection.addRange(range);
   }
 });
+
+// Times: the server writes UTC with its zone (<time datetime=... data-local=...>); show them in the
+// browser's own zone, naming it ("2026-12-01 07:22 CET"). Also after every HTMX swap.
+function portalLocalTimes(root) {
+  (root || document).querySelectorAll("time[data-local]").forEach(function (node) {
+    var moment = new Date(node.getAttribute("datetime"));
+    if (isNaN(moment)) return;
+    var options = node.dataset.local === "time"
+      ? { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" }
+      : { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" };
+    var parts = new Intl.DateTimeFormat("en-CA", options).formatToParts(moment);
+    var get = function (type) { var p = parts.find(function (x) { return x.type === type; }); return p ? p.value : ""; };
+    var text = (node.dataset.local === "time" ? "" : get("year") + "-" + get("month") + "-" + get("day") + " ") +
+      get("hour") + ":" + get("minute") + " " + get("timeZoneName");
+    node.textContent = text;
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
+document.addEventListener("htmx:afterSwap", function (event) { portalLocalTimes(event.target); });
