@@ -2,8 +2,11 @@
 (what they call this form's fields, e.g. ``memory_gb``: :mod:`jobs.fields`)."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django import forms
 
+from jobs.forms import MemoryField
 from jobs.policy import SitePolicy
 
 from .kinds import kind_default, kinds_available
@@ -15,8 +18,7 @@ class SessionForm(forms.Form):
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=1024, initial=2)
-    memory_gb = forms.DecimalField(label="Memory (GB)", min_value=0.5, max_value=4096, decimal_places=1, initial=4,
-                                   error_messages={"max_value": "Memory must be at most %(limit_value)s GB."})
+    memory_gb = MemoryField(minimum_gb=Decimal("0.5"))
     # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
     hours = forms.IntegerField(label="Hours", initial=2)
 

@@ -3,12 +3,48 @@ for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.fiel
 from __future__ import annotations
 
 import json
+import re
+from decimal import Decimal
 
 from django import forms
 
 from slurm.values import parse_time_limit
 
 from .policy import GPU_COUNTS, JobRequest, SitePolicy
+
+_MEMORY_TEXT = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*(?:(G|GB|GiB)|(M|MB|MiB)|(T|TB|TiB))?\s*$", re.IGNORECASE)
+
+
+class MemoryField(forms.Field):
+    """Memory in GB as people type it: ``4``, ``4.5``, ``4G``, ``4 GB``, ``512M``, ``1T`` (binary
+    units, as Slurm's ``--mem``). Cleans to a ``Decimal`` of GB (one decimal). Refusals, one per kind:
+    not a size, not more than 0 (or below ``minimum_gb``), more than ``maximum_gb``."""
+
+    widget = forms.TextInput
+
+    def __init__(self, *, minimum_gb: Decimal, maximum_gb: Decimal = Decimal(4096), **kwargs):
+        kwargs.setdefault("label", "Memory (GB)")
+        kwargs.setdefault("initial", 4)
+        kwargs.setdefault("help_text", "GB, or with a unit: 4G, 512M")
+        super().__init__(**kwargs)
+        self.minimum_gb, self.maximum_gb = minimum_gb, maximum_gb
+
+    def to_python(self, value) -> Decimal | None:
+        if value in self.empty_values:
+            return None
+        match = _MEMORY_TEXT.match(str(value))
+        if not match:
+            raise forms.ValidationError("Give memory as a number of GB (4) or with a unit (4G, 512M).", code="invalid")
+        number = Decimal(match.group(1))
+        gb = number / 1024 if match.group(3) else number * 1024 if match.group(4) else number
+        return gb.quantize(Decimal("0.1"))
+
+    def validate(self, value) -> None:
+        super().validate(value)
+        if value is not None and value < self.minimum_gb:
+            raise forms.ValidationError(f"Memory must be more than 0: give at least {self.minimum_gb} GB (for example 4 or 4G).", code="min_value")
+        if value is not None and value > self.maximum_gb:
+            raise forms.ValidationError(f"Memory must be at most {self.maximum_gb} GB.", code="max_value")
 
 
 class JobForm(forms.Form):
@@ -18,7 +54,7 @@ class JobForm(forms.Form):
     gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
     gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
-    memory_gb = forms.DecimalField(min_value=0.1, max_value=4096, decimal_places=1, initial=4, label="Memory (GB)")
+    memory_gb = MemoryField(minimum_gb=Decimal("0.1"))
     time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
     requeue = forms.BooleanField(required=False, initial=True, label="Requeue on node failure",
                                  help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "

@@ -25,6 +25,8 @@ from slurm.states import ACTIVE_STATES
 from slurm.values import is_failure
 
 SACCT_TIMEOUT_S = 120.0
+#: sacct reads -S in the submit host's local zone: a day before the period start covers every zone
+#: (UTC-12 to UTC+14), and the runs are then kept by epoch (end >= period start).
 SACCT_MARGIN = timedelta(days=1)
 
 

@@ -65,7 +65,9 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
         ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
-        ({"memory_gb": "-1"}, "memory_gb", "greater than or equal to 0.1"),
+        ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0: give at least 0.1 GB"),  # issue 16: was "at most"-style
+        ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
+        ({"memory_gb": "lots"}, "memory_gb", "Give memory as a number of GB (4) or with a unit (4G, 512M)."),
         ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
         ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),
         ({"script": "#!/bin/bash\n#SBATCH --gres=gpu:8\n"}, "script", "#SBATCH line"),
@@ -306,3 +308,13 @@ def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(
     assert [j.requeue for j in Job.objects.order_by("created_at")] == [True, False]
     page = client.get(f"/jobs/{Job.objects.get(name='no requeue').key}/").content.decode()
     assert "no (--no-requeue)" in page
+
+
+@pytest.mark.parametrize("typed, mb", [("4G", 4096), ("4 GB", 4096), ("512M", 512), ("2.5", 2560), ("4gib", 4096)])
+def test_memory_with_a_unit_is_understood(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks, typed, mb):
+    """Issue 16: "4G" got "Enter a number."."""
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks():
+        resp = client.post("/jobs/new/", {**FORM, "memory_gb": typed})
+    assert resp.status_code == HTTPStatus.FOUND, resp.content.decode()[:2000]
+    assert Job.objects.get().memory_mb == mb
