@@ -9,6 +9,7 @@ from functools import cached_property
 from portal.formats import from_now, ordinal
 from slurm.states import JobState
 from slurm.values import time_left_seconds
+from teams.usage_compute import how_to_fit
 
 from .models import Job
 from .reasons import Reason, explain_reason
@@ -84,9 +85,11 @@ def queue_line(row: JobRow) -> QueueLine:
     return QueueLine("")
 
 
-def quota_note(account: str, usage) -> str:
+def quota_note(account: str, usage, job: Job | None = None) -> str:
     """The team's numbers for a job held by quota, e.g. "Team vision has used 10.3 of 10.0 GPU-hours
-    this period; 2 of its 2 concurrent GPUs are in use." ("" without usage figures)."""
+    this period; 2 of its 2 concurrent GPUs are in use.", and for ``job`` how it could fit now ("To
+    start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 4.0 GPU-hours).") or that
+    a quota of 0 is frozen ("" without usage figures)."""
     if usage is None or not usage.tracked:
         return ""
     def hours(value: float) -> str:
@@ -97,7 +100,15 @@ def quota_note(account: str, usage) -> str:
         parts.append(f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period")
     if usage.gpu_limit is not None:
         parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
-    return ("; ".join(parts) + ".") if parts else ""
+    note = ("; ".join(parts) + ".") if parts else ""
+    if usage.gpu_hours_quota == 0:
+        return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
+    if job is not None and job.gpu_count and usage.gpu_hours_left is not None:
+        needs = job.gpu_count * job.time_limit_min / 60
+        fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
+        if needs > usage.gpu_hours_left and fit:
+            note += f" To start now, {fit} (it needs up to {hours(needs)} GPU-hours)."
+    return note
 
 
 def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
@@ -121,5 +132,5 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         elapsed = job.elapsed_s
     note = ""
     if reason is not None and reason.group == "QUOTA" and usage_for is not None:
-        note = quota_note(job.account, usage_for(job.account))
+        note = quota_note(job.account, usage_for(job.account), job)
     return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)

@@ -21,7 +21,7 @@ from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
-from .usage_compute import usage_compute
+from .usage_compute import how_to_fit, usage_compute
 from .usage_read import usage_read
 from .usage_records import GPU_NOT_TRACKED, MemberUsage, QuotaEstimate, TeamUsage, UsageStatus
 
@@ -114,5 +114,7 @@ def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None)
     if usage is None or not usage.tracked or usage.gpu_hours_left is None or gpu_count <= 0 or not time_limit_min:
         return None
     most = gpu_count * time_limit_min / 60
-    return QuotaEstimate(team=team, gpu_hours_max=most, gpu_hours_left=usage.gpu_hours_left,
-                         will_wait=most > usage.gpu_hours_left, taken_at=usage.taken_at)
+    will_wait = most > usage.gpu_hours_left
+    fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
+    return QuotaEstimate(team=team, gpu_hours_max=most, gpu_hours_left=usage.gpu_hours_left, will_wait=will_wait,
+                         taken_at=usage.taken_at, fit=fit, frozen=usage.gpu_hours_quota == 0)

@@ -6,6 +6,7 @@ GPUs running now and the GPU-hours queued jobs ask for come from the cluster sna
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
@@ -179,3 +180,23 @@ def team_usage_compute(reading: UsageReading, account: str, *, gpu_limit: int | 
         burn_gpu_hours_per_day=rate, runout_date=runout_date, daily=_daily(team_runs, start_dt, now),
         lag_note=_lag_note(config, used_h, history_h, running or 0, len(rows)),
     )
+
+
+def how_to_fit(*, gpu_hours_left: float, gpu_count: int, time_limit_min: int) -> str:
+    """How a GPU job that needs more GPU-hours than the team has left could fit now, e.g. "ask for
+    at most 30 min, or 1 GPU for 60 min" (whole minutes, rounded down; only what is shorter or
+    smaller than asked). "" when it fits as asked, or nothing would (less than a GPU-minute left)."""
+    left_minutes = math.floor(gpu_hours_left * 60 + 1e-9)
+    if left_minutes < 1 or gpu_count < 1 or gpu_count * time_limit_min <= left_minutes:
+        return ""  # nothing fits, or it fits as asked
+    options = []
+    same_gpus = left_minutes // gpu_count
+    if 1 <= same_gpus < time_limit_min:
+        options.append(f"ask for at most {_minutes(same_gpus)}")
+    if gpu_count > 1:
+        options.append(f"1 GPU for {_minutes(min(left_minutes, time_limit_min))}")
+    return ", or ".join(options)
+
+
+def _minutes(minutes: int) -> str:
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"

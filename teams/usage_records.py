@@ -107,6 +107,10 @@ class QuotaEstimate:
     gpu_hours_left: float
     will_wait: bool
     taken_at: float
+    #: "ask for at most 30 min, or 1 GPU for 60 min" when it does not fit and something would; "".
+    fit: str = ""
+    #: The team's quota is 0 GPU-hours: frozen, the next period will not help.
+    frozen: bool = False
 
 
 @dataclass(frozen=True)

@@ -318,3 +318,26 @@ def test_memory_with_a_unit_is_understood(client, alice, cluster, no_slurm, djan
         resp = client.post("/jobs/new/", {**FORM, "memory_gb": typed})
     assert resp.status_code == HTTPStatus.FOUND, resp.content.decode()[:2000]
     assert Job.objects.get().memory_mb == mb
+
+
+def test_a_job_that_needs_more_than_the_team_has_left_is_told_how_to_fit(client, alice, cluster, no_slurm):
+    """Issue 16: "ask for at most 30 min, or 1 GPU for 60 min", on the form, with the figure it needs;
+    a quota of 0 is frozen, not "used up until the next period"."""
+    from datetime import UTC, datetime
+
+    from teams.usage import TeamUsage, UsageStatus, _store
+
+    def store(quota, used):
+        _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None,
+                                    taken_at=1.0, gpu_hours_quota=quota, gpu_hours_used=used, gpu_hours_left=max(0.0, quota - used),
+                                    used_up=used >= quota)}, UsageStatus(taken_at=1.0))
+
+    client.force_login(alice)
+    store(10.0, 9.0)
+    html = client.get("/jobs/new/estimate/", {"partition": "train", "gpu_count": "2", "time_limit": "01:00:00", "account": "vision"}).content.decode()
+    assert "it will wait for quota" in html and "To start now, <span data-testid=\"quota-fit\">ask for at most 30 min, or 1 GPU for 60 min</span>" in html
+    store(0.0, 0.0)
+    html = client.get("/jobs/new/estimate/", {"partition": "train", "gpu_count": "1", "time_limit": "01:00:00", "account": "vision"}).content.decode()
+    assert "frozen" in html and "next period" not in html
+    team = client.get("/").content.decode()
+    assert "already used up" not in team

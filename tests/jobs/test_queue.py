@@ -100,3 +100,19 @@ def test_queue_line_words_each_case_once():
     assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=0, elapsed_s=0, time_limit_min=1), {}).line.place == "cancelled before it started"
     assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=15, elapsed_s=40, time_limit_min=1), {}).line.place == "exit code 0, signal 15"
     assert job_row(Job(state=JobState.RUNNING, time_limit_min=1), {}).line.text == ""
+
+
+def test_a_job_held_by_quota_is_told_how_to_fit_and_a_frozen_quota_says_so():
+    from datetime import UTC, datetime
+
+    from teams.usage import TeamUsage
+
+    def usage(quota, used):
+        return TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0,
+                         gpu_hours_quota=quota, gpu_hours_used=used, gpu_hours_left=max(0.0, quota - used))
+
+    held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", account="vision", reason="AssocGrpGRESMinutes", gpu_count=2, time_limit_min=60)
+    note = job_row(held, {}, now=1000, usage_for=lambda account: usage(10.0, 9.0)).line.quota_note
+    assert note.endswith("To start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 2.0 GPU-hours).")
+    frozen = job_row(held, {}, now=1000, usage_for=lambda account: usage(0.0, 0.0)).line.quota_note
+    assert "frozen, so the next period will not help" in frozen and "To start now" not in frozen

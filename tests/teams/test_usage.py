@@ -383,3 +383,19 @@ def test_estimate_is_none_when_gpus_are_not_tracked(clean_cache):
 def test_refresh_reads_the_stored_snapshot(clean_cache, slurm_json):
     snapshot_store(snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW))
     assert refresh_with(scripted(), FINAL_NOW)["vision"].gpus_running == 4
+
+
+@pytest.mark.parametrize(
+    "left, gpus, minutes, fit",
+    [
+        (1.0, 2, 60, "ask for at most 30 min, or 1 GPU for 60 min"),  # the example
+        (1.0, 1, 120, "ask for at most 60 min"),
+        (0.5, 4, 60, "ask for at most 7 min, or 1 GPU for 30 min"),
+        (0.01, 1, 60, ""),  # less than a GPU-minute: nothing fits
+        (3.0, 2, 60, ""),  # it fits as asked: nothing to suggest
+    ],
+)
+def test_how_a_job_could_fit_the_quota_left(left, gpus, minutes, fit):
+    from teams.usage_compute import how_to_fit
+
+    assert how_to_fit(gpu_hours_left=left, gpu_count=gpus, time_limit_min=minutes) == fit
