@@ -132,7 +132,7 @@ def test_a_job_id_that_older_rows_still_hold_is_taken_by_the_new_job(alice, poli
 
     last = max(int(line) for line in subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-o", "JobIDRaw", "-S", "now-86400seconds"],
                                                     capture_output=True, text=True, check=True).stdout.split() if line.isdigit())
-    last = max(last, *(int(x) for x in subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True).stdout.split() if x.isdigit()))
+    last = max([last, *(int(x) for x in subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True).stdout.split() if x.isdigit())])
     for n in range(last + 1, last + 40):  # ids of jobs from "before the reset": one finished, one the portal still thinks runs
         Job.objects.create(user=alice, name=f"old-{n}", partition="small", memory_mb=1, time_limit_min=1, script="true",
                            slurm_job_id=n, state=JobState.COMPLETED if n % 2 else JobState.RUNNING)
