@@ -11,11 +11,10 @@ from ninja.errors import HttpError
 
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
-from interactive.models import Session, SessionPhase
+from interactive.models import Session
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
 from jobs.selectors import snapshot_status
-from portal.formats import ordinal
 from portal.refusals import Refused
 from slurm.snapshot import snapshot_load
 
@@ -26,32 +25,12 @@ router = Router(tags=["sessions"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
 
 
-def _explanation(card: SessionCard) -> str:
-    s = card.session
-    if card.phase == SessionPhase.QUEUED:
-        parts = [card.phase.label]
-        if card.position:
-            parts.append(f"{ordinal(card.position)} in line")
-        if card.estimate:
-            parts.append(f"estimated start {card.estimate:%H:%M}")
-        if card.job is not None and card.job.reason and card.job.reason != "None":
-            parts.append(f"Slurm reason: {card.job.reason}")
-        return " · ".join(parts)
-    if card.phase == SessionPhase.STARTING:
-        return card.phase.label + (f": {card.progress}" if card.progress else "")
-    if card.phase == SessionPhase.RUNNING:
-        return card.phase.label + (f" on {card.job.nodes}" if card.job is not None and card.job.nodes else "")
-    if card.phase == SessionPhase.UNKNOWN:
-        return card.phase.label
-    return f"{s.get_state_display()}" + (f": {s.message}" if s.message else "")
-
-
 def session_out(card: SessionCard) -> dict:
     s = card.session
     return {
         "key": str(s.key), "name": s.server_name, "ide": s.ide, "state": s.state, "phase": card.phase, "url": card.open_url or None,
         "partition": s.partition, "gpu_type": s.gpu_type, "gpu_count": s.gpu_count, "cpus": s.cpus, "memory_mb": s.memory_mb,
-        "time_limit_min": s.time_limit_min, "message": s.message, "explanation": _explanation(card), "position": card.position,
+        "time_limit_min": s.time_limit_min, "message": s.message, "explanation": card.line, "position": card.position,
         "estimated_start": card.estimate, "time_left_s": card.time_left_s, "created_at": s.created_at,
     }
 

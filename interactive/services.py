@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -21,6 +21,7 @@ from accounts.models import User
 from audit.services import audit
 from jobs.policy import SitePolicy
 from jobs.selectors import snapshot_status
+from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
@@ -181,6 +182,47 @@ class SessionCard:
     time_left_s: int | None
     progress: str
     open_url: str
+
+    def _line(self) -> tuple[str, str]:
+        """(main part, last part) of :attr:`line`: the time left of a running session, or an ended
+        one's message, is the last part (the page shows those in their own elements)."""
+        s = self.session
+        if self.phase == SessionPhase.QUEUED:
+            parts = [self.phase.label]
+            if self.position:
+                parts.append(f"{ordinal(self.position)} in line")
+            if self.estimate:
+                parts.append(f"estimated start {self.estimate.astimezone(UTC):%H:%M} UTC")
+            if self.job is not None and self.job.reason and self.job.reason != "None":
+                parts.append(f"Slurm reason: {self.job.reason}")
+            return " · ".join(parts), ""
+        if self.phase == SessionPhase.STARTING:
+            return self.phase.label + (f": {self.progress}" if self.progress else "…"), ""
+        if self.phase == SessionPhase.RUNNING:
+            main = self.phase.label + (f" on {self.job.nodes}" if self.job is not None and self.job.nodes else "")
+            return main, (f" · {self.time_left_text}" if self.time_left_text else "")
+        if self.phase == SessionPhase.ENDED:
+            main = s.get_state_display() + (f" at {s.ended_at.astimezone(UTC):%H:%M} UTC" if s.ended_at else "")
+            return main, (f": {s.message}" if s.message else "")
+        return self.phase.label, ""
+
+    @property
+    def line(self) -> str:
+        """The card's status line, worded once for the Sessions page and the API's ``explanation``
+        (the CLI prints that): "queued · 2nd in line · estimated start 10:05 UTC · Slurm reason:
+        Resources", "starting: <hub progress>", "running on node1 · 40 min left", "Stopped at 10:40
+        UTC: Stopped by you."."""
+        main, last = self._line()
+        return main + last
+
+    @property
+    def line_main(self) -> str:
+        return self._line()[0]
+
+    @property
+    def time_left_text(self) -> str:
+        """"40 min left" for a running session with a known time left, else ""."""
+        return f"{duration(self.time_left_s)} left" if self.phase == SessionPhase.RUNNING and self.time_left_s is not None else ""
 
     @property
     def phase_is(self) -> dict[str, bool]:

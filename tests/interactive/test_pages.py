@@ -145,3 +145,20 @@ def test_stopping_a_session_audits_the_state_before_the_change(client, world, mo
     client.post(f"/sessions/{s.key}/stop/")
     event = AuditEvent.objects.get(action="session.stop")
     assert (event.old, event.new) == ({"state": before}, {"state": SessionState.STOPPED})
+
+
+def test_the_session_line_is_worded_once_for_the_page_and_the_api(world):
+    """Issue 15, item 6: the card's status line and the API's explanation are the same text."""
+    from datetime import UTC, datetime
+
+    from api.sessions import session_out
+    from interactive.models import SessionPhase
+    from interactive.services import SessionCard
+
+    alice, _ = world
+    s = Session(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    queued = SessionCard(s, SessionPhase.QUEUED, None, 2, 3, datetime(2026, 12, 1, 10, 5, tzinfo=UTC), None, "", "")
+    running = SessionCard(s, SessionPhase.RUNNING, None, None, None, None, 2400, "", "https://hub/x")
+    assert queued.line == "queued · 2nd in line · estimated start 10:05 UTC"
+    assert running.line == "running · 40 min left" and running.line_main == "running" and running.time_left_text == "40 min left"
+    assert session_out(queued)["explanation"] == queued.line and session_out(running)["explanation"] == running.line
