@@ -38,37 +38,34 @@ def account_links(request: HttpRequest) -> HttpResponse:
     return _admin_only(request) or _list(request)
 
 
-@login_required
-@require_POST
-def account_link_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """POST ``username``: link identity ``pk`` to that cluster account."""
+def _decide(request: HttpRequest, pk: int, decide, done: str) -> HttpResponse:
+    """One admin decision on identity ``pk``: ``decide(user, form)`` runs the service; its refusal
+    is shown on that row (400), a success as a message ("<person>" filled into ``done``)."""
     if (refused := _admin_only(request)) is not None:
         return refused
     user = get_object_or_404(User, pk=pk)
     form = LinkForm(request.POST)
     try:
-        account_link_approve(user=user, username=form.data.get("username", ""), by=request.user)
+        decide(user, form)
     except Refused as refusal:
         refusal_to_form(form, refusal)
         return _list(request, failed={pk: form}, status=400)
     except PermissionDenied as exc:
         return render(request, "teams/forbidden.html", {"message": str(exc)}, status=403)
-    messages.success(request, f"Linked {user.display_name or user.email or user.oidc_sub} to the cluster account '{user.username}'.")
+    messages.success(request, done.format(person=user.display_name or user.email or user.oidc_sub, username=user.username))
     return redirect("account_links")
+
+
+@login_required
+@require_POST
+def account_link_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST ``username``: link identity ``pk`` to that cluster account."""
+    return _decide(request, pk, lambda user, form: account_link_approve(user=user, username=form.data.get("username", ""), by=request.user),
+                   "Linked {person} to the cluster account '{username}'.")
 
 
 @login_required
 @require_POST
 def account_link_refuse_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Refuse identity ``pk``: it cannot sign in, and nothing is made for it on the cluster."""
-    if (refused := _admin_only(request)) is not None:
-        return refused
-    user = get_object_or_404(User, pk=pk)
-    form = LinkForm(request.POST)
-    try:
-        account_link_refuse(user=user, by=request.user)
-    except Refused as refusal:
-        refusal_to_form(form, refusal)
-        return _list(request, failed={pk: form}, status=400)
-    messages.success(request, f"Refused the sign-in of {user.display_name or user.email or user.oidc_sub}.")
-    return redirect("account_links")
+    return _decide(request, pk, lambda user, form: account_link_refuse(user=user, by=request.user), "Refused the sign-in of {person}.")

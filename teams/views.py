@@ -133,37 +133,43 @@ def team_settings(request: HttpRequest, team: Team) -> HttpResponse:
     return _settings_page(request, team)
 
 
+def _settings_action(request: HttpRequest, team: Team, form, page_key: str, apply) -> HttpResponse:
+    """One settings form: valid input goes to ``apply(cleaned_data)``, which returns the success
+    message; a form error or the service's refusal shows the page again with the form (400)."""
+    if form.is_valid():
+        try:
+            message = apply(form.cleaned_data)
+        except Refused as refused:
+            refusal_to_form(form, refused)
+        else:
+            messages.success(request, message)
+            return redirect("team_settings", name=team.name)
+    return _settings_page(request, team, **{page_key: form})
+
+
 @require_POST
 @_admin_team_page
 def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
     """Admin: save the GPU-hour quota and the GPU limit; the Slurm sync follows in a worker."""
-    form = LimitsForm(request.POST)
-    if not form.is_valid():
-        return _settings_page(request, team, limits=form)
-    quota = form.cleaned_data["gpu_hours_quota"]
-    try:
-        team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=form.cleaned_data["gpu_limit"], by=request.user)
-    except Refused as refused:
-        refusal_to_form(form, refused)
-        return _settings_page(request, team, limits=form)
-    messages.success(request, f"Limits of {team.name} saved; the Slurm sync is on its way.")
-    return redirect("team_settings", name=team.name)
+
+    def apply(data) -> str:
+        quota = data["gpu_hours_quota"]
+        team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=data["gpu_limit"], by=request.user)
+        return f"Limits of {team.name} saved; the Slurm sync is on its way."
+
+    return _settings_action(request, team, LimitsForm(request.POST), "limits", apply)
 
 
 @require_POST
 @_admin_team_page
 def team_member_set(request: HttpRequest, team: Team) -> HttpResponse:
     """Admin: add a portal user to the team or change their role."""
-    form = MemberForm(request.POST)
-    if not form.is_valid():
-        return _settings_page(request, team, member_form=form)
-    try:
-        membership = membership_set_by_name(team=team, username=form.cleaned_data["username"], role=form.cleaned_data["role"], by=request.user)
-    except Refused as refused:
-        refusal_to_form(form, refused)
-        return _settings_page(request, team, member_form=form)
-    messages.success(request, f"{membership.user.username} is now {form.cleaned_data['role'].lower()} of {team.name}; the Slurm sync is on its way.")
-    return redirect("team_settings", name=team.name)
+
+    def apply(data) -> str:
+        membership = membership_set_by_name(team=team, username=data["username"], role=data["role"], by=request.user)
+        return f"{membership.user.username} is now {data['role'].lower()} of {team.name}; the Slurm sync is on its way."
+
+    return _settings_action(request, team, MemberForm(request.POST), "member_form", apply)
 
 
 @require_POST

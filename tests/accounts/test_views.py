@@ -61,6 +61,7 @@ def test_logout_with_unreachable_idp_says_so(client, settings, django_user_model
     from tests.conftest import free_port
 
     settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    settings.HUB_URL = ""  # no hub: a dev hub running on this machine must not take part
     client.force_login(django_user_model.objects.create(username="alice"))
     page = client.post("/accounts/logout/")
     assert page.status_code == HTTPStatus.OK and b"could not be reached" in page.content
