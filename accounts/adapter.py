@@ -3,6 +3,7 @@
 Every refusal ends on ``accounts/login_refused.html`` (HTTP 403) saying what was wrong and how to
 fix it; nothing is created or changed for a refused login.
 """
+
 from __future__ import annotations
 
 import logging
@@ -79,7 +80,8 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         logger.warning("OIDC authentication error %s: %r", error, exception)
         refusal = LoginRefused(
             "idp_error",
-            "Sign-in with the identity provider did not complete. " + AUTH_ERROR_MESSAGES.get(str(error), AUTH_ERROR_MESSAGES["unknown"]),
+            "Sign-in with the identity provider did not complete. "
+            + AUTH_ERROR_MESSAGES.get(str(error), AUTH_ERROR_MESSAGES["unknown"]),
             "Start again from the portal's sign-in page. If it keeps failing, the identity provider may be "
             "down or the portal's client settings may be wrong; tell the portal admin.",
         )

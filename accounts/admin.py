@@ -11,5 +11,18 @@ class PortalUserAdmin(UserAdmin):
     # Linking an identity to a cluster account goes through the Accounts page (checked and audited).
     readonly_fields = ("oidc_issuer", "oidc_sub", "oidc_groups", "email_verified", "link_state", "requested_username")
     fieldsets = UserAdmin.fieldsets + (
-        ("Identity (from the IdP)", {"fields": ("oidc_issuer", "oidc_sub", "display_name", "email_verified", "oidc_groups", "link_state", "requested_username")}),
+        (
+            "Identity (from the IdP)",
+            {
+                "fields": (
+                    "oidc_issuer",
+                    "oidc_sub",
+                    "display_name",
+                    "email_verified",
+                    "oidc_groups",
+                    "link_state",
+                    "requested_username",
+                )
+            },
+        ),
     )

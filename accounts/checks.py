@@ -1,4 +1,5 @@
 """System checks for sign-in settings (run by ``manage.py check`` and at WSGI start-up)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -13,7 +14,15 @@ def check_identity_provider(app_configs=None, **kwargs):
     portal.W001: no IdP in development (nobody can sign in)."""
     oidc = settings.OIDC
     production = getattr(settings, "PORTAL_ENVIRONMENT", "") == "production"
-    missing = [name for name, key in (("PORTAL_OIDC_ISSUER", "issuer"), ("PORTAL_OIDC_CLIENT_ID", "client_id"), ("PORTAL_OIDC_CLIENT_SECRET", "client_secret")) if not oidc[key]]
+    missing = [
+        name
+        for name, key in (
+            ("PORTAL_OIDC_ISSUER", "issuer"),
+            ("PORTAL_OIDC_CLIENT_ID", "client_id"),
+            ("PORTAL_OIDC_CLIENT_SECRET", "client_secret"),
+        )
+        if not oidc[key]
+    ]
     messages = []
     if missing and production:
         messages.append(

@@ -3,6 +3,7 @@
 Pure functions; no database, no network. Every refusal is a :class:`LoginRefused` that says what
 was wrong and what fixes it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -94,7 +95,6 @@ def unix_username_from_claims(claims: dict, *, claim: str) -> str:
             "with a letter or '_'. Ask your identity team to send your cluster user name in this claim.",
         )
     return value
-
 
 
 def is_admin_by_claims(groups: list[str], override: bool | None) -> bool:

@@ -1,4 +1,5 @@
 """View decorators other apps may use (they never import this app's views)."""
+
 from __future__ import annotations
 
 from functools import wraps

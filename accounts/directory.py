@@ -4,6 +4,7 @@ Asked once per login through the Slurm gateway as the service user (no sudo): ``
 (Unix account and groups) and ``sacctmgr --noheader --parsable2 show association where
 user=<user> format=Account`` (Slurm accounts = teams).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

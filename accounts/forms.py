@@ -1,4 +1,5 @@
 """The Accounts page's decision form (an admin links or refuses a sign-in identity)."""
+
 from __future__ import annotations
 
 from django import forms

@@ -1,6 +1,7 @@
 """Admins link sign-in identities to cluster accounts: the list of identities waiting for a decision,
 approve (with the cluster user name) and refuse. Each action is its own view; the services check
 and audit."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -19,7 +20,9 @@ from .services import account_link_approve, account_link_refuse
 
 def _admin_only(request: HttpRequest) -> HttpResponse | None:
     if not request.user.is_staff:
-        return render(request, "teams/forbidden.html", {"message": "Linking sign-ins to cluster accounts is for portal admins."}, status=403)
+        return render(
+            request, "teams/forbidden.html", {"message": "Linking sign-ins to cluster accounts is for portal admins."}, status=403
+        )
     return None
 
 
@@ -27,7 +30,11 @@ def _list(request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, st
     """The page; ``failed``: the refused decision's form (with its errors) by identity."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
-    linked_names = set(User.objects.filter(link_state=LinkState.LINKED, username__in=[u.requested_username for u in waiting]).values_list("username", flat=True))
+    linked_names = set(
+        User.objects.filter(link_state=LinkState.LINKED, username__in=[u.requested_username for u in waiting]).values_list(
+            "username", flat=True
+        )
+    )
     rows = [(u, u.requested_username in linked_names) for u in waiting]
     return render(request, "accounts/links.html", {"rows": rows, "refused": refused, "failed": failed or {}}, status=status)
 
@@ -60,12 +67,18 @@ def _decide(request: HttpRequest, pk: int, decide, done: str) -> HttpResponse:
 @require_POST
 def account_link_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
     """POST ``username``: link identity ``pk`` to that cluster account."""
-    return _decide(request, pk, lambda user, form: account_link_approve(user=user, username=form.data.get("username", ""), by=request.user),
-                   "Linked {person} to the cluster account '{username}'.")
+    return _decide(
+        request,
+        pk,
+        lambda user, form: account_link_approve(user=user, username=form.data.get("username", ""), by=request.user),
+        "Linked {person} to the cluster account '{username}'.",
+    )
 
 
 @login_required
 @require_POST
 def account_link_refuse_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Refuse identity ``pk``: it cannot sign in, and nothing is made for it on the cluster."""
-    return _decide(request, pk, lambda user, form: account_link_refuse(user=user, by=request.user), "Refused the sign-in of {person}.")
+    return _decide(
+        request, pk, lambda user, form: account_link_refuse(user=user, by=request.user), "Refused the sign-in of {person}."
+    )

@@ -1,4 +1,5 @@
 """The gate for identities that are not linked to a cluster account (issue: identity is issuer + sub)."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse

@@ -1,4 +1,5 @@
 """The portal's user: one row per OIDC identity (issuer + ``sub``), named by its Unix/Slurm username."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractUser

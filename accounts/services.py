@@ -1,4 +1,5 @@
 """Writes for accounts: deciding a login and keeping the user row in step with the IdP's claims."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,9 +51,15 @@ def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
     if refusal.code not in ("identity_conflict", "username_changed", "link_refused"):
         return
     conf = settings.OIDC
-    claimed = {c: str(claims.get(c))[:80] for c in {conf["username_claim"], conf["link_claim"]} if c and claims.get(c) is not None}
-    audit(actor=None, action="login.refused", target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
-          new={"code": refusal.code, "claimed": claimed})
+    claimed = {
+        c: str(claims.get(c))[:80] for c in {conf["username_claim"], conf["link_claim"]} if c and claims.get(c) is not None
+    }
+    audit(
+        actor=None,
+        action="login.refused",
+        target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
+        new={"code": refusal.code, "claimed": claimed},
+    )
 
 
 def _suggested_username(claims: dict) -> str:
@@ -98,8 +105,7 @@ def _cluster_check(username: str, *, known: bool) -> ClusterUser | None:
     if not cluster_user.in_users_group:
         raise LoginRefused(
             "not_provisioned",
-            f"The cluster account '{username}' exists but is not in the group '{group}', "
-            "so the portal cannot run jobs as you.",
+            f"The cluster account '{username}' exists but is not in the group '{group}', so the portal cannot run jobs as you.",
             f"Ask the cluster staff to add '{username}' to the group '{group}'.",
         )
     return cluster_user
@@ -124,7 +130,9 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
     conf = settings.OIDC
     issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
     link_claim = conf["link_claim"]
-    directory_name = unix_username_from_claims(claims, claim=link_claim) if link_claim and claims.get(link_claim) not in (None, "") else None
+    directory_name = (
+        unix_username_from_claims(claims, claim=link_claim) if link_claim and claims.get(link_claim) not in (None, "") else None
+    )
     if existing is not None and existing.oidc_issuer and existing.oidc_issuer != issuer:
         raise LoginRefused(
             "issuer_mismatch",
@@ -216,12 +224,22 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
     try:
         username = unix_username_from_claims({"username": username.strip()}, claim="username")
     except LoginRefused:
-        raise Refused(Problem("username", f"'{username.strip()[:40]}' is not a valid cluster user name: 1-32 characters, "
-                              "lower-case letters, digits, '_' or '-', starting with a letter or '_'.")) from None
+        raise Refused(
+            Problem(
+                "username",
+                f"'{username.strip()[:40]}' is not a valid cluster user name: 1-32 characters, "
+                "lower-case letters, digits, '_' or '-', starting with a letter or '_'.",
+            )
+        ) from None
     taken = User.objects.filter(username=username).exclude(pk=user.pk).first()
     if taken is not None:
-        raise Refused(Problem("username", f"The cluster account '{username}' is already linked to another sign-in identity "
-                              f"({taken.display_name or taken.oidc_sub}). An account is linked to one identity only."))
+        raise Refused(
+            Problem(
+                "username",
+                f"The cluster account '{username}' is already linked to another sign-in identity "
+                f"({taken.display_name or taken.oidc_sub}). An account is linked to one identity only.",
+            )
+        )
     try:
         cluster_user = _cluster_check(username, known=False)
     except LoginRefused as refusal:
@@ -233,8 +251,13 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
         user.slurm_accounts = list(cluster_user.accounts)
         user.is_staff = user.is_superuser = is_admin_by_claims(list(user.oidc_groups), user.admin_override)
         user.save()
-        audit(actor=by, action="account.link_approved", target=f"user:{username}", old=old,
-              new={"link_state": LinkState.LINKED, "username": username, "identity": _identity(user.oidc_issuer, user.oidc_sub)})
+        audit(
+            actor=by,
+            action="account.link_approved",
+            target=f"user:{username}",
+            old=old,
+            new={"link_state": LinkState.LINKED, "username": username, "identity": _identity(user.oidc_issuer, user.oidc_sub)},
+        )
     _teams_follow_claims(user)
     return user
 
@@ -245,14 +268,21 @@ def account_link_refuse(*, user: User, by: User) -> User:
     ``PermissionDenied`` or :class:`Refused` (the identity is already linked)."""
     _require_admin(by)
     if user.is_linked:
-        raise Refused(Problem("", f"This identity is already linked to '{user.username}'; it is not refused after the fact here."))
+        raise Refused(
+            Problem("", f"This identity is already linked to '{user.username}'; it is not refused after the fact here.")
+        )
     with transaction.atomic():
         old = user.link_state
         user.link_state = LinkState.REFUSED
         user.is_staff = user.is_superuser = False
         user.save(update_fields=["link_state", "is_staff", "is_superuser"])
-        audit(actor=by, action="account.link_refused", target=_identity(user.oidc_issuer, user.oidc_sub),
-              old={"link_state": old}, new={"link_state": LinkState.REFUSED, "requested_username": user.requested_username})
+        audit(
+            actor=by,
+            action="account.link_refused",
+            target=_identity(user.oidc_issuer, user.oidc_sub),
+            old={"link_state": old},
+            new={"link_state": LinkState.REFUSED, "requested_username": user.requested_username},
+        )
     return user
 
 
@@ -265,8 +295,12 @@ def login_followups(*, user: User) -> None:
         return
     target = _identity(user.oidc_issuer, user.oidc_sub)
     if not AuditEvent.objects.filter(action="account.link_requested", target=target).exists():
-        audit(actor=user, action="account.link_requested", target=target,
-              new={"requested_username": user.requested_username, "email": user.email, "email_verified": user.email_verified})
+        audit(
+            actor=user,
+            action="account.link_requested",
+            target=target,
+            new={"requested_username": user.requested_username, "email": user.email, "email_verified": user.email_verified},
+        )
 
 
 def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
@@ -280,17 +314,31 @@ def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
     user = User.objects.filter(oidc_issuer__in=[issuer, issuer + "/"], oidc_sub=sub).first() if issuer and sub else None
     refusal = None
     if user is None:
-        refusal = LoginRefused("unknown_identity", "The portal does not know this sign-in.",
-                               "Sign in to the portal first; JupyterHub sessions are started from there.")
+        refusal = LoginRefused(
+            "unknown_identity",
+            "The portal does not know this sign-in.",
+            "Sign in to the portal first; JupyterHub sessions are started from there.",
+        )
     elif not user.is_active:
         refusal = LoginRefused("inactive", "This portal account is disabled.", "Ask the portal admin to re-enable it.")
     elif user.link_state == LinkState.PENDING:
-        refusal = LoginRefused("link_pending", "Your sign-in is waiting for an administrator to link it to a cluster account.",
-                               "Sessions can start once an administrator has linked your account; the portal's home page says when.")
+        refusal = LoginRefused(
+            "link_pending",
+            "Your sign-in is waiting for an administrator to link it to a cluster account.",
+            "Sessions can start once an administrator has linked your account; the portal's home page says when.",
+        )
     elif user.link_state == LinkState.REFUSED:
-        refusal = LoginRefused("link_refused", "A portal administrator decided not to link this sign-in to a cluster account.",
-                               "If you think this is a mistake, ask the cluster staff.")
+        refusal = LoginRefused(
+            "link_refused",
+            "A portal administrator decided not to link this sign-in to a cluster account.",
+            "If you think this is a mistake, ask the cluster staff.",
+        )
     if refusal is not None:
-        audit(actor=None, action="hub.login_refused", target=_identity(issuer, sub), new={"code": refusal.code, "claimed": claimed[:80]})
+        audit(
+            actor=None,
+            action="hub.login_refused",
+            target=_identity(issuer, sub),
+            new={"code": refusal.code, "claimed": claimed[:80]},
+        )
         raise refusal
     return user.username

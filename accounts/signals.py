@@ -1,6 +1,7 @@
 """After login: keep the raw ID token (for RP-initiated logout) and run the login follow-ups (an
 identity that is linked tells other apps through :data:`accounts.events.identity_linked`; team
 memberships follow the claims in :mod:`teams.signals`)."""
+
 from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
 

@@ -1,5 +1,6 @@
 """Account URLs. allauth's own ``allauth.urls`` is NOT included: no password, sign-up or email
 forms exist. Names that allauth reverses internally are provided here."""
+
 from django.urls import include, path
 
 from . import link_views, views

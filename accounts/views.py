@@ -1,5 +1,6 @@
 """Sign-in page (a single SSO button, no password form), logout that also ends the IdP session,
 and the pages shown when something in between goes wrong."""
+
 from __future__ import annotations
 
 import logging
@@ -28,9 +29,7 @@ def login_page(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return HttpResponseRedirect(reverse("home"))
     oidc = settings.OIDC
-    login_url = (
-        reverse("openid_connect_login", kwargs={"provider_id": settings.OIDC_PROVIDER_ID}) if oidc["issuer"] else None
-    )
+    login_url = reverse("openid_connect_login", kwargs={"provider_id": settings.OIDC_PROVIDER_ID}) if oidc["issuer"] else None
     return render(
         request,
         "accounts/login.html",
@@ -145,7 +144,9 @@ def admin_login(request: HttpRequest) -> HttpResponse:
         refusal = LoginRefused(
             "not_admin",
             "The admin pages are for portal admins only.",
-            "Admins are members of the IdP group(s) " + ", ".join(settings.OIDC["admin_groups"]) + ". Ask an admin if you need access.",
+            "Admins are members of the IdP group(s) "
+            + ", ".join(settings.OIDC["admin_groups"])
+            + ". Ask an admin if you need access.",
         )
         return render(request, "accounts/login_refused.html", {"refusal": refusal, "show_home": True}, status=403)
     query = urlencode({"next": request.GET.get("next", "/admin/")})

@@ -9,6 +9,7 @@ than 400 are ninja's ``HttpError`` (or Django's ``PermissionDenied``/``Http404``
 Errors raised before a handler here runs (no route for the address, a method the path lacks: 405,
 the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`.
 """
+
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
@@ -25,8 +26,10 @@ TOKEN_HINT = "Send 'Authorization: Bearer <token>' with a personal access token;
 
 
 #: The API's refusal for a token whose owner is not linked to a cluster account.
-UNLINKED_MESSAGE = ("This token's owner is not linked to a cluster account: waiting for an administrator to link "
-                    "the account (or the link was refused). Nothing can be done on the cluster until then.")
+UNLINKED_MESSAGE = (
+    "This token's owner is not linked to a cluster account: waiting for an administrator to link "
+    "the account (or the link was refused). Nothing can be done on the cluster until then."
+)
 
 
 class TokenAuth(HttpBearer):
@@ -62,15 +65,18 @@ def need_scope(request: HttpRequest, scope: str) -> None:
     """Raise 403 when the request came with a token lacking ``scope`` (the browser session has all)."""
     token = getattr(request, "api_token", None)
     if token is not None and scope not in token.scopes:
-        raise HttpError(403, f"This token does not have the '{scope}' scope (it has: {', '.join(token.scopes)}). Create a token with '{scope}' on the Tokens page.")
+        raise HttpError(
+            403,
+            f"This token does not have the '{scope}' scope (it has: {', '.join(token.scopes)}). Create a token with '{scope}' on the Tokens page.",
+        )
 
 
 api = NinjaAPI(
     title="GPU portal API",
     version="1",
     description="Jobs, sessions, job profiles and team usage of the GPU portal. Authenticate with a personal access token "
-                "(`Authorization: Bearer gpp_…`), created on the portal's Tokens page. Errors are JSON: "
-                "`{\"detail\": sentence, \"errors\": [{\"field\", \"message\", \"line\"}]}`.",
+    "(`Authorization: Bearer gpp_…`), created on the portal's Tokens page. Errors are JSON: "
+    '`{"detail": sentence, "errors": [{"field", "message", "line"}]}`.',
     auth=[TokenAuth(), BrowserSession()],
     urls_namespace="api",
     docs_url="/docs",
@@ -131,4 +137,3 @@ def _forbidden(request, exc):
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return _error(request, 404, str(exc) or "Not found, or not yours.")
-

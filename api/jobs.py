@@ -1,5 +1,6 @@
 """``/api/v1/jobs``: list, submit (a profile file or a saved profile), show, cancel, read logs.
 Same rules as the pages: you see and cancel your own jobs; an admin may see anyone's (not cancel)."""
+
 from __future__ import annotations
 
 import time
@@ -34,13 +35,35 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
     """The :class:`JobOut` document of one job (queue facts from the snapshot's stored positions)."""
     row = job_row(job, positions, now=time.time(), usage_for=team_usage)
     return {
-        "key": str(job.key), "id": job.slurm_job_id, "name": job.name, "owner": job.user.username, "state": job.state,
-        "state_label": JobState(job.state).label, "final": job.is_final, "slurm_state": job.slurm_state, "reason": job.reason,
-        "explanation": row.line.text, "position": row.position, "in_line": row.in_line, "estimated_start": row.estimate,
-        "partition": job.partition, "account": job.account, "gpu_type": job.gpu_type, "gpu_count": job.gpu_count, "cpus": job.cpus,
-        "memory_mb": job.memory_mb, "time_limit_min": job.time_limit_min, "created_at": job.created_at, "submitted_at": job.submitted_at,
-        "start_at": job.start_at, "end_at": job.end_at, "exit_code": job.exit_code, "signal": job.signal,
-        "elapsed_s": row.elapsed_s, "submit_error": job.submit_error, "profile_id": job.profile_id,
+        "key": str(job.key),
+        "id": job.slurm_job_id,
+        "name": job.name,
+        "owner": job.user.username,
+        "state": job.state,
+        "state_label": JobState(job.state).label,
+        "final": job.is_final,
+        "slurm_state": job.slurm_state,
+        "reason": job.reason,
+        "explanation": row.line.text,
+        "position": row.position,
+        "in_line": row.in_line,
+        "estimated_start": row.estimate,
+        "partition": job.partition,
+        "account": job.account,
+        "gpu_type": job.gpu_type,
+        "gpu_count": job.gpu_count,
+        "cpus": job.cpus,
+        "memory_mb": job.memory_mb,
+        "time_limit_min": job.time_limit_min,
+        "created_at": job.created_at,
+        "submitted_at": job.submitted_at,
+        "start_at": job.start_at,
+        "end_at": job.end_at,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "elapsed_s": row.elapsed_s,
+        "submit_error": job.submit_error,
+        "profile_id": job.profile_id,
         "url": f"{base_url}/jobs/{job.key}/",
     }
 
@@ -68,8 +91,11 @@ def job_by_ref(request, ref: str) -> Job:
 
 
 @router.get("", response={200: JobList, **ERRORS}, summary="Your jobs")
-def list_jobs(request, scope: str = Query("active", description="active (not ended, or ended in the last hour), history (ended), or all"),
-              limit: int = Query(200, ge=1, le=1000)):
+def list_jobs(
+    request,
+    scope: str = Query("active", description="active (not ended, or ended in the last hour), history (ended), or all"),
+    limit: int = Query(200, ge=1, le=1000),
+):
     need_scope(request, "read")
     if scope not in ("active", "history", "all"):
         raise Refused(Problem("scope", "Use active, history or all."), detail="scope must be active, history or all.")
@@ -89,8 +115,10 @@ def list_jobs(request, scope: str = Query("active", description="active (not end
 def submit_job(request, body: JobSubmitIn):
     need_scope(request, "jobs")
     if (body.profile_yaml is None) == (body.profile_id is None):
-        raise Refused(Problem("profile_yaml", "Give profile_yaml or profile_id."),
-                      detail="Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).")
+        raise Refused(
+            Problem("profile_yaml", "Give profile_yaml or profile_id."),
+            detail="Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).",
+        )
     profile = None
     text = body.profile_yaml
     if body.profile_id is not None:
@@ -98,8 +126,13 @@ def submit_job(request, body: JobSubmitIn):
         if profile is None:
             raise Http404("No such profile, or it is not yours and not shared with your team.")
         text = profile.yaml
-    return run_profile(request, text=text, overrides=body.overrides, profile=profile,
-                       what=f"The profile in {body.filename}" if body.filename else "The profile")
+    return run_profile(
+        request,
+        text=text,
+        overrides=body.overrides,
+        profile=profile,
+        what=f"The profile in {body.filename}" if body.filename else "The profile",
+    )
 
 
 def run_profile(request, *, text: str, overrides: dict, profile, what: str):
@@ -134,5 +167,13 @@ def job_log(request, ref: str, stream: str = Query("out", description="out or er
         raise Refused(Problem("stream", "Use out or err."), detail="stream must be out or err.")
     job = job_by_ref(request, ref)
     chunk = job_log_read(job, stream, offset=offset, limit=min(65536, settings.PORTAL_LOG_TAIL_BYTES))
-    return {"stream": stream, "offset": chunk.offset, "next_offset": chunk.next_offset, "data": chunk.text, "missing": chunk.missing,
-            "final": job.is_final, "state": job.state, "error": chunk.error}
+    return {
+        "stream": stream,
+        "offset": chunk.offset,
+        "next_offset": chunk.next_offset,
+        "data": chunk.text,
+        "missing": chunk.missing,
+        "final": job.is_final,
+        "state": job.state,
+        "error": chunk.error,
+    }

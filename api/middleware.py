@@ -3,6 +3,7 @@ request: Django's 404 for an address no route matches (``/api/v1/profiles/abc``:
 number), django-ninja's 405 for a method the path does not have, the NUL guard's 400, an upload
 over Django's size limit, a 500. The body becomes ``{"detail": sentence, "errors": []}`` with the
 same status (and ``Allow`` header), like every other API error."""
+
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -24,7 +25,9 @@ def _detail(request: HttpRequest, response: HttpResponse) -> str:
     if status == HTTPStatus.BAD_REQUEST:
         return "The request could not be read (malformed, or larger than the portal accepts). Nothing was done."
     if status >= 500:
-        return "The portal failed to answer this request; nothing more is known here. Try again, and tell the admin if it persists."
+        return (
+            "The portal failed to answer this request; nothing more is known here. Try again, and tell the admin if it persists."
+        )
     try:
         return f"{HTTPStatus(status).phrase}."
     except ValueError:

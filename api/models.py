@@ -1,4 +1,5 @@
 """Personal access tokens for the REST API and the CLI."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,5 +1,6 @@
 """``/api/v1/profiles``: saved job profiles: yours and those shared with your teams. Only the owner
 changes, shares or deletes one; team members may read, run and clone it."""
+
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -33,9 +34,17 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 def profile_out(profile: Profile, *, base_url: str = "") -> dict:
     return {
-        "id": profile.pk, "name": profile.name, "owner": profile.owner.username, "team": profile.team.name if profile.team else None,
-        "version": profile.version, "yaml": profile.yaml, "spec": profile.spec, "cloned_from": profile.cloned_from_id,
-        "created_at": profile.created_at, "updated_at": profile.updated_at, "url": f"{base_url}/profiles/{profile.pk}/",
+        "id": profile.pk,
+        "name": profile.name,
+        "owner": profile.owner.username,
+        "team": profile.team.name if profile.team else None,
+        "version": profile.version,
+        "yaml": profile.yaml,
+        "spec": profile.spec,
+        "cloned_from": profile.cloned_from_id,
+        "created_at": profile.created_at,
+        "updated_at": profile.updated_at,
+        "url": f"{base_url}/profiles/{profile.pk}/",
     }
 
 
@@ -67,7 +76,9 @@ def create_profile(request, body: ProfileIn):
     return Status(HTTPStatus.CREATED, profile_out(profile, base_url=_base(request)))
 
 
-@router.post("/validate", response={200: ValidateOut, **ERRORS}, summary="Check a profile file as submitting it would, without submitting")
+@router.post(
+    "/validate", response={200: ValidateOut, **ERRORS}, summary="Check a profile file as submitting it would, without submitting"
+)
 def validate_profile(request, body: ValidateIn):
     need_scope(request, "read")
     try:
@@ -120,7 +131,7 @@ def clone_profile(request, pk: int, body: ProfileCloneIn):
     return Status(HTTPStatus.CREATED, profile_out(profile, base_url=_base(request)))
 
 
-@router.post("/{int:pk}/submit", response={201: JobOut, **ERRORS}, summary="Run a profile (\"run again with 4 GPUs\": overrides)")
+@router.post("/{int:pk}/submit", response={201: JobOut, **ERRORS}, summary='Run a profile ("run again with 4 GPUs": overrides)')
 def submit_profile(request, pk: int, body: OverridesIn):
     need_scope(request, "jobs")
     profile = _get(request, pk)

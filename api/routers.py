@@ -1,4 +1,5 @@
 """Every router of the REST API, attached to the one :data:`api.base.api` object."""
+
 from __future__ import annotations
 
 from ninja import NinjaAPI

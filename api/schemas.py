@@ -1,5 +1,6 @@
 """The API's documents (request and response bodies). Units: ``memory_mb`` MiB, ``time_limit_min``
 minutes, ``elapsed_s`` seconds, GPU figures in GPU-hours; times are ISO 8601 in UTC."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -95,7 +96,10 @@ class JobOut(Schema):
 class JobList(Schema):
     items: list[JobOut]
     count: int
-    warning: str = Field("", description='"Cluster unreachable since 14:05 UTC; ..." while the poller cannot reach Slurm (states are the last known)')
+    warning: str = Field(
+        "",
+        description='"Cluster unreachable since 14:05 UTC; ..." while the poller cannot reach Slurm (states are the last known)',
+    )
 
 
 class JobSubmitIn(In):
@@ -140,7 +144,9 @@ class SessionOut(Schema):
 class SessionList(Schema):
     items: list[SessionOut]
     count: int
-    warning: str = Field("", description="Cluster unreachable since ... (as for jobs), and/or JupyterHub unreachable: states may be out of date")
+    warning: str = Field(
+        "", description="Cluster unreachable since ... (as for jobs), and/or JupyterHub unreachable: states may be out of date"
+    )
 
 
 class SessionKindOut(Schema):
@@ -157,7 +163,9 @@ class SessionKindList(Schema):
 
 
 class SessionIn(In):
-    ide: str | None = Field(None, max_length=16, description="A session kind's name (GET /sessions/kinds); omitted: the default kind")
+    ide: str | None = Field(
+        None, max_length=16, description="A session kind's name (GET /sessions/kinds); omitted: the default kind"
+    )
     partition: str | None = Field(None, max_length=64)
     gpus: int = Field(0, ge=0, le=64)
     gpu_type: str = Field("", max_length=64)
@@ -187,11 +195,13 @@ class ProfileList(Schema):
 
 class ProfileIn(In):
     yaml: str = Field(max_length=65536, description="The profile file's text")
-    team: str | None = Field(None, max_length=64, description="Share with this team (one you are in); omit to keep, \"\" to stop sharing")
+    team: str | None = Field(
+        None, max_length=64, description='Share with this team (one you are in); omit to keep, "" to stop sharing'
+    )
 
 
 class ProfileShareIn(In):
-    team: str | None = Field(None, max_length=64, description="A team you are in; null or \"\" to stop sharing")
+    team: str | None = Field(None, max_length=64, description='A team you are in; null or "" to stop sharing')
 
 
 class ProfileCloneIn(In):

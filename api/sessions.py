@@ -1,6 +1,7 @@
 """``/api/v1/sessions``: interactive sessions (JupyterHub named servers) of the kinds in
 :mod:`interactive.kinds` (``GET /sessions/kinds`` lists them), with the same options, policy and
 session rules as the Sessions page (:func:`interactive.services.session_start`)."""
+
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -28,10 +29,24 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: Error
 def session_out(card: SessionCard) -> dict:
     s = card.session
     return {
-        "key": str(s.key), "name": s.server_name, "ide": s.ide, "state": s.state, "phase": card.phase, "url": card.open_url or None,
-        "partition": s.partition, "gpu_type": s.gpu_type, "gpu_count": s.gpu_count, "cpus": s.cpus, "memory_mb": s.memory_mb,
-        "time_limit_min": s.time_limit_min, "message": s.message, "explanation": card.line, "position": card.position,
-        "estimated_start": card.estimate, "time_left_s": card.time_left_s, "created_at": s.created_at,
+        "key": str(s.key),
+        "name": s.server_name,
+        "ide": s.ide,
+        "state": s.state,
+        "phase": card.phase,
+        "url": card.open_url or None,
+        "partition": s.partition,
+        "gpu_type": s.gpu_type,
+        "gpu_count": s.gpu_count,
+        "cpus": s.cpus,
+        "memory_mb": s.memory_mb,
+        "time_limit_min": s.time_limit_min,
+        "message": s.message,
+        "explanation": card.line,
+        "position": card.position,
+        "estimated_start": card.estimate,
+        "time_left_s": card.time_left_s,
+        "created_at": s.created_at,
     }
 
 
@@ -67,8 +82,13 @@ def list_kinds(request):
 @router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session (of a kind from GET /sessions/kinds)")
 def start_session(request, body: SessionIn):
     need_scope(request, "sessions")
-    options = {"gpu_count": body.gpus, "gpu_type": body.gpu_type, "cpus": body.cpus,
-               "memory_mb": int(round(body.memory_gb * 1024)), "hours": body.hours}
+    options = {
+        "gpu_count": body.gpus,
+        "gpu_type": body.gpu_type,
+        "cpus": body.cpus,
+        "memory_mb": int(round(body.memory_gb * 1024)),
+        "hours": body.hours,
+    }
     if body.ide is not None:
         options["ide"] = body.ide
     if body.partition is not None:

@@ -1,5 +1,6 @@
 """``/api/v1/me`` and ``/api/v1/teams``: who you are, your teams' quota left, and (for team leads and
 admins, as on the team page) a team's usage per member and per day."""
+
 from __future__ import annotations
 
 from django.http import Http404
@@ -22,8 +23,13 @@ def me(request):
     need_scope(request, "read")
     token = getattr(request, "api_token", None)
 
-    return {"username": request.user.username, "teams": list(request.user.slurm_accounts), "is_admin": request.user.is_staff,
-            "scopes": token.scopes if token else [s.value for s in Scope], "token_expires_at": token.expires_at if token else None}
+    return {
+        "username": request.user.username,
+        "teams": list(request.user.slurm_accounts),
+        "is_admin": request.user.is_staff,
+        "scopes": token.scopes if token else [s.value for s in Scope],
+        "token_expires_at": token.expires_at if token else None,
+    }
 
 
 @router.get("/teams", response={200: list[TeamOut], **ERRORS}, summary="Your teams with their GPU quota left")
@@ -34,8 +40,20 @@ def list_teams(request):
     out = []
     for name in names:
         usage = team_usage(name)
-        out.append({"name": name, "role": roles.get(name),
-                    **({k: getattr(usage, k) for k in ("gpu_hours_used", "gpu_hours_quota", "gpu_hours_left", "gpu_limit", "gpus_running")} if usage else {})})
+        out.append(
+            {
+                "name": name,
+                "role": roles.get(name),
+                **(
+                    {
+                        k: getattr(usage, k)
+                        for k in ("gpu_hours_used", "gpu_hours_quota", "gpu_hours_left", "gpu_limit", "gpus_running")
+                    }
+                    if usage
+                    else {}
+                ),
+            }
+        )
     return out
 
 

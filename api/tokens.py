@@ -4,6 +4,7 @@ A token is ``gpp_`` + 40 random URL-safe characters (``secrets.token_urlsafe(30)
 is shown once; the database keeps its SHA-256 digest (a fast hash is enough for a random secret of
 this length: no dictionary applies), so a database leak does not leak usable tokens.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,10 +42,19 @@ def token_create(*, user, name: str, scopes: list[str], days: int) -> tuple[Pers
     raw = PREFIX + secrets.token_urlsafe(30)
     with transaction.atomic():
         token = PersonalAccessToken.objects.create(
-            user=user, name=name, prefix=raw[:12], digest=digest(raw), scopes=sorted(set(scopes)),
+            user=user,
+            name=name,
+            prefix=raw[:12],
+            digest=digest(raw),
+            scopes=sorted(set(scopes)),
             expires_at=timezone.now() + timedelta(days=days),
         )
-        audit(actor=user, action="token.create", target=f"token:{token.pk}", new={"name": name, "scopes": token.scopes, "days": days})
+        audit(
+            actor=user,
+            action="token.create",
+            target=f"token:{token.pk}",
+            new={"name": name, "scopes": token.scopes, "days": days},
+        )
     return token, raw
 
 

@@ -1,4 +1,5 @@
 """The Tokens page: create (the token is shown once), list and revoke personal access tokens."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -28,8 +29,12 @@ def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if form.is_valid():
             try:
-                _, raw = token_create(user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
-                                      days=form.cleaned_data["days"])
+                _, raw = token_create(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    scopes=form.cleaned_data["scopes"],
+                    days=form.cleaned_data["days"],
+                )
             except Refused as refused:
                 refusal_to_form(form, refused)
             else:
@@ -39,7 +44,12 @@ def token_list(request: HttpRequest) -> HttpResponse:
     created = request.session.pop(NEW_TOKEN_KEY, None) if request.method == "GET" else None
     tokens = PersonalAccessToken.objects.filter(user=request.user).order_by("-created_at")
     portal_url = request.build_absolute_uri("/").rstrip("/")
-    return render(request, "api/token_list.html", {"form": form, "tokens": tokens, "created": created, "portal_url": portal_url}, status=status)
+    return render(
+        request,
+        "api/token_list.html",
+        {"form": form, "tokens": tokens, "created": created, "portal_url": portal_url},
+        status=status,
+    )
 
 
 @login_required

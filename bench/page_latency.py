@@ -15,6 +15,7 @@ are less bursty than wrk's random pauses, and it reports a lower p95.
 
     .venv/bin/python bench/page_latency.py --jobs 5000 --clients 50 --seconds 30
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,25 @@ _spec.loader.exec_module(sdiag_users)
 
 def submit_held(n: int, user: str, name: str) -> None:
     def one(_):
-        subprocess.run(["sbatch", "--hold", "--parsable", f"--uid={user}", "--chdir=/tmp", "--partition=train", "--time=1",
-                        "--mem=100M", f"--job-name={name}", "--output=/dev/null", "--wrap", "true"],
-                       capture_output=True, text=True, check=True)
+        subprocess.run(
+            [
+                "sbatch",
+                "--hold",
+                "--parsable",
+                f"--uid={user}",
+                "--chdir=/tmp",
+                "--partition=train",
+                "--time=1",
+                "--mem=100M",
+                f"--job-name={name}",
+                "--output=/dev/null",
+                "--wrap",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(n)))
@@ -60,9 +77,21 @@ def give_jobs(sessions, job_ids: list[int], per_user: int, name: str) -> int:
     users = {u.username: u for u in User.objects.filter(username__in=[name for name, _ in sessions])}
     rows = []
     for i, (username, _) in enumerate(sessions):
-        for jid in job_ids[i * per_user:(i + 1) * per_user]:
-            rows.append(Job(user=users[username], account="vision", name=name, partition="train", cpus=1, memory_mb=100,
-                            time_limit_min=1, script="true\n", state="PENDING", slurm_job_id=jid))
+        for jid in job_ids[i * per_user : (i + 1) * per_user]:
+            rows.append(
+                Job(
+                    user=users[username],
+                    account="vision",
+                    name=name,
+                    partition="train",
+                    cpus=1,
+                    memory_mb=100,
+                    time_limit_min=1,
+                    script="true\n",
+                    state="PENDING",
+                    slurm_job_id=jid,
+                )
+            )
     Job.objects.bulk_create(rows)
     return len(rows)
 
@@ -74,7 +103,9 @@ def what_a_client_sees(base_url: str, cookie_name: str, key: str, timeout: float
 
     deadline = time.monotonic() + timeout
     while True:
-        html = requests.get(base_url.rstrip("/") + "/jobs/table/", cookies={cookie_name: key}, headers={"HX-Request": "true"}, timeout=30).text
+        html = requests.get(
+            base_url.rstrip("/") + "/jobs/table/", cookies={cookie_name: key}, headers={"HX-Request": "true"}, timeout=30
+        ).text
         explained = html.count("You put this job on hold.")
         if explained or time.monotonic() > deadline:
             return f"a client's My jobs: {html.count('<tr data-job=')} rows, {explained} with the held reason explained, {len(html):,} bytes"
@@ -87,13 +118,35 @@ def load_wrk(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, floa
     p95 s, number of requests)."""
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk (or run with --client python)")
-    out = subprocess.run(["wrk", "-t2", f"-c{args.clients}", f"-d{args.seconds:g}s", "--timeout", "30s", "-s", str(REPO / "bench" / "page_latency.lua"),
-                          args.base_url, "--", str(int(args.think * 1000)), cookie_name, *keys], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t2",
+            f"-c{args.clients}",
+            f"-d{args.seconds:g}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(REPO / "bench" / "page_latency.lua"),
+            args.base_url,
+            "--",
+            str(int(args.think * 1000)),
+            cookie_name,
+            *keys,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     figures = dict(pair.split("=") for pair in next(line for line in out.splitlines() if line.startswith("WRK ")).split()[1:])
     n, not_ok, hx = int(figures["requests"]), int(figures["not_200"]), int(figures["hx_redirect"])
     errors = sum(int(figures[k]) for k in ("connect_errors", "read_errors", "write_errors", "timeouts"))
-    answers = {"200": n - not_ok - hx, **({"other status": not_ok} if not_ok else {}), **({"200+HX-Redirect": hx} if hx else {}),
-               **({"errors": errors} if errors else {})}
+    answers = {
+        "200": n - not_ok - hx,
+        **({"other status": not_ok} if not_ok else {}),
+        **({"200+HX-Redirect": hx} if hx else {}),
+        **({"errors": errors} if errors else {}),
+    }
     return answers, int(figures["p50_us"]) / 1e6, int(figures["p95_us"]) / 1e6, n
 
 
@@ -102,11 +155,15 @@ def load_python(args, cookie_name: str, keys: list[str]) -> tuple[dict, float, f
     think). Returns what :func:`load_wrk` returns."""
     import threading
 
-    run_args = SimpleNamespace(base_url=args.base_url, path_page="/jobs/", path_fragment="/jobs/table/", think=args.think, timeout=30)
+    run_args = SimpleNamespace(
+        base_url=args.base_url, path_page="/jobs/", path_fragment="/jobs/table/", think=args.think, timeout=30
+    )
     result = sdiag_users.Result()
     end = time.monotonic() + args.seconds
-    threads = [threading.Thread(target=sdiag_users.user_loop, args=(run_args, cookie_name, key, end, result, i), daemon=True)
-               for i, key in enumerate(keys)]
+    threads = [
+        threading.Thread(target=sdiag_users.user_loop, args=(run_args, cookie_name, key, end, result, i), daemon=True)
+        for i, key in enumerate(keys)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -160,11 +217,15 @@ def main(argv=None) -> int:
         else:
             answers, p50, p95, count = load_python(args, settings.SESSION_COOKIE_NAME, [k for _, k in sessions])
         first = squeue_times[0]
-        print(f"queue: {in_queue} jobs in slurmctld ({args.jobs} held, {owned} of them the clients' own portal jobs, "
-              f"{args.rows_per_user} each); {args.clients} clients ({args.client}) for {args.seconds:.0f} s, think {args.think} s")
+        print(
+            f"queue: {in_queue} jobs in slurmctld ({args.jobs} held, {owned} of them the clients' own portal jobs, "
+            f"{args.rows_per_user} each); {args.clients} clients ({args.client}) for {args.seconds:.0f} s, think {args.think} s"
+        )
         print(f"answers: {answers}")
         print(f"My jobs (page + fragment): p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms over {count} requests")
-        print(f"squeue --json, direct: {', '.join(f'{t * 1000:.0f} ms' for t in squeue_times)} (first call {first * 1000:.0f} ms)")
+        print(
+            f"squeue --json, direct: {', '.join(f'{t * 1000:.0f} ms' for t in squeue_times)} (first call {first * 1000:.0f} ms)"
+        )
         print(f"ratio page p95 / squeue call: {p95 / first:.3f}  (goal: at most 0.25)")
         ok = answers == {"200": count} and p95 <= first / 4  # every answer a page, no errors
         return 0 if ok else 1

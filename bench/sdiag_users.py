@@ -37,6 +37,7 @@ as errors or slow pages here, not as RPCs (see bench/README.md).
 The poller's RPCs come in bursts every interval, so a phase of S seconds holds S/interval +- 1 polls:
 use --seconds 60 or more for a ratio that is not dominated by that rounding.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,26 +65,37 @@ DATA_SINCE = re.compile(r"^Data since\s+(.*?)\s*$", re.MULTILINE)
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description="Count slurmctld RPCs (sdiag) while 1 and then N simulated users refresh the My jobs page.")
-    p.add_argument("--users", default="1,100",
-                   help="comma-separated user counts, one phase each, in this order (default: 1,100); "
-                        "the ratio is against the first phase")
+        description="Count slurmctld RPCs (sdiag) while 1 and then N simulated users refresh the My jobs page."
+    )
+    p.add_argument(
+        "--users",
+        default="1,100",
+        help="comma-separated user counts, one phase each, in this order (default: 1,100); the ratio is against the first phase",
+    )
     p.add_argument("--seconds", type=float, default=60.0, help="length of each phase (default: 60)")
-    p.add_argument("--think", type=float, default=1.0,
-                   help="seconds each user waits between rounds of page + fragment (default: 1.0)")
+    p.add_argument(
+        "--think", type=float, default=1.0, help="seconds each user waits between rounds of page + fragment (default: 1.0)"
+    )
     p.add_argument("--base-url", default="http://127.0.0.1:8000", help="the running portal (default: %(default)s)")
     p.add_argument("--path-page", default="/jobs/", help="full page to GET (default: %(default)s)")
-    p.add_argument("--path-fragment", default="/jobs/table/",
-                   help="HTMX fragment to GET with 'HX-Request: true' (default: %(default)s)")
+    p.add_argument(
+        "--path-fragment", default="/jobs/table/", help="HTMX fragment to GET with 'HX-Request: true' (default: %(default)s)"
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default: 30)")
     p.add_argument("--user-prefix", default="benchuser", help="bench user names: PREFIX000, PREFIX001, ...")
     p.add_argument("--account", default="vision", help="Slurm account given to the bench users (default: vision)")
-    p.add_argument("--portal-user", default="portal",
-                   help="the portal's service user, whose RPCs sdiag's 'by user' section shows (default: portal)")
+    p.add_argument(
+        "--portal-user",
+        default="portal",
+        help="the portal's service user, whose RPCs sdiag's 'by user' section shows (default: portal)",
+    )
     p.add_argument("--pause", type=float, default=2.0, help="seconds between phases (default: 2)")
     p.add_argument("--top", type=int, default=5, help="message types to show per phase (default: 5)")
-    p.add_argument("--settings", default="portal.settings.dev",
-                   help="DJANGO_SETTINGS_MODULE, unless already set in the environment (default: %(default)s)")
+    p.add_argument(
+        "--settings",
+        default="portal.settings.dev",
+        help="DJANGO_SETTINGS_MODULE, unless already set in the environment (default: %(default)s)",
+    )
     p.add_argument("--delete-users", action="store_true", help="delete the bench users at the end")
     args = p.parse_args(argv)
     try:
@@ -103,6 +115,7 @@ def parse_args(argv=None):
 @dataclass
 class RpcStats:
     """One reading of sdiag (or sacctmgr show stats): RPC counts by message type and by user."""
+
     by_type: dict[str, int] = field(default_factory=dict)
     by_user: dict[str, int] = field(default_factory=dict)
     data_since: str = ""
@@ -150,8 +163,13 @@ def read_stats(argv: list[str]) -> RpcStats:
 
 
 def delta(before: dict[str, int], after: dict[str, int]) -> Counter:
-    return Counter({k: after.get(k, 0) - before.get(k, 0) for k in set(before) | set(after)
-                    if after.get(k, 0) != before.get(k, 0) and k not in STATS_OWN_RPCS})
+    return Counter(
+        {
+            k: after.get(k, 0) - before.get(k, 0)
+            for k in set(before) | set(after)
+            if after.get(k, 0) != before.get(k, 0) and k not in STATS_OWN_RPCS
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -176,7 +194,8 @@ def make_sessions(n: int, prefix: str, account: str) -> list[tuple[str, str]]:
     for i in range(n):
         username = f"{prefix}{i:03d}"
         user, created = User.objects.get_or_create(
-            username=username, defaults={"display_name": f"Bench user {i}", "slurm_accounts": [account]})
+            username=username, defaults={"display_name": f"Bench user {i}", "slurm_accounts": [account]}
+        )
         if created:
             user.set_unusable_password()
             user.save(update_fields=["password"])
@@ -278,9 +297,12 @@ def run_phase(args, n: int, sessions, cookie_name: str) -> Phase:
         sys.exit(f"cannot read slurmctld statistics: {ctld0.error}")
     t0 = time.monotonic()
     deadline = t0 + args.seconds
-    threads = [threading.Thread(target=user_loop, name=f"bench-{i}", daemon=True,
-                                args=(args, cookie_name, sessions[i][1], deadline, result, i))
-               for i in range(n)]
+    threads = [
+        threading.Thread(
+            target=user_loop, name=f"bench-{i}", daemon=True, args=(args, cookie_name, sessions[i][1], deadline, result, i)
+        )
+        for i in range(n)
+    ]
     for t in threads:
         t.start()
     if not threads:
@@ -295,8 +317,10 @@ def run_phase(args, n: int, sessions, cookie_name: str) -> Phase:
     if ctld1.error:
         sys.exit(f"cannot read slurmctld statistics: {ctld1.error}")
     if ctld1.data_since != ctld0.data_since:
-        notes.append(f"sdiag statistics were reset during the phase (data since {ctld0.data_since!r} -> "
-                     f"{ctld1.data_since!r}): its counts are wrong")
+        notes.append(
+            f"sdiag statistics were reset during the phase (data since {ctld0.data_since!r} -> "
+            f"{ctld1.data_since!r}): its counts are wrong"
+        )
     dbd = None
     if not dbd0.error and not dbd1.error:
         dbd = delta(dbd0.by_type, dbd1.by_type)
@@ -331,8 +355,10 @@ def ratio(a: float, b: float) -> str:
 def report(args, phases: list[Phase]) -> None:
     base = next((p for p in phases if p.users > 0), phases[0])
     print()
-    header = (f"{'phase':>5} {'users':>5} {'secs':>5} {'pages 200':>9} {'other':>6} {'median':>8} {'p95':>8} "
-              f"{'ctld RPCs':>9} {'/min':>6} {'as ' + args.portal_user:>9} {'dbd RPCs':>8} {'ratio':>5}")
+    header = (
+        f"{'phase':>5} {'users':>5} {'secs':>5} {'pages 200':>9} {'other':>6} {'median':>8} {'p95':>8} "
+        f"{'ctld RPCs':>9} {'/min':>6} {'as ' + args.portal_user:>9} {'dbd RPCs':>8} {'ratio':>5}"
+    )
     print(header)
     print("-" * len(header))
     for i, p in enumerate(phases, 1):
@@ -340,9 +366,11 @@ def report(args, phases: list[Phase]) -> None:
         other = sum(n for s, n in p.result.status.items() if s != "200")
         dbd = "n/a" if p.dbd is None else str(sum(p.dbd.values()))
         median = statistics.median(p.result.latency) if p.result.latency else None
-        print(f"{i:>5} {p.users:>5} {p.seconds:>5.0f} {p.served:>9} {other:>6} {ms(median):>8} "
-              f"{ms(pct(p.result.latency, 0.95)):>8} {total:>9} {total * 60 / p.seconds:>6.1f} "
-              f"{p.ctld_by_user.get(args.portal_user, 0):>9} {dbd:>8} {ratio(total, sum(base.ctld.values())):>5}")
+        print(
+            f"{i:>5} {p.users:>5} {p.seconds:>5.0f} {p.served:>9} {other:>6} {ms(median):>8} "
+            f"{ms(pct(p.result.latency, 0.95)):>8} {total:>9} {total * 60 / p.seconds:>6.1f} "
+            f"{p.ctld_by_user.get(args.portal_user, 0):>9} {dbd:>8} {ratio(total, sum(base.ctld.values())):>5}"
+        )
     print()
     for i, p in enumerate(phases, 1):
         print(f"phase {i} ({p.users} user{'' if p.users == 1 else 's'}):")
@@ -362,9 +390,11 @@ def report(args, phases: list[Phase]) -> None:
         u_last, u_base = last.ctld_by_user.get(args.portal_user, 0), base.ctld_by_user.get(args.portal_user, 0)
         print()
         label = f"slurmctld RPCs({last.users} users) / RPCs({base.users} user{'' if base.users == 1 else 's'})"
-        rows = [(label, t_last, t_base, "   (goal: at most 1.2)"),
-                (f"the same, only RPCs as '{args.portal_user}'", u_last, u_base, ""),
-                ("pages served (200)", last.served, base.served, "")]
+        rows = [
+            (label, t_last, t_base, "   (goal: at most 1.2)"),
+            (f"the same, only RPCs as '{args.portal_user}'", u_last, u_base, ""),
+            ("pages served (200)", last.served, base.served, ""),
+        ]
         width = max(len(r[0]) for r in rows)
         for i, (name, a, b, goal) in enumerate(rows):
             print(f"{'ratio' if i == 0 else '':<5} {name:<{width}} = {a} / {b} = {ratio(a, b)}{goal}")
@@ -372,10 +402,14 @@ def report(args, phases: list[Phase]) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    print(f"$ {shlex.join([os.path.relpath(sys.executable) if sys.executable.startswith(REPO_DIR) else sys.executable] + sys.argv)}")
-    print(f"# {dt.datetime.now().astimezone().isoformat(timespec='seconds')} on {os.uname().nodename}; "
-          f"phases: {', '.join(map(str, args.user_counts))} users x {args.seconds:g} s, think {args.think:g} s, "
-          f"GET {args.path_page} + {args.path_fragment} (HX-Request)")
+    print(
+        f"$ {shlex.join([os.path.relpath(sys.executable) if sys.executable.startswith(REPO_DIR) else sys.executable] + sys.argv)}"
+    )
+    print(
+        f"# {dt.datetime.now().astimezone().isoformat(timespec='seconds')} on {os.uname().nodename}; "
+        f"phases: {', '.join(map(str, args.user_counts))} users x {args.seconds:g} s, think {args.think:g} s, "
+        f"GET {args.path_page} + {args.path_fragment} (HX-Request)"
+    )
     version = subprocess.run(["sinfo", "--version"], check=False, capture_output=True, text=True).stdout.strip()
     print(f"# {version or 'sinfo --version failed'}; portal {args.base_url}")
     sys.stdout.flush()
@@ -393,12 +427,19 @@ def main(argv=None) -> int:
     sessions = make_sessions(n_max, args.user_prefix, args.account)
     try:
         if sessions:  # one request first, so a session that does not work is said plainly, not just counted
-            probe = requests.get(args.base_url.rstrip("/") + args.path_page, cookies={settings.SESSION_COOKIE_NAME: sessions[0][1]},
-                                 timeout=args.timeout, allow_redirects=False)
+            probe = requests.get(
+                args.base_url.rstrip("/") + args.path_page,
+                cookies={settings.SESSION_COOKIE_NAME: sessions[0][1]},
+                timeout=args.timeout,
+                allow_redirects=False,
+            )
             if probe.status_code != 200:
                 where = probe.headers.get("Location", "")
-                print(f"# warning: GET {args.path_page} as {sessions[0][0]} answered {probe.status_code}"
-                      f"{' -> ' + where if where else ''}; such answers are counted, not served", flush=True)
+                print(
+                    f"# warning: GET {args.path_page} as {sessions[0][0]} answered {probe.status_code}"
+                    f"{' -> ' + where if where else ''}; such answers are counted, not served",
+                    flush=True,
+                )
         phases = []
         for i, n in enumerate(args.user_counts):
             if i:

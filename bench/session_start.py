@@ -18,6 +18,7 @@ Figures:
   is started and stays pending; slurmctld's RPCs (`sdiag` by message type, sdiag's own left out) over
   --seconds, minus the same window with no session pending (the portal's poller runs in both).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,13 +89,27 @@ def start_stock_hub(state: Path) -> tuple[Hub, subprocess.Popen]:
 
     port, hub_port, proxy_api_port = free(), free(), free()
     token = "bench-stock-token"
-    (state / "jupyterhub_config.py").write_text(STOCK_CONFIG.format(
-        port=port, hub_port=hub_port, proxy_api_port=proxy_api_port, state=state, token=token, venv=VENV,
-        chp=REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"))
+    (state / "jupyterhub_config.py").write_text(
+        STOCK_CONFIG.format(
+            port=port,
+            hub_port=hub_port,
+            proxy_api_port=proxy_api_port,
+            state=state,
+            token=token,
+            venv=VENV,
+            chp=REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy",
+        )
+    )
     env = {**os.environ, "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}
     log = open(state / "hub.log", "w")
-    proc = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(state / "jupyterhub_config.py")], cwd=state, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(VENV / "bin" / "jupyterhub"), "-f", str(state / "jupyterhub_config.py")],
+        cwd=state,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     hub = Hub("stock batchspawner", f"http://127.0.0.1:{port}", f"http://127.0.0.1:{hub_port}/hub/api", token)
     hub.log_file = state / "hub.log"
     for _ in range(120):
@@ -127,7 +142,12 @@ def wait_answering(hub: Hub, user: str, server: str, token: str, timeout: float 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            r = requests.get(f"{hub.public}/user/{user}/{server}/api/status", headers={"Authorization": f"token {token}"}, timeout=5, allow_redirects=False)
+            r = requests.get(
+                f"{hub.public}/user/{user}/{server}/api/status",
+                headers={"Authorization": f"token {token}"},
+                timeout=5,
+                allow_redirects=False,
+            )
             if r.status_code == 200:
                 return
         except requests.RequestException:
@@ -163,9 +183,29 @@ def start_times(hub: Hub, options: dict, runs: int, user: str) -> list[float]:
 
 def pending_cost(hub: Hub, options: dict, seconds: float, user: str) -> tuple[int, int, dict]:
     """(RPCs with one session pending, RPCs with none, the pending window's message types)."""
-    blocker = subprocess.run(["sudo", "-u", "bob", "sbatch", "--parsable", "--chdir=/tmp", "--partition=interactive",
-                              "--cpus-per-task=8", "--time=10", "--job-name=bench-blocker", "--wrap", "sleep 600"],
-                             capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    blocker = (
+        subprocess.run(
+            [
+                "sudo",
+                "-u",
+                "bob",
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                "--partition=interactive",
+                "--cpus-per-task=8",
+                "--time=10",
+                "--job-name=bench-blocker",
+                "--wrap",
+                "sleep 600",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     try:
         time.sleep(3)
         idle, _ = rpcs_during(seconds)
@@ -195,9 +235,12 @@ def ensure_portal_user(user: str, team: str) -> None:
         f"t = Team.objects.get(name={team!r}); Membership.objects.get_or_create(team=t, user=u)\n"
         f"u.slurm_accounts = sorted(set(u.slurm_accounts or []) | {{{team!r}}}); u.save()\n"
     )
-    subprocess.run([str(REPO / ".venv" / "bin" / "python"), str(REPO / "manage.py"), "shell", "-c", code], check=True,
-                   env={**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "portal.settings.dev")},
-                   capture_output=True)
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), str(REPO / "manage.py"), "shell", "-c", code],
+        check=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "portal.settings.dev")},
+        capture_output=True,
+    )
 
 
 def main(argv=None) -> int:
@@ -219,10 +262,21 @@ def main(argv=None) -> int:
         raise SystemExit("the project's hub is not running: start `make dev` first") from None
     # The portal's service may not make tokens (it has no 'tokens' scope); alice's own token comes
     # from `jupyterhub token`, as the hub's own admin would make it.
-    user_token = subprocess.run(
-        ["bash", "-c", f'cd {REPO}/var/hub && runuser -u portal -- env PORTAL_HUB_STATE_DIR={REPO}/var/hub PORTAL_HUB_TOKEN=x '
-                       f'PORTAL_HUB_OIDC_CLIENT_SECRET=x {VENV}/bin/jupyterhub token {args.user} -f {REPO}/hub/jupyterhub_config.py'],
-        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    user_token = (
+        subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"cd {REPO}/var/hub && runuser -u portal -- env PORTAL_HUB_STATE_DIR={REPO}/var/hub PORTAL_HUB_TOKEN=x "
+                f"PORTAL_HUB_OIDC_CLIENT_SECRET=x {VENV}/bin/jupyterhub token {args.user} -f {REPO}/hub/jupyterhub_config.py",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     ours.user_token = lambda user: user_token  # type: ignore[method-assign]
     our_options = {"ide": "lab", "gpu_count": 0, "cpus": 1, "memory_mb": 1024, "hours": 1}
 
@@ -243,17 +297,30 @@ def main(argv=None) -> int:
 
     per_min = 60.0 / args.seconds
     print()
-    print(f"{'spawner':<22} {'start -> JupyterLab answers (s)':<36} {'RPCs/min, 1 pending session':<30} {'(window RPCs: pending / none)'}")
+    print(
+        f"{'spawner':<22} {'start -> JupyterLab answers (s)':<36} {'RPCs/min, 1 pending session':<30} {'(window RPCs: pending / none)'}"
+    )
     for name, (times, busy, idle, _) in results.items():
         runs = ", ".join(f"{t:.1f}" for t in times)
-        print(f"{name:<22} median {statistics.median(times):5.1f}  ({runs}){'':<6} {(busy - idle) * per_min:8.0f}{'':<22} {busy} / {idle}")
+        print(
+            f"{name:<22} median {statistics.median(times):5.1f}  ({runs}){'':<6} {(busy - idle) * per_min:8.0f}{'':<22} {busy} / {idle}"
+        )
     (o_t, o_b, o_i, _), (s_t, s_b, s_i, s_types) = results["portal spawner"], results["stock batchspawner"]
     print()
     print(f"start time ratio (portal / stock): {statistics.median(o_t) / statistics.median(s_t):.2f}")
     stock_cost, our_cost = (s_b - s_i) * per_min, (o_b - o_i) * per_min
-    print(f"pending RPCs per minute: portal {our_cost:.0f}, stock {stock_cost:.0f}"
-          + (f" (stock costs {stock_cost / our_cost:.0f}x as many)" if our_cost > 0 else " (the portal's spawner adds none: it reads the shared snapshot)"))
-    print("stock's pending window by message type: " + ", ".join(f"{k} {v}" for k, v in sorted(s_types.items(), key=lambda kv: -kv[1])[:4]))
+    print(
+        f"pending RPCs per minute: portal {our_cost:.0f}, stock {stock_cost:.0f}"
+        + (
+            f" (stock costs {stock_cost / our_cost:.0f}x as many)"
+            if our_cost > 0
+            else " (the portal's spawner adds none: it reads the shared snapshot)"
+        )
+    )
+    print(
+        "stock's pending window by message type: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(s_types.items(), key=lambda kv: -kv[1])[:4])
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ peak RSS for each, measured in this one run. Goal (issue 6): parse + store at mo
 
 Needs Redis (REDIS_URL); uses the test settings' Redis database 15 and removes its key afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,20 +32,49 @@ def synthetic(jobs: int, nodes: int) -> tuple[dict, dict, str]:
     for i in range(nodes):
         gtype = "a100" if i % 3 else "t4"
         used = rng.choice([0, 1, 2, 4]) if gtype == "a100" else rng.choice([0, 1, 2])
-        node_docs.append({"name": f"gpu{i:04d}", "state": "mixed", "state_flags": [], "partitions": ["train", "interactive"] if i % 10 == 0 else ["train"],
-                          "cpus": 64, "alloc_cpus": 32, "real_memory": 512000, "alloc_memory": 128000,
-                          "gres": f"gpu:{gtype}:{4 if gtype == 'a100' else 2}", "gres_used": f"gpu:{gtype}:{used}(IDX:0-{max(used - 1, 0)})", "reason": ""})
+        node_docs.append(
+            {
+                "name": f"gpu{i:04d}",
+                "state": "mixed",
+                "state_flags": [],
+                "partitions": ["train", "interactive"] if i % 10 == 0 else ["train"],
+                "cpus": 64,
+                "alloc_cpus": 32,
+                "real_memory": 512000,
+                "alloc_memory": 128000,
+                "gres": f"gpu:{gtype}:{4 if gtype == 'a100' else 2}",
+                "gres_used": f"gpu:{gtype}:{used}(IDX:0-{max(used - 1, 0)})",
+                "reason": "",
+            }
+        )
     job_docs = []
     for j in range(jobs):
         pending = j % 3 == 0
         gpus = rng.choice([1, 2, 4, 8])
-        job_docs.append({"job_id": 1_000_000 + j, "array_job_id": 0, "array_task_id": None, "array_task_string": "", "name": f"train-{j}",
-                         "user_name": f"user{j % 200:03d}", "account": f"team{j % 20:02d}", "partition": "train",
-                         "job_state": "PENDING" if pending else "RUNNING", "state_reason": "Priority" if pending else "None",
-                         "priority": rng.randint(1000, 100000), "submit_time": 1795900000 + j, "start_time": 1795960000 + j,
-                         "end_time": 1795990000 + j, "time_limit": 1440, "tres_req_str": f"cpu=8,mem=64G,node=1,gres/gpu={gpus},gres/gpu:a100={gpus}",
-                         "tres_alloc_str": "" if pending else f"cpu=8,mem=64G,node=1,gres/gpu={gpus},gres/gpu:a100={gpus}",
-                         "comment": f"portal:{j:032x}" if j % 2 else "", "nodes": "" if pending else f"gpu{j % nodes:04d}", "exit_code": 0})
+        job_docs.append(
+            {
+                "job_id": 1_000_000 + j,
+                "array_job_id": 0,
+                "array_task_id": None,
+                "array_task_string": "",
+                "name": f"train-{j}",
+                "user_name": f"user{j % 200:03d}",
+                "account": f"team{j % 20:02d}",
+                "partition": "train",
+                "job_state": "PENDING" if pending else "RUNNING",
+                "state_reason": "Priority" if pending else "None",
+                "priority": rng.randint(1000, 100000),
+                "submit_time": 1795900000 + j,
+                "start_time": 1795960000 + j,
+                "end_time": 1795990000 + j,
+                "time_limit": 1440,
+                "tres_req_str": f"cpu=8,mem=64G,node=1,gres/gpu={gpus},gres/gpu:a100={gpus}",
+                "tres_alloc_str": "" if pending else f"cpu=8,mem=64G,node=1,gres/gpu={gpus},gres/gpu:a100={gpus}",
+                "comment": f"portal:{j:032x}" if j % 2 else "",
+                "nodes": "" if pending else f"gpu{j % nodes:04d}",
+                "exit_code": 0,
+            }
+        )
     partitions = f"PartitionName=train Default=YES MaxTime=2-00:00:00 Nodes=gpu[0000-{nodes - 1:04d}] State=UP\n"
     return {"meta": meta, "errors": [], "nodes": node_docs}, {"meta": meta, "errors": [], "jobs": job_docs}, partitions
 
@@ -69,8 +99,11 @@ def main() -> None:
     from slurm.snapshot import POSITIONS_KEY, SNAPSHOT_KEY, SNAPSHOT_LITE_KEY, snapshot_load, snapshot_store, snapshot_take
 
     sinfo, squeue, partitions = synthetic(args.jobs, args.nodes)
-    outputs = {("sinfo", "--json"): json.dumps(sinfo).encode(), ("squeue", "--json"): json.dumps(squeue).encode(),
-               ("scontrol", "show", "partition", "--oneliner"): partitions.encode()}
+    outputs = {
+        ("sinfo", "--json"): json.dumps(sinfo).encode(),
+        ("squeue", "--json"): json.dumps(squeue).encode(),
+        ("scontrol", "show", "partition", "--oneliner"): partitions.encode(),
+    }
 
     class Canned:
         def execute(self, argv, *, stdin, timeout):
@@ -98,11 +131,15 @@ def main() -> None:
     cache.delete_many([SNAPSHOT_KEY, SNAPSHOT_LITE_KEY, POSITIONS_KEY])
 
     print(f"$ .venv/bin/python bench/snapshot_size.py --jobs {args.jobs} --nodes {args.nodes}")
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')}; input JSON {len(outputs[('squeue', '--json')]) / 1e6:.1f} MB squeue + {len(outputs[('sinfo', '--json')]) / 1e6:.1f} MB sinfo")
+    print(
+        f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')}; input JSON {len(outputs[('squeue', '--json')]) / 1e6:.1f} MB squeue + {len(outputs[('sinfo', '--json')]) / 1e6:.1f} MB sinfo"
+    )
     print(f"parse + store: {c1 - c0:.3f} s CPU ({t1 - t0:.3f} s wall)   goal: at most 1 s   ratio {(c1 - c0) / 1.0:.2f}")
     print(f"peak RSS:      {rss_after:.0f} MB (before: {rss_before:.0f} MB)   goal: at most 200 MB   ratio {rss_after / 200:.2f}")
     print(f"load all:      {c2 - c1:.3f} s CPU ({t2 - t1:.3f} s wall) for the whole snapshot ({size / 1e6:.1f} MB as JSON)")
-    print(f"load (a page): {c3 - c2:.3f} s CPU ({t3 - t2:.3f} s wall): the copy without jobs + {len(positions)} queue positions   ratio to all {(c3 - c2) / max(c2 - c1, 1e-9):.2f}")
+    print(
+        f"load (a page): {c3 - c2:.3f} s CPU ({t3 - t2:.3f} s wall): the copy without jobs + {len(positions)} queue positions   ratio to all {(c3 - c2) / max(c2 - c1, 1e-9):.2f}"
+    )
 
 
 if __name__ == "__main__":

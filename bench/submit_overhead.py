@@ -19,6 +19,7 @@ is dropped at the end. (Earlier versions polled the row every 2 ms, on the same 
 Local paths, alternating: `sudo -n -u <user> sbatch --parsable ...` and the same `sbatch` run as the
 user's own process (setuid from root, no sudo), with the same two-line script on stdin.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,10 @@ def session_for(username: str) -> str:
 
     user = User.objects.filter(username=username).first()
     if user is None:
-        raise SystemExit(f"{username} has never signed in to the portal: sign in once at http://127.0.0.1:8000/ "
-                         f"(the dev IdP's password is the user name), then run this again")
+        raise SystemExit(
+            f"{username} has never signed in to the portal: sign in once at http://127.0.0.1:8000/ "
+            f"(the dev IdP's password is the user name), then run this again"
+        )
     s = SessionStore()
     s[SESSION_KEY] = str(user.pk)
     s[BACKEND_SESSION_KEY] = "allauth.account.auth_backends.AuthenticationBackend"
@@ -82,7 +85,9 @@ def listen_for_submissions(table: str):
     from django.db import connection
 
     params = connection.get_connection_params()
-    conn = psycopg.connect(**{k: params[k] for k in ("dbname", "user", "password", "host", "port") if params.get(k)}, autocommit=True)
+    conn = psycopg.connect(
+        **{k: params[k] for k in ("dbname", "user", "password", "host", "port") if params.get(k)}, autocommit=True
+    )
     conn.execute(CREATE_TRIGGER.format(table=table))
     conn.execute("LISTEN bench_submit")
     return conn
@@ -95,10 +100,27 @@ def submit_through_portal(args, http, token: str, tag: str, listener) -> tuple[l
     for i in range(args.jobs):
         name = f"overhead-{tag}-{i:03d}"
         names.append(name)
-        form = {"csrfmiddlewaretoken": token, "name": name, "account": args.account, "partition": "train", "gpu_type": "",
-                "gpu_count": "0", "cpus": "1", "memory_gb": "0.2", "time_limit": "1", "workdir": "", "script": SCRIPT}
+        form = {
+            "csrfmiddlewaretoken": token,
+            "name": name,
+            "account": args.account,
+            "partition": "train",
+            "gpu_type": "",
+            "gpu_count": "0",
+            "cpus": "1",
+            "memory_gb": "0.2",
+            "time_limit": "1",
+            "workdir": "",
+            "script": SCRIPT,
+        }
         t0 = time.perf_counter()
-        r = http.post(args.base_url + "/jobs/new/", data=form, headers={"Referer": args.base_url + "/jobs/new/"}, allow_redirects=False, timeout=30)
+        r = http.post(
+            args.base_url + "/jobs/new/",
+            data=form,
+            headers={"Referer": args.base_url + "/jobs/new/"},
+            allow_redirects=False,
+            timeout=30,
+        )
         post_times.append(time.perf_counter() - t0)
         if r.status_code != 302:
             raise SystemExit(f"submission {i} answered {r.status_code}: {r.text[:500]}")
@@ -148,11 +170,24 @@ def main(argv=None) -> int:
 
     # Local sbatch, two ways, alternating: through sudo as root, and as the user's own process (what a
     # researcher's shell does: setuid/setgid to them, no sudo, no PAM).
-    sbatch = ["sbatch", "--parsable", "--chdir=/tmp", "--partition=train", "--time=1", "--mem=200M", f"--job-name=overhead-local-{tag}",
-              "--output=/dev/null"]
+    sbatch = [
+        "sbatch",
+        "--parsable",
+        "--chdir=/tmp",
+        "--partition=train",
+        "--time=1",
+        "--mem=200M",
+        f"--job-name=overhead-local-{tag}",
+        "--output=/dev/null",
+    ]
     pw = pwd.getpwnam(args.user)
-    as_user = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=os.getgrouplist(args.user, pw.pw_gid),
-                   env={"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user}, cwd="/tmp")
+    as_user = dict(
+        user=pw.pw_uid,
+        group=pw.pw_gid,
+        extra_groups=os.getgrouplist(args.user, pw.pw_gid),
+        env={"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user},
+        cwd="/tmp",
+    )
     local_times, plain_times = [], []
     for _ in range(args.jobs):
         t0 = time.perf_counter()
@@ -170,8 +205,22 @@ def main(argv=None) -> int:
         for job in json.loads(subprocess.run(["squeue", "--json"], capture_output=True, check=True).stdout)["jobs"]:
             if job.get("comment") in keys:
                 ids_by_key.setdefault(job["comment"], set()).add(int(job["job_id"]))
-        out = subprocess.run(["sacct", "--allusers", "-X", "-n", "-P", "-o", "JobIDRaw,Comment", "-S",
-                              (started - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                "sacct",
+                "--allusers",
+                "-X",
+                "-n",
+                "-P",
+                "-o",
+                "JobIDRaw,Comment",
+                "-S",
+                (started - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for line in out.splitlines():
             job_id, _, comment = line.partition("|")
             if comment in keys:
@@ -184,14 +233,22 @@ def main(argv=None) -> int:
     mp, ml, mplain = statistics.median(portal_times), statistics.median(local_times), statistics.median(plain_times)
     q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
     print(f"{'path':<34} {'median':>9} {'p95':>9} {'max':>9}")
-    print(f"{'portal (POST -> job id recorded)':<34} {mp * 1000:8.1f}ms {q(portal_times, .95) * 1000:8.1f}ms {max(portal_times) * 1000:8.1f}ms")
-    print(f"{'  of which the POST itself':<34} {statistics.median(post_times) * 1000:8.1f}ms {q(post_times, .95) * 1000:8.1f}ms {max(post_times) * 1000:8.1f}ms")
-    print(f"{'local sudo sbatch':<34} {ml * 1000:8.1f}ms {q(local_times, .95) * 1000:8.1f}ms {max(local_times) * 1000:8.1f}ms")
-    print(f"{'local sbatch as the user, no sudo':<34} {mplain * 1000:8.1f}ms {q(plain_times, .95) * 1000:8.1f}ms {max(plain_times) * 1000:8.1f}ms")
+    print(
+        f"{'portal (POST -> job id recorded)':<34} {mp * 1000:8.1f}ms {q(portal_times, 0.95) * 1000:8.1f}ms {max(portal_times) * 1000:8.1f}ms"
+    )
+    print(
+        f"{'  of which the POST itself':<34} {statistics.median(post_times) * 1000:8.1f}ms {q(post_times, 0.95) * 1000:8.1f}ms {max(post_times) * 1000:8.1f}ms"
+    )
+    print(f"{'local sudo sbatch':<34} {ml * 1000:8.1f}ms {q(local_times, 0.95) * 1000:8.1f}ms {max(local_times) * 1000:8.1f}ms")
+    print(
+        f"{'local sbatch as the user, no sudo':<34} {mplain * 1000:8.1f}ms {q(plain_times, 0.95) * 1000:8.1f}ms {max(plain_times) * 1000:8.1f}ms"
+    )
     print(f"\nratio portal / local sudo sbatch (medians): {mp / ml:.2f}  (goal: at most 4)")
     print(f"ratio portal / local sbatch without sudo (medians): {mp / mplain:.2f}")
-    print(f"portal jobs in Slurm: {len(found)} records, {len(set(found))} distinct keys, of {args.jobs} submitted"
-          f" -> {'OK' if len(found) == len(set(found)) == args.jobs else 'MISMATCH'}")
+    print(
+        f"portal jobs in Slurm: {len(found)} records, {len(set(found))} distinct keys, of {args.jobs} submitted"
+        f" -> {'OK' if len(found) == len(set(found)) == args.jobs else 'MISMATCH'}"
+    )
     subprocess.run(["scancel", "-u", args.user, f"--name=overhead-local-{tag}"], check=False)
     return 0 if len(found) == len(set(found)) == args.jobs else 1
 

@@ -12,6 +12,7 @@ python3-numpy and python3-sklearn on the compute nodes.
   job's working directory, then runs it.
 - train_digits.sbatch: for sbatch. It feeds the program to python on stdin (python3 - ARGS <<'PY').
 """
+
 import argparse
 import pathlib
 import sys

@@ -34,6 +34,7 @@ Output, one line per epoch, then the final score:
     epoch 3/25 loss=0.1152 train_acc=0.979 val_acc=0.967 elapsed=6.9s
     final val_acc=0.981
 """
+
 import argparse
 import os
 import pickle
@@ -53,9 +54,12 @@ from sklearn.neural_network import MLPClassifier
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Train an MLP on the digits dataset, with per-epoch checkpoints.")
     p.add_argument("--epochs", type=int, default=25, help="total number of epochs (default: 25, about a minute on 2 cores)")
-    p.add_argument("--checkpoint", default="checkpoint.pkl",
-                   help="checkpoint file, read on start if present and rewritten after every epoch "
-                        "(default: checkpoint.pkl in the current directory)")
+    p.add_argument(
+        "--checkpoint",
+        default="checkpoint.pkl",
+        help="checkpoint file, read on start if present and rewritten after every epoch "
+        "(default: checkpoint.pkl in the current directory)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed for the data split and the model (default: 0)")
     p.add_argument("--hidden", default="1024,512", help="hidden layer sizes, comma separated (default: 1024,512)")
     p.add_argument("--batch-size", type=int, default=32, help="minibatch size (default: 32)")
@@ -69,8 +73,8 @@ def parse_args(argv=None):
 def shift(images, dy, dx):
     """Shift 8x8 images by (dy, dx) pixels, filling with zeros (a simple data augmentation)."""
     out = np.zeros_like(images)
-    src = images[:, max(0, -dy):8 - max(0, dy), max(0, -dx):8 - max(0, dx)]
-    out[:, max(0, dy):8 - max(0, -dy), max(0, dx):8 - max(0, -dx)] = src
+    src = images[:, max(0, -dy) : 8 - max(0, dy), max(0, -dx) : 8 - max(0, dx)]
+    out[:, max(0, dy) : 8 - max(0, -dy), max(0, dx) : 8 - max(0, -dx)] = src
     return out
 
 
@@ -131,17 +135,21 @@ def main(argv=None):
     if os.path.exists(args.checkpoint):
         state = load_checkpoint(args.checkpoint)
         if state.get("seed") != args.seed:
-            print(f"warning: checkpoint was made with --seed {state.get('seed')}, not {args.seed}; "
-                  f"continuing with the checkpoint's model", file=sys.stderr, flush=True)
+            print(
+                f"warning: checkpoint was made with --seed {state.get('seed')}, not {args.seed}; "
+                f"continuing with the checkpoint's model",
+                file=sys.stderr,
+                flush=True,
+            )
         model = state["model"]
         history = state["history"]
         start_epoch = state["epoch"] + 1
         print(f"resuming from epoch {state['epoch']}", flush=True)
     if model is None:
-        model = MLPClassifier(hidden_layer_sizes=hidden, batch_size=args.batch_size, learning_rate_init=args.lr,
-                              alpha=1e-4, random_state=args.seed)
-        print(f"training MLP {hidden} on {len(x_train)} samples ({len(x_val)} held out), "
-              f"{args.epochs} epochs", flush=True)
+        model = MLPClassifier(
+            hidden_layer_sizes=hidden, batch_size=args.batch_size, learning_rate_init=args.lr, alpha=1e-4, random_state=args.seed
+        )
+        print(f"training MLP {hidden} on {len(x_train)} samples ({len(x_val)} held out), {args.epochs} epochs", flush=True)
 
     t0 = time.monotonic()
     for epoch in range(start_epoch, args.epochs + 1):
@@ -156,8 +164,11 @@ def main(argv=None):
         }
         history.append(metrics)
         save_checkpoint(args.checkpoint, {"model": model, "epoch": epoch, "history": history, "seed": args.seed})
-        print(f"epoch {epoch}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.3f} "
-              f"val_acc={metrics['val_acc']:.3f} elapsed={time.monotonic() - t0:.1f}s", flush=True)
+        print(
+            f"epoch {epoch}/{args.epochs} loss={metrics['loss']:.4f} train_acc={metrics['train_acc']:.3f} "
+            f"val_acc={metrics['val_acc']:.3f} elapsed={time.monotonic() - t0:.1f}s",
+            flush=True,
+        )
 
     val_acc = history[-1]["val_acc"] if history else float(model.score(x_val, y_val))
     print(f"final val_acc={val_acc:.3f}", flush=True)

@@ -4,6 +4,7 @@
 status: 0 success, 1 an error from the portal or the network (or a job that did not complete),
 2 a usage or configuration error, 130 interrupted (Ctrl-C).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -118,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = common.add_argument_group("global options")
     g.add_argument("--url", default=argparse.SUPPRESS, help="the portal's address (else $GPUPORTAL_URL, else the config file)")
     g.add_argument("--token", default=argparse.SUPPRESS, help="an API token (else $GPUPORTAL_TOKEN, else the config file)")
-    g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON documents instead of text")
+    g.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON documents instead of text"
+    )
 
     parser = argparse.ArgumentParser(
         prog="gpuportal",
@@ -139,7 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("submit", cmd_submit, "submit a job from a profile YAML file")
     p.add_argument("file", metavar="FILE.yaml")
-    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", type=parse_override, default=[], help="override a profile field (repeatable), e.g. --set gpus=4")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        type=parse_override,
+        default=[],
+        help="override a profile field (repeatable), e.g. --set gpus=4",
+    )
     p.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
     p.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
 
@@ -156,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--err", action="store_true", help="the job's stderr instead of stdout")
     p.add_argument("--tail", type=_non_negative_int, metavar="BYTES", help="start with only the last BYTES bytes")
-    p.add_argument("--interval", type=_positive_float, default=2.0, metavar="SECONDS", help="seconds between polls with -f (default 2)")
+    p.add_argument(
+        "--interval", type=_positive_float, default=2.0, metavar="SECONDS", help="seconds between polls with -f (default 2)"
+    )
 
     p = command("cancel", cmd_cancel, "cancel a job")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
@@ -172,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gb", type=_positive_float, metavar="GB")
     p.add_argument("--hours", type=_positive_float, metavar="H")
     p.add_argument("--no-wait", action="store_true", help="print the new session and return at once")
-    p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="SECONDS", help="how long to wait for the session (default 600)")
+    p.add_argument(
+        "--timeout", type=_positive_float, default=600.0, metavar="SECONDS", help="how long to wait for the session (default 600)"
+    )
     p.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
 
     p = command("sessions", cmd_sessions_ls, "list your notebook sessions (or: sessions stop NAME, sessions kinds)")
@@ -191,7 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--share", metavar="TEAM", help="share it with this team")
     q = command("run", cmd_profiles_run, "submit a job from a saved profile", parent=psub)
     q.add_argument("id", metavar="ID")
-    q.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", type=parse_override, default=[], help="override a profile field (repeatable)")
+    q.add_argument(
+        "--set",
+        dest="overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        type=parse_override,
+        default=[],
+        help="override a profile field (repeatable)",
+    )
     q.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
     q.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
 
@@ -254,7 +277,7 @@ def cmd_login(ctx: Context) -> int:
         if sys.stdin is not None and sys.stdin.isatty():
             token = getpass.getpass(f"API token (create one on {url}/account/tokens/): ")
         else:
-            token = (sys.stdin.readline() if sys.stdin is not None else "")
+            token = sys.stdin.readline() if sys.stdin is not None else ""
     token = (token or "").strip()
     if not token:
         raise UsageError(f"no token given: create one on {url}/account/tokens/ and paste it, or pass --token")
@@ -275,13 +298,17 @@ def cmd_whoami(ctx: Context) -> int:
     if ctx.json:
         ctx.emit(me)
         return 0
-    out(key_values([
-        ("username", me.get("username")),
-        ("teams", me.get("teams")),
-        ("scopes", me.get("scopes")),
-        ("token expires", me.get("token_expires_at") or "never"),
-        ("portal", ctx.url),
-    ]))
+    out(
+        key_values(
+            [
+                ("username", me.get("username")),
+                ("teams", me.get("teams")),
+                ("scopes", me.get("scopes")),
+                ("token expires", me.get("token_expires_at") or "never"),
+                ("portal", ctx.url),
+            ]
+        )
+    )
     return 0
 
 
@@ -365,19 +392,48 @@ def cmd_ls(ctx: Context) -> int:
     """``ls [--all|--history]``: ``GET /jobs`` as a table (ID, NAME, STATE, PARTITION, GPUS, TIME,
     NOTE)."""
     return list_out(
-        ctx, ctx.client().list_jobs(ctx.args.scope or "active"), empty="No jobs.",
+        ctx,
+        ctx.client().list_jobs(ctx.args.scope or "active"),
+        empty="No jobs.",
         headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
         row=lambda j: (
-            str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8], j.get("name"), j.get("state"), j.get("partition"),
-            gpus(j.get("gpu_count"), j.get("gpu_type")), _job_time(j), j.get("explanation") or j.get("submit_error"),
+            str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8],
+            j.get("name"),
+            j.get("state"),
+            j.get("partition"),
+            gpus(j.get("gpu_count"), j.get("gpu_type")),
+            _job_time(j),
+            j.get("explanation") or j.get("submit_error"),
         ),
     )
 
 
 _JOB_FIELDS = [
-    "id", "key", "name", "state", "state_label", "reason", "explanation", "position", "estimated_start",
-    "partition", "account", "gpu_type", "gpu_count", "cpus", "memory_mb", "time_limit_min", "created_at",
-    "start_at", "end_at", "elapsed_s", "exit_code", "signal", "submit_error", "profile_id", "url",
+    "id",
+    "key",
+    "name",
+    "state",
+    "state_label",
+    "reason",
+    "explanation",
+    "position",
+    "estimated_start",
+    "partition",
+    "account",
+    "gpu_type",
+    "gpu_count",
+    "cpus",
+    "memory_mb",
+    "time_limit_min",
+    "created_at",
+    "start_at",
+    "end_at",
+    "elapsed_s",
+    "exit_code",
+    "signal",
+    "submit_error",
+    "profile_id",
+    "url",
 ]
 
 
@@ -412,7 +468,9 @@ def _next_offset(page: dict, offset: int) -> int:
     return offset + len((page.get("data") or "").encode("utf-8"))
 
 
-def follow_log(ctx: Context, ref: str, *, stream: str = "out", follow: bool = True, interval: float = 2.0, tail: int | None = None) -> int:
+def follow_log(
+    ctx: Context, ref: str, *, stream: str = "out", follow: bool = True, interval: float = 2.0, tail: int | None = None
+) -> int:
     """Print job ``ref``'s log (``stream`` ``"out"``/``"err"``) from the start (or only its last
     ``tail`` bytes). Without ``follow``: read pages until one is empty, return 0. With ``follow``: poll
     every ``interval`` seconds until a page says ``final`` and has no new data, then report the
@@ -469,7 +527,9 @@ def follow_log(ctx: Context, ref: str, *, stream: str = "out", follow: bool = Tr
         if not follow:
             if not advanced:
                 if page.get("missing") and offset == 0:
-                    err(f"job {ref} has no {'stderr' if stream == 'err' else 'output'} yet ({page.get('state') or 'unknown state'})")
+                    err(
+                        f"job {ref} has no {'stderr' if stream == 'err' else 'output'} yet ({page.get('state') or 'unknown state'})"
+                    )
                 return 0
             continue
         if page.get("final") and not advanced:
@@ -516,7 +576,22 @@ def cmd_cancel(ctx: Context) -> int:
 
 
 def _session_pairs(s: dict) -> list[tuple[str, Any]]:
-    fields = ["name", "key", "ide", "state", "url", "message", "explanation", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "time_limit_min", "created_at"]
+    fields = [
+        "name",
+        "key",
+        "ide",
+        "state",
+        "url",
+        "message",
+        "explanation",
+        "partition",
+        "gpu_type",
+        "gpu_count",
+        "cpus",
+        "memory_mb",
+        "time_limit_min",
+        "created_at",
+    ]
     return [(k, s[k]) for k in fields if k in s] + [(k, s[k]) for k in sorted(s) if k not in fields]
 
 
@@ -534,8 +609,13 @@ def cmd_notebook(ctx: Context) -> int:
     client = ctx.client()
     kind = a.kind or client.list_session_kinds().get("default")
     session = client.create_session(
-        ide=kind, partition=a.partition, gpus=a.gpus, gpu_type=a.gpu_type,
-        cpus=a.cpus, memory_gb=_number(a.memory_gb), hours=_number(a.hours),
+        ide=kind,
+        partition=a.partition,
+        gpus=a.gpus,
+        gpu_type=a.gpu_type,
+        cpus=a.cpus,
+        memory_gb=_number(a.memory_gb),
+        hours=_number(a.hours),
     )
     name = session.get("name", "?")
     if a.no_wait:
@@ -585,9 +665,16 @@ def cmd_notebook(ctx: Context) -> int:
 def cmd_sessions_ls(ctx: Context) -> int:
     """``sessions [ls]``: ``GET /sessions`` as a table."""
     return list_out(
-        ctx, ctx.client().list_sessions(), empty="No sessions.", headers=["NAME", "IDE", "STATE", "PARTITION", "GPUS", "LIMIT", "URL/NOTE"],
+        ctx,
+        ctx.client().list_sessions(),
+        empty="No sessions.",
+        headers=["NAME", "IDE", "STATE", "PARTITION", "GPUS", "LIMIT", "URL/NOTE"],
         row=lambda s: (
-            s.get("name"), s.get("ide"), s.get("state"), s.get("partition"), gpus(s.get("gpu_count"), s.get("gpu_type")),
+            s.get("name"),
+            s.get("ide"),
+            s.get("state"),
+            s.get("partition"),
+            gpus(s.get("gpu_count"), s.get("gpu_type")),
             duration(s["time_limit_min"] * 60) if s.get("time_limit_min") else "-",
             s.get("url") if s.get("state") == "RUNNING" and s.get("url") else (s.get("explanation") or s.get("message")),
         ),
@@ -598,9 +685,14 @@ def cmd_sessions_kinds(ctx: Context) -> int:
     """``sessions kinds``: ``GET /sessions/kinds`` as a table (the default kind marked)."""
     doc = ctx.client().list_session_kinds()
     return list_out(
-        ctx, doc, empty="No session kinds.", headers=["KIND", "LABEL", "AVAILABLE", "NOTE"],
+        ctx,
+        doc,
+        empty="No session kinds.",
+        headers=["KIND", "LABEL", "AVAILABLE", "NOTE"],
         row=lambda k: (
-            k.get("name"), k.get("label"), bool(k.get("available")),
+            k.get("name"),
+            k.get("label"),
+            bool(k.get("available")),
             "default" if k.get("name") == doc.get("default") else k.get("note"),
         ),
     )
@@ -619,7 +711,10 @@ def cmd_sessions_stop(ctx: Context) -> int:
 def cmd_profiles_ls(ctx: Context) -> int:
     """``profiles ls``: ``GET /profiles`` as a table."""
     return list_out(
-        ctx, ctx.client().list_profiles(), empty="No profiles.", headers=["ID", "NAME", "OWNER", "SHARED WITH", "VERSION", "UPDATED"],
+        ctx,
+        ctx.client().list_profiles(),
+        empty="No profiles.",
+        headers=["ID", "NAME", "OWNER", "SHARED WITH", "VERSION", "UPDATED"],
         row=lambda p: (p.get("id"), p.get("name"), p.get("owner"), p.get("team"), p.get("version"), p.get("updated_at")),
     )
 

@@ -4,6 +4,7 @@ Every method returns the decoded JSON document (a ``dict``) and raises :class:`A
 HTTP error status (or a response that is not JSON) and :class:`ConnectionFailed` when the portal
 cannot be reached.
 """
+
 from __future__ import annotations
 
 import socket
@@ -56,7 +57,14 @@ class Client:
     """The portal's API at ``url`` (the portal's base URL, e.g. ``https://portal.example.org``)
     authenticated with ``token``. ``timeout`` is ``(connect, read)`` in seconds."""
 
-    def __init__(self, url: str, token: str, *, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT), session: requests.Session | None = None):
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+        session: requests.Session | None = None,
+    ):
         self.url = url.rstrip("/")
         self.base = self.url + "/api/v1"
         self.timeout = timeout
@@ -177,7 +185,9 @@ def _root_reason(exc: BaseException) -> str:
     best: BaseException | None = None
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, (ConnectionRefusedError, socket.gaierror, ssl.SSLError, socket.timeout, OSError)) and not isinstance(cause, requests.exceptions.RequestException):
+        if isinstance(cause, (ConnectionRefusedError, socket.gaierror, ssl.SSLError, socket.timeout, OSError)) and not isinstance(
+            cause, requests.exceptions.RequestException
+        ):
             best = cause
         nxt = getattr(cause, "reason", None)
         if not isinstance(nxt, BaseException):

@@ -8,6 +8,7 @@ defaults to ``~/.config``); it is TOML with two keys::
     url = "https://portal.example.org"
     token = "..."
 """
+
 from __future__ import annotations
 
 import os
@@ -128,7 +129,9 @@ def write_config(path: Path, url: str, token: str) -> None:
     """Write ``url`` and ``token`` to the config file at ``path``, replacing it atomically, with mode
     0600. Missing parent directories are created with mode 0700 (existing ones are left as they are).
     Raises :class:`ConfigError` when the file cannot be written."""
-    text = "# gpuportal CLI configuration (written by `gpuportal login`); keep it private.\n" + tomli_w.dumps({"url": url, "token": token})
+    text = "# gpuportal CLI configuration (written by `gpuportal login`); keep it private.\n" + tomli_w.dumps(
+        {"url": url, "token": token}
+    )
     path = Path(path)
     try:
         _make_dirs(path.parent)

@@ -1,4 +1,5 @@
 """Text formatting for the CLI: tables, key/value lines, durations, JSON."""
+
 from __future__ import annotations
 
 import json

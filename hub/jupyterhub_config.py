@@ -14,6 +14,7 @@ PORTAL_JUPYTER_VENV     the venv session jobs run (what each session kind adds, 
                         directory, comes from the portal: interactive/kinds.py)
 PORTAL_HUB_NODE_ADDRESSES  "node1=127.0.0.1,node2=127.0.0.1": Slurm node name -> address the hub reaches
 """
+
 import os
 import sys
 

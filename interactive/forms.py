@@ -1,5 +1,6 @@
 """The "New session" form. Field types are checked here; the rules in :mod:`interactive.options`
 (what they call this form's fields, e.g. ``memory_gb``: :mod:`jobs.fields`)."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -32,13 +33,24 @@ class SessionForm(forms.Form):
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
-        self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in range(0, settings.SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)]
+        self.fields["gpu_count"].widget.choices = [
+            (n, str(n)) for n in range(0, settings.SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)
+        ]
         self.fields["hours"].help_text = f"At most {settings.SESSION_MAX_HOURS} hours."
-        self.fields["gpu_count"].help_text = f"Sessions have at most {settings.SESSION_MAX_GPUS} GPUs; submit a batch job for more."
+        self.fields[
+            "gpu_count"
+        ].help_text = f"Sessions have at most {settings.SESSION_MAX_GPUS} GPUs; submit a batch job for more."
 
     def user_options(self) -> dict:
         """The form as the hub's ``user_options`` (call after ``is_valid()``)."""
         d = self.cleaned_data
         hours = d["hours"] if -(2**31) < d["hours"] < 2**31 else -1  # out of range: refused by the session rules
-        return {"ide": d["ide"], "partition": d["partition"], "gpu_type": d.get("gpu_type") or "", "gpu_count": d["gpu_count"],
-                "cpus": d["cpus"], "memory_mb": int(d["memory_gb"] * 1024), "hours": hours}
+        return {
+            "ide": d["ide"],
+            "partition": d["partition"],
+            "gpu_type": d.get("gpu_type") or "",
+            "gpu_count": d["gpu_count"],
+            "cpus": d["cpus"],
+            "memory_mb": int(d["memory_gb"] * 1024),
+            "hours": hours,
+        }

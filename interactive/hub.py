@@ -2,6 +2,7 @@
 ``admin:users``, ``servers``; see hub/jupyterhub_config.py). Every call has a timeout; failures are
 :class:`HubUnavailable` (hub down or slow) or :class:`HubRefused` (the hub said no, with its message).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,11 @@ def _call(method: str, path: str, *, body: dict | None = None, timeout=TIMEOUT) 
         raise HubUnavailable("Sessions are not set up on this portal (PORTAL_HUB_TOKEN is empty); ask the admin.")
     try:
         response = requests.request(
-            method, _url(path), headers={"Authorization": f"token {settings.HUB_TOKEN}"},
-            data=json.dumps(body) if body is not None else None, timeout=timeout,
+            method,
+            _url(path),
+            headers={"Authorization": f"token {settings.HUB_TOKEN}"},
+            data=json.dumps(body) if body is not None else None,
+            timeout=timeout,
         )
     except requests.RequestException as exc:
         raise HubUnavailable(f"JupyterHub did not answer ({type(exc).__name__}). Try again in a minute.") from exc
@@ -87,8 +91,15 @@ def servers(username: str) -> dict[str, HubServer] | None:
         raise
     result = {}
     for name, s in (data.get("servers") or {}).items():
-        result[name] = HubServer(name, bool(s.get("ready")), s.get("pending"), s.get("url") or "",
-                                 s.get("progress_url") or "", s.get("last_activity"), s.get("started"))
+        result[name] = HubServer(
+            name,
+            bool(s.get("ready")),
+            s.get("pending"),
+            s.get("url") or "",
+            s.get("progress_url") or "",
+            s.get("last_activity"),
+            s.get("started"),
+        )
     return result
 
 
@@ -148,7 +159,9 @@ def progress_message(username: str, server_name: str, *, read_for: float = 0.8) 
     latest = ""
     deadline = time.monotonic() + read_for
     try:
-        with requests.get(_url(path), headers={"Authorization": f"token {settings.HUB_TOKEN}"}, stream=True, timeout=(2, read_for)) as r:
+        with requests.get(
+            _url(path), headers={"Authorization": f"token {settings.HUB_TOKEN}"}, stream=True, timeout=(2, read_for)
+        ) as r:
             if r.status_code != 200:
                 return ""
             for line in r.iter_lines(decode_unicode=True):

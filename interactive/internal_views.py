@@ -1,6 +1,7 @@
 """Endpoints for the hub's spawner only (``/hub-internal/``), authenticated with the shared secret
 ``PORTAL_HUB_TOKEN`` (``Authorization: Bearer ...``). JSON in, JSON out; refusals are 400 with
 ``{"errors": [{"field", "message"}]}``."""
+
 from __future__ import annotations
 
 import hmac
@@ -54,7 +55,10 @@ def identity_view(request: HttpRequest) -> JsonResponse:
     try:
         username = hub_identity(issuer=data["issuer"][:255], sub=data["sub"][:255], claimed=str(data.get("claimed") or ""))
     except LoginRefused as refusal:
-        return JsonResponse({"code": refusal.code, "errors": [{"field": "identity", "message": f"{refusal.message} {refusal.hint}".strip()}]}, status=403)
+        return JsonResponse(
+            {"code": refusal.code, "errors": [{"field": "identity", "message": f"{refusal.message} {refusal.hint}".strip()}]},
+            status=403,
+        )
     return JsonResponse({"username": username})
 
 
@@ -64,7 +68,9 @@ def spawn_check_view(request: HttpRequest) -> JsonResponse:
     """``{"user", "server_name", "options"}`` -> 200 ``{"settings": {...}}`` or 400 ``{"errors"}``."""
     data = _json(request)
     if data is None or not isinstance(data.get("user"), str) or not isinstance(data.get("server_name"), str):
-        return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with user, server_name and options."}]}, status=400)
+        return JsonResponse(
+            {"errors": [{"field": "", "message": "Expected JSON with user, server_name and options."}]}, status=400
+        )
     try:
         result = spawn_check(username=data["user"][:64], server_name=data["server_name"][:64], raw_options=data.get("options"))
     except Refused as refused:
@@ -90,9 +96,16 @@ def session_event_view(request: HttpRequest) -> JsonResponse:
     """``{"user", "key", "event": "failed"|"ended", "message"}``: record why a session ended."""
     data = _json(request)
     if data is None or data.get("event") not in ("failed", "ended") or not isinstance(data.get("message"), str):
-        return JsonResponse({"errors": [{"field": "event", "message": "Expected user, key, event (failed|ended) and message."}]}, status=400)
+        return JsonResponse(
+            {"errors": [{"field": "event", "message": "Expected user, key, event (failed|ended) and message."}]}, status=400
+        )
     try:
-        session_event(username=str(data.get("user", ""))[:64], key=str(data.get("key", "")), event=data["event"], message=data["message"][:4000])
+        session_event(
+            username=str(data.get("user", ""))[:64],
+            key=str(data.get("key", "")),
+            event=data["event"],
+            message=data["message"][:4000],
+        )
     except Exception as exc:  # a malformed key (ValidationError) must not be a 500
         from django.core.exceptions import ValidationError
 

@@ -15,6 +15,7 @@ offered, and a start asking for it is refused with the reason.
 
 A new kind is one more entry in :data:`KINDS` (tests add one with ``monkeypatch.setitem``).
 """
+
 from __future__ import annotations
 
 import os
@@ -115,9 +116,15 @@ KINDS: dict[str, SessionKind] = {
     for kind in (
         SessionKind("lab", "JupyterLab", default_url="/lab"),
         SessionKind(
-            "vscode", "VS Code", default_url="/vscode/",  # jupyter-vscode-proxy starts code-server there
-            program=Program("code-server", _code_server_bin, install="bash scripts/install_code_server.sh",
-                            install_note="needs Node 24 from npm and a few Debian -dev packages; about 3 minutes"),
+            "vscode",
+            "VS Code",
+            default_url="/vscode/",  # jupyter-vscode-proxy starts code-server there
+            program=Program(
+                "code-server",
+                _code_server_bin,
+                install="bash scripts/install_code_server.sh",
+                install_note="needs Node 24 from npm and a few Debian -dev packages; about 3 minutes",
+            ),
         ),
     )
 }

@@ -1,6 +1,7 @@
 """Sessions as the portal knows them. JupyterHub owns the server and Slurm the job; this row keeps
 what was asked for, the key the Slurm job carries (``--comment=portal:<key>``) and why a session
 ended, so that the sessions page can say it after the hub has forgotten the server."""
+
 from __future__ import annotations
 
 import uuid

@@ -4,6 +4,7 @@ partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS``
 ``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
 that this site offers. Used by the sessions form and by the hub's spawner (through
 ``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer."""
+
 from __future__ import annotations
 
 import re
@@ -85,17 +86,35 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     elif not kind.available():
         errors.append(Problem("ide", _not_installed(kind)))
     if partition not in settings.SESSION_PARTITIONS:
-        errors.append(Problem("partition", f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job."))
+        errors.append(
+            Problem(
+                "partition",
+                f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job.",
+            )
+        )
     if gpu_count < 0:
         errors.append(Problem("gpu_count", "The number of GPUs cannot be negative."))
     elif gpu_count > settings.SESSION_MAX_GPUS:
-        errors.append(Problem("gpu_count", f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job."))
+        errors.append(
+            Problem(
+                "gpu_count",
+                f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job.",
+            )
+        )
     if not 1 <= hours <= settings.SESSION_MAX_HOURS:
         errors.append(Problem("hours", f"A session lasts 1 to {settings.SESSION_MAX_HOURS} hours."))
     if errors:
         return None, errors
-    request = JobRequest(name=f"session-{ide}", partition=partition, gpu_type=gpu_type, gpu_count=gpu_count, cpus=cpus,
-                         memory_mb=memory_mb, time_limit_min=hours * 60, script="jupyterhub-singleuser")
+    request = JobRequest(
+        name=f"session-{ide}",
+        partition=partition,
+        gpu_type=gpu_type,
+        gpu_count=gpu_count,
+        cpus=cpus,
+        memory_mb=memory_mb,
+        time_limit_min=hours * 60,
+        script="jupyterhub-singleuser",
+    )
     errors = policy.check(request)
     if errors:
         return None, errors

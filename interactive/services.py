@@ -5,6 +5,7 @@ REST API (``GET /users/{name}``); the job's state, queue position, start estimat
 the portal's snapshot (``squeue --json``, matched by ``--comment=portal:<key>``); start-up progress
 from the hub's progress events.
 """
+
 from __future__ import annotations
 
 import logging
@@ -83,7 +84,9 @@ def session_stop(*, session: Session, by: User, reason: str = "") -> None:
     old_state = session.state  # the audit row records the value before the change
     message = reason or ("Cancelled before it started." if old_state != SessionState.RUNNING else "Stopped by you.")
     _end(session, SessionState.STOPPED, message)
-    audit(actor=by, action="session.stop", target=f"session:{session.key}", old={"state": old_state}, new={"state": session.state})
+    audit(
+        actor=by, action="session.stop", target=f"session:{session.key}", old={"state": old_state}, new={"state": session.state}
+    )
 
 
 def _apply(session: Session, options: SessionOptions) -> None:
@@ -97,12 +100,21 @@ def _apply(session: Session, options: SessionOptions) -> None:
 
 
 def _option_dict(options: SessionOptions) -> dict:
-    return {"ide": options.ide, "partition": options.partition, "gpu_type": options.gpu_type, "gpu_count": options.gpu_count,
-            "cpus": options.cpus, "memory_mb": options.memory_mb, "hours": options.hours}
+    return {
+        "ide": options.ide,
+        "partition": options.partition,
+        "gpu_type": options.gpu_type,
+        "gpu_count": options.gpu_count,
+        "cpus": options.cpus,
+        "memory_mb": options.memory_mb,
+        "hours": options.hours,
+    }
 
 
 def _end(session: Session, state: str, message: str) -> None:
-    Session.objects.filter(pk=session.pk, state__in=ACTIVE_SESSION_STATES).update(state=state, message=message[:4000], ended_at=djtz.now())
+    Session.objects.filter(pk=session.pk, state__in=ACTIVE_SESSION_STATES).update(
+        state=state, message=message[:4000], ended_at=djtz.now()
+    )
     session.refresh_from_db()
 
 
@@ -114,24 +126,38 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
     ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
-        raise Refused(Problem("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session."))
+        raise Refused(
+            Problem("user", f"'{username[:40]}' has not signed in to the portal yet; sign in there once, then start the session.")
+        )
     if not user.is_linked:  # cannot happen for a name the portal linked; refuse all the same
-        raise Refused(Problem("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first."))
+        raise Refused(
+            Problem("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first.")
+        )
     options, errors = parse_session_options(raw_options, policy=current_policy())
     if errors:
         raise Refused(*errors)
     with transaction.atomic():
-        session = (Session.objects.select_for_update().filter(user=user, server_name=server_name, state=SessionState.REQUESTED)
-                   .order_by("-created_at").first())
+        session = (
+            Session.objects.select_for_update()
+            .filter(user=user, server_name=server_name, state=SessionState.REQUESTED)
+            .order_by("-created_at")
+            .first()
+        )
         if session is None:  # started with the user's own hub token, not from the portal
             session = Session(user=user, server_name=server_name)
         _apply(session, options)
         session.state = SessionState.STARTING
         session.save()
     return {
-        "key": str(session.key), "ide": options.ide, "job_name": f"session-{options.ide}",
-        "partition": options.partition, "gpu_type": options.gpu_type, "gpu_count": options.gpu_count,
-        "cpus": options.cpus, "memory_mb": options.memory_mb, "time_limit_min": options.time_limit_min,
+        "key": str(session.key),
+        "ide": options.ide,
+        "job_name": f"session-{options.ide}",
+        "partition": options.partition,
+        "gpu_type": options.gpu_type,
+        "gpu_count": options.gpu_count,
+        "cpus": options.cpus,
+        "memory_mb": options.memory_mb,
+        "time_limit_min": options.time_limit_min,
         **KINDS[options.ide].spawn_settings(),
     }
 
@@ -152,8 +178,12 @@ def job_status_for_hub(*, job_id: int, since: float, now: float | None = None) -
     position, in_line = positions_load().get(job_id, (None, None))
     exit_code = f"{job.exit_code}:{job.signal or 0}" if job.exit_code is not None and job.state in ENDED_JOB_STATES else ""
     return {
-        "state": job.state, "node": job.nodes, "reason": job.reason, "exit_code": exit_code,
-        "position": position, "in_line": in_line,
+        "state": job.state,
+        "node": job.nodes,
+        "reason": job.reason,
+        "exit_code": exit_code,
+        "position": position,
+        "in_line": in_line,
         "estimated_start": job.start_time if job.state == "PENDING" and job.start_time > now else None,
     }
 
@@ -221,7 +251,7 @@ class SessionCard:
 
     @property
     def time_left_text(self) -> str:
-        """"40 min left" for a running session with a known time left, else ""."""
+        """ "40 min left" for a running session with a known time left, else ""."""
         return f"{duration(self.time_left_s)} left" if self.phase == SessionPhase.RUNNING and self.time_left_s is not None else ""
 
     @property
@@ -236,7 +266,9 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
     warning ("" when none) when the hub could not be asked. Active rows the hub no longer has are
     marked ended here (with the reason the spawner gave, else a plain one)."""
     recent = djtz.now() - timedelta(seconds=recent_seconds)
-    rows = list(Session.objects.filter(user=user).exclude(state__in=[SessionState.STOPPED, SessionState.FAILED], ended_at__lt=recent)[:20])
+    rows = list(
+        Session.objects.filter(user=user).exclude(state__in=[SessionState.STOPPED, SessionState.FAILED], ended_at__lt=recent)[:20]
+    )
     active = [s for s in rows if s.is_active]
     warning = ""
     servers: dict[str, hub.HubServer] | None = {}
@@ -331,7 +363,11 @@ def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
         except hub.HubError as exc:
             log.warning("idle stop of %s failed: %s", session, exc)
             continue
-        _end(session, SessionState.STOPPED, f"Stopped after {int(idle_min)} minutes without activity (this site stops idle sessions after {limit} minutes), so its GPUs go back to the queue. Start a new one any time.")
+        _end(
+            session,
+            SessionState.STOPPED,
+            f"Stopped after {int(idle_min)} minutes without activity (this site stops idle sessions after {limit} minutes), so its GPUs go back to the queue. Start a new one any time.",
+        )
         audit(actor=None, action="session.idle_stop", target=f"session:{session.key}", new={"idle_minutes": int(idle_min)})
         stopped.append(session)
     return stopped

@@ -1,4 +1,5 @@
 """Celery tasks for sessions."""
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -1,4 +1,5 @@
 """Session pages. Thin: parse input, call one service, render."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -25,9 +26,16 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
     cards, warning = session_cards(user=request.user)
     kinds = kinds_all()
     offered = [k for k in kinds if k.available()]
-    return {"form": form, "cards": cards, "hub_warning": warning, "kinds": offered, "missing_kinds": [k for k in kinds if k not in offered],
-            "idle_minutes": settings.SESSION_IDLE_MINUTES, "max_gpus": settings.SESSION_MAX_GPUS,
-            "status": snapshot_status(snapshot_load(with_jobs=False))}
+    return {
+        "form": form,
+        "cards": cards,
+        "hub_warning": warning,
+        "kinds": offered,
+        "missing_kinds": [k for k in kinds if k not in offered],
+        "idle_minutes": settings.SESSION_IDLE_MINUTES,
+        "max_gpus": settings.SESSION_MAX_GPUS,
+        "status": snapshot_status(snapshot_load(with_jobs=False)),
+    }
 
 
 @login_required

@@ -5,6 +5,7 @@ Every ``#SBATCH`` value is double-quoted the way sbatch reads it (backslash esca
 interpreted. A no-op line follows the portal's ``#SBATCH`` block: sbatch stops reading directives
 at the first command, so nothing in the user's script can override them.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,4 +61,8 @@ def render_batch_script(job: Job) -> str:
     body = body.replace("\r\n", "\n")
     if not body.endswith("\n"):
         body += "\n"
-    return "\n".join(header) + "\n: portal-job-script-begins  # directives above are the portal's; the user's script follows\n" + body
+    return (
+        "\n".join(header)
+        + "\n: portal-job-script-begins  # directives above are the portal's; the user's script follows\n"
+        + body
+    )

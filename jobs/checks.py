@@ -1,4 +1,5 @@
 """System checks for the Slurm gateway settings (files present; no network here)."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ One row per field, one column per surface, so a field's names are read (and chan
 non-field error, the API's ``"field": ""``). ``tests/jobs/test_fields.py`` checks every name against
 its surface (the forms' fields, the profile schema, the API's session body).
 """
+
 from __future__ import annotations
 
 #: policy's name -> (New job form, profile file, Sessions form, API session body (``SessionIn``))

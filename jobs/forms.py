@@ -1,5 +1,6 @@
 """The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy` (its names
 for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.fields`)."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ class MemoryField(forms.Field):
     def validate(self, value) -> None:
         super().validate(value)
         if value is not None and value < self.minimum_gb:
-            raise forms.ValidationError(f"Memory must be more than 0: give at least {self.minimum_gb} GB (for example 4 or 4G).", code="min_value")
+            raise forms.ValidationError(
+                f"Memory must be more than 0: give at least {self.minimum_gb} GB (for example 4 or 4G).", code="min_value"
+            )
         if value is not None and value > self.maximum_gb:
             raise forms.ValidationError(f"Memory must be at most {self.maximum_gb} GB.", code="max_value")
 
@@ -56,13 +59,25 @@ class JobForm(forms.Form):
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
     memory_gb = MemoryField(minimum_gb=Decimal("0.1"))
     time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
-    requeue = forms.BooleanField(required=False, initial=True, label="Requeue on node failure",
-                                 help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
-                                 "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.")
-    workdir = forms.CharField(required=False, max_length=512, strip=False, label="Working directory",
-                              help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.")
-    script = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), strip=False,
-                             help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.")
+    requeue = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Requeue on node failure",
+        help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
+        "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.",
+    )
+    workdir = forms.CharField(
+        required=False,
+        max_length=512,
+        strip=False,
+        label="Working directory",
+        help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.",
+    )
+    script = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
+        strip=False,
+        help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.",
+    )
 
     def __init__(self, *args, policy: SitePolicy, accounts: list[str], **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,5 +1,6 @@
 """Batch job pages. Thin: parse input, call one service or selector, render. All queue facts come
 from the snapshot; the only cluster access is the cached log tail (jobs.logs)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -119,10 +120,11 @@ def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
     try:
         job_cancel(job=job, by=request.user)
     except PermissionDenied:
-        return render(request, "jobs/job_forbidden.html", {"job": job, "message": "Only the job's owner can cancel it."}, status=403)
+        return render(
+            request, "jobs/job_forbidden.html", {"job": job, "message": "Only the job's owner can cancel it."}, status=403
+        )
     messages.info(request, f"Cancelling “{job.name}”…")
     return redirect("job_detail", key=job.key)
-
 
 
 #: Most rows History shows; the page says when more match.
@@ -139,5 +141,16 @@ def history(request: HttpRequest) -> HttpResponse:
     jobs = list(matching[:HISTORY_ROWS])
     total = matching.count() if len(jobs) == HISTORY_ROWS else len(jobs)
     choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
-    return render(request, "jobs/history.html", {"jobs": jobs, "total": total, "state": state, "since": since, "until": until, "choices": choices,
-                                                 "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until)})
+    return render(
+        request,
+        "jobs/history.html",
+        {
+            "jobs": jobs,
+            "total": total,
+            "state": state,
+            "since": since,
+            "until": until,
+            "choices": choices,
+            "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until),
+        },
+    )

@@ -4,6 +4,7 @@
 only what the owner may read. Results are cached in Redis for a few seconds per job and stream,
 so many viewers or HTMX refreshes cost one read.
 """
+
 from __future__ import annotations
 
 import codecs

@@ -1,5 +1,6 @@
 """Batch jobs as the portal knows them. PostgreSQL is the source of truth for what a user asked
 for (design decision 4); Slurm's view is copied in by the snapshot poller."""
+
 from __future__ import annotations
 
 import uuid
@@ -30,7 +31,9 @@ class Job(models.Model):
     time_limit_min = models.PositiveIntegerField()
     script = models.TextField()
     workdir = models.CharField(max_length=1024, blank=True, default="", help_text="--chdir, as sent")
-    requeue = models.BooleanField(default=True, help_text="--requeue (run again after a node failure or preemption) or --no-requeue")
+    requeue = models.BooleanField(
+        default=True, help_text="--requeue (run again after a node failure or preemption) or --no-requeue"
+    )
     output_path = models.CharField(max_length=1024, blank=True, default="")
     error_path = models.CharField(max_length=1024, blank=True, default="")
 
@@ -129,9 +132,8 @@ class Job(models.Model):
         return {
             JobState.TIMEOUT: f"The job reached its time limit ({self.time_limit_min} min) and was stopped. Ask for more time, or let it resume from a checkpoint.",
             JobState.OUT_OF_MEMORY: "The job ran out of memory and was stopped. Ask for more memory.",
-            JobState.NODE_FAIL: "The node it ran on failed, and it was sent with requeue off (--no-requeue). Submit it again with \"Requeue on node failure\" on, so Slurm runs it again by itself next time (it resumes from its checkpoint if it writes them).",
+            JobState.NODE_FAIL: 'The node it ran on failed, and it was sent with requeue off (--no-requeue). Submit it again with "Requeue on node failure" on, so Slurm runs it again by itself next time (it resumes from its checkpoint if it writes them).',
             JobState.PREEMPTED: "Slurm stopped it to make room for more urgent work. Submit it again.",
             JobState.DEADLINE: "It could not finish before its deadline.",
             JobState.BOOT_FAIL: "The node could not be started for it. Submit it again; tell the cluster staff if it repeats.",
         }.get(self.state, "")
-

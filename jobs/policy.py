@@ -6,6 +6,7 @@ what was wrong and what is allowed, as a :class:`portal.refusals.Problem` named 
 Limits come from the cluster snapshot (``scontrol show partition`` MaxTime; ``sinfo`` nodes' GPUs,
 CPUs and RealMemory) filtered by configuration (``PORTAL_PARTITIONS``).
 """
+
 from __future__ import annotations
 
 import re
@@ -76,7 +77,11 @@ class PartitionPolicy:
 
     def node_limits(self, gpu_type: str, gpu_count: int) -> tuple[int, int]:
         """(max CPUs, max memory MiB) on a node that can hold this request."""
-        fitting = [c for t, c in self.classes.items() if (not gpu_count or (t and c.gpus >= gpu_count)) and (not gpu_type or t == gpu_type)]
+        fitting = [
+            c
+            for t, c in self.classes.items()
+            if (not gpu_count or (t and c.gpus >= gpu_count)) and (not gpu_type or t == gpu_type)
+        ]
         return max((c.cpus for c in fitting), default=0), max((c.memory_mb for c in fitting), default=0)
 
 
@@ -127,28 +132,47 @@ class SitePolicy:
         part = self.partitions.get(req.partition)
         if part is None:
             offered = ", ".join(sorted(self.partitions)) or "none (the cluster has not been seen yet; try again in a minute)"
-            errors.append(Problem("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}."))
+            errors.append(
+                Problem("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}.")
+            )
             return errors
         if req.gpu_count:
             if req.gpu_type and req.gpu_type not in part.gpu_types:
                 types = ", ".join(part.gpu_types) or "none"
-                errors.append(Problem("gpu_type", f"Partition {part.name} has no '{req.gpu_type[:40]}' GPUs. GPU types there: {types}."))
+                errors.append(
+                    Problem("gpu_type", f"Partition {part.name} has no '{req.gpu_type[:40]}' GPUs. GPU types there: {types}.")
+                )
             else:
                 counts = part.gpu_counts(req.gpu_type)
                 label = f"{req.gpu_type} " if req.gpu_type else ""
                 if req.gpu_count not in counts:
                     allowed = ", ".join(str(n) for n in [0, *counts])
                     most = counts[-1] if counts else 0
-                    errors.append(Problem("gpu_count", f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: a job there gets a power of two, at most {most} (what one node has). Allowed: {allowed}."))
+                    errors.append(
+                        Problem(
+                            "gpu_count",
+                            f"{req.gpu_count} {label}GPUs cannot be given in {part.name}: a job there gets a power of two, at most {most} (what one node has). Allowed: {allowed}.",
+                        )
+                    )
         if req.time_limit_min < 1:
             errors.append(Problem("time_limit_min", "The time limit must be at least 1 minute."))
         elif part.max_time_min is not None and req.time_limit_min > part.max_time_min:
-            errors.append(Problem("time_limit_min", f"The time limit {format_minutes(req.time_limit_min)} is longer than {part.name}'s maximum of {format_minutes(part.max_time_min)}."))
+            errors.append(
+                Problem(
+                    "time_limit_min",
+                    f"The time limit {format_minutes(req.time_limit_min)} is longer than {part.name}'s maximum of {format_minutes(part.max_time_min)}.",
+                )
+            )
         max_cpus, max_mem = part.node_limits(req.gpu_type, req.gpu_count)
         if max_cpus and not 1 <= req.cpus <= max_cpus:
             errors.append(Problem("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
         if max_mem and not 1 <= req.memory_mb <= max_mem:
-            errors.append(Problem("memory_mb", f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name})."))
+            errors.append(
+                Problem(
+                    "memory_mb",
+                    f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name}).",
+                )
+            )
         return errors
 
 
@@ -159,7 +183,9 @@ def _check_text(req: JobRequest) -> list[Problem]:
     elif len(req.name) > MAX_NAME or any(c in req.name for c in "\r\n\x00"):
         errors.append(Problem("name", f"The name must be one line of at most {MAX_NAME} characters."))
     elif any(unicodedata.category(c) in ("Cc", "Cf") for c in req.name):
-        errors.append(Problem("name", "The name must be plain text: no control characters, terminal escapes or invisible characters."))
+        errors.append(
+            Problem("name", "The name must be plain text: no control characters, terminal escapes or invisible characters.")
+        )
     if "\x00" in req.workdir or "\n" in req.workdir or "\r" in req.workdir:
         errors.append(Problem("workdir", "The working directory must be one line without control characters."))
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
@@ -172,13 +198,23 @@ def _check_text(req: JobRequest) -> list[Problem]:
     else:
         lines = script.lstrip("\ufeff").splitlines()
         if lines and lines[0].startswith("#!") and not _SHELL_SHEBANG.match(lines[0]):
-            errors.append(Problem("script", f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc)."))
+            errors.append(
+                Problem(
+                    "script",
+                    f"The script must be a bash script, but its first line is '{lines[0][:60]}'. To run Python, call python3 your_file.py from bash (or embed it with a heredoc).",
+                )
+            )
         for number, line in enumerate(lines, 1):
             text = line.strip()
             if text and not text.startswith("#"):
                 break  # sbatch reads directives only before the first command; later ones are data
             if text.startswith("#SBATCH"):
-                errors.append(Problem("script", f"Line {number} is an #SBATCH line ('{text[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time."))
+                errors.append(
+                    Problem(
+                        "script",
+                        f"Line {number} is an #SBATCH line ('{text[:60]}'). Remove it and use the form's fields: they decide partition, GPUs, CPUs, memory and time.",
+                    )
+                )
                 break
     return errors
 

@@ -1,4 +1,5 @@
 """Queue facts for pages, from the snapshot only: position in line, estimate, plain-language reason."""
+
 from __future__ import annotations
 
 import time
@@ -70,7 +71,11 @@ def queue_line(row: JobRow) -> QueueLine:
             place = f"held in {job.partition}: will not start until this changes"
         else:
             place = f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"
-            start = f"estimated start {row.estimate.astimezone(UTC):%H:%M} UTC ({from_now(row.estimate)})" if row.estimate else "start not estimated yet"
+            start = (
+                f"estimated start {row.estimate.astimezone(UTC):%H:%M} UTC ({from_now(row.estimate)})"
+                if row.estimate
+                else "start not estimated yet"
+            )
         parts = [place, start, row.reason.text if row.reason is not None else "", row.quota_note]
         return QueueLine(" · ".join(p for p in parts if p), place, start, row.reason, row.quota_note)
     if job.state == JobState.SUBMITTING:
@@ -79,7 +84,9 @@ def queue_line(row: JobRow) -> QueueLine:
     if job.state == JobState.SUBMIT_FAILED:
         return QueueLine(job.submit_error, job.submit_error)
     if job.is_final:
-        exit_parts = ([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + ([f"signal {job.signal}"] if job.signal else [])
+        exit_parts = ([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + (
+            [f"signal {job.signal}"] if job.signal else []
+        )
         place = "cancelled before it started" if job.is_cancelled_before_start else ", ".join(exit_parts)
         return QueueLine(" ".join(p for p in (place, job.end_hint) if p), place, hint=job.end_hint)
     return QueueLine("")
@@ -92,12 +99,15 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     a quota of 0 is frozen ("" without usage figures)."""
     if usage is None or not usage.tracked:
         return ""
+
     def hours(value: float) -> str:
         return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
 
     parts = []
     if usage.gpu_hours_quota is not None:
-        parts.append(f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period")
+        parts.append(
+            f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period"
+        )
     if usage.gpu_limit is not None:
         parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
     note = ("; ".join(parts) + ".") if parts else ""
@@ -123,8 +133,12 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         position, in_line = positions.get(job.slurm_job_id or -1, (None, None))
         estimate = job.start_at if job.start_at and job.start_at.timestamp() > now else None
         if job.reason:
-            reason = explain_reason(job.reason, gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {}, requeued=job.restart_count > 0,
-                                    description=job.reason_description)
+            reason = explain_reason(
+                job.reason,
+                gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {},
+                requeued=job.restart_count > 0,
+                description=job.reason_description,
+            )
     elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
         elapsed = max(0, int(now - start))
         time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)

@@ -4,6 +4,7 @@
 Codes are Slurm's ``job_reason_string`` names (checked against libslurm 22.05.8). Any other code is
 kept and shown as Slurm wrote it; nothing here raises.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ class Reason:
 
     @property
     def fix_text(self) -> str:
-        """"To fix: <what to change>", or "" when there is nothing to change."""
+        """ "To fix: <what to change>", or "" when there is nothing to change."""
         return f"To fix: {self.fix}" if self.fix else ""
 
     @property
@@ -69,7 +70,11 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "Priority": (_P, "Waiting behind jobs with higher priority in this partition.", ""),
     "Dependency": (_P, "Waiting for the jobs it depends on to finish.", ""),
     # quota
-    "AssocGrpGRESMinutes": (_Q, "This job could use more GPU-hours than your team has left in its quota for this period.", _RENEW),
+    "AssocGrpGRESMinutes": (
+        _Q,
+        "This job could use more GPU-hours than your team has left in its quota for this period.",
+        _RENEW,
+    ),
     "AssocGrpGRESRunMinutes": (
         _Q,
         "Your team's running jobs already hold all the GPU-minutes its quota allows at one time.",
@@ -91,10 +96,14 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "QOSGrpMemLimit": (_Q, "Jobs in this QOS are at its limit of memory in use at once.", ""),
     # will not run unless changed
     "AssocMaxWallDurationPerJobLimit": (
-        _B, "Its time limit is longer than your team may ask for one job.", "Ask for a shorter time limit."
+        _B,
+        "Its time limit is longer than your team may ask for one job.",
+        "Ask for a shorter time limit.",
     ),
     "QOSMaxWallDurationPerJobLimit": (
-        _B, "Its time limit is longer than this QOS allows for one job.", "Ask for a shorter time limit, or use another QOS."
+        _B,
+        "Its time limit is longer than this QOS allows for one job.",
+        "Ask for a shorter time limit, or use another QOS.",
     ),
     "PartitionTimeLimit": (
         _B,
@@ -102,33 +111,53 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
         "Ask for a time limit within the partition's maximum, or use another partition.",
     ),
     "PartitionDown": (
-        _B, "The partition is down, so nothing new starts in it.", "Use another partition, or wait for the admins to bring it back."
+        _B,
+        "The partition is down, so nothing new starts in it.",
+        "Use another partition, or wait for the admins to bring it back.",
     ),
     "PartitionInactive": (
-        _B, "The partition is switched off, so nothing new starts in it.", "Use another partition, or ask the admins when it returns."
+        _B,
+        "The partition is switched off, so nothing new starts in it.",
+        "Use another partition, or ask the admins when it returns.",
     ),
     "PartitionNodeLimit": (
-        _B, "It asks for more nodes than this partition allows for one job.", "Ask for fewer nodes, or use another partition."
+        _B,
+        "It asks for more nodes than this partition allows for one job.",
+        "Ask for fewer nodes, or use another partition.",
     ),
-    "PartitionConfig": (_B, "It asks for something this partition does not allow.", "Check the partition's limits, or use another one."),
+    "PartitionConfig": (
+        _B,
+        "It asks for something this partition does not allow.",
+        "Check the partition's limits, or use another one.",
+    ),
     "QOSMaxGRESPerUser": (
         _B,
         "It would take you past the most GPUs this QOS lets one person use at once.",
         "Ask for fewer GPUs, or wait for your other jobs to finish.",
     ),
-    "QOSMaxGRESPerJob": (_B, "It asks for more GPUs than this QOS allows for one job.", "Ask for fewer GPUs, or use another QOS."),
+    "QOSMaxGRESPerJob": (
+        _B,
+        "It asks for more GPUs than this QOS allows for one job.",
+        "Ask for fewer GPUs, or use another QOS.",
+    ),
     "AssocMaxGRESPerJob": (_B, "It asks for more GPUs than your team may use in one job.", "Ask for fewer GPUs."),
     "ReqNodeNotAvail": (
         _B,
         "A node it asks for is down, drained or reserved for maintenance.",
         "Remove the node list (or excluded nodes) from the request, or wait for the maintenance to end.",
     ),
-    "InvalidAccount": (_B, "The account (team) it was submitted under is not valid for you.", "Submit under a team you belong to."),
+    "InvalidAccount": (
+        _B,
+        "The account (team) it was submitted under is not valid for you.",
+        "Submit under a team you belong to.",
+    ),
     "InvalidQOS": (_B, "The QOS it asks for is not one your team may use.", "Submit with a QOS your team may use, or none."),
     "JobHeldUser": (_B, "You put this job on hold.", "Release it to let it start."),
     "JobHeldAdmin": (_B, "An administrator put this job on hold.", "Ask the cluster administrators to release it."),
     "JobHoldMaxRequeue": (
-        _B, "It was held after failing and being requeued too many times.", "Fix the failure, then cancel and resubmit."
+        _B,
+        "It was held after failing and being requeued too many times.",
+        "Fix the failure, then cancel and resubmit.",
     ),
     "BadConstraints": (_B, "No node has the features this job asks for.", "Change or remove the requested node features."),
     "DependencyNeverSatisfied": (
@@ -159,8 +188,14 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
 _NODES_UNAVAILABLE = "Nodes required for job are DOWN, DRAINED or reserved"
 
 
-def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit: int | None = None, requeued: bool = False,
-                   description: str = "") -> Reason:
+def explain_reason(
+    code: str,
+    *,
+    gpus: dict[str, int] | None = None,
+    array_limit: int | None = None,
+    requeued: bool = False,
+    description: str = "",
+) -> Reason:
     """Plain words for a pending reason. ``gpus`` (type -> count, ``""`` untyped; from the job's
     request) words ``Resources`` ("The 2 A100 GPUs it asks for are in use by other jobs."; a job
     without GPUs hears of CPUs or memory only); ``array_limit`` (the array's ``%N``) words
@@ -172,13 +207,20 @@ def explain_reason(code: str, *, gpus: dict[str, int] | None = None, array_limit
     key = text.split(",", 1)[0].strip() or "None"
     if key == "Resources" and _NODES_UNAVAILABLE in (description or ""):
         return Reason(
-            key, _B, "No node it may run on can take it now: they are down, drained or reserved for other work (Slurm: "
-            f"\u201c{description.strip()}\u201d).", "Choose another partition, or wait until the administrators bring the nodes back.",
+            key,
+            _B,
+            "No node it may run on can take it now: they are down, drained or reserved for other work (Slurm: "
+            f"\u201c{description.strip()}\u201d).",
+            "Choose another partition, or wait until the administrators bring the nodes back.",
         )
     if key == "Resources":
         return Reason(key, _R, _resources_sentence(gpus))
     if key == "BeginTime" and requeued:
-        return Reason(key, _O, "Requeued, waiting to start again: Slurm holds a job it ran before for a short while before it runs it again.")
+        return Reason(
+            key,
+            _O,
+            "Requeued, waiting to start again: Slurm holds a job it ran before for a short while before it runs it again.",
+        )
     if key == "JobArrayTaskLimit":
         return Reason(key, _P, _array_limit_sentence(array_limit))
     if key in _REASONS:

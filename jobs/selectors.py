@@ -1,4 +1,5 @@
 """Reads for pages: everything comes from the snapshot, never from Slurm."""
+
 from __future__ import annotations
 
 import time
@@ -68,9 +69,13 @@ class PartitionNodes:
         """The sentence the job form shows before sending, or "" while a node can take the job."""
         if self.available or not self.unavailable:
             return ""
-        why = "; ".join(f"{name} is {state.lower()}" + (f" ({reason})" if reason else "") for name, state, reason in self.unavailable)
-        return (f"No node of partition {self.partition} can start a job now: {why}. A job sent now waits until an "
-                "administrator brings a node back; choose another partition to start sooner.")
+        why = "; ".join(
+            f"{name} is {state.lower()}" + (f" ({reason})" if reason else "") for name, state, reason in self.unavailable
+        )
+        return (
+            f"No node of partition {self.partition} can start a job now: {why}. A job sent now waits until an "
+            "administrator brings a node back; choose another partition to start sooner."
+        )
 
 
 def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNodes]:

@@ -11,6 +11,7 @@ whole send (released by the database if the worker dies). Tasks lost with the br
 restart, a killed worker) are sent again by ``jobs.tasks.jobs_resend_stuck`` (Celery beat) for the
 rows :func:`jobs_stuck` lists, through the same key check.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,9 +54,12 @@ def jobs_stuck(*, older_than_s: int = 45) -> list[int]:
     ``older_than_s`` seconds, untouched for 30 s), at most 500."""
     now = djtz.now()
     return list(
-        Job.objects.filter(state=JobState.SUBMITTING, slurm_job_id__isnull=True,
-                           created_at__lt=now - timedelta(seconds=older_than_s), updated_at__lt=now - timedelta(seconds=30))
-        .values_list("id", flat=True)[:500]
+        Job.objects.filter(
+            state=JobState.SUBMITTING,
+            slurm_job_id__isnull=True,
+            created_at__lt=now - timedelta(seconds=older_than_s),
+            updated_at__lt=now - timedelta(seconds=30),
+        ).values_list("id", flat=True)[:500]
     )
 
 
@@ -117,11 +121,18 @@ def _adopt(job: Job, jobid: int, cluster: str, *, action: str) -> Job:
     with transaction.atomic():
         now = djtz.now()
         claimed = Job.objects.filter(pk=job.pk, slurm_job_id__isnull=True).update(
-            slurm_job_id=jobid, slurm_cluster=cluster, state=JobState.PENDING, submit_error="", updated_at=now)
+            slurm_job_id=jobid, slurm_cluster=cluster, state=JobState.PENDING, submit_error="", updated_at=now
+        )
         if not claimed:
             return Job.objects.get(pk=job.pk)
         old = {"state": job.state}
-        job.slurm_job_id, job.slurm_cluster, job.state, job.submit_error, job.updated_at = jobid, cluster, JobState.PENDING, "", now
+        job.slurm_job_id, job.slurm_cluster, job.state, job.submit_error, job.updated_at = (
+            jobid,
+            cluster,
+            JobState.PENDING,
+            "",
+            now,
+        )
         audit(actor=None, action=action, job=job, old=old, new={"state": job.state, "slurm_job_id": jobid})
     return job
 
@@ -186,15 +197,20 @@ def _job_send_locked(job_id: int) -> Job:
     script = render_batch_script(job)
     try:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
-        result = get_gateway().run([settings.PORTAL_SBATCH_HELPER, *dirs, "--", "--parsable"], as_user=job.user.username,
-                                   stdin=script, check=False)
+        result = get_gateway().run(
+            [settings.PORTAL_SBATCH_HELPER, *dirs, "--", "--parsable"], as_user=job.user.username, stdin=script, check=False
+        )
     except (SlurmTimeout, SlurmUnreachable) as exc:
         _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
         raise SubmissionUncertain(str(exc)) from exc
     if result.returncode == HELPER_DIRECTORY_FAILED and HELPER_PREFIX in result.err:
         detail = [line for line in result.err.strip().splitlines() if HELPER_PREFIX not in line]
-        return _fail(job, "The job's directory could not be created: " + (detail[-1] if detail else "unknown error")
-                     + ". Choose a working directory you can write to (relative to your home).")
+        return _fail(
+            job,
+            "The job's directory could not be created: "
+            + (detail[-1] if detail else "unknown error")
+            + ". Choose a working directory you can write to (relative to your home).",
+        )
     if result.returncode != 0:
         if controller_unreachable(result.err):  # slurmctld down: not a refusal; the key check decides later
             _mark_uncertain(job, f"Slurm's controller could not be reached ({result.err.strip()[-200:]}); trying again")

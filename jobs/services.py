@@ -1,4 +1,5 @@
 """The poller's service: take the cluster snapshot, store it, and bring Job rows up to date."""
+
 from __future__ import annotations
 
 import logging

@@ -5,6 +5,7 @@ what it returns, writes the row and enqueues ``jobs.tasks.job_submit_task`` on c
 ``job_cancel`` records the request and enqueues ``jobs.tasks.job_cancel_task``. What those tasks run
 (the idempotent send, the key look-up, scancel) is in :mod:`jobs.send`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,8 +69,17 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             profile=profile,
             profile_spec=profile_spec or {},
         )
-        audit(actor=user, action="job.create", job=job, new={"partition": job.partition, "gpus": job.gpu_count, "gpu_type": job.gpu_type,
-                                                               **({"profile": profile_spec.get("name", "")} if profile_spec else {})})
+        audit(
+            actor=user,
+            action="job.create",
+            job=job,
+            new={
+                "partition": job.partition,
+                "gpus": job.gpu_count,
+                "gpu_type": job.gpu_type,
+                **({"profile": profile_spec.get("name", "")} if profile_spec else {}),
+            },
+        )
         transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
     return job
 
@@ -79,9 +89,16 @@ def _account_for(user: User, requested: str) -> tuple[str, list[Problem]]:
     ``user.slurm_accounts``), and the refusals when they are in no team or not in that one."""
     account = requested or (user.slurm_accounts[0] if user.slurm_accounts else "")
     if not user.slurm_accounts:
-        return account, [Problem("account", "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.")]
+        return account, [
+            Problem(
+                "account",
+                "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.",
+            )
+        ]
     if account not in user.slurm_accounts:
-        return account, [Problem("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}.")]
+        return account, [
+            Problem("account", f"You are not in the team '{account[:60]}'. Your teams: {', '.join(user.slurm_accounts)}.")
+        ]
     return account, []
 
 

@@ -14,6 +14,7 @@
 - Rows still SUBMITTING after an uncertain sbatch are adopted when a queued job carries their key.
 - A failed poll changes no state: active rows get ``status_unknown_since`` (design decision 7).
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,8 +51,11 @@ class SyncResult:
 def jobs_mark_unknown(*, since: float) -> int:
     """After a failed poll: active rows get ``status_unknown_since`` (first failure time, Unix s) if not
     already set. States are left alone. Returns the number of rows marked."""
-    return Job.objects.exclude(state__in=FINAL_STATES).filter(status_unknown_since__isnull=True).exclude(state=JobState.SUBMITTING).update(
-        status_unknown_since=to_datetime(int(since))
+    return (
+        Job.objects.exclude(state__in=FINAL_STATES)
+        .filter(status_unknown_since__isnull=True)
+        .exclude(state=JobState.SUBMITTING)
+        .update(status_unknown_since=to_datetime(int(since)))
     )
 
 
@@ -81,7 +85,9 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             adapter = adapter_for(doc, argv=argv)
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
-            Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
+            Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(
+                status_unknown_since=djtz.now()
+            )
             result.unknown += len(left)
             return result
         records = adapter.parse_sacct_jobs(doc)
@@ -140,7 +146,8 @@ def _attempts(job: Job, records: list) -> list:
     another job's state."""
     earliest = (job.submitted_at or job.created_at).timestamp() - ID_REUSE_MARGIN_S
     mine = [
-        f for f in records
+        f
+        for f in records
         if f.job_id == job.slurm_job_id and (f.comment == job.comment or (not f.comment and (f.submit or 0) >= earliest))
     ]
     return sorted(mine, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
@@ -170,9 +177,12 @@ RESTART_WHY = {
 
 def _run(f) -> dict:
     return {
-        "state": f.state_raw, "why": RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}"),
-        "start": to_datetime(f.start).isoformat() if f.start else None, "end": to_datetime(f.end).isoformat() if f.end else None,
-        "elapsed_s": f.elapsed, "nodes": f.nodes,
+        "state": f.state_raw,
+        "why": RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}"),
+        "start": to_datetime(f.start).isoformat() if f.start else None,
+        "end": to_datetime(f.end).isoformat() if f.end else None,
+        "elapsed_s": f.elapsed,
+        "nodes": f.nodes,
     }
 
 
@@ -201,8 +211,13 @@ def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> Non
         old = {"restart_count": job.restart_count}
         Job.objects.filter(pk=job.pk).update(restart_count=q.restart_count, runs=runs)
         job.restart_count, job.runs = q.restart_count, runs
-        audit(actor=None, action="job.restarted", job=job, old=old,
-              new={"restart_count": q.restart_count, "why": runs[-1]["why"] if runs else ""})
+        audit(
+            actor=None,
+            action="job.restarted",
+            job=job,
+            old=old,
+            new={"restart_count": q.restart_count, "why": runs[-1]["why"] if runs else ""},
+        )
 
 
 def _exit_hidden(f) -> bool:
@@ -269,7 +284,13 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
         job.runs, job.restart_count = runs, max(job.restart_count, len(runs))
     with transaction.atomic():
         job.save()
-        audit(actor=None, action="job.finished", job=job, old={"state": old_state}, new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal})
+        audit(
+            actor=None,
+            action="job.finished",
+            job=job,
+            old={"state": old_state},
+            new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal},
+        )
 
 
 def _adopt_queued(job: Job, jobid: int) -> None:
@@ -279,4 +300,10 @@ def _adopt_queued(job: Job, jobid: int) -> None:
             return
         locked.slurm_job_id, locked.state, locked.submit_error = jobid, JobState.PENDING, ""
         locked.save()
-        audit(actor=None, action="job.adopted", job=locked, old={"state": JobState.SUBMITTING}, new={"state": JobState.PENDING, "slurm_job_id": jobid})
+        audit(
+            actor=None,
+            action="job.adopted",
+            job=locked,
+            old={"state": JobState.SUBMITTING},
+            new={"state": JobState.PENDING, "slurm_job_id": jobid},
+        )

@@ -2,6 +2,7 @@
 
 Registered names are the module path (``jobs.tasks.<function>``): the beat schedule and the task
 routes in ``portal/settings/base.py`` name them, and queued messages carry them."""
+
 import logging
 
 from celery import shared_task

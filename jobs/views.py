@@ -1,4 +1,5 @@
 """Home page and its HTMX partial. Read from the snapshot only; never call Slurm here."""
+
 from __future__ import annotations
 
 from django.conf import settings

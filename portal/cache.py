@@ -4,6 +4,7 @@ seen yet" or show the last state they can) and writes are skipped, each logged
 (``DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS``). One exception to it: ``set_many`` (the snapshot
 poller's store) still raises the Redis error, so the poller records the failure and tries again
 next tick instead of believing a snapshot was stored."""
+
 from __future__ import annotations
 
 from django_redis.cache import RedisCache

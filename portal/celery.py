@@ -1,4 +1,5 @@
 """The Celery app: Redis broker, tasks discovered in the Django apps, beat schedule from settings."""
+
 import os
 
 from celery import Celery

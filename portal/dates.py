@@ -1,4 +1,5 @@
 """Small date helpers shared by pages and services."""
+
 from __future__ import annotations
 
 from datetime import UTC, date, datetime

@@ -4,6 +4,7 @@ Settings modules call :func:`read_env` once; nothing else in the code base reads
 (the Celery app and ``manage.py`` only default ``DJANGO_SETTINGS_MODULE``). The README's table of
 environment variables is this table.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

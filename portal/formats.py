@@ -1,6 +1,7 @@
 """Display formats shared by pages (as template filters, ``jobs/templatetags/portal_extras.py``) and
 the API: times, durations, ordinals, sizes. Pure functions of their argument (and the clock, for
 :func:`from_now`)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -31,7 +32,10 @@ def when(value, fmt: str = "Y-m-d H:i"):
     kind = "time" if "Y" not in fmt and "d" not in fmt else "datetime"
     return format_html(
         '<time datetime="{}" data-local="{}" title="{} UTC">{} UTC</time>',
-        moment.strftime("%Y-%m-%dT%H:%M:%SZ"), kind, date_format(moment, "Y-m-d H:i:s"), date_format(moment, fmt),
+        moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kind,
+        date_format(moment, "Y-m-d H:i:s"),
+        date_format(moment, fmt),
     )
 
 

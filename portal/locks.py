@@ -1,4 +1,5 @@
 """Run-once guards in Redis: the snapshot poller and the usage refresh must never run twice at once."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Request-wide guards: HTMX redirects reload the whole page; NUL characters in a URL get a clear 400."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
@@ -32,5 +33,10 @@ class RejectNulMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if "\x00" in request.path or any("\x00" in k or any("\x00" in v for v in vs) for k, vs in request.GET.lists()):
-            return render(request, "400.html", {"message": "The address contains a NUL character, which is never valid. Check the link."}, status=400)
+            return render(
+                request,
+                "400.html",
+                {"message": "The address contains a NUL character, which is never valid. Check the link."},
+                status=400,
+            )
         return self.get_response(request)

@@ -9,6 +9,7 @@ A service names fields in its own words (the policy speaks :class:`jobs.policy.J
 an input surface that calls them differently re-keys the problems once with :meth:`Refused.renamed`
 and the surface's column of :mod:`jobs.fields`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

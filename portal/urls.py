@@ -1,4 +1,5 @@
 """URLs. There is no password login anywhere: the admin's login page sends people to SSO."""
+
 from django.contrib import admin
 from django.urls import include, path
 

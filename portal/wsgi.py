@@ -1,5 +1,6 @@
 """WSGI entry point (``gunicorn portal.wsgi``). Refuses to start when a system check fails
 (for example no IdP configured in production)."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

@@ -13,6 +13,7 @@ second waits, then finds it ready. A finished build is marked by ``.portal-ready
 failed is removed. The job log says ``portal-env: cache hit <hash>`` or ``portal-env: built <hash>
 in N.N s``. Packages come from the site's Python package index (PyPI here).
 """
+
 from __future__ import annotations
 
 import json
@@ -88,7 +89,15 @@ def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> 
             runner = "python3"
         argv = [runner, spec.script, *spec.args]
         if spec.image:
-            argv = [site.container_runtime, "exec", "--nv", spec.image, "python3" if runner != "bash" else "bash", spec.script, *spec.args]
+            argv = [
+                site.container_runtime,
+                "exec",
+                "--nv",
+                spec.image,
+                "python3" if runner != "bash" else "bash",
+                spec.script,
+                *spec.args,
+            ]
         out.append(" ".join(q(a) for a in argv))
     else:
         if spec.image:
@@ -111,7 +120,7 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
             f"export CUDA_VERSION={q(env['cuda'])}",
             "if type module >/dev/null 2>&1; then",
             f"  module load {q(module)}",
-            f"  echo \"portal-env: loaded environment module {module}\"",
+            f'  echo "portal-env: loaded environment module {module}"',
             "else",
             f"  echo \"portal-env: environment module {module} cannot be loaded: there is no 'module' command on $(hostname)\" >&2",
             "  exit 2",
@@ -134,53 +143,53 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
         "portal_env() {",
         f"  local uv={q(site.uv)} cache={q(site.cache_dir)} spec={q(spec_json)} req={q(req)}",
         "  local hash envdir lock t0=$EPOCHREALTIME",
-        "  if [ ! -x \"$uv\" ]; then",
-        "    echo \"portal-env: uv is not installed at $uv on $(hostname); ask the cluster staff (cluster/up.sh installs it)\" >&2",
+        '  if [ ! -x "$uv" ]; then',
+        '    echo "portal-env: uv is not installed at $uv on $(hostname); ask the cluster staff (cluster/up.sh installs it)" >&2',
         "    exit 2",
         "  fi",
-        "  if [ -n \"$req\" ] && [ ! -f \"$req\" ]; then",
+        '  if [ -n "$req" ] && [ ! -f "$req" ]; then',
         "    echo \"portal-env: environment.requirements '$req' is not in the project directory $PWD\" >&2",
         "    exit 2",
         "  fi",
-        "  hash=$( { printf '%s\\n' \"$spec\"; uname -m; if [ -n \"$req\" ]; then cat -- \"$req\"; fi; } | sha256sum | cut -c1-16 )",
-        "  envdir=\"$cache/$hash\" lock=\"$cache/$hash.lock\"",
-        "  if [ -f \"$envdir/.portal-ready\" ]; then",
-        f"    echo \"portal-env: cache hit $hash ({what}) in $envdir\"",
+        '  hash=$( { printf \'%s\\n\' "$spec"; uname -m; if [ -n "$req" ]; then cat -- "$req"; fi; } | sha256sum | cut -c1-16 )',
+        '  envdir="$cache/$hash" lock="$cache/$hash.lock"',
+        '  if [ -f "$envdir/.portal-ready" ]; then',
+        f'    echo "portal-env: cache hit $hash ({what}) in $envdir"',
         "  else",
-        "    [ -e \"$lock\" ] || (umask 0; : >>\"$lock\") 2>/dev/null || true",
-        "    exec 9<\"$lock\"",
+        '    [ -e "$lock" ] || (umask 0; : >>"$lock") 2>/dev/null || true',
+        '    exec 9<"$lock"',
         "    if ! flock -n 9; then",
-        "      echo \"portal-env: another job is building environment $hash; waiting for it\"",
+        '      echo "portal-env: another job is building environment $hash; waiting for it"',
         "      flock 9",
         "    fi",
-        "    if [ -f \"$envdir/.portal-ready\" ]; then",
-        "      echo \"portal-env: cache hit $hash (built by another job while this one waited $(portal_secs \"$t0\") s)\"",
+        '    if [ -f "$envdir/.portal-ready" ]; then',
+        '      echo "portal-env: cache hit $hash (built by another job while this one waited $(portal_secs "$t0") s)"',
         "    else",
-        f"      echo \"portal-env: cache miss $hash; building it ({what}) in $envdir\"",
-        "      rm -rf -- \"$envdir\" 2>/dev/null || true",
-        "      if [ -e \"$envdir\" ]; then",
-        "        echo \"portal-env: an unfinished build of $hash owned by $(stat -c %U \"$envdir\") is in the way; ask them or the cluster staff to remove $envdir\" >&2",
+        f'      echo "portal-env: cache miss $hash; building it ({what}) in $envdir"',
+        '      rm -rf -- "$envdir" 2>/dev/null || true',
+        '      if [ -e "$envdir" ]; then',
+        '        echo "portal-env: an unfinished build of $hash owned by $(stat -c %U "$envdir") is in the way; ask them or the cluster staff to remove $envdir" >&2',
         "        exit 2",
         "      fi",
         "      if ! ( umask 022; export UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_SYSTEM_CERTS=1"
         + (f" UV_DEFAULT_INDEX={q(site.index_url)}" if site.index_url else ""),
         f"             {venv_cmd}" + (f" && \\\n             {install}" if install else ""),
         "           ); then",
-        "        echo \"portal-env: building environment $hash failed (see the lines above)\" >&2",
-        "        rm -rf -- \"$envdir\" 2>/dev/null || true",
+        '        echo "portal-env: building environment $hash failed (see the lines above)" >&2',
+        '        rm -rf -- "$envdir" 2>/dev/null || true',
         "        exit 2",
         "      fi",
-        "      printf '%s\\n' \"$spec\" >\"$envdir/.portal-spec.json\"",
-        "      : >\"$envdir/.portal-ready\"",
-        "      echo \"portal-env: built $hash in $(portal_secs \"$t0\") s\"",
+        '      printf \'%s\\n\' "$spec" >"$envdir/.portal-spec.json"',
+        '      : >"$envdir/.portal-ready"',
+        '      echo "portal-env: built $hash in $(portal_secs "$t0") s"',
         "    fi",
         "    flock -u 9",
         "    exec 9<&-",
         "  fi",
-        "  export VIRTUAL_ENV=\"$envdir\" PATH=\"$envdir/bin:$PATH\"",
+        '  export VIRTUAL_ENV="$envdir" PATH="$envdir/bin:$PATH"',
         "  unset PYTHONHOME",
         "}",
-        "portal_secs() { awk -v a=\"$1\" -v b=\"$EPOCHREALTIME\" 'BEGIN { printf \"%.1f\", b - a }'; }",
+        'portal_secs() { awk -v a="$1" -v b="$EPOCHREALTIME" \'BEGIN { printf "%.1f", b - a }\'; }',
         "portal_env",
         "",
     ]

@@ -1,4 +1,5 @@
 """Forms of the profile pages: the file (typed or uploaded), and the run/clone overrides."""
+
 from __future__ import annotations
 
 from django import forms
@@ -7,11 +8,17 @@ from .schema import MAX_PROFILE_BYTES
 
 
 class ProfileForm(forms.Form):
-    yaml = forms.CharField(required=False, strip=False, label="Profile (YAML)",
-                           widget=forms.Textarea(attrs={"rows": 26, "spellcheck": "false", "class": "code"}),
-                           help_text="Schema version 1: see the example and docs/profiles.md.")
+    yaml = forms.CharField(
+        required=False,
+        strip=False,
+        label="Profile (YAML)",
+        widget=forms.Textarea(attrs={"rows": 26, "spellcheck": "false", "class": "code"}),
+        help_text="Schema version 1: see the example and docs/profiles.md.",
+    )
     upload = forms.FileField(required=False, label="…or upload a file", help_text="A .yaml file; it replaces the text above.")
-    team = forms.ChoiceField(required=False, label="Share with team", help_text="Team members may see, run and clone it; only you change it.")
+    team = forms.ChoiceField(
+        required=False, label="Share with team", help_text="Team members may see, run and clone it; only you change it."
+    )
 
     def __init__(self, *args, teams: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -33,7 +40,7 @@ class ProfileForm(forms.Form):
 
 
 class OverridesForm(forms.Form):
-    """"Run again with 4 GPUs": each filled field overrides the profile's value."""
+    """ "Run again with 4 GPUs": each filled field overrides the profile's value."""
 
     gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per node")
     partition = forms.CharField(required=False, max_length=64)

@@ -1,4 +1,5 @@
 """Saved job profiles: the YAML file as written (``yaml``) and its normalised document (``spec``)."""
+
 from __future__ import annotations
 
 from django.conf import settings

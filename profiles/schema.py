@@ -7,6 +7,7 @@ Only shape and types are checked here; what the cluster allows (partitions, GPU 
 time limits, CPUs, memory) is checked by the same :class:`jobs.policy.SitePolicy` as the job form,
 in :mod:`profiles.services`.
 """
+
 from __future__ import annotations
 
 import re
@@ -101,7 +102,9 @@ class Run(_Strict):
     @model_validator(mode="after")
     def _one_entry_point(self):
         if bool(self.script) == bool(self.command):
-            raise ValueError("Give exactly one entry point: run.script (a file in the project directory) or run.command (a bash command).")
+            raise ValueError(
+                "Give exactly one entry point: run.script (a file in the project directory) or run.command (a bash command)."
+            )
         if self.args and not self.script:
             raise ValueError("run.args go with run.script; put arguments of a command into run.command itself.")
         return self
@@ -119,7 +122,7 @@ class Environment(_Strict):
     @classmethod
     def _version(cls, value: str):
         if value and not _VERSION.match(value):
-            raise ValueError(f"'{value[:16]}' is not a version; write it like \"3.11\" or \"12.4\" (in quotes).")
+            raise ValueError(f'\'{value[:16]}\' is not a version; write it like "3.11" or "12.4" (in quotes).')
         return value
 
     @field_validator("pip")
@@ -127,7 +130,9 @@ class Environment(_Strict):
     def _pip(cls, value: list[str]):
         for item in value:
             if not _plain_requirement(item):
-                raise ValueError(f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed here; use requirements).")
+                raise ValueError(
+                    f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed here; use requirements)."
+                )
         return value
 
 
@@ -237,7 +242,13 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
                 raise Refused(Problem("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1))
             # Aliases can multiply a small file into billions of values (a "YAML bomb").
             if isinstance(event, yaml.AliasEvent):
-                raise Refused(Problem("", "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.", event.start_mark.line + 1))
+                raise Refused(
+                    Problem(
+                        "",
+                        "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.",
+                        event.start_mark.line + 1,
+                    )
+                )
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         document = yaml.safe_load(text)
     except RecursionError:
@@ -295,9 +306,18 @@ def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[
     if overrides is None:
         return result, errors, touched
     if not isinstance(overrides, dict):
-        return result, [Problem("overrides", "Overrides are a mapping such as {\"gpus\": 4}.")], touched
+        return result, [Problem("overrides", 'Overrides are a mapping such as {"gpus": 4}.')], touched
     if len(overrides) > MAX_OVERRIDES:
-        return result, [Problem("overrides", f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.")], touched
+        return (
+            result,
+            [
+                Problem(
+                    "overrides",
+                    f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.",
+                )
+            ],
+            touched,
+        )
     allowed = set(OVERRIDE_ALIASES.values())
     for key, value in overrides.items():
         path = OVERRIDE_ALIASES.get(str(key), str(key))
@@ -344,7 +364,7 @@ def _message(err: dict, loc: tuple) -> str:
     msg = str(err.get("msg", "invalid value"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+            msg = msg[len(prefix) :]
     if kind in ("greater_than_equal", "less_than_equal", "string_too_short", "string_too_long", "too_long", "too_short"):
         msg = msg[0].upper() + msg[1:] + "."
     return msg
@@ -363,8 +383,14 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     document, errors, touched = apply_overrides(document, overrides)
     nul = _nul_paths(document)
     if nul:  # a YAML escape ("\0") or an override; PostgreSQL text (and JSON) columns cannot hold it
-        errors += [Problem(".".join(str(p) for p in loc), "Must not contain a NUL character (\\0).",
-                              None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)) for loc in nul]
+        errors += [
+            Problem(
+                ".".join(str(p) for p in loc),
+                "Must not contain a NUL character (\\0).",
+                None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc),
+            )
+            for loc in nul
+        ]
         raise Refused(*_dedupe(errors))
     try:
         profile = Profile.model_validate(document)
@@ -387,10 +413,23 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     data = profile.model_dump(mode="json", exclude_none=True)
     env = profile.environment.model_dump(mode="json") if profile.environment else None
     return ProfileSpec(
-        data=data, name=profile.name, account=profile.account, partition=res.partition, nodes=res.nodes,
-        gpus_per_node=res.gpus_per_node, gpu_type=res.gpu_type, cpus=res.cpus, memory_mb=memory_mib(res.memory),
-        time_limit_min=minutes, workdir=profile.run.workdir, script=profile.run.script, args=tuple(profile.run.args),
-        command=profile.run.command, image=profile.run.image, environment=env, requeue=profile.run.requeue,
+        data=data,
+        name=profile.name,
+        account=profile.account,
+        partition=res.partition,
+        nodes=res.nodes,
+        gpus_per_node=res.gpus_per_node,
+        gpu_type=res.gpu_type,
+        cpus=res.cpus,
+        memory_mb=memory_mib(res.memory),
+        time_limit_min=minutes,
+        workdir=profile.run.workdir,
+        script=profile.run.script,
+        args=tuple(profile.run.args),
+        command=profile.run.command,
+        image=profile.run.image,
+        environment=env,
+        requeue=profile.run.requeue,
     )
 
 

@@ -1,4 +1,5 @@
 """Reads for profiles: who sees which (owner, team members of the team it is shared with, admins)."""
+
 from __future__ import annotations
 
 from django.db.models import Case, Q, Value, When
@@ -14,8 +15,11 @@ def profiles_for_user(*, user):
     others' profiles one at a time through :func:`profile_for_viewer`). Own first, then by name."""
     teams = Membership.objects.filter(user=user).values("team_id")
     mine_first = Case(When(owner=user, then=Value(0)), default=Value(1))
-    return (Profile.objects.filter(Q(owner=user) | Q(team_id__in=teams)).select_related("owner", "team")
-            .order_by(mine_first, "name", "id"))
+    return (
+        Profile.objects.filter(Q(owner=user) | Q(team_id__in=teams))
+        .select_related("owner", "team")
+        .order_by(mine_first, "name", "id")
+    )
 
 
 def profile_for_viewer(*, pk: int, user) -> Profile | None:

@@ -8,6 +8,7 @@ as the job form (:func:`jobs.submit.job_check`, its field names re-keyed to the 
 Running a profile is ``job_create`` with that checked request, whose script is rendered by
 :func:`profiles.envscript.render_profile_script`.
 """
+
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
@@ -45,21 +46,43 @@ def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
     errors: list[Problem] = []
     env = spec.environment
     if spec.nodes != 1:
-        errors.append(Problem("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node)."))
+        errors.append(
+            Problem("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node).")
+        )
     if spec.image:
         if not site.container_runtime:
-            errors.append(Problem("run.image", "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead."))
+            errors.append(
+                Problem(
+                    "run.image",
+                    "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead.",
+                )
+            )
         if env is not None:
-            errors.append(Problem("environment", "Use either run.image (the image carries the environment) or an environment block, not both."))
+            errors.append(
+                Problem(
+                    "environment", "Use either run.image (the image carries the environment) or an environment block, not both."
+                )
+            )
     if env is not None:
         if env.get("python") and env["python"] not in site.pythons:
-            errors.append(Problem("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}."))
+            errors.append(
+                Problem("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}.")
+            )
         if env.get("cuda") and env["cuda"] not in site.cuda_modules:
             offered = ", ".join(sorted(site.cuda_modules)) or "none (this cluster has no CUDA environment modules configured)"
             errors.append(Problem("environment.cuda", f"CUDA {env['cuda']} is not offered here. Offered: {offered}."))
         if env.get("conda"):
-            errors.append(Problem("environment.conda", "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file."))
-    for field, path in (("run.script", spec.script), ("environment.requirements", (env or {}).get("requirements", "")), ("run.workdir", spec.workdir)):
+            errors.append(
+                Problem(
+                    "environment.conda",
+                    "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file.",
+                )
+            )
+    for field, path in (
+        ("run.script", spec.script),
+        ("environment.requirements", (env or {}).get("requirements", "")),
+        ("run.workdir", spec.workdir),
+    ):
         message = _path_error(path, field)
         if message:
             errors.append(Problem(field, message))
@@ -69,16 +92,26 @@ def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
 def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobRequest:
     """The :class:`JobRequest` a profile asks for (the script rendered from the profile)."""
     return JobRequest(
-        name=spec.name, partition=spec.partition, gpu_type=spec.gpu_type, gpu_count=spec.gpus_per_node, cpus=spec.cpus,
-        memory_mb=spec.memory_mb, time_limit_min=spec.time_limit_min, script=render_profile_script(spec, site=site),
-        workdir=spec.workdir, account=spec.account, requeue=spec.requeue,
+        name=spec.name,
+        partition=spec.partition,
+        gpu_type=spec.gpu_type,
+        gpu_count=spec.gpus_per_node,
+        cpus=spec.cpus,
+        memory_mb=spec.memory_mb,
+        time_limit_min=spec.time_limit_min,
+        script=render_profile_script(spec, site=site),
+        workdir=spec.workdir,
+        account=spec.account,
+        requeue=spec.requeue,
     )
 
 
 def _with_lines(problems: list[Problem], text: str, touched: set[str]) -> list[Problem]:
     """``problems`` with the line of each field in ``text`` (overridden fields have none)."""
     lines = load_yaml(text)[1]
-    return [p if p.line is not None or p.field in touched else Problem(p.field, p.message, line_of(lines, p.field)) for p in problems]
+    return [
+        p if p.line is not None or p.field in touched else Problem(p.field, p.message, line_of(lines, p.field)) for p in problems
+    ]
 
 
 def profile_check(*, user: User, text: str, overrides: dict | None = None) -> tuple[ProfileSpec, CheckedRequest]:
@@ -144,10 +177,21 @@ def profile_save(*, user: User, text: str, team: str | None = None, profile: Pro
                 profile = Profile(owner=user)
             profile.name, profile.yaml, profile.spec, profile.team = spec.name, text, spec.data, shared
             profile.save()
-            audit(actor=user, action="profile.save", target=f"profile:{profile.pk}", old=old,
-                  new={"name": profile.name, "team": shared.name if shared else None})
+            audit(
+                actor=user,
+                action="profile.save",
+                target=f"profile:{profile.pk}",
+                old=old,
+                new={"name": profile.name, "team": shared.name if shared else None},
+            )
     except IntegrityError:
-        raise Refused(Problem("name", f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.", line_of(load_yaml(text)[1], "name"))) from None
+        raise Refused(
+            Problem(
+                "name",
+                f"You already have a profile named '{spec.name[:60]}'. Change name: in the file.",
+                line_of(load_yaml(text)[1], "name"),
+            )
+        ) from None
     return profile
 
 
@@ -161,7 +205,13 @@ def profile_share(*, profile: Profile, by: User, team: str | None) -> Profile:
         old = {"team": profile.team.name if profile.team else None}
         profile.team = shared
         profile.save(update_fields=["team", "updated_at"])
-        audit(actor=by, action="profile.share", target=f"profile:{profile.pk}", old=old, new={"team": shared.name if shared else None})
+        audit(
+            actor=by,
+            action="profile.share",
+            target=f"profile:{profile.pk}",
+            old=old,
+            new={"team": shared.name if shared else None},
+        )
     return profile
 
 

@@ -1,5 +1,6 @@
 """Profile pages: list, write or upload (checked with errors by line), run, clone, share, delete.
 Thin: parse input, call one service or selector, render."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -74,7 +75,12 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 status = 200
             except Refused as refused:
                 problems = refused.problems
-    return render(request, "profiles/profile_edit.html", {"form": form, "profile": profile, "problems": problems, "script": script}, status=status)
+    return render(
+        request,
+        "profiles/profile_edit.html",
+        {"form": form, "profile": profile, "problems": problems, "script": script},
+        status=status,
+    )
 
 
 @login_required
@@ -83,11 +89,24 @@ def profile_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _detail_page(request, _profile(request, pk))
 
 
-def _detail_page(request: HttpRequest, profile, *, form: OverridesForm | None = None, problems=(), status: int = 200) -> HttpResponse:
+def _detail_page(
+    request: HttpRequest, profile, *, form: OverridesForm | None = None, problems=(), status: int = 200
+) -> HttpResponse:
     """The profile's page; after a refusal (``status`` 400) with the form as typed and the refusal's ``problems``."""
     jobs = Job.objects.filter(profile=profile, user=request.user).order_by("-created_at")[:10] if status == 200 else []
-    return render(request, "profiles/profile_detail.html", {"profile": profile, "jobs": jobs, "form": form or OverridesForm(), "problems": problems,
-                                                            "teams": _teams(request), "mine": profile.owner_id == request.user.pk}, status=status)
+    return render(
+        request,
+        "profiles/profile_detail.html",
+        {
+            "profile": profile,
+            "jobs": jobs,
+            "form": form or OverridesForm(),
+            "problems": problems,
+            "teams": _teams(request),
+            "mine": profile.owner_id == request.user.pk,
+        },
+        status=status,
+    )
 
 
 def _overrides_or_error(request: HttpRequest, profile):
@@ -122,7 +141,9 @@ def profile_clone_view(request: HttpRequest, pk: int) -> HttpResponse:
     if refused:
         return refused
     try:
-        copy = profile_clone(profile=profile, by=request.user, name=form.cleaned_data.get("name") or "", overrides=form.overrides())
+        copy = profile_clone(
+            profile=profile, by=request.user, name=form.cleaned_data.get("name") or "", overrides=form.overrides()
+        )
     except Refused as refused:
         return _detail_page(request, profile, form=form, problems=refused.problems, status=400)
     messages.success(request, f"Copied as “{copy.name}”.")

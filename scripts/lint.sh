@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Static checks that run before the tests (make test, make test-fast): the import layers of
 # docs/architecture.md (import-linter, contracts in pyproject.toml) and ruff (rules in pyproject.toml;
-# `ruff format` is enforced on the packages written since it was adopted: slurm/ and audit/).
+# `ruff format --check` on the whole tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 "$VENV/bin/lint-imports"
 "$VENV/bin/ruff" check .
-"$VENV/bin/ruff" format --check slurm audit
+"$VENV/bin/ruff" format --check .

@@ -1,4 +1,5 @@
 """Server-side SVG charts (no JavaScript, no CDN): the numbers are always in a table beside them."""
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,17 @@ def nice_step(peak: float, *, ticks: int = 4) -> tuple[float, int]:
     return step, decimals
 
 
-def stacked_bars_svg(daily: dict[str, dict[str, float]], *, title: str, unit: str = "GPU-hours", width: int = 720, height: int = 260) -> SafeString:
+def stacked_bars_svg(
+    daily: dict[str, dict[str, float]], *, title: str, unit: str = "GPU-hours", width: int = 720, height: int = 260
+) -> SafeString:
     """A stacked bar per day (keys ``YYYY-MM-DD``, sorted), one colour per series (e.g. member), with a
     y axis, day labels and a legend. Empty input gives a short "no data" figure. All text escaped."""
     days = sorted(daily)
     series = sorted({name for values in daily.values() for name in values})
     if not days or not series:
-        return mark_safe(f'<svg role="img" aria-label="{escape(title)}: no data" width="{width}" height="40"><text x="8" y="24" font-size="13" fill="#6b7280">No usage in this period yet.</text></svg>')
+        return mark_safe(
+            f'<svg role="img" aria-label="{escape(title)}: no data" width="{width}" height="40"><text x="8" y="24" font-size="13" fill="#6b7280">No usage in this period yet.</text></svg>'
+        )
     left, right, top, bottom = 48, 150, 16, 34
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max(sum(daily[d].values()) for d in days) or 1.0
@@ -34,14 +39,20 @@ def stacked_bars_svg(daily: dict[str, dict[str, float]], *, title: str, unit: st
     scale = plot_h / (ticks * tick)
     bar_w = max(2.0, plot_w / len(days) * 0.7)
     step = plot_w / len(days)
-    parts = [f'<svg role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" font-family="system-ui, sans-serif">']
-    parts.append(f'<title>{escape(title)}</title>')
+    parts = [
+        f'<svg role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" font-family="system-ui, sans-serif">'
+    ]
+    parts.append(f"<title>{escape(title)}</title>")
     for i in range(ticks + 1):  # y grid at round numbers
         value = tick * i
         y = top + plot_h - value * scale
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#6b7280">{value:.{decimals}f}</text>')
-    parts.append(f'<text x="12" y="{top + plot_h / 2:.0f}" font-size="11" fill="#6b7280" transform="rotate(-90 12 {top + plot_h / 2:.0f})" text-anchor="middle">{escape(unit)}</text>')
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#6b7280">{value:.{decimals}f}</text>'
+        )
+    parts.append(
+        f'<text x="12" y="{top + plot_h / 2:.0f}" font-size="11" fill="#6b7280" transform="rotate(-90 12 {top + plot_h / 2:.0f})" text-anchor="middle">{escape(unit)}</text>'
+    )
     label_every = max(1, len(days) // 10)
     for index, day in enumerate(days):
         x = left + index * step + (step - bar_w) / 2
@@ -53,9 +64,13 @@ def stacked_bars_svg(daily: dict[str, dict[str, float]], *, title: str, unit: st
             h = value * scale
             y -= h
             colour = PALETTE[s_index % len(PALETTE)]
-            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" fill="{colour}"><title>{escape(day)} {escape(name)}: {value:.2f} {escape(unit)}</title></rect>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" fill="{colour}"><title>{escape(day)} {escape(name)}: {value:.2f} {escape(unit)}</title></rect>'
+            )
         if index % label_every == 0:
-            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle" fill="#374151">{escape(day[5:])}</text>')
+            parts.append(
+                f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle" fill="#374151">{escape(day[5:])}</text>'
+            )
     for s_index, name in enumerate(series):
         y = top + 6 + s_index * 18
         parts.append(f'<rect x="{left + plot_w + 16}" y="{y}" width="12" height="12" fill="{PALETTE[s_index % len(PALETTE)]}"/>')

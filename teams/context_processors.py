@@ -1,4 +1,5 @@
 """Navigation facts for every page."""
+
 from .models import Membership, Role
 
 

@@ -1,15 +1,27 @@
 """Admin forms for a team: quota and limit, and membership changes."""
+
 from django import forms
 
 from .models import Role
 
 
 class LimitsForm(forms.Form):
-    gpu_hours_quota = forms.DecimalField(required=False, min_value=0, max_value=10_000_000, decimal_places=1, label="GPU-hour quota per period",
-                                         help_text="Per accounting period (Slurm's PriorityUsageResetPeriod; monthly on this cluster). "
-                                                   "Slurm GrpTRESMins=gres/gpu, stored in GPU-minutes. Empty: no quota.")
-    gpu_limit = forms.IntegerField(required=False, min_value=0, max_value=100_000, label="GPUs in use at once",
-                                   help_text="Slurm GrpTRES=gres/gpu. Empty: no limit.")
+    gpu_hours_quota = forms.DecimalField(
+        required=False,
+        min_value=0,
+        max_value=10_000_000,
+        decimal_places=1,
+        label="GPU-hour quota per period",
+        help_text="Per accounting period (Slurm's PriorityUsageResetPeriod; monthly on this cluster). "
+        "Slurm GrpTRESMins=gres/gpu, stored in GPU-minutes. Empty: no quota.",
+    )
+    gpu_limit = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=100_000,
+        label="GPUs in use at once",
+        help_text="Slurm GrpTRES=gres/gpu. Empty: no limit.",
+    )
 
 
 class MemberForm(forms.Form):

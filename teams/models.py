@@ -1,5 +1,6 @@
 """Teams are Slurm accounts. The portal's rows are the wanted state; ``teams.slurm_sync`` makes
 slurmdbd match them (associations, ``GrpTRESMins=gres/gpu=N``, ``GrpTRES=gres/gpu=N``)."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -4,6 +4,7 @@ from the same claim is :func:`accounts.claims.is_admin_by_claims`.
 - team lead of T: member of ``PORTAL_TEAM_LEAD_GROUP.format(team=T)`` (default ``T-leads``);
 - member of T: member of ``PORTAL_TEAM_GROUP.format(team=T)`` (default ``T``) or lead of T.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -18,4 +19,3 @@ def role_from_groups(team: str, groups: list[str]) -> str | None:
     if settings.PORTAL_TEAM_GROUP.format(team=team) in groups:
         return Role.MEMBER
     return None
-

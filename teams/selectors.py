@@ -5,6 +5,7 @@ Who sees what:
 - a team lead: their own teams' page (usage per member, chart, CSV); nothing of other teams;
 - a researcher: their teams' totals (quota left) on the home page and the job form; no team page.
 """
+
 from __future__ import annotations
 
 from audit.models import AuditEvent
@@ -47,7 +48,6 @@ def audit_events(*, user, action: str = "", actor: str = "", target: str = "", s
     """The audit trail for an admin, newest first: ``action`` prefix, ``actor`` user name, ``target``
     substring, ``since``/``until`` dates (inclusive). Raises ``PermissionDenied`` for non-admins."""
     from django.core.exceptions import PermissionDenied
-
 
     if not user.is_staff:
         raise PermissionDenied("The audit trail is for portal admins.")

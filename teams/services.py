@@ -1,6 +1,7 @@
 """Writes for teams: memberships from claims, admin changes of membership and quota, and the Slurm
 sync an admin asks for. Every change writes an audit row in the same transaction and enqueues the
 Slurm sync on commit; the sync always runs in a Celery worker, never in the request."""
+
 from __future__ import annotations
 
 import logging
@@ -41,7 +42,9 @@ def _enqueue(run: SyncRun, *, actor_id: int | None = None) -> SyncRun:
         teams_sync_task.delay(run_id=run.run_id, dry_run=run.dry_run, actor_id=actor_id)
     except OperationalError as exc:
         logger.warning("teams sync: cannot queue run %s: %s", run.run_id, exc)
-        return sync_run_finish(run_id=run.run_id, report=SyncReport(run.dry_run, error=f"to start: cannot queue it for a worker ({exc})"))
+        return sync_run_finish(
+            run_id=run.run_id, report=SyncReport(run.dry_run, error=f"to start: cannot queue it for a worker ({exc})")
+        )
     return run
 
 
@@ -66,7 +69,12 @@ def memberships_from_slurm(*, user, accounts: list[str]) -> list[str]:
     with transaction.atomic():
         for team in Team.objects.filter(name__in=accounts).exclude(memberships__user=user):
             Membership.objects.create(team=team, user=user, role=Role.MEMBER, source=Source.SLURM)
-            audit(actor=None, action="membership.slurm.import", target=f"membership:{team.name}/{user.username}", new={"role": Role.MEMBER, "source": Source.SLURM})
+            audit(
+                actor=None,
+                action="membership.slurm.import",
+                target=f"membership:{team.name}/{user.username}",
+                new={"role": Role.MEMBER, "source": Source.SLURM},
+            )
             added.append(team.name)
     return added
 
@@ -102,7 +110,13 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
                 old = {"role": current.role, "source": current.source}
                 current.role, current.source = role, Source.CLAIM
                 current.save(update_fields=["role", "source"])
-                audit(actor=None, action="membership.claims.change", target=target, old=old, new={"role": role, "source": Source.CLAIM})
+                audit(
+                    actor=None,
+                    action="membership.claims.change",
+                    target=target,
+                    old=old,
+                    new={"role": role, "source": Source.CLAIM},
+                )
                 changes.append(f"~{team.name} {role}")
         if changes:
             _sync_on_commit()  # a sign-in: no settings page follows this run
@@ -116,7 +130,9 @@ def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int
     ``gpu_hours_quota`` or ``gpu_limit``, the settings form's fields)."""
     _require_admin(by)
     minutes = None if gpu_hours_quota is None else round(gpu_hours_quota * 60)
-    negative = [name for name, value in (("gpu_hours_quota", minutes), ("gpu_limit", gpu_limit)) if value is not None and value < 0]
+    negative = [
+        name for name, value in (("gpu_hours_quota", minutes), ("gpu_limit", gpu_limit)) if value is not None and value < 0
+    ]
     if negative:
         raise Refused(*(Problem(name, "Quotas and limits cannot be negative.") for name in negative))
     with transaction.atomic():
@@ -152,12 +168,20 @@ def membership_set(*, team: Team, user, role: str, by) -> Membership:
     if role not in Role.values:
         raise Refused(Problem("role", f"Unknown role {role!r}: use {', '.join(Role.values)}."))
     with transaction.atomic():
-        membership, created = Membership.objects.select_for_update().get_or_create(team=team, user=user, defaults={"role": role, "source": Source.ADMIN})
+        membership, created = Membership.objects.select_for_update().get_or_create(
+            team=team, user=user, defaults={"role": role, "source": Source.ADMIN}
+        )
         old = None if created else {"role": membership.role, "source": membership.source}
         if not created:
             membership.role, membership.source = role, Source.ADMIN
             membership.save(update_fields=["role", "source"])
-        audit(actor=by, action="membership.set", target=f"membership:{team.name}/{user.username}", old=old or {}, new={"role": role, "source": Source.ADMIN})
+        audit(
+            actor=by,
+            action="membership.set",
+            target=f"membership:{team.name}/{user.username}",
+            old=old or {},
+            new={"role": role, "source": Source.ADMIN},
+        )
         _sync_on_commit(teams=[team.name], by=by)
     return membership
 
@@ -171,7 +195,12 @@ def membership_remove(*, team: Team, user, by) -> bool:
         if membership is None:
             return False
         membership.delete()
-        audit(actor=by, action="membership.remove", target=f"membership:{team.name}/{user.username}", old={"role": membership.role, "source": membership.source})
+        audit(
+            actor=by,
+            action="membership.remove",
+            target=f"membership:{team.name}/{user.username}",
+            old={"role": membership.role, "source": membership.source},
+        )
         _sync_on_commit(teams=[team.name], by=by)
     return True
 

@@ -1,5 +1,6 @@
 """Once an identity is linked to a cluster account (at each SSO sign-in, and when an admin links it),
 the user's team memberships follow Slurm's associations and the ``groups`` claim."""
+
 from django.dispatch import receiver
 
 from accounts.events import identity_linked

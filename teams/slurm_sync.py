@@ -19,6 +19,7 @@ first and the removal is not run when that change failed; deleting a user's last
 deletes the user record; ``add`` of something that exists exits 1 with ``Nothing new added.`` on
 stdout; account names and descriptions are stored lower-cased.
 """
+
 from __future__ import annotations
 
 import logging
@@ -63,6 +64,7 @@ from .sync_state import (  # noqa: F401  (re-exported)
 )
 
 logger = logging.getLogger(__name__)
+
 
 def protected_users() -> frozenset[str]:
     """Users the sync never adds, changes or removes: ``root`` and the service user."""
@@ -187,7 +189,13 @@ def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -
             audit(actor=actor, action=f"slurm.sync.{action.kind}", target=action.target, old=action.old, new=action.new)
             if isinstance(action, DeleteUser):
                 for account in action.accounts[1:]:
-                    audit(actor=actor, action=f"slurm.sync.{action.kind}", target=f"membership:{account}/{action.user}", old=action.old, new={})
+                    audit(
+                        actor=actor,
+                        action=f"slurm.sync.{action.kind}",
+                        target=f"membership:{account}/{action.user}",
+                        old=action.old,
+                        new={},
+                    )
         else:
             logger.warning("teams sync: %s failed: %s", action.describe(), result.error)
             if isinstance(action, SetDefaultAccount):
@@ -207,7 +215,9 @@ def teams_sync(*, dry_run: bool = False, actor=None, lock_client=None) -> SyncRe
         lock = (lock_client or redis_client()).lock(LOCK_NAME, timeout=LOCK_TIMEOUT_S, blocking_timeout=LOCK_WAIT_S)
         try:
             if not lock.acquire():
-                return SyncReport(dry_run, error=f"to start: another sync held {LOCK_NAME} for more than {LOCK_WAIT_S} s; try again")
+                return SyncReport(
+                    dry_run, error=f"to start: another sync held {LOCK_NAME} for more than {LOCK_WAIT_S} s; try again"
+                )
         except redis.exceptions.RedisError as exc:
             return SyncReport(dry_run, error=f"to start: cannot take the sync lock in Redis: {exc}")
     try:
@@ -244,11 +254,22 @@ def teams_import(*, actor=None) -> int:
     with transaction.atomic():
         for name in sorted(set(actual.accounts) - known):
             account = actual.accounts[name]
-            team = Team.objects.create(name=name, description=descriptions.get(name, "")[:200], managed=True, **account.limits.team_fields())
-            audit(actor=actor, action="slurm.import.team", target=f"team:{name}",
-                  new={"description": team.description, **account.limits.team_fields()})
+            team = Team.objects.create(
+                name=name, description=descriptions.get(name, "")[:200], managed=True, **account.limits.team_fields()
+            )
+            audit(
+                actor=actor,
+                action="slurm.import.team",
+                target=f"team:{name}",
+                new={"description": team.description, **account.limits.team_fields()},
+            )
             for username in sorted(account.users & users.keys()):
                 Membership.objects.create(team=team, user=users[username], role=Role.MEMBER, source=Source.SLURM)
-                audit(actor=actor, action="slurm.import.membership", target=f"membership:{name}/{username}", new={"role": Role.MEMBER, "source": Source.SLURM})
+                audit(
+                    actor=actor,
+                    action="slurm.import.membership",
+                    target=f"membership:{name}/{username}",
+                    new={"role": Role.MEMBER, "source": Source.SLURM},
+                )
             created += 1
     return created

@@ -1,4 +1,5 @@
 """The sacctmgr changes the teams sync can make; each knows its argv and how to describe itself."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,7 +74,9 @@ class AddUser(Action):
         return {"association": f"{self.account}/{self.user}"} | ({"default_account": self.account} if self.new_user else {})
 
     def describe(self) -> str:
-        return f"+ add user {self.user} to {self.account}" + (f" (new Slurm user, default account {self.account})" if self.new_user else "")
+        return f"+ add user {self.user} to {self.account}" + (
+            f" (new Slurm user, default account {self.account})" if self.new_user else ""
+        )
 
 
 def _limit_text(tres: str, value: int | None) -> str:
@@ -109,7 +112,9 @@ class SetLimits(Action):
 
     def describe(self) -> str:
         changes = self.before.changes(self.after)
-        return f"~ set {self.account} " + ", ".join(f"{name} {_limit_text(tres, new)} (was {_limit_text(tres, old)})" for name, tres, old, new in changes)
+        return f"~ set {self.account} " + ", ".join(
+            f"{name} {_limit_text(tres, new)} (was {_limit_text(tres, old)})" for name, tres, old, new in changes
+        )
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ never inside the request. Each run has an id; its state lives in the cache for :
 seconds under ``teams:sync-run:<id>``, and each team's settings page shows the team's last run
 (``teams:sync-run:last:<team>``): "on its way" until the worker stores the report, then the report.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,7 +67,11 @@ def report_headline(report: SyncReport) -> str:
         return f"Slurm sync did not run: {report.error}"
     count = len(report.results)
     if report.dry_run:
-        return f"Dry run: {count} change(s) planned, none applied." if count else "Dry run: Slurm already matches the portal; nothing to change."
+        return (
+            f"Dry run: {count} change(s) planned, none applied."
+            if count
+            else "Dry run: Slurm already matches the portal; nothing to change."
+        )
     if report.ok:
         return f"Sync applied {count} change(s)." if count else "Slurm already matches the portal; nothing to change."
     return f"Sync: {len(report.failed)} of {count} change(s) FAILED; the others were applied."
@@ -75,8 +80,12 @@ def report_headline(report: SyncReport) -> str:
 def sync_run_queue(*, dry_run: bool, by=None, teams: Iterable[str] = (), now: float | None = None) -> SyncRun:
     """A new run, stored as on its way and made the last run of each of ``teams``. The caller
     enqueues the task with its ``run_id`` (see ``teams.services``)."""
-    run = SyncRun(run_id=str(uuid.uuid4()), dry_run=dry_run, queued_at=time.time() if now is None else now,
-                  by=getattr(by, "username", "") or "")
+    run = SyncRun(
+        run_id=str(uuid.uuid4()),
+        dry_run=dry_run,
+        queued_at=time.time() if now is None else now,
+        by=getattr(by, "username", "") or "",
+    )
     _save(run)
     for team in teams:
         cache.set(_last_key(team), run.run_id, timeout=RUN_TTL_S)
@@ -102,8 +111,13 @@ def sync_run_finish(*, run_id: str, report: SyncReport, now: float | None = None
     """Store ``report`` as the outcome of run ``run_id`` (kept even if the queued record expired)."""
     queued = sync_run_load(run_id) or SyncRun(run_id=run_id, dry_run=report.dry_run, queued_at=0.0)
     run = SyncRun(
-        run_id=run_id, dry_run=report.dry_run, queued_at=queued.queued_at, by=queued.by,
-        finished_at=time.time() if now is None else now, ok=report.ok, headline=report_headline(report),
+        run_id=run_id,
+        dry_run=report.dry_run,
+        queued_at=queued.queued_at,
+        by=queued.by,
+        finished_at=time.time() if now is None else now,
+        ok=report.ok,
+        headline=report_headline(report),
         lines=tuple(report.lines),
     )
     _save(run)

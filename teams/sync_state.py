@@ -1,6 +1,7 @@
 """States for the teams sync: what slurmdbd has (read by :mod:`slurm.accounting`) and what the portal
 wants. :class:`Limits` is the one place that says which team limits exist, where each lives in
 Slurm and where in the portal: a new quota kind is a field here (and on ``Team``)."""
+
 from __future__ import annotations
 
 import re
@@ -50,7 +51,10 @@ class Limits:
     def changes(self, after: Limits) -> list[tuple[str, str, int | None, int | None]]:
         """(sacctmgr field, TRES, old, new) for each limit that differs in ``after``: what
         ``sacctmgr modify account ... set <field>=<TRES>=<new>`` must change."""
-        pairs = [("GrpTRES", GPU_TRES, self.gpu_limit, after.gpu_limit), ("GrpTRESMins", GPU_TRES, self.gpu_minutes, after.gpu_minutes)]
+        pairs = [
+            ("GrpTRES", GPU_TRES, self.gpu_limit, after.gpu_limit),
+            ("GrpTRESMins", GPU_TRES, self.gpu_minutes, after.gpu_minutes),
+        ]
         return [p for p in pairs if p[2] != p[3]]
 
 
@@ -153,7 +157,9 @@ def wanted_state() -> WantedState:
     accounts, skipped = {}, []
     for team in Team.objects.filter(managed=True).prefetch_related("memberships__user").order_by("name"):
         if team.name == ROOT or not ACCOUNT_NAME_RE.fullmatch(team.name):
-            skipped.append(f"team {team.name!r}: not a name the sync gives to sacctmgr (lower case letters, digits, _ . -; not root)")
+            skipped.append(
+                f"team {team.name!r}: not a name the sync gives to sacctmgr (lower case letters, digits, _ . -; not root)"
+            )
             continue
         users = set()
         for membership in team.memberships.all():

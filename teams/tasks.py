@@ -1,4 +1,5 @@
 """Celery tasks of the teams app. Thin: each calls one service."""
+
 import logging
 
 from celery import shared_task
@@ -23,7 +24,9 @@ def teams_sync_task(run_id: str | None = None, dry_run: bool = False, actor_id: 
         (logger.info if report.ok else logger.warning)("teams sync: %s", line)
     if report.ok:
         done = "planned, none applied (dry run)" if dry_run else "applied"
-        logger.info("teams sync: %s", f"{len(report.results)} change(s) {done}" if report.results else "Slurm already matches the portal")
+        logger.info(
+            "teams sync: %s", f"{len(report.results)} change(s) {done}" if report.results else "Slurm already matches the portal"
+        )
     else:
         logger.error("teams sync: %d action(s) failed%s", len(report.failed), f"; {report.error}" if report.error else "")
 

@@ -8,6 +8,7 @@ stores the result in the Django cache (Redis) under :data:`USAGE_KEY` without ex
 refresh keeps the previous figures and records the error and since when, like the snapshot does.
 Pages and the API read :func:`team_usage` / :func:`job_quota_estimate` only.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,7 +47,9 @@ LOCK_NAME = "portal:lock:teams-usage"
 LOCK_TIMEOUT_S = 300.0
 
 
-def usage_collect(gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = None, now: float | None = None) -> dict[str, TeamUsage]:
+def usage_collect(
+    gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = None, now: float | None = None
+) -> dict[str, TeamUsage]:
     """Read Slurm once (:func:`teams.usage_read.usage_read`) and compute every account's
     :class:`TeamUsage`. Raises :class:`SlurmError` (from the gateway) or ``ValueError`` (output we
     cannot read)."""
@@ -85,7 +88,9 @@ def usage_failed(previous: dict[str, TeamUsage] | None, error: Exception, *, now
     }
 
 
-def usage_refresh(gateway: SlurmGateway | None = None, *, now: float | None = None, lock_client: redis.Redis | None = None) -> dict[str, TeamUsage] | None:
+def usage_refresh(
+    gateway: SlurmGateway | None = None, *, now: float | None = None, lock_client: redis.Redis | None = None
+) -> dict[str, TeamUsage] | None:
     """Collect and store every account's usage unless another refresh holds the Redis lock
     (then ``None``, nothing done). A :class:`SlurmError` or unreadable output keeps the previous
     figures with ``error``/``error_since`` set (see :func:`usage_status` before any success); it is
@@ -116,5 +121,12 @@ def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None)
     most = gpu_count * time_limit_min / 60
     will_wait = most > usage.gpu_hours_left
     fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
-    return QuotaEstimate(team=team, gpu_hours_max=most, gpu_hours_left=usage.gpu_hours_left, will_wait=will_wait,
-                         taken_at=usage.taken_at, fit=fit, frozen=usage.gpu_hours_quota == 0)
+    return QuotaEstimate(
+        team=team,
+        gpu_hours_max=most,
+        gpu_hours_left=usage.gpu_hours_left,
+        will_wait=will_wait,
+        taken_at=usage.taken_at,
+        fit=fit,
+        frozen=usage.gpu_hours_quota == 0,
+    )

@@ -4,6 +4,7 @@ arithmetic only, no Slurm call and no cache.
 GPUs running now and the GPU-hours queued jobs ask for come from the cluster snapshot
 (:func:`slurm.snapshot.snapshot_load`), not from Slurm; without a snapshot, assoc_mgr's GPUs in use.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,7 +49,9 @@ def _daily(runs: list[Run], start: datetime, now: float) -> dict[str, dict[str, 
     return {day: dict(sorted(hours.items())) for day, hours in daily.items()}
 
 
-def _members(runs: list[Run], users: list[str], live: dict[str, int | None], start: float, now: float, tracked: bool) -> list[MemberUsage]:
+def _members(
+    runs: list[Run], users: list[str], live: dict[str, int | None], start: float, now: float, tracked: bool
+) -> list[MemberUsage]:
     by_user: dict[str, list[Run]] = {}
     for run in runs:
         by_user.setdefault(run.user, []).append(run)
@@ -57,14 +60,16 @@ def _members(runs: list[Run], users: list[str], live: dict[str, int | None], sta
         mine = by_user.get(user, [])
         waits = [r.start - r.submit for r in mine if r.start is not None and r.submit is not None and r.start >= start]
         hours = sum(r.gpus * _overlap_s(r, start, now) for r in mine) / 3600
-        members.append(MemberUsage(
-            username=user,
-            gpu_hours=hours if tracked else None,
-            gpu_hours_live=live[user] / 60 if tracked and live.get(user) is not None else None,
-            jobs=len(mine),
-            failed_jobs=sum(r.failed for r in mine),
-            median_wait_s=float(statistics.median(max(0, w) for w in waits)) if waits else None,
-        ))
+        members.append(
+            MemberUsage(
+                username=user,
+                gpu_hours=hours if tracked else None,
+                gpu_hours_live=live[user] / 60 if tracked and live.get(user) is not None else None,
+                jobs=len(mine),
+                failed_jobs=sum(r.failed for r in mine),
+                median_wait_s=float(statistics.median(max(0, w) for w in waits)) if waits else None,
+            )
+        )
     return sorted(members, key=lambda m: (-(m.gpu_hours or 0.0), m.username))
 
 
@@ -75,8 +80,9 @@ def burn_rate(runs: list[Run], *, start: float, now: float) -> float:
     return sum(r.gpus * _overlap_s(r, low, now) for r in runs) / 3600 / days
 
 
-def runout(*, quota_h: float | None, used_h: float | None, rate_per_day: float | None, now: float,
-           reset_at: float | None = None) -> tuple[float | None, bool, date | None]:
+def runout(
+    *, quota_h: float | None, used_h: float | None, rate_per_day: float | None, now: float, reset_at: float | None = None
+) -> tuple[float | None, bool, date | None]:
     """(GPU-hours left, used up, run-out date): left = quota - used; the date is the UTC day of
     now + left / rate. No date with no quota, a rate of 0, nothing left, or when that moment is
     at or after ``reset_at`` (Unix seconds of the next reset: Slurm clears usage first) or more
@@ -125,16 +131,22 @@ def queue_demand(snapshot: ClusterSnapshot | None) -> dict[str, tuple[int, float
 def _lag_note(config: ClusterConfig, live_h: float | None, history_h: float, running: int, rows: int) -> str:
     notes = []
     if config.decay_half_life_s:
-        notes.append(f"Slurm decays usage (PriorityDecayHalfLife {config.decay_half_life_s // 3600} h): "
-                     "'used' is the decayed figure the quota is enforced against.")
+        notes.append(
+            f"Slurm decays usage (PriorityDecayHalfLife {config.decay_half_life_s // 3600} h): "
+            "'used' is the decayed figure the quota is enforced against."
+        )
     if config.reset_period not in RESET_PERIODS:
-        notes.append(f"Slurm never resets usage (PriorityUsageResetPeriod={config.reset_period}): history covers this month only.")
+        notes.append(
+            f"Slurm never resets usage (PriorityUsageResetPeriod={config.reset_period}): history covers this month only."
+        )
     if live_h is not None:
         calc_min = (config.calc_period_s or 300) / 60
         tolerance = (rows + 1 + running * calc_min) / 60 + 0.02 * max(live_h, history_h)
         if abs(live_h - history_h) > tolerance:
-            notes.append(f"Slurm's live figure (sshare, updated every {calc_min:g} min) is {live_h:.1f} GPU-hours; "
-                         f"the job history (sacct) adds up to {history_h:.1f}.")
+            notes.append(
+                f"Slurm's live figure (sshare, updated every {calc_min:g} min) is {live_h:.1f} GPU-hours; "
+                f"the job history (sacct) adds up to {history_h:.1f}."
+            )
     return " ".join(notes)
 
 
@@ -150,8 +162,9 @@ def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = N
     return teams
 
 
-def team_usage_compute(reading: UsageReading, account: str, *, gpu_limit: int | None, running: int | None,
-                       pending: float | None) -> TeamUsage:
+def team_usage_compute(
+    reading: UsageReading, account: str, *, gpu_limit: int | None, running: int | None, pending: float | None
+) -> TeamUsage:
     """One account's :class:`TeamUsage`: members from sshare's user rows and sacct's jobs; the GPU
     figures only when the cluster tracks ``gres/gpu``."""
     config, now, start_dt = reading.config, reading.now, reading.period_start
@@ -162,8 +175,11 @@ def team_usage_compute(reading: UsageReading, account: str, *, gpu_limit: int | 
     users = list(dict.fromkeys([r.user for r in rows if r.user] + sorted({r.user for r in team_runs})))
     live = {row.user: row.gpu_minutes_used for row in rows if row.user}
     usage = TeamUsage(
-        account=account, tracked=config.tracked, period_start=start_dt,
-        period_end=period_end(start_dt, config.reset_period), taken_at=now,
+        account=account,
+        tracked=config.tracked,
+        period_start=start_dt,
+        period_end=period_end(start_dt, config.reset_period),
+        taken_at=now,
         members=_members(team_runs, users, live, start, now, config.tracked),
     )
     if not config.tracked:
@@ -171,13 +187,26 @@ def team_usage_compute(reading: UsageReading, account: str, *, gpu_limit: int | 
     used_h = own.gpu_minutes_used / 60 if own.gpu_minutes_used is not None else None
     quota_h = own.gpu_minutes_limit / 60 if own.gpu_minutes_limit is not None else None
     rate = burn_rate(team_runs, start=start, now=now)
-    left, used_up, runout_date = runout(quota_h=quota_h, used_h=used_h, rate_per_day=rate, now=now,
-                                        reset_at=usage.period_end.timestamp() if usage.period_end else None)
+    left, used_up, runout_date = runout(
+        quota_h=quota_h,
+        used_h=used_h,
+        rate_per_day=rate,
+        now=now,
+        reset_at=usage.period_end.timestamp() if usage.period_end else None,
+    )
     history_h = sum(m.gpu_hours or 0.0 for m in usage.members)
     return replace(
-        usage, gpu_hours_used=used_h, gpu_hours_quota=quota_h, gpu_hours_left=left, used_up=used_up,
-        gpu_limit=gpu_limit, gpus_running=running, pending_gpu_hours=pending,
-        burn_gpu_hours_per_day=rate, runout_date=runout_date, daily=_daily(team_runs, start_dt, now),
+        usage,
+        gpu_hours_used=used_h,
+        gpu_hours_quota=quota_h,
+        gpu_hours_left=left,
+        used_up=used_up,
+        gpu_limit=gpu_limit,
+        gpus_running=running,
+        pending_gpu_hours=pending,
+        burn_gpu_hours_per_day=rate,
+        runout_date=runout_date,
+        daily=_daily(team_runs, start_dt, now),
         lag_note=_lag_note(config, used_h, history_h, running or 0, len(rows)),
     )
 

@@ -13,6 +13,7 @@
 
 The text outputs are read by :mod:`slurm.accounting`, the sacct document by its version's adapter.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,8 +67,17 @@ def runs_of(doc: dict, now: float, *, argv: list[str] | None = None) -> list[Run
     runs = []
     for job in adapter_for(doc, argv=argv or ["sacct", "--json"]).parse_sacct_jobs(doc):
         end = job.end or (now if job.state in ACTIVE_STATES else (job.start or 0) + job.elapsed)
-        runs.append(Run(job.user, job.account, sum(job.gpus.values()), job.submit, job.start,
-                        int(min(end, now)), is_failure(job.state, job.exit_code, job.signal)))
+        runs.append(
+            Run(
+                job.user,
+                job.account,
+                sum(job.gpus.values()),
+                job.submit,
+                job.start,
+                int(min(end, now)),
+                is_failure(job.state, job.exit_code, job.signal),
+            )
+        )
     return runs
 
 

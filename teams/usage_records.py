@@ -1,6 +1,7 @@
 """What the usage refresh stores and pages read: each team's GPU usage this period
 (:class:`TeamUsage`, per member :class:`MemberUsage`), the cache's freshness (:class:`UsageStatus`)
 and the job form's estimate (:class:`QuotaEstimate`). Plain data, no Slurm and no cache."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -86,18 +87,20 @@ class TeamUsage:
 
     @classmethod
     def from_dict(cls, data: dict) -> TeamUsage:
-        return cls(**{
-            **data,
-            "period_start": datetime.fromisoformat(data["period_start"]),
-            "period_end": datetime.fromisoformat(data["period_end"]) if data.get("period_end") else None,
-            "runout_date": date.fromisoformat(data["runout_date"]) if data.get("runout_date") else None,
-            "members": [MemberUsage(**m) for m in data.get("members", [])],
-        })
+        return cls(
+            **{
+                **data,
+                "period_start": datetime.fromisoformat(data["period_start"]),
+                "period_end": datetime.fromisoformat(data["period_end"]) if data.get("period_end") else None,
+                "runout_date": date.fromisoformat(data["runout_date"]) if data.get("runout_date") else None,
+                "members": [MemberUsage(**m) for m in data.get("members", [])],
+            }
+        )
 
 
 @dataclass(frozen=True)
 class QuotaEstimate:
-    """"This job may use up to ``gpu_hours_max`` GPU-hours; your team has ``gpu_hours_left`` left."
+    """ "This job may use up to ``gpu_hours_max`` GPU-hours; your team has ``gpu_hours_left`` left."
     ``gpu_hours_max`` = GPUs x time limit; ``will_wait``: it does not fit, so Slurm will hold it
     (pending reason ``AssocGrpGRESMinutes``) until the next period or a higher quota. ``taken_at``:
     when the usage figures were read (Unix seconds)."""

@@ -2,6 +2,7 @@
 from the usage cache (``teams.usage``), refreshed by Celery beat; pages never call Slurm. Each
 settings action is its own view; the Slurm sync after one (or the "Check Slurm" / "Sync now"
 buttons) runs in a Celery worker, and the page follows it (``teams.sync_runs``)."""
+
 from __future__ import annotations
 
 import csv
@@ -37,7 +38,9 @@ def team_list(request: HttpRequest) -> HttpResponse:
     """Teams the user may open: all for admins, the teams they lead otherwise."""
     teams = teams_visible_to(request.user)
     if not teams and not request.user.is_staff:
-        return _forbidden(request, "Team pages are for team leads and portal admins. Your team's remaining quota is on your home page.")
+        return _forbidden(
+            request, "Team pages are for team leads and portal admins. Your team's remaining quota is on your home page."
+        )
     return render(request, "teams/team_list.html", {"rows": [(t, team_usage(t.name)) for t in teams]})
 
 
@@ -55,11 +58,19 @@ def team_detail(request: HttpRequest, name: str) -> HttpResponse:
     usage = team_usage(team.name)
     by_member = {m.username: m for m in (usage.members if usage else [])}
     members = [(m, by_member.get(m.user.username)) for m in team_members(team)]
-    chart = stacked_bars_svg(usage.daily, title=f"GPU-hours per day per member, team {team.name}") if usage and usage.tracked else None
+    chart = (
+        stacked_bars_svg(usage.daily, title=f"GPU-hours per day per member, team {team.name}")
+        if usage and usage.tracked
+        else None
+    )
     daily = usage.daily if usage and usage.tracked else {}
     days = [d for d in sorted(daily) if any(daily[d].values())]  # the table lists days with use only
     series = sorted({name for values in daily.values() for name in values})  # everyone who used the account
-    return render(request, "teams/team_detail.html", {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series})
+    return render(
+        request,
+        "teams/team_detail.html",
+        {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series},
+    )
 
 
 @login_required
@@ -88,7 +99,16 @@ def team_members_csv(request: HttpRequest, name: str) -> HttpResponse:
     writer.writerow(["team", "member", "gpu_hours_period", "jobs", "failed_jobs", "median_wait_s"])
     if usage and usage.tracked:
         for m in usage.members:
-            writer.writerow([team.name, m.username, f"{m.gpu_hours:.4f}", m.jobs, m.failed_jobs, "" if m.median_wait_s is None else int(m.median_wait_s)])
+            writer.writerow(
+                [
+                    team.name,
+                    m.username,
+                    f"{m.gpu_hours:.4f}",
+                    m.jobs,
+                    m.failed_jobs,
+                    "" if m.median_wait_s is None else int(m.median_wait_s),
+                ]
+            )
     return response
 
 
@@ -112,12 +132,20 @@ def _admin_team_page(view):
     return wrapper
 
 
-def _settings_page(request: HttpRequest, team: Team, *, limits: LimitsForm | None = None, member_form: MemberForm | None = None) -> HttpResponse:
+def _settings_page(
+    request: HttpRequest, team: Team, *, limits: LimitsForm | None = None, member_form: MemberForm | None = None
+) -> HttpResponse:
     """The settings page; a bound form with errors makes it a 400."""
     limits = limits or LimitsForm(initial={"gpu_hours_quota": team.gpu_hours_quota, "gpu_limit": team.gpu_limit})
     member_form = member_form or MemberForm()
     status = 400 if limits.errors or member_form.errors else 200
-    context = {"team": team, "limits": limits, "member_form": member_form, "members": team_members(team), **_run_context(sync_run_last(team.name))}
+    context = {
+        "team": team,
+        "limits": limits,
+        "member_form": member_form,
+        "members": team_members(team),
+        **_run_context(sync_run_last(team.name)),
+    }
     return render(request, "teams/team_settings.html", context, status=status)
 
 
@@ -154,7 +182,9 @@ def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
 
     def apply(data) -> str:
         quota = data["gpu_hours_quota"]
-        team_set_limits(team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=data["gpu_limit"], by=request.user)
+        team_set_limits(
+            team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=data["gpu_limit"], by=request.user
+        )
         return f"Limits of {team.name} saved; the Slurm sync is on its way."
 
     return _settings_action(request, team, LimitsForm(request.POST), "limits", apply)
@@ -217,5 +247,12 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
     rows = audit_events(user=request.user, action=action, actor=actor, target=target, since=since, until=until)
     bad_date = bool(request.GET.get("since") and not since or request.GET.get("until") and not until)
-    return render(request, "teams/audit.html", {"rows": rows[:200], "bad_date": bad_date,
-                                                "filters": {"action": action, "actor": actor, "target": target, "since": since, "until": until}})
+    return render(
+        request,
+        "teams/audit.html",
+        {
+            "rows": rows[:200],
+            "bad_date": bad_date,
+            "filters": {"action": action, "actor": actor, "target": target, "since": since, "until": until},
+        },
+    )

@@ -1,5 +1,6 @@
 """Shared fixtures. Integration fixtures talk to the real local cluster (``make cluster``), the real
 Redis and PostgreSQL, and a real OIDC provider (``idp/``) started per test session."""
+
 from __future__ import annotations
 
 import json
@@ -80,11 +81,61 @@ from dataclasses import dataclass  # noqa: E402
 #: directory claim (posix_username) except ivan (an invalid one) and olga (an account outside the
 #: users group); alice2 and bobby are impostors whose editable preferred_username names another person.
 TEST_USERS = [
-    {"username": "ivan", "password": "ivan", "claims": {"sub": "test-ivan", "email": "ivan@example.org", "email_verified": True, "name": "Ivan Invalid", "preferred_username": "Ivan Smith", "posix_username": "Ivan Smith", "groups": []}},
-    {"username": "nora", "password": "nora", "claims": {"sub": "test-nora", "email": "nora@example.org", "email_verified": True, "name": "Nora Noname", "groups": []}},
-    {"username": "olga", "password": "olga", "claims": {"sub": "test-olga", "email": "olga@example.org", "email_verified": True, "name": "Olga Outsider", "preferred_username": "outsider", "posix_username": "outsider", "groups": []}},
-    {"username": "alice2", "password": "alice2", "claims": {"sub": "test-alice-impostor", "email": "alice@example.org", "email_verified": True, "name": "Not Alice", "preferred_username": "alice", "groups": []}},
-    {"username": "bobby", "password": "bobby", "claims": {"sub": "test-bob-impostor", "email": "bob@example.org", "email_verified": False, "name": "Not Bob", "preferred_username": "bob", "groups": ["nlp", "portal-admins"]}},
+    {
+        "username": "ivan",
+        "password": "ivan",
+        "claims": {
+            "sub": "test-ivan",
+            "email": "ivan@example.org",
+            "email_verified": True,
+            "name": "Ivan Invalid",
+            "preferred_username": "Ivan Smith",
+            "posix_username": "Ivan Smith",
+            "groups": [],
+        },
+    },
+    {
+        "username": "nora",
+        "password": "nora",
+        "claims": {"sub": "test-nora", "email": "nora@example.org", "email_verified": True, "name": "Nora Noname", "groups": []},
+    },
+    {
+        "username": "olga",
+        "password": "olga",
+        "claims": {
+            "sub": "test-olga",
+            "email": "olga@example.org",
+            "email_verified": True,
+            "name": "Olga Outsider",
+            "preferred_username": "outsider",
+            "posix_username": "outsider",
+            "groups": [],
+        },
+    },
+    {
+        "username": "alice2",
+        "password": "alice2",
+        "claims": {
+            "sub": "test-alice-impostor",
+            "email": "alice@example.org",
+            "email_verified": True,
+            "name": "Not Alice",
+            "preferred_username": "alice",
+            "groups": [],
+        },
+    },
+    {
+        "username": "bobby",
+        "password": "bobby",
+        "claims": {
+            "sub": "test-bob-impostor",
+            "email": "bob@example.org",
+            "email_verified": False,
+            "name": "Not Bob",
+            "preferred_username": "bob",
+            "groups": ["nlp", "portal-admins"],
+        },
+    },
 ]
 
 
@@ -184,7 +235,13 @@ def oidc_idp(tmp_path_factory):
     }
     (base / "config.json").write_text(json.dumps(config))
     (base / "idp.log").write_text("")
-    idp = TestIdP(issuer=config["issuer"], users_file=base / "users.json", process=None, config_file=base / "config.json", log_file=base / "idp.log")
+    idp = TestIdP(
+        issuer=config["issuer"],
+        users_file=base / "users.json",
+        process=None,
+        config_file=base / "config.json",
+        log_file=base / "idp.log",
+    )
     idp.start()
     yield idp
     idp.stop()
@@ -195,7 +252,13 @@ def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cac
     """The live portal configured for the test IdP. Returns the portal's base URL."""
     from portal.settings.base import socialaccount_providers
 
-    settings.OIDC = {**settings.OIDC, "issuer": oidc_idp.issuer, "client_id": "portal", "client_secret": "portal-test-secret", "name": "Test IdP"}
+    settings.OIDC = {
+        **settings.OIDC,
+        "issuer": oidc_idp.issuer,
+        "client_id": "portal",
+        "client_secret": "portal-test-secret",
+        "name": "Test IdP",
+    }
     settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
     settings.HUB_URL = ""  # no hub unless a test starts one (hub_portal): sign-out then skips the hub
     return live_server.url

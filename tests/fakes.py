@@ -1,5 +1,6 @@
 """A scripted fake transport (batchspawner's ``run_spawner_script`` idea): expected argv -> canned
 output. Unexpected commands fail the test loudly."""
+
 from __future__ import annotations
 
 import json

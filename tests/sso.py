@@ -1,4 +1,5 @@
 """Drive the real authorization-code login with ``requests`` (no browser)."""
+
 from __future__ import annotations
 
 import requests

@@ -1,5 +1,6 @@
 """portal.cache: a Redis that cannot be reached is a cache miss for pages, but the poller's store
 (set_many) still fails loudly. No Redis needed: the cache points at a port nothing listens on."""
+
 import logging
 
 import pytest

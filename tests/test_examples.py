@@ -1,4 +1,5 @@
 """The examples stay usable: the pasted job script is generated from train_digits.py and passes policy."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -15,5 +16,7 @@ def test_job_scripts_are_generated_from_the_training_script():
 
 def test_form_script_passes_the_policys_text_checks():
     script = (EXAMPLES / "train_digits_job.sh").read_text()
-    request = JobRequest(name="digits", partition="small", gpu_type="", gpu_count=0, cpus=2, memory_mb=2048, time_limit_min=5, script=script)
+    request = JobRequest(
+        name="digits", partition="small", gpu_type="", gpu_count=0, cpus=2, memory_mb=2048, time_limit_min=5, script=script
+    )
     assert _check_text(request) == []

@@ -1,4 +1,5 @@
 """The README's table of environment variables is portal/env.py's SCHEMA (both ways)."""
+
 from __future__ import annotations
 
 import re

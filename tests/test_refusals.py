@@ -1,4 +1,5 @@
 """The one refusal type (portal.refusals): problems, re-keying for a surface, and how a form shows it."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,11 @@ class _Form(forms.Form):
 
 
 def test_a_problem_is_one_entry_of_the_apis_errors():
-    assert Problem("resources.cpus", "Must be a whole number.", 6).as_dict() == {"field": "resources.cpus", "message": "Must be a whole number.", "line": 6}
+    assert Problem("resources.cpus", "Must be a whole number.", 6).as_dict() == {
+        "field": "resources.cpus",
+        "message": "Must be a whole number.",
+        "line": 6,
+    }
     assert Problem("", "Give a name.").as_dict() == {"field": "", "message": "Give a name.", "line": None}
 
 
@@ -26,15 +31,29 @@ def test_a_refusal_says_every_reason_and_needs_one():
 
 
 def test_renamed_re_keys_fields_and_keeps_messages_lines_and_detail():
-    refused = Refused(Problem("memory_mb", "Too much memory.", 7), Problem("options", "Unknown option."), Problem("ide", "No such IDE."), detail="No.")
+    refused = Refused(
+        Problem("memory_mb", "Too much memory.", 7),
+        Problem("options", "Unknown option."),
+        Problem("ide", "No such IDE."),
+        detail="No.",
+    )
     renamed = refused.renamed({"memory_mb": "memory_gb", "options": ""})
-    assert renamed.problems == [Problem("memory_gb", "Too much memory.", 7), Problem("", "Unknown option."), Problem("ide", "No such IDE.")]
+    assert renamed.problems == [
+        Problem("memory_gb", "Too much memory.", 7),
+        Problem("", "Unknown option."),
+        Problem("ide", "No such IDE."),
+    ]
     assert renamed.detail == "No." and refused.problems[0].field == "memory_mb"  # the original is unchanged
 
 
 def test_a_form_shows_each_problem_on_its_field_or_as_a_non_field_error():
     form = _Form({"memory_gb": "9", "hours": "2"})
     assert form.is_valid()
-    refusal_to_form(form, Refused(Problem("memory_gb", "Too much memory."), Problem("", "JupyterHub said no."), Problem("script", "Not on this form.")))
+    refusal_to_form(
+        form,
+        Refused(
+            Problem("memory_gb", "Too much memory."), Problem("", "JupyterHub said no."), Problem("script", "Not on this form.")
+        ),
+    )
     assert form.errors["memory_gb"] == ["Too much memory."] and "hours" not in form.errors
     assert form.non_field_errors() == ["JupyterHub said no.", "Not on this form."]

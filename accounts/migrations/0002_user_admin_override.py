@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0001_initial'),
+        ("accounts", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='admin_override',
+            model_name="user",
+            name="admin_override",
             field=models.BooleanField(blank=True, default=None, null=True),
         ),
     ]

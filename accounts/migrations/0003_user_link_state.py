@@ -4,20 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_user_admin_override'),
+        ("accounts", "0002_user_admin_override"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='link_state',
-            field=models.CharField(choices=[('linked', 'Linked to a cluster account'), ('pending', 'Waiting for an administrator'), ('refused', 'Refused by an administrator')], db_index=True, default='linked', max_length=16),
+            model_name="user",
+            name="link_state",
+            field=models.CharField(
+                choices=[
+                    ("linked", "Linked to a cluster account"),
+                    ("pending", "Waiting for an administrator"),
+                    ("refused", "Refused by an administrator"),
+                ],
+                db_index=True,
+                default="linked",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='requested_username',
-            field=models.CharField(blank=True, default='', max_length=150),
+            model_name="user",
+            name="requested_username",
+            field=models.CharField(blank=True, default="", max_length=150),
         ),
     ]

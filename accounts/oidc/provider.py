@@ -1,4 +1,5 @@
 """The portal's subclass of allauth's ``openid_connect`` provider (set as ``provider_class``)."""
+
 from __future__ import annotations
 
 from allauth.account.models import EmailAddress

@@ -4,6 +4,7 @@ allauth's own views use ``OpenIDConnectOAuth2Adapter``; ours subclass it only to
 token string on the request, which :mod:`accounts.signals` moves into the session after login
 (it becomes the ``id_token_hint`` of RP-initiated logout).
 """
+
 from __future__ import annotations
 
 import logging

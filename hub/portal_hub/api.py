@@ -6,6 +6,7 @@ in the user's job, so the user could set ``exec_prefix``, ``batch_script`` or ``
 spawner that the hub runs with sudo rights. This handler accepts only ``{"port": <1..65535>}``, for
 the server that owns the token. :func:`install` swaps it in place of batchspawner's.
 """
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,7 @@ alice. Here the hub user's name is the answer of the portal's ``POST /hub-intern
 (``{"issuer", "sub", "claimed"}`` -> ``{"username"}``); an identity the portal does not know, or has
 not linked, is refused with a 403 page that sends the person to the portal.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,7 +52,9 @@ class PortalAuthenticator(GenericOAuthenticator):
                 raise web.HTTPError(403, message) from None
             raise web.HTTPError(503, f"The portal could not check who you are (HTTP {exc.code}); try again shortly.") from None
         except (OSError, asyncio.TimeoutError, ValueError, KeyError) as exc:
-            raise web.HTTPError(503, f"The portal could not be reached to check who you are ({exc}); try again shortly.") from None
+            raise web.HTTPError(
+                503, f"The portal could not be reached to check who you are ({exc}); try again shortly."
+            ) from None
         if not isinstance(username, str) or not username:
             raise web.HTTPError(503, "The portal gave no user name for this sign-in; try again shortly.")
         return username

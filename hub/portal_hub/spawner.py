@@ -15,6 +15,7 @@ Why not stock batchspawner 1.3:
   from the portal's snapshot (one ``squeue --json`` for the whole cluster every few seconds), and a
   failed status query means "unknown": the session is kept, never ended.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,10 +36,22 @@ from traitlets import Float, Integer, Unicode, default
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
 ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours"})
 #: Slurm job states that mean the job has ended (squeue ``job_state``).
-ENDED_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-    "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", "NOT_FOUND",
-})
+ENDED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "SPECIAL_EXIT",
+        "REVOKED",
+        "NOT_FOUND",
+    }
+)
 #: The shapes of what a session kind declares (the portal's registry checks the same).
 _URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _DIRECTORY = re.compile(r"/[A-Za-z0-9._+@/-]*")
@@ -125,9 +138,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 errors = json.loads(exc.response.body or b"{}").get("errors", [])
                 message = " ".join(e.get("message", "") for e in errors) or "The session options were refused."
                 raise web.HTTPError(400, message) from None
-            raise web.HTTPError(503, f"The portal could not check the session options (HTTP {exc.code}); try again shortly.") from None
+            raise web.HTTPError(
+                503, f"The portal could not check the session options (HTTP {exc.code}); try again shortly."
+            ) from None
         except (OSError, asyncio.TimeoutError) as exc:
-            raise web.HTTPError(503, f"The portal could not be reached to check the session options ({exc}); try again shortly.") from None
+            raise web.HTTPError(
+                503, f"The portal could not be reached to check the session options ({exc}); try again shortly."
+            ) from None
         try:
             self.apply_portal_settings(answer["settings"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -173,7 +190,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         if not key:
             return
         try:
-            await self._portal("POST", "/hub-internal/session-event", {"user": self.user.name, "key": key, "event": event, "message": message})
+            await self._portal(
+                "POST", "/hub-internal/session-event", {"user": self.user.name, "key": key, "event": event, "message": message}
+            )
         except (HTTPClientError, OSError, asyncio.TimeoutError) as exc:
             self.log.warning("Could not tell the portal that session %s %s: %s", key, event, exc)
 
@@ -197,7 +216,10 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         RuntimeError with stderr on a non-zero exit or timeout."""
         full = ["sudo", "-n", "-u", self.user.name, *argv]
         proc = await asyncio.create_subprocess_exec(
-            *full, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *full,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
@@ -238,11 +260,15 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         env = {k: v for k, v in self.get_env().items() if k.startswith(("JUPYTERHUB_", "JPY_"))}
         env.update(s.get("env", {}))  # the kind's own (checked in apply_portal_settings)
         path_dirs = [os.path.join(self.jupyter_venv, "bin"), *s.get("path", [])]
-        env.update({
-            "HOME": home, "USER": self.user.name, "SHELL": "/bin/bash",
-            "PATH": ":".join(path_dirs) + ":/usr/local/bin:/usr/bin:/bin",
-            "GPUPORTAL_SESSION_KEY": s["key"],
-        })
+        env.update(
+            {
+                "HOME": home,
+                "USER": self.user.name,
+                "SHELL": "/bin/bash",
+                "PATH": ":".join(path_dirs) + ":/usr/local/bin:/usr/bin:/bin",
+                "GPUPORTAL_SESSION_KEY": s["key"],
+            }
+        )
         lines += ["set -eu", 'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is)"']
         lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
         command = [os.path.join(self.jupyter_venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
@@ -329,12 +355,19 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         status = await self.snapshot_status()
         if status.ended:
             self.log.info("Session job %s of %s ended (%s)", self.job_id, self.user.name, status.state)
-            why = "Reached its time limit." if status.state == "TIMEOUT" else f"Its Slurm job {self.job_id} ended ({status.state})."
+            why = (
+                "Reached its time limit." if status.state == "TIMEOUT" else f"Its Slurm job {self.job_id} ended ({status.state})."
+            )
             await self._notify("ended", why)
             self.clear_state()
             return 1
         if status.state == "UNKNOWN":
-            self.log.warning("Session job %s of %s: state unknown (%s); keeping the session", self.job_id, self.user.name, status.message or "no fresh snapshot")
+            self.log.warning(
+                "Session job %s of %s: state unknown (%s); keeping the session",
+                self.job_id,
+                self.user.name,
+                status.message or "no fresh snapshot",
+            )
         return None
 
     async def stop(self, now=False):

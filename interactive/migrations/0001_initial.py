@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,30 +15,51 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('server_name', models.CharField(max_length=64)),
-                ('ide', models.CharField(max_length=16)),
-                ('account', models.CharField(blank=True, default='', max_length=64)),
-                ('partition', models.CharField(max_length=64)),
-                ('gpu_type', models.CharField(blank=True, default='', max_length=64)),
-                ('gpu_count', models.PositiveSmallIntegerField(default=0)),
-                ('cpus', models.PositiveSmallIntegerField(default=1)),
-                ('memory_mb', models.PositiveIntegerField()),
-                ('time_limit_min', models.PositiveIntegerField()),
-                ('state', models.CharField(choices=[('REQUESTED', 'requested'), ('STARTING', 'starting'), ('RUNNING', 'running'), ('STOPPED', 'stopped'), ('FAILED', 'failed')], default='REQUESTED', max_length=16)),
-                ('message', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='ide_sessions', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("server_name", models.CharField(max_length=64)),
+                ("ide", models.CharField(max_length=16)),
+                ("account", models.CharField(blank=True, default="", max_length=64)),
+                ("partition", models.CharField(max_length=64)),
+                ("gpu_type", models.CharField(blank=True, default="", max_length=64)),
+                ("gpu_count", models.PositiveSmallIntegerField(default=0)),
+                ("cpus", models.PositiveSmallIntegerField(default=1)),
+                ("memory_mb", models.PositiveIntegerField()),
+                ("time_limit_min", models.PositiveIntegerField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("REQUESTED", "requested"),
+                            ("STARTING", "starting"),
+                            ("RUNNING", "running"),
+                            ("STOPPED", "stopped"),
+                            ("FAILED", "failed"),
+                        ],
+                        default="REQUESTED",
+                        max_length=16,
+                    ),
+                ),
+                ("message", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="ide_sessions", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['user', 'state'], name='interactive_user_id_3852a6_idx'), models.Index(fields=['user', 'server_name'], name='interactive_user_id_19910a_idx')],
+                "ordering": ["-created_at"],
+                "indexes": [
+                    models.Index(fields=["user", "state"], name="interactive_user_id_3852a6_idx"),
+                    models.Index(fields=["user", "server_name"], name="interactive_user_id_19910a_idx"),
+                ],
             },
         ),
     ]

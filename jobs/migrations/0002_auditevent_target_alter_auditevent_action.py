@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_initial'),
+        ("jobs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='auditevent',
-            name='target',
-            field=models.CharField(blank=True, db_index=True, default='', max_length=200),
+            model_name="auditevent",
+            name="target",
+            field=models.CharField(blank=True, db_index=True, default="", max_length=200),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
+            model_name="auditevent",
+            name="action",
             field=models.CharField(db_index=True, max_length=64),
         ),
     ]

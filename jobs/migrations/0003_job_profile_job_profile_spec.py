@@ -5,21 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_auditevent_target_alter_auditevent_action'),
-        ('profiles', '0001_initial'),
+        ("jobs", "0002_auditevent_target_alter_auditevent_action"),
+        ("profiles", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='profile',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to='profiles.profile'),
+            model_name="job",
+            name="profile",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="jobs", to="profiles.profile"
+            ),
         ),
         migrations.AddField(
-            model_name='job',
-            name='profile_spec',
+            model_name="job",
+            name="profile_spec",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

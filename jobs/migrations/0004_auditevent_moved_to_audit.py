@@ -5,7 +5,6 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("jobs", "0003_job_profile_job_profile_spec"),
         ("audit", "0001_initial"),

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0004_auditevent_moved_to_audit'),
+        ("jobs", "0004_auditevent_moved_to_audit"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='restart_count',
+            model_name="job",
+            name="restart_count",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='job',
-            name='runs',
+            model_name="job",
+            name="runs",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

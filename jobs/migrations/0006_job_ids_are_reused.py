@@ -5,20 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0005_job_restarts'),
-        ('profiles', '0001_initial'),
+        ("jobs", "0005_job_restarts"),
+        ("profiles", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='job',
-            name='jobs_job_unique_slurm_id',
+            model_name="job",
+            name="jobs_job_unique_slurm_id",
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['slurm_cluster', 'slurm_job_id'], name='jobs_job_cluster_id'),
+            model_name="job",
+            index=models.Index(fields=["slurm_cluster", "slurm_job_id"], name="jobs_job_cluster_id"),
         ),
     ]

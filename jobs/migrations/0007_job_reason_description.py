@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0006_job_ids_are_reused'),
+        ("jobs", "0006_job_ids_are_reused"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='reason_description',
-            field=models.CharField(blank=True, default='', help_text='squeue state_description', max_length=255),
+            model_name="job",
+            name="reason_description",
+            field=models.CharField(blank=True, default="", help_text="squeue state_description", max_length=255),
         ),
     ]

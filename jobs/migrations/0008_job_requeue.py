@@ -4,15 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0007_job_reason_description'),
+        ("jobs", "0007_job_reason_description"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='requeue',
-            field=models.BooleanField(default=True, help_text='--requeue (run again after a node failure or preemption) or --no-requeue'),
+            model_name="job",
+            name="requeue",
+            field=models.BooleanField(
+                default=True, help_text="--requeue (run again after a node failure or preemption) or --no-requeue"
+            ),
         ),
     ]

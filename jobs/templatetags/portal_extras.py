@@ -1,5 +1,6 @@
 """Template filters shared by the portal's pages. The display formats themselves live in
 :mod:`portal.formats` (the API uses them too)."""
+
 from django import template
 
 from portal.formats import duration, from_now, mib_to_gb, ordinal, unix_time, when

@@ -1,4 +1,5 @@
 """Settings shared by every environment. Values come from :mod:`portal.env` only."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
+
 from .base import *  # noqa: F401,F403
 from .base import OIDC, env, socialaccount_providers
 

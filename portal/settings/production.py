@@ -1,4 +1,5 @@
 """Production: secrets from the environment, secure cookies, an IdP required (see ``accounts.checks``)."""
+
 from .base import *  # noqa: F401,F403
 from .base import env
 

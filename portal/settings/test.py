@@ -1,4 +1,5 @@
 """Tests: like dev (dev IdP defaults, local cluster), with fast hashing and a separate Redis DB."""
+
 import os
 
 from .dev import *  # noqa: F401,F403

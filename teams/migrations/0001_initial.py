@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,34 +14,49 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Team',
+            name="Team",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='Slurm account name', max_length=64, unique=True)),
-                ('description', models.CharField(blank=True, default='', max_length=200)),
-                ('gpu_minutes_quota', models.PositiveIntegerField(blank=True, null=True)),
-                ('gpu_limit', models.PositiveIntegerField(blank=True, null=True)),
-                ('managed', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(help_text="Slurm account name", max_length=64, unique=True)),
+                ("description", models.CharField(blank=True, default="", max_length=200)),
+                ("gpu_minutes_quota", models.PositiveIntegerField(blank=True, null=True)),
+                ("gpu_limit", models.PositiveIntegerField(blank=True, null=True)),
+                ("managed", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('MEMBER', 'Member'), ('LEAD', 'Team lead')], default='MEMBER', max_length=8)),
-                ('source', models.CharField(choices=[('CLAIM', 'IdP groups claim'), ('ADMIN', 'Set by an admin'), ('SLURM', 'Imported from Slurm')], default='CLAIM', max_length=8)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='teams.team')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("role", models.CharField(choices=[("MEMBER", "Member"), ("LEAD", "Team lead")], default="MEMBER", max_length=8)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("CLAIM", "IdP groups claim"), ("ADMIN", "Set by an admin"), ("SLURM", "Imported from Slurm")],
+                        default="CLAIM",
+                        max_length=8,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="teams.team"),
+                ),
             ],
             options={
-                'ordering': ['team__name', 'user__username'],
-                'constraints': [models.UniqueConstraint(fields=('team', 'user'), name='teams_membership_unique')],
+                "ordering": ["team__name", "user__username"],
+                "constraints": [models.UniqueConstraint(fields=("team", "user"), name="teams_membership_unique")],
             },
         ),
     ]

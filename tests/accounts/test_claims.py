@@ -1,4 +1,5 @@
 """Claims: fixed merge order, strict email_verified, the Unix username rule, groups."""
+
 import pytest
 
 from accounts.claims import LoginRefused, email_is_verified, groups_from_claims, merge_claims, unix_username_from_claims
@@ -13,7 +14,9 @@ def test_merge_order_id_token_then_userinfo():
 
 
 def test_userinfo_never_overrides_protected_id_token_claims():
-    merged = merge_claims(id_token={"iss": "https://idp", "sub": "u1", "aud": "portal"}, userinfo={"sub": "u1", "iss": "https://evil", "aud": "x"})
+    merged = merge_claims(
+        id_token={"iss": "https://idp", "sub": "u1", "aud": "portal"}, userinfo={"sub": "u1", "iss": "https://evil", "aud": "x"}
+    )
     assert merged["iss"] == "https://idp" and merged["aud"] == "portal"
 
 
@@ -29,7 +32,18 @@ def test_userinfo_alone_is_used_when_no_id_token():
 
 @pytest.mark.parametrize(
     "value, verified",
-    [(True, True), ("true", True), ("TRUE", True), (False, False), ("false", False), ("False", False), (None, False), ("yes", False), (1, False), ("", False)],
+    [
+        (True, True),
+        ("true", True),
+        ("TRUE", True),
+        (False, False),
+        ("false", False),
+        ("False", False),
+        (None, False),
+        ("yes", False),
+        (1, False),
+        ("", False),
+    ],
 )
 def test_email_verified_is_strict(value, verified):
     claims = {"email": "a@x"} if value is None else {"email": "a@x", "email_verified": value}
@@ -41,7 +55,9 @@ def test_valid_unix_usernames(name):
     assert unix_username_from_claims({"preferred_username": name}, claim="preferred_username") == name
 
 
-@pytest.mark.parametrize("value", ["Alice", "al ice", "1bob", "-bob", "a" * 33, "bob;id", "bob$", "bob@example.org", "ali\u00e7e", ["alice"], 42])
+@pytest.mark.parametrize(
+    "value", ["Alice", "al ice", "1bob", "-bob", "a" * 33, "bob;id", "bob$", "bob@example.org", "ali\u00e7e", ["alice"], 42]
+)
 def test_invalid_unix_usernames_are_refused(value):
     with pytest.raises(LoginRefused) as info:
         unix_username_from_claims({"preferred_username": value}, claim="preferred_username")

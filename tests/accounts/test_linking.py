@@ -1,6 +1,7 @@
 """Which cluster account an identity (issuer + sub) acts as: the directory claim, or an admin's
 approval; never a name the person can edit. Unit tests with a scripted gateway; the real IdP, hub
 and cluster are in test_linking_integration.py and tests/interactive/test_hub_identity.py."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,10 @@ def slurm(monkeypatch):
 
 def host_knows(fake: FakeTransport, user: str, *, groups: str = "slurmusers", accounts: str = "") -> None:
     fake.expect(["id", "-nG", "--", user], stdout=f"{user} {groups}\n")
-    fake.expect(["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"], stdout=accounts)
+    fake.expect(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"],
+        stdout=accounts,
+    )
 
 
 def claims(sub: str, **more) -> dict:
@@ -103,7 +107,9 @@ def test_a_changed_directory_claim_is_refused_not_followed(slurm):
 
 
 def test_a_waiting_identity_is_linked_once_the_directory_names_it(slurm):
-    waiting = User.objects.create(username=unlinked_username(ISS, "s-erin"), oidc_issuer=ISS, oidc_sub="s-erin", link_state=LinkState.PENDING)
+    waiting = User.objects.create(
+        username=unlinked_username(ISS, "s-erin"), oidc_issuer=ISS, oidc_sub="s-erin", link_state=LinkState.PENDING
+    )
     host_knows(slurm, "erin")
     identity = login_check(claims=claims("s-erin", posix_username="erin"), existing=waiting)
     user_apply_claims(user=waiting, identity=identity, claims=claims("s-erin", posix_username="erin"))
@@ -111,7 +117,9 @@ def test_a_waiting_identity_is_linked_once_the_directory_names_it(slurm):
 
 
 def test_a_refused_identity_cannot_sign_in(slurm):
-    refused_user = User.objects.create(username=unlinked_username(ISS, "s-x"), oidc_issuer=ISS, oidc_sub="s-x", link_state=LinkState.REFUSED)
+    refused_user = User.objects.create(
+        username=unlinked_username(ISS, "s-x"), oidc_issuer=ISS, oidc_sub="s-x", link_state=LinkState.REFUSED
+    )
     with pytest.raises(LoginRefused) as refused:
         login_check(claims=claims("s-x", posix_username="erin"), existing=refused_user)
     assert refused.value.code == "link_refused"
@@ -139,8 +147,15 @@ def dana():
 
 @pytest.fixture
 def erin():
-    return User.objects.create(username=unlinked_username(ISS, "s-erin"), oidc_issuer=ISS, oidc_sub="s-erin", link_state=LinkState.PENDING,
-                               requested_username="erin", oidc_groups=["vision"], display_name="Erin Newcomer")
+    return User.objects.create(
+        username=unlinked_username(ISS, "s-erin"),
+        oidc_issuer=ISS,
+        oidc_sub="s-erin",
+        link_state=LinkState.PENDING,
+        requested_username="erin",
+        oidc_groups=["vision"],
+        display_name="Erin Newcomer",
+    )
 
 
 def test_admin_approval_links_and_teams_follow_the_claims(slurm, dana, erin, django_capture_on_commit_callbacks):
@@ -197,7 +212,9 @@ def test_refusal_is_audited_and_takes_rights_away(slurm, dana, erin):
 
 
 # --- every page and API call of an unlinked identity ----------------------------------------------
-@pytest.mark.parametrize("path", ["/", "/jobs/", "/jobs/new/", "/history/", "/sessions/", "/profiles/", "/teams/", "/audit/", "/account/tokens/"])
+@pytest.mark.parametrize(
+    "path", ["/", "/jobs/", "/jobs/new/", "/history/", "/sessions/", "/profiles/", "/teams/", "/audit/", "/account/tokens/"]
+)
 def test_unlinked_identity_sees_only_why(client, erin, path):
     client.force_login(erin)
     response = client.get(path)

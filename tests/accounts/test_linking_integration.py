@@ -1,6 +1,7 @@
 """Linking a new identity to a cluster account, on the real stack: the dev IdP (npm oidc-provider),
 the live portal, and the real submit host (``id``, ``sacctmgr``) of the local cluster. erin exists on
 the cluster (in slurmusers, no Slurm association) but the IdP sends no directory claim for her."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,8 +20,12 @@ ERIN_SUB = "0c6f7a3e-5d1b-4c2e-9b8a-2f4e1d9c7a10"
 
 
 def erin_associations() -> list[str]:
-    out = subprocess.run(["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=erin", "format=Account,User"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=erin", "format=Account,User"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line for line in out.splitlines() if line.strip()]
 
 
@@ -63,7 +68,9 @@ def test_new_identity_waits_for_approval_then_works(portal_with_idp, erin_has_no
     assert AuditEvent.objects.get(action="account.link_approved").actor.username == "dana"
 
 
-def test_refused_identity_cannot_sign_in_and_leaves_nothing_on_the_cluster(portal_with_idp, erin_has_no_association, _no_incidental_slurm_sync):
+def test_refused_identity_cannot_sign_in_and_leaves_nothing_on_the_cluster(
+    portal_with_idp, erin_has_no_association, _no_incidental_slurm_sync
+):
     Team.objects.create(name="vision")
     sso_login(portal_with_idp, "erin")
     erin = User.objects.get(oidc_sub=ERIN_SUB)

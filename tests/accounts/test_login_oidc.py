@@ -1,4 +1,5 @@
 """Login through the real dev IdP (npm oidc-provider) against the live portal and the real cluster."""
+
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -92,7 +93,10 @@ def test_other_identity_claiming_a_taken_username_is_refused(portal_with_idp):
     assert User.objects.filter(username="alice").get().oidc_sub == "5b9aaf88-7b00-4f2a-bd21-6da37b1fa213"
     assert User.objects.count() == 1
     attempt = AuditEvent.objects.get(action="login.refused")
-    assert attempt.target.endswith("#test-alice-impostor") and attempt.new == {"code": "identity_conflict", "claimed": {"preferred_username": "alice"}}
+    assert attempt.target.endswith("#test-alice-impostor") and attempt.new == {
+        "code": "identity_conflict",
+        "claimed": {"preferred_username": "alice"},
+    }
 
 
 def test_link_claim_is_configurable(portal_with_idp, settings, oidc_idp):
@@ -100,7 +104,10 @@ def test_link_claim_is_configurable(portal_with_idp, settings, oidc_idp):
     settings.OIDC = {**settings.OIDC, "link_claim": "unix_name"}
     with oidc_idp.changed_claims("bob", unix_name="bob", posix_username="nobody"):
         _, page = sso_login(portal_with_idp, "bob")
-        assert page.status_code == HTTPStatus.OK and User.objects.get(oidc_sub="f3095b32-2393-4b1a-9de8-1e18d8207ab2").username == "bob"
+        assert (
+            page.status_code == HTTPStatus.OK
+            and User.objects.get(oidc_sub="f3095b32-2393-4b1a-9de8-1e18d8207ab2").username == "bob"
+        )
         _, waiting = sso_login(portal_with_idp, "carol")  # carol has no unix_name claim
     assert waiting.status_code == HTTPStatus.FORBIDDEN and "waiting for an administrator to link your account" in waiting.text
     carol = User.objects.get(oidc_sub="a4c281a1-9192-429a-a4c7-83454d463856")

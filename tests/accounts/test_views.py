@@ -1,4 +1,5 @@
 """Sign-in pages: no password form anywhere, and a clear page for every way sign-in can fail."""
+
 from http import HTTPStatus
 
 import pytest
@@ -87,7 +88,9 @@ def test_stale_form_gets_a_friendly_page(django_user_model):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url", ["/teams/%00/", "/teams/%00/usage.csv", "/audit/?target=%00", "/jobs/history/?state=%00", "/x%00y/"])
+@pytest.mark.parametrize(
+    "url", ["/teams/%00/", "/teams/%00/usage.csv", "/audit/?target=%00", "/jobs/history/?state=%00", "/x%00y/"]
+)
 def test_nul_in_the_url_is_a_clear_400(client, django_user_model, url):
     client.force_login(django_user_model.objects.create(username="dana", is_staff=True))
     page = client.get(url)

@@ -1,5 +1,6 @@
 """The REST API through real requests: tokens (hashed, scoped, expiring, revocable), JSON errors
 with the field (and line), the same permissions as the pages, and every endpoint x role."""
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,11 @@ def call(client, method, path, raw=None, body=None):
 # --- tokens ------------------------------------------------------------------------------------
 def test_token_is_stored_hashed_and_works_until_revoked(client, people):
     row, raw = token_create(user=people["alice"], name="laptop", scopes=["read"], days=7)
-    assert raw.startswith("gpp_") and len(raw) > 40 and raw not in json.dumps(list(PersonalAccessToken.objects.values()), default=str)
+    assert (
+        raw.startswith("gpp_")
+        and len(raw) > 40
+        and raw not in json.dumps(list(PersonalAccessToken.objects.values()), default=str)
+    )
     assert row.digest == digest(raw) and row.prefix == raw[:12]
     me = call(client, "get", "/me", raw).json()
     assert me["username"] == "alice" and me["scopes"] == ["read"] and me["teams"] == ["vision"]
@@ -81,12 +86,15 @@ def test_scopes_are_enforced(client, people, cluster, no_slurm):
     assert call(client, "post", "/sessions", raw, {"ide": "lab"}).status_code == HTTPStatus.FORBIDDEN
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"name": "", "scopes": ["read"], "days": "30"}, "name"),
-    ({"name": "x", "scopes": [], "days": "30"}, "scopes"),
-    ({"name": "x", "scopes": ["admin"], "days": "30"}, "scopes"),
-    ({"name": "x", "scopes": ["read"], "days": "9999"}, "days"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"name": "", "scopes": ["read"], "days": "30"}, "name"),
+        ({"name": "x", "scopes": [], "days": "30"}, "scopes"),
+        ({"name": "x", "scopes": ["admin"], "days": "30"}, "scopes"),
+        ({"name": "x", "scopes": ["read"], "days": "9999"}, "days"),
+    ],
+)
 def test_token_page_refuses_bad_input(client, people, data, field):
     client.force_login(people["alice"])
     r = client.post("/account/tokens/", data)
@@ -123,7 +131,13 @@ def test_session_cookie_needs_csrf_for_writes(people, cluster, no_slurm):
 # --- submitting ----------------------------------------------------------------------------------
 def test_submit_a_profile_file(client, people, tokens, cluster, no_slurm, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
-        r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"cpus": 4}, "filename": "train.yaml"})
+        r = call(
+            client,
+            "post",
+            "/jobs",
+            tokens["alice"],
+            {"profile_yaml": EXAMPLE_TEXT, "overrides": {"cpus": 4}, "filename": "train.yaml"},
+        )
     assert r.status_code == HTTPStatus.CREATED, r.content
     body = r.json()
     job = Job.objects.get()
@@ -147,17 +161,22 @@ def test_submit_refusals_name_field_and_line(client, people, tokens, cluster, no
     assert errors["environment.python"]["line"] == 14 and "Offered: 3.11" in errors["environment.python"]["message"]
     r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"gpus": 4}})
     gpus = [e for e in r.json()["errors"] if e["field"] == "resources.gpus_per_node"]
-    assert r.status_code == HTTPStatus.BAD_REQUEST and gpus and gpus[0]["line"] is None and "Allowed: 0, 1, 2" in gpus[0]["message"]
+    assert (
+        r.status_code == HTTPStatus.BAD_REQUEST and gpus and gpus[0]["line"] is None and "Allowed: 0, 1, 2" in gpus[0]["message"]
+    )
     assert Job.objects.count() == 0
 
 
-@pytest.mark.parametrize("body, field", [
-    ({}, "profile_yaml"),
-    ({"profile_yaml": "x", "profile_id": 1}, "profile_yaml"),
-    ({"profile_yaml": EXAMPLE_TEXT, "gpus": 4}, "gpus"),
-    ({"profile_yaml": 7}, "profile_yaml"),
-    ({"profile_yaml": EXAMPLE_TEXT, "overrides": {"env": "x"}}, "overrides.env"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "profile_yaml"),
+        ({"profile_yaml": "x", "profile_id": 1}, "profile_yaml"),
+        ({"profile_yaml": EXAMPLE_TEXT, "gpus": 4}, "gpus"),
+        ({"profile_yaml": 7}, "profile_yaml"),
+        ({"profile_yaml": EXAMPLE_TEXT, "overrides": {"env": "x"}}, "overrides.env"),
+    ],
+)
 def test_malformed_requests_are_400_with_the_field(client, people, tokens, cluster, no_slurm, body, field):
     r = call(client, "post", "/jobs", tokens["alice"], body)
     assert r.status_code == HTTPStatus.BAD_REQUEST and field in [e["field"] for e in r.json()["errors"]], r.content
@@ -168,12 +187,22 @@ def test_not_in_a_team_cannot_submit(client, people, tokens, cluster, no_slurm):
     assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0]["field"] == "account"
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/jobs?scope=everything", {"detail": "scope must be active, history or all.",
-                                "errors": [{"field": "scope", "message": "Use active, history or all.", "line": None}]}),
-    ("/jobs/77/log?stream=both", {"detail": "stream must be out or err.",
-                                  "errors": [{"field": "stream", "message": "Use out or err.", "line": None}]}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        (
+            "/jobs?scope=everything",
+            {
+                "detail": "scope must be active, history or all.",
+                "errors": [{"field": "scope", "message": "Use active, history or all.", "line": None}],
+            },
+        ),
+        (
+            "/jobs/77/log?stream=both",
+            {"detail": "stream must be out or err.", "errors": [{"field": "stream", "message": "Use out or err.", "line": None}]},
+        ),
+    ],
+)
 def test_a_refusal_a_router_raises_is_the_apis_json(client, people, tokens, path, body):
     _job(people["alice"])
     r = call(client, "get", path, tokens["alice"])
@@ -184,7 +213,9 @@ def test_a_session_refusal_names_the_fields_of_the_request_body(client, people, 
     settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 24
     r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "gpus": 4, "memory_gb": 4, "hours": 2})
     assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["detail"] == "The session cannot be started; see errors."
-    assert [(e["field"], e["line"]) for e in r.json()["errors"]] == [("gpus", None)] and "at most 2 GPUs" in r.json()["errors"][0]["message"]
+    assert [(e["field"], e["line"]) for e in r.json()["errors"]] == [("gpus", None)] and "at most 2 GPUs" in r.json()["errors"][
+        0
+    ]["message"]
     # Site policy's own check (interactive's MaxTime is 8 hours) lands on the body's hours too.
     r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "hours": 9})
     assert r.status_code == HTTPStatus.BAD_REQUEST and [e["field"] for e in r.json()["errors"]] == ["hours"], r.content
@@ -201,13 +232,21 @@ def test_shared_profile_runs_the_same_for_a_colleague(client, people, tokens, cl
     mine = call(client, "post", f"/profiles/{pk}/submit", tokens["alice"], {}).json()
     hers = call(client, "post", f"/profiles/{pk}/submit", tokens["carol"], {}).json()
     a, c = Job.objects.get(key=mine["key"]), Job.objects.get(key=hers["key"])
-    assert a.script == c.script and a.user != c.user and a.profile_id == c.profile_id == pk  # same script, so same environment hash
+    assert (
+        a.script == c.script and a.user != c.user and a.profile_id == c.profile_id == pk
+    )  # same script, so same environment hash
     assert call(client, "post", f"/profiles/{pk}/submit", tokens["bob"], {}).status_code == HTTPStatus.NOT_FOUND
 
 
 def test_clone_with_four_gpus_and_owner_only_changes(client, people, tokens, cluster, no_slurm):
     pk = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT, "team": "vision"}).json()["id"]
-    r = call(client, "post", f"/profiles/{pk}/clone", tokens["carol"], {"name": "digits-4gpu", "overrides": {"gpus": 4, "partition": "train"}})
+    r = call(
+        client,
+        "post",
+        f"/profiles/{pk}/clone",
+        tokens["carol"],
+        {"name": "digits-4gpu", "overrides": {"gpus": 4, "partition": "train"}},
+    )
     assert r.status_code == HTTPStatus.CREATED, r.content
     copy = r.json()
     assert copy["owner"] == "carol" and copy["cloned_from"] == pk and copy["spec"]["resources"]["gpus_per_node"] == 4
@@ -224,7 +263,11 @@ def test_clone_with_four_gpus_and_owner_only_changes(client, people, tokens, clu
 def test_duplicate_name_and_invalid_profile_are_400(client, people, tokens, cluster, no_slurm):
     assert call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT}).status_code == HTTPStatus.CREATED
     r = call(client, "post", "/profiles", tokens["alice"], {"yaml": EXAMPLE_TEXT})
-    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0] == {"field": "name", "line": 2, "message": r.json()["errors"][0]["message"]}
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0] == {
+        "field": "name",
+        "line": 2,
+        "message": r.json()["errors"][0]["message"],
+    }
     v = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": "version: 1\nname: x\n"}).json()
     assert v["valid"] is False and {e["field"] for e in v["errors"]} == {"resources", "run"}
     v = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": EXAMPLE_TEXT}).json()
@@ -233,8 +276,19 @@ def test_duplicate_name_and_invalid_profile_are_400(client, people, tokens, clus
 
 # --- jobs: list, show, cancel, log ---------------------------------------------------------------
 def _job(user, **kw):
-    fields = dict(user=user, account="vision", name="j", partition="small", memory_mb=1, time_limit_min=10, script="true",
-                  state=JobState.RUNNING, slurm_job_id=77, output_path="/o/%j.out", error_path="/o/%j.err")
+    fields = dict(
+        user=user,
+        account="vision",
+        name="j",
+        partition="small",
+        memory_mb=1,
+        time_limit_min=10,
+        script="true",
+        state=JobState.RUNNING,
+        slurm_job_id=77,
+        output_path="/o/%j.out",
+        error_path="/o/%j.err",
+    )
     fields.update(kw)
     return Job.objects.create(**fields)
 
@@ -245,11 +299,34 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
 
     job = _job(people["alice"])
     fake = FakeTransport()
-    fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=65536", "status=none"], stdout="époch 1\n")
+    fake.expect(
+        [
+            "sudo",
+            "-n",
+            "-u",
+            "alice",
+            "--",
+            "dd",
+            "if=/o/77.out",
+            "iflag=skip_bytes,count_bytes",
+            "skip=5",
+            "count=65536",
+            "status=none",
+        ],
+        stdout="époch 1\n",
+    )
     monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
     body = call(client, "get", "/jobs/77/log?offset=5", tokens["alice"]).json()
-    assert body == {"stream": "out", "offset": 5, "next_offset": 5 + len("époch 1\n".encode()), "data": "époch 1\n", "missing": False,
-                    "final": False, "state": "RUNNING", "error": ""}
+    assert body == {
+        "stream": "out",
+        "offset": 5,
+        "next_offset": 5 + len("époch 1\n".encode()),
+        "data": "époch 1\n",
+        "missing": False,
+        "final": False,
+        "state": "RUNNING",
+        "error": "",
+    }
     assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
 
 
@@ -269,7 +346,22 @@ def test_log_chunks_never_split_a_character(client, people, tokens, monkeypatch,
 
     job = _job(people["alice"], state=state)
     fake = FakeTransport()
-    fake.expect(["sudo", "-n", "-u", "alice", "--", "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", "skip=5", "count=64", "status=none"], stdout=data)
+    fake.expect(
+        [
+            "sudo",
+            "-n",
+            "-u",
+            "alice",
+            "--",
+            "dd",
+            "if=/o/77.out",
+            "iflag=skip_bytes,count_bytes",
+            "skip=5",
+            "count=64",
+            "status=none",
+        ],
+        stdout=data,
+    )
     monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
     chunk = job_log_read(job, "out", offset=5, limit=64)
     assert (chunk.text, chunk.next_offset) == (text, 5 + used)
@@ -278,6 +370,7 @@ def test_log_chunks_never_split_a_character(client, people, tokens, monkeypatch,
 # Every endpoint x role: alice owns the job and the (vision-shared) profile; carol leads vision;
 # bob is in nlp; dana is an admin in no team; "unlinked" is an identity no admin has linked yet, with a
 # token of its own (made before an admin's refusal, say): every endpoint says so, and changes nothing.
+# fmt: off
 MATRIX = {
     #                                         alice  carol  bob   dana  unlinked
     ("get", "/jobs"):                         (200,  200,   200,  200, 403),
@@ -299,6 +392,7 @@ MATRIX = {
     ("get", "/teams/vision/usage"):           (404,  200,   404,  200, 403),
     ("get", "/me"):                           (200,  200,   200,  200, 403),
 }
+# fmt: on
 WHO = ["alice", "carol", "bob", "dana", "unlinked"]
 BODIES = {"put": {"yaml": EXAMPLE_TEXT}, "share": {"team": "vision"}, "clone": {"name": "mine"}, "submit": {}}
 
@@ -314,11 +408,31 @@ def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch
 
     monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))
     monkeypatch.setattr("interactive.services.hub.servers", lambda username: {})
-    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)},
-           UsageStatus(taken_at=1.0))
+    _store(
+        {
+            "vision": TeamUsage(
+                account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0
+            )
+        },
+        UsageStatus(taken_at=1.0),
+    )
     job = _job(people["alice"])
-    Session.objects.create(user=people["alice"], server_name="lab-0000", ide="lab", partition="interactive", memory_mb=1, time_limit_min=60, state="STOPPED")
-    profile = Profile.objects.create(owner=people["alice"], name="digits", yaml=EXAMPLE_TEXT, spec={"version": 1}, team_id=people["alice"].memberships.get().team_id)
+    Session.objects.create(
+        user=people["alice"],
+        server_name="lab-0000",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1,
+        time_limit_min=60,
+        state="STOPPED",
+    )
+    profile = Profile.objects.create(
+        owner=people["alice"],
+        name="digits",
+        yaml=EXAMPLE_TEXT,
+        spec={"version": 1},
+        team_id=people["alice"].memberships.get().team_id,
+    )
     method, path = endpoint
     url = path.format(job=job.key, profile=profile.pk)
     body = BODIES.get(path.rsplit("/", 1)[-1], BODIES["put"] if method == "put" else None)
@@ -346,4 +460,10 @@ def test_openapi_schema_is_served_and_the_committed_copy_is_current(client, peop
     served = client.get("/api/v1/openapi.json").json()
     committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
     assert served == committed, "docs/openapi.json is stale: run `python manage.py export_openapi`"
-    assert {"/api/v1/jobs", "/api/v1/jobs/{ref}/log", "/api/v1/sessions", "/api/v1/profiles/{pk}/submit", "/api/v1/teams/{name}/usage"} <= set(served["paths"])
+    assert {
+        "/api/v1/jobs",
+        "/api/v1/jobs/{ref}/log",
+        "/api/v1/sessions",
+        "/api/v1/profiles/{pk}/submit",
+        "/api/v1/teams/{name}/usage",
+    } <= set(served["paths"])

@@ -4,6 +4,7 @@ on 127.0.0.1 serving canned data and recording every request it gets.
 Tests change the canned data (``api.jobs``, ``api.log_pages``, ``api.session_states``,
 ``api.session_kinds``) or script a route outright with :meth:`FakeAPI.script`.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,32 @@ KEY_2 = "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"
 def make_job(**fields: Any) -> dict:
     """A job document with every field of the contract; ``fields`` replace the defaults."""
     job = {
-        "key": KEY_1, "id": 4242, "name": "train", "state": "PENDING", "state_label": "Pending", "final": False,
-        "reason": "Resources", "explanation": "3rd in line · waiting for 2 A100s", "position": 3,
-        "estimated_start": "2025-01-01T12:00:00Z", "partition": "gpu", "account": "vision", "gpu_type": "a100",
-        "gpu_count": 2, "cpus": 8, "memory_mb": 32768, "time_limit_min": 240, "created_at": "2025-01-01T10:00:00Z",
-        "start_at": None, "end_at": None, "exit_code": None, "signal": None, "elapsed_s": None, "submit_error": "",
-        "profile_id": None, "url": f"https://portal.example.org/jobs/{KEY_1}/",
+        "key": KEY_1,
+        "id": 4242,
+        "name": "train",
+        "state": "PENDING",
+        "state_label": "Pending",
+        "final": False,
+        "reason": "Resources",
+        "explanation": "3rd in line · waiting for 2 A100s",
+        "position": 3,
+        "estimated_start": "2025-01-01T12:00:00Z",
+        "partition": "gpu",
+        "account": "vision",
+        "gpu_type": "a100",
+        "gpu_count": 2,
+        "cpus": 8,
+        "memory_mb": 32768,
+        "time_limit_min": 240,
+        "created_at": "2025-01-01T10:00:00Z",
+        "start_at": None,
+        "end_at": None,
+        "exit_code": None,
+        "signal": None,
+        "elapsed_s": None,
+        "submit_error": "",
+        "profile_id": None,
+        "url": f"https://portal.example.org/jobs/{KEY_1}/",
     }
     job.update(fields)
     return job
@@ -34,9 +55,20 @@ def make_job(**fields: Any) -> dict:
 
 def make_session(**fields: Any) -> dict:
     session = {
-        "key": "0f0e0d0c-0b0a-4909-8807-060504030201", "name": "lab-1", "ide": "lab", "state": "REQUESTED", "url": None,
-        "partition": "gpu", "gpu_type": "a100", "gpu_count": 1, "cpus": 4, "memory_mb": 16384, "time_limit_min": 120,
-        "message": "", "explanation": "", "created_at": "2025-01-01T10:00:00Z",
+        "key": "0f0e0d0c-0b0a-4909-8807-060504030201",
+        "name": "lab-1",
+        "ide": "lab",
+        "state": "REQUESTED",
+        "url": None,
+        "partition": "gpu",
+        "gpu_type": "a100",
+        "gpu_count": 1,
+        "cpus": 4,
+        "memory_mb": 16384,
+        "time_limit_min": 120,
+        "message": "",
+        "explanation": "",
+        "created_at": "2025-01-01T10:00:00Z",
     }
     session.update(fields)
     return session
@@ -46,7 +78,12 @@ def make_kinds() -> dict:
     """``GET /sessions/kinds`` as the portal answers it with its two kinds, VS Code not installed."""
     items = [
         {"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
-        {"name": "vscode", "label": "VS Code", "available": False, "note": "VS Code is not offered: code-server is not installed in /opt/gpuportal/code-server/bin."},
+        {
+            "name": "vscode",
+            "label": "VS Code",
+            "available": False,
+            "note": "VS Code is not offered: code-server is not installed in /opt/gpuportal/code-server/bin.",
+        },
     ]
     return {"items": items, "count": len(items), "default": "lab"}
 
@@ -70,12 +107,26 @@ class Recorded:
 class FakeAPI:
     token: str = TOKEN
     requests: list[Recorded] = field(default_factory=list)
-    jobs: list[dict] = field(default_factory=lambda: [
-        make_job(),
-        make_job(key=KEY_2, id=None, name="eval-very-long-name", state="SUBMIT_FAILED", state_label="Submission failed",
-                 final=True, reason="", explanation="", position=None, gpu_count=0, gpu_type="", time_limit_min=60,
-                 submit_error="sbatch: error: invalid partition"),
-    ])
+    jobs: list[dict] = field(
+        default_factory=lambda: [
+            make_job(),
+            make_job(
+                key=KEY_2,
+                id=None,
+                name="eval-very-long-name",
+                state="SUBMIT_FAILED",
+                state_label="Submission failed",
+                final=True,
+                reason="",
+                explanation="",
+                position=None,
+                gpu_count=0,
+                gpu_type="",
+                time_limit_min=60,
+                submit_error="sbatch: error: invalid partition",
+            ),
+        ]
+    )
     #: Log pages served one after the other; the last one is repeated.
     log_pages: list[dict] = field(default_factory=list)
     #: Session documents served by GET /sessions/{name}, one after the other; the last one repeats.
@@ -129,7 +180,7 @@ class FakeAPI:
         body = json.loads(raw) if raw else None
         path = unquote(parts.path)
         if path.startswith("/api/v1"):
-            path = path[len("/api/v1"):]
+            path = path[len("/api/v1") :]
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         with self.lock:
             self.requests.append(Recorded(h.command, path, parts.path, query, {k.lower(): v for k, v in h.headers.items()}, body))
@@ -162,7 +213,12 @@ class FakeAPI:
         segs = path.strip("/").split("/")
         not_found = (404, {"detail": "Not found.", "errors": []})
         if segs == ["me"] and method == "GET":
-            return 200, {"username": "alice", "teams": ["vision"], "scopes": ["read", "jobs", "sessions", "profiles"], "token_expires_at": None}
+            return 200, {
+                "username": "alice",
+                "teams": ["vision"],
+                "scopes": ["read", "jobs", "sessions", "profiles"],
+                "token_expires_at": None,
+            }
         if segs[0] == "jobs":
             if len(segs) == 1 and method == "GET":
                 scope = query.get("scope", "active")
@@ -181,7 +237,15 @@ class FakeAPI:
                 return 202, job  # as the portal: the cancel is sent in the background; the state is unchanged
             if segs[2:] == ["log"] and method == "GET":
                 if not self.log_pages:
-                    return 200, {"stream": query.get("stream"), "offset": 0, "data": "", "next_offset": 0, "missing": True, "final": True, "state": job["state"]}
+                    return 200, {
+                        "stream": query.get("stream"),
+                        "offset": 0,
+                        "data": "",
+                        "next_offset": 0,
+                        "missing": True,
+                        "final": True,
+                        "state": job["state"],
+                    }
                 return 200, self._next(self.log_pages)
         if segs[0] == "sessions":
             if segs == ["sessions", "kinds"] and method == "GET":
@@ -197,9 +261,23 @@ class FakeAPI:
                 return 202, make_session(name=segs[1], state="STOPPED")
             return not_found
         if segs[0] == "profiles":
-            profile = {"id": 3, "name": "resnet", "owner": "alice", "team": None, "version": 1, "yaml": "name: resnet\n", "updated_at": "2025-01-01T09:00:00Z"}
+            profile = {
+                "id": 3,
+                "name": "resnet",
+                "owner": "alice",
+                "team": None,
+                "version": 1,
+                "yaml": "name: resnet\n",
+                "updated_at": "2025-01-01T09:00:00Z",
+            }
             if len(segs) == 1 and method == "GET":
-                return 200, {"items": [profile, {**profile, "id": 7, "name": "shared-bert", "owner": "bob", "team": "vision", "version": 4}], "count": 2}
+                return 200, {
+                    "items": [
+                        profile,
+                        {**profile, "id": 7, "name": "shared-bert", "owner": "bob", "team": "vision", "version": 4},
+                    ],
+                    "count": 2,
+                }
             if len(segs) == 1 and method == "POST":
                 return 201, {**profile, "id": 9, "yaml": body["yaml"], "team": body.get("team")}
             if segs[2:] == ["submit"] and method == "POST" and segs[1] == "3":

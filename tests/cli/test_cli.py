@@ -1,4 +1,5 @@
 """Tests of the ``gpuportal`` CLI against a fake of the portal's REST API (no database, no Slurm)."""
+
 from __future__ import annotations
 
 import io
@@ -16,8 +17,17 @@ from gpuportal.cli import main, parse_value
 from .fake_api import KEY_1, KEY_2, TOKEN, FakeAPI, make_job, make_session
 
 ENV_VARS = [
-    "GPUPORTAL_URL", "GPUPORTAL_TOKEN", "GPUPORTAL_CONFIG", "XDG_CONFIG_HOME",
-    "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NETRC",
+    "GPUPORTAL_URL",
+    "GPUPORTAL_TOKEN",
+    "GPUPORTAL_CONFIG",
+    "XDG_CONFIG_HOME",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NETRC",
 ]
 
 
@@ -73,8 +83,20 @@ def test_usage_error_exits_2(capsys):
 
 @pytest.mark.parametrize(
     "text, value",
-    [("4", 4), ("-2", -2), ("1.5", 1.5), ("2e3", 2000.0), ("true", True), ("False", False),
-     ("train", "train"), ("007", "007"), ("1e999", "1e999"), ("", ""), ("a=b", "a=b"), ("nan", "nan")],
+    [
+        ("4", 4),
+        ("-2", -2),
+        ("1.5", 1.5),
+        ("2e3", 2000.0),
+        ("true", True),
+        ("False", False),
+        ("train", "train"),
+        ("007", "007"),
+        ("1e999", "1e999"),
+        ("", ""),
+        ("a=b", "a=b"),
+        ("nan", "nan"),
+    ],
 )
 def test_parse_value(text, value):
     parsed = parse_value(text)
@@ -216,8 +238,22 @@ YAML = "# my training job\nname: train\nresources:\n  gpus: 2   # Ünïcode comm
 def test_submit_sends_the_file_text_and_typed_overrides(env, tmp_path, capsys):
     f = tmp_path / "train.yaml"
     f.write_text(YAML, encoding="utf-8")
-    argv = ["submit", str(f), "--set", "gpus=4", "--set", "partition=train", "--set", "memory_gb=1.5",
-            "--set", "exclusive=true", "--set", "env=A=B", "--set", "account=007"]
+    argv = [
+        "submit",
+        str(f),
+        "--set",
+        "gpus=4",
+        "--set",
+        "partition=train",
+        "--set",
+        "memory_gb=1.5",
+        "--set",
+        "exclusive=true",
+        "--set",
+        "env=A=B",
+        "--set",
+        "account=007",
+    ]
     assert main(argv) == 0
     [req] = env.calls("POST", "/jobs")
     assert req.headers["authorization"] == f"Bearer {TOKEN}"
@@ -237,13 +273,20 @@ def test_submit_sends_the_file_text_and_typed_overrides(env, tmp_path, capsys):
 def test_submit_validation_errors_show_field_and_line(env, tmp_path, capsys):
     f = tmp_path / "bad.yaml"
     f.write_text(YAML)
-    env.script("POST", "/jobs", (400, {
-        "detail": "The profile is not valid.",
-        "errors": [
-            {"field": "gpus", "message": "at most 8 GPUs per job", "line": 7},
-            {"field": "partition", "message": "unknown partition 'trian'", "line": None},
-        ],
-    }))
+    env.script(
+        "POST",
+        "/jobs",
+        (
+            400,
+            {
+                "detail": "The profile is not valid.",
+                "errors": [
+                    {"field": "gpus", "message": "at most 8 GPUs per job", "line": 7},
+                    {"field": "partition", "message": "unknown partition 'trian'", "line": None},
+                ],
+            },
+        ),
+    )
     assert main(["submit", str(f), "--set", "gpus=16"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -309,7 +352,9 @@ def test_show(env, capsys):
     out = capsys.readouterr().out
     assert env.requests[-1].path == f"/jobs/{KEY_1}"
     assert "id:" in out and "4242" in out
-    assert any(line.startswith("explanation:") and line.endswith("3rd in line · waiting for 2 A100s") for line in out.splitlines())
+    assert any(
+        line.startswith("explanation:") and line.endswith("3rd in line · waiting for 2 A100s") for line in out.splitlines()
+    )
     assert any(line.startswith("time_limit_min:") and "4:00:00" in line for line in out.splitlines())
 
 
@@ -347,7 +392,15 @@ def test_ref_cannot_escape_its_path_segment(env, capsys):
 
 # --- logs --------------------------------------------------------------------------------------------
 def page(offset, data, next_offset, *, missing=False, final=False, state="RUNNING"):
-    return {"stream": "out", "offset": offset, "data": data, "next_offset": next_offset, "missing": missing, "final": final, "state": state}
+    return {
+        "stream": "out",
+        "offset": offset,
+        "data": data,
+        "next_offset": next_offset,
+        "missing": missing,
+        "final": final,
+        "state": state,
+    }
 
 
 @pytest.mark.parametrize("state, exit_code, status", [("COMPLETED", 0, 0), ("FAILED", 3, 1)])
@@ -397,8 +450,12 @@ def test_logs_tail(env, capsys):
 
 def test_logs_read_errors(env, capsys):
     # The server may add "error" when it could not read the file this time: -f warns once and retries.
-    env.log_pages = [page(0, "", 0) | {"error": "ssh: timeout"}, page(0, "", 0) | {"error": "ssh: timeout"},
-                     page(0, "ok\n", 3), page(3, "", 3, final=True, state="COMPLETED")]
+    env.log_pages = [
+        page(0, "", 0) | {"error": "ssh: timeout"},
+        page(0, "", 0) | {"error": "ssh: timeout"},
+        page(0, "ok\n", 3),
+        page(3, "", 3, final=True, state="COMPLETED"),
+    ]
     env.jobs[0].update(state="COMPLETED", exit_code=0)
     assert main(["logs", "-f", "4242", "--interval", "0.01"]) == 0
     captured = capsys.readouterr()
@@ -441,7 +498,20 @@ def test_notebook_waits_until_running_and_prints_only_the_url(env, capsys):
         make_session(state="STARTING", explanation="waiting for 1 GPU"),
         make_session(state="RUNNING", url=url),
     ]
-    argv = ["notebook", "--vscode", "--gpus", "1", "--gpu-type", "a100", "--hours", "2", "--memory-gb", "16", "--interval", "0.01"]
+    argv = [
+        "notebook",
+        "--vscode",
+        "--gpus",
+        "1",
+        "--gpu-type",
+        "a100",
+        "--hours",
+        "2",
+        "--memory-gb",
+        "16",
+        "--interval",
+        "0.01",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert captured.out == url + "\n"
@@ -500,8 +570,14 @@ def test_sessions_kinds_is_the_apis_list(env, capsys):
 
 
 def test_notebook_kind_is_the_apis_default_or_the_one_asked_for(env, capsys):
-    env.session_kinds = {"items": [{"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
-                                   {"name": "emacs", "label": "Emacs", "available": True, "note": ""}], "count": 2, "default": "emacs"}
+    env.session_kinds = {
+        "items": [
+            {"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
+            {"name": "emacs", "label": "Emacs", "available": True, "note": ""},
+        ],
+        "count": 2,
+        "default": "emacs",
+    }
     assert main(["notebook", "--no-wait"]) == 0
     assert env.calls("POST", "/sessions")[-1].body == {"ide": "emacs"}
     assert len(env.calls("GET", "/sessions/kinds")) == 1

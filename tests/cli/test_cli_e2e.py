@@ -1,6 +1,7 @@
 """The CLI end to end: the installed ``gpuportal`` command (a separate process, talking only to the
 API over HTTP) against the live portal and the real cluster. Submit the example training profile,
 follow its log until it completes, find it in ``ls``; a refusal names the field and line."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,9 @@ def alice_cli(live_server, transactional_db, clean_cache, django_user_model, tmp
     def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run([GPUPORTAL, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
-    login = subprocess.run([GPUPORTAL, "login", "--url", live_server.url], input=raw + "\n", env=env, capture_output=True, text=True, timeout=60)
+    login = subprocess.run(
+        [GPUPORTAL, "login", "--url", live_server.url], input=raw + "\n", env=env, capture_output=True, text=True, timeout=60
+    )
     assert login.returncode == 0, login.stderr
     assert (tmp_path / "config" / "gpuportal" / "config.toml").stat().st_mode & 0o777 == 0o600
     return cli

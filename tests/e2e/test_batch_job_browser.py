@@ -1,5 +1,6 @@
 """End to end in headless Chromium: submit the example training job from the form, watch it wait in
 line, run, finish with its metrics in the log tail, and find it in History."""
+
 from __future__ import annotations
 
 import re
@@ -45,10 +46,25 @@ def poller():
 @pytest.fixture
 def blocker():
     """bob's job holding every CPU of node3 (partition small), so the next job there must wait."""
-    out = get_gateway().run(
-        ["sbatch", "--parsable", "--chdir=/tmp", "--partition=small", "--cpus-per-task=4", "--mem=1000", "--time=5", "--job-name=e2e-blocker", "--wrap", "sleep 300"],
-        as_user="bob",
-    ).out
+    out = (
+        get_gateway()
+        .run(
+            [
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                "--partition=small",
+                "--cpus-per-task=4",
+                "--mem=1000",
+                "--time=5",
+                "--job-name=e2e-blocker",
+                "--wrap",
+                "sleep 300",
+            ],
+            as_user="bob",
+        )
+        .out
+    )
     jobid = out.strip().split(";")[0]
     yield jobid
     get_gateway().run(["scancel", jobid], as_user="bob", check=False)
@@ -101,9 +117,13 @@ def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_pa
 
     # Free the node: the job runs, then completes with its metrics in the log tail.
     get_gateway().run(["scancel", blocker], as_user="bob")
-    page.wait_for_selector('[data-testid=job-state][data-state="RUNNING"], [data-testid=job-state][data-state="COMPLETED"]', timeout=60_000)
+    page.wait_for_selector(
+        '[data-testid=job-state][data-state="RUNNING"], [data-testid=job-state][data-state="COMPLETED"]', timeout=60_000
+    )
     page.wait_for_selector('[data-testid=job-state][data-state="COMPLETED"]', timeout=150_000)
-    page.wait_for_function("() => (document.querySelector('[data-testid=log-out]') || {}).textContent?.includes('final val_acc=')", timeout=30_000)
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=log-out]') || {}).textContent?.includes('final val_acc=')", timeout=30_000
+    )
     log = page.get_by_test_id("log-out").inner_text()
     assert "epoch 8/8" in log and "final val_acc=" in log
     assert page.get_by_test_id("job-exit").inner_text().startswith("code 0")

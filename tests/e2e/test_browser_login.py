@@ -1,4 +1,5 @@
 """End to end in headless Chromium: sign in on the IdP's page, see the GPU table, sign out."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,14 @@ def browser_page(monkeypatch):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
         )
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.set_default_timeout(20_000)

@@ -1,6 +1,7 @@
 """End to end in headless Chromium: sign in through the IdP, create an API token (shown once), see it
 active, revoke it; then write a profile with a mistake, Check it (the error names field and line),
 fix it, Save it and read it on its page. Nothing is submitted to the cluster (no Run here)."""
+
 from __future__ import annotations
 
 import pytest

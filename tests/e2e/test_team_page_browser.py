@@ -1,5 +1,6 @@
 """End to end in headless Chromium: a team lead signs in and reads the team page (usage chart and
 table, from a real usage refresh); the Teams link is not offered to a researcher."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Pages show times in the browser's zone, naming it, the same way everywhere (issue 16, item 5): a
 browser in New York sees History's end time and the job page's times in EST."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -19,13 +20,25 @@ def test_times_show_in_the_browsers_zone(portal_with_idp, django_user_model, mon
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
+        )
         page = browser.new_context(timezone_id="America/New_York").new_page()
         page.set_default_timeout(20_000)
         sign_in(page, portal_with_idp, "alice", start="/jobs/history/", landed="[data-testid=current-user]")
         owner = django_user_model.objects.get(username="alice")
-        job = Job.objects.create(user=owner, name="tz-job", partition="small", memory_mb=1, time_limit_min=1, script="true",
-                                 state=JobState.COMPLETED, slurm_job_id=424242, end_at=datetime(2026, 12, 1, 6, 22, tzinfo=UTC))
+        job = Job.objects.create(
+            user=owner,
+            name="tz-job",
+            partition="small",
+            memory_mb=1,
+            time_limit_min=1,
+            script="true",
+            state=JobState.COMPLETED,
+            slurm_job_id=424242,
+            end_at=datetime(2026, 12, 1, 6, 22, tzinfo=UTC),
+        )
         connection.close()
         page.goto(portal_with_idp + "/jobs/history/")
         cell = page.locator("tr", has_text="tz-job").locator("time")

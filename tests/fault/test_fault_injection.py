@@ -3,6 +3,7 @@ for 30 s, Redis is restarted, a Celery worker process is killed with SIGKILL mid
 portal's sshd is restarted. Afterwards exactly 200 jobs exist in Slurm with 200 distinct keys (none
 lost, none twice), no page answered 5xx, and during the outage the pages said "cluster unreachable
 since HH:MM"."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 N = 200
-FORM = dict(name="fault-{i}", account="vision", partition="train", gpu_type="", gpu_count="0", cpus="1", memory_gb="0.2",
-            time_limit="2", workdir="", script="sleep 1\n")
+FORM = dict(
+    name="fault-{i}",
+    account="vision",
+    partition="train",
+    gpu_type="",
+    gpu_count="0",
+    cpus="1",
+    memory_gb="0.2",
+    time_limit="2",
+    workdir="",
+    script="sleep 1\n",
+)
 REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "", "--appendonly", "no"]
 
 
@@ -50,12 +61,57 @@ def celery_stack(transactional_db, clean_cache, tmp_path):
         "PORTAL_SNAPSHOT_INTERVAL": "2",
     }
     logs = {name: open(tmp_path / f"{name}.log", "w+") for name in ("worker", "poller", "beat")}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "worker", "-P", "prefork", "-c", "2", "--loglevel=INFO",
-                               "-Q", "celery", "-n", "fault@%h"], cwd=REPO, env=env, stdout=logs["worker"], stderr=subprocess.STDOUT)
-    poller = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "worker", "-P", "solo", "--loglevel=INFO",
-                               "-Q", "poller", "-n", "fault-poller@%h"], cwd=REPO, env=env, stdout=logs["poller"], stderr=subprocess.STDOUT)
-    beat = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO", "--schedule", str(tmp_path / "beat")],
-                            cwd=REPO, env=env, stdout=logs["beat"], stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "2",
+            "--loglevel=INFO",
+            "-Q",
+            "celery",
+            "-n",
+            "fault@%h",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=logs["worker"],
+        stderr=subprocess.STDOUT,
+    )
+    poller = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-P",
+            "solo",
+            "--loglevel=INFO",
+            "-Q",
+            "poller",
+            "-n",
+            "fault-poller@%h",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=logs["poller"],
+        stderr=subprocess.STDOUT,
+    )
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO", "--schedule", str(tmp_path / "beat")],
+        cwd=REPO,
+        env=env,
+        stdout=logs["beat"],
+        stderr=subprocess.STDOUT,
+    )
     eager = current_app.conf.task_always_eager
     current_app.conf.task_always_eager = False  # this process enqueues into the real broker too
     yield worker, tmp_path
@@ -88,6 +144,7 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
     # the beat's first snapshot (the form needs the partitions)
     deadline = time.monotonic() + 60
     from slurm.snapshot import snapshot_load
+
     while (snapshot_load(with_jobs=False) is None) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert snapshot_load(with_jobs=False) is not None, (tmp / "worker.log").read_text()[-3000:]
@@ -174,7 +231,9 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
     # All 200 reach Slurm (retries and the resend sweep), exactly once each.
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        waiting = Job.objects.filter(name__startswith="fault-", slurm_job_id__isnull=True).exclude(state=JobState.SUBMIT_FAILED).count()
+        waiting = (
+            Job.objects.filter(name__startswith="fault-", slurm_job_id__isnull=True).exclude(state=JobState.SUBMIT_FAILED).count()
+        )
         if not waiting:
             break
         time.sleep(3)
@@ -208,7 +267,11 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
     assert twice == {}, f"submitted twice: {list(twice.items())[:5]}"
     assert {j.slurm_job_id for j in jobs} == {i for ids in ids_by_key.values() for i in ids}
     assert failures == [], failures[:5]
-    assert banners, ("no page said 'Cluster unreachable since HH:MM' during the outage; poller log:\n"
-                     + (tmp / "poller.log").read_text()[-2500:] + "\nbeat log:\n" + (tmp / "beat.log").read_text()[-1500:])
+    assert banners, (
+        "no page said 'Cluster unreachable since HH:MM' during the outage; poller log:\n"
+        + (tmp / "poller.log").read_text()[-2500:]
+        + "\nbeat log:\n"
+        + (tmp / "beat.log").read_text()[-1500:]
+    )
     print(f"faults: {events}; refusals seen by the user: {dict(refusals)}; banner times: {sorted(set(banners))}")
     sh("scancel", "-u", "alice", "--name=" + ",".join(sorted({j.name for j in jobs})[:1]), check=False)

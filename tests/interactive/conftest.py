@@ -2,6 +2,7 @@
 spawner, run as the portal's service user by scripts/hub.sh, on free ports, against the test IdP and
 the live test portal, submitting to the real local Slurm. And, without a hub, the spawner's batch
 script built from spawn-check answers (:func:`spawner_scripts`)."""
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,23 @@ class TestHub:
     def user_token(self, username: str) -> str:
         """A new API token of ``username``'s own (``jupyterhub token``), as a user would make one."""
         out = subprocess.run(
-            ["runuser", "-u", "portal", "--", str(JUPYTER_VENV / "bin" / "jupyterhub"), "token", username,
-             "-f", str(REPO / "hub" / "jupyterhub_config.py")],
-            env=self.env, cwd=self.state_dir, capture_output=True, text=True, timeout=60, check=True,
+            [
+                "runuser",
+                "-u",
+                "portal",
+                "--",
+                str(JUPYTER_VENV / "bin" / "jupyterhub"),
+                "token",
+                username,
+                "-f",
+                str(REPO / "hub" / "jupyterhub_config.py"),
+            ],
+            env=self.env,
+            cwd=self.state_dir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         return out.stdout.strip().splitlines()[-1]
 
@@ -72,7 +87,9 @@ def jupyterhub(oidc_idp):
     }
     log_file = state.parent / "test-hub.log"
     log = open(log_file, "w")
-    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "hub.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "hub.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     hub = TestHub(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{env['PORTAL_HUB_API_PORT']}/hub/api", state, log_file, env)
     deadline = time.monotonic() + 60
     while True:
@@ -135,8 +152,13 @@ def spawner_scripts(*settings: dict) -> list[dict]:
     if not python.exists():
         pytest.skip(f"no Jupyter venv in {JUPYTER_VENV} (scripts/hub_setup.sh makes it): the spawner cannot be imported")
     request = {"user": pwd.getpwuid(os.getuid()).pw_name, "settings": list(settings)}
-    done = subprocess.run([str(python), str(Path(__file__).with_name("spawner_script.py"))], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(python), str(Path(__file__).with_name("spawner_script.py"))],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

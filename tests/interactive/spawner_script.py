@@ -7,6 +7,7 @@ as JSON on stdin (each ``settings`` item: a spawn-check answer), passes each thr
 with, for each, ``{"script": ..., "default_url": ...}``, or ``{"refused": "..."}`` when the spawner
 refuses it. Nothing is submitted: no sudo, no Slurm.
 """
+
 import json
 import os
 import sys
@@ -29,8 +30,14 @@ class User:
 
 
 def build(user, settings):
-    spawner = PortalSlurmSpawner(user=user, hub=Hub(), name="s-1", api_token="test-api-token",
-                                 oauth_client_id="jupyterhub-user-test", jupyter_venv="/opt/test-jupyter")
+    spawner = PortalSlurmSpawner(
+        user=user,
+        hub=Hub(),
+        name="s-1",
+        api_token="test-api-token",
+        oauth_client_id="jupyterhub-user-test",
+        jupyter_venv="/opt/test-jupyter",
+    )
     try:
         spawner.apply_portal_settings(settings)
     except (KeyError, TypeError, ValueError) as exc:

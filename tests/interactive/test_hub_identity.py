@@ -1,6 +1,7 @@
 """JupyterHub and the portal agree on who someone is: the hub names its users only from the
 portal's answer for issuer + sub. On the real stack: the dev IdP, the live portal, the real hub
 (hub/jupyterhub_config.py with portal_hub.auth.PortalAuthenticator) and the real Slurm."""
+
 from __future__ import annotations
 
 from urllib.parse import urlparse
@@ -77,7 +78,9 @@ def test_impostor_with_alices_name_claim_cannot_reach_alices_hub(hub_portal, por
     # Not signed in to the hub: no token page, no start of a server, with the browser's own cookies.
     page.goto(hub.url + "/hub/token")
     page.wait_for_selector("[data-testid=go-to-portal]")
-    answer = page.request.post(hub.url + "/hub/api/users/alice/servers/sneaky", data="{}", headers={"Content-Type": "application/json"})
+    answer = page.request.post(
+        hub.url + "/hub/api/users/alice/servers/sneaky", data="{}", headers={"Content-Type": "application/json"}
+    )
     assert answer.status == 403
     alice_at_hub = hub.api("GET", "/users/alice")
     assert alice_at_hub.status_code == 404 or alice_at_hub.json()["servers"] == {}

@@ -1,6 +1,7 @@
 """Sessions on the real hub and the real cluster: spawn, reach the server through the proxy, stop;
 what a user's own hub token may not do; the controller down for a minute; a job failing at start-up;
 idle culling."""
+
 from __future__ import annotations
 
 import subprocess
@@ -54,7 +55,18 @@ def wait_ready(hub, user: str, server: str, timeout: float = 120) -> dict:
 def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     hub = hub_portal
     started = time.monotonic()
-    session = session_start(user=alice, raw_options={"ide": "lab", "partition": "interactive", "gpu_type": "a100", "gpu_count": 1, "cpus": 2, "memory_mb": 2048, "hours": 1})
+    session = session_start(
+        user=alice,
+        raw_options={
+            "ide": "lab",
+            "partition": "interactive",
+            "gpu_type": "a100",
+            "gpu_count": 1,
+            "cpus": 2,
+            "memory_mb": 2048,
+            "hours": 1,
+        },
+    )
     server = wait_ready(hub, "alice", session.server_name)
     print(f"spawn to ready: {time.monotonic() - started:.1f} s")
 
@@ -73,7 +85,12 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     assert r.status_code == 200, r.text
     assert "last_activity" in r.json()
     # The portal's service token has no access:servers scope: it cannot use alice's JupyterLab.
-    r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {hub.env['PORTAL_HUB_TOKEN']}"}, timeout=30, allow_redirects=False)
+    r = requests.get(
+        f"{hub.url}{server['url']}api/status",
+        headers={"Authorization": f"token {hub.env['PORTAL_HUB_TOKEN']}"},
+        timeout=30,
+        allow_redirects=False,
+    )
     assert r.status_code in (302, 403), r.status_code
 
     # The page's card says running, with the time left and an Open link to JupyterLab.
@@ -124,7 +141,9 @@ def test_batchspawner_callback_accepts_only_a_port(alice, hub_portal):
     hub = hub_portal
     session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
-    pid = subprocess.run(["pgrep", "-u", "alice", "-f", "jupyterhub-singleuser"], capture_output=True, text=True).stdout.split()[0]
+    pid = subprocess.run(["pgrep", "-u", "alice", "-f", "jupyterhub-singleuser"], capture_output=True, text=True).stdout.split()[
+        0
+    ]
     environ = dict(line.split("=", 1) for line in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
     server_token = environ["JUPYTERHUB_API_TOKEN"]
     hub_api = environ["JUPYTERHUB_API_URL"]
@@ -132,11 +151,17 @@ def test_batchspawner_callback_accepts_only_a_port(alice, hub_portal):
         r = requests.post(f"{hub_api}/batchspawner", headers={"Authorization": f"token {server_token}"}, json=body, timeout=10)
         assert r.status_code == 400, (body, r.text)
     # A user token (not the server's) may not post here at all.
-    r = requests.post(f"{hub_api}/batchspawner", headers={"Authorization": f"token {hub.user_token('alice')}"}, json={"port": 1234}, timeout=10)
+    r = requests.post(
+        f"{hub_api}/batchspawner", headers={"Authorization": f"token {hub.user_token('alice')}"}, json={"port": 1234}, timeout=10
+    )
     assert r.status_code == 403
     assert not Path("/tmp/pwned").exists()
     # The server still works.
-    r = requests.get(f"{hub.url}/user/alice/{session.server_name}/api/status", headers={"Authorization": f"token {hub.user_token('alice')}"}, timeout=30)
+    r = requests.get(
+        f"{hub.url}/user/alice/{session.server_name}/api/status",
+        headers={"Authorization": f"token {hub.user_token('alice')}"},
+        timeout=30,
+    )
     assert r.status_code == 200
 
 
@@ -184,7 +209,9 @@ def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice
     config_dir = Path("/home/alice/.jupyter")
     bad = config_dir / "jupyter_server_config.py"
     subprocess.run(["runuser", "-u", "alice", "--", "mkdir", "-p", str(config_dir)], check=True)
-    subprocess.run(["runuser", "-u", "alice", "--", "sh", "-c", f"echo 'raise SystemExit(\"broken config: {bad}\")' > {bad}"], check=True)
+    subprocess.run(
+        ["runuser", "-u", "alice", "--", "sh", "-c", f"echo 'raise SystemExit(\"broken config: {bad}\")' > {bad}"], check=True
+    )
     try:
         started = time.monotonic()
         session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
@@ -212,9 +239,31 @@ def test_cancel_while_pending_and_refusals_from_the_portal(alice, hub_portal):
     hub = hub_portal
     # bob's job holds a CPU of node1 (the interactive partition's only node, 8 CPUs): a session
     # asking for all 8 waits in line whatever else runs there.
-    blocker = subprocess.run(["sudo", "-u", "bob", "sbatch", "--parsable", "--chdir=/tmp", "--partition=interactive", "--cpus-per-task=1",
-                              "--mem=100M", "--time=5", "--job-name=cancel-blocker", "--output=/dev/null", "--wrap", "sleep 300"],
-                             capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    blocker = (
+        subprocess.run(
+            [
+                "sudo",
+                "-u",
+                "bob",
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                "--partition=interactive",
+                "--cpus-per-task=1",
+                "--mem=100M",
+                "--time=5",
+                "--job-name=cancel-blocker",
+                "--output=/dev/null",
+                "--wrap",
+                "sleep 300",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     try:
         deadline = time.monotonic() + 90
         while sh_state(blocker) != "RUNNING":

@@ -2,6 +2,7 @@
 and nothing else (a fake RStudio, registered by the ``rstudio`` fixture) is offered by the sessions
 form, labelled on its card, listed by the API and the CLI, and gets its own batch script from the
 spawner."""
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,9 @@ def rstudio(monkeypatch, tmp_path):
     rserver.write_text("#!/bin/sh\n")
     rserver.chmod(0o755)
     kind = SessionKind(
-        "rstudio", "RStudio", default_url="/rstudio/",  # jupyter-rsession-proxy's path
+        "rstudio",
+        "RStudio",
+        default_url="/rstudio/",  # jupyter-rsession-proxy's path
         program=Program("rserver", lambda: str(bin_dir), install="apt-get install rstudio-server"),
         env={"RSESSION_PROXY_RSTUDIO_1_4": "yes"},
     )
@@ -46,7 +49,12 @@ def rstudio(monkeypatch, tmp_path):
 def test_the_registry_today():
     assert list(KINDS) == ["lab", "vscode"]
     assert kind_default().name == "lab"
-    assert KINDS["lab"].available() and KINDS["lab"].spawn_settings() == {"label": "JupyterLab", "default_url": "/lab", "path": [], "env": {}}
+    assert KINDS["lab"].available() and KINDS["lab"].spawn_settings() == {
+        "label": "JupyterLab",
+        "default_url": "/lab",
+        "path": [],
+        "env": {},
+    }
 
 
 def test_availability_is_the_programs(settings, tmp_path):
@@ -133,8 +141,12 @@ def test_a_new_kind_is_in_the_apis_options(client, world, rstudio):
     assert kinds["default"] == "lab" and kinds["count"] == 3
     assert {"name": "rstudio", "label": "RStudio", "available": True, "note": ""} in kinds["items"]
     _, raw = token_create(user=alice, name="s", scopes=["sessions"], days=1)
-    r = client.post("/api/v1/sessions", data=json.dumps({"ide": "rstudio", "partition": "interactive"}), content_type="application/json",
-                    HTTP_AUTHORIZATION=f"Bearer {raw}")
+    r = client.post(
+        "/api/v1/sessions",
+        data=json.dumps({"ide": "rstudio", "partition": "interactive"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {raw}",
+    )
     assert r.status_code == HTTPStatus.SERVICE_UNAVAILABLE, r.content  # past the options check; the hub is down here
     assert Session.objects.get().ide == "rstudio"
 
@@ -166,7 +178,10 @@ def test_a_new_kind_gets_its_batch_script(client, hub_settings, rstudio, django_
     settings_ = r.json()["settings"]
     bin_dir = tmp_path / "rstudio-server" / "bin"
     assert {k: settings_[k] for k in ("job_name", "label", "default_url", "path", "env")} == {
-        "job_name": "session-rstudio", "label": "RStudio", "default_url": "/rstudio/", "path": [str(bin_dir)],
+        "job_name": "session-rstudio",
+        "label": "RStudio",
+        "default_url": "/rstudio/",
+        "path": [str(bin_dir)],
         "env": {"RSESSION_PROXY_RSTUDIO_1_4": "yes"},
     }
     [built] = spawner_scripts(settings_)

@@ -1,5 +1,6 @@
 """Session options (the same policy object as batch jobs, plus the session cap) and the endpoints the
 hub's spawner calls, on the recorded cluster."""
+
 from __future__ import annotations
 
 import json
@@ -89,13 +90,25 @@ def test_vscode_only_when_code_server_is_installed(policy, settings, tmp_path):
     assert errors == {} and options.ide == "vscode"
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # slurm_json only reads files
-@given(st.dictionaries(st.sampled_from([*ALLOWED_KEYS, "gres", "options", "x"]),
-                       st.one_of(st.integers(), st.text(max_size=30), st.booleans(), st.none(), st.floats(allow_nan=True))))
+@hsettings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # slurm_json only reads files
+@given(
+    st.dictionaries(
+        st.sampled_from([*ALLOWED_KEYS, "gres", "options", "x"]),
+        st.one_of(st.integers(), st.text(max_size=30), st.booleans(), st.none(), st.floats(allow_nan=True)),
+    )
+)
 def test_fuzz_options_never_crash_and_what_passes_is_within_the_cap(slurm_json, raw):
     from django.test import override_settings
 
-    with override_settings(PORTAL_PARTITIONS=[], SESSION_PARTITIONS=["interactive"], SESSION_MAX_GPUS=2, SESSION_MAX_HOURS=8, CODE_SERVER_DIR="/nonexistent"):
+    with override_settings(
+        PORTAL_PARTITIONS=[],
+        SESSION_PARTITIONS=["interactive"],
+        SESSION_MAX_GPUS=2,
+        SESSION_MAX_HOURS=8,
+        CODE_SERVER_DIR="/nonexistent",
+    ):
         policy = SitePolicy.from_snapshot(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))
         options, errors = parse_session_options(raw, policy=policy)
     if options is None:
@@ -124,13 +137,20 @@ def test_internal_endpoints_need_the_hub_token(client, hub_settings):
         assert r.status_code == 403
         assert "Not the hub" in r.json()["errors"][0]["message"]
     hub_settings.HUB_TOKEN = ""  # sessions not set up: nothing is accepted, not even an empty token
-    assert post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "x", "options": {}}, token="").status_code == 403
+    assert (
+        post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "x", "options": {}}, token="").status_code
+        == 403
+    )
 
 
 @pytest.mark.django_db
 def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub_settings, django_user_model):
     alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
-    r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "lab-1", "options": {"gres": "gpu:4", "gpu_count": 4}})
+    r = post(
+        client,
+        "/hub-internal/spawn-check",
+        {"user": "alice", "server_name": "lab-1", "options": {"gres": "gpu:4", "gpu_count": 4}},
+    )
     assert r.status_code == 400
     messages = [e["message"] for e in r.json()["errors"]]
     assert any("Unknown session option(s): gres" in m for m in messages)
@@ -139,14 +159,29 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
     r = post(client, "/hub-internal/spawn-check", {"user": "nobody", "server_name": "lab-1", "options": {}})
     assert r.status_code == 400 and "has not signed in to the portal" in r.json()["errors"][0]["message"]
 
-    r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "lab-1", "options": {"gpu_count": 1, "gpu_type": "a100", "hours": 1}})
+    r = post(
+        client,
+        "/hub-internal/spawn-check",
+        {"user": "alice", "server_name": "lab-1", "options": {"gpu_count": 1, "gpu_type": "a100", "hours": 1}},
+    )
     assert r.status_code == 200, r.content
     settings_ = r.json()["settings"]
     session = Session.objects.get(user=alice)
     assert settings_["key"] == str(session.key)
     assert settings_ | {"key": None} == {
-        "key": None, "ide": "lab", "job_name": "session-lab", "partition": "interactive", "gpu_type": "a100", "gpu_count": 1,
-        "cpus": 2, "memory_mb": 4096, "time_limit_min": 60, "default_url": "/lab", "label": "JupyterLab", "path": [], "env": {},
+        "key": None,
+        "ide": "lab",
+        "job_name": "session-lab",
+        "partition": "interactive",
+        "gpu_type": "a100",
+        "gpu_count": 1,
+        "cpus": 2,
+        "memory_mb": 4096,
+        "time_limit_min": 60,
+        "default_url": "/lab",
+        "label": "JupyterLab",
+        "path": [],
+        "env": {},
     }
     assert session.state == SessionState.STARTING and session.server_name == "lab-1"
 
@@ -192,10 +227,30 @@ def test_job_status_is_unknown_when_the_snapshot_is_stale(client, hub_settings, 
 @pytest.mark.django_db
 def test_session_event_records_why(client, hub_settings, django_user_model):
     alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
-    s = Session.objects.create(user=alice, server_name="lab-1", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.STARTING)
-    r = post(client, "/hub-internal/session-event", {"user": "alice", "key": str(s.key), "event": "failed", "message": "exit code 1:0"})
+    s = Session.objects.create(
+        user=alice,
+        server_name="lab-1",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.STARTING,
+    )
+    r = post(
+        client, "/hub-internal/session-event", {"user": "alice", "key": str(s.key), "event": "failed", "message": "exit code 1:0"}
+    )
     assert r.status_code == 200
     s.refresh_from_db()
     assert s.state == SessionState.FAILED and s.message == "exit code 1:0"
-    assert post(client, "/hub-internal/session-event", {"user": "alice", "key": "not-a-uuid", "event": "failed", "message": "x"}).status_code == 400
-    assert post(client, "/hub-internal/session-event", {"user": "alice", "key": str(s.key), "event": "rm -rf", "message": "x"}).status_code == 400
+    assert (
+        post(
+            client, "/hub-internal/session-event", {"user": "alice", "key": "not-a-uuid", "event": "failed", "message": "x"}
+        ).status_code
+        == 400
+    )
+    assert (
+        post(
+            client, "/hub-internal/session-event", {"user": "alice", "key": str(s.key), "event": "rm -rf", "message": "x"}
+        ).status_code
+        == 400
+    )

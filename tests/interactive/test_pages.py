@@ -1,5 +1,6 @@
 """The sessions page without a hub (unreachable): bad input never fails, refusals keep the form, CSRF
 on start and stop, nobody stops another user's session, the page says when the hub is down."""
+
 from __future__ import annotations
 
 from http import HTTPStatus
@@ -64,7 +65,15 @@ def test_hub_down_is_said_plainly(client, world):
     session = Session.objects.get()
     assert session.state == SessionState.FAILED and "JupyterHub did not answer" in session.message
     # a running session while the hub is down: the page still renders, with a warning
-    Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    Session.objects.create(
+        user=alice,
+        server_name="lab-x",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.RUNNING,
+    )
     resp = client.get("/sessions/")
     assert resp.status_code == 200
     assert "JupyterHub is unreachable" in resp.content.decode()
@@ -73,7 +82,15 @@ def test_hub_down_is_said_plainly(client, world):
 
 def test_csrf_on_start_and_stop_and_only_the_owner_stops(world):
     alice, bob = world
-    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    s = Session.objects.create(
+        user=alice,
+        server_name="lab-x",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.RUNNING,
+    )
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(alice)
     assert strict.post("/sessions/", GOOD).status_code == HTTPStatus.FORBIDDEN
@@ -92,7 +109,15 @@ def test_role_matrix_for_sessions(world, django_user_model):
     """researcher (owner) / other researcher / admin / unlinked identity: who sees and who stops a session."""
     alice, bob = world
     dana = django_user_model.objects.create(username="dana", oidc_sub="d", oidc_issuer="t", is_staff=True)
-    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    s = Session.objects.create(
+        user=alice,
+        server_name="lab-x",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.RUNNING,
+    )
     rows = {}
     for who in (alice, bob, dana):
         c = Client()
@@ -103,10 +128,17 @@ def test_role_matrix_for_sessions(world, django_user_model):
     assert rows["bob"] == (False, HTTPStatus.NOT_FOUND)
     assert rows["dana"] == (False, HTTPStatus.FORBIDDEN)  # an admin may not end a researcher's session
     # An identity no admin has linked: every sessions page and action says it waits, and changes nothing.
-    erin = django_user_model.objects.create(username="unlinked.0123456789abcdef", oidc_sub="e", oidc_issuer="t", link_state="pending")
+    erin = django_user_model.objects.create(
+        username="unlinked.0123456789abcdef", oidc_sub="e", oidc_issuer="t", link_state="pending"
+    )
     c = Client()
     c.force_login(erin)
-    for response in (c.get("/sessions/"), c.get("/sessions/cards/"), c.post(f"/sessions/{s.key}/stop/"), c.post("/sessions/", GOOD)):
+    for response in (
+        c.get("/sessions/"),
+        c.get("/sessions/cards/"),
+        c.post(f"/sessions/{s.key}/stop/"),
+        c.post("/sessions/", GOOD),
+    ):
         assert response.status_code == HTTPStatus.FORBIDDEN and "waiting for an administrator" in response.content.decode()
     assert Session.objects.count() == 1
     s.refresh_from_db()
@@ -127,7 +159,15 @@ def test_form_messages_follow_the_session_rules(client, world):
 
 def test_stop_twice_says_it_had_ended(client, world):
     alice, _ = world
-    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.STOPPED)
+    s = Session.objects.create(
+        user=alice,
+        server_name="lab-x",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.STOPPED,
+    )
     client.force_login(alice)
     resp = client.post(f"/sessions/{s.key}/stop/", follow=True)
     assert "had already ended" in resp.content.decode()
@@ -140,7 +180,9 @@ def test_stopping_a_session_audits_the_state_before_the_change(client, world, mo
 
     alice, _ = world
     monkeypatch.setattr("interactive.services.hub.stop_server", lambda username, server: None)
-    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=before)
+    s = Session.objects.create(
+        user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=before
+    )
     client.force_login(alice)
     client.post(f"/sessions/{s.key}/stop/")
     event = AuditEvent.objects.get(action="session.stop")
@@ -156,7 +198,15 @@ def test_the_session_line_is_worded_once_for_the_page_and_the_api(world):
     from interactive.services import SessionCard
 
     alice, _ = world
-    s = Session(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=SessionState.RUNNING)
+    s = Session(
+        user=alice,
+        server_name="lab-x",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1024,
+        time_limit_min=60,
+        state=SessionState.RUNNING,
+    )
     queued = SessionCard(s, SessionPhase.QUEUED, None, 2, 3, datetime(2026, 12, 1, 10, 5, tzinfo=UTC), None, "", "")
     running = SessionCard(s, SessionPhase.RUNNING, None, None, None, None, 2400, "", "https://hub/x")
     assert queued.line == "queued · 2nd in line · estimated start 10:05 UTC"

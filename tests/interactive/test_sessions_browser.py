@@ -1,6 +1,7 @@
 """End to end in headless Chromium: sign in to the portal through the IdP, start a JupyterLab session
 from the Sessions page, open it (the hub signs in through the same IdP without asking again), see
 JupyterLab, stop it. The same for VS Code where code-server is installed."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,7 +27,9 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
     page.fill("#id_memory_gb", "2")
     page.fill("#id_hours", "1")
     page.get_by_test_id("start-session").click()
-    card = page.locator(f"[data-testid=session-card][data-phase]:has-text('{'VS Code' if ide == 'vscode' else 'JupyterLab'}')").first
+    card = page.locator(
+        f"[data-testid=session-card][data-phase]:has-text('{'VS Code' if ide == 'vscode' else 'JupyterLab'}')"
+    ).first
     card.wait_for()
     shot(page, f"{name}-1-starting")
     card.get_by_test_id("open-session").wait_for(timeout=120_000)

@@ -2,6 +2,7 @@
 answers: what each session kind runs comes from the portal's registry (interactive/kinds.py), and
 the spawner refuses a kind's part of the answer that is not of the expected shape. No hub, no Slurm:
 the spawner runs under the Jupyter venv's Python (tests/interactive/spawner_script.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """A real Celery worker with embedded beat, on the real Redis, keeps the snapshot fresh."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,25 @@ def worker_with_beat(clean_cache, tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "PORTAL_SNAPSHOT_INTERVAL": "1"}
     log = open(tmp_path / "celery.log", "w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--pool=solo", "-Q", "celery,poller", "--loglevel=INFO",
-         "--schedule", str(tmp_path / "beat-schedule")],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--beat",
+            "--pool=solo",
+            "-Q",
+            "celery,poller",
+            "--loglevel=INFO",
+            "--schedule",
+            str(tmp_path / "beat-schedule"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     yield proc, tmp_path / "celery.log"
     proc.terminate()

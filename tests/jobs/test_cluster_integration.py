@@ -1,4 +1,5 @@
 """Real SSH + sudo + Slurm: jobs run as the researcher; the sudo rule refuses everything else."""
+
 from __future__ import annotations
 
 import io
@@ -28,9 +29,17 @@ def wait_for_end(job_id: str, timeout: float = 90) -> dict:
 
 def test_job_submitted_as_alice_runs_as_alice():
     gw = get_gateway()
-    script = "#!/bin/bash\n#SBATCH --job-name=portal-it\nid -un\necho \"gpus=$CUDA_VISIBLE_DEVICES\"\n"
+    script = '#!/bin/bash\n#SBATCH --job-name=portal-it\nid -un\necho "gpus=$CUDA_VISIBLE_DEVICES"\n'
     out = gw.run(
-        ["sbatch", "--parsable", "--chdir=/tmp", "--partition=small", "--gres=gpu:t4:1", "--time=2", "--output=/tmp/portal-it-%j.out"],
+        [
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "--partition=small",
+            "--gres=gpu:t4:1",
+            "--time=2",
+            "--output=/tmp/portal-it-%j.out",
+        ],
         as_user="alice",
         stdin=script,
     ).out.strip()
@@ -65,7 +74,14 @@ def test_cluster_check_command_reports_every_step():
     buf = io.StringIO()
     call_command("cluster_check", stdout=buf)
     out = buf.getvalue()
-    for finding in ("sshd reachable", "host key matches", "submit helper: ", "sudo rule is narrow", "Slurm answers", "gres/gpu tracked in accounting"):
+    for finding in (
+        "sshd reachable",
+        "host key matches",
+        "submit helper: ",
+        "sudo rule is narrow",
+        "Slurm answers",
+        "gres/gpu tracked in accounting",
+    ):
         assert finding in out
     assert "FAIL" not in out
 

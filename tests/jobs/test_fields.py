@@ -1,5 +1,6 @@
 """jobs.fields: the one vocabulary of a request's fields. Every name in a surface's column is a field
 that surface has, so a refusal re-keyed for it lands on a real field (or on the request as a whole)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +22,11 @@ def profile_paths(model: type[BaseModel] = Profile, prefix: str = "") -> set[str
     paths = set()
     for name, info in model.model_fields.items():
         paths.add(prefix + name)
-        inner = [a for a in (info.annotation, *getattr(info.annotation, "__args__", ())) if isinstance(a, type) and issubclass(a, BaseModel)]
+        inner = [
+            a
+            for a in (info.annotation, *getattr(info.annotation, "__args__", ()))
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         for sub in inner:
             paths |= profile_paths(sub, f"{prefix}{name}.")
     return paths
@@ -31,12 +36,16 @@ def test_every_field_site_policy_names_has_a_row():
     assert {f.name for f in dataclasses.fields(JobRequest)} <= set(NAMES)
 
 
-@pytest.mark.parametrize("column, fields", [
-    (JOB_FORM, set(JobForm.base_fields)),
-    (SESSION_FORM, set(SessionForm.base_fields)),
-    (SESSION_API, set(SessionIn.model_fields)),
-    (PROFILE, profile_paths()),
-], ids=["job form", "session form", "session API", "profile"])
+@pytest.mark.parametrize(
+    "column, fields",
+    [
+        (JOB_FORM, set(JobForm.base_fields)),
+        (SESSION_FORM, set(SessionForm.base_fields)),
+        (SESSION_API, set(SessionIn.model_fields)),
+        (PROFILE, profile_paths()),
+    ],
+    ids=["job form", "session form", "session API", "profile"],
+)
 def test_each_surface_column_names_fields_the_surface_has(column, fields):
     assert set(column) == set(NAMES)
     assert {name for name in column.values() if name} <= fields, {name for name in column.values() if name} - fields

@@ -1,4 +1,5 @@
 """Job pages: rendered from the snapshot and the Job rows; owner-only; clear refusals; no 500s."""
+
 from __future__ import annotations
 
 import time
@@ -38,12 +39,32 @@ def no_slurm(monkeypatch):
 
 
 def make(alice, **kw):
-    fields = dict(user=alice, name="resnet", partition="train", gpu_type="a100", gpu_count=4, memory_mb=1000, time_limit_min=60, script="python3 train.py")
+    fields = dict(
+        user=alice,
+        name="resnet",
+        partition="train",
+        gpu_type="a100",
+        gpu_count=4,
+        memory_mb=1000,
+        time_limit_min=60,
+        script="python3 train.py",
+    )
     fields.update(kw)
     return Job.objects.create(**fields)
 
 
-FORM = dict(name="digits", account="vision", partition="train", gpu_type="a100", gpu_count="1", cpus="2", memory_gb="4", time_limit="00:30:00", workdir="", script="echo hi\n")
+FORM = dict(
+    name="digits",
+    account="vision",
+    partition="train",
+    gpu_type="a100",
+    gpu_count="1",
+    cpus="2",
+    memory_gb="4",
+    time_limit="00:30:00",
+    workdir="",
+    script="echo hi\n",
+)
 
 
 def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
@@ -139,10 +160,23 @@ def test_owner_cancel(client, alice, cluster, no_slurm, django_capture_on_commit
 
 
 def test_log_tail_is_read_as_owner_replaced_and_escaped(client, alice, cluster, monkeypatch):
-    job = make(alice, slurm_job_id=42, state=JobState.RUNNING, output_path="/home/alice/portal-jobs/k/slurm-%j.out", error_path="/home/alice/portal-jobs/k/slurm-%j.err")
+    job = make(
+        alice,
+        slurm_job_id=42,
+        state=JobState.RUNNING,
+        output_path="/home/alice/portal-jobs/k/slurm-%j.out",
+        error_path="/home/alice/portal-jobs/k/slurm-%j.err",
+    )
     fake = FakeTransport()
-    fake.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.out"], stdout=b"epoch 1 <script>alert(1)</script> \xff\xfe ok\n")
-    fake.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.err"], stderr=b"tail: cannot open 'x': No such file or directory\n", returncode=1)
+    fake.expect(
+        ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.out"],
+        stdout=b"epoch 1 <script>alert(1)</script> \xff\xfe ok\n",
+    )
+    fake.expect(
+        ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/home/alice/portal-jobs/k/slurm-42.err"],
+        stderr=b"tail: cannot open 'x': No such file or directory\n",
+        returncode=1,
+    )
     monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
     client.force_login(alice)
     out = client.get(f"/jobs/{job.key}/log/out/").content.decode()
@@ -167,7 +201,9 @@ def test_a_log_read_while_the_job_ran_is_not_shown_once_it_ended(alice, cluster,
 
 def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
     job = make(alice, slurm_job_id=43, state=JobState.COMPLETED, output_path="/o/slurm-%j.out", error_path="/o/slurm-%j.err")
-    fake = FakeTransport().expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-43.out"], stdout=b"x" + b"y" * 65536)
+    fake = FakeTransport().expect(
+        ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-43.out"], stdout=b"x" + b"y" * 65536
+    )
     monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
     tail = logs.job_log_tail(job, "out")
     assert tail.truncated and len(tail.text) == 65536 and set(tail.text) == {"y"}
@@ -203,7 +239,16 @@ def test_history_filters(client, alice, cluster, no_slurm):
 
 
 def test_job_detail_shows_parameters_script_and_exit(client, alice, cluster, no_slurm):
-    job = make(alice, slurm_job_id=9, state=JobState.FAILED, exit_code=0, signal=9, script="echo '<b>hi</b>'", elapsed_s=12, gpu_hours=0.01)
+    job = make(
+        alice,
+        slurm_job_id=9,
+        state=JobState.FAILED,
+        exit_code=0,
+        signal=9,
+        script="echo '<b>hi</b>'",
+        elapsed_s=12,
+        gpu_hours=0.01,
+    )
     client.force_login(alice)
     html = client.get(f"/jobs/{job.key}/").content.decode()
     assert "echo &#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;" in html
@@ -268,7 +313,12 @@ def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, n
     from django.utils import timezone
 
     minutes, ended = fields.pop("minutes", None), fields.pop("ended", False)
-    job = make(alice, start_at=timezone.now() + timedelta(minutes=minutes) if minutes else None, end_at=timezone.now() if ended else None, **fields)
+    job = make(
+        alice,
+        start_at=timezone.now() + timedelta(minutes=minutes) if minutes else None,
+        end_at=timezone.now() if ended else None,
+        **fields,
+    )
     client.force_login(alice)
     explanation = client.get(f"/api/v1/jobs/{job.key}").json()["explanation"]
     row = BeautifulSoup(client.get("/jobs/table/").content, "html.parser").find("tr", attrs={"data-job": str(job.key)})
@@ -279,14 +329,22 @@ def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, n
         assert explanation and cell == explanation
 
 
-def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a_job(client, alice, slurm_json, clean_cache, no_slurm):
+def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a_job(
+    client, alice, slurm_json, clean_cache, no_slurm
+):
     """Recorded sinfo with node3, the only node of small, drained (issue 16, item 6)."""
     from slurm.adapters.v0_0_38 import parse_nodes, parse_partitions
     from slurm.snapshot import ClusterSnapshot, snapshot_store
     from tests.fakes import PARTITIONS_TEXT
 
-    snapshot_store(ClusterSnapshot(taken_at=time.time(), nodes=parse_nodes(slurm_json("22.05", "sinfo_drained")),
-                                   partitions=parse_partitions(PARTITIONS_TEXT), partitions_at=time.time()))
+    snapshot_store(
+        ClusterSnapshot(
+            taken_at=time.time(),
+            nodes=parse_nodes(slurm_json("22.05", "sinfo_drained")),
+            partitions=parse_partitions(PARTITIONS_TEXT),
+            partitions_at=time.time(),
+        )
+    )
     client.force_login(alice)
     small = client.get("/jobs/new/estimate/", {"partition": "small", "gpu_count": "0", "time_limit": "00:10:00"}).content.decode()
     assert 'data-testid="partition-warning"' in small
@@ -295,7 +353,9 @@ def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a
     assert "partition-warning" not in train
 
 
-def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
+def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(
+    client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
+):
     """Issue 16, item 8: the form offers Slurm's --requeue, ticked; unticked sends --no-requeue."""
     client.force_login(alice)
     from bs4 import BeautifulSoup
@@ -328,16 +388,36 @@ def test_a_job_that_needs_more_than_the_team_has_left_is_told_how_to_fit(client,
     from teams.usage import TeamUsage, UsageStatus, _store
 
     def store(quota, used):
-        _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None,
-                                    taken_at=1.0, gpu_hours_quota=quota, gpu_hours_used=used, gpu_hours_left=max(0.0, quota - used),
-                                    used_up=used >= quota)}, UsageStatus(taken_at=1.0))
+        _store(
+            {
+                "vision": TeamUsage(
+                    account="vision",
+                    tracked=True,
+                    period_start=datetime(2026, 11, 1, tzinfo=UTC),
+                    period_end=None,
+                    taken_at=1.0,
+                    gpu_hours_quota=quota,
+                    gpu_hours_used=used,
+                    gpu_hours_left=max(0.0, quota - used),
+                    used_up=used >= quota,
+                )
+            },
+            UsageStatus(taken_at=1.0),
+        )
 
     client.force_login(alice)
     store(10.0, 9.0)
-    html = client.get("/jobs/new/estimate/", {"partition": "train", "gpu_count": "2", "time_limit": "01:00:00", "account": "vision"}).content.decode()
-    assert "it will wait for quota" in html and "To start now, <span data-testid=\"quota-fit\">ask for at most 30 min, or 1 GPU for 60 min</span>" in html
+    html = client.get(
+        "/jobs/new/estimate/", {"partition": "train", "gpu_count": "2", "time_limit": "01:00:00", "account": "vision"}
+    ).content.decode()
+    assert (
+        "it will wait for quota" in html
+        and 'To start now, <span data-testid="quota-fit">ask for at most 30 min, or 1 GPU for 60 min</span>' in html
+    )
     store(0.0, 0.0)
-    html = client.get("/jobs/new/estimate/", {"partition": "train", "gpu_count": "1", "time_limit": "01:00:00", "account": "vision"}).content.decode()
+    html = client.get(
+        "/jobs/new/estimate/", {"partition": "train", "gpu_count": "1", "time_limit": "01:00:00", "account": "vision"}
+    ).content.decode()
     assert "frozen" in html and "next period" not in html
     team = client.get("/").content.decode()
     assert "already used up" not in team

@@ -1,4 +1,5 @@
 """Batch jobs on the real cluster: the form's path from row to Slurm and back, as the researcher."""
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,16 @@ def policy(clean_cache):
 
 
 def submit(user, policy, capture, **kw) -> Job:
-    fields = dict(name="it-job", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="echo hello from $(id -un)\n")
+    fields = dict(
+        name="it-job",
+        partition="small",
+        gpu_type="t4",
+        gpu_count=1,
+        cpus=1,
+        memory_mb=500,
+        time_limit_min=5,
+        script="echo hello from $(id -un)\n",
+    )
     fields.update(kw)
     with capture(execute=True):
         job = job_create(checked=job_check(user=user, request=JobRequest(**fields), policy=policy))
@@ -71,7 +81,16 @@ def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_captur
     if os.path.exists(marker):
         os.unlink(marker)
     name = f"$(touch {marker}) `touch {marker}` \"q\" 'q' ; touch {marker}"
-    job = submit(alice, policy, django_capture_on_commit_callbacks, name=name, workdir="it dir (1) $(id)", gpu_count=0, gpu_type="", script="pwd\n")
+    job = submit(
+        alice,
+        policy,
+        django_capture_on_commit_callbacks,
+        name=name,
+        workdir="it dir (1) $(id)",
+        gpu_count=0,
+        gpu_type="",
+        script="pwd\n",
+    )
     done = wait(job, {JobState.COMPLETED, JobState.FAILED})
     assert done.state == JobState.COMPLETED, done.submit_error
     assert job_log_tail(done, "out").text.strip() == "/home/alice/it dir (1) $(id)"
@@ -85,7 +104,9 @@ def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_captur
     assert not os.path.exists(marker)
 
 
-def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reason(alice, policy, django_capture_on_commit_callbacks):
+def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reason(
+    alice, policy, django_capture_on_commit_callbacks
+):
     job = submit(alice, policy, django_capture_on_commit_callbacks, workdir="/etc/portal-it-forbidden", gpu_count=0, gpu_type="")
     assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
     assert job.submit_error.startswith("The job's directory could not be created: ") and "Permission denied" in job.submit_error
@@ -130,12 +151,37 @@ def test_a_job_id_that_older_rows_still_hold_is_taken_by_the_new_job(alice, poli
     every poll). Older rows take the next ids Slurm will hand out, as after a reset."""
     import subprocess
 
-    last = max(int(line) for line in subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-o", "JobIDRaw", "-S", "now-86400seconds"],
-                                                    capture_output=True, text=True, check=True).stdout.split() if line.isdigit())
-    last = max([last, *(int(x) for x in subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True).stdout.split() if x.isdigit())])
+    last = max(
+        int(line)
+        for line in subprocess.run(
+            ["sacct", "-a", "-X", "-n", "-P", "-o", "JobIDRaw", "-S", "now-86400seconds"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        if line.isdigit()
+    )
+    last = max(
+        [
+            last,
+            *(
+                int(x)
+                for x in subprocess.run(["squeue", "-h", "-o", "%A"], capture_output=True, text=True).stdout.split()
+                if x.isdigit()
+            ),
+        ]
+    )
     for n in range(last + 1, last + 40):  # ids of jobs from "before the reset": one finished, one the portal still thinks runs
-        Job.objects.create(user=alice, name=f"old-{n}", partition="small", memory_mb=1, time_limit_min=1, script="true",
-                           slurm_job_id=n, state=JobState.COMPLETED if n % 2 else JobState.RUNNING)
+        Job.objects.create(
+            user=alice,
+            name=f"old-{n}",
+            partition="small",
+            memory_mb=1,
+            time_limit_min=1,
+            script="true",
+            slurm_job_id=n,
+            state=JobState.COMPLETED if n % 2 else JobState.RUNNING,
+        )
     job = submit(alice, policy, django_capture_on_commit_callbacks, gpu_count=0, gpu_type="")
     assert job.state == JobState.PENDING and last < job.slurm_job_id < last + 40, (job.state, job.slurm_job_id, job.submit_error)
     twin = Job.objects.get(name=f"old-{job.slurm_job_id}")

@@ -15,7 +15,16 @@ def policy(slurm_json, settings):
 
 
 def req(**kw):
-    base = dict(name="train", partition="train", gpu_type="a100", gpu_count=2, cpus=4, memory_mb=8000, time_limit_min=60, script="python3 train.py\n")
+    base = dict(
+        name="train",
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        cpus=4,
+        memory_mb=8000,
+        time_limit_min=60,
+        script="python3 train.py\n",
+    )
     base.update(kw)
     return JobRequest(**base)
 
@@ -104,8 +113,16 @@ def test_text_fields(policy, field, value, words):
     assert words in messages(policy.check(req(**{field: value})))[field]
 
 
-@pytest.mark.parametrize("script", ["#!/bin/bash\necho hi\n", "#!/usr/bin/env bash\necho hi", "#!/bin/sh\necho\n", "echo no shebang",
-                                    "#!/bin/bash\ncat > job.sh <<'EOF'\n#SBATCH --gres=gpu:8\nEOF\n"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "#!/bin/bash\necho hi\n",
+        "#!/usr/bin/env bash\necho hi",
+        "#!/bin/sh\necho\n",
+        "echo no shebang",
+        "#!/bin/bash\ncat > job.sh <<'EOF'\n#SBATCH --gres=gpu:8\nEOF\n",
+    ],
+)
 def test_shell_scripts_pass(policy, script):
     assert policy.check(req(script=script)) == []
 

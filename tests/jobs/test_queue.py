@@ -1,4 +1,5 @@
 """Queue position, estimate and time left, from the snapshot only."""
+
 from datetime import UTC, datetime
 
 import pytest
@@ -15,9 +16,20 @@ def q(job_id, priority, submit, partition="train", state="PENDING"):
 
 
 def test_position_is_one_plus_higher_priority_pending_jobs_in_the_partition():
-    snap = ClusterSnapshot(jobs=parse_jobs({"jobs": [
-        q(1, 500, 10), q(2, 900, 20), q(3, 500, 5), q(4, 100, 1), q(5, 9999, 1, partition="small"), q(6, 9999, 1, state="RUNNING"),
-    ]}))
+    snap = ClusterSnapshot(
+        jobs=parse_jobs(
+            {
+                "jobs": [
+                    q(1, 500, 10),
+                    q(2, 900, 20),
+                    q(3, 500, 5),
+                    q(4, 100, 1),
+                    q(5, 9999, 1, partition="small"),
+                    q(6, 9999, 1, state="RUNNING"),
+                ]
+            }
+        )
+    )
     positions = queue_positions(snap)
     assert positions[2] == (1, 4)  # highest priority
     assert positions[3] == (2, 4)  # tie on priority: earlier submit first
@@ -27,9 +39,17 @@ def test_position_is_one_plus_higher_priority_pending_jobs_in_the_partition():
 
 
 def test_a_pending_array_counts_as_its_tasks():
-    snap = ClusterSnapshot(jobs=parse_jobs({"jobs": [
-        {**q(123456, 900, 1), "array_task_string": "9201-10000%500"}, q(7, 100, 2), {**q(8, 50, 3), "array_task_string": "garbage["},
-    ]}))
+    snap = ClusterSnapshot(
+        jobs=parse_jobs(
+            {
+                "jobs": [
+                    {**q(123456, 900, 1), "array_task_string": "9201-10000%500"},
+                    q(7, 100, 2),
+                    {**q(8, 50, 3), "array_task_string": "garbage["},
+                ]
+            }
+        )
+    )
     positions = queue_positions(snap)
     assert positions[123456] == (1, 802)
     assert positions[7] == (801, 802)  # behind all 800 tasks
@@ -41,7 +61,16 @@ def at(seconds):
 
 
 def test_pending_row_has_position_estimate_and_plain_reason():
-    job = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", gpu_type="a100", gpu_count=2, reason="Resources", start_at=at(2000), time_limit_min=60)
+    job = Job(
+        state=JobState.PENDING,
+        slurm_job_id=7,
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        reason="Resources",
+        start_at=at(2000),
+        time_limit_min=60,
+    )
     row = job_row(job, {7: (3, 5)}, now=1000)
     assert (row.position, row.in_line, row.estimate) == (3, 5, at(2000))
     assert row.reason.group == "RESOURCES" and "2" in row.reason.sentence and "A100" in row.reason.sentence.upper()
@@ -64,14 +93,31 @@ def test_gpu_label():
     assert job_row(Job(state=JobState.COMPLETED, gpu_count=0, time_limit_min=1), {}).gpus_label == "none"
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (59, "59 s"), (300, "5 min"), (301, "5 min 01 s"), (3600, "1 h"), (5400, "1 h 30 min"), (172800, "2 days"), (93600, "1 day 2 h"), (-5, "0 s"), (None, "")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0 s"),
+        (59, "59 s"),
+        (300, "5 min"),
+        (301, "5 min 01 s"),
+        (3600, "1 h"),
+        (5400, "1 h 30 min"),
+        (172800, "2 days"),
+        (93600, "1 day 2 h"),
+        (-5, "0 s"),
+        (None, ""),
+    ],
+)
 def test_duration_filter(seconds, text):
     from portal.formats import duration
 
     assert duration(seconds) == text
 
 
-@pytest.mark.parametrize("n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"), (21, "21st"), (102, "102nd")])
+@pytest.mark.parametrize(
+    "n, text",
+    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"), (21, "21st"), (102, "102nd")],
+)
 def test_ordinal_filter(n, text):
     from portal.formats import ordinal
 
@@ -81,24 +127,54 @@ def test_ordinal_filter(n, text):
 def test_queue_line_words_each_case_once():
     from jobs.queue import queue_line
 
-    pending = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", gpu_type="a100", gpu_count=2, reason="Resources", start_at=at(4000), time_limit_min=60)
+    pending = Job(
+        state=JobState.PENDING,
+        slurm_job_id=7,
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        reason="Resources",
+        start_at=at(4000),
+        time_limit_min=60,
+    )
     line = job_row(pending, {7: (2, 5)}, now=1000).line
     assert (line.place, line.start) == ("2nd in line in train", "estimated start 01:06 UTC (" + line.start.split("(")[1])
-    assert line.text == f"2nd in line in train · {line.start} · Waiting for resources: The 2 A100 GPUs it asks for are in use by other jobs."
+    assert (
+        line.text
+        == f"2nd in line in train · {line.start} · Waiting for resources: The 2 A100 GPUs it asks for are in use by other jobs."
+    )
     held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", reason="PartitionTimeLimit", time_limit_min=60)
     line = job_row(held, {7: (1, 1)}, now=1000).line
     assert line.text.startswith("held in train: will not start until this changes · Will not run unless changed: ")
-    assert line.text.endswith(" To fix: Ask for a time limit within the partition's maximum, or use another partition.") and "in line" not in line.text
+    assert (
+        line.text.endswith(" To fix: Ask for a time limit within the partition's maximum, or use another partition.")
+        and "in line" not in line.text
+    )
     queued = job_row(Job(state=JobState.PENDING, partition="small", time_limit_min=60), {}, now=1000)
     assert queue_line(queued).text == "queued in small · start not estimated yet"
-    assert job_row(Job(state=JobState.SUBMITTING, submit_error="ssh: timeout", time_limit_min=1), {}).line.text == "being submitted: ssh: timeout"
-    assert job_row(Job(state=JobState.SUBMIT_FAILED, submit_error="sbatch: error: x", time_limit_min=1), {}).line.text == "sbatch: error: x"
+    assert (
+        job_row(Job(state=JobState.SUBMITTING, submit_error="ssh: timeout", time_limit_min=1), {}).line.text
+        == "being submitted: ssh: timeout"
+    )
+    assert (
+        job_row(Job(state=JobState.SUBMIT_FAILED, submit_error="sbatch: error: x", time_limit_min=1), {}).line.text
+        == "sbatch: error: x"
+    )
     timeout = job_row(Job(state=JobState.TIMEOUT, exit_code=0, signal=15, time_limit_min=30), {}).line
-    assert (timeout.place, timeout.text) == ("exit code 0, signal 15", "exit code 0, signal 15 The job reached its time limit (30 min) and was stopped. Ask for more time, or let it resume from a checkpoint.")
+    assert (timeout.place, timeout.text) == (
+        "exit code 0, signal 15",
+        "exit code 0, signal 15 The job reached its time limit (30 min) and was stopped. Ask for more time, or let it resume from a checkpoint.",
+    )
     assert job_row(Job(state=JobState.FAILED, signal=9, time_limit_min=1), {}).line.place == "signal 9"
     # Issue 16: a job cancelled while pending showed "exit 0".
-    assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=0, elapsed_s=0, time_limit_min=1), {}).line.place == "cancelled before it started"
-    assert job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=15, elapsed_s=40, time_limit_min=1), {}).line.place == "exit code 0, signal 15"
+    assert (
+        job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=0, elapsed_s=0, time_limit_min=1), {}).line.place
+        == "cancelled before it started"
+    )
+    assert (
+        job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=15, elapsed_s=40, time_limit_min=1), {}).line.place
+        == "exit code 0, signal 15"
+    )
     assert job_row(Job(state=JobState.RUNNING, time_limit_min=1), {}).line.text == ""
 
 
@@ -108,10 +184,26 @@ def test_a_job_held_by_quota_is_told_how_to_fit_and_a_frozen_quota_says_so():
     from teams.usage import TeamUsage
 
     def usage(quota, used):
-        return TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0,
-                         gpu_hours_quota=quota, gpu_hours_used=used, gpu_hours_left=max(0.0, quota - used))
+        return TeamUsage(
+            account="vision",
+            tracked=True,
+            period_start=datetime(2026, 11, 1, tzinfo=UTC),
+            period_end=None,
+            taken_at=1.0,
+            gpu_hours_quota=quota,
+            gpu_hours_used=used,
+            gpu_hours_left=max(0.0, quota - used),
+        )
 
-    held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", account="vision", reason="AssocGrpGRESMinutes", gpu_count=2, time_limit_min=60)
+    held = Job(
+        state=JobState.PENDING,
+        slurm_job_id=7,
+        partition="train",
+        account="vision",
+        reason="AssocGrpGRESMinutes",
+        gpu_count=2,
+        time_limit_min=60,
+    )
     note = job_row(held, {}, now=1000, usage_for=lambda account: usage(10.0, 9.0)).line.quota_note
     assert note.endswith("To start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 2.0 GPU-hours).")
     frozen = job_row(held, {}, now=1000, usage_for=lambda account: usage(0.0, 0.0)).line.quota_note

@@ -1,4 +1,5 @@
 """Pending reasons in plain words (jobs/reasons.py)."""
+
 import re
 
 import pytest
@@ -68,7 +69,10 @@ def test_blocked_reasons_say_what_to_change(code):
 
 def test_examples_word_for_word():
     assert explain_reason("Priority").sentence == "Waiting behind jobs with higher priority in this partition."
-    assert explain_reason("PartitionTimeLimit").fix == "Ask for a time limit within the partition's maximum, or use another partition."
+    assert (
+        explain_reason("PartitionTimeLimit").fix
+        == "Ask for a time limit within the partition's maximum, or use another partition."
+    )
     assert "more GPU-hours than your team has left" in explain_reason("AssocGrpGRESMinutes").sentence
     assert "period" in explain_reason("AssocGrpGRESMinutes").sentence
     assert "concurrent GPU limit" in explain_reason("AssocGrpGRES").sentence
@@ -124,7 +128,11 @@ def test_odd_codes_never_raise(code, expected_code, group, sentence):
 
 
 def test_recorded_reasons_are_all_known(slurm_json):
-    codes = {j["state_reason"] for name in ("squeue", "squeue_arrays", "squeue_gpu_requests") for j in slurm_json("22.05", name)["jobs"]}
+    codes = {
+        j["state_reason"]
+        for name in ("squeue", "squeue_arrays", "squeue_gpu_requests")
+        for j in slurm_json("22.05", name)["jobs"]
+    }
     assert {"Resources", "JobHeldUser", "JobArrayTaskLimit", "NonZeroExitCode", "JobLaunchFailure"} <= codes
     for code in codes:
         assert not explain_reason(code).sentence.startswith("Slurm says"), code

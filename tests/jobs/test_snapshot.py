@@ -1,4 +1,5 @@
 """The snapshot: taken through the gateway, stored in Redis, read by pages without Slurm calls."""
+
 import threading
 from http import HTTPStatus
 
@@ -81,6 +82,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
     client = redis_client()
     client.delete(services.LOCK_NAME)
     results = []
+
     def refresh_in_thread():
         try:
             results.append(services.snapshot_refresh())
@@ -147,7 +149,9 @@ def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, clie
     status = snapshot_status(snapshot_load(with_jobs=False), now=1795970000.0)
     assert status.unreachable == "Cluster unreachable since 16:33 UTC; the last figures are from 2 min 10 s ago."
     snapshot_store(good)
-    assert snapshot_status(snapshot_load(with_jobs=False)).unreachable == "" and client.get("/api/v1/jobs").json()["warning"] == ""
+    assert (
+        snapshot_status(snapshot_load(with_jobs=False)).unreachable == "" and client.get("/api/v1/jobs").json()["warning"] == ""
+    )
 
 
 @pytest.mark.django_db

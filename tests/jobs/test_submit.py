@@ -1,4 +1,5 @@
 """Submission (decision 4) with a scripted fake transport: the row first, never submitted twice."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,12 @@ PASSWD = "alice:x:1001:1001::/home/alice:/bin/bash\n"
 HELPER = "/usr/local/libexec/gpuportal/gpuportal-sbatch"  # settings.PORTAL_SBATCH_HELPER's default
 JOBDIR = f"/home/alice/portal-jobs/{KEY}"
 #: What Slurm 22.05 writes at the top of every --json document; the adapter is chosen from it.
-META_2205 = {"meta": {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}, "release": "22.05.8"}}}
+META_2205 = {
+    "meta": {
+        "plugin": {"type": "openapi/v0.0.38"},
+        "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}, "release": "22.05.8"},
+    }
+}
 
 
 @pytest.fixture
@@ -48,14 +54,34 @@ def fake(monkeypatch):
 
 
 def request_(**kw) -> JobRequest:
-    base = dict(name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4, memory_mb=8192, time_limit_min=90, script="#!/bin/bash\npython3 train.py --epochs 3\n")
+    base = dict(
+        name="resnet",
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        cpus=4,
+        memory_mb=8192,
+        time_limit_min=90,
+        script="#!/bin/bash\npython3 train.py --epochs 3\n",
+    )
     base.update(kw)
     return JobRequest(**base)
 
 
 def make_job(alice, **kw) -> Job:
-    fields = dict(user=alice, account="vision", name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4,
-                  memory_mb=8192, time_limit_min=90, script="#!/bin/bash\npython3 train.py --epochs 3\n", key=KEY)
+    fields = dict(
+        user=alice,
+        account="vision",
+        name="resnet",
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        cpus=4,
+        memory_mb=8192,
+        time_limit_min=90,
+        script="#!/bin/bash\npython3 train.py --epochs 3\n",
+        key=KEY,
+    )
     fields.update(kw)
     return Job.objects.create(**fields)
 
@@ -64,7 +90,9 @@ def expect_submission(fake, *, dirs=(JOBDIR,), home=True, sbatch_out="4242\n", s
     """getent for the home directory (``home``), then one sudo command: the helper makes ``dirs`` and runs sbatch."""
     if home:
         fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    fake.expect([*SUDO, HELPER, *dirs, "--", "--parsable"], stdout=sbatch_out, returncode=sbatch_rc, stderr=sbatch_err, raises=raises)
+    fake.expect(
+        [*SUDO, HELPER, *dirs, "--", "--parsable"], stdout=sbatch_out, returncode=sbatch_rc, stderr=sbatch_err, raises=raises
+    )
 
 
 def is_submission(call) -> bool:
@@ -72,7 +100,9 @@ def is_submission(call) -> bool:
 
 
 @pytest.mark.django_db
-def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(alice, policy, fake, django_capture_on_commit_callbacks):
+def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(
+    alice, policy, fake, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks() as callbacks:
         job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
     assert fake.calls == []
@@ -103,7 +133,7 @@ def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
     sent = send.job_send(job_id=job.pk)
     assert (sent.state, sent.slurm_job_id, sent.slurm_cluster) == (JobState.PENDING, 4242, "portal")
     stdin = fake.calls[-1][1].decode()
-    assert "#SBATCH --comment=\"portal:0f8e7a3c-5b1d-4c2e-9a6f-123456789abc\"" in stdin
+    assert '#SBATCH --comment="portal:0f8e7a3c-5b1d-4c2e-9a6f-123456789abc"' in stdin
     assert sent.output_path == f"/home/alice/portal-jobs/{KEY}/slurm-%j.out"
     # A redelivered task does nothing at all.
     assert send.job_send(job_id=job.pk).slurm_job_id == 4242
@@ -117,8 +147,13 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
     with pytest.raises(send.SubmissionUncertain):
         send.job_send(job_id=job.pk)
     job.refresh_from_db()
-    assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and "checking whether Slurm has the job" in job.submit_error
-    queue = {**META_2205, "jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}]}
+    assert (
+        job.state == JobState.SUBMITTING and job.slurm_job_id is None and "checking whether Slurm has the job" in job.submit_error
+    )
+    queue = {
+        **META_2205,
+        "jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}],
+    }
     fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
     adopted = send.job_send(job_id=job.pk)
     assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
@@ -129,9 +164,18 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
 @pytest.mark.django_db
 def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake):
     # As a first attempt leaves the row: marked, its paths fixed.
-    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
+    job = make_job(
+        alice,
+        submitted_at="2026-11-29T10:00:00Z",
+        workdir=JOBDIR,
+        output_path=f"{JOBDIR}/slurm-%j.out",
+        error_path=f"{JOBDIR}/slurm-%j.err",
+    )
     fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
-    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}))
+    fake.expect(
+        ["sacct", "--json", "-u", "alice", "-S", ANY],
+        stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}),
+    )
     expect_submission(fake, home=False, sbatch_out="777\n")
     sent = send.job_send(job_id=job.pk)
     assert sent.slurm_job_id == 777
@@ -151,7 +195,13 @@ def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
 
 @pytest.mark.django_db
 def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
-    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=JOBDIR, output_path=f"{JOBDIR}/slurm-%j.out", error_path=f"{JOBDIR}/slurm-%j.err")
+    job = make_job(
+        alice,
+        submitted_at="2026-11-29T10:00:00Z",
+        workdir=JOBDIR,
+        output_path=f"{JOBDIR}/slurm-%j.out",
+        error_path=f"{JOBDIR}/slurm-%j.err",
+    )
     fake.expect(["squeue", "--json"], raises=SlurmUnreachable(["squeue"], None, message="down"))
     with pytest.raises(send.SubmissionUncertain):
         send.job_send(job_id=job.pk)
@@ -162,7 +212,12 @@ def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
 @pytest.mark.django_db
 def test_clear_sbatch_refusal_is_final_with_slurms_words(alice, fake):
     job = make_job(alice)
-    expect_submission(fake, sbatch_rc=1, sbatch_out="", sbatch_err="sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n")
+    expect_submission(
+        fake,
+        sbatch_rc=1,
+        sbatch_out="",
+        sbatch_err="sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n",
+    )
     failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and "Invalid account" in failed.submit_error
     assert send.job_send(job_id=job.pk).state == JobState.SUBMIT_FAILED
@@ -172,13 +227,20 @@ def test_clear_sbatch_refusal_is_final_with_slurms_words(alice, fake):
 @pytest.mark.django_db
 def test_a_directory_the_user_cannot_make_fails_with_mkdirs_words(alice, fake):
     job = make_job(alice, workdir="/etc/forbidden")
-    expect_submission(fake, dirs=(JOBDIR, "/etc/forbidden"), sbatch_rc=3, sbatch_out="",
-                      sbatch_err="/usr/bin/mkdir: cannot create directory '/etc/forbidden': Permission denied\n"
-                                 "gpuportal-sbatch: could not make the directory; nothing was submitted\n")
+    expect_submission(
+        fake,
+        dirs=(JOBDIR, "/etc/forbidden"),
+        sbatch_rc=3,
+        sbatch_out="",
+        sbatch_err="/usr/bin/mkdir: cannot create directory '/etc/forbidden': Permission denied\n"
+        "gpuportal-sbatch: could not make the directory; nothing was submitted\n",
+    )
     failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and failed.slurm_job_id is None
-    assert failed.submit_error == ("The job's directory could not be created: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
-                                   "Permission denied. Choose a working directory you can write to (relative to your home).")
+    assert failed.submit_error == (
+        "The job's directory could not be created: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
+        "Permission denied. Choose a working directory you can write to (relative to your home)."
+    )
 
 
 @pytest.mark.django_db
@@ -204,7 +266,7 @@ def test_unreachable_before_sbatch_is_uncertain_not_failed(alice, fake):
 
 @pytest.mark.django_db
 def test_hostile_values_stay_data(alice, fake):
-    job = make_job(alice, name="$(id) `id` \"q\" \\", workdir="runs/odd (dir) $(id)")
+    job = make_job(alice, name='$(id) `id` "q" \\', workdir="runs/odd (dir) $(id)")
     expect_submission(fake, dirs=(JOBDIR, "/home/alice/runs/odd (dir) $(id)"), sbatch_out="99\n")
     send.job_send(job_id=job.pk)
     script = fake.calls[-1][1].decode()
@@ -214,12 +276,19 @@ def test_hostile_values_stay_data(alice, fake):
 
 @pytest.mark.django_db
 def test_rendered_script_matches_golden_file(alice):
-    job = make_job(alice, workdir=f"/home/alice/portal-jobs/{KEY}", output_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.out",
-                   error_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.err", name='resnet "50" $(date)')
+    job = make_job(
+        alice,
+        workdir=f"/home/alice/portal-jobs/{KEY}",
+        output_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.out",
+        error_path=f"/home/alice/portal-jobs/{KEY}/slurm-%j.err",
+        name='resnet "50" $(date)',
+    )
     assert render_batch_script(job) == (GOLDEN / "batch_script.sh").read_text()
 
 
-@pytest.mark.parametrize("value, quoted", [("plain", '"plain"'), ('a"b', '"a\\"b"'), ("back\\slash", '"back\\\\slash"'), ("$(id);`x`", '"$(id);`x`"')])
+@pytest.mark.parametrize(
+    "value, quoted", [("plain", '"plain"'), ('a"b', '"a\\"b"'), ("back\\slash", '"back\\\\slash"'), ("$(id);`x`", '"$(id);`x`"')]
+)
 def test_sbatch_quote(value, quoted):
     assert sbatch_quote(value) == quoted
 
@@ -230,7 +299,9 @@ def test_sbatch_quote_refuses_line_breaks(bad):
         sbatch_quote(bad)
 
 
-@pytest.mark.parametrize("out, parsed", [("123\n", (123, "")), ("123;clusterA\n", (123, "clusterA")), ("warning: x\n456;c\n", (456, "c"))])
+@pytest.mark.parametrize(
+    "out, parsed", [("123\n", (123, "")), ("123;clusterA\n", (123, "clusterA")), ("warning: x\n456;c\n", (456, "c"))]
+)
 def test_parse_sbatch_parsable(out, parsed):
     assert send.parse_sbatch_parsable(out) == parsed
 

@@ -1,4 +1,5 @@
 """The poller updates Job rows from squeue, and finishes them from sacct (recorded 22.05 outputs)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,18 @@ def alice(django_user_model):
 
 
 def job(alice, slurm_id, state=JobState.PENDING, **kw):
-    return Job.objects.create(user=alice, name=f"j{slurm_id}", partition="train", memory_mb=1000, time_limit_min=10,
-                              script="true", slurm_job_id=slurm_id, state=state, submitted_at="2026-11-29T10:00:00Z", **kw)
+    return Job.objects.create(
+        user=alice,
+        name=f"j{slurm_id}",
+        partition="train",
+        memory_mb=1000,
+        time_limit_min=10,
+        script="true",
+        slurm_job_id=slurm_id,
+        state=state,
+        submitted_at="2026-11-29T10:00:00Z",
+        **kw,
+    )
 
 
 #: The key job 18 of the recordings was submitted with (``--comment=portal:<key>``): its row's.
@@ -49,10 +60,17 @@ def test_running_and_pending_jobs_take_squeues_view(alice, slurm_json):
 
 
 def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_json):
-    exit3, sig9, cancelled, gone = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY), job(alice, 19, JobState.RUNNING), job(alice, 20, JobState.RUNNING), job(alice, 17, JobState.RUNNING)
+    exit3, sig9, cancelled, gone = (
+        job(alice, 18, JobState.RUNNING, key=JOB_18_KEY),
+        job(alice, 19, JobState.RUNNING),
+        job(alice, 20, JobState.RUNNING),
+        job(alice, 17, JobState.RUNNING),
+    )
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 already left squeue
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
+    )
     result = jobs_sync(snap(queue), SlurmGateway(fake))
     assert result.finished == 4 and len(fake.calls) == 1
     assert sorted(fake.calls[0][0][-1].split(",")) == ["17", "18", "19", "20"]
@@ -86,7 +104,9 @@ def test_gpu_hours_from_allocated_tres(alice, slurm_json):
 
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down"))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down")
+    )
     result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
@@ -118,8 +138,16 @@ def test_mark_unknown_keeps_the_first_failure_time(alice):
 
 
 def test_submitting_row_is_adopted_when_its_key_is_queued(alice, slurm_json):
-    row = Job.objects.create(user=alice, name="x", partition="train", memory_mb=1, time_limit_min=1, script="true",
-                             key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"), submitted_at="2026-11-29T10:00:00Z")
+    row = Job.objects.create(
+        user=alice,
+        name="x",
+        partition="train",
+        memory_mb=1,
+        time_limit_min=1,
+        script="true",
+        key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"),
+        submitted_at="2026-11-29T10:00:00Z",
+    )
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] == 18]
     queue["jobs"][0]["job_state"] = "PENDING"
@@ -137,8 +165,17 @@ def test_unknown_slurm_state_is_kept_not_finished(alice):
 
 
 def test_reused_job_id_picks_the_record_with_our_key(alice, slurm_json):
-    row = Job.objects.create(user=alice, name="x", partition="train", memory_mb=1, time_limit_min=1, script="true", slurm_job_id=18,
-                             state=JobState.RUNNING, key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"))
+    row = Job.objects.create(
+        user=alice,
+        name="x",
+        partition="train",
+        memory_mb=1,
+        time_limit_min=1,
+        script="true",
+        slurm_job_id=18,
+        state=JobState.RUNNING,
+        key=uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28"),
+    )
     doc = slurm_json("22.05", "sacct_outcomes")
     mine = next(j for j in doc["jobs"] if j["job_id"] == 18)
     older = json.loads(json.dumps(mine))
@@ -183,7 +220,9 @@ def test_a_requeued_job_records_its_restart_and_why(requeued, slurm_json):
 
 def test_the_latest_run_decides_and_history_keeps_the_runs(requeued, slurm_json):
     """Accounting holds two records for the id and key: REQUEUED (first) and COMPLETED (final)."""
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued")))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
+    )
     result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
     requeued.refresh_from_db()
     assert result.finished == 1
@@ -201,7 +240,9 @@ def test_a_record_without_slurms_end_time_is_not_final_yet(requeued, slurm_json)
     assert jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake)).finished == 0
     requeued.refresh_from_db()
     assert requeued.state == JobState.RUNNING and requeued.end_at is None and requeued.elapsed_s is None
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued")))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
+    )
     assert jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake)).finished == 1
     requeued.refresh_from_db()
     assert (requeued.state, requeued.elapsed_s, int(requeued.end_at.timestamp())) == (JobState.COMPLETED, 8, 1796104065)

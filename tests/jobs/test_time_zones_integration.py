@@ -1,5 +1,6 @@
 """Times the portal passes to Slurm are right whatever the cluster's zone (issue 16, item 5): the real
 sacct, run in America/New_York (west of UTC, where UTC text landed hours after the job ended)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,15 +34,48 @@ def new_york(monkeypatch):
 def finished_job(django_user_model):
     """A real job of alice's that ended a moment ago, and its portal row (submitted just now)."""
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
-    row = Job.objects.create(user=alice, name="tz", partition="small", memory_mb=100, time_limit_min=1, script="true",
-                             state=JobState.RUNNING, key=uuid.uuid4(), submitted_at=djtz.now())
-    out = subprocess.run(["sudo", "-n", "-u", "alice", "sbatch", "--parsable", "--chdir=/tmp", "-p", "small", "--mem=100M", "-t", "1",
-                          "-o", "/dev/null", f"--comment={row.comment}", "--wrap", "true"], capture_output=True, text=True, check=True).stdout
+    row = Job.objects.create(
+        user=alice,
+        name="tz",
+        partition="small",
+        memory_mb=100,
+        time_limit_min=1,
+        script="true",
+        state=JobState.RUNNING,
+        key=uuid.uuid4(),
+        submitted_at=djtz.now(),
+    )
+    out = subprocess.run(
+        [
+            "sudo",
+            "-n",
+            "-u",
+            "alice",
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "-p",
+            "small",
+            "--mem=100M",
+            "-t",
+            "1",
+            "-o",
+            "/dev/null",
+            f"--comment={row.comment}",
+            "--wrap",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     job_id = int(out.strip().split(";")[0])
     Job.objects.filter(pk=row.pk).update(slurm_job_id=job_id)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job_id)], capture_output=True, text=True).stdout.strip()
+        state = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job_id)], capture_output=True, text=True
+        ).stdout.strip()
         if state == "COMPLETED":
             break
         time.sleep(1)
@@ -49,8 +83,12 @@ def finished_job(django_user_model):
         pytest.fail(f"job {job_id} did not complete in accounting within 60 s (state {state!r})")
     # slurmdbd lists a job in time-window queries a moment after `sacct -j` has it: wait for that (in UTC).
     while time.monotonic() < deadline + 30:
-        listed = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-u", "alice", "-S", "now-600seconds"],
-                                capture_output=True, text=True, env={"TZ": "UTC", "PATH": "/usr/bin:/bin"}).stdout.split()
+        listed = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-u", "alice", "-S", "now-600seconds"],
+            capture_output=True,
+            text=True,
+            env={"TZ": "UTC", "PATH": "/usr/bin:/bin"},
+        ).stdout.split()
         if str(job_id) in listed:
             break
         time.sleep(1)

@@ -1,5 +1,6 @@
 """Shared fixtures for profile and API tests: users in teams, and a stored snapshot of the recorded
 cluster (partitions interactive, train, small; a100 and t4 nodes)."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,11 +30,18 @@ def people(django_user_model, clean_cache):
     """vision: alice (member), carol (lead); nlp: bob (member), nils (lead); dana: admin (no team)."""
     from teams.models import Membership, Role, Source, Team
 
-    users = {n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else []) for n, t in
-             [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]}
+    users = {
+        n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else [])
+        for n, t in [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]
+    }
     users["dana"].is_staff = True
     users["dana"].save()
     vision, nlp = Team.objects.create(name="vision"), Team.objects.create(name="nlp")
-    for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
+    for user, team, role in [
+        ("alice", vision, Role.MEMBER),
+        ("carol", vision, Role.LEAD),
+        ("bob", nlp, Role.MEMBER),
+        ("nils", nlp, Role.LEAD),
+    ]:
         Membership.objects.create(user=users[user], team=team, role=role, source=Source.ADMIN)
     return users

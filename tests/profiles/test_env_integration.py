@@ -1,6 +1,7 @@
 """Profiles on the real cluster: the environment is built once per spec hash in the shared cache,
 under a file lock; concurrent jobs wait for one build, later jobs reuse it, a failed build leaves
 nothing behind. uv installs from PyPI on the node, as the researcher."""
+
 from __future__ import annotations
 
 import os
@@ -58,7 +59,9 @@ def env_lines(job) -> list[str]:
     return [line for line in job_log_tail(job, "out").text.splitlines() if line.startswith("portal-env:")]
 
 
-def test_same_spec_is_built_once_even_by_two_jobs_at_once_then_reused_by_a_colleague(alice, policy, cache_dir, django_capture_on_commit_callbacks):
+def test_same_spec_is_built_once_even_by_two_jobs_at_once_then_reused_by_a_colleague(
+    alice, policy, cache_dir, django_capture_on_commit_callbacks
+):
     text = PROFILE.format(tag=uuid.uuid4().hex[:6], packages="six==1.16.0")
     first, second = run(alice, text, django_capture_on_commit_callbacks), run(alice, text, django_capture_on_commit_callbacks)
     done = [wait(j, {JobState.COMPLETED, JobState.FAILED}, timeout=240) for j in (first, second)]
@@ -76,7 +79,10 @@ def test_same_spec_is_built_once_even_by_two_jobs_at_once_then_reused_by_a_colle
     carol = type(alice).objects.create(username="carol", slurm_accounts=["vision"])
     third = wait(run(carol, text, django_capture_on_commit_callbacks), {JobState.COMPLETED, JobState.FAILED}, timeout=120)
     lines = env_lines(third)
-    assert third.state == JobState.COMPLETED and lines and lines[0].startswith(f"portal-env: cache hit {envs[0].name}"), (lines, job_log_tail(third, "err").text)
+    assert third.state == JobState.COMPLETED and lines and lines[0].startswith(f"portal-env: cache hit {envs[0].name}"), (
+        lines,
+        job_log_tail(third, "err").text,
+    )
     assert not any("building" in x or "built" in x for x in lines)  # the later run skips the build
     assert f"six 1.16.0 from {envs[0]}" in job_log_tail(third, "out").text
 

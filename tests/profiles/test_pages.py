@@ -1,6 +1,7 @@
 """Profile pages through the Django test client: list, new (prefilled, checked with errors by field
 and line, uploads), save, run now, run/clone with overrides, share/edit/delete by owner only, and
 every URL x role. Refusals are 4xx with a sentence, never 500, and change nothing."""
+
 from __future__ import annotations
 
 import html
@@ -24,15 +25,19 @@ def page(response) -> str:
 def errors_of(response) -> list[str]:
     """The texts of the listed profile errors (data-testid=profile-error)."""
     text = response.content.decode()
-    return [html.unescape(chunk.split("</li>", 1)[0]).replace("<code>", "").replace("</code>", "")
-            for chunk in text.split('data-testid="profile-error">')[1:]]
+    return [
+        html.unescape(chunk.split("</li>", 1)[0]).replace("<code>", "").replace("</code>", "")
+        for chunk in text.split('data-testid="profile-error">')[1:]
+    ]
 
 
 def make(owner, name="digits", team=None, text=EXAMPLE_TEXT) -> Profile:
     from profiles.schema import parse_profile
 
     spec = parse_profile(text.replace("name: train-digits", f"name: {name}"))
-    return Profile.objects.create(owner=owner, name=name, yaml=text.replace("name: train-digits", f"name: {name}"), spec=spec.data, team=team)
+    return Profile.objects.create(
+        owner=owner, name=name, yaml=text.replace("name: train-digits", f"name: {name}"), spec=spec.data, team=team
+    )
 
 
 def team(name):
@@ -80,9 +85,11 @@ def test_check_a_valid_profile_shows_the_script(client, people, cluster, no_slur
 
 
 def test_check_a_broken_profile_lists_errors_by_field_and_line_and_keeps_the_text(client, people, cluster, no_slurm):
-    text = (EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: two")
-            .replace('python: "3.11"', 'python: "2.7"')
-            .replace("name: train-digits", "name: digits <b>&amp; $(id)</b>"))
+    text = (
+        EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: two")
+        .replace('python: "3.11"', 'python: "2.7"')
+        .replace("name: train-digits", "name: digits <b>&amp; $(id)</b>")
+    )
     client.force_login(people["alice"])
     r = client.post("/profiles/new/", {"yaml": text, "action": "check"})
     assert r.status_code == HTTPStatus.BAD_REQUEST
@@ -108,17 +115,20 @@ def test_policy_errors_are_listed_with_their_line(client, people, cluster, no_sl
     assert any(e.startswith("line 14 · environment.python:") and "Offered: 3.11" in e for e in errors), errors
 
 
-@pytest.mark.parametrize("text", [
-    "version: 1\nname: [unclosed\n",
-    "- just\n- a list\n",
-    "just a string",
-    "version: 99\nname: x\n",
-    "version: 1\nname: x\nresources: {partition: small}\nrun: {script: a.py, command: b}\n",
-    "!!python/object/apply:os.system ['id']\n",
-    "a: &a [*a]\n",
-    "x" * (70 * 1024),
-    "version: 1\nname: x\n\x00\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "version: 1\nname: [unclosed\n",
+        "- just\n- a list\n",
+        "just a string",
+        "version: 99\nname: x\n",
+        "version: 1\nname: x\nresources: {partition: small}\nrun: {script: a.py, command: b}\n",
+        "!!python/object/apply:os.system ['id']\n",
+        "a: &a [*a]\n",
+        "x" * (70 * 1024),
+        "version: 1\nname: x\n\x00\n",
+    ],
+)
 def test_odd_input_is_a_400_with_errors_never_a_500(client, people, cluster, no_slurm, text):
     client.force_login(people["alice"])
     for action in ("check", "save", "run"):
@@ -160,7 +170,9 @@ def test_upload_a_yaml_file(client, people, cluster, no_slurm):
 
 def test_uploaded_broken_file_lists_its_errors_by_line(client, people, cluster, no_slurm):
     client.force_login(people["alice"])
-    upload = SimpleUploadedFile("train.yaml", EXAMPLE_TEXT.replace("cpus: 2", "cpus: lots").encode(), content_type="application/x-yaml")
+    upload = SimpleUploadedFile(
+        "train.yaml", EXAMPLE_TEXT.replace("cpus: 2", "cpus: lots").encode(), content_type="application/x-yaml"
+    )
     r = client.post("/profiles/new/", {"yaml": "", "upload": upload, "action": "check"})
     assert r.status_code == HTTPStatus.BAD_REQUEST
     assert any(e.startswith("line 6 · resources.cpus:") for e in errors_of(r)), errors_of(r)
@@ -168,8 +180,11 @@ def test_uploaded_broken_file_lists_its_errors_by_line(client, people, cluster, 
 
 def test_non_utf8_upload_is_a_clear_error(client, people, cluster, no_slurm):
     client.force_login(people["alice"])
-    upload = SimpleUploadedFile("train.yaml", EXAMPLE_TEXT.replace("train-digits", "tr\u00e4in").encode("latin-1") + b"\xff\xfe",
-                                content_type="application/x-yaml")
+    upload = SimpleUploadedFile(
+        "train.yaml",
+        EXAMPLE_TEXT.replace("train-digits", "tr\u00e4in").encode("latin-1") + b"\xff\xfe",
+        content_type="application/x-yaml",
+    )
     r = client.post("/profiles/new/", {"yaml": "", "upload": upload, "action": "save"})
     assert r.status_code == HTTPStatus.BAD_REQUEST
     assert 'data-testid="form-error">The uploaded file is not UTF-8 text.' in r.content.decode()
@@ -198,7 +213,9 @@ def test_save_creates_and_redirects_to_the_detail_page(client, people, cluster, 
     assert "shared with team vision" in body and 'data-testid="edit-profile"' in body
     # The same name again is a clear error on the name's line.
     r = client.post("/profiles/new/", {"yaml": EXAMPLE_TEXT, "action": "save"})
-    assert r.status_code == HTTPStatus.BAD_REQUEST and any(e.startswith("line 2 · name:") and "already have a profile" in e for e in errors_of(r))
+    assert r.status_code == HTTPStatus.BAD_REQUEST and any(
+        e.startswith("line 2 · name:") and "already have a profile" in e for e in errors_of(r)
+    )
     assert Profile.objects.count() == 1 and no_slurm.calls == []
 
 
@@ -216,7 +233,15 @@ def test_run_now_without_saving_creates_a_job(client, people, cluster, no_slurm,
     job = Job.objects.get()
     assert r.status_code == HTTPStatus.FOUND and r["Location"] == f"/jobs/{job.key}/"
     assert (job.user, job.account, job.name, job.partition, job.gpu_count, job.cpus, job.memory_mb, job.time_limit_min) == (
-        people["alice"], "vision", "train-digits", "small", 0, 2, 2048, 10)
+        people["alice"],
+        "vision",
+        "train-digits",
+        "small",
+        0,
+        2,
+        2048,
+        10,
+    )
     assert job.state == JobState.SUBMITTING and job.profile is None and job.profile_spec["name"] == "train-digits"
     assert job.workdir == "gpuportal-examples/digits" and "scikit-learn==1.7.2" in job.script and "train_digits.py" in job.script
     assert Profile.objects.count() == 0  # not saved
@@ -251,7 +276,9 @@ def test_detail_run_with_a_gpu_count_the_partition_does_not_allow(client, people
     assert Job.objects.count() == 0 and no_slurm.calls == []
 
 
-@pytest.mark.parametrize("data, field", [({"gpus": "x"}, "gpus"), ({"gpus": "-1"}, "gpus"), ({"time_limit": "x" * 30}, "time_limit")])
+@pytest.mark.parametrize(
+    "data, field", [({"gpus": "x"}, "gpus"), ({"gpus": "-1"}, "gpus"), ({"time_limit": "x" * 30}, "time_limit")]
+)
 def test_detail_run_with_malformed_overrides_is_400(client, people, cluster, no_slurm, data, field):
     profile = make(people["alice"])
     client.force_login(people["alice"])
@@ -260,14 +287,23 @@ def test_detail_run_with_malformed_overrides_is_400(client, people, cluster, no_
     assert Job.objects.count() == 0
 
 
-def test_detail_run_with_overrides_creates_a_job_from_the_profile(client, people, cluster, no_slurm, django_capture_on_commit_callbacks):
+def test_detail_run_with_overrides_creates_a_job_from_the_profile(
+    client, people, cluster, no_slurm, django_capture_on_commit_callbacks
+):
     profile = make(people["alice"], team=team("vision"))
     client.force_login(people["carol"])  # a colleague runs the shared profile
     with django_capture_on_commit_callbacks() as callbacks:
         r = client.post(f"/profiles/{profile.pk}/run/", {"gpus": "2", "partition": "train", "time_limit": "00:30:00"})
     job = Job.objects.get()
     assert r.status_code == HTTPStatus.FOUND and r["Location"] == f"/jobs/{job.key}/"
-    assert (job.user, job.profile, job.partition, job.gpu_count, job.time_limit_min, job.memory_mb) == (people["carol"], profile, "train", 2, 30, 2048)
+    assert (job.user, job.profile, job.partition, job.gpu_count, job.time_limit_min, job.memory_mb) == (
+        people["carol"],
+        profile,
+        "train",
+        2,
+        30,
+        2048,
+    )
     assert job.profile_spec["resources"]["gpus_per_node"] == 2
     assert len(callbacks) == 1 and no_slurm.calls == []
     profile.refresh_from_db()
@@ -345,13 +381,24 @@ def test_non_owner_team_member_gets_403_and_other_team_404(client, people, clust
     client.force_login(people["carol"])
     body = page(client.get(f"/profiles/{profile.pk}/"))
     assert 'data-testid="edit-profile"' not in body and 'data-testid="delete-profile"' not in body  # no buttons she cannot use
-    for method, url, data in [("get", "edit/", None), ("post", "edit/", {"yaml": EXAMPLE_TEXT, "action": "save"}),
-                              ("post", "share/", {"team": ""}), ("post", "delete/", {})]:
+    for method, url, data in [
+        ("get", "edit/", None),
+        ("post", "edit/", {"yaml": EXAMPLE_TEXT, "action": "save"}),
+        ("post", "share/", {"team": ""}),
+        ("post", "delete/", {}),
+    ]:
         r = getattr(client, method)(f"/profiles/{profile.pk}/{url}", data)
         assert r.status_code == HTTPStatus.FORBIDDEN, (url, r.status_code)
     client.force_login(people["bob"])
-    for method, url, data in [("get", "", None), ("get", "edit/", None), ("post", "edit/", {"yaml": EXAMPLE_TEXT, "action": "save"}),
-                              ("post", "share/", {"team": ""}), ("post", "delete/", {}), ("post", "run/", {}), ("post", "clone/", {})]:
+    for method, url, data in [
+        ("get", "", None),
+        ("get", "edit/", None),
+        ("post", "edit/", {"yaml": EXAMPLE_TEXT, "action": "save"}),
+        ("post", "share/", {"team": ""}),
+        ("post", "delete/", {}),
+        ("post", "run/", {}),
+        ("post", "clone/", {}),
+    ]:
         r = getattr(client, method)(f"/profiles/{profile.pk}/{url}", data)
         assert r.status_code == HTTPStatus.NOT_FOUND, (url, r.status_code)
         assert "digits" not in r.content.decode()  # nothing of the profile shows
@@ -375,8 +422,13 @@ def test_missing_profile_and_wrong_methods(client, people):
 
 def test_anonymous_is_sent_to_sign_in(client, people):
     profile = make(people["alice"])
-    for method, url in [("get", "/profiles/"), ("get", "/profiles/new/"), ("get", f"/profiles/{profile.pk}/"),
-                        ("post", f"/profiles/{profile.pk}/delete/"), ("post", f"/profiles/{profile.pk}/run/")]:
+    for method, url in [
+        ("get", "/profiles/"),
+        ("get", "/profiles/new/"),
+        ("get", f"/profiles/{profile.pk}/"),
+        ("post", f"/profiles/{profile.pk}/delete/"),
+        ("post", f"/profiles/{profile.pk}/run/"),
+    ]:
         r = getattr(client, method)(url)
         assert r.status_code == HTTPStatus.FOUND and "/accounts/" in r["Location"], (url, r.status_code)
     assert Profile.objects.count() == 1 and Job.objects.count() == 0
@@ -384,6 +436,7 @@ def test_anonymous_is_sent_to_sign_in(client, people):
 
 # --- every URL x role ----------------------------------------------------------------------------
 # alice owns the (vision-shared) profile; carol leads vision; bob is in nlp; dana is an admin in no team.
+# fmt: off
 MATRIX = {
     #                                          alice  carol  bob   dana
     ("get", "/profiles/"):                     (200,  200,   200,  200),
@@ -396,9 +449,15 @@ MATRIX = {
     ("post", "/profiles/{pk}/share/"):         (302,  403,   404,  403),
     ("post", "/profiles/{pk}/delete/"):        (302,  403,   404,  403),
 }
+# fmt: on
 WHO = ["alice", "carol", "bob", "dana"]
-BODIES = {"edit": {"yaml": EXAMPLE_TEXT.replace("cpus: 2", "cpus: 3"), "team": "", "action": "save"},
-          "run": {"gpus": "1", "partition": "train"}, "clone": {"name": "mine"}, "share": {"team": ""}, "delete": {}}
+BODIES = {
+    "edit": {"yaml": EXAMPLE_TEXT.replace("cpus: 2", "cpus: 3"), "team": "", "action": "save"},
+    "run": {"gpus": "1", "partition": "train"},
+    "clone": {"name": "mine"},
+    "share": {"team": ""},
+    "delete": {},
+}
 
 
 @pytest.mark.parametrize("endpoint", list(MATRIX), ids=[f"{m} {p}" for m, p in MATRIX])

@@ -1,4 +1,5 @@
 """The profile schema: every error names its field and line; overrides; units."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,14 @@ def errors_of(text: str, **kw) -> list[tuple[str, int | None, str]]:
 
 def test_example_parses_with_units_resolved():
     spec = parse_profile(EXAMPLE_TEXT)
-    assert (spec.name, spec.partition, spec.gpus_per_node, spec.cpus, spec.memory_mb, spec.time_limit_min) == ("train-digits", "small", 0, 2, 2048, 10)
+    assert (spec.name, spec.partition, spec.gpus_per_node, spec.cpus, spec.memory_mb, spec.time_limit_min) == (
+        "train-digits",
+        "small",
+        0,
+        2,
+        2048,
+        10,
+    )
     assert spec.script == "train_digits.py" and spec.args == ("--epochs", "8")
     assert spec.environment["pip"] == ["numpy==2.2.6", "scikit-learn==1.7.2"] and spec.environment["python"] == "3.11"
     assert spec.data["version"] == 1
@@ -46,31 +54,64 @@ environment:
     assert "'rm -rf /' is not a package requirement" in got[("environment.pip", 13)]
 
 
-@pytest.mark.parametrize("text, field, line, words", [
-    ("version: 2\nname: x\nresources: {partition: p}\nrun: {command: x}\n", "version", 1, "reads profile version 1"),
-    ("name: x\nresources: {partition: p}\nrun: {command: x}\n", "version", None, "required"),
-    ("version: 1\nname: [x\n", "", 3, "not valid YAML"),
-    ("- just\n- a list\n", "", 1, "YAML mapping"),
-    ("version: 1\nname: x\nresources: {partition: p, time_limit: '2:00'}\nrun: {command: x}\n", "resources.time_limit", 3, "ambiguous"),
-    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x, args: [a]}\n", "run", 4, "run.args go with run.script"),
-    ("version: 1\nname: x\nresources: {partition: p, nodes: 0}\nrun: {command: x}\n", "resources.nodes", 3, "greater than or equal to 1"),
-    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {pip: [--index-url=http://evil]}\n", "environment.pip", 5, "not a package requirement"),
-    ("version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {python: '3.x'}\n", "environment.python", 5, "not a version"),
-    ("version: 1\nname: !!python/object:os.system x\n", "", 2, "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, field, line, words",
+    [
+        ("version: 2\nname: x\nresources: {partition: p}\nrun: {command: x}\n", "version", 1, "reads profile version 1"),
+        ("name: x\nresources: {partition: p}\nrun: {command: x}\n", "version", None, "required"),
+        ("version: 1\nname: [x\n", "", 3, "not valid YAML"),
+        ("- just\n- a list\n", "", 1, "YAML mapping"),
+        (
+            "version: 1\nname: x\nresources: {partition: p, time_limit: '2:00'}\nrun: {command: x}\n",
+            "resources.time_limit",
+            3,
+            "ambiguous",
+        ),
+        (
+            "version: 1\nname: x\nresources: {partition: p}\nrun: {command: x, args: [a]}\n",
+            "run",
+            4,
+            "run.args go with run.script",
+        ),
+        (
+            "version: 1\nname: x\nresources: {partition: p, nodes: 0}\nrun: {command: x}\n",
+            "resources.nodes",
+            3,
+            "greater than or equal to 1",
+        ),
+        (
+            "version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {pip: [--index-url=http://evil]}\n",
+            "environment.pip",
+            5,
+            "not a package requirement",
+        ),
+        (
+            "version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {python: '3.x'}\n",
+            "environment.python",
+            5,
+            "not a version",
+        ),
+        ("version: 1\nname: !!python/object:os.system x\n", "", 2, "not valid YAML"),
+    ],
+)
 def test_refusals(text, field, line, words):
     found = errors_of(text)
     assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
 
 
-@pytest.mark.parametrize("field, old, new", [
-    ("gpus_per_node", "gpus_per_node: 0", "gpus_per_node: yes"),
-    ("cpus", "cpus: 2", "cpus: true"),
-    ("nodes", "cpus: 2", "cpus: 2\n  nodes: on"),
-])
+@pytest.mark.parametrize(
+    "field, old, new",
+    [
+        ("gpus_per_node", "gpus_per_node: 0", "gpus_per_node: yes"),
+        ("cpus", "cpus: 2", "cpus: true"),
+        ("nodes", "cpus: 2", "cpus: 2\n  nodes: on"),
+    ],
+)
 def test_booleans_are_not_counts(field, old, new):
     text = EXAMPLE_TEXT.replace(old, new)
-    assert [(f, msg) for f, _, msg in errors_of(text)] == [(f"resources.{field}", "Must be a whole number, not yes/no or true/false.")]
+    assert [(f, msg) for f, _, msg in errors_of(text)] == [
+        (f"resources.{field}", "Must be a whole number, not yes/no or true/false.")
+    ]
     assert errors_of(EXAMPLE_TEXT, overrides={"gpus": True})[0][:2] == ("resources.gpus_per_node", None)
 
 
@@ -83,14 +124,25 @@ def test_overrides_apply_and_their_errors_have_no_line():
 
 def test_yaml_bombs_deep_nesting_and_huge_files_are_refused_quickly():
     # 10^8 values through aliases: refused before anything is expanded (this once took minutes).
-    bomb = "a: &a [" + ",".join(["x"] * 10) + "]\n" + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n" for p, c in zip("abcdefg", "bcdefgh", strict=False))
-    assert errors_of("version: 1\n" + bomb) == [("", 3, "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.")]
-    assert errors_of("version: 1\nname: " + "[" * 20000 + "]" * 20000 + "\n") == [("", 2, "The profile is nested more than 10 levels deep.")]
+    bomb = (
+        "a: &a ["
+        + ",".join(["x"] * 10)
+        + "]\n"
+        + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n" for p, c in zip("abcdefg", "bcdefgh", strict=False))
+    )
+    assert errors_of("version: 1\n" + bomb) == [
+        ("", 3, "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.")
+    ]
+    assert errors_of("version: 1\nname: " + "[" * 20000 + "]" * 20000 + "\n") == [
+        ("", 2, "The profile is nested more than 10 levels deep.")
+    ]
     with pytest.raises(Refused):
         parse_profile("x" * (70 * 1024))
 
 
-@pytest.mark.parametrize("value, mib", [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), (1000, 1000), ("1.5G", 1536), ("1T", 1048576)])
+@pytest.mark.parametrize(
+    "value, mib", [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), (1000, 1000), ("1.5G", 1536), ("1T", 1048576)]
+)
 def test_memory_units(value, mib):
     assert memory_mib(value) == mib
 
@@ -101,20 +153,23 @@ def test_memory_refused(value):
         memory_mib(value)
 
 
-@pytest.mark.parametrize("item, plain", [
-    ("numpy", True),
-    ("numpy==2.2.6", True),
-    ("scikit-learn>=1.5,<2", True),
-    ("torch[cuda]~=2.4", True),
-    ("torch==2.4.0+cu121", True),
-    ("numpy @ https://example.org/numpy.whl", False),  # a URL: requirements file
-    ("numpy; python_version < '3.12'", False),  # a marker: requirements file
-    ("--index-url=http://evil", False),
-    ("./local/pkg", False),
-    ("rm -rf /", False),
-    ("numpy[", False),
-    ("x" * 201, False),
-])
+@pytest.mark.parametrize(
+    "item, plain",
+    [
+        ("numpy", True),
+        ("numpy==2.2.6", True),
+        ("scikit-learn>=1.5,<2", True),
+        ("torch[cuda]~=2.4", True),
+        ("torch==2.4.0+cu121", True),
+        ("numpy @ https://example.org/numpy.whl", False),  # a URL: requirements file
+        ("numpy; python_version < '3.12'", False),  # a marker: requirements file
+        ("--index-url=http://evil", False),
+        ("./local/pkg", False),
+        ("rm -rf /", False),
+        ("numpy[", False),
+        ("x" * 201, False),
+    ],
+)
 def test_pip_items_are_plain_requirements(item, plain):
     """environment.pip takes requirements by name (read by packaging.requirements); the rest is refused."""
     import json

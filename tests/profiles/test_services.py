@@ -1,5 +1,6 @@
 """profiles.services: a profile run is checked against site policy once, and its refusal speaks the
 profile's field names (with lines)."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,11 +31,17 @@ def test_a_profile_run_checks_site_policy_once(people, cluster, no_slurm, policy
 
 def test_a_refused_profile_run_names_the_profiles_fields_and_lines(people, cluster, no_slurm, policy_checks):
     with pytest.raises(Refused) as refused:
-        profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: 4").replace('"00:10:00"', '"02:00:00"'))
+        profile_run(
+            user=people["alice"],
+            text=EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: 4").replace('"00:10:00"', '"02:00:00"'),
+        )
     problems = {p.field: p for p in refused.value.problems}
     assert set(problems) == {"resources.gpus_per_node", "resources.time_limit"}
     assert problems["resources.gpus_per_node"].line == 5 and "Allowed: 0, 1, 2" in problems["resources.gpus_per_node"].message
-    assert problems["resources.time_limit"].line == 8 and "longer than small's maximum of 1 h" in problems["resources.time_limit"].message
+    assert (
+        problems["resources.time_limit"].line == 8
+        and "longer than small's maximum of 1 h" in problems["resources.time_limit"].message
+    )
     assert len(policy_checks) == 1 and not Job.objects.exists()
 
 

@@ -22,6 +22,7 @@ if any other command was tried, even one whose failure the code swallowed. Jupyt
 :class:`EmptyHub`, an in-memory hub that starts empty, so session starts succeed (201) and a 503
 would be a finding. Runs are repeatable (``derandomize``) and bounded (``MAX_EXAMPLES``).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -63,7 +64,9 @@ JOB_KEY = uuid.UUID("5f0c8a52-6d1e-4c8e-9a4b-0d7f3a1e2b3c")
 PROFILE_PK = 987_654_321
 KNOWN_PATH_VALUES = {"ref": ["77", str(JOB_KEY)], "pk": [PROFILE_PK], "name": ["lab-0000", "lab-0001", "vision"]}
 #: The example profile with the two fields it lacks (an account and a requirements file): valid, it saves and runs.
-PROFILE = EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: vision\n") + "  requirements: requirements.txt\n"
+PROFILE = (
+    EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: vision\n") + "  requirements: requirements.txt\n"
+)
 #: Where a hostile value may reach the job's bash script (checked to be quoted there).
 SHELL_MARKERS = ["touch /tmp/pwned", "$(id)", "`id`"]
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -127,11 +130,42 @@ def before_generate_path_parameters(context, strategy):
 
 
 #: Values put into a profile field or an override: odd types, limits, shell and encoding tricks.
-HOSTILE = ["$(id)", "`id`", "a;b|c&d>e<f", "x' ; touch /tmp/pwned ; echo '", 'x" ; touch /tmp/pwned ; echo "', "../../etc/passwd",
-           "/etc/shadow", "\x00", "a\x00b", "\u202eevil", "\u200b", "line\nbreak", "#SBATCH --gres=gpu:8", "numpy==1; rm -rf ~",
-           "--index-url=http://evil/", "é" * 300, "", " ", "-1", "99999999999999999999", "1e309", "NaN", "Infinity", "{{ 7*7 }}"]
-VALUES = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40), st.integers(), st.sampled_from([-1, 0, 2**31, 2**63, 10**30]),
-                   st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(), st.lists(st.sampled_from(HOSTILE), max_size=3))
+HOSTILE = [
+    "$(id)",
+    "`id`",
+    "a;b|c&d>e<f",
+    "x' ; touch /tmp/pwned ; echo '",
+    'x" ; touch /tmp/pwned ; echo "',
+    "../../etc/passwd",
+    "/etc/shadow",
+    "\x00",
+    "a\x00b",
+    "\u202eevil",
+    "\u200b",
+    "line\nbreak",
+    "#SBATCH --gres=gpu:8",
+    "numpy==1; rm -rf ~",
+    "--index-url=http://evil/",
+    "é" * 300,
+    "",
+    " ",
+    "-1",
+    "99999999999999999999",
+    "1e309",
+    "NaN",
+    "Infinity",
+    "{{ 7*7 }}",
+]
+VALUES = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=40),
+    st.integers(),
+    st.sampled_from([-1, 0, 2**31, 2**63, 10**30]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.lists(st.sampled_from(HOSTILE), max_size=3),
+)
 _FIELD_LINES = [i for i, line in enumerate(PROFILE.splitlines()) if re.match(r"^ *[a-z_]+: \S", line)]
 
 
@@ -145,7 +179,9 @@ def _with_value(index: int, value) -> str:
 #: The profile (valid), or it with one field's value replaced by a hostile one.
 PROFILE_TEXTS = st.one_of(st.just(PROFILE), st.builds(_with_value, st.sampled_from(_FIELD_LINES), VALUES))
 #: Overrides by their real names (generated keys are almost never one), with hostile values.
-OVERRIDES = st.dictionaries(st.sampled_from(sorted(OVERRIDE_ALIASES) + ["resources.cpus", "run.args", "environment.pip"]), VALUES, max_size=3)
+OVERRIDES = st.dictionaries(
+    st.sampled_from(sorted(OVERRIDE_ALIASES) + ["resources.cpus", "run.args", "environment.pip"]), VALUES, max_size=3
+)
 
 
 def _profile_like(body):
@@ -198,7 +234,14 @@ class EmptyHub:
 
     def start_server(self, username, server_name, user_options):
         self.users.setdefault(username, {})[server_name] = hub.HubServer(
-            server_name, False, "spawn", f"/user/{username}/{server_name}/", f"/hub/api/users/{username}/servers/{server_name}/progress", None, None)
+            server_name,
+            False,
+            "spawn",
+            f"/user/{username}/{server_name}/",
+            f"/hub/api/users/{username}/servers/{server_name}/progress",
+            None,
+            None,
+        )
         return False
 
     def stop_server(self, username, server_name):
@@ -234,17 +277,56 @@ def api_world(people, cluster, no_slurm, monkeypatch, settings):
 
     monkeypatch.setattr(no_slurm, "execute", execute)
 
-    Job.objects.create(key=JOB_KEY, user=carol, account="vision", name="train", partition="small", memory_mb=1024, time_limit_min=10,
-                       script="true", state=JobState.RUNNING, slurm_job_id=77, output_path="/o/%j.out", error_path="/o/%j.err")
+    Job.objects.create(
+        key=JOB_KEY,
+        user=carol,
+        account="vision",
+        name="train",
+        partition="small",
+        memory_mb=1024,
+        time_limit_min=10,
+        script="true",
+        state=JobState.RUNNING,
+        slurm_job_id=77,
+        output_path="/o/%j.out",
+        error_path="/o/%j.err",
+    )
     shared = EXAMPLE_TEXT.replace("name: train-digits", "name: shared-digits")  # the example's own name stays free to save
-    Profile.objects.create(pk=PROFILE_PK, owner=carol, name="shared-digits", yaml=shared, spec=parse_profile(shared).data,
-                           team=Team.objects.get(name="vision"))
-    Session.objects.create(user=carol, server_name="lab-0000", ide="lab", partition="interactive", memory_mb=4096, time_limit_min=120,
-                           state="STOPPED", message="Stopped by you.")
-    Session.objects.create(user=carol, server_name="lab-0001", ide="lab", partition="interactive", memory_mb=4096, time_limit_min=120,
-                           state="RUNNING")
-    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)},
-           UsageStatus(taken_at=1.0))
+    Profile.objects.create(
+        pk=PROFILE_PK,
+        owner=carol,
+        name="shared-digits",
+        yaml=shared,
+        spec=parse_profile(shared).data,
+        team=Team.objects.get(name="vision"),
+    )
+    Session.objects.create(
+        user=carol,
+        server_name="lab-0000",
+        ide="lab",
+        partition="interactive",
+        memory_mb=4096,
+        time_limit_min=120,
+        state="STOPPED",
+        message="Stopped by you.",
+    )
+    Session.objects.create(
+        user=carol,
+        server_name="lab-0001",
+        ide="lab",
+        partition="interactive",
+        memory_mb=4096,
+        time_limit_min=120,
+        state="RUNNING",
+    )
+    _store(
+        {
+            "vision": TeamUsage(
+                account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0
+            )
+        },
+        UsageStatus(taken_at=1.0),
+    )
     yield carol
     assert all(is_log_read(argv) for argv, _, _ in no_slurm.calls), f"the API ran commands on Slurm's side: {no_slurm.calls}"
 
@@ -263,7 +345,7 @@ def unquoted(script: str, needle: str) -> list[int]:
             literal[i] = True
             state = "" if c == "\n" else state
         elif c == "\\":
-            literal[i: i + 2] = [True] * len(literal[i: i + 2])
+            literal[i : i + 2] = [True] * len(literal[i : i + 2])
             i += 2
             continue
         elif state == '"':
@@ -275,7 +357,7 @@ def unquoted(script: str, needle: str) -> list[int]:
         elif c == "#" and (i == 0 or script[i - 1] in " \t\n;"):
             literal[i], state = True, "#"
         i += 1
-    return [m.start() for m in re.finditer(re.escape(needle), script) if not all(literal[m.start(): m.end()])]
+    return [m.start() for m in re.finditer(re.escape(needle), script) if not all(literal[m.start() : m.end()])]
 
 
 def _assert_clear_4xx(response) -> None:
@@ -284,8 +366,9 @@ def _assert_clear_4xx(response) -> None:
             body = json.loads(response.content)
         except ValueError:
             raise AssertionError(f"{response.status_code} without a JSON body: {response.content[:200]!r}") from None
-        assert isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"].strip(), \
+        assert isinstance(body, dict) and isinstance(body.get("detail"), str) and body["detail"].strip(), (
             f"{response.status_code} without a 'detail' sentence: {body!r}"
+        )
 
 
 def _assert_script_quotes(response) -> None:
@@ -297,9 +380,19 @@ def _assert_script_quotes(response) -> None:
 
 
 @schema.parametrize()
-@hsettings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
+@hsettings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
 def test_every_operation_conforms_to_the_schema(case, api_world):
     # One transaction (and one set of rows) per operation: examples see what earlier ones created.
     if (case.headers or {}).get("Authorization") == PLACEHOLDER:
@@ -378,13 +471,22 @@ REFUSED_EVERYWHERE = [
 @pytest.mark.parametrize("field, value", REFUSED_EVERYWHERE, ids=[f"{f}={v}" for f, v in REFUSED_EVERYWHERE])
 def test_shell_metacharacters_where_no_such_value_is_valid_are_refused(client, api_world, field, value):
     text, before = _profile(**{field: value}), _rows()
-    for method, path, body in [("post", "/jobs", {"profile_yaml": text}), ("post", "/profiles", {"yaml": text}),
-                               ("put", f"/profiles/{PROFILE_PK}", {"yaml": text})]:
+    for method, path, body in [
+        ("post", "/jobs", {"profile_yaml": text}),
+        ("post", "/profiles", {"yaml": text}),
+        ("put", f"/profiles/{PROFILE_PK}", {"yaml": text}),
+    ]:
         _assert_refused(_send(client, method, path, api_world.fuzz_token, body), before, field)
     assert Profile.objects.get(pk=PROFILE_PK).name == "shared-digits"  # the PUT changed nothing
 
 
-PAYLOADS = ["$(touch /tmp/pwned)", "`touch /tmp/pwned`", "x'; touch /tmp/pwned; echo '", 'x"; touch /tmp/pwned; echo "', "a;touch /tmp/pwned|b&c"]
+PAYLOADS = [
+    "$(touch /tmp/pwned)",
+    "`touch /tmp/pwned`",
+    "x'; touch /tmp/pwned; echo '",
+    'x"; touch /tmp/pwned; echo "',
+    "a;touch /tmp/pwned|b&c",
+]
 
 
 @pytest.mark.parametrize("field", ["name", "run.script", "run.args", "run.workdir", "environment.requirements"])
@@ -404,8 +506,9 @@ def test_shell_metacharacters_in_free_text_fields_never_reach_bash_as_code(clien
         assert unquoted(script, "touch /tmp/pwned") == [], f"{field}={payload!r} reaches bash as code:\n{script}"
 
 
-@pytest.mark.parametrize("raw", [b'{"yaml": "\xff\xfe"}', b"\xc3\x28", b'{"profile_yaml": "version: 1\xed\xa0\x80"}', b"\x00",
-                                 b'{"yaml": "\\ud800"}'])
+@pytest.mark.parametrize(
+    "raw", [b'{"yaml": "\xff\xfe"}', b"\xc3\x28", b'{"profile_yaml": "version: 1\xed\xa0\x80"}', b"\x00", b'{"yaml": "\\ud800"}']
+)
 @pytest.mark.parametrize("path", ["/jobs", "/profiles", "/profiles/validate", f"/profiles/{PROFILE_PK}/clone", "/sessions"])
 def test_invalid_utf8_as_the_raw_body_is_refused(client, api_world, raw, path):
     _assert_refused(_send(client, "post", path, api_world.fuzz_token, raw=raw), _rows())
@@ -418,59 +521,97 @@ def _nested(depth: int):
     return value
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/jobs", {"profile_yaml": "#" * 1_000_000}),
-    ("/jobs", {"profile_yaml": PROFILE + "# " + "x" * 1_000_000 + "\n"}),
-    ("/profiles", {"yaml": PROFILE + "#" * 1_000_000}),
-    ("/profiles/validate", {"yaml": "a" * 1_000_000}),
-    (f"/profiles/{PROFILE_PK}/clone", {"name": "n" * 1_000_000}),
-    (f"/profiles/{PROFILE_PK}/submit", {"overrides": {"run.args": ["x" * 1_000_000]}}),
-    (f"/profiles/{PROFILE_PK}/submit", {"overrides": {f"k{i}": i for i in range(60_000)}}),
-    ("/sessions", {"gpu_type": "x" * 1_000_000}),
-    ("/sessions", {f"field{i}": i for i in range(100_000)}),
-    ("/profiles", {"x" * 1_000_000: 1}),
-    ("/jobs", {"profile_yaml": PROFILE, "overrides": {"args": _nested(900)}}),
-    (f"/profiles/{PROFILE_PK}/clone", {"overrides": {"args": _nested(900)}}),
-    ("/jobs", {"profile_yaml": "#" * 3_000_000}),  # over Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)
-], ids=["yaml-1MB", "yaml-1MB-comment", "profile-1MB", "validate-1MB", "clone-name-1MB", "override-1MB", "60k-overrides",
-        "gpu_type-1MB", "100k-fields", "1MB-key", "overrides-900-deep", "clone-900-deep", "body-3MB"])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/jobs", {"profile_yaml": "#" * 1_000_000}),
+        ("/jobs", {"profile_yaml": PROFILE + "# " + "x" * 1_000_000 + "\n"}),
+        ("/profiles", {"yaml": PROFILE + "#" * 1_000_000}),
+        ("/profiles/validate", {"yaml": "a" * 1_000_000}),
+        (f"/profiles/{PROFILE_PK}/clone", {"name": "n" * 1_000_000}),
+        (f"/profiles/{PROFILE_PK}/submit", {"overrides": {"run.args": ["x" * 1_000_000]}}),
+        (f"/profiles/{PROFILE_PK}/submit", {"overrides": {f"k{i}": i for i in range(60_000)}}),
+        ("/sessions", {"gpu_type": "x" * 1_000_000}),
+        ("/sessions", {f"field{i}": i for i in range(100_000)}),
+        ("/profiles", {"x" * 1_000_000: 1}),
+        ("/jobs", {"profile_yaml": PROFILE, "overrides": {"args": _nested(900)}}),
+        (f"/profiles/{PROFILE_PK}/clone", {"overrides": {"args": _nested(900)}}),
+        ("/jobs", {"profile_yaml": "#" * 3_000_000}),  # over Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)
+    ],
+    ids=[
+        "yaml-1MB",
+        "yaml-1MB-comment",
+        "profile-1MB",
+        "validate-1MB",
+        "clone-name-1MB",
+        "override-1MB",
+        "60k-overrides",
+        "gpu_type-1MB",
+        "100k-fields",
+        "1MB-key",
+        "overrides-900-deep",
+        "clone-900-deep",
+        "body-3MB",
+    ],
+)
 def test_a_megabyte_body_is_refused_briefly(client, api_world, path, body):
     _assert_refused(_send(client, "post", path, api_world.fuzz_token, body), _rows())
 
 
 OUT_OF_RANGE = [
-    ("gpus", -1), ("gpus", 10**30), ("gpus", 2**63), ("cpus", -(2**63)), ("cpus", 1e308), ("nodes", 10**6), ("memory", -5),
-    ("memory", "99999999999T"), ("memory", 1e308), ("time_limit", -1), ("time_limit", 10**20), ("time_limit", "99999-00:00:00"),
+    ("gpus", -1),
+    ("gpus", 10**30),
+    ("gpus", 2**63),
+    ("cpus", -(2**63)),
+    ("cpus", 1e308),
+    ("nodes", 10**6),
+    ("memory", -5),
+    ("memory", "99999999999T"),
+    ("memory", 1e308),
+    ("time_limit", -1),
+    ("time_limit", 10**20),
+    ("time_limit", "99999-00:00:00"),
 ]
-FIELD_OF = {"gpus": "resources.gpus_per_node", "cpus": "resources.cpus", "nodes": "resources.nodes", "memory": "resources.memory",
-            "time_limit": "resources.time_limit"}
+FIELD_OF = {
+    "gpus": "resources.gpus_per_node",
+    "cpus": "resources.cpus",
+    "nodes": "resources.nodes",
+    "memory": "resources.memory",
+    "time_limit": "resources.time_limit",
+}
 
 
 @pytest.mark.parametrize("name, value", OUT_OF_RANGE, ids=[f"{n}={v}" for n, v in OUT_OF_RANGE])
 def test_negative_and_huge_numbers_in_overrides_are_refused(client, api_world, name, value):
     overrides = {name: value}
-    for path, body in [("/jobs", {"profile_yaml": PROFILE, "overrides": overrides}), (f"/profiles/{PROFILE_PK}/submit", {"overrides": overrides}),
-                       (f"/profiles/{PROFILE_PK}/clone", {"name": "copy", "overrides": overrides})]:
+    for path, body in [
+        ("/jobs", {"profile_yaml": PROFILE, "overrides": overrides}),
+        (f"/profiles/{PROFILE_PK}/submit", {"overrides": overrides}),
+        (f"/profiles/{PROFILE_PK}/clone", {"name": "copy", "overrides": overrides}),
+    ]:
         _assert_refused(_send(client, "post", path, api_world.fuzz_token, body), _rows(), FIELD_OF[name])
 
 
 PROFILE_JSON = json.dumps(PROFILE).encode()
 
 
-@pytest.mark.parametrize("path, raw", [
-    ("/jobs", b'{"profile_yaml": %s, "overrides": {"gpus": NaN}}' % PROFILE_JSON),
-    ("/jobs", b'{"profile_yaml": %s, "overrides": {"cpus": Infinity}}' % PROFILE_JSON),
-    ("/jobs", b'{"profile_yaml": %s, "overrides": {"memory": -Infinity}}' % PROFILE_JSON),
-    ("/jobs", b'{"profile_yaml": %s, "overrides": {"time_limit": 1e999}}' % PROFILE_JSON),
-    ("/jobs", b'{"profile_id": 1e999}'),
-    ("/jobs", b'{"profile_id": %d}' % 2**80),
-    ("/sessions", b'{"memory_gb": NaN}'),
-    ("/sessions", b'{"memory_gb": Infinity}'),
-    ("/sessions", b'{"memory_gb": 1e-300}'),
-    ("/sessions", b'{"gpus": -1}'),
-    ("/sessions", b'{"cpus": %d}' % 2**70),
-    ("/sessions", b'{"hours": 1e999}'),
-])
+@pytest.mark.parametrize(
+    "path, raw",
+    [
+        ("/jobs", b'{"profile_yaml": %s, "overrides": {"gpus": NaN}}' % PROFILE_JSON),
+        ("/jobs", b'{"profile_yaml": %s, "overrides": {"cpus": Infinity}}' % PROFILE_JSON),
+        ("/jobs", b'{"profile_yaml": %s, "overrides": {"memory": -Infinity}}' % PROFILE_JSON),
+        ("/jobs", b'{"profile_yaml": %s, "overrides": {"time_limit": 1e999}}' % PROFILE_JSON),
+        ("/jobs", b'{"profile_id": 1e999}'),
+        ("/jobs", b'{"profile_id": %d}' % 2**80),
+        ("/sessions", b'{"memory_gb": NaN}'),
+        ("/sessions", b'{"memory_gb": Infinity}'),
+        ("/sessions", b'{"memory_gb": 1e-300}'),
+        ("/sessions", b'{"gpus": -1}'),
+        ("/sessions", b'{"cpus": %d}' % 2**70),
+        ("/sessions", b'{"hours": 1e999}'),
+    ],
+)
 def test_non_finite_and_huge_json_numbers_are_refused(client, api_world, path, raw):
     _assert_refused(_send(client, "post", path, api_world.fuzz_token, raw=raw), _rows())
 
@@ -513,10 +654,21 @@ def test_nul_characters_are_refused(client, api_world, method, path, body):
 
 def test_non_json_errors_under_the_api_are_json_too(client, api_world):
     """Answers the API's handlers never see: no route (``pk`` is a number), a method the path lacks."""
-    for method, path in [("get", "/profiles/abc"), ("get", "/nope"), ("patch", "/jobs"), ("put", "/me"), ("get", f"/profiles/{PROFILE_PK}/submit")]:
+    for method, path in [
+        ("get", "/profiles/abc"),
+        ("get", "/nope"),
+        ("patch", "/jobs"),
+        ("put", "/me"),
+        ("get", f"/profiles/{PROFILE_PK}/submit"),
+    ]:
         response = _send(client, method, path, api_world.fuzz_token)
-        assert response.status_code in (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED) and response["Content-Type"] == "application/json"
+        assert (
+            response.status_code in (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED)
+            and response["Content-Type"] == "application/json"
+        )
         _assert_clear_4xx(response)
     assert "Allow" in _send(client, "patch", "/jobs", api_world.fuzz_token)
     page = client.get("/no-such-page/")
-    assert page.status_code == HTTPStatus.NOT_FOUND and page["Content-Type"].startswith("text/html")  # the pages' errors stay HTML
+    assert page.status_code == HTTPStatus.NOT_FOUND and page["Content-Type"].startswith(
+        "text/html"
+    )  # the pages' errors stay HTML

@@ -1,6 +1,7 @@
 """Production settings, driven through real requests in a process of their own: cookies are Secure
 (and the session cookie HttpOnly), plain http is redirected to https, HSTS is sent, and the hub's
 internal endpoints refuse callers without the shared secret."""
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,17 @@ print(json.dumps({
 
 def test_production_cookies_redirects_and_hub_secret():
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "portal.settings.production", "PORTAL_SECRET_KEY": secrets.token_urlsafe(60),
-        "PORTAL_OIDC_ISSUER": "https://idp.example.org", "PORTAL_OIDC_CLIENT_ID": "portal", "PORTAL_OIDC_CLIENT_SECRET": "s",
-        "PORTAL_ALLOWED_HOSTS": "portal.example.org", "PORTAL_HUB_TOKEN": secrets.token_urlsafe(40),
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+            "PORTAL_SECRET_KEY": secrets.token_urlsafe(60),
+            "PORTAL_OIDC_ISSUER": "https://idp.example.org",
+            "PORTAL_OIDC_CLIENT_ID": "portal",
+            "PORTAL_OIDC_CLIENT_SECRET": "s",
+            "PORTAL_ALLOWED_HOSTS": "portal.example.org",
+            "PORTAL_HUB_TOKEN": secrets.token_urlsafe(40),
+        }
+    )
     proc = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     facts = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,6 +1,7 @@
 """The readers of Slurm's text outputs (slurm/accounting.py: scontrol show config, sshare, scontrol
 show assoc_mgr, sacctmgr) on Slurm 22.05.8 outputs recorded from the local cluster; the recordings
 are described in tests/teams/test_usage.py (usage) and tests/teams/test_slurm_sync.py (sacctmgr)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

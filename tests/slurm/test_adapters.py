@@ -1,4 +1,5 @@
 """Slurm JSON adapters on outputs recorded from the local Slurm 22.05, plus the odd inputs."""
+
 import json
 
 import pytest
@@ -69,7 +70,13 @@ def test_parse_tres_gpus(text, expected):
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(5, 5), ({"set": True, "infinite": False, "number": 7}, 7), ({"set": False, "infinite": False, "number": 0}, None), ({"set": True, "infinite": True, "number": 0}, None), (None, None)],
+    [
+        (5, 5),
+        ({"set": True, "infinite": False, "number": 7}, 7),
+        ({"set": False, "infinite": False, "number": 0}, None),
+        ({"set": True, "infinite": True, "number": 0}, None),
+        (None, None),
+    ],
 )
 def test_number_accepts_old_and_new_shapes(value, expected):
     assert number(value) == expected
@@ -77,7 +84,16 @@ def test_number_accepts_old_and_new_shapes(value, expected):
 
 @pytest.mark.parametrize(
     "value, default, expected",
-    [(None, 0, 0), ("12", 0, 12), ("UNLIMITED", 0, None), ("soon", 0, 0), (True, 0, 0), (float("inf"), 0, 0), (2.9, None, 2), ([5], 0, 0)],
+    [
+        (None, 0, 0),
+        ("12", 0, 12),
+        ("UNLIMITED", 0, None),
+        ("soon", 0, 0),
+        (True, 0, 0),
+        (float("inf"), 0, 0),
+        (2.9, None, 2),
+        ([5], 0, 0),
+    ],
 )
 def test_number_is_lenient_where_slurm_wrote_nothing_or_no_number(value, default, expected):
     """``number`` reads through ``whole_number``: the default for missing or non-numbers, never an error."""
@@ -108,13 +124,24 @@ def test_newer_shapes_job_state_list_and_number_objects():
 
 
 def test_newer_node_state_list_keeps_flags():
-    (node,) = parse_nodes({"nodes": [{"name": "n1", "state": ["IDLE", "DRAIN"], "gres": "gpu:a100:4", "gres_used": "gpu:a100:0"}]})
+    (node,) = parse_nodes(
+        {"nodes": [{"name": "n1", "state": ["IDLE", "DRAIN"], "gres": "gpu:a100:4", "gres_used": "gpu:a100:0"}]}
+    )
     assert node.state == "idle" and "DRAIN" in node.flags and not node.available
 
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("2-00:00:00", 172800), ("08:00:00", 28800), ("30", 1800), ("10:30", 630), ("1-02:30", 95400), ("1-2", 93600), ("UNLIMITED", None), ("NONE", None)],
+    [
+        ("2-00:00:00", 172800),
+        ("08:00:00", 28800),
+        ("30", 1800),
+        ("10:30", 630),
+        ("1-02:30", 95400),
+        ("1-2", 93600),
+        ("UNLIMITED", None),
+        ("NONE", None),
+    ],
 )
 def test_parse_time_limit(text, seconds):
     assert parse_time_limit(text) == seconds
@@ -127,7 +154,13 @@ def test_parse_partitions_oneliner():
         "PartitionName=lab Default=NO MaxTime=UNLIMITED Nodes=(null) State=DOWN\n"
     )
     train, lab = parse_partitions(text)
-    assert (train.name, train.nodes, train.max_time, train.default_time, train.is_default) == ("train", ("node1", "node2", "node3"), 172800, 3600, True)
+    assert (train.name, train.nodes, train.max_time, train.default_time, train.is_default) == (
+        "train",
+        ("node1", "node2", "node3"),
+        172800,
+        3600,
+        True,
+    )
     assert (lab.nodes, lab.max_time, lab.state) == ((), None, "DOWN")
 
 
@@ -151,7 +184,10 @@ def test_every_recorded_2205_document_gets_the_v0_0_38_adapter(slurm_json, name)
 @pytest.mark.parametrize(
     "meta, named",
     [
-        ({"plugins": {"data_parser": "data_parser/v0.0.40"}, "slurm": {"version": {"major": 23, "minor": 11, "micro": 1}}}, "v0.0.40"),
+        (
+            {"plugins": {"data_parser": "data_parser/v0.0.40"}, "slurm": {"version": {"major": 23, "minor": 11, "micro": 1}}},
+            "v0.0.40",
+        ),
         ({"plugin": {"type": "openapi/v0.0.37"}}, "v0.0.37"),
         ({"Slurm": {"version": {"major": 24, "minor": 5, "micro": 0}}}, "Slurm 24.05"),
         ({}, "no version"),

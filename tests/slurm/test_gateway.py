@@ -1,4 +1,5 @@
 """The gateway with a scripted fake transport: argv building, sudo, errors."""
+
 import json
 
 import pytest
@@ -39,7 +40,10 @@ def test_argv_must_be_a_list_of_strings(bad):
 
 def test_nonzero_exit_raises_slurm_error_with_everything():
     fake = FakeTransport().expect(
-        ["sudo", "-n", "-u", "bob", "--", "scancel", "42"], stdout="", stderr="scancel: error: Kill job error on job id 42: Invalid job id specified\n", returncode=1
+        ["sudo", "-n", "-u", "bob", "--", "scancel", "42"],
+        stdout="",
+        stderr="scancel: error: Kill job error on job id 42: Invalid job id specified\n",
+        returncode=1,
     )
     with pytest.raises(SlurmError) as info:
         SlurmGateway(fake).run(["scancel", "42"], as_user="bob")
@@ -57,7 +61,9 @@ def test_check_false_returns_nonzero_result():
 
 
 def test_sudo_refusal_is_explained():
-    fake = FakeTransport().expect(["sudo", "-n", "-u", "alice", "--", "id"], stderr="sudo: a password is required\n", returncode=1)
+    fake = FakeTransport().expect(
+        ["sudo", "-n", "-u", "alice", "--", "id"], stderr="sudo: a password is required\n", returncode=1
+    )
     with pytest.raises(SlurmError, match="sudo rule does not allow"):
         SlurmGateway(fake).run(["id"], as_user="alice")
 
@@ -98,7 +104,9 @@ def test_local_transport_deadline_and_missing_command():
 # Slurm 22.05 exits 0 from `squeue --json` / `sinfo --json` when slurmctld is down, with an empty list
 # and "errors" (recorded on the local cluster with slurmctld stopped). That must read as a failure.
 CTLD_DOWN_SQUEUE = '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"description": "Failed while looking for jobs", "error_number": -1, "error": "Unspecified error", "source": "slurm_load_jobs"}], "jobs": []}'
-CTLD_DOWN_SINFO = '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}'
+CTLD_DOWN_SINFO = (
+    '{"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}'
+)
 
 
 def test_json_errors_with_exit_0_are_a_failure_not_an_empty_queue():

@@ -1,5 +1,6 @@
 """Reading known_hosts as OpenSSH does (slurm/known_hosts.py): patterns, ports, hashed names,
 negation, markers. The real sshd is in tests/slurm/test_ssh_transport.py."""
+
 from __future__ import annotations
 
 import base64
@@ -40,7 +41,9 @@ def test_host_patterns(patterns, host, port, expected):
 
 
 def test_lines_that_are_not_entries_are_skipped():
-    entries = parse_known_hosts(f"# comment\n\n@bogus h ssh-ed25519 {A}\nh ssh-ed25519 not-base64!\nh ssh-ed25519\nh ssh-ed25519 {A} comment\n")
+    entries = parse_known_hosts(
+        f"# comment\n\n@bogus h ssh-ed25519 {A}\nh ssh-ed25519 not-base64!\nh ssh-ed25519\nh ssh-ed25519 {A} comment\n"
+    )
     assert [(e.line, e.patterns) for e in entries] == [(6, ("h",))]
 
 

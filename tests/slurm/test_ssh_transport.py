@@ -1,4 +1,5 @@
 """The SSH transport against the real portal sshd (127.0.0.1:2222) of the local cluster."""
+
 from __future__ import annotations
 
 import base64
@@ -155,9 +156,28 @@ def test_two_listed_keys_for_the_host_either_order_connects(tmp_path, order):
     finally:
         gw.close()
     assert known.read_text() == before  # never written
-    ssh = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
-                          "-o", "StrictHostKeyChecking=yes", "-p", str(settings.SLURM_GATEWAY["ssh_port"]), "-i", settings.SLURM_GATEWAY["ssh_key_file"],
-                          f"{settings.SLURM_GATEWAY['ssh_user']}@{settings.SLURM_GATEWAY['ssh_host']}", "true"], capture_output=True, text=True, timeout=30)
+    ssh = subprocess.run(
+        [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"UserKnownHostsFile={known}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-p",
+            str(settings.SLURM_GATEWAY["ssh_port"]),
+            "-i",
+            settings.SLURM_GATEWAY["ssh_key_file"],
+            f"{settings.SLURM_GATEWAY['ssh_user']}@{settings.SLURM_GATEWAY['ssh_host']}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert ssh.returncode == 0, ssh.stderr  # OpenSSH agrees with the same file
 
 
@@ -167,7 +187,9 @@ def test_hashed_host_name_and_other_key_types_connect(tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", str(rsa)], check=True)
     rsa_line = f"{host_pattern()} " + " ".join(rsa.with_suffix(".pub").read_text().split()[:2])
     known.write_text(rsa_line + "\n" + host_key_line(host_pattern()) + "\n")
-    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)  # hash the names, as many sites do
+    subprocess.run(
+        ["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True
+    )  # hash the names, as many sites do
     assert host_pattern() not in known.read_text() and "|1|" in known.read_text()
     gw = SlurmGateway(transport(ssh_known_hosts=str(known)))
     try:

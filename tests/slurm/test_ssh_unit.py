@@ -1,6 +1,7 @@
 """The SSH transport without a sshd (against the real one: test_ssh_transport.py): the refusal of an
 unknown host key names the key as OpenSSH does (paramiko's own fingerprint); a dead pooled connection
 is reopened once."""
+
 import base64
 import hashlib
 

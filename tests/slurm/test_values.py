@@ -1,5 +1,6 @@
 """The batch-job parsers (slurm/values.py) on outputs recorded from Slurm 22.05.8
 (tests/fixtures/slurm/22.05/, see its README) plus the odd inputs and the newer JSON shapes."""
+
 import pytest
 
 from slurm.adapters.v0_0_38 import parse_jobs, parse_sacct_jobs
@@ -288,7 +289,9 @@ def test_classify_state(raw, state, text):
 
 
 def test_recorded_states_are_all_known(slurm_json):
-    squeue = [j["job_state"] for name in ("squeue", "squeue_arrays", "squeue_gpu_requests") for j in slurm_json("22.05", name)["jobs"]]
+    squeue = [
+        j["job_state"] for name in ("squeue", "squeue_arrays", "squeue_gpu_requests") for j in slurm_json("22.05", name)["jobs"]
+    ]
     sacct = [j["state"]["current"] for name in ("sacct", "sacct_outcomes") for j in slurm_json("22.05", name)["jobs"]]
     assert {classify_state(s)[0] for s in squeue + sacct} == {
         JobState.PENDING, JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
@@ -350,8 +353,6 @@ def test_recorded_gpu_requests(slurm_json, name, gpus):
     way of asking for GPUs."""
     (raw,) = [j for j in slurm_json("22.05", "squeue_gpu_requests")["jobs"] if j["name"] == name]
     assert parse_gpus(raw["tres_req_str"]) == gpus
-
-
 
 
 @pytest.mark.parametrize(
@@ -498,7 +499,13 @@ def newer_job(**overrides):
 def test_newer_sacct_shape():
     (job,) = parse_sacct_jobs({"jobs": [newer_job(), {"step": {"id": "901.batch"}, "state": ["COMPLETED"]}]})
     assert (job.job_id, job.state, job.state_raw, job.exit_code, job.signal) == (901, JobState.COMPLETED, "COMPLETED", 0, 0)
-    assert (job.time_limit, job.start, job.end, job.comment, job.nodes) == (60, 1800000000, 1800001800, "portal:0b1e", "node[1-2]")
+    assert (job.time_limit, job.start, job.end, job.comment, job.nodes) == (
+        60,
+        1800000000,
+        1800001800,
+        "portal:0b1e",
+        "node[1-2]",
+    )
     assert (job.array_job_id, job.array_task_id, job.cancelled_by) == (0, None, "")
     assert job.gpus == {"a100": 1, "t4": 1}
     assert job.gpu_hours == pytest.approx(2 * 0.5)
@@ -549,9 +556,17 @@ def test_parse_tres(raw, parsed):
 
 @pytest.mark.parametrize(
     ("text", "count"),
-    [("", None), ("gres/gpu=4", 4), ("cpu=10,gres/gpu=4", 4), ("gres/gpu:a100=2", None), ("gres/gpu:a100=2,gres/gpu=0", 0), ("cpu=1000,gres/gpu=60\n", 60),
-     # as 22.05 prints memory: with a unit
-     ("gres/gpu=2,mem=1G", 2), ("billing=5,mem=2000M", None)],
+    [
+        ("", None),
+        ("gres/gpu=4", 4),
+        ("cpu=10,gres/gpu=4", 4),
+        ("gres/gpu:a100=2", None),
+        ("gres/gpu:a100=2,gres/gpu=0", 0),
+        ("cpu=1000,gres/gpu=60\n", 60),
+        # as 22.05 prints memory: with a unit
+        ("gres/gpu=2,mem=1G", 2),
+        ("billing=5,mem=2000M", None),
+    ],
 )
 def test_gres_gpu_count_in_a_tres_list(text, count):
     assert parse_tres_count(text) == count

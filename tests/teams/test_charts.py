@@ -1,4 +1,5 @@
 """The SVG chart: round, distinct axis labels; escaped text; an empty period says so."""
+
 import re
 
 import pytest

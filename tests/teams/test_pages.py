@@ -1,6 +1,7 @@
 """Team pages, settings, audit and the role x page/action matrix (own team / other team / admin).
 
 Permissions are enforced in selectors and services; these tests drive real requests."""
+
 from __future__ import annotations
 
 import csv
@@ -26,29 +27,73 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def world(django_user_model, clean_cache):
     """vision: alice (member), carol (lead); nlp: bob (member), nils (lead); dana: admin; erin: unlinked."""
-    users = {n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else []) for n, t in
-             [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]}
+    users = {
+        n: django_user_model.objects.create(username=n, slurm_accounts=[t] if t else [])
+        for n, t in [("alice", "vision"), ("carol", "vision"), ("bob", "nlp"), ("nils", "nlp"), ("dana", "")]
+    }
     users["dana"].is_staff = True
     users["dana"].save()
     # An identity no admin has linked yet; its IdP claims say admin and vision lead: they count for nothing.
-    users["erin"] = django_user_model.objects.create(username="unlinked.0123456789abcdef", link_state="pending", requested_username="alice",
-                                                     oidc_groups=["vision-leads", "portal-admins"])
+    users["erin"] = django_user_model.objects.create(
+        username="unlinked.0123456789abcdef",
+        link_state="pending",
+        requested_username="alice",
+        oidc_groups=["vision-leads", "portal-admins"],
+    )
     vision = Team.objects.create(name="vision", gpu_minutes_quota=600, gpu_limit=4)
     nlp = Team.objects.create(name="nlp")
-    for user, team, role in [("alice", vision, Role.MEMBER), ("carol", vision, Role.LEAD), ("bob", nlp, Role.MEMBER), ("nils", nlp, Role.LEAD)]:
+    for user, team, role in [
+        ("alice", vision, Role.MEMBER),
+        ("carol", vision, Role.LEAD),
+        ("bob", nlp, Role.MEMBER),
+        ("nils", nlp, Role.LEAD),
+    ]:
         Membership.objects.create(user=users[user], team=team, role=role, source=Source.ADMIN)
     start = datetime(2026, 11, 1, tzinfo=UTC)
-    _store({
-        "vision": TeamUsage(account="vision", tracked=True, period_start=start, period_end=None, taken_at=1795970000.0,
-                            gpu_hours_used=7.5, gpu_hours_quota=10.0, gpu_hours_left=2.5, gpu_limit=4, gpus_running=2, pending_gpu_hours=4.0,
-                            runout_date=datetime(2026, 11, 30).date(),
-                            members=[MemberUsage("alice", 5.0, 5.0, 3, 1, 120.0), MemberUsage("carol", 2.5, 2.5, 1, 0, None)],
-                            daily={"2026-11-27": {"alice": 3.0, "carol": 2.5}, "2026-11-28": {"alice": 2.0}}),
-        "nlp": TeamUsage(account="nlp", tracked=True, period_start=start, period_end=None, taken_at=1795970000.0, gpu_hours_used=1.0,
-                         members=[MemberUsage("bob", 1.0, 1.0, 1, 0, 30.0)], daily={"2026-11-28": {"bob": 1.0}}),
-    }, UsageStatus(taken_at=1795970000.0))
-    job = Job.objects.create(user=users["alice"], account="vision", name="alice-job", partition="train", memory_mb=1, time_limit_min=10, script="true",
-                             state=JobState.RUNNING, slurm_job_id=77, output_path="/o/%j.out", error_path="/o/%j.err")
+    _store(
+        {
+            "vision": TeamUsage(
+                account="vision",
+                tracked=True,
+                period_start=start,
+                period_end=None,
+                taken_at=1795970000.0,
+                gpu_hours_used=7.5,
+                gpu_hours_quota=10.0,
+                gpu_hours_left=2.5,
+                gpu_limit=4,
+                gpus_running=2,
+                pending_gpu_hours=4.0,
+                runout_date=datetime(2026, 11, 30).date(),
+                members=[MemberUsage("alice", 5.0, 5.0, 3, 1, 120.0), MemberUsage("carol", 2.5, 2.5, 1, 0, None)],
+                daily={"2026-11-27": {"alice": 3.0, "carol": 2.5}, "2026-11-28": {"alice": 2.0}},
+            ),
+            "nlp": TeamUsage(
+                account="nlp",
+                tracked=True,
+                period_start=start,
+                period_end=None,
+                taken_at=1795970000.0,
+                gpu_hours_used=1.0,
+                members=[MemberUsage("bob", 1.0, 1.0, 1, 0, 30.0)],
+                daily={"2026-11-28": {"bob": 1.0}},
+            ),
+        },
+        UsageStatus(taken_at=1795970000.0),
+    )
+    job = Job.objects.create(
+        user=users["alice"],
+        account="vision",
+        name="alice-job",
+        partition="train",
+        memory_mb=1,
+        time_limit_min=10,
+        script="true",
+        state=JobState.RUNNING,
+        slurm_job_id=77,
+        output_path="/o/%j.out",
+        error_path="/o/%j.err",
+    )
     return users, vision, nlp, job
 
 
@@ -58,6 +103,7 @@ def as_(client, user):
 
 
 # who -> expected status for each (page/action) on team "vision" and alice's job.
+# fmt: off
 MATRIX = {
     #                    alice(member)  carol(lead)   nils(lead, other team)  dana(admin)  erin (unlinked)
     "team list":         (403,          200,          200,                    200, 403),
@@ -73,6 +119,7 @@ MATRIX = {
     "alice's job log":   (200,          404,          404,                    200, 403),
     "cancel alice's job": (302,         404,          404,                    403, 403),
 }
+# fmt: on
 WHO = ["alice", "carol", "nils", "dana", "erin"]
 
 
@@ -97,7 +144,9 @@ def request_for(client, what, job):
 @pytest.mark.parametrize("who", WHO)
 def test_role_matrix(client, world, who, what, monkeypatch, django_capture_on_commit_callbacks):
     users, vision, nlp, job = world
-    monkeypatch.setattr("jobs.job_views.job_log_tail", lambda job, stream: __import__("jobs.logs", fromlist=["LogTail"]).LogTail(text="ok"))
+    monkeypatch.setattr(
+        "jobs.job_views.job_log_tail", lambda job, stream: __import__("jobs.logs", fromlist=["LogTail"]).LogTail(text="ok")
+    )
     before = (vision.gpu_minutes_quota, Membership.objects.count())
     with django_capture_on_commit_callbacks():  # the Slurm sync is enqueued, not run
         response = request_for(as_(client, users[who]), what, job)
@@ -133,7 +182,14 @@ def test_csv_export(client, world):
 
 def test_untracked_gpus_never_show_zero(client, world):
     users, *_ = world
-    _store({"vision": TeamUsage(account="vision", tracked=False, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0)}, UsageStatus(taken_at=1.0))
+    _store(
+        {
+            "vision": TeamUsage(
+                account="vision", tracked=False, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0
+            )
+        },
+        UsageStatus(taken_at=1.0),
+    )
     html = as_(client, users["dana"]).get("/teams/vision/").content.decode()
     assert "GPU usage is not tracked by this cluster" in html and "AccountingStorageTRES" in html
     assert "0.0 GPU-hours" not in html
@@ -155,7 +211,11 @@ def test_admin_changes_are_audited_and_browsable(client, world, _no_incidental_s
     vision.refresh_from_db()
     assert (vision.gpu_minutes_quota, vision.gpu_limit) == (1200, None)
     event = AuditEvent.objects.get(action="team.limits")
-    assert event.actor == users["dana"] and event.old == {"gpu_minutes_quota": 600, "gpu_limit": 4} and event.new == {"gpu_minutes_quota": 1200, "gpu_limit": None}
+    assert (
+        event.actor == users["dana"]
+        and event.old == {"gpu_minutes_quota": 600, "gpu_limit": 4}
+        and event.new == {"gpu_minutes_quota": 1200, "gpu_limit": None}
+    )
     page = admin.get("/audit/?action=team.&target=vision").content.decode()
     assert "<code>team.limits</code>" in page and "dana" in page
     assert "<code>team.limits</code>" not in admin.get("/audit/?actor=alice").content.decode()
@@ -178,7 +238,11 @@ def test_unknown_user_cannot_be_added(client, world):
 
 def test_job_form_estimate_says_it_will_wait_for_quota(client, world):
     users, *_ = world
-    html = as_(client, users["alice"]).post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "4", "time_limit": "60"}).content.decode()
+    html = (
+        as_(client, users["alice"])
+        .post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "4", "time_limit": "60"})
+        .content.decode()
+    )
     assert "may use up to 4.0 GPU-hours" in html and "has 2.5 left" in html and "it will wait for quota" in html
     ok = client.post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "1", "time_limit": "60"}).content.decode()
     assert "may use up to 1.0 GPU-hours" in ok and "will wait" not in ok
@@ -187,8 +251,20 @@ def test_job_form_estimate_says_it_will_wait_for_quota(client, world):
 
 def test_quota_held_job_shows_the_teams_numbers(client, world):
     users, *_ = world
-    Job.objects.create(user=users["alice"], account="vision", name="held", partition="train", gpu_type="a100", gpu_count=2, memory_mb=1,
-                       time_limit_min=60, script="true", state=JobState.PENDING, slurm_job_id=78, reason="AssocGrpGRESMinutes")
+    Job.objects.create(
+        user=users["alice"],
+        account="vision",
+        name="held",
+        partition="train",
+        gpu_type="a100",
+        gpu_count=2,
+        memory_mb=1,
+        time_limit_min=60,
+        script="true",
+        state=JobState.PENDING,
+        slurm_job_id=78,
+        reason="AssocGrpGRESMinutes",
+    )
     html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
     assert "quota" in html.lower()
     assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html
@@ -244,7 +320,9 @@ def test_check_slurm_is_queued_and_the_page_shows_the_report_when_it_ends(client
     worker.run(task)
     fragment = admin.get(status_url).content.decode()
     assert "Dry run:" in fragment and "none applied" in fragment and "hx-trigger" not in fragment  # done: polling stops
-    assert "<code>~ set vision GrpTRES gres/gpu=4 (was gres/gpu=6)" in fragment  # the report's lines: vision's limits differ from Slurm's
+    assert (
+        "<code>~ set vision GrpTRES gres/gpu=4 (was gres/gpu=6)" in fragment
+    )  # the report's lines: vision's limits differ from Slurm's
     page = admin.get("/teams/vision/settings/").content.decode()
     assert "Dry run:" in page and "on its way" not in page
     assert len(worker.queued) == 1  # reloading the page queued nothing
@@ -317,8 +395,19 @@ def test_dry_run_then_reload_never_reruns_the_sync(client, world):
 def test_a_team_without_use_says_so_once(client, world):
     """Issue 16: the chart and the table each said there was no usage."""
     users, *_ = world
-    _store({"vision": TeamUsage(account="vision", tracked=True, period_start=datetime(2026, 11, 1, tzinfo=UTC), period_end=None, taken_at=1.0,
-                                daily={"2026-11-28": {}})}, UsageStatus(taken_at=1.0))
+    _store(
+        {
+            "vision": TeamUsage(
+                account="vision",
+                tracked=True,
+                period_start=datetime(2026, 11, 1, tzinfo=UTC),
+                period_end=None,
+                taken_at=1.0,
+                daily={"2026-11-28": {}},
+            )
+        },
+        UsageStatus(taken_at=1.0),
+    )
     html = as_(client, users["carol"]).get("/teams/vision/").content.decode()
     assert html.count("No GPU use yet this period.") == 1 and "No usage in this period yet." not in html
 

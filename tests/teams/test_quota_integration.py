@@ -1,6 +1,7 @@
 """Quotas on the real slurmdbd (issue 5, item 7): a small GPU-minute quota, two members' jobs, the
 team page's per-member usage, the next job held by quota with a plain reason and the team's numbers,
 and removing a member whose default account is the team."""
+
 from __future__ import annotations
 
 import json
@@ -47,17 +48,43 @@ def quota_team(django_user_model, clean_cache):
         gw.run(["scancel", "--account", name], check=False)
         for u in ("alice", "bob"):
             if default_account(u) == name:
-                gw.run(["sacctmgr", "-i", "modify", "user", "where", f"name={u}", "set", "defaultaccount=" + ("vision" if u == "alice" else "nlp")], check=False)
+                gw.run(
+                    [
+                        "sacctmgr",
+                        "-i",
+                        "modify",
+                        "user",
+                        "where",
+                        f"name={u}",
+                        "set",
+                        "defaultaccount=" + ("vision" if u == "alice" else "nlp"),
+                    ],
+                    check=False,
+                )
         gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
         assert default_account("alice") == "vision" and default_account("bob") == "nlp"
 
 
 def run_gpu_job(user: str, account: str, seconds: int) -> str:
-    out = get_gateway().run(
-        ["sbatch", "--parsable", "--chdir=/tmp", f"--account={account}", "--partition=small", "--gres=gpu:t4:1", "--time=1",
-         "--job-name=quota-it", "--wrap", f"sleep {seconds}"],
-        as_user=user,
-    ).out
+    out = (
+        get_gateway()
+        .run(
+            [
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                f"--account={account}",
+                "--partition=small",
+                "--gres=gpu:t4:1",
+                "--time=1",
+                "--job-name=quota-it",
+                "--wrap",
+                f"sleep {seconds}",
+            ],
+            as_user=user,
+        )
+        .out
+    )
     return out.strip().split(";")[0]
 
 
@@ -65,7 +92,11 @@ def wait_done(ids: list[str], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         doc = json.loads(get_gateway().run(["squeue", "--json"]).out)
-        if not [j for j in doc["jobs"] if str(j["job_id"]) in ids and j["job_state"] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]:
+        if not [
+            j
+            for j in doc["jobs"]
+            if str(j["job_id"]) in ids and j["job_state"] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+        ]:
             return
         time.sleep(2)
     raise AssertionError(f"jobs {ids} did not finish")
@@ -96,8 +127,23 @@ def test_quota_usage_hold_and_member_removal(quota_team, client, django_capture_
     users["alice"].save()
     snapshot = snapshot_refresh()
     with django_capture_on_commit_callbacks(execute=True):
-        job = job_create(checked=job_check(user=users["alice"], policy=SitePolicy.from_snapshot(snapshot), request=JobRequest(
-            name="over-quota", partition="small", gpu_type="t4", gpu_count=1, cpus=1, memory_mb=500, time_limit_min=5, script="sleep 5\n", account=team.name)))
+        job = job_create(
+            checked=job_check(
+                user=users["alice"],
+                policy=SitePolicy.from_snapshot(snapshot),
+                request=JobRequest(
+                    name="over-quota",
+                    partition="small",
+                    gpu_type="t4",
+                    gpu_count=1,
+                    cpus=1,
+                    memory_mb=500,
+                    time_limit_min=5,
+                    script="sleep 5\n",
+                    account=team.name,
+                ),
+            )
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         snapshot_refresh()

@@ -1,4 +1,5 @@
 """Roles and memberships from the groups claim, with admin overrides; every change audited."""
+
 import pytest
 from django.core.exceptions import PermissionDenied
 
@@ -19,7 +20,13 @@ def teams():
 
 @pytest.mark.parametrize(
     "groups, vision, nlp",
-    [(["vision"], Role.MEMBER, None), (["vision-leads"], Role.LEAD, None), (["vision", "vision-leads", "nlp"], Role.LEAD, Role.MEMBER), ([], None, None), (["visionary"], None, None)],
+    [
+        (["vision"], Role.MEMBER, None),
+        (["vision-leads"], Role.LEAD, None),
+        (["vision", "vision-leads", "nlp"], Role.LEAD, Role.MEMBER),
+        ([], None, None),
+        (["visionary"], None, None),
+    ],
 )
 def test_role_from_groups(groups, vision, nlp):
     assert role_from_groups("vision", groups) == vision and role_from_groups("nlp", groups) == nlp
@@ -32,7 +39,10 @@ def test_group_names_are_configurable(settings):
     assert role_from_groups("vision", ["slurm-vision-pi"]) == Role.LEAD
 
 
-@pytest.mark.parametrize("groups, override, admin", [(["portal-admins"], None, True), ([], None, False), (["portal-admins"], False, False), ([], True, True)])
+@pytest.mark.parametrize(
+    "groups, override, admin",
+    [(["portal-admins"], None, True), ([], None, False), (["portal-admins"], False, False), ([], True, True)],
+)
 def test_admin_from_claims_unless_overridden(groups, override, admin):
     assert is_admin_by_claims(groups, override) is admin
 
@@ -74,10 +84,12 @@ def test_only_admins_change_teams(django_user_model, teams):
     vision, _ = teams
     lead = django_user_model.objects.create(username="carol")
     Membership.objects.create(user=lead, team=vision, role=Role.LEAD)
-    for call in (lambda: team_set_limits(team=vision, gpu_hours_quota=5, gpu_limit=1, by=lead),
-                 lambda: membership_set(team=vision, user=lead, role=Role.MEMBER, by=lead),
-                 lambda: membership_remove(team=vision, user=lead, by=lead),
-                 lambda: user_set_admin_override(user=lead, is_admin=True, by=lead)):
+    for call in (
+        lambda: team_set_limits(team=vision, gpu_hours_quota=5, gpu_limit=1, by=lead),
+        lambda: membership_set(team=vision, user=lead, role=Role.MEMBER, by=lead),
+        lambda: membership_remove(team=vision, user=lead, by=lead),
+        lambda: user_set_admin_override(user=lead, is_admin=True, by=lead),
+    ):
         with pytest.raises(PermissionDenied):
             call()
     assert not AuditEvent.objects.exists()
@@ -96,7 +108,9 @@ def test_negative_limits_are_refused(django_user_model, teams):
     dana = django_user_model.objects.create(username="dana", is_staff=True)
     with pytest.raises(Refused) as refused:
         team_set_limits(team=teams[0], gpu_hours_quota=-1, gpu_limit=None, by=dana)
-    assert [(p.field, p.message) for p in refused.value.problems] == [("gpu_hours_quota", "Quotas and limits cannot be negative.")]
+    assert [(p.field, p.message) for p in refused.value.problems] == [
+        ("gpu_hours_quota", "Quotas and limits cannot be negative.")
+    ]
 
 
 def test_sync_never_removes_users_the_portal_does_not_know(django_user_model):
@@ -106,7 +120,10 @@ def test_sync_never_removes_users_the_portal_does_not_know(django_user_model):
     django_user_model.objects.create(username="alice")  # alice signed in once, then left the team
     actual = ActualState(
         accounts={"vision": SlurmAccount("vision", "root", frozenset({"alice", "cliuser"}), Limits())},
-        users={"alice": SlurmUser("alice", "vision", "None", frozenset({"vision"})), "cliuser": SlurmUser("cliuser", "vision", "None", frozenset({"vision"}))},
+        users={
+            "alice": SlurmUser("alice", "vision", "None", frozenset({"vision"})),
+            "cliuser": SlurmUser("cliuser", "vision", "None", frozenset({"vision"})),
+        },
     )
     actions = plan(wanted_state(), actual)
     assert [a.describe() for a in actions] and all("cliuser" not in a.describe() for a in actions)

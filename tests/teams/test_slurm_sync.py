@@ -9,6 +9,7 @@ Fixtures (Slurm 22.05.8, local cluster, read as the service user ``portal``):
   ``GrpTRESMins=cpu=1000,gres/gpu=60``, user fx-newbie), fx-empty (``GrpTRES=gres/gpu:t4=1``, no users).
 - ``sacctmgr_show_account.txt``: descriptions, one holding ``|``; ``*_stderr.txt``: sacctmgr's errors.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,7 +58,9 @@ def demo() -> ActualState:
 
 def wanted(**accounts) -> WantedState:
     """``wanted(vision=({"alice"}, Limits(4, 600)))``: managed teams, their users and limits."""
-    return WantedState({name: WantedAccount(name, f"{name} team", frozenset(users), limits) for name, (users, limits) in accounts.items()})
+    return WantedState(
+        {name: WantedAccount(name, f"{name} team", frozenset(users), limits) for name, (users, limits) in accounts.items()}
+    )
 
 
 def demo_wanted(**changes) -> WantedState:
@@ -101,11 +104,13 @@ def simulate(actual: ActualState, actions) -> ActualState:
 
 def as_sacctmgr(state: ActualState) -> tuple[str, str]:
     """``state`` written the way :data:`SHOW_ASSOCIATIONS` and :data:`SHOW_USERS` print it."""
+
     def tres(value: int | None) -> str:
         return "" if value is None else f"gres/gpu={value}"
 
     associations = "".join(
-        f"{a.name}||{a.parent}|{tres(a.limits.gpu_limit)}|{tres(a.limits.gpu_minutes)}\n" + "".join(f"{a.name}|{u}|||\n" for u in sorted(a.users))
+        f"{a.name}||{a.parent}|{tres(a.limits.gpu_limit)}|{tres(a.limits.gpu_minutes)}\n"
+        + "".join(f"{a.name}|{u}|||\n" for u in sorted(a.users))
         for a in state.accounts.values()
     )
     users = "".join(f"{u.name}|{u.default_account}|{u.admin_level}\n" for u in state.users.values())
@@ -220,7 +225,10 @@ def test_new_member_of_an_existing_team():
 
 def test_a_new_slurm_user_in_two_new_teams_is_created_once():
     actions = plan(demo_wanted(a1=({"erin"}, Limits()), a2=({"erin"}, Limits())), demo())
-    assert [a for a in actions if isinstance(a, AddUser)] == [AddUser("a1", "erin", new_user=True), AddUser("a2", "erin", new_user=False)]
+    assert [a for a in actions if isinstance(a, AddUser)] == [
+        AddUser("a1", "erin", new_user=True),
+        AddUser("a2", "erin", new_user=False),
+    ]
 
 
 def test_leaving_the_default_account_changes_the_default_first():
@@ -256,8 +264,16 @@ def test_leaving_the_default_for_a_team_joined_in_the_same_run():
         (Limits(6, 9000), ["GrpTRESMins=gres/gpu=9000"], "~ set vision GrpTRESMins gres/gpu=9000 (was gres/gpu=6000)"),
         (Limits(8, 6000), ["GrpTRES=gres/gpu=8"], "~ set vision GrpTRES gres/gpu=8 (was gres/gpu=6)"),
         (Limits(None, 6000), ["GrpTRES=gres/gpu=-1"], "~ set vision GrpTRES none (was gres/gpu=6)"),
-        (Limits(None, None), ["GrpTRES=gres/gpu=-1", "GrpTRESMins=gres/gpu=-1"], "~ set vision GrpTRES none (was gres/gpu=6), GrpTRESMins none (was gres/gpu=6000)"),
-        (Limits(0, 0), ["GrpTRES=gres/gpu=0", "GrpTRESMins=gres/gpu=0"], "~ set vision GrpTRES gres/gpu=0 (was gres/gpu=6), GrpTRESMins gres/gpu=0 (was gres/gpu=6000)"),
+        (
+            Limits(None, None),
+            ["GrpTRES=gres/gpu=-1", "GrpTRESMins=gres/gpu=-1"],
+            "~ set vision GrpTRES none (was gres/gpu=6), GrpTRESMins none (was gres/gpu=6000)",
+        ),
+        (
+            Limits(0, 0),
+            ["GrpTRES=gres/gpu=0", "GrpTRESMins=gres/gpu=0"],
+            "~ set vision GrpTRES gres/gpu=0 (was gres/gpu=6), GrpTRESMins gres/gpu=0 (was gres/gpu=6000)",
+        ),
     ],
 )
 def test_limits_changed_or_cleared(limits, argv_set, line):
@@ -302,7 +318,9 @@ def test_order_is_adds_then_limits_then_removals_each_default_change_before_its_
     [
         demo_wanted(robots=({"alice", "erin"}, Limits(2, 120))),
         demo_wanted(nlp=({"dana"}, Limits(1, None)), vision=({"bob"}, Limits())),
-        wanted(vision=({"bob", "dana", "erin"}, Limits(None, 5)), nlp=({"alice"}, Limits(3, 3)), new=({"carol", "bob"}, Limits())),
+        wanted(
+            vision=({"bob", "dana", "erin"}, Limits(None, 5)), nlp=({"alice"}, Limits(3, 3)), new=({"carol", "bob"}, Limits())
+        ),
         wanted(vision=({"erin"}, Limits()), nlp=({"erin"}, Limits())),
     ],
     ids=["new-team", "moves-and-deletes", "swap", "everyone-replaced"],
@@ -332,7 +350,13 @@ def test_sync_applies_the_plan_and_audits_each_change(fake, people):
     rows = list(AuditEvent.objects.order_by("id").values_list("actor__username", "action", "target", "old", "new"))
     assert rows == [
         ("dana", "slurm.sync.add_user", "membership:nlp/erin", {}, {"association": "nlp/erin", "default_account": "nlp"}),
-        ("dana", "slurm.sync.set_limits", "team:nlp", {"gpu_limit": None, "gpu_minutes_quota": None}, {"gpu_limit": None, "gpu_minutes_quota": 600}),
+        (
+            "dana",
+            "slurm.sync.set_limits",
+            "team:nlp",
+            {"gpu_limit": None, "gpu_minutes_quota": None},
+            {"gpu_limit": None, "gpu_minutes_quota": 600},
+        ),
         ("dana", "slurm.sync.delete_user", "membership:nlp/bob", {"associations": ["nlp/bob"], "slurm_user": "bob"}, {}),
     ]
     assert all(argv[0] == "sacctmgr" for argv, _, _ in fake.calls)  # as the service user: no sudo
@@ -344,11 +368,27 @@ def test_a_failed_action_is_reported_and_the_later_ones_still_run(fake, people):
     team("nlp", ["dana"], people=people, quota=10)
     denied = recorded("add_account_denied_stderr")
     expect_reads(fake)
-    fake.expect(["sacctmgr", "-i", "add", "account", "name=robots", "description=robots team"], stdout=" Adding Account(s)\n  robots\n", stderr=denied, returncode=1)
-    fake.expect(["sacctmgr", "-i", "add", "user", "name=alice", "account=robots"], stderr=recorded("add_user_no_such_account_stderr"), returncode=1)
+    fake.expect(
+        ["sacctmgr", "-i", "add", "account", "name=robots", "description=robots team"],
+        stdout=" Adding Account(s)\n  robots\n",
+        stderr=denied,
+        returncode=1,
+    )
+    fake.expect(
+        ["sacctmgr", "-i", "add", "user", "name=alice", "account=robots"],
+        stderr=recorded("add_user_no_such_account_stderr"),
+        returncode=1,
+    )
     fake.expect(["sacctmgr", "-i", "modify", "account", "where", "name=nlp", "set", "GrpTRESMins=gres/gpu=10"])
-    fake.expect(["sacctmgr", "-i", "modify", "account", "where", "name=robots", "set", "GrpTRES=gres/gpu=2"], stdout=" Nothing modified\n", returncode=1)
-    fake.expect(["sacctmgr", "-i", "delete", "user", "name=bob"], raises=SlurmUnreachable(["sacctmgr"], None, message="cannot reach 127.0.0.1:2222"))
+    fake.expect(
+        ["sacctmgr", "-i", "modify", "account", "where", "name=robots", "set", "GrpTRES=gres/gpu=2"],
+        stdout=" Nothing modified\n",
+        returncode=1,
+    )
+    fake.expect(
+        ["sacctmgr", "-i", "delete", "user", "name=bob"],
+        raises=SlurmUnreachable(["sacctmgr"], None, message="cannot reach 127.0.0.1:2222"),
+    )
     report = slurm_sync.teams_sync()
     assert not fake.script  # every action was tried
     assert not report.ok
@@ -369,8 +409,11 @@ def test_removal_is_not_run_when_the_default_change_before_it_failed(fake, peopl
     team("nlp", ["dana"], people=people)
     expect_reads(fake)
     fake.expect(["sacctmgr", "-i", "add", "user", "name=bob", "account=vision"], stderr="Problem adding users", returncode=1)
-    fake.expect(["sacctmgr", "-i", "modify", "user", "where", "name=bob", "set", "defaultaccount=vision"],
-                stdout=" Can't modify because these users aren't associated with new default account 'vision'...\n  U = bob C = portal\n", returncode=1)
+    fake.expect(
+        ["sacctmgr", "-i", "modify", "user", "where", "name=bob", "set", "defaultaccount=vision"],
+        stdout=" Can't modify because these users aren't associated with new default account 'vision'...\n  U = bob C = portal\n",
+        returncode=1,
+    )
     report = slurm_sync.teams_sync()
     assert not fake.script  # the delete of bob's nlp association was never sent
     assert report.lines[-1] == "FAILED - remove user bob from nlp: not run: the default-account change before it failed"
@@ -383,7 +426,10 @@ def test_dry_run_applies_nothing(fake, people):
     report = slurm_sync.teams_sync(dry_run=True)
     assert [c[0] for c in fake.calls] == [SHOW_ASSOCIATIONS, SHOW_USERS]
     assert report.ok and report.dry_run and all(r.ok is None for r in report.results)
-    assert report.lines == ["~ set vision GrpTRES none (was gres/gpu=6), GrpTRESMins none (was gres/gpu=6000)", "- remove user carol from vision (no account left: the Slurm user record is deleted)"]
+    assert report.lines == [
+        "~ set vision GrpTRES none (was gres/gpu=6), GrpTRESMins none (was gres/gpu=6000)",
+        "- remove user carol from vision (no account left: the Slurm user record is deleted)",
+    ]
     assert not AuditEvent.objects.exists()
 
 
@@ -437,8 +483,12 @@ def test_import_creates_managed_teams_for_unknown_accounts(fake, people):
     assert Team.objects.get(name="nlp").description == "language team"
     assert Team.objects.get(name="vision").managed is False  # known teams are left alone
     members = set(Membership.objects.values_list("team__name", "user__username", "role", "source"))
-    assert members == {("fx-lab", "alice", Role.MEMBER, Source.SLURM), ("fx-lab", "bob", Role.MEMBER, Source.SLURM),
-                       ("nlp", "bob", Role.MEMBER, Source.SLURM), ("nlp", "dana", Role.MEMBER, Source.SLURM)}  # fx-newbie is no portal user
+    assert members == {
+        ("fx-lab", "alice", Role.MEMBER, Source.SLURM),
+        ("fx-lab", "bob", Role.MEMBER, Source.SLURM),
+        ("nlp", "bob", Role.MEMBER, Source.SLURM),
+        ("nlp", "dana", Role.MEMBER, Source.SLURM),
+    }  # fx-newbie is no portal user
     assert AuditEvent.objects.filter(action="slurm.import.team").count() == 4
 
 
@@ -447,13 +497,22 @@ def test_command_prints_the_plan_and_fails_with_exit_1(fake, people, capsys):
     team("nlp", ["bob", "dana", "erin"], people=people)
     expect_reads(fake)
     call_command("teams_sync", "--dry-run")
-    assert capsys.readouterr().out.splitlines() == ["+ add user erin to nlp (new Slurm user, default account nlp)", "dry run: 1 action(s) planned, none applied"]
+    assert capsys.readouterr().out.splitlines() == [
+        "+ add user erin to nlp (new Slurm user, default account nlp)",
+        "dry run: 1 action(s) planned, none applied",
+    ]
     expect_reads(fake)
-    fake.expect(["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"], stderr=" Problem adding users: Unspecified error\n", returncode=1)
+    fake.expect(
+        ["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"],
+        stderr=" Problem adding users: Unspecified error\n",
+        returncode=1,
+    )
     with pytest.raises(CommandError) as info:
         call_command("teams_sync")
     assert info.value.returncode == 1 and "1 of 1 action(s) failed" in str(info.value)
-    assert capsys.readouterr().out.splitlines() == ["FAILED + add user erin to nlp (new Slurm user, default account nlp): Problem adding users: Unspecified error"]
+    assert capsys.readouterr().out.splitlines() == [
+        "FAILED + add user erin to nlp (new Slurm user, default account nlp): Problem adding users: Unspecified error"
+    ]
     expect_reads(fake)
     Membership.objects.filter(user__username="erin").delete()
     call_command("teams_sync")
@@ -466,7 +525,10 @@ def test_command_import_then_sync(fake, people, capsys):
     fake.expect(SHOW_ACCOUNTS, stdout=recorded("show_account"))
     expect_reads(fake)
     call_command("teams_sync", "--import")
-    assert capsys.readouterr().out.splitlines() == ["imported 2 team(s) from Slurm", "Slurm already matches the portal: nothing to change."]
+    assert capsys.readouterr().out.splitlines() == [
+        "imported 2 team(s) from Slurm",
+        "Slurm already matches the portal: nothing to change.",
+    ]
     with pytest.raises(CommandError):
         call_command("teams_sync", "--import", "--dry-run")
 
@@ -477,7 +539,11 @@ def test_task_runs_the_sync_and_logs_failures(fake, people, caplog):
     team("vision", ["alice", "carol"], people=people, quota=6000, limit=6)
     team("nlp", ["bob", "dana", "erin"], people=people)
     expect_reads(fake)
-    fake.expect(["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"], stderr="Problem adding users", returncode=1)
+    fake.expect(
+        ["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"],
+        stderr="Problem adding users",
+        returncode=1,
+    )
     with caplog.at_level(logging.INFO, logger="teams"):
         teams_sync_task.delay()
     assert not fake.script

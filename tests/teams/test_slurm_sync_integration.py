@@ -2,6 +2,7 @@
 gateway as the service user ``portal`` (a Slurm administrator; no sudo). Each test makes its own
 account ``it-team-<random>`` and deletes it in ``finally``; the demo accounts vision and nlp and
 their users are checked to be exactly as they were."""
+
 from __future__ import annotations
 
 import uuid
@@ -45,7 +46,9 @@ def remove_account(account: str, defaults_before: dict[str, str]) -> None:
     gateway = get_gateway()
     for user, default in defaults_before.items():
         if user_records(user) != [f"{user}|{default}|None"]:
-            gateway.run(["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "set", f"defaultaccount={default}"], check=False)
+            gateway.run(
+                ["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "set", f"defaultaccount={default}"], check=False
+            )
     for user in [line.split("|")[1] for line in associations(account) if line.split("|")[1]]:
         gateway.run(["sacctmgr", "-i", "delete", "user", f"name={user}", f"account={account}"], check=False)
     gateway.run(["sacctmgr", "-i", "delete", "account", f"name={account}"], check=False)
@@ -64,7 +67,9 @@ def account_name():
     return f"it-team-{uuid.uuid4().hex[:8]}"
 
 
-def test_sync_creates_the_team_then_plans_nothing_then_moves_the_default_before_removing(django_user_model, account_name, demo_unchanged):
+def test_sync_creates_the_team_then_plans_nothing_then_moves_the_default_before_removing(
+    django_user_model, account_name, demo_unchanged
+):
     alice, bob = (django_user_model.objects.create(username=n) for n in ("alice", "bob"))
     team = Team.objects.create(name=account_name, description="Integration test team", gpu_limit=2, gpu_minutes_quota=120)
     Membership.objects.create(team=team, user=alice)
@@ -79,8 +84,14 @@ def test_sync_creates_the_team_then_plans_nothing_then_moves_the_default_before_
             f"+ add user bob to {account_name}",
             f"~ set {account_name} GrpTRES gres/gpu=2 (was none), GrpTRESMins gres/gpu=120 (was none)",
         ]
-        assert associations(account_name) == [f"{account_name}|alice|||", f"{account_name}|bob|||", f"{account_name}||root|gres/gpu=2|gres/gpu=120"]
-        assert sacctmgr_show("account", account_name, "format=Account,Description") == [f"{account_name}|integration test team"]  # Slurm lower-cases it
+        assert associations(account_name) == [
+            f"{account_name}|alice|||",
+            f"{account_name}|bob|||",
+            f"{account_name}||root|gres/gpu=2|gres/gpu=120",
+        ]
+        assert sacctmgr_show("account", account_name, "format=Account,Description") == [
+            f"{account_name}|integration test team"
+        ]  # Slurm lower-cases it
 
         again = teams_sync()
         assert again.ok and again.results == []
@@ -97,8 +108,12 @@ def test_sync_creates_the_team_then_plans_nothing_then_moves_the_default_before_
         ]
         assert associations(account_name) == [f"{account_name}|alice|||", f"{account_name}||root|gres/gpu=2|gres/gpu=120"]
         assert user_records("bob") == ["bob|nlp|None"]
-        assert list(AuditEvent.objects.filter(target=f"membership:{account_name}/bob").order_by("id").values_list("action", flat=True)) == [
-            "slurm.sync.add_user", "slurm.sync.set_default_account", "slurm.sync.remove_user",
+        assert list(
+            AuditEvent.objects.filter(target=f"membership:{account_name}/bob").order_by("id").values_list("action", flat=True)
+        ) == [
+            "slurm.sync.add_user",
+            "slurm.sync.set_default_account",
+            "slurm.sync.remove_user",
         ]
         assert teams_sync().results == []
     finally:

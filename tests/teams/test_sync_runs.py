@@ -1,5 +1,6 @@
 """A Slurm sync as the settings page follows it (teams/sync_runs.py): queued, performed by the
 worker, its report kept in the cache (real Redis, the test database)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,10 @@ FAILED = ActionResult(RemoveUser("nlp", "erin"), ok=False, error="Nothing delete
         (SyncReport(False), "Slurm already matches the portal; nothing to change."),
         (SyncReport(False, [DONE]), "Sync applied 1 change(s)."),
         (SyncReport(False, [DONE, FAILED]), "Sync: 1 of 2 change(s) FAILED; the others were applied."),
-        (SyncReport(False, error="reading Slurm: cannot reach 127.0.0.1:2222"), "Slurm sync did not run: reading Slurm: cannot reach 127.0.0.1:2222"),
+        (
+            SyncReport(False, error="reading Slurm: cannot reach 127.0.0.1:2222"),
+            "Slurm sync did not run: reading Slurm: cannot reach 127.0.0.1:2222",
+        ),
     ],
 )
 def test_headline_says_whether_anything_was_applied(report, headline):

@@ -16,6 +16,7 @@ t4:1 ``sleep 20`` (two of them waited for the two t4s), 79 alice train a100:1 ca
 - ``scontrol_config_untracked.txt`` and ``sshare_untracked.txt`` are edited copies: ``gres/gpu``
   entries removed, as on a cluster that does not track GPUs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,8 +58,14 @@ def sacct_argv(since: str = "2026-10-31T00:00:00") -> list[str]:
     return ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
 
 
-def scripted(*, config="scontrol_config_tracked.txt", sshare="sshare_final.txt", assoc="assoc_mgr_final.txt",
-             sacct: str | dict = "sacct_team_final.json", since="2026-10-31T00:00:00") -> FakeTransport:
+def scripted(
+    *,
+    config="scontrol_config_tracked.txt",
+    sshare="sshare_final.txt",
+    assoc="assoc_mgr_final.txt",
+    sacct: str | dict = "sacct_team_final.json",
+    since="2026-10-31T00:00:00",
+) -> FakeTransport:
     """One refresh's four calls, answered from recordings (or a given sacct document / sshare text)."""
     fake = FakeTransport()
     fake.expect(["scontrol", "show", "config"], stdout=text(config))
@@ -85,14 +92,25 @@ def template() -> dict:
     return next(j for j in json.loads(text("sacct_team_final.json"))["jobs"] if j["job_id"] == 70)
 
 
-def made_up(template: dict, job_id: int, *, user="alice", account="vision", gpus=1, submit: str, start: str | None,
-            end: str | None, state="COMPLETED") -> dict:
+def made_up(
+    template: dict,
+    job_id: int,
+    *,
+    user="alice",
+    account="vision",
+    gpus=1,
+    submit: str,
+    start: str | None,
+    end: str | None,
+    state="COMPLETED",
+) -> dict:
     raw = copy.deepcopy(template)
     raw.update(job_id=job_id, user=user, account=account)
     raw["state"]["current"] = state
     begin, finish = (ts(start) if start else 0), (ts(end) if end else 0)
-    raw["time"].update(submission=ts(submit), eligible=ts(submit), start=begin, end=finish,
-                       elapsed=(finish - begin) if begin and finish else 0)
+    raw["time"].update(
+        submission=ts(submit), eligible=ts(submit), start=begin, end=finish, elapsed=(finish - begin) if begin and finish else 0
+    )
     for tres in raw["tres"]["allocated"]:
         if tres["type"] == "gres":
             tres["count"] = gpus
@@ -119,7 +137,12 @@ def test_not_tracked_message_is_the_admin_instruction():
 
 def test_one_call_of_each_for_all_teams():
     teams, fake = collect()
-    assert [argv[:2] for argv, _, _ in fake.calls] == [["scontrol", "show"], ["sshare", "-a"], ["scontrol", "show"], ["sacct", "--json"]]
+    assert [argv[:2] for argv, _, _ in fake.calls] == [
+        ["scontrol", "show"],
+        ["sshare", "-a"],
+        ["scontrol", "show"],
+        ["sacct", "--json"],
+    ]
     assert sorted(teams) == ["nlp", "vision"]
 
 
@@ -149,7 +172,9 @@ def test_recorded_period_figures():
 def test_running_jobs_count_their_time_so_far():
     """At 17:25:37, 70 (alice, 1 t4), 71 (bob, 1 t4) and 74 (bob, 2 a100) had run 32 s; 72 (alice,
     1 a100) had failed after 5 s."""
-    teams, _ = collect(now=RUNNING_NOW, sshare="sshare_running.txt", assoc="assoc_mgr_running.txt", sacct="sacct_team_running.json")
+    teams, _ = collect(
+        now=RUNNING_NOW, sshare="sshare_running.txt", assoc="assoc_mgr_running.txt", sacct="sacct_team_running.json"
+    )
     members = {m.username: m for team in teams.values() for m in team.members}
     assert members["alice"].gpu_hours == pytest.approx((32 + 5) / 3600, abs=1e-4)
     assert members["bob"].gpu_hours == pytest.approx((32 + 2 * 32) / 3600, abs=1e-4)
@@ -162,8 +187,16 @@ def test_untracked_cluster_reports_no_gpu_numbers():
     teams, _ = collect(config="scontrol_config_untracked.txt", sshare="sshare_untracked.txt")
     vision = teams["vision"]
     assert vision.tracked is False
-    gpu_figures = (vision.gpu_hours_used, vision.gpu_hours_quota, vision.gpu_hours_left, vision.gpu_limit, vision.gpus_running,
-                   vision.pending_gpu_hours, vision.burn_gpu_hours_per_day, vision.runout_date)
+    gpu_figures = (
+        vision.gpu_hours_used,
+        vision.gpu_hours_quota,
+        vision.gpu_hours_left,
+        vision.gpu_limit,
+        vision.gpus_running,
+        vision.pending_gpu_hours,
+        vision.burn_gpu_hours_per_day,
+        vision.runout_date,
+    )
     assert gpu_figures == (None,) * 8 and vision.daily == {} and not vision.used_up
     assert all(m.gpu_hours is None and m.gpu_hours_live is None for m in vision.members)
     assert vision.members[0].jobs > 0  # job counts do not depend on GPU accounting
@@ -194,7 +227,9 @@ def test_median_wait_over_jobs_started_in_the_period(template):
     doc = doc_of(
         made_up(template, 1, submit="2026-11-10T10:00:00", start="2026-11-10T10:00:10", end="2026-11-10T10:01:00"),
         made_up(template, 2, submit="2026-11-10T10:00:00", start="2026-11-10T10:10:00", end="2026-11-10T10:11:00"),
-        made_up(template, 3, submit="2026-11-10T10:00:00", start="2026-11-10T10:00:20", end="2026-11-10T10:01:00", state="FAILED"),
+        made_up(
+            template, 3, submit="2026-11-10T10:00:00", start="2026-11-10T10:00:20", end="2026-11-10T10:01:00", state="FAILED"
+        ),
         made_up(template, 4, submit="2026-11-10T10:00:00", start=None, end="2026-11-10T11:00:00", state="CANCELLED"),
         # started last month: a job of this period (it ran into it), but not a wait of this period
         made_up(template, 5, submit="2026-10-31T22:00:00", start="2026-10-31T23:00:00", end="2026-11-01T01:00:00"),
@@ -234,7 +269,9 @@ def test_daily_split_across_midnight_and_period_start(template):
 
 def test_running_job_is_split_up_to_now(template):
     now = ts("2026-11-12T06:00:00")
-    doc = doc_of(made_up(template, 1, gpus=4, submit="2026-11-11T18:00:00", start="2026-11-11T18:00:00", end=None, state="RUNNING"))
+    doc = doc_of(
+        made_up(template, 1, gpus=4, submit="2026-11-11T18:00:00", start="2026-11-11T18:00:00", end=None, state="RUNNING")
+    )
     teams, _ = collect(now=now, sacct=doc)
     assert teams["vision"].daily["2026-11-11"] == {"alice": 24.0} and teams["vision"].daily["2026-11-12"] == {"alice": 24.0}
     assert list(teams["vision"].daily)[-1] == "2026-11-12"
@@ -246,10 +283,14 @@ def test_burn_rate_and_runout_date_with_a_fixed_now(template):
     now = ts("2026-11-20T12:00:00")
     doc = doc_of(
         made_up(template, 1, gpus=6, submit="2026-11-13T12:00:00", start="2026-11-13T12:00:00", end="2026-11-20T12:00:00"),
-        made_up(template, 2, gpus=8, submit="2026-11-02T00:00:00", start="2026-11-02T00:00:00", end="2026-11-03T00:00:00"),  # outside the window
+        made_up(
+            template, 2, gpus=8, submit="2026-11-02T00:00:00", start="2026-11-02T00:00:00", end="2026-11-03T00:00:00"
+        ),  # outside the window
     )
-    sshare = text("sshare_final.txt").replace("|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=8,",
-                                              "|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=4560,")
+    sshare = text("sshare_final.txt").replace(
+        "|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=8,",
+        "|gres/gpu=6000|cpu=10,mem=8116,energy=0,node=7,billing=10,fs/disk=0,vmem=0,pages=0,gres/gpu=4560,",
+    )
     teams, _ = collect(now=now, sacct=doc, sshare=sshare)
     vision = teams["vision"]
     assert vision.burn_gpu_hours_per_day == pytest.approx(144.0)
@@ -260,7 +301,9 @@ def test_burn_rate_and_runout_date_with_a_fixed_now(template):
 
 def test_burn_rate_window_is_the_period_when_shorter(template):
     now = ts("2026-11-03T00:00:00")
-    doc = doc_of(made_up(template, 1, gpus=2, submit="2026-11-01T00:00:00", start="2026-11-01T00:00:00", end="2026-11-01T02:00:00"))
+    doc = doc_of(
+        made_up(template, 1, gpus=2, submit="2026-11-01T00:00:00", start="2026-11-01T00:00:00", end="2026-11-01T02:00:00")
+    )
     teams, _ = collect(now=now, sacct=doc, since="2026-10-31T00:00:00")
     assert teams["vision"].burn_gpu_hours_per_day == pytest.approx(4 / 2)  # 4 GPU-hours over 2 days
 
@@ -298,7 +341,9 @@ def test_refresh_stores_and_pages_read_the_cache(clean_cache):
     assert usage_load() is None and team_usage("vision") is None and usage_status().taken_at == 0.0
     stored = refresh_with(scripted(), FINAL_NOW)
     assert usage_load() == stored and team_usage("vision") == stored["vision"]
-    assert team_usage("vision").runout_date == stored["vision"].runout_date and isinstance(team_usage("vision").period_start, datetime)
+    assert team_usage("vision").runout_date == stored["vision"].runout_date and isinstance(
+        team_usage("vision").period_start, datetime
+    )
     assert usage_status().taken_at == FINAL_NOW and team_usage("nobody") is None
 
 
@@ -306,7 +351,11 @@ def test_slurm_error_keeps_previous_figures_and_first_failure_time(clean_cache):
     good = refresh_with(scripted(), FINAL_NOW)
     down = SlurmUnreachable(["sshare"], None, message="cannot reach sshd")
     for now in (FINAL_NOW + 60, FINAL_NOW + 120):
-        fake = FakeTransport().expect(["scontrol", "show", "config"], stdout=text("scontrol_config_tracked.txt")).expect(SSHARE, raises=down)
+        fake = (
+            FakeTransport()
+            .expect(["scontrol", "show", "config"], stdout=text("scontrol_config_tracked.txt"))
+            .expect(SSHARE, raises=down)
+        )
         refresh_with(fake, now)
     vision = team_usage("vision")
     assert vision.error == "cannot reach sshd" and vision.error_since == FINAL_NOW + 60
@@ -363,14 +412,18 @@ def stored(clean_cache):
     return refresh_with(scripted(sshare=sshare), FINAL_NOW)
 
 
-@pytest.mark.parametrize(("gpus", "minutes", "most", "will_wait"), [(1, 60, 1.0, False), (2, 300, 10.0, False), (4, 180, 12.0, True)])
+@pytest.mark.parametrize(
+    ("gpus", "minutes", "most", "will_wait"), [(1, 60, 1.0, False), (2, 300, 10.0, False), (4, 180, 12.0, True)]
+)
 def test_estimate_says_whether_the_job_fits(stored, gpus, minutes, most, will_wait):
     estimate = job_quota_estimate(team="vision", gpu_count=gpus, time_limit_min=minutes)
     assert estimate.gpu_hours_max == most and estimate.gpu_hours_left == pytest.approx(10.0)
     assert estimate.will_wait is will_wait and estimate.taken_at == FINAL_NOW
 
 
-@pytest.mark.parametrize(("team", "gpus", "minutes"), [("nlp", 1, 60), ("nobody", 1, 60), ("vision", 0, 60), ("vision", 1, None), ("vision", 1, 0)])
+@pytest.mark.parametrize(
+    ("team", "gpus", "minutes"), [("nlp", 1, 60), ("nobody", 1, 60), ("vision", 0, 60), ("vision", 1, None), ("vision", 1, 0)]
+)
 def test_estimate_is_none_without_quota_usage_gpus_or_limit(stored, team, gpus, minutes):
     assert job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) is None
 

@@ -1,4 +1,5 @@
 """Team usage through the real gateway (SSH as the service user) against the local cluster."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """Write the API's OpenAPI schema to docs/openapi.json (committed; a test checks it is current)."""
+
 from __future__ import annotations
 
 import json

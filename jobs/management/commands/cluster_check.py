@@ -1,4 +1,5 @@
 """``manage.py cluster_check``: test the whole path from the portal to Slurm and say what is wrong."""
+
 from __future__ import annotations
 
 import socket
@@ -51,7 +52,10 @@ class Command(BaseCommand):
                 pass
             self._ok(f"sshd reachable at {conf['ssh_host']}:{conf['ssh_port']}")
         except OSError as exc:
-            self._fail("sshd reachable", f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running? (For the local cluster: make cluster.)")
+            self._fail(
+                "sshd reachable",
+                f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running? (For the local cluster: make cluster.)",
+            )
             raise CommandError("sshd is not reachable; nothing else can be checked.") from None
 
     def _first_member(self, gateway, group: str) -> str:
@@ -71,14 +75,19 @@ class Command(BaseCommand):
             gateway.run(["squeue", "--version"], as_user=user)
             self._ok(f"sudo rule: service user may run Slurm commands as {user} (group {group})")
         except SlurmError as exc:
-            self._fail("sudo rule", f"`sudo -n -u {user} squeue` failed: {exc.message}. Install the sudoers rule for the service user.")
+            self._fail(
+                "sudo rule", f"`sudo -n -u {user} squeue` failed: {exc.message}. Install the sudoers rule for the service user."
+            )
         helper = settings.PORTAL_SBATCH_HELPER
         try:
             gateway.run([helper, "--", "--version"], as_user=user)
             self._ok(f"submit helper: {helper} runs sbatch as {user}")
         except SlurmError as exc:
-            self._fail("submit helper", f"`sudo -n -u {user} {helper} -- --version` failed: {exc.message}. Install "
-                       "cluster/etc/gpuportal-sbatch there (root-owned, mode 755) and allow it in the sudoers rule.")
+            self._fail(
+                "submit helper",
+                f"`sudo -n -u {user} {helper} -- --version` failed: {exc.message}. Install "
+                "cluster/etc/gpuportal-sbatch there (root-owned, mode 755) and allow it in the sudoers rule.",
+            )
         result = gateway.run(["id"], as_user=user, check=False)
         if result.returncode == 0:
             self._fail("sudo rule is narrow", f"`sudo -u {user} id` was allowed: the rule must permit only Slurm commands.")

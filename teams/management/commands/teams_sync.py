@@ -1,4 +1,5 @@
 """``manage.py teams_sync [--dry-run] [--import]``: make Slurm's accounts match the managed teams."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 from slurm import SlurmError
@@ -14,7 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         parser.add_argument(
-            "--import", dest="do_import", action="store_true",
+            "--import",
+            dest="do_import",
+            action="store_true",
             help="first create managed teams for Slurm accounts the portal does not know (a new install)",
         )
 
