@@ -26,8 +26,11 @@ def _admin_only(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
-def _list(request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, status: int = 200) -> HttpResponse:
-    """The page; ``failed``: the refused decision's form (with its errors) by identity."""
+def _list(
+    request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, banner: list[str] | None = None, status: int = 200
+) -> HttpResponse:
+    """The page; ``failed``: the refused decision's form (with its errors) by identity; ``banner``:
+    refusals about an identity the page has no row for (one already linked)."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
     linked_names = set(
@@ -36,7 +39,12 @@ def _list(request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, st
         )
     )
     rows = [(u, u.requested_username in linked_names) for u in waiting]
-    return render(request, "accounts/links.html", {"rows": rows, "refused": refused, "failed": failed or {}}, status=status)
+    return render(
+        request,
+        "accounts/links.html",
+        {"rows": rows, "refused": refused, "failed": failed or {}, "banner": banner or []},
+        status=status,
+    )
 
 
 @login_required
@@ -56,6 +64,8 @@ def _decide(request: HttpRequest, pk: int, decide, done: str) -> HttpResponse:
         decide(user, form)
     except Refused as refusal:
         refusal_to_form(form, refusal)
+        if user.is_linked:  # no row shows it on the page: say it at the top
+            return _list(request, banner=[m for messages in form.errors.values() for m in messages], status=400)
         return _list(request, failed={pk: form}, status=400)
     except PermissionDenied as exc:
         return render(request, "teams/forbidden.html", {"message": str(exc)}, status=403)

@@ -167,6 +167,27 @@ def _error_text(returncode: int, out: str, err: str) -> str:
     return text or f"exit code {returncode}"
 
 
+def _record_associations(action: Action) -> None:
+    """Keep the portal user's ``slurm_accounts`` (what the job form bills to; read from sacctmgr at
+    sign-in) in step with an association the sync just added or removed, so a newly linked user can
+    submit at once instead of after their next sign-in."""
+    if isinstance(action, AddUser):
+        added, removed = {action.account}, set()
+    elif isinstance(action, RemoveUser):
+        added, removed = set(), {action.account}
+    elif isinstance(action, DeleteUser):
+        added, removed = set(), set(action.accounts)
+    else:
+        return
+    users = get_user_model().objects
+    user = users.filter(username=action.user).first()
+    if user is None:
+        return
+    accounts = sorted((set(user.slurm_accounts) - removed) | added)
+    if accounts != sorted(user.slurm_accounts):
+        users.filter(pk=user.pk).update(slurm_accounts=accounts)
+
+
 def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -> list[ActionResult]:
     """Run each action in order (as the service user, no sudo), going on after a failure, except
     that a user's removals are not run when the default-account change before them failed (Slurm
@@ -187,6 +208,7 @@ def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -
             result.ok, result.error = False, exc.message
         if result.ok:
             audit(actor=actor, action=f"slurm.sync.{action.kind}", target=action.target, old=action.old, new=action.new)
+            _record_associations(action)
             if isinstance(action, DeleteUser):
                 for account in action.accounts[1:]:
                     audit(

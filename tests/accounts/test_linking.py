@@ -295,3 +295,15 @@ def test_spawn_check_refuses_a_hub_user_the_portal_has_not_linked(client, hub_se
     response = client.post("/hub-internal/spawn-check", json.dumps(body), content_type="application/json", **hub_settings)
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert "not linked to a cluster account" in response.json()["errors"][0]["message"]
+
+
+def test_relinking_a_linked_identity_is_refused_with_a_visible_message(client, slurm, dana, erin):
+    """Trial finding: the refusal had no row to sit in, so the 400 page showed nothing."""
+    host_knows(slurm, "erin")
+    client.force_login(dana)
+    assert client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "erin"}).status_code == HTTPStatus.FOUND
+    again = client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "alice"})
+    assert again.status_code == HTTPStatus.BAD_REQUEST
+    assert (
+        'data-testid="link-error"' in again.content.decode() and "already linked to the cluster account" in again.content.decode()
+    )

@@ -549,3 +549,21 @@ def test_task_runs_the_sync_and_logs_failures(fake, people, caplog):
     assert not fake.script
     assert any(r.levelno == logging.ERROR and "1 action(s) failed" in r.getMessage() for r in caplog.records)
     assert teams_sync_task.max_retries == 0 and teams_sync_task.soft_time_limit < teams_sync_task.time_limit
+
+
+@pytest.mark.django_db
+def test_an_association_the_sync_adds_or_removes_is_recorded_on_the_user(django_user_model):
+    """Trial finding: a newly linked user's account list was read at approval, before the sync made
+    the association, so the job form offered no account until the next sign-in."""
+    from teams.slurm_sync import AddUser, RemoveUser, apply_actions
+
+    erin = django_user_model.objects.create(username="erin", slurm_accounts=[])
+    fake = FakeTransport()
+    fake.expect(AddUser("vision", "erin", new_user=True).argv)
+    apply_actions([AddUser("vision", "erin", new_user=True)], SlurmGateway(fake))
+    erin.refresh_from_db()
+    assert erin.slurm_accounts == ["vision"]
+    fake.expect(RemoveUser("vision", "erin").argv)
+    apply_actions([RemoveUser("vision", "erin")], SlurmGateway(fake))
+    erin.refresh_from_db()
+    assert erin.slurm_accounts == []
