@@ -31,7 +31,11 @@ def erin_associations() -> list[str]:
 
 @pytest.fixture
 def erin_has_no_association():
-    assert erin_associations() == [], "erin has a Slurm association before the test (cluster/up.sh gives her none)"
+    """erin starts with no Slurm association (cluster/up.sh gives her none; a dev session in which an
+    admin linked her leaves one: removed here) and must end with none."""
+    if erin_associations():
+        subprocess.run(["sacctmgr", "-i", "delete", "user", "name=erin"], capture_output=True, check=True)
+    assert erin_associations() == [], "erin's Slurm association could not be removed before the test"
     yield
     assert erin_associations() == [], "a Slurm association was left behind for erin"
 
