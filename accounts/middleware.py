@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django_htmx.http import HttpResponseClientRefresh
 
 from .views import UNLINKED_ALLOWED_PREFIXES, unlinked_page
 
@@ -10,7 +11,10 @@ from .views import UNLINKED_ALLOWED_PREFIXES, unlinked_page
 class LinkedIdentityMiddleware:
     """A signed-in user whose identity is not linked (waiting for an admin, or refused) reaches only
     sign-out and the sign-in pages; every other page answers 403 with what is going on
-    (:func:`accounts.views.unlinked_page`). Runs after ``AuthenticationMiddleware``."""
+    (:func:`accounts.views.unlinked_page`). An HTMX request (a fragment's poll) gets ``HX-Refresh``
+    instead, so the whole page reloads and says why, rather than the poll failing unseen every few
+    seconds. Runs after ``AuthenticationMiddleware`` (and before django-htmx's, so it reads the
+    ``HX-Request`` header itself)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -23,5 +27,7 @@ class LinkedIdentityMiddleware:
             and not user.is_linked
             and not request.path.startswith(UNLINKED_ALLOWED_PREFIXES)
         ):
+            if request.headers.get("HX-Request") == "true":
+                return HttpResponseClientRefresh()
             return unlinked_page(request)
         return self.get_response(request)

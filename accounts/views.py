@@ -4,7 +4,7 @@ and the pages shown when something in between goes wrong."""
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import jwt
 import requests
@@ -13,6 +13,7 @@ from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from .claims import LoginRefused
 from .models import LinkState
@@ -38,6 +39,8 @@ def login_page(request: HttpRequest) -> HttpResponse:
             "provider_name": oidc["name"],
             "next": request.GET.get("next", ""),
             "signed_out": request.GET.get("state") == SIGNED_OUT_STATE,
+            # Set by portal.middleware.sign_in_redirect_for_page: a page's refresh found the session gone.
+            "session_expired": request.GET.get("expired") == "1",
         },
     )
 
@@ -173,15 +176,27 @@ def account_inactive(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/login_refused.html", {"refusal": refusal}, status=403)
 
 
+def _same_site_path(request: HttpRequest, url: str) -> str | None:
+    """``url`` as a path on this portal, or ``None`` when it is another site's (or empty)."""
+    parts = urlsplit(url or "")
+    if not url or not url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return None
+    return urlunsplit(("", "", parts.path or "/", parts.query, ""))
+
+
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """``CSRF_FAILURE_VIEW``: a form from an old tab or from before signing in/out."""
-    refusal = LoginRefused(
-        "stale_form",
-        "This form was out of date, so nothing was done (it came from a page opened before you signed in or out, "
-        "or the page was open for a long time).",
-        "Go back, reload the page, and try again.",
-    )
-    return render(request, "accounts/login_refused.html", {"refusal": refusal, "title": "Please try again"}, status=403)
+    """``CSRF_FAILURE_VIEW`` (403): a form from a page that was out of date (opened before the person
+    last signed in or out, so its CSRF token was rotated, or open for a long time). Says that nothing
+    was done and links back to that page (the ``Referer`` when it is this portal's), or to sign-in
+    for someone who is not signed in."""
+    logger.info("CSRF check failed for %s %s: %s", request.method, request.path, reason)
+    page = _same_site_path(request, request.headers.get("Referer", ""))
+    if request.user.is_authenticated:
+        back, label = (page, "Back to the page") if page else (reverse("home"), "Back to the portal")
+    else:
+        login = reverse("account_login")
+        back, label = (f"{login}?{urlencode({'next': page})}" if page else login), "Sign in"
+    return render(request, "accounts/stale_page.html", {"back": back, "back_label": label}, status=403)
 
 
 #: Paths an unlinked identity may still reach: signing out, the pages of sign-in itself, static files.

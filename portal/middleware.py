@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
+from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
+
+#: Query parameter the sign-in page reads to say that the session had ended while a page was open.
+SESSION_EXPIRED_PARAM = "expired"
+
+
+def sign_in_redirect_for_page(request: HttpRequest, location: str) -> str:
+    """``location`` with its ``next`` set to the page the browser shows, when ``location`` is the
+    sign-in page and ``request`` is an HTMX request from that page (a fragment's poll).
+
+    ``login_required`` puts the fragment's own URL (``/jobs/table/``) in ``next``; after signing in
+    the person would see that fragment alone. HTMX sends the page's address in ``HX-Current-URL``
+    (``request.htmx.current_url_abs_path``: ``None`` when it is another site's); that page becomes
+    ``next``, and ``expired=1`` lets the sign-in page say that the session had ended. Without a usable
+    page address ``next`` is dropped (the home page follows sign-in). Any other ``location`` is
+    returned unchanged."""
+    parts = urlsplit(location)
+    if parts.path != resolve_url(settings.LOGIN_URL):
+        return location
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in ("next", SESSION_EXPIRED_PARAM)]
+    page = request.htmx.current_url_abs_path
+    if page and url_has_allowed_host_and_scheme(page, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        query.append(("next", page))
+    query.append((SESSION_EXPIRED_PARAM, "1"))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 class HtmxRedirectMiddleware:
     """Turns a 3xx answer to an HTMX request into ``200`` + ``HX-Redirect`` (django-htmx's
     ``HttpResponseClientRedirect``), so HTMX navigates the whole page (to the sign-in page, say)
-    instead of swapping that page into a fragment. ``request.htmx`` is set by django-htmx's
+    instead of swapping that page into a fragment; a redirect to sign-in comes back to the page, not
+    the fragment (:func:`sign_in_redirect_for_page`). ``request.htmx`` is set by django-htmx's
     ``HtmxMiddleware``, which runs before this one."""
 
     def __init__(self, get_response):
@@ -19,7 +48,7 @@ class HtmxRedirectMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if request.htmx and 300 <= response.status_code < 400 and response.has_header("Location"):
-            return HttpResponseClientRedirect(response["Location"])
+            return HttpResponseClientRedirect(sign_in_redirect_for_page(request, response["Location"]))
         return response
 
 

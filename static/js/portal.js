@@ -73,3 +73,26 @@ function portalLocalTimes(root) {
 }
 document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
 document.addEventListener("htmx:afterSwap", function (event) { portalLocalTimes(event.target); });
+
+// Fragments that refresh themselves stop after the portal refuses one of their requests (401/403:
+// the sign-in ended or changed, or the page is out of date), and the page says so once, instead of
+// asking again every few seconds without a word. A session that ended is handled by the server
+// (HX-Redirect to sign-in, back to this page afterwards); this is what is left.
+var portalRefreshStopped = false;
+document.addEventListener("htmx:beforeRequest", function (event) {
+  if (portalRefreshStopped) event.preventDefault();
+});
+document.addEventListener("htmx:responseError", function (event) {
+  var status = event.detail.xhr ? event.detail.xhr.status : 0;
+  if ((status !== 401 && status !== 403) || portalRefreshStopped) return;
+  portalRefreshStopped = true;
+  var main = document.querySelector("main");
+  if (!main) return;
+  var note = document.createElement("p");
+  note.className = "banner warn";
+  note.setAttribute("data-testid", "refresh-stopped");
+  note.setAttribute("role", "alert");
+  note.textContent = "This page stopped refreshing: the portal refused a request from it (your sign-in may have " +
+    "ended or changed, or the page is out of date). Reload the page to see where you stand.";
+  main.insertBefore(note, main.firstChild);
+});

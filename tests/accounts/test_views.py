@@ -1,6 +1,7 @@
 """Sign-in pages: no password form anywhere, and a clear page for every way sign-in can fail."""
 
 from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -70,21 +71,76 @@ def test_logout_with_unreachable_idp_says_so(client, settings, django_user_model
 
 
 @pytest.mark.django_db
-def test_htmx_fragment_after_session_end_reloads_the_page(client):
-    page = client.get("/cluster/gpus/", HTTP_HX_REQUEST="true")
+@pytest.mark.parametrize("fragment", ["/cluster/gpus/", "/jobs/table/", "/sessions/cards/"])
+def test_htmx_fragment_after_session_end_signs_in_back_to_the_page(client, fragment):
+    """A fragment's poll after the session ended reloads the page to sign-in; ``next`` is the page
+    the browser shows (HX-Current-URL), not the fragment, and the sign-in page says why."""
+    page = client.get(fragment, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://testserver/jobs/?state=RUNNING")
     assert page.status_code == HTTPStatus.OK and page.content == b""
-    assert page["HX-Redirect"].startswith("/accounts/login/")
+    target = urlsplit(page["HX-Redirect"])
+    assert target.path == "/accounts/login/"
+    assert parse_qs(target.query) == {"next": ["/jobs/?state=RUNNING"], "expired": ["1"]}
+    sign_in = client.get(page["HX-Redirect"])
+    assert b'data-testid="session-expired"' in sign_in.content
+    assert b'name="next" value="/jobs/?state=RUNNING"' in sign_in.content
 
 
 @pytest.mark.django_db
-def test_stale_form_gets_a_friendly_page(django_user_model):
+@pytest.mark.parametrize("current", ["http://elsewhere.example/jobs/", "", None])
+def test_htmx_sign_in_redirect_never_goes_to_another_site_or_the_fragment(client, current):
+    headers = {"HTTP_HX_REQUEST": "true"} | ({} if current is None else {"HTTP_HX_CURRENT_URL": current})
+    page = client.get("/jobs/table/", **headers)
+    assert parse_qs(urlsplit(page["HX-Redirect"]).query) == {"expired": ["1"]}  # home follows sign-in
+
+
+@pytest.mark.django_db
+def test_plain_sign_in_page_has_no_expiry_note(client):
+    assert b"session-expired" not in client.get("/accounts/login/?next=/jobs/").content
+
+
+@pytest.mark.django_db
+def test_unlinked_identity_polling_a_fragment_reloads_the_page(client, django_user_model):
+    from accounts.models import LinkState
+
+    client.force_login(django_user_model.objects.create(username="unlinked-x", link_state=LinkState.PENDING))
+    page = client.get("/jobs/table/", HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://testserver/jobs/")
+    assert page.status_code == HTTPStatus.OK and page["HX-Refresh"] == "true"
+    assert client.get("/jobs/").status_code == HTTPStatus.FORBIDDEN  # the reloaded page says why
+
+
+@pytest.mark.django_db
+def test_stale_form_of_a_signed_in_user_says_nothing_was_done_and_links_back(django_user_model):
     from django.test import Client
 
     client = Client(enforce_csrf_checks=True)
     client.force_login(django_user_model.objects.create(username="alice"))
-    page = client.post("/accounts/logout/")
+    page = client.post("/accounts/logout/", HTTP_REFERER="http://testserver/jobs/new/?profile=3")
     assert page.status_code == HTTPStatus.FORBIDDEN
-    assert b'data-refusal="stale_form"' in page.content and b"reload the page" in page.content
+    html = page.content.decode()
+    assert "This page was out of date, so nothing was done" in html and 'data-refusal="stale_form"' in html
+    assert 'href="/jobs/new/?profile=3" data-testid="stale-back">Back to the page<' in html
+    assert "Back to sign-in" not in html and "/accounts/login/" not in html
+    assert "_auth_user_id" in client.session  # the stale sign-out did nothing
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("referer", ["http://evil.example/x", ""])
+def test_stale_form_links_only_to_this_portal(django_user_model, referer):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create(username="alice"))
+    html = client.post("/accounts/logout/", HTTP_REFERER=referer).content.decode()
+    assert 'href="/" data-testid="stale-back">Back to the portal<' in html and "evil" not in html
+
+
+@pytest.mark.django_db
+def test_stale_form_of_someone_signed_out_offers_sign_in_back_to_the_page():
+    from django.test import Client
+
+    page = Client(enforce_csrf_checks=True).post("/accounts/logout/", HTTP_REFERER="http://testserver/jobs/")
+    assert page.status_code == HTTPStatus.FORBIDDEN
+    assert 'href="/accounts/login/?next=%2Fjobs%2F" data-testid="stale-back">Sign in<' in page.content.decode()
 
 
 @pytest.mark.django_db
