@@ -6,6 +6,7 @@ routes in ``portal/settings/base.py`` name them, and queued messages carry them.
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from slurm import SlurmError
 
@@ -14,12 +15,18 @@ from .services import snapshot_refresh
 
 logger = logging.getLogger(__name__)
 
+#: Fraction of ``PORTAL_SNAPSHOT_INTERVAL`` within which a second poll is skipped: below 1, so one
+#: beat's ticks (which jitter by a few milliseconds) never skip each other.
+POLL_MIN_GAP = 0.8
+
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
 def snapshot_poll() -> None:
-    """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds): refresh the cluster snapshot and the
-    Job rows. Not retried: the next beat tick is the retry."""
-    snapshot_refresh()
+    """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds; its message expires after one interval):
+    refresh the cluster snapshot and the Job rows. Not retried: the next beat tick is the retry.
+    Skipped when a poll started less than :data:`POLL_MIN_GAP` of an interval ago, so a second beat
+    or a backlog never polls Slurm more often than the interval."""
+    snapshot_refresh(min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
 
 
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)

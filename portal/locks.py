@@ -1,4 +1,5 @@
-"""Run-once guards in Redis: the snapshot poller and the usage refresh must never run twice at once."""
+"""Run-once guards in Redis: the snapshot poller and the usage refresh must never run twice at once,
+and the poll never more often than its interval."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def single_run(name: str, *, timeout: float, client: redis.Redis | None = None) 
             lock.release()
         except redis.exceptions.LockError:
             logger.warning("lock %s expired before the run finished", name)
+
+
+def at_most_every(name: str, *, seconds: float, client: redis.Redis | None = None) -> bool:
+    """True when no run of ``name`` started in the last ``seconds`` (and this one is now recorded as
+    started: one Redis ``SET NX PX``); False when one did (skip this run). Whatever sends the runs
+    (one beat, two beats during a deploy, a backlog after a stall), they start at most once per
+    ``seconds``. ``seconds <= 0`` always allows."""
+    if seconds <= 0:
+        return True
+    return bool((client or redis_client()).set(f"{name}:started", "1", nx=True, px=max(1, int(seconds * 1000))))

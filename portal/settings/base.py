@@ -245,13 +245,31 @@ CELERY_TASK_TIME_LIMIT = 90
 #: The snapshot poller has a queue (and in make dev a worker) of its own, so a backlog of submissions
 #: waiting on an unreachable controller never delays the poll that tells pages so.
 CELERY_TASK_ROUTES = {"jobs.tasks.snapshot_poll": {"queue": "poller"}}
+
+
+def _every(task: str, seconds: float) -> dict:
+    """A beat entry run every ``seconds`` whose message expires after the same time: a run that
+    could not start within its interval (a stalled worker, a backlog behind an outage) is dropped
+    by the worker instead of piling up, so after any stall exactly one runs."""
+    return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
+
+
 CELERY_BEAT_SCHEDULE = {
-    "cluster-snapshot": {"task": "jobs.tasks.snapshot_poll", "schedule": SNAPSHOT_INTERVAL},
-    "jobs-resend-stuck": {"task": "jobs.tasks.jobs_resend_stuck_task", "schedule": 30.0},
-    "sessions-cull-idle": {"task": "interactive.tasks.sessions_cull_idle_task", "schedule": 60.0},
-    "teams-sync": {"task": "teams.tasks.teams_sync_task", "schedule": env("PORTAL_TEAMS_SYNC_INTERVAL")},
-    "teams-usage": {"task": "teams.tasks.usage_refresh_task", "schedule": env("PORTAL_USAGE_INTERVAL")},
+    "cluster-snapshot": _every("jobs.tasks.snapshot_poll", SNAPSHOT_INTERVAL),
+    "jobs-resend-stuck": _every("jobs.tasks.jobs_resend_stuck_task", 30.0),
+    "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
+    "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
+    "teams-usage": _every("teams.tasks.usage_refresh_task", env("PORTAL_USAGE_INTERVAL")),
 }
+#: One scheduler however many ``celery beat`` processes run (a deploy, or by mistake): RedBeat keeps
+#: the schedule in Redis and lets only the holder of its lock send tasks; a second beat waits for the
+#: lock. A beat that dies without releasing it is replaced within the lock's timeout (seconds); the
+#: holder renews it every loop (at most ``CELERY_BEAT_MAX_LOOP_INTERVAL`` s).
+CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+CELERY_REDBEAT_REDIS_URL = REDIS_URL
+CELERY_REDBEAT_KEY_PREFIX = "portal:redbeat"
+CELERY_REDBEAT_LOCK_TIMEOUT = 30
+CELERY_BEAT_MAX_LOOP_INTERVAL = 5
 
 LOGGING = {
     "version": 1,

@@ -12,6 +12,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/" + os.environ.get("PORTAL_TEST_REDIS_DB", "15")
 CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
 CELERY_BROKER_URL = REDIS_URL
+CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # Scripted-transport tests expect each getent call; the cache is tested on its own.

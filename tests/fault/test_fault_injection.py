@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from celery import current_app
 from django.db import connection
 from django.test import Client
 
@@ -50,82 +48,6 @@ def sh(*argv, check=True, **kw):
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
 
-@pytest.fixture
-def celery_stack(transactional_db, clean_cache, tmp_path):
-    """A real Celery worker (prefork, 2 processes) and beat, on the test database and Redis db 15."""
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.fault.worker_settings",
-        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-        "PORTAL_SNAPSHOT_INTERVAL": "2",
-    }
-    logs = {name: open(tmp_path / f"{name}.log", "w+") for name in ("worker", "poller", "beat")}
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "-P",
-            "prefork",
-            "-c",
-            "2",
-            "--loglevel=INFO",
-            "-Q",
-            "celery",
-            "-n",
-            "fault@%h",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=logs["worker"],
-        stderr=subprocess.STDOUT,
-    )
-    poller = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "-P",
-            "solo",
-            "--loglevel=INFO",
-            "-Q",
-            "poller",
-            "-n",
-            "fault-poller@%h",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=logs["poller"],
-        stderr=subprocess.STDOUT,
-    )
-    beat = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO", "--schedule", str(tmp_path / "beat")],
-        cwd=REPO,
-        env=env,
-        stdout=logs["beat"],
-        stderr=subprocess.STDOUT,
-    )
-    eager = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = False  # this process enqueues into the real broker too
-    yield worker, tmp_path
-    current_app.conf.task_always_eager = eager
-    for proc in (beat, poller, worker):
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    for f in logs.values():
-        f.close()
-
-
 def worker_children(worker: subprocess.Popen) -> list[int]:
     out = sh("pgrep", "-P", str(worker.pid), check=False).stdout.split()
     return [int(p) for p in out]
@@ -136,7 +58,7 @@ def slurmctld_pid() -> int:
 
 
 def test_200_submissions_through_four_faults(celery_stack, django_user_model):
-    worker, tmp = celery_stack
+    worker, tmp = celery_stack.worker, celery_stack.tmp
     alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="fault-alice", slurm_accounts=["vision"])
     team, _ = Team.objects.get_or_create(name="vision")
     Membership.objects.get_or_create(team=team, user=alice, defaults={"role": Role.MEMBER})

@@ -1,0 +1,106 @@
+"""A real Celery stack for the fault tests: a worker, the poller's own worker and beat, as ``make dev``
+runs them, on the test database and the test Redis database, with tasks sent through the real broker."""
+
+from __future__ import annotations
+
+import calendar
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from celery import current_app
+from django.db import connection
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class CeleryStack:
+    """The processes of :func:`celery_stack`; ``tmp`` holds their logs (``worker.log``, ``poller.log``,
+    ``beat.log``, ``beat2.log``…)."""
+
+    env: dict
+    tmp: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    logs: dict = field(default_factory=dict)
+
+    def start(self, name: str, *args: str) -> subprocess.Popen:
+        self.logs[name] = open(self.tmp / f"{name}.log", "w+")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", *args],
+            cwd=REPO,
+            env=self.env,
+            stdout=self.logs[name],
+            stderr=subprocess.STDOUT,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def start_beat(self, name: str = "beat") -> subprocess.Popen:
+        return self.start(name, "beat", "--loglevel=INFO", "--schedule", str(self.tmp / f"{name}-schedule"))
+
+    @property
+    def worker(self) -> subprocess.Popen:
+        return self.procs["worker"]
+
+    @property
+    def poller(self) -> subprocess.Popen:
+        return self.procs["poller"]
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text(errors="replace")
+
+    def polls(self, since: float = 0.0) -> list[float]:
+        """Unix times of the polls that ran (``snapshot poll: ...`` lines of the poller's log) at or
+        after ``since``; skipped and expired ones are not counted."""
+        times = []
+        for line in self.log("poller").splitlines():
+            m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}).*\bsnapshot poll: ", line)
+            if m:
+                t = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
+                if t >= since:
+                    times.append(t)
+        return times
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            try:
+                proc.send_signal(signal.SIGCONT)  # a test may have left one stopped
+                proc.terminate()
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        for f in self.logs.values():
+            f.close()
+
+
+@pytest.fixture
+def celery_stack(transactional_db, clean_cache, tmp_path):
+    """A real Celery worker (prefork, 2 processes), the poller's worker (solo, queue ``poller``) and
+    beat (RedBeat, as configured), on the test database and Redis database; the snapshot interval is
+    2 s. This process sends its tasks to the real broker for the test's duration."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.fault.worker_settings",
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "PORTAL_SNAPSHOT_INTERVAL": "2",
+        "TZ": "UTC",  # the log times read by CeleryStack.polls
+    }
+    stack = CeleryStack(env=env, tmp=tmp_path)
+    stack.start("worker", "worker", "-P", "prefork", "-c", "2", "--loglevel=INFO", "-Q", "celery", "-n", "fault@%h")
+    stack.start("poller", "worker", "-P", "solo", "--loglevel=INFO", "-Q", "poller", "-n", "fault-poller@%h")
+    stack.start_beat()
+    eager = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = False  # this process enqueues into the real broker too
+    yield stack
+    current_app.conf.task_always_eager = eager
+    stack.stop()

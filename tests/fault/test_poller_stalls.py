@@ -1,0 +1,78 @@
+"""Issue 17, item 2, on a real Celery stack (worker, poller worker and RedBeat beat on the real Redis,
+polling the real cluster every 2 s): a stalled poller does not run its backlog when it resumes, a
+second beat sends nothing, and no two polls ever start closer than the interval allows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import redis
+from django.conf import settings
+
+from jobs.tasks import POLL_MIN_GAP
+from slurm.snapshot import snapshot_load
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+INTERVAL = 2.0  # PORTAL_SNAPSHOT_INTERVAL of the celery_stack fixture
+
+
+def wait_for_polls(stack, count: int, *, since: float, timeout: float = 60) -> list[float]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        polls = stack.polls(since=since)
+        if len(polls) >= count:
+            return polls
+        time.sleep(0.5)
+    pytest.fail(f"fewer than {count} polls in {timeout} s; poller log:\n" + stack.log("poller")[-3000:])
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [round(b - a, 2) for a, b in zip(times, times[1:], strict=False)]
+
+
+def test_stalled_poller_runs_one_poll_then_keeps_the_interval(celery_stack):
+    stack = celery_stack
+    wait_for_polls(stack, 2, since=0)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+
+    os.kill(stack.poller.pid, signal.SIGSTOP)  # the poller's worker stalls; beat goes on sending
+    time.sleep(10 * INTERVAL)
+    backlog = broker.llen("poller")
+    assert backlog >= 7, f"beat should have queued a backlog of polls while the worker was stopped, found {backlog}"
+    resumed = time.time()
+    os.kill(stack.poller.pid, signal.SIGCONT)
+
+    after = wait_for_polls(stack, 1, since=resumed, timeout=30)
+    time.sleep(3 * INTERVAL)
+    after = stack.polls(since=resumed)
+    # The backlog expired instead of running: about one poll per interval since the resume, never a burst.
+    assert 1 <= len(after) <= 4, (
+        f"{len(after)} polls in {3 * INTERVAL:.0f} s after the stall (backlog was {backlog}): {gaps(after)}"
+    )
+    assert min(gaps(after), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(after)
+    assert broker.llen("poller") <= 1, "the expired backlog was left in the queue"
+    snap = snapshot_load(with_jobs=False)
+    assert snap is not None and time.time() - snap.taken_at < 3 * INTERVAL
+
+
+def test_a_second_beat_changes_nothing_and_takes_over_when_the_first_dies(celery_stack):
+    stack = celery_stack
+    wait_for_polls(stack, 2, since=0)
+    stack.start_beat("beat2")
+    time.sleep(3)  # beat2 is up and waiting for RedBeat's lock
+    window_start = time.time()
+    time.sleep(8 * INTERVAL)
+    window = stack.polls(since=window_start)
+    assert len(window) <= 8 + 1, f"{len(window)} polls in {8 * INTERVAL:.0f} s with two beats: {gaps(window)}"
+    assert min(gaps(window), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(window)
+    assert "Scheduler: Sending due task" not in stack.log("beat2"), "the second beat sent tasks while the first ran"
+
+    stack.procs["beat"].kill()  # SIGKILL: the lock is not released; beat2 takes over once it expires (30 s)
+    killed = time.time()
+    polls = wait_for_polls(stack, 3, since=killed + 1, timeout=90)
+    assert "Scheduler: Sending due task" in stack.log("beat2")
+    assert min(gaps(polls), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(polls)
