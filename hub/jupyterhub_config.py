@@ -13,6 +13,9 @@ OIDC_ISSUER, PORTAL_HUB_OIDC_CLIENT_ID, PORTAL_HUB_OIDC_CLIENT_SECRET
 PORTAL_JUPYTER_VENV     the venv session jobs run (what each session kind adds, e.g. code-server's
                         directory, comes from the portal: interactive/kinds.py)
 PORTAL_HUB_NODE_ADDRESSES  "node1=127.0.0.1,node2=127.0.0.1": Slurm node name -> address the hub reaches
+PORTAL_SESSION_START_TIMEOUT  seconds from a session's Slurm job running to its server answering,
+                        default 300 (time in the queue is not counted: the portal's
+                        PORTAL_SESSION_MAX_QUEUE_MINUTES bounds that)
 """
 
 import os
@@ -106,7 +109,10 @@ c.PortalSlurmSpawner.jupyter_venv = env("PORTAL_JUPYTER_VENV", "/opt/gpuportal/j
 c.PortalSlurmSpawner.daemon_resolver = dict(
     pair.split("=", 1) for pair in env("PORTAL_HUB_NODE_ADDRESSES", "").split(",") if "=" in pair
 )
-c.PortalSlurmSpawner.start_timeout = int(env("PORTAL_SESSION_START_TIMEOUT", "600"))
+# Waiting in the Slurm queue is not a failure: a session waits up to the portal's deadline
+# (PORTAL_SESSION_MAX_QUEUE_MINUTES, on the card); this timeout counts only from the job running to
+# the server answering. The hub's start_timeout is set per start to cover both.
+c.PortalSlurmSpawner.server_start_timeout = int(env("PORTAL_SESSION_START_TIMEOUT", "300"))
 c.PortalSlurmSpawner.http_timeout = 120
 c.PortalSlurmSpawner.poll_interval = int(env("PORTAL_HUB_POLL_INTERVAL", "30"))  # reads the portal's snapshot, not Slurm
 c.Spawner.debug = os.environ.get("PORTAL_HUB_DEBUG") == "1"

@@ -36,7 +36,9 @@ class SessionPhase(models.TextChoices):
 
 class Session(models.Model):
     """One start of a JupyterHub named server. ``memory_mb`` MiB, ``time_limit_min`` minutes;
-    ``server_name`` the hub's named server; ``message`` why it stopped or failed, in plain words."""
+    ``server_name`` the hub's named server; ``message`` why it stopped or failed, in plain words;
+    ``give_up_at`` when the hub's spawner gives up if the session's Slurm job has not started by
+    then (set by the spawn check: now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``; None before)."""
 
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
@@ -53,6 +55,7 @@ class Session(models.Model):
     message = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    give_up_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -122,7 +122,9 @@ def _end(session: Session, state: str, message: str) -> None:
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
     the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
-    ``time_limit_min`` minutes, ``memory_mb`` MiB) and what the kind runs (``default_url``, ``path``,
+    ``time_limit_min`` minutes, ``memory_mb`` MiB), ``queue_deadline`` (Unix seconds: the spawner
+    gives up if the Slurm job is still pending then; now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``,
+    kept as ``Session.give_up_at`` for the card) and what the kind runs (``default_url``, ``path``,
     ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
@@ -147,6 +149,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
             session = Session(user=user, server_name=server_name)
         _apply(session, options)
         session.state = SessionState.STARTING
+        session.give_up_at = djtz.now() + timedelta(minutes=settings.SESSION_MAX_QUEUE_MINUTES)
         session.save()
     return {
         "key": str(session.key),
@@ -158,6 +161,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "cpus": options.cpus,
         "memory_mb": options.memory_mb,
         "time_limit_min": options.time_limit_min,
+        "queue_deadline": session.give_up_at.timestamp(),
         **KINDS[options.ide].spawn_settings(),
     }
 
@@ -225,6 +229,13 @@ class SessionCard:
                 parts.append(f"estimated start {self.estimate.astimezone(UTC):%H:%M} UTC")
             if self.job is not None and self.job.reason and self.job.reason != "None":
                 parts.append(f"Slurm reason: {self.job.reason}")
+            if s.give_up_at:
+                parts.append(f"gives up at {s.give_up_at.astimezone(UTC):%H:%M} UTC if not started")
+            if self.gives_up_before_estimate:
+                parts.append(
+                    "Slurm's estimate is later than that, so this session will probably not start: "
+                    "ask for fewer GPUs or CPUs, or try again later"
+                )
             return " · ".join(parts), ""
         if self.phase == SessionPhase.STARTING:
             return self.phase.label + (f": {self.progress}" if self.progress else "…"), ""
@@ -237,11 +248,18 @@ class SessionCard:
         return self.phase.label, ""
 
     @property
+    def gives_up_before_estimate(self) -> bool:
+        """True when Slurm's estimated start (``start_time``) is after the session's
+        ``give_up_at``: it will most likely be given up before it starts."""
+        give_up = self.session.give_up_at
+        return self.phase == SessionPhase.QUEUED and bool(self.estimate and give_up and self.estimate > give_up)
+
+    @property
     def line(self) -> str:
         """The card's status line, worded once for the Sessions page and the API's ``explanation``
         (the CLI prints that): "queued · 2nd in line · estimated start 10:05 UTC · Slurm reason:
-        Resources", "starting: <hub progress>", "running on node1 · 40 min left", "Stopped at 10:40
-        UTC: Stopped by you."."""
+        Resources · gives up at 12:00 UTC if not started", "starting: <hub progress>", "running on
+        node1 · 40 min left", "Stopped at 10:40 UTC: Stopped by you."."""
         main, last = self._line()
         return main + last
 
@@ -306,6 +324,14 @@ def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
         else:
             message = "The session ended."
         _end(session, SessionState.STOPPED, message)
+    elif session.give_up_at and djtz.now() >= session.give_up_at:  # the spawner's own message did not arrive
+        _end(
+            session,
+            SessionState.FAILED,
+            f"Given up at {session.give_up_at.astimezone(UTC):%H:%M} UTC: its Slurm job had not started after "
+            f"{duration((session.give_up_at - session.created_at).total_seconds())} in the queue (this site's limit). "
+            "Start it again later, or with fewer GPUs.",
+        )
     elif djtz.now() - session.created_at > timedelta(seconds=30):
         _end(session, SessionState.FAILED, "The session did not start and JupyterHub no longer has it; start it again.")
     return session

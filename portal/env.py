@@ -73,6 +73,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_SESSION_MAX_HOURS": (int, 8),
     "PORTAL_SESSION_IDLE_MINUTES": (int, 60),
     "PORTAL_CODE_SERVER_DIR": (str, "/opt/gpuportal/code-server"),
+    "PORTAL_SESSION_MAX_QUEUE_MINUTES": (int, 240),
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),

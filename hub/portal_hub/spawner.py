@@ -13,7 +13,13 @@ Why not stock batchspawner 1.3:
   its shape before any of it reaches the script;
 - it asks ``squeue`` for every session every 0.5 s while starting and every poll; here status comes
   from the portal's snapshot (one ``squeue --json`` for the whole cluster every few seconds), and a
-  failed status query means "unknown": the session is kept, never ended.
+  failed status query means "unknown": the session is kept, never ended;
+- JupyterHub's ``start_timeout`` wraps the whole ``start()``, so with stock settings a session
+  queued behind a long job is cancelled as "did not start". Here waiting in the Slurm queue is not a
+  failure: ``start()`` waits while the job is pending until the portal's ``queue_deadline`` (the
+  site's ``PORTAL_SESSION_MAX_QUEUE_MINUTES``, shown on the session's card), and
+  :attr:`PortalSlurmSpawner.server_start_timeout` counts only from the job running to the server
+  answering. The hub's ``start_timeout`` is set per start to cover both (a backstop only).
 """
 
 from __future__ import annotations
@@ -95,7 +101,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
 
     ``portal_url`` and ``portal_token``: where the portal's hub endpoints are and the shared secret;
     ``jupyter_venv``: the venv the job runs (``bin/jupyterhub-singleuser``), whatever the session's
-    kind; ``startup_poll_interval``: seconds between snapshot reads while starting.
+    kind; ``startup_poll_interval``: seconds between snapshot reads while starting;
+    ``server_start_timeout``: seconds from the job running to its server answering (queue time is
+    not counted: the portal's ``queue_deadline`` bounds that).
     """
 
     portal_url = Unicode("http://127.0.0.1:8000", help="The portal's base URL, as the hub reaches it.").tag(config=True)
@@ -105,6 +113,11 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     startup_poll_interval = Float(1.0, help="Seconds between status reads while a session starts.").tag(config=True)
     portal_timeout = Float(10.0, help="Seconds to wait for the portal's answer.").tag(config=True)
     log_tail_lines = Integer(15, help="Log lines quoted when a session fails to start.").tag(config=True)
+    server_start_timeout = Integer(
+        300, help="Seconds from the session's Slurm job running to its server answering (queue time not counted)."
+    ).tag(config=True)
+    #: Seconds the hub's start_timeout allows beyond the queue deadline and server_start_timeout.
+    START_TIMEOUT_MARGIN = 60
 
     # Set by apply_user_options from the portal's answer; the batch script is built from these only.
     settings: dict = {}
@@ -154,8 +167,11 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     def apply_portal_settings(self, settings: dict) -> None:
         """Keep the portal's checked ``settings`` (the spawn-check answer), which the batch script is
         built from. The kind's part is checked here too: ``default_url`` a plain path, ``path`` absolute
-        directories (no ``:``), ``env`` names the spawner does not set itself and text values. Raises
-        ``ValueError`` (or ``KeyError``/``TypeError`` for a missing or mistyped field)."""
+        directories (no ``:``), ``env`` names the spawner does not set itself and text values.
+        ``queue_deadline`` (Unix seconds) sets the hub's ``start_timeout`` for this start: the time
+        left until it plus :attr:`server_start_timeout` and a margin. Raises ``ValueError`` (or
+        ``KeyError``/``TypeError`` for a missing or mistyped field)."""
+        deadline = float(settings["queue_deadline"])
         if not isinstance(settings["path"], list) or not isinstance(settings["env"], dict):
             raise TypeError("path must be a list and env an object")
         if not _URL_PATH.fullmatch(settings["default_url"]):
@@ -168,6 +184,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 raise ValueError(f"environment variable {key!r} is not allowed")
         self.settings = settings
         self.default_url = settings["default_url"]
+        self.start_timeout = int(max(0.0, deadline - time.time()) + self.server_start_timeout + self.START_TIMEOUT_MARGIN)
 
     # -------------------------------------------------------------- portal
 
@@ -312,18 +329,25 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     # -------------------------------------------------------------- lifecycle
 
     async def start(self):
-        """Submit the job; wait until the single-user server has reported its port (batchspawner's
-        ``/hub/api/batchspawner`` callback) and accepts connections. Raises
+        """Submit the job; wait while it is pending in the Slurm queue (up to the portal's
+        ``queue_deadline``), then until the single-user server has reported its port (batchspawner's
+        ``/hub/api/batchspawner`` callback) and accepts connections, for at most
+        :attr:`server_start_timeout` seconds from the job running. Raises
         :class:`SessionStartFailed` at once when the job ends first (a failing prologue, a broken
-        Jupyter config, scancel). Returns (node address, port)."""
+        Jupyter config, scancel), when it is still pending at the deadline (the job is cancelled) and
+        when the server does not answer in time; the portal is told why first. Returns (node address,
+        port)."""
         if not self.settings:
             raise web.HTTPError(400, "This session has no validated options; start it from the portal.")
         self.port = 0
         self.job_status = ""
         await self.submit_batch_script()
         self.session_status = JobStatus("PENDING")
+        queue_deadline = float(self.settings["queue_deadline"])
         address = None
         last_status = 0.0
+        state = "UNKNOWN"  # the job's state in the latest snapshot read
+        running_since = None  # time.monotonic() when the job was first seen running
         while True:
             if self.port and address is None:
                 out = await self.query_job_status()  # one direct squeue, for the node
@@ -334,18 +358,62 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             if time.monotonic() - last_status >= self.startup_poll_interval:
                 last_status = time.monotonic()
                 status = await self.snapshot_status()
+                state = status.state
                 if status.state != "UNKNOWN":
                     self.session_status = status
                 if status.ended:
-                    reason = await self._failure_reason(status)
-                    self.log.warning("%s", reason)
-                    await self._notify("failed", reason)
-                    self.clear_state()
-                    raise SessionStartFailed(reason)
+                    await self._fail(await self._failure_reason(status))
+            if running_since is None and (self.port or state == "RUNNING"):
+                running_since = time.monotonic()
+            if running_since is None and state == "PENDING" and time.time() >= queue_deadline:
+                await self._give_up(self.session_status)
+            if running_since is not None and time.monotonic() - running_since > self.server_start_timeout:
+                await self._fail(await self._not_up_reason(), cancel=True)
             await asyncio.sleep(0.25)
         self.ip = address
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port
+
+    async def _fail(self, reason: str, *, cancel: bool = False) -> None:
+        """Tell the portal why the start failed, ``scancel`` the job if asked (a failed cancel
+        leaves the job id, so that the hub's own ``stop()`` tries again), forget it, raise
+        :class:`SessionStartFailed`."""
+        self.log.warning("%s", reason)
+        await self._notify("failed", reason)
+        if cancel:
+            try:
+                await self.cancel_batch_job()
+            except RuntimeError as exc:
+                self.log.warning("Could not cancel job %s of %s: %s", self.job_id, self.user.name, exc)
+                raise SessionStartFailed(reason) from None
+        self.clear_state()
+        raise SessionStartFailed(reason)
+
+    async def _give_up(self, status: JobStatus) -> None:
+        """The job is still pending at the portal's ``queue_deadline``: cancel it and fail, saying
+        how long it waited, Slurm's pending reason and its estimated start."""
+        waited = time.time() - float(self.settings.get("submitted_at") or time.time())
+        reason = (
+            f"Given up at {_utc_clock(time.time())}: its Slurm job {self.job_id} was still waiting in the queue "
+            f"after {_minutes(waited)} (this site's limit for a session to start)"
+        )
+        if status.reason and status.reason != "None":
+            reason += f"; Slurm's pending reason: {status.reason}"
+        if status.estimated_start:
+            reason += f"; Slurm's estimated start was {_utc_clock(status.estimated_start)}"
+        reason += ". The job was cancelled. Start the session again later, or with fewer GPUs or CPUs."
+        await self._fail(reason, cancel=True)
+
+    async def _not_up_reason(self) -> str:
+        try:
+            tail = await self._run(["tail", "-n", str(self.log_tail_lines), self._log_path()], timeout=10)
+        except RuntimeError as exc:
+            tail = f"(log not readable: {exc})"
+        return (
+            f"The session's Slurm job {self.job_id} ran for {self.server_start_timeout} s but {self._label()} did not "
+            f"answer in that time (this site's start timeout); the job was cancelled.\n"
+            f"Last lines of {self._log_path()}:\n{tail or '(empty)'}"
+        )
 
     async def poll(self):
         """None while the job is pending, running or its state is unknown; 1 only when a successful
@@ -389,9 +457,11 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 if status.position:
                     message += f" · {_ordinal(status.position)} in line"
                 if status.estimated_start:
-                    message += " · estimated start " + time.strftime("%H:%M", time.localtime(status.estimated_start))
+                    message += " · estimated start " + _utc_clock(status.estimated_start)
                 if status.reason and status.reason not in ("None", "Priority"):
                     message += f" · waiting: {status.reason}"
+                if self.settings.get("queue_deadline"):
+                    message += f" · gives up at {_utc_clock(float(self.settings['queue_deadline']))} if not started"
             elif self.port:
                 message = f"Job {self.job_id} running on {status.node or 'its node'}; {self._label()} is starting..."
             else:
@@ -428,6 +498,16 @@ async def _accepts(host: str, port: int) -> bool:
         return False
     writer.close()
     return True
+
+
+def _utc_clock(unix_seconds: float) -> str:
+    """Unix seconds -> "10:05 UTC" (the portal's cards show times in UTC too)."""
+    return time.strftime("%H:%M UTC", time.gmtime(unix_seconds))
+
+
+def _minutes(seconds: float) -> str:
+    """Seconds -> "45 s" under a minute, else "12 min"."""
+    return f"{int(seconds)} s" if seconds < 60 else f"{round(seconds / 60)} min"
 
 
 def _ordinal(n: int) -> str:

@@ -207,7 +207,8 @@ PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
 #: Interactive sessions: the hub's public URL (links to sessions), its REST API, the portal
 #: service's token (also the secret the hub's spawner presents to /hub-internal/), the partitions
 #: sessions may use, the GPU cap per session, the longest session (hours), the idle limit
-#: (minutes, 0 = never) and where code-server is (VS Code is offered only when it is there).
+#: (minutes, 0 = never), the longest a session waits in the Slurm queue before the hub's spawner
+#: gives up (minutes) and where code-server is (VS Code is offered only when it is there).
 HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
 HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
 HUB_TOKEN = env("PORTAL_HUB_TOKEN")
@@ -217,6 +218,7 @@ SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
 SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
 CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
 
+SESSION_MAX_QUEUE_MINUTES = env("PORTAL_SESSION_MAX_QUEUE_MINUTES")
 #: Job profiles (docs/profiles.md): the shared environment cache on the nodes, uv's path there, the
 #: Python versions offered, CUDA version -> environment module (``12.4=cuda/12.4``; empty = none),
 #: the container runtime ("" = none), the package index ("" = PyPI); API tokens' longest life (days).

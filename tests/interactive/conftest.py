@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from interactive.kinds import KINDS
 from tests.conftest import REPO, free_port
 
 HUB_TOKEN = "test-hub-token"
+#: The test hub's PORTAL_SESSION_START_TIMEOUT (seconds).
+START_TIMEOUT = 30
 JUPYTER_VENV = Path(os.environ.get("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyter"))
 
 
@@ -84,6 +88,9 @@ def jupyterhub(oidc_idp):
         "OIDC_ISSUER": oidc_idp.issuer,
         "PORTAL_HUB_OIDC_CLIENT_SECRET": "jupyterhub-test-secret",
         "PORTAL_HUB_POLL_INTERVAL": "5",
+        # Short, so that a test can queue a session for longer than the hub's start timeout
+        # (tests/interactive/test_session_queue.py); JupyterLab answers in a few seconds.
+        "PORTAL_SESSION_START_TIMEOUT": str(START_TIMEOUT),
     }
     log_file = state.parent / "test-hub.log"
     log = open(log_file, "w")
@@ -173,3 +180,26 @@ def squeue_session_jobs(user: str) -> list[dict]:
         if fields.get("JobName", "").startswith("session-"):
             jobs.append(fields)
     return jobs
+
+
+@contextmanager
+def interactive_blocker(seconds: int, *, time_min: int) -> Iterator[str]:
+    """bob's job holding one CPU of node1 (the interactive partition's only node, 8 CPUs) for
+    ``seconds`` (Slurm time limit ``time_min`` minutes, which Slurm's start estimates use): a session
+    asking for all 8 CPUs waits in line behind it. Yields the job id once it runs; cancels it at the end."""
+    argv = ["sudo", "-u", "bob", "sbatch", "--parsable", "--chdir=/tmp", "--partition=interactive", "--cpus-per-task=1"]
+    argv += ["--mem=100M", f"--time={time_min}", "--job-name=queue-blocker", "--output=/dev/null", "--wrap", f"sleep {seconds}"]
+    job_id = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 90
+        while (state := job_state(job_id)) != "RUNNING":
+            assert time.monotonic() < deadline, f"bob's blocker job {job_id} did not start: {state}"
+            time.sleep(0.5)
+        yield job_id
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+def job_state(job_id: str) -> str:
+    """The job's state in ``squeue`` ("" once it left the queue)."""
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()

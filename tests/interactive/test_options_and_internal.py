@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from django.conf import settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -168,8 +169,12 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
     settings_ = r.json()["settings"]
     session = Session.objects.get(user=alice)
     assert settings_["key"] == str(session.key)
-    assert settings_ | {"key": None} == {
+    # The spawner gives up at the site's limit for the queue; the card shows the same time.
+    assert settings_["queue_deadline"] == session.give_up_at.timestamp()
+    assert abs(session.give_up_at.timestamp() - time.time() - settings.SESSION_MAX_QUEUE_MINUTES * 60) < 30
+    assert settings_ | {"key": None, "queue_deadline": None} == {
         "key": None,
+        "queue_deadline": None,
         "ide": "lab",
         "job_name": "session-lab",
         "partition": "interactive",

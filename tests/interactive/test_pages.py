@@ -212,3 +212,29 @@ def test_the_session_line_is_worded_once_for_the_page_and_the_api(world):
     assert queued.line == "queued · 2nd in line · estimated start 10:05 UTC"
     assert running.line == "running · 40 min left" and running.line_main == "running" and running.time_left_text == "40 min left"
     assert session_out(queued)["explanation"] == queued.line and session_out(running)["explanation"] == running.line
+
+
+@pytest.mark.parametrize(
+    "give_up, said",
+    [
+        ((12, 0), "queued · 2nd in line · estimated start 10:05 UTC · gives up at 12:00 UTC if not started"),
+        (
+            (10, 0),
+            "queued · 2nd in line · estimated start 10:05 UTC · gives up at 10:00 UTC if not started · Slurm's estimate "
+            "is later than that, so this session will probably not start: ask for fewer GPUs or CPUs, or try again later",
+        ),
+    ],
+)
+def test_a_queued_card_says_when_the_session_gives_up_and_warns_when_slurm_expects_later(world, give_up, said):
+    """Issue 17, item 4: the site's limit for the queue is on the card, with a warning beforehand."""
+    from datetime import UTC, datetime
+
+    from interactive.models import SessionPhase
+    from interactive.services import SessionCard
+
+    alice, _ = world
+    s = Session(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60)
+    s.give_up_at = datetime(2026, 12, 1, *give_up, tzinfo=UTC)
+    card = SessionCard(s, SessionPhase.QUEUED, None, 2, 3, datetime(2026, 12, 1, 10, 5, tzinfo=UTC), None, "", "")
+    assert card.line == said
+    assert card.gives_up_before_estimate == (give_up < (10, 5))

@@ -14,6 +14,8 @@ from interactive.kinds import KINDS
 from interactive.models import Session, SessionState
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401 (fixture)
 
+from .conftest import interactive_blocker
+
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
 
 
@@ -84,4 +86,32 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
     assert "Stopped by you." in card.inner_text() or "Stopped by you." in page.inner_text("#session-cards")
     shot(page, "4-stopped")
     assert not Session.objects.filter(user__username="alice", state__in=[SessionState.STARTING, SessionState.RUNNING]).exists()
+    connection.close()
+
+
+def test_a_queued_session_shows_when_it_gives_up_and_then_why(hub_portal, portal_with_idp, browser_page, settings):  # noqa: F811
+    """Issue 17, item 4: the card shows the site's limit for the queue and warns when Slurm expects
+    to start the session later than that; given up, it says why."""
+    settings.SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
+    page = browser_page
+    sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")
+    with interactive_blocker(300, time_min=10):
+        page.check("input[name=ide][value=lab]")
+        page.select_option("#id_gpu_count", "0")
+        page.fill("#id_cpus", "8")  # all of node1's: it waits behind the blocker
+        page.fill("#id_memory_gb", "1")
+        page.fill("#id_hours", "1")
+        page.get_by_test_id("start-session").click()
+        card = page.locator("[data-testid=session-card][data-phase=queued]").first
+        card.wait_for(timeout=30_000)
+        status = card.get_by_test_id("session-status")
+        status.filter(has_text="Slurm's estimate is later than that").wait_for(timeout=30_000)
+        assert "gives up at" in status.inner_text() and "if not started" in status.inner_text()
+        shot(page, "queue-1-queued")
+        ended = page.locator("[data-testid=session-card][data-phase=ended]").first
+        ended.wait_for(timeout=90_000)
+        message = ended.get_by_test_id("session-message").inner_text()
+        assert "still waiting in the queue after" in message and "this site's limit" in message, message
+        assert "Given up at" in ended.get_by_test_id("session-status").inner_text() + message
+        shot(page, "queue-2-given-up")
     connection.close()
