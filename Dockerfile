@@ -11,4 +11,4 @@ RUN pip install --no-cache-dir . && \
 RUN useradd --system --home /app portalapp && chown -R portalapp /app
 USER portalapp
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "portal.wsgi", "-c", "portal/gunicorn.conf.py", "--bind", "0.0.0.0:8000"]

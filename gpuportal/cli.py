@@ -3,6 +3,11 @@
 ``main(argv)`` parses ``argv`` (default ``sys.argv[1:]``), runs the command and returns the exit
 status: 0 success, 1 an error from the portal or the network (or a job that did not complete),
 2 a usage or configuration error, 130 interrupted (Ctrl-C).
+
+Errors are lines on stderr (``error: ...``). With ``--json`` stdout holds only JSON: the API's
+documents, or, when a command fails without one, one line of :func:`error_document`'s shape
+``{"error": {"kind", "status", "message", "errors", "url", "hint"}}`` (stderr still has the lines
+for people).
 """
 
 from __future__ import annotations
@@ -46,6 +51,14 @@ def err(text: str) -> None:
     sys.stderr.flush()
 
 
+def token_hint(exc: ApiError, url: str | None) -> str | None:
+    """For a 401, where to get a new token (one sentence); ``None`` otherwise."""
+    if exc.status != 401:
+        return None
+    where = f"{url}/account/tokens/" if url else "the portal's /account/tokens/ page"
+    return f"your token is missing, wrong, expired or revoked: create one on {where}"
+
+
 def print_api_error(exc: ApiError, url: str | None) -> None:
     """Print an :class:`ApiError` to stderr: ``error: <detail>``, then one line per field error
     (``  <field> (line N): <message>``), then for 401 a hint about the token."""
@@ -57,9 +70,45 @@ def print_api_error(exc: ApiError, url: str | None) -> None:
         where = where.strip()
         message = str(item.get("message") or "")
         err(f"  {where}: {message}" if where else f"  {message}")
-    if exc.status == 401:
-        where = f"{url}/account/tokens/" if url else "the portal's /account/tokens/ page"
-        err(f"hint: your token is missing, wrong, expired or revoked: create one on {where}")
+    hint = token_hint(exc, url)
+    if hint:
+        err(f"hint: {hint}")
+
+
+def error_document(
+    kind: str,
+    message: str,
+    *,
+    status: int | None = None,
+    errors: list[dict] | None = None,
+    url: str | None = None,
+    hint: str | None = None,
+) -> dict:
+    """What ``--json`` prints on stdout for a failed command, always with every key:
+    ``{"error": {"kind", "status", "message", "errors", "url", "hint"}}``.
+
+    ``kind``: ``"http"`` (the API answered 4xx/5xx: ``status`` is the HTTP status, ``errors`` the
+    API's ``[{"field", "message", "line"}]``), ``"bad_answer"`` (an answer that is not the API's
+    JSON), one of :class:`~gpuportal.client.ConnectionFailed`'s kinds (``"unreachable"``,
+    ``"timeout"``, ``"tls"``, ``"connection_lost"``, ``"invalid_request"``), ``"usage"`` (the
+    command line) or ``"config"`` (the configuration); ``status`` is ``None`` for all but
+    ``"http"``. ``message``: the sentence the text output shows; ``url``: the URL tried, if any;
+    ``hint``: what to do, if the CLI knows (``None`` otherwise)."""
+    return {
+        "error": {
+            "kind": kind,
+            "status": status,
+            "message": message,
+            "errors": list(errors or []),
+            "url": url,
+            "hint": hint,
+        }
+    }
+
+
+def emit_error(document: dict) -> None:
+    """Print an :func:`error_document` on stdout as one line (so it also ends a stream of JSON lines)."""
+    out(dumps_json(document, pretty=False))
 
 
 # --- arguments ----------------------------------------------------------------------------------
@@ -112,18 +161,40 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+class _ParseError(Exception):
+    """The command line did not parse: ``message`` as argparse says it, ``usage`` the usage line,
+    ``prog`` the (sub)command's name (``gpuportal submit``)."""
+
+    def __init__(self, message: str, usage: str, prog: str):
+        super().__init__(message)
+        self.usage = usage
+        self.prog = prog
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, except that a usage error raises :class:`_ParseError` instead of printing
+    and exiting, so that :func:`main` can print it as JSON under ``--json`` (subcommands' parsers are
+    of this class too)."""
+
+    def error(self, message: str):
+        raise _ParseError(message, self.format_usage(), self.prog)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser. The global flags (``--url``, ``--token``, ``--json``) are accepted both
     before and after the (sub)command."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = ArgumentParser(add_help=False)
     g = common.add_argument_group("global options")
     g.add_argument("--url", default=argparse.SUPPRESS, help="the portal's address (else $GPUPORTAL_URL, else the config file)")
     g.add_argument("--token", default=argparse.SUPPRESS, help="an API token (else $GPUPORTAL_TOKEN, else the config file)")
     g.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON documents instead of text"
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help='print the API\'s JSON documents instead of text; an error is one line {"error": {...}} on stdout',
     )
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="gpuportal",
         parents=[common],
         description="Command-line client of the GPU portal: submit and follow jobs, start notebooks, manage job profiles.",
@@ -743,23 +814,48 @@ def cmd_profiles_run(ctx: Context) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``gpuportal`` command line ``argv`` (default ``sys.argv[1:]``); returns the exit status
     (0 ok, 1 API/network error or job not completed, 2 usage/configuration error, 130 Ctrl-C).
-    Errors are printed to stderr as one ``error: ...`` line (plus field lines), never a traceback."""
+    Errors are printed to stderr as one ``error: ...`` line (plus field lines), never a traceback;
+    with ``--json`` also as one :func:`error_document` line on stdout."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    # Before parsing is done, --json is known only from the words (up to a "--").
+    as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, usage errors
+    except _ParseError as exc:
+        sys.stderr.write(exc.usage)
+        err(f"{exc.prog}: error: {exc}")
+        if as_json:
+            emit_error(error_document("usage", str(exc), hint="see `gpuportal --help`"))
+        return 2
+    except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     ctx = Context(args)
     try:
         return args.func(ctx)
     except (UsageError, ConfigError) as exc:
         err(f"error: {exc}")
+        if ctx.json:
+            emit_error(error_document("usage" if isinstance(exc, UsageError) else "config", str(exc)))
         return 2
     except ApiError as exc:
         print_api_error(exc, ctx.url)
+        if ctx.json:
+            emit_error(
+                error_document(
+                    "http" if exc.status else "bad_answer",
+                    exc.detail,
+                    status=exc.status or None,
+                    errors=exc.errors,
+                    url=exc.url,
+                    hint=token_hint(exc, ctx.url),
+                )
+            )
         return 1
     except ConnectionFailed as exc:
         err(f"error: {exc}")
+        if ctx.json:
+            emit_error(error_document(exc.kind, str(exc), url=exc.url))
         return 1
     except KeyboardInterrupt:
         return 130

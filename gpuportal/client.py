@@ -1,8 +1,16 @@
 """A thin HTTP client for the portal's REST API (``{url}/api/v1``, bearer token, JSON bodies).
 
 Every method returns the decoded JSON document (a ``dict``) and raises :class:`ApiError` for an
-HTTP error status (or a response that is not JSON) and :class:`ConnectionFailed` when the portal
-cannot be reached.
+HTTP error status (or a response that is not JSON) and :class:`ConnectionFailed` when no answer
+came: the portal could not be reached, or the connection broke before it answered.
+
+Connections are kept alive between requests (``gpuportal logs -f`` polls every 2 s on one), so a
+request may meet a connection the server is closing at that very moment (its keep-alive timer:
+gunicorn's default is 2 s). urllib3's :class:`~urllib3.util.Retry` (see :func:`retry_policy`) sends
+an idempotent request (GET, HEAD) again on a new connection when the connection was reset or
+closed after it was sent, and any request when no connection could be made (nothing was sent).
+A POST or DELETE whose connection broke after sending is not sent again: the portal may have
+carried it out, and the error says so.
 """
 
 from __future__ import annotations
@@ -13,12 +21,53 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
 
 from . import __version__
 
 #: Seconds to wait for the TCP connection, and for each response.
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
+#: How many times a request is sent again after its connection failed (see :func:`retry_policy`).
+RETRIES = 3
+#: Methods that are safe to send twice (RFC 9110's idempotent reads).
+IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
+class _Retry(Retry):
+    """urllib3's ``Retry``, except that an answer that timed out is not asked for again: the portal
+    got the request and is still busy with it (a second one would only add to its load), and the
+    user would wait :data:`READ_TIMEOUT` once more per try."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None) -> Retry:
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def retry_policy() -> Retry:
+    """The retries of every request (a urllib3 ``Retry``): at most :data:`RETRIES` in all;
+    ``connect``: no connection could be made (refused, unknown host, connect timeout), so nothing was
+    sent and any method may be retried; ``read``: the connection was reset or closed after the
+    request was sent: only for :data:`IDEMPOTENT` methods (an answer that timed out is not retried,
+    see :class:`_Retry`). Waits 0, 0.5, 1 s before the tries after the first (``backoff_factor``
+    0.25). HTTP statuses are never retried: the API's answers, 5xx included, are shown as they are."""
+    return _Retry(
+        total=RETRIES,
+        connect=RETRIES,
+        read=RETRIES,
+        status=0,
+        other=0,
+        redirect=False,
+        allowed_methods=IDEMPOTENT,
+        backoff_factor=0.25,
+        backoff_max=2.0,
+        raise_on_status=False,
+        raise_on_redirect=False,
+        respect_retry_after_header=False,
+    )
 
 
 class ApiError(Exception):
@@ -26,20 +75,34 @@ class ApiError(Exception):
 
     ``status``: the HTTP status (0 when the body, not the status, was the problem); ``detail``: the
     API's one-sentence explanation; ``errors``: a list of ``{"field", "message", "line"}`` dicts
-    (possibly empty; ``line`` may be ``None``); ``document``: the decoded JSON body or ``None``.
+    (possibly empty; ``line`` may be ``None``); ``document``: the decoded JSON body or ``None``;
+    ``url``: the URL that answered (``None`` when unknown).
     """
 
-    def __init__(self, status: int, detail: str, errors: list[dict] | None = None, document: Any = None):
+    def __init__(self, status: int, detail: str, errors: list[dict] | None = None, document: Any = None, url: str | None = None):
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.errors = errors or []
         self.document = document
+        self.url = url
 
 
 class ConnectionFailed(Exception):
-    """The portal could not be reached (refused, unknown host, TLS failure, timeout); the message is
-    one line for the user."""
+    """No answer came from the portal; the message is one line for the user.
+
+    ``kind`` says why: ``"unreachable"`` (refused, unknown host: the portal is down or the address is
+    wrong; after the retries), ``"timeout"`` (no connection or no answer in time, after the
+    retries), ``"tls"`` (the TLS handshake failed), ``"connection_lost"`` (the connection was
+    reset or closed after the request was sent: the portal is up), ``"invalid_request"`` (the
+    request could not be made, e.g. a malformed URL). ``url``: the URL tried; ``method``: the HTTP
+    method."""
+
+    def __init__(self, message: str, *, kind: str, url: str, method: str = "GET"):
+        super().__init__(message)
+        self.kind = kind
+        self.url = url
+        self.method = method
 
 
 class _BearerAuth(requests.auth.AuthBase):
@@ -69,6 +132,9 @@ class Client:
         self.base = self.url + "/api/v1"
         self.timeout = timeout
         self.session = session or requests.Session()
+        adapter = HTTPAdapter(max_retries=retry_policy())
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
         self.session.auth = _BearerAuth(token)
         self.session.headers.update({"Accept": "application/json", "User-Agent": f"gpuportal-cli/{__version__}"})
 
@@ -80,15 +146,47 @@ class Client:
         url = self.base + path
         try:
             response = self.session.request(method, url, params=params, json=body, timeout=self.timeout)
-        except requests.exceptions.Timeout:
-            raise ConnectionFailed(f"the portal at {self.url} did not answer in time") from None
-        except requests.exceptions.SSLError as exc:
-            raise ConnectionFailed(f"TLS error talking to {self.url}: {_root_reason(exc)}") from None
-        except requests.exceptions.ConnectionError as exc:
-            raise ConnectionFailed(f"cannot connect to the portal at {self.url}: {_root_reason(exc)}") from None
-        except requests.exceptions.RequestException as exc:  # invalid URL and the like
-            raise ConnectionFailed(f"cannot send the request to {url}: {exc}") from None
+        except requests.exceptions.RequestException as exc:
+            raise self._failure(method, url, exc) from None
         return self._decode(response)
+
+    def _failure(self, method: str, url: str, exc: requests.exceptions.RequestException) -> ConnectionFailed:
+        """The :class:`ConnectionFailed` for a request that got no answer: which ``kind`` of failure,
+        and a sentence that names the URL tried and whether the request was retried."""
+        method = method.upper()
+        tried = getattr(getattr(exc, "request", None), "url", None) or url
+        retried = _exhausted(exc)
+        tries = f" ({RETRIES + 1} tries)" if retried else ""
+        reason = _root_reason(exc)
+
+        def failed(kind: str, message: str) -> ConnectionFailed:
+            return ConnectionFailed(message, kind=kind, url=tried, method=method)
+
+        if isinstance(exc, requests.exceptions.SSLError):
+            return failed("tls", f"TLS error talking to {tried}: {reason}")
+        # urllib3's NewConnectionError (refused, unknown host) is a subclass of ConnectTimeoutError: first.
+        if isinstance(exc, requests.exceptions.ConnectionError) and _caused_by(exc, urllib3.exceptions.NewConnectionError):
+            return failed("unreachable", f"cannot connect to the portal at {tried}: {reason}{tries}")
+        if isinstance(exc, requests.exceptions.ConnectTimeout) or _caused_by(exc, urllib3.exceptions.ConnectTimeoutError):
+            return failed(
+                "timeout", f"cannot connect to the portal at {tried}: no connection within {self.timeout[0]:g} s{tries}"
+            )
+        if isinstance(exc, requests.exceptions.Timeout) or _caused_by(exc, urllib3.exceptions.ReadTimeoutError):
+            return failed("timeout", f"the portal at {tried} did not answer within {self.timeout[1]:g} s")
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            # The connection was made and the request sent; then it was reset or closed unanswered.
+            if method in IDEMPOTENT:
+                return failed(
+                    "connection_lost",
+                    f"the portal at {tried} closed the connection without answering, {RETRIES + 1} times in a row "
+                    f"({reason}): it is reachable but dropping connections; try again in a moment",
+                )
+            return failed(
+                "connection_lost",
+                f"the connection to the portal at {tried} was closed before it answered ({reason}); the {method} "
+                "may or may not have been carried out: check (e.g. `gpuportal ls`) before sending it again",
+            )
+        return failed("invalid_request", f"cannot send the request to {tried}: {exc}")
 
     def _decode(self, response: requests.Response) -> dict:
         document: Any = None
@@ -101,15 +199,17 @@ class Client:
             if isinstance(document, dict) and isinstance(document.get("detail"), str):
                 errors = document.get("errors") or []
                 errors = [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
-                raise ApiError(response.status_code, document["detail"], errors, document)
+                raise ApiError(response.status_code, document["detail"], errors, document, response.url)
             detail = f"HTTP {response.status_code} {response.reason or ''}".strip()
             if document is None and response.content:
                 detail += f" from {response.url} (not a JSON answer: is {self.url} the portal's address?)"
-            raise ApiError(response.status_code, detail, [], document)
+            raise ApiError(response.status_code, detail, [], document, response.url)
         if not response.content:
             return {}
         if not isinstance(document, dict):
-            raise ApiError(0, f"the server at {self.url} did not answer with a JSON object (is it the portal's address?)")
+            raise ApiError(
+                0, f"the server at {self.url} did not answer with a JSON object (is it the portal's address?)", url=response.url
+            )
         return document
 
     # --- endpoints ------------------------------------------------------------------------------
@@ -176,6 +276,33 @@ class Client:
 def _seg(value: str) -> str:
     """``value`` as one URL path segment (so a ref cannot reach another endpoint)."""
     return quote(str(value), safe="")
+
+
+def _causes(exc: BaseException):
+    """``exc`` and what it wraps: ``__cause__``/``__context__``, urllib3's ``reason`` and exceptions
+    among ``args`` (requests wraps urllib3's ``MaxRetryError``, which wraps the last failure)."""
+    seen = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        cause = todo.pop(0)
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        yield cause
+        reason = getattr(cause, "reason", None)
+        todo += [
+            c for c in (reason, *getattr(cause, "args", ()), cause.__cause__, cause.__context__) if isinstance(c, BaseException)
+        ]
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    return any(isinstance(c, kind) for c in _causes(exc))
+
+
+def _exhausted(exc: BaseException) -> bool:
+    """Whether urllib3 gave up after its retries (a ``MaxRetryError`` in the chain): the request was
+    tried 1 + :data:`RETRIES` times."""
+    return _caused_by(exc, urllib3.exceptions.MaxRetryError)
 
 
 def _root_reason(exc: BaseException) -> str:

@@ -18,10 +18,11 @@ start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2 -Q celery -n worker@%h
 start_bg celery-poller "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --pool=solo -Q poller -n poller@%h
 start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --loglevel=INFO --schedule "$RUN_DIR/celerybeat-schedule"
-# gunicorn, as in production: a bounded number of threads (and so of database connections) however many
-# people use it; --reload restarts it when the code changes.
-start_bg portal "$VENV/bin/gunicorn" portal.wsgi --chdir "$REPO_DIR" --bind "$PORTAL_HOST:$PORTAL_PORT" \
-    --workers 2 --threads 8 --reload --access-logfile - --error-logfile -
+# gunicorn, as in production (portal/gunicorn.conf.py): a bounded number of threads (and so of database
+# connections) however many people use it, and a keep-alive longer than any client's poll; --reload
+# restarts it when the code changes.
+start_bg portal "$VENV/bin/gunicorn" portal.wsgi -c "$REPO_DIR/portal/gunicorn.conf.py" --chdir "$REPO_DIR" \
+    --bind "$PORTAL_HOST:$PORTAL_PORT" --reload --access-logfile - --error-logfile -
 start_bg hub bash "$REPO_DIR/scripts/hub.sh"
 wait_http "http://127.0.0.1:8800/.well-known/openid-configuration" 30
 wait_http "http://127.0.0.1:8001/hub/api/" 60

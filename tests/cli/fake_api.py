@@ -2,13 +2,24 @@
 on 127.0.0.1 serving canned data and recording every request it gets.
 
 Tests change the canned data (``api.jobs``, ``api.log_pages``, ``api.session_states``,
-``api.session_kinds``) or script a route outright with :meth:`FakeAPI.script`.
+``api.session_kinds``) or script a route outright with :meth:`FakeAPI.script` (:data:`RESET` as a
+response resets the connection instead of answering).
+
+By default every answer closes its connection (HTTP/1.0). ``FakeAPI(keep_alive_s=0.2)`` keeps
+connections alive (HTTP/1.1) as gunicorn does, and a connection that has been idle for longer than
+``keep_alive_s`` is reset (TCP RST, no answer) when the next request arrives on it: the moment at
+which a server's keep-alive timer fires just as the client sends its next request on the same
+connection, made certain rather than left to timing (``gpuportal logs -f`` polling every 2 s a
+gunicorn with its default 2 s keep-alive). ``api.resets`` counts the connections reset.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +28,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 TOKEN = "tok-alice-123"
 KEY_1 = "5b0c1c9e-2a8e-4a3b-9b7e-6f1d2c3a4b5c"
 KEY_2 = "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"
+#: A scripted response that resets the connection (TCP RST) instead of answering.
+RESET = (-1, None)
+
+
+def dead_url() -> str:
+    """The URL of a port on 127.0.0.1 where nothing listens (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 def make_job(**fields: Any) -> dict:
@@ -134,6 +155,11 @@ class FakeAPI:
     #: The GET /sessions/kinds document (tests may put the real API's answer here).
     session_kinds: dict = field(default_factory=make_kinds)
     scripted: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
+    #: ``None``: one request per connection. A number of seconds: keep connections alive, and reset one
+    #: idle for longer than this when its next request arrives (see the module's docstring).
+    keep_alive_s: float | None = None
+    #: Connections reset so far (by the keep-alive timer or a scripted :data:`RESET`).
+    resets: int = 0
     server: ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -155,11 +181,20 @@ class FakeAPI:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0" if self.keep_alive_s is None else "HTTP/1.1"
+            #: When this connection last finished an answer (``time.monotonic()``), ``None`` before the first.
+            idle_since: float | None = None
+
             def log_message(self, *args):  # keep the test output clean
                 pass
 
             def _handle(self):
+                idle = None if self.idle_since is None else time.monotonic() - self.idle_since
+                if api.keep_alive_s is not None and idle is not None and idle > api.keep_alive_s:
+                    api._reset(self)
+                    return
                 api._serve(self)
+                self.idle_since = time.monotonic()
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
@@ -185,6 +220,9 @@ class FakeAPI:
         with self.lock:
             self.requests.append(Recorded(h.command, path, parts.path, query, {k.lower(): v for k, v in h.headers.items()}, body))
             status, doc = self._answer(h.command, path, query, body, h.headers.get("Authorization"))
+        if (status, doc) == RESET:
+            self._reset(h)
+            return
         if isinstance(doc, str):
             data, ctype = doc.encode(), "text/html"
         else:
@@ -194,6 +232,15 @@ class FakeAPI:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+    def _reset(self, h: BaseHTTPRequestHandler) -> None:
+        """Close ``h``'s connection with a TCP RST (SO_LINGER 0) without answering: the client reading
+        its answer gets "Connection reset by peer"."""
+        with self.lock:
+            self.resets += 1
+        h.close_connection = True
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        h.connection.close()  # the real close (the RST) comes when the handler drops its file objects
 
     @staticmethod
     def _next(queue: list) -> Any:

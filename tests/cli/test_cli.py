@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import stat
 import tomllib
 
@@ -14,53 +13,9 @@ import pytest
 from gpuportal import __version__, cli, config
 from gpuportal.cli import main, parse_value
 
-from .fake_api import KEY_1, KEY_2, TOKEN, FakeAPI, make_job, make_session
+from .fake_api import KEY_1, KEY_2, TOKEN, dead_url, make_job, make_session
 
-ENV_VARS = [
-    "GPUPORTAL_URL",
-    "GPUPORTAL_TOKEN",
-    "GPUPORTAL_CONFIG",
-    "XDG_CONFIG_HOME",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NETRC",
-]
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No configuration leaks in from the machine: a fresh HOME, no GPUPORTAL_* or proxy variables."""
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("NO_PROXY", "*")
-    return tmp_path
-
-
-@pytest.fixture
-def api():
-    fake = FakeAPI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def env(api, monkeypatch):
-    """The CLI configured for the fake API through the environment."""
-    monkeypatch.setenv("GPUPORTAL_URL", api.url)
-    monkeypatch.setenv("GPUPORTAL_TOKEN", TOKEN)
-    return api
-
-
-def dead_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def write_file_config(path, url, token):
@@ -214,7 +169,9 @@ def test_connection_refused_is_one_clean_line(capsys):
     assert main(["ls", "--url", url, "--token", "t"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == f"error: cannot connect to the portal at {url}: connection refused\n"
+    assert (
+        captured.err == f"error: cannot connect to the portal at {url}/api/v1/jobs?scope=active: connection refused (4 tries)\n"
+    )
 
 
 def test_non_json_error_page(env, capsys):

@@ -1,19 +1,27 @@
 """The CLI end to end: the installed ``gpuportal`` command (a separate process, talking only to the
 API over HTTP) against the live portal and the real cluster. Submit the example training profile,
-follow its log until it completes, find it in ``ls``; a refusal names the field and line."""
+follow its log until it completes, find it in ``ls``; a refusal names the field and line. And
+``logs -f`` over many polls against the portal served by gunicorn (as ``make dev`` and production
+serve it) with a keep-alive as short as the poll interval: it never dies (issue 17, item 9)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
+from django.db import connection
 
 from api.tokens import token_create
+from tests.conftest import free_port
 from tests.e2e.test_batch_job_browser import poller  # noqa: F401  (fixture: the snapshot poller in a thread)
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -21,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_digits.yaml"
 GPUPORTAL = str(Path(sys.executable).with_name("gpuportal"))
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 
 
 @pytest.fixture
@@ -79,3 +88,77 @@ def test_a_refused_profile_names_the_field_and_line_and_submits_nothing(alice_cl
     assert "resources.partition (line 10)" in result.stderr and "not offered here" in result.stderr
     listed = json.loads(alice_cli("--json", "ls", "--all").stdout)
     assert listed["count"] == 0
+
+
+@pytest.fixture
+def gunicorn_portal(transactional_db, clean_cache, tmp_path):
+    """The portal served by gunicorn with the project's settings (``portal/gunicorn.conf.py``, as
+    ``make dev``) but a keep-alive of 1 s, on the test database and Redis database. Yields its URL
+    and the path of its access log."""
+    db = connection.settings_dict
+    port = free_port()
+    log = tmp_path / "gunicorn-access.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    argv = [GUNICORN, "portal.wsgi", "-c", str(REPO / "portal" / "gunicorn.conf.py"), "--chdir", str(REPO)]
+    argv += ["--bind", f"127.0.0.1:{port}", "--keep-alive", "1", "--access-logfile", str(log), "--error-logfile", "-"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                requests.get(url + "/api/v1/me", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
+                time.sleep(0.2)
+        yield url, log
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+TICKS = """version: 1
+name: cli-follow-ticks
+resources: {partition: small, cpus: 1, memory: 500M, time_limit: 5}
+run:
+  command: |
+    for i in $(seq 1 30); do echo "tick $i"; sleep 1; done
+"""
+
+
+def test_follow_over_many_polls_against_gunicorn_with_a_short_keep_alive_never_dies(
+    gunicorn_portal, poller, django_user_model, tmp_path
+):
+    url, access_log = gunicorn_portal
+    user = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    _, raw = token_create(user=user, name="cli-follow", scopes=["read", "jobs"], days=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPORTAL_")}
+    env.update(GPUPORTAL_URL=url, GPUPORTAL_TOKEN=raw, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    profile = tmp_path / "ticks.yaml"
+    profile.write_text(TICKS)
+
+    def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([GPUPORTAL, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    submitted = cli("--json", "submit", str(profile))
+    assert submitted.returncode == 0, (submitted.stderr, submitted.stdout)
+    job = json.loads(submitted.stdout)
+    # One poll a second on one kept-alive connection that the server gives up after 1 s of idling:
+    # every poll races the server's keep-alive timer.
+    logs = cli("logs", "-f", "--interval", "1", str(job["id"]), timeout=240)
+    assert logs.returncode == 0, (logs.stdout[-2000:], logs.stderr[-2000:])
+    assert "cannot connect" not in logs.stderr and "closed the connection" not in logs.stderr, logs.stderr
+    assert [line for line in logs.stdout.splitlines() if line.startswith("tick ")] == [f"tick {i}" for i in range(1, 31)]
+    assert "ended: COMPLETED (exit code 0)" in logs.stderr
+    polls = [line for line in access_log.read_text().splitlines() if re.search(rf"GET /api/v1/jobs/{job['id']}/log\b", line)]
+    assert len(polls) >= 20, len(polls)  # many polls, each on a connection the server may be closing
