@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+import requests
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
@@ -17,6 +18,8 @@ from django.shortcuts import render
 from .claims import LoginRefused
 from .models import User
 from .oidc.provider import ID_TOKEN_REQUEST_ATTR, claims_of
+from .oidc.tokens import ClockSkew, JwksUnreachable, SigningKeyUnknown
+from .oidc.views import IDP_UNREACHABLE
 from .services import login_check, login_refused_audit, user_apply_claims
 from .views import idp_logout_url
 
@@ -77,12 +80,37 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         return user
 
     def on_authentication_error(self, request, provider, error=None, exception=None, extra_context=None):
+        """Every way the OIDC callback can fail ends on a page that names the cause
+        (:func:`authentication_refusal`), never a stack trace or a 500."""
         logger.warning("OIDC authentication error %s: %r", error, exception)
-        refusal = LoginRefused(
-            "idp_error",
-            "Sign-in with the identity provider did not complete. "
-            + AUTH_ERROR_MESSAGES.get(str(error), AUTH_ERROR_MESSAGES["unknown"]),
-            "Start again from the portal's sign-in page. If it keeps failing, the identity provider may be "
-            "down or the portal's client settings may be wrong; tell the portal admin.",
-        )
-        raise ImmediateHttpResponse(refused_response(request, refusal, status=401))
+        refusal, status = authentication_refusal(error, exception)
+        raise ImmediateHttpResponse(refused_response(request, refusal, status=status))
+
+
+def authentication_refusal(error, exception) -> tuple[LoginRefused, int]:
+    """What to tell the person, and the HTTP status, for allauth's ``AuthError`` code ``error`` and
+    the ``exception`` of a failed callback: the IdP unreachable (503), its clock too far from ours
+    (503, with the seconds), an unknown signing key (503), anything else (401)."""
+    if isinstance(exception, (requests.RequestException, JwksUnreachable)):
+        return IDP_UNREACHABLE, 503
+    if isinstance(exception, ClockSkew):
+        return LoginRefused(
+            "clock_skew",
+            f"Sign-in could not be checked: {exception}.",
+            "Tell the portal admin: the clocks of the identity provider and the portal must be set right (NTP), "
+            "or PORTAL_OIDC_CLOCK_LEEWAY raised. Signing in again will not help until then.",
+        ), 503
+    if isinstance(exception, SigningKeyUnknown):
+        return LoginRefused(
+            "signing_key_unknown",
+            f"Sign-in could not be checked: {exception}.",
+            "The identity provider may have just changed its keys: try again in a few seconds. If it keeps "
+            "failing, tell the portal admin.",
+        ), 503
+    return LoginRefused(
+        "idp_error",
+        "Sign-in with the identity provider did not complete. "
+        + AUTH_ERROR_MESSAGES.get(str(error), AUTH_ERROR_MESSAGES["unknown"]),
+        "Start again from the portal's sign-in page. If it keeps failing, the identity provider may be "
+        "down or the portal's client settings may be wrong; tell the portal admin.",
+    ), 401

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import logout
@@ -17,6 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from .claims import LoginRefused
 from .models import LinkState
+from .oidc.tokens import IdTokenInvalid, verify_id_token
 from .signals import SESSION_ID_TOKEN
 
 logger = logging.getLogger(__name__)
@@ -63,19 +63,19 @@ def oidc_discovery() -> dict | None:
 
 def id_token_hint_is_usable(id_token: str, discovery: dict) -> bool:
     """True when the IdP would accept ``id_token`` as ``id_token_hint``: signed by a key in its
-    current JWKS (``jwks_uri``), issued by it to this client, not expired. False after the IdP
-    rotated its keys or when the token expired: then logout sends ``client_id`` alone (OpenID
-    Connect RP-Initiated Logout 1.0, section 2) instead of a hint the IdP rejects with an error page."""
+    current JWKS (``jwks_uri``; cached, fetched again for an unknown key id), issued by it to this
+    client, not expired (within ``PORTAL_OIDC_CLOCK_LEEWAY``). False after the IdP rotated its keys
+    or when the token expired: then logout sends ``client_id`` alone (OpenID Connect RP-Initiated
+    Logout 1.0, section 2) instead of a hint the IdP rejects with an error page."""
     try:
-        signing_key = jwt.PyJWKClient(str(discovery["jwks_uri"]), timeout=3).get_signing_key_from_jwt(id_token)
-        jwt.decode(
+        verify_id_token(
             id_token,
-            signing_key.key,
-            algorithms=[jwt.get_unverified_header(id_token).get("alg", "RS256")],
+            jwks_uri=str(discovery["jwks_uri"]),
             audience=settings.OIDC["client_id"],
             issuer=discovery.get("issuer") or settings.OIDC["issuer"],
+            leeway_s=settings.OIDC["clock_leeway"],
         )
-    except (jwt.PyJWTError, KeyError, ValueError) as exc:
+    except (IdTokenInvalid, KeyError) as exc:
         logger.info("id_token_hint left out of logout: %s", exc)
         return False
     return True

@@ -90,6 +90,19 @@ const clients = config.clients.map((c) => {
   };
 });
 
+// ---------------------------------------------------------------- clock (tests only)
+
+// "clock_offset_s" in the config, or $IDP_CLOCK_OFFSET_S (which wins), runs this IdP with its clock
+// that many seconds ahead (negative: behind) of the machine's: every time it issues or checks
+// (iat, exp, auth_time, sessions, codes) moves with it. For tests of clock skew between an IdP and
+// its clients; never set it for anything else.
+const clockOffsetS = Number(process.env.IDP_CLOCK_OFFSET_S ?? config.clock_offset_s ?? 0);
+if (!Number.isFinite(clockOffsetS)) fail('"clock_offset_s" / IDP_CLOCK_OFFSET_S must be a number of seconds');
+if (clockOffsetS !== 0) {
+  const realNow = Date.now.bind(Date);
+  Date.now = () => realNow() + clockOffsetS * 1000;
+}
+
 // ---------------------------------------------------------------- users
 
 // The users file is re-read at every lookup, so tests can edit it between
@@ -458,6 +471,7 @@ server.on('error', (err) => fail(`cannot listen on ${host}:${port}: ${err.messag
 server.listen(port, host, () => {
   log(`dev IdP: config ${configPath}, users ${usersPath}, clients ${clients.map((c) => c.client_id).join(', ')}`);
   log('dev IdP: in-memory state (sessions/codes are lost on restart); development only, not for production');
+  if (clockOffsetS !== 0) log(`dev IdP: TEST ONLY: clock runs ${clockOffsetS} s ${clockOffsetS > 0 ? 'ahead of' : 'behind'} this machine's`);
   process.stdout.write(`IdP listening on ${issuer}\n`);
 });
 

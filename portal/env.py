@@ -34,6 +34,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_OIDC_USERNAME_CLAIM": (str, "preferred_username"),
     "PORTAL_OIDC_LINK_CLAIM": (str, ""),
     "PORTAL_OIDC_ADMIN_GROUPS": (list, ["portal-admins"]),
+    "PORTAL_OIDC_CLOCK_LEEWAY": (float, 60.0),
     # Slurm gateway
     "PORTAL_SLURM_TRANSPORT": (str, "ssh"),
     "PORTAL_SSH_HOST": (str, "127.0.0.1"),

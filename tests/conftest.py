@@ -146,6 +146,8 @@ class TestIdP:
     process: subprocess.Popen
     config_file: Path
     log_file: Path
+    #: Seconds the IdP's clock runs ahead of this machine's (idp/server.mjs ``IDP_CLOCK_OFFSET_S``).
+    clock_offset_s: float = 0
 
     def start(self) -> None:
         """Start the IdP process (a new signing key each time: the config has no ``jwks_file``)."""
@@ -153,7 +155,7 @@ class TestIdP:
         mark = self.log_file.stat().st_size
         self.process = subprocess.Popen(
             ["node", str(REPO / "idp" / "server.mjs")],
-            env={**os.environ, "IDP_CONFIG": str(self.config_file)},
+            env={**os.environ, "IDP_CONFIG": str(self.config_file), "IDP_CLOCK_OFFSET_S": str(self.clock_offset_s)},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -174,6 +176,36 @@ class TestIdP:
         tokens it issued before no longer verify against its JWKS."""
         self.stop()
         self.start()
+
+    @contextmanager
+    def clock_ahead(self, seconds: float):
+        """Run the IdP with its clock ``seconds`` ahead for the ``with`` block (restarted, so with
+        new keys and no sessions), then restart it with the right time."""
+        self.stop()
+        self.clock_offset_s = seconds
+        self.start()
+        try:
+            yield
+        finally:
+            self.stop()
+            self.clock_offset_s = 0
+            self.start()
+
+    @contextmanager
+    def stopped(self):
+        """The IdP is down for the ``with`` block, then started again (new keys, no sessions)."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+
+    def requests_to(self, path: str, *, since: int = 0) -> int:
+        """How many requests for ``path`` the IdP logged after log offset ``since`` (``log_size``)."""
+        return sum(1 for line in self.log_file.read_text()[since:].splitlines() if f" {path} " in line)
+
+    def log_size(self) -> int:
+        return len(self.log_file.read_text())
 
     def users(self) -> list[dict]:
         return json.loads(self.users_file.read_text())["users"]
@@ -249,9 +281,13 @@ def oidc_idp(tmp_path_factory):
 
 @pytest.fixture
 def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cache):
-    """The live portal configured for the test IdP. Returns the portal's base URL."""
+    """The live portal configured for the test IdP. Returns the portal's base URL. The portal's
+    cached JWKS is dropped first: tests restart the IdP with new keys far more often than any real
+    IdP rotates them (accounts/oidc/tokens.py rate-limits forced key fetches)."""
+    from accounts.oidc.tokens import jwks_forget
     from portal.settings.base import socialaccount_providers
 
+    jwks_forget()
     settings.OIDC = {
         **settings.OIDC,
         "issuer": oidc_idp.issuer,

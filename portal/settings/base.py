@@ -135,6 +135,8 @@ OIDC = {
     # the cluster account it names without an admin. Empty: every new identity waits for an admin.
     "link_claim": env("PORTAL_OIDC_LINK_CLAIM"),
     "admin_groups": env("PORTAL_OIDC_ADMIN_GROUPS"),
+    # Seconds the IdP's clock may differ from ours when its ID tokens' iat/nbf/exp are checked.
+    "clock_leeway": env("PORTAL_OIDC_CLOCK_LEEWAY"),
 }
 
 

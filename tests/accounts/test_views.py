@@ -27,7 +27,7 @@ def test_unreachable_idp_gives_a_clear_page_not_a_500(client, settings, clean_ca
     settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
     page = client.post("/accounts/oidc/idp/login/")
     assert page.status_code == HTTPStatus.SERVICE_UNAVAILABLE
-    assert b"identity provider could not be reached" in page.content
+    assert b"identity provider (the sign-in service) could not be reached" in page.content
 
 
 @pytest.mark.django_db
@@ -162,3 +162,32 @@ def test_error_pages_are_the_portals_own(client, django_user_model, settings):
     assert b"No such job, or it is not yours." in missing.content
     forbidden = client.get("/audit/")
     assert forbidden.status_code == HTTPStatus.FORBIDDEN and b'data-testid="error-page"' in forbidden.content
+
+
+@pytest.mark.parametrize(
+    "exception, code, status",
+    [
+        ("connection", "idp_unreachable", HTTPStatus.SERVICE_UNAVAILABLE),
+        ("skew", "clock_skew", HTTPStatus.SERVICE_UNAVAILABLE),
+        ("key", "signing_key_unknown", HTTPStatus.SERVICE_UNAVAILABLE),
+        (None, "idp_error", HTTPStatus.UNAUTHORIZED),
+    ],
+)
+def test_each_failed_callback_names_its_cause(exception, code, status):
+    """What allauth hands the adapter when the callback fails (the IdP's token endpoint down, the ID
+    token's times or key) becomes a refusal that names it."""
+    import requests
+
+    from accounts.adapter import authentication_refusal
+    from accounts.oidc.tokens import ClockSkew, SigningKeyUnknown
+
+    raised = {
+        "connection": requests.ConnectionError("refused"),
+        "skew": ClockSkew(-90, 60),
+        "key": SigningKeyUnknown("the ID token is signed with a key ('k9') that the sign-in service does not publish"),
+        None: None,
+    }[exception]
+    refusal, answered = authentication_refusal("unknown", raised)
+    assert (refusal.code, answered) == (code, status)
+    if exception == "skew":
+        assert "differ by 90 s (it is behind), more than the 60 s allowed" in refusal.message
