@@ -65,6 +65,7 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
         "submit_error": job.submit_error,
         "profile_id": job.profile_id,
         "url": f"{base_url}/jobs/{job.key}/",
+        "accounting_pending": job.accounting_pending,
     }
 
 
@@ -107,8 +108,9 @@ def list_jobs(
         jobs = Job.objects.filter(user=request.user).order_by("-created_at")
     jobs = list(jobs.select_related("user")[:limit])
     positions, base = positions_load(), _base(request)
-    warning = snapshot_status(snapshot_load(with_jobs=False)).unreachable
-    return {"items": [job_out(j, positions, base_url=base) for j in jobs], "count": len(jobs), "warning": warning}
+    status = snapshot_status(snapshot_load(with_jobs=False))
+    items = [job_out(j, positions, base_url=base) for j in jobs]
+    return {"items": items, "count": len(jobs), "warning": status.warning, "freshness": status.as_api()}
 
 
 @router.post("", response={201: JobOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")
@@ -149,7 +151,8 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
 @router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")
 def get_job(request, ref: str):
     need_scope(request, "read")
-    return job_out(job_by_ref(request, ref), positions_load(), base_url=_base(request))
+    out = job_out(job_by_ref(request, ref), positions_load(), base_url=_base(request))
+    return {**out, "freshness": snapshot_status(snapshot_load(with_jobs=False)).as_api()}
 
 
 @router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")

@@ -60,6 +60,20 @@ class MeOut(Schema):
     token_expires_at: datetime | None = None
 
 
+class FreshnessOut(Schema):
+    """How old the cluster figures in this answer are, and why when they are old (the pages' notices)."""
+
+    age_s: float | None = Field(None, description="Seconds since the poller's last good look at the cluster (None: none yet)")
+    stale: bool = Field(description="True when any reason below applies or the figures are older than PORTAL_SNAPSHOT_MAX_AGE")
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="no-snapshot, snapshot-stale (the poller has not run: its worker or beat is stopped), "
+        "cluster-unreachable (slurmctld or the submit host does not answer), accounting-unavailable (slurmdbd/sacct does not answer)",
+    )
+    since: dict[str, datetime] = Field(default_factory=dict, description="When each reason began, by reason")
+    message: str = Field(description='In words: "Updated 3 s ago." or the reasons, times in UTC')
+
+
 class JobOut(Schema):
     key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
     id: int | None = Field(None, description="Slurm job id (None until submitted)")
@@ -91,6 +105,10 @@ class JobOut(Schema):
     submit_error: str
     profile_id: int | None = None
     url: str
+    accounting_pending: bool = Field(
+        False, description="Ended as the queue reported it; accounting has no record yet (GPU-hours follow)"
+    )
+    freshness: FreshnessOut | None = Field(None, description="How old the figures are (GET /jobs/{ref} only)")
 
 
 class JobList(Schema):
@@ -98,8 +116,10 @@ class JobList(Schema):
     count: int
     warning: str = Field(
         "",
-        description='"Cluster unreachable since 14:05 UTC; ..." while the poller cannot reach Slurm (states are the last known)',
+        description='"Cluster unreachable since 14:05 UTC; ..." (and/or "Accounting (slurmdbd) unavailable since ...") '
+        "while the poller cannot reach Slurm (states are the last known); freshness.message in words",
     )
+    freshness: FreshnessOut
 
 
 class JobSubmitIn(In):
@@ -147,6 +167,7 @@ class SessionList(Schema):
     warning: str = Field(
         "", description="Cluster unreachable since ... (as for jobs), and/or JupyterHub unreachable: states may be out of date"
     )
+    freshness: FreshnessOut
 
 
 class SessionKindOut(Schema):

@@ -64,8 +64,9 @@ def _card(request, name: str) -> SessionCard:
 def list_sessions(request):
     need_scope(request, "read")
     cards, hub_warning = session_cards(user=request.user)
-    warning = " ".join(w for w in (snapshot_status(snapshot_load(with_jobs=False)).unreachable, hub_warning) if w)
-    return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning}
+    status = snapshot_status(snapshot_load(with_jobs=False))
+    warning = " ".join(w for w in (status.unreachable, hub_warning) if w)
+    return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning, "freshness": status.as_api()}
 
 
 def kind_out(kind: SessionKind) -> dict:

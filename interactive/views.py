@@ -63,7 +63,8 @@ def session_list(request: HttpRequest) -> HttpResponse:
 def session_cards_view(request: HttpRequest) -> HttpResponse:
     """HTMX fragment: the cards, refreshed every few seconds."""
     cards, warning = session_cards(user=request.user)
-    return render(request, "interactive/_cards.html", {"cards": cards, "hub_warning": warning})
+    status = snapshot_status(snapshot_load(with_jobs=False))
+    return render(request, "interactive/_cards.html", {"cards": cards, "hub_warning": warning, "status": status})
 
 
 @login_required

@@ -93,14 +93,19 @@ def _visible_job(request: HttpRequest, key):
 def job_detail(request: HttpRequest, key) -> HttpResponse:
     """Parameters, script, status and the live log tail of one job."""
     job = _visible_job(request, key)
-    return render(request, "jobs/job_detail.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
+    return render(request, "jobs/job_detail.html", _status_context(job))
 
 
 @login_required
 def job_status(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the job's status block."""
     job = _visible_job(request, key)
-    return render(request, "jobs/_job_status.html", {"row": job_row(job, positions_load(), usage_for=team_usage), "job": job})
+    return render(request, "jobs/_job_status.html", _status_context(job))
+
+
+def _status_context(job) -> dict:
+    row = job_row(job, positions_load(), usage_for=team_usage)
+    return {"row": row, "job": job, "status": snapshot_status(snapshot_load(with_jobs=False))}
 
 
 @login_required
@@ -151,6 +156,7 @@ def history(request: HttpRequest) -> HttpResponse:
             "since": since,
             "until": until,
             "choices": choices,
+            "status": snapshot_status(snapshot_load(with_jobs=False)),
             "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until),
         },
     )

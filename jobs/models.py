@@ -60,6 +60,10 @@ class Job(models.Model):
     elapsed_s = models.PositiveIntegerField(null=True, blank=True)
     gpu_hours = models.FloatField(null=True, blank=True)
     status_unknown_since = models.DateTimeField(null=True, blank=True)
+    #: Ended as the queue (squeue) reported it while accounting (sacct) had no final record of it yet
+    #: (slurmdbd down or behind): state, exit, start and end are the controller's; ``gpu_hours`` is
+    #: unknown until accounting's record replaces them (jobs.sync).
+    accounting_pending = models.BooleanField(default=False)
     #: Times Slurm started the job again (squeue ``restart_cnt``), and its earlier runs from sacct,
     #: oldest first: ``[{"state", "why", "start", "end", "elapsed_s", "nodes"}]`` (times ISO 8601 UTC).
     restart_count = models.PositiveSmallIntegerField(default=0)

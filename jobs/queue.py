@@ -19,7 +19,8 @@ from .reasons import Reason, explain_reason
 @dataclass(frozen=True)
 class JobRow:
     """A Job plus what pages show about it. ``elapsed_s``/``time_left_s`` in seconds (``None`` =
-    unknown or no limit; never negative); ``position``/``in_line`` from :func:`slurm.snapshot.queue_positions`."""
+    unknown or no limit; never negative; while the job's status is unknown, ``elapsed_s`` runs to
+    when it was last seen running and ``time_left_s`` is ``None``); ``position``/``in_line`` from :func:`slurm.snapshot.queue_positions`."""
 
     job: Job
     position: int | None
@@ -140,8 +141,12 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
                 description=job.reason_description,
             )
     elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
-        elapsed = max(0, int(now - start))
-        time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)
+        # While its state is unknown the clock stops where the job was last seen running: it may
+        # have ended since (the page says "at least").
+        until = job.status_unknown_since.timestamp() if job.status_unknown_since else now
+        elapsed = max(0, int(until - start))
+        if not job.status_unknown_since:
+            time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)
     elif job.is_final:
         elapsed = job.elapsed_s
     note = ""

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone as djtz
 
 from portal.dates import between_dates
-from portal.formats import duration, unix_time
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import FINAL_STATES
 
+from .freshness import SnapshotStatus, snapshot_status  # noqa: F401 (pages of other apps read it from here)
 from .models import Job
 
 
@@ -90,36 +88,6 @@ def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNode
             else:
                 row[1].append((node.name, node.state_text, node.reason))
     return {p: PartitionNodes(p, count, tuple(down)) for p, (count, down) in sorted(result.items())}
-
-
-@dataclass(frozen=True)
-class SnapshotStatus:
-    """How fresh the snapshot is, for the banner on every page. ``age`` in seconds."""
-
-    has_data: bool
-    age: float | None
-    stale: bool
-    error: str
-    error_since: float | None
-
-    @property
-    def unreachable(self) -> str:
-        """The "cluster unreachable since" line, the one wording of it for every page and the API:
-        "Cluster unreachable since 14:05 UTC; the last figures are from 2 min 10 s ago." ("" while
-        the poller reaches the cluster). ``error_since`` is when the failures began (Unix seconds)."""
-        if not self.error:
-            return ""
-        line = f"Cluster unreachable since {unix_time(self.error_since, 'H:i') or 'the last poll'} UTC"
-        return line + (f"; the last figures are from {duration(self.age)} ago." if self.has_data else ".")
-
-
-def snapshot_status(snapshot: ClusterSnapshot | None, *, now: float | None = None) -> SnapshotStatus:
-    """``stale`` when the last good poll is older than ``PORTAL_SNAPSHOT_MAX_AGE`` seconds."""
-    now = time.time() if now is None else now
-    if snapshot is None or not snapshot.taken_at:
-        return SnapshotStatus(False, None, True, snapshot.error if snapshot else "", snapshot.error_since if snapshot else None)
-    age = max(0.0, now - snapshot.taken_at)
-    return SnapshotStatus(True, age, age > settings.SNAPSHOT_MAX_AGE, snapshot.error, snapshot.error_since)
 
 
 # --- jobs ---------------------------------------------------------------------------------------

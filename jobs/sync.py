@@ -13,14 +13,22 @@
   (one more call, only for failed jobs whose code is still unknown).
 - Rows still SUBMITTING after an uncertain sbatch are adopted when a queued job carries their key.
 - A failed poll changes no state: active rows get ``status_unknown_since`` (design decision 7).
+- Accounting unavailable (slurmdbd down, every ``sacct`` fails) or behind (no final record yet): a
+  job the queue itself reported ended takes the queue's final state, exit, start and end at once,
+  marked ``accounting_pending``; its run time and GPU-hours are replaced by accounting's figures
+  when its record arrives (tried at every poll for :data:`ACCOUNTING_WAIT_S`). A job that left the
+  queue unseen stays as it was, ``status_unknown_since`` set. Each ``sacct`` outcome is recorded in
+  :mod:`slurm.health` (the pages' "accounting unavailable since" notice).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone as djtz
 
 from audit.services import audit
@@ -28,6 +36,7 @@ from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.bounds import start_bound
+from slurm.health import accounting_answered, accounting_failed
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import classify_state, parse_exit
@@ -46,6 +55,12 @@ class SyncResult:
     adopted: int = 0
     unknown: int = 0
     failed: int = 0  # rows whose sync raised (logged); tried again at the next poll
+    provisional: int = 0  # rows ended from the queue's word, waiting for accounting's record
+
+
+#: How long (seconds after its end) a job ended from the queue's word waits for accounting's record;
+#: after that its figures stay the queue's (slurmdbd lost the record) and it is no longer asked for.
+ACCOUNTING_WAIT_S = 2 * 86400
 
 
 def jobs_mark_unknown(*, since: float) -> int:
@@ -68,10 +83,17 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     left: list[Job] = []
     restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
     exits: dict[int, tuple[int | None, int | None]] = {}
-    for job in Job.objects.exclude(state__in=FINAL_STATES).select_related("user"):  # OTHER too: it may end later
+    waiting = Q(accounting_pending=True, end_at__gte=djtz.now() - timedelta(seconds=ACCOUNTING_WAIT_S))
+    rows = Job.objects.filter(~Q(state__in=FINAL_STATES) | waiting).select_related("user")  # OTHER too: it may end later
+    for job in rows:
         try:  # one job's trouble never stops the poll for the others
             with transaction.atomic():
-                _sync_one(job, queue, by_comment, result, left, restarted, exits)
+                if job.accounting_pending:  # ended from the queue's word: accounting's record is still due
+                    left.append(job)
+                    if job.exit_code is not None:
+                        exits[job.slurm_job_id] = (job.exit_code, job.signal)
+                else:
+                    _sync_one(job, queue, by_comment, result, left, restarted, exits)
         except Exception:  # noqa: BLE001 - logged with its traceback; the row is tried again next poll
             logger.exception("sync of job %s (Slurm id %s) failed; the other jobs go on", job.key, job.slurm_job_id)
             result.failed += 1
@@ -85,11 +107,15 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             adapter = adapter_for(doc, argv=argv)
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
-            Job.objects.filter(pk__in=[j.pk for j in left], status_unknown_since__isnull=True).update(
-                status_unknown_since=djtz.now()
-            )
-            result.unknown += len(left)
+            accounting_failed(exc)
+            unseen = []
+            for job in left:
+                if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
+                    unseen.append(job.pk)  # left the queue unseen: unknown, never assumed finished
+            Job.objects.filter(pk__in=unseen, status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
+            result.unknown += len(unseen)
             return result
+        accounting_answered()
         records = adapter.parse_sacct_jobs(doc)
         finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and _is_final(f)}
         hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
@@ -98,7 +124,11 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         for job in left:
             f = finished.get(job.pk)
             if f is None:
-                continue  # slurmdbd has not caught up yet (no record of this job, or no end time in it); next poll
+                # slurmdbd has not caught up yet (no record of this job, or no end time in it): the
+                # queue's word for now if it has one, accounting's record at a later poll
+                if not job.accounting_pending:
+                    _end_from_queue(job, queue, exits, result)
+                continue
             try:
                 _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
             except Exception:  # noqa: BLE001 - as above: the others go on
@@ -107,6 +137,40 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
                 continue
             result.finished += 1
     return result
+
+
+def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> bool:
+    """While accounting has no final record of ``job``: if the queue still lists it ended (squeue
+    keeps ended jobs ~MinJobAge), take the queue's final state, exit, start and end (the
+    controller's own times; run time = end - start), mark it ``accounting_pending`` and return True.
+    False (nothing changed) when the queue does not say it ended."""
+    q = queue.get(job.slurm_job_id)
+    if q is None or q.comment != job.comment:
+        return False
+    state, raw = classify_state(q.state)
+    if state not in FINAL_STATES or not q.end_time:
+        return False
+    old_state = job.state
+    job.state, job.slurm_state = state, raw
+    job.exit_code, job.signal = exits.get(job.slurm_job_id, (q.exit_code, q.signal))
+    job.start_at = to_datetime(q.start_time) or job.start_at
+    job.end_at = to_datetime(q.end_time)
+    job.elapsed_s = max(0, q.end_time - q.start_time) if q.start_time else 0
+    job.gpu_hours = None
+    job.reason = job.reason_description = ""
+    job.status_unknown_since = None
+    job.accounting_pending = True
+    with transaction.atomic():
+        job.save()
+        audit(
+            actor=None,
+            action="job.state",
+            job=job,
+            old={"state": old_state},
+            new={"state": job.state, "slurm_state": raw, "source": "queue (accounting has no record yet)"},
+        )
+    result.provisional += 1
+    return True
 
 
 def _sync_one(job: Job, queue: dict, by_comment: dict, result: SyncResult, left: list, restarted: list, exits: dict) -> None:
@@ -202,8 +266,10 @@ def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> Non
     try:
         doc = gateway.run_json(argv)
         records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
+        accounting_answered()
     except (SlurmError, ValueError) as exc:
         logger.warning("sacct for restarted jobs %s failed: %s", ids, exc)
+        accounting_failed(exc)
     for job in jobs:
         q = queue[job.slurm_job_id]
         runs = [_run(f) for f in _attempts(job, records) if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]
@@ -280,6 +346,7 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
     job.end_at = to_datetime(f.end)
     job.reason = job.reason_description = ""
     job.status_unknown_since = None
+    job.accounting_pending = False
     if runs:
         job.runs, job.restart_count = runs, max(job.restart_count, len(runs))
     with transaction.atomic():

@@ -50,6 +50,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_TEAM_GROUP": (str, "{team}"),
     "PORTAL_TEAM_LEAD_GROUP": (str, "{team}-leads"),
     "PORTAL_TEAMS_SYNC_INTERVAL": (float, 300.0),
+    "PORTAL_TEAMS_SYNC_RETRY_SECONDS": (float, 15.0),
     "PORTAL_USAGE_INTERVAL": (float, 60.0),
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),

@@ -31,10 +31,13 @@ PARTITIONS_EVERY = 60.0  # seconds between partition refreshes
 @dataclass(frozen=True)
 class ClusterSnapshot:
     """What the poller saw. ``taken_at``: Unix seconds of the last successful poll (0 = never);
-    ``error``/``error_since``: the last failure's message and when failures began (Unix seconds),
-    both cleared by a successful poll."""
+    ``attempted_at``: Unix seconds of the last poll, whether it succeeded or not (a poller that
+    stopped running leaves it behind: the pages' "poller stopped" notice); ``error``/``error_since``:
+    the last failure's message and when failures began (Unix seconds), both cleared by a successful
+    poll."""
 
     taken_at: float = 0.0
+    attempted_at: float = 0.0
     slurm_version: str = ""
     nodes: list[Node] = field(default_factory=list)
     partitions: list[Partition] = field(default_factory=list)
@@ -50,6 +53,7 @@ class ClusterSnapshot:
     def from_dict(cls, data: dict) -> ClusterSnapshot:
         return cls(
             taken_at=data.get("taken_at", 0.0),
+            attempted_at=data.get("attempted_at") or data.get("taken_at", 0.0),
             slurm_version=data.get("slurm_version", ""),
             nodes=[
                 Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in data.get("nodes", [])
@@ -76,6 +80,7 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
         partitions, partitions_at = adapter.parse_partitions(text), now
     return ClusterSnapshot(
         taken_at=now,
+        attempted_at=now,
         slurm_version=str(sinfo.get("meta", {}).get("Slurm", {}).get("release", "")),
         nodes=adapter.parse_nodes(sinfo),
         partitions=partitions,
@@ -146,4 +151,4 @@ def snapshot_failed(
     time of the first failure in a row."""
     now = time.time() if now is None else now
     base = previous or ClusterSnapshot()
-    return replace(base, error=str(error)[:500], error_since=base.error_since or now)
+    return replace(base, attempted_at=now, error=str(error)[:500], error_since=base.error_since or now)

@@ -5,21 +5,25 @@ import logging
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from .sync_runs import sync_run_perform
+from .sync_runs import SYNC_RETRIES, retryable, sync_retry_delay, sync_run_perform
 from .usage import usage_refresh
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(soft_time_limit=240, time_limit=300, ignore_result=True, max_retries=0)
-def teams_sync_task(run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None) -> None:
+@shared_task(bind=True, soft_time_limit=240, time_limit=300, ignore_result=True, max_retries=SYNC_RETRIES)
+def teams_sync_task(self, run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None) -> None:
     """Make Slurm's accounts, associations and ``gres/gpu`` limits match the managed teams
     (:func:`teams.slurm_sync.teams_sync`; ``dry_run``: only plan), as user ``actor_id`` in the audit
     rows; stores the report under ``run_id`` for the settings page (:mod:`teams.sync_runs`; the
-    scheduled sync has none) and logs each line. Not retried: every run re-reads Slurm and plans
-    from scratch, so the next run (beat, or the next change) is the retry."""
+    scheduled sync has none) and logs each line. A failing sync (Slurm unreadable, e.g. slurmdbd
+    down, or an action refused) is tried again :data:`SYNC_RETRIES` times with back-off
+    (:func:`sync_retry_delay`); the page shows each failure with Slurm's words and when the next try
+    runs. Every try re-reads Slurm and plans from scratch, so a retry never repeats a done action."""
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
-    report = sync_run_perform(run_id=run_id, dry_run=dry_run, actor=actor)
+    attempt = self.request.retries + 1
+    retry_in = sync_retry_delay(attempt) if attempt <= SYNC_RETRIES else None
+    report = sync_run_perform(run_id=run_id, dry_run=dry_run, actor=actor, attempt=attempt, retry_in=retry_in)
     for line in report.lines:
         (logger.info if report.ok else logger.warning)("teams sync: %s", line)
     if report.ok:
@@ -29,6 +33,9 @@ def teams_sync_task(run_id: str | None = None, dry_run: bool = False, actor_id: 
         )
     else:
         logger.error("teams sync: %d action(s) failed%s", len(report.failed), f"; {report.error}" if report.error else "")
+    if retry_in is not None and retryable(report):
+        logger.warning("teams sync: try %d failed; trying again in %.0f s", attempt, retry_in)
+        raise self.retry(countdown=retry_in)
 
 
 @shared_task(soft_time_limit=50, time_limit=60, ignore_result=True, max_retries=0)

@@ -20,6 +20,7 @@ from django.core.cache import cache
 
 from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
+from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
 from .usage_compute import how_to_fit, usage_compute
@@ -102,8 +103,11 @@ def usage_refresh(
         try:
             teams = usage_collect(gateway or get_gateway(), snapshot=snapshot_load(), now=now)
             status = UsageStatus(taken_at=now)
+            accounting_answered()  # its sacct call answered
         except (SlurmError, ValueError) as exc:
             logger.warning("usage refresh failed: %s", exc)
+            if is_accounting_error(exc):
+                accounting_failed(exc)
             old = usage_status()
             teams = usage_failed(usage_load(), exc, now=now)
             status = UsageStatus(taken_at=old.taken_at, error=str(exc)[:500], error_since=old.error_since or now)
@@ -129,4 +133,5 @@ def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None)
         taken_at=usage.taken_at,
         fit=fit,
         frozen=usage.gpu_hours_quota == 0,
+        error_since=usage.error_since if usage.error else None,
     )

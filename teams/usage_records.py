@@ -103,7 +103,8 @@ class QuotaEstimate:
     """ "This job may use up to ``gpu_hours_max`` GPU-hours; your team has ``gpu_hours_left`` left."
     ``gpu_hours_max`` = GPUs x time limit; ``will_wait``: it does not fit, so Slurm will hold it
     (pending reason ``AssocGrpGRESMinutes``) until the next period or a higher quota. ``taken_at``:
-    when the usage figures were read (Unix seconds)."""
+    when the usage figures were read (Unix seconds); ``error_since``: since when refreshing them fails
+    (Unix seconds; ``None`` while they are current), so the form says the figures are old."""
 
     team: str
     gpu_hours_max: float
@@ -114,6 +115,7 @@ class QuotaEstimate:
     fit: str = ""
     #: The team's quota is 0 GPU-hours: frozen, the next period will not help.
     frozen: bool = False
+    error_since: float | None = None
 
 
 @dataclass(frozen=True)

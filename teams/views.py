@@ -25,7 +25,7 @@ from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
 from .services import membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
-from .sync_runs import STALE_AFTER_S, SyncRun, sync_run_last, sync_run_load
+from .sync_runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
 from .usage import team_usage
 
 
@@ -151,7 +151,12 @@ def _settings_page(
 
 def _run_context(run: SyncRun | None) -> dict:
     """What ``teams/_sync_run.html`` shows besides the run: whether it has waited too long."""
-    return {"run": run, "stale": bool(run and run.stale(time.time())), "stale_minutes": STALE_AFTER_S // 60}
+    return {
+        "run": run,
+        "stale": bool(run and run.stale(time.time())),
+        "stale_minutes": STALE_AFTER_S // 60,
+        "max_tries": SYNC_RETRIES + 1,
+    }
 
 
 @require_GET

@@ -204,6 +204,8 @@ PORTAL_HOME_CACHE_SECONDS = 3600
 #: IdP group names that make someone a member / lead of team ``{team}`` (a Slurm account).
 PORTAL_TEAM_GROUP = env("PORTAL_TEAM_GROUP")
 PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
+#: Seconds before a failed Slurm sync is tried again (doubled at each retry; teams.tasks).
+TEAMS_SYNC_RETRY_SECONDS = env("PORTAL_TEAMS_SYNC_RETRY_SECONDS")
 
 # --- snapshot poller + Celery ---------------------------------------------------------------
 #: Interactive sessions: the hub's public URL (links to sessions), its REST API, the portal

@@ -1,9 +1,12 @@
 """The snapshot: taken through the gateway, stored in Redis, read by pages without Slurm calls."""
 
 import threading
+import time
+from datetime import UTC, datetime
 from http import HTTPStatus
 
 import pytest
+from bs4 import BeautifulSoup
 from django.db import connection
 
 from jobs import services
@@ -127,21 +130,28 @@ def test_home_page_reads_snapshot_and_never_calls_slurm(slurm_json, clean_cache,
 
 @pytest.mark.django_db
 def test_unreachable_cluster_shows_banner_not_error(clean_cache, client, django_user_model):
-    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1795970000.0))
+    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=time.time() - 5))
     client.force_login(django_user_model.objects.create(username="bob"))
     page = client.get("/cluster/gpus/")
     assert page.status_code == HTTPStatus.OK
     assert "Cluster unreachable since" in page.content.decode()
 
 
+def notice_text(html: str, reason: str) -> str:
+    """The words of the page's notice ``data-testid=<reason>``, tags removed."""
+    tag = BeautifulSoup(html, "html.parser").find(attrs={"data-testid": reason})
+    return " ".join(tag.get_text().split()) if tag else ""
+
+
 @pytest.mark.django_db
 def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, client, django_user_model, slurm_json):
-    line = "Cluster unreachable since 16:33 UTC."  # 1795970000 is 2026-11-29 16:33:20 UTC; no figures yet
-    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=1795970000.0))
+    failed_at = time.time() - 5
+    line = f"Cluster unreachable since {datetime.fromtimestamp(failed_at, UTC):%H:%M} UTC."  # no figures yet
+    snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=failed_at))
     assert snapshot_status(snapshot_load(with_jobs=False)).unreachable == line
     client.force_login(django_user_model.objects.create(username="bob"))
-    for url in ("/cluster/gpus/", "/jobs/table/", "/sessions/"):
-        assert line in client.get(url).content.decode(), url
+    for url in ("/cluster/gpus/", "/jobs/table/", "/sessions/", "/sessions/cards/", "/jobs/history/"):
+        assert notice_text(client.get(url).content.decode(), "cluster-unreachable").startswith(line), url
     assert client.get("/api/v1/jobs").json()["warning"] == line
     assert client.get("/api/v1/sessions").json()["warning"] == line
     good = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1795969870.0)
@@ -149,9 +159,9 @@ def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, clie
     status = snapshot_status(snapshot_load(with_jobs=False), now=1795970000.0)
     assert status.unreachable == "Cluster unreachable since 16:33 UTC; the last figures are from 2 min 10 s ago."
     snapshot_store(good)
-    assert (
-        snapshot_status(snapshot_load(with_jobs=False)).unreachable == "" and client.get("/api/v1/jobs").json()["warning"] == ""
-    )
+    assert snapshot_status(snapshot_load(with_jobs=False), now=1795969875.0).unreachable == ""
+    snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time()))
+    assert client.get("/api/v1/jobs").json()["warning"] == ""
 
 
 @pytest.mark.django_db

@@ -539,16 +539,16 @@ def test_task_runs_the_sync_and_logs_failures(fake, people, caplog):
     team("vision", ["alice", "carol"], people=people, quota=6000, limit=6)
     team("nlp", ["bob", "dana", "erin"], people=people)
     expect_reads(fake)
-    fake.expect(
-        ["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"],
-        stderr="Problem adding users",
-        returncode=1,
-    )
+    add_erin = ["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"]
+    fake.expect(add_erin, stderr="Problem adding users", returncode=1)
+    expect_reads(fake)  # the retry reads Slurm again and plans from scratch
+    fake.expect(add_erin)
     with caplog.at_level(logging.INFO, logger="teams"):
         teams_sync_task.delay()
     assert not fake.script
     assert any(r.levelno == logging.ERROR and "1 action(s) failed" in r.getMessage() for r in caplog.records)
-    assert teams_sync_task.max_retries == 0 and teams_sync_task.soft_time_limit < teams_sync_task.time_limit
+    assert any("try 1 failed; trying again in 15 s" in r.getMessage() for r in caplog.records)
+    assert teams_sync_task.max_retries == 5 and teams_sync_task.soft_time_limit < teams_sync_task.time_limit
 
 
 @pytest.mark.django_db

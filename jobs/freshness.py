@@ -1,0 +1,195 @@
+"""How old the cluster figures on a page are, and why when they are old (issue 17, item 1).
+
+Every page and API answer that shows cluster data carries :class:`SnapshotStatus`: the age of the
+snapshot it was built from and one :class:`Notice` per reason the figures may be wrong:
+
+- ``no-snapshot``: the poller has not reported yet;
+- ``snapshot-stale``: the poller has not *tried* for longer than ``PORTAL_SNAPSHOT_MAX_AGE`` (its
+  Celery worker or beat is stopped or stalled);
+- ``cluster-unreachable``: the poller tries, and slurmctld (or the submit host) does not answer;
+- ``accounting-unavailable``: the queue answers, and slurmdbd (``sacct``) does not
+  (:mod:`slurm.health`).
+
+Each notice is worded once here, as plain text for the API and the CLI (times as ``14:05 UTC``)
+and as HTML for the pages (times as ``<time>`` elements that portal.js shows in the browser's zone).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
+
+from portal.dates import to_datetime
+from portal.formats import duration, when
+from slurm.health import AccountingStatus, accounting_status
+from slurm.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A time inside a notice's words: Unix seconds, shown as ``H:i`` (with its zone)."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One reason the figures may be wrong. ``reason``: ``no-snapshot``, ``snapshot-stale``,
+    ``cluster-unreachable`` or ``accounting-unavailable`` (also the pages' ``data-testid``);
+    ``since``: Unix seconds the trouble began (``None`` when unknown); ``parts``: the sentence, its
+    times as :class:`Moment`."""
+
+    reason: str
+    since: float | None
+    parts: tuple[str | Moment, ...]
+
+    @property
+    def text(self) -> str:
+        """The sentence with times as ``14:05 UTC`` (API ``warning``, CLI)."""
+        return "".join(f"{to_datetime(p.at):%H:%M} UTC" if isinstance(p, Moment) else p for p in self.parts)
+
+    @property
+    def html(self) -> SafeString:
+        """The sentence with times as ``<time>`` elements (pages)."""
+        return mark_safe("".join(when(p.at, "H:i") if isinstance(p, Moment) else conditional_escape(p) for p in self.parts))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class SnapshotStatus:
+    """How fresh the figures are. ``age``: seconds since the last good poll (``None`` before one);
+    ``stale``: older than ``PORTAL_SNAPSHOT_MAX_AGE``; ``error``/``error_since``: the queue poll's
+    failure (:class:`slurm.snapshot.ClusterSnapshot`); ``notices``: every reason to distrust them,
+    cluster first, then accounting."""
+
+    has_data: bool
+    age: float | None
+    stale: bool
+    error: str
+    error_since: float | None
+    notices: tuple[Notice, ...] = field(default=())
+
+    @property
+    def unreachable(self) -> str:
+        """The cluster's notices as one line of text, "" when the queue figures are fresh (kept for
+        the API's ``warning`` and the spawner): "Cluster unreachable since 14:05 UTC; the last
+        figures are from 2 min 10 s ago."."""
+        return " ".join(n.text for n in self.cluster_notices)
+
+    @property
+    def warning(self) -> str:
+        """Every notice as one line of text ("" when all is fresh): the API's ``warning``."""
+        return " ".join(n.text for n in self.notices)
+
+    @property
+    def cluster_notices(self) -> tuple[Notice, ...]:
+        return tuple(n for n in self.notices if n.reason != "accounting-unavailable")
+
+    @property
+    def accounting(self) -> Notice | None:
+        return next((n for n in self.notices if n.reason == "accounting-unavailable"), None)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [n.reason for n in self.notices]
+
+    @property
+    def unknown_why(self) -> str:
+        """Why a job's state is unknown, for its "status unknown since" line: the queue could not be
+        asked, or the job left the queue and accounting could not be asked, or has no record yet."""
+        if self.cluster_notices:
+            return "the cluster could not be asked."
+        if self.accounting is not None:
+            return "the job left the queue and accounting (slurmdbd) could not be asked."
+        return "the job left the queue and accounting has no record of its end yet."
+
+    @property
+    def age_text(self) -> str:
+        """ "Updated 3 s ago." while the queue's figures are fresh ("" when a cluster notice explains
+        their age instead; accounting's notice may stand beside it)."""
+        return f"Updated {duration(self.age)} ago." if self.has_data and not self.cluster_notices else ""
+
+    def as_api(self) -> dict:
+        """The API's ``freshness`` object (:class:`api.schemas.FreshnessOut`)."""
+        return {
+            "age_s": None if self.age is None else round(self.age, 1),
+            "stale": self.stale or bool(self.notices),
+            "reasons": self.reasons,
+            "since": {n.reason: to_datetime(n.since) for n in self.notices if n.since},
+            "message": " ".join(p for p in (self.warning, self.age_text) if p),
+        }
+
+
+def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: float) -> Notice | None:
+    interval = int(settings.SNAPSHOT_INTERVAL)
+    if snapshot is None or (not snapshot.taken_at and not snapshot.error):
+        return Notice(
+            "no-snapshot", None, (f"No figures from the cluster yet: the poller (every {interval} s) has not reported.",)
+        )
+    attempted = snapshot.attempted_at or snapshot.taken_at
+    since_good = f"; the last figures are from {duration(age)} ago." if snapshot.taken_at else "."
+    if now - attempted > settings.SNAPSHOT_MAX_AGE:
+        return Notice(
+            "snapshot-stale",
+            attempted,
+            (
+                "The cluster poller has not run since ",
+                Moment(attempted),
+                " (is the Celery worker or beat stopped?)",
+                since_good,
+            ),
+        )
+    if snapshot.error:
+        since = snapshot.error_since or attempted
+        return Notice("cluster-unreachable", since, ("Cluster unreachable since ", Moment(since), since_good))
+    return None
+
+
+def _accounting_notice(status: AccountingStatus) -> Notice | None:
+    if not status.unavailable:
+        return None
+    since = status.error_since or time.time()
+    tail = (" (the last answer was at ", Moment(status.ok_at), ").") if status.ok_at else (".",)
+    return Notice(
+        "accounting-unavailable",
+        since,
+        (
+            "Accounting (slurmdbd) unavailable since ",
+            Moment(since),
+            ": jobs that ended since then show the queue's last word, may be missing from History, and their run times, "
+            "GPU-hours and team usage follow once it answers again",
+            *tail,
+        ),
+    )
+
+
+def snapshot_status(
+    snapshot: ClusterSnapshot | None, *, now: float | None = None, accounting: AccountingStatus | None = None
+) -> SnapshotStatus:
+    """The status of ``snapshot`` at ``now`` (Unix seconds), with accounting's from :mod:`slurm.health`
+    unless given. ``stale`` when the last good poll is older than ``PORTAL_SNAPSHOT_MAX_AGE``."""
+    now = time.time() if now is None else now
+    has_data = bool(snapshot and snapshot.taken_at)
+    age = max(0.0, now - snapshot.taken_at) if has_data else None
+    notices = tuple(
+        n
+        for n in (
+            _cluster_notice(snapshot, age, now),
+            _accounting_notice(accounting if accounting is not None else accounting_status()),
+        )
+        if n is not None
+    )
+    return SnapshotStatus(
+        has_data=has_data,
+        age=age,
+        stale=age is None or age > settings.SNAPSHOT_MAX_AGE,
+        error=snapshot.error if snapshot else "",
+        error_since=snapshot.error_since if snapshot else None,
+        notices=notices,
+    )

@@ -1,0 +1,149 @@
+"""slurmdbd stopped while a GPU job ends (issue 16 item 3, issue 17 item 3), on the real stack: a real
+Celery worker, poller and beat, the real cluster, slurmdbd really stopped and started again.
+
+While accounting is down the job takes the queue's own final state (no ticking clock, no "status
+unknown"), every page says "accounting unavailable since", and an admin's change of a team's limits
+is shown failing with Slurm's words and retried; once slurmdbd is back the job's run time and
+GPU-hours are Slurm's own (not the outage's length), and the retried sync is applied."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from django.test import Client
+
+from jobs.models import Job
+from slurm.states import JobState
+from teams.models import Membership, Role, Team
+from teams.sync_runs import sync_run_last
+from tests.teams.test_slurm_sync_integration import associations, remove_account
+
+pytestmark = [pytest.mark.integration, pytest.mark.real_sync, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+DBD_PID = Path("/run/slurmdbd.pid")
+JOB = dict(
+    name="dbd-outage",
+    account="vision",
+    partition="small",
+    gpu_type="t4",
+    gpu_count="1",
+    cpus="1",
+    memory_gb="0.2",
+    time_limit="5",
+    workdir="",
+    script="sleep 10\n",
+)
+
+
+def sh(*argv, check=True, **kw):
+    return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
+
+
+def until(what: str, predicate, timeout: float, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"{what}: not within {timeout:.0f} s")
+
+
+def reasons(client: Client, url: str) -> dict[str, str]:
+    soup = BeautifulSoup(client.get(url).content.decode(), "html.parser")
+    return {t["data-reason"]: " ".join(t.get_text().split()) for t in soup.select("[data-reason]")}
+
+
+def slurmdbd_stop() -> None:
+    os.kill(int(DBD_PID.read_text().strip()), signal.SIGTERM)
+    until("slurmdbd stops", lambda: sh("sacct", "-n", "-X", "-j", "1", check=False).returncode != 0, 30)
+
+
+def slurmdbd_start() -> None:
+    sh("bash", str(REPO / "cluster" / "up.sh"), timeout=240)
+
+
+@pytest.fixture
+def accounts(django_user_model):
+    alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="dbd-alice", slurm_accounts=["vision"])
+    dana = django_user_model.objects.create(username="dana", oidc_issuer="t", oidc_sub="dbd-dana", is_staff=True)
+    vision, _ = Team.objects.get_or_create(name="vision")
+    Membership.objects.get_or_create(team=vision, user=alice, defaults={"role": Role.MEMBER})
+    name = f"it-team-{uuid.uuid4().hex[:8]}"
+    lab = Team.objects.create(name=name, description="dbd outage test team")
+    yield alice, dana, lab
+    remove_account(name, {})
+
+
+def test_slurmdbd_down_while_a_gpu_job_ends(celery_stack, accounts):
+    alice, dana, lab = accounts
+    until("the first snapshot", lambda: celery_stack.polls(), 60)
+    as_alice, as_dana = Client(), Client()
+    as_alice.force_login(alice)
+    as_dana.force_login(dana)
+    resp = as_alice.post("/jobs/new/", JOB)
+    assert resp.status_code == 302, resp.content.decode()[:2000]
+    job = Job.objects.get(name="dbd-outage")
+    until("the job runs", lambda: Job.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(), 90)
+    job.refresh_from_db()
+    slurm_id = job.slurm_job_id
+
+    try:
+        slurmdbd_stop()
+        stopped = time.time()
+        # an admin changes a team's limits: the sync fails at once, says so with Slurm's words, and is retried
+        resp = as_dana.post(f"/teams/{lab.name}/settings/limits/", {"gpu_hours_quota": "12", "gpu_limit": "2"})
+        assert resp.status_code == 302, resp.content.decode()[:2000]
+        run = until("the sync's first try fails", lambda: (r := sync_run_last(lab.name)) and r.retrying and r, 60)
+        html = as_dana.get(f"/teams/{lab.name}/settings/sync/{run.run_id}/").content.decode()
+        assert 'data-testid="sync-retrying"' in html and "Trying again at" in html, html
+        assert re.search(r"database|slurmdbd|Connection refused", run.headline + " ".join(run.lines)), run
+
+        # the job ends while accounting is down: the queue's own final state, at once
+        until(
+            "the queue's final state",
+            lambda: Job.objects.filter(pk=job.pk, state=JobState.COMPLETED, accounting_pending=True).exists(),
+            90,
+        )
+        job.refresh_from_db()
+        assert job.status_unknown_since is None and job.gpu_hours is None and job.end_at is not None
+        queue_elapsed = job.elapsed_s
+        assert 9 <= queue_elapsed <= 20, queue_elapsed
+        for url in (f"/jobs/{job.key}/status/", "/jobs/table/", "/jobs/history/"):
+            seen = until(f"{url} says accounting is unavailable", lambda u=url: reasons(as_alice, u), 60)
+            assert list(seen) == ["accounting-unavailable"], (url, seen)
+        assert 'data-testid="accounting-pending"' in as_alice.get(f"/jobs/{job.key}/status/").content.decode()
+        history = as_alice.get("/jobs/history/").content.decode()
+        assert str(job.key) in history  # listed, as the queue reported it
+        api = as_alice.get(f"/api/v1/jobs/{job.key}").json()
+        assert api["accounting_pending"] and "accounting-unavailable" in api["freshness"]["reasons"]
+        time.sleep(max(0.0, 40 - (time.time() - stopped)))  # accounting stays down well past the job's end
+    finally:
+        slurmdbd_start()
+
+    # accounting is back: Slurm's own figures replace the queue's
+    until("accounting's record", lambda: Job.objects.filter(pk=job.pk, accounting_pending=False).exists(), 180, every=2)
+    job.refresh_from_db()
+    out = sh(
+        "sacct", "-n", "-X", "-P", "-o", "ElapsedRaw,End", "-j", str(slurm_id), env={**os.environ, "SLURM_TIME_FORMAT": "%s"}
+    )
+    elapsed_raw, end = (int(v) for v in out.stdout.strip().split("|"))
+    assert job.state == JobState.COMPLETED and job.elapsed_s == elapsed_raw < 20  # not the outage's length
+    assert job.gpu_hours == pytest.approx(elapsed_raw / 3600, rel=0.01)  # 1 GPU x Slurm's elapsed
+    assert int(job.end_at.timestamp()) == end
+    until("the notice goes", lambda: not reasons(as_alice, "/jobs/history/"), 90)
+
+    # the retried sync went through once slurmdbd answered
+    done = until("the retried sync", lambda: (r := sync_run_last(lab.name)) and r.done and r, 120, every=2)
+    assert done.ok, (done.headline, done.lines)
+    assert done.attempt > 1 and "tries" in done.headline
+    assert any("gres/gpu=2" in line for line in associations(lab.name)), associations(lab.name)

@@ -1,0 +1,118 @@
+"""Every page and API answer that shows cluster data carries its age and says plainly when it is
+stale and why (issue 17, item 1): the poller stopped, the cluster unreachable, accounting unavailable."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from bs4 import BeautifulSoup
+
+from jobs.models import Job
+from slurm import SlurmError, SlurmGateway, SlurmUnreachable
+from slurm.health import accounting_answered, accounting_failed
+from slurm.snapshot import snapshot_failed, snapshot_store, snapshot_take
+from slurm.states import JobState
+from tests.fakes import cluster_transport
+
+pytestmark = pytest.mark.django_db
+
+#: Every page (or the fragment it refreshes) that shows cluster data, for a user with one running job.
+PAGES = ["/cluster/gpus/", "/jobs/", "/jobs/table/", "/jobs/{key}/", "/jobs/{key}/status/", "/jobs/history/", "/sessions/cards/"]
+
+
+@pytest.fixture
+def alice_client(client, django_user_model, clean_cache):
+    alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    job = Job.objects.create(
+        user=alice, name="train", partition="train", memory_mb=1000, time_limit_min=60, script="true", slurm_job_id=2
+    )
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    client.force_login(alice)
+    return client, job
+
+
+def notices(client, url: str) -> dict[str, str]:
+    html = client.get(url, HTTP_HX_REQUEST="true" if "table" in url or "cards" in url else "").content.decode()
+    soup = BeautifulSoup(html, "html.parser")
+    found = {tag["data-reason"]: " ".join(tag.get_text().split()) for tag in soup.select("[data-reason]")}
+    age = soup.select_one('[data-testid="snapshot-age"]')
+    if age:
+        found["age"] = age.get_text().strip()
+    return found
+
+
+def take(slurm_json, now: float):
+    return snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=now)
+
+
+def test_fresh_figures_say_how_old_they_are_on_every_page(alice_client, slurm_json):
+    client, job = alice_client
+    snapshot_store(take(slurm_json, time.time() - 3))
+    accounting_answered()
+    for url in PAGES:
+        seen = notices(client, url.format(key=job.key))
+        assert list(seen) == ["age"] and seen["age"].startswith("Updated ") and seen["age"].endswith(" s ago."), (url, seen)
+    assert "every few seconds" not in client.get("/jobs/").content.decode()
+    api = client.get("/api/v1/jobs").json()["freshness"]
+    assert api["stale"] is False and api["reasons"] == [] and 2 <= api["age_s"] < 30
+
+
+def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, slurm_json):
+    """The poller's worker stopped 2 minutes ago (SIGSTOP, a crash): the snapshot's last attempt is old."""
+    client, job = alice_client
+    snapshot_store(take(slurm_json, time.time() - 125))
+    for url in PAGES:
+        seen = notices(client, url.format(key=job.key))
+        assert list(seen) == ["snapshot-stale"], (url, seen)
+        assert (
+            seen["snapshot-stale"].startswith("The cluster poller has not run since ")
+            and "Celery worker or beat" in seen["snapshot-stale"]
+        )
+        assert "the last figures are from 2 min 05 s ago" in seen["snapshot-stale"], seen
+    for api in (
+        client.get("/api/v1/jobs").json(),
+        client.get(f"/api/v1/jobs/{job.key}").json(),
+        client.get("/api/v1/sessions").json(),
+    ):
+        assert api["freshness"]["stale"] is True and api["freshness"]["reasons"] == ["snapshot-stale"]
+        assert "poller has not run" in api["freshness"]["message"]
+
+
+def test_an_unreachable_cluster_is_told_apart_from_a_stopped_poller(alice_client, slurm_json):
+    client, job = alice_client
+    good = take(slurm_json, time.time() - 90)
+    snapshot_store(snapshot_failed(good, SlurmUnreachable(["squeue"], None, message="no route"), now=time.time() - 2))
+    for url in PAGES:
+        seen = notices(client, url.format(key=job.key))
+        assert list(seen) == ["cluster-unreachable"], (url, seen)
+    assert client.get("/api/v1/jobs").json()["freshness"]["reasons"] == ["cluster-unreachable"]
+
+
+def test_accounting_unavailable_is_said_where_it_matters(alice_client, slurm_json):
+    client, job = alice_client
+    snapshot_store(take(slurm_json, time.time() - 1))
+    accounting_failed(SlurmError(["sacct", "--json"], 1, stderr="Problem talking to the database"))
+    for url in PAGES:
+        seen = notices(client, url.format(key=job.key))
+        if url == "/sessions/cards/":
+            assert list(seen) == ["age"], seen  # sessions do not depend on accounting
+            continue
+        assert list(seen) == ["accounting-unavailable", "age"], (url, seen)
+        assert seen["accounting-unavailable"].startswith("Accounting (slurmdbd) unavailable since ")
+        assert "may be missing from History" in seen["accounting-unavailable"]
+    api = client.get("/api/v1/jobs").json()
+    assert api["freshness"]["reasons"] == ["accounting-unavailable"] and api["warning"].startswith("Accounting (slurmdbd)")
+
+
+def test_a_job_whose_state_is_unknown_says_which_part_could_not_be_asked(alice_client, slurm_json):
+    from django.utils import timezone
+
+    client, job = alice_client
+    Job.objects.filter(pk=job.pk).update(status_unknown_since=timezone.now(), start_at=timezone.now())
+    snapshot_store(take(slurm_json, time.time() - 1))
+    accounting_failed(SlurmError(["sacct", "--json"], 1, stderr="Problem talking to the database"))
+    html = client.get(f"/jobs/{job.key}/status/").content.decode()
+    assert "the job left the queue and accounting (slurmdbd) could not be asked" in html
+    snapshot_store(snapshot_failed(take(slurm_json, time.time() - 1), SlurmUnreachable(["squeue"], None), now=time.time()))
+    assert "the cluster could not be asked" in client.get(f"/jobs/{job.key}/status/").content.decode()

@@ -1,0 +1,115 @@
+"""Accounting unavailable or late (issue 16 item 3, issue 17 item 3), on recorded 22.05 outputs: a job
+the queue reports ended takes the queue's own final state at once, marked as waiting for accounting,
+and accounting's figures replace the queue's when its record arrives; a job that left the queue
+unseen stays unknown; every sacct outcome is recorded for the pages' notice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.models import Job
+from jobs.sync import jobs_mark_unknown, jobs_sync
+from slurm import SlurmGateway
+from slurm.adapters.v0_0_38 import parse_jobs
+from slurm.health import accounting_status
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
+from tests.fakes import ANY, FakeTransport
+from tests.jobs.test_sync import JOB_18_KEY, job
+
+pytestmark = pytest.mark.django_db
+
+DB_DOWN = "sacct: error: Problem talking to the database: Connection refused\n"
+
+
+@pytest.fixture
+def alice(django_user_model, clean_cache):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+def queue_with_18_ended(slurm_json) -> ClusterSnapshot:
+    """squeue still lists job 18 (FAILED, exit 3 as wait status 768, start 1795971535, end +2 s)."""
+    return ClusterSnapshot(taken_at=1.0, jobs=parse_jobs(slurm_json("22.05", "squeue_arrays")))
+
+
+def sacct_down() -> FakeTransport:
+    return FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stderr=DB_DOWN, returncode=1)
+
+
+def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_state(alice, slurm_json):
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY, gpu_count=1, gpu_type="a100")
+    result = jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(sacct_down()))
+    row.refresh_from_db()
+    assert result.provisional == 1 and result.unknown == 0
+    assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
+    assert int(row.end_at.timestamp()) == 1795971537 and row.elapsed_s == 2  # the controller's own times
+    assert row.accounting_pending and row.gpu_hours is None  # GPU-hours only from accounting
+    assert row.status_unknown_since is None
+    status = accounting_status()
+    assert status.unavailable and "Problem talking to the database" in status.error and status.error_since
+    # a failed queue poll afterwards leaves it alone: it ended
+    jobs_mark_unknown(since=2.0)
+    row.refresh_from_db()
+    assert row.status_unknown_since is None and row.state == JobState.FAILED
+
+
+def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, slurm_json):
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
+    jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(sacct_down()))
+    # slurmdbd is back; the queue has forgotten the job (MinJobAge passed)
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
+    )
+    result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert result.finished == 1 and len(fake.calls) == 1  # the exit code is the queue's: no ExitCode call
+    assert not row.accounting_pending and row.gpu_hours is not None
+    assert (row.state, row.exit_code, row.elapsed_s) == (JobState.FAILED, 3, 2)
+    assert not accounting_status().unavailable and accounting_status().ok_at
+    # and it is not asked for again
+    quiet = FakeTransport()
+    jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(quiet))
+    assert quiet.calls == []
+
+
+def test_accounting_behind_keeps_asking_until_its_record_has_an_end(alice, slurm_json):
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
+    late = slurm_json("22.05", "sacct_outcomes")
+    late["jobs"] = [j for j in late["jobs"] if j["job_id"] != 18]  # slurmdbd has not got it yet
+    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(late))
+    jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.FAILED and row.accounting_pending
+    assert not accounting_status().unavailable  # accounting answered; it is only behind
+    again = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(late))
+    jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(again))
+    assert len(again.calls) == 1  # asked again at the next poll
+    row.refresh_from_db()
+    assert row.accounting_pending
+
+
+def test_a_job_that_left_the_queue_unseen_stays_unknown_while_accounting_is_down(alice):
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY, start_at="2026-11-29T10:01:00Z")
+    result = jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=[]), SlurmGateway(sacct_down()))
+    row.refresh_from_db()
+    assert result.unknown == 1 and result.provisional == 0
+    assert row.state == JobState.RUNNING and row.status_unknown_since is not None and not row.accounting_pending
+
+
+def test_the_clock_of_a_job_whose_state_is_unknown_stops_where_it_was_last_seen(alice):
+    from datetime import UTC, datetime
+
+    from jobs.queue import job_row
+
+    row = job(
+        alice,
+        18,
+        JobState.RUNNING,
+        start_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC),
+        status_unknown_since=datetime(2026, 11, 29, 10, 3, tzinfo=UTC),
+    )
+    later = datetime(2026, 11, 29, 11, 0, tzinfo=UTC).timestamp()
+    shown = job_row(Job.objects.get(pk=row.pk), {}, now=later)
+    assert shown.elapsed_s == 180 and shown.time_left_s is None
