@@ -20,7 +20,7 @@ from .models import User
 from .oidc.provider import ID_TOKEN_REQUEST_ATTR, claims_of
 from .oidc.tokens import ClockSkew, JwksUnreachable, SigningKeyUnknown
 from .oidc.views import IDP_UNREACHABLE
-from .services import login_check, login_refused_audit, user_apply_claims
+from .services import admin_from_claims_audit, login_check, login_failed_audit, login_refused_audit, user_apply_claims
 from .views import idp_logout_url
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ class PortalAccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request: HttpRequest) -> bool:
         return False
 
+    def respond_user_inactive(self, request: HttpRequest, user):
+        """A disabled account signed in at the IdP: audited, then allauth's "inactive" page."""
+        login_failed_audit(refusal=LoginRefused("inactive", "This portal account is disabled."), user=user)
+        return super().respond_user_inactive(request, user)
+
 
 class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
     """Applies :func:`accounts.services.login_check` to every OIDC login."""
@@ -62,6 +67,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
     def pre_social_login(self, request: HttpRequest, sociallogin) -> None:
         claims = claims_of(sociallogin.account.extra_data)
         existing = sociallogin.user if sociallogin.is_existing else None
+        was_admin = bool(existing is not None and existing.is_staff)
         try:
             identity = login_check(claims=claims, existing=existing)
         except LoginRefused as refusal:
@@ -71,6 +77,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         user_apply_claims(user=sociallogin.user, identity=identity, claims=claims)
         if existing is not None:
             existing.save()
+        admin_from_claims_audit(user=sociallogin.user, was_admin=was_admin)
         # A new user is saved by allauth's auto sign-up right after this hook.
 
     def populate_user(self, request: HttpRequest, sociallogin, data: dict) -> User:
@@ -84,6 +91,7 @@ class PortalSocialAccountAdapter(DefaultSocialAccountAdapter):
         (:func:`authentication_refusal`), never a stack trace or a 500."""
         logger.warning("OIDC authentication error %s: %r", error, exception)
         refusal, status = authentication_refusal(error, exception)
+        login_failed_audit(refusal=refusal, detail=str(exception or error or ""))
         raise ImmediateHttpResponse(refused_response(request, refusal, status=status))
 
 

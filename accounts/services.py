@@ -46,10 +46,9 @@ def _identity(issuer: str, sub: str) -> str:
 
 
 def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
-    """Record a refused sign-in that named an existing cluster account (``identity_conflict``,
-    ``username_changed``, ``link_refused``): who tried (issuer + ``sub``) and the name they claimed."""
-    if refusal.code not in ("identity_conflict", "username_changed", "link_refused"):
-        return
+    """Record a refused sign-in (a ``login.refused`` row): who tried (issuer + ``sub``, from claims the
+    IdP signed), the refusal's code, and the names they claimed (``PORTAL_OIDC_USERNAME_CLAIM`` and
+    ``PORTAL_OIDC_LINK_CLAIM``)."""
     conf = settings.OIDC
     claimed = {
         c: str(claims.get(c))[:80] for c in {conf["username_claim"], conf["link_claim"]} if c and claims.get(c) is not None
@@ -59,6 +58,35 @@ def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
         action="login.refused",
         target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
         new={"code": refusal.code, "claimed": claimed},
+    )
+
+
+def login_failed_audit(*, refusal: LoginRefused, detail: str = "", user: User | None = None) -> None:
+    """Record a sign-in that failed before (or without) an identity the IdP vouched for: the callback
+    failed (``idp_error``, ``idp_unreachable``, ``clock_skew``, ``signing_key_unknown``) or a disabled
+    account (``inactive``, with ``user``). One ``login.refused`` row with the code and ``detail``
+    (the cause, at most 200 characters); its target is the user when known, else empty."""
+    audit(
+        actor=None,
+        action="login.refused",
+        target=f"user:{user.username}" if user is not None else "",
+        new={"code": refusal.code, "detail": detail[:200]},
+    )
+
+
+def admin_from_claims_audit(*, user: User, was_admin: bool) -> None:
+    """At a sign-in, the admin right that the ``groups`` claim gave or took (``user_apply_claims``):
+    one ``user.admin.claims`` row with the old and new ``is_admin`` and the admin groups the claim
+    named. Nothing when it did not change."""
+    if bool(user.is_staff) == bool(was_admin):
+        return
+    admin_groups = set(settings.OIDC["admin_groups"])
+    audit(
+        actor=None,
+        action="user.admin.claims",
+        target=f"user:{user.username}",
+        old={"is_admin": bool(was_admin)},
+        new={"is_admin": bool(user.is_staff), "admin_groups": sorted(admin_groups & set(user.oidc_groups))},
     )
 
 
@@ -287,13 +315,19 @@ def account_link_refuse(*, user: User, by: User) -> User:
 
 
 def login_followups(*, user: User) -> None:
-    """After an SSO sign-in: teams follow the claims for a linked identity; an identity that waits
-    for an admin is recorded once in the audit trail (``account.link_requested``) and changes nothing
-    else."""
+    """After an SSO sign-in: a ``login.signed_in`` audit row (identity, cluster account or none);
+    teams follow the claims for a linked identity; an identity that waits for an admin is recorded
+    once in the audit trail (``account.link_requested``) and changes nothing else."""
+    target = _identity(user.oidc_issuer, user.oidc_sub)
+    audit(
+        actor=user,
+        action="login.signed_in",
+        target=f"user:{user.username}" if user.is_linked else target,
+        new={"identity": target, "link_state": user.link_state, "is_admin": bool(user.is_staff)},
+    )
     if user.is_linked:
         _teams_follow_claims(user)
         return
-    target = _identity(user.oidc_issuer, user.oidc_sub)
     if not AuditEvent.objects.filter(action="account.link_requested", target=target).exists():
         audit(
             actor=user,

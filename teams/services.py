@@ -95,7 +95,13 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
             if current is None:
                 if role:
                     Membership.objects.create(team=team, user=user, role=role, source=Source.CLAIM)
-                    audit(actor=None, action="membership.claims.add", target=target, new={"role": role})
+                    audit(
+                        actor=None,
+                        action="membership.claims.add",
+                        target=target,
+                        old={"role": None},
+                        new={"role": role, "source": Source.CLAIM},
+                    )
                     changes.append(f"+{team.name}")
                 continue
             if current.source == Source.ADMIN:
@@ -103,7 +109,13 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
             if role is None:
                 if current.source == Source.CLAIM:
                     current.delete()
-                    audit(actor=None, action="membership.claims.remove", target=target, old={"role": current.role})
+                    audit(
+                        actor=None,
+                        action="membership.claims.remove",
+                        target=target,
+                        old={"role": current.role, "source": Source.CLAIM},
+                        new={"role": None},
+                    )
                     changes.append(f"-{team.name}")
                 continue
             if current.role != role or current.source != Source.CLAIM:

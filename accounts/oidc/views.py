@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from accounts.claims import LoginRefused
+from accounts.services import login_failed_audit
 
 from .provider import ID_TOKEN_REQUEST_ATTR
 from .tokens import verify_id_token
@@ -36,6 +37,7 @@ IDP_UNREACHABLE = LoginRefused(
 
 def _idp_unreachable(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.warning("identity provider unreachable: %s", exc)
+    login_failed_audit(refusal=IDP_UNREACHABLE, detail=str(exc))
     return render(request, "accounts/login_refused.html", {"refusal": IDP_UNREACHABLE}, status=503)
 
 

@@ -15,7 +15,7 @@ CSRF_TRUSTED_ORIGINS = env("PORTAL_CSRF_TRUSTED_ORIGINS")
 VAR_DIR = Path(env("PORTAL_VAR_DIR"))
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "audit.apps.AuditedAdminConfig",  # django.contrib.admin, with every admin edit audited (audit/admin.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
