@@ -3,7 +3,9 @@ environment (scripts/hub.sh sets the dev defaults; production sets its own):
 
 PORTAL_HUB_URL          public base URL of the hub (proxy), default http://127.0.0.1:8001
 PORTAL_HUB_API_PORT     the hub's own API port on 127.0.0.1, default 8081
-PORTAL_HUB_PROXY_API_PORT  configurable-http-proxy's API port on 127.0.0.1, default 8002
+PORTAL_HUB_PROXY_API_PORT  configurable-http-proxy's API port on 127.0.0.1, default 8002 (the proxy
+                        runs on its own: scripts/hub.sh starts it, listening on PORTAL_HUB_URL's port)
+PORTAL_HUB_PROXY_TOKEN  the proxy's API token, default PORTAL_HUB_TOKEN + "-proxy"
 PORTAL_HUB_STATE_DIR    sqlite database and cookie secret (must be writable by the hub's user)
 PORTAL_HUB_TOKEN        the portal service's API token (also the secret of the portal's /hub-internal/)
 PORTAL_URL              the portal's base URL as the hub reaches it, default http://127.0.0.1:8000
@@ -49,8 +51,12 @@ c.JupyterHub.bind_url = hub_url
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = int(env("PORTAL_HUB_API_PORT", "8081"))
 c.JupyterHub.hub_connect_ip = "127.0.0.1"
+# configurable-http-proxy runs as a process of its own (scripts/hub.sh starts it with the same ports
+# and token), so that restarting or upgrading the hub leaves open notebook and VS Code connections up;
+# the hub only talks to its API, and finds its routes there when it comes back.
+c.ConfigurableHTTPProxy.should_start = False
+c.JupyterHub.cleanup_proxy = False
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('PORTAL_HUB_PROXY_API_PORT', '8002')}"
-c.ConfigurableHTTPProxy.command = [os.path.join(HERE, "node_modules", ".bin", "configurable-http-proxy")]
 c.ConfigurableHTTPProxy.auth_token = env("PORTAL_HUB_PROXY_TOKEN", portal_token + "-proxy")
 c.JupyterHub.db_url = f"sqlite:///{os.path.join(state_dir, 'jupyterhub.sqlite')}"
 c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_secret")

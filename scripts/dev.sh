@@ -23,6 +23,9 @@ start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --l
 # restarts it when the code changes.
 start_bg portal "$VENV/bin/gunicorn" portal.wsgi -c "$REPO_DIR/portal/gunicorn.conf.py" --chdir "$REPO_DIR" \
     --bind "$PORTAL_HOST:$PORTAL_PORT" --reload --access-logfile - --error-logfile -
+# The proxy first, as a process of its own: restarting the hub (stop_bg hub; start_bg hub ...) leaves
+# it and the sessions' open connections up.
+bash "$REPO_DIR/scripts/hub.sh" proxy
 start_bg hub bash "$REPO_DIR/scripts/hub.sh"
 wait_http "http://127.0.0.1:8800/.well-known/openid-configuration" 30
 wait_http "http://127.0.0.1:8001/hub/api/" 60

@@ -32,14 +32,57 @@ JUPYTER_VENV = Path(os.environ.get("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyte
 
 @dataclass
 class TestHub:
+    """The test hub: ``scripts/hub.sh`` (the proxy, a process of its own, then the hub), run with
+    ``env``. ``start``/``stop`` the hub alone (the proxy stays up), ``stop_proxy`` at the end."""
+
     url: str  # public (proxy)
     api_url: str  # the hub's REST API
     state_dir: Path
     log_file: Path
     env: dict
+    proc: subprocess.Popen | None = None
 
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")
+
+    def start(self, timeout: float = 60) -> None:
+        """Run scripts/hub.sh (it starts the proxy unless it runs) and wait for the hub's API."""
+        with open(self.log_file, "a") as log:
+            self.proc = subprocess.Popen(
+                ["bash", str(REPO / "scripts" / "hub.sh")],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if requests.get(self.api_url + "/", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail("the test hub did not start:\n" + self.log()[-4000:])
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        """Stop the hub (SIGTERM to its process group, as ``make stop`` does); not the proxy."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait(20)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(10)
+        self.proc = None
+
+    def stop_proxy(self) -> None:
+        subprocess.run(["bash", str(REPO / "scripts" / "hub.sh"), "stop-proxy"], env=self.env, check=False, timeout=60)
 
     def user_token(self, username: str) -> str:
         """A new API token of ``username``'s own (``jupyterhub token``), as a user would make one."""
@@ -91,32 +134,16 @@ def jupyterhub(oidc_idp):
         # Short, so that a test can queue a session for longer than the hub's start timeout
         # (tests/interactive/test_session_queue.py); JupyterLab answers in a few seconds.
         "PORTAL_SESSION_START_TIMEOUT": str(START_TIMEOUT),
+        "PORTAL_HUB_PROXY_LOG": str(state.parent / "test-hub-proxy.log"),
     }
     log_file = state.parent / "test-hub.log"
-    log = open(log_file, "w")
-    proc = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "hub.sh")], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    log_file.write_text("")
     hub = TestHub(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{env['PORTAL_HUB_API_PORT']}/hub/api", state, log_file, env)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(hub.api_url + "/", timeout=2).status_code == 200:
-                break
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the test hub did not start:\n" + hub.log()[-4000:])
-        time.sleep(0.3)
+    hub.start()
     yield hub
-    # Stop the hub, then any session job it left (cleanup_servers is off on purpose).
-    os.killpg(proc.pid, 15)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-    log.close()
+    # Stop the hub and its proxy, then any session job it left (cleanup_servers is off on purpose).
+    hub.stop()
+    hub.stop_proxy()
     for kind in KINDS:
         subprocess.run(["scancel", f"--name=session-{kind}"], check=False)
 

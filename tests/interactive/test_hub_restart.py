@@ -1,0 +1,73 @@
+"""A hub restart with a session open (issue 17, item 5): configurable-http-proxy runs on its own
+(scripts/hub.sh), so stopping and starting JupyterHub leaves the connections through it up. A
+session is used as an open notebook uses it (HTTP requests and a kernel over one websocket, through
+the proxy, tests/interactive/session_stream.py) while the hub stops and starts again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from interactive.services import session_cards, session_start, session_stop
+
+from .conftest import JUPYTER_VENV
+from .test_hub_integration import alice, wait_ready  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def hub_answers(hub) -> bool:
+    try:
+        return requests.get(hub.api_url + "/", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_a_hub_restart_leaves_open_sessions_connected(alice, hub_portal):  # noqa: F811
+    hub = hub_portal
+    session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
+    server = wait_ready(hub, "alice", session.server_name)
+    token = hub.user_token("alice")
+    stream = subprocess.Popen(
+        [
+            str(JUPYTER_VENV / "bin" / "python"),
+            str(Path(__file__).with_name("session_stream.py")),
+            hub.url + server["url"],
+            token,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert stream.stdout.readline().strip() == "ready", stream.stderr.read()
+        time.sleep(2)
+        down_from = time.time()
+        hub.stop()
+        assert not hub_answers(hub)  # the hub is really down
+        time.sleep(5)
+        hub.start()
+        up_again = time.time()
+        time.sleep(5)
+        out, err = stream.communicate(timeout=60)  # closes its stdin: it stops and reports
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["failures"] == [], (result["failures"], err[-2000:])
+    while_down = [t for t in result["http_ok"] if down_from < t < up_again]
+    assert len(while_down) >= 5, (while_down, result)  # requests went through while the hub was down
+    assert sum(down_from < t < up_again for t in result["ws_ok"]) >= 5  # and the kernel kept answering
+    assert result["ws_ok"][-1] > up_again and result["http_ok"][-1] > up_again
+    # The restarted hub still has the server, and the portal's card says running.
+    assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
+    cards, warning = session_cards(user=alice)
+    assert warning == "" and next(c for c in cards if c.session.pk == session.pk).phase == "running"
+    session.refresh_from_db()
+    session_stop(session=session, by=alice)
