@@ -6,10 +6,12 @@
 - ``sshare -a -P -o Account,User,GrpTRESMins,GrpTRESRaw``: quota (``GrpTRESMins`` ``gres/gpu``) and
   live use this period (``GrpTRESRaw`` ``gres/gpu``), both in GPU-minutes, per account and per user;
 - ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``);
-- ``sacct --json -X -a -S <period start - 1 day> -E now``: the jobs of the period, for per-member
-  GPU-hours, jobs, failures, waits and the GPU-hours per day. The extra day covers a submit host
-  whose clock is not UTC (sacct reads ``-S`` in local time and 22.05 accepts no zone); every figure
-  is clipped to the UTC period by :mod:`teams.usage_compute`.
+- ``sacct --json -X -a -S now-<N>seconds -E now``: the jobs of the period, for per-member
+  GPU-hours, jobs, failures, waits and the GPU-hours per day. The start bound is relative
+  (:func:`slurm.bounds.start_bound`, the same as the poller's), so it means the period's start in
+  every zone of the submit host (sacct reads an absolute ``-S`` in local time and 22.05 accepts no
+  zone); runs are kept by epoch (end >= period start) and every figure is clipped to the UTC period
+  by :mod:`teams.usage_compute`.
 
 The text outputs are read by :mod:`slurm.accounting`, the sacct document by its version's adapter.
 """
@@ -17,18 +19,16 @@ The text outputs are read by :mod:`slurm.accounting`, the sacct document by its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from slurm import SlurmGateway
 from slurm.accounting import ClusterConfig, ShareRow, period_start, read_assoc_mgr, read_config, read_shares
 from slurm.adapters import adapter_for
+from slurm.bounds import start_bound
 from slurm.states import ACTIVE_STATES
 from slurm.values import is_failure
 
 SACCT_TIMEOUT_S = 120.0
-#: sacct reads -S in the submit host's local zone: a day before the period start covers every zone
-#: (UTC-12 to UTC+14), and the runs are then kept by epoch (end >= period start).
-SACCT_MARGIN = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,7 @@ def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
     shares = read_shares(gateway)
     limits = read_assoc_mgr(gateway)
     start = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
-    since = (start - SACCT_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")
-    argv = ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
+    argv = ["sacct", "--json", "-X", "-a", "-S", start_bound(start, now=datetime.fromtimestamp(now, UTC)), "-E", "now"]
     doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
     runs = [r for r in runs_of(doc, now, argv=argv) if r.end >= start.timestamp()]
     return UsageReading(now=now, config=config, shares=shares, limits=limits, period_start=start, runs=runs)

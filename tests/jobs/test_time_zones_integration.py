@@ -108,3 +108,13 @@ def test_key_look_up_before_a_resubmission_finds_the_job_in_a_zone_west_of_utc(n
     monkeypatch.setattr("slurm.adapters.v0_0_38.queue_job_by_comment", lambda squeue, comment: None)
     found = find_by_key(finished_job)
     assert found is not None and found[0] == finished_job.slurm_job_id
+
+
+def test_team_usage_counts_the_job_that_just_ended_in_a_zone_west_of_utc(new_york, finished_job):
+    """The usage refresh's sacct starts at the period's start with the same relative bound as the
+    poller's (slurm.bounds.start_bound), so the job that ended a moment ago is in the period's runs."""
+    from teams.usage_read import usage_read
+
+    reading = usage_read(new_york, now=time.time())
+    mine = [r for r in reading.runs if r.user == "alice" and r.end >= finished_job.submitted_at.timestamp() - 5]
+    assert mine, [(r.user, r.end) for r in reading.runs][-5:]

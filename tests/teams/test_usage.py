@@ -54,8 +54,12 @@ def text(name: str) -> str:
     return (RECORDED / name).read_text()
 
 
-def sacct_argv(since: str = "2026-10-31T00:00:00") -> list[str]:
-    return ["sacct", "--json", "-X", "-a", "-S", since, "-E", "now"]
+def sacct_argv(now: float = FINAL_NOW) -> list[str]:
+    """The usage refresh's sacct at ``now``: from the monthly period's start (the 1st, 00:00 UTC),
+    as a bound relative to the controller's clock with the 10-minute margin (right in any zone)."""
+    moment = datetime.fromtimestamp(now, UTC)
+    period_start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return ["sacct", "--json", "-X", "-a", "-S", f"now-{int(now - period_start.timestamp()) + 600}seconds", "-E", "now"]
 
 
 def scripted(
@@ -64,19 +68,19 @@ def scripted(
     sshare="sshare_final.txt",
     assoc="assoc_mgr_final.txt",
     sacct: str | dict = "sacct_team_final.json",
-    since="2026-10-31T00:00:00",
+    now: float = FINAL_NOW,
 ) -> FakeTransport:
     """One refresh's four calls, answered from recordings (or a given sacct document / sshare text)."""
     fake = FakeTransport()
     fake.expect(["scontrol", "show", "config"], stdout=text(config))
     fake.expect(SSHARE, stdout=text(sshare) if sshare.endswith(".txt") else sshare)
     fake.expect(["scontrol", "show", "assoc_mgr", "flags=assoc"], stdout=text(assoc))
-    fake.expect(sacct_argv(since), stdout=json.dumps(sacct) if isinstance(sacct, dict) else text(sacct))
+    fake.expect(sacct_argv(now), stdout=json.dumps(sacct) if isinstance(sacct, dict) else text(sacct))
     return fake
 
 
 def collect(now: float = FINAL_NOW, snapshot=None, **kwargs):
-    fake = scripted(**kwargs)
+    fake = scripted(now=now, **kwargs)
     teams = usage_collect(SlurmGateway(fake), snapshot=snapshot, now=now)
     assert not fake.script, "every scripted call was made"
     return teams, fake
@@ -304,7 +308,7 @@ def test_burn_rate_window_is_the_period_when_shorter(template):
     doc = doc_of(
         made_up(template, 1, gpus=2, submit="2026-11-01T00:00:00", start="2026-11-01T00:00:00", end="2026-11-01T02:00:00")
     )
-    teams, _ = collect(now=now, sacct=doc, since="2026-10-31T00:00:00")
+    teams, _ = collect(now=now, sacct=doc)
     assert teams["vision"].burn_gpu_hours_per_day == pytest.approx(4 / 2)  # 4 GPU-hours over 2 days
 
 
@@ -361,7 +365,7 @@ def test_slurm_error_keeps_previous_figures_and_first_failure_time(clean_cache):
     assert vision.error == "cannot reach sshd" and vision.error_since == FINAL_NOW + 60
     assert replace(vision, error="", error_since=None) == good["vision"]
     assert usage_status().taken_at == FINAL_NOW and usage_status().error_since == FINAL_NOW + 60
-    refresh_with(scripted(), FINAL_NOW + 180)
+    refresh_with(scripted(now=FINAL_NOW + 180), FINAL_NOW + 180)
     assert team_usage("vision").error == "" and usage_status().error_since is None
 
 
