@@ -394,8 +394,9 @@ if [[ $("$TOOLS_DIR/bin/uv" --version 2>/dev/null | awk '{print $2}') != "$UV_VE
     log "installed uv $UV_VERSION in $TOOLS_DIR"
 fi
 chmod -R a+rX "$TOOLS_DIR"
-# Sticky and world-writable like /tmp: any job may add an environment; only its builder may remove it.
-install -d -m 1777 "$ENV_CACHE_DIR"
+# root's, mode 755, one area per member of $SLURM_GROUP that only its user writes in (and the 1777 cache of
+# earlier versions fixed): see cluster/env_cache.sh and docs/profiles.md.
+PORTAL_ENV_CACHE_DIR=$ENV_CACHE_DIR SLURM_GROUP=$SLURM_GROUP LOG_TAG=$LOG_TAG bash "$CLUSTER_DIR/env_cache.sh"
 # The demo users' project directory for the example profile (examples/train_digits.yaml).
 for u in $DEMO_USERS; do
     home=$(getent passwd "$u" | cut -d: -f6)
@@ -419,6 +420,6 @@ echo "  portal sshd:  $PORTAL_USER@$PORTAL_SSH_ADDR:$PORTAL_SSH_PORT (config $SS
 echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
 echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
-echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR"
+echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR (one area per user: $ENV_CACHE_DIR/<user>)"
 echo "  logs:         $LOG_DIR/"
 echo "up.sh took $(elapsed) s"

@@ -5,20 +5,27 @@ reaches bash through ``shlex.quote`` here (the one place this script is made), s
 path or argument is never interpreted. ``run.command`` is the researcher's own bash and runs as
 written, as their script would in the form.
 
-The environment (design decision 9): a Python virtual environment built with ``uv`` in the shared
-cache directory ``PORTAL_ENV_CACHE_DIR``, one per hash of its spec (the normalised
-``environment`` block, the node's architecture and the requirements file's content). A file lock
-(``flock`` on ``<hash>.lock``) makes sure two jobs never build the same environment at once; the
-second waits, then finds it ready. A finished build is marked by ``.portal-ready``; a build that
-failed is removed. The job log says ``portal-env: cache hit <hash>`` or ``portal-env: built <hash>
-in N.N s``. Packages come from the site's Python package index (PyPI here).
+The environment (design decision 9): a Python virtual environment built with ``uv`` in the job
+user's own area of the cache directory ``PORTAL_ENV_CACHE_DIR``, ``<cache>/<user>/<hash>``, one per
+hash of its spec (the normalised ``environment`` block, the node's architecture and the requirements
+file's content). Only the user writes in their area, so no other user can plant or change an
+environment that the user's jobs run; an entry is used only after the checks of ``portal_env.sh``
+(owners and modes of the cache, the area and every file, and the manifest's checksum of the file
+list), and a finished entry is read-only. A file lock (``flock`` on ``<hash>.lock``) makes sure two of
+the user's jobs never build the same environment at once; the second waits, then finds it ready. A
+build that failed is removed. The job log says ``portal-env: cache hit <hash>``, ``portal-env: built
+<hash> in N.N s``, or what it refused and why. Packages come from the site's Python package index
+(PyPI here). The bash is ``portal_env.sh``, embedded in every script (a job needs nothing from this
+repository).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 
@@ -27,7 +34,8 @@ from .schema import ProfileSpec
 
 @dataclass(frozen=True)
 class EnvSite:
-    """What the site offers. ``cache_dir``: shared directory (mode 1777) on every node; ``uv``: the
+    """What the site offers. ``cache_dir``: the environment cache on every node (root's, mode 755,
+    with one area per user: cluster/up.sh, docs/profiles.md); ``uv``: the
     path of uv on the nodes; ``pythons``: Python versions offered (the first is the default);
     ``cuda_modules``: CUDA version -> environment module name; ``container_runtime``: e.g.
     ``apptainer`` ("" = none); ``index_url``: the Python package index ("" = PyPI). uv trusts the
@@ -107,6 +115,15 @@ def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> 
     return "\n".join(out) + "\n"
 
 
+#: The environment's bash functions (``portal_env`` and its checks), embedded in every script.
+PORTAL_ENV_SH = Path(__file__).with_name("portal_env.sh")
+
+
+@functools.cache
+def _portal_env_sh() -> str:
+    return PORTAL_ENV_SH.read_text(encoding="utf-8")
+
+
 def _env_lines(env: dict, site: EnvSite) -> list[str]:
     q = shlex.quote
     spec_json = env_spec_json(env, site)
@@ -129,68 +146,27 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
     venv_args = [site.uv, "venv", "--quiet", "--python", python, "--python-preference", "only-system"]
     if env.get("system_site_packages"):
         venv_args.append("--system-site-packages")
-    venv_cmd = " ".join(q(a) for a in venv_args) + ' "$envdir"'
+    venv_cmd = " ".join(q(a) for a in venv_args) + ' "$1"'
     install = ""
     if pip or req:
-        install = " ".join(q(a) for a in [site.uv, "pip", "install", "--quiet"]) + ' --python "$envdir/bin/python"'
+        install = " ".join(q(a) for a in [site.uv, "pip", "install", "--quiet"]) + ' --python "$1/bin/python"'
         if req:
             install += " -r " + q(req)
         if pip:
             install += " -- " + " ".join(q(p) for p in pip)
-    # Shown inside double quotes in bash: the requirements path only as "$req" (set quoted below), never as text.
-    what = f"python {python}, {len(pip)} package{'s' if len(pip) != 1 else ''}" + (" + $req" if req else "")
+    what = f"python {python}, {len(pip)} package{'s' if len(pip) != 1 else ''}"
+    build_env = "UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_SYSTEM_CERTS=1"
+    if site.index_url:
+        build_env += f" UV_DEFAULT_INDEX={q(site.index_url)}"
     lines += [
-        "portal_env() {",
-        f"  local uv={q(site.uv)} cache={q(site.cache_dir)} spec={q(spec_json)} req={q(req)}",
-        "  local hash envdir lock t0=$EPOCHREALTIME",
-        '  if [ ! -x "$uv" ]; then',
-        '    echo "portal-env: uv is not installed at $uv on $(hostname); ask the cluster staff (cluster/up.sh installs it)" >&2',
-        "    exit 2",
-        "  fi",
-        '  if [ -n "$req" ] && [ ! -f "$req" ]; then',
-        "    echo \"portal-env: environment.requirements '$req' is not in the project directory $PWD\" >&2",
-        "    exit 2",
-        "  fi",
-        '  hash=$( { printf \'%s\\n\' "$spec"; uname -m; if [ -n "$req" ]; then cat -- "$req"; fi; } | sha256sum | cut -c1-16 )',
-        '  envdir="$cache/$hash" lock="$cache/$hash.lock"',
-        '  if [ -f "$envdir/.portal-ready" ]; then',
-        f'    echo "portal-env: cache hit $hash ({what}) in $envdir"',
-        "  else",
-        '    [ -e "$lock" ] || (umask 0; : >>"$lock") 2>/dev/null || true',
-        '    exec 9<"$lock"',
-        "    if ! flock -n 9; then",
-        '      echo "portal-env: another job is building environment $hash; waiting for it"',
-        "      flock 9",
-        "    fi",
-        '    if [ -f "$envdir/.portal-ready" ]; then',
-        '      echo "portal-env: cache hit $hash (built by another job while this one waited $(portal_secs "$t0") s)"',
-        "    else",
-        f'      echo "portal-env: cache miss $hash; building it ({what}) in $envdir"',
-        '      rm -rf -- "$envdir" 2>/dev/null || true',
-        '      if [ -e "$envdir" ]; then',
-        '        echo "portal-env: an unfinished build of $hash owned by $(stat -c %U "$envdir") is in the way; ask them or the cluster staff to remove $envdir" >&2',
-        "        exit 2",
-        "      fi",
-        "      if ! ( umask 022; export UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_SYSTEM_CERTS=1"
-        + (f" UV_DEFAULT_INDEX={q(site.index_url)}" if site.index_url else ""),
-        f"             {venv_cmd}" + (f" && \\\n             {install}" if install else ""),
-        "           ); then",
-        '        echo "portal-env: building environment $hash failed (see the lines above)" >&2',
-        '        rm -rf -- "$envdir" 2>/dev/null || true',
-        "        exit 2",
-        "      fi",
-        '      printf \'%s\\n\' "$spec" >"$envdir/.portal-spec.json"',
-        '      : >"$envdir/.portal-ready"',
-        '      echo "portal-env: built $hash in $(portal_secs "$t0") s"',
-        "    fi",
-        "    flock -u 9",
-        "    exec 9<&-",
-        "  fi",
-        '  export VIRTUAL_ENV="$envdir" PATH="$envdir/bin:$PATH"',
-        "  unset PYTHONHOME",
+        "# portal_env_build DIR: make the environment in DIR (generated from the environment block of the profile).",
+        "portal_env_build() {",
+        f"  ( umask 022; export {build_env}",
+        f"    {venv_cmd}" + (f" && \\\n    {install}" if install else ""),
+        "  )",
         "}",
-        'portal_secs() { awk -v a="$1" -v b="$EPOCHREALTIME" \'BEGIN { printf "%.1f", b - a }\'; }',
-        "portal_env",
+        *_portal_env_sh().rstrip("\n").splitlines(),
+        " ".join(["portal_env", *(q(a) for a in (site.uv, site.cache_dir, spec_json, req, what))]),
         "",
     ]
     return lines

@@ -1,14 +1,21 @@
 """The job script a profile renders: every profile value reaches bash quoted; CUDA modules and
 container images as the site configures them; and the environment part run for real with bash and
-uv on this machine (no Slurm): built once per hash, the requirements file's content in the hash."""
+uv on this machine (no Slurm): built once per hash in the user's area, the requirements file's
+content in the hash, a finished entry read-only, and an entry that changed or that others could
+change refused and built again (tests/profiles/test_env_integration.py has other users, on the
+cluster)."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import subprocess
+from pathlib import Path
 
-from profiles.envscript import EnvSite, render_profile_script
+import pytest
+
+from profiles.envscript import PORTAL_ENV_SH, EnvSite, render_profile_script
 from profiles.schema import parse_profile
 
 UV = "/opt/gpuportal/tools/bin/uv"
@@ -39,16 +46,19 @@ def test_hostile_values_reach_bash_only_quoted():
     )
     script = render_profile_script(spec, site=site())
     assert "python '$(touch /tmp/pwned).py' '; pwned-rm ~' '`id`'" in script
-    assert "req='r $(id).txt'" in script and "-r 'r $(id).txt'" in script and "-- numpy==2.2.6" in script
-    # Outside single quotes nothing from the profile appears.
-    unquoted = re.sub(r"'[^']*'", "''", script)
+    assert "-r 'r $(id).txt'" in script and "-- numpy==2.2.6" in script
+    assert re.search(r"^portal_env \S+ \S+ '\{.*\}' 'r \$\(id\)\.txt' 'python 3\.11, 1 package'$", script, re.M), script
+    # Outside single quotes nothing from the profile appears (the embedded portal_env.sh is the same
+    # text in every script and holds no profile value: it is left out of this check).
+    assert PORTAL_ENV_SH.read_text() in script
+    unquoted = re.sub(r"'[^']*'", "''", script.replace(PORTAL_ENV_SH.read_text(), ""))
     assert "pwned" not in unquoted and "`id`" not in unquoted and "$(id)" not in unquoted, unquoted
 
 
 def test_cuda_module_and_container_image_as_the_site_offers_them():
     script = render_profile_script(parse_profile(profile("{command: nvidia-smi}", "{python: '3.11', cuda: '12.4'}")), site=site())
     assert "export CUDA_VERSION=12.4" in script and "module load cuda/12.4" in script
-    assert script.index("module load") < script.index("portal_env\n") < script.index("nvidia-smi")
+    assert script.index("module load") < script.index("\nportal_env ") < script.index("nvidia-smi")
     image = render_profile_script(
         parse_profile(profile("{script: train.py, args: [--lr, '0.1'], image: 'docker://pytorch/pytorch:2.5'}")),
         site=site(container_runtime="apptainer"),
@@ -85,4 +95,94 @@ def test_environment_is_built_once_per_hash_and_the_requirements_file_counts(tmp
     (project / "requirements.txt").write_text("# nothing to install yet\n# but a different file\n")
     third = run()
     assert "portal-env: built" in third  # another requirements file is another environment
-    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2
+    area = cache / pwd.getpwuid(os.getuid()).pw_name  # the job's user's own area
+    assert [p.name for p in cache.iterdir()] == [area.name] and area.stat().st_mode & 0o777 == 0o755
+    assert len([p for p in area.iterdir() if p.is_dir()]) == 2
+
+
+@pytest.fixture
+def built(tmp_path):
+    """An environment built once by a job script run with bash (as this test's user): yields
+    ``run()`` (runs the script again, returns ``(returncode, stdout, stderr)``), the entry's path
+    and a marker path that planted code would write."""
+    cache, project = tmp_path / "envs", tmp_path / "project"
+    cache.mkdir()
+    project.mkdir()
+    marker = tmp_path / "planted-code-ran"
+    spec = parse_profile(profile("{command: 'python -c \"import sys; print(sys.prefix)\"'}", "{python: '3.11'}"))
+    script = project / "job.sh"
+    script.write_text(render_profile_script(spec, site=site(cache)))
+
+    def run() -> tuple[int, str, str]:
+        done = subprocess.run(["bash", str(script)], cwd=project, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    code, out, err = run()
+    assert code == 0 and re.search(r"portal-env: built [0-9a-f]{16} in", out), (out, err)
+    [entry] = [p for p in (cache / pwd.getpwuid(os.getuid()).pw_name).iterdir() if p.is_dir()]
+    return run, entry, marker
+
+
+def writable(path: Path):
+    """Let this test change a read-only entry (as its owner could)."""
+    for p in [path, *path.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode | 0o200)
+
+
+def test_a_finished_entry_is_read_only_and_has_a_manifest(built):
+    run, entry, _ = built
+    assert not [p for p in [entry, *entry.rglob("*")] if not p.is_symlink() and p.stat().st_mode & 0o222]
+    manifest = (entry / ".portal-manifest").read_text().splitlines()
+    assert manifest[0] == "portal-env manifest 1" and manifest[1] == f"hash {entry.name}"
+    assert re.fullmatch(r"files [0-9a-f]{64}", manifest[2])
+    code, out, _ = run()
+    assert code == 0 and f"portal-env: cache hit {entry.name}" in out and str(entry) in out
+
+
+def test_an_entry_whose_files_changed_is_refused_and_built_again(built):
+    run, entry, marker = built
+    writable(entry)
+    site_packages = next(entry.glob("lib/python*/site-packages"))
+    (site_packages / "zz_planted.pth").write_text(f"import os; open({str(marker)!r}, 'w').close()\n")
+    for p in [entry, *entry.rglob("*")]:  # owner and modes as a finished entry's: only the manifest can tell
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode & ~0o222)
+    code, out, err = run()
+    assert code == 0, err
+    assert f"portal-env: refused {entry}: its files are not the ones it was built with" in out, out
+    assert "; building it again" in out and re.search(r"portal-env: built [0-9a-f]{16} in", out)
+    assert not marker.exists() and not (site_packages / "zz_planted.pth").exists()
+
+
+def test_an_entry_others_could_change_or_an_unfinished_one_is_refused_and_built_again(built):
+    run, entry, _ = built
+    writable(entry)
+    activate = entry / "bin" / "activate"
+    activate.chmod(0o666)
+    code, out, _ = run()
+    assert code == 0 and f"portal-env: refused {entry}: other users can write bin/activate in it (mode 666)" in out, out
+    (entry / ".portal-manifest").chmod(0o644)
+    (entry).chmod(0o755)
+    (entry / ".portal-manifest").unlink()
+    code, out, _ = run()
+    assert code == 0 and f"portal-env: refused {entry}: it has no manifest (an unfinished build); building it again" in out, out
+
+
+def test_a_cache_others_can_write_in_is_refused_and_the_job_builds_a_private_environment(tmp_path):
+    cache, project = tmp_path / "envs", tmp_path / "project"
+    cache.mkdir()
+    project.mkdir()
+    cache.chmod(0o777)  # world-writable without the sticky bit: anyone could replace anyone's area
+    spec = parse_profile(profile("{command: 'python -c \"import sys; print(sys.prefix)\"'}", "{python: '3.11'}"))
+    (project / "job.sh").write_text(render_profile_script(spec, site=site(cache)))
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", "job.sh"], cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"portal-env: refused the environment cache {cache}: other users can write in {cache} (mode 777, not sticky)"
+        in done.stdout
+    )
+    prefix = done.stdout.strip().splitlines()[-1]
+    assert prefix.startswith(f"{tmp_path}/portal-env-") and "(private)" in done.stdout
+    assert list(cache.iterdir()) == [] and not Path(prefix).exists()  # nothing cached, the private one removed at the end
