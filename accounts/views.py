@@ -63,10 +63,11 @@ def oidc_discovery() -> dict | None:
 
 def id_token_hint_is_usable(id_token: str, discovery: dict) -> bool:
     """True when the IdP would accept ``id_token`` as ``id_token_hint``: signed by a key in its
-    current JWKS (``jwks_uri``; cached, fetched again for an unknown key id), issued by it to this
-    client, not expired (within ``PORTAL_OIDC_CLOCK_LEEWAY``). False after the IdP rotated its keys
-    or when the token expired: then logout sends ``client_id`` alone (OpenID Connect RP-Initiated
-    Logout 1.0, section 2) instead of a hint the IdP rejects with an error page."""
+    current JWKS (``jwks_uri``, fetched now: the sign-in's cache may still hold a key the IdP has
+    dropped), issued by it to this client, not expired (within ``PORTAL_OIDC_CLOCK_LEEWAY``). False
+    after the IdP rotated its keys or when the token expired: then logout sends ``client_id`` alone
+    (OpenID Connect RP-Initiated Logout 1.0, section 2) instead of a hint the IdP rejects with an
+    error page."""
     try:
         verify_id_token(
             id_token,
@@ -74,6 +75,7 @@ def id_token_hint_is_usable(id_token: str, discovery: dict) -> bool:
             audience=settings.OIDC["client_id"],
             issuer=discovery.get("issuer") or settings.OIDC["issuer"],
             leeway_s=settings.OIDC["clock_leeway"],
+            current_keys=True,
         )
     except (IdTokenInvalid, KeyError) as exc:
         logger.info("id_token_hint left out of logout: %s", exc)

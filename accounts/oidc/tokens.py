@@ -99,30 +99,35 @@ def jwks_forget() -> None:
         _clients.clear()
 
 
-def signing_key(token: str, jwks_uri: str) -> jwt.PyJWK:
-    """The key of ``jwks_uri`` that signed ``token`` (by its ``kid``). Raises
+def signing_key(token: str, jwks_uri: str, *, current: bool = False) -> jwt.PyJWK:
+    """The key of ``jwks_uri`` that signed ``token`` (by its ``kid``), from the cached key set, or
+    with ``current`` from the set fetched now (a key the IdP has dropped since is not found). Raises
     :class:`SigningKeyUnknown`, :class:`JwksUnreachable` or :class:`IdTokenInvalid` (not a JWT)."""
     try:
         kid = jwt.get_unverified_header(token).get("kid")
     except jwt.PyJWTError as exc:
         raise IdTokenInvalid(f"the ID token is not a JWT ({exc})") from exc
+    client = jwt.PyJWKClient(jwks_uri, cache_jwk_set=False, timeout=5) if current else jwks_client(jwks_uri)
     try:
-        return jwks_client(jwks_uri).get_signing_key(kid)
+        return client.get_signing_key(kid)
     except jwt.PyJWKClientConnectionError as exc:
         raise JwksUnreachable(f"the sign-in service's keys ({jwks_uri}) could not be fetched") from exc
     except jwt.PyJWKClientError as exc:
         raise SigningKeyUnknown(f"the ID token is signed with a key ({kid!r}) that the sign-in service does not publish") from exc
 
 
-def verify_id_token(token: str, *, jwks_uri: str, issuer: str, audience: str, leeway_s: float) -> dict:
-    """The verified claims of ``token``: its signature against ``jwks_uri`` (:func:`signing_key`),
+def verify_id_token(
+    token: str, *, jwks_uri: str, issuer: str, audience: str, leeway_s: float, current_keys: bool = False
+) -> dict:
+    """The verified claims of ``token``: its signature against ``jwks_uri`` (:func:`signing_key`;
+    ``current_keys``: against the key set as the IdP publishes it now, not the cache),
     ``iss`` == ``issuer``, ``audience`` in ``aud``, ``exp`` and ``iat`` present, and ``iat``/``nbf``/
     ``exp`` right within ``leeway_s`` seconds of this machine's clock.
 
     Raises :class:`ClockSkew` (times beyond the leeway; the skew is estimated as ``iat`` minus our
     clock, which is right for a token just issued, as at sign-in), :class:`SigningKeyUnknown`,
     :class:`JwksUnreachable` or :class:`IdTokenInvalid` (any other reason, in its message)."""
-    key = signing_key(token, jwks_uri)
+    key = signing_key(token, jwks_uri, current=current_keys)
     try:
         return jwt.decode(
             token,

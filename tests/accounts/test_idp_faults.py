@@ -92,3 +92,20 @@ def test_idp_stopped_during_sign_in_says_so_in_plain_words(portal_with_idp, oidc
     )
     assert "could not be reached" in answer.text and "Traceback" not in answer.text
     assert not signed_in(session.get(f"{portal_with_idp}/jobs/"))
+
+
+def test_sign_out_after_new_keys_leaves_out_the_hint_the_idp_would_reject(portal_with_idp, oidc_idp):
+    """The ID token the portal holds was signed with the IdP's old key: the sign-out sends no
+    id_token_hint (the IdP would answer it with an error page), though the sign-in's key cache
+    still holds the old key."""
+    session, page = sso_login(portal_with_idp, "alice")
+    oidc_idp.restart_with_new_keys()
+    action, fields = form_of(page.text, page.url, action="/accounts/logout/")
+    bye = session.post(action, data=fields, allow_redirects=False)
+    location = bye.headers["Location"]
+    assert location.startswith(oidc_idp.issuer + "/session/end") and "client_id=portal" in location
+    assert "id_token_hint=" not in location
+    confirm = session.get(location)  # the IdP asks to confirm, no error page
+    action, fields = form_of(confirm.text, confirm.url)
+    back = session.post(action, data=fields)
+    assert back.url.startswith(portal_with_idp + "/") and 'data-testid="signed-out"' in back.text
