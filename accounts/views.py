@@ -39,6 +39,7 @@ def login_page(request: HttpRequest) -> HttpResponse:
             "provider_name": oidc["name"],
             "next": request.GET.get("next", ""),
             "signed_out": request.GET.get("state") == SIGNED_OUT_STATE,
+            "hub": request.session.get(SESSION_LOGOUT_HUB, HUB_NONE),
             # Set by portal.middleware.sign_in_redirect_for_page: a page's refresh found the session gone.
             "session_expired": request.GET.get("expired") == "1",
         },
@@ -115,8 +116,11 @@ def hub_logout_url() -> str | None:
     return settings.HUB_URL + "/hub/logout"
 
 
-#: Session key (of the anonymous session after logout) holding where the sign-out goes after the hub.
+#: Session keys (of the anonymous session after logout): where the sign-out goes after the hub, and
+#: what became of the hub's login (:data:`HUB_SIGNED_OUT`, :data:`HUB_UNREACHABLE`, :data:`HUB_NONE`).
 SESSION_LOGOUT_NEXT = "logout_next"
+SESSION_LOGOUT_HUB = "logout_hub"
+HUB_SIGNED_OUT, HUB_UNREACHABLE, HUB_NONE = "signed-out", "unreachable", "none"
 
 
 def logout_view(request: HttpRequest) -> HttpResponse:
@@ -125,9 +129,10 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "accounts/logout_confirm.html")
     id_token = request.session.get(SESSION_ID_TOKEN)
-    logout(request)
+    logout(request)  # the portal's own session ends first, whatever the hub and the IdP do
     request.session[SESSION_LOGOUT_NEXT] = idp_logout_url(request, id_token) or ""
     hub = hub_logout_url()
+    request.session[SESSION_LOGOUT_HUB] = HUB_SIGNED_OUT if hub else (HUB_UNREACHABLE if settings.HUB_URL else HUB_NONE)
     return HttpResponseRedirect(hub) if hub else logout_done(request)
 
 
@@ -140,7 +145,11 @@ def logout_done(request: HttpRequest) -> HttpResponse:
     target = request.session.pop(SESSION_LOGOUT_NEXT, None)
     if target:
         return HttpResponseRedirect(target)
-    return render(request, "accounts/logged_out.html", {"idp_session_ended": target is None})
+    return render(
+        request,
+        "accounts/logged_out.html",
+        {"idp_session_ended": target is None, "hub": request.session.get(SESSION_LOGOUT_HUB, HUB_NONE)},
+    )
 
 
 def admin_login(request: HttpRequest) -> HttpResponse:

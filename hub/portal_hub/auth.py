@@ -13,17 +13,42 @@ from __future__ import annotations
 import asyncio
 import json
 
+from jupyterhub.utils import new_token
 from oauthenticator.generic import GenericOAuthenticator
+from oauthenticator.oauth2 import OAuthLogoutHandler
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Unicode
+
+
+class PortalLogoutHandler(OAuthLogoutHandler):
+    """``/hub/logout`` (the portal's Sign out sends the browser here): JupyterHub clears this
+    browser's hub cookies and deletes the API tokens of its session; this also ends the login
+    server-side. The hub's login cookie holds the user's ``cookie_id``, which stays valid after a
+    logout, so a copy of the cookie (copied out of the browser, or stolen) still signed in; a new
+    ``cookie_id`` makes every earlier hub login cookie of this user invalid. Other browsers of the
+    same user then sign in to the hub again through the IdP, without a prompt while their IdP
+    session lasts."""
+
+    async def handle_logout(self):
+        await super().handle_logout()
+        user = self.current_user
+        if user is not None:
+            user.cookie_id = new_token()
+            self.db.commit()
+            self.log.info("hub login of %s ended server-side (new cookie id)", user.name)
 
 
 class PortalAuthenticator(GenericOAuthenticator):
     """``GenericOAuthenticator`` whose users are named by the portal. Configuration
     (``c.PortalAuthenticator.*``): ``portal_url``/``portal_token`` (the portal's hub endpoints and
     their shared secret), ``issuer`` (the IdP's issuer, as the portal stores it) and the usual
-    OAuth client settings. ``username_claim`` is ``sub``: only a placeholder until the portal answers."""
+    OAuth client settings. ``username_claim`` is ``sub``: only a placeholder until the portal answers.
+
+    No ID token is verified here (the user's claims come from the IdP's userinfo endpoint with the
+    hub's own access token), so the IdP's clock and signing keys do not matter to the hub."""
+
+    logout_handler = PortalLogoutHandler
 
     portal_url = Unicode("http://127.0.0.1:8000", help="The portal's base URL, as the hub reaches it.").tag(config=True)
     portal_token = Unicode("", help="Shared secret for the portal's /hub-internal/ endpoints.").tag(config=True)

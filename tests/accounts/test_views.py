@@ -71,6 +71,25 @@ def test_logout_with_unreachable_idp_says_so(client, settings, django_user_model
 
 
 @pytest.mark.django_db
+def test_logout_with_hub_and_idp_unreachable_ends_the_portal_session_and_says_what_may_remain(
+    client, settings, django_user_model
+):
+    from tests.conftest import free_port
+
+    settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    settings.HUB_URL = f"http://127.0.0.1:{free_port()}"
+    settings.HUB_API_URL = settings.HUB_URL + "/hub/api"
+    client.force_login(django_user_model.objects.create(username="alice"))
+    page = client.post("/accounts/logout/")
+    assert "_auth_user_id" not in client.session  # the portal's session ended first
+    html = page.content.decode()
+    assert page.status_code == HTTPStatus.OK and 'data-testid="signed-out-page"' in html
+    assert "JupyterHub could not be reached, so it may still have you signed in" in html
+    assert 'data-testid="idp-not-signed-out"' in html
+    assert "signed out of the portal and of JupyterHub" not in html
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("fragment", ["/cluster/gpus/", "/jobs/table/", "/sessions/cards/"])
 def test_htmx_fragment_after_session_end_signs_in_back_to_the_page(client, fragment):
     """A fragment's poll after the session ended reloads the page to sign-in; ``next`` is the page
