@@ -100,7 +100,7 @@ def find_by_key(job: Job) -> tuple[int, str] | None:
     found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
     if found:
         return found
-    argv = ["sacct", "--json", "-u", job.user.username, "-S", start_bound(job.created_at)]
+    argv = ["sacct", "--json", "-D", "-u", job.user.username, "-S", start_bound(job.created_at)]
     sacct = gw.run_json(argv)
     return adapter_for(sacct, argv=argv).sacct_job_by_comment(sacct, job.comment)
 

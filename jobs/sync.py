@@ -101,7 +101,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         _record_restarts(gateway, restarted, queue)
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
-        argv = ["sacct", "--json", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
+        argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
         try:
             doc = gateway.run_json(argv)
             adapter = adapter_for(doc, argv=argv)
@@ -118,16 +118,20 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         accounting_answered()
         records = adapter.parse_sacct_jobs(doc)
         finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and _is_final(f)}
-        hidden = [f.job_id for f in finished.values() if f.job_id not in exits and _exit_hidden(f)]
+        hidden = {j.slurm_job_id: j.comment for j in left if j.pk in finished and j.slurm_job_id not in exits}
+        hidden = {i: c for i, c in hidden.items() if _exit_hidden(next(f for f in finished.values() if f.job_id == i))}
         if hidden:
             exits.update(_exit_codes(gateway, hidden))
         for job in left:
             f = finished.get(job.pk)
             if f is None:
                 # slurmdbd has not caught up yet (no record of this job, or no end time in it): the
-                # queue's word for now if it has one, accounting's record at a later poll
-                if not job.accounting_pending:
-                    _end_from_queue(job, queue, exits, result)
+                # queue's word for now if it has one, accounting's record at a later poll. A job that
+                # left the queue unseen (a controller that lost it, a reset) is unknown meanwhile.
+                if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
+                    result.unknown += Job.objects.filter(pk=job.pk, status_unknown_since__isnull=True).update(
+                        status_unknown_since=djtz.now()
+                    )
                 continue
             try:
                 _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
@@ -261,7 +265,7 @@ def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> Non
     accounting cannot answer, the count is recorded and the runs are read at the next restart or at
     the end."""
     ids = ",".join(str(j.slurm_job_id) for j in jobs)
-    argv = ["sacct", "--json", "-S", start_bound(min(j.created_at for j in jobs)), "-j", ids]
+    argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in jobs)), "-j", ids]
     records = []
     try:
         doc = gateway.run_json(argv)
@@ -291,17 +295,21 @@ def _exit_hidden(f) -> bool:
     return f.exit_code is None or (f.state == JobState.FAILED and not f.exit_code and not f.signal)
 
 
-def _exit_codes(gateway: SlurmGateway, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
-    """Exit code and signal from ``sacct -n -P -X -o JobIDRaw,ExitCode`` (text ``3:0``); {} on failure."""
+def _exit_codes(gateway: SlurmGateway, comments: dict[int, str]) -> dict[int, tuple[int | None, int | None]]:
+    """Exit code and signal of the jobs ``{job id: its portal:<key> comment}`` from ``sacct -D -n -P
+    -X -o JobIDRaw,Comment,ExitCode`` (text ``3:0``), each from the record carrying its own comment
+    (``-D``: every job that held the id, not only the newest); {} on failure."""
+    argv = ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j", ",".join(map(str, comments))]
     try:
-        out = gateway.run(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", ",".join(map(str, ids))]).out
+        out = gateway.run(argv).out
     except SlurmError as exc:
         logger.warning("sacct ExitCode failed: %s", exc)
         return {}
     codes = {}
     for line in out.splitlines():
-        jobid, _, text = line.partition("|")
-        if jobid.isdigit():
+        jobid, _, rest = line.partition("|")
+        comment, _, text = rest.rpartition("|")  # a comment may itself hold '|'
+        if jobid.isdigit() and comments.get(int(jobid)) == comment:
             try:
                 codes[int(jobid)] = parse_exit(text)
             except ValueError:

@@ -173,7 +173,7 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
     )
     fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
     fake.expect(
-        ["sacct", "--json", "-u", "alice", "-S", ANY],
+        ["sacct", "--json", "-D", "-u", "alice", "-S", ANY],
         stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}),
     )
     expect_submission(fake, home=False, sbatch_out="777\n")
@@ -187,7 +187,7 @@ def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
     job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir="runs/a")
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
     fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": []}))
-    fake.expect(["sacct", "--json", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": []}))
+    fake.expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": []}))
     expect_submission(fake, home=False, dirs=(JOBDIR, "/home/alice/runs/a"), sbatch_out="778\n")
     sent = send.job_send(job_id=job.pk)
     assert (sent.slurm_job_id, sent.workdir, sent.output_path) == (778, "/home/alice/runs/a", f"{JOBDIR}/slurm-%j.out")

@@ -69,7 +69,7 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 already left squeue
     fake = FakeTransport().expect(
-        ["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
+        ["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
     )
     result = jobs_sync(snap(queue), SlurmGateway(fake))
     assert result.finished == 4 and len(fake.calls) == 1
@@ -86,8 +86,12 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
 def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, slurm_json):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport()
-    fake.expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
-    fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
+    fake.expect(["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes")))
+    # -D: every job that held id 18 (Slurm reuses ids), each with its comment; ours is the one with our key
+    fake.expect(
+        ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j", "18"],
+        stdout=f"18||0:9\n18|portal:{JOB_18_KEY}|3:0\n18|a|b|0:15\n",
+    )
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
@@ -95,7 +99,7 @@ def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, s
 
 def test_gpu_hours_from_allocated_tres(alice, slurm_json):
     row = job(alice, 2, JobState.RUNNING)
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED and row.elapsed_s == 45
@@ -105,7 +109,7 @@ def test_gpu_hours_from_allocated_tres(alice, slurm_json):
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport().expect(
-        ["sacct", "--json", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down")
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "18"], raises=SlurmUnreachable(["sacct"], None, message="down")
     )
     result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
@@ -181,16 +185,19 @@ def test_reused_job_id_picks_the_record_with_our_key(alice, slurm_json):
     older = json.loads(json.dumps(mine))
     older.update(name="allocation", comment={"job": None}, state={"current": "COMPLETED", "reason": "None"})
     doc["jobs"] = [mine, older]  # our record first: "latest wins" alone would pick the wrong one
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
-    fake.expect(["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,ExitCode", "-j", "18"], stdout="18|3:0\n")
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
+    fake.expect(
+        ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j", "18"],
+        stdout="18|portal:05447023-08b2-4399-a449-13a3ff3ded28|3:0\n18||0:0\n",
+    )
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
-    assert row.state == JobState.FAILED
+    assert row.state == JobState.FAILED and row.exit_code == 3
 
 
 def test_a_job_in_an_unknown_state_is_still_followed_until_it_ends(alice, slurm_json):
     row = job(alice, 2, JobState.OTHER, slurm_state="SPECIAL_EXIT")
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED
@@ -209,7 +216,7 @@ def test_a_requeued_job_records_its_restart_and_why(requeued, slurm_json):
     """squeue shows restart_cnt 1 (PENDING, BeginTime): one sacct call gives the earlier run."""
     mid = slurm_json("22.05", "sacct_requeued")
     mid["jobs"] = mid["jobs"][:1]  # accounting holds only the requeued run so far
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(mid))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "479"], stdout=json.dumps(mid))
     jobs_sync(snap(slurm_json("22.05", "squeue_requeued")), SlurmGateway(fake))
     requeued.refresh_from_db()
     assert (requeued.state, requeued.reason, requeued.restart_count) == (JobState.PENDING, "BeginTime", 1)
@@ -221,7 +228,7 @@ def test_a_requeued_job_records_its_restart_and_why(requeued, slurm_json):
 def test_the_latest_run_decides_and_history_keeps_the_runs(requeued, slurm_json):
     """Accounting holds two records for the id and key: REQUEUED (first) and COMPLETED (final)."""
     fake = FakeTransport().expect(
-        ["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
     )
     result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
     requeued.refresh_from_db()
@@ -236,12 +243,12 @@ def test_a_record_without_slurms_end_time_is_not_final_yet(requeued, slurm_json)
     finished from the portal's clock; the next poll, with Slurm's figures, finishes it."""
     late = slurm_json("22.05", "sacct_requeued")
     late["jobs"][1]["time"]["end"] = 0
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(late))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "479"], stdout=json.dumps(late))
     assert jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake)).finished == 0
     requeued.refresh_from_db()
     assert requeued.state == JobState.RUNNING and requeued.end_at is None and requeued.elapsed_s is None
     fake = FakeTransport().expect(
-        ["sacct", "--json", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "479"], stdout=json.dumps(slurm_json("22.05", "sacct_requeued"))
     )
     assert jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake)).finished == 1
     requeued.refresh_from_db()
@@ -256,7 +263,7 @@ def test_a_queued_job_with_an_older_rows_id_updates_only_its_own_row(alice, slur
         if raw["job_id"] == 18:
             raw["job_state"], raw["comment"] = "RUNNING", new.comment
     doc = slurm_json("22.05", "sacct_outcomes")  # accounting's record of 18 carries another key
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(doc))
     result = jobs_sync(snap(queue), SlurmGateway(fake))
     new.refresh_from_db()
     old.refresh_from_db()

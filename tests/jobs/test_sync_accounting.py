@@ -35,7 +35,7 @@ def queue_with_18_ended(slurm_json) -> ClusterSnapshot:
 
 
 def sacct_down() -> FakeTransport:
-    return FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stderr=DB_DOWN, returncode=1)
+    return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stderr=DB_DOWN, returncode=1)
 
 
 def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_state(alice, slurm_json):
@@ -60,7 +60,7 @@ def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, s
     jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(sacct_down()))
     # slurmdbd is back; the queue has forgotten the job (MinJobAge passed)
     fake = FakeTransport().expect(
-        ["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
     )
     result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
     row.refresh_from_db()
@@ -78,12 +78,12 @@ def test_accounting_behind_keeps_asking_until_its_record_has_an_end(alice, slurm
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     late = slurm_json("22.05", "sacct_outcomes")
     late["jobs"] = [j for j in late["jobs"] if j["job_id"] != 18]  # slurmdbd has not got it yet
-    fake = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", ANY], stdout=json.dumps(late))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(late))
     jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.FAILED and row.accounting_pending
     assert not accounting_status().unavailable  # accounting answered; it is only behind
-    again = FakeTransport().expect(["sacct", "--json", "-S", ANY, "-j", "18"], stdout=json.dumps(late))
+    again = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(late))
     jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(again))
     assert len(again.calls) == 1  # asked again at the next poll
     row.refresh_from_db()
