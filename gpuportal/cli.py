@@ -448,14 +448,25 @@ def _job_time(job: dict) -> str:
     return "-"
 
 
+def stale_warning(doc: dict) -> None:
+    """On stderr, the answer's ``warning`` (the cluster unreachable, the poller stopped, accounting
+    unavailable: what the pages' notices say), when it has one; nothing while the figures are fresh."""
+    if doc.get("warning"):
+        err(f"warning: {doc['warning']}")
+    elif (doc.get("freshness") or {}).get("stale"):
+        err(f"warning: {doc['freshness'].get('message') or 'these figures are old'}")
+
+
 def list_out(ctx: Context, doc: dict, *, empty: str, headers: list[str], row) -> int:
     """Print a list document (``{"items": [...], "count": n}``): as JSON with ``--json``, else
-    ``empty`` when it has no items, else a table of ``row(item)`` under ``headers``. Returns 0."""
+    ``empty`` when it has no items, else a table of ``row(item)`` under ``headers``, then the
+    answer's warning on stderr (:func:`stale_warning`). Returns 0."""
     if ctx.json:
         ctx.emit(doc)
         return 0
     items = doc.get("items") or []
     out(table(headers, [row(item) for item in items]) if items else empty)
+    stale_warning(doc)
     return 0
 
 
@@ -514,7 +525,7 @@ def cmd_show(ctx: Context) -> int:
     if ctx.json:
         ctx.emit(job)
         return 0
-    keys = [k for k in _JOB_FIELDS if k in job] + sorted(k for k in job if k not in _JOB_FIELDS)
+    keys = [k for k in _JOB_FIELDS if k in job] + sorted(k for k in job if k not in _JOB_FIELDS and k != "freshness")
     pairs = []
     for k in keys:
         value = job[k]
@@ -524,6 +535,7 @@ def cmd_show(ctx: Context) -> int:
             value = f"{duration(value * 60)} ({value} min)"
         pairs.append((k, value))
     out(key_values(pairs))
+    stale_warning(job)
     return 0
 
 

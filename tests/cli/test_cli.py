@@ -315,6 +315,28 @@ def test_show(env, capsys):
     assert any(line.startswith("time_limit_min:") and "4:00:00" in line for line in out.splitlines())
 
 
+def test_ls_and_show_say_when_the_portals_figures_are_old(env, capsys):
+    """The API's warning (the pages' notice: poller stopped, cluster unreachable, accounting
+    unavailable) goes to stderr under the table; stdout stays the table (issue 17, item 1)."""
+    line = "The cluster poller has not run since 14:05 UTC (is the Celery worker or beat stopped?); the last figures are from 2 min ago."
+    env.script(
+        "GET",
+        "/jobs",
+        (200, {"items": env.jobs, "count": 2, "warning": line}),
+        (200, {"items": env.jobs, "count": 2, "warning": ""}),
+    )
+    assert main(["ls"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"warning: {line}\n" and captured.out.startswith("ID ")
+    assert main(["ls"]) == 0  # fresh figures: no warning
+    assert capsys.readouterr().err == ""
+    stale = {"age_s": 130.0, "stale": True, "reasons": ["snapshot-stale"], "since": {}, "message": line}
+    env.script("GET", f"/jobs/{KEY_1}", (200, {**env.jobs[0], "freshness": stale}))
+    assert main(["show", KEY_1]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"warning: {line}\n" and "freshness" not in captured.out
+
+
 def test_cancel(env, capsys):
     assert main(["cancel", "4242"]) == 0
     assert capsys.readouterr().out == 'Cancelling 4242 "train"\n'
