@@ -45,8 +45,11 @@ def current_policy() -> SitePolicy:
 # --- start / stop ------------------------------------------------------------------------------
 def session_start(*, user: User, raw_options: dict) -> Session:
     """Check ``raw_options`` (the form's or the API's), write the row, ask the hub to start a named
-    server. Raises :class:`Refused` (policy, or the hub's 400 message) or
-    :class:`hub.HubUnavailable` (the row is then marked failed, with the reason)."""
+    server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
+    ready at once, ``FAILED`` when its job ended during the hub's first seconds (the spawner's
+    message, with the exit code and the log's last lines, is the row's ``message``). Raises
+    :class:`Refused` (policy, or the hub's 400 message) or :class:`hub.HubUnavailable` (the row is
+    then marked failed, with the reason)."""
     options, errors = parse_session_options(raw_options, policy=current_policy())
     if errors:
         raise Refused(*errors)
@@ -60,6 +63,9 @@ def session_start(*, user: User, raw_options: dict) -> Session:
         hub.remove_stopped_servers(user.username)
         ready = hub.start_server(user.username, session.server_name, _option_dict(options))
     except hub.HubRefused as exc:
+        session.refresh_from_db()
+        if session.state == SessionState.FAILED:  # its job ended at start-up: the spawner said why, the card shows it
+            return session
         _end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}")
         raise Refused(Problem("options", str(exc))) from None
     except hub.HubUnavailable as exc:

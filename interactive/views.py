@@ -18,7 +18,7 @@ from slurm.snapshot import snapshot_load
 from . import hub
 from .forms import SessionForm
 from .kinds import kinds_all
-from .models import Session
+from .models import Session, SessionState
 from .services import current_policy, session_cards, session_start, session_stop
 
 
@@ -53,10 +53,22 @@ def session_list(request: HttpRequest) -> HttpResponse:
             except hub.HubUnavailable as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"{session.ide_label} session is starting.")
+                _say_how_it_started(request, session)
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form), status=400)
     return render(request, "interactive/session_list.html", _context(request, form))
+
+
+def _say_how_it_started(request: HttpRequest, session: Session) -> None:
+    """The message after a start: "starting" only while it is; a start whose job already ended
+    says so (its card shows the exit code and the last lines of the job's log)."""
+    if session.failed:
+        why = session.message.splitlines()[0] + " " if session.message else ""
+        messages.error(request, f"The {session.ide_label} session did not start. {why}Its card below has the details.")
+    elif session.state == SessionState.RUNNING:
+        messages.success(request, f"{session.ide_label} session is running: open it from its card.")
+    else:
+        messages.success(request, f"{session.ide_label} session is starting.")
 
 
 @login_required

@@ -39,6 +39,16 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Integer, Unicode, default
 
+try:
+    from jupyterhub.spawner import SpawnException  # JupyterHub >= 6
+except ImportError:  # JupyterHub 5: an HTTPError with the same status and message
+
+    class SpawnException(web.HTTPError):
+        def __init__(self, message, *, reason, status_code=400, **_):
+            super().__init__(status_code, message, reason=reason)
+            self.message = message
+
+
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
 ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours"})
 #: Slurm job states that mean the job has ended (squeue ``job_state``).
@@ -91,9 +101,23 @@ class JobStatus:
         return self.state in ENDED_STATES
 
 
-class SessionStartFailed(RuntimeError):
-    """The session's Slurm job ended before its server answered. The message gives the state, the
-    exit code and the last lines of the job's log."""
+class SessionStartFailed(SpawnException):
+    """This start failed, not the hub: the session's Slurm job ended before its server answered
+    (the message gives the state, the exit code and the last lines of the job's log), it was still
+    pending at the portal's deadline, or its server did not answer in time. ``reason``: ``job_ended``,
+    ``queue_limit`` or ``server_timeout`` (the hub's spawn metrics label).
+
+    A JupyterHub ``SpawnException``: the hub logs no traceback, does not count it towards
+    ``consecutive_failure_limit``, and a start request that is still waiting (the first
+    ``slow_spawn_timeout`` seconds) is answered with :data:`STATUS` and this message instead of 500.
+    """
+
+    #: 422: the request was valid, but the server it started could not run (a broken ~/.jupyter
+    #: config, a failing prologue): something the user changes, not a fault of the hub.
+    STATUS = 422
+
+    def __init__(self, message: str, *, reason: str = "job_ended"):
+        super().__init__(message, reason=reason, status_code=self.STATUS)
 
 
 class PortalSlurmSpawner(MultiSlurmSpawner):
@@ -348,11 +372,17 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         last_status = 0.0
         state = "UNKNOWN"  # the job's state in the latest snapshot read
         running_since = None  # time.monotonic() when the job was first seen running
+        squeue_retry_at = 0.0
         while True:
-            if self.port and address is None:
-                out = await self.query_job_status()  # one direct squeue, for the node
-                host = out.split()[-1] if len(out.split()) > 1 else ""
-                address = self.daemon_resolver.get(host, host) or "127.0.0.1"
+            if self.port and address is None and time.monotonic() >= squeue_retry_at:
+                try:
+                    out = await self.query_job_status()  # one direct squeue, for the node
+                except RuntimeError as exc:  # the job ended meanwhile, or Slurm did not answer: the snapshot decides
+                    self.log.warning("squeue for session job %s failed (%s); reading its state", self.job_id, exc)
+                    last_status, squeue_retry_at = 0.0, time.monotonic() + 5
+                else:
+                    host = out.split()[-1] if len(out.split()) > 1 else ""
+                    address = self.daemon_resolver.get(host, host) or "127.0.0.1"
             if address and await _accepts(address, self.port):
                 break
             if time.monotonic() - last_status >= self.startup_poll_interval:
@@ -368,16 +398,16 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             if running_since is None and state == "PENDING" and time.time() >= queue_deadline:
                 await self._give_up(self.session_status)
             if running_since is not None and time.monotonic() - running_since > self.server_start_timeout:
-                await self._fail(await self._not_up_reason(), cancel=True)
+                await self._fail(await self._not_up_reason(), why="server_timeout", cancel=True)
             await asyncio.sleep(0.25)
         self.ip = address
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port
 
-    async def _fail(self, reason: str, *, cancel: bool = False) -> None:
+    async def _fail(self, reason: str, *, why: str = "job_ended", cancel: bool = False) -> None:
         """Tell the portal why the start failed, ``scancel`` the job if asked (a failed cancel
         leaves the job id, so that the hub's own ``stop()`` tries again), forget it, raise
-        :class:`SessionStartFailed`."""
+        :class:`SessionStartFailed` (``why`` its reason label)."""
         self.log.warning("%s", reason)
         await self._notify("failed", reason)
         if cancel:
@@ -385,9 +415,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 await self.cancel_batch_job()
             except RuntimeError as exc:
                 self.log.warning("Could not cancel job %s of %s: %s", self.job_id, self.user.name, exc)
-                raise SessionStartFailed(reason) from None
+                raise SessionStartFailed(reason, reason=why) from None
         self.clear_state()
-        raise SessionStartFailed(reason)
+        raise SessionStartFailed(reason, reason=why)
 
     async def _give_up(self, status: JobStatus) -> None:
         """The job is still pending at the portal's ``queue_deadline``: cancel it and fail, saying
@@ -402,7 +432,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         if status.estimated_start:
             reason += f"; Slurm's estimated start was {_utc_clock(status.estimated_start)}"
         reason += ". The job was cancelled. Start the session again later, or with fewer GPUs or CPUs."
-        await self._fail(reason, cancel=True)
+        await self._fail(reason, why="queue_limit", cancel=True)
 
     async def _not_up_reason(self) -> str:
         try:

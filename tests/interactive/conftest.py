@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import threading
@@ -21,7 +22,6 @@ import pytest
 import requests
 from django.db import connection
 
-from interactive.kinds import KINDS
 from tests.conftest import REPO, free_port
 
 HUB_TOKEN = "test-hub-token"
@@ -81,6 +81,13 @@ class TestHub:
             self.proc.wait(10)
         self.proc = None
 
+    def cancel_jobs(self) -> None:
+        """``scancel`` the session jobs this hub submitted (its log names them), and no one else's:
+        another test run may have sessions on the same cluster."""
+        job_ids = sorted(set(re.findall(r"submitted as Slurm job (\d+)", self.log())))
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], check=False, capture_output=True)
+
     def stop_proxy(self) -> None:
         subprocess.run(["bash", str(REPO / "scripts" / "hub.sh"), "stop-proxy"], env=self.env, check=False, timeout=60)
 
@@ -116,10 +123,11 @@ def jupyterhub(oidc_idp):
     """Start the hub once for the session (needs scripts/hub_setup.sh, which scripts/test.sh runs)."""
     if not (JUPYTER_VENV / "bin" / "jupyterhub").exists():
         pytest.fail(f"no JupyterHub in {JUPYTER_VENV}: run scripts/hub_setup.sh (make test does)")
-    state = REPO / "var" / "test-hub"
+    port = os.environ["TEST_HUB_PORT"]
+    # One directory per test run (its hub port), so that two runs side by side never share one.
+    state = REPO / "var" / f"test-hub-{port}"
     shutil.rmtree(state, ignore_errors=True)
     state.mkdir(parents=True)
-    port = os.environ["TEST_HUB_PORT"]
     env = {
         **os.environ,
         "PORTAL_HUB_STATE_DIR": str(state),
@@ -134,9 +142,9 @@ def jupyterhub(oidc_idp):
         # Short, so that a test can queue a session for longer than the hub's start timeout
         # (tests/interactive/test_session_queue.py); JupyterLab answers in a few seconds.
         "PORTAL_SESSION_START_TIMEOUT": str(START_TIMEOUT),
-        "PORTAL_HUB_PROXY_LOG": str(state.parent / "test-hub-proxy.log"),
+        "PORTAL_HUB_PROXY_LOG": str(state.parent / f"test-hub-{port}-proxy.log"),
     }
-    log_file = state.parent / "test-hub.log"
+    log_file = state.parent / f"test-hub-{port}.log"
     log_file.write_text("")
     hub = TestHub(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{env['PORTAL_HUB_API_PORT']}/hub/api", state, log_file, env)
     hub.start()
@@ -144,8 +152,8 @@ def jupyterhub(oidc_idp):
     # Stop the hub and its proxy, then any session job it left (cleanup_servers is off on purpose).
     hub.stop()
     hub.stop_proxy()
-    for kind in KINDS:
-        subprocess.run(["scancel", f"--name=session-{kind}"], check=False)
+    hub.cancel_jobs()
+    shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def alice(hub_portal):
             hub_client.stop_server(user.username, s.server_name)
         except hub_client.HubError:
             pass
-    subprocess.run(["scancel", "-u", "alice", "--name=session-lab"], check=False)
+    hub_portal.cancel_jobs()  # this hub's jobs only: another test run may have sessions of alice
 
 
 def wait_ready(hub, user: str, server: str, timeout: float = 120) -> dict:
@@ -204,7 +204,7 @@ def test_running_session_survives_the_controller_down_for_a_minute(alice, hub_po
     assert session.state == SessionState.RUNNING
 
 
-def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice, hub_portal):
+def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice, hub_portal, client):
     hub = hub_portal
     config_dir = Path("/home/alice/.jupyter")
     bad = config_dir / "jupyter_server_config.py"
@@ -213,20 +213,38 @@ def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice
         ["runuser", "-u", "alice", "--", "sh", "-c", f"echo 'raise SystemExit(\"broken config: {bad}\")' > {bad}"], check=True
     )
     try:
+        # Issue 17, item 6: the hub's API answers the start with why it failed, not a 500.
+        log_mark = len(hub.log())
+        hub_client.ensure_user("alice")
+        r = hub.api(
+            "POST", "/users/alice/servers/broken", token=hub.user_token("alice"), json={"user_options": {"hours": 1, "cpus": 1}}
+        )
+        assert r.status_code == 422, (r.status_code, r.text)
+        assert "exit code 1:0" in r.json()["message"] and "broken config" in r.json()["message"]
+        assert "500 POST" not in hub.log()[log_mark:] and "Traceback" not in hub.log()[log_mark:]
+
+        # The Sessions page: no "is starting" above a failed card; the failure, its exit code and log.
+        client.force_login(alice)
         started = time.monotonic()
-        session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            session.refresh_from_db()
-            if session.state == SessionState.FAILED:
-                break
-            time.sleep(0.5)
+        form = {"ide": "lab", "partition": "interactive", "gpu_count": "0", "cpus": "1", "memory_gb": "1", "hours": "1"}
+        page = client.post("/sessions/", form, follow=True).content.decode()
+        session = Session.objects.filter(user=alice).exclude(server_name="broken").latest("created_at")
+        if session.state != SessionState.FAILED:  # the job took longer than the hub's first 10 s: the card follows
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and session.state != SessionState.FAILED:
+                time.sleep(0.5)
+                session.refresh_from_db()
+            page = client.get("/sessions/").content.decode()
+        else:
+            assert "session did not start" in page and "exit code 1:0" in page.split("session-card")[0], page
         elapsed = time.monotonic() - started
         assert session.state == SessionState.FAILED, hub.log()[-3000:]
         assert elapsed < 30, f"failure took {elapsed:.0f} s to be reported"
+        assert "session is starting" not in page
         assert "before JupyterLab answered" in session.message
         assert "exit code" in session.message
         assert "broken config" in session.message  # the log's last lines
+        assert 'data-phase="ended"' in page and "broken config" in page  # the card shows them too
         assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
     finally:
         bad.unlink()
