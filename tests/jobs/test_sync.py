@@ -99,7 +99,9 @@ def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, s
 
 def test_gpu_hours_from_allocated_tres(alice, slurm_json):
     row = job(alice, 2, JobState.RUNNING)
-    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct"))
+    )
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED and row.elapsed_s == 45
@@ -197,7 +199,9 @@ def test_reused_job_id_picks_the_record_with_our_key(alice, slurm_json):
 
 def test_a_job_in_an_unknown_state_is_still_followed_until_it_ends(alice, slurm_json):
     row = job(alice, 2, JobState.OTHER, slurm_state="SPECIAL_EXIT")
-    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct")))
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-D", "-S", ANY, "-j", "2"], stdout=json.dumps(slurm_json("22.05", "sacct"))
+    )
     jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED
