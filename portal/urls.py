@@ -16,3 +16,6 @@ urlpatterns = [
     path("", include("interactive.urls")),
     path("", include("jobs.urls")),
 ]
+
+#: A database that does not answer is a 503 that says so; anything else the 500 page (portal/errors.py).
+handler500 = "portal.errors.server_error"
