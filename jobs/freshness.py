@@ -4,6 +4,8 @@ Every page and API answer that shows cluster data carries :class:`SnapshotStatus
 snapshot it was built from and one :class:`Notice` per reason the figures may be wrong:
 
 - ``no-snapshot``: the poller has not reported yet;
+- ``cache-unreachable``: no snapshot can be read because Redis (the cache and the Celery broker) does
+  not answer;
 - ``snapshot-stale``: the poller has not *tried* for longer than ``PORTAL_SNAPSHOT_MAX_AGE`` (its
   Celery worker or beat is stopped or stalled);
 - ``cluster-unreachable``: the poller tries, and slurmctld (or the submit host) does not answer;
@@ -19,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import redis
 from django.conf import settings
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
@@ -126,8 +129,25 @@ class SnapshotStatus:
         }
 
 
+def cache_reachable() -> bool:
+    """Whether Redis answers a PING within half a second (asked only when no snapshot could be read)."""
+    try:
+        return bool(redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
 def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: float) -> Notice | None:
     interval = int(settings.SNAPSHOT_INTERVAL)
+    if snapshot is None and not cache_reachable():
+        return Notice(
+            "cache-unreachable",
+            None,
+            (
+                "The portal's cache (Redis) is not answering, so the cluster's figures cannot be shown; "
+                "jobs you submit are written down and sent once it is back.",
+            ),
+        )
     if snapshot is None or (not snapshot.taken_at and not snapshot.error):
         return Notice(
             "no-snapshot", None, (f"No figures from the cluster yet: the poller (every {interval} s) has not reported.",)

@@ -116,3 +116,20 @@ def test_a_job_whose_state_is_unknown_says_which_part_could_not_be_asked(alice_c
     assert "the job left the queue and accounting (slurmdbd) could not be asked" in html
     snapshot_store(snapshot_failed(take(slurm_json, time.time() - 1), SlurmUnreachable(["squeue"], None), now=time.time()))
     assert "the cluster could not be asked" in client.get(f"/jobs/{job.key}/status/").content.decode()
+
+
+def test_redis_not_answering_is_named_not_waiting_for_the_first_poll(alice_client, settings):
+    """With Redis down the cache reads nothing (django-redis ignores its errors): the pages must not
+    say "the poller has not reported yet" but that the cache does not answer."""
+    import socket
+
+    from jobs.freshness import snapshot_status
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    settings.REDIS_URL = f"redis://127.0.0.1:{dead}/15"
+    status = snapshot_status(None)
+    assert status.reasons == ["cache-unreachable"] and "cache (Redis) is not answering" in status.warning
+    settings.REDIS_URL = settings.CELERY_BROKER_URL  # the test Redis, which answers
+    assert snapshot_status(None).reasons == ["no-snapshot"]
