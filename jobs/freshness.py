@@ -144,8 +144,8 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
             "cache-unreachable",
             None,
             (
-                "The portal's cache (Redis) is not answering, so the cluster's figures cannot be shown; "
-                "jobs you submit are written down and sent once it is back.",
+                "The portal's cache (Redis) is not answering, so the cluster's figures cannot be shown and new jobs "
+                "and sessions cannot be checked against the cluster until it is back; jobs already sent run on.",
             ),
         )
     if snapshot is None or (not snapshot.taken_at and not snapshot.error):
