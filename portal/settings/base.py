@@ -74,6 +74,9 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db_url("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = 60
+#: A kept connection is checked before each request reuses it: after a PostgreSQL restart the first
+#: request reconnects instead of failing on the dead connection (docs/operations.md).
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")
