@@ -82,4 +82,10 @@ def token_revoke(*, token: PersonalAccessToken, by) -> None:
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
-            audit(actor=by, action="token.revoke", target=f"token:{token.pk}", old={"name": token.name})
+            audit(
+                actor=by,
+                action="token.revoke",
+                target=f"token:{token.pk}",
+                old={"name": token.name, "revoked_at": None},
+                new={"revoked_at": token.revoked_at.isoformat()},
+            )

@@ -171,9 +171,10 @@ def _job_send_locked(job_id: int) -> Job:
             if job.slurm_job_id or job.state != JobState.SUBMITTING:
                 return job
             if job.cancel_requested_at and not job.submitted_at:
+                old = {"state": job.state}
                 job.state, job.end_at = JobState.CANCELLED, djtz.now()
                 job.save()
-                audit(actor=None, action="job.cancelled_before_submit", job=job, new={"state": job.state})
+                audit(actor=None, action="job.cancelled_before_submit", job=job, old=old, new={"state": job.state})
                 return job
             first_attempt = job.submitted_at is None
             if not job.output_path:  # the paths are fixed once, committed with the first attempt's mark

@@ -111,8 +111,15 @@ def job_cancel(*, job: Job, by: User) -> Job:
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_active or job.cancel_requested_at:
             return job
+        old = {"state": job.state, "cancel_requested_at": job.cancel_requested_at}  # before the change: None
         job.cancel_requested_at = djtz.now()
         job.save(update_fields=["cancel_requested_at", "updated_at"])
-        audit(actor=by, action="job.cancel_requested", job=job, new={"state": job.state})
+        audit(
+            actor=by,
+            action="job.cancel_requested",
+            job=job,
+            old=old,
+            new={"state": job.state, "cancel_requested_at": job.cancel_requested_at.isoformat()},
+        )
         transaction.on_commit(lambda: enqueue(job_cancel_task, job.id))
     return job

@@ -227,4 +227,10 @@ def user_set_admin_override(*, user, is_admin: bool | None, by) -> None:
         if is_admin is not None:
             user.is_staff = user.is_superuser = is_admin
         user.save(update_fields=["admin_override", "is_staff", "is_superuser"])
-        audit(actor=by, action="user.admin_override", target=f"user:{user.username}", old=old, new={"admin_override": is_admin})
+        audit(
+            actor=by,
+            action="user.admin_override",
+            target=f"user:{user.username}",
+            old=old,
+            new={"admin_override": is_admin, "is_staff": user.is_staff},
+        )

@@ -101,7 +101,8 @@ def test_admin_override_is_audited(django_user_model):
     user_set_admin_override(user=erin, is_admin=True, by=dana)
     erin.refresh_from_db()
     assert erin.is_staff and erin.admin_override is True
-    assert AuditEvent.objects.get(action="user.admin_override").new == {"admin_override": True}
+    event = AuditEvent.objects.get(action="user.admin_override")
+    assert (event.old, event.new) == ({"admin_override": None, "is_staff": False}, {"admin_override": True, "is_staff": True})
 
 
 def test_negative_limits_are_refused(django_user_model, teams):
