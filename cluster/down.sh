@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Stop what cluster/up.sh started, in reverse order: the portal sshd, the three slurmd, slurmctld, slurmdbd,
-# munged (each by its pidfile, waiting until it is gone). MariaDB is stopped only if up.sh started it.
+# Stop what cluster/up.sh started, in reverse order: cluster2 (cluster/cluster2/down.sh), the portal sshd, the
+# three slurmd, slurmctld, slurmdbd, munged (each by its pidfile, waiting until it is gone). MariaDB is stopped
+# only if up.sh started it.
 # Configs, users, keys, accounting data and the Slurm state are kept: up.sh brings it all back.
 set -euo pipefail
 LOG_TAG=down
@@ -8,6 +9,10 @@ LOG_TAG=down
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || die "run as root"
+
+# cluster2 first (cluster/cluster2/down.sh; nothing to do if it has no root): it cancels its own jobs, and its
+# slurmstepd processes must be gone before the pkill below.
+bash "$CLUSTER_DIR/cluster2/down.sh" || log "cluster/cluster2/down.sh failed (see above); stopping this cluster anyway"
 
 # Running jobs (sessions included) would outlive their slurmd as orphaned slurmstepd processes:
 # cancel them while slurmctld can still do it, and kill any step daemon left after slurmd stops.

@@ -355,6 +355,9 @@ chmod 644 "$KEY.pub"
 host_key=$(awk '{print $1, $2}' /etc/ssh/ssh_host_ed25519_key.pub)
 if [[ $PORTAL_SSH_PORT == 22 ]]; then host_pattern=$PORTAL_SSH_ADDR; else host_pattern="[$PORTAL_SSH_ADDR]:$PORTAL_SSH_PORT"; fi
 known="$host_pattern $host_key"
+# other hosts' lines stay (cluster2's, pinned by cluster/cluster2/up.sh)
+others=$(awk -v p="$host_pattern" '$1 != p' "$SSH_DIR/known_hosts" 2>/dev/null || true)
+known=$(printf '%s\n%s\n' "$known" "$others" | sed '/^$/d')
 if [[ ! -f $SSH_DIR/known_hosts ]] || [[ $(<"$SSH_DIR/known_hosts") != "$known" ]]; then
     printf '%s\n' "$known" >"$SSH_DIR/known_hosts"
     log "wrote $SSH_DIR/known_hosts"
@@ -422,4 +425,12 @@ echo "  known_hosts:  $SSH_DIR/known_hosts"
 echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
 echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR (one area per user: $ENV_CACHE_DIR/<user>)"
 echo "  logs:         $LOG_DIR/"
+
+# The second cluster, Slurm 24.11 in a Debian 13 root beside this one (cluster/cluster2/up.sh); CLUSTER2=0 skips it.
+if [[ ${CLUSTER2:-1} != 0 ]]; then
+    echo
+    bash "$CLUSTER_DIR/cluster2/up.sh"
+else
+    log "CLUSTER2=0: cluster2 (Slurm 24.11) not started"
+fi
 echo "up.sh took $(elapsed) s"
