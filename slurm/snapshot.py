@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from django.core.cache import cache
 
-from .adapters import adapter_for
+from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError
 from .gateway import SlurmGateway
 from .records import Node, Partition, QueueJob
@@ -25,7 +25,6 @@ SNAPSHOT_KEY = "cluster:snapshot"
 SNAPSHOT_LITE_KEY = "cluster:snapshot-lite"
 #: ``{job id: (position, pending in partition)}`` of the pending jobs (see :func:`queue_positions`), for pages.
 POSITIONS_KEY = "cluster:positions"
-PARTITIONS_EVERY = 60.0  # seconds between partition refreshes
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,9 @@ class ClusterSnapshot:
     taken_at: float = 0.0
     attempted_at: float = 0.0
     slurm_version: str = ""
+    #: The JSON output version its documents were read as (``v0.0.38``, ``v0.0.42``): the next poll
+    #: runs that version's commands without asking again.
+    output_version: str = ""
     nodes: list[Node] = field(default_factory=list)
     partitions: list[Partition] = field(default_factory=list)
     partitions_at: float = 0.0
@@ -55,6 +57,7 @@ class ClusterSnapshot:
             taken_at=data.get("taken_at", 0.0),
             attempted_at=data.get("attempted_at") or data.get("taken_at", 0.0),
             slurm_version=data.get("slurm_version", ""),
+            output_version=data.get("output_version", ""),
             nodes=[
                 Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in data.get("nodes", [])
             ],
@@ -66,26 +69,38 @@ class ClusterSnapshot:
         )
 
 
+#: The command whose JSON names the cluster's output version when the last snapshot does not (every
+#: Slurm with JSON output has it).
+PROBE_ARGV = ["sinfo", "--json"]
+
+
 def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = None, now: float | None = None) -> ClusterSnapshot:
-    """Poll Slurm once. Raises :class:`SlurmError` (from the gateway, or
+    """Poll Slurm once, with the commands of the cluster's JSON output version
+    (:func:`slurm.adapters.PollReading`: each adapter's ``poll``). The version is the previous
+    snapshot's; without one (the first poll, or after a failure), ``sinfo --json`` is asked and its
+    ``meta`` names it. A document of another version than expected (Slurm was upgraded) is read
+    again with that version's adapter. Raises :class:`SlurmError` (from the gateway, or
     :class:`~slurm.errors.SlurmVersionUnknown` for JSON of a version without an adapter) or
     ``ValueError`` (output that is not JSON)."""
     now = time.time() if now is None else now
-    sinfo = gateway.run_json(["sinfo", "--json"])
-    squeue = gateway.run_json(["squeue", "--json"])
-    adapter = adapter_for(sinfo, argv=["sinfo", "--json"])
-    partitions, partitions_at = (previous.partitions, previous.partitions_at) if previous else ([], 0.0)
-    if not partitions or now - partitions_at >= PARTITIONS_EVERY:
-        text = gateway.run(["scontrol", "show", "partition", "--oneliner"]).out
-        partitions, partitions_at = adapter.parse_partitions(text), now
+    adapter = adapter_named(previous.output_version) if previous and previous.output_version else None
+    probe = None
+    if adapter is None:
+        probe = gateway.run_json(PROBE_ARGV)
+        adapter = adapter_for(probe, argv=PROBE_ARGV)
+    try:
+        reading = adapter.poll(gateway, previous=previous, now=now, probe=probe)
+    except OtherVersion as other:  # upgraded since the last poll
+        reading = other.adapter.poll(gateway, previous=previous, now=now, probe=other.document)
     return ClusterSnapshot(
         taken_at=now,
         attempted_at=now,
-        slurm_version=str(sinfo.get("meta", {}).get("Slurm", {}).get("release", "")),
-        nodes=adapter.parse_nodes(sinfo),
-        partitions=partitions,
-        partitions_at=partitions_at,
-        jobs=adapter_for(squeue, argv=["squeue", "--json"]).parse_jobs(squeue),
+        slurm_version=reading.slurm_version,
+        output_version=reading.output_version,
+        nodes=reading.nodes,
+        partitions=reading.partitions,
+        partitions_at=reading.partitions_at,
+        jobs=reading.jobs,
     )
 
 

@@ -20,10 +20,51 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
 from ..errors import SlurmVersionUnknown
-from . import v0_0_38
+from ..records import Node, Partition, QueueJob
+
+#: Seconds between two reads of the partitions (they rarely change); a poll in between keeps the last.
+PARTITIONS_EVERY = 60.0
+
+
+@dataclass(frozen=True)
+class PollReading:
+    """What one poll read, in records: the answer of an adapter's ``poll(gateway, *, previous, now,
+    probe)`` (``probe``: the ``sinfo --json`` document already fetched to find the version, or
+    ``None``). ``partitions_at``: Unix seconds the partitions were read (kept from ``previous``
+    within :data:`PARTITIONS_EVERY`)."""
+
+    slurm_version: str
+    output_version: str
+    nodes: list[Node]
+    partitions: list[Partition]
+    partitions_at: float
+    jobs: list[QueueJob]
+
+
+class OtherVersion(Exception):
+    """Raised by an adapter's ``poll`` when a document names another output version than its own
+    (the cluster was upgraded between two polls): ``adapter`` reads it, ``document`` is it."""
+
+    def __init__(self, adapter: ModuleType, document: dict):
+        self.adapter, self.document = adapter, document
+        super().__init__(f"the document is {getattr(adapter, 'VERSION', '?')}")
+
+
+def expect_version(version: str, document: dict, argv: Sequence[str]) -> dict:
+    """``document``, after checking that :func:`adapter_for` sends it to the adapter of output
+    ``version`` (its module's ``VERSION``); raises :class:`OtherVersion` (another known version) or
+    :class:`SlurmVersionUnknown`."""
+    found = adapter_for(document, argv=argv)
+    if found.VERSION != version:
+        raise OtherVersion(found, document)
+    return document
+
+
+from . import v0_0_38  # noqa: E402  (the adapters use the names above)
 
 #: Output plugin version (``v0.0.38``; the ``db`` of sacct's ``dbv0.0.38`` dropped) -> adapter.
 ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38}
@@ -32,6 +73,11 @@ ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38}
 RELEASES: dict[str, ModuleType] = {"22.05": v0_0_38}
 
 _PLUGIN_VERSION = re.compile(r"(?:db)?(v\d+\.\d+\.\d+)$")
+
+
+def adapter_named(version: str) -> ModuleType | None:
+    """The adapter of output version ``version`` (``v0.0.42``), ``None`` when there is none."""
+    return ADAPTERS.get(version)
 
 
 def document_version(document: dict) -> tuple[str, str]:

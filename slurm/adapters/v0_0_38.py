@@ -24,6 +24,7 @@ from ..values import (
     parse_time_limit,
     parse_timestamp,
 )
+from . import PARTITIONS_EVERY, PollReading, expect_version
 
 #: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
 #: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
@@ -36,6 +37,31 @@ def failure_errors(document: dict) -> list:
     answering...), leaving out those that only say the answer is empty (:data:`EMPTY_RESULT_ERRORS`)."""
     errors = document.get("errors") or []
     return [e for e in errors if not (isinstance(e, dict) and e.get("error_number") in EMPTY_RESULT_ERRORS)]
+
+
+#: The output version this module reads.
+VERSION = "v0.0.38"
+SINFO = ["sinfo", "--json"]
+SQUEUE = ["squeue", "--json"]  # 22.05 ignores -u/-t: every job, ended ones for MinJobAge
+PARTITIONS = ["scontrol", "show", "partition", "--oneliner"]  # no JSON for partitions in 22.05
+
+
+def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> PollReading:
+    """One poll of a 22.05 cluster: ``sinfo --json`` (``probe`` when already fetched), ``squeue
+    --json``, and ``scontrol show partition --oneliner`` once per :data:`PARTITIONS_EVERY`."""
+    sinfo = expect_version(VERSION, probe if probe is not None else gateway.run_json(SINFO), SINFO)
+    squeue = expect_version(VERSION, gateway.run_json(SQUEUE), SQUEUE)
+    partitions, partitions_at = (previous.partitions, previous.partitions_at) if previous else ([], 0.0)
+    if not partitions or now - partitions_at >= PARTITIONS_EVERY:
+        partitions, partitions_at = parse_partitions(gateway.run(PARTITIONS).out), now
+    return PollReading(
+        slurm_version=str(sinfo.get("meta", {}).get("Slurm", {}).get("release", "")),
+        output_version=VERSION,
+        nodes=parse_nodes(sinfo),
+        partitions=partitions,
+        partitions_at=partitions_at,
+        jobs=parse_jobs(squeue),
+    )
 
 
 def parse_nodes(sinfo: dict) -> list[Node]:
