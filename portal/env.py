@@ -35,6 +35,9 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_OIDC_LINK_CLAIM": (str, ""),
     "PORTAL_OIDC_ADMIN_GROUPS": (list, ["portal-admins"]),
     "PORTAL_OIDC_CLOCK_LEEWAY": (float, 60.0),
+    # Slurm clusters (slurm/clusters.py, docs/clusters.md) and the gateway's defaults for each
+    "PORTAL_CLUSTERS_FILE": (str, ""),
+    "PORTAL_CLUSTER_NAME": (str, "cluster1"),
     # Slurm gateway
     "PORTAL_SLURM_TRANSPORT": (str, "ssh"),
     "PORTAL_SSH_HOST": (str, "127.0.0.1"),

@@ -8,8 +8,6 @@ import re
 import threading
 from collections.abc import Sequence
 
-from django.conf import settings
-
 from .adapters import adapter_for
 from .errors import SlurmError, SlurmVersionUnknown
 from .transport import CommandResult, Transport
@@ -102,7 +100,8 @@ class SlurmGateway:
         self.transport.close()
 
 
-_gateway: SlurmGateway | None = None
+#: Cluster name -> its process-wide gateway (one pooled SSH connection each).
+_gateways: dict[str, SlurmGateway] = {}
 _gateway_lock = threading.Lock()
 
 
@@ -127,30 +126,36 @@ def build_transport(conf: dict) -> Transport:
     raise ValueError(f"unknown PORTAL_SLURM_TRANSPORT {conf['transport']!r}: use 'ssh' or 'local'")
 
 
-def get_gateway() -> SlurmGateway:
-    """The process-wide gateway built from ``settings.SLURM_GATEWAY`` (one pooled connection per
-    process; rebuilt in a forked child, e.g. a Celery prefork worker)."""
-    global _gateway
+def get_gateway(cluster: str | None = None) -> SlurmGateway:
+    """The process-wide gateway to ``cluster`` (a name of :func:`slurm.clusters.clusters`; ``None``
+    or ``""``: the default cluster), built from its configuration: one pooled connection per cluster
+    and process, rebuilt in a forked child (e.g. a Celery prefork worker). Raises ``KeyError`` for a
+    name that is not configured."""
+    from .clusters import cluster_get
+
+    found = cluster_get(cluster)
+    if found is None:
+        raise KeyError(f"no cluster named {cluster!r} is configured")
     with _gateway_lock:
-        if _gateway is None:
-            conf = settings.SLURM_GATEWAY
-            _gateway = SlurmGateway(build_transport(conf), command_timeout=conf["command_timeout"])
-        return _gateway
+        gateway = _gateways.get(found.name)
+        if gateway is None:
+            conf = found.gateway
+            gateway = _gateways[found.name] = SlurmGateway(build_transport(conf), command_timeout=conf["command_timeout"])
+        return gateway
 
 
 def reset_gateway() -> None:
-    """Close and forget the process-wide gateway (tests; after fork)."""
-    global _gateway
+    """Close and forget every process-wide gateway (tests; after fork)."""
     with _gateway_lock:
-        if _gateway is not None:
-            _gateway.close()
-        _gateway = None
+        for gateway in _gateways.values():
+            gateway.close()
+        _gateways.clear()
 
 
 def _forget_after_fork() -> None:
-    # The parent's SSH socket must not be shared with a child: drop it without closing it.
-    global _gateway, _gateway_lock
-    _gateway = None
+    # The parent's SSH sockets must not be shared with a child: drop them without closing them.
+    global _gateways, _gateway_lock
+    _gateways = {}
     _gateway_lock = threading.Lock()
 
 

@@ -70,3 +70,18 @@ def cluster_transport(slurm_json, *, partitions: bool = True, squeue: dict | Non
     if partitions:
         fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS_TEXT)
     return fake
+
+
+class EveryCluster(dict):
+    """For ``monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(gateway))``: every cluster's
+    process-wide gateway is ``gateway`` (a scripted one, or one that fails every call)."""
+
+    def __init__(self, gateway):
+        super().__init__()
+        self.gateway = gateway
+
+    def get(self, name, default=None):
+        return self.gateway
+
+    def values(self):
+        return []

@@ -177,6 +177,10 @@ def socialaccount_providers(oidc: dict) -> dict:
 SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)
 
 # --- Slurm gateway --------------------------------------------------------------------------
+#: The clusters served (slurm/clusters.py): a TOML file, or (empty) one cluster named
+#: PORTAL_CLUSTER_NAME reached through SLURM_GATEWAY below, whose values are every cluster's defaults.
+PORTAL_CLUSTERS_FILE = env("PORTAL_CLUSTERS_FILE")
+PORTAL_CLUSTER_NAME = env("PORTAL_CLUSTER_NAME")
 SLURM_GATEWAY = {
     "transport": env("PORTAL_SLURM_TRANSPORT"),
     "ssh_host": env("PORTAL_SSH_HOST"),

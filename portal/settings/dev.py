@@ -1,7 +1,10 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
 
 from .base import *  # noqa: F401,F403
-from .base import OIDC, env, socialaccount_providers
+from .base import BASE_DIR, OIDC, PORTAL_CLUSTERS_FILE, env, socialaccount_providers
+
+#: The two local clusters of cluster/up.sh (22.05 and 24.11) unless the environment names a file.
+PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clusters.toml")
 
 # The portal's own 404 and 500 pages, as in production; PORTAL_DEBUG=true for Django's debug pages.
 DEBUG = env("PORTAL_DEBUG")

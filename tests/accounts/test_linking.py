@@ -25,7 +25,7 @@ from audit.models import AuditEvent
 from portal.refusals import Refused
 from slurm.gateway import SlurmGateway
 from teams.models import Membership, Team
-from tests.fakes import FakeTransport
+from tests.fakes import EveryCluster, FakeTransport
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ ISS = "https://idp.example.org"
 def slurm(monkeypatch):
     """A scripted gateway: each test says which commands the submit host answers."""
     fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     return fake
 
 

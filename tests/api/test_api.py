@@ -16,6 +16,7 @@ from api.tokens import digest, token_create
 from jobs.models import Job
 from profiles.models import Profile
 from slurm.states import JobState
+from tests.fakes import EveryCluster
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 pytestmark = pytest.mark.django_db
@@ -315,7 +316,7 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
         ],
         stdout="époch 1\n",
     )
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     body = call(client, "get", "/jobs/77/log?offset=5", tokens["alice"]).json()
     assert body == {
         "stream": "out",
@@ -362,7 +363,7 @@ def test_log_chunks_never_split_a_character(client, people, tokens, monkeypatch,
         ],
         stdout=data,
     )
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     chunk = job_log_read(job, "out", offset=5, limit=64)
     assert (chunk.text, chunk.next_offset) == (text, 5 + used)
 

@@ -23,7 +23,7 @@ from tests.audit.action_cases import CASES, CHANGE
 from tests.audit.cases_people import token_revoke
 from tests.audit.cases_teams import team_limits
 from tests.audit.world import ISS, World
-from tests.fakes import FakeTransport, cluster_transport
+from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 
 REPO = Path(__file__).resolve().parents[2]
 #: Folders of the repository that hold no portal code.
@@ -174,7 +174,7 @@ def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch, cli
     settings.PORTAL_PARTITIONS = []
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
     fake = FakeTransport()  # the process-wide gateway: a case scripts what Slurm answers
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     users = django_user_model.objects
     alice = users.create(username="alice", slurm_accounts=["vision"], oidc_issuer=ISS, oidc_sub="s-alice")
     dana = users.create(username="dana", is_staff=True, is_superuser=True, oidc_issuer=ISS, oidc_sub="s-dana")

@@ -12,7 +12,7 @@ from interactive.models import Session, SessionState
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from tests.conftest import free_port
-from tests.fakes import FakeTransport, cluster_transport
+from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 from tests.security.test_bad_input import CORPUS
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
     settings.HUB_TOKEN = "t"
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(FakeTransport()))  # any Slurm call fails the test
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))  # any Slurm call fails the test
     alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t")
     bob = django_user_model.objects.create(username="bob", oidc_sub="b", oidc_issuer="t")
     return alice, bob

@@ -14,7 +14,7 @@ from jobs.models import Job
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from slurm.states import JobState
-from tests.fakes import FakeTransport, cluster_transport
+from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def cluster(slurm_json, clean_cache, settings):
 def no_slurm(monkeypatch):
     """Any gateway use from a page fails the test (except where a test installs its own)."""
     fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(fake))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     return fake
 
 

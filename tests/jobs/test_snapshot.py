@@ -14,7 +14,7 @@ from jobs.selectors import gpu_rows, snapshot_status
 from portal.locks import redis_client
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
-from tests.fakes import FakeTransport
+from tests.fakes import EveryCluster, FakeTransport
 from tests.fakes import cluster_transport as scripted
 
 
@@ -115,7 +115,7 @@ def test_status_marks_stale_and_missing(settings):
 def test_home_page_reads_snapshot_and_never_calls_slurm(slurm_json, clean_cache, client, django_user_model, monkeypatch):
     snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))
     untouched = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(untouched))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(untouched)))
     user = django_user_model.objects.create(username="alice", display_name="Alice Researcher", slurm_accounts=["vision"])
     client.force_login(user)
     page = client.get("/")

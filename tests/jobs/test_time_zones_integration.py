@@ -17,6 +17,7 @@ from slurm import SlurmGateway
 from slurm.local import LocalTransport
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
+from tests.fakes import EveryCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -26,7 +27,7 @@ def new_york(monkeypatch):
     """Slurm's commands run in America/New_York, as on a submit host in that zone."""
     monkeypatch.setenv("TZ", "America/New_York")
     gateway = SlurmGateway(LocalTransport(), command_timeout=30)
-    monkeypatch.setattr("slurm.gateway._gateway", gateway)
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(gateway))
     return gateway
 
 

@@ -16,7 +16,7 @@ from jobs.policy import JobRequest, SitePolicy
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
-from tests.fakes import FakeTransport, cluster_transport
+from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ CORPUS = [
 def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     settings.PORTAL_PARTITIONS = []
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
-    monkeypatch.setattr("slurm.gateway._gateway", SlurmGateway(FakeTransport()))  # any Slurm call fails the test
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))  # any Slurm call fails the test
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     dana = django_user_model.objects.create(username="dana", is_staff=True)
     team = Team.objects.create(name="vision", gpu_minutes_quota=600)

@@ -1,0 +1,185 @@
+"""The Slurm clusters this portal serves (issue 18): each its own Slurm version, submit host, snapshot,
+poll lock and accounting. A job is (cluster, job id, key).
+
+Configured in a TOML file named by ``PORTAL_CLUSTERS_FILE`` (docs/clusters.md), one ``[[clusters]]``
+table per cluster; the first is the site's default. Without a file the portal serves one cluster,
+``PORTAL_CLUSTER_NAME``, reached through ``PORTAL_SSH_*`` (``settings.SLURM_GATEWAY``). Every key a
+table leaves out takes that global value, so a second cluster usually names only what differs::
+
+    [[clusters]]
+    name = "cluster1"            # what people see and type (form, profiles' cluster:, API, CLI --cluster)
+    slurm_name = "portal"        # Slurm's ClusterName, if it differs
+    ssh_port = 2222
+    sessions = true              # JupyterHub starts its sessions on this cluster
+
+    [[clusters]]
+    name = "cluster2"
+    ssh_port = 2223
+    partitions = ["gpu", "small"]   # offered to users (empty: every partition that is UP)
+    env_pythons = ["3.13"]          # Python versions a profile's environment may ask for here
+
+The file is read once per process, on first use (:func:`clusters`), and checked at start-up by a
+system check (:func:`config_problems`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+#: A cluster's name: lower case letters, digits and ``-``, starting with a letter (it is used in
+#: cache keys, lock names, URLs and the CLI).
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+#: Keys of a ``[[clusters]]`` table that override a ``settings.SLURM_GATEWAY`` value of the same name.
+GATEWAY_KEYS = (
+    "transport",
+    "ssh_host",
+    "ssh_port",
+    "ssh_user",
+    "ssh_key_file",
+    "ssh_known_hosts",
+    "ssh_max_channels",
+    "ssh_connect_timeout",
+    "command_timeout",
+    "users_group",
+)
+OTHER_KEYS = ("name", "label", "slurm_name", "sbatch_helper", "partitions", "sessions", "env_pythons")
+
+
+class ClusterConfigError(ValueError):
+    """The clusters file cannot be used; the message says which file, which table and what to change."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One configured cluster. ``name``: the portal's name for it; ``label``: what pages show
+    (default ``name``); ``slurm_name``: Slurm's ``ClusterName`` (default ``name``); ``gateway``: the
+    ``SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
+    on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: JupyterHub
+    starts sessions here; ``env_pythons``: Python versions profiles may ask for here."""
+
+    name: str
+    label: str
+    slurm_name: str
+    gateway: dict = field(hash=False, compare=False)
+    sbatch_helper: str = ""
+    partitions: tuple[str, ...] = ()
+    sessions: bool = False
+    env_pythons: tuple[str, ...] = ()
+
+
+_lock = threading.Lock()
+_loaded: tuple[str, tuple[Cluster, ...]] | None = None
+
+
+def _defaults() -> dict:
+    return {
+        "label": "",
+        "slurm_name": "",
+        "sbatch_helper": settings.PORTAL_SBATCH_HELPER,
+        "partitions": list(settings.PORTAL_PARTITIONS),
+        "env_pythons": list(settings.PORTAL_ENV_PYTHONS),
+        **settings.SLURM_GATEWAY,
+    }
+
+
+def _build(table: dict, defaults: dict, *, where: str) -> Cluster:
+    unknown = sorted(set(table) - set(GATEWAY_KEYS) - set(OTHER_KEYS))
+    if unknown:
+        raise ClusterConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(OTHER_KEYS + GATEWAY_KEYS)}")
+    name = table.get("name")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ClusterConfigError(
+            f"{where}: name must be lower-case letters, digits and '-', starting with a letter; got {name!r}"
+        )
+    conf = {**defaults, **table}
+    for key in ("partitions", "env_pythons"):
+        if not isinstance(conf[key], list) or not all(isinstance(v, str) for v in conf[key]):
+            raise ClusterConfigError(f"{where} ({name}): {key} must be a list of strings")
+    if conf["transport"] not in ("ssh", "local"):
+        raise ClusterConfigError(f"{where} ({name}): transport must be 'ssh' or 'local', not {conf['transport']!r}")
+    return Cluster(
+        name=name,
+        label=str(conf["label"] or name),
+        slurm_name=str(conf["slurm_name"] or name),
+        gateway={key: conf[key] for key in GATEWAY_KEYS},
+        sbatch_helper=str(conf["sbatch_helper"]),
+        partitions=tuple(conf["partitions"]),
+        sessions=bool(conf.get("sessions", False)),
+        env_pythons=tuple(conf["env_pythons"]),
+    )
+
+
+def load_clusters(path: str) -> tuple[Cluster, ...]:
+    """The clusters of the TOML file at ``path`` (``""``: the single cluster of the global
+    settings, which also runs the sessions). Raises :class:`ClusterConfigError`."""
+    defaults = _defaults()
+    if not path:
+        return (_build({"name": settings.PORTAL_CLUSTER_NAME, "sessions": True}, defaults, where="PORTAL_CLUSTER_NAME"),)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ClusterConfigError(f"PORTAL_CLUSTERS_FILE {path}: cannot read it ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ClusterConfigError(f"PORTAL_CLUSTERS_FILE {path}: not valid TOML ({exc})") from None
+    tables = data.get("clusters")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ClusterConfigError(f"PORTAL_CLUSTERS_FILE {path}: it must list at least one [[clusters]] table")
+    built = tuple(_build(t, defaults, where=f"{path}, [[clusters]] #{i + 1}") for i, t in enumerate(tables))
+    names = [c.name for c in built]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ClusterConfigError(f"PORTAL_CLUSTERS_FILE {path}: cluster name(s) {', '.join(twice)} given twice")
+    return built
+
+
+def clusters() -> tuple[Cluster, ...]:
+    """Every configured cluster, the site's default first (read once per process and per
+    ``PORTAL_CLUSTERS_FILE``; tests that change the setting get the new list). Raises
+    :class:`ClusterConfigError` (the system check reports it at start-up)."""
+    global _loaded
+    path = str(settings.PORTAL_CLUSTERS_FILE or "")
+    with _lock:
+        if _loaded is None or _loaded[0] != path:
+            _loaded = (path, load_clusters(path))
+        return _loaded[1]
+
+
+def forget_clusters() -> None:
+    """Read the clusters file again at the next use (tests)."""
+    global _loaded
+    with _lock:
+        _loaded = None
+
+
+def default_cluster() -> Cluster:
+    """The site's default cluster: the first configured."""
+    return clusters()[0]
+
+
+def cluster_get(name: str | None) -> Cluster | None:
+    """The cluster named ``name`` (``None`` or ``""``: the default one); ``None`` when there is no
+    such cluster."""
+    if not name:
+        return default_cluster()
+    return next((c for c in clusters() if c.name == name), None)
+
+
+def cluster_names() -> list[str]:
+    """The configured clusters' names, the default first."""
+    return [c.name for c in clusters()]
+
+
+def config_problems() -> list[str]:
+    """Sentences saying what is wrong with the configuration ([] when it can be used)."""
+    try:
+        clusters()
+    except ClusterConfigError as exc:
+        return [str(exc)]
+    return []
