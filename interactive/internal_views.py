@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import uuid
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -16,6 +17,7 @@ from accounts.claims import LoginRefused
 from accounts.services import hub_identity
 from portal.refusals import Refused
 
+from .idle import session_activity_record
 from .services import job_status_for_hub, session_event, spawn_check
 
 
@@ -113,3 +115,33 @@ def session_event_view(request: HttpRequest) -> JsonResponse:
             raise
         return JsonResponse({"errors": [{"field": "key", "message": "key must be a UUID."}]}, status=400)
     return JsonResponse({"ok": True})
+
+
+@_guard
+@require_POST
+def session_activity_view(request: HttpRequest) -> JsonResponse:
+    """``{"user", "key", "last_input": Unix seconds or null, "busy": bool, "sources": {...}}``: a
+    running session's activity as its server reports it (see :mod:`interactive.idle`)."""
+    data = _json(request)
+    last_input = data.get("last_input") if data else None
+    if (
+        data is None
+        or not isinstance(data.get("user"), str)
+        or not isinstance(data.get("key"), str)
+        or not (
+            last_input is None
+            or (isinstance(last_input, int | float) and not isinstance(last_input, bool) and 0 <= last_input < 1e11)
+        )
+    ):
+        return JsonResponse(
+            {"errors": [{"field": "", "message": "Expected user, key, last_input (Unix seconds or null) and busy."}]},
+            status=400,
+        )
+    try:
+        uuid.UUID(data["key"])
+    except ValueError:
+        return JsonResponse({"errors": [{"field": "key", "message": "key must be a UUID."}]}, status=400)
+    known = session_activity_record(
+        username=data["user"][:64], key=data["key"], last_input=last_input, busy=bool(data.get("busy"))
+    )
+    return JsonResponse({"ok": True, "known": known})

@@ -13,11 +13,22 @@ on the compute node (``program``: code-server for VS Code; its directory goes on
 what else its environment needs (``env``). A kind whose program is not installed is listed but not
 offered, and a start asking for it is refused with the reason.
 
+What counts as activity (the idle limit, ``PORTAL_SESSION_IDLE_MINUTES``): a *person's* input or
+the session's work, never the background traffic of an open tab (JupyterLab's polling, VS Code's
+keep-alive), which keeps the hub's ``last_activity`` fresh with nobody at the keyboard. Every kind's
+single-user server runs the portal's jupyter-server extension (``hub/session/gpuportal_session``),
+which the hub's spawner asks every ``PORTAL_HUB_POLL_INTERVAL`` (30 s) and reports to the portal;
+each kind says what it counts (``activity``) and how late it can know of a person's last input
+(``activity_lag_s``), from which the site's idle limit has a lower bound (a system check,
+:func:`idle_minutes_floor`). GPU activity as work comes from the GPU-usage issue (see
+:func:`interactive.idle.session_work_at`).
+
 A new kind is one more entry in :data:`KINDS` (tests add one with ``monkeypatch.setitem``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -35,6 +46,20 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 #: Environment the spawner sets itself; a kind may not change it.
 _RESERVED_ENV = ("HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY")
 _RESERVED_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
+
+#: What the portal's jupyter-server extension counts in every session (hub/session/gpuportal_session).
+JUPYTER_ACTIVITY = (
+    "running code in a kernel (a cell, a completion, an inspection; a busy kernel counts as long as it runs), "
+    "keystrokes in a terminal, and saving a file"
+)
+#: JupyterLab saves an edited document every 120 s (its autosave): typing without running code is
+#: known that late.
+JUPYTERLAB_AUTOSAVE_S = 120
+#: VS Code calls its window active from a key, click or touch until 40 to 70 s without one; the
+#: portal's VS Code extension (hub/session/vscode-activity) marks that at most every 30 s.
+VSCODE_ACTIVITY_LAG_S = 70 + 30
+#: The hub's spawner reports a session's activity every PORTAL_HUB_POLL_INTERVAL (its default).
+HUB_REPORT_INTERVAL_S = 30
 
 
 @dataclass(frozen=True)
@@ -66,7 +91,10 @@ class SessionKind:
     """One kind of session. ``name``: the option value (see ``_NAME``); ``label``: what people read;
     ``default_url``: the path the single-user server opens, and where the card's *Open* goes;
     ``program``: what must be installed for the kind to be offered (``None``: always offered);
-    ``env``: extra environment of the single-user server (names the spawner sets are refused).
+    ``env``: extra environment of the single-user server (names the spawner sets are refused);
+    ``activity``: what counts as a person's activity in it (a sentence, for the documentation and
+    the sessions page); ``activity_lag_s``: seconds, at most, from a person's last input until the
+    session's server reports it (not counting the hub's report interval and the culler's period).
     Raises ``ValueError`` for an entry the spawner would refuse."""
 
     name: str
@@ -74,6 +102,8 @@ class SessionKind:
     default_url: str
     program: Program | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    activity: str = JUPYTER_ACTIVITY
+    activity_lag_s: int = JUPYTERLAB_AUTOSAVE_S
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -125,9 +155,22 @@ KINDS: dict[str, SessionKind] = {
                 install="bash scripts/install_code_server.sh",
                 install_note="needs Node 24 from npm and a few Debian -dev packages; about 3 minutes",
             ),
+            # code-server's own heartbeat and --idle-timeout-seconds count any open connection, so an
+            # open tab is never idle to it; the portal's extension reads VS Code's own window state.
+            activity="keys, clicks and touches in the VS Code window (VS Code calls it active until about a "
+            "minute after the last one; its tab's keep-alive traffic does not count), plus " + JUPYTER_ACTIVITY,
+            activity_lag_s=VSCODE_ACTIVITY_LAG_S,
         ),
     )
 }
+
+
+def idle_minutes_floor(cull_interval_s: float) -> tuple[int, SessionKind]:
+    """The shortest idle limit (whole minutes) the activity signal can resolve for every kind, with
+    the kind that sets it: the kind's ``activity_lag_s`` plus the hub's report interval plus the
+    culler's period ``cull_interval_s`` (seconds), rounded up to a minute."""
+    kind = max(KINDS.values(), key=lambda k: k.activity_lag_s)
+    return math.ceil((kind.activity_lag_s + HUB_REPORT_INTERVAL_S + cull_interval_s) / 60), kind
 
 
 def kind_get(name: str) -> SessionKind | None:

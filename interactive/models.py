@@ -38,7 +38,10 @@ class Session(models.Model):
     """One start of a JupyterHub named server. ``memory_mb`` MiB, ``time_limit_min`` minutes;
     ``server_name`` the hub's named server; ``message`` why it stopped or failed, in plain words;
     ``give_up_at`` when the hub's spawner gives up if the session's Slurm job has not started by
-    then (set by the spawn check: now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``; None before)."""
+    then (set by the spawn check: now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``; None before);
+    ``last_input_at`` a person's last input in the session (kernel execution, terminal keystrokes, a
+    save, the VS Code window in use: see :mod:`interactive.kinds`), and ``activity_reported_at`` when
+    the hub's spawner last reported it (None: never; the idle limit needs a fresh report)."""
 
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
@@ -56,6 +59,8 @@ class Session(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     give_up_at = models.DateTimeField(null=True, blank=True)
+    last_input_at = models.DateTimeField(null=True, blank=True)
+    activity_reported_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,14 +1,16 @@
-"""Sessions: start, stop, the cards of the sessions page, what the hub's spawner asks, idle culling.
+"""Sessions: start, stop, the cards of the sessions page, what the hub's spawner asks (idle
+sessions are :mod:`interactive.idle`, state changes and their audit rows :mod:`interactive.transitions`).
 
-Sources of each figure: the server's readiness, pending spawn and last activity from the JupyterHub
-REST API (``GET /users/{name}``); the job's state, queue position, start estimate and time left from
-the portal's snapshot (``squeue --json``, matched by ``--comment=portal:<key>``); start-up progress
-from the hub's progress events.
+Sources of each figure: the server's readiness and pending spawn from the JupyterHub REST API
+(``GET /users/{name}``); the job's state, queue position, start estimate and time left from the
+portal's snapshot (``squeue --json``, matched by ``--comment=portal:<key>``); start-up progress from
+the hub's progress events; the idle warning from the spawner's activity reports.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,9 +32,11 @@ from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compa
 from slurm.values import time_left_seconds
 
 from . import hub
+from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
-from .models import ACTIVE_SESSION_STATES, Session, SessionPhase, SessionState
+from .models import Session, SessionPhase, SessionState
 from .options import SessionOptions, parse_session_options
+from .transitions import session_end, session_mark_running
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +70,16 @@ def session_start(*, user: User, raw_options: dict) -> Session:
         session.refresh_from_db()
         if session.state == SessionState.FAILED:  # its job ended at start-up: the spawner said why, the card shows it
             return session
-        _end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}")
+        session_end(session, SessionState.FAILED, f"JupyterHub refused the start: {exc}", action="session.failed")
         raise Refused(Problem("options", str(exc))) from None
     except hub.HubUnavailable as exc:
         session.refresh_from_db()
         if session.state == SessionState.FAILED:  # the spawner already said why; the card shows it
             return session
-        _end(session, SessionState.FAILED, str(exc))
+        session_end(session, SessionState.FAILED, str(exc), action="session.failed")
         raise
     if ready:
-        Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, started_at=djtz.now())
+        session_mark_running(session)
     return session
 
 
@@ -87,12 +91,8 @@ def session_stop(*, session: Session, by: User, reason: str = "") -> None:
     if not session.is_active:
         return
     hub.stop_server(session.user.username, session.server_name)
-    old_state = session.state  # the audit row records the value before the change
-    message = reason or ("Cancelled before it started." if old_state != SessionState.RUNNING else "Stopped by you.")
-    _end(session, SessionState.STOPPED, message)
-    audit(
-        actor=by, action="session.stop", target=f"session:{session.key}", old={"state": old_state}, new={"state": session.state}
-    )
+    message = reason or ("Cancelled before it started." if session.state != SessionState.RUNNING else "Stopped by you.")
+    session_end(session, SessionState.STOPPED, message, action="session.stop", actor=by)
 
 
 def _apply(session: Session, options: SessionOptions) -> None:
@@ -115,13 +115,6 @@ def _option_dict(options: SessionOptions) -> dict:
         "memory_mb": options.memory_mb,
         "hours": options.hours,
     }
-
-
-def _end(session: Session, state: str, message: str) -> None:
-    Session.objects.filter(pk=session.pk, state__in=ACTIVE_SESSION_STATES).update(
-        state=state, message=message[:4000], ended_at=djtz.now()
-    )
-    session.refresh_from_db()
 
 
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
@@ -203,8 +196,10 @@ def session_event(*, username: str, key: str, event: str, message: str) -> None:
     session = Session.objects.filter(user__username=username, key=key).first()
     if session is None:
         return
-    state = SessionState.FAILED if event == "failed" else SessionState.STOPPED
-    _end(session, state, message)
+    if event == "failed":
+        session_end(session, SessionState.FAILED, message, action="session.failed")
+    else:
+        session_end(session, SessionState.STOPPED, message, action="session.ended")
 
 
 # --- the sessions page ----------------------------------------------------------------------------
@@ -222,6 +217,7 @@ class SessionCard:
     time_left_s: int | None
     progress: str
     open_url: str
+    idle_stop_in_s: float | None = None  # seconds until the idle limit stops it, when that is near
 
     def _line(self) -> tuple[str, str]:
         """(main part, last part) of :attr:`line`: the time left of a running session, or an ended
@@ -247,7 +243,10 @@ class SessionCard:
             return self.phase.label + (f": {self.progress}" if self.progress else "…"), ""
         if self.phase == SessionPhase.RUNNING:
             main = self.phase.label + (f" on {self.job.nodes}" if self.job is not None and self.job.nodes else "")
-            return main, (f" · {self.time_left_text}" if self.time_left_text else "")
+            last = (f" · {self.time_left_text}" if self.time_left_text else "") + (
+                f" · {self.idle_warning}" if self.idle_warning else ""
+            )
+            return main, last
         if self.phase == SessionPhase.ENDED:
             main = s.get_state_display() + (f" at {s.ended_at.astimezone(UTC):%H:%M} UTC" if s.ended_at else "")
             return main, (f": {s.message}" if s.message else "")
@@ -277,6 +276,13 @@ class SessionCard:
     def time_left_text(self) -> str:
         """ "40 min left" for a running session with a known time left, else ""."""
         return f"{duration(self.time_left_s)} left" if self.phase == SessionPhase.RUNNING and self.time_left_s is not None else ""
+
+    @property
+    def idle_warning(self) -> str:
+        """ "stops in 8 min without activity" when the idle limit is near, else ""."""
+        if self.phase != SessionPhase.RUNNING or self.idle_stop_in_s is None:
+            return ""
+        return f"stops in {max(1, math.ceil(self.idle_stop_in_s / 60))} min without activity"
 
     @property
     def phase_is(self) -> dict[str, bool]:
@@ -312,8 +318,7 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
         if session.is_active and servers is not None and server is None:
             session = _reconcile_gone(session, job)
         elif server is not None and server.ready and session.state != SessionState.RUNNING:
-            Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, started_at=session.started_at or djtz.now())
-            session.refresh_from_db()
+            session_mark_running(session)
         cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
     return cards, warning
 
@@ -329,22 +334,28 @@ def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
             message = f"Its Slurm job {job.job_id} ended ({job.state})."
         else:
             message = "The session ended."
-        _end(session, SessionState.STOPPED, message)
+        session_end(session, SessionState.STOPPED, message, action="session.ended")
     elif session.give_up_at and djtz.now() >= session.give_up_at:  # the spawner's own message did not arrive
-        _end(
+        session_end(
             session,
             SessionState.FAILED,
             f"Given up at {session.give_up_at.astimezone(UTC):%H:%M} UTC: its Slurm job had not started after "
             f"{duration((session.give_up_at - session.created_at).total_seconds())} in the queue (this site's limit). "
             "Start it again later, or with fewer GPUs.",
+            action="session.failed",
         )
     elif djtz.now() - session.created_at > timedelta(seconds=30):
-        _end(session, SessionState.FAILED, "The session did not start and JupyterHub no longer has it; start it again.")
+        session_end(
+            session,
+            SessionState.FAILED,
+            "The session did not start and JupyterHub no longer has it; start it again.",
+            action="session.failed",
+        )
     return session
 
 
 def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:
-    position = in_line = estimate = time_left = None
+    position = in_line = estimate = time_left = idle_stop_in = None
     progress = open_url = ""
     if not session.is_active:
         phase = SessionPhase.ENDED
@@ -356,6 +367,7 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
         open_url = settings.HUB_URL + server.url.rstrip("/") + (kind.default_url if kind else "")
         if job is not None and job.start_time:
             time_left = time_left_seconds(start=job.start_time, limit_minutes=job.time_limit, now=now)
+        idle_stop_in = idle_stop_in_seconds(session)
     elif job is not None and job.state == "PENDING":
         phase = SessionPhase.QUEUED
         position, in_line = positions.get(job.job_id, (None, None))
@@ -365,41 +377,4 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
     else:
         phase = SessionPhase.STARTING
         progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
-    return SessionCard(session, phase, job, position, in_line, estimate, time_left, progress, open_url)
-
-
-# --- idle culling -------------------------------------------------------------------------------------
-def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
-    """Stop running sessions without activity for ``PORTAL_SESSION_IDLE_MINUTES`` (the hub's
-    ``last_activity``, which JupyterLab and code-server traffic keeps current); each gets a message
-    saying why. Returns the sessions stopped. Hub errors leave sessions alone until the next run."""
-    limit = settings.SESSION_IDLE_MINUTES
-    if not limit:
-        return []
-    now = now or djtz.now()
-    stopped = []
-    for session in Session.objects.filter(state=SessionState.RUNNING).select_related("user"):
-        try:
-            server = (hub.servers(session.user.username) or {}).get(session.server_name)
-        except hub.HubError as exc:
-            log.warning("idle check skipped for %s: %s", session, exc)
-            continue
-        if server is None or not server.ready or not server.last_activity:
-            continue
-        last = datetime.fromisoformat(server.last_activity.replace("Z", "+00:00"))
-        idle_min = (now - last).total_seconds() / 60
-        if idle_min < limit:
-            continue
-        try:
-            hub.stop_server(session.user.username, session.server_name)
-        except hub.HubError as exc:
-            log.warning("idle stop of %s failed: %s", session, exc)
-            continue
-        _end(
-            session,
-            SessionState.STOPPED,
-            f"Stopped after {int(idle_min)} minutes without activity (this site stops idle sessions after {limit} minutes), so its GPUs go back to the queue. Start a new one any time.",
-        )
-        audit(actor=None, action="session.idle_stop", target=f"session:{session.key}", new={"idle_minutes": int(idle_min)})
-        stopped.append(session)
-    return stopped
+    return SessionCard(session, phase, job, position, in_line, estimate, time_left, progress, open_url, idle_stop_in)

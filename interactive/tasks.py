@@ -6,7 +6,7 @@ from celery import shared_task
 
 from portal.locks import single_run
 
-from .services import sessions_cull_idle
+from .idle import sessions_cull_idle
 
 
 @shared_task

@@ -10,4 +10,5 @@ urlpatterns = [
     path("hub-internal/spawn-check", internal_views.spawn_check_view, name="hub_spawn_check"),
     path("hub-internal/job-status", internal_views.job_status_view, name="hub_job_status"),
     path("hub-internal/session-event", internal_views.session_event_view, name="hub_session_event"),
+    path("hub-internal/session-activity", internal_views.session_activity_view, name="hub_session_activity"),
 ]

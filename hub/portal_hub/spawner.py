@@ -147,6 +147,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     settings: dict = {}
     #: The last known status while starting (for progress events); None before submission.
     session_status: JobStatus | None = None
+    #: The running activity report (one at a time), see report_activity.
+    _activity_task: asyncio.Future | None = None
 
     # -------------------------------------------------------------- options
 
@@ -466,7 +468,36 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 self.user.name,
                 status.message or "no fresh snapshot",
             )
+        if self.ready and (self._activity_task is None or self._activity_task.done()):
+            self._activity_task = asyncio.ensure_future(self.report_activity())
         return None
+
+    async def report_activity(self) -> None:
+        """Ask the single-user server when a person last used it (the portal's jupyter-server
+        extension, ``hub/session/gpuportal_session``: kernels, terminal keystrokes, saves, the VS
+        Code window in use; not the tab's background traffic), with the server's own token, and pass
+        the answer to the portal (``POST /hub-internal/session-activity``), whose idle limit decides.
+        Called from :meth:`poll` (every ``poll_interval`` seconds) in the background; best effort:
+        a failure is logged, and the portal stops no session it has no fresh report for."""
+        key = self.settings.get("key")
+        if not key or not self.ip or not self.port or self.server is None:
+            return
+        url = f"http://{self.ip}:{int(self.port)}{self.server.base_url}api/gpuportal/activity"
+        try:
+            response = await AsyncHTTPClient().fetch(
+                HTTPRequest(url, headers={"Authorization": f"token {self.api_token}"}, request_timeout=self.portal_timeout)
+            )
+            activity = json.loads(response.body)
+            report = {
+                "user": self.user.name,
+                "key": key,
+                "last_input": activity.get("last_input"),
+                "busy": bool(activity.get("busy")),
+                "sources": activity.get("sources") or {},
+            }
+            await self._portal("POST", "/hub-internal/session-activity", report)
+        except (HTTPClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+            self.log.warning("Activity of session %s of %s not reported: %s", self.name, self.user.name, exc)
 
     async def stop(self, now=False):
         """``scancel`` the job. A cancel that fails (controller unreachable) is logged and raised so

@@ -14,9 +14,11 @@ import requests
 from django.utils import timezone as djtz
 
 from accounts.models import User
+from audit.models import AuditEvent
 from interactive import hub as hub_client
+from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
-from interactive.services import session_cards, session_start, session_stop, sessions_cull_idle
+from interactive.services import session_cards, session_start, session_stop
 from portal.refusals import Refused
 
 from .conftest import squeue_session_jobs
@@ -328,15 +330,26 @@ def _cancel_while_pending(alice, hub):
 
 
 def test_idle_session_is_stopped_and_the_user_told_why(alice, hub_portal, settings):
+    """The hub's spawner reports the session's activity (its server's gpuportal_session extension);
+    with nobody using it, the idle limit stops it, with a message and an audit row. The browser tests
+    (test_sessions_idle_browser.py) cover a person at work and an open tab with nobody at it."""
     hub = hub_portal
-    settings.SESSION_IDLE_MINUTES = 60
+    settings.SESSION_IDLE_MINUTES = 3
     session = session_start(user=alice, raw_options={"hours": 2, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
     session_cards(user=alice)  # the page marks it running
-    assert sessions_cull_idle(now=djtz.now() + timedelta(minutes=10)) == []  # not idle long enough
-    stopped = sessions_cull_idle(now=djtz.now() + timedelta(minutes=61))
+    deadline = time.monotonic() + 30  # the test hub polls every 5 s
+    while session.activity_reported_at is None:
+        assert time.monotonic() < deadline, hub.log()[-3000:]
+        time.sleep(1)
+        session.refresh_from_db()
+    assert session.last_input_at is None  # nobody has used it: no kernel, no terminal, no save
+    assert sessions_cull_idle(now=djtz.now() + timedelta(minutes=1)) == []  # not idle long enough
+    stopped = sessions_cull_idle(now=djtz.now() + timedelta(minutes=4))
     assert [s.pk for s in stopped] == [session.pk]
     session.refresh_from_db()
     assert session.state == SessionState.STOPPED
-    assert "without activity" in session.message and "60 minutes" in session.message
+    assert "without activity" in session.message and "after 3 min" in session.message, session.message
     assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
+    event = AuditEvent.objects.filter(action="session.culled", target=f"session:{session.key}").get()
+    assert event.old == {"state": "RUNNING"} and event.new["state"] == "STOPPED" and event.new["idle_minutes"] >= 3

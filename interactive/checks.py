@@ -1,0 +1,28 @@
+"""System checks for the session settings."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+from .kinds import HUB_REPORT_INTERVAL_S, idle_minutes_floor
+
+
+@register("portal")
+def check_idle_limit(app_configs=None, **kwargs):
+    """portal.E010: ``PORTAL_SESSION_IDLE_MINUTES`` below what the sessions' activity signal can
+    resolve (:func:`interactive.kinds.idle_minutes_floor`): a person still at work would be stopped."""
+    limit = settings.SESSION_IDLE_MINUTES
+    cull = float(settings.CELERY_BEAT_SCHEDULE.get("sessions-cull-idle", {}).get("schedule", 60.0))  # seconds
+    floor, kind = idle_minutes_floor(cull)
+    if not limit or limit >= floor:
+        return []
+    return [
+        Error(
+            f"PORTAL_SESSION_IDLE_MINUTES={limit} is shorter than the sessions' activity can be known: "
+            f"{kind.label} learns of a person's last input up to {kind.activity_lag_s} s late, the hub reports "
+            f"it every {HUB_REPORT_INTERVAL_S} s and the idle check runs every {cull:.0f} s, so someone still working could be stopped.",
+            hint=f"Set it to at least {floor}, or to 0 to never stop idle sessions.",
+            id="portal.E010",
+        )
+    ]

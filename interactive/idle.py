@@ -1,0 +1,113 @@
+"""Idle sessions: what the hub's spawner reports of a person's activity, how long a session has been
+idle, the warning before the stop, and the stop itself (``PORTAL_SESSION_IDLE_MINUTES``).
+
+Activity is a person's input (kernel execution, terminal keystrokes, saves, the VS Code window in
+use; each kind's ``activity`` in :mod:`interactive.kinds`), reported by the hub's spawner from the
+session's own server every ``PORTAL_HUB_POLL_INTERVAL`` (30 s), never the hub's ``last_activity``
+(which any traffic of an open tab keeps fresh, and which the hub updates only every few minutes).
+A session without a fresh report is never stopped: the hub or the server could not be asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone as djtz
+
+from portal.formats import duration
+
+from . import hub
+from .models import Session, SessionState
+from .transitions import session_end
+
+log = logging.getLogger(__name__)
+
+#: A report older than this (seconds) says nothing: the session's idle time is unknown.
+REPORT_MAX_AGE_S = 300
+#: The card warns this long (seconds) before the stop, or half the limit when that is shorter.
+WARN_BEFORE_S = 600
+
+
+def session_activity_record(*, username: str, key: str, last_input: float | None, busy: bool = False) -> bool:
+    """The hub's spawner reports a running session's activity: ``last_input`` Unix seconds of a
+    person's last input (None: none since the server started), ``busy`` a kernel is running code.
+    Keeps the latest input (``Session.last_input_at``) and when the report came. Returns False for
+    an unknown or ended session."""
+    session = Session.objects.filter(user__username=username, key=key, state=SessionState.RUNNING).first()
+    if session is None:
+        return False
+    now = djtz.now()
+    fields = {"activity_reported_at": now}
+    when = now if busy else (datetime.fromtimestamp(last_input, tz=UTC) if last_input else None)
+    if when is not None:
+        when = min(when, now)  # a node's clock ahead of ours is not activity in the future
+        if session.last_input_at is None or when > session.last_input_at:
+            fields["last_input_at"] = when
+    Session.objects.filter(pk=session.pk).update(**fields)
+    return True
+
+
+def session_work_at(session: Session) -> datetime | None:
+    """When the session last did work that keeps it from being idle without a person's input. None
+    for now: GPU activity (the GPU-usage issue) is to be read here, from the poller's per-job GPU
+    figures, and counts like input."""
+    return None
+
+
+def session_idle_seconds(session: Session, *, now: datetime | None = None) -> float | None:
+    """Seconds since a person's last input (or the session's start, or its work), or None when
+    unknown (no report from the hub in :data:`REPORT_MAX_AGE_S`, or not running)."""
+    now = now or djtz.now()
+    if session.state != SessionState.RUNNING or session.activity_reported_at is None:
+        return None
+    if (now - session.activity_reported_at).total_seconds() > REPORT_MAX_AGE_S:
+        return None
+    times = [t for t in (session.last_input_at, session.started_at, session_work_at(session)) if t is not None]
+    if not times:
+        return None
+    return max(0.0, (now - max(times)).total_seconds())
+
+
+def idle_stop_in_seconds(session: Session, *, now: datetime | None = None) -> float | None:
+    """Seconds until the idle limit stops the session, when that is near (within
+    :data:`WARN_BEFORE_S`, or half the limit for a short limit); None otherwise."""
+    limit_s = settings.SESSION_IDLE_MINUTES * 60
+    idle = session_idle_seconds(session, now=now) if limit_s else None
+    if idle is None:
+        return None
+    left = limit_s - idle
+    return max(0.0, left) if left <= min(WARN_BEFORE_S, limit_s / 2) else None
+
+
+def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
+    """Stop running sessions with no person's activity for ``PORTAL_SESSION_IDLE_MINUTES``; each gets
+    a message saying why and an audit row ``session.culled`` (old and new state, idle minutes).
+    Returns the sessions stopped. Sessions whose idle time is unknown, and hub errors, leave
+    sessions alone until the next run."""
+    limit = settings.SESSION_IDLE_MINUTES
+    if not limit:
+        return []
+    now = now or djtz.now()
+    stopped = []
+    for session in Session.objects.filter(state=SessionState.RUNNING).select_related("user"):
+        idle = session_idle_seconds(session, now=now)
+        if idle is None:
+            if session.started_at and now - session.started_at > timedelta(seconds=REPORT_MAX_AGE_S):
+                log.warning("idle check skipped for %s: no recent activity report from the hub", session)
+            continue
+        if idle < limit * 60:
+            continue
+        try:
+            hub.stop_server(session.user.username, session.server_name)
+        except hub.HubError as exc:
+            log.warning("idle stop of %s failed: %s", session, exc)
+            continue
+        message = (
+            f"Stopped after {duration(idle)} without activity (this site stops idle sessions after "
+            f"{duration(limit * 60)}), so its GPUs go back to the queue. Start a new one any time."
+        )
+        if session_end(session, SessionState.STOPPED, message, action="session.culled", extra={"idle_minutes": int(idle // 60)}):
+            stopped.append(session)
+    return stopped
