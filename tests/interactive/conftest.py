@@ -63,8 +63,10 @@ class TestHub:
             except requests.RequestException:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = self.log()[-4000:]
                 self.stop()
-                pytest.fail("the test hub did not start:\n" + self.log()[-4000:])
+                self.stop_proxy()  # the fixture never yields: nothing else would stop it
+                pytest.fail("the test hub did not start:\n" + log)
             time.sleep(0.3)
 
     def stop(self) -> None:
