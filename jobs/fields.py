@@ -24,6 +24,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "workdir":        ("workdir",    "run.workdir",             "",          ""),
     "script":         ("script",     "run.command",             "",          ""),
     "requeue":        ("requeue",    "run.requeue",             "",          ""),
+    "cluster":        ("cluster",    "cluster",                 "",          ""),
     "options":        ("",           "",                        "",          ""),
 }  # fmt: skip
 

@@ -8,6 +8,7 @@ import re
 from decimal import Decimal
 
 from django import forms
+from django.urls import reverse
 
 from slurm.values import parse_time_limit
 
@@ -51,6 +52,11 @@ class MemoryField(forms.Field):
 
 
 class JobForm(forms.Form):
+    cluster = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        help_text="The cluster it runs on; the partitions below are that cluster's.",
+    )
     name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
     account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
     partition = forms.CharField(widget=forms.Select)
@@ -79,9 +85,30 @@ class JobForm(forms.Form):
         help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.",
     )
 
-    def __init__(self, *args, policy: SitePolicy, accounts: list[str], **kwargs):
+    def __init__(self, *args, policy: SitePolicy, accounts: list[str], clusters: list[tuple[str, str]] = (), **kwargs):
+        """``policy``: the chosen cluster's; ``clusters``: (name, label) of every cluster, the default
+        first (one cluster: the field is hidden)."""
         super().__init__(*args, **kwargs)
         self.policy = policy
+        cluster = self.fields["cluster"]
+        if len(clusters) > 1:
+            cluster.widget.choices = list(clusters)
+            # Choosing another cluster reloads the form with its partitions, keeping what was typed.
+            cluster.widget.attrs.update(
+                {
+                    "hx-get": reverse("job_new"),
+                    "hx-trigger": "change",
+                    "hx-include": "closest form",
+                    "hx-params": "not csrfmiddlewaretoken",
+                    "hx-target": "main",
+                    "hx-select": "main",
+                    "hx-swap": "outerHTML",
+                    "hx-push-url": "true",
+                }
+            )
+        else:
+            cluster.widget = forms.HiddenInput()
+        cluster.initial = policy.cluster
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
         types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
@@ -128,4 +155,5 @@ class JobForm(forms.Form):
             workdir=(data.get("workdir") or "").strip(),
             requeue=bool(data.get("requeue")),
             account=data.get("account") or "",
+            cluster=data.get("cluster") or self.policy.cluster,
         )

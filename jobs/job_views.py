@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
+from slurm.clusters import cluster_get, clusters, default_cluster
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
 from teams.usage import job_quota_estimate, team_usage
@@ -43,13 +44,34 @@ def job_table(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/_job_table.html", _rows(request))
 
 
+def _form_policy(request: HttpRequest) -> tuple[SitePolicy, Refused | None]:
+    """The policy of the cluster the form names (POST or GET ``cluster``; else the default), and the
+    refusal when it names one that is not configured (the default's policy is used then)."""
+    try:
+        return SitePolicy.for_cluster((request.POST or request.GET).get("cluster", "")), None
+    except Refused as refused:
+        return SitePolicy.for_cluster(None), refused
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
-    """The New job form; a refusal keeps everything typed and says what to change."""
-    policy = SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
-    form = JobForm(request.POST or None, policy=policy, accounts=request.user.slurm_accounts)
-    if request.method == "POST" and form.is_valid():
+    """The New job form; a refusal keeps everything typed and says what to change. ``?cluster=``
+    (with the other fields, as the cluster select sends them) shows that cluster's partitions and
+    keeps what was typed."""
+    policy, bad_cluster = _form_policy(request)
+    initial = {k: v for k, v in request.GET.items() if k in JobForm.base_fields} if request.method == "GET" else None
+    form = JobForm(
+        request.POST or None,
+        initial=initial,
+        policy=policy,
+        accounts=request.user.slurm_accounts,
+        clusters=[(c.name, c.label) for c in clusters()],
+    )
+    if bad_cluster is not None:
+        form.is_valid()
+        refusal_to_form(form, bad_cluster.renamed(JOB_FORM))
+    elif request.method == "POST" and form.is_valid():
         try:
             job = job_create(checked=job_check(user=request.user, request=form.job_request(), policy=policy))
         except Refused as refused:
@@ -68,7 +90,8 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
     when it does not fit). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
-    nodes = partition_nodes(snapshot_load(with_jobs=False)).get(str(data.get("partition", "")))
+    cluster = cluster_get(str(data.get("cluster", ""))) or default_cluster()
+    nodes = partition_nodes(snapshot_load(with_jobs=False, cluster=cluster.name)).get(str(data.get("partition", "")))
     warning = nodes.warning if nodes else ""
     try:
         gpus = int(data.get("gpu_count", "0"))

@@ -54,7 +54,9 @@ def job_log_tail(job: Job, stream: str) -> LogTail:
         return LogTail(**cached)
     limit = settings.PORTAL_LOG_TAIL_BYTES
     try:
-        result = get_gateway().run(["tail", "-c", str(limit + 1), "--", path], as_user=job.user.username, check=False, timeout=10)
+        result = get_gateway(job.cluster).run(
+            ["tail", "-c", str(limit + 1), "--", path], as_user=job.user.username, check=False, timeout=10
+        )
     except SlurmError as exc:
         return LogTail(error=f"The log could not be read right now ({exc.message}).")
     if result.returncode != 0:
@@ -93,7 +95,7 @@ def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> L
         return LogChunk(**cached)
     argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}", f"count={limit}", "status=none"]
     try:
-        result = get_gateway().run(argv, as_user=job.user.username, check=False, timeout=10)
+        result = get_gateway(job.cluster).run(argv, as_user=job.user.username, check=False, timeout=10)
     except SlurmError as exc:
         return LogChunk(offset, offset, error=f"The log could not be read right now ({exc.message}).")
     if result.returncode != 0:

@@ -8,7 +8,22 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from slurm.clusters import cluster_names, default_cluster
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+
+
+def cluster_of(stored: str) -> str:
+    """The configured cluster a stored ``slurm_cluster`` value names: itself when configured, else
+    (``""`` in rows from before there were several clusters, or a name no longer configured) the
+    site's default cluster."""
+    return stored if stored in cluster_names() else default_cluster().name
+
+
+def on_cluster(name: str) -> models.Q:
+    """The Jobs of cluster ``name`` (the default cluster's include old rows, see :func:`cluster_of`)."""
+    if name != default_cluster().name:
+        return models.Q(slurm_cluster=name)
+    return ~models.Q(slurm_cluster__in=[n for n in cluster_names() if n != name])
 
 
 class Job(models.Model):
@@ -40,6 +55,8 @@ class Job(models.Model):
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.SUBMITTING)
     slurm_state = models.CharField(max_length=64, blank=True, default="", help_text="state as Slurm wrote it")
     slurm_job_id = models.BigIntegerField(null=True, blank=True)
+    #: The configured cluster (slurm.clusters) it runs on; "" in rows from before there were several:
+    #: the site's default cluster (:attr:`cluster`).
     slurm_cluster = models.CharField(max_length=64, blank=True, default="")
     reason = models.CharField(max_length=64, blank=True, default="", help_text="squeue state_reason")
     reason_description = models.CharField(max_length=255, blank=True, default="", help_text="squeue state_description")
@@ -84,6 +101,11 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
+
+    @property
+    def cluster(self) -> str:
+        """The configured name of the cluster it runs on (the default cluster for an old row)."""
+        return cluster_of(self.slurm_cluster)
 
     @property
     def is_cancelled_before_start(self) -> bool:

@@ -4,7 +4,10 @@ what was wrong and what is allowed, as a :class:`portal.refusals.Problem` named 
 :class:`JobRequest`'s words (what each surface calls those fields: :mod:`jobs.fields`).
 
 Limits come from the cluster snapshot (``scontrol show partition`` MaxTime; ``sinfo`` nodes' GPUs,
-CPUs and RealMemory) filtered by configuration (``PORTAL_PARTITIONS``).
+CPUs and RealMemory) filtered by configuration (each cluster's ``partitions``, default
+``PORTAL_PARTITIONS``). A policy is one cluster's (:meth:`SitePolicy.for_cluster`); a request names
+its cluster (``JobRequest.cluster``, "" = the site's default), and a partition of another cluster is
+refused naming the cluster that has it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from portal.refusals import Problem
-from slurm.snapshot import ClusterSnapshot
+from portal.refusals import Problem, Refused
+from slurm.clusters import cluster_get, cluster_names, clusters
+from slurm.snapshot import ClusterSnapshot, snapshots_load
 
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
 GPU_COUNTS = (1, 2, 4, 8)
@@ -43,6 +47,8 @@ class JobRequest:
     #: Slurm's ``--requeue``: after a node failure or a preemption Slurm runs the job again (from the
     #: start of its script, which should resume from its checkpoint); ``False`` = ``--no-requeue``.
     requeue: bool = True
+    #: The configured cluster it runs on (:mod:`slurm.clusters`); ``""``: the site's default.
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,31 @@ class PartitionPolicy:
 
 @dataclass(frozen=True)
 class SitePolicy:
-    """The policy for one moment of the cluster. Build it with :meth:`from_snapshot`."""
+    """The policy for one moment of one cluster (``cluster``: its configured name, "" for a policy
+    built from a bare snapshot). Build it with :meth:`for_cluster` (or :meth:`from_snapshot`).
+    ``elsewhere``: the other clusters' offered partitions, so a refusal can say where a partition is."""
 
     partitions: dict[str, PartitionPolicy]
+    cluster: str = ""
+    elsewhere: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def for_cluster(cls, name: str | None = None) -> SitePolicy:
+        """The policy of cluster ``name`` (``None``/"": the default) from the stored snapshots (one
+        Redis round trip for every cluster). Raises :class:`Refused` (field ``cluster``) for a name
+        that is not configured, naming those that are."""
+        cluster = cluster_get(name)
+        if cluster is None:
+            raise Refused(unknown_cluster(name or ""))
+        configured = clusters()
+        snapshots = snapshots_load([c.name for c in configured])
+        others = {
+            c.name: tuple(cls.from_snapshot(snapshots[c.name], allowed=list(c.partitions)).partitions)
+            for c in configured
+            if c.name != cluster.name
+        }
+        own = cls.from_snapshot(snapshots[cluster.name], allowed=list(cluster.partitions))
+        return cls(partitions=own.partitions, cluster=cluster.name, elsewhere=others)
 
     @classmethod
     def from_snapshot(cls, snapshot: ClusterSnapshot | None, *, allowed: list[str] | None = None) -> SitePolicy:
@@ -97,7 +125,7 @@ class SitePolicy:
         = all), each with its nodes' GPU types and sizes."""
         allowed = settings.PORTAL_PARTITIONS if allowed is None else allowed
         if snapshot is None:
-            return cls(partitions={})
+            return cls(partitions={}, cluster=snapshot.cluster if snapshot else "")
         nodes = {n.name: n for n in snapshot.nodes}
         result: dict[str, PartitionPolicy] = {}
         for part in snapshot.partitions:
@@ -124,7 +152,7 @@ class SitePolicy:
                 default_time_min=part.default_time // 60 if part.default_time is not None else None,
                 classes=classes,
             )
-        return cls(partitions=result)
+        return cls(partitions=result, cluster=snapshot.cluster)
 
     def check(self, req: JobRequest) -> list[Problem]:
         """Every problem with ``req`` (empty = allowed), each named by a :class:`JobRequest` field."""
@@ -132,8 +160,11 @@ class SitePolicy:
         part = self.partitions.get(req.partition)
         if part is None:
             offered = ", ".join(sorted(self.partitions)) or "none (the cluster has not been seen yet; try again in a minute)"
+            where = f" on {self.cluster}" if self.cluster and (self.elsewhere or req.cluster) else " here"
+            having = sorted(name for name, parts in self.elsewhere.items() if req.partition in parts)
+            hint = f" ({having[0]} has it: choose cluster {having[0]})" if having else ""
             errors.append(
-                Problem("partition", f"Partition '{req.partition[:60]}' is not offered here. Choose one of: {offered}.")
+                Problem("partition", f"Partition '{req.partition[:60]}' is not offered{where}{hint}. Choose one of: {offered}.")
             )
             return errors
         if req.gpu_count:
@@ -174,6 +205,11 @@ class SitePolicy:
                 )
             )
         return errors
+
+
+def unknown_cluster(name: str) -> Problem:
+    """The refusal of a cluster name that is not configured, naming those that are."""
+    return Problem("cluster", f"Cluster '{name[:40]}' is not served by this portal. Choose one of: {', '.join(cluster_names())}.")
 
 
 def _check_text(req: JobRequest) -> list[Problem]:

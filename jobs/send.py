@@ -27,6 +27,7 @@ from audit.services import audit
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
 from slurm.adapters import adapter_for
 from slurm.bounds import start_bound
+from slurm.clusters import cluster_get
 from slurm.errors import controller_unreachable
 from slurm.states import JobState
 
@@ -63,15 +64,15 @@ def jobs_stuck(*, older_than_s: int = 45) -> list[int]:
     )
 
 
-def user_home(username: str, *, fresh: bool = False) -> str:
-    """The user's home directory from ``getent passwd`` on the submit host (as the service user),
-    remembered for ``settings.PORTAL_HOME_CACHE_SECONDS`` (one SSH round trip less per job; 0 = ask
-    every time) unless ``fresh``. Raises :class:`SlurmError`."""
-    key = f"home:{username}"
+def user_home(username: str, *, fresh: bool = False, cluster: str | None = None) -> str:
+    """The user's home directory from ``getent passwd`` on ``cluster``'s submit host (as the service
+    user; ``None``: the default cluster), remembered for ``settings.PORTAL_HOME_CACHE_SECONDS`` (one
+    SSH round trip less per job; 0 = ask every time) unless ``fresh``. Raises :class:`SlurmError`."""
+    key = f"home:{cluster or ''}:{username}"
     seconds = settings.PORTAL_HOME_CACHE_SECONDS
     if seconds and not fresh and (home := cache.get(key)):
         return home
-    line = get_gateway().run(["getent", "passwd", username]).out.strip()
+    line = get_gateway(cluster).run(["getent", "passwd", username]).out.strip()
     fields = line.split(":")
     if len(fields) < 7 or not fields[5].startswith("/"):
         raise SlurmError(["getent", "passwd", username], 0, line, "", message=f"no home directory for {username}")
@@ -93,8 +94,9 @@ def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
 def find_by_key(job: Job) -> tuple[int, str] | None:
     """(job id, cluster) of the Slurm job carrying ``job.comment``, from ``squeue --json`` (every job
     Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
-    neither has it. Raises :class:`SlurmError` when Slurm cannot answer (then we do not know)."""
-    gw = get_gateway()
+    neither has it, asked on the job's own cluster. Raises :class:`SlurmError` when Slurm cannot answer
+    (then we do not know)."""
+    gw = get_gateway(job.cluster)
     argv = ["squeue", "--json"]
     squeue = gw.run_json(argv)
     found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
@@ -115,24 +117,19 @@ def parse_sbatch_parsable(out: str) -> tuple[int, str]:
     return int(jobid), cluster.strip()
 
 
-def _adopt(job: Job, jobid: int, cluster: str, *, action: str) -> Job:
+def _adopt(job: Job, jobid: int, *, action: str) -> Job:
     """Record Slurm's job id on the row (state PENDING) and audit it, unless the row already has one
-    (then return the row as it is)."""
+    (then return the row as it is). The row's cluster is the one it was sent to (set when it was
+    created), whatever name sbatch or squeue write for it."""
     with transaction.atomic():
         now = djtz.now()
         claimed = Job.objects.filter(pk=job.pk, slurm_job_id__isnull=True).update(
-            slurm_job_id=jobid, slurm_cluster=cluster, state=JobState.PENDING, submit_error="", updated_at=now
+            slurm_job_id=jobid, state=JobState.PENDING, submit_error="", updated_at=now
         )
         if not claimed:
             return Job.objects.get(pk=job.pk)
         old = {"state": job.state}
-        job.slurm_job_id, job.slurm_cluster, job.state, job.submit_error, job.updated_at = (
-            jobid,
-            cluster,
-            JobState.PENDING,
-            "",
-            now,
-        )
+        job.slurm_job_id, job.state, job.submit_error, job.updated_at = (jobid, JobState.PENDING, "", now)
         audit(actor=None, action=action, job=job, old=old, new={"state": job.state, "slurm_job_id": jobid})
     return job
 
@@ -178,7 +175,9 @@ def _job_send_locked(job_id: int) -> Job:
                 return job
             first_attempt = job.submitted_at is None
             if not job.output_path:  # the paths are fixed once, committed with the first attempt's mark
-                _, job.workdir, job.output_path, job.error_path = job_paths(job, user_home(job.user.username))
+                _, job.workdir, job.output_path, job.error_path = job_paths(
+                    job, user_home(job.user.username, cluster=job.cluster)
+                )
             job.submitted_at = djtz.now()
             job.save(update_fields=["submitted_at", "workdir", "output_path", "error_path", "updated_at"])
     except (SlurmTimeout, SlurmUnreachable) as exc:  # user_home: nothing was marked or submitted
@@ -192,14 +191,15 @@ def _job_send_locked(job_id: int) -> Job:
         except SlurmError as exc:
             raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
         if found:
-            return _adopt(job, found[0], "", action="job.adopted")  # "" as sbatch gives it: one name per job
+            return _adopt(job, found[0], action="job.adopted")
     jobdir = posixpath.dirname(job.output_path)
     dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     script = render_batch_script(job)
     try:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
-        result = get_gateway().run(
-            [settings.PORTAL_SBATCH_HELPER, *dirs, "--", "--parsable"], as_user=job.user.username, stdin=script, check=False
+        cluster = cluster_get(job.cluster)
+        result = get_gateway(job.cluster).run(
+            [cluster.sbatch_helper, *dirs, "--", "--parsable"], as_user=job.user.username, stdin=script, check=False
         )
     except (SlurmTimeout, SlurmUnreachable) as exc:
         _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")
@@ -218,11 +218,11 @@ def _job_send_locked(job_id: int) -> Job:
             raise SubmissionUncertain(result.err.strip())
         return _fail(job, (result.err or result.out).strip() or f"sbatch exited with {result.returncode}")
     try:
-        jobid, cluster = parse_sbatch_parsable(result.out)
+        jobid, _slurm_cluster = parse_sbatch_parsable(result.out)
     except ValueError as exc:
         _mark_uncertain(job, str(exc))
         raise SubmissionUncertain(str(exc)) from exc
-    return _adopt(job, jobid, cluster, action="job.submitted")
+    return _adopt(job, jobid, action="job.submitted")
 
 
 def _mark_uncertain(job: Job, message: str) -> None:
@@ -235,5 +235,5 @@ def job_cancel_send(*, job_id: int) -> Job:
     job = Job.objects.select_related("user").get(pk=job_id)
     if not job.slurm_job_id or not job.is_active:
         return job
-    get_gateway().run(["scancel", str(job.slurm_job_id)], as_user=job.user.username)
+    get_gateway(job.cluster).run(["scancel", str(job.slurm_job_id)], as_user=job.user.username)
     return job

@@ -17,10 +17,10 @@ from django.utils import timezone as djtz
 from accounts.models import User
 from audit.services import audit
 from portal.refusals import Problem, Refused
-from slurm.snapshot import snapshot_load
+from slurm.clusters import cluster_get
 
 from .models import Job
-from .policy import JobRequest, SitePolicy
+from .policy import JobRequest, SitePolicy, unknown_cluster
 from .tasks import enqueue, job_cancel_task, job_submit_task
 
 
@@ -33,18 +33,24 @@ class CheckedRequest:
     user: User
     request: JobRequest
     account: str
+    cluster: str = ""
 
 
 def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> CheckedRequest:
-    """Check ``request`` against site policy (``policy``, default: the current snapshot's) and the
-    user's teams. Returns the :class:`CheckedRequest` to give :func:`job_create`. Raises
-    :class:`Refused` with every problem, named by :class:`JobRequest` field."""
-    policy = policy or SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
+    """Check ``request`` against its cluster's site policy (``policy`` when it is that cluster's,
+    else :meth:`SitePolicy.for_cluster`, from the stored snapshots) and the user's teams. Returns the
+    :class:`CheckedRequest` to give :func:`job_create`. Raises :class:`Refused` with every problem,
+    named by :class:`JobRequest` field (``cluster`` for a cluster that is not configured)."""
+    cluster = cluster_get(request.cluster)
+    if cluster is None:
+        raise Refused(unknown_cluster(request.cluster))
+    if policy is None or (policy.cluster and policy.cluster != cluster.name):
+        policy = SitePolicy.for_cluster(cluster.name)
     account, account_problems = _account_for(user, request.account)
     problems = policy.check(request) + account_problems
     if problems:
         raise Refused(*problems)
-    return CheckedRequest(user=user, request=request, account=account)
+    return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name)
 
 
 def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None) -> Job:
@@ -66,6 +72,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             script=request.script,
             workdir=request.workdir,
             requeue=request.requeue,
+            slurm_cluster=checked.cluster,
             profile=profile,
             profile_spec=profile_spec or {},
         )
@@ -74,6 +81,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             action="job.create",
             job=job,
             new={
+                "cluster": job.slurm_cluster,
                 "partition": job.partition,
                 "gpus": job.gpu_count,
                 "gpu_type": job.gpu_type,

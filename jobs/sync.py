@@ -41,7 +41,7 @@ from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import classify_state, parse_exit
 
-from .models import Job
+from .models import Job, on_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -63,28 +63,40 @@ class SyncResult:
 ACCOUNTING_WAIT_S = 2 * 86400
 
 
-def jobs_mark_unknown(*, since: float) -> int:
-    """After a failed poll: active rows get ``status_unknown_since`` (first failure time, Unix s) if not
-    already set. States are left alone. Returns the number of rows marked."""
+def jobs_mark_unknown(*, since: float, cluster: str | None = None) -> int:
+    """After a failed poll of ``cluster`` (``None``: the default): its active rows get
+    ``status_unknown_since`` (first failure time, Unix s) if not already set. States are left alone.
+    Returns the number of rows marked."""
     return (
-        Job.objects.exclude(state__in=FINAL_STATES)
+        Job.objects.filter(on_cluster(cluster or _default()))
+        .exclude(state__in=FINAL_STATES)
         .filter(status_unknown_since__isnull=True)
         .exclude(state=JobState.SUBMITTING)
         .update(status_unknown_since=to_datetime(int(since)))
     )
 
 
+def _default() -> str:
+    from slurm.clusters import default_cluster
+
+    return default_cluster().name
+
+
 def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
-    """Apply a successful snapshot to the active Job rows (see module docstring). A failing sacct call
-    leaves the finished jobs as they were, marked unknown, to be tried at the next poll."""
+    """Apply a successful snapshot of one cluster (``snapshot.cluster``; "" = the default) to that
+    cluster's active Job rows, with ``gateway`` to that cluster (see module docstring). A failing
+    sacct call leaves the finished jobs as they were, marked unknown, to be tried at the next poll."""
     result = SyncResult()
+    cluster = snapshot.cluster or _default()
     queue = {q.job_id: q for q in snapshot.jobs}
     by_comment = {q.comment: q for q in snapshot.jobs if q.comment.startswith("portal:")}
     left: list[Job] = []
     restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
     exits: dict[int, tuple[int | None, int | None]] = {}
     waiting = Q(accounting_pending=True, end_at__gte=djtz.now() - timedelta(seconds=ACCOUNTING_WAIT_S))
-    rows = Job.objects.filter(~Q(state__in=FINAL_STATES) | waiting).select_related("user")  # OTHER too: it may end later
+    rows = (  # OTHER too: it may end later
+        Job.objects.filter(on_cluster(cluster)).filter(~Q(state__in=FINAL_STATES) | waiting).select_related("user")
+    )
     for job in rows:
         try:  # one job's trouble never stops the poll for the others
             with transaction.atomic():
@@ -98,7 +110,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             logger.exception("sync of job %s (Slurm id %s) failed; the other jobs go on", job.key, job.slurm_job_id)
             result.failed += 1
     if restarted:
-        _record_restarts(gateway, restarted, queue)
+        _record_restarts(gateway, restarted, queue, cluster=cluster)
     if left:
         ids = ",".join(str(j.slurm_job_id) for j in left)
         argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
@@ -107,7 +119,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             adapter = adapter_for(doc, argv=argv)
         except (SlurmError, ValueError) as exc:
             logger.warning("sacct for %s failed: %s", ids, exc)
-            accounting_failed(exc)
+            accounting_failed(exc, cluster=cluster)
             unseen = []
             for job in left:
                 if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
@@ -115,7 +127,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             Job.objects.filter(pk__in=unseen, status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
             result.unknown += len(unseen)
             return result
-        accounting_answered()
+        accounting_answered(cluster=cluster)
         records = adapter.parse_sacct_jobs(doc)
         finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and _is_final(f)}
         hidden = {j.slurm_job_id: j.comment for j in left if j.pk in finished and j.slurm_job_id not in exits}
@@ -259,7 +271,7 @@ def _earlier_runs(job: Job, records: list, latest) -> list[dict]:
     return [_run(f) for f in _attempts(job, records) if f is not latest]
 
 
-def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> None:
+def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict, *, cluster: str) -> None:
     """Jobs Slurm started again since the last poll: one ``sacct --json -j`` for all of them gives
     the earlier runs and why each ended (``Job.runs``); ``restart_count`` follows squeue. When
     accounting cannot answer, the count is recorded and the runs are read at the next restart or at
@@ -270,10 +282,10 @@ def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict) -> Non
     try:
         doc = gateway.run_json(argv)
         records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
-        accounting_answered()
+        accounting_answered(cluster=cluster)
     except (SlurmError, ValueError) as exc:
         logger.warning("sacct for restarted jobs %s failed: %s", ids, exc)
-        accounting_failed(exc)
+        accounting_failed(exc, cluster=cluster)
     for job in jobs:
         q = queue[job.slurm_job_id]
         runs = [_run(f) for f in _attempts(job, records) if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]

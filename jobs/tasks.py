@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from slurm import SlurmError
+from slurm.clusters import cluster_names
 
 from .send import SubmissionUncertain, job_cancel_send, job_send, jobs_stuck
 from .services import snapshot_refresh
@@ -21,12 +22,19 @@ POLL_MIN_GAP = 0.8
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
-def snapshot_poll() -> None:
-    """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds; its message expires after one interval):
-    refresh the cluster snapshot and the Job rows. Not retried: the next beat tick is the retry.
-    Skipped when a poll started less than :data:`POLL_MIN_GAP` of an interval ago, so a second beat
-    or a backlog never polls Slurm more often than the interval."""
-    snapshot_refresh(min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
+def snapshot_poll(cluster: str | None = None) -> None:
+    """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds; its message expires after one interval).
+    Without ``cluster``: send one poll per configured cluster (each message expiring after one
+    interval too), so a slow or unreachable cluster never delays another's (the poller's worker runs
+    them side by side: threads). With ``cluster``: refresh that cluster's snapshot and Job rows. Not
+    retried: the next beat tick is the retry. Skipped when that cluster's poll started less than
+    :data:`POLL_MIN_GAP` of an interval ago, so a second beat or a backlog never polls Slurm more
+    often than the interval."""
+    if cluster is None:
+        for name in cluster_names():
+            snapshot_poll.apply_async(args=[name], expires=settings.SNAPSHOT_INTERVAL)
+        return
+    snapshot_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
 
 
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)

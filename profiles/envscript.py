@@ -49,11 +49,16 @@ class EnvSite:
     index_url: str = ""
 
     @classmethod
-    def from_settings(cls) -> EnvSite:
+    def from_settings(cls, cluster: str | None = None) -> EnvSite:
+        """What ``cluster`` offers (``None``: the default cluster; the Python versions are each
+        cluster's ``env_pythons``, the rest the site's settings)."""
+        from slurm.clusters import cluster_get
+
+        found = cluster_get(cluster)
         return cls(
             cache_dir=settings.PORTAL_ENV_CACHE_DIR.rstrip("/"),
             uv=settings.PORTAL_ENV_UV,
-            pythons=tuple(settings.PORTAL_ENV_PYTHONS),
+            pythons=tuple(found.env_pythons) if found else tuple(settings.PORTAL_ENV_PYTHONS),
             cuda_modules=dict(settings.PORTAL_ENV_CUDA_MODULES),
             container_runtime=settings.PORTAL_CONTAINER_RUNTIME,
             index_url=settings.PORTAL_ENV_INDEX_URL,

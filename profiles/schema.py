@@ -30,6 +30,7 @@ MAX_OVERRIDES = 32
 OVERRIDE_ALIASES = {
     "name": "name",
     "account": "account",
+    "cluster": "cluster",
     "partition": "resources.partition",
     "nodes": "resources.nodes",
     "gpus": "resources.gpus_per_node",
@@ -140,6 +141,8 @@ class Profile(_Strict):
     version: int
     name: str = Field(min_length=1, max_length=200)
     account: str = Field(default="", max_length=64)
+    #: The cluster it runs on (a name of slurm.clusters); "" = the site's default.
+    cluster: str = Field(default="", max_length=32)
     resources: Resources
     run: Run
     environment: Environment | None = None
@@ -174,6 +177,7 @@ class ProfileSpec:
     image: str
     environment: dict | None = field(default=None)
     requeue: bool = True
+    cluster: str = ""
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -430,6 +434,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
         image=profile.run.image,
         environment=env,
         requeue=profile.run.requeue,
+        cluster=profile.cluster,
     )
 
 

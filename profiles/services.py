@@ -103,6 +103,7 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobReq
         workdir=spec.workdir,
         account=spec.account,
         requeue=spec.requeue,
+        cluster=spec.cluster,
     )
 
 
@@ -122,7 +123,7 @@ def profile_check(*, user: User, text: str, overrides: dict | None = None) -> tu
     profile field and line (``None`` for overridden values)."""
     spec = parse_profile(text, overrides=overrides)
     touched = {".".join(t) for t in apply_overrides({}, overrides)[2]}
-    site = EnvSite.from_settings()
+    site = EnvSite.from_settings(spec.cluster)
     problems = site_errors(spec, site)
     try:
         checked = job_check(user=user, request=job_request_for(spec, site=site))

@@ -16,7 +16,7 @@ export DJANGO_SETTINGS_MODULE=portal.settings.dev
 NODE=$(node_bin)
 start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2 -Q celery -n worker@%h
-start_bg celery-poller "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --pool=solo -Q poller -n poller@%h
+start_bg celery-poller "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --pool=threads --concurrency=4 -Q poller -n poller@%h
 start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --loglevel=INFO --schedule "$RUN_DIR/celerybeat-schedule"
 # gunicorn, as in production (portal/gunicorn.conf.py): a bounded number of threads (and so of database
 # connections) however many people use it, and a keep-alive longer than any client's poll; --reload

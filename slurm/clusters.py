@@ -75,7 +75,7 @@ class Cluster:
 
 
 _lock = threading.Lock()
-_loaded: tuple[str, tuple[Cluster, ...]] | None = None
+_loaded: tuple[str, tuple[Cluster, ...]] | None = None  # (fingerprint of the settings, clusters)
 
 
 def _defaults() -> dict:
@@ -145,9 +145,21 @@ def clusters() -> tuple[Cluster, ...]:
     :class:`ClusterConfigError` (the system check reports it at start-up)."""
     global _loaded
     path = str(settings.PORTAL_CLUSTERS_FILE or "")
+    # The file, and the global values its tables default to: a test (or a changed setting) that
+    # alters either gets clusters built from the new values.
+    fingerprint = repr(
+        (
+            path,
+            settings.PORTAL_CLUSTER_NAME,
+            settings.SLURM_GATEWAY,
+            settings.PORTAL_SBATCH_HELPER,
+            settings.PORTAL_PARTITIONS,
+            settings.PORTAL_ENV_PYTHONS,
+        )
+    )
     with _lock:
-        if _loaded is None or _loaded[0] != path:
-            _loaded = (path, load_clusters(path))
+        if _loaded is None or _loaded[0] != fingerprint:
+            _loaded = (fingerprint, load_clusters(path))
         return _loaded[1]
 
 

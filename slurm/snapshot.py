@@ -2,9 +2,10 @@
 
 Per poll: ``sinfo --json`` and ``squeue --json`` (one call each, whole cluster), plus ``scontrol
 show partition --oneliner`` at most once a minute (partitions rarely change; 22.05 has no JSON for
-them). The result is stored in the Django cache (Redis) under :data:`SNAPSHOT_KEY` without expiry.
+them). The result is stored in the Django cache (Redis), one set of keys per cluster
+(:func:`snapshot_key`: ``cluster:<name>:snapshot``, ``…:lite``, ``…:positions``) without expiry.
 A failed poll keeps the last good data and records the error and since when the cluster has been
-unreachable.
+unreachable. Every function takes the cluster's name (``None``: the site's default cluster).
 """
 
 from __future__ import annotations
@@ -20,16 +21,32 @@ from .gateway import SlurmGateway
 from .records import Node, Partition, QueueJob
 from .values import parse_array_tasks
 
-SNAPSHOT_KEY = "cluster:snapshot"
-#: The same without ``jobs``: what most pages need (nodes, partitions, freshness), cheap to load.
-SNAPSHOT_LITE_KEY = "cluster:snapshot-lite"
-#: ``{job id: (position, pending in partition)}`` of the pending jobs (see :func:`queue_positions`), for pages.
-POSITIONS_KEY = "cluster:positions"
+#: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
+#: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
+#: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
+#: (:func:`queue_positions`).
+KINDS = ("snapshot", "lite", "positions")
+
+
+def _name(cluster: str | None) -> str:
+    if cluster:
+        return cluster
+    from .clusters import default_cluster
+
+    return default_cluster().name
+
+
+def snapshot_key(cluster: str | None, kind: str = "snapshot") -> str:
+    """The cache key of ``kind`` (:data:`KINDS`) for ``cluster`` (``None``: the default cluster)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
+    return f"cluster:{_name(cluster)}:{kind}"
 
 
 @dataclass(frozen=True)
 class ClusterSnapshot:
-    """What the poller saw. ``taken_at``: Unix seconds of the last successful poll (0 = never);
+    """What the poller saw of one cluster (``cluster``: its configured name). ``taken_at``: Unix
+    seconds of the last successful poll (0 = never);
     ``attempted_at``: Unix seconds of the last poll, whether it succeeded or not (a poller that
     stopped running leaves it behind: the pages' "poller stopped" notice); ``error``/``error_since``:
     the last failure's message and when failures began (Unix seconds), both cleared by a successful
@@ -37,6 +54,7 @@ class ClusterSnapshot:
 
     taken_at: float = 0.0
     attempted_at: float = 0.0
+    cluster: str = ""
     slurm_version: str = ""
     #: The JSON output version its documents were read as (``v0.0.38``, ``v0.0.42``): the next poll
     #: runs that version's commands without asking again.
@@ -56,6 +74,7 @@ class ClusterSnapshot:
         return cls(
             taken_at=data.get("taken_at", 0.0),
             attempted_at=data.get("attempted_at") or data.get("taken_at", 0.0),
+            cluster=data.get("cluster", ""),
             slurm_version=data.get("slurm_version", ""),
             output_version=data.get("output_version", ""),
             nodes=[
@@ -74,7 +93,9 @@ class ClusterSnapshot:
 PROBE_ARGV = ["sinfo", "--json"]
 
 
-def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = None, now: float | None = None) -> ClusterSnapshot:
+def snapshot_take(
+    gateway: SlurmGateway, *, previous: ClusterSnapshot | None = None, now: float | None = None, cluster: str | None = None
+) -> ClusterSnapshot:
     """Poll Slurm once, with the commands of the cluster's JSON output version
     (:func:`slurm.adapters.PollReading`: each adapter's ``poll``). The version is the previous
     snapshot's; without one (the first poll, or after a failure), ``sinfo --json`` is asked and its
@@ -90,11 +111,13 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
         adapter = adapter_for(probe, argv=PROBE_ARGV)
     try:
         reading = adapter.poll(gateway, previous=previous, now=now, probe=probe)
-    except OtherVersion as other:  # upgraded since the last poll
-        reading = other.adapter.poll(gateway, previous=previous, now=now, probe=other.document)
+    except OtherVersion as other:  # upgraded since the last poll: the new version's commands
+        probe = other.document if other.argv == PROBE_ARGV else None  # a probe is only ever sinfo's document
+        reading = other.adapter.poll(gateway, previous=previous, now=now, probe=probe)
     return ClusterSnapshot(
         taken_at=now,
         attempted_at=now,
+        cluster=_name(cluster or (previous.cluster if previous else None)),
         slurm_version=reading.slurm_version,
         output_version=reading.output_version,
         nodes=reading.nodes,
@@ -104,20 +127,31 @@ def snapshot_take(gateway: SlurmGateway, *, previous: ClusterSnapshot | None = N
     )
 
 
-def snapshot_load(*, with_jobs: bool = True) -> ClusterSnapshot | None:
-    """The stored snapshot, or ``None`` before the first poll. ``with_jobs=False`` loads the copy
-    without the queue (``jobs`` empty): what pages use, since a 10,000-job queue costs ~0.1 s CPU to
-    load (bench/snapshot_size.py) and pages need only nodes, partitions and positions."""
-    data = cache.get(SNAPSHOT_KEY if with_jobs else SNAPSHOT_LITE_KEY)
+def snapshot_load(*, with_jobs: bool = True, cluster: str | None = None) -> ClusterSnapshot | None:
+    """``cluster``'s stored snapshot (``None``: the default cluster's), or ``None`` before its first
+    poll. ``with_jobs=False`` loads the copy without the queue (``jobs`` empty): what pages use,
+    since a 10,000-job queue costs ~0.1 s CPU to load (bench/snapshot_size.py) and pages need only
+    nodes, partitions and positions."""
+    data = cache.get(snapshot_key(cluster, "snapshot" if with_jobs else "lite"))
     return ClusterSnapshot.from_dict(data) if data else None
 
 
+def snapshots_load(names: list[str], *, with_jobs: bool = False) -> dict[str, ClusterSnapshot | None]:
+    """Every named cluster's stored snapshot (``None`` for one not polled yet), in one Redis round
+    trip; without the queue unless ``with_jobs``."""
+    keys = {name: snapshot_key(name, "snapshot" if with_jobs else "lite") for name in names}
+    found = cache.get_many(list(keys.values()))
+    return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
+
+
 def snapshot_store(snapshot: ClusterSnapshot) -> None:
-    """Store the snapshot, its copy without jobs, and the queue positions (one Redis round trip)."""
+    """Store the snapshot under its cluster's keys: it, its copy without jobs, and the queue
+    positions (one Redis round trip)."""
     lite = replace(snapshot, jobs=[]).to_dict()
-    values = {SNAPSHOT_KEY: snapshot.to_dict(), SNAPSHOT_LITE_KEY: lite}
+    name = _name(snapshot.cluster)
+    values = {snapshot_key(name, "snapshot"): snapshot.to_dict(), snapshot_key(name, "lite"): lite}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
-        values[POSITIONS_KEY] = queue_positions(snapshot)
+        values[snapshot_key(name, "positions")] = queue_positions(snapshot)
     cache.set_many(values, timeout=None)
 
 
@@ -154,16 +188,22 @@ def _weight(q) -> int:
         return 1
 
 
-def positions_load() -> dict[int, tuple[int, int]]:
-    """Queue positions stored with the last snapshot ({} before the first poll)."""
-    return cache.get(POSITIONS_KEY) or {}
+def positions_load(cluster: str | None = None) -> dict[int, tuple[int, int]]:
+    """Queue positions stored with ``cluster``'s last snapshot ({} before its first poll)."""
+    return cache.get(snapshot_key(cluster, "positions")) or {}
 
 
 def snapshot_failed(
-    previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None
+    previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None, cluster: str | None = None
 ) -> ClusterSnapshot:
     """The previous snapshot (or an empty one) marked with this failure; ``error_since`` keeps the
     time of the first failure in a row."""
     now = time.time() if now is None else now
     base = previous or ClusterSnapshot()
-    return replace(base, attempted_at=now, error=str(error)[:500], error_since=base.error_since or now)
+    return replace(
+        base,
+        cluster=_name(cluster or base.cluster),
+        attempted_at=now,
+        error=str(error)[:500],
+        error_since=base.error_since or now,
+    )

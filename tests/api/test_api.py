@@ -158,7 +158,7 @@ def test_submit_refusals_name_field_and_line(client, people, tokens, cluster, no
     body = r.json()
     assert "train.yaml" in body["detail"]
     errors = {e["field"]: e for e in body["errors"]}
-    assert errors["resources.partition"]["line"] == 4 and "not offered here" in errors["resources.partition"]["message"]
+    assert errors["resources.partition"]["line"] == 4 and "not offered on cluster1" in errors["resources.partition"]["message"]
     assert errors["environment.python"]["line"] == 14 and "Offered: 3.11" in errors["environment.python"]["message"]
     r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"gpus": 4}})
     gpus = [e for e in r.json()["errors"] if e["field"] == "resources.gpus_per_node"]

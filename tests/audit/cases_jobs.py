@@ -41,8 +41,13 @@ def job_create(w: World):
         name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4, memory_mb=8192, time_limit_min=90, script="true"
     )
     job = job_create(checked=job_check(user=w.alice, request=request))
-    after = read(job, "partition", "gpu_count", "gpu_type")
-    return {}, {"partition": after["partition"], "gpus": after["gpu_count"], "gpu_type": after["gpu_type"]}
+    after = read(job, "slurm_cluster", "partition", "gpu_count", "gpu_type")
+    return {}, {
+        "cluster": after["slurm_cluster"],
+        "partition": after["partition"],
+        "gpus": after["gpu_count"],
+        "gpu_type": after["gpu_type"],
+    }
 
 
 def job_cancel_requested(w: World):

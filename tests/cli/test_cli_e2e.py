@@ -85,7 +85,7 @@ def test_a_refused_profile_names_the_field_and_line_and_submits_nothing(alice_cl
     bad.write_text(EXAMPLE.read_text().replace("partition: small", "partition: nowhere"))
     result = alice_cli("submit", str(bad), "--set", "gpus=3")
     assert result.returncode == 1
-    assert "resources.partition (line 10)" in result.stderr and "not offered here" in result.stderr
+    assert "resources.partition (line 10)" in result.stderr and "not offered on cluster1" in result.stderr
     listed = json.loads(alice_cli("--json", "ls", "--all").stdout)
     assert listed["count"] == 0
 

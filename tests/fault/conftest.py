@@ -56,12 +56,12 @@ class CeleryStack:
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
-    def polls(self, since: float = 0.0) -> list[float]:
-        """Unix times of the polls that ran (``snapshot poll: ...`` lines of the poller's log) at or
-        after ``since``; skipped and expired ones are not counted."""
+    def polls(self, since: float = 0.0, cluster: str = "cluster1") -> list[float]:
+        """Unix times of ``cluster``'s polls that ran (``snapshot poll: <cluster>: ...`` lines of the
+        poller's log) at or after ``since``; skipped and expired ones are not counted."""
         times = []
         for line in self.log("poller").splitlines():
-            m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}).*\bsnapshot poll: ", line)
+            m = re.search(rf"(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{{3}}).*\bsnapshot poll: {re.escape(cluster)}: ", line)
             if m:
                 t = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
                 if t >= since:
@@ -84,7 +84,8 @@ class CeleryStack:
 
 @pytest.fixture
 def celery_stack(transactional_db, clean_cache, tmp_path):
-    """A real Celery worker (prefork, 2 processes), the poller's worker (solo, queue ``poller``) and
+    """A real Celery worker (prefork, 2 processes), the poller's worker (threads, queue ``poller``: one
+    poll per cluster side by side, as ``make dev`` runs it) and
     beat (RedBeat, as configured), on the test database and Redis database; the snapshot interval is
     2 s, a failed teams sync is retried after 3 s (doubling). This process sends its tasks to the real broker for the test's duration."""
     db = connection.settings_dict
@@ -98,7 +99,7 @@ def celery_stack(transactional_db, clean_cache, tmp_path):
     }
     stack = CeleryStack(env=env, tmp=tmp_path)
     stack.start("worker", "worker", "-P", "prefork", "-c", "2", "--loglevel=INFO", "-Q", "celery", "-n", "fault@%h")
-    stack.start("poller", "worker", "-P", "solo", "--loglevel=INFO", "-Q", "poller", "-n", "fault-poller@%h")
+    stack.start("poller", "worker", "-P", "threads", "-c", "4", "--loglevel=INFO", "-Q", "poller", "-n", "fault-poller@%h")
     stack.start_beat()
     eager = current_app.conf.task_always_eager
     current_app.conf.task_always_eager = False  # this process enqueues into the real broker too

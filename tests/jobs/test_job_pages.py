@@ -81,7 +81,7 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
 @pytest.mark.parametrize(
     "changes, field, words",
     [
-        ({"partition": "foo'; touch /tmp/pwned; echo '"}, "partition", "is not offered here"),
+        ({"partition": "foo'; touch /tmp/pwned; echo '"}, "partition", "is not offered on cluster1"),
         ({"gpu_count": "3"}, "gpu_count", "Allowed: 0, 1, 2, 4"),
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
@@ -177,7 +177,7 @@ def test_log_tail_is_read_as_owner_replaced_and_escaped(client, alice, cluster, 
         stderr=b"tail: cannot open 'x': No such file or directory\n",
         returncode=1,
     )
-    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(logs, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     client.force_login(alice)
     out = client.get(f"/jobs/{job.key}/log/out/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out and "<script>alert" not in out and "\ufffd\ufffd ok" in out
@@ -192,7 +192,7 @@ def test_a_log_read_while_the_job_ran_is_not_shown_once_it_ended(alice, cluster,
     read = ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-44.out"]
     fake = FakeTransport().expect(read, stderr=b"tail: cannot open '/o/slurm-44.out': No such file or directory\n", returncode=1)
     fake.expect(read, stdout=b"hello\n")
-    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(logs, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     assert logs.job_log_tail(job, "out").missing
     assert logs.job_log_tail(job, "out").missing and len(fake.calls) == 1  # cached while active
     job.state = JobState.COMPLETED
@@ -204,7 +204,7 @@ def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
     fake = FakeTransport().expect(
         ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", "/o/slurm-43.out"], stdout=b"x" + b"y" * 65536
     )
-    monkeypatch.setattr(logs, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(logs, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     tail = logs.job_log_tail(job, "out")
     assert tail.truncated and len(tail.text) == 65536 and set(tail.text) == {"y"}
 
@@ -273,10 +273,10 @@ def test_pages_never_load_the_whole_queue(client, alice, cluster, no_slurm):
     to load); removing the full snapshot from Redis changes nothing they show."""
     from django.core.cache import cache
 
-    from slurm.snapshot import SNAPSHOT_KEY
+    from slurm.snapshot import snapshot_key
 
     make(alice, slurm_job_id=4, state=JobState.PENDING, reason="Resources")
-    cache.delete(SNAPSHOT_KEY)
+    cache.delete(snapshot_key("cluster1"))
     client.force_login(alice)
     assert "1st in line in train" in client.get("/jobs/table/").content.decode()
     assert 'data-partition="train" data-gpu-type="a100"' in client.get("/").content.decode()

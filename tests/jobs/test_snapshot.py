@@ -63,7 +63,7 @@ def test_snapshot_round_trips_through_redis(slurm_json, clean_cache):
 @pytest.mark.django_db
 def test_refresh_records_failure_instead_of_raising(slurm_json, clean_cache, monkeypatch):
     fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"))
-    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     snap = services.snapshot_refresh()
     assert snap.error and snap.error_since
     assert snapshot_load().error == snap.error
@@ -81,7 +81,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
             return super().execute(argv, stdin=stdin, timeout=timeout)
 
     slow = SlowTransport(script=scripted(slurm_json).script)
-    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(slow))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(slow))
     client = redis_client()
     client.delete(services.LOCK_NAME)
     results = []
@@ -96,7 +96,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
     worker.start()
     assert entered.wait(10)
     second_fake = FakeTransport()
-    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(second_fake))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(second_fake))
     assert services.snapshot_refresh() is None
     assert second_fake.calls == []
     release.set()

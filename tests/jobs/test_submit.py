@@ -49,7 +49,7 @@ def policy(slurm_json, settings):
 @pytest.fixture
 def fake(monkeypatch):
     transport = FakeTransport()
-    monkeypatch.setattr(send, "get_gateway", lambda: SlurmGateway(transport))
+    monkeypatch.setattr(send, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
     return transport
 
 
@@ -131,7 +131,8 @@ def test_first_send_submits_once_as_the_user_with_script_on_stdin(alice, fake):
     job = make_job(alice)
     expect_submission(fake, sbatch_out="4242;portal\n")
     sent = send.job_send(job_id=job.pk)
-    assert (sent.state, sent.slurm_job_id, sent.slurm_cluster) == (JobState.PENDING, 4242, "portal")
+    # the row keeps the cluster it was sent to, whatever name sbatch writes for it (";portal")
+    assert (sent.state, sent.slurm_job_id, sent.cluster) == (JobState.PENDING, 4242, "cluster1")
     stdin = fake.calls[-1][1].decode()
     assert '#SBATCH --comment="portal:0f8e7a3c-5b1d-4c2e-9a6f-123456789abc"' in stdin
     assert sent.output_path == f"/home/alice/portal-jobs/{KEY}/slurm-%j.out"

@@ -122,14 +122,14 @@ def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(alice, slurm
     row = job(alice, 2, JobState.RUNNING)
     done = job(alice, 1, JobState.COMPLETED)
     fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="ssh dropped"))
-    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     services.snapshot_refresh()
     row.refresh_from_db()
     done.refresh_from_db()
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None
     assert done.status_unknown_since is None
     # The next good poll clears the mark.
-    monkeypatch.setattr(services, "get_gateway", lambda: SlurmGateway(cluster_transport(slurm_json, partitions=True)))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(cluster_transport(slurm_json, partitions=True)))
     services.snapshot_refresh()
     row.refresh_from_db()
     assert row.status_unknown_since is None and row.state == JobState.RUNNING

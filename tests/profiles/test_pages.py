@@ -111,7 +111,7 @@ def test_policy_errors_are_listed_with_their_line(client, people, cluster, no_sl
     r = client.post("/profiles/new/", {"yaml": text, "action": "check"})
     assert r.status_code == HTTPStatus.BAD_REQUEST
     errors = errors_of(r)
-    assert any(e.startswith("line 4 · resources.partition:") and "not offered here" in e for e in errors), errors
+    assert any(e.startswith("line 4 · resources.partition:") and "not offered on cluster1" in e for e in errors), errors
     assert any(e.startswith("line 14 · environment.python:") and "Offered: 3.11" in e for e in errors), errors
 
 

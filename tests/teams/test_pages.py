@@ -291,7 +291,7 @@ def worker(monkeypatch):
     from tests.fakes import FakeTransport
 
     fake = FakeTransport()
-    monkeypatch.setattr(slurm_sync, "get_gateway", lambda: SlurmGateway(fake))
+    monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     queued: list[dict] = []
     monkeypatch.setattr("teams.services.teams_sync_task.delay", lambda **kwargs: queued.append(kwargs))
 

@@ -120,7 +120,7 @@ def as_sacctmgr(state: ActualState) -> tuple[str, str]:
 @pytest.fixture
 def fake(monkeypatch, clean_cache):
     transport = FakeTransport()
-    monkeypatch.setattr(slurm_sync, "get_gateway", lambda: SlurmGateway(transport))
+    monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
     return transport
 
 

@@ -1,13 +1,15 @@
-"""``manage.py cluster_check``: test the whole path from the portal to Slurm and say what is wrong."""
+"""``manage.py cluster_check``: test the whole path from the portal to each cluster's Slurm and say
+what is wrong (``--cluster NAME`` for one)."""
 
 from __future__ import annotations
 
 import socket
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from slurm import SlurmError, get_gateway
+from slurm import SlurmError, SlurmVersionUnknown, get_gateway
+from slurm.clusters import Cluster, cluster_get, clusters
+from slurm.snapshot import snapshot_take
 
 
 class Command(BaseCommand):
@@ -22,41 +24,54 @@ class Command(BaseCommand):
             default="",
             help="A researcher to test the sudo rule with (default: the first member of the cluster users group).",
         )
+        parser.add_argument("--cluster", default="", help="Check only this cluster (default: every configured cluster).")
 
-    def handle(self, *args, as_user: str = "", **options):
+    def handle(self, *args, as_user: str = "", cluster: str = "", **options):
         self.failures = 0
-        conf = settings.SLURM_GATEWAY
-        gateway = get_gateway()
-        if conf["transport"] == "ssh":
-            self._check_tcp(conf)
-            try:
-                gateway.run(["true"])
-                self._ok(f"SSH as {conf['ssh_user']}: host key matches {conf['ssh_known_hosts']}, key accepted")
-            except SlurmError as exc:
-                self._fail("SSH session", exc.message)
-                raise CommandError(f"{self.failures} check(s) failed; stopping, nothing else can work without SSH.") from None
-        else:
-            self._ok("transport is local: no SSH involved")
-        user = as_user or self._first_member(gateway, conf["users_group"])
-        if user:
-            self._check_sudo(gateway, user, conf["users_group"])
-        self._check_slurm(gateway)
+        if cluster and cluster_get(cluster) is None:
+            raise CommandError(f"No cluster named {cluster!r}; configured: {', '.join(c.name for c in clusters())}.")
+        chosen = [cluster_get(cluster)] if cluster else list(clusters())
+        for each in chosen:
+            self.stdout.write(self.style.MIGRATE_HEADING(f"Cluster {each.label if each.label != each.name else each.name}"))
+            self._check_cluster(each, as_user)
         if self.failures:
             raise CommandError(f"{self.failures} check(s) failed.")
         self.stdout.write(self.style.SUCCESS("All checks passed."))
 
+    def _check_cluster(self, cluster: Cluster, as_user: str) -> None:
+        """Every step for one cluster; a step nothing after it can do without ends this cluster's checks."""
+        conf = cluster.gateway
+        gateway = get_gateway(cluster.name)
+        if conf["transport"] == "ssh":
+            if not self._check_tcp(conf):
+                return
+            try:
+                gateway.run(["true"])
+                self._ok(f"SSH as {conf['ssh_user']}: host key matches {conf['ssh_known_hosts']}, key accepted")
+            except SlurmError as exc:
+                self._fail("SSH session", exc.message + " (nothing else can be checked on this cluster without SSH)")
+                return
+        else:
+            self._ok("transport is local: no SSH involved")
+        user = as_user or self._first_member(gateway, conf["users_group"])
+        if user:
+            self._check_sudo(gateway, user, conf["users_group"], cluster.sbatch_helper)
+        self._check_slurm(gateway, cluster)
+
     # --- steps ------------------------------------------------------------------------------
-    def _check_tcp(self, conf):
+    def _check_tcp(self, conf) -> bool:
         try:
             with socket.create_connection((conf["ssh_host"], conf["ssh_port"]), timeout=conf["ssh_connect_timeout"]):
                 pass
             self._ok(f"sshd reachable at {conf['ssh_host']}:{conf['ssh_port']}")
+            return True
         except OSError as exc:
             self._fail(
                 "sshd reachable",
-                f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running? (For the local cluster: make cluster.)",
+                f"{conf['ssh_host']}:{conf['ssh_port']}: {exc}. Is the portal's sshd running? (For the local clusters: make cluster.) "
+                "Nothing else can be checked on this cluster.",
             )
-            raise CommandError("sshd is not reachable; nothing else can be checked.") from None
+            return False
 
     def _first_member(self, gateway, group: str) -> str:
         try:
@@ -70,7 +85,7 @@ class Command(BaseCommand):
             return ""
         return members[0]
 
-    def _check_sudo(self, gateway, user: str, group: str):
+    def _check_sudo(self, gateway, user: str, group: str, helper: str):
         try:
             gateway.run(["squeue", "--version"], as_user=user)
             self._ok(f"sudo rule: service user may run Slurm commands as {user} (group {group})")
@@ -78,7 +93,6 @@ class Command(BaseCommand):
             self._fail(
                 "sudo rule", f"`sudo -n -u {user} squeue` failed: {exc.message}. Install the sudoers rule for the service user."
             )
-        helper = settings.PORTAL_SBATCH_HELPER
         try:
             gateway.run([helper, "--", "--version"], as_user=user)
             self._ok(f"submit helper: {helper} runs sbatch as {user}")
@@ -94,13 +108,19 @@ class Command(BaseCommand):
         else:
             self._ok("sudo rule is narrow: a non-Slurm command as the user is refused")
 
-    def _check_slurm(self, gateway):
+    def _check_slurm(self, gateway, cluster: Cluster):
+        """One real poll, as the poller takes it: the version, its JSON read by the portal's adapter."""
         try:
-            sinfo = gateway.run_json(["sinfo", "--json"])
-            release = sinfo.get("meta", {}).get("Slurm", {}).get("release", "?")
-            self._ok(f"Slurm answers: version {release}, {len(sinfo.get('nodes', []))} node(s)")
+            snapshot = snapshot_take(gateway, cluster=cluster.name)
+            self._ok(
+                f"Slurm answers: version {snapshot.slurm_version or '?'}, its JSON ({snapshot.output_version}) read: "
+                f"{len(snapshot.nodes)} node(s), {len(snapshot.partitions)} partition(s), {len(snapshot.jobs)} job(s) in the queue"
+            )
+        except SlurmVersionUnknown as exc:
+            self._fail("Slurm's JSON understood", exc.message)
+            return
         except (SlurmError, ValueError) as exc:
-            self._fail("Slurm answers", f"sinfo --json failed: {exc}")
+            self._fail("Slurm answers", f"the poll's commands failed: {exc}")
             return
         try:
             config = gateway.run(["scontrol", "show", "config"]).out
