@@ -6,7 +6,7 @@ cluster/up.sh), into ``tests/fixtures/slurm/24.11/``; the same documents in the 
 Run as root on the machine that runs cluster2 (it uses the root's commands for what only an administrator
 does: requeue, drain, stopping slurmctld), from the repository root::
 
-    python3 cluster/record_fixtures.py            # about 3 minutes
+    python3 cluster/record_fixtures.py            # about 4 minutes
 
 What it does, in order (every job through the portal's own path: ssh as the service user to
 127.0.0.1:2223, ``sudo -n -u <user>`` the submit helper, batch script on stdin, ``--comment=portal:<uuid>``):
@@ -22,7 +22,9 @@ What it does, in order (every job through the portal's own path: ssh as the serv
 4. waits for every job to end (the quota job is cancelled), records ``sacct`` (the "accounting" moment);
 5. drains g2, submits a job to it and records ``sinfo``, ``scontrol show node`` and ``squeue`` (the
    "drained" moment), then cancels it and resumes g2;
-6. stops cluster2's slurmctld and records what ``squeue --json`` and ``sinfo --json`` answer (stdout,
+6. stops g2's slurmd until slurmctld marks g2 ``DOWN*`` (DOWN, NOT_RESPONDING) and records ``scontrol show
+   node`` and ``sinfo`` (the "node down" moment), then starts it again with cluster/cluster2/up.sh;
+7. stops cluster2's slurmctld and records what ``squeue --json`` and ``sinfo --json`` answer (stdout,
    stderr, exit status, seconds), then starts it again with cluster/cluster2/up.sh (also on any failure).
 
 The documents are written byte for byte as Slurm printed them (nothing scrubbed or edited); the query
@@ -287,11 +289,12 @@ def scenario(rec: Recording) -> None:
     rec.submit(
         "pending_resources", "alice", ["-p", "gpu", "--gres=gpu:h100:4", "--mem=1000M", "-t", "2"], "#!/bin/bash\nsleep 5\n"
     )
-    # bob's fair share is higher than alice's: --nice puts his job behind hers (reason Priority)
+    # bob's fair share may be higher than alice's (it depends on the usage recorded so far): a --nice larger
+    # than any priority here puts his job behind hers (reason Priority) whatever the usage
     rec.submit(
         "pending_priority",
         "bob",
-        ["-p", "gpu", "--gres=gpu:h100:4", "--mem=1000M", "-t", "2", "--nice=5000"],
+        ["-p", "gpu", "--gres=gpu:h100:4", "--mem=1000M", "-t", "2", "--nice=100000"],
         "#!/bin/bash\nsleep 5\n",
     )
     rec.submit(
@@ -348,8 +351,10 @@ def scenario(rec: Recording) -> None:
     ids = ",".join(str(j["id"]) for j in rec.jobs.values())
     rec.record("squeue_all", ["squeue", "--json", "-t", "all", "-j", ids], moment, variants=True)
     rec.record("sinfo", ["sinfo", "--json"], moment, variants=True)
-    rec.record("scontrol_show_node", ["scontrol", "show", "node", "--json"], moment)
-    rec.record("scontrol_show_partition", ["scontrol", "show", "partition", "--json"], moment)
+    # the per-node and per-partition documents the v0.0.40-42 adapters poll (sinfo --json is one entry per
+    # partition x node group there), in every version
+    rec.record("scontrol_show_node", ["scontrol", "show", "node", "--json"], moment, variants=True)
+    rec.record("scontrol_show_partition", ["scontrol", "show", "partition", "--json"], moment, variants=True)
     rec.record("scontrol_show_job", ["scontrol", "show", "job", str(rec.jobs["running"]["id"]), "--json"], moment)
     rec.record("sshare", ["sshare", "--json", "-a"], moment)
     rec.record_text("scontrol_show_partition_oneliner.txt", ["scontrol", "show", "partition", "--oneliner"], moment)
@@ -390,11 +395,51 @@ def scenario(rec: Recording) -> None:
         rec.jobs["drained_wait"]["seen_in_queue"] = [{"state": s, "reason": r} for s, r in rec.observed("drained_wait")]
         moment = "drained: g2 drained (reason 'disk swap'), a job of the small partition waiting"
         rec.record("sinfo_drained", ["sinfo", "--json"], moment, variants=True)
-        rec.record("scontrol_show_node_drained", ["scontrol", "show", "node", "--json"], moment)
+        rec.record("scontrol_show_node_drained", ["scontrol", "show", "node", "--json"], moment, variants=True)
         rec.record("squeue_drained", ["squeue", "--json", "-j", str(drained)], moment, variants=True)
         in_root(["scancel", str(drained)])
     finally:
         in_root(["scontrol", "update", "nodename=g2", "state=resume"], check=False)
+
+
+def slurmd_pid(node: str) -> int | None:
+    """The pid of cluster2's slurmd for ``node`` (by its pidfile, only if it runs in the root), else None."""
+    try:
+        pid = int(Path(ROOT, f"run/slurm/slurmd-{node}.pid").read_text().strip())
+        if os.readlink(f"/proc/{pid}/root") != ROOT or Path(f"/proc/{pid}/comm").read_text().strip() != "slurmd":
+            return None
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return None if state == "Z" else pid
+    except (OSError, ValueError):
+        return None
+
+
+def node_states(node: str) -> list[str]:
+    doc = json.loads(in_root(["scontrol", "show", "node", node, "--json"]).stdout)
+    return doc["nodes"][0]["state"]
+
+
+def node_not_responding(rec: Recording) -> None:
+    """Stop g2's slurmd (by its pidfile, in the root only) until slurmctld marks g2 DOWN and NOT_RESPONDING
+    (``DOWN*``; SlurmdTimeout is 30 s), record ``scontrol show node`` and ``sinfo``, then start it again with
+    cluster/cluster2/up.sh (ReturnToService=1 takes g2 back once it registers)."""
+    pid = slurmd_pid("g2")
+    if pid is None:
+        raise RecordError("cluster2's slurmd for g2 is not running")
+    try:
+        os.kill(pid, 15)
+        wait_until("g2's slurmd to exit", 30, lambda: slurmd_pid("g2") is None)
+        log(f"stopped g2's slurmd (pid {pid}); waiting for slurmctld to mark g2 DOWN* (SlurmdTimeout 30 s)")
+        wait_until("g2 to be DOWN and NOT_RESPONDING", 120, lambda: {"DOWN", "NOT_RESPONDING"} <= set(node_states("g2")))
+        moment = "node down: g2's slurmd stopped, slurmctld marked g2 DOWN and NOT_RESPONDING (DOWN*)"
+        rec.record("scontrol_show_node_down", ["scontrol", "show", "node", "--json"], moment, variants=True)
+        rec.record("sinfo_down", ["sinfo", "--json"], moment, variants=True)
+    finally:
+        if slurmd_pid("g2") is None:
+            log("starting g2's slurmd again (cluster/cluster2/up.sh)")
+            subprocess.run(["bash", str(REPO / "cluster" / "cluster2" / "up.sh")], check=False, stdout=subprocess.DEVNULL)
+    wait_until("g2 to respond again", 90, lambda: not {"DOWN", "NOT_RESPONDING"} & set(node_states("g2")))
+    log(f"g2 back: {'+'.join(node_states('g2'))}")
 
 
 def controller_down(rec: Recording) -> None:
@@ -426,6 +471,7 @@ def main() -> int:
             raise RecordError(f"cluster2 runs Slurm {version}, not 24.11")
         prepare()
         scenario(rec)
+        node_not_responding(rec)
         controller_down(rec)
     except (RecordError, subprocess.TimeoutExpired) as error:
         print(f"record_fixtures.py: {error}", file=sys.stderr)
@@ -437,6 +483,7 @@ def main() -> int:
         try:
             if queue_ids():
                 in_root(["scancel", *queue_ids()], check=False)
+                wait_until("cluster2's queue to empty", 60, lambda: not queue_ids())
             drop_quota_account()
         except (RecordError, subprocess.TimeoutExpired) as error:
             print(f"record_fixtures.py: while cleaning up: {error}", file=sys.stderr)
