@@ -78,6 +78,37 @@ def first_state(value) -> str:
     return str(value or "").upper()
 
 
+#: The job state flags Slurm's ``job_state_string()`` names instead of the base state, in its order
+#: (``src/common/slurm_protocol_defs.c``): what 22.05's JSON wrote as ``job_state`` /
+#: ``state.current`` for a job with that flag set, e.g. ``REQUEUED`` for a requeued run.
+JOB_STATE_FLAG_WORDS = (
+    "COMPLETING",
+    "STAGE_OUT",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+    "SIGNALING",
+)
+
+
+def job_state_word(value) -> str:
+    """A job's state as one upper-case word, the one Slurm's ``job_state_string()`` gives: a string
+    as written (22.05: ``"REQUEUED"``); a list (23.11+: base state first, then flags) names its
+    first flag of :data:`JOB_STATE_FLAG_WORDS` if it has one, else its base state, so
+    ``["PENDING", "REQUEUED"]`` (24.11's sacct record of a requeued run) reads ``REQUEUED`` as
+    22.05's ``"REQUEUED"`` did, and ``["RUNNING", "COMPLETING"]`` reads ``COMPLETING``. Never raises."""
+    if isinstance(value, (list, tuple)):
+        words = [str(part).strip().upper() for part in value]
+        return next((w for w in JOB_STATE_FLAG_WORDS if w in words[1:]), words[0] if words else "")
+    return str(value or "").strip().upper()
+
+
 # --- array jobs --------------------------------------------------------------------------------
 
 _ARRAY_TEXT = re.compile(r"(?:([0-9]+)_)?(?:\[([^\[\]]*)\]|([^\[\]_]*))")
@@ -155,10 +186,12 @@ def parse_limit_minutes(value: SlurmNumber) -> int | None:
 
 def parse_timestamp(value: SlurmNumber) -> int | None:
     """Unix seconds (squeue ``start_time``/``end_time``, sacct ``time.start``/``time.end``);
-    ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects. ``ValueError``
-    on anything else."""
+    ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects, and Slurm's
+    uint32 NO_VAL/INFINITE (24.11's sacct writes ``time.start`` 4294967294 for a job cancelled
+    before it started, where 22.05 wrote null; recorded in ``24.11/sacct.json``). ``ValueError`` on
+    anything else."""
     seconds = whole_number(value, "timestamp (Unix seconds)")
-    return seconds if seconds is not None and seconds > 0 else None
+    return seconds if seconds is not None and seconds > 0 and seconds not in _UINT32_NO_VALUE else None
 
 
 def parse_time_limit(text: str) -> int | None:
@@ -273,13 +306,14 @@ _SLURM_STATES = frozenset(
 
 def classify_state(raw: object) -> tuple[JobState, str]:
     """(state, raw text) from squeue ``job_state`` or sacct ``state.current``: a string
-    (``"CANCELLED by 54321"``, ``"CANCELLED+"``, ``"PD"``) or a list (newer Slurm, base state
-    first: ``["PENDING", "REQUEUED"]``, raw text joined with ``","``). The base state is the first
-    word; anything not a Slurm job state we know (``REQUEUE_HOLD``, ``SPECIAL_EXIT``, ``""``...)
-    is ``JobState.OTHER``. Never raises."""
+    (``"CANCELLED by 54321"``, ``"CANCELLED+"``, ``"PD"``) or a list (23.11+, base state first:
+    ``["PENDING", "REQUEUED"]``, raw text joined with ``","``). A string's state is its first
+    word; a list's is :func:`job_state_word`'s (its flag word where 22.05 wrote one: ``REQUEUED``).
+    Anything not a Slurm job state we know (``REQUEUE_HOLD``, ``SPECIAL_EXIT``, ``""``...) is
+    ``JobState.OTHER``. Never raises."""
     if isinstance(raw, (list, tuple)):
         text = ",".join(str(part) for part in raw)
-        first = str(raw[0]) if raw else ""
+        first = job_state_word(raw)
     else:
         text = "" if raw is None else str(raw).strip()
         first = text
@@ -432,3 +466,15 @@ def exit_or_none(value) -> tuple[int | None, int | None]:
         return parse_exit(value)
     except ValueError:
         return None, None
+
+
+def queue_exit(value) -> tuple[int | None, int | None]:
+    """(exit code, signal) of squeue's ``exit_code`` as 22.05's wait status gives them, in any form:
+    :func:`exit_or_none`, except that a signalled job whose status object leaves the return code
+    unset (23.11+: ``{"status": ["SIGNALED"], "return_code": {"set": false}, "signal": {"id": 9}}``)
+    reads exit code 0, as 22.05's wait status 9 does (``status >> 8``) and as sacct's text writes
+    it (``0:9``). Never raises."""
+    code, signal = exit_or_none(value)
+    if code is None and signal:
+        code = 0
+    return code, signal

@@ -1,10 +1,17 @@
 """One adapter per Slurm JSON output version, chosen from the document itself.
 
 An adapter is a module that reads every document shape of its version into the plain records of
-:mod:`slurm.records`: ``parse_nodes(sinfo)``, ``parse_jobs(squeue)``, ``parse_sacct_jobs(sacct)``,
-``queue_job_by_comment(squeue, comment)`` and ``sacct_job_by_comment(sacct, comment)`` (the key
-look-up of a retried submission), plus ``parse_partitions(text)`` for ``scontrol show partition
---oneliner``. Values inside the documents are read by :mod:`slurm.values`.
+:mod:`slurm.records`, with the same meaning whatever the version: ``VERSION``; ``poll(gateway, *,
+previous, now, probe)`` (:class:`PollReading`: the commands its version needs, three per poll);
+``parse_nodes(document)`` (22.05: ``sinfo --json``; 23.11+: ``scontrol show node --json``),
+``parse_jobs(squeue)``, ``parse_sacct_jobs(sacct)``, ``queue_job_by_comment(squeue, comment)`` and
+``sacct_job_by_comment(sacct, comment)`` (the key look-up of a retried submission), plus
+``parse_partitions(text)`` for ``scontrol show partition --oneliner``; ``failure_errors(document)``
+and ``EMPTY_RESULT_ERRORS`` (which ``errors`` entries only mean "nothing found"). Values inside the
+documents are read by :mod:`slurm.values`.
+
+The adapters: :mod:`.v0_0_38` (Slurm 22.05, ``openapi/v0.0.38``) and, sharing :mod:`.data_parser`,
+:mod:`.v0_0_40` (23.11), :mod:`.v0_0_41` (24.05) and :mod:`.v0_0_42` (24.11).
 
 :func:`adapter_for` picks the adapter from the document's ``meta``: the output plugin it names
 (22.05: ``meta.plugin.type`` ``openapi/v0.0.38`` or ``openapi/dbv0.0.38``; 23.02 and later:
@@ -47,10 +54,12 @@ class PollReading:
 
 class OtherVersion(Exception):
     """Raised by an adapter's ``poll`` when a document names another output version than its own
-    (the cluster was upgraded between two polls): ``adapter`` reads it, ``document`` is it."""
+    (the cluster was upgraded between two polls): ``adapter`` reads it, ``document`` is it, ``argv``
+    the command that printed it (the new adapter's ``poll`` takes it as its ``probe`` only when it is
+    ``sinfo --json``)."""
 
-    def __init__(self, adapter: ModuleType, document: dict):
-        self.adapter, self.document = adapter, document
+    def __init__(self, adapter: ModuleType, document: dict, argv: Sequence[str] = ()):
+        self.adapter, self.document, self.argv = adapter, document, list(argv)
         super().__init__(f"the document is {getattr(adapter, 'VERSION', '?')}")
 
 
@@ -60,17 +69,17 @@ def expect_version(version: str, document: dict, argv: Sequence[str]) -> dict:
     :class:`SlurmVersionUnknown`."""
     found = adapter_for(document, argv=argv)
     if found.VERSION != version:
-        raise OtherVersion(found, document)
+        raise OtherVersion(found, document, argv)
     return document
 
 
-from . import v0_0_38  # noqa: E402  (the adapters use the names above)
+from . import v0_0_38, v0_0_40, v0_0_41, v0_0_42  # noqa: E402  (the adapters use the names above)
 
 #: Output plugin version (``v0.0.38``; the ``db`` of sacct's ``dbv0.0.38`` dropped) -> adapter.
-ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38}
+ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38, "v0.0.40": v0_0_40, "v0.0.41": v0_0_41, "v0.0.42": v0_0_42}
 #: Slurm release (``major.minor``, zero-padded as Slurm writes it) -> adapter, for documents whose
 #: ``meta`` names no plugin.
-RELEASES: dict[str, ModuleType] = {"22.05": v0_0_38}
+RELEASES: dict[str, ModuleType] = {"22.05": v0_0_38, "23.11": v0_0_40, "24.05": v0_0_41, "24.11": v0_0_42}
 
 _PLUGIN_VERSION = re.compile(r"(?:db)?(v\d+\.\d+\.\d+)$")
 
@@ -98,23 +107,30 @@ def document_version(document: dict) -> tuple[str, str]:
     return (match.group(1) if match else named), release
 
 
+def known_versions() -> str:
+    """The versions there are adapters for, as the error says them: ``Slurm 22.05 (v0.0.38), 23.11
+    (v0.0.40), ...``."""
+    return "Slurm " + ", ".join(f"{release} ({module.VERSION})" for release, module in sorted(RELEASES.items()))
+
+
 def adapter_for(document: dict, *, argv: Sequence[str] = ()) -> ModuleType:
     """The adapter for this document (see the module docstring). ``argv``: the command that printed
     it, for the error. Raises :class:`~slurm.errors.SlurmVersionUnknown` when neither the plugin
-    nor the release it names has an adapter."""
+    nor the release it names has an adapter, with a sentence naming both and the known versions:
+    "Slurm 26.05 output not understood yet: squeue printed JSON of output plugin 'v0.0.44' ..."."""
     plugin, release = document_version(document)
     if plugin in ADAPTERS:
         return ADAPTERS[plugin]
     if not plugin and release in RELEASES:
         return RELEASES[release]
-    named = ", ".join(
-        part for part in (f"output plugin {plugin!r}" if plugin else "", f"Slurm {release}" if release else "") if part
-    )
+    command = (list(argv) or ["Slurm"])[0]
+    printed = f"output plugin {plugin!r}" if plugin else "no output plugin version"
     raise SlurmVersionUnknown(
         argv,
         None,
         message=(
-            f"{(list(argv) or ['Slurm'])[0]} printed JSON of {named or 'no version (its meta names none)'}, which the portal "
-            f"cannot read: known output versions are {', '.join(sorted(ADAPTERS))} (Slurm {', '.join(sorted(RELEASES))})."
+            f"{f'Slurm {release}' if release else 'Slurm'} output not understood yet: {command} printed JSON of {printed}"
+            f"{'' if release else ' and no Slurm release'}, and the portal reads only {known_versions()}. Nothing was read "
+            "from it: this Slurm needs a portal release with an adapter for its version (slurm/adapters/)."
         ),
     )

@@ -51,7 +51,8 @@ def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> Po
     --json``, and ``scontrol show partition --oneliner`` once per :data:`PARTITIONS_EVERY`."""
     sinfo = expect_version(VERSION, probe if probe is not None else gateway.run_json(SINFO), SINFO)
     squeue = expect_version(VERSION, gateway.run_json(SQUEUE), SQUEUE)
-    partitions, partitions_at = (previous.partitions, previous.partitions_at) if previous else ([], 0.0)
+    same = previous is not None and previous.output_version in ("", VERSION)  # after a version change: read again
+    partitions, partitions_at = (previous.partitions, previous.partitions_at) if same else ([], 0.0)
     if not partitions or now - partitions_at >= PARTITIONS_EVERY:
         partitions, partitions_at = parse_partitions(gateway.run(PARTITIONS).out), now
     return PollReading(
@@ -196,19 +197,22 @@ def _finished_job(raw: dict) -> FinishedJob:
 
 def queue_job_by_comment(squeue: dict, comment: str) -> tuple[int, str] | None:
     """(job id, cluster) of the ``squeue --json`` job whose ``comment`` is ``comment`` (the portal's
-    ``portal:<key>``); ``None`` when no job carries it. ``cluster`` is ``""`` when not written."""
+    ``portal:<key>``); ``None`` when no job carries it. For an array the id is the array job's (what
+    ``sbatch --parsable`` printed; every task carries the comment). ``cluster`` is ``""`` when not
+    written."""
     for raw in squeue.get("jobs", []):
         if raw.get("comment") == comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
+            return number(raw.get("array_job_id"), 0) or int(raw["job_id"]), str(raw.get("cluster") or "")
     return None
 
 
 def sacct_job_by_comment(sacct: dict, comment: str) -> tuple[int, str] | None:
     """The same from a ``sacct --json`` document, whose ``comment`` is an object (``comment.job``;
-    a plain string is read too)."""
+    a plain string is read too; array tasks: ``array.job_id``)."""
     for raw in sacct.get("jobs", []):
         value = raw.get("comment")
         text = value.get("job") if isinstance(value, dict) else value
         if text == comment:
-            return int(raw["job_id"]), str(raw.get("cluster") or "")
+            array = raw.get("array") or {}
+            return number(array.get("job_id"), 0) or int(raw["job_id"]), str(raw.get("cluster") or "")
     return None

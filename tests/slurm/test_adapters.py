@@ -185,18 +185,25 @@ def test_every_recorded_2205_document_gets_the_v0_0_38_adapter(slurm_json, name)
     "meta, named",
     [
         (
-            {"plugins": {"data_parser": "data_parser/v0.0.40"}, "slurm": {"version": {"major": 23, "minor": 11, "micro": 1}}},
-            "v0.0.40",
+            {
+                "plugin": {"data_parser": "data_parser/v0.0.44"},
+                "slurm": {"version": {"major": "26", "minor": "05", "micro": "0"}},
+            },
+            "Slurm 26.05 output not understood yet: squeue printed JSON of output plugin 'v0.0.44'",
         ),
-        ({"plugin": {"type": "openapi/v0.0.37"}}, "v0.0.37"),
-        ({"Slurm": {"version": {"major": 24, "minor": 5, "micro": 0}}}, "Slurm 24.05"),
-        ({}, "no version"),
+        (
+            {"plugin": {"type": "openapi/v0.0.37"}},
+            "Slurm output not understood yet: squeue printed JSON of output plugin 'v0.0.37'",
+        ),
+        ({"Slurm": {"version": {"major": 26, "minor": 5, "micro": 0}}}, "Slurm 26.05 output not understood yet"),
+        ({}, "no output plugin version and no Slurm release"),
     ],
 )
 def test_an_unknown_version_is_a_slurm_error_naming_it(meta, named):
     with pytest.raises(SlurmVersionUnknown) as caught:
         adapter_for({"meta": meta, "jobs": []}, argv=["squeue", "--json"])
     assert named in caught.value.message and "squeue" in caught.value.message
+    assert "Slurm 22.05 (v0.0.38), 23.11 (v0.0.40), 24.05 (v0.0.41), 24.11 (v0.0.42)" in caught.value.message
     assert isinstance(caught.value, SlurmError) and caught.value.returncode is None
 
 
@@ -205,9 +212,9 @@ def test_the_release_alone_chooses_when_no_plugin_is_named():
 
 
 def test_a_snapshot_of_an_unknown_version_is_a_failed_poll_not_an_empty_cluster(slurm_json):
-    newer = {**slurm_json("22.05", "sinfo"), "meta": {"plugins": {"data_parser": "data_parser/v0.0.41"}}}
+    newer = {**slurm_json("22.05", "sinfo"), "meta": {"plugins": {"data_parser": "data_parser/v0.0.44"}}}
     fake = FakeTransport()
     fake.expect(["sinfo", "--json"], stdout=json.dumps(newer))
     fake.expect(["squeue", "--json"], stdout=json.dumps(slurm_json("22.05", "squeue")))
-    with pytest.raises(SlurmVersionUnknown, match="v0.0.41"):
+    with pytest.raises(SlurmVersionUnknown, match="v0.0.44"):
         snapshot_take(SlurmGateway(fake), now=1000.0)

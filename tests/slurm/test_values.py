@@ -17,6 +17,7 @@ from slurm.values import (
     parse_timestamp,
     parse_tres,
     parse_tres_count,
+    queue_exit,
     time_left_seconds,
 )
 
@@ -148,6 +149,8 @@ def test_parse_limit_minutes_refuses_garbage(value):
         ("None", None),
         ("", None),
         (None, None),
+        (4294967294, None),  # NO_VAL: 24.11 sacct's start of a job that never started
+        (4294967295, None),  # INFINITE
     ],
 )
 def test_parse_timestamp(value, seconds):
@@ -225,6 +228,24 @@ def test_parse_exit(value, expected):
     assert parse_exit(value) == expected
 
 
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (768, (3, 0)),  # 22.05's wait status: unchanged
+        (9, (0, 9)),
+        (4294967294, (None, None)),
+        ("garbage", (None, None)),
+        ({"status": ["ERROR"], "return_code": num(3), "signal": {"id": UNSET, "name": ""}}, (3, 0)),
+        # 23.11+: a signalled job's return code is unset; the queue reads 0, as 22.05's wait status 9 did
+        ({"status": ["SIGNALED"], "return_code": UNSET, "signal": {"id": num(9), "name": "KILL"}}, (0, 9)),
+        ({"status": ["PENDING"], "return_code": UNSET, "signal": {"id": UNSET, "name": ""}}, (None, None)),
+        ({"status": ["SUCCESS"], "return_code": num(0), "signal": {"id": UNSET, "name": ""}}, (0, 0)),
+    ],
+)
+def test_queue_exit_reads_every_form_as_22_05s_wait_status(value, expected):
+    assert queue_exit(value) == expected
+
+
 @pytest.mark.parametrize("value", ["abc", "3", "1:", ":9", "1:2:3", True, -1, [0], 1.5])
 def test_parse_exit_refuses_garbage(value):
     with pytest.raises(ValueError, match="Not a Slurm exit code"):
@@ -271,7 +292,11 @@ def test_recorded_sacct_exit_codes(slurm_json):
         ("R", JobState.RUNNING, "R"),
         ("CG", JobState.COMPLETING, "CG"),
         ("OOM", JobState.OUT_OF_MEMORY, "OOM"),
-        (["PENDING", "REQUEUED"], JobState.PENDING, "PENDING,REQUEUED"),
+        # 23.11+ lists: the word 22.05's job_state_string() wrote (a flag before the base state)
+        (["PENDING", "REQUEUED"], JobState.REQUEUED, "PENDING,REQUEUED"),
+        (["RUNNING", "COMPLETING"], JobState.COMPLETING, "RUNNING,COMPLETING"),
+        (["PENDING", "REQUEUE_HOLD"], JobState.OTHER, "PENDING,REQUEUE_HOLD"),
+        (["COMPLETED", "LAUNCH_FAILED"], JobState.COMPLETED, "COMPLETED,LAUNCH_FAILED"),
         (["CANCELLED"], JobState.CANCELLED, "CANCELLED"),
         ("REQUEUE_HOLD", JobState.OTHER, "REQUEUE_HOLD"),
         ("SPECIAL_EXIT", JobState.OTHER, "SPECIAL_EXIT"),

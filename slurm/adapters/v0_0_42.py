@@ -1,0 +1,34 @@
+"""Adapter for Slurm 24.11's JSON: ``data_parser/v0.0.42`` (``squeue``, ``scontrol show node``,
+``sacct --json``). The readers are :mod:`.data_parser`'s, shared with v0.0.40 and v0.0.41; this module
+names the version and its commands.
+
+What v0.0.42 changed from v0.0.41, none of it read here (recorded: ``tests/fixtures/slurm/24.11/`` vs
+``24.05/``): squeue drops ``exclusive``, ``oversubscribe``, ``show_flags`` and ``minimum_switches`` and
+adds ``priority_by_partition`` and ``required_switches``; sacct adds ``restart_cnt`` and ``qosreq`` to
+each job. Recorded from the local cluster2 (Slurm 24.11.5) by ``cluster/record_fixtures.py``.
+"""
+
+from __future__ import annotations
+
+from . import data_parser
+from .data_parser import (  # noqa: F401  (this version's readers: the adapter interface)
+    EMPTY_RESULT_ERRORS,
+    NODES,
+    PARTITIONS,
+    SQUEUE,
+    failure_errors,
+    parse_jobs,
+    parse_nodes,
+    parse_partitions,
+    parse_sacct_jobs,
+    queue_job_by_comment,
+    sacct_job_by_comment,
+)
+
+#: The output version this module reads.
+VERSION = "v0.0.42"
+
+
+def poll(gateway, *, previous=None, now: float, probe: dict | None = None):
+    """One poll of a 24.11 cluster: :func:`slurm.adapters.data_parser.poll` with :data:`VERSION`."""
+    return data_parser.poll(VERSION, gateway, previous=previous, now=now, probe=probe)
