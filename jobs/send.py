@@ -92,12 +92,13 @@ def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
 
 
 def find_by_key(job: Job) -> tuple[int, str] | None:
-    """(job id, cluster) of the Slurm job carrying ``job.comment``, from ``squeue --json`` (every job
-    Slurm still holds) then ``sacct --json`` for the user since the row was created; ``None`` if
-    neither has it, asked on the job's own cluster. Raises :class:`SlurmError` when Slurm cannot answer
-    (then we do not know)."""
+    """(job id, cluster) of the Slurm job carrying ``job.comment``, from ``squeue --json -t all`` (every
+    job Slurm still holds, ended ones for MinJobAge: 23.11+ list those only with ``-t all``, 22.05
+    ignores it) then ``sacct --json`` for the user since the row was created; ``None`` if neither has
+    it, asked on the job's own cluster. Raises :class:`SlurmError` when Slurm cannot answer (then we
+    do not know)."""
     gw = get_gateway(job.cluster)
-    argv = ["squeue", "--json"]
+    argv = ["squeue", "--json", "-t", "all"]
     squeue = gw.run_json(argv)
     found = adapter_for(squeue, argv=argv).queue_job_by_comment(squeue, job.comment)
     if found:

@@ -77,7 +77,9 @@ def job_adopted_by_key(w: World):
     job = _job(w, submitted_at=djtz.now(), workdir="/home/alice/j", output_path="/home/alice/j/o", error_path="/home/alice/j/e")
     before = read(job, "state")
     meta = w.slurm_json("22.05", "squeue")["meta"]
-    w.slurm.expect(["squeue", "--json"], stdout=json.dumps({"meta": meta, "jobs": [{"job_id": 556, "comment": job.comment}]}))
+    w.slurm.expect(
+        ["squeue", "--json", "-t", "all"], stdout=json.dumps({"meta": meta, "jobs": [{"job_id": 556, "comment": job.comment}]})
+    )
     job_send(job_id=job.pk)
     return before, read(job, "state", "slurm_job_id")
 

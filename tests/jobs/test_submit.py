@@ -155,11 +155,25 @@ def test_lost_sbatch_answer_is_uncertain_and_the_retry_adopts_by_key(alice, fake
         **META_2205,
         "jobs": [{"job_id": 555, "comment": "portal:other"}, {"job_id": 556, "comment": job.comment, "cluster": "portal"}],
     }
-    fake.expect(["squeue", "--json"], stdout=json.dumps(queue))
+    fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(queue))
     adopted = send.job_send(job_id=job.pk)
     assert (adopted.state, adopted.slurm_job_id) == (JobState.PENDING, 556)
     assert not any(is_submission(call) for call in fake.calls[2:])
     assert AuditEvent.objects.filter(job=job, action="job.adopted").exists()
+
+
+@pytest.mark.django_db
+def test_the_key_look_up_finds_a_job_that_already_ended_on_24_11(alice, fake):
+    """Recorded on cluster2 (24.11): the job that exited 3 is listed only by ``squeue -t all``; the
+    look-up finds it there, before accounting has its comment (sacct stores it at the end)."""
+    from tests.slurm.recorded import recording
+
+    rec = recording("24.11")
+    exit3 = rec.role("exit3")
+    job = make_job(alice, key=uuid.UUID(exit3.comment.removeprefix("portal:")), submitted_at="2026-11-29T10:00:00Z")
+    assert all(j["comment"] != job.comment for j in rec.doc("squeue")["jobs"])  # plain squeue --json: not there
+    fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(rec.doc("squeue_all")))
+    assert send.find_by_key(job) == (exit3.id, "cluster2") and len(fake.calls) == 1
 
 
 @pytest.mark.django_db
@@ -172,7 +186,7 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
         output_path=f"{JOBDIR}/slurm-%j.out",
         error_path=f"{JOBDIR}/slurm-%j.err",
     )
-    fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
+    fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
     fake.expect(
         ["sacct", "--json", "-D", "-u", "alice", "-S", ANY],
         stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}),
@@ -187,7 +201,7 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
 def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
     job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir="runs/a")
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
-    fake.expect(["squeue", "--json"], stdout=json.dumps({**META_2205, "jobs": []}))
+    fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps({**META_2205, "jobs": []}))
     fake.expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": []}))
     expect_submission(fake, home=False, dirs=(JOBDIR, "/home/alice/runs/a"), sbatch_out="778\n")
     sent = send.job_send(job_id=job.pk)
@@ -203,7 +217,7 @@ def test_retry_never_submits_when_slurm_cannot_answer(alice, fake):
         output_path=f"{JOBDIR}/slurm-%j.out",
         error_path=f"{JOBDIR}/slurm-%j.err",
     )
-    fake.expect(["squeue", "--json"], raises=SlurmUnreachable(["squeue"], None, message="down"))
+    fake.expect(["squeue", "--json", "-t", "all"], raises=SlurmUnreachable(["squeue"], None, message="down"))
     with pytest.raises(send.SubmissionUncertain):
         send.job_send(job_id=job.pk)
     assert len(fake.calls) == 1
