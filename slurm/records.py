@@ -35,10 +35,12 @@ UNAVAILABLE_NODE_FLAGS = frozenset(
 
 @dataclass(frozen=True)
 class Node:
-    """One node from ``sinfo --json`` ``nodes[]``. ``gpus``/``gpus_used``: GPU type -> count, from
-    the ``gres`` and ``gres_used`` strings (``gpu:a100:4``, ``gpu:a100:1(IDX:0)``); memory in MiB
-    (``real_memory``, ``alloc_memory``); ``state`` the base state lower-cased (``idle``, ``mixed``,
-    ``allocated``, ``down``...), ``flags`` e.g. ``["DRAIN"]``."""
+    """One node from ``nodes[]`` of ``sinfo --json`` (22.05) or ``scontrol show node --json`` (23.11+,
+    whose sinfo has no per-node entries). ``gpus``/``gpus_used``: GPU type -> count, from the ``gres``
+    and ``gres_used`` strings (``gpu:a100:4``, ``gpu:a100:1(IDX:0)``); memory in MiB (``real_memory``,
+    ``alloc_memory``); ``state`` the base state lower-cased (``idle``, ``mixed``, ``allocated``,
+    ``down``...), ``flags`` e.g. ``["DRAIN"]`` (22.05's ``state_flags``; 23.11+: the state list after
+    its first element, e.g. ``["PLANNED"]``, ``["NOT_RESPONDING"]``)."""
 
     name: str
     state: str
@@ -117,8 +119,8 @@ class QueueJob:
 
 @dataclass(frozen=True)
 class FinishedJob:
-    """One job from ``sacct --json`` ``jobs[]`` (its ``steps`` are not read), built by
-    :func:`slurm.adapters.v0_0_38.parse_sacct_jobs`.
+    """One job from ``sacct --json`` ``jobs[]`` (its ``steps`` are not read), built by its version's
+    adapter's ``parse_sacct_jobs`` (:mod:`slurm.adapters`).
 
     ``state`` is a :class:`slurm.states.JobState` from ``state.current`` and ``state_raw`` that text as
     Slurm wrote it; ``exit_code``/``signal`` from ``exit_code`` (``None`` = not reported); ``elapsed``

@@ -51,3 +51,32 @@ def test_a_partition_whose_only_node_is_drained_gets_a_warning_and_its_gpus_coun
     assert partition_nodes(snapshot)["train"].warning == ""  # node1 and node2 still take jobs
     t4 = next(r for r in gpu_rows(snapshot) if (r.partition, r.gpu_type) == ("small", "t4"))
     assert t4.free == 0
+
+
+# --- the same on every release's recorded drained (and not responding) node ------------------------------
+
+
+@pytest.mark.parametrize("release", ["22.05", "23.11", "24.05", "24.11"])
+def test_a_partition_whose_only_node_is_drained_warns_on_every_releases_recording(release):
+    """Recorded: 22.05's node3 (the only node of small) and 24.11's g2 (the only node of small),
+    drained with reason ``disk swap``: their nodes read by each release's adapter."""
+    from tests.slurm.recorded import recording
+
+    rec = recording(release)
+    snapshot = ClusterSnapshot(taken_at=1.0, nodes=rec.adapter.parse_nodes(rec.doc("nodes_drained")))
+    small = partition_nodes(snapshot)["small"]
+    assert small.available == 0 and small.unavailable == ((rec.drained, "IDLE+DRAIN", "disk swap"),)
+    assert small.warning.startswith(f"No node of partition small can start a job now: {rec.drained} is idle+drain (disk swap).")
+    assert all(r.free == 0 for r in gpu_rows(snapshot) if r.partition == "small")
+
+
+@pytest.mark.parametrize("release", ["23.11", "24.05", "24.11"])
+def test_a_node_not_responding_makes_its_only_partition_warn(release):
+    """Recorded on cluster2 with g2's slurmd stopped: ``DOWN*`` (DOWN, NOT_RESPONDING)."""
+    from tests.slurm.recorded import recording
+
+    rec = recording(release)
+    snapshot = ClusterSnapshot(taken_at=1.0, nodes=rec.adapter.parse_nodes(rec.doc("nodes_down")))
+    small = partition_nodes(snapshot)["small"]
+    assert small.available == 0 and small.unavailable == (("g2", "DOWN+NOT_RESPONDING", "Not responding"),)
+    assert partition_nodes(snapshot)["gpu"].warning == ""  # g1 still takes jobs
