@@ -169,11 +169,10 @@ def recording(release: str) -> Recording:
     return _slurm_2205() if release == "22.05" else _cluster2(release)
 
 
-#: ``scontrol show partition --oneliner`` as cluster2's Slurm 24.11 printed it (the same text for every
-#: data_parser version: only the JSON has versions).
 def partitions_text(release: str) -> str:
-    """The partitions text a poll of ``release``'s cluster reads: 22.05 the host cluster's
-    (:data:`tests.fakes.PARTITIONS_TEXT`), 23.11+ cluster2's recorded one."""
+    """The ``scontrol show partition --oneliner`` text a poll of ``release``'s cluster reads: 22.05 the
+    host cluster's (:data:`tests.fakes.PARTITIONS_TEXT`), 23.11+ the one cluster2's Slurm 24.11 printed
+    (``24.11/``: the text has no JSON version, so it is the same for every data_parser release)."""
     from tests.fakes import PARTITIONS_TEXT
 
     if release == "22.05":
