@@ -13,14 +13,16 @@ from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
 from jobs.logs import job_log_read
-from jobs.models import Job
+from jobs.models import Job, on_cluster
+from jobs.policy import unknown_cluster
 from jobs.queue import job_row
-from jobs.selectors import job_for_viewer, job_history, jobs_for_user, snapshot_status
+from jobs.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
 from jobs.submit import job_cancel
 from portal.refusals import Problem, Refused
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run
-from slurm.snapshot import positions_load, snapshot_load
+from slurm.clusters import cluster_names
+from slurm.snapshot import positions_all, positions_load
 from slurm.states import JobState
 from teams.usage import team_usage
 
@@ -39,6 +41,7 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
         "id": job.slurm_job_id,
         "name": job.name,
         "owner": job.user.username,
+        "cluster": job.cluster,
         "state": job.state,
         "state_label": JobState(job.state).label,
         "final": job.is_final,
@@ -73,13 +76,19 @@ def _base(request) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
 
-def job_by_ref(request, ref: str) -> Job:
-    """``ref``: the Slurm job id (your newest job with it) or the portal key. 404 when not visible."""
+def job_by_ref(request, ref: str, cluster: str = "") -> Job:
+    """``ref``: the Slurm job id (your newest job with it, on ``cluster`` when given: ids are per
+    cluster) or the portal key. 404 when not visible; 400 for a cluster that is not configured."""
     ref = ref.strip()
+    if cluster and cluster not in cluster_names():
+        raise Refused(unknown_cluster(cluster))
     if ref.isascii() and ref.isdigit() and len(ref) < 19:
-        job = Job.objects.select_related("user").filter(slurm_job_id=int(ref), user=request.user).order_by("-created_at").first()
+        jobs = Job.objects.select_related("user").filter(slurm_job_id=int(ref))
+        if cluster:
+            jobs = jobs.filter(on_cluster(cluster))
+        job = jobs.filter(user=request.user).order_by("-created_at").first()
         if job is None and request.user.is_staff:
-            job = Job.objects.select_related("user").filter(slurm_job_id=int(ref)).order_by("-created_at").first()
+            job = jobs.order_by("-created_at").first()
     else:
         try:
             key = uuid.UUID(ref)
@@ -96,20 +105,25 @@ def list_jobs(
     request,
     scope: str = Query("active", description="active (not ended, or ended in the last hour), history (ended), or all"),
     limit: int = Query(200, ge=1, le=1000),
+    cluster: str = Query("", description="Only this cluster's jobs (a name from GET /clusters); default: every cluster"),
 ):
     need_scope(request, "read")
     if scope not in ("active", "history", "all"):
         raise Refused(Problem("scope", "Use active, history or all."), detail="scope must be active, history or all.")
+    if cluster and cluster not in cluster_names():
+        raise Refused(unknown_cluster(cluster))
     if scope == "active":
         jobs = jobs_for_user(user=request.user)
     elif scope == "history":
         jobs = job_history(user=request.user)
     else:
         jobs = Job.objects.filter(user=request.user).order_by("-created_at")
+    if cluster:
+        jobs = jobs.filter(on_cluster(cluster))
     jobs = list(jobs.select_related("user")[:limit])
-    positions, base = positions_load(), _base(request)
-    status = snapshot_status(snapshot_load(with_jobs=False))
-    items = [job_out(j, positions, base_url=base) for j in jobs]
+    positions, base = positions_all(cluster_names()), _base(request)
+    status = cluster_status(cluster) if cluster else status_all()
+    items = [job_out(j, positions.get(j.cluster, {}), base_url=base) for j in jobs]
     return {"items": items, "count": len(jobs), "warning": status.warning, "freshness": status.as_api()}
 
 
@@ -145,30 +159,37 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     except Refused as refused:
         raise Refused(*refused.problems, detail=f"{what} cannot be run; see errors.") from None
     job.refresh_from_db()
-    return Status(HTTPStatus.CREATED, job_out(job, positions_load(), base_url=_base(request)))
+    return Status(HTTPStatus.CREATED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
 
 
 @router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")
-def get_job(request, ref: str):
+def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "read")
-    out = job_out(job_by_ref(request, ref), positions_load(), base_url=_base(request))
-    return {**out, "freshness": snapshot_status(snapshot_load(with_jobs=False)).as_api()}
+    job = job_by_ref(request, ref, cluster)
+    out = job_out(job, positions_load(job.cluster), base_url=_base(request))
+    return {**out, "freshness": cluster_status(job.cluster).as_api()}
 
 
 @router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")
-def cancel_job(request, ref: str):
+def cancel_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "jobs")
-    job = job_by_ref(request, ref)
+    job = job_by_ref(request, ref, cluster)
     job = job_cancel(job=job, by=request.user)  # PermissionDenied -> 403 for an admin
-    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(), base_url=_base(request)))
+    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
 
 
 @router.get("/{ref}/log", response={200: LogOut, **ERRORS}, summary="Read the job's stdout or stderr from a byte offset")
-def job_log(request, ref: str, stream: str = Query("out", description="out or err"), offset: int = Query(0, ge=0, le=2**62)):
+def job_log(
+    request,
+    ref: str,
+    stream: str = Query("out", description="out or err"),
+    offset: int = Query(0, ge=0, le=2**62),
+    cluster: str = Query("", description="For a Slurm job id: the cluster it is on"),
+):
     need_scope(request, "read")
     if stream not in ("out", "err"):
         raise Refused(Problem("stream", "Use out or err."), detail="stream must be out or err.")
-    job = job_by_ref(request, ref)
+    job = job_by_ref(request, ref, cluster)
     chunk = job_log_read(job, stream, offset=offset, limit=min(65536, settings.PORTAL_LOG_TAIL_BYTES))
     return {
         "stream": stream,

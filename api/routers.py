@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import jobs, profiles, sessions, teams
+from . import clusters, jobs, profiles, sessions, teams
 from .base import api
 
 
@@ -13,6 +13,7 @@ def register() -> NinjaAPI:
     writes its schema)."""
     if not getattr(api, "_portal_routers", False):
         api.add_router("/", teams.router)
+        api.add_router("/clusters", clusters.router)
         api.add_router("/jobs", jobs.router)
         api.add_router("/sessions", sessions.router)
         api.add_router("/profiles", profiles.router)

@@ -74,11 +74,23 @@ class FreshnessOut(Schema):
     message: str = Field(description='In words: "Updated 3 s ago." or the reasons, times in UTC')
 
 
+class ClusterOut(Schema):
+    name: str = Field(description="What jobs, profiles (cluster:) and the CLI (--cluster) call it")
+    label: str
+    default: bool = Field(description="Jobs that name no cluster run here")
+    sessions: bool = Field(description="Sessions (JupyterLab, VS Code) start here")
+    slurm_version: str = Field(description="As its last poll saw it; empty before one")
+    partitions: list[str] = Field(description="Offered to jobs")
+    gpu_types: list[str]
+    freshness: FreshnessOut
+
+
 class JobOut(Schema):
     key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
     id: int | None = Field(None, description="Slurm job id (None until submitted)")
     name: str
     owner: str
+    cluster: str = Field(description="The cluster it runs on (GET /clusters lists them); Slurm job ids are per cluster")
     state: str = Field(description="JobState: SUBMITTING, PENDING, RUNNING, COMPLETED, FAILED, ... UNKNOWN")
     state_label: str
     final: bool

@@ -15,9 +15,9 @@ from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
-from jobs.selectors import snapshot_status
+from jobs.selectors import cluster_status
 from portal.refusals import Refused
-from slurm.snapshot import snapshot_load
+from slurm.clusters import sessions_cluster
 
 from .base import need_scope
 from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
@@ -64,7 +64,7 @@ def _card(request, name: str) -> SessionCard:
 def list_sessions(request):
     need_scope(request, "read")
     cards, hub_warning = session_cards(user=request.user)
-    status = snapshot_status(snapshot_load(with_jobs=False))
+    status = cluster_status(sessions_cluster().name)
     warning = " ".join(w for w in (status.unreachable, hub_warning) if w)
     return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning, "freshness": status.as_api()}
 

@@ -26,6 +26,7 @@ from jobs.policy import SitePolicy
 from jobs.selectors import snapshot_status
 from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
+from slurm.clusters import sessions_cluster
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
@@ -42,8 +43,9 @@ log = logging.getLogger(__name__)
 
 
 def current_policy() -> SitePolicy:
-    """The site policy for this moment (the same object the job form uses)."""
-    return SitePolicy.from_snapshot(snapshot_load(with_jobs=False))
+    """The site policy for this moment on the cluster JupyterHub starts sessions on
+    (:func:`slurm.clusters.sessions_cluster`; the same object the job form uses for that cluster)."""
+    return SitePolicy.for_cluster(sessions_cluster().name)
 
 
 # --- start / stop ------------------------------------------------------------------------------
@@ -171,14 +173,15 @@ def job_status_for_hub(*, job_id: int, since: float, now: float | None = None) -
     seconds of the submission); ``NOT_FOUND`` when a fresh snapshot taken after the submission no
     longer lists the job."""
     now = time.time() if now is None else now
-    snapshot = snapshot_load(with_jobs=True)
-    status = snapshot_status(snapshot, now=now)
+    cluster = sessions_cluster().name
+    snapshot = snapshot_load(with_jobs=True, cluster=cluster)
+    status = snapshot_status(snapshot, now=now, cluster=cluster)
     if not status.has_data or status.stale:
         return {"state": "UNKNOWN", "message": snapshot.error if snapshot else "no snapshot yet"}
     job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
     if job is None:
         return {"state": "NOT_FOUND" if snapshot.taken_at > since + 1 else "UNKNOWN"}
-    position, in_line = positions_load().get(job_id, (None, None))
+    position, in_line = positions_load(cluster).get(job_id, (None, None))
     exit_code = f"{job.exit_code}:{job.signal or 0}" if job.exit_code is not None and job.state in ENDED_JOB_STATES else ""
     return {
         "state": job.state,
@@ -307,9 +310,10 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
             servers = hub.servers(user.username) or {}
         except hub.HubError as exc:
             servers, warning = None, f"JupyterHub is unreachable, so session states may be out of date: {exc}"
-    snapshot = snapshot_load(with_jobs=True) if active else None
+    cluster = sessions_cluster().name
+    snapshot = snapshot_load(with_jobs=True, cluster=cluster) if active else None
     by_key = {j.comment.removeprefix("portal:"): j for j in snapshot.jobs if j.comment.startswith("portal:")} if snapshot else {}
-    positions = positions_load() if active else {}
+    positions = positions_load(cluster) if active else {}
     now = time.time()
     cards = []
     for session in rows:

@@ -11,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.fields import SESSION_FORM
-from jobs.selectors import snapshot_status
+from jobs.selectors import cluster_status
 from portal.refusals import Refused, refusal_to_form
-from slurm.snapshot import snapshot_load
+from slurm.clusters import sessions_cluster
 
 from . import hub
 from .forms import SessionForm
@@ -34,7 +34,7 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "missing_kinds": [k for k in kinds if k not in offered],
         "idle_minutes": settings.SESSION_IDLE_MINUTES,
         "max_gpus": settings.SESSION_MAX_GPUS,
-        "status": snapshot_status(snapshot_load(with_jobs=False)),
+        "status": cluster_status(sessions_cluster().name),
     }
 
 
@@ -75,7 +75,7 @@ def _say_how_it_started(request: HttpRequest, session: Session) -> None:
 def session_cards_view(request: HttpRequest) -> HttpResponse:
     """HTMX fragment: the cards, refreshed every few seconds."""
     cards, warning = session_cards(user=request.user)
-    status = snapshot_status(snapshot_load(with_jobs=False))
+    status = cluster_status(sessions_cluster().name)
     return render(request, "interactive/_cards.html", {"cards": cards, "hub_warning": warning, "status": status})
 
 

@@ -12,14 +12,19 @@ snapshot it was built from and one :class:`Notice` per reason the figures may be
 - ``accounting-unavailable``: the queue answers, and slurmdbd (``sacct``) does not
   (:mod:`slurm.health`).
 
+- ``cluster-not-understood``: the cluster answers in a Slurm JSON version the portal has no adapter
+  for (its poll stops rather than misread the queue).
+
 Each notice is worded once here, as plain text for the API and the CLI (times as ``14:05 UTC``)
 and as HTML for the pages (times as ``<time>`` elements that portal.js shows in the browser's zone).
+With several clusters each notice names its cluster ("cluster2 unreachable since 14:05 UTC"), and a
+page that shows every cluster's data carries every cluster's notices (:func:`status_all`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 from django.conf import settings
@@ -28,8 +33,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 from portal.dates import to_datetime
 from portal.formats import duration, when
-from slurm.health import AccountingStatus, accounting_status
-from slurm.snapshot import ClusterSnapshot
+from slurm.clusters import cluster_names, default_cluster
+from slurm.health import AccountingStatus, accounting_status, accounting_statuses
+from slurm.snapshot import ClusterSnapshot, snapshot_load, snapshots_load
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ class Notice:
     reason: str
     since: float | None
     parts: tuple[str | Moment, ...]
+    cluster: str = ""
 
     @property
     def text(self) -> str:
@@ -137,7 +144,8 @@ def cache_reachable() -> bool:
         return False
 
 
-def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: float) -> Notice | None:
+def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: float, name: str = "") -> Notice | None:
+    """The cluster's notice, naming it (``name``) when the portal serves several."""
     interval = int(settings.SNAPSHOT_INTERVAL)
     if snapshot is None and not cache_reachable():
         return Notice(
@@ -149,29 +157,39 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
             ),
         )
     if snapshot is None or (not snapshot.taken_at and not snapshot.error):
+        whose = name or "the cluster"
         return Notice(
-            "no-snapshot", None, (f"No figures from the cluster yet: the poller (every {interval} s) has not reported.",)
+            "no-snapshot", None, (f"No figures from {whose} yet: the poller (every {interval} s) has not reported.",), name
         )
     attempted = snapshot.attempted_at or snapshot.taken_at
-    since_good = f"; the last figures are from {duration(age)} ago." if snapshot.taken_at else "."
+    since_good = f"; {'its' if name else 'the'} last figures are from {duration(age)} ago." if snapshot.taken_at else "."
     if now - attempted > settings.SNAPSHOT_MAX_AGE:
         return Notice(
             "snapshot-stale",
             attempted,
             (
-                "The cluster poller has not run since ",
+                f"The cluster poller has not run{f' for {name}' if name else ''} since ",
                 Moment(attempted),
                 " (is the Celery worker or beat stopped?)",
                 since_good,
             ),
+            name,
+        )
+    if snapshot.error and snapshot.error_kind == "version":
+        since = snapshot.error_since or attempted
+        return Notice(
+            "cluster-not-understood",
+            since,
+            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", since_good),
+            name,
         )
     if snapshot.error:
         since = snapshot.error_since or attempted
-        return Notice("cluster-unreachable", since, ("Cluster unreachable since ", Moment(since), since_good))
+        return Notice("cluster-unreachable", since, (f"{name or 'Cluster'} unreachable since ", Moment(since), since_good), name)
     return None
 
 
-def _accounting_notice(status: AccountingStatus) -> Notice | None:
+def _accounting_notice(status: AccountingStatus, name: str = "") -> Notice | None:
     if not status.unavailable:
         return None
     since = status.error_since or time.time()
@@ -180,28 +198,37 @@ def _accounting_notice(status: AccountingStatus) -> Notice | None:
         "accounting-unavailable",
         since,
         (
-            "Accounting (slurmdbd) unavailable since ",
+            f"{name}'s accounting (slurmdbd) unavailable since " if name else "Accounting (slurmdbd) unavailable since ",
             Moment(since),
             ": jobs that ended since then show the queue's last word, may be missing from History, and their run times, "
             "GPU-hours and team usage follow once it answers again",
             *tail,
         ),
+        name,
     )
 
 
 def snapshot_status(
-    snapshot: ClusterSnapshot | None, *, now: float | None = None, accounting: AccountingStatus | None = None
+    snapshot: ClusterSnapshot | None,
+    *,
+    now: float | None = None,
+    accounting: AccountingStatus | None = None,
+    cluster: str | None = None,
 ) -> SnapshotStatus:
-    """The status of ``snapshot`` at ``now`` (Unix seconds), with accounting's from :mod:`slurm.health`
-    unless given. ``stale`` when the last good poll is older than ``PORTAL_SNAPSHOT_MAX_AGE``."""
+    """The status of one cluster's ``snapshot`` at ``now`` (Unix seconds), with accounting's from
+    :mod:`slurm.health` unless given. ``stale`` when the last good poll is older than
+    ``PORTAL_SNAPSHOT_MAX_AGE``. The notices name the cluster (``snapshot.cluster``, or ``cluster``
+    when there is no snapshot) when the portal serves several."""
     now = time.time() if now is None else now
+    name = (snapshot.cluster if snapshot and snapshot.cluster else cluster) or default_cluster().name
+    named = name if len(cluster_names()) > 1 else ""
     has_data = bool(snapshot and snapshot.taken_at)
     age = max(0.0, now - snapshot.taken_at) if has_data else None
     notices = tuple(
         n
         for n in (
-            _cluster_notice(snapshot, age, now),
-            _accounting_notice(accounting if accounting is not None else accounting_status()),
+            _cluster_notice(snapshot, age, now, named),
+            _accounting_notice(accounting if accounting is not None else accounting_status(name), named),
         )
         if n is not None
     )
@@ -213,3 +240,44 @@ def snapshot_status(
         error_since=snapshot.error_since if snapshot else None,
         notices=notices,
     )
+
+
+def cluster_status(name: str | None = None, *, now: float | None = None) -> SnapshotStatus:
+    """One cluster's status (``None``: the default cluster), from its stored snapshot."""
+    name = name or default_cluster().name
+    return snapshot_status(snapshot_load(with_jobs=False, cluster=name), now=now, cluster=name)
+
+
+def status_all(*, now: float | None = None) -> SnapshotStatus:
+    """Every cluster's status in one (for pages that show every cluster's data: My jobs, History):
+    each cluster's notices, named; the figures' age is the oldest cluster's. Two Redis round trips
+    (the snapshots, the accounting statuses). When every cluster's poll has stopped, or Redis does
+    not answer, that is said once, not per cluster."""
+    now = time.time() if now is None else now
+    names = cluster_names()
+    snapshots = snapshots_load(names)
+    accounting = accounting_statuses(names)
+    statuses = [snapshot_status(snapshots[n], now=now, accounting=accounting[n], cluster=n) for n in names]
+    if len(statuses) == 1:
+        return statuses[0]
+    notices = [n for status in statuses for n in status.notices]
+    for reason in ("snapshot-stale", "cache-unreachable"):
+        same = [n for n in notices if n.reason == reason]
+        if len(same) == len(names):  # every cluster: one notice, as for a single cluster
+            merged = snapshot_status(snapshots[names[0]], now=now, accounting=AccountingStatus(), cluster=names[0])
+            single = next(n for n in merged.notices if n.reason == reason)
+            notices = [replace(single, cluster="", parts=_unnamed(single, names[0]))] + [n for n in notices if n.reason != reason]
+    ages = [st.age for st in statuses if st.age is not None]
+    return SnapshotStatus(
+        has_data=any(st.has_data for st in statuses),
+        age=max(ages) if ages else None,
+        stale=any(st.stale for st in statuses),
+        error=next((st.error for st in statuses if st.error), ""),
+        error_since=next((st.error_since for st in statuses if st.error), None),
+        notices=tuple(notices),
+    )
+
+
+def _unnamed(notice: Notice, name: str) -> tuple[str | Moment, ...]:
+    """``notice``'s words without its cluster's name (the same trouble on every cluster)."""
+    return tuple(p.replace(f" for {name}", "").replace("its last", "the last") if isinstance(p, str) else p for p in notice.parts)

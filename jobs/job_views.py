@@ -12,8 +12,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
-from slurm.clusters import cluster_get, clusters, default_cluster
-from slurm.snapshot import positions_load, snapshot_load
+from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
+from slurm.snapshot import positions_all, positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
 from teams.usage import job_quota_estimate, team_usage
 
@@ -22,14 +22,15 @@ from .forms import JobForm
 from .logs import job_log_tail
 from .policy import SitePolicy
 from .queue import job_row
-from .selectors import job_for_viewer, job_history, jobs_for_user, partition_nodes, snapshot_status
+from .selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, partition_nodes, status_all
 from .submit import job_cancel, job_check, job_create
 
 
 def _rows(request: HttpRequest) -> dict:
-    positions = positions_load()
-    rows = [job_row(j, positions, usage_for=team_usage) for j in jobs_for_user(user=request.user)]
-    return {"rows": rows, "status": snapshot_status(snapshot_load(with_jobs=False))}
+    names = cluster_names()
+    positions = positions_all(names)
+    rows = [job_row(j, positions.get(j.cluster, {}), usage_for=team_usage) for j in jobs_for_user(user=request.user)]
+    return {"rows": rows, "status": status_all(), "several_clusters": len(names) > 1}
 
 
 @login_required
@@ -127,8 +128,8 @@ def job_status(request: HttpRequest, key) -> HttpResponse:
 
 
 def _status_context(job) -> dict:
-    row = job_row(job, positions_load(), usage_for=team_usage)
-    return {"row": row, "job": job, "status": snapshot_status(snapshot_load(with_jobs=False))}
+    row = job_row(job, positions_load(job.cluster), usage_for=team_usage)
+    return {"row": row, "job": job, "status": cluster_status(job.cluster), "several_clusters": len(cluster_names()) > 1}
 
 
 @login_required
@@ -165,7 +166,9 @@ def history(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     state = state if state in {s.value for s in FINAL_STATES} else ""
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
-    matching = job_history(user=request.user, state=state, since=since, until=until)
+    cluster = request.GET.get("cluster", "")
+    cluster = cluster if cluster in cluster_names() else ""
+    matching = job_history(user=request.user, state=state, since=since, until=until, cluster=cluster)
     jobs = list(matching[:HISTORY_ROWS])
     total = matching.count() if len(jobs) == HISTORY_ROWS else len(jobs)
     choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
@@ -179,7 +182,10 @@ def history(request: HttpRequest) -> HttpResponse:
             "since": since,
             "until": until,
             "choices": choices,
-            "status": snapshot_status(snapshot_load(with_jobs=False)),
+            "status": status_all(),
+            "several_clusters": len(cluster_names()) > 1,
+            "cluster": cluster,
+            "cluster_choices": cluster_names(),
             "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until),
         },
     )

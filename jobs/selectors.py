@@ -12,8 +12,13 @@ from portal.dates import between_dates
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import FINAL_STATES
 
-from .freshness import SnapshotStatus, snapshot_status  # noqa: F401 (pages of other apps read it from here)
-from .models import Job
+from .freshness import (  # noqa: F401 (pages of other apps read them from here)
+    SnapshotStatus,
+    cluster_status,
+    snapshot_status,
+    status_all,
+)
+from .models import Job, on_cluster
 
 
 @dataclass(frozen=True)
@@ -98,12 +103,14 @@ def jobs_for_user(*, user, recent_seconds: int = 3600):
     return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
 
 
-def job_history(*, user, state: str = "", since=None, until=None):
-    """The user's finished jobs, newest first, optionally filtered by final ``state`` and by the
-    end date (``since``/``until``: dates, inclusive)."""
+def job_history(*, user, state: str = "", since=None, until=None, cluster: str = ""):
+    """The user's finished jobs, newest first, optionally filtered by final ``state``, by the end
+    date (``since``/``until``: dates, inclusive) and by ``cluster`` (a configured name)."""
     qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
     if state:
         qs = qs.filter(state=state)
+    if cluster:
+        qs = qs.filter(on_cluster(cluster))
     return between_dates(qs, "end_at", since, until).order_by("-end_at", "-created_at")
 
 

@@ -183,6 +183,12 @@ def cluster_get(name: str | None) -> Cluster | None:
     return next((c for c in clusters() if c.name == name), None)
 
 
+def sessions_cluster() -> Cluster:
+    """The cluster JupyterHub starts sessions on (the first with ``sessions = true``; the default
+    cluster when none says so, as with a single cluster)."""
+    return next((c for c in clusters() if c.sessions), default_cluster())
+
+
 def cluster_names() -> list[str]:
     """The configured clusters' names, the default first."""
     return [c.name for c in clusters()]

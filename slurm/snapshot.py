@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from django.core.cache import cache
 
 from .adapters import OtherVersion, adapter_for, adapter_named
-from .errors import SlurmError
+from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
 from .records import Node, Partition, QueueJob
 from .values import parse_array_tasks
@@ -65,6 +65,9 @@ class ClusterSnapshot:
     jobs: list[QueueJob] = field(default_factory=list)
     error: str = ""
     error_since: float | None = None
+    #: What kind of failure ``error`` is: ``"unreachable"`` (the commands failed) or ``"version"``
+    #: (Slurm answered in JSON the portal has no adapter for: :class:`~slurm.errors.SlurmVersionUnknown`).
+    error_kind: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +88,7 @@ class ClusterSnapshot:
             jobs=[QueueJob(**j) for j in data.get("jobs", [])],
             error=data.get("error", ""),
             error_since=data.get("error_since"),
+            error_kind=data.get("error_kind", ""),
         )
 
 
@@ -193,6 +197,14 @@ def positions_load(cluster: str | None = None) -> dict[int, tuple[int, int]]:
     return cache.get(snapshot_key(cluster, "positions")) or {}
 
 
+def positions_all(names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+    """Every named cluster's stored queue positions (cluster -> :func:`positions_load`), in one Redis
+    round trip."""
+    keys = {name: snapshot_key(name, "positions") for name in names}
+    found = cache.get_many(list(keys.values()))
+    return {name: found.get(key) or {} for name, key in keys.items()}
+
+
 def snapshot_failed(
     previous: ClusterSnapshot | None, error: SlurmError | ValueError, *, now: float | None = None, cluster: str | None = None
 ) -> ClusterSnapshot:
@@ -206,4 +218,5 @@ def snapshot_failed(
         attempted_at=now,
         error=str(error)[:500],
         error_since=base.error_since or now,
+        error_kind="version" if isinstance(error, SlurmVersionUnknown) else "unreachable",
     )

@@ -392,6 +392,8 @@ MATRIX = {
     ("get", "/teams"):                        (200,  200,   200,  200, 403),
     ("get", "/teams/vision/usage"):           (404,  200,   404,  200, 403),
     ("get", "/me"):                           (200,  200,   200,  200, 403),
+    ("get", "/clusters"):                     (200,  200,   200,  200, 403),
+    ("get", "/jobs?cluster=cluster2"):        (200,  200,   200,  200, 403),
 }
 # fmt: on
 WHO = ["alice", "carol", "bob", "dana", "unlinked"]

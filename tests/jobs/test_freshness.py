@@ -4,6 +4,7 @@ stale and why (issue 17, item 1): the poller stopped, the cluster unreachable, a
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from bs4 import BeautifulSoup
@@ -46,9 +47,15 @@ def take(slurm_json, now: float):
     return snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=now)
 
 
+def store_both(snapshot) -> None:
+    """The same figures for both configured clusters (cluster/clusters.toml: cluster1, cluster2)."""
+    snapshot_store(snapshot)
+    snapshot_store(replace(snapshot, cluster="cluster2"))
+
+
 def test_fresh_figures_say_how_old_they_are_on_every_page(alice_client, slurm_json):
     client, job = alice_client
-    snapshot_store(take(slurm_json, time.time() - 3))
+    store_both(take(slurm_json, time.time() - 3))
     accounting_answered()
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
@@ -61,15 +68,15 @@ def test_fresh_figures_say_how_old_they_are_on_every_page(alice_client, slurm_js
 def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, slurm_json):
     """The poller's worker stopped 2 minutes ago (SIGSTOP, a crash): the snapshot's last attempt is old."""
     client, job = alice_client
-    snapshot_store(take(slurm_json, time.time() - 125))
+    store_both(take(slurm_json, time.time() - 125))  # every cluster: said once, as for one cluster
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
         assert list(seen) == ["snapshot-stale"], (url, seen)
         assert (
-            seen["snapshot-stale"].startswith("The cluster poller has not run since ")
+            seen["snapshot-stale"].startswith("The cluster poller has not run ")
             and "Celery worker or beat" in seen["snapshot-stale"]
         )
-        assert "the last figures are from 2 min 05 s ago" in seen["snapshot-stale"], seen
+        assert "last figures are from 2 min 05 s ago" in seen["snapshot-stale"], seen
     for api in (
         client.get("/api/v1/jobs").json(),
         client.get(f"/api/v1/jobs/{job.key}").json(),
@@ -82,27 +89,35 @@ def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, sl
 def test_an_unreachable_cluster_is_told_apart_from_a_stopped_poller(alice_client, slurm_json):
     client, job = alice_client
     good = take(slurm_json, time.time() - 90)
+    store_both(replace(good, taken_at=time.time() - 1, attempted_at=time.time() - 1))
     snapshot_store(snapshot_failed(good, SlurmUnreachable(["squeue"], None, message="no route"), now=time.time() - 2))
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
-        assert list(seen) == ["cluster-unreachable"], (url, seen)
+        # cluster1's; cluster2 is fresh (the GPU table's cluster2 section says how fresh)
+        assert list(seen) == (["cluster-unreachable", "age"] if url == "/cluster/gpus/" else ["cluster-unreachable"]), (url, seen)
+        assert (
+            seen["cluster-unreachable"].startswith("cluster1 unreachable since ")
+            and "its last figures are from" in seen["cluster-unreachable"]
+        )
     assert client.get("/api/v1/jobs").json()["freshness"]["reasons"] == ["cluster-unreachable"]
 
 
 def test_accounting_unavailable_is_said_where_it_matters(alice_client, slurm_json):
     client, job = alice_client
-    snapshot_store(take(slurm_json, time.time() - 1))
-    accounting_failed(SlurmError(["sacct", "--json"], 1, stderr="Problem talking to the database"))
+    store_both(take(slurm_json, time.time() - 1))
+    accounting_failed(SlurmError(["sacct", "--json"], 1, stderr="Problem talking to the database"))  # cluster1's
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
         if url == "/sessions/cards/":
             assert list(seen) == ["age"], seen  # sessions do not depend on accounting
             continue
         assert list(seen) == ["accounting-unavailable", "age"], (url, seen)
-        assert seen["accounting-unavailable"].startswith("Accounting (slurmdbd) unavailable since ")
+        assert seen["accounting-unavailable"].startswith("cluster1's accounting (slurmdbd) unavailable since ")
         assert "may be missing from History" in seen["accounting-unavailable"]
     api = client.get("/api/v1/jobs").json()
-    assert api["freshness"]["reasons"] == ["accounting-unavailable"] and api["warning"].startswith("Accounting (slurmdbd)")
+    assert api["freshness"]["reasons"] == ["accounting-unavailable"] and api["warning"].startswith(
+        "cluster1's accounting (slurmdbd)"
+    )
 
 
 def test_a_job_whose_state_is_unknown_says_which_part_could_not_be_asked(alice_client, slurm_json):
@@ -110,7 +125,7 @@ def test_a_job_whose_state_is_unknown_says_which_part_could_not_be_asked(alice_c
 
     client, job = alice_client
     Job.objects.filter(pk=job.pk).update(status_unknown_since=timezone.now(), start_at=timezone.now())
-    snapshot_store(take(slurm_json, time.time() - 1))
+    store_both(take(slurm_json, time.time() - 1))
     accounting_failed(SlurmError(["sacct", "--json"], 1, stderr="Problem talking to the database"))
     html = client.get(f"/jobs/{job.key}/status/").content.decode()
     assert "the job left the queue and accounting (slurmdbd) could not be asked" in html

@@ -134,7 +134,7 @@ def test_unreachable_cluster_shows_banner_not_error(clean_cache, client, django_
     client.force_login(django_user_model.objects.create(username="bob"))
     page = client.get("/cluster/gpus/")
     assert page.status_code == HTTPStatus.OK
-    assert "Cluster unreachable since" in page.content.decode()
+    assert "cluster1 unreachable since" in page.content.decode()
 
 
 def notice_text(html: str, reason: str) -> str:
@@ -146,7 +146,9 @@ def notice_text(html: str, reason: str) -> str:
 @pytest.mark.django_db
 def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, client, django_user_model, slurm_json):
     failed_at = time.time() - 5
-    line = f"Cluster unreachable since {datetime.fromtimestamp(failed_at, UTC):%H:%M} UTC."  # no figures yet
+    # two clusters are configured (cluster/clusters.toml): each notice names its own; cluster2 is fresh
+    line = f"cluster1 unreachable since {datetime.fromtimestamp(failed_at, UTC):%H:%M} UTC."  # no figures yet
+    snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time(), cluster="cluster2"))
     snapshot_store(snapshot_failed(None, SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"), now=failed_at))
     assert snapshot_status(snapshot_load(with_jobs=False)).unreachable == line
     client.force_login(django_user_model.objects.create(username="bob"))
@@ -157,7 +159,7 @@ def test_the_unreachable_line_is_worded_once_for_pages_and_api(clean_cache, clie
     good = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1795969870.0)
     snapshot_store(snapshot_failed(good, SlurmUnreachable(["sinfo"], None), now=1795970000.0))
     status = snapshot_status(snapshot_load(with_jobs=False), now=1795970000.0)
-    assert status.unreachable == "Cluster unreachable since 16:33 UTC; the last figures are from 2 min 10 s ago."
+    assert status.unreachable == "cluster1 unreachable since 16:33 UTC; its last figures are from 2 min 10 s ago."
     snapshot_store(good)
     assert snapshot_status(snapshot_load(with_jobs=False), now=1795969875.0).unreachable == ""
     snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time()))
