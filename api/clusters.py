@@ -11,12 +11,12 @@ from slurm.clusters import clusters, default_cluster, sessions_cluster
 from slurm.snapshot import snapshots_load
 
 from .base import need_scope
-from .schemas import ClusterOut, ErrorOut
+from .schemas import ClusterList, ErrorOut
 
 router = Router(tags=["clusters"])
 
 
-@router.get("", response={200: list[ClusterOut], 401: ErrorOut, 403: ErrorOut}, summary="The clusters, the default first")
+@router.get("", response={200: ClusterList, 401: ErrorOut, 403: ErrorOut}, summary="The clusters, the default first")
 def list_clusters(request):
     need_scope(request, "read")
     configured = clusters()
@@ -38,4 +38,4 @@ def list_clusters(request):
                 "freshness": snapshot_status(snapshot, cluster=cluster.name).as_api(),
             }
         )
-    return out
+    return {"items": out, "count": len(out)}

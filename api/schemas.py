@@ -85,6 +85,11 @@ class ClusterOut(Schema):
     freshness: FreshnessOut
 
 
+class ClusterList(Schema):
+    items: list[ClusterOut]
+    count: int
+
+
 class JobOut(Schema):
     key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
     id: int | None = Field(None, description="Slurm job id (None until submitted)")

@@ -224,17 +224,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
     p.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--cluster", metavar="NAME", help="the cluster to run it on (see `gpuportal clusters`); same as --set cluster=NAME"
+    )
+
+    p = command("clusters", cmd_clusters, "list the clusters the portal serves (the default first)")
 
     p = command("ls", cmd_ls, "list your jobs (running, queued and ended in the last hour)")
+    p.add_argument("--cluster", metavar="NAME", help="only this cluster's jobs")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--all", dest="scope", action="store_const", const="all", help="all jobs")
     scope.add_argument("--history", dest="scope", action="store_const", const="history", help="ended jobs")
 
+    cluster_help = "for a Slurm job id: the cluster it is on (ids are per cluster; default: your newest job with that id)"
     p = command("show", cmd_show, "show one job")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=cluster_help)
 
     p = command("logs", cmd_logs, "print a job's output (stdout, or stderr with --err)")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=cluster_help)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--err", action="store_true", help="the job's stderr instead of stdout")
     p.add_argument("--tail", type=_non_negative_int, metavar="BYTES", help="start with only the last BYTES bytes")
@@ -244,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("cancel", cmd_cancel, "cancel a job")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=cluster_help)
 
     p = command("notebook", cmd_notebook, "start a session (the portal's default kind, or --kind) and print its URL")
     p.add_argument("--kind", metavar="KIND", help="the kind of session (see `gpuportal sessions kinds`); default: the portal's")
@@ -436,7 +446,10 @@ def cmd_submit(ctx: Context) -> int:
     unreadable file."""
     text = _read_text(ctx.args.file)
     client = ctx.client()
-    job = client.submit_job(text, os.path.basename(ctx.args.file), dict(ctx.args.overrides))
+    overrides = dict(ctx.args.overrides)
+    if ctx.args.cluster:
+        overrides["cluster"] = ctx.args.cluster
+    job = client.submit_job(text, os.path.basename(ctx.args.file), overrides)
     return _submitted(ctx, job, ctx.args.follow, ctx.args.interval)
 
 
@@ -470,12 +483,30 @@ def list_out(ctx: Context, doc: dict, *, empty: str, headers: list[str], row) ->
     return 0
 
 
+def cmd_clusters(ctx: Context) -> int:
+    """``clusters``: ``GET /clusters`` as a table (NAME, SLURM, PARTITIONS, GPU TYPES, SESSIONS, NOTE)."""
+    return list_out(
+        ctx,
+        ctx.client().list_clusters(),
+        empty="No clusters.",
+        headers=["NAME", "SLURM", "PARTITIONS", "GPU TYPES", "SESSIONS", "NOTE"],
+        row=lambda c: (
+            c.get("name", "") + (" (default)" if c.get("default") else ""),
+            c.get("slurm_version") or "-",
+            ",".join(c.get("partitions") or []) or "-",
+            ",".join(c.get("gpu_types") or []) or "-",
+            "yes" if c.get("sessions") else "no",
+            (c.get("freshness") or {}).get("message", ""),
+        ),
+    )
+
+
 def cmd_ls(ctx: Context) -> int:
     """``ls [--all|--history]``: ``GET /jobs`` as a table (ID, NAME, STATE, PARTITION, GPUS, TIME,
     NOTE)."""
     return list_out(
         ctx,
-        ctx.client().list_jobs(ctx.args.scope or "active"),
+        ctx.client().list_jobs(ctx.args.scope or "active", ctx.args.cluster or ""),
         empty="No jobs.",
         headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
         row=lambda j: (
@@ -521,7 +552,7 @@ _JOB_FIELDS = [
 
 def cmd_show(ctx: Context) -> int:
     """``show REF``: ``GET /jobs/{ref}`` as key/value lines."""
-    job = ctx.client().get_job(ctx.args.ref)
+    job = ctx.client().get_job(ctx.args.ref, ctx.args.cluster or "")
     if ctx.json:
         ctx.emit(job)
         return 0
@@ -552,7 +583,14 @@ def _next_offset(page: dict, offset: int) -> int:
 
 
 def follow_log(
-    ctx: Context, ref: str, *, stream: str = "out", follow: bool = True, interval: float = 2.0, tail: int | None = None
+    ctx: Context,
+    ref: str,
+    *,
+    stream: str = "out",
+    follow: bool = True,
+    interval: float = 2.0,
+    tail: int | None = None,
+    cluster: str = "",
 ) -> int:
     """Print job ``ref``'s log (``stream`` ``"out"``/``"err"``) from the start (or only its last
     ``tail`` bytes). Without ``follow``: read pages until one is empty, return 0. With ``follow``: poll
@@ -564,7 +602,7 @@ def follow_log(
     if tail is not None and not ctx.json:
         kept = bytearray()
         while True:
-            page = client.job_log(ref, stream, offset)
+            page = client.job_log(ref, stream, offset, cluster)
             data = page.get("data") or ""
             nxt = _next_offset(page, offset)
             if not data and nxt == offset:
@@ -581,7 +619,7 @@ def follow_log(
     last_error = ""
     failures = 0
     while True:
-        page = client.job_log(ref, stream, offset)
+        page = client.job_log(ref, stream, offset, cluster)
         data = page.get("data") or ""
         nxt = _next_offset(page, offset)
         advanced = bool(data) or nxt != offset
@@ -618,7 +656,7 @@ def follow_log(
         if page.get("final") and not advanced:
             break
         if page.get("missing") and not page.get("final") and not announced:
-            job = client.get_job(ref)
+            job = client.get_job(ref, cluster)
             why = job.get("explanation") or job.get("state_label") or job.get("state") or page.get("state") or "no output yet"
             err(f"waiting for the job to start ({why})")
             announced = True
@@ -626,7 +664,7 @@ def follow_log(
             continue  # drain what is already there
         time.sleep(interval)
 
-    job = client.get_job(ref)
+    job = client.get_job(ref, cluster)
     state = job.get("state") or page.get("state") or "UNKNOWN"
     code = job.get("exit_code")
     text = f"job {ref} ended: {state}"
@@ -643,12 +681,14 @@ def follow_log(
 def cmd_logs(ctx: Context) -> int:
     """``logs [-f] [--err] [--tail BYTES] [--interval S] REF``: see :func:`follow_log`."""
     a = ctx.args
-    return follow_log(ctx, a.ref, stream="err" if a.err else "out", follow=a.follow, interval=a.interval, tail=a.tail)
+    return follow_log(
+        ctx, a.ref, stream="err" if a.err else "out", follow=a.follow, interval=a.interval, tail=a.tail, cluster=a.cluster or ""
+    )
 
 
 def cmd_cancel(ctx: Context) -> int:
     """``cancel REF``: ``POST /jobs/{ref}/cancel``."""
-    job = ctx.client().cancel_job(ctx.args.ref)
+    job = ctx.client().cancel_job(ctx.args.ref, ctx.args.cluster or "")
     if ctx.json:
         ctx.emit(job)
     elif job.get("final"):

@@ -217,26 +217,31 @@ class Client:
         """``GET /me``: ``{"username", "teams", "scopes", "token_expires_at"}``."""
         return self.request("GET", "/me")
 
-    def list_jobs(self, scope: str = "active") -> dict:
-        """``GET /jobs?scope=active|history|all``: ``{"items": [job, ...], "count": int}``."""
-        return self.request("GET", "/jobs", params={"scope": scope})
+    def list_jobs(self, scope: str = "active", cluster: str = "") -> dict:
+        """``GET /jobs?scope=active|history|all[&cluster=NAME]``: ``{"items": [job, ...], "count": int}``."""
+        return self.request("GET", "/jobs", params={"scope": scope, **({"cluster": cluster} if cluster else {})})
+
+    def list_clusters(self) -> dict:
+        """``GET /clusters``: ``{"items": [{"name", "label", "default", "sessions", "slurm_version",
+        "partitions", "gpu_types", "freshness"}, ...], "count": int}``, the default first."""
+        return self.request("GET", "/clusters")
 
     def submit_job(self, profile_yaml: str, filename: str, overrides: dict) -> dict:
         """``POST /jobs`` with a profile's YAML text: returns the new job (HTTP 201)."""
         return self.request("POST", "/jobs", body={"profile_yaml": profile_yaml, "filename": filename, "overrides": overrides})
 
-    def get_job(self, ref: str) -> dict:
-        """``GET /jobs/{ref}`` (Slurm job id or key): the job."""
-        return self.request("GET", f"/jobs/{_seg(ref)}")
+    def get_job(self, ref: str, cluster: str = "") -> dict:
+        """``GET /jobs/{ref}`` (Slurm job id, on ``cluster`` when given, or key): the job."""
+        return self.request("GET", f"/jobs/{_seg(ref)}", params=_on(cluster))
 
-    def cancel_job(self, ref: str) -> dict:
+    def cancel_job(self, ref: str, cluster: str = "") -> dict:
         """``POST /jobs/{ref}/cancel``: the job (HTTP 202)."""
-        return self.request("POST", f"/jobs/{_seg(ref)}/cancel")
+        return self.request("POST", f"/jobs/{_seg(ref)}/cancel", params=_on(cluster))
 
-    def job_log(self, ref: str, stream: str = "out", offset: int = 0) -> dict:
+    def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "") -> dict:
         """``GET /jobs/{ref}/log``: one page ``{"stream", "offset", "data", "next_offset", "missing",
         "final", "state"}``; ``offset``/``next_offset`` are byte offsets into the log file."""
-        return self.request("GET", f"/jobs/{_seg(ref)}/log", params={"stream": stream, "offset": offset})
+        return self.request("GET", f"/jobs/{_seg(ref)}/log", params={"stream": stream, "offset": offset, **_on(cluster)})
 
     def list_sessions(self) -> dict:
         """``GET /sessions``: ``{"items": [session, ...], "count": int}``."""
@@ -271,6 +276,11 @@ class Client:
     def submit_profile(self, profile_id: str | int, overrides: dict) -> dict:
         """``POST /profiles/{id}/submit``: the new job (HTTP 201)."""
         return self.request("POST", f"/profiles/{_seg(str(profile_id))}/submit", body={"overrides": overrides})
+
+
+def _on(cluster: str) -> dict:
+    """The ``cluster`` query parameter when one is named (Slurm job ids are per cluster)."""
+    return {"cluster": cluster} if cluster else {}
 
 
 def _seg(value: str) -> str:

@@ -591,3 +591,59 @@ def test_console_script_help():
         pytest.skip("the gpuportal console script is not installed (pip install -e .)")
     result = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and "notebook" in result.stdout
+
+
+# --- several clusters (issue 18) -----------------------------------------------------------------------
+CLUSTERS = {
+    "items": [
+        {
+            "name": "cluster1",
+            "label": "cluster1",
+            "default": True,
+            "sessions": True,
+            "slurm_version": "22.05.8",
+            "partitions": ["interactive", "small", "train"],
+            "gpu_types": ["a100", "t4"],
+            "freshness": {"age_s": 2.0, "stale": False, "reasons": [], "since": {}, "message": "Updated 2 s ago."},
+        },
+        {
+            "name": "cluster2",
+            "label": "cluster2",
+            "default": False,
+            "sessions": False,
+            "slurm_version": "24.11.5",
+            "partitions": ["gpu", "small"],
+            "gpu_types": ["h100", "l40s"],
+            "freshness": {
+                "age_s": None,
+                "stale": True,
+                "reasons": ["cluster-unreachable"],
+                "since": {},
+                "message": "cluster2 unreachable since 14:05 UTC.",
+            },
+        },
+    ],
+    "count": 2,
+}
+
+
+def test_clusters_lists_them_with_their_partitions_and_freshness(env, capsys):
+    env.script("GET", "/clusters", (200, CLUSTERS))
+    assert main(["clusters"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "SLURM", "PARTITIONS", "GPU", "TYPES", "SESSIONS", "NOTE"]
+    assert lines[1].split()[:5] == ["cluster1", "(default)", "22.05.8", "interactive,small,train", "a100,t4"]
+    assert "cluster2 unreachable since 14:05 UTC." in lines[2] and "24.11.5" in lines[2]
+
+
+def test_cluster_is_passed_to_submit_ls_show_logs_and_cancel(env, tmp_path, capsys):
+    f = tmp_path / "t.yaml"
+    f.write_text(YAML)
+    assert main(["submit", str(f), "--cluster", "cluster2"]) == 0
+    assert env.calls("POST", "/jobs")[-1].body["overrides"] == {"cluster": "cluster2"}
+    assert main(["ls", "--cluster", "cluster2"]) == 0
+    assert env.calls("GET", "/jobs")[-1].query == {"scope": "active", "cluster": "cluster2"}
+    for argv in (["show", "4242"], ["cancel", "4242"], ["logs", "4242"]):
+        assert main([*argv, "--cluster", "cluster2"]) == 0, argv
+    assert [r.query.get("cluster") for r in env.requests if r.path.startswith("/jobs/4242")][-3:] == ["cluster2"] * 3
+    capsys.readouterr()

@@ -1,0 +1,148 @@
+"""Two clusters in one portal (issue 18, items 3 and 4, and its "Bad input"), on recorded outputs: the
+22.05 recording as cluster1 and the 24.11 one (cluster2's own, read by the v0.0.42 adapter) as
+cluster2, exactly as cluster/clusters.toml configures them. The job form, the pages and the API take
+and show a cluster; a partition of the other cluster or an unknown cluster is refused naming what
+exists."""
+
+from __future__ import annotations
+
+import time
+from http import HTTPStatus
+
+import pytest
+from bs4 import BeautifulSoup
+
+from jobs.models import Job
+from slurm import SlurmGateway, SlurmUnreachable
+from slurm.snapshot import snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+from tests.slurm.recorded import poll_transport
+
+pytestmark = pytest.mark.django_db
+
+FORM = dict(
+    name="h100-run",
+    account="vision",
+    gpu_type="h100",
+    gpu_count="1",
+    cpus="2",
+    memory_gb="4",
+    time_limit="01:00:00",
+    requeue="on",
+    workdir="",
+    script="#!/bin/bash\npython train.py\n",
+)
+
+
+@pytest.fixture
+def two_clusters(clean_cache, settings):
+    settings.PORTAL_PARTITIONS = []
+    now = time.time()
+    snapshot_store(snapshot_take(SlurmGateway(poll_transport("22.05")), now=now, cluster="cluster1"))
+    snapshot_store(snapshot_take(SlurmGateway(poll_transport("24.11")), now=now, cluster="cluster2"))
+
+
+@pytest.fixture
+def alice(client, django_user_model, monkeypatch, captured_sends):
+    user = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
+def captured_sends(monkeypatch):
+    """The submit task is not run (no Slurm here): the ids it would have been sent with."""
+    sent: list[int] = []
+    monkeypatch.setattr("jobs.submit.enqueue", lambda task, job_id: sent.append(job_id) or True)
+    return sent
+
+
+def test_the_form_offers_both_clusters_and_shows_the_chosen_ones_partitions(client, alice, two_clusters):
+    page = BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser")
+    assert [o["value"] for o in page.select("#id_cluster option")] == ["cluster1", "cluster2"]
+    assert [o["value"] for o in page.select("#id_partition option")] == ["interactive", "small", "train"]
+    # the cluster select reloads the form with the other cluster's partitions, keeping what was typed
+    page = BeautifulSoup(client.get("/jobs/new/", {"cluster": "cluster2", "name": "kept"}).content.decode(), "html.parser")
+    assert [o["value"] for o in page.select("#id_partition option")] == ["gpu", "small"]
+    assert {o["value"] for o in page.select("#id_gpu_type option")} == {"", "h100", "l40s"}
+    assert page.select_one("#id_name")["value"] == "kept"
+    assert page.select_one("#id_cluster option[selected]")["value"] == "cluster2"
+
+
+def test_a_job_sent_to_cluster2_belongs_to_it(client, alice, two_clusters, captured_sends):
+    resp = client.post("/jobs/new/", {**FORM, "cluster": "cluster2", "partition": "gpu"})
+    assert resp.status_code == HTTPStatus.FOUND, resp.content.decode()[:3000]
+    job = Job.objects.get(name="h100-run")
+    assert (job.cluster, job.slurm_cluster, job.gpu_type) == ("cluster2", "cluster2", "h100")
+    html = client.get(f"/jobs/{job.key}/").content.decode()
+    assert 'data-testid="job-cluster">cluster2<' in html
+    assert 'data-cluster="cluster2"' in client.get("/jobs/table/").content.decode()
+    api = client.get("/api/v1/jobs").json()["items"]
+    assert [j["cluster"] for j in api] == ["cluster2"]
+
+
+def test_a_partition_of_the_other_cluster_is_refused_naming_the_cluster_that_has_it(client, alice, two_clusters):
+    resp = client.post("/jobs/new/", {**FORM, "cluster": "cluster2", "partition": "train", "gpu_type": "a100"})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    error = BeautifulSoup(resp.content.decode(), "html.parser").select_one("[data-testid=error-partition]").get_text()
+    assert "Partition 'train' is not offered on cluster2 (cluster1 has it: choose cluster cluster1)" in error
+    assert "Choose one of: gpu, small." in error
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("where", ["form", "profile", "api"])
+def test_an_unknown_cluster_is_refused_naming_the_clusters(client, alice, two_clusters, where):
+    from tests.api.test_api import EXAMPLE_TEXT
+
+    if where == "form":
+        resp = client.post("/jobs/new/", {**FORM, "cluster": "cluster9", "partition": "gpu"})
+        text = BeautifulSoup(resp.content.decode(), "html.parser").select_one("[data-testid=error-cluster]").get_text()
+    else:
+        from api.tokens import token_create
+
+        _, token = token_create(user=alice, name="t", scopes=["read", "jobs"], days=1)
+        profile = EXAMPLE_TEXT.replace("name: ", "cluster: cluster9\nname: ", 1) if where == "profile" else EXAMPLE_TEXT
+        body = {
+            "profile_yaml": profile,
+            "filename": "train.yaml",
+            "overrides": {} if where == "profile" else {"cluster": "cluster9"},
+        }
+        resp = client.post("/api/v1/jobs", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+        errors = {e["field"]: e for e in resp.json()["errors"]}
+        assert "cluster" in errors, resp.json()
+        text = errors["cluster"]["message"]
+        if where == "profile":
+            assert errors["cluster"]["line"] == 2, errors
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert "Cluster 'cluster9' is not served by this portal. Choose one of: cluster1, cluster2." in text
+    assert Job.objects.count() == 0
+
+
+def test_the_gpu_table_has_a_section_per_cluster_with_the_h100_row(client, alice, two_clusters):
+    page = BeautifulSoup(client.get("/").content.decode(), "html.parser")
+    sections = {s["data-cluster"]: s for s in page.select("[data-testid=cluster-gpus]")}
+    assert list(sections) == ["cluster1", "cluster2"]
+    assert sections["cluster2"].select_one('tr[data-partition="gpu"][data-gpu-type="h100"]') is not None
+    assert sections["cluster1"].select_one('tr[data-partition="train"][data-gpu-type="a100"]') is not None
+    assert "Updated" in sections["cluster2"].get_text()
+
+
+def test_one_cluster_unreachable_leaves_the_other_live_and_says_which(client, alice, two_clusters):
+    """Issue 18, item 4: cluster2's slurmctld stopped: pages say so by name and go on showing cluster1."""
+    down = snapshot_failed(
+        snapshot_load(cluster="cluster2"), SlurmUnreachable(["squeue"], None, message="no answer"), now=time.time()
+    )
+    snapshot_store(down)
+    page = BeautifulSoup(client.get("/").content.decode(), "html.parser")
+    sections = {s["data-cluster"]: s for s in page.select("[data-testid=cluster-gpus]")}
+    assert (
+        sections["cluster2"].select_one("[data-reason=cluster-unreachable]").get_text().startswith("cluster2 unreachable since")
+    )
+    assert sections["cluster1"].select_one("[data-reason]") is None and "Updated" in sections["cluster1"].get_text()
+    table = BeautifulSoup(client.get("/jobs/table/").content.decode(), "html.parser")
+    assert [t.get_text().startswith("cluster2 unreachable since") for t in table.select("[data-reason]")] == [True]
+    clusters = {c["name"]: c for c in client.get("/api/v1/clusters").json()["items"]}
+    assert (
+        clusters["cluster2"]["freshness"]["reasons"] == ["cluster-unreachable"]
+        and clusters["cluster1"]["freshness"]["stale"] is False
+    )
+    assert clusters["cluster2"]["partitions"] == ["gpu", "small"] and clusters["cluster1"]["sessions"] is True
