@@ -1,0 +1,85 @@
+"""End to end in headless Chromium with both real clusters polled (issue 18, "Browser"): a researcher
+sees cluster2's H100s in the GPU table, picks cluster2 in the job form (its partitions replace
+cluster1's, what was typed stays), sends an H100 job, and follows it on its page to Completed with
+its output, and finds it in History under cluster2."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from jobs.services import snapshot_refresh
+from slurm.clusters import cluster_names
+from tests.e2e.test_batch_job_browser import shot
+from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def poll_both():
+    """The poller's service for every cluster every second, in a thread, after a first poll of each."""
+    for name in cluster_names():
+        snapshot = snapshot_refresh(cluster=name)
+        assert snapshot is not None and not snapshot.error, (name, snapshot and snapshot.error)
+    connection.close()
+    stop = threading.Event()
+
+    def loop():
+        try:
+            while not stop.is_set():
+                for name in cluster_names():
+                    snapshot_refresh(cluster=name)
+                stop.wait(1.0)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(30)
+
+
+def test_a_researcher_runs_an_h100_job_on_cluster2(portal_with_idp, poll_both, browser_page):  # noqa: F811
+    page = browser_page
+    sign_in(page, portal_with_idp, "alice")
+    h100 = page.locator('[data-cluster="cluster2"] tr[data-partition="gpu"][data-gpu-type="h100"]')
+    h100.wait_for()
+    assert "/ 4" in h100.inner_text()
+    assert page.locator('[data-cluster="cluster1"] tr[data-gpu-type="a100"]').count() >= 1
+    shot(page, "cluster2-1-home")
+
+    page.get_by_role("link", name="New job").first.click()
+    page.wait_for_selector("[data-testid=limits]")
+    page.fill("#id_name", "h100 on cluster2")
+    page.select_option("#id_cluster", "cluster2")  # HTMX reloads the form with cluster2's partitions
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#id_partition option')].map(o => o.value).join() === 'gpu,small'"
+    )
+    assert page.input_value("#id_name") == "h100 on cluster2"  # what was typed stays
+    assert "cluster=cluster2" in page.url
+    page.select_option("#id_partition", "gpu")
+    page.select_option("#id_gpu_type", "h100")
+    page.select_option("#id_gpu_count", "1")
+    page.fill("#id_cpus", "1")
+    page.fill("#id_memory_gb", "1")
+    page.fill("#id_time_limit", "00:05:00")
+    page.fill("#id_script", '#!/bin/bash\necho "on $SLURM_CLUSTER_NAME with GPU $CUDA_VISIBLE_DEVICES"\n')
+    shot(page, "cluster2-2-form")
+    page.get_by_test_id("submit-job").click()
+
+    page.wait_for_selector("[data-testid=job-name]")
+    assert page.get_by_test_id("job-cluster").inner_text() == "cluster2"
+    page.wait_for_selector('[data-testid=job-state][data-state="COMPLETED"]', timeout=120_000)
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=log-out]') || {}).textContent?.includes('on cluster2 with GPU')",
+        timeout=30_000,
+    )
+    shot(page, "cluster2-3-completed")
+    page.get_by_role("link", name="History").first.click()
+    row = page.locator("tr", has_text="h100 on cluster2")
+    assert "cluster2" in row.inner_text() and "Completed" in row.inner_text()
+    connection.close()
