@@ -146,3 +146,25 @@ def test_one_cluster_unreachable_leaves_the_other_live_and_says_which(client, al
         and clusters["cluster1"]["freshness"]["stale"] is False
     )
     assert clusters["cluster2"]["partitions"] == ["gpu", "small"] and clusters["cluster1"]["sessions"] is True
+
+
+def test_a_cluster_whose_json_version_is_unknown_says_so_and_never_shows_a_misread_queue(client, alice, two_clusters):
+    """Issue 18, "Bad input": Slurm upgraded to a version without an adapter: the poll stops with the
+    adapter's sentence, and every page says so for that cluster (its last figures stay, marked)."""
+    from slurm.adapters import adapter_for
+    from slurm.errors import SlurmVersionUnknown
+
+    newer = {
+        "meta": {
+            "plugin": {"data_parser": "data_parser/v0.0.44"},
+            "slurm": {"version": {"major": "26", "minor": "05", "micro": "1"}},
+        }
+    }
+    with pytest.raises(SlurmVersionUnknown) as caught:
+        adapter_for(newer, argv=["squeue", "--json", "-t", "all"])
+    snapshot_store(snapshot_failed(snapshot_load(cluster="cluster2"), caught.value, now=time.time()))
+    table = BeautifulSoup(client.get("/jobs/table/").content.decode(), "html.parser")
+    notice = table.select_one("[data-reason=cluster-not-understood]")
+    assert notice is not None and notice.get_text().startswith("cluster2: Slurm 26.05 output not understood yet")
+    clusters = {c["name"]: c for c in client.get("/api/v1/clusters").json()["items"]}
+    assert clusters["cluster2"]["freshness"]["reasons"] == ["cluster-not-understood"]
