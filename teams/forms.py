@@ -12,7 +12,7 @@ class LimitsForm(forms.Form):
         max_value=10_000_000,
         decimal_places=1,
         label="GPU-hour quota per period",
-        help_text="Per accounting period (Slurm's PriorityUsageResetPeriod; monthly on this cluster). "
+        help_text="Per accounting period (Slurm's PriorityUsageResetPeriod, e.g. monthly), on each cluster. "
         "Slurm GrpTRESMins=gres/gpu, stored in GPU-minutes. Empty: no quota.",
     )
     gpu_limit = forms.IntegerField(
@@ -20,7 +20,7 @@ class LimitsForm(forms.Form):
         min_value=0,
         max_value=100_000,
         label="GPUs in use at once",
-        help_text="Slurm GrpTRES=gres/gpu. Empty: no limit.",
+        help_text="On each cluster. Slurm GrpTRES=gres/gpu. Empty: no limit.",
     )
 
 

@@ -9,21 +9,31 @@ What the sync never does: touch an account that is not a managed team (``Team.ma
 ``root`` account, or the users ``root`` and the service user (``portal``); delete an account (an
 admin deletes accounts by hand, once nothing needs their usage records); change the description of
 an account that exists; touch TRES limits other than ``gres/gpu`` (``gres/gpu:a100=2`` and
-``cpu=10`` stay as they are). One slurmdbd is assumed to serve one cluster (``sacctmgr add``
-without ``cluster=`` acts on every cluster it knows).
+``cpu=10`` stay as they are).
+
+Every configured cluster (:mod:`slurm.clusters`, issue 18) has its own slurmdbd, and the sync runs
+on each in turn, through that cluster's gateway: each gets the managed teams' accounts, associations
+and the same ``gres/gpu`` limits (a team's quota and GPU limit apply on each cluster, counted and
+enforced by that cluster's Slurm). A cluster whose slurmdbd cannot be read, or refuses an action,
+fails only its own part (:class:`ClusterSync`); the other clusters' changes are applied, and a retry
+runs the failed clusters only (``clusters=``). One Redis lock covers the whole sync. Each cluster's
+slurmdbd is assumed to serve that one cluster (``sacctmgr add`` without ``cluster=`` acts on every
+cluster it knows).
 
 Slurm 22.05 behaviour this relies on (seen on the local cluster, outputs in
 ``tests/fixtures/slurm/22.05/sacctmgr_*.txt``): deleting a user's association in their default
 account succeeds and leaves the user with an *empty* default account, so the default is changed
 first and the removal is not run when that change failed; deleting a user's last association also
 deletes the user record; ``add`` of something that exists exits 1 with ``Nothing new added.`` on
-stdout; account names and descriptions are stored lower-cased.
+stdout; account names and descriptions are stored lower-cased. Slurm 24.11 (cluster2, outputs in
+``tests/fixtures/slurm/24.11/accounting/``) prints the same ``--parsable2`` lines; it refuses to
+delete a user's default association ("You can not remove the default account of a user"), which
+the default-account change first avoids, and says ``Nothing added.`` / ``Already existing account``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
@@ -34,6 +44,7 @@ from audit.services import audit
 from portal.locks import redis_client
 from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.accounting import read_descriptions
+from slurm.clusters import cluster_get, cluster_names
 
 from .models import Membership, Role, Source, Team
 from .sync_actions import (  # noqa: F401  (re-exported)
@@ -46,6 +57,7 @@ from .sync_actions import (  # noqa: F401  (re-exported)
     SetDefaultAccount,
     SetLimits,
 )
+from .sync_report import ActionResult, ClusterSync, SyncReport  # noqa: F401  (re-exported)
 from .sync_state import (  # noqa: F401  (re-exported)
     ACCOUNT_NAME_RE,
     LOCK_NAME,
@@ -66,9 +78,12 @@ from .sync_state import (  # noqa: F401  (re-exported)
 logger = logging.getLogger(__name__)
 
 
-def protected_users() -> frozenset[str]:
-    """Users the sync never adds, changes or removes: ``root`` and the service user."""
-    return frozenset({ROOT, "portal", settings.SLURM_GATEWAY.get("ssh_user") or "portal"})
+def protected_users(cluster: str | None = None) -> frozenset[str]:
+    """Users the sync never adds, changes or removes on ``cluster`` (``None``: the default one):
+    ``root`` and the service user (that cluster's ``ssh_user``, and the global one)."""
+    found = cluster_get(cluster)
+    own = (found.gateway.get("ssh_user") if found else "") or "portal"
+    return frozenset({ROOT, "portal", own, settings.SLURM_GATEWAY.get("ssh_user") or "portal"})
 
 
 def plan(wanted: WantedState, actual: ActualState, *, protected: frozenset[str] = frozenset({ROOT, "portal"})) -> list[Action]:
@@ -121,47 +136,6 @@ def plan(wanted: WantedState, actual: ActualState, *, protected: frozenset[str] 
 
 
 # --- applying ------------------------------------------------------------------------------------
-@dataclass
-class ActionResult:
-    """``ok``: True/False once run, ``None`` when not run (dry run); ``error``: sacctmgr's message."""
-
-    action: Action
-    ok: bool | None = None
-    error: str = ""
-
-    @property
-    def line(self) -> str:
-        return f"FAILED {self.action.describe()}: {self.error}" if self.ok is False else self.action.describe()
-
-
-@dataclass
-class SyncReport:
-    """What a sync planned and how each action went. ``error``: Slurm could not be read (or another
-    sync held the lock), nothing was planned; ``skipped``: teams or members that cannot be synced."""
-
-    dry_run: bool
-    results: list[ActionResult] = field(default_factory=list)
-    skipped: tuple[str, ...] = ()
-    error: str = ""
-
-    @property
-    def actions(self) -> list[Action]:
-        return [r.action for r in self.results]
-
-    @property
-    def failed(self) -> list[ActionResult]:
-        return [r for r in self.results if r.ok is False]
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and not self.failed and not self.skipped
-
-    @property
-    def lines(self) -> list[str]:
-        head = [f"FAILED {self.error}"] if self.error else []
-        return head + [f"! skipped {s}" for s in self.skipped] + [r.line for r in self.results]
-
-
 def _error_text(returncode: int, out: str, err: str) -> str:
     text = " ".join(line.strip() for line in (err.strip() or out.strip()).splitlines())
     return text or f"exit code {returncode}"
@@ -188,11 +162,13 @@ def _record_associations(action: Action) -> None:
         users.filter(pk=user.pk).update(slurm_accounts=accounts)
 
 
-def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -> list[ActionResult]:
+def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None, cluster: str = "") -> list[ActionResult]:
     """Run each action in order (as the service user, no sudo), going on after a failure, except
     that a user's removals are not run when the default-account change before them failed (Slurm
-    would leave them with no default account). Writes an audit row per applied action."""
+    would leave them with no default account). Writes an audit row per applied action; with
+    ``cluster`` (the cluster ``gateway`` reaches) the row's ``new`` names it (``"cluster": ...``)."""
     results, blocked = [], set()
+    where = {"cluster": cluster} if cluster else {}
     for action in actions:
         result = ActionResult(action)
         results.append(result)
@@ -207,7 +183,13 @@ def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -
         except SlurmError as exc:
             result.ok, result.error = False, exc.message
         if result.ok:
-            audit(actor=actor, action=f"slurm.sync.{action.kind}", target=action.target, old=action.old, new=action.new)
+            audit(
+                actor=actor,
+                action=f"slurm.sync.{action.kind}",
+                target=action.target,
+                old=action.old,
+                new={**action.new, **where},
+            )
             _record_associations(action)
             if isinstance(action, DeleteUser):
                 for account in action.accounts[1:]:
@@ -216,43 +198,64 @@ def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None) -
                         action=f"slurm.sync.{action.kind}",
                         target=f"membership:{account}/{action.user}",
                         old=action.old,
-                        new={},
+                        new=dict(where),
                     )
         else:
-            logger.warning("teams sync: %s failed: %s", action.describe(), result.error)
+            logger.warning("teams sync%s: %s failed: %s", f" on {cluster}" if cluster else "", action.describe(), result.error)
             if isinstance(action, SetDefaultAccount):
                 blocked.add(action.user)
     return results
 
 
-def teams_sync(*, dry_run: bool = False, actor=None, lock_client=None) -> SyncReport:
-    """Read Slurm, plan, and (unless ``dry_run``) apply; returns the :class:`SyncReport`.
+def cluster_sync(cluster: str, wanted: WantedState, *, dry_run: bool = False, actor=None) -> ClusterSync:
+    """Read ``cluster``'s slurmdbd through its gateway, plan against ``wanted`` and (unless
+    ``dry_run``) apply there. Never raises for Slurm failures: an unreadable slurmdbd is the part's
+    ``error``, a refused action its ``failed``."""
+    gateway = get_gateway(cluster)
+    try:
+        actual = read_actual(gateway)
+    except (SlurmError, ValueError) as exc:
+        logger.warning("teams sync: cannot read Slurm on %s: %s", cluster, exc)
+        return ClusterSync(cluster, error=f"reading Slurm: {exc}")
+    actions = plan(wanted, actual, protected=protected_users(cluster))
+    if dry_run:
+        return ClusterSync(cluster, [ActionResult(a) for a in actions])
+    return ClusterSync(cluster, apply_actions(actions, gateway, actor=actor, cluster=cluster))
 
-    Never raises for Slurm failures: an unreadable Slurm is ``report.error``, a failed action is in
-    ``report.failed``. Applying holds a Redis lock (one sync at a time; a second one waits up to
-    ``LOCK_WAIT_S`` seconds, then reports that it did not start). Safe to re-run: after a successful
-    run the next one plans nothing."""
+
+def teams_sync(
+    *, dry_run: bool = False, actor=None, lock_client=None, clusters: list[str] | tuple[str, ...] | None = None
+) -> SyncReport:
+    """Read Slurm, plan, and (unless ``dry_run``) apply, on every configured cluster in turn (or on
+    ``clusters``, names of configured ones: a retry of the clusters that failed; names no longer
+    configured are left out); returns the :class:`SyncReport`, one part per cluster.
+
+    Never raises for Slurm failures: a cluster whose slurmdbd cannot be read is its part's
+    ``error``, a failed action is in ``report.failed``; the other clusters go on. Applying holds one
+    Redis lock for the whole sync (one sync at a time; a second one waits up to ``LOCK_WAIT_S``
+    seconds, then reports that it did not start). Safe to re-run: after a successful run the next one
+    plans nothing."""
+    configured = cluster_names()
+    names = configured if clusters is None else [name for name in configured if name in set(clusters)]
+    if clusters is not None and len(names) < len(set(clusters)):
+        logger.warning("teams sync: clusters no longer configured left out: %s", sorted(set(clusters) - set(configured)))
+    labelled = len(configured) > 1
     lock = None
     if not dry_run:
         lock = (lock_client or redis_client()).lock(LOCK_NAME, timeout=LOCK_TIMEOUT_S, blocking_timeout=LOCK_WAIT_S)
         try:
             if not lock.acquire():
                 return SyncReport(
-                    dry_run, error=f"to start: another sync held {LOCK_NAME} for more than {LOCK_WAIT_S} s; try again"
+                    dry_run,
+                    error=f"to start: another sync held {LOCK_NAME} for more than {LOCK_WAIT_S} s; try again",
+                    labelled=labelled,
                 )
         except redis.exceptions.RedisError as exc:
-            return SyncReport(dry_run, error=f"to start: cannot take the sync lock in Redis: {exc}")
+            return SyncReport(dry_run, error=f"to start: cannot take the sync lock in Redis: {exc}", labelled=labelled)
     try:
         wanted = wanted_state()
-        gateway = get_gateway()
-        try:
-            actual = read_actual(gateway)
-        except (SlurmError, ValueError) as exc:
-            logger.warning("teams sync: cannot read Slurm: %s", exc)
-            return SyncReport(dry_run, skipped=wanted.skipped, error=f"reading Slurm: {exc}")
-        actions = plan(wanted, actual, protected=protected_users())
-        results = [ActionResult(a) for a in actions] if dry_run else apply_actions(actions, gateway, actor=actor)
-        return SyncReport(dry_run, results, skipped=wanted.skipped)
+        parts = [cluster_sync(name, wanted, dry_run=dry_run, actor=actor) for name in names]
+        return SyncReport(dry_run, parts, skipped=wanted.skipped, labelled=labelled)
     finally:
         if lock is not None:
             try:
@@ -265,17 +268,32 @@ def teams_import(*, actor=None) -> int:
     """Create a managed Team for each Slurm account the portal does not know (not ``root``), with
     its ``gres/gpu`` limits and description, and SLURM-sourced MEMBER rows for the account's users
     that are portal users. Returns how many teams were created. Meant for a new install, before the
-    first sync (which would otherwise find nothing to manage). Raises :class:`SlurmError`."""
-    gateway = get_gateway()
-    actual = read_actual(gateway)
-    descriptions = read_descriptions(gateway)
+    first sync (which would otherwise find nothing to manage).
+
+    Reads every configured cluster's slurmdbd: an account on several clusters is one team, with the
+    users it has on any of them; its limits and description are those of the first cluster that has
+    it (the site's default first). The next sync then sets those limits on every cluster. Raises
+    :class:`SlurmError` (nothing is imported) when any cluster cannot be read."""
+    accounts: dict[str, SlurmAccount] = {}
+    users_of: dict[str, set[str]] = {}
+    descriptions: dict[str, str] = {}
+    protected: set[str] = set()
+    for cluster in cluster_names():
+        gateway = get_gateway(cluster)
+        actual = read_actual(gateway)
+        for name, account in actual.accounts.items():
+            accounts.setdefault(name, account)
+            users_of.setdefault(name, set()).update(account.users)
+        for name, description in read_descriptions(gateway).items():
+            descriptions.setdefault(name, description)
+        protected |= protected_users(cluster)
     known = set(Team.objects.values_list("name", flat=True))
-    names = {u for a in actual.accounts.values() for u in a.users} - protected_users()
+    names = {u for members in users_of.values() for u in members} - protected
     users = {u.username: u for u in get_user_model().objects.filter(username__in=names)}
     created = 0
     with transaction.atomic():
-        for name in sorted(set(actual.accounts) - known):
-            account = actual.accounts[name]
+        for name in sorted(set(accounts) - known):
+            account = accounts[name]
             team = Team.objects.create(
                 name=name, description=descriptions.get(name, "")[:200], managed=True, **account.limits.team_fields()
             )
@@ -285,7 +303,7 @@ def teams_import(*, actor=None) -> int:
                 target=f"team:{name}",
                 new={"description": team.description, **account.limits.team_fields()},
             )
-            for username in sorted(account.users & users.keys()):
+            for username in sorted(users_of[name] & users.keys()):
                 Membership.objects.create(team=team, user=users[username], role=Role.MEMBER, source=Source.SLURM)
                 audit(
                     actor=actor,

@@ -3,6 +3,10 @@ buttons, or a change of limits or members), run by a Celery worker (:func:`teams
 never inside the request. Each run has an id; its state lives in the cache for :data:`RUN_TTL_S`
 seconds under ``teams:sync-run:<id>``, and each team's settings page shows the team's last run
 (``teams:sync-run:last:<team>``): "on its way" until the worker stores the report, then the report.
+
+A run keeps each cluster's part (:class:`teams.sync_report.ClusterOutcome`): when a try fails on one
+cluster (its slurmdbd down), the next try runs that cluster only, and its part replaces the failed
+one while the other clusters' applied parts stay as they were.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from django.conf import settings
 from django.core.cache import cache
 
-from .slurm_sync import SyncReport, teams_sync
+from .slurm_sync import teams_sync
+from .sync_report import ClusterOutcome, SyncReport, headline, report_headline
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +48,8 @@ class SyncRun:
     ``ok``/``headline``/``lines``: the report (:func:`report_headline`, ``SyncReport.lines``);
     ``attempt``: which try this is (1 = the first); ``retry_at``: while a failed try waits to be
     retried, when the next one runs (Unix seconds; the failure's headline and lines are shown
-    meanwhile), else ``None``."""
+    meanwhile), else ``None``. ``parts``: each cluster's part as last tried (a retry replaces only
+    the parts of the clusters it ran on); ``retry_clusters``: the clusters the next try runs."""
 
     run_id: str
     dry_run: bool
@@ -55,6 +61,8 @@ class SyncRun:
     lines: tuple[str, ...] = ()
     attempt: int = 1
     retry_at: float | None = None
+    parts: tuple[ClusterOutcome, ...] = ()
+    retry_clusters: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -85,22 +93,6 @@ def _save(run: SyncRun) -> None:
     cache.set(_key(run.run_id), asdict(run), timeout=RUN_TTL_S)
 
 
-def report_headline(report: SyncReport) -> str:
-    """One sentence saying whether anything was applied (the lines follow it)."""
-    if report.error:
-        return f"Slurm sync did not run: {report.error}"
-    count = len(report.results)
-    if report.dry_run:
-        return (
-            f"Dry run: {count} change(s) planned, none applied."
-            if count
-            else "Dry run: Slurm already matches the portal; nothing to change."
-        )
-    if report.ok:
-        return f"Sync applied {count} change(s)." if count else "Slurm already matches the portal; nothing to change."
-    return f"Sync: {len(report.failed)} of {count} change(s) FAILED; the others were applied."
-
-
 def sync_run_queue(*, dry_run: bool, by=None, teams: Iterable[str] = (), now: float | None = None) -> SyncRun:
     """A new run, stored as on its way and made the last run of each of ``teams``. The caller
     enqueues the task with its ``run_id`` (see ``teams.services``)."""
@@ -117,39 +109,93 @@ def sync_run_queue(*, dry_run: bool, by=None, teams: Iterable[str] = (), now: fl
 
 
 def retryable(report: SyncReport) -> bool:
-    """A report worth trying again: Slurm could not be read, or an action failed (slurmdbd down or
-    busy); not a dry run, and not one whose only trouble is skipped teams (those need a person)."""
-    return not report.dry_run and bool(report.error or report.failed)
+    """A report worth trying again: the sync could not start, a cluster's Slurm could not be read, or
+    an action failed (slurmdbd down or busy); not a dry run, and not one whose only trouble is
+    skipped teams (those need a person)."""
+    return not report.dry_run and bool(report.error or report.failed_clusters)
+
+
+def retry_clusters(report: SyncReport, clusters: list[str] | tuple[str, ...] | None) -> list[str] | None:
+    """The clusters the next try of ``report`` (which ran on ``clusters``; ``None``: all) runs on:
+    the failed ones, or all it ran on when the sync did not start at all."""
+    if report.error:
+        return list(clusters) if clusters is not None else None
+    return report.failed_clusters
+
+
+def _merged(
+    run_id: str, report: SyncReport, *, attempt: int, clusters: list[str] | tuple[str, ...] | None
+) -> tuple[list[ClusterOutcome], str, tuple[str, ...], bool]:
+    """This try's parts put in place of the stored run's parts for the same clusters (a try that ran
+    on ``clusters`` only keeps the others' earlier parts); returns (parts, headline, lines, ok)."""
+    new = [ClusterOutcome.of(p, labelled=report.labelled, attempt=attempt) for p in report.parts]
+    earlier = sync_run_load(run_id) if clusters is not None else None
+    if earlier is not None:
+        ran = {o.cluster for o in new}
+        kept = [o for o in earlier.parts if o.cluster not in ran]
+        order = {name: i for i, name in enumerate([o.cluster for o in earlier.parts] + [o.cluster for o in new])}
+        new = sorted(kept + new, key=lambda o: order[o.cluster])
+    head = headline(dry_run=report.dry_run, error=report.error, outcomes=new, labelled=report.labelled)
+    lines = ([f"FAILED {report.error}"] if report.error else []) + [f"! skipped {s}" for s in report.skipped]
+    lines += [line for o in new for line in o.lines]
+    ok = not report.error and not report.skipped and all(o.ok for o in new)
+    return new, head, tuple(lines), ok
 
 
 def sync_run_perform(
-    *, run_id: str | None, dry_run: bool = False, actor=None, attempt: int = 1, retry_in: float | None = None
+    *,
+    run_id: str | None,
+    dry_run: bool = False,
+    actor=None,
+    attempt: int = 1,
+    retry_in: float | None = None,
+    clusters: list[str] | tuple[str, ...] | None = None,
 ) -> SyncReport:
-    """Run the sync (:func:`teams.slurm_sync.teams_sync`) for the worker and store its report under
-    ``run_id`` (none for the scheduled sync): as the run's outcome, or, when the report is
-    :func:`retryable` and ``retry_in`` (seconds) is given, as try ``attempt``'s failure with the next
-    try due then (the caller schedules it). Returns the report. An exception out of the sync is
-    stored as the run's failure, then raised."""
+    """Run the sync (:func:`teams.slurm_sync.teams_sync`, on ``clusters`` only when given: a retry)
+    for the worker and store its report under ``run_id`` (none for the scheduled sync), merged with
+    the run's earlier parts of the clusters not run again: as the run's outcome, or, when the report
+    is :func:`retryable` and ``retry_in`` (seconds) is given, as try ``attempt``'s failure with the
+    next try due then (the caller schedules it, on :func:`retry_clusters`). Returns this try's
+    report. An exception out of the sync is stored as the run's failure, then raised."""
     try:
-        report = teams_sync(dry_run=dry_run, actor=actor)
+        report = teams_sync(dry_run=dry_run, actor=actor, clusters=clusters)
     except Exception as exc:
         if run_id:
             sync_run_finish(run_id=run_id, report=SyncReport(dry_run, error=f"the sync task failed: {exc}"), attempt=attempt)
         raise
-    if run_id and retry_in is not None and retryable(report):
-        queued = sync_run_load(run_id) or SyncRun(run_id=run_id, dry_run=dry_run, queued_at=0.0)
+    if not run_id:
+        return report
+    parts, head, lines, ok = _merged(run_id, report, attempt=attempt, clusters=clusters)
+    queued = sync_run_load(run_id) or SyncRun(run_id=run_id, dry_run=dry_run, queued_at=0.0)
+    if retry_in is not None and retryable(report):
+        again = retry_clusters(report, clusters)
         _save(
             replace(
                 queued,
                 ok=False,
-                headline=report_headline(report),
-                lines=tuple(report.lines),
+                headline=head,
+                lines=lines,
                 attempt=attempt,
                 retry_at=time.time() + retry_in,
+                parts=tuple(parts),
+                retry_clusters=tuple(again) if again is not None else (),
             )
         )
-    elif run_id:
-        sync_run_finish(run_id=run_id, report=report, attempt=attempt)
+    else:
+        _save(
+            replace(
+                queued,
+                dry_run=report.dry_run,
+                finished_at=time.time(),
+                ok=ok,
+                headline=head + (f" (after {attempt} tries)" if attempt > 1 else ""),
+                lines=lines,
+                attempt=attempt,
+                retry_at=None,
+                parts=tuple(parts),
+                retry_clusters=(),
+            )
+        )
     return report
 
 
@@ -167,6 +213,7 @@ def sync_run_finish(*, run_id: str, report: SyncReport, now: float | None = None
         headline=report_headline(report) + (f" (after {attempt} tries)" if attempt > 1 else ""),
         lines=tuple(report.lines),
         attempt=attempt,
+        parts=tuple(ClusterOutcome.of(p, labelled=report.labelled, attempt=attempt) for p in report.parts),
     )
     _save(run)
     return run
@@ -175,7 +222,17 @@ def sync_run_finish(*, run_id: str, report: SyncReport, now: float | None = None
 def sync_run_load(run_id: str) -> SyncRun | None:
     """The run from the cache; ``None`` when unknown or expired (or the cache is unreachable)."""
     data = cache.get(_key(run_id))
-    return SyncRun(**{**data, "lines": tuple(data.get("lines", ()))}) if data else None
+    if not data:
+        return None
+    parts = tuple(ClusterOutcome(**{**p, "lines": tuple(p.get("lines", ()))}) for p in data.get("parts", ()))
+    return SyncRun(
+        **{
+            **data,
+            "lines": tuple(data.get("lines", ())),
+            "parts": parts,
+            "retry_clusters": tuple(data.get("retry_clusters", ())),
+        }
+    )
 
 
 def sync_run_last(team: str) -> SyncRun | None:

@@ -5,25 +5,29 @@ import logging
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from .sync_runs import SYNC_RETRIES, retryable, sync_retry_delay, sync_run_perform
+from .sync_runs import SYNC_RETRIES, retry_clusters, retryable, sync_retry_delay, sync_run_perform
 from .usage import usage_refresh
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, soft_time_limit=240, time_limit=300, ignore_result=True, max_retries=SYNC_RETRIES)
-def teams_sync_task(self, run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None) -> None:
-    """Make Slurm's accounts, associations and ``gres/gpu`` limits match the managed teams
-    (:func:`teams.slurm_sync.teams_sync`; ``dry_run``: only plan), as user ``actor_id`` in the audit
-    rows; stores the report under ``run_id`` for the settings page (:mod:`teams.sync_runs`; the
-    scheduled sync has none) and logs each line. A failing sync (Slurm unreadable, e.g. slurmdbd
-    down, or an action refused) is tried again :data:`SYNC_RETRIES` times with back-off
-    (:func:`sync_retry_delay`); the page shows each failure with Slurm's words and when the next try
-    runs. Every try re-reads Slurm and plans from scratch, so a retry never repeats a done action."""
+def teams_sync_task(
+    self, run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None, clusters: list[str] | None = None
+) -> None:
+    """Make every cluster's Slurm accounts, associations and ``gres/gpu`` limits match the managed
+    teams (:func:`teams.slurm_sync.teams_sync`; ``dry_run``: only plan; ``clusters``: only these, a
+    retry), as user ``actor_id`` in the audit rows; stores the report under ``run_id`` for the
+    settings page (:mod:`teams.sync_runs`; the scheduled sync has none) and logs each line. A failing
+    sync (a cluster's Slurm unreadable, e.g. its slurmdbd down, or an action refused) is tried again
+    :data:`SYNC_RETRIES` times with back-off (:func:`sync_retry_delay`), on the failed clusters only
+    (the others' changes are applied and kept); the page shows each failure with Slurm's words and
+    when the next try runs. Every try re-reads Slurm and plans from scratch, so a retry never
+    repeats a done action."""
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     attempt = self.request.retries + 1
     retry_in = sync_retry_delay(attempt) if attempt <= SYNC_RETRIES else None
-    report = sync_run_perform(run_id=run_id, dry_run=dry_run, actor=actor, attempt=attempt, retry_in=retry_in)
+    report = sync_run_perform(run_id=run_id, dry_run=dry_run, actor=actor, attempt=attempt, retry_in=retry_in, clusters=clusters)
     for line in report.lines:
         (logger.info if report.ok else logger.warning)("teams sync: %s", line)
     if report.ok:
@@ -32,10 +36,16 @@ def teams_sync_task(self, run_id: str | None = None, dry_run: bool = False, acto
             "teams sync: %s", f"{len(report.results)} change(s) {done}" if report.results else "Slurm already matches the portal"
         )
     else:
-        logger.error("teams sync: %d action(s) failed%s", len(report.failed), f"; {report.error}" if report.error else "")
+        errors = [report.error] if report.error else []
+        errors += [f"{part.cluster}: {part.error}" for part in report.parts if part.error]
+        logger.error("teams sync: %d action(s) failed%s", len(report.failed), "".join(f"; {e}" for e in errors))
     if retry_in is not None and retryable(report):
-        logger.warning("teams sync: try %d failed; trying again in %.0f s", attempt, retry_in)
-        raise self.retry(countdown=retry_in)
+        again = retry_clusters(report, clusters)
+        only = f" (on {', '.join(again)} only)" if report.labelled and again else ""
+        logger.warning("teams sync: try %d failed; trying again in %.0f s%s", attempt, retry_in, only)
+        raise self.retry(
+            countdown=retry_in, kwargs={"run_id": run_id, "dry_run": dry_run, "actor_id": actor_id, "clusters": again}
+        )
 
 
 @shared_task(soft_time_limit=50, time_limit=60, ignore_result=True, max_retries=0)

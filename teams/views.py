@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
+from slurm.clusters import cluster_names
 
 from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
@@ -144,6 +145,7 @@ def _settings_page(
         "limits": limits,
         "member_form": member_form,
         "members": team_members(team),
+        "clusters": cluster_names(),
         **_run_context(sync_run_last(team.name)),
     }
     return render(request, "teams/team_settings.html", context, status=status)

@@ -114,10 +114,12 @@ def _recorded(name: str) -> str:
 def _sync(w: World, *commands: list[str]) -> None:
     """``teams.slurm_sync.teams_sync`` as the worker runs it, against the recorded demo cluster
     (vision: alice, carol, GrpTRES gres/gpu=6, GrpTRESMins gres/gpu=6000; nlp: bob, dana; every
-    user's default account is their only one), answering ``commands`` with success."""
+    user's default account is their only one), answering ``commands`` with success. The site has one
+    cluster (``cluster1``), which each sync row names in ``new``."""
     from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
     from teams.slurm_sync import teams_sync
 
+    w.settings.PORTAL_CLUSTERS_FILE = ""
     w.slurm.expect(SHOW_ASSOCIATIONS, stdout=_recorded("show_association"))
     w.slurm.expect(SHOW_USERS, stdout=_recorded("show_user"))
     for argv in commands:
@@ -133,26 +135,28 @@ def _people(w: World, *names: str) -> dict:
 
 
 SACCTMGR = ["sacctmgr", "-i"]
+#: What each ``slurm.sync.*`` row's ``new`` adds: the cluster whose slurmdbd was changed.
+ON = {"cluster": "cluster1"}
 
 
 def sync_add_account(w: World):
     make_team("robots")  # the recorded cluster has no account robots
     _sync(w, [*SACCTMGR, "add", "account", "name=robots", "description=robots team"])
-    return {}, {"account": "robots", "description": "robots team"}
+    return {}, {"account": "robots", "description": "robots team", **ON}
 
 
 def sync_add_user(w: World):
     p = _people(w, "carol", "erin")
     make_team("vision", [p["alice"], p["carol"], p["erin"]], gpu_limit=6, gpu_minutes_quota=6000)  # erin: no Slurm user yet
     _sync(w, [*SACCTMGR, "add", "user", "name=erin", "account=vision", "defaultaccount=vision"])
-    return {}, {"association": "vision/erin", "default_account": "vision"}
+    return {}, {"association": "vision/erin", "default_account": "vision", **ON}
 
 
 def sync_set_limits(w: World):
     p = _people(w, "carol")
     team = make_team("vision", [p["alice"], p["carol"]], gpu_limit=8, gpu_minutes_quota=6000)
     _sync(w, [*SACCTMGR, "modify", "account", "where", "name=vision", "set", "GrpTRES=gres/gpu=8"])
-    return {"gpu_limit": 6, "gpu_minutes_quota": 6000}, read(team, "gpu_limit", "gpu_minutes_quota")
+    return {"gpu_limit": 6, "gpu_minutes_quota": 6000}, read(team, "gpu_limit", "gpu_minutes_quota") | ON
 
 
 def _bob_moves_from_nlp_to_vision(w: World) -> None:
@@ -170,12 +174,12 @@ def _bob_moves_from_nlp_to_vision(w: World) -> None:
 
 def sync_set_default_account(w: World):
     _bob_moves_from_nlp_to_vision(w)
-    return {"default_account": "nlp"}, {"default_account": "vision"}
+    return {"default_account": "nlp"}, {"default_account": "vision", **ON}
 
 
 def sync_remove_user(w: World):
     _bob_moves_from_nlp_to_vision(w)
-    return {"association": "nlp/bob"}, {}
+    return {"association": "nlp/bob"}, ON
 
 
 def sync_delete_user(w: World):
@@ -183,7 +187,7 @@ def sync_delete_user(w: World):
     make_team("vision", [p["alice"], p["carol"]], gpu_limit=6, gpu_minutes_quota=6000)
     make_team("nlp", [p["dana"]])  # bob leaves his only account: his Slurm user record goes
     _sync(w, [*SACCTMGR, "delete", "user", "name=bob"])
-    return {"associations": ["nlp/bob"], "slurm_user": "bob"}, {}
+    return {"associations": ["nlp/bob"], "slurm_user": "bob"}, ON
 
 
 def _import(w: World):
@@ -191,6 +195,7 @@ def _import(w: World):
     from teams.models import Team
     from teams.slurm_sync import teams_import
 
+    w.settings.PORTAL_CLUSTERS_FILE = ""  # one cluster, scripted below
     make_team("vision")  # known: only nlp is new (members bob, dana; dana is a portal user)
     w.slurm.expect(SHOW_ASSOCIATIONS, stdout=_recorded("show_association"))
     w.slurm.expect(SHOW_USERS, stdout=_recorded("show_user"))

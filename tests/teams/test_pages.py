@@ -19,7 +19,6 @@ from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.usage import MemberUsage, TeamUsage, UsageStatus, _store
-from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -281,27 +280,22 @@ def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):
 
 
 @pytest.fixture
-def worker(monkeypatch):
+def worker(monkeypatch, slurmdbds):
     """Celery's broker as the request sees it: ``queued`` holds each task sent, none is run (a worker
-    would run it later; ``run`` does, with a scripted Slurm that reads the demo cluster)."""
-    from slurm import SlurmGateway
-    from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
-    from teams import slurm_sync
+    would run it later; ``run`` does, with each cluster's scripted slurmdbd reading its recorded demo
+    accounts: cluster1 Slurm 22.05, cluster2 Slurm 24.11)."""
     from teams.tasks import teams_sync_task
-    from tests.fakes import FakeTransport
+    from tests.teams.conftest import RELEASE, expect_sacctmgr_reads
 
-    fake = FakeTransport()
-    monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
     queued: list[dict] = []
     monkeypatch.setattr("teams.services.teams_sync_task.delay", lambda **kwargs: queued.append(kwargs))
 
     def run(kwargs: dict) -> None:
-        fixtures = FIXTURES / "slurm" / "22.05"
-        fake.expect(SHOW_ASSOCIATIONS, stdout=(fixtures / "sacctmgr_show_association.txt").read_text())
-        fake.expect(SHOW_USERS, stdout=(fixtures / "sacctmgr_show_user.txt").read_text())
+        for cluster, fake in slurmdbds.items():
+            expect_sacctmgr_reads(fake, RELEASE[cluster])
         teams_sync_task.apply(kwargs=kwargs)
 
-    return SimpleNamespace(queued=queued, run=run, slurm=fake)
+    return SimpleNamespace(queued=queued, run=run, slurm=slurmdbds)
 
 
 def test_check_slurm_is_queued_and_the_page_shows_the_report_when_it_ends(client, world, worker):
@@ -311,7 +305,7 @@ def test_check_slurm_is_queued_and_the_page_shows_the_report_when_it_ends(client
     assert resp.status_code == HTTPStatus.FOUND and resp["Location"] == "/teams/vision/settings/"  # post/redirect/get
     (task,) = worker.queued
     assert task["dry_run"] is True and task["actor_id"] == users["dana"].pk
-    assert worker.slurm.calls == []  # nothing ran in the request
+    assert all(fake.calls == [] for fake in worker.slurm.values())  # nothing ran in the request
     status_url = f"/teams/vision/settings/sync/{task['run_id']}/"
     page = admin.get("/teams/vision/settings/").content.decode()
     assert "Slurm check on its way" in page and "by dana" in page and f'hx-get="{status_url}"' in page
@@ -320,9 +314,10 @@ def test_check_slurm_is_queued_and_the_page_shows_the_report_when_it_ends(client
     worker.run(task)
     fragment = admin.get(status_url).content.decode()
     assert "Dry run:" in fragment and "none applied" in fragment and "hx-trigger" not in fragment  # done: polling stops
-    assert (
-        "<code>~ set vision GrpTRES gres/gpu=4 (was gres/gpu=6)" in fragment
-    )  # the report's lines: vision's limits differ from Slurm's
+    # the report's lines, per cluster: vision's limits differ from each Slurm's (cluster2 has none yet)
+    assert "<code>cluster1: ~ set vision GrpTRES gres/gpu=4 (was gres/gpu=6)" in fragment
+    assert "<code>cluster2: ~ set vision GrpTRES gres/gpu=4 (was none), GrpTRESMins gres/gpu=600 (was none)" in fragment
+    assert all(not fake.script for fake in worker.slurm.values())  # each cluster's slurmdbd was read
     page = admin.get("/teams/vision/settings/").content.decode()
     assert "Dry run:" in page and "on its way" not in page
     assert len(worker.queued) == 1  # reloading the page queued nothing
@@ -336,7 +331,7 @@ def test_a_settings_change_queues_the_sync_and_the_page_follows_it(client, world
         resp = admin.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "20", "gpu_limit": ""})
     assert resp.status_code == HTTPStatus.FOUND
     (task,) = worker.queued
-    assert task["dry_run"] is False and task["actor_id"] is None and worker.slurm.calls == []
+    assert task["dry_run"] is False and task["actor_id"] is None and all(f.calls == [] for f in worker.slurm.values())
     page = admin.get(resp["Location"]).content.decode()
     assert "the Slurm sync is on its way" in page and "Slurm sync on its way" in page and "by dana" in page
 

@@ -118,7 +118,10 @@ def as_sacctmgr(state: ActualState) -> tuple[str, str]:
 
 
 @pytest.fixture
-def fake(monkeypatch, clean_cache):
+def fake(monkeypatch, clean_cache, settings):
+    """The site has one cluster (``cluster1``: no clusters file), whose slurmdbd answers from this
+    scripted transport. The tests of several clusters are in test_slurm_sync_clusters.py."""
+    settings.PORTAL_CLUSTERS_FILE = ""
     transport = FakeTransport()
     monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
     return transport
@@ -349,15 +352,27 @@ def test_sync_applies_the_plan_and_audits_each_change(fake, people):
     ]
     rows = list(AuditEvent.objects.order_by("id").values_list("actor__username", "action", "target", "old", "new"))
     assert rows == [
-        ("dana", "slurm.sync.add_user", "membership:nlp/erin", {}, {"association": "nlp/erin", "default_account": "nlp"}),
+        (
+            "dana",
+            "slurm.sync.add_user",
+            "membership:nlp/erin",
+            {},
+            {"association": "nlp/erin", "default_account": "nlp", "cluster": "cluster1"},
+        ),
         (
             "dana",
             "slurm.sync.set_limits",
             "team:nlp",
             {"gpu_limit": None, "gpu_minutes_quota": None},
-            {"gpu_limit": None, "gpu_minutes_quota": 600},
+            {"gpu_limit": None, "gpu_minutes_quota": 600, "cluster": "cluster1"},
         ),
-        ("dana", "slurm.sync.delete_user", "membership:nlp/bob", {"associations": ["nlp/bob"], "slurm_user": "bob"}, {}),
+        (
+            "dana",
+            "slurm.sync.delete_user",
+            "membership:nlp/bob",
+            {"associations": ["nlp/bob"], "slurm_user": "bob"},
+            {"cluster": "cluster1"},
+        ),
     ]
     assert all(argv[0] == "sacctmgr" for argv, _, _ in fake.calls)  # as the service user: no sudo
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from teams import sync_runs
-from teams.slurm_sync import ActionResult, RemoveUser, SyncReport
+from teams.slurm_sync import ActionResult, ClusterSync, RemoveUser, SyncReport
 from teams.sync_runs import report_headline, sync_run_finish, sync_run_last, sync_run_load, sync_run_perform, sync_run_queue
 
 pytestmark = pytest.mark.django_db
@@ -15,14 +15,19 @@ DONE = ActionResult(RemoveUser("nlp", "dana"), ok=True)
 FAILED = ActionResult(RemoveUser("nlp", "erin"), ok=False, error="Nothing deleted")
 
 
+def on_one(dry_run: bool, results: list[ActionResult]) -> SyncReport:
+    """A report of a site with one cluster."""
+    return SyncReport(dry_run, [ClusterSync("cluster1", results)])
+
+
 @pytest.mark.parametrize(
     ("report", "headline"),
     [
-        (SyncReport(True), "Dry run: Slurm already matches the portal; nothing to change."),
-        (SyncReport(True, [ActionResult(DONE.action)]), "Dry run: 1 change(s) planned, none applied."),
-        (SyncReport(False), "Slurm already matches the portal; nothing to change."),
-        (SyncReport(False, [DONE]), "Sync applied 1 change(s)."),
-        (SyncReport(False, [DONE, FAILED]), "Sync: 1 of 2 change(s) FAILED; the others were applied."),
+        (on_one(True, []), "Dry run: Slurm already matches the portal; nothing to change."),
+        (on_one(True, [ActionResult(DONE.action)]), "Dry run: 1 change(s) planned, none applied."),
+        (on_one(False, []), "Slurm already matches the portal; nothing to change."),
+        (on_one(False, [DONE]), "Sync applied 1 change(s)."),
+        (on_one(False, [DONE, FAILED]), "Sync: 1 of 2 change(s) FAILED; the others were applied."),
         (
             SyncReport(False, error="reading Slurm: cannot reach 127.0.0.1:2222"),
             "Slurm sync did not run: reading Slurm: cannot reach 127.0.0.1:2222",
@@ -38,7 +43,7 @@ def test_a_run_is_on_its_way_until_its_report_is_stored(clean_cache, django_user
     run = sync_run_queue(dry_run=False, by=dana, teams=["vision", "nlp"], now=1000.0)
     assert sync_run_last("vision") == sync_run_last("nlp") == run and sync_run_last("fx-lab") is None
     assert not run.done and run.by == "dana" and not run.stale(1000.0 + 60) and run.stale(1000.0 + 3600)
-    finished = sync_run_finish(run_id=run.run_id, report=SyncReport(False, [DONE, FAILED]), now=1010.0)
+    finished = sync_run_finish(run_id=run.run_id, report=on_one(False, [DONE, FAILED]), now=1010.0)
     assert sync_run_load(run.run_id) == finished and finished.done and finished.ok is False
     assert (finished.queued_at, finished.by, finished.finished_at) == (1000.0, "dana", 1010.0)
     assert finished.lines == ("- remove user dana from nlp", "FAILED - remove user erin from nlp: Nothing deleted")
@@ -75,7 +80,7 @@ def test_a_failed_try_is_shown_with_slurms_words_and_the_next_try(clean_cache, m
     assert 'data-testid="sync-retrying"' in html and "Problem talking to the database" in html
     assert "Trying again at" in html and "(try 2 of 6)" in html and "hx-get" in html  # the fragment keeps following it
     # the next try works: the run ends applied, saying after how many tries
-    monkeypatch.setattr(sync_runs, "teams_sync", lambda **kw: SyncReport(False, [DONE]))
+    monkeypatch.setattr(sync_runs, "teams_sync", lambda **kw: on_one(False, [DONE]))
     sync_run_perform(run_id=run.run_id, attempt=2, retry_in=30)
     done = sync_run_last("vision")
     assert done.done and done.ok and not done.retrying and done.headline == "Sync applied 1 change(s). (after 2 tries)"
