@@ -282,7 +282,34 @@ class TeamOut(Schema):
     gpus_running: int | None = None
 
 
+class ClusterUsageOut(Schema):
+    """A team's figures on one cluster (each cluster counts and enforces the team's quota and limit
+    on its own). ``measured`` false: the cluster has no figures for the team (``note`` says why) and
+    the figure fields are null."""
+
+    cluster: str
+    measured: bool
+    note: str = ""
+    tracked: bool | None = Field(None, description="gres/gpu is in the cluster's AccountingStorageTRES")
+    period_start: datetime | None = None
+    period_end: datetime | None = None
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    used_up: bool | None = None
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+    pending_gpu_hours: float | None = None
+    burn_gpu_hours_per_day: float | None = None
+    taken_at: float | None = Field(None, description="Unix seconds the figures were read")
+    error: str = Field("", description="Why the last refresh of this cluster failed ('' while current)")
+    error_since: float | None = None
+
+
 class TeamUsageOut(Schema):
+    """A team's usage summed over the clusters (GPU-hours, quota, left, GPUs, pending demand, members,
+    the daily series), with each cluster's own figures in ``clusters``."""
+
     account: str
     tracked: bool
     period_start: datetime
@@ -301,3 +328,4 @@ class TeamUsageOut(Schema):
     lag_note: str
     error: str
     taken_at: float | None = None
+    clusters: list[ClusterUsageOut] = Field(default_factory=list, description="Each configured cluster's figures")

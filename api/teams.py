@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.http import Http404
 from ninja import Router
 
+from slurm.clusters import cluster_names
 from teams.models import Membership
 from teams.selectors import team_for_viewer, teams_visible_to
 from teams.usage import team_usage
@@ -68,4 +69,10 @@ def get_team_usage(request, name: str):
         raise Http404("The team's usage has not been read from Slurm yet; try again in a minute.")
     data = usage.to_dict()
     data["taken_at"] = usage.taken_at
+    order = {name: i for i, name in enumerate(cluster_names())}
+    data["clusters"] = sorted(
+        [{**part, "measured": True} for part in data["clusters"]]
+        + [{"cluster": name, "measured": False, "note": why} for name, why in usage.missing.items()],
+        key=lambda part: order.get(part["cluster"], len(order)),
+    )
     return data

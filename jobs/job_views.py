@@ -100,7 +100,11 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     except (TypeError, ValueError):
         gpus, minutes = 0, 0
     team = data.get("account") or (request.user.slurm_accounts[0] if request.user.slurm_accounts else "")
-    estimate = job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes) if gpus and team and minutes else None
+    estimate = (
+        job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name)
+        if gpus and team and minutes
+        else None
+    )
     if not estimate and not warning:
         return HttpResponse("")
     return render(request, "jobs/_estimate.html", {"estimate": estimate, "team": team, "partition_warning": warning})

@@ -3,7 +3,10 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth import get_user_model
+
+from slurm.clusters import cluster_names
 
 from .sync_runs import SYNC_RETRIES, retry_clusters, retryable, sync_retry_delay, sync_run_perform
 from .usage import usage_refresh
@@ -48,8 +51,23 @@ def teams_sync_task(
         )
 
 
+def _usage_interval() -> float:
+    """Seconds between usage refreshes (``PORTAL_USAGE_INTERVAL``, as the beat schedule has it)."""
+    return float(settings.CELERY_BEAT_SCHEDULE.get("teams-usage", {}).get("schedule", 60.0))
+
+
 @shared_task(soft_time_limit=50, time_limit=60, ignore_result=True, max_retries=0)
-def usage_refresh_task() -> None:
-    """Beat task (every ``PORTAL_USAGE_INTERVAL`` seconds): refresh every team's GPU usage
-    (:func:`teams.usage.usage_refresh`; one scontrol, sshare and sacct call for all teams)."""
-    usage_refresh()
+def usage_refresh_task(cluster: str | None = None) -> None:
+    """Beat task (every ``PORTAL_USAGE_INTERVAL`` seconds; its message expires after one interval).
+    Without ``cluster``: send one refresh per configured cluster (each message expiring after one
+    interval too), so a slow or unreachable cluster never delays another's figures. With
+    ``cluster``: refresh that cluster's usage of every team (:func:`teams.usage.usage_refresh`; one
+    scontrol, sshare, assoc_mgr and sacct call for all teams). Not retried: the next tick is."""
+    if cluster is None:
+        for name in cluster_names():
+            usage_refresh_task.apply_async(args=[name], expires=_usage_interval())
+        return
+    if cluster in cluster_names():
+        usage_refresh(cluster=cluster)
+    else:
+        logger.warning("usage refresh: no cluster named %r is configured any more; nothing done", cluster)

@@ -1,12 +1,16 @@
-"""Each team's GPU usage, collected for every team at once per interval into a cache that pages read
-(design decision 3: pages never call Slurm). Teams are Slurm accounts.
+"""Each team's GPU usage, collected per cluster for every team at once per interval into a cache that
+pages read (design decision 3: pages never call Slurm). Teams are Slurm accounts, on every cluster.
 
-Three parts: :mod:`teams.usage_read` reads Slurm (four calls, each once for all accounts),
-:mod:`teams.usage_compute` does the arithmetic (with the cluster snapshot for running and queued
-GPUs), and this module stores and selects. One refresh (:func:`usage_refresh`, run by Celery beat)
-stores the result in the Django cache (Redis) under :data:`USAGE_KEY` without expiry; a failed
-refresh keeps the previous figures and records the error and since when, like the snapshot does.
-Pages and the API read :func:`team_usage` / :func:`job_quota_estimate` only.
+Three parts: :mod:`teams.usage_read` reads one cluster's Slurm (four calls, each once for all
+accounts), :mod:`teams.usage_compute` does the arithmetic (with that cluster's snapshot for running
+and queued GPUs), and this module stores and selects. One refresh per cluster
+(:func:`usage_refresh`, sent per cluster by Celery beat, each with its own Redis lock, so a slow or
+dead cluster never delays another's) stores that cluster's figures in the Django cache (Redis) under
+:func:`usage_key` (``cluster:<name>:usage``) without expiry; a failed refresh keeps that cluster's
+previous figures and records the error and since when, like the snapshot does, while the other
+clusters' stay current. Pages and the API read :func:`team_usage` (the team's figures summed over the
+clusters, :mod:`teams.usage_sum`, with each cluster's beside them) and :func:`job_quota_estimate`
+(the job's own cluster's figures: each cluster enforces its own quota) only.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from django.core.cache import cache
 
 from portal.locks import single_run
 from slurm import SlurmError, SlurmGateway, get_gateway
+from slurm.clusters import cluster_get, cluster_names, default_cluster
 from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
 from .usage_compute import how_to_fit, usage_compute
 from .usage_read import usage_read
 from .usage_records import GPU_NOT_TRACKED, MemberUsage, QuotaEstimate, TeamUsage, UsageStatus
+from .usage_sum import usage_sum
 
 __all__ = [
     "GPU_NOT_TRACKED",
@@ -39,46 +45,126 @@ __all__ = [
     "usage_load",
     "usage_refresh",
     "usage_status",
+    "usage_statuses",
 ]
 
 logger = logging.getLogger(__name__)
 
-USAGE_KEY = "teams:usage"
 LOCK_NAME = "portal:lock:teams-usage"
 LOCK_TIMEOUT_S = 300.0
 
 
+def _cluster(cluster: str | None) -> str:
+    return cluster or default_cluster().name
+
+
+def usage_key(cluster: str | None) -> str:
+    """The cache key of ``cluster``'s usage figures (``None``: the default cluster)."""
+    return f"cluster:{_cluster(cluster)}:usage"
+
+
+def lock_name(cluster: str | None) -> str:
+    """The Redis lock of ``cluster``'s refresh: one refresh of a cluster at a time."""
+    return f"{LOCK_NAME}:{_cluster(cluster)}"
+
+
 def usage_collect(
-    gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = None, now: float | None = None
+    gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = None, now: float | None = None, cluster: str = ""
 ) -> dict[str, TeamUsage]:
-    """Read Slurm once (:func:`teams.usage_read.usage_read`) and compute every account's
-    :class:`TeamUsage`. Raises :class:`SlurmError` (from the gateway) or ``ValueError`` (output we
-    cannot read)."""
+    """Read one cluster's Slurm once through ``gateway`` (:func:`teams.usage_read.usage_read`) and
+    compute every account's :class:`TeamUsage` there (``cluster``: its name, kept on each). Raises
+    :class:`SlurmError` (from the gateway) or ``ValueError`` (output we cannot read)."""
     now = time.time() if now is None else now
-    return usage_compute(usage_read(gateway, now=now), snapshot=snapshot)
+    return usage_compute(usage_read(gateway, now=now), snapshot=snapshot, cluster=cluster)
 
 
-def _store(teams: dict[str, TeamUsage], status: UsageStatus) -> None:
-    cache.set(USAGE_KEY, {"teams": {k: v.to_dict() for k, v in teams.items()}, "status": asdict(status)}, timeout=None)
+def _store(teams: dict[str, TeamUsage], status: UsageStatus, cluster: str | None = None) -> None:
+    """Store ``cluster``'s figures (``None``: the default cluster's) and their status."""
+    name = _cluster(cluster)
+    teams = {k: v if v.cluster else replace(v, cluster=name) for k, v in teams.items()}
+    cache.set(usage_key(name), {"teams": {k: v.to_dict() for k, v in teams.items()}, "status": asdict(status)}, timeout=None)
 
 
-def usage_load() -> dict[str, TeamUsage] | None:
-    """Every account's usage from the cache; ``None`` before the first successful refresh."""
-    data = cache.get(USAGE_KEY)
+def _teams_of(data: dict | None) -> dict[str, TeamUsage] | None:
     if not data or not data.get("teams"):
         return None
     return {name: TeamUsage.from_dict(team) for name, team in data["teams"].items()}
 
 
-def usage_status() -> UsageStatus:
-    """When usage was last read and the current error, also before any success."""
-    data = cache.get(USAGE_KEY)
-    return UsageStatus(**data["status"]) if data else UsageStatus()
+def cluster_usage_load(cluster: str | None = None) -> dict[str, TeamUsage] | None:
+    """Every account's figures on ``cluster`` (``None``: the default one) from the cache; ``None``
+    before its first successful refresh."""
+    return _teams_of(cache.get(usage_key(cluster)))
 
 
-def team_usage(name: str) -> TeamUsage | None:
-    """One account's usage from the cache (no Slurm call); ``None`` when unknown."""
-    return (usage_load() or {}).get(name)
+def _all_clusters() -> dict[str, dict | None]:
+    """Each configured cluster's stored data (``None`` where nothing is stored), in one round trip."""
+    names = cluster_names()
+    found = cache.get_many([usage_key(name) for name in names])
+    return {name: found.get(usage_key(name)) for name in names}
+
+
+def _missing(account: str, cluster: str, data: dict | None) -> str:
+    """Why ``cluster`` has no figures for ``account``."""
+    if not data or not data.get("teams"):
+        error = ((data or {}).get("status") or {}).get("error")
+        return f"not measured yet: reading it failed ({error})" if error else "not measured yet"
+    return f"no account {account} there yet (the teams sync adds it)"
+
+
+def _summed(account: str, stored: dict[str, dict | None]) -> TeamUsage | None:
+    parts, missing = [], {}
+    for cluster, data in stored.items():
+        team = (data or {}).get("teams", {}).get(account)
+        if team is None:
+            missing[cluster] = _missing(account, cluster, data)
+        else:
+            parts.append(replace(TeamUsage.from_dict(team), cluster=cluster))
+    if not parts:
+        return None
+    return usage_sum(account, parts, missing=missing, labelled=len(stored) > 1)
+
+
+def usage_load() -> dict[str, TeamUsage] | None:
+    """Every account's usage summed over the clusters (:func:`team_usage` for each account any
+    cluster has); ``None`` before any cluster's first successful refresh."""
+    stored = _all_clusters()
+    accounts = dict.fromkeys(name for data in stored.values() if data for name in data.get("teams", {}))
+    if not accounts:
+        return None
+    return {name: _summed(name, stored) for name in accounts}
+
+
+def usage_statuses() -> dict[str, UsageStatus]:
+    """Each configured cluster's :class:`UsageStatus`, also before any success (one round trip)."""
+    return {name: UsageStatus(**data["status"]) if data else UsageStatus() for name, data in _all_clusters().items()}
+
+
+def usage_status(cluster: str | None = None) -> UsageStatus:
+    """When ``cluster``'s usage was last read and its current error, also before any success.
+    Without ``cluster``: all clusters at once (``taken_at`` the oldest, ``error`` each cluster's
+    error after its name when there are several, ``error_since`` the earliest)."""
+    if cluster:
+        data = cache.get(usage_key(cluster))
+        return UsageStatus(**data["status"]) if data else UsageStatus()
+    statuses = usage_statuses()
+    labelled = len(statuses) > 1
+    failing = {name: s for name, s in statuses.items() if s.error}
+    return UsageStatus(
+        taken_at=min((s.taken_at for s in statuses.values()), default=0.0),
+        error="; ".join((f"{name}: " if labelled else "") + s.error for name, s in failing.items()),
+        error_since=min((s.error_since for s in failing.values() if s.error_since is not None), default=None),
+    )
+
+
+def team_usage(name: str, *, cluster: str | None = None) -> TeamUsage | None:
+    """One account's usage from the cache (no Slurm call): summed over the clusters
+    (:func:`teams.usage_sum.usage_sum`; each cluster's own in ``.clusters``, those without figures
+    for the team in ``.missing``), or with ``cluster`` that cluster's figures only. ``None`` when no
+    cluster (or not that one) has figures for it."""
+    if cluster:
+        return (cluster_usage_load(cluster) or {}).get(name)
+    return _summed(name, _all_clusters())
 
 
 def usage_failed(previous: dict[str, TeamUsage] | None, error: Exception, *, now: float) -> dict[str, TeamUsage]:
@@ -89,37 +175,66 @@ def usage_failed(previous: dict[str, TeamUsage] | None, error: Exception, *, now
     }
 
 
-def usage_refresh(
-    gateway: SlurmGateway | None = None, *, now: float | None = None, lock_client: redis.Redis | None = None
+def _refresh_cluster(
+    cluster: str, gateway: SlurmGateway | None, *, now: float, lock_client: redis.Redis | None
 ) -> dict[str, TeamUsage] | None:
-    """Collect and store every account's usage unless another refresh holds the Redis lock
-    (then ``None``, nothing done). A :class:`SlurmError` or unreadable output keeps the previous
-    figures with ``error``/``error_since`` set (see :func:`usage_status` before any success); it is
-    never raised. Returns what was stored."""
-    now = time.time() if now is None else now
-    with single_run(LOCK_NAME, timeout=LOCK_TIMEOUT_S, client=lock_client) as acquired:
+    with single_run(lock_name(cluster), timeout=LOCK_TIMEOUT_S, client=lock_client) as acquired:
         if not acquired:
             return None
         try:
-            teams = usage_collect(gateway or get_gateway(), snapshot=snapshot_load(), now=now)
+            teams = usage_collect(
+                gateway or get_gateway(cluster), snapshot=snapshot_load(cluster=cluster), now=now, cluster=cluster
+            )
             status = UsageStatus(taken_at=now)
-            accounting_answered()  # its sacct call answered
+            accounting_answered(now=now, cluster=cluster)  # its sacct call answered
         except (SlurmError, ValueError) as exc:
-            logger.warning("usage refresh failed: %s", exc)
+            logger.warning("usage refresh of %s failed: %s", cluster, exc)
             if is_accounting_error(exc):
-                accounting_failed(exc)
-            old = usage_status()
-            teams = usage_failed(usage_load(), exc, now=now)
+                accounting_failed(exc, now=now, cluster=cluster)
+            old = usage_status(cluster)
+            teams = usage_failed(cluster_usage_load(cluster), exc, now=now)
             status = UsageStatus(taken_at=old.taken_at, error=str(exc)[:500], error_since=old.error_since or now)
-        _store(teams, status)
+        _store(teams, status, cluster)
         return teams
 
 
-def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None) -> QuotaEstimate | None:
+def usage_refresh(
+    gateway: SlurmGateway | None = None,
+    *,
+    now: float | None = None,
+    lock_client: redis.Redis | None = None,
+    cluster: str | None = None,
+) -> dict[str, TeamUsage] | None:
+    """Collect and store usage figures, unless another refresh of that cluster holds its Redis lock.
+
+    With ``cluster``: that cluster's (what each beat message does), returning what was stored there,
+    or ``None`` when its lock was held. Without: every configured cluster in turn, returning every
+    account's figures summed over the clusters (:func:`usage_load`), or ``None`` when every lock was
+    held. ``gateway`` replaces the clusters' own gateways (tests). A :class:`SlurmError` or unreadable
+    output keeps that cluster's previous figures with ``error``/``error_since`` set (see
+    :func:`usage_status` before any success) and records ``sacct``'s failure as that cluster's
+    accounting status (:func:`slurm.health.accounting_failed`); it is never raised."""
+    now = time.time() if now is None else now
+    if cluster:
+        if cluster_get(cluster) is None:
+            raise KeyError(f"no cluster named {cluster!r} is configured")
+        return _refresh_cluster(cluster, gateway, now=now, lock_client=lock_client)
+    done = [_refresh_cluster(name, gateway, now=now, lock_client=lock_client) for name in cluster_names()]
+    if all(result is None for result in done):
+        return None
+    return usage_load() or {}
+
+
+def job_quota_estimate(
+    *, team: str, gpu_count: int, time_limit_min: int | None, cluster: str | None = None
+) -> QuotaEstimate | None:
     """The most GPU-hours a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes may use, against
-    what ``team`` has left this period (cache only). ``None`` when the team's usage is unknown or
-    untracked, it has no quota, or the job has no GPUs or no time limit."""
-    usage = team_usage(team)
+    what ``team`` has left this period on ``cluster``, the job's (``None``: the default cluster):
+    each cluster holds jobs against its own quota, so another cluster's figures never count here
+    (cache only). ``None`` when the team's usage there is unknown or untracked, it has no quota
+    there, or the job has no GPUs or no time limit."""
+    name = _cluster(cluster)
+    usage = team_usage(team, cluster=name)
     if usage is None or not usage.tracked or usage.gpu_hours_left is None or gpu_count <= 0 or not time_limit_min:
         return None
     most = gpu_count * time_limit_min / 60
@@ -134,4 +249,5 @@ def job_quota_estimate(*, team: str, gpu_count: int, time_limit_min: int | None)
         fit=fit,
         frozen=usage.gpu_hours_quota == 0,
         error_since=usage.error_since if usage.error else None,
+        cluster=name,
     )

@@ -58,7 +58,9 @@ def _members(
     members = []
     for user in users:
         mine = by_user.get(user, [])
-        waits = [r.start - r.submit for r in mine if r.start is not None and r.submit is not None and r.start >= start]
+        waits = sorted(
+            float(max(0, r.start - r.submit)) for r in mine if r.start is not None and r.submit is not None and r.start >= start
+        )
         hours = sum(r.gpus * _overlap_s(r, start, now) for r in mine) / 3600
         members.append(
             MemberUsage(
@@ -67,7 +69,8 @@ def _members(
                 gpu_hours_live=live[user] / 60 if tracked and live.get(user) is not None else None,
                 jobs=len(mine),
                 failed_jobs=sum(r.failed for r in mine),
-                median_wait_s=float(statistics.median(max(0, w) for w in waits)) if waits else None,
+                median_wait_s=float(statistics.median(waits)) if waits else None,
+                waits_s=tuple(waits),
             )
         )
     return sorted(members, key=lambda m: (-(m.gpu_hours or 0.0), m.username))
@@ -150,23 +153,31 @@ def _lag_note(config: ClusterConfig, live_h: float | None, history_h: float, run
     return " ".join(notes)
 
 
-def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = None) -> dict[str, TeamUsage]:
-    """Every account's :class:`TeamUsage` (accounts in sshare's order) from one reading, with the
-    running and queued GPUs from ``snapshot`` when there is one."""
+def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = None, cluster: str = "") -> dict[str, TeamUsage]:
+    """Every account's :class:`TeamUsage` (accounts in sshare's order) from one reading of
+    ``cluster``, with the running and queued GPUs from that cluster's ``snapshot`` when there is one."""
     demand = queue_demand(snapshot)
     teams = {}
     for account in dict.fromkeys(row.account for row in reading.shares if not row.user):
         gpu_limit, in_use = reading.limits.get((account, ""), (None, None))
         running, pending = demand.get(account, (0, 0.0)) if snapshot else (in_use, None)
-        teams[account] = team_usage_compute(reading, account, gpu_limit=gpu_limit, running=running, pending=pending)
+        teams[account] = team_usage_compute(
+            reading, account, gpu_limit=gpu_limit, running=running, pending=pending, cluster=cluster
+        )
     return teams
 
 
 def team_usage_compute(
-    reading: UsageReading, account: str, *, gpu_limit: int | None, running: int | None, pending: float | None
+    reading: UsageReading,
+    account: str,
+    *,
+    gpu_limit: int | None,
+    running: int | None,
+    pending: float | None,
+    cluster: str = "",
 ) -> TeamUsage:
-    """One account's :class:`TeamUsage`: members from sshare's user rows and sacct's jobs; the GPU
-    figures only when the cluster tracks ``gres/gpu``."""
+    """One account's :class:`TeamUsage` on ``cluster``: members from sshare's user rows and sacct's
+    jobs; the GPU figures only when the cluster tracks ``gres/gpu``."""
     config, now, start_dt = reading.config, reading.now, reading.period_start
     start = start_dt.timestamp()
     rows = [row for row in reading.shares if row.account == account]
@@ -181,6 +192,7 @@ def team_usage_compute(
         period_end=period_end(start_dt, config.reset_period),
         taken_at=now,
         members=_members(team_runs, users, live, start, now, config.tracked),
+        cluster=cluster,
     )
     if not config.tracked:
         return usage

@@ -4,7 +4,7 @@ and the job form's estimate (:class:`QuotaEstimate`). Plain data, no Slurm and n
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 
 #: What an admin must do when ``gres/gpu`` is not in ``AccountingStorageTRES``.
@@ -22,7 +22,8 @@ class MemberUsage:
     both ``None`` when GPUs are not tracked. ``jobs``: sacct jobs active in the period;
     ``failed_jobs``: those :func:`slurm.values.is_failure` calls failed; ``median_wait_s``:
     median of ``time.start - time.submission`` in seconds over jobs that started in the period
-    (``None`` when none did)."""
+    (``None`` when none did); ``waits_s``: those waits (seconds, sorted), so the median over several
+    clusters is the median of all their waits."""
 
     username: str
     gpu_hours: float | None
@@ -30,6 +31,7 @@ class MemberUsage:
     jobs: int
     failed_jobs: int
     median_wait_s: float | None
+    waits_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,10 @@ class TeamUsage:
     - ``taken_at``: Unix seconds of the successful refresh; ``lag_note``: why a figure may lag or
       differ, ``""`` when none; ``error``/``error_since``: the last failed refresh (Unix seconds of
       the first failure in a row), cleared by a successful one.
+    - ``cluster``: the cluster these figures are from (each cluster is refreshed and stored on its
+      own), ``""`` for a team's figures summed over the clusters (:func:`teams.usage_sum.usage_sum`),
+      which then has each cluster's own in ``clusters`` (configured order) and, in ``missing``, the
+      configured clusters that have no figures for the team, each with why (cluster -> sentence).
     """
 
     account: str
@@ -78,11 +84,31 @@ class TeamUsage:
     lag_note: str = ""
     error: str = ""
     error_since: float | None = None
+    cluster: str = ""
+    clusters: list[TeamUsage] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stale(self) -> bool:
+        """The last refresh of these figures (of one of the clusters summed) failed."""
+        return bool(self.error)
+
+    @property
+    def several_clusters(self) -> bool:
+        """Summed figures of a site with more than one cluster: pages show a row per cluster."""
+        return len(self.clusters) + len(self.missing) > 1
+
+    @property
+    def untracked_clusters(self) -> list[str]:
+        """The clusters summed that do not track ``gres/gpu`` (their GPU figures are not in the sum)."""
+        return [part.cluster for part in self.clusters if not part.tracked]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = asdict(replace(self, clusters=[]))
         for key in ("period_start", "period_end", "runout_date"):
             data[key] = data[key].isoformat() if data[key] else None
+        data["members"] = [{**m, "waits_s": list(m["waits_s"])} for m in data["members"]]
+        data["clusters"] = [part.to_dict() for part in self.clusters]
         return data
 
     @classmethod
@@ -93,7 +119,9 @@ class TeamUsage:
                 "period_start": datetime.fromisoformat(data["period_start"]),
                 "period_end": datetime.fromisoformat(data["period_end"]) if data.get("period_end") else None,
                 "runout_date": date.fromisoformat(data["runout_date"]) if data.get("runout_date") else None,
-                "members": [MemberUsage(**m) for m in data.get("members", [])],
+                "members": [MemberUsage(**{**m, "waits_s": tuple(m.get("waits_s", ()))}) for m in data.get("members", [])],
+                "clusters": [TeamUsage.from_dict(part) for part in data.get("clusters", [])],
+                "missing": dict(data.get("missing", {})),
             }
         )
 
@@ -116,11 +144,14 @@ class QuotaEstimate:
     #: The team's quota is 0 GPU-hours: frozen, the next period will not help.
     frozen: bool = False
     error_since: float | None = None
+    #: The cluster whose figures these are (the job's: each cluster enforces its own quota).
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
 class UsageStatus:
-    """How fresh the usage cache is: ``taken_at`` 0 = never; ``error``/``error_since`` as in TeamUsage."""
+    """How fresh a cluster's usage figures are: ``taken_at`` 0 = never; ``error``/``error_since`` as in
+    TeamUsage."""
 
     taken_at: float = 0.0
     error: str = ""

@@ -42,7 +42,12 @@ def team_list(request: HttpRequest) -> HttpResponse:
         return _forbidden(
             request, "Team pages are for team leads and portal admins. Your team's remaining quota is on your home page."
         )
-    return render(request, "teams/team_list.html", {"rows": [(t, team_usage(t.name)) for t in teams]})
+    names = cluster_names()
+    return render(
+        request,
+        "teams/team_list.html",
+        {"rows": [(t, team_usage(t.name)) for t in teams], "clusters": names, "several": len(names) > 1},
+    )
 
 
 def _team(request: HttpRequest, name: str) -> Team:

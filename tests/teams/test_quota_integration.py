@@ -1,6 +1,7 @@
-"""Quotas on the real slurmdbd (issue 5, item 7): a small GPU-minute quota, two members' jobs, the
-team page's per-member usage, the next job held by quota with a plain reason and the team's numbers,
-and removing a member whose default account is the team."""
+"""Quotas on the real slurmdbd (issue 5, item 7), on each local cluster (issue 18: cluster1 Slurm
+22.05, cluster2 Slurm 24.11): a small GPU-minute quota, synced to both clusters; two members' jobs on
+one of them, the team page's per-member usage, the next job there held by quota with a plain reason
+and the team's numbers, and removing a member whose default account on that cluster is the team."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
 from jobs.submit import job_check, job_create
 from slurm import get_gateway
+from slurm.clusters import cluster_names
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.services import membership_remove
@@ -23,13 +25,16 @@ from teams.usage import team_usage, usage_refresh
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
+#: Per cluster: the partition and GPU type of its small node (cluster1 node3: t4; cluster2 g2: l40s).
+SMALL = {"cluster1": ("small", "t4"), "cluster2": ("small", "l40s")}
 
-def sacctmgr(*args: str) -> str:
-    return get_gateway().run(["sacctmgr", "-nP", *args]).out
+
+def sacctmgr(*args: str, cluster: str) -> str:
+    return get_gateway(cluster).run(["sacctmgr", "-nP", *args]).out
 
 
-def default_account(user: str) -> str:
-    return sacctmgr("show", "user", user, "format=DefaultAccount").strip()
+def default_account(user: str, cluster: str) -> str:
+    return sacctmgr("show", "user", user, "format=DefaultAccount", cluster=cluster).strip()
 
 
 @pytest.fixture
@@ -44,127 +49,124 @@ def quota_team(django_user_model, clean_cache):
     try:
         yield team, users
     finally:
-        gw = get_gateway()
-        gw.run(["scancel", "--account", name], check=False)
-        for u in ("alice", "bob"):
-            if default_account(u) == name:
-                gw.run(
-                    [
-                        "sacctmgr",
-                        "-i",
-                        "modify",
-                        "user",
-                        "where",
-                        f"name={u}",
-                        "set",
-                        "defaultaccount=" + ("vision" if u == "alice" else "nlp"),
-                    ],
-                    check=False,
-                )
-        gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
-        assert default_account("alice") == "vision" and default_account("bob") == "nlp"
+        for cluster in cluster_names():  # the sync made the account on every cluster
+            gw = get_gateway(cluster)
+            gw.run(["scancel", "--account", name], check=False)
+            for u in ("alice", "bob"):
+                if default_account(u, cluster) == name:
+                    home = "vision" if u == "alice" else "nlp"
+                    gw.run(
+                        ["sacctmgr", "-i", "modify", "user", "where", f"name={u}", "set", f"defaultaccount={home}"], check=False
+                    )
+            deadline = time.monotonic() + 30  # Slurm refuses to delete an association with active jobs
+            while gw.run(["squeue", "-h", "--account", name], check=False).out.strip() and time.monotonic() < deadline:
+                time.sleep(1)
+            gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
+            assert default_account("alice", cluster) == "vision" and default_account("bob", cluster) == "nlp"
+            assert not sacctmgr("show", "association", f"account={name}", cluster=cluster).strip(), f"{name} left on {cluster}"
 
 
-def run_gpu_job(user: str, account: str, seconds: int) -> str:
-    out = (
-        get_gateway()
-        .run(
-            [
-                "sbatch",
-                "--parsable",
-                "--chdir=/tmp",
-                f"--account={account}",
-                "--partition=small",
-                "--gres=gpu:t4:1",
-                "--time=1",
-                "--job-name=quota-it",
-                "--wrap",
-                f"sleep {seconds}",
-            ],
-            as_user=user,
-        )
-        .out
-    )
-    return out.strip().split(";")[0]
+def run_gpu_job(user: str, account: str, seconds: int, cluster: str) -> str:
+    partition, gpu = SMALL[cluster]
+    argv = ["sbatch", "--parsable", "--chdir=/tmp", f"--account={account}", f"--partition={partition}", f"--gres=gpu:{gpu}:1"]
+    argv += ["--time=1", "--job-name=quota-it", "--wrap", f"sleep {seconds}"]
+    return get_gateway(cluster).run(argv, as_user=user).out.strip().split(";")[0]
 
 
-def wait_done(ids: list[str], timeout: float = 120) -> None:
+def state_of(job: dict) -> str:
+    """A squeue job's state: a string in 22.05, a list (state and flags) in 24.11."""
+    state = job["job_state"]
+    return state[0] if isinstance(state, list) else state
+
+
+def wait_done(ids: list[str], cluster: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        doc = json.loads(get_gateway().run(["squeue", "--json"]).out)
+        doc = json.loads(get_gateway(cluster).run(["squeue", "--json"]).out)
         if not [
             j
             for j in doc["jobs"]
-            if str(j["job_id"]) in ids and j["job_state"] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+            if str(j["job_id"]) in ids and state_of(j) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
         ]:
             return
         time.sleep(2)
-    raise AssertionError(f"jobs {ids} did not finish")
+    raise AssertionError(f"jobs {ids} did not finish on {cluster}")
 
 
-def test_quota_usage_hold_and_member_removal(quota_team, client, django_capture_on_commit_callbacks):
+@pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])
+def test_quota_usage_hold_and_member_removal(cluster, quota_team, client, django_capture_on_commit_callbacks):
     team, users = quota_team
+    partition, gpu_type = SMALL[cluster]
     report = teams_sync()
     assert report.ok, report.lines
-    assert f"{team.name}|" in sacctmgr("show", "association", f"account={team.name}", "format=Account,User,GrpTRESMins")
-    assert "gres/gpu=3" in sacctmgr("show", "association", f"account={team.name}", "format=GrpTRESMins")
+    for each in cluster_names():  # the quota applies on every cluster
+        assert "gres/gpu=3" in sacctmgr("show", "association", f"account={team.name}", "format=GrpTRESMins", cluster=each)
 
     # Two members each use one GPU for ~30 s (well inside 3 GPU-minutes with --time=1).
-    ids = [run_gpu_job("alice", team.name, 30), run_gpu_job("bob", team.name, 30)]
-    wait_done(ids)
-    usage = usage_refresh()
-    assert usage is not None
-    figures = team_usage(team.name)
-    assert figures is not None and figures.tracked
+    ids = [run_gpu_job("alice", team.name, 30, cluster), run_gpu_job("bob", team.name, 30, cluster)]
+    wait_done(ids, cluster)
+    assert usage_refresh() is not None
+    figures = team_usage(team.name, cluster=cluster)
+    assert figures is not None and figures.tracked and figures.cluster == cluster
     by_member = {m.username: m for m in figures.members}
     assert by_member["alice"].gpu_hours > 0 and by_member["bob"].gpu_hours > 0
+    total = team_usage(team.name)  # summed: the other cluster adds its (unused) quota, no GPU-hours
+    assert [p.cluster for p in total.clusters] == cluster_names()
+    assert {m.username: m.gpu_hours for m in total.members} == {u: m.gpu_hours for u, m in by_member.items()}
+    assert total.gpu_hours_quota == pytest.approx(2 * 3 / 60)
     client.force_login(users["dana"])
     page = client.get(f"/teams/{team.name}/").content.decode()
     assert 'data-member="alice"' in page and 'data-member="bob"' in page and "<svg" in page
+    assert f'data-cluster="{cluster}"' in page and 'data-testid="usage-clusters"' in page
 
     # The next job asks for 1 GPU x 5 min = 5 GPU-minutes > what is left: Slurm holds it for quota.
     users["alice"].slurm_accounts = [team.name]
     users["alice"].save()
-    snapshot = snapshot_refresh()
+    snapshot = snapshot_refresh(cluster=cluster)
     with django_capture_on_commit_callbacks(execute=True):
         job = job_create(
             checked=job_check(
                 user=users["alice"],
-                policy=SitePolicy.from_snapshot(snapshot),
+                policy=SitePolicy.for_cluster(cluster),
                 request=JobRequest(
                     name="over-quota",
-                    partition="small",
-                    gpu_type="t4",
+                    partition=partition,
+                    gpu_type=gpu_type,
                     gpu_count=1,
                     cpus=1,
                     memory_mb=500,
                     time_limit_min=5,
                     script="sleep 5\n",
                     account=team.name,
+                    cluster=cluster,
                 ),
             )
         )
+    assert snapshot is not None and job.cluster == cluster
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        snapshot_refresh()
+        snapshot_refresh(cluster=cluster)
         job.refresh_from_db()
         if job.reason == "AssocGrpGRESMinutes":
             break
         time.sleep(2)
     assert (job.state, job.reason) == (JobState.PENDING, "AssocGrpGRESMinutes"), (job.state, job.reason, job.submit_error)
     usage_refresh()
+    assert team_usage(team.name, cluster=cluster).gpu_hours_quota == pytest.approx(3 / 60)  # what holds the job
     client.force_login(users["alice"])
     table = client.get("/jobs/table/").content.decode()
     assert "Held by your team&#x27;s quota" in table and "more GPU-hours than your team has left" in table
-    assert f"Team {team.name} has used" in table and "of 0.05 GPU-hours this period" in table  # 3 GPU-minutes
-    get_gateway().run(["scancel", str(job.slurm_job_id)], as_user="alice")
+    assert f"Team {team.name} has used" in table and "GPU-hours this period" in table
+    get_gateway(cluster).run(["scancel", str(job.slurm_job_id)], as_user="alice")
 
-    # bob's default account is the team; removing him changes the default first, then removes him.
-    get_gateway().run(["sacctmgr", "-i", "modify", "user", "where", "name=bob", "set", f"defaultaccount={team.name}"])
+    # bob's default account on this cluster is the team; removing him changes it first, then removes him
+    get_gateway(cluster).run(["sacctmgr", "-i", "modify", "user", "where", "name=bob", "set", f"defaultaccount={team.name}"])
     with django_capture_on_commit_callbacks():
         membership_remove(team=team, user=users["bob"], by=users["dana"])
     report = teams_sync()
     assert report.ok, report.lines
-    assert default_account("bob") == "nlp"
-    assert "bob" not in sacctmgr("show", "association", f"account={team.name}", "format=User").split()
+    assert f"{cluster}: ~ set default account of bob to nlp (was {team.name}, which they leave)" in report.lines
+    for each in cluster_names():
+        assert default_account("bob", each) == "nlp"
+        assert "bob" not in sacctmgr("show", "association", f"account={team.name}", "format=User", cluster=each).split()
     assert not Job.objects.filter(state=JobState.RUNNING).exists()

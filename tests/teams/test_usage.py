@@ -50,6 +50,13 @@ FINAL_NOW = datetime(2026, 11, 29, 17, 27, 49, tzinfo=UTC).timestamp()
 RUNNING_NOW = datetime(2026, 11, 29, 17, 25, 37, tzinfo=UTC).timestamp()
 
 
+@pytest.fixture(autouse=True)
+def one_cluster(settings):
+    """These tests read one cluster (the recorded 22.05 one): the site has that one only. Several
+    clusters: test_usage_clusters.py."""
+    settings.PORTAL_CLUSTERS_FILE = ""
+
+
 def text(name: str) -> str:
     return (RECORDED / name).read_text()
 
@@ -363,7 +370,12 @@ def test_slurm_error_keeps_previous_figures_and_first_failure_time(clean_cache):
         refresh_with(fake, now)
     vision = team_usage("vision")
     assert vision.error == "cannot reach sshd" and vision.error_since == FINAL_NOW + 60
-    assert replace(vision, error="", error_since=None) == good["vision"]
+    (kept,) = vision.clusters  # the cluster's own figures, kept as they were
+    assert (
+        kept == team_usage("vision", cluster="cluster1")
+        and replace(kept, error="", error_since=None) == good["vision"].clusters[0]
+    )
+    assert replace(vision, error="", error_since=None, clusters=[]) == replace(good["vision"], clusters=[])
     assert usage_status().taken_at == FINAL_NOW and usage_status().error_since == FINAL_NOW + 60
     refresh_with(scripted(now=FINAL_NOW + 180), FINAL_NOW + 180)
     assert team_usage("vision").error == "" and usage_status().error_since is None
@@ -378,7 +390,7 @@ def test_failure_before_any_success_is_recorded(clean_cache):
 def test_only_one_refresh_at_a_time(clean_cache):
     from portal.locks import redis_client
 
-    held = redis_client().lock(usage.LOCK_NAME, timeout=10)
+    held = redis_client().lock(usage.lock_name("cluster1"), timeout=10)
     assert held.acquire(blocking=False)
     try:
         fake = FakeTransport()
