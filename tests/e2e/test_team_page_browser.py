@@ -1,5 +1,6 @@
 """End to end in headless Chromium: a team lead signs in and reads the team page (usage chart and
-table, from a real usage refresh); the Teams link is not offered to a researcher."""
+table, from a real usage refresh of both clusters, with a row per cluster); the Teams link is not
+offered to a researcher."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def test_team_lead_reads_the_team_page(portal_with_idp, browser_page):  # noqa: 
     page.wait_for_selector("[data-testid=usage-summary]")
     summary = page.get_by_test_id("usage-summary").inner_text()
     assert "Used" in summary and "GPU-hours" in summary
+    # summed over both local clusters, with a row per cluster (issue 18)
+    assert "all clusters" in summary
+    for cluster in ("cluster1", "cluster2"):
+        assert page.locator(f'[data-testid=usage-clusters] tr[data-cluster="{cluster}"]').is_visible()
     assert page.locator('[data-testid=members] tr[data-member="carol"]').is_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "e2e-team-page.png"), full_page=True)
