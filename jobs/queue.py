@@ -123,8 +123,9 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
 
 
 def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
-    """Build the :class:`JobRow` for one job. ``usage_for(account)`` gives the team's usage figures
-    (``teams.usage.team_usage``) for jobs held by quota."""
+    """Build the :class:`JobRow` for one job. ``usage_for(account, cluster=...)`` gives the team's
+    usage figures on the job's cluster (``teams.usage.team_usage``: quotas hold jobs per cluster) for
+    jobs held by quota."""
     now = time.time() if now is None else now
     position = in_line = None
     estimate = reason = None
@@ -151,5 +152,5 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         elapsed = job.elapsed_s
     note = ""
     if reason is not None and reason.group == "QUOTA" and usage_for is not None:
-        note = quota_note(job.account, usage_for(job.account), job)
+        note = quota_note(job.account, usage_for(job.account, cluster=job.cluster), job)  # its cluster's quota
     return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)

@@ -204,7 +204,32 @@ def test_a_job_held_by_quota_is_told_how_to_fit_and_a_frozen_quota_says_so():
         gpu_count=2,
         time_limit_min=60,
     )
-    note = job_row(held, {}, now=1000, usage_for=lambda account: usage(10.0, 9.0)).line.quota_note
+    note = job_row(held, {}, now=1000, usage_for=lambda account, cluster=None: usage(10.0, 9.0)).line.quota_note
     assert note.endswith("To start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 2.0 GPU-hours).")
-    frozen = job_row(held, {}, now=1000, usage_for=lambda account: usage(0.0, 0.0)).line.quota_note
+    frozen = job_row(held, {}, now=1000, usage_for=lambda account, cluster=None: usage(0.0, 0.0)).line.quota_note
     assert "frozen, so the next period will not help" in frozen and "To start now" not in frozen
+
+
+def test_a_job_held_by_quota_is_told_its_own_clusters_figures():
+    """Quotas hold jobs per cluster (each cluster's GrpTRESMins): the note asks for the job's cluster's
+    usage, not the team's sum over clusters."""
+    asked = []
+
+    def usage_for(account, cluster=None):
+        asked.append((account, cluster))
+        return None
+
+    held = Job(
+        name="x",
+        partition="gpu",
+        memory_mb=1,
+        time_limit_min=60,
+        script="true",
+        state="PENDING",
+        reason="AssocGrpGRESMinutes",
+        account="vision",
+        gpu_count=1,
+        slurm_cluster="cluster2",
+    )
+    job_row(held, {}, now=1000, usage_for=usage_for)
+    assert asked == [("vision", "cluster2")]
