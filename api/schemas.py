@@ -9,6 +9,8 @@ from typing import Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, field_validator
 
+from portal.units import memory_mib
+
 
 def _has_nul(value: Any) -> bool:
     """Whether any text in ``value`` (JSON: nested dicts, lists, keys) holds a NUL (no recursion:
@@ -208,8 +210,23 @@ class SessionIn(In):
     gpus: int = Field(0, ge=0, le=64)
     gpu_type: str = Field("", max_length=64)
     cpus: int = Field(2, ge=1, le=1024)
-    memory_gb: float = Field(4.0, gt=0, le=4096)
+    memory: str | int | float | None = Field(
+        None,
+        description="Memory as on the Sessions page: 4G, 4000M, 1.5T (binary units, as Slurm's --mem), or a bare"
+        " number, which means GB (1024 or more without a unit is refused as unclear); omitted: 4G",
+        examples=["4G"],
+    )
+    memory_gb: float | None = Field(None, gt=0, description="Kept for older clients: memory in GB (use memory)")
     hours: int = Field(2, ge=1, le=1000)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        """Read as sent by the one reader (so ``true`` is refused, not taken as 1 GB); its sentence
+        is the field's error. The router converts it (``api.sessions``)."""
+        if value is not None:
+            memory_mib(value)
+        return value
 
 
 class ProfileOut(Schema):

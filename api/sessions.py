@@ -4,6 +4,7 @@ session rules as the Sessions page (:func:`interactive.services.session_start`).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from http import HTTPStatus
 
 from django.http import Http404
@@ -16,7 +17,8 @@ from interactive.models import Session
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
 from jobs.selectors import cluster_status
-from portal.refusals import Refused
+from portal.refusals import Problem, Refused
+from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import sessions_cluster
 
 from .base import need_scope
@@ -80,6 +82,19 @@ def list_kinds(request):
     return {"items": [kind_out(k) for k in kinds], "count": len(kinds), "default": kind_default().name}
 
 
+def _memory_mib(body: SessionIn) -> int:
+    """The body's ``memory`` (or the older ``memory_gb``, GB) in MiB, read by the one reader
+    :func:`portal.units.memory_mib`; 4G when neither is given. Raises :class:`Refused` on the field
+    that was given."""
+    if body.memory is not None and body.memory_gb is not None:
+        raise Refused(Problem("memory", "Give memory or memory_gb, not both (memory takes 4G, 4000M or 1.5T)."))
+    field, value = ("memory_gb", f"{Decimal(str(body.memory_gb)):f}G") if body.memory_gb is not None else ("memory", body.memory)
+    try:
+        return memory_mib("4G" if value is None else value)
+    except MemoryRefusal as exc:
+        raise Refused(Problem(field, str(exc)), detail="The session cannot be started; see errors.") from None
+
+
 @router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session (of a kind from GET /sessions/kinds)")
 def start_session(request, body: SessionIn):
     need_scope(request, "sessions")
@@ -87,7 +102,7 @@ def start_session(request, body: SessionIn):
         "gpu_count": body.gpus,
         "gpu_type": body.gpu_type,
         "cpus": body.cpus,
-        "memory_mb": int(round(body.memory_gb * 1024)),
+        "memory_mb": _memory_mib(body),
         "hours": body.hours,
     }
     if body.ide is not None:

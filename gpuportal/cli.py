@@ -263,7 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=_non_negative_int, metavar="N")
     p.add_argument("--gpu-type", metavar="TYPE")
     p.add_argument("--cpus", type=_non_negative_int, metavar="N")
-    p.add_argument("--memory-gb", type=_positive_float, metavar="GB")
+    memory = p.add_mutually_exclusive_group()
+    memory.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="memory: 4G, 4000M or 1.5T (a bare number means GB; the portal reads it as the Sessions page does)",
+    )
+    # Kept for scripts written before --memory existed (GB).
+    memory.add_argument("--memory-gb", type=_positive_float, metavar="GB", help=argparse.SUPPRESS)
     p.add_argument("--hours", type=_positive_float, metavar="H")
     p.add_argument("--no-wait", action="store_true", help="print the new session and return at once")
     p.add_argument(
@@ -737,6 +744,7 @@ def cmd_notebook(ctx: Context) -> int:
         gpus=a.gpus,
         gpu_type=a.gpu_type,
         cpus=a.cpus,
+        memory=a.memory,
         memory_gb=_number(a.memory_gb),
         hours=_number(a.hours),
     )

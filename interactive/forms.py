@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django import forms
 
 from jobs.forms import MemoryField
@@ -19,7 +17,7 @@ class SessionForm(forms.Form):
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=1024, initial=2)
-    memory_gb = MemoryField(minimum_gb=Decimal("0.5"))
+    memory_gb = MemoryField(minimum_mib=512)
     # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
     hours = forms.IntegerField(label="Hours", initial=2)
 
@@ -51,6 +49,6 @@ class SessionForm(forms.Form):
             "gpu_type": d.get("gpu_type") or "",
             "gpu_count": d["gpu_count"],
             "cpus": d["cpus"],
-            "memory_mb": int(d["memory_gb"] * 1024),
+            "memory_mb": d["memory_gb"],
             "hours": hours,
         }

@@ -19,7 +19,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "gpu_type":       ("gpu_type",   "resources.gpu_type",      "gpu_type",  "gpu_type"),
     "gpu_count":      ("gpu_count",  "resources.gpus_per_node", "gpu_count", "gpus"),
     "cpus":           ("cpus",       "resources.cpus",          "cpus",      "cpus"),
-    "memory_mb":      ("memory_gb",  "resources.memory",        "memory_gb", "memory_gb"),
+    "memory_mb":      ("memory_gb",  "resources.memory",        "memory_gb", "memory"),
     "time_limit_min": ("time_limit", "resources.time_limit",    "hours",     "hours"),
     "workdir":        ("workdir",    "run.workdir",             "",          ""),
     "script":         ("script",     "run.command",             "",          ""),

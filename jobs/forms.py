@@ -1,54 +1,52 @@
 """The "New job" form. Field types are checked here; site policy in :mod:`jobs.policy` (its names
-for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.fields`)."""
+for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.fields`). The memory
+field keeps its name ``memory_gb`` (pages, tests and bookmarks post it) though it takes any unit."""
 
 from __future__ import annotations
 
 import json
-import re
-from decimal import Decimal
 
 from django import forms
 from django.urls import reverse
 
+from portal.formats import mib_to_gb
+from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
 from slurm.values import parse_time_limit
 
 from .policy import GPU_COUNTS, JobRequest, SitePolicy
 
-_MEMORY_TEXT = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*(?:(G|GB|GiB)|(M|MB|MiB)|(T|TB|TiB))?\s*$", re.IGNORECASE)
-
 
 class MemoryField(forms.Field):
-    """Memory in GB as people type it: ``4``, ``4.5``, ``4G``, ``4 GB``, ``512M``, ``1T`` (binary
-    units, as Slurm's ``--mem``). Cleans to a ``Decimal`` of GB (one decimal). Refusals, one per kind:
-    not a size, not more than 0 (or below ``minimum_gb``), more than ``maximum_gb``."""
+    """Memory as people type it, read by :func:`portal.units.memory_mib` (the one reader every
+    surface uses): ``4G``, ``4000M``, ``1.5T``, ``4 GB``, ``512MiB``, or a bare number, which means
+    GB. Cleans to whole MiB (``int``). Refusals, one per kind, each saying which units are accepted:
+    not a size, not more than 0, too big (more than any node has), a bare number of 1024 or more
+    (most likely MiB); and below ``minimum_mib`` (a session's least)."""
 
     widget = forms.TextInput
 
-    def __init__(self, *, minimum_gb: Decimal, maximum_gb: Decimal = Decimal(4096), **kwargs):
-        kwargs.setdefault("label", "Memory (GB)")
-        kwargs.setdefault("initial", 4)
-        kwargs.setdefault("help_text", "GB, or with a unit: 4G, 512M")
+    def __init__(self, *, minimum_mib: int = 1, **kwargs):
+        kwargs.setdefault("label", "Memory")
+        kwargs.setdefault("initial", "4G")
+        kwargs.setdefault("help_text", "4G, 4000M or 1.5T (a bare number means GB)")
         super().__init__(**kwargs)
-        self.minimum_gb, self.maximum_gb = minimum_gb, maximum_gb
+        self.minimum_mib = minimum_mib
 
-    def to_python(self, value) -> Decimal | None:
+    def to_python(self, value) -> int | None:
         if value in self.empty_values:
             return None
-        match = _MEMORY_TEXT.match(str(value))
-        if not match:
-            raise forms.ValidationError("Give memory as a number of GB (4) or with a unit (4G, 512M).", code="invalid")
-        number = Decimal(match.group(1))
-        gb = number / 1024 if match.group(3) else number * 1024 if match.group(4) else number
-        return gb.quantize(Decimal("0.1"))
+        try:
+            return memory_mib(str(value))
+        except MemoryRefusal as exc:
+            raise forms.ValidationError(str(exc), code=exc.code) from None
 
     def validate(self, value) -> None:
         super().validate(value)
-        if value is not None and value < self.minimum_gb:
+        if value is not None and value < self.minimum_mib:
             raise forms.ValidationError(
-                f"Memory must be more than 0: give at least {self.minimum_gb} GB (for example 4 or 4G).", code="min_value"
+                f"Give at least {memory_text(self.minimum_mib)} ({mib_to_gb(self.minimum_mib)} GB) of memory. {ACCEPTED}",
+                code="min_value",
             )
-        if value is not None and value > self.maximum_gb:
-            raise forms.ValidationError(f"Memory must be at most {self.maximum_gb} GB.", code="max_value")
 
 
 class JobForm(forms.Form):
@@ -63,7 +61,7 @@ class JobForm(forms.Form):
     gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
     gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
-    memory_gb = MemoryField(minimum_gb=Decimal("0.1"))
+    memory_gb = MemoryField()
     time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
     requeue = forms.BooleanField(
         required=False,
@@ -149,7 +147,7 @@ class JobForm(forms.Form):
             gpu_type=data.get("gpu_type") or "",
             gpu_count=data["gpu_count"],
             cpus=data["cpus"],
-            memory_mb=int(data["memory_gb"] * 1024),
+            memory_mb=data["memory_gb"],
             time_limit_min=data["time_limit"],
             script=data["script"],
             workdir=(data.get("workdir") or "").strip(),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jobs.forms import JobForm
 from portal.refusals import Problem, Refused
+from portal.units import memory_mib
 
 SCHEMA_VERSION = 1
 MAX_PROFILE_BYTES = 64 * 1024
@@ -43,7 +44,6 @@ OVERRIDE_ALIASES = {
     "args": "run.args",
     "requeue": "run.requeue",
 }
-_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|[KMGT]|MB|GB)?\s*$", re.IGNORECASE)
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
 
 
@@ -79,15 +79,16 @@ class Resources(_Strict):
     gpus_per_node: int = Field(default=0, ge=0, le=64)
     gpu_type: str = Field(default="", max_length=64)
     cpus: int = Field(default=1, ge=1, le=1024)
-    memory: str | int = "4G"
+    #: As written (``4G``, ``4000M``, ``1.5T``, a bare number = GB); read by portal.units.memory_mib.
+    memory: str | int | float = "4G"
     time_limit: str | int = "01:00:00"
 
     _counts = field_validator("nodes", "gpus_per_node", "cpus", mode="before")(_not_bool)
 
-    @field_validator("memory")
+    @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, value):
-        memory_mib(value)  # raises ValueError with the message
+        memory_mib(value)  # raises MemoryRefusal (a ValueError) with the sentence
         return value
 
 
@@ -181,24 +182,6 @@ class ProfileSpec:
 
 
 # --- units ---------------------------------------------------------------------------------------
-def memory_mib(value: str | int) -> int:
-    """``"2G"``/``"2GB"``/``"2GiB"`` -> 2048; ``"512M"`` -> 512; a bare number is MiB. Raises
-    ``ValueError`` with the message (Slurm's ``--mem`` units are binary: G = 1024 MiB)."""
-    if isinstance(value, bool):
-        raise ValueError("Memory must be like 4G or 2048M.")
-    if isinstance(value, int):
-        mib = value
-    else:
-        match = _MEMORY.match(str(value))
-        if not match:
-            raise ValueError(f"'{str(value)[:20]}' is not an amount of memory; write it like 4G, 512M or 2048 (MiB).")
-        number, unit = float(match.group(1)), (match.group(2) or "M")[0].upper()
-        mib = int(number * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit])
-    if not 1 <= mib <= 64 * 1024 * 1024:
-        raise ValueError("Memory must be between 1 MiB and 64 TiB.")
-    return mib
-
-
 def time_limit_minutes(value: str | int) -> int:
     """``90`` / ``"02:00:00"`` / ``"1-00:00:00"`` -> minutes (the form's rules). Raises ``ValueError``."""
     if isinstance(value, bool):
@@ -401,8 +384,8 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             loc = tuple(err.get("loc", ()))
-            # pydantic puts union members into loc (memory: str | int -> ("resources","memory","str")).
-            loc = tuple(p for p in loc if p not in ("str", "int", "function-after[_memory(), union[str,int]]"))
+            # pydantic puts union members into loc (time_limit: str | int -> ("resources","time_limit","str")).
+            loc = tuple(p for p in loc if p not in ("str", "int"))
             line = None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)
             errors.append(Problem(".".join(str(p) for p in loc), _message(err, loc), line))
         raise Refused(*_dedupe(errors)) from None

@@ -152,9 +152,9 @@ def test_form_messages_follow_the_session_rules(client, world):
         body = client.post("/sessions/", {**GOOD, "hours": hours}).content.decode()
         assert "A session lasts 1 to 8 hours." in body, hours
     body = client.post("/sessions/", {**GOOD, "memory_gb": "100000"}).content.decode()
-    assert "Memory must be at most 4096 GB." in body
+    assert "&#x27;100000&#x27; is more memory than any node has: at most 64T." in body
     body = client.get("/sessions/").content.decode()
-    assert 'name="memory_gb" value="4"' in body  # two default sessions fit on one 16 GB interactive node
+    assert 'name="memory_gb" value="4G"' in body  # two default sessions fit on one 16 GB interactive node
 
 
 def test_stop_twice_says_it_had_ended(client, world):

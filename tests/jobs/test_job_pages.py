@@ -86,9 +86,9 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
         ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
-        ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0: give at least 0.1 GB"),  # issue 16: was "at most"-style
+        ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # issue 16: was "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
-        ({"memory_gb": "lots"}, "memory_gb", "Give memory as a number of GB (4) or with a unit (4G, 512M)."),
+        ({"memory_gb": "lots"}, "memory_gb", "'lots' is not an amount of memory. Give memory as 4G, 4000M or 1.5T"),
         ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
         ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),
         ({"script": "#!/bin/bash\n#SBATCH --gres=gpu:8\n"}, "script", "#SBATCH line"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portal.refusals import Refused
-from profiles.schema import memory_mib, parse_profile
+from profiles.schema import parse_profile
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 
@@ -140,17 +140,61 @@ def test_yaml_bombs_deep_nesting_and_huge_files_are_refused_quickly():
         parse_profile("x" * (70 * 1024))
 
 
+MEMORY_FILE = """version: 1
+name: demo
+resources:
+  partition: small
+  memory: {memory}
+run:
+  command: echo hi
+"""
+
+
 @pytest.mark.parametrize(
-    "value, mib", [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), (1000, 1000), ("1.5G", 1536), ("1T", 1048576)]
+    "written, mib",
+    [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), ("4000M", 4000), ("1.5T", 1572864), ('"4 G"', 4096)]
+    + [("16", 16384), ("1.5", 1536), ('"8"', 8192)],  # a bare number means GB, as on the forms (issue 19, item 7)
 )
-def test_memory_units(value, mib):
-    assert memory_mib(value) == mib
+def test_memory_in_a_file_is_read_by_the_one_reader(written, mib):
+    assert parse_profile(MEMORY_FILE.format(memory=written)).memory_mb == mib
 
 
-@pytest.mark.parametrize("value", ["-1G", "0", "lots", True, "1P"])
-def test_memory_refused(value):
-    with pytest.raises(ValueError):
-        memory_mib(value)
+@pytest.mark.parametrize(
+    "written, sentence",
+    [
+        # A bare number meant MiB in profiles before issue 19: such a file is refused, saying what to write.
+        (
+            "2048",
+            "2048 with no unit would be 2048 GB: write 2048M for MiB (what Slurm's --mem means by a bare number) or 2048G for GB.",
+        ),
+        ("-1G", "Memory must be more than 0 ('-1G' is not)."),
+        ("0", "Memory must be more than 0 ('0' is not)."),
+        ("lots", "'lots' is not an amount of memory."),
+        ("1e3", "'1e3' is not an amount of memory."),
+        ("4GBs", "'4GBs' is not an amount of memory."),
+        ("1P", "'1P' is not an amount of memory."),
+        ("yes", "Memory must be an amount such as 4G, not yes/no or true/false."),
+        ("[4]", "Memory must be an amount such as 4G."),
+        ("99999T", "'99999T' is more memory than any node has: at most 64T."),
+    ],
+)
+def test_memory_refused_in_a_file_with_its_line_and_the_units_accepted(written, sentence):
+    [(field, line, message)] = errors_of(MEMORY_FILE.format(memory=written))
+    assert (field, line) == ("resources.memory", 5)
+    assert message == f"{sentence} Give memory as 4G, 4000M or 1.5T (a bare number means GB).", message
+
+
+@pytest.mark.parametrize("value, mib", [("4000M", 4000), (8, 8192), (1.5, 1536), ("1.5T", 1572864)])
+def test_memory_override_is_read_by_the_one_reader(value, mib):
+    assert parse_profile(EXAMPLE_TEXT, overrides={"memory": value}).memory_mb == mib
+
+
+def test_memory_override_refused_without_a_line():
+    [(field, line, message)] = errors_of(EXAMPLE_TEXT, overrides={"memory": 4096})
+    assert (field, line) == ("resources.memory", None)
+    assert message.startswith("4096 with no unit would be 4096 GB: write 4096M for MiB") and message.endswith(
+        "(a bare number means GB)."
+    )
 
 
 @pytest.mark.parametrize(
