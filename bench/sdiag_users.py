@@ -20,6 +20,15 @@ Run from the repository root with the venv:
 
     .venv/bin/python bench/sdiag_users.py --users 1,100 --seconds 60 --base-url http://127.0.0.1:8000
 
+Several clusters (issue 18): the host's Slurm is read with plain `sdiag` (named --host-cluster, default
+cluster1); each --chroot-cluster NAME=ROOT adds a cluster whose commands run inside a root on this
+machine (`chroot ROOT sdiag`, `chroot ROOT sacctmgr show stats`), e.g. make dev's second cluster:
+
+    .venv/bin/python bench/sdiag_users.py --users 1,200 --seconds 60 --chroot-cluster cluster2=/srv/cluster2
+
+Each phase then reads every cluster before and after, and the report gives each cluster's counts and its
+own ratio RPCs(N) / RPCs(1) (goal: at most 1.2 on each).
+
 Users: it creates (or reuses) portal users benchuser000, benchuser001, ... (Slurm account "vision"; they
 need not exist on the cluster, since pages never ask it) and one logged-in database session for each,
 made directly with Django's SessionStore, not through the IdP. The sessions are deleted at the end; the
@@ -89,6 +98,18 @@ def parse_args(argv=None):
         default="portal",
         help="the portal's service user, whose RPCs sdiag's 'by user' section shows (default: portal)",
     )
+    p.add_argument(
+        "--host-cluster",
+        default="cluster1",
+        help="the name to report the host's Slurm under (read with plain sdiag; default: %(default)s)",
+    )
+    p.add_argument(
+        "--chroot-cluster",
+        action="append",
+        default=[],
+        metavar="NAME=ROOT",
+        help="also read the cluster whose commands run in ROOT (chroot ROOT sdiag); repeatable, e.g. cluster2=/srv/cluster2",
+    )
     p.add_argument("--pause", type=float, default=2.0, help="seconds between phases (default: 2)")
     p.add_argument("--top", type=int, default=5, help="message types to show per phase (default: 5)")
     p.add_argument(
@@ -106,12 +127,36 @@ def parse_args(argv=None):
         p.error("--users needs at least one count, none negative")
     if args.seconds <= 0 or args.think < 0:
         p.error("--seconds must be positive and --think not negative")
+    args.clusters = [StatsSource(args.host_cluster, ())]
+    for spec in args.chroot_cluster:
+        name, sep, root = spec.partition("=")
+        if not sep or not name or not root.startswith("/") or root == "/":
+            p.error(
+                f"--chroot-cluster takes NAME=ROOT with ROOT an absolute path other than /, e.g. cluster2=/srv/cluster2; got {spec!r}"
+            )
+        if not os.path.isdir(root):
+            p.error(f"--chroot-cluster {spec}: {root} is not a directory")
+        if name in {c.name for c in args.clusters}:
+            p.error(f"--chroot-cluster {spec}: the name {name!r} is taken (each cluster needs its own name)")
+        args.clusters.append(StatsSource(name, ("chroot", root)))
     return args
 
 
 # --------------------------------------------------------------------------------------------------------
 # Slurm statistics
 # --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StatsSource:
+    """One cluster whose statistics a phase reads: ``prefix`` goes before each command (``()`` for
+    the host's Slurm, ``("chroot", ROOT)`` for a cluster whose commands run inside ROOT)."""
+
+    name: str
+    prefix: tuple[str, ...]
+
+    def argv(self, *command: str) -> list[str]:
+        return [*self.prefix, *command]
+
+
 @dataclass
 class RpcStats:
     """One reading of sdiag (or sacctmgr show stats): RPC counts by message type and by user."""
@@ -275,13 +320,25 @@ def user_loop(args, cookie_name: str, session_key: str, deadline: float, result:
 
 
 @dataclass
+class ClusterCounts:
+    """What one cluster's slurmctld (and slurmdbd: ``dbd``, None when not readable) served during a phase."""
+
+    ctld: Counter
+    ctld_by_user: Counter
+    dbd: Counter | None
+    notes: list[str]
+
+    @property
+    def total(self) -> int:
+        return sum(self.ctld.values())
+
+
+@dataclass
 class Phase:
     users: int
     seconds: float
     result: Result
-    ctld: Counter
-    ctld_by_user: Counter
-    dbd: Counter | None
+    counts: dict[str, ClusterCounts]  # cluster name -> its counts, in the order of args.clusters
     notes: list[str]
 
     @property
@@ -289,12 +346,39 @@ class Phase:
         return self.result.status.get("200", 0)
 
 
+def read_cluster(source: StatsSource) -> tuple[RpcStats, RpcStats]:
+    """(slurmctld's sdiag, slurmdbd's sacctmgr show stats) of one cluster; exits when sdiag fails."""
+    ctld = read_stats(source.argv("sdiag"))
+    if ctld.error:
+        sys.exit(f"cannot read {source.name}'s slurmctld statistics: {ctld.error}")
+    return ctld, read_stats(source.argv("sacctmgr", "show", "stats"))
+
+
+def cluster_counts(before: tuple[RpcStats, RpcStats], after: tuple[RpcStats, RpcStats]) -> ClusterCounts:
+    (ctld0, dbd0), (ctld1, dbd1) = before, after
+    notes = []
+    if ctld1.data_since != ctld0.data_since:
+        notes.append(
+            f"sdiag statistics were reset during the phase (data since {ctld0.data_since!r} -> "
+            f"{ctld1.data_since!r}; slurmctld restarted?): its counts are wrong"
+        )
+    dbd = None
+    if not dbd0.error and not dbd1.error:
+        dbd = delta(dbd0.by_type, dbd1.by_type)
+        if dbd1.data_since != dbd0.data_since:
+            notes.append("slurmdbd statistics were reset during the phase")
+    by_user = delta(ctld0.by_user, ctld1.by_user)
+    me = pwd.getpwuid(os.getuid()).pw_name  # sdiag's own REQUEST_STATS_INFO is counted under whoever ran it
+    own = sum(ctld1.by_type.get(k, 0) - ctld0.by_type.get(k, 0) for k in STATS_OWN_RPCS)
+    by_user[me] -= own
+    by_user = Counter({k: v for k, v in by_user.items() if v})
+    return ClusterCounts(delta(ctld0.by_type, ctld1.by_type), by_user, dbd, notes)
+
+
 def run_phase(args, n: int, sessions, cookie_name: str) -> Phase:
     notes = []
     result = Result()
-    ctld0, dbd0 = read_stats(["sdiag"]), read_stats(["sacctmgr", "show", "stats"])
-    if ctld0.error:
-        sys.exit(f"cannot read slurmctld statistics: {ctld0.error}")
+    before = {c.name: read_cluster(c) for c in args.clusters}
     t0 = time.monotonic()
     deadline = t0 + args.seconds
     threads = [
@@ -313,25 +397,9 @@ def run_phase(args, n: int, sessions, cookie_name: str) -> Phase:
     if stuck:
         notes.append(f"{stuck} user thread(s) still in a request after the deadline (abandoned)")
     elapsed = time.monotonic() - t0
-    ctld1, dbd1 = read_stats(["sdiag"]), read_stats(["sacctmgr", "show", "stats"])
-    if ctld1.error:
-        sys.exit(f"cannot read slurmctld statistics: {ctld1.error}")
-    if ctld1.data_since != ctld0.data_since:
-        notes.append(
-            f"sdiag statistics were reset during the phase (data since {ctld0.data_since!r} -> "
-            f"{ctld1.data_since!r}): its counts are wrong"
-        )
-    dbd = None
-    if not dbd0.error and not dbd1.error:
-        dbd = delta(dbd0.by_type, dbd1.by_type)
-        if dbd1.data_since != dbd0.data_since:
-            notes.append("slurmdbd statistics were reset during the phase")
-    by_user = delta(ctld0.by_user, ctld1.by_user)
-    me = pwd.getpwuid(os.getuid()).pw_name  # sdiag's own REQUEST_STATS_INFO is counted under whoever ran it
-    own = sum(ctld1.by_type.get(k, 0) - ctld0.by_type.get(k, 0) for k in STATS_OWN_RPCS)
-    by_user[me] -= own
-    by_user = Counter({k: v for k, v in by_user.items() if v})
-    return Phase(n, elapsed, result, delta(ctld0.by_type, ctld1.by_type), by_user, dbd, notes)
+    after = {c.name: read_cluster(c) for c in args.clusters}
+    counts = {c.name: cluster_counts(before[c.name], after[c.name]) for c in args.clusters}
+    return Phase(n, elapsed, result, counts, notes)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -354,47 +422,64 @@ def ratio(a: float, b: float) -> str:
 
 def report(args, phases: list[Phase]) -> None:
     base = next((p for p in phases if p.users > 0), phases[0])
+    names = [c.name for c in args.clusters]
+    width = max(7, *(len(n) for n in names))
     print()
     header = (
         f"{'phase':>5} {'users':>5} {'secs':>5} {'pages 200':>9} {'other':>6} {'median':>8} {'p95':>8} "
-        f"{'ctld RPCs':>9} {'/min':>6} {'as ' + args.portal_user:>9} {'dbd RPCs':>8} {'ratio':>5}"
+        f"{'cluster':<{width}} {'ctld RPCs':>9} {'/min':>6} {'as ' + args.portal_user:>9} {'dbd RPCs':>8} {'ratio':>5}"
     )
     print(header)
     print("-" * len(header))
     for i, p in enumerate(phases, 1):
-        total = sum(p.ctld.values())
         other = sum(n for s, n in p.result.status.items() if s != "200")
-        dbd = "n/a" if p.dbd is None else str(sum(p.dbd.values()))
         median = statistics.median(p.result.latency) if p.result.latency else None
-        print(
-            f"{i:>5} {p.users:>5} {p.seconds:>5.0f} {p.served:>9} {other:>6} {ms(median):>8} "
-            f"{ms(pct(p.result.latency, 0.95)):>8} {total:>9} {total * 60 / p.seconds:>6.1f} "
-            f"{p.ctld_by_user.get(args.portal_user, 0):>9} {dbd:>8} {ratio(total, sum(base.ctld.values())):>5}"
+        page = (
+            f"{i:>5} {p.users:>5} {p.seconds:>5.0f} {p.served:>9} {other:>6} {ms(median):>8} {ms(pct(p.result.latency, 0.95)):>8}"
         )
+        for k, name in enumerate(names):
+            c = p.counts[name]
+            dbd = "n/a" if c.dbd is None else str(sum(c.dbd.values()))
+            print(
+                f"{page if k == 0 else ' ' * len(page)} {name:<{width}} {c.total:>9} {c.total * 60 / p.seconds:>6.1f} "
+                f"{c.ctld_by_user.get(args.portal_user, 0):>9} {dbd:>8} {ratio(c.total, base.counts[name].total):>5}"
+            )
     print()
     for i, p in enumerate(phases, 1):
         print(f"phase {i} ({p.users} user{'' if p.users == 1 else 's'}):")
         statuses = ", ".join(f"{s}: {n}" for s, n in sorted(p.result.status.items())) or "no requests"
         print(f"  responses        {statuses}")
-        top = ", ".join(f"{k} {v}" for k, v in p.ctld.most_common(args.top)) or "none"
-        print(f"  slurmctld top    {top}")
-        users = ", ".join(f"{k} {v}" for k, v in p.ctld_by_user.most_common()) or "none"
-        print(f"  slurmctld users  {users}")
-        if p.dbd is not None:
-            print(f"  slurmdbd top     {', '.join(f'{k} {v}' for k, v in p.dbd.most_common(args.top)) or 'none'}")
+        for name in names:
+            c = p.counts[name]
+            label = f" ({name})" if len(names) > 1 else ""
+            top = ", ".join(f"{k} {v}" for k, v in c.ctld.most_common(args.top)) or "none"
+            print(f"  slurmctld top{label}    {top}")
+            users = ", ".join(f"{k} {v}" for k, v in c.ctld_by_user.most_common()) or "none"
+            print(f"  slurmctld users{label}  {users}")
+            if c.dbd is not None:
+                print(f"  slurmdbd top{label}     {', '.join(f'{k} {v}' for k, v in c.dbd.most_common(args.top)) or 'none'}")
+            for note in c.notes:
+                print(f"  NOTE{label}: {note}")
         for note in p.notes:
             print(f"  NOTE: {note}")
     last = phases[-1]
     if last is not base:
-        t_last, t_base = sum(last.ctld.values()), sum(base.ctld.values())
-        u_last, u_base = last.ctld_by_user.get(args.portal_user, 0), base.ctld_by_user.get(args.portal_user, 0)
         print()
-        label = f"slurmctld RPCs({last.users} users) / RPCs({base.users} user{'' if base.users == 1 else 's'})"
-        rows = [
-            (label, t_last, t_base, "   (goal: at most 1.2)"),
-            (f"the same, only RPCs as '{args.portal_user}'", u_last, u_base, ""),
-            ("pages served (200)", last.served, base.served, ""),
-        ]
+        rows = []
+        for name in names:
+            c_last, c_base = last.counts[name], base.counts[name]
+            on = f" on {name}" if len(names) > 1 else ""
+            label = f"slurmctld RPCs({last.users} users) / RPCs({base.users} user{'' if base.users == 1 else 's'}){on}"
+            rows.append((label, c_last.total, c_base.total, "   (goal: at most 1.2)"))
+            rows.append(
+                (
+                    f"the same, only RPCs as '{args.portal_user}'{on}",
+                    c_last.ctld_by_user.get(args.portal_user, 0),
+                    c_base.ctld_by_user.get(args.portal_user, 0),
+                    "",
+                )
+            )
+        rows.append(("pages served (200)", last.served, base.served, ""))
         width = max(len(r[0]) for r in rows)
         for i, (name, a, b, goal) in enumerate(rows):
             print(f"{'ratio' if i == 0 else '':<5} {name:<{width}} = {a} / {b} = {ratio(a, b)}{goal}")
@@ -410,8 +495,12 @@ def main(argv=None) -> int:
         f"phases: {', '.join(map(str, args.user_counts))} users x {args.seconds:g} s, think {args.think:g} s, "
         f"GET {args.path_page} + {args.path_fragment} (HX-Request)"
     )
-    version = subprocess.run(["sinfo", "--version"], check=False, capture_output=True, text=True).stdout.strip()
-    print(f"# {version or 'sinfo --version failed'}; portal {args.base_url}")
+    versions = []
+    for c in args.clusters:
+        out = subprocess.run(c.argv("sinfo", "--version"), check=False, capture_output=True, text=True).stdout.strip()
+        where = f"chroot {c.prefix[1]}" if c.prefix else "host"
+        versions.append(f"{c.name}: {out or 'sinfo --version failed'} ({where})")
+    print(f"# {'; '.join(versions)}; portal {args.base_url}")
     sys.stdout.flush()
 
     django_setup(args.settings)
