@@ -8,6 +8,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from portal.formats import mib_to_gb
+from portal.units import memory_text
 from slurm.clusters import cluster_names, default_cluster
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 
@@ -24,6 +26,14 @@ def on_cluster(name: str) -> models.Q:
     if name != default_cluster().name:
         return models.Q(slurm_cluster=name)
     return ~models.Q(slurm_cluster__in=[n for n in cluster_names() if n != name])
+
+
+class MemoryPer(models.TextChoices):
+    """What Slurm's memory figure of a job counts: ``--mem`` is per node, ``--mem-per-cpu`` (and a
+    ``DefMemPerCPU`` default) per CPU."""
+
+    NODE = "node", "per node"
+    CPU = "cpu", "per CPU"
 
 
 class Job(models.Model):
@@ -85,6 +95,11 @@ class Job(models.Model):
     #: oldest first: ``[{"state", "why", "start", "end", "elapsed_s", "nodes"}]`` (times ISO 8601 UTC).
     restart_count = models.PositiveSmallIntegerField(default=0)
     runs = models.JSONField(default=list, blank=True)
+    #: The memory Slurm holds for the job (MiB), per node or per CPU (:class:`MemoryPer`), as the
+    #: poller last read it from squeue (``memory_per_node`` / ``memory_per_cpu``), or from sacct's
+    #: ``required`` for a job it never saw queued; ``None`` / ``""`` until read.
+    slurm_memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    slurm_memory_per = models.CharField(max_length=4, choices=MemoryPer.choices, blank=True, default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -106,6 +121,23 @@ class Job(models.Model):
     def cluster(self) -> str:
         """The configured name of the cluster it runs on (the default cluster for an old row)."""
         return cluster_of(self.slurm_cluster)
+
+    @property
+    def memory_shown(self) -> str:
+        """The job page's Memory line: what Slurm holds for it in Slurm's terms, next to what was
+        asked, e.g. ``Slurm: 1000M per CPU (1 GB) · asked for 2000M``, or ``asked for 4G`` before
+        the poller has read Slurm's figure. Amounts as :func:`portal.units.memory_text` writes them
+        (``4G``, ``4000M``), which every memory field reads back."""
+        asked = f"asked for {memory_text(self.memory_mb)}" if self.memory_mb else ""
+        if self.slurm_memory_mb is None or self.slurm_memory_per not in MemoryPer.values:
+            return asked or "not known"
+        got = (
+            "all of each node's memory (--mem=0)"
+            if self.slurm_memory_mb == 0
+            else f"{memory_text(self.slurm_memory_mb)} {MemoryPer(self.slurm_memory_per).label}"
+            f" ({mib_to_gb(self.slurm_memory_mb)} GB)"
+        )
+        return f"Slurm: {got}" + (f" · {asked}" if asked else "")
 
     @property
     def is_cancelled_before_start(self) -> bool:

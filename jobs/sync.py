@@ -41,7 +41,7 @@ from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import classify_state, parse_exit
 
-from .models import Job, on_cluster
+from .models import Job, MemoryPer, on_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +340,7 @@ def _apply_queue(job: Job, q, state: JobState, raw: str) -> bool:
         "end_at": to_datetime(q.end_time) if state not in ACTIVE_STATES else None,
         "nodes": q.nodes,
         "status_unknown_since": None,
+        **_memory_of(q),
     }
     changed = {k: v for k, v in new.items() if getattr(job, k) != v}
     if not changed:
@@ -369,6 +370,9 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
     job.accounting_pending = False
     if runs:
         job.runs, job.restart_count = runs, max(job.restart_count, len(runs))
+    if job.slurm_memory_mb is None:  # never seen queued: sacct's figure
+        for key, value in _memory_of(f).items():
+            setattr(job, key, value)
     with transaction.atomic():
         job.save()
         audit(
@@ -378,6 +382,18 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
             old={"state": old_state},
             new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal},
         )
+
+
+def _memory_of(record) -> dict:
+    """The Job fields of the memory Slurm holds for a queue or sacct record (``memory_per_node`` /
+    ``memory_per_cpu``, MiB): ``{"slurm_memory_mb", "slurm_memory_per"}``, ``{}`` when it names
+    neither (``--mem-per-gpu``), so what was read before stays. A per-CPU figure wins over a per-node
+    0 (0 per node alone is ``--mem=0``: all of the node's memory)."""
+    if record.memory_per_cpu:
+        return {"slurm_memory_mb": record.memory_per_cpu, "slurm_memory_per": MemoryPer.CPU}
+    if record.memory_per_node is not None:
+        return {"slurm_memory_mb": record.memory_per_node, "slurm_memory_per": MemoryPer.NODE}
+    return {}
 
 
 def _adopt_queued(job: Job, jobid: int) -> None:

@@ -115,6 +115,11 @@ class QueueJob:
     #: Slurm's own sentence about why it waits (``state_description``), which can say more than the
     #: reason code: ``Resources`` with "Nodes required for job are DOWN, DRAINED or reserved ...".
     reason_description: str = ""
+    #: The memory Slurm holds for the job, in MiB: per node (``memory_per_node``, ``--mem``) or per
+    #: CPU (``memory_per_cpu``, ``--mem-per-cpu``, also a ``DefMemPerCPU`` default); the other is
+    #: ``None`` (23.11+: ``{"set": false}``), both ``None`` when neither is written (``--mem-per-gpu``).
+    memory_per_node: int | None = None
+    memory_per_cpu: int | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,11 @@ class FinishedJob:
     gpus: dict[str, int] = field(default_factory=dict)
     cancelled_by: str = ""
     submit: int | None = None
+    #: As :attr:`QueueJob.memory_per_node` / ``memory_per_cpu`` (MiB), from sacct's ``required``
+    #: (23.11+: ``memory_per_node`` / ``memory_per_cpu``; 22.05 writes one ``memory`` and the adapter
+    #: tells which from the job's requested TRES).
+    memory_per_node: int | None = None
+    memory_per_cpu: int | None = None
 
     @property
     def gpu_hours(self) -> float:

@@ -178,6 +178,8 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 **dict(zip(("exit_code", "signal"), queue_exit(raw.get("exit_code")), strict=True)),
                 restart_count=number(raw.get("restart_cnt"), 0) or 0,
                 reason_description=_text(raw.get("state_description")),
+                memory_per_node=number(raw.get("memory_per_node")),
+                memory_per_cpu=number(raw.get("memory_per_cpu")),
             )
         )
     return jobs
@@ -222,7 +224,14 @@ def _finished_job(raw: dict) -> FinishedJob:
         gpus=parse_gpus((raw.get("tres") or {}).get("allocated")),
         cancelled_by=_text(raw.get("kill_request_user")),
         submit=parse_timestamp(times.get("submission")),
+        **_required_memory(raw),
     )
+
+
+def _required_memory(raw: dict) -> dict[str, int | None]:
+    """sacct's ``required.memory_per_node`` / ``memory_per_cpu`` (MiB; ``{"set": false}`` -> ``None``)."""
+    required = raw.get("required") or {}
+    return {"memory_per_node": number(required.get("memory_per_node")), "memory_per_cpu": number(required.get("memory_per_cpu"))}
 
 
 # --- the key look-up (a retried submission) -------------------------------------------------------

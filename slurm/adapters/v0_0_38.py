@@ -142,6 +142,8 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
                 restart_count=number(raw.get("restart_cnt"), 0) or 0,
                 reason_description=raw.get("state_description") or "",
+                memory_per_node=number(raw.get("memory_per_node")),
+                memory_per_cpu=number(raw.get("memory_per_cpu")),
             )
         )
     return jobs
@@ -189,7 +191,30 @@ def _finished_job(raw: dict) -> FinishedJob:
         gpus=parse_gpus((raw.get("tres") or {}).get("allocated")),
         cancelled_by=_text(raw.get("kill_request_user")),
         submit=parse_timestamp(times.get("submission")),
+        **_required_memory(raw),
     )
+
+
+def _required_memory(raw: dict) -> dict[str, int | None]:
+    """sacct's memory request as ``memory_per_node`` / ``memory_per_cpu`` (MiB). 22.05 writes one
+    ``required.memory`` (the per-CPU flag taken off, so a job's ``--mem-per-cpu=1000`` on 2 CPUs reads
+    1000) and its total in ``tres.requested`` (``mem`` 2000): per CPU when the total is that many
+    times the number across more than one CPU, else per node. The newer keys, when written, are read
+    as they are."""
+    required = raw.get("required") or {}
+    if "memory_per_node" in required or "memory_per_cpu" in required:
+        return {
+            "memory_per_node": number(required.get("memory_per_node")),
+            "memory_per_cpu": number(required.get("memory_per_cpu")),
+        }
+    memory, cpus = number(required.get("memory")), number(required.get("CPUs"), 0) or 0
+    if not memory:
+        return {}
+    requested = (raw.get("tres") or {}).get("requested") or []
+    total = next((number(t.get("count")) for t in requested if isinstance(t, dict) and t.get("type") == "mem"), None)
+    if cpus > 1 and total == memory * cpus:
+        return {"memory_per_cpu": memory}
+    return {"memory_per_node": memory}
 
 
 # --- the key look-up (a retried submission) -------------------------------------------------------
