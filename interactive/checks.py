@@ -26,3 +26,20 @@ def check_idle_limit(app_configs=None, **kwargs):
             id="portal.E010",
         )
     ]
+
+
+@register("portal")
+def check_session_presets(app_configs=None, **kwargs):
+    """portal.E011: ``PORTAL_SESSION_PRESETS`` that cannot be read, or a preset in it that the
+    session rules always refuse (:func:`interactive.presets.preset_problems`, naming the preset)."""
+    from .presets import preset_problems  # the registry of kinds and the options check, read when asked
+
+    return [
+        Error(
+            problem,
+            hint='Fix PORTAL_SESSION_PRESETS, e.g. "lab gpus=1 type=a100 hours=4; lab hours=2" (README, '
+            '"Environment variables"), or set it empty for no presets.',
+            id="portal.E011",
+        )
+        for problem in preset_problems()
+    ]

@@ -230,6 +230,10 @@ SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
 CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
 
 SESSION_MAX_QUEUE_MINUTES = env("PORTAL_SESSION_MAX_QUEUE_MINUTES")
+#: The home page's one-click Start buttons (interactive/presets.py: "lab gpus=1 type=a100 hours=4;
+#: ..."; checked at start-up, portal.E011); unset: SESSION_PRESETS_DEFAULT, empty: none.
+SESSION_PRESETS = env("PORTAL_SESSION_PRESETS")
+SESSION_PRESETS_DEFAULT = "lab hours=2; lab gpus=1 hours=4"
 #: Job profiles (docs/profiles.md): the shared environment cache on the nodes, uv's path there, the
 #: Python versions offered, CUDA version -> environment module (``12.4=cuda/12.4``; empty = none),
 #: the container runtime ("" = none), the package index ("" = PyPI); API tokens' longest life (days).

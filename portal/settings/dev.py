@@ -6,6 +6,10 @@ from .base import BASE_DIR, OIDC, PORTAL_CLUSTERS_FILE, env, socialaccount_provi
 #: The two local clusters of cluster/up.sh (22.05 and 24.11) unless the environment names a file.
 PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clusters.toml")
 
+#: The local cluster's interactive partition (node1: 4 A100, 8 CPUs) gets these Start buttons unless
+#: PORTAL_SESSION_PRESETS says otherwise.
+SESSION_PRESETS_DEFAULT = "lab gpus=1 type=a100 hours=4; lab hours=2; vscode gpus=1 type=a100 hours=4"
+
 # The portal's own 404 and 500 pages, as in production; PORTAL_DEBUG=true for Django's debug pages.
 DEBUG = env("PORTAL_DEBUG")
 # whitenoise serves static/ straight from the app folders (no collectstatic) under gunicorn too.

@@ -1,0 +1,344 @@
+"""Session presets: the one-click Start buttons of the home page.
+
+A preset is a set of session options (kind, GPUs and type, CPUs, memory, hours, partition) with a
+label people read ("JupyterLab, 1 A100, 4 h"). The site configures them in
+``PORTAL_SESSION_PRESETS`` (``settings.SESSION_PRESETS``; unset: ``settings.SESSION_PRESETS_DEFAULT``),
+in a compact text form, presets separated by ``;`` or new lines, each a kind's name followed by
+``key=value`` words::
+
+    lab gpus=1 type=a100 hours=4; lab hours=2; vscode gpus=1 type=a100 cpus=4 memory=8G hours=4
+
+or as JSON, a list of objects with the same keys (``[{"kind": "lab", "gpus": 1, "type": "a100",
+"hours": 4}]``). Keys: ``gpus`` (default 0), ``type`` (a GPU type; default "" = any type), ``cpus``
+(default 2), ``memory`` (as every surface reads it, :func:`portal.units.memory_mib`: ``4G``,
+``4000M``, a bare number is GB; default 4G),
+``hours`` (default 2), ``partition`` (default the first of ``PORTAL_SESSION_PARTITIONS``) and
+``label`` (default made from the others: "JupyterLab, 1 A100, 4 h", plus " in <partition>"
+for a partition other than the first). Besides the site's presets, a user gets a button for the
+settings of the last session they started (:func:`last_session_preset`).
+
+A preset is checked twice. At start-up, the system check ``portal.E011``
+(:func:`preset_problems`) refuses text that cannot be read and any preset the session rules always
+refuse (more GPUs than ``PORTAL_SESSION_MAX_GPUS``, hours out of range, a partition sessions may
+not use, an unknown kind), naming the preset. On the page, each preset is checked with the same
+:func:`interactive.options.parse_session_options` and site policy the session form uses: one it
+would refuse (a GPU type the partition lacks, a kind not installed, too many CPUs for its nodes)
+is shown disabled with the refusal's words, and a click runs :func:`interactive.services.session_start`
+exactly as the form does.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.conf import settings
+from django.utils.text import slugify
+
+from jobs.policy import SitePolicy
+from portal.formats import mib_to_gb
+from portal.refusals import Problem
+from portal.units import MemoryRefusal, memory_mib
+
+from .kinds import KINDS, kind_label
+from .models import Session
+from .options import parse_session_options
+
+#: The keys a preset may carry, and the session option each one is.
+PRESET_KEYS = {
+    "kind": "ide",
+    "gpus": "gpu_count",
+    "type": "gpu_type",
+    "cpus": "cpus",
+    "memory": "memory_mb",
+    "hours": "hours",
+    "partition": "partition",
+    "label": "",
+}
+DEFAULT_CPUS = 2
+DEFAULT_MEMORY = "4G"
+DEFAULT_HOURS = 2
+
+
+class PresetError(ValueError):
+    """``PORTAL_SESSION_PRESETS`` cannot be read, or a preset in it is one the session rules always
+    refuse (raised by :func:`parse_presets`). The message names the preset (its number from 1 and
+    its text or label) and says what to fix."""
+
+
+@dataclass(frozen=True)
+class SessionPreset:
+    """One Start button's settings: ``ide`` a kind's name (:mod:`interactive.kinds`), ``memory_mb``
+    MiB, ``hours`` whole hours, ``gpu_type`` "" for any type. ``key`` identifies it in a click
+    (``preset-<slug of the label>``, or ``last-<session key>``); ``label`` is what the button says."""
+
+    key: str
+    label: str
+    ide: str
+    partition: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    hours: int
+
+    @property
+    def options(self) -> dict:
+        """The ``user_options`` a start with this preset sends, as the session form's
+        ``user_options()`` does (:data:`interactive.options.ALLOWED_KEYS`)."""
+        return {
+            "ide": self.ide,
+            "partition": self.partition,
+            "gpu_type": self.gpu_type,
+            "gpu_count": self.gpu_count,
+            "cpus": self.cpus,
+            "memory_mb": self.memory_mb,
+            "hours": self.hours,
+        }
+
+    @property
+    def details(self) -> str:
+        """The rest of the settings, e.g. "2 CPUs · 4 GB · partition interactive"."""
+        cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
+        return f"{cpus} · {mib_to_gb(self.memory_mb)} GB · partition {self.partition}"
+
+
+def preset_label(ide: str, gpu_count: int, gpu_type: str, hours: int) -> str:
+    """ "JupyterLab, 1 A100, 4 h", "VS Code, 2 GPUs, 8 h" (any type), "JupyterLab, no GPU, 2 h"."""
+    if not gpu_count:
+        gpus = "no GPU"
+    elif gpu_type:
+        gpus = f"{gpu_count} {gpu_type.upper()}"
+    else:
+        gpus = f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}"
+    return f"{kind_label(ide)}, {gpus}, {hours} h"
+
+
+class _NoSitePolicy:
+    """Site policy that allows everything: the start-up check knows no cluster figures (those are
+    checked when a preset is offered), only the session rules."""
+
+    def check(self, request) -> list[Problem]:
+        return []
+
+
+def _split(text: str) -> list[tuple[dict | str, str]]:
+    """The compact text form -> per preset, its dict (``kind`` and the ``key=value`` words), or the
+    sentence saying why it cannot be read, and its text (for messages)."""
+    lexer = shlex.shlex(text.replace("\n", ";"), posix=True, punctuation_chars=";")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:  # an unclosed quote
+        raise PresetError(f"PORTAL_SESSION_PRESETS cannot be read: {exc} (close the quote).") from None
+    presets: list[list[str]] = [[]]
+    for token in tokens:
+        if token and set(token) == {";"}:
+            presets.extend([] for _ in token)
+        else:
+            presets[-1].append(token)
+    return [(_words(words), shlex.join(words)[:100]) for words in presets if words]
+
+
+def _words(words: list[str]) -> dict | str:
+    if "=" in words[0]:
+        return f"it must start with a session kind: {', '.join(KINDS)}."
+    raw: dict = {"kind": words[0]}
+    for word in words[1:]:
+        key, sep, value = word.partition("=")
+        if not sep:
+            return f"{word[:40]!r} is not key=value."
+        if key in raw:
+            return f"it names {key!r} twice."
+        raw[key] = value
+    return raw
+
+
+def _read(text: str) -> list[tuple[dict | str, str]]:
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise PresetError(f"PORTAL_SESSION_PRESETS is not valid JSON: {exc}.") from None
+        if not all(isinstance(item, dict) for item in data):
+            raise PresetError('PORTAL_SESSION_PRESETS as JSON must be a list of objects, e.g. [{"kind": "lab", "hours": 2}].')
+        return [(item, json.dumps(item)[:100]) for item in data]
+    return _split(text)
+
+
+def _whole(raw: dict, key: str, default: int, where: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+        raise PresetError(f"{where}: {key} must be a whole number, not {str(value)[:20]!r}.")
+    return value
+
+
+def _memory_mb(raw: dict, where: str) -> int:
+    """``memory`` read as every surface reads memory (:func:`portal.units.memory_mib`), in MiB."""
+    try:
+        return memory_mib(raw.get("memory", DEFAULT_MEMORY))
+    except MemoryRefusal as exc:
+        raise PresetError(f"{where}: memory: {exc}") from None
+
+
+def _preset(raw: dict | str, source: str, number: int, *, rules: bool) -> SessionPreset:
+    where = f"Preset {number} ({source})"
+    if isinstance(raw, str):  # it could not be read
+        raise PresetError(f"{where}: {raw}")
+    unknown = sorted(str(k)[:20] for k in raw if k not in PRESET_KEYS)
+    if unknown:
+        raise PresetError(f"{where}: unknown key(s) {', '.join(unknown)}; a preset may have {', '.join(PRESET_KEYS)}.")
+    ide = str(raw.get("kind", ""))
+    if ide not in KINDS:
+        raise PresetError(f"{where}: {ide[:20]!r} is not a session kind; use one of {', '.join(KINDS)}.")
+    partitions = settings.SESSION_PARTITIONS
+    partition = str(raw.get("partition") or (partitions[0] if partitions else ""))
+    gpu_type = str(raw.get("type", "")).strip()
+    gpu_count = _whole(raw, "gpus", 0, where)
+    cpus = _whole(raw, "cpus", DEFAULT_CPUS, where)
+    hours = _whole(raw, "hours", DEFAULT_HOURS, where)
+    memory_mb = _memory_mb(raw, where)
+    made = preset_label(ide, gpu_count, gpu_type, hours) + (
+        f" in {partition}" if partitions and partition != partitions[0] else ""
+    )
+    label = str(raw.get("label") or made).strip()[:80]
+    slug = slugify(label)
+    if not slug:
+        raise PresetError(f"{where}: its label {label!r} needs a letter or digit.")
+    preset = SessionPreset(f"preset-{slug}", label, ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours)
+    if not rules:
+        return preset
+    _options, problems = parse_session_options(preset.options, policy=_NoSitePolicy())
+    problems = [p for p in problems if p.field != "ide"]  # whether the kind is installed is asked when offered
+    if problems:
+        raise PresetError(f"Preset {number} ({label}): " + " ".join(p.message for p in problems))
+    return preset
+
+
+def _parse_all(text: str, *, rules: bool = True) -> tuple[list[SessionPreset], list[str]]:
+    """Every preset that can be read, and a sentence for each one that cannot (with ``rules``, also
+    for each one the session rules always refuse)."""
+    try:
+        raws = _read(text or "")
+    except PresetError as exc:
+        return [], [str(exc)]
+    presets: list[SessionPreset] = []
+    problems: list[str] = []
+    for number, (raw, source) in enumerate(raws, start=1):
+        try:
+            preset = _preset(raw, source, number, rules=rules)
+        except PresetError as exc:
+            problems.append(str(exc))
+            continue
+        twin = next((p for p in presets if p.key == preset.key), None)
+        if twin is not None:
+            problems.append(f"Preset {number} ({preset.label}) has the same label as an earlier one; give one of them a label=.")
+            continue
+        presets.append(preset)
+    return presets, problems
+
+
+def parse_presets(text: str) -> list[SessionPreset]:
+    """The presets in ``text`` (the compact form or JSON: see the module's docstring), in order.
+    Raises :class:`PresetError` naming the first bad preset: text that cannot be read, an unknown
+    key or kind, a value that is not a whole number or an amount of memory, a preset the session
+    rules always refuse (:func:`interactive.options.parse_session_options` without cluster
+    figures), or two presets with the same label."""
+    presets, problems = _parse_all(text)
+    if problems:
+        raise PresetError(problems[0])
+    return presets
+
+
+def presets_text() -> str:
+    """The configured text: ``PORTAL_SESSION_PRESETS``, or the site's default when it is unset."""
+    text = settings.SESSION_PRESETS
+    return settings.SESSION_PRESETS_DEFAULT if text is None else text
+
+
+@lru_cache(maxsize=8)
+def _readable(text: str, default_partition: str) -> tuple[tuple[SessionPreset, ...], tuple[str, ...]]:
+    presets, problems = _parse_all(text, rules=False)
+    return tuple(presets), tuple(problems)
+
+
+def _site() -> tuple[tuple[SessionPreset, ...], tuple[str, ...]]:
+    partitions = settings.SESSION_PARTITIONS
+    return _readable(presets_text(), partitions[0] if partitions else "")
+
+
+def site_presets() -> list[SessionPreset]:
+    """The site's presets that can be read (:func:`presets_text`, cached per text). Only reading is
+    checked here: whether the session rules and site policy allow a preset now is asked when it is
+    offered (:func:`preset_refusals`), so a rule changed since start-up disables the presets it
+    refuses, with why, instead of hiding them."""
+    return list(_site()[0])
+
+
+def unreadable_presets() -> list[str]:
+    """Why each of the site's presets that cannot be read is left out (the start-up check,
+    ``portal.E011``, reports them too), or ``[]``."""
+    return list(_site()[1])
+
+
+def preset_problems() -> list[str]:
+    """What is wrong with the configured presets: one sentence per bad preset, naming it (its
+    number from 1 and its label or text), or ``[]``."""
+    return _parse_all(presets_text())[1]
+
+
+def _from_session(session: Session) -> SessionPreset:
+    hours = max(1, session.time_limit_min // 60)
+    return SessionPreset(
+        f"last-{session.key}",
+        "Your last session: " + preset_label(session.ide, session.gpu_count, session.gpu_type, hours),
+        session.ide,
+        session.partition,
+        session.gpu_type,
+        session.gpu_count,
+        session.cpus,
+        session.memory_mb,
+        hours,
+    )
+
+
+def last_session_preset(*, user) -> SessionPreset | None:
+    """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type,
+    CPUs, memory, hours), as a preset labelled "Your last session: …", or ``None`` when they have
+    started none."""
+    session = Session.objects.filter(user=user).order_by("-created_at").first()
+    return _from_session(session) if session is not None else None
+
+
+def presets_for(*, user) -> list[SessionPreset]:
+    """The Start buttons ``user`` gets, in order: their last session's settings (when they have
+    one), then the site's presets."""
+    last = last_session_preset(user=user)
+    return ([last] if last else []) + site_presets()
+
+
+def preset_get(*, user, key: str) -> SessionPreset | None:
+    """The preset a click names (:attr:`SessionPreset.key`): one of the site's presets, or
+    ``last-<session key>`` for one of ``user``'s own sessions (that one, so that a click starts what
+    its button said even if another session was started meanwhile). ``None`` when there is none."""
+    if key.startswith("last-"):
+        try:
+            session_key = uuid.UUID(key.removeprefix("last-"))
+        except ValueError:
+            return None
+        session = Session.objects.filter(user=user, key=session_key).first()
+        return _from_session(session) if session is not None else None
+    return next((p for p in site_presets() if p.key == key), None)
+
+
+def preset_refusals(preset: SessionPreset, *, policy: SitePolicy) -> list[Problem]:
+    """What the session form's checks would say to ``preset`` now ([] when it would start):
+    :func:`interactive.options.parse_session_options` against ``policy`` (the sessions cluster's)."""
+    _options, problems = parse_session_options(preset.options, policy=policy)
+    return problems
