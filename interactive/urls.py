@@ -1,8 +1,12 @@
 from django.urls import path
 
-from . import internal_views, views
+from . import home_views, internal_views, views
 
 urlpatterns = [
+    path("", home_views.home, name="home"),
+    path("home/now/", home_views.home_now, name="home_now"),
+    path("home/starts/", home_views.home_starts, name="home_starts"),
+    path("sessions/start/", home_views.session_start_one_click, name="session_start_one_click"),
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/cards/", views.session_cards_view, name="session_cards"),
     path("sessions/<uuid:key>/stop/", views.session_stop_view, name="session_stop"),

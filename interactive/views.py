@@ -53,13 +53,13 @@ def session_list(request: HttpRequest) -> HttpResponse:
             except hub.HubUnavailable as exc:
                 form.add_error(None, str(exc))
             else:
-                _say_how_it_started(request, session)
+                say_how_it_started(request, session)
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form), status=400)
     return render(request, "interactive/session_list.html", _context(request, form))
 
 
-def _say_how_it_started(request: HttpRequest, session: Session) -> None:
+def say_how_it_started(request: HttpRequest, session: Session) -> None:
     """The message after a start: "starting" only while it is; a start whose job already ended
     says so (its card shows the exit code and the last lines of the job's log)."""
     if session.failed:

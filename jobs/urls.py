@@ -3,7 +3,6 @@ from django.urls import path
 from . import job_views, views
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
     path("jobs/", job_views.job_list, name="job_list"),
     path("jobs/table/", job_views.job_table, name="job_table"),
