@@ -120,6 +120,20 @@ class QueueJob:
     #: ``None`` (23.11+: ``{"set": false}``), both ``None`` when neither is written (``--mem-per-gpu``).
     memory_per_node: int | None = None
     memory_per_cpu: int | None = None
+    #: A heterogeneous job's component: ``het_job_id`` the leader's job id (0: not a het job) and
+    #: ``het_job_offset`` the component (0, 1, ...).
+    het_job_id: int = 0
+    het_job_offset: int | None = None
+    #: CPUs of the whole job (``cpus``).
+    cpus: int = 0
+    #: The stdout/stderr paths as the record writes them (``standard_output``/``standard_error``:
+    #: 22.05 the pattern as given or ``""``, 24.11 expanded; :func:`slurm.paths.output_path`) and the
+    #: working directory (``current_working_directory``).
+    stdout: str = ""
+    stderr: str = ""
+    cwd: str = ""
+    #: An array's ``%`` limit on tasks running at once (``array_max_tasks``; ``None``/0: none).
+    array_max_tasks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,19 @@ class FinishedJob:
     #: tells which from the job's requested TRES).
     memory_per_node: int | None = None
     memory_per_cpu: int | None = None
+    #: A heterogeneous job's component (``het.job_id``, ``het.job_offset``; 0 / ``None``: not one).
+    het_job_id: int = 0
+    het_job_offset: int | None = None
+    #: The tasks one record stands for when they never ran as tasks of their own (an array cancelled
+    #: while pending: ``array.task``, range text or 22.05's hex bitmap ``0x7FE``); ``""`` otherwise.
+    array_tasks: str = ""
+    #: What was asked for (``required.CPUs``, GPUs from ``tres.requested``), the working directory
+    #: and the stdout/stderr paths (24.11: ``stdout_expanded``; 22.05's sacct has none).
+    cpus: int = 0
+    gpus_requested: dict[str, int] = field(default_factory=dict)
+    cwd: str = ""
+    stdout: str = ""
+    stderr: str = ""
 
     @property
     def gpu_hours(self) -> float:

@@ -21,6 +21,7 @@ from itertools import pairwise
 import hostlist
 
 from .states import ACTIVE_STATES, FAILED_STATES, JobState
+from .tasksets import TaskSet
 
 # --- numbers -------------------------------------------------------------------------------------
 
@@ -128,6 +129,17 @@ class ArrayTasks:
     count: int
     throttle: int | None
     job_id: int | None = None
+
+    @property
+    def tasks(self) -> TaskSet:
+        """The task ids themselves (:class:`slurm.tasksets.TaskSet`). Raises ``ValueError`` for a
+        stepped or listed text of more than :data:`slurm.tasksets.MAX_RANGES` separate ids."""
+        return TaskSet.parse(self.ranges)
+
+    @property
+    def spec(self) -> str:
+        """As Slurm writes an array: ``1-10%2`` (no ``%`` without a limit)."""
+        return self.ranges + (f"%{self.throttle}" if self.throttle else "")
 
 
 def parse_array_tasks(text: str) -> ArrayTasks:

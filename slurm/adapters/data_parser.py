@@ -46,6 +46,7 @@ from ..values import (
 )
 from . import PARTITIONS_EVERY, PollReading, expect_version
 from .v0_0_38 import parse_partitions as parse_partitions_text
+from .v0_0_38 import queue_extras, sacct_extras
 
 #: ``errors[].error_number`` values that mean "no results": ESLURM_REST_EMPTY_RESULT (9003). Not
 #: written by 24.11 for an empty answer (``sacct_nothing_found.json``: ``jobs: []``, no errors), kept
@@ -178,6 +179,7 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 **dict(zip(("exit_code", "signal"), queue_exit(raw.get("exit_code")), strict=True)),
                 restart_count=number(raw.get("restart_cnt"), 0) or 0,
                 reason_description=_text(raw.get("state_description")),
+                **queue_extras(raw),
                 memory_per_node=number(raw.get("memory_per_node")),
                 memory_per_cpu=number(raw.get("memory_per_cpu")),
             )
@@ -224,6 +226,7 @@ def _finished_job(raw: dict) -> FinishedJob:
         gpus=parse_gpus((raw.get("tres") or {}).get("allocated")),
         cancelled_by=_text(raw.get("kill_request_user")),
         submit=parse_timestamp(times.get("submission")),
+        **sacct_extras(raw),
         **_required_memory(raw),
     )
 

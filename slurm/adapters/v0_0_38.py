@@ -142,11 +142,48 @@ def parse_jobs(squeue: dict) -> list[QueueJob]:
                 **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
                 restart_count=number(raw.get("restart_cnt"), 0) or 0,
                 reason_description=raw.get("state_description") or "",
+                **queue_extras(raw),
                 memory_per_node=number(raw.get("memory_per_node")),
                 memory_per_cpu=number(raw.get("memory_per_cpu")),
             )
         )
     return jobs
+
+
+def queue_extras(raw: dict) -> dict:
+    """The fields of a ``squeue --json`` job that every version writes alike, by name (numbers plain
+    in 22.05, ``{set, number}`` objects later; :func:`number` reads both): the het job component,
+    CPUs, the stdout/stderr paths and working directory, the array's ``%`` limit."""
+    return {
+        "het_job_id": number(raw.get("het_job_id"), 0) or 0,
+        "het_job_offset": number(raw.get("het_job_offset")),
+        "cpus": number(raw.get("cpus"), 0) or 0,
+        "stdout": _text(raw.get("standard_output")),
+        "stderr": _text(raw.get("standard_error")),
+        "cwd": _text(raw.get("current_working_directory")),
+        "array_max_tasks": number(raw.get("array_max_tasks")) or None,
+    }
+
+
+def sacct_extras(raw: dict) -> dict:
+    """The fields of a ``sacct --json`` job that every version writes alike, by name: the het job
+    component, the tasks a never-started array record stands for (``array.task``), what was asked
+    for (``required.CPUs``, ``tres.requested``), the working directory and (24.11) the stdout/stderr
+    paths (``stdout_expanded``, else ``stdout``)."""
+    het = raw.get("het") if isinstance(raw.get("het"), dict) else {}
+    array = raw.get("array") if isinstance(raw.get("array"), dict) else {}
+    required = raw.get("required") if isinstance(raw.get("required"), dict) else {}
+    tres = raw.get("tres") if isinstance(raw.get("tres"), dict) else {}
+    return {
+        "het_job_id": number(het.get("job_id"), 0) or 0,
+        "het_job_offset": number(het.get("job_offset")),
+        "array_tasks": _text(array.get("task")),
+        "cpus": number(required.get("CPUs"), 0) or 0,
+        "gpus_requested": parse_gpus(tres.get("requested")),
+        "cwd": _text(raw.get("working_directory")),
+        "stdout": _text(raw.get("stdout_expanded") or raw.get("stdout")),
+        "stderr": _text(raw.get("stderr_expanded") or raw.get("stderr")),
+    }
 
 
 def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
@@ -191,6 +228,7 @@ def _finished_job(raw: dict) -> FinishedJob:
         gpus=parse_gpus((raw.get("tres") or {}).get("allocated")),
         cancelled_by=_text(raw.get("kill_request_user")),
         submit=parse_timestamp(times.get("submission")),
+        **sacct_extras(raw),
         **_required_memory(raw),
     )
 
