@@ -239,10 +239,17 @@ def canned_outputs(release: str, jobs: int) -> dict[tuple[str, ...], bytes]:
             ("squeue", "--json"): json.dumps(repeated_queue(_doc("22.05", "squeue"), jobs, 1_000_000)).encode(),
             ("scontrol", "show", "partition", "--oneliner"): PARTITIONS_TEXT.encode(),
         }
+    from slurm.adapters import RELEASES
+
+    adapter = RELEASES[release]
+    # what the adapter polls with: 24.11's --json=v0.0.42+complex documents (recorded pairs in
+    # 24.11/complex/) for 24.11, the plain ones for 23.11 and 24.05
+    form = "complex/" if "+complex" in adapter.SQUEUE[1] else ""
+    suffix = ".complex" if form else ""
     return {
         ("sinfo", "--json"): json.dumps(_doc(release, "sinfo")).encode(),
-        ("squeue", "--json", "-t", "all"): json.dumps(repeated_queue(_doc(release, "squeue_all"), jobs, 2_000_000)).encode(),
-        ("scontrol", "show", "node", "--json"): json.dumps(_doc(release, "scontrol_show_node")).encode(),
+        tuple(adapter.SQUEUE): json.dumps(repeated_queue(_doc(release, f"{form}squeue_all{suffix}"), jobs, 2_000_000)).encode(),
+        tuple(adapter.NODES): json.dumps(_doc(release, f"{form}scontrol_show_node{suffix}")).encode(),
         ("scontrol", "show", "partition", "--oneliner"): (FIXTURES / release / "scontrol_show_partition_oneliner.txt")
         .read_text()
         .encode(),

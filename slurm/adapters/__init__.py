@@ -81,7 +81,9 @@ ADAPTERS: dict[str, ModuleType] = {"v0.0.38": v0_0_38, "v0.0.40": v0_0_40, "v0.0
 #: ``meta`` names no plugin.
 RELEASES: dict[str, ModuleType] = {"22.05": v0_0_38, "23.11": v0_0_40, "24.05": v0_0_41, "24.11": v0_0_42}
 
-_PLUGIN_VERSION = re.compile(r"(?:db)?(v\d+\.\d+\.\d+)$")
+#: ``openapi/dbv0.0.38``, ``data_parser/v0.0.42``, ``data_parser/v0.0.42+complex`` (data_parser's flags
+#: after ``+`` change how values are written, not which fields there are) -> ``v0.0.NN``.
+_PLUGIN_VERSION = re.compile(r"(?:db)?(v\d+\.\d+\.\d+)(?:\+[A-Za-z_,+-]*)?$")
 
 
 def adapter_named(version: str) -> ModuleType | None:

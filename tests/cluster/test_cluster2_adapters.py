@@ -72,7 +72,7 @@ def test_snapshot_take_reads_cluster2_its_nodes_partitions_and_a_job(cluster2):
         cluster2.counting.argvs.clear()
         again = snapshot_take(cluster2, previous=snap, now=snap.taken_at + 5)
         assert [argv[:3] for argv in cluster2.counting.argvs] == [
-            ["squeue", "--json", "-t"],
+            ["squeue", "--json=v0.0.42+complex", "-t"],  # v0_0_42.SQUEUE
             ["scontrol", "show", "node"],
         ]  # the version is known and the partitions are a minute old at most: two commands
         assert again.partitions == snap.partitions and any(j.job_id == job_id for j in again.jobs)

@@ -12,6 +12,7 @@ import pytest
 
 from jobs.selectors import gpu_rows
 from slurm import SlurmError, SlurmGateway, SlurmVersionUnknown
+from slurm.adapters import v0_0_42
 from slurm.snapshot import queue_positions, snapshot_failed, snapshot_take
 from tests.fakes import FakeTransport
 from tests.slurm.recorded import ALL, DATA_PARSER, SLURM, manifest, poll_transport, recording
@@ -41,10 +42,11 @@ def test_a_first_poll_reads_the_whole_cluster_with_its_versions_commands(release
     if release == "22.05":  # sinfo is both the probe and the node list
         assert calls == [["sinfo", "--json"], ["squeue", "--json"], ["scontrol", "show", "partition", "--oneliner"]]
     else:  # the probe names the version; its nodes come from scontrol show node (sinfo has none per node)
+        json_flag = "--json=v0.0.42+complex" if release == "24.11" else "--json"
         assert calls == [
             ["sinfo", "--json"],
-            ["squeue", "--json", "-t", "all"],
-            ["scontrol", "show", "node", "--json"],
+            ["squeue", json_flag, "-t", "all"],
+            ["scontrol", "show", "node", json_flag],
             ["scontrol", "show", "partition", "--oneliner"],
         ]
     assert snap.output_version == rec.version and snap.slurm_version == ("22.05.8" if release == "22.05" else "24.11.5")
@@ -118,7 +120,7 @@ def test_a_cluster_that_now_runs_22_05_is_read_by_the_v0_0_38_adapter_not_as_a_n
     """The previous snapshot is v0.0.42; squeue answers 22.05's v0.0.38: v0.0.38's poll asks sinfo for
     its nodes (the squeue document it was handed is no node list)."""
     before, _ = take("24.11", now=1000.0)
-    fake = FakeTransport().expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(recording("22.05").doc("squeue")))
+    fake = FakeTransport().expect(list(v0_0_42.SQUEUE), stdout=json.dumps(recording("22.05").doc("squeue")))
     poll_transport("22.05", fake=fake)
     after = snapshot_take(SlurmGateway(fake), previous=before, now=1030.0)
     assert not fake.script and after.output_version == "v0.0.38"
@@ -133,7 +135,7 @@ def test_an_unknown_version_stops_the_poll_with_a_sentence_naming_it():
     newer = recording("24.11").doc("squeue_all")
     newer["meta"]["plugin"]["data_parser"] = "data_parser/v0.0.44"
     newer["meta"]["slurm"]["version"].update(major="26", minor="05", micro="0")
-    fake = FakeTransport().expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(newer))
+    fake = FakeTransport().expect(list(v0_0_42.SQUEUE), stdout=json.dumps(newer))
     with pytest.raises(SlurmVersionUnknown) as caught:
         snapshot_take(SlurmGateway(fake), previous=before, now=1030.0)
     assert caught.value.message.startswith(
@@ -150,7 +152,7 @@ def test_a_stopped_controller_is_a_failed_poll_with_slurms_message():
     down = SLURM / "24.11"
     exit_status = manifest("24.11")["files"]["squeue_controller_down.stdout.txt"]["exit_status"]
     fake = FakeTransport().expect(
-        ["squeue", "--json", "-t", "all"],
+        list(v0_0_42.SQUEUE),  # what a 24.11 poll asks
         stdout=(down / "squeue_controller_down.stdout.txt").read_text(),
         stderr=(down / "squeue_controller_down.stderr.txt").read_text(),
         returncode=exit_status,

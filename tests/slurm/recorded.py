@@ -196,8 +196,11 @@ def poll_transport(release: str, *, probe: bool = True, partitions: bool = True,
     else:
         if probe:
             fake.expect(["sinfo", "--json"], stdout=json.dumps(rec.doc("sinfo")))
-        fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(queue if queue is not None else rec.doc("squeue_all")))
-        fake.expect(["scontrol", "show", "node", "--json"], stdout=json.dumps(rec.doc("nodes")))
+        # the adapter's own commands (24.11 asks for --json=v0.0.42+complex; the plain documents
+        # recorded here read the same: tests/slurm/test_complex_json.py)
+        adapter = rec.adapter
+        fake.expect(list(adapter.SQUEUE), stdout=json.dumps(queue if queue is not None else rec.doc("squeue_all")))
+        fake.expect(list(adapter.NODES), stdout=json.dumps(rec.doc("nodes")))
     if partitions:
         fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=partitions_text(release))
     return fake
