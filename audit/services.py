@@ -15,3 +15,15 @@ def audit(
     AuditEvent.objects.create(
         actor=actor, action=action, job=job, target=target or (f"job:{job.key}" if job else ""), old=old or {}, new=new or {}
     )
+
+
+def audit_many(*, actor, action: str, changes: list[tuple[models.Model, dict, dict]]) -> None:
+    """One audit row per ``(job, old, new)`` of ``changes``, written in one INSERT (the poller's bulk
+    updates of jobs submitted outside the portal; call inside the transaction of the change)."""
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(actor=actor, action=action, job=job, target=f"job:{job.key}", old=old or {}, new=new or {})
+            for job, old, new in changes
+        ],
+        batch_size=500,
+    )

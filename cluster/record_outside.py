@@ -125,7 +125,11 @@ class Cluster:
     def queue(self) -> list[dict]:
         _, out, _ = self.run(["squeue", "--json", "-t", "all", "-u", "alice"])
         ids = {j["id"] for j in self.jobs.values()}
-        return [j for j in json.loads(out.decode("utf-8", "replace"))["jobs"] if _num(j.get("array_job_id")) in ids or _num(j.get("het_job_id")) in ids or _num(j["job_id"]) in ids]
+        return [
+            j
+            for j in json.loads(out.decode("utf-8", "replace"))["jobs"]
+            if _num(j.get("array_job_id")) in ids or _num(j.get("het_job_id")) in ids or _num(j["job_id"]) in ids
+        ]
 
     def wait(self, what: str, timeout: float, predicate) -> None:
         end = time.monotonic() + timeout

@@ -36,6 +36,24 @@ class MemoryPer(models.TextChoices):
     CPU = "cpu", "per CPU"
 
 
+class JobOrigin(models.TextChoices):
+    """Where a job was submitted: through the portal (form, profile, API, CLI: the row came first,
+    the Slurm job carries ``--comment=portal:<key>``) or outside it (``sbatch`` in a terminal: the
+    poller made the row from Slurm's queue or accounting, see :mod:`jobs.outside`)."""
+
+    PORTAL = "portal", "Submitted in the portal"
+    OUTSIDE = "outside", "Submitted outside the portal"
+
+
+class JobKind(models.TextChoices):
+    """What one row stands for: a plain job, an array job (every task of ``123_[1-500%20]``) or a
+    heterogeneous job (every component ``123+0``, ``123+1``)."""
+
+    JOB = "job", "Job"
+    ARRAY = "array", "Array job"
+    HET = "het", "Heterogeneous job"
+
+
 class Job(models.Model):
     """One batch job. The row (with its unique ``key``) exists before any Slurm call; the Slurm job
     carries ``--comment=portal:<key>`` so a retried submission can find it instead of submitting twice.
@@ -103,6 +121,22 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    origin = models.CharField(max_length=8, choices=JobOrigin.choices, default=JobOrigin.PORTAL)
+    #: Slurm's submit time of the job's first run (squeue ``submit_time``, sacct ``time.submission``):
+    #: with the cluster and the job id, the identity of a job submitted outside the portal (job ids
+    #: are reused; a requeue gives later runs later submit times, see :mod:`jobs.identity`).
+    slurm_submit_at = models.DateTimeField(null=True, blank=True)
+    kind = models.CharField(max_length=8, choices=JobKind.choices, default=JobKind.JOB)
+    #: An array job: its tasks as Slurm writes an array (``1-500%20``: every task id seen, and the
+    #: ``%`` limit) and the task ids by state, as range text (``{"PENDING": "21-500", "RUNNING":
+    #: "11-20", "COMPLETED": "1-9", "FAILED": "10"}``; ``UNKNOWN``: left the queue, accounting's
+    #: outcome not read yet), from the queue and then accounting (:mod:`jobs.arrays`).
+    array_spec = models.CharField(max_length=255, blank=True, default="")
+    array_tasks = models.JSONField(default=dict, blank=True)
+    #: A heterogeneous job's components, by offset: ``[{"offset", "job_id", "state", "partition",
+    #: "nodes", "gpus", "cpus"}]`` (``gpus``: type -> count).
+    het_parts = models.JSONField(default=list, blank=True)
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
@@ -143,6 +177,39 @@ class Job(models.Model):
     def is_cancelled_before_start(self) -> bool:
         """Cancelled while pending: Slurm reports exit 0 and no run time; there is no exit to show."""
         return self.state == JobState.CANCELLED and not self.elapsed_s
+
+    @property
+    def is_outside(self) -> bool:
+        """Submitted outside the portal (``sbatch`` in a terminal): pages say so."""
+        return self.origin == JobOrigin.OUTSIDE
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind == JobKind.ARRAY
+
+    @property
+    def is_het(self) -> bool:
+        return self.kind == JobKind.HET
+
+    @property
+    def task_counts(self) -> list:
+        """An array's tasks by group (running, pending, completed, failed, cancelled, unknown), as
+        :func:`jobs.arrays.task_counts`; ``[]`` for a job that is not an array."""
+        from .arrays import task_counts
+
+        return task_counts(self.array_tasks) if self.is_array else []
+
+    @property
+    def slurm_ref(self) -> str:
+        """The job as Slurm names it: ``123``, ``123_[1-500%20]`` for an array, ``123+0-1`` for a
+        heterogeneous job of two components; ``""`` before submission."""
+        if not self.slurm_job_id:
+            return ""
+        if self.is_array and self.array_spec:
+            return f"{self.slurm_job_id}_[{self.array_spec}]"
+        if self.is_het and self.het_parts:
+            return f"{self.slurm_job_id}+0-{len(self.het_parts) - 1}"
+        return str(self.slurm_job_id)
 
     @property
     def comment(self) -> str:

@@ -230,11 +230,14 @@ def _mark_uncertain(job: Job, message: str) -> None:
     Job.objects.filter(pk=job.pk).update(submit_error=message[:4000])
 
 
-def job_cancel_send(*, job_id: int) -> Job:
-    """Run ``scancel <id>`` as the job's owner (the task's body). A job not yet submitted is marked
-    cancelled by :func:`job_send`. Raises :class:`SlurmError` when Slurm cannot be reached (retried)."""
+def job_cancel_send(*, job_id: int, task: int | None = None) -> Job:
+    """Run ``scancel <id>`` as the job's owner (the task's body): every task of an array and every
+    component of a het job with it; with ``task``, ``scancel <id>_<task>`` (one task of an array). A
+    job not yet submitted is marked cancelled by :func:`job_send`. Raises :class:`SlurmError` when
+    Slurm cannot be reached (retried)."""
     job = Job.objects.select_related("user").get(pk=job_id)
     if not job.slurm_job_id or not job.is_active:
         return job
-    get_gateway(job.cluster).run(["scancel", str(job.slurm_job_id)], as_user=job.user.username)
+    target = f"{job.slurm_job_id}_{int(task)}" if task is not None else str(job.slurm_job_id)
+    get_gateway(job.cluster).run(["scancel", target], as_user=job.user.username)
     return job

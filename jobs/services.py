@@ -15,6 +15,7 @@ from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
 
+from .outside_import import outside_import
 from .sync import jobs_mark_unknown, jobs_sync
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ def snapshot_refresh(
             return snapshot
         snapshot_store(snapshot)
         jobs_sync(snapshot, gateway)
+        try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
+            outside_import(gateway, cluster=name)
+        except Exception:  # noqa: BLE001 - logged; the snapshot and the rows are already stored
+            logger.exception("import of the jobs submitted outside the portal failed on %s", name)
         logger.info(
             "snapshot poll: %s: %d jobs, %d nodes (%.2f s)",
             name,

@@ -18,7 +18,9 @@ from accounts.models import User
 from audit.services import audit
 from portal.refusals import Problem, Refused
 from slurm.clusters import cluster_get
+from slurm.states import ACTIVE_STATES
 
+from .arrays import load_tasks
 from .models import Job
 from .policy import JobRequest, SitePolicy, unknown_cluster
 from .tasks import enqueue, job_cancel_task, job_submit_task
@@ -110,11 +112,16 @@ def _account_for(user: User, requested: str) -> tuple[str, list[Problem]]:
     return account, []
 
 
-def job_cancel(*, job: Job, by: User) -> Job:
-    """The owner asks to cancel. Records the request (audit) and enqueues ``scancel`` on commit.
-    Raises ``PermissionDenied`` for anyone but the owner."""
+def job_cancel(*, job: Job, by: User, task: int | None = None) -> Job:
+    """The owner asks to cancel. Records the request (audit) and enqueues ``scancel`` on commit:
+    the whole job (every task of an array, every component of a het job), or with ``task`` one task
+    of an array (``scancel <id>_<task>``; audit ``job.task_cancel_requested``). Raises
+    ``PermissionDenied`` for anyone but the owner, :class:`Refused` for a task that is not a pending
+    or running task of this array."""
     if by.pk != job.user_id:
         raise PermissionDenied("Only the job's owner can cancel it.")
+    if task is not None:
+        return _task_cancel(job=job, by=by, task=task)
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_active or job.cancel_requested_at:
@@ -130,4 +137,20 @@ def job_cancel(*, job: Job, by: User) -> Job:
             new={"state": job.state, "cancel_requested_at": job.cancel_requested_at.isoformat()},
         )
         transaction.on_commit(lambda: enqueue(job_cancel_task, job.id))
+    return job
+
+
+def _task_cancel(*, job: Job, by: User, task: int) -> Job:
+    active = [ids for state, ids in load_tasks(job.array_tasks).items() if state in ACTIVE_STATES]
+    if not job.is_array or not job.is_active or not any(task in ids for ids in active):
+        raise Refused(
+            Problem(
+                "task",
+                f"Task {task} is not a pending or running task of this job"
+                + (f" (array {job.slurm_ref})." if job.is_array else ": it is not an array job."),
+            )
+        )
+    with transaction.atomic():
+        audit(actor=by, action="job.task_cancel_requested", job=job, new={"task": task, "scancel": f"{job.slurm_job_id}_{task}"})
+        transaction.on_commit(lambda: enqueue(job_cancel_task, job.id, task))
     return job

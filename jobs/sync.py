@@ -12,6 +12,12 @@
   ``exit_code`` when the poller saw the job end there, else from ``sacct -P -o JobIDRaw,ExitCode``
   (one more call, only for failed jobs whose code is still unknown).
 - Rows still SUBMITTING after an uncertain sbatch are adopted when a queued job carries their key.
+- An array job (every task of ``123_[1-500%20]``) and a heterogeneous job (``123+0``, ``123+1``) are
+  one entry (:mod:`slurm.entries`) and one row: its tasks by state (:mod:`jobs.arrays`) or its
+  components follow the queue, and it is finished only when accounting has every task or component
+  ended (:mod:`jobs.finish`).
+- Jobs submitted outside the portal by a linked user are rows too (:mod:`jobs.outside`, in bulk),
+  finished from the same ``sacct`` call; identity by (cluster, job id, submit time): :mod:`jobs.identity`.
 - A failed poll changes no state: active rows get ``status_unknown_since`` (design decision 7).
 - Accounting unavailable (slurmdbd down, every ``sacct`` fails) or behind (no final record yet): a
   job the queue itself reported ended takes the queue's final state, exit, start and end at once,
@@ -36,12 +42,17 @@ from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.bounds import start_bound
+from slurm.entries import ARRAY, JOB, queue_entries
 from slurm.health import accounting_answered, accounting_failed
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
-from slurm.values import classify_state, parse_exit
+from slurm.values import classify_state
 
-from .models import Job, MemoryPer, on_cluster
+from .arrays import all_final, het_parts, load_tasks, queue_array_fields
+from .finish import apply_final_entry, earlier_runs, exit_codes, exit_hidden, is_final, record_of, record_restarts
+from .identity import queue_record_is_the_jobs, sacct_ids
+from .models import Job, JobKind, JobOrigin, MemoryPer, on_cluster
+from .outside import outside_sync
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +67,8 @@ class SyncResult:
     unknown: int = 0
     failed: int = 0  # rows whose sync raised (logged); tried again at the next poll
     provisional: int = 0  # rows ended from the queue's word, waiting for accounting's record
+    outside_created: int = 0  # rows made for jobs submitted outside the portal (jobs.outside)
+    outside_updated: int = 0
 
 
 #: How long (seconds after its end) a job ended from the queue's word waits for accounting's record;
@@ -88,14 +101,18 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     sacct call leaves the finished jobs as they were, marked unknown, to be tried at the next poll."""
     result = SyncResult()
     cluster = snapshot.cluster or _default()
-    queue = {q.job_id: q for q in snapshot.jobs}
-    by_comment = {q.comment: q for q in snapshot.jobs if q.comment.startswith("portal:")}
+    entries = queue_entries(snapshot.jobs)  # arrays and het jobs folded: one entry each
+    queue = {key: entry.record for key, entry in entries.items()}
+    by_comment = {q.comment: q for q in queue.values() if q.comment.startswith("portal:")}
     left: list[Job] = []
     restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
     exits: dict[int, tuple[int | None, int | None]] = {}
     waiting = Q(accounting_pending=True, end_at__gte=djtz.now() - timedelta(seconds=ACCOUNTING_WAIT_S))
     rows = (  # OTHER too: it may end later
-        Job.objects.filter(on_cluster(cluster)).filter(~Q(state__in=FINAL_STATES) | waiting).select_related("user")
+        Job.objects.filter(on_cluster(cluster))
+        .exclude(origin=JobOrigin.OUTSIDE)
+        .filter(~Q(state__in=FINAL_STATES) | waiting)
+        .select_related("user")
     )
     for job in rows:
         try:  # one job's trouble never stops the poll for the others
@@ -105,14 +122,30 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
                     if job.exit_code is not None:
                         exits[job.slurm_job_id] = (job.exit_code, job.signal)
                 else:
-                    _sync_one(job, queue, by_comment, result, left, restarted, exits)
+                    _sync_one(job, queue, by_comment, result, left, restarted, exits, entries)
         except Exception:  # noqa: BLE001 - logged with its traceback; the row is tried again next poll
             logger.exception("sync of job %s (Slurm id %s) failed; the other jobs go on", job.key, job.slurm_job_id)
             result.failed += 1
+    # A queue entry a portal row holds is the portal's (every portal job carries its comment; this
+    # keeps a record Slurm wrote without it from becoming a second row).
+    claimed = {j.slurm_job_id for j in rows if j.slurm_job_id}
+    try:  # jobs submitted outside the portal: made and updated in bulk, finished below with the others
+        outside = outside_sync({k: e for k, e in entries.items() if k not in claimed}, cluster=cluster, waiting=waiting)
+    except Exception:  # noqa: BLE001 - logged; the portal's own jobs still finish, tried again next poll
+        logger.exception("sync of the jobs submitted outside the portal failed on %s", cluster)
+        result.failed += 1
+    else:
+        result.outside_created, result.outside_updated = outside.created, outside.updated
+        left += outside.left
+        restarted += outside.restarted
+        for job in outside.left:
+            if job.accounting_pending and job.exit_code is not None:
+                exits[job.slurm_job_id] = (job.exit_code, job.signal)
+        exits.update(outside.exits)
     if restarted:
-        _record_restarts(gateway, restarted, queue, cluster=cluster)
+        record_restarts(gateway, restarted, queue, cluster=cluster)
     if left:
-        ids = ",".join(str(j.slurm_job_id) for j in left)
+        ids = ",".join(str(i) for j in left for i in sacct_ids(j))
         argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
         try:
             doc = gateway.run_json(argv)
@@ -129,11 +162,14 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             return result
         accounting_answered(cluster=cluster)
         records = adapter.parse_sacct_jobs(doc)
-        finished = {j.pk: f for j in left if (f := _record_of(j, records)) is not None and _is_final(f)}
-        hidden = {j.slurm_job_id: j.comment for j in left if j.pk in finished and j.slurm_job_id not in exits}
-        hidden = {i: c for i, c in hidden.items() if _exit_hidden(next(f for f in finished.values() if f.job_id == i))}
+        finished = {j.pk: f for j in left if (f := record_of(j, records)) is not None and is_final(j, f)}
+        hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it
+            j.slurm_job_id: finished[j.pk].comment
+            for j in left
+            if j.pk in finished and j.kind == JobKind.JOB and j.slurm_job_id not in exits and exit_hidden(finished[j.pk])
+        }
         if hidden:
-            exits.update(_exit_codes(gateway, hidden))
+            exits.update(exit_codes(gateway, hidden))
         for job in left:
             f = finished.get(job.pk)
             if f is None:
@@ -146,7 +182,10 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
                     )
                 continue
             try:
-                _apply_final(job, f, exits.get(job.slurm_job_id), runs=_earlier_runs(job, records, f))
+                if job.kind == JobKind.JOB:
+                    _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, records, f))
+                else:
+                    apply_final_entry(job, f)
             except Exception:  # noqa: BLE001 - as above: the others go on
                 logger.exception("finishing job %s (Slurm id %s) failed", job.key, job.slurm_job_id)
                 result.failed += 1
@@ -161,11 +200,13 @@ def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> b
     controller's own times; run time = end - start), mark it ``accounting_pending`` and return True.
     False (nothing changed) when the queue does not say it ended."""
     q = queue.get(job.slurm_job_id)
-    if q is None or q.comment != job.comment:
+    if q is None or not queue_record_is_the_jobs(job, q):
         return False
     state, raw = classify_state(q.state)
     if state not in FINAL_STATES or not q.end_time:
         return False
+    if job.kind == JobKind.ARRAY and not all_final(load_tasks(job.array_tasks)):
+        return False  # tasks that left the queue unseen: only accounting can tell how they ended
     old_state = job.state
     job.state, job.slurm_state = state, raw
     job.exit_code, job.signal = exits.get(job.slurm_job_id, (q.exit_code, q.signal))
@@ -189,8 +230,11 @@ def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> b
     return True
 
 
-def _sync_one(job: Job, queue: dict, by_comment: dict, result: SyncResult, left: list, restarted: list, exits: dict) -> None:
-    """One active row against the queue: adopt it, note it left the queue, or apply squeue's view."""
+def _sync_one(
+    job: Job, queue: dict, by_comment: dict, result: SyncResult, left: list, restarted: list, exits: dict, entries: dict
+) -> None:
+    """One active row against the queue: adopt it, note it left the queue, or apply squeue's view
+    (an array's tasks and a het job's components too, even once the queue shows them ended)."""
     if job.slurm_job_id is None:
         q = by_comment.get(job.comment)
         if q is not None and job.submitted_at is not None:
@@ -203,134 +247,33 @@ def _sync_one(job: Job, queue: dict, by_comment: dict, result: SyncResult, left:
     if q is not None and q.restart_count > job.restart_count:
         restarted.append(job)
     state, raw = classify_state(q.state) if q else (None, "")
+    extra = _parts_of(job, entries.get(job.slurm_job_id)) if q is not None else {}
     if q is None or state in FINAL_STATES:
         left.append(job)
+        if extra and any(getattr(job, k) != v for k, v in extra.items()):
+            Job.objects.filter(pk=job.pk).update(**extra)  # the tasks' ends the queue shows
+            for key, value in extra.items():
+                setattr(job, key, value)
         if q is not None and q.exit_code is not None:
             exits[job.slurm_job_id] = (q.exit_code, q.signal)
         return
-    if _apply_queue(job, q, state, raw):
+    if _apply_queue(job, q, state, raw, extra):
         result.updated += 1
 
 
-#: A record without a comment counts as the job's only if Slurm accepted it at most this many seconds
-#: before the portal sent the job (clock skew); an older one is another job that held the same id.
-ID_REUSE_MARGIN_S = 600
-
-
-def _attempts(job: Job, records: list) -> list:
-    """The sacct records of ``job``, oldest run first. A requeued job has one record per run with
-    the same id and comment. Slurm reuses job ids (a controller state reset, ids wrapping at
-    ``MaxJobId``) while accounting keeps the old records: a record is the job's only when it carries
-    the job's ``portal:<key>`` comment, or carries none and was submitted after the portal sent it.
-    A record of another job is ignored, so the row stays as it was ("unknown") rather than taking
-    another job's state."""
-    earliest = (job.submitted_at or job.created_at).timestamp() - ID_REUSE_MARGIN_S
-    mine = [
-        f
-        for f in records
-        if f.job_id == job.slurm_job_id and (f.comment == job.comment or (not f.comment and (f.submit or 0) >= earliest))
-    ]
-    return sorted(mine, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
-
-
-def _record_of(job: Job, records: list):
-    """The sacct record of ``job``'s latest run (the one that decides its state), or ``None``."""
-    attempts = _attempts(job, records)
-    return attempts[-1] if attempts else None
-
-
-def _is_final(f) -> bool:
-    """Accounting holds the whole of this run: a final state *and* Slurm's own end time. A record
-    whose end is not known yet (slurmdbd was down when the job ended) is asked for again at the next
-    poll: run time and GPU-hours come only from Slurm's figures, never from the portal's clock."""
-    return f.state in FINAL_STATES and f.end is not None
-
-
-#: Why Slurm ran a job again, from the state its run before ended in (sacct).
-RESTART_WHY = {
-    JobState.REQUEUED: "requeued by an administrator",
-    JobState.NODE_FAIL: "its node failed",
-    JobState.PREEMPTED: "preempted by more urgent work",
-    JobState.BOOT_FAIL: "its node failed to boot",
-}
-
-
-def _run(f) -> dict:
-    return {
-        "state": f.state_raw,
-        "why": RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}"),
-        "start": to_datetime(f.start).isoformat() if f.start else None,
-        "end": to_datetime(f.end).isoformat() if f.end else None,
-        "elapsed_s": f.elapsed,
-        "nodes": f.nodes,
-    }
-
-
-def _earlier_runs(job: Job, records: list, latest) -> list[dict]:
-    """Every run of ``job`` before ``latest``, oldest first (see ``Job.runs``)."""
-    return [_run(f) for f in _attempts(job, records) if f is not latest]
-
-
-def _record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict, *, cluster: str) -> None:
-    """Jobs Slurm started again since the last poll: one ``sacct --json -j`` for all of them gives
-    the earlier runs and why each ended (``Job.runs``); ``restart_count`` follows squeue. When
-    accounting cannot answer, the count is recorded and the runs are read at the next restart or at
-    the end."""
-    ids = ",".join(str(j.slurm_job_id) for j in jobs)
-    argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in jobs)), "-j", ids]
-    records = []
-    try:
-        doc = gateway.run_json(argv)
-        records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
-        accounting_answered(cluster=cluster)
-    except (SlurmError, ValueError) as exc:
-        logger.warning("sacct for restarted jobs %s failed: %s", ids, exc)
-        accounting_failed(exc, cluster=cluster)
-    for job in jobs:
-        q = queue[job.slurm_job_id]
-        runs = [_run(f) for f in _attempts(job, records) if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]
-        runs = runs[: q.restart_count] or job.runs
-        old = {"restart_count": job.restart_count}
-        Job.objects.filter(pk=job.pk).update(restart_count=q.restart_count, runs=runs)
-        job.restart_count, job.runs = q.restart_count, runs
-        audit(
-            actor=None,
-            action="job.restarted",
-            job=job,
-            old=old,
-            new={"restart_count": q.restart_count, "why": runs[-1]["why"] if runs else ""},
-        )
-
-
-def _exit_hidden(f) -> bool:
-    """22.05's sacct JSON reports a failed job's ``exit 3`` as return code 0: do not trust it."""
-    return f.exit_code is None or (f.state == JobState.FAILED and not f.exit_code and not f.signal)
-
-
-def _exit_codes(gateway: SlurmGateway, comments: dict[int, str]) -> dict[int, tuple[int | None, int | None]]:
-    """Exit code and signal of the jobs ``{job id: its portal:<key> comment}`` from ``sacct -D -n -P
-    -X -o JobIDRaw,Comment,ExitCode`` (text ``3:0``), each from the record carrying its own comment
-    (``-D``: every job that held the id, not only the newest); {} on failure."""
-    argv = ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j", ",".join(map(str, comments))]
-    try:
-        out = gateway.run(argv).out
-    except SlurmError as exc:
-        logger.warning("sacct ExitCode failed: %s", exc)
+def _parts_of(job: Job, entry) -> dict:
+    """A portal row's array tasks or het components from its queue entry (the row's kind follows the
+    entry: a script may hold ``#SBATCH --array``); ``{}`` for a plain job."""
+    if entry is None or entry.kind == JOB:
         return {}
-    codes = {}
-    for line in out.splitlines():
-        jobid, _, rest = line.partition("|")
-        comment, _, text = rest.rpartition("|")  # a comment may itself hold '|'
-        if jobid.isdigit() and comments.get(int(jobid)) == comment:
-            try:
-                codes[int(jobid)] = parse_exit(text)
-            except ValueError:
-                continue
-    return codes
+    if entry.kind == ARRAY:
+        return {"kind": JobKind.ARRAY, **queue_array_fields(entry, job.array_tasks)}
+    return {"kind": JobKind.HET, "het_parts": het_parts(entry)}
 
 
-def _apply_queue(job: Job, q, state: JobState, raw: str) -> bool:
+def _apply_queue(job: Job, q, state: JobState, raw: str, extra: dict | None = None) -> bool:
     new = {
+        **(extra or {}),
         "state": state,
         "slurm_state": raw,
         "reason": q.reason if q.reason != "None" else "",

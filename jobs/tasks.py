@@ -48,11 +48,11 @@ def job_submit_task(self, job_id: int) -> None:
 
 
 @shared_task(bind=True, soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=10)
-def job_cancel_task(self, job_id: int) -> None:
-    """Cancel one job with scancel as its owner; retried every 15 s while Slurm cannot be reached
-    (scancel of an already-ended job is harmless)."""
+def job_cancel_task(self, job_id: int, task: int | None = None) -> None:
+    """Cancel one job (or, with ``task``, one task of an array) with scancel as its owner; retried
+    every 15 s while Slurm cannot be reached (scancel of an already-ended job is harmless)."""
     try:
-        job_cancel_send(job_id=job_id)
+        job_cancel_send(job_id=job_id, task=task)
     except SlurmError as exc:
         raise self.retry(exc=exc, countdown=15) from exc
 
@@ -63,11 +63,12 @@ def jobs_resend_stuck_task() -> int:
     return len(jobs_resend_stuck())
 
 
-def enqueue(task, job_id: int) -> bool:
-    """``task.delay(job_id)``, but a broker that cannot be reached (Redis restarting) only logs: the
-    row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was queued."""
+def enqueue(task, job_id: int, *args) -> bool:
+    """``task.delay(job_id, *args)``, but a broker that cannot be reached (Redis restarting) only
+    logs: the row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was
+    queued."""
     try:
-        task.delay(job_id)
+        task.delay(job_id, *args)
     except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...
         logger.warning("could not queue %s for job %s (%s); the resend sweep will", task.name, job_id, exc)
         return False

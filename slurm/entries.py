@@ -68,7 +68,8 @@ class QueueEntry:
     has one, the earliest start, the latest end once every task ended, the nodes of its running
     tasks, the exit of its worst task; for a het job the leader's, with every component's GPUs and
     CPUs added up and nodes joined); ``records``: its squeue records; ``tasks`` (arrays): task ids by
-    state as the queue shows them; ``throttle``: the array's ``%`` limit."""
+    state as the queue shows them; ``throttle``: the array's ``%`` limit (from the pending record's
+    ``array_task_string``, else ``array_max_tasks``)."""
 
     job_id: int
     kind: str
@@ -110,6 +111,7 @@ def _array_entry(key: int, records: list[QueueJob]) -> QueueEntry:
     ids: dict[JobState, list[int]] = {}
     ranges: dict[JobState, TaskSet] = {}
     pending_record = None
+    throttle = None
     for q in records:
         state = classify_state(q.state)[0]
         if q.array_task_id is not None:
@@ -117,7 +119,9 @@ def _array_entry(key: int, records: list[QueueJob]) -> QueueEntry:
             continue
         pending_record = q
         try:
-            tasks = parse_array_tasks(q.array_task_string).tasks if q.array_task_string else TaskSet([(key, key)])
+            parsed = parse_array_tasks(q.array_task_string) if q.array_task_string else None
+            tasks = parsed.tasks if parsed else TaskSet([(key, key)])
+            throttle = parsed.throttle if parsed else None
         except ValueError:
             tasks = TaskSet()
         ranges[state] = ranges.get(state, TaskSet()) | tasks
@@ -135,7 +139,7 @@ def _array_entry(key: int, records: list[QueueJob]) -> QueueEntry:
         job_id=key,
         state=state.value,
         array_task_id=None,
-        array_task_string=_spec(tasks, base.array_max_tasks),
+        array_task_string=_spec(tasks, throttle or base.array_max_tasks),
         reason=pending_record.reason if pending_record and state == JobState.PENDING else base.reason,
         start_time=min((q.start_time for q in started if q.start_time), default=base.start_time),
         end_time=max((q.end_time for q in records), default=0) if state in FINAL_STATES else 0,
@@ -148,7 +152,7 @@ def _array_entry(key: int, records: list[QueueJob]) -> QueueEntry:
         stdout=(running[-1] if running else base).stdout,
         stderr=(running[-1] if running else base).stderr,
     )
-    return QueueEntry(key, ARRAY, record, tuple(records), tasks, base.array_max_tasks or None)
+    return QueueEntry(key, ARRAY, record, tuple(records), tasks, throttle or base.array_max_tasks or None)
 
 
 def _het_entry(key: int, records: list[QueueJob]) -> QueueEntry:

@@ -180,3 +180,67 @@ def job_finished(w: World):
     )
     jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
     return before, read(job, "state", "exit_code", "signal")
+
+
+# --- jobs submitted outside the portal (jobs.outside, jobs.outside_import) ----------------------------
+def _outside_poll(w: World, stem: str, role: str = ""):
+    """One poll of the recorded 24.11 queue (only the job of ``role``, when given)."""
+    from jobs.sync import jobs_sync
+    from slurm import SlurmGateway
+    from slurm.snapshot import ClusterSnapshot
+    from tests.slurm.outside_recorded import outside
+
+    rec = outside("24.11")
+    queue = [q for q in rec.queue(stem) if not role or rec.ids[role] in (q.job_id, q.array_job_id, q.het_job_id)]
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=queue), SlurmGateway(FakeTransport()))
+    return rec
+
+
+def job_outside_found(w: World):
+    """The poller sees alice's job submitted with sbatch in a terminal (no portal key): a new row."""
+    from jobs.models import Job
+
+    rec = _outside_poll(w, "squeue_running", "plain")
+    job = Job.objects.get(slurm_job_id=rec.ids["plain"])
+    after = read(job, "slurm_cluster", "slurm_job_id", "state")
+    return {}, {
+        "cluster": after["slurm_cluster"],
+        "slurm_job_id": after["slurm_job_id"],
+        "state": after["state"],
+        "source": "queue",
+    }
+
+
+def job_state_outside(w: World):
+    """An outside job's state follows the queue in the poller's bulk update (running -> pending:
+    the recorded running job held back, as after a requeue)."""
+    from dataclasses import replace
+
+    from jobs.models import Job
+    from jobs.sync import jobs_sync
+    from slurm import SlurmGateway
+    from slurm.snapshot import ClusterSnapshot
+
+    rec = _outside_poll(w, "squeue_running")
+    job = Job.objects.get(slurm_job_id=rec.ids["plain"])
+    before = read(job, "state")
+    queue = [replace(q, state="PENDING", nodes="") if q.job_id == job.slurm_job_id else q for q in rec.queue("squeue_running")]
+    jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=queue), SlurmGateway(_sacct_any(rec)))
+    after = read(job, "state", "slurm_state")
+    return before, after
+
+
+def _sacct_any(rec):
+    return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(rec.doc("sacct_ended")))
+
+
+def job_task_cancel_requested(w: World):
+    """alice cancels one task of her array (``scancel <id>_4`` as alice)."""
+    from jobs.models import Job
+    from jobs.submit import job_cancel
+
+    rec = _outside_poll(w, "squeue_running")
+    job = Job.objects.get(slurm_job_id=rec.ids["array"])
+    w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scancel", f"{job.slurm_job_id}_4"])
+    job_cancel(job=job, by=w.alice, task=4)
+    return {}, {"task": 4, "scancel": f"{job.slurm_job_id}_4"}

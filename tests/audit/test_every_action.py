@@ -60,10 +60,15 @@ def source_files() -> dict[str, str]:
     return files
 
 
+#: The functions that write audit rows: one row (``audit``), or one per change in one INSERT
+#: (``audit_many``, the poller's bulk updates of outside jobs).
+AUDIT_FUNCTIONS = {"audit", "audit_many"}
+
+
 def _is_audit_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and (
-        (isinstance(node.func, ast.Name) and node.func.id == "audit")
-        or (isinstance(node.func, ast.Attribute) and node.func.attr == "audit")
+        (isinstance(node.func, ast.Name) and node.func.id in AUDIT_FUNCTIONS)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr in AUDIT_FUNCTIONS)
     )
 
 
@@ -155,6 +160,7 @@ def test_the_guard_resolves_literals_fstrings_and_variables_and_refuses_the_rest
         "d.py": "audit(action=f'slurm.sync.{action.kind}')\n",
         "e.py": "audit(action=f'e.{what}')\naudit(action=names[0])\naudit(actor=None)\n",
         "f.py": "AuditEvent.objects.create(action='f.direct')\n",
+        "g.py": "audit_many(actor=None, action='g.bulk', changes=[])\n",
     }
     actions, problems = scan(files)
     assert {a: p for a, p in actions.items() if not a.startswith("slurm.sync.")} == {
@@ -163,6 +169,7 @@ def test_the_guard_resolves_literals_fstrings_and_variables_and_refuses_the_rest
         "b.changed": ["b.py:3"],
         "c.one": ["c.py:2"],
         "c.two": ["c.py:2"],
+        "g.bulk": ["g.py:1"],
     }
     assert {a for a in actions if a.startswith("slurm.sync.")} >= {"slurm.sync.add_account", "slurm.sync.delete_user"}
     assert [p.split(":")[0:2] for p in problems] == [["e.py", "1"], ["e.py", "2"], ["e.py", "3"], ["f.py", "1"]]

@@ -118,7 +118,9 @@ def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
 
 
-def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(alice, slurm_json, clean_cache, monkeypatch):
+def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(
+    alice, slurm_json, clean_cache, monkeypatch, portal_rows_only
+):
     row = job(alice, 2, JobState.RUNNING)
     done = job(alice, 1, JobState.COMPLETED)
     fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="ssh dropped"))

@@ -55,7 +55,7 @@ def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_sta
     assert row.status_unknown_since is None and row.state == JobState.FAILED
 
 
-def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, slurm_json):
+def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, slurm_json, portal_rows_only):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(sacct_down()))
     # slurmdbd is back; the queue has forgotten the job (MinJobAge passed)
@@ -74,7 +74,7 @@ def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, s
     assert quiet.calls == []
 
 
-def test_accounting_behind_keeps_asking_until_its_record_has_an_end(alice, slurm_json):
+def test_accounting_behind_keeps_asking_until_its_record_has_an_end(alice, slurm_json, portal_rows_only):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     late = slurm_json("22.05", "sacct_outcomes")
     late["jobs"] = [j for j in late["jobs"] if j["job_id"] != 18]  # slurmdbd has not got it yet

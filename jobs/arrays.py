@@ -1,0 +1,192 @@
+"""Array and heterogeneous jobs as one row: what the poller stores of their tasks and components,
+and the counts pages show.
+
+An array row keeps every task id it has seen by state, as range text (``Job.array_tasks``:
+``{"PENDING": "21-500", "RUNNING": "11-20", "COMPLETED": "1-9", "FAILED": "10"}``), so 10,000 tasks
+cost a few ranges. The queue's view replaces a task's state while the queue lists the task; a task
+that was active and left the queue unseen becomes ``UNKNOWN`` until accounting's record of it (the
+array's final sacct) gives its outcome; an ended task keeps its outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurm.entries import AccountingEntry, QueueEntry
+from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.tasksets import TaskSet
+from slurm.values import classify_state
+
+#: How task states are counted on pages: (group, label, states).
+GROUPS = (
+    ("running", "running", {JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING, JobState.SUSPENDED}),
+    ("pending", "pending", {JobState.PENDING, JobState.REQUEUED, JobState.OTHER}),
+    ("completed", "completed", {JobState.COMPLETED}),
+    ("failed", "failed", FINAL_STATES - {JobState.COMPLETED, JobState.CANCELLED}),
+    ("cancelled", "cancelled", {JobState.CANCELLED}),
+    ("unknown", "ended, outcome not known yet", {JobState.UNKNOWN}),
+)
+
+
+def load_tasks(stored: dict) -> dict[JobState, TaskSet]:
+    """``Job.array_tasks`` as task sets by state (unreadable entries are left out)."""
+    tasks = {}
+    for name, text in (stored or {}).items():
+        try:
+            tasks[JobState(name)] = TaskSet.parse(text)
+        except ValueError:
+            continue
+    return tasks
+
+
+def dump_tasks(tasks: dict[JobState, TaskSet]) -> dict[str, str]:
+    """Task sets by state as ``Job.array_tasks`` stores them (empty states left out, sorted)."""
+    return {state.value: ids.text for state, ids in sorted(tasks.items(), key=lambda kv: kv[0].value) if ids}
+
+
+def merge_queue(stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
+    """The tasks after a poll: the queue's state for each task it lists; a task it no longer lists
+    keeps an ended state, and an active one becomes UNKNOWN (it ended unseen: its outcome comes
+    from accounting)."""
+    listed = TaskSet()
+    for ids in queue.values():
+        listed = listed | ids
+    merged: dict[JobState, TaskSet] = {s: TaskSet(ids.ranges) for s, ids in queue.items()}
+    for state, ids in stored.items():
+        rest = ids - listed
+        if not rest:
+            continue
+        target = state if state in FINAL_STATES else JobState.UNKNOWN
+        merged[target] = merged.get(target, TaskSet()) | rest
+    return merged
+
+
+def merge_accounting(stored: dict[JobState, TaskSet], accounting: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
+    """The tasks once accounting answered: its state for every task it has a record of, the stored
+    state for the others."""
+    listed = TaskSet()
+    for ids in accounting.values():
+        listed = listed | ids
+    merged = {s: TaskSet(ids.ranges) for s, ids in accounting.items()}
+    for state, ids in stored.items():
+        rest = ids - listed
+        if rest:
+            merged[state] = merged.get(state, TaskSet()) | rest
+    return merged
+
+
+def never_started(tasks: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
+    """Once accounting holds every record of an array and each ended: tasks still UNKNOWN (they left
+    the queue unseen) and without a record of their own never ran, since a task that starts always
+    has one. Slurm keeps no record of a task cancelled while pending (``scancel 123_5``; recorded in
+    ``tests/fixtures/slurm/*/outside/sacct_ended.json``, and squeue stops listing it at once), so
+    they count as CANCELLED."""
+    unknown = tasks.get(JobState.UNKNOWN)
+    if not unknown:
+        return tasks
+    merged = {s: ids for s, ids in tasks.items() if s != JobState.UNKNOWN}
+    merged[JobState.CANCELLED] = merged.get(JobState.CANCELLED, TaskSet()) | unknown
+    return merged
+
+
+def all_final(tasks: dict[JobState, TaskSet]) -> bool:
+    """Every task ended with a known outcome (none active, none UNKNOWN), and there is at least one."""
+    return bool(tasks) and all(state in FINAL_STATES for state, ids in tasks.items() if ids)
+
+
+def any_active(tasks: dict[JobState, TaskSet]) -> bool:
+    return any(state in ACTIVE_STATES for state, ids in tasks.items() if ids)
+
+
+def spec(tasks: dict[JobState, TaskSet], throttle: int | None) -> str:
+    """Every task id as Slurm writes an array: ``1-500%20``."""
+    every = TaskSet()
+    for ids in tasks.values():
+        every = every | ids
+    return every.text + (f"%{throttle}" if throttle else "")
+
+
+def throttle_of(array_spec: str) -> int | None:
+    """The ``%`` limit of a stored ``array_spec`` (``None``: none)."""
+    _, percent, limit = (array_spec or "").partition("%")
+    return int(limit) if percent and limit.isdigit() and int(limit) else None
+
+
+@dataclass(frozen=True)
+class TaskCount:
+    """One group of an array's tasks: ``group`` (``running``, ``pending``, ``completed``, ``failed``,
+    ``cancelled``, ``unknown``), its words, how many, and which (range text)."""
+
+    group: str
+    label: str
+    count: int
+    ids: str
+
+
+def task_counts(stored: dict) -> list[TaskCount]:
+    """An array row's tasks by group (:data:`GROUPS` order; empty groups left out)."""
+    tasks = load_tasks(stored)
+    counts = []
+    for group, label, states in GROUPS:
+        ids = TaskSet()
+        for state in states:
+            ids = ids | tasks.get(state, TaskSet())
+        if ids:
+            counts.append(TaskCount(group, label, len(ids), ids.text))
+    return counts
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """One line of an array's task list: the ids (range text), how many, their state."""
+
+    ids: str
+    count: int
+    state: JobState
+
+
+def task_lines(stored: dict) -> list[TaskLine]:
+    """An array row's tasks as lines of consecutive ids in one state, in id order (for the tasks
+    fragment: at most one line per range, so 10,000 tasks are a few lines when they end alike)."""
+    lines = []
+    for state, ids in load_tasks(stored).items():
+        for lo, hi in ids.ranges:
+            lines.append((lo, hi, state))
+    lines.sort()
+    return [TaskLine(str(lo) if lo == hi else f"{lo}-{hi}", hi - lo + 1, state) for lo, hi, state in lines]
+
+
+def queue_array_fields(entry: QueueEntry, stored: dict) -> dict:
+    """The array fields of a row after a poll that lists ``entry``: ``array_tasks`` (merged with the
+    stored view) and ``array_spec``."""
+    tasks = merge_queue(load_tasks(stored), entry.tasks)
+    return {"array_tasks": dump_tasks(tasks), "array_spec": spec(tasks, entry.throttle)[:255]}
+
+
+def het_parts(entry: QueueEntry) -> list[dict]:
+    """A het job's components from the queue, by offset (see ``Job.het_parts``)."""
+    return [
+        {
+            "offset": q.het_job_offset or 0,
+            "job_id": q.job_id,
+            "state": classify_state(q.state)[0].value,
+            "partition": q.partition,
+            "nodes": q.nodes,
+            "gpus": q.gpus,
+            "cpus": q.cpus,
+        }
+        for q in entry.records
+    ]
+
+
+def het_parts_final(stored: list[dict], accounting: AccountingEntry) -> list[dict]:
+    """The components once accounting answered: each component's latest record's state and nodes
+    (components it has no record of keep what the queue said)."""
+    latest = {}
+    for f in accounting.records:
+        latest[f.het_job_offset or 0] = f
+    parts = {p.get("offset", 0): dict(p) for p in stored}
+    for offset, f in latest.items():
+        part = parts.setdefault(offset, {"offset": offset, "job_id": f.job_id, "gpus": f.gpus, "cpus": f.cpus})
+        part.update(state=f.state.value, partition=f.partition, nodes=f.nodes)
+    return [parts[o] for o in sorted(parts)]

@@ -1,0 +1,108 @@
+"""Jobs that ended without the portal seeing them queued come from accounting (jobs/outside_import.py):
+the import's own sacct output recorded on both real clusters (``sacct --json -D -X -S now-900seconds -u
+alice``, tests/fixtures/slurm/*/outside/sacct_import.json), at most once a minute, one call whatever the
+number of users."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.models import Job, JobKind, JobOrigin
+from jobs.outside_import import FIRST_LOOKBACK_S, _chains, import_records, outside_import
+from jobs.sync import jobs_sync
+from slurm import SlurmGateway
+from slurm.health import accounting_status
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
+from tests.fakes import ANY, FakeTransport
+from tests.slurm.outside_recorded import OUTSIDE, outside
+from tests.slurm.recorded import recording
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(django_user_model, clean_cache):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_ended_jobs_become_finished_outside_rows_once(alice, release):
+    rec = outside(release)
+    records = rec.sacct("sacct_import")
+    made = import_records(records, cluster="cluster1")
+    by_id = {j.slurm_job_id: j for j in Job.objects.filter(origin=JobOrigin.OUTSIDE)}
+    assert made == len(by_id) >= 4
+    plain, array, het = (by_id[rec.ids[r]] for r in ("plain", "array", "het"))
+    assert (plain.state, plain.exit_code, plain.user, plain.is_final) == (JobState.COMPLETED, 0, alice, True)
+    # slurmdbd keeps the name its own way (recorded on both releases): invalid bytes as "?", '"' as "`"
+    assert plain.name == "odd ?? name | a,b ; 'q' `dq` $(id) end" and plain.elapsed_s > 0 and plain.gpu_hours == 0
+    assert plain.slurm_submit_at == plain.created_at
+    assert rec.ids["long"] not in by_id  # held, then cancelled: never eligible, so sacct -S does not list it
+    assert (array.kind, array.array_tasks, array.state) == (JobKind.ARRAY, {"COMPLETED": "1-4,6"}, JobState.COMPLETED)
+    assert (het.kind, het.state, len(het.het_parts)) == (JobKind.HET, JobState.CANCELLED, 2)
+    if release == "24.11":  # its accounting keeps the paths; 22.05's has none
+        assert plain.output_path == f"/home/alice/slurm-{plain.slurm_job_id}.out"
+    else:
+        assert plain.output_path == ""
+    assert not any(f.comment.startswith("portal:") and f.job_id in by_id for f in records)  # portal jobs and sessions
+    assert import_records(records, cluster="cluster1") == 0  # by (cluster, id, submit time): never twice
+    assert import_records(records, cluster="cluster2") == made  # ids are per cluster
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_job_the_queue_already_gave_a_row_is_not_imported_again(alice, release):
+    rec = outside(release)
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=rec.queue("squeue_running"), cluster="cluster1"), SlurmGateway(FakeTransport()))
+    before = set(Job.objects.values_list("slurm_job_id", flat=True))
+    import_records(rec.sacct("sacct_import"), cluster="cluster1")
+    for role in ("plain", "array", "het"):
+        assert Job.objects.filter(slurm_job_id=rec.ids[role]).count() == 1, role
+    assert before <= set(Job.objects.values_list("slurm_job_id", flat=True))
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_a_requeued_jobs_runs_are_one_job(release):
+    """sacct_requeued.json: one id, two records (the first REQUEUED, later submit time for the second)."""
+    rec = recording(release)
+    chains = _chains(rec.adapter.parse_sacct_jobs(rec.doc("sacct_requeued")))
+    assert [len(c) for c in chains] == [2] and chains[0][-1].state == JobState.COMPLETED
+
+
+def test_the_import_asks_once_a_minute_for_every_linked_user_in_one_call(alice, django_user_model):
+    django_user_model.objects.create(username="bob")
+    rec = outside("24.11")
+    doc = json.dumps(rec.doc("sacct_import"))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice,bob"], stdout=doc)
+    assert outside_import(SlurmGateway(fake), cluster="cluster2", now=1_000_000.0) >= 4
+    first_since = int(fake.calls[0][0][5].removeprefix("now-").removesuffix("seconds"))
+    assert first_since >= FIRST_LOOKBACK_S  # new users: their last week
+    assert outside_import(SlurmGateway(FakeTransport()), cluster="cluster2", now=1_000_030.0) is None  # within a minute
+    again = FakeTransport().expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice,bob"], stdout=doc)
+    assert outside_import(SlurmGateway(again), cluster="cluster2", now=1_000_061.0) == 0  # nothing new
+    assert len(again.calls) == 1
+
+
+def test_a_user_the_cluster_does_not_know_does_not_stop_the_import(alice):
+    """sacct refuses a -u list naming a user it does not know (recorded on both clusters: "sacct:
+    error: Invalid user id: nosuchuser", exit 1): every user's jobs are read instead, and only the
+    portal's users kept."""
+    rec = outside("22.05")
+    fake = FakeTransport()
+    fake.expect(
+        ["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice"], stderr="sacct: error: Invalid user id: alice\n", returncode=1
+    )
+    fake.expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-a"], stdout=json.dumps(rec.doc("sacct_import")))
+    assert outside_import(SlurmGateway(fake), cluster="cluster1", now=2_000_000.0) >= 4
+
+
+def test_accounting_down_skips_the_import_and_says_so(alice):
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice"],
+        stderr="sacct: error: slurmdbd: Connection refused",
+        returncode=1,
+    )
+    assert outside_import(SlurmGateway(fake), cluster="cluster1", now=3_000_000.0) is None
+    assert accounting_status("cluster1").unavailable and not Job.objects.exists()
