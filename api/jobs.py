@@ -69,6 +69,13 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
         "profile_id": job.profile_id,
         "url": f"{base_url}/jobs/{job.key}/",
         "accounting_pending": job.accounting_pending,
+        "origin": job.origin,
+        "kind": job.kind,
+        "slurm_ref": job.slurm_ref,
+        "tasks": [{"group": c.group, "count": c.count, "ids": c.ids} for c in job.task_counts],
+        "components": [
+            {k: p.get(k, "") for k in ("offset", "job_id", "state", "partition", "nodes")} for p in job.het_parts if job.is_het
+        ],
     }
 
 
@@ -171,10 +178,15 @@ def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm
 
 
 @router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")
-def cancel_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
+def cancel_job(
+    request,
+    ref: str,
+    cluster: str = Query("", description="For a Slurm job id: the cluster it is on"),
+    task: int | None = Query(None, ge=0, lt=2**31, description="An array's task: cancel only it (scancel <id>_<task>)"),
+):
     need_scope(request, "jobs")
     job = job_by_ref(request, ref, cluster)
-    job = job_cancel(job=job, by=request.user)  # PermissionDenied -> 403 for an admin
+    job = job_cancel(job=job, by=request.user, task=task)  # PermissionDenied -> 403 for an admin; Refused -> 400
     return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
 
 

@@ -92,6 +92,22 @@ class ClusterList(Schema):
     count: int
 
 
+class TaskCountOut(Schema):
+    group: Literal["running", "pending", "completed", "failed", "cancelled", "unknown"] = Field(
+        description="unknown: ended without the poller seeing how; accounting tells"
+    )
+    count: int
+    ids: str = Field(description="The task ids, as Slurm writes them: 1-5,7")
+
+
+class HetPartOut(Schema):
+    offset: int = Field(description="The component: 0 for 123+0")
+    job_id: int
+    state: str
+    partition: str = ""
+    nodes: str = ""
+
+
 class JobOut(Schema):
     key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
     id: int | None = Field(None, description="Slurm job id (None until submitted)")
@@ -127,6 +143,15 @@ class JobOut(Schema):
     accounting_pending: bool = Field(
         False, description="Ended as the queue reported it; accounting has no record yet (GPU-hours follow)"
     )
+    origin: Literal["portal", "outside"] = Field(
+        "portal", description="portal: submitted through the portal; outside: submitted outside it (sbatch in a terminal)"
+    )
+    kind: Literal["job", "array", "het"] = Field(
+        "job", description="job, array (one entry for every task) or het (one entry for every component)"
+    )
+    slurm_ref: str = Field("", description="As Slurm names it: 123, 123_[1-500%20] for an array, 123+0-1 for a het job")
+    tasks: list[TaskCountOut] = Field(default_factory=list, description="An array's tasks by state (empty for other jobs)")
+    components: list[HetPartOut] = Field(default_factory=list, description="A het job's components (empty for other jobs)")
     freshness: FreshnessOut | None = Field(None, description="How old the figures are (GET /jobs/{ref} only)")
 
 

@@ -19,10 +19,18 @@ from teams.usage import job_quota_estimate, team_usage
 
 from .fields import JOB_FORM
 from .forms import JobForm
-from .logs import job_log_tail
+from .logs import job_log_tail, log_path
 from .policy import SitePolicy
 from .queue import job_row
-from .selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, partition_nodes, status_all
+from .selectors import (
+    cluster_status,
+    job_for_viewer,
+    job_history,
+    jobs_for_user,
+    partition_nodes,
+    run_again_query,
+    status_all,
+)
 from .submit import job_cancel, job_check, job_create
 
 
@@ -133,7 +141,13 @@ def job_status(request: HttpRequest, key) -> HttpResponse:
 
 def _status_context(job) -> dict:
     row = job_row(job, positions_load(job.cluster), usage_for=team_usage)
-    return {"row": row, "job": job, "status": cluster_status(job.cluster), "several_clusters": len(cluster_names()) > 1}
+    return {
+        "row": row,
+        "job": job,
+        "status": cluster_status(job.cluster),
+        "several_clusters": len(cluster_names()) > 1,
+        "run_again": run_again_query(job) if job.is_outside else "",
+    }
 
 
 @login_required
@@ -142,21 +156,30 @@ def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
     job = _visible_job(request, key)
     if stream not in ("out", "err"):
         raise Http404("No such log.")
-    return render(request, "jobs/_job_log.html", {"job": job, "stream": stream, "tail": job_log_tail(job, stream)})
+    path = log_path(job, stream) if job.is_outside else ""  # where Slurm's record says it writes
+    return render(request, "jobs/_job_log.html", {"job": job, "stream": stream, "tail": job_log_tail(job, stream), "path": path})
 
 
 @login_required
 @require_POST
 def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
-    """Owner only: ask Slurm to cancel the job."""
+    """Owner only: ask Slurm to cancel the job (every task and component), or with POST ``task``
+    one task of an array."""
     job = _visible_job(request, key)
+    task = request.POST.get("task", "").strip()
+    if task and not (task.isascii() and task.isdigit() and len(task) < 10):
+        messages.error(request, f"“{task[:20]}” is not a task number: give the number of one task of the array (e.g. 7).")
+        return redirect("job_detail", key=job.key)
     try:
-        job_cancel(job=job, by=request.user)
+        job_cancel(job=job, by=request.user, task=int(task) if task else None)
     except PermissionDenied:
         return render(
             request, "jobs/job_forbidden.html", {"job": job, "message": "Only the job's owner can cancel it."}, status=403
         )
-    messages.info(request, f"Cancelling “{job.name}”…")
+    except Refused as refused:
+        messages.error(request, " ".join(p.message for p in refused.problems))
+        return redirect("job_detail", key=job.key)
+    messages.info(request, f"Cancelling task {task} of “{job.name}”…" if task else f"Cancelling “{job.name}”…")
     return redirect("job_detail", key=job.key)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.db.models import Q
 from django.utils import timezone as djtz
@@ -120,3 +121,20 @@ def job_for_viewer(*, key, user):
     if job is None or not (job.user_id == user.pk or user.is_staff):
         return None
     return job
+
+
+def run_again_query(job: Job) -> str:
+    """The query string of the New job form filled in with ``job``'s cluster, partition, GPU type
+    and count, CPUs, memory (MiB, as ``4000M``), time limit (minutes) and name: "Run again in the
+    portal" for a job submitted outside it (the form takes them as its initial values)."""
+    values = {
+        "cluster": job.cluster,
+        "partition": job.partition,
+        "gpu_type": job.gpu_type,
+        "gpu_count": job.gpu_count,
+        "cpus": job.cpus,
+        "memory_gb": f"{job.memory_mb}M" if job.memory_mb else "",
+        "time_limit": str(job.time_limit_min) if job.time_limit_min else "",
+        "name": job.name,
+    }
+    return urlencode({k: v for k, v in values.items() if v not in ("", None)})

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import job_views, views
+from . import array_views, job_views, views
 
 urlpatterns = [
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
@@ -13,4 +13,6 @@ urlpatterns = [
     path("jobs/<uuid:key>/status/", job_views.job_status, name="job_status"),
     path("jobs/<uuid:key>/log/<str:stream>/", job_views.job_log, name="job_log"),
     path("jobs/<uuid:key>/cancel/", job_views.job_cancel_view, name="job_cancel"),
+    path("jobs/<uuid:key>/tasks/", array_views.job_tasks, name="job_tasks"),
+    path("jobs/<uuid:key>/script/", array_views.job_script, name="job_script"),
 ]

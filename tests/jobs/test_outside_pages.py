@@ -1,0 +1,231 @@
+"""Jobs submitted outside the portal on My jobs, History, the job page and the API, from the rows the
+poller made of the queues recorded on both real clusters (tests/fixtures/slurm/*/outside/): the
+"submitted outside the portal" mark, an array's counts and tasks, a het job's components, the log tail
+from Slurm's own path, the batch script on request, "Run again in the portal", Cancel for the array
+or one task; another user's outside job is a 404 everywhere; odd names are text."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from urllib.parse import parse_qs
+
+import pytest
+from bs4 import BeautifulSoup
+from django.conf import settings
+
+from api.tokens import token_create
+from jobs.models import Job, JobOrigin
+from jobs.sync import jobs_sync
+from slurm import SlurmGateway
+from slurm.snapshot import ClusterSnapshot
+from tests.fakes import ANY, EveryCluster, FakeTransport
+from tests.slurm.outside_recorded import OUTSIDE, outside
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(django_user_model, clean_cache):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create(username="bob", slurm_accounts=["nlp"])
+
+
+@pytest.fixture
+def slurm(monkeypatch):
+    """The process-wide gateway of every cluster: a scripted transport (any unscripted call fails)."""
+    fake = FakeTransport()
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
+    return fake
+
+
+@pytest.fixture(params=OUTSIDE)
+def polled(request, alice):
+    """The recorded running moment of ``release`` applied by the poller's sync: alice's outside rows."""
+    rec = outside(request.param)
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=rec.queue("squeue_running")), SlurmGateway(FakeTransport()))
+    return rec
+
+
+def row(rec, role: str) -> Job:
+    return Job.objects.get(origin=JobOrigin.OUTSIDE, slurm_job_id=rec.ids[role])
+
+
+def test_my_jobs_marks_outside_jobs_and_shows_an_arrays_counts(client, alice, polled, slurm):
+    client.force_login(alice)
+    page = BeautifulSoup(client.get("/jobs/").content, "html.parser")
+    table = page.select_one("[data-testid=job-table]")
+    outside_rows = Job.objects.filter(origin=JobOrigin.OUTSIDE).exclude(state__in=["COMPLETED", "FAILED", "CANCELLED"])
+    for job in outside_rows:
+        tr = table.select_one(f'tr[data-job="{job.key}"]')
+        assert tr is not None and tr.select_one("[data-testid=outside-mark]").get_text() == "submitted outside the portal"
+    array = row(polled, "array")
+    counts = table.select_one(f'tr[data-job="{array.key}"] [data-testid=array-counts]')
+    assert {s["data-group"]: s["data-count"] for s in counts.select("[data-group]")} == {"running": "2", "pending": "4"}
+    assert f"#{array.slurm_job_id}_[1-6%2]" in table.select_one(f'tr[data-job="{array.key}"]').get_text()
+    het = row(polled, "het")
+    assert "2 components" in table.select_one(f'tr[data-job="{het.key}"] [data-testid=het-parts]').get_text()
+    assert slurm.calls == []  # pages never call Slurm
+
+
+def test_odd_names_from_slurm_are_text_and_never_break_the_row(client, alice, polled, slurm):
+    client.force_login(alice)
+    html = client.get("/jobs/").content.decode()
+    page = BeautifulSoup(html, "html.parser")
+    plain = row(polled, "plain")
+    link = page.select_one(f'tr[data-job="{plain.key}"] a')
+    assert link.get_text() == "odd \ufffd\ufffd name | a,b ; 'q' \"dq\" $(id) end"
+    assert "$(id)" in link.get_text() and "&#x27;q&#x27;" in html and "&quot;dq&quot;" in html
+    rows = page.select("[data-testid=job-table] tbody > tr")
+    assert (
+        len(rows)
+        == len({tr["data-job"] for tr in rows})
+        == len(Job.objects.filter(state__in=["PENDING", "RUNNING"])) + len([j for j in Job.objects.all() if j.is_final])
+    )  # one row per job, whatever its name holds
+    long = row(polled, "long")
+    assert page.select_one(f'tr[data-job="{long.key}"] a').get_text() == "n" * 200
+
+
+def test_the_job_page_says_where_it_came_from_and_runs_again_in_the_portal(client, alice, polled, slurm):
+    client.force_login(alice)
+    job = row(polled, "plain")
+    page = BeautifulSoup(client.get(f"/jobs/{job.key}/").content, "html.parser")
+    assert "submitted outside the portal" in page.select_one("[data-testid=job-origin]").get_text()
+    again = page.select_one("[data-testid=run-again]")["href"]
+    assert again.startswith("/jobs/new/?")
+    query = {k: v[0] for k, v in parse_qs(again.split("?", 1)[1]).items()}
+    assert query["partition"] == "small" and query["time_limit"] == "2" and query["cpus"] == "1"
+    assert query["memory_gb"] == f"{job.memory_mb}M" and query["name"] == job.name
+    form = BeautifulSoup(client.get(again).content, "html.parser")
+    assert form.select_one("#id_time_limit")["value"] == "2" and form.select_one("#id_name")["value"] == job.name
+    assert page.select_one("[data-testid=show-script]") is not None and page.select_one("[data-testid=job-script]") is None
+    assert page.select_one("[data-testid=job-requeue]") is None  # the portal does not know what was asked
+    assert slurm.calls == []
+
+
+def test_the_log_tail_reads_the_path_slurm_gave_as_the_owner(client, alice, polled, slurm):
+    client.force_login(alice)
+    job = row(polled, "plain")
+    path = f"/home/alice/slurm-{job.slurm_job_id}.out"
+    limit = str(settings.PORTAL_LOG_TAIL_BYTES + 1)
+    slurm.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", limit, "--", path], stdout="plain output\n")
+    page = BeautifulSoup(client.get(f"/jobs/{job.key}/log/out/").content, "html.parser")
+    assert page.select_one("[data-testid=log-out]").get_text() == "plain output\n"
+    assert page.select_one("[data-testid=log-out-path]").get_text() == path
+
+
+def test_the_batch_script_is_read_only_when_asked_and_then_cached(client, alice, polled, slurm):
+    client.force_login(alice)
+    job = row(polled, "plain")
+    script = polled.text("batch_script.txt")
+    slurm.expect(
+        ["sudo", "-n", "-u", "alice", "--", "scontrol", "write", "batch_script", str(job.slurm_job_id), "-"], stdout=script
+    )
+    client.get(f"/jobs/{job.key}/")
+    assert slurm.calls == []  # not on a page view
+    for _ in range(2):
+        page = BeautifulSoup(client.post(f"/jobs/{job.key}/script/").content, "html.parser")
+        assert page.select_one("[data-testid=job-script]").get_text() == script
+    assert len(slurm.calls) == 1
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_once_the_controller_forgot_it_the_script_comes_from_accounting(client, alice, release, slurm):
+    """``sacct -B`` (recorded: 22.05 puts a heading above the script, 24.11 prints it alone)."""
+    rec = outside(release)
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=rec.queue("squeue_running")), SlurmGateway(FakeTransport()))
+    job = row(rec, "plain")
+    ids = str(job.slurm_job_id)
+    slurm.expect(ANY_SUDO + ["scontrol", "write", "batch_script", ids, "-"], stderr="Invalid job id specified", returncode=1)
+    slurm.expect(ANY_SUDO + ["sacct", "-B", "-X", "-n", "-j", ids], stdout=rec.text("sacct_batch_script.txt"))
+    client.force_login(alice)
+    page = BeautifulSoup(client.post(f"/jobs/{job.key}/script/").content, "html.parser")
+    assert page.select_one("[data-testid=job-script]").get_text().startswith("#!/bin/bash\necho plain output\nsleep 25")
+    assert "from accounting" in page.get_text()
+
+
+ANY_SUDO = ["sudo", "-n", "-u", "alice", "--"]
+
+
+def test_an_arrays_tasks_on_demand_and_cancel_of_one_task_or_all(
+    client, alice, polled, slurm, django_capture_on_commit_callbacks
+):
+    client.force_login(alice)
+    job = row(polled, "array")
+    page = BeautifulSoup(client.get(f"/jobs/{job.key}/tasks/").content, "html.parser")
+    lines = [(tr["data-tasks"], tr["data-state"]) for tr in page.select("[data-testid=job-tasks] tbody tr")]
+    assert lines == [("1-2", "RUNNING"), ("3-6", "PENDING")]
+    slurm.expect(ANY_SUDO + ["scancel", f"{job.slurm_job_id}_4"])
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client.post(f"/jobs/{job.key}/cancel/", {"task": "4"})
+    assert resp.status_code == HTTPStatus.FOUND and len(slurm.calls) == 1
+    job.refresh_from_db()
+    assert job.cancel_requested_at is None  # one task: the array goes on
+    for bad, says in [("99", "Task 99 is not a pending or running task"), ("x;1", "is not a task number")]:
+        follow = client.post(f"/jobs/{job.key}/cancel/", {"task": bad}, follow=True)
+        assert says in follow.content.decode() and len(slurm.calls) == 1
+    slurm.expect(ANY_SUDO + ["scancel", str(job.slurm_job_id)])
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/jobs/{job.key}/cancel/")
+    assert len(slurm.calls) == 2
+    het = row(polled, "het")
+    slurm.expect(ANY_SUDO + ["scancel", str(het.slurm_job_id)])  # every component
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/jobs/{het.key}/cancel/")
+    assert len(slurm.calls) == 3
+
+
+def test_another_users_outside_job_is_a_404_everywhere(client, alice, bob, polled, slurm):
+    job = row(polled, "array")
+    client.force_login(bob)
+    for method, path in [
+        ("get", f"/jobs/{job.key}/"),
+        ("get", f"/jobs/{job.key}/status/"),
+        ("get", f"/jobs/{job.key}/log/out/"),
+        ("get", f"/jobs/{job.key}/tasks/"),
+        ("post", f"/jobs/{job.key}/script/"),
+        ("post", f"/jobs/{job.key}/cancel/"),
+    ]:
+        assert getattr(client, method)(path).status_code == HTTPStatus.NOT_FOUND, path
+    raw = token_create(user=bob, name="t", scopes=["read", "jobs"], days=1)[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    for ref in (str(job.slurm_job_id), str(job.key)):
+        assert client.get(f"/api/v1/jobs/{ref}", **auth).status_code == HTTPStatus.NOT_FOUND
+        assert client.post(f"/api/v1/jobs/{ref}/cancel", **auth).status_code == HTTPStatus.NOT_FOUND
+    assert all(j["owner"] == "bob" for j in client.get("/api/v1/jobs?scope=all", **auth).json()["items"])
+    assert slurm.calls == []
+
+
+def test_the_api_says_origin_kind_and_an_arrays_tasks(client, alice, polled, slurm, django_capture_on_commit_callbacks):
+    raw = token_create(user=alice, name="t", scopes=["read", "jobs"], days=1)[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    items = {j["id"]: j for j in client.get("/api/v1/jobs?scope=all", **auth).json()["items"]}
+    array = items[polled.ids["array"]]
+    assert (array["origin"], array["kind"], array["slurm_ref"]) == ("outside", "array", f"{polled.ids['array']}_[1-6%2]")
+    assert [(t["group"], t["count"], t["ids"]) for t in array["tasks"]] == [("running", 2, "1-2"), ("pending", 4, "3-6")]
+    het = items[polled.ids["het"]]
+    assert het["kind"] == "het" and [c["offset"] for c in het["components"]] == [0, 1]
+    assert items[polled.ids["plain"]]["origin"] == "outside"
+    job = row(polled, "array")
+    slurm.expect(ANY_SUDO + ["scancel", f"{job.slurm_job_id}_3"])
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client.post(f"/api/v1/jobs/{job.slurm_job_id}/cancel?task=3", **auth)
+    assert resp.status_code == HTTPStatus.ACCEPTED and len(slurm.calls) == 1
+    bad = client.post(f"/api/v1/jobs/{job.slurm_job_id}/cancel?task=77", **auth)
+    assert bad.status_code == HTTPStatus.BAD_REQUEST and "Task 77" in json.dumps(bad.json())
+
+
+def test_history_marks_them_after_accounting_finished_them(client, alice, polled, slurm):
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(polled.doc("sacct_ended")))
+    jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake))
+    client.force_login(alice)
+    page = BeautifulSoup(client.get("/jobs/history/").content, "html.parser")
+    array = row(polled, "array")
+    tr = page.select_one(f'[data-testid=history-table] tr[data-job="{array.key}"]')
+    assert tr.select_one("[data-testid=outside-mark]") is not None
+    assert tr.select_one("[data-testid=job-state]")["data-state"] == "CANCELLED"  # task 5 never ran: cancelled
+    assert {s["data-group"]: s["data-count"] for s in tr.select("[data-group]")} == {"completed": "5", "cancelled": "1"}
