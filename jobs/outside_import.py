@@ -31,6 +31,7 @@ from slurm.health import accounting_answered, accounting_failed
 from slurm.states import FINAL_STATES, JobState
 
 from .arrays import dump_tasks, spec
+from .finish import exit_codes, exit_hidden
 from .identity import REQUEUE_STATES
 from .models import Job, JobKind, JobOrigin, on_cluster
 from .outside import SMALL_MAX, _gpus, clean
@@ -73,7 +74,7 @@ def outside_import(gateway: SlurmGateway, *, cluster: str, now: float | None = N
         records = _read(gateway, cluster=cluster, since=since, users=users)
         if records is None:
             return None
-        made += import_records(records, cluster=cluster)
+        made += import_records(records, cluster=cluster, exits=_hidden_exits(gateway, records))
     cache.set(_key(cluster), {"at": now, "users": names}, timeout=None)
     return made
 
@@ -116,9 +117,25 @@ def _chains(records: list) -> list[list]:
     return chains
 
 
-def import_records(records: list, *, cluster: str) -> int:
+def _hidden_exits(gateway: SlurmGateway, records: list) -> dict[int, tuple[int | None, int | None]]:
+    """Exit codes 22.05's JSON hides (a failed job written as return code 0) of the plain jobs among
+    ``records``, from one ``sacct -P -o JobIDRaw,Comment,ExitCode`` call (:func:`jobs.finish.exit_codes`);
+    {} when none is hidden."""
+    hidden = {
+        f.job_id: f.comment
+        for f in records
+        if not (f.array_job_id or f.het_job_id)
+        and f.state in FINAL_STATES
+        and exit_hidden(f)
+        and not f.comment.startswith("portal:")
+    }
+    return exit_codes(gateway, hidden) if hidden else {}
+
+
+def import_records(records: list, *, cluster: str, exits: dict | None = None) -> int:
     """Make finished outside rows of ``cluster`` for the ended jobs among sacct ``records`` (see the
-    module docstring); returns how many. Four queries whatever the number of records."""
+    module docstring); ``exits``: job id -> (exit code, signal) where accounting's JSON hides them.
+    Returns how many rows were made. Four queries whatever the number of records."""
     users = {
         u.username: u for u in User.objects.filter(link_state=LinkState.LINKED, username__in={f.user for f in records if f.user})
     }
@@ -146,6 +163,8 @@ def import_records(records: list, *, cluster: str) -> int:
         if key in active or key in portal or (key, first_submit) in submitted or first_submit is None:
             continue  # the queue's path has it, or a row already holds this job
         new.append(_row(key, kind, group, users[group[0].user], cluster, first_submit))
+        if kind == "job" and key in (exits or {}):
+            new[-1].exit_code, new[-1].signal = exits[key]
     if not new:
         return 0
     with transaction.atomic():
