@@ -20,7 +20,17 @@ from slurm.health import accounting_answered, accounting_failed
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.values import parse_exit
 
-from .arrays import all_final, dump_tasks, het_parts_final, load_tasks, merge_accounting, merge_queue, never_started
+from .arrays import (
+    all_final,
+    dump_tasks,
+    het_parts_final,
+    load_tasks,
+    merge_accounting,
+    merge_queue,
+    never_started,
+    spec,
+    throttle_of,
+)
 from .identity import accounting_records
 from .models import Job, JobKind
 
@@ -175,6 +185,7 @@ def apply_final_entry(job: Job, found: AccountingEntry) -> None:
     if found.kind == ARRAY:
         tasks = never_started(merge_accounting(_gone(job), found.tasks))
         job.array_tasks = dump_tasks(tasks)
+        job.array_spec = spec(tasks, throttle_of(job.array_spec))[:255]  # every task, the first seen in accounting too
         job.state = derive_state(s for s, ids in tasks.items() if ids)
     else:
         job.het_parts = het_parts_final(job.het_parts, found)

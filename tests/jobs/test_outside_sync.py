@@ -31,8 +31,8 @@ def alice(django_user_model, clean_cache):
     return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
 
 
-def snap(rec, stem: str = "squeue_running", **kw) -> ClusterSnapshot:
-    return ClusterSnapshot(taken_at=1.0, jobs=rec.queue(stem), **kw)
+def snap(rec, stem: str = "squeue_running", jobs=None) -> ClusterSnapshot:
+    return ClusterSnapshot(taken_at=1.0, jobs=rec.queue(stem) if jobs is None else jobs)
 
 
 def sacct(rec, stem: str = "sacct_ended") -> FakeTransport:
@@ -109,8 +109,25 @@ def test_the_poller_follows_them_to_their_end_from_accounting(alice, release):
     assert got["long"].state == JobState.CANCELLED and got["long"].is_cancelled_before_start
     array = got["array"]
     assert array.array_tasks == {"CANCELLED": "5", "COMPLETED": "1-4,6"} and array.state == JobState.CANCELLED
+    assert array.array_spec == "1-6%2"
     assert array.is_final and array.gpu_hours is not None and array.end_at and array.start_at <= array.end_at
     assert [(c.group, c.count) for c in array.task_counts] == [("completed", 5), ("cancelled", 1)]
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_first_seen_with_only_its_last_tasks_gets_every_task_from_accounting(alice, release):
+    """The poller first sees an array when the queue lists only its last tasks (the others ended
+    more than MinJobAge ago): accounting's records name every task, and the row's spec follows."""
+    rec = outside(release)
+    array = rec.ids["array"]
+    late = [q for q in rec.queue("squeue_after_cancel") if q.array_job_id != array or q.array_task_id == 2]
+    late = [replace(q, state="COMPLETED", end_time=q.start_time + 20) if q.array_job_id == array else q for q in late]
+    jobs_sync(snap(rec, jobs=late), SlurmGateway(FakeTransport()))
+    row = Job.objects.get(slurm_job_id=array)
+    assert (row.array_spec, row.array_tasks, row.accounting_pending) == ("2%2", {"COMPLETED": "2"}, True)
+    jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(sacct(rec)))
+    row.refresh_from_db()
+    assert (row.array_spec, row.array_tasks, row.is_final) == ("1-4,6%2", {"COMPLETED": "1-4,6"}, True)
 
 
 @pytest.mark.parametrize("release", OUTSIDE)
