@@ -36,6 +36,18 @@ class MemoryPer(models.TextChoices):
     CPU = "cpu", "per CPU"
 
 
+def slurm_memory_fields(record) -> dict:
+    """The Job fields of the memory Slurm holds for a queue or sacct record (``memory_per_node`` /
+    ``memory_per_cpu``, MiB): ``{"slurm_memory_mb", "slurm_memory_per"}``, ``{}`` when it names
+    neither (``--mem-per-gpu``), so what was read before stays. A per-CPU figure wins over a per-node
+    0 (0 per node alone is ``--mem=0``: all of the node's memory)."""
+    if record.memory_per_cpu:
+        return {"slurm_memory_mb": record.memory_per_cpu, "slurm_memory_per": MemoryPer.CPU}
+    if record.memory_per_node is not None:
+        return {"slurm_memory_mb": record.memory_per_node, "slurm_memory_per": MemoryPer.NODE}
+    return {}
+
+
 class JobOrigin(models.TextChoices):
     """Where a job was submitted: through the portal (form, profile, API, CLI: the row came first,
     the Slurm job carries ``--comment=portal:<key>``) or outside it (``sbatch`` in a terminal: the

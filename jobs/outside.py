@@ -29,7 +29,7 @@ from slurm.values import classify_state
 
 from .arrays import het_parts, queue_array_fields
 from .identity import queue_record_is_the_jobs
-from .models import Job, JobKind, JobOrigin, on_cluster
+from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 
 #: The largest value a PositiveSmallIntegerField holds (CPUs, GPUs).
 SMALL_MAX = 32767
@@ -119,6 +119,7 @@ def queue_fields(entry: QueueEntry, job: Job | None = None) -> dict:
         "nodes": clean(q.nodes, 1024),
         "status_unknown_since": None,
         "restart_count": min(SMALL_MAX, max(q.restart_count, job.restart_count if job else 0)),
+        **slurm_memory_fields(q),
     }
     record = _log_record(entry)
     if record is not None:

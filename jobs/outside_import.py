@@ -33,7 +33,7 @@ from slurm.states import FINAL_STATES, JobState
 from .arrays import dump_tasks, spec
 from .finish import exit_codes, exit_hidden
 from .identity import REQUEUE_STATES
-from .models import Job, JobKind, JobOrigin, on_cluster
+from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .outside import SMALL_MAX, _gpus, clean
 
 logger = logging.getLogger(__name__)
@@ -210,6 +210,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         nodes=clean(last.nodes, 1024),
         output_path=clean(_path(last, last.stdout), 1024),
         error_path=clean(_path(last, last.stderr or last.stdout), 1024),
+        **slurm_memory_fields(last),
     )
     starts = [f.start for f in group if f.start]
     ends = [f.end for f in group if f.end]

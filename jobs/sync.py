@@ -51,7 +51,7 @@ from slurm.values import classify_state
 from .arrays import all_final, het_parts, load_tasks, queue_array_fields
 from .finish import apply_final_entry, earlier_runs, exit_codes, exit_hidden, is_final, record_of, record_restarts
 from .identity import queue_record_is_the_jobs, sacct_ids
-from .models import Job, JobKind, JobOrigin, MemoryPer, on_cluster
+from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .outside import outside_sync
 
 logger = logging.getLogger(__name__)
@@ -327,16 +327,8 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
         )
 
 
-def _memory_of(record) -> dict:
-    """The Job fields of the memory Slurm holds for a queue or sacct record (``memory_per_node`` /
-    ``memory_per_cpu``, MiB): ``{"slurm_memory_mb", "slurm_memory_per"}``, ``{}`` when it names
-    neither (``--mem-per-gpu``), so what was read before stays. A per-CPU figure wins over a per-node
-    0 (0 per node alone is ``--mem=0``: all of the node's memory)."""
-    if record.memory_per_cpu:
-        return {"slurm_memory_mb": record.memory_per_cpu, "slurm_memory_per": MemoryPer.CPU}
-    if record.memory_per_node is not None:
-        return {"slurm_memory_mb": record.memory_per_node, "slurm_memory_per": MemoryPer.NODE}
-    return {}
+#: The Job fields of the memory Slurm holds for a record (:func:`jobs.models.slurm_memory_fields`).
+_memory_of = slurm_memory_fields
 
 
 def _adopt_queued(job: Job, jobid: int) -> None:

@@ -61,6 +61,7 @@ def test_a_linked_users_jobs_without_a_portal_comment_become_rows_marked_outside
     assert plain.name == "odd \ufffd\ufffd name | a,b ; 'q' \"dq\" $(id) end"  # invalid bytes replaced, the rest as text
     assert plain.output_path == f"/home/alice/slurm-{plain.slurm_job_id}.out" == plain.error_path  # sbatch's default
     assert plain.slurm_submit_at == plain.created_at and plain.time_limit_min == 2 and plain.nodes
+    assert (plain.slurm_memory_mb, plain.slurm_memory_per, plain.memory_mb) == (50, "node", 50)  # --mem=50M
     assert (long.state, long.reason, len(long.name)) == (JobState.PENDING, "JobHeldUser", 200)  # 300 characters kept to 200
     assert long.output_path == f"/home/alice/outside-{'n' * 300}-alice-{long.slurm_job_id}.out"[:1024]
     assert (array.kind, array.state, array.array_spec) == (JobKind.ARRAY, JobState.RUNNING, "1-6%2")
