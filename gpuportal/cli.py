@@ -251,9 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=_positive_float, default=2.0, metavar="SECONDS", help="seconds between polls with -f (default 2)"
     )
 
-    p = command("cancel", cmd_cancel, "cancel a job")
+    p = command("cancel", cmd_cancel, "cancel a job (every task of an array, every component of a het job)")
     p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
     p.add_argument("--cluster", metavar="NAME", help=cluster_help)
+    p.add_argument("--task", type=int, metavar="N", help="an array's task: cancel only it (scancel <id>_<N>)")
 
     p = command("notebook", cmd_notebook, "start a session (the portal's default kind, or --kind) and print its URL")
     p.add_argument("--kind", metavar="KIND", help="the kind of session (see `gpuportal sessions kinds`); default: the portal's")
@@ -517,19 +518,31 @@ def cmd_ls(ctx: Context) -> int:
         empty="No jobs.",
         headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
         row=lambda j: (
-            str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8],
+            j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8]),
             j.get("name"),
             j.get("state"),
             j.get("partition"),
             gpus(j.get("gpu_count"), j.get("gpu_type")),
             _job_time(j),
-            j.get("explanation") or j.get("submit_error"),
+            _job_note(j),
         ),
     )
 
 
+def _job_note(job: dict) -> str:
+    """The NOTE column: "submitted outside the portal" for such a job, an array's tasks by state
+    ("3 running, 12 pending"), then the queue line or the submit error."""
+    parts = ["submitted outside the portal"] if job.get("origin") == "outside" else []
+    tasks = ", ".join(f"{t.get('count')} {t.get('group')}" for t in job.get("tasks") or [])
+    parts += [tasks] if tasks else []
+    parts += [job.get("explanation") or job.get("submit_error") or ""]
+    return "; ".join(p for p in parts if p)
+
+
 _JOB_FIELDS = [
     "id",
+    "slurm_ref",
+    "origin",
     "key",
     "name",
     "state",
@@ -694,14 +707,16 @@ def cmd_logs(ctx: Context) -> int:
 
 
 def cmd_cancel(ctx: Context) -> int:
-    """``cancel REF``: ``POST /jobs/{ref}/cancel``."""
-    job = ctx.client().cancel_job(ctx.args.ref, ctx.args.cluster or "")
+    """``cancel REF [--task N]``: ``POST /jobs/{ref}/cancel`` (``?task=N``: one task of an array)."""
+    task = getattr(ctx.args, "task", None)
+    job = ctx.client().cancel_job(ctx.args.ref, ctx.args.cluster or "", task=task)
     if ctx.json:
         ctx.emit(job)
     elif job.get("final"):
         out(f'Job {ctx.args.ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
     else:
-        out(f'Cancelling {ctx.args.ref} "{job.get("name", "")}"')
+        what = f"task {task} of {ctx.args.ref}" if task is not None else ctx.args.ref
+        out(f'Cancelling {what} "{job.get("name", "")}"')
     return 0
 
 

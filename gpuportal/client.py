@@ -234,9 +234,10 @@ class Client:
         """``GET /jobs/{ref}`` (Slurm job id, on ``cluster`` when given, or key): the job."""
         return self.request("GET", f"/jobs/{_seg(ref)}", params=_on(cluster))
 
-    def cancel_job(self, ref: str, cluster: str = "") -> dict:
-        """``POST /jobs/{ref}/cancel``: the job (HTTP 202)."""
-        return self.request("POST", f"/jobs/{_seg(ref)}/cancel", params=_on(cluster))
+    def cancel_job(self, ref: str, cluster: str = "", task: int | None = None) -> dict:
+        """``POST /jobs/{ref}/cancel`` (``task``: only that task of an array): the job (HTTP 202)."""
+        params = {**_on(cluster), **({"task": task} if task is not None else {})}
+        return self.request("POST", f"/jobs/{_seg(ref)}/cancel", params=params)
 
     def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "") -> dict:
         """``GET /jobs/{ref}/log``: one page ``{"stream", "offset", "data", "next_offset", "missing",

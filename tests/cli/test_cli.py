@@ -343,6 +343,20 @@ def test_cancel(env, capsys):
     assert [(r.method, r.path) for r in env.requests] == [("POST", "/jobs/4242/cancel")]
 
 
+def test_ls_marks_an_outside_array_and_cancel_takes_one_task(env, capsys):
+    """Issue 19: a job submitted outside the portal (``origin`` outside) as the API lists it, an array
+    with its tasks by state; ``cancel --task`` asks for one task."""
+    tasks = [{"group": "running", "count": 2, "ids": "1-2"}, {"group": "pending", "count": 4, "ids": "3-6"}]
+    env.jobs[0].update(state="RUNNING", origin="outside", kind="array", slurm_ref="4242_[1-6%2]", tasks=tasks, explanation="")
+    env.jobs = env.jobs[:1]
+    assert main(["ls"]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert row.startswith("4242_[1-6%2]") and row.endswith("submitted outside the portal; 2 running, 4 pending")
+    assert main(["cancel", "4242", "--task", "5"]) == 0
+    assert capsys.readouterr().out == 'Cancelling task 5 of 4242 "train"\n'
+    assert (env.requests[-1].path, env.requests[-1].query) == ("/jobs/4242/cancel", {"task": "5"})
+
+
 def test_cancel_of_an_ended_job_says_so(env, capsys):
     env.jobs[0].update(state="COMPLETED", final=True)
     assert main(["cancel", "4242"]) == 0
