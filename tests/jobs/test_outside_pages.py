@@ -159,6 +159,9 @@ def test_an_arrays_tasks_on_demand_and_cancel_of_one_task_or_all(
     page = BeautifulSoup(client.get(f"/jobs/{job.key}/tasks/").content, "html.parser")
     lines = [(tr["data-tasks"], tr["data-state"]) for tr in page.select("[data-testid=job-tasks] tbody tr")]
     assert lines == [("1-2", "RUNNING"), ("3-6", "PENDING")]
+    detail = BeautifulSoup(client.get(f"/jobs/{job.key}/").content, "html.parser")
+    form = detail.select_one("[data-testid=cancel-task-form]")  # outside the block HTMX refreshes: typing is kept
+    assert form is not None and detail.select_one("#job-status [data-testid=cancel-task-form]") is None
     slurm.expect(ANY_SUDO + ["scancel", f"{job.slurm_job_id}_4"])
     with django_capture_on_commit_callbacks(execute=True):
         resp = client.post(f"/jobs/{job.key}/cancel/", {"task": "4"})
