@@ -281,8 +281,9 @@ CELERY_BEAT_SCHEDULE = {
 #: One scheduler however many ``celery beat`` processes run (a deploy, or by mistake): RedBeat keeps
 #: the schedule in Redis and lets only the holder of its lock send tasks; a second beat waits for the
 #: lock. A beat that dies without releasing it is replaced within the lock's timeout (seconds); the
-#: holder renews it every loop (at most ``CELERY_BEAT_MAX_LOOP_INTERVAL`` s).
-CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+#: holder renews it every loop (at most ``CELERY_BEAT_MAX_LOOP_INTERVAL`` s). portal.beat.Scheduler is
+#: RedBeat that outlives a Redis restart (takes the lock and installs the schedule again).
+CELERY_BEAT_SCHEDULER = "portal.beat.Scheduler"
 CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = "portal:redbeat"
 CELERY_REDBEAT_LOCK_TIMEOUT = 30

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -76,3 +77,36 @@ def test_a_second_beat_changes_nothing_and_takes_over_when_the_first_dies(celery
     polls = wait_for_polls(stack, 3, since=killed + 1, timeout=90)
     assert "Scheduler: Sending due task" in stack.log("beat2")
     assert min(gaps(polls), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(polls)
+
+
+REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "", "--appendonly", "no"]
+
+
+def test_beat_outlives_a_redis_restart_that_loses_its_lock_and_schedule(celery_stack):
+    """Redis restarts without persistence (as the 200-submission fault test does): RedBeat's lock and
+    schedule are gone. As shipped, the beat died there (LockNotOwnedError) and nothing was polled or
+    sent again; portal.beat.Scheduler waits out the outage, takes its lock again and reinstalls the
+    schedule, so polls resume and the resend sweep is scheduled again."""
+    stack = celery_stack
+    wait_for_polls(stack, 2, since=0)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], check=False, capture_output=True)
+    time.sleep(4 * INTERVAL)  # the beat tries while Redis is down
+    subprocess.run(REDIS_START, check=True, capture_output=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if broker.ping():
+                break
+        except redis.ConnectionError:
+            time.sleep(0.2)
+    back = time.time()
+    polls = wait_for_polls(stack, 3, since=back, timeout=60)
+    assert stack.procs["beat"].poll() is None, "beat exited:\n" + stack.log("beat")[-3000:]
+    assert min(gaps(polls), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(polls)
+    prefix = settings.CELERY_REDBEAT_KEY_PREFIX
+    scheduled = {k.decode().removeprefix(prefix) for k in broker.zrange(f"{prefix}:schedule", 0, -1)}
+    assert set(settings.CELERY_BEAT_SCHEDULE) <= scheduled, scheduled
+    assert broker.get(f"{prefix}:lock") is not None, "no beat holds RedBeat's lock after the restart"
+    log = stack.log("beat")
+    assert "Redis cannot be reached" in log and "holds RedBeat's lock again" in log, log[-3000:]
