@@ -43,8 +43,18 @@ def until(what, predicate, timeout):
     pytest.fail(f"{what}: not within {timeout} s")
 
 
+def steps_of(job_id: int) -> list[str]:
+    """The slurmstepd processes of cluster1's job ``job_id`` (``slurmstepd: [ID.batch]``…); cluster2's
+    run in its own root (/srv/cluster2) on this host too, and its ids are its own."""
+    out = sh("pgrep", "-af", rf"slurmstepd: \[{job_id}\.", check=False).stdout
+    return [line for line in out.splitlines() if os.path.realpath(f"/proc/{line.split()[0]}/root") == "/"]
+
+
 def reset_controller(first_job_id: int) -> None:
-    """Stop slurmctld, delete its saved job state, start it with ``FirstJobId=first_job_id``."""
+    """Stop slurmctld, delete its saved job state, start it with ``FirstJobId=first_job_id``. Returns
+    once the nodes have registered and ended the job the controller forgot (``first_job_id`` itself,
+    still running on its node): a job given the same id on that node before its slurmd has ended the
+    old one fails to launch (exit code 1), which is Slurm's race, not the portal's."""
     pid = int(CTLD_PID.read_text().strip())
     os.kill(pid, signal.SIGTERM)
     until("slurmctld stops", lambda: not Path(f"/proc/{pid}").exists(), 60)
@@ -60,6 +70,7 @@ def reset_controller(first_job_id: int) -> None:
             lambda: all(s in ("idle", "mixed", "allocated") for s in sh("sinfo", "-h", "-N", "-o", "%T").stdout.split()),
             90,
         )
+        until("the forgotten job's steps end on its node", lambda: not steps_of(first_job_id), 60)
     finally:
         SLURM_CONF.write_text(original)  # the saved state carries the id counter from now on
 
