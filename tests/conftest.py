@@ -27,6 +27,56 @@ def pytest_configure(config):
     os.environ.setdefault("TEST_HUB_PORT", str(free_port()))
 
 
+#: Users of the local clusters whose jobs tests submit (cluster/lib.sh: DEMO_USERS, NEWCOMER_USER).
+CLUSTER_TEST_USERS = ("alice", "bob", "carol", "dana", "erin")
+#: Jobs older than this (seconds since submission) are left over from an earlier run; younger ones may
+#: be another test session's on this machine (no test's job lives this long).
+LEFTOVER_AGE_S = 20 * 60
+
+
+def _leftover_job_ids(command: list[str], now: float) -> list[str]:
+    """Ids of the test users' jobs that have not ended and were submitted over LEFTOVER_AGE_S ago,
+    from ``squeue --json`` (``submit_time``: a number in 22.05, ``{"number": ...}`` from 23.11)."""
+    import subprocess
+
+    done = subprocess.run([*command, "squeue", "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        return []
+
+    def number(value) -> int:
+        return int((value.get("number") if isinstance(value, dict) else value) or 0)
+
+    ids = set()
+    for job in json.loads(done.stdout).get("jobs", []):
+        state = job.get("job_state")
+        states = set(state if isinstance(state, list) else [state])  # 22.05's --json ignores -t
+        active = states & {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"}
+        if active and job.get("user_name") in CLUSTER_TEST_USERS and now - number(job.get("submit_time")) > LEFTOVER_AGE_S:
+            ids.add(str(number(job.get("array_job_id")) or number(job.get("job_id"))))
+    return sorted(ids)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_jobs(request):
+    """Integration and browser tests wait for their jobs to start. Jobs an earlier run left queued or
+    running on the local clusters (a fresh-ish CI machine keeps Slurm's saved state) hold the nodes
+    those jobs need: CI once saw cluster2's only L40S node taken and a one-GPU job pending for 120 s.
+    Once per session that has such tests, the test users' jobs submitted over LEFTOVER_AGE_S ago are
+    cancelled on both clusters (never a younger job, which may be another session's)."""
+    import subprocess
+    import time
+
+    if not any(i.get_closest_marker("integration") or i.get_closest_marker("e2e") for i in request.session.items):
+        return
+    for command in ([], ["chroot", "/srv/cluster2"]):
+        if command and not Path("/srv/cluster2/usr/bin/squeue").exists():
+            continue
+        ids = _leftover_job_ids(command, time.time())
+        if ids:
+            print(f"cancelling {len(ids)} jobs left by an earlier run on {' '.join(command) or 'cluster1'}: {ids[:10]}")
+            subprocess.run([*command, "scancel", *ids], capture_output=True)
+
+
 @pytest.fixture
 def slurm_json():
     """Load a recorded Slurm JSON document: ``slurm_json("22.05", "sinfo")``."""
