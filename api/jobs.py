@@ -1,5 +1,6 @@
-"""``/api/v1/jobs``: list, submit (a profile file or a saved profile), show, cancel, read logs.
-Same rules as the pages: you see and cancel your own jobs; an admin may see anyone's (not cancel)."""
+"""``/api/v1/jobs``: list, submit (a profile file or a saved profile), show, cancel, hold, release,
+read logs. Same rules as the pages: you see and change your own jobs; an admin may see anyone's
+(not change them)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.http import Http404
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
+from jobs.holds import job_hold, job_release
 from jobs.logs import job_log_read
 from jobs.models import Job, on_cluster
 from jobs.policy import unknown_cluster
@@ -187,6 +189,34 @@ def cancel_job(
     need_scope(request, "jobs")
     job = job_by_ref(request, ref, cluster)
     job = job_cancel(job=job, by=request.user, task=task)  # PermissionDenied -> 403 for an admin; Refused -> 400
+    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
+
+
+@router.post(
+    "/{ref}/hold",
+    response={202: JobOut, **ERRORS},
+    summary="Hold your pending job (scontrol hold as you)",
+    description="Keeps a pending job from starting until it is released (every pending task of an array, every "
+    "component of a het job). 400 with what to do for a job that is not pending or already on hold.",
+)
+def hold_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
+    need_scope(request, "jobs")
+    job = job_by_ref(request, ref, cluster)
+    job = job_hold(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
+    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
+
+
+@router.post(
+    "/{ref}/release",
+    response={202: JobOut, **ERRORS},
+    summary="Release your held job (scontrol release as you)",
+    description="Lets a job you held start again. 400 with what to do for a job that is not pending, not on hold, "
+    "or held by an administrator.",
+)
+def release_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
+    need_scope(request, "jobs")
+    job = job_by_ref(request, ref, cluster)
+    job = job_release(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
     return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
 
 

@@ -256,6 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", metavar="NAME", help=cluster_help)
     p.add_argument("--task", type=int, metavar="N", help="an array's task: cancel only it (scancel <id>_<N>)")
 
+    p = command("hold", cmd_hold, "hold a pending job: it does not start until you release it (scontrol hold as you)")
+    p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=cluster_help)
+
+    p = command("release", cmd_release, "release a job you held, so that it can start (scontrol release as you)")
+    p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=cluster_help)
+
     p = command("notebook", cmd_notebook, "start a session (the portal's default kind, or --kind) and print its URL")
     p.add_argument("--kind", metavar="KIND", help="the kind of session (see `gpuportal sessions kinds`); default: the portal's")
     # Kept for scripts written before --kind existed.
@@ -717,6 +725,26 @@ def cmd_cancel(ctx: Context) -> int:
     else:
         what = f"task {task} of {ctx.args.ref}" if task is not None else ctx.args.ref
         out(f'Cancelling {what} "{job.get("name", "")}"')
+    return 0
+
+
+def cmd_hold(ctx: Context) -> int:
+    """``hold REF``: ``POST /jobs/{ref}/hold``."""
+    job = ctx.client().hold_job(ctx.args.ref, ctx.args.cluster or "")
+    if ctx.json:
+        ctx.emit(job)
+    else:
+        out(f'Holding {ctx.args.ref} "{job.get("name", "")}": it will not start until `gpuportal release {ctx.args.ref}`.')
+    return 0
+
+
+def cmd_release(ctx: Context) -> int:
+    """``release REF``: ``POST /jobs/{ref}/release``."""
+    job = ctx.client().release_job(ctx.args.ref, ctx.args.cluster or "")
+    if ctx.json:
+        ctx.emit(job)
+    else:
+        out(f'Releasing {ctx.args.ref} "{job.get("name", "")}": it starts when Slurm can run it.')
     return 0
 
 

@@ -239,6 +239,14 @@ class Client:
         params = {**_on(cluster), **({"task": task} if task is not None else {})}
         return self.request("POST", f"/jobs/{_seg(ref)}/cancel", params=params)
 
+    def hold_job(self, ref: str, cluster: str = "") -> dict:
+        """``POST /jobs/{ref}/hold``: the job (HTTP 202); ``scontrol hold`` runs as you."""
+        return self.request("POST", f"/jobs/{_seg(ref)}/hold", params=_on(cluster))
+
+    def release_job(self, ref: str, cluster: str = "") -> dict:
+        """``POST /jobs/{ref}/release``: the job (HTTP 202); ``scontrol release`` runs as you."""
+        return self.request("POST", f"/jobs/{_seg(ref)}/release", params=_on(cluster))
+
     def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "") -> dict:
         """``GET /jobs/{ref}/log``: one page ``{"stream", "offset", "data", "next_offset", "missing",
         "final", "state"}``; ``offset``/``next_offset`` are byte offsets into the log file."""

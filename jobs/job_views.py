@@ -19,6 +19,7 @@ from teams.usage import job_quota_estimate, team_usage
 
 from .fields import JOB_FORM
 from .forms import JobForm
+from .holds import can_hold, can_release
 from .logs import job_log_tail, log_path
 from .policy import SitePolicy
 from .queue import job_row
@@ -147,6 +148,8 @@ def _status_context(job) -> dict:
         "status": cluster_status(job.cluster),
         "several_clusters": len(cluster_names()) > 1,
         "run_again": run_again_query(job) if job.is_outside else "",
+        "can_hold": can_hold(job),
+        "can_release": can_release(job),
     }
 
 

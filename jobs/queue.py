@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 
 from portal.formats import from_now, ordinal
+from slurm.snapshot import HELD_REASONS
 from slurm.states import JobState
 from slurm.values import time_left_seconds
 from teams.usage_compute import how_to_fit
@@ -131,8 +132,9 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
     estimate = reason = None
     elapsed = time_left = None
     start = int(job.start_at.timestamp()) if job.start_at else None
-    if job.state == JobState.PENDING:
+    if job.state == JobState.PENDING and job.reason not in HELD_REASONS:  # a held job is in no line
         position, in_line = positions.get(job.slurm_job_id or -1, (None, None))
+    if job.state == JobState.PENDING:
         estimate = job.start_at if job.start_at and job.start_at.timestamp() > now else None
         if job.reason:
             reason = explain_reason(

@@ -241,3 +241,38 @@ def job_cancel_send(*, job_id: int, task: int | None = None) -> Job:
     target = f"{job.slurm_job_id}_{int(task)}" if task is not None else str(job.slurm_job_id)
     get_gateway(job.cluster).run(["scancel", target], as_user=job.user.username)
     return job
+
+
+#: The ``scontrol`` subcommands of :func:`job_hold_send`, with the pending reason Slurm gives the job
+#: after each (``""``: Slurm's next reason, written by the next poll).
+HOLD_COMMANDS = {"hold": "JobHeldUser", "release": ""}
+
+
+def job_hold_send(*, job_id: int, command: str) -> Job:
+    """Run ``scontrol hold <id>`` or ``scontrol release <id>`` (``command``) as the job's owner (the
+    task's body); an array's pending tasks and a het job's components go with it. On success the
+    row's reason becomes ``JobHeldUser`` (hold) or ``""`` (release: the next poll reads Slurm's new
+    one), audited ``job.held`` / ``job.released``. A job no longer pending is left alone; a refusal
+    by Slurm (the job started meanwhile) is logged and returned as is. Raises :class:`SlurmError`
+    when Slurm cannot be reached (retried)."""
+    reason = HOLD_COMMANDS[command]
+    if command == "hold":
+        action = "job.held"
+    else:
+        action = "job.released"
+    job = Job.objects.select_related("user").get(pk=job_id)
+    if not job.slurm_job_id or job.state != JobState.PENDING:
+        return job
+    result = get_gateway(job.cluster).run(["scontrol", command, str(job.slurm_job_id)], as_user=job.user.username, check=False)
+    if result.returncode != 0:
+        if controller_unreachable(result.err):
+            raise SlurmError(["scontrol", command, str(job.slurm_job_id)], result.returncode, result.out, result.err)
+        logger.warning("job %s: scontrol %s refused: %s", job.pk, command, result.err.strip()[:300])
+        return job
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        old = {"reason": job.reason}
+        job.reason, job.reason_description = reason, ""
+        job.save(update_fields=["reason", "reason_description", "updated_at"])
+        audit(actor=None, action=action, job=job, old=old, new={"reason": job.reason})
+    return job

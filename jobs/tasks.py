@@ -11,7 +11,7 @@ from django.conf import settings
 from slurm import SlurmError
 from slurm.clusters import cluster_names
 
-from .send import SubmissionUncertain, job_cancel_send, job_send, jobs_stuck
+from .send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
 from .services import snapshot_refresh
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,17 @@ def job_cancel_task(self, job_id: int, task: int | None = None) -> None:
     every 15 s while Slurm cannot be reached (scancel of an already-ended job is harmless)."""
     try:
         job_cancel_send(job_id=job_id, task=task)
+    except SlurmError as exc:
+        raise self.retry(exc=exc, countdown=15) from exc
+
+
+@shared_task(bind=True, soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=10)
+def job_hold_task(self, job_id: int, command: str) -> None:
+    """Hold (``command`` "hold") or release ("release") one pending job with scontrol as its owner;
+    retried every 15 s while Slurm cannot be reached (holding a held job, or releasing a released
+    one, is harmless; a job that started meanwhile is left alone)."""
+    try:
+        job_hold_send(job_id=job_id, command=command)
     except SlurmError as exc:
         raise self.retry(exc=exc, countdown=15) from exc
 

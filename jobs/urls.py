@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import array_views, job_views, views
+from . import action_views, array_views, job_views, views
 
 urlpatterns = [
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
@@ -13,6 +13,9 @@ urlpatterns = [
     path("jobs/<uuid:key>/status/", job_views.job_status, name="job_status"),
     path("jobs/<uuid:key>/log/<str:stream>/", job_views.job_log, name="job_log"),
     path("jobs/<uuid:key>/cancel/", job_views.job_cancel_view, name="job_cancel"),
+    path("jobs/<uuid:key>/hold/", action_views.job_hold_view, name="job_hold"),
+    path("jobs/<uuid:key>/release/", action_views.job_release_view, name="job_release"),
+    path("jobs/<uuid:key>/run-again/", action_views.job_run_again_view, name="job_run_again"),
     path("jobs/<uuid:key>/tasks/", array_views.job_tasks, name="job_tasks"),
     path("jobs/<uuid:key>/script/", array_views.job_script, name="job_script"),
 ]

@@ -166,17 +166,24 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
     cache.set_many(values, timeout=None)
 
 
+#: Slurm's pending reasons (squeue ``state_reason``) of a job on hold: ``scontrol hold`` by its user,
+#: or an administrator's hold. Such a job waits for a release, not for its turn.
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+
+
 def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, int]]:
     """job id -> (position, pending jobs in that partition) for every pending job in the snapshot.
 
     Slurm has no position field. Position = 1 + pending jobs in the same partition with a higher
     ``priority`` (ties: earlier ``submit_time``, then lower job id), as in the design. A pending
-    array record counts as its number of pending tasks (``123_[1-800%500]`` is 800 jobs ahead)."""
+    array record counts as its number of pending tasks (``123_[1-800%500]`` is 800 jobs ahead). A
+    held job (reason ``JobHeldUser`` / ``JobHeldAdmin``: :data:`HELD_REASONS`) is in no line: it has
+    no position and counts in no other job's."""
     if snapshot is None:
         return {}
     by_partition: dict[str, list] = {}
     for q in snapshot.jobs:
-        if q.state == "PENDING":
+        if q.state == "PENDING" and q.reason not in HELD_REASONS:
             by_partition.setdefault(q.partition, []).append(q)
     positions = {}
     for jobs in by_partition.values():

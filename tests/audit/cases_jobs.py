@@ -244,3 +244,47 @@ def job_task_cancel_requested(w: World):
     w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scancel", f"{job.slurm_job_id}_4"])
     job_cancel(job=job, by=w.alice, task=4)
     return {}, {"task": 4, "scancel": f"{job.slurm_job_id}_4"}
+
+
+def job_hold_requested(w: World):
+    """alice holds her pending job: the request (``scontrol hold`` runs as alice on commit)."""
+    from jobs.holds import job_hold
+    from slurm.states import JobState
+
+    job = _job(w, state=JobState.PENDING, slurm_job_id=4243, reason="Priority")
+    w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "hold", "4243"])
+    job_hold(job=job, by=w.alice)
+    return {}, {"scontrol": "hold 4243", "reason": "Priority"}
+
+
+def job_release_requested(w: World):
+    from jobs.holds import job_release
+    from slurm.states import JobState
+
+    job = _job(w, state=JobState.PENDING, slurm_job_id=4244, reason="JobHeldUser")
+    w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "release", "4244"])
+    job_release(job=job, by=w.alice)
+    return {}, {"scontrol": "release 4244", "reason": "JobHeldUser"}
+
+
+def job_held(w: World):
+    """The worker's ``scontrol hold`` succeeded: the row's reason is Slurm's ``JobHeldUser``."""
+    from jobs.send import job_hold_send
+    from slurm.states import JobState
+
+    job = _job(w, state=JobState.PENDING, slurm_job_id=4245, reason="Resources")
+    before = read(job, "reason")
+    w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "hold", "4245"])
+    job_hold_send(job_id=job.pk, command="hold")
+    return before, read(job, "reason")
+
+
+def job_released(w: World):
+    from jobs.send import job_hold_send
+    from slurm.states import JobState
+
+    job = _job(w, state=JobState.PENDING, slurm_job_id=4246, reason="JobHeldUser")
+    before = read(job, "reason")
+    w.slurm.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "release", "4246"])
+    job_hold_send(job_id=job.pk, command="release")
+    return before, read(job, "reason")

@@ -282,6 +282,8 @@ class FakeAPI:
                 return 200, job
             if segs[2:] == ["cancel"] and method == "POST":
                 return 202, job  # as the portal: the cancel is sent in the background; the state is unchanged
+            if segs[2:] in (["hold"], ["release"]) and method == "POST":
+                return 202, job  # as the portal: scontrol runs in the background
             if segs[2:] == ["log"] and method == "GET":
                 if not self.log_pages:
                     return 200, {

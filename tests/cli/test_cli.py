@@ -661,3 +661,33 @@ def test_cluster_is_passed_to_submit_ls_show_logs_and_cancel(env, tmp_path, caps
         assert main([*argv, "--cluster", "cluster2"]) == 0, argv
     assert [r.query.get("cluster") for r in env.requests if r.path.startswith("/jobs/4242")][-3:] == ["cluster2"] * 3
     capsys.readouterr()
+
+
+# --- hold and release (issue 19, item 5) -------------------------------------------------------------
+def test_hold_and_release(env, capsys):
+    assert main(["hold", "4242"]) == 0
+    assert capsys.readouterr().out == 'Holding 4242 "train": it will not start until `gpuportal release 4242`.\n'
+    assert main(["release", "4242", "--cluster", "cluster2"]) == 0
+    assert capsys.readouterr().out == 'Releasing 4242 "train": it starts when Slurm can run it.\n'
+    assert [(r.method, r.path, r.query) for r in env.requests] == [
+        ("POST", "/jobs/4242/hold", {}),
+        ("POST", "/jobs/4242/release", {"cluster": "cluster2"}),
+    ]
+
+
+def test_hold_prints_the_portals_refusal(env, capsys):
+    detail = "Only a pending job can be held: it is running, not waiting to start; cancel it if it should stop."
+    env.script("POST", "/jobs/4242/hold", (400, {"detail": detail, "errors": [{"field": "job", "message": detail}]}))
+    assert main(["hold", "4242"]) == 1
+    assert detail in capsys.readouterr().err
+
+
+def test_hold_of_another_users_job_is_not_found(env, capsys):
+    assert main(["release", "999999"]) == 1
+    assert capsys.readouterr().err == "error: Not found.\n"
+    assert env.requests[-1].path == "/jobs/999999/release"
+
+
+def test_hold_json_prints_the_job(env, capsys):
+    assert main(["hold", "4242", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == 4242
