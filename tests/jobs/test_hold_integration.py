@@ -1,48 +1,84 @@
-"""Hold and release on the real cluster (issue 19, item 5), as the researcher: a job that waits
+"""Hold and release on the real clusters (issue 19, item 5), as the researcher: a job that waits
 (its node is taken by alice's other job) is held through the portal's service (``scontrol hold`` as
 alice through the gateway's sudo), Slurm shows it ``JobHeldUser`` and the portal says it is held
-with no place in line; bob gets a 404 for it; released, it runs once the node is free."""
+with no place in line; bob gets a 404 for it; released, it runs once the node is free. On cluster1
+(Slurm 22.05) and cluster2 (24.11)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from http import HTTPStatus
 
 import pytest
 
 from jobs.holds import job_hold, job_release
+from jobs.models import Job
+from jobs.policy import JobRequest, SitePolicy
 from jobs.queue import job_row
-from jobs.submit import job_cancel
+from jobs.services import snapshot_refresh
+from jobs.submit import job_cancel, job_check, job_create
 from slurm.snapshot import positions_load
 from slurm.states import JobState
-from tests.jobs.test_jobs_integration import alice, policy, submit, wait  # noqa: F401 (fixtures)
+from tests.jobs.test_jobs_integration import alice  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-
-def slurm_reason(job_id: int) -> tuple[str, str]:
-    """(state, reason) of the job as slurmctld has it now (``squeue --json`` as root)."""
-    jobs = json.loads(subprocess.run(["squeue", "--json"], capture_output=True, text=True, check=True).stdout)["jobs"]
-    record = next(j for j in jobs if j["job_id"] == job_id)
-    return record["job_state"], record["state_reason"]
+#: Each cluster's partition "small": one node of 4 CPUs and 2 GPUs of this type.
+GPU_TYPE = {"cluster1": "t4", "cluster2": "l40s"}
+#: How root runs a Slurm command on each cluster.
+ROOT = {"cluster1": [], "cluster2": ["chroot", "/srv/cluster2"]}
 
 
-def test_hold_then_release_a_waiting_job(alice, policy, django_capture_on_commit_callbacks, django_user_model, client):
-    # node3 (partition small: 4 CPUs, 2 T4) is taken whole by the first job, so the second waits.
+def slurm_reason(cluster: str, job_id: int) -> tuple[str, str]:
+    """(state, reason) of the job as slurmctld has it now (``squeue --json`` as root; 24.11 writes
+    the state as a list)."""
+    done = subprocess.run([*ROOT[cluster], "squeue", "--json"], capture_output=True, text=True, check=True)
+    record = next(j for j in json.loads(done.stdout)["jobs"] if j["job_id"] == job_id)
+    state = record["job_state"]
+    return (state[0] if isinstance(state, list) else state), record["state_reason"]
+
+
+def submit(user, cluster: str, capture, **kw) -> Job:
+    fields = dict(name="it-hold", partition="small", gpu_type="", gpu_count=0, cpus=1, memory_mb=500, time_limit_min=5)
+    request = JobRequest(**(fields | kw), cluster=cluster)
+    with capture(execute=True):
+        job = job_create(checked=job_check(user=user, request=request, policy=SitePolicy.for_cluster(cluster)))
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.slurm_job_id, job.submit_error
+    return job
+
+
+def wait(job: Job, states, timeout: float = 90) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snapshot_refresh(cluster=job.cluster)
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"job {job.slurm_job_id} on {job.cluster} still {job.state} after {timeout} s")
+
+
+@pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])
+def test_hold_then_release_a_waiting_job(
+    alice, cluster, clean_cache, django_capture_on_commit_callbacks, django_user_model, client
+):
+    snapshot = snapshot_refresh(cluster=cluster)
+    assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
+    # The node of partition small (4 CPUs, 2 GPUs) is taken whole by the first job, so the second waits.
+    capture = django_capture_on_commit_callbacks
     blocker = submit(
-        alice, policy, django_capture_on_commit_callbacks, name="it-hold-blocker", cpus=4, gpu_count=2, script="sleep 300\n"
+        alice, cluster, capture, name="it-hold-blocker", cpus=4, gpu_type=GPU_TYPE[cluster], gpu_count=2, script="sleep 300\n"
     )
     waiting = None
     try:
         wait(blocker, {JobState.RUNNING})
-        waiting = submit(
-            alice, policy, django_capture_on_commit_callbacks, name="it-held", gpu_count=0, gpu_type="", script="echo released\n"
-        )
-        assert waiting.state == JobState.PENDING and waiting.slurm_job_id, waiting.submit_error
-        with django_capture_on_commit_callbacks(execute=True):
+        waiting = submit(alice, cluster, capture, name="it-held", script="echo released\n")
+        with capture(execute=True):
             job_hold(job=waiting, by=alice)
-        assert slurm_reason(waiting.slurm_job_id) == ("PENDING", "JobHeldUser")
+        assert slurm_reason(cluster, waiting.slurm_job_id) == ("PENDING", "JobHeldUser")
 
         held = wait(waiting, {JobState.PENDING})
         assert held.reason == "JobHeldUser"
@@ -54,15 +90,15 @@ def test_hold_then_release_a_waiting_job(alice, policy, django_capture_on_commit
         client.force_login(bob)
         for action in ("hold", "release"):
             assert client.post(f"/jobs/{held.key}/{action}/").status_code == HTTPStatus.NOT_FOUND
-        assert slurm_reason(waiting.slurm_job_id) == ("PENDING", "JobHeldUser")  # bob changed nothing
+        assert slurm_reason(cluster, waiting.slurm_job_id) == ("PENDING", "JobHeldUser")  # bob changed nothing
 
-        with django_capture_on_commit_callbacks(execute=True):
+        with capture(execute=True):
             job_release(job=held, by=alice)
-        assert slurm_reason(waiting.slurm_job_id)[1] != "JobHeldUser"
-        with django_capture_on_commit_callbacks(execute=True):
+        assert slurm_reason(cluster, waiting.slurm_job_id)[1] != "JobHeldUser"
+        with capture(execute=True):
             job_cancel(job=blocker, by=alice)
         done = wait(waiting, {JobState.COMPLETED, JobState.FAILED}, timeout=120)
         assert (done.state, done.exit_code) == (JobState.COMPLETED, 0)
     finally:
         ids = [str(j.slurm_job_id) for j in (blocker, waiting) if j is not None and j.slurm_job_id]
-        subprocess.run(["scancel", *ids], capture_output=True)
+        subprocess.run([*ROOT[cluster], "scancel", *ids], capture_output=True)
