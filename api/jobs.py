@@ -9,6 +9,7 @@ import uuid
 from http import HTTPStatus
 
 from django.conf import settings
+from django.db.models.functions import Coalesce
 from django.http import Http404
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
@@ -29,6 +30,7 @@ from slurm.states import JobState
 from teams.usage import team_usage
 
 from .base import need_scope
+from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
 from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
 
 router = Router(tags=["jobs"])
@@ -109,31 +111,44 @@ def job_by_ref(request, ref: str, cluster: str = "") -> Job:
     return job
 
 
-@router.get("", response={200: JobList, **ERRORS}, summary="Your jobs")
+@router.get("", response={200: JobList, **ERRORS}, summary="Your jobs, a page at a time")
 def list_jobs(
     request,
     scope: str = Query("active", description="active (not ended, or ended in the last hour), history (ended), or all"),
-    limit: int = Query(200, ge=1, le=1000),
+    limit: int = Query(
+        DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"Jobs per page (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})"
+    ),
+    cursor: str = Query("", description="next_cursor of the previous page; leave it out for the first page"),
     cluster: str = Query("", description="Only this cluster's jobs (a name from GET /clusters); default: every cluster"),
 ):
+    """Newest first: by submission for ``active`` and ``all``, by end for ``history``; an array or a
+    het job is one item. Follow ``next_cursor`` until it is null to read every job."""
     need_scope(request, "read")
     if scope not in ("active", "history", "all"):
         raise Refused(Problem("scope", "Use active, history or all."), detail="scope must be active, history or all.")
     if cluster and cluster not in cluster_names():
         raise Refused(unknown_cluster(cluster))
+    field = "created_at"
     if scope == "active":
         jobs = jobs_for_user(user=request.user)
     elif scope == "history":
-        jobs = job_history(user=request.user)
+        # end_at orders History; a final row without one (none expected) sorts by its creation
+        jobs, field = job_history(user=request.user).annotate(ended_or_made=Coalesce("end_at", "created_at")), "ended_or_made"
     else:
-        jobs = Job.objects.filter(user=request.user).order_by("-created_at")
+        jobs = Job.objects.filter(user=request.user)
     if cluster:
         jobs = jobs.filter(on_cluster(cluster))
-    jobs = list(jobs.select_related("user")[:limit])
+    page = page_of(jobs.select_related("user"), field=field, listing=f"jobs:{scope}:{cluster}", limit=limit, cursor=cursor)
     positions, base = positions_all(cluster_names()), _base(request)
     status = cluster_status(cluster) if cluster else status_all()
-    items = [job_out(j, positions.get(j.cluster, {}), base_url=base) for j in jobs]
-    return {"items": items, "count": len(jobs), "warning": status.warning, "freshness": status.as_api()}
+    items = [job_out(j, positions.get(j.cluster, {}), base_url=base) for j in page.items]
+    return {
+        "items": items,
+        "count": len(items),
+        "next_cursor": page.next_cursor,
+        "warning": status.warning,
+        "freshness": status.as_api(),
+    }
 
 
 @router.post("", response={201: JobOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")

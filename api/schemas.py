@@ -156,8 +156,12 @@ class JobOut(Schema):
 
 
 class JobList(Schema):
+    """One page of jobs: ``items`` (at most ``limit``), ``count`` (items on this page) and
+    ``next_cursor`` (pass it as ``cursor`` for the next page; null on the last page)."""
+
     items: list[JobOut]
-    count: int
+    count: int = Field(description="Jobs on this page")
+    next_cursor: str | None = Field(None, description="cursor of the next page; null when this is the last page")
     warning: str = Field(
         "",
         description='"Cluster unreachable since 14:05 UTC; ..." (and/or "Accounting (slurmdbd) unavailable since ...") '

@@ -235,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--all", dest="scope", action="store_const", const="all", help="all jobs")
     scope.add_argument("--history", dest="scope", action="store_const", const="history", help="ended jobs")
+    p.add_argument(
+        "-n", "--limit", type=int, metavar="N", help="at most N jobs, newest first (default: every job; the CLI reads every page)"
+    )
 
     cluster_help = "for a Slurm job id: the cluster it is on (ids are per cluster; default: your newest job with that id)"
     p = command("show", cmd_show, "show one job")
@@ -518,11 +521,18 @@ def cmd_clusters(ctx: Context) -> int:
 
 
 def cmd_ls(ctx: Context) -> int:
-    """``ls [--all|--history]``: ``GET /jobs`` as a table (ID, NAME, STATE, PARTITION, GPUS, TIME,
-    NOTE)."""
+    """``ls [--all|--history] [-n N]``: ``GET /jobs``, every page (or the first ``N`` jobs), as a
+    table (ID, NAME, STATE, PARTITION, GPUS, TIME, NOTE); with ``-n``, a note on stderr when more
+    jobs remain."""
+    limit = ctx.args.limit
+    if limit is not None and limit < 1:
+        raise UsageError(f"-n/--limit takes a number of jobs, 1 or more (got {limit}).")
+    doc = ctx.client().list_jobs(ctx.args.scope or "active", ctx.args.cluster or "", most=limit)
+    if doc.get("more") and not ctx.json:
+        err(f"(the newest {limit} jobs; more match: raise -n, or leave it out for every job)")
     return list_out(
         ctx,
-        ctx.client().list_jobs(ctx.args.scope or "active", ctx.args.cluster or ""),
+        doc,
         empty="No jobs.",
         headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
         row=lambda j: (

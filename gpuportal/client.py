@@ -217,9 +217,22 @@ class Client:
         """``GET /me``: ``{"username", "teams", "scopes", "token_expires_at"}``."""
         return self.request("GET", "/me")
 
-    def list_jobs(self, scope: str = "active", cluster: str = "") -> dict:
-        """``GET /jobs?scope=active|history|all[&cluster=NAME]``: ``{"items": [job, ...], "count": int}``."""
-        return self.request("GET", "/jobs", params={"scope": scope, **({"cluster": cluster} if cluster else {})})
+    def list_jobs(self, scope: str = "active", cluster: str = "", *, most: int | None = None) -> dict:
+        """``GET /jobs?scope=active|history|all[&cluster=NAME]``, following ``next_cursor`` page by
+        page (the API's default page size) until the last page, or until ``most`` jobs:
+        ``{"items": [job, ...], "count": int, ...}`` with the first page's ``warning`` and
+        ``freshness``, and ``"more": true`` when jobs remain past ``most``."""
+        params = {"scope": scope, **({"cluster": cluster} if cluster else {})}
+        doc = self.request("GET", "/jobs", params=params)
+        items = list(doc.get("items") or [])
+        cursor = doc.pop("next_cursor", None)
+        while cursor and (most is None or len(items) < most):
+            page = self.request("GET", "/jobs", params={**params, "cursor": cursor})
+            items += page.get("items") or []
+            cursor = page.get("next_cursor")
+        more = bool(cursor) or (most is not None and len(items) > most)
+        items = items if most is None else items[:most]
+        return {**doc, "items": items, "count": len(items), **({"more": True} if more else {})}
 
     def list_clusters(self) -> dict:
         """``GET /clusters``: ``{"items": [{"name", "label", "default", "sessions", "slurm_version",

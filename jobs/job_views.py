@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -24,10 +25,13 @@ from .logs import job_log_tail, log_path
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import (
+    HISTORY_PAGE_SIZE,
+    MY_JOBS_ENDED_CAP,
     cluster_status,
+    history_partitions,
     job_for_viewer,
     job_history,
-    jobs_for_user,
+    my_jobs,
     partition_nodes,
     run_again_query,
     status_all,
@@ -38,8 +42,15 @@ from .submit import job_cancel, job_check, job_create
 def _rows(request: HttpRequest) -> dict:
     names = cluster_names()
     positions = positions_all(names)
-    rows = [job_row(j, positions.get(j.cluster, {}), usage_for=team_usage) for j in jobs_for_user(user=request.user)]
-    return {"rows": rows, "status": status_all(), "several_clusters": len(names) > 1}
+    mine = my_jobs(user=request.user, ended_cap=MY_JOBS_ENDED_CAP)
+    rows = [job_row(j, positions.get(j.cluster, {}), usage_for=team_usage) for j in mine.jobs]
+    return {
+        "rows": rows,
+        "ended_more": mine.ended_more,
+        "ended_cap": MY_JOBS_ENDED_CAP,
+        "status": status_all(),
+        "several_clusters": len(names) > 1,
+    }
 
 
 @login_required
@@ -186,28 +197,40 @@ def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
     return redirect("job_detail", key=job.key)
 
 
-#: Most rows History shows; the page says when more match.
-HISTORY_ROWS = 500
+#: Longest name filter History takes (characters; longer is cut).
+HISTORY_NAME_MAX = 200
 
 
 @login_required
 def history(request: HttpRequest) -> HttpResponse:
-    """Finished jobs with filters: final state and end date range (YYYY-MM-DD)."""
+    """Finished jobs, :data:`HISTORY_PAGE_SIZE` per page (``page``), filtered server-side by final
+    ``state``, end date range (``since``/``until``, YYYY-MM-DD), ``cluster``, ``partition`` and a part
+    of the ``name``. A filter value that is not one of the choices is left out and the page says so."""
     state = request.GET.get("state", "")
     state = state if state in {s.value for s in FINAL_STATES} else ""
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
     cluster = request.GET.get("cluster", "")
     cluster = cluster if cluster in cluster_names() else ""
-    matching = job_history(user=request.user, state=state, since=since, until=until, cluster=cluster)
-    jobs = list(matching[:HISTORY_ROWS])
-    total = matching.count() if len(jobs) == HISTORY_ROWS else len(jobs)
+    partitions = history_partitions(user=request.user)
+    partition = request.GET.get("partition", "")
+    partition = partition if partition in partitions else ""
+    name = request.GET.get("name", "").strip()[:HISTORY_NAME_MAX]
+    matching = job_history(
+        user=request.user, state=state, since=since, until=until, cluster=cluster, partition=partition, name=name
+    )
+    page = Paginator(matching, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    jobs = list(page.object_list)
     choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
     return render(
         request,
         "jobs/history.html",
         {
             "jobs": jobs,
-            "total": total,
+            "page": page,
+            "total": page.paginator.count,
+            "partition": partition,
+            "partition_choices": partitions,
+            "name": name,
             "state": state,
             "since": since,
             "until": until,

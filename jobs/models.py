@@ -155,6 +155,8 @@ class Job(models.Model):
             models.Index(fields=["user", "state"]),
             models.Index(fields=["slurm_job_id"]),
             models.Index(fields=["slurm_cluster", "slurm_job_id"], name="jobs_job_cluster_id"),
+            models.Index(fields=["user", "-end_at", "-id"], name="jobs_job_user_ended"),  # History, My jobs
+            models.Index(fields=["user", "-created_at", "-id"], name="jobs_job_user_created"),  # the API's pages
         ]
         # No uniqueness on (cluster, job id): Slurm reuses ids (a controller state reset, MaxJobId
         # wrapping) while older rows keep theirs. A job's identity is its ``key`` (the --comment it

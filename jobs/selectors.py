@@ -97,22 +97,68 @@ def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNode
 
 
 # --- jobs ---------------------------------------------------------------------------------------
+#: Most ended jobs My jobs lists below the active ones (newest end first); History has them all.
+MY_JOBS_ENDED_CAP = 25
+#: Rows per History page.
+HISTORY_PAGE_SIZE = 50
+
+
 def jobs_for_user(*, user, recent_seconds: int = 3600):
     """The user's jobs that have not ended (active, or in a state Slurm named but the portal does not
-    know) plus those that ended within ``recent_seconds`` (newest first). No row is ever dropped."""
+    know) plus those that ended within ``recent_seconds`` (newest first; a queryset, uncapped: the
+    API pages it). No row is ever dropped."""
     recent = djtz.now() - timedelta(seconds=recent_seconds)
-    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at")
+    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at", "-id")
 
 
-def job_history(*, user, state: str = "", since=None, until=None, cluster: str = ""):
-    """The user's finished jobs, newest first, optionally filtered by final ``state``, by the end
-    date (``since``/``until``: dates, inclusive) and by ``cluster`` (a configured name)."""
+@dataclass(frozen=True)
+class MyJobs:
+    """What My jobs lists. ``active``: every job of the user that has not ended, newest first (an
+    array or a het job is one entry, however many tasks it has). ``ended``: those that ended within
+    the recent window, newest end first, at most :data:`MY_JOBS_ENDED_CAP`. ``ended_more``: how many
+    more ended in that window (the page links to History for them)."""
+
+    active: list
+    ended: list
+    ended_more: int
+
+    @property
+    def jobs(self) -> list:
+        return [*self.active, *self.ended]
+
+
+def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP) -> MyJobs:
+    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third to count the
+    ended ones past the cap). The page's size grows with the user's active entries only."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    mine = Job.objects.filter(user=user)
+    active = list(mine.exclude(state__in=FINAL_STATES).order_by("-created_at", "-id"))
+    ended_qs = mine.filter(state__in=FINAL_STATES, end_at__gte=recent)
+    ended = list(ended_qs.order_by("-end_at", "-id")[: ended_cap + 1])
+    more = ended_qs.count() - ended_cap if len(ended) > ended_cap else 0
+    return MyJobs(active=active, ended=ended[:ended_cap], ended_more=more)
+
+
+def job_history(*, user, state: str = "", since=None, until=None, cluster: str = "", partition: str = "", name: str = ""):
+    """The user's finished jobs, newest end first, optionally filtered by final ``state``, by the end
+    date (``since``/``until``: dates, inclusive), by ``cluster`` (a configured name), by ``partition``
+    (exact) and by ``name`` (a part of the job name, any case). A queryset: pages slice it."""
     qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
     if state:
         qs = qs.filter(state=state)
     if cluster:
         qs = qs.filter(on_cluster(cluster))
-    return between_dates(qs, "end_at", since, until).order_by("-end_at", "-created_at")
+    if partition:
+        qs = qs.filter(partition=partition)
+    if name:
+        qs = qs.filter(name__icontains=name)
+    return between_dates(qs, "end_at", since, until).order_by("-end_at", "-id")
+
+
+def history_partitions(*, user) -> list[str]:
+    """The partitions the user's finished jobs ran in, sorted: History's partition filter."""
+    qs = Job.objects.filter(user=user, state__in=FINAL_STATES).exclude(partition="")
+    return list(qs.order_by("partition").values_list("partition", flat=True).distinct())
 
 
 def job_for_viewer(*, key, user):

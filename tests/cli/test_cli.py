@@ -691,3 +691,33 @@ def test_hold_of_another_users_job_is_not_found(env, capsys):
 def test_hold_json_prints_the_job(env, capsys):
     assert main(["hold", "4242", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["id"] == 4242
+
+
+def test_ls_follows_every_page_and_n_stops_early(env, capsys):
+    """issue 19, item 3: GET /jobs is paged; ls reads page after page until next_cursor is null."""
+    pages = [
+        (
+            200,
+            {
+                "items": [make_job(id=1, slurm_ref="101", name="p1-a"), make_job(id=2, slurm_ref="102", name="p1-b")],
+                "count": 2,
+                "next_cursor": "c-2",
+            },
+        ),
+        (200, {"items": [make_job(id=3, slurm_ref="103", name="p2-a")], "count": 1, "next_cursor": "c-3"}),
+        (200, {"items": [make_job(id=4, slurm_ref="104", name="p3-a")], "count": 1, "next_cursor": None}),
+    ]
+    env.script("GET", "/jobs", *pages)
+    assert main(["ls", "--all"]) == 0
+    names = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert names == ["p1-a", "p1-b", "p2-a", "p3-a"]
+    assert [r.query.get("cursor") for r in env.calls("GET", "/jobs")] == [None, "c-2", "c-3"]
+
+    env.requests.clear()
+    env.script("GET", "/jobs", *pages)
+    assert main(["ls", "--all", "-n", "2"]) == 0
+    captured = capsys.readouterr()
+    assert [line.split()[1] for line in captured.out.splitlines()[1:]] == ["p1-a", "p1-b"]
+    assert "the newest 2 jobs; more match" in captured.err
+    assert len(env.calls("GET", "/jobs")) == 1  # no page read past what was asked for
+    assert main(["ls", "-n", "0"]) == 2 and "-n/--limit takes a number of jobs, 1 or more" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from datetime import UTC
@@ -209,16 +210,64 @@ def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
     assert tail.truncated and len(tail.text) == 65536 and set(tail.text) == {"y"}
 
 
-def test_history_says_when_it_shows_only_the_newest_rows(client, alice, cluster, no_slurm, monkeypatch):
+def test_history_pages_keep_their_filters_and_never_repeat_a_row(client, alice, cluster, no_slurm, monkeypatch):
     from jobs import job_views
 
-    monkeypatch.setattr(job_views, "HISTORY_ROWS", 2)
-    for i in range(3):
+    monkeypatch.setattr(job_views, "HISTORY_PAGE_SIZE", 2)
+    for i in range(5):
         make(alice, name=f"old-{i}", state=JobState.COMPLETED, end_at=f"2026-11-0{i + 1}T00:00:00Z")
+    make(alice, name="other", state=JobState.FAILED, end_at="2026-11-09T00:00:00Z")
     client.force_login(alice)
-    page = client.get("/jobs/history/").content.decode()
-    assert "The newest 2 of 3 matching jobs" in page and "old-2" in page and "old-1" in page and "old-0" not in page
-    assert 'data-testid="history-truncated"' not in client.get("/jobs/history/?since=2026-11-02").content.decode()
+    first = client.get("/jobs/history/?state=COMPLETED").content.decode()
+    assert "5 matching jobs; 1–2 shown" in first and "Page 1 of 3" in first
+    assert "old-4" in first and "old-3" in first and "old-2" not in first and "other" not in first
+    assert 'href="?state=COMPLETED&amp;page=2"' in first  # the next page keeps the filter
+    seen = []
+    for number in (1, 2, 3):
+        page = client.get(f"/jobs/history/?state=COMPLETED&page={number}").content.decode()
+        seen += re.findall(r">(old-\d)<", page)
+    assert seen == ["old-4", "old-3", "old-2", "old-1", "old-0"]
+    # a page past the end, or not a number: the nearest page, never an error
+    assert ">old-0<" in client.get("/jobs/history/?state=COMPLETED&page=99").content.decode()
+    assert client.get("/jobs/history/?page=x").status_code == HTTPStatus.OK
+
+
+def test_history_filters_by_partition_and_name_server_side(client, alice, cluster, no_slurm):
+    make(alice, name="resnet-a", partition="train", state=JobState.COMPLETED, end_at="2026-11-01T00:00:00Z")
+    make(alice, name="ResNet-b", partition="small", state=JobState.COMPLETED, end_at="2026-11-02T00:00:00Z")
+    make(alice, name="bert", partition="small", state=JobState.COMPLETED, end_at="2026-11-03T00:00:00Z")
+    client.force_login(alice)
+    small = client.get("/jobs/history/?partition=small").content.decode()
+    assert ">ResNet-b<" in small and ">bert<" in small and ">resnet-a<" not in small
+    named = client.get("/jobs/history/?name=resnet").content.decode()
+    assert ">ResNet-b<" in named and ">resnet-a<" in named and ">bert<" not in named
+    both = client.get("/jobs/history/?name=resnet&partition=small").content.decode()
+    assert ">ResNet-b<" in both and ">resnet-a<" not in both
+    # a partition none of the user's jobs ran in is left out (all partitions), never an error
+    unknown = client.get("/jobs/history/?partition=%3Cscript%3E").content.decode()
+    assert ">bert<" in unknown and "<script>" not in unknown
+
+
+def test_my_jobs_lists_every_active_job_and_caps_the_ended_ones(client, alice, cluster, no_slurm, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs import job_views
+
+    monkeypatch.setattr(job_views, "MY_JOBS_ENDED_CAP", 3)
+    now = timezone.now()
+    for i in range(4):
+        make(alice, name=f"live-{i}", state=JobState.PENDING, slurm_job_id=500 + i)
+    for i in range(5):
+        make(alice, name=f"done-{i}", state=JobState.COMPLETED, end_at=now - timedelta(minutes=10 + i))
+    make(alice, name="long-ago", state=JobState.COMPLETED, end_at=now - timedelta(hours=3))
+    client.force_login(alice)
+    page = client.get("/jobs/table/", HTTP_HX_REQUEST="true").content.decode()
+    assert all(f">live-{i}<" in page for i in range(4))
+    assert [f">done-{i}<" in page for i in range(5)] == [True, True, True, False, False]
+    assert ">long-ago<" not in page
+    assert "2 more ended in the last hour" in page and 'href="/jobs/history/"' in page
 
 
 def test_history_filters(client, alice, cluster, no_slurm):
