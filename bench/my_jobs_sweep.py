@@ -1,0 +1,183 @@
+"""My jobs for a researcher with a big sweep (issue 19, "Speed"): one user with a held array of
+5,000 tasks in the real queue (submitted outside the portal, as with ``sbatch`` in a shell, so the
+poller makes it one entry) and 2,000 ended jobs, all ended within the hour My jobs covers (the worst
+case: before the cap every one was a row). 50 clients signed in as that user load My jobs (page and
+HTMX fragment) while one direct ``squeue --json`` on the same queue is timed in the same run.
+Goal: page p95 at most a quarter of that squeue call. Then the poller's CPU per interval (one
+``snapshot_refresh`` of the cluster, in this process: the poll, the sync of Job rows and the outside
+jobs) with those jobs, over the same with the sweep gone, printed.
+
+Needs (as root): ``make dev`` running (the portal on :8000 and its poller), the local cluster, and
+``wrk`` for the default load (``apt-get install wrk``; ``--client python`` without it). The sweep is
+submitted by root as ``--uid=<user>`` (default dana, a demo user) and cancelled at the end, and the
+ended rows deleted (also on Ctrl-C).
+
+    .venv/bin/python bench/my_jobs_sweep.py --tasks 5000 --ended 2000 --clients 50 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sdiag_users = _load("sdiag_users")
+page_latency = _load("page_latency")
+
+
+def sessions_for(user, n: int) -> list[tuple[str, str]]:
+    """``n`` signed-in database sessions of ``user`` (one per client): ``[(username, session key)]``."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    out = []
+    for _ in range(n):
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = "allauth.account.auth_backends.AuthenticationBackend"
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        out.append((user.username, session.session_key))
+    return out
+
+
+def poller_cpu(cluster: str, rounds: int, interval: float) -> tuple[float, float]:
+    """CPU seconds (this process) and wall seconds per ``snapshot_refresh(cluster)``, medians of
+    ``rounds`` calls ``interval`` s apart (``min_gap_s=0``: every call polls)."""
+    import statistics
+
+    from jobs.services import snapshot_refresh
+
+    cpu, wall = [], []
+    for _ in range(rounds):
+        c0, w0 = time.process_time(), time.perf_counter()
+        snapshot_refresh(cluster=cluster, min_gap_s=0)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+        time.sleep(interval)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--tasks", type=int, default=5000, help="array tasks in the held sweep")
+    p.add_argument("--ended", type=int, default=2000, help="ended jobs of the user (rows, ended within the last hour)")
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=30)
+    p.add_argument("--think", type=float, default=1.0, help="seconds each client waits between rounds")
+    p.add_argument("--user", default="dana", help="Unix (and portal) user who owns the sweep")
+    p.add_argument("--cluster", default="cluster1", help="the cluster the sweep goes to (the host's Slurm)")
+    p.add_argument("--rounds", type=int, default=10, help="poller rounds measured per phase")
+    p.add_argument("--client", choices=["wrk", "python"], default="wrk", help="load generator (default wrk)")
+    p.add_argument("--base-url", default="http://127.0.0.1:8000")
+    p.add_argument("--settings", default="portal.settings.dev")
+    args = p.parse_args(argv)
+    sdiag_users.django_setup(args.settings)
+    from django.conf import settings
+    from django.utils import timezone
+
+    from accounts.models import LinkState, User
+    from jobs.models import Job, JobOrigin
+    from slurm.states import JobState
+
+    user, _ = User.objects.get_or_create(username=args.user, defaults={"display_name": args.user.title()})
+    if user.link_state != LinkState.LINKED:
+        raise SystemExit(f"portal user {args.user} is not linked to the Unix account of that name")
+    name = f"bench-sweep-{uuid.uuid4().hex[:6]}"
+    sessions, array_id = [], None
+    try:
+        empty_cpu, empty_wall = poller_cpu(args.cluster, args.rounds, 0.5)
+        queue_before = len(json.loads(subprocess.run(["squeue", "--json"], capture_output=True, check=True).stdout)["jobs"])
+        now = timezone.now()
+        Job.objects.bulk_create(
+            Job(
+                user=user,
+                name=f"{name}-ended-{i}",
+                partition="train",
+                cpus=1,
+                memory_mb=100,
+                time_limit_min=5,
+                script="true\n",
+                state=JobState.COMPLETED if i % 4 else JobState.FAILED,
+                exit_code=0 if i % 4 else 1,
+                elapsed_s=60,
+                end_at=now - timedelta(seconds=3000 * i / max(1, args.ended)),
+            )
+            for i in range(args.ended)
+        )
+        out = subprocess.run(
+            ["sbatch", "--parsable", "--hold", f"--uid={args.user}", "--chdir=/tmp", f"--array=0-{args.tasks - 1}",
+             "--partition=train", "--time=1", "--mem=50M", f"--job-name={name}", "--output=/dev/null", "--wrap", "true"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        array_id = int(out.strip().split(";")[0])
+        deadline = time.monotonic() + 120
+        while not Job.objects.filter(slurm_job_id=array_id, origin=JobOrigin.OUTSIDE, user=user).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("the portal's poller made no row for the sweep within 120 s (is make dev running?)")
+            time.sleep(1)
+        sessions = sessions_for(user, args.clients)
+        cookie = settings.SESSION_COOKIE_NAME
+        print(
+            page_latency.what_a_client_sees(args.base_url, cookie, sessions[0][1]).split(",")[0] + " (the sweep is one)",
+            flush=True,
+        )
+        squeue_times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            doc = json.loads(subprocess.run(["squeue", "--json"], capture_output=True, check=True).stdout)
+            squeue_times.append(time.perf_counter() - t)
+        load_args = SimpleNamespace(
+            clients=args.clients, seconds=args.seconds, think=args.think, base_url=args.base_url, client=args.client
+        )
+        keys = [k for _, k in sessions]
+        load = page_latency.load_wrk if args.client == "wrk" else page_latency.load_python
+        answers, p50, p95, count = load(load_args, cookie, keys)
+        sweep_cpu, sweep_wall = poller_cpu(args.cluster, args.rounds, 0.5)
+        first = squeue_times[0]
+        print(
+            f"user {args.user}: a held sweep of {args.tasks} tasks (job {array_id}) and {args.ended} ended jobs; "
+            f"{len(doc['jobs'])} records in squeue --json; {args.clients} clients ({args.client}) for {args.seconds:.0f} s"
+        )
+        print(f"answers: {answers}")
+        print(f"My jobs (page + fragment): p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms over {count} requests")
+        print(
+            f"squeue --json, direct: {', '.join(f'{t * 1000:.0f} ms' for t in squeue_times)} (first call {first * 1000:.0f} ms)"
+        )
+        print(f"ratio page p95 / squeue call: {p95 / first:.3f}  (goal: at most 0.25)")
+        print(
+            f"poller per interval ({args.rounds} rounds each, median): CPU {sweep_cpu * 1000:.0f} ms with the sweep and the "
+            f"ended jobs, {empty_cpu * 1000:.0f} ms before them ({queue_before} jobs in the queue); "
+            f"ratio {sweep_cpu / empty_cpu if empty_cpu else float('nan'):.2f}; wall {sweep_wall * 1000:.0f} / {empty_wall * 1000:.0f} ms"
+        )
+        ok = answers == {"200": count} and p95 <= first / 4
+        return 0 if ok else 1
+    finally:
+        if array_id:
+            subprocess.run(["scancel", str(array_id)], check=False)
+        Job.objects.filter(name__startswith=name).delete()
+        if array_id:
+            Job.objects.filter(slurm_job_id=array_id, origin=JobOrigin.OUTSIDE, user=user).delete()
+        sdiag_users.delete_sessions([k for _, k in sessions])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
