@@ -5,20 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0011_job_origin_arrays'),
-        ('profiles', '0001_initial'),
+        ("jobs", "0011_job_origin_arrays"),
+        ("profiles", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['user', '-end_at', '-id'], name='jobs_job_user_ended'),
+            model_name="job",
+            index=models.Index(fields=["user", "-end_at", "-id"], name="jobs_job_user_ended"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['user', '-created_at', '-id'], name='jobs_job_user_created'),
+            model_name="job",
+            index=models.Index(fields=["user", "-created_at", "-id"], name="jobs_job_user_created"),
         ),
     ]
