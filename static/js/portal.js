@@ -96,3 +96,49 @@ document.addEventListener("htmx:responseError", function (event) {
     "ended or changed, or the page is out of date). Reload the page to see where you stand.";
   main.insertBefore(note, main.firstChild);
 });
+
+// Regions that refresh themselves are polite live regions (aria-live="polite", aria-atomic="false") and
+// are morphed (hx-swap="morph:innerHTML", idiomorph): only what changed is replaced, so a screen reader
+// hears the change, not the whole region every few seconds, and a focused link or button keeps its
+// focus. While a swap is under way the region is aria-busy, so the change is read once it is complete.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  var region = event.detail.target;
+  if (region && region.getAttribute && region.getAttribute("aria-live") && event.detail.shouldSwap) {
+    region.setAttribute("aria-busy", "true");
+  }
+});
+["htmx:afterSettle", "htmx:afterRequest"].forEach(function (name) {
+  document.addEventListener(name, function (event) {
+    var region = event.detail.target || event.target;
+    if (region && region.removeAttribute && region.getAttribute("aria-busy")) region.removeAttribute("aria-busy");
+  });
+});
+
+// On a narrow screen a wide table scrolls sideways inside the page (portal.css); one with no link or
+// button of its own gets a Tab stop so it can be scrolled from the keyboard, and loses it once it fits.
+function portalScrollers(root) {
+  (root || document).querySelectorAll("table").forEach(function (table) {
+    var scrolls = table.scrollWidth > table.clientWidth + 1;
+    var ours = table.hasAttribute("data-scroll-stop");
+    if (scrolls && !ours && !table.querySelector("a[href], button, input, select, textarea, [tabindex]")) {
+      table.setAttribute("tabindex", "0");
+      table.setAttribute("data-scroll-stop", "");
+    } else if (!scrolls && ours) {
+      table.removeAttribute("tabindex");
+      table.removeAttribute("data-scroll-stop");
+    }
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { portalScrollers(document); });
+document.addEventListener("htmx:afterSettle", function (event) { portalScrollers(event.target); });
+var portalResizeTimer = null;
+window.addEventListener("resize", function () {
+  clearTimeout(portalResizeTimer);
+  portalResizeTimer = setTimeout(function () { portalScrollers(document); }, 150);
+});
+// The Tab stop above stays through a morph of its region (the server's HTML does not have it).
+if (window.Idiomorph) {
+  Idiomorph.defaults.callbacks.beforeAttributeUpdated = function (name, node, type) {
+    return !(type === "remove" && (name === "tabindex" || name === "data-scroll-stop") && node.hasAttribute("data-scroll-stop"));
+  };
+}
