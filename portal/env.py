@@ -83,6 +83,11 @@ SCHEMA: dict[str, tuple[type, object]] = {
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),
+    # GPU usage (dcgm-exporter series read from Prometheus: gpuusage/)
+    "PORTAL_PROMETHEUS_URL": (str, "http://127.0.0.1:9090"),
+    "PORTAL_PROMETHEUS_TIMEOUT": (float, 2.0),
+    "PORTAL_GPU_LOW_USE_PERCENT": (float, 5.0),
+    "PORTAL_GPU_LOW_USE_MINUTES": (int, 30),
 }
 
 

@@ -248,6 +248,14 @@ PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
 
+#: GPU usage (gpuusage/): Prometheus's base URL ("" = usage is not measured at this site: no reads,
+#: no notices), the longest one query may take (seconds), and when a running GPU job is flagged as
+#: barely using its GPUs (mean SM activity below this percent over the last this many minutes).
+PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
+PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
+GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
+GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
+
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
