@@ -14,6 +14,8 @@ snapshot it was built from and one :class:`Notice` per reason the figures may be
 
 - ``cluster-not-understood``: the cluster answers in a Slurm JSON version the portal has no adapter
   for (its poll stops rather than misread the queue).
+- ``gpu-usage-unavailable``: Prometheus (the GPU usage, :mod:`gpuusage`) did not answer the poller's
+  last read; the GPU figures shown are the last ones read.
 
 Each notice is worded once here, as plain text for the API and the CLI (times as ``14:05 UTC``)
 and as HTML for the pages (times as ``<time>`` elements that portal.js shows in the browser's zone).
@@ -31,6 +33,8 @@ from django.conf import settings
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
+from gpuusage import prometheus_configured
+from gpuusage.store import ClusterUsage, usage_load, usages_load
 from portal.dates import to_datetime
 from portal.formats import duration, when
 from slurm.clusters import cluster_names, default_cluster
@@ -71,6 +75,11 @@ class Notice:
         return self.text
 
 
+#: Notices about a source other than the queue (slurmctld): accounting (slurmdbd) and GPU usage
+#: (Prometheus). They never make a job's state unknown nor hide the queue figures' age.
+OTHER_SOURCES = ("accounting-unavailable", "gpu-usage-unavailable")
+
+
 @dataclass(frozen=True)
 class SnapshotStatus:
     """How fresh the figures are. ``age``: seconds since the last good poll (``None`` before one);
@@ -99,7 +108,12 @@ class SnapshotStatus:
 
     @property
     def cluster_notices(self) -> tuple[Notice, ...]:
-        return tuple(n for n in self.notices if n.reason != "accounting-unavailable")
+        return tuple(n for n in self.notices if n.reason not in OTHER_SOURCES)
+
+    @property
+    def gpu_usage(self) -> tuple[Notice, ...]:
+        """The "GPU usage unavailable since" notices (one per cluster whose Prometheus read failed)."""
+        return tuple(n for n in self.notices if n.reason == "gpu-usage-unavailable")
 
     @property
     def accounting(self) -> Notice | None:
@@ -208,15 +222,32 @@ def _accounting_notice(status: AccountingStatus, name: str = "") -> Notice | Non
     )
 
 
+def _gpu_notice(usage: ClusterUsage | None, name: str = "") -> Notice | None:
+    """ "GPU usage unavailable since 14:05 UTC" when ``usage``'s last read failed (none when this site
+    does not measure GPU usage, or before any read)."""
+    if usage is None or not usage.unavailable or not prometheus_configured():
+        return None
+    since = usage.error_since or usage.attempted_at
+    tail = ("; the GPU figures shown are from ", Moment(usage.read_at), ".") if usage.read_at else ("; no GPU figures yet.",)
+    return Notice(
+        "gpu-usage-unavailable",
+        since,
+        (f"{name}'s GPU usage unavailable since " if name else "GPU usage unavailable since ", Moment(since), *tail),
+        name,
+    )
+
+
 def snapshot_status(
     snapshot: ClusterSnapshot | None,
     *,
     now: float | None = None,
     accounting: AccountingStatus | None = None,
     cluster: str | None = None,
+    gpu_usage: ClusterUsage | None | bool = False,
 ) -> SnapshotStatus:
     """The status of one cluster's ``snapshot`` at ``now`` (Unix seconds), with accounting's from
-    :mod:`slurm.health` unless given. ``stale`` when the last good poll is older than
+    :mod:`slurm.health` unless given, and GPU usage's (:mod:`gpuusage.store`; ``False``: read it).
+    ``stale`` when the last good poll is older than
     ``PORTAL_SNAPSHOT_MAX_AGE``. The notices name the cluster (``snapshot.cluster``, or ``cluster``
     when there is no snapshot) when the portal serves several."""
     now = time.time() if now is None else now
@@ -229,6 +260,7 @@ def snapshot_status(
         for n in (
             _cluster_notice(snapshot, age, now, named),
             _accounting_notice(accounting if accounting is not None else accounting_status(name), named),
+            _gpu_notice(usage_load(name) if gpu_usage is False else gpu_usage or None, named),
         )
         if n is not None
     )
@@ -250,21 +282,24 @@ def cluster_status(name: str | None = None, *, now: float | None = None) -> Snap
 
 def status_all(*, now: float | None = None) -> SnapshotStatus:
     """Every cluster's status in one (for pages that show every cluster's data: My jobs, History):
-    each cluster's notices, named; the figures' age is the oldest cluster's. Two Redis round trips
-    (the snapshots, the accounting statuses). When every cluster's poll has stopped, or Redis does
+    each cluster's notices, named; the figures' age is the oldest cluster's. Three Redis round trips
+    (the snapshots, the accounting statuses, the GPU usages). When every cluster's poll has stopped, or Redis does
     not answer, that is said once, not per cluster."""
     now = time.time() if now is None else now
     names = cluster_names()
     snapshots = snapshots_load(names)
     accounting = accounting_statuses(names)
-    statuses = [snapshot_status(snapshots[n], now=now, accounting=accounting[n], cluster=n) for n in names]
+    usages = usages_load(names) if prometheus_configured() else dict.fromkeys(names)
+    statuses = [snapshot_status(snapshots[n], now=now, accounting=accounting[n], cluster=n, gpu_usage=usages[n]) for n in names]
     if len(statuses) == 1:
         return statuses[0]
     notices = [n for status in statuses for n in status.notices]
     for reason in ("snapshot-stale", "cache-unreachable"):
         same = [n for n in notices if n.reason == reason]
         if len(same) == len(names):  # every cluster: one notice, as for a single cluster
-            merged = snapshot_status(snapshots[names[0]], now=now, accounting=AccountingStatus(), cluster=names[0])
+            merged = snapshot_status(
+                snapshots[names[0]], now=now, accounting=AccountingStatus(), cluster=names[0], gpu_usage=None
+            )
             single = next(n for n in merged.notices if n.reason == reason)
             notices = [replace(single, cluster="", parts=_unnamed(single, names[0]))] + [n for n in notices if n.reason != reason]
     ages = [st.age for st in statuses if st.age is not None]

@@ -11,6 +11,7 @@ from django.conf import settings
 from slurm import SlurmError
 from slurm.clusters import cluster_names
 
+from .gpu_usage import gpu_usage_refresh
 from .send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
 from .services import snapshot_refresh
 
@@ -35,6 +36,20 @@ def snapshot_poll(cluster: str | None = None) -> None:
             snapshot_poll.apply_async(args=[name], expires=settings.SNAPSHOT_INTERVAL)
         return
     snapshot_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
+
+
+@shared_task(soft_time_limit=20, time_limit=30, ignore_result=True, max_retries=0)
+def gpu_usage_poll(cluster: str | None = None) -> None:
+    """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds, on the poller's queue, apart from the
+    snapshot so a slow Prometheus never delays it): without ``cluster``, one message per configured
+    cluster; with it, read that cluster's GPU usage from Prometheus into the cache
+    (:func:`jobs.gpu_usage.gpu_usage_refresh`; nothing when ``PORTAL_PROMETHEUS_URL`` is empty). Not
+    retried: the next tick is the retry."""
+    if cluster is None:
+        for name in cluster_names():
+            gpu_usage_poll.apply_async(args=[name], expires=settings.SNAPSHOT_INTERVAL)
+        return
+    gpu_usage_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
 
 
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)

@@ -269,7 +269,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 #: The snapshot poller has a queue (and in make dev a worker) of its own, so a backlog of submissions
 #: waiting on an unreachable controller never delays the poll that tells pages so.
-CELERY_TASK_ROUTES = {"jobs.tasks.snapshot_poll": {"queue": "poller"}}
+CELERY_TASK_ROUTES = {"jobs.tasks.snapshot_poll": {"queue": "poller"}, "jobs.tasks.gpu_usage_poll": {"queue": "poller"}}
 
 
 def _every(task: str, seconds: float) -> dict:
@@ -281,6 +281,7 @@ def _every(task: str, seconds: float) -> dict:
 
 CELERY_BEAT_SCHEDULE = {
     "cluster-snapshot": _every("jobs.tasks.snapshot_poll", SNAPSHOT_INTERVAL),
+    "gpu-usage": _every("jobs.tasks.gpu_usage_poll", SNAPSHOT_INTERVAL),
     "jobs-resend-stuck": _every("jobs.tasks.jobs_resend_stuck_task", 30.0),
     "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
     "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
