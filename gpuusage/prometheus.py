@@ -37,6 +37,11 @@ class Sample:
         return self.points[-1][1]
 
 
+def promql_string(text: str) -> str:
+    """``text`` as a PromQL string literal (a label value in a selector)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def prometheus_configured() -> bool:
     """Whether this site measures GPU usage (``PORTAL_PROMETHEUS_URL`` is set)."""
     return bool(settings.PROMETHEUS_URL)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from django.conf import settings
 from django.core.cache import cache
 
-from .prometheus import PrometheusError, Sample, query
+from .prometheus import PrometheusError, Sample, promql_string, query
 
 #: The dcgm-exporter series read each interval -> the :class:`GpuFigures` field it fills and the
 #: factor to its unit (ratios 0..1 to percent; MiB, W, percent as they are).
@@ -102,13 +102,8 @@ class ClusterUsage:
         return cls(**{**data, "jobs": jobs})
 
 
-def _quoted(text: str) -> str:
-    """``text`` as a PromQL string literal."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _selector(cluster: str) -> str:
-    return f'cluster={_quoted(cluster)},hpc_job!=""'
+    return f'cluster={promql_string(cluster)},hpc_job!=""'
 
 
 def _gpu_key(sample: Sample) -> tuple[str, str, str]:
@@ -130,7 +125,7 @@ def usage_read(cluster: str, *, now: float | None = None) -> ClusterUsage:
     minutes = int(settings.GPU_LOW_USE_MINUTES)
     latest = query(f'{{__name__=~"{names}",{selector}}}', at=now)
     window = query(f"avg_over_time(DCGM_FI_PROF_SM_ACTIVE{{{selector}}}[{minutes}m])", at=now)
-    hosts = query(f"count by (Hostname) (DCGM_FI_DEV_FB_FREE{{cluster={_quoted(cluster)}}})", at=now)
+    hosts = query(f"count by (Hostname) (DCGM_FI_DEV_FB_FREE{{cluster={promql_string(cluster)}}})", at=now)
     gpus: dict[tuple[str, str, str], dict] = {}
     for sample in latest:
         target = FIGURES.get(sample.labels.get("__name__", ""))

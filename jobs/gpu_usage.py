@@ -59,6 +59,11 @@ class JobGpuUsage:
         return self.state is UsageState.MEASURED
 
     @property
+    def message(self) -> str:
+        """What to say instead of figures ("" when measured, or when there is nothing to say)."""
+        return _MESSAGES.get(self.state, "")
+
+    @property
     def sm_active_mean(self) -> float | None:
         """Mean SM activity over its GPUs now (percent), ``None`` when not measured."""
         values = [g.sm_active for g in self.gpus if g.sm_active is not None]
@@ -86,6 +91,16 @@ class JobGpuUsage:
                 for g in self.gpus
             ],
         }
+
+
+_MESSAGES = {
+    UsageState.OFF: "GPU usage is not measured at this site.",
+    UsageState.NOT_READ: "No GPU figures yet: the portal has not read this cluster's GPU usage yet.",
+    UsageState.NOT_MEASURED: "Not measured on this node: it has no GPU exporter, so the portal cannot say how busy "
+    "its GPUs are (this is not 0 %).",
+    UsageState.WAITING: "No figures for this job yet: its node's GPU exporter has not been told which GPUs it holds "
+    "(a few seconds after the job starts).",
+}
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -130,6 +145,19 @@ def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes
         return ""
     count = f"{len(gpus)} GPUs" if len(gpus) > 1 else "1 GPU"
     return f"{count} at {mean:.0f} % SM activity for the last {window_minutes} min"
+
+
+def low_use_flags(jobs, usages: dict[str, ClusterUsage | None]) -> dict:
+    """``{job key: low-use sentence}`` for those of ``jobs`` that are flagged, from each one's
+    cluster's read in ``usages`` (:func:`gpuusage.store.usages_load`: one Redis round trip for a
+    whole page)."""
+    flags = {}
+    for job in jobs:
+        if job.gpu_count and job.state == JobState.RUNNING and job.cluster in usages:
+            sentence = job_gpu_usage(job, usages[job.cluster]).low_use
+            if sentence:
+                flags[job.key] = sentence
+    return flags
 
 
 def job_gpu_usage(job, usage: ClusterUsage | None | bool = False) -> JobGpuUsage:

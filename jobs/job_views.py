@@ -11,6 +11,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from gpuusage import prometheus_configured
+from gpuusage.store import usages_load
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
@@ -20,6 +22,7 @@ from teams.usage import job_quota_estimate, team_usage
 
 from .fields import JOB_FORM
 from .forms import JobForm
+from .gpu_usage import low_use_flags
 from .holds import can_hold, can_release
 from .logs import job_log_tail, log_path
 from .policy import SitePolicy
@@ -37,6 +40,7 @@ from .selectors import (
     status_all,
 )
 from .submit import job_cancel, job_check, job_create
+from .usage_views import gpu_context
 
 
 def _rows(request: HttpRequest) -> dict:
@@ -46,6 +50,7 @@ def _rows(request: HttpRequest) -> dict:
     rows = [job_row(j, positions.get(j.cluster, {}), usage_for=team_usage) for j in mine.jobs]
     return {
         "rows": rows,
+        "low_use": low_use_flags(mine.jobs, usages_load(names)) if prometheus_configured() else {},
         "ended_more": mine.ended_more,
         "ended_cap": MY_JOBS_ENDED_CAP,
         "status": status_all(),
@@ -141,7 +146,7 @@ def _visible_job(request: HttpRequest, key):
 def job_detail(request: HttpRequest, key) -> HttpResponse:
     """Parameters, script, status and the live log tail of one job."""
     job = _visible_job(request, key)
-    return render(request, "jobs/job_detail.html", _status_context(job))
+    return render(request, "jobs/job_detail.html", {**_status_context(job), **gpu_context(job)})
 
 
 @login_required

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import action_views, array_views, job_views, views
+from . import action_views, array_views, job_views, usage_views, views
 
 urlpatterns = [
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
@@ -16,6 +16,8 @@ urlpatterns = [
     path("jobs/<uuid:key>/hold/", action_views.job_hold_view, name="job_hold"),
     path("jobs/<uuid:key>/release/", action_views.job_release_view, name="job_release"),
     path("jobs/<uuid:key>/run-again/", action_views.job_run_again_view, name="job_run_again"),
+    path("jobs/<uuid:key>/gpus/", usage_views.job_gpus, name="job_gpus"),
+    path("jobs/<uuid:key>/gpus/series/", usage_views.job_gpu_series, name="job_gpu_series"),
     path("jobs/<uuid:key>/tasks/", array_views.job_tasks, name="job_tasks"),
     path("jobs/<uuid:key>/script/", array_views.job_script, name="job_script"),
 ]

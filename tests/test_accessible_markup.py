@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 LIVE = {
     "/": ["#home-now", "#gpu-table"],
     "/jobs/": ["#job-table"],
-    "/jobs/{job}/": ["#job-status", "#log-out", "#log-err"],
+    "/jobs/{job}/": ["#job-status", "#job-gpus", "#log-out", "#log-err"],
     "/sessions/": ["#session-cards"],
 }
 PAGES = ["/", "/jobs/", "/jobs/new/", "/jobs/{job}/", "/jobs/history/", "/sessions/", "/profiles/new/", "/account/tokens/"]
@@ -39,7 +39,7 @@ def alice(django_user_model, slurm_json, clean_cache, settings, client):
 def job(alice):
     return Job.objects.create(
         user=alice, name="resnet", partition="train", memory_mb=1000, time_limit_min=60, script="true",
-        state=JobState.RUNNING, slurm_job_id=4242,
+        state=JobState.RUNNING, slurm_job_id=4242, gpu_count=1,
     )  # fmt: skip
 
 
