@@ -14,6 +14,7 @@ from django.http import Http404
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
+from jobs.gpu_usage import job_gpu_usage
 from jobs.holds import job_hold, job_release
 from jobs.logs import job_log_read
 from jobs.models import Job, on_cluster
@@ -80,6 +81,19 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
         "components": [
             {k: p.get(k, "") for k in ("offset", "job_id", "state", "partition", "nodes")} for p in job.het_parts if job.is_het
         ],
+        "gpu_summary": _gpu_summary(job),
+    }
+
+
+def _gpu_summary(job: Job) -> dict | None:
+    if not (job.gpu_count and job.is_final):
+        return None
+    return {
+        "state": job.gpu_summary or "pending",
+        "sm_mean_percent": job.gpu_sm_mean,
+        "sm_max_percent": job.gpu_sm_max,
+        "memory_peak_mib": job.gpu_memory_peak_mib,
+        "energy_wh": job.gpu_energy_wh,
     }
 
 
@@ -191,7 +205,7 @@ def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm
     need_scope(request, "read")
     job = job_by_ref(request, ref, cluster)
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
-    return {**out, "freshness": cluster_status(job.cluster).as_api()}
+    return {**out, "freshness": cluster_status(job.cluster).as_api(), "gpu_usage": job_gpu_usage(job).as_api()}
 
 
 @router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")

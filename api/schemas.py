@@ -108,6 +108,39 @@ class HetPartOut(Schema):
     nodes: str = ""
 
 
+class GpuFiguresOut(Schema):
+    node: str = Field(description="The node (dcgm-exporter's Hostname label)")
+    gpu: str = Field(description="The GPU's index on the node")
+    model: str = ""
+    sm_active_percent: float | None = Field(None, description="DCGM_FI_PROF_SM_ACTIVE × 100: share of time the SMs had work")
+    dram_active_percent: float | None = Field(None, description="DCGM_FI_PROF_DRAM_ACTIVE × 100: memory bandwidth in use")
+    util_percent: float | None = Field(None, description="DCGM_FI_DEV_GPU_UTIL")
+    memory_used_mib: float | None = Field(None, description="DCGM_FI_DEV_FB_USED")
+    memory_total_mib: float | None = Field(None, description="FB_USED + FB_FREE")
+    power_w: float | None = Field(None, description="DCGM_FI_DEV_POWER_USAGE")
+
+
+class GpuUsageOut(Schema):
+    state: Literal["no-gpus", "not-running", "off", "not-read", "not-measured", "waiting", "measured"] = Field(
+        description="measured: figures in gpus; not-measured: its node has no GPU exporter (not 0 %); waiting: the "
+        "exporter has not mapped its GPUs yet; off: this site does not measure GPU usage"
+    )
+    read_at: datetime | None = Field(None, description="When the poller read these figures from Prometheus")
+    unavailable_since: datetime | None = Field(None, description="Prometheus has not answered since then (older figures)")
+    low_use: str = Field("", description='The low-use flag: "4 GPUs at 3 % SM activity for the last 30 min", or ""')
+    gpus: list[GpuFiguresOut] = Field(default_factory=list)
+
+
+class GpuSummaryOut(Schema):
+    state: Literal["pending", "measured", "not-measured"] = Field(
+        description="pending: not read yet (it is read after the job ends; later while Prometheus is down)"
+    )
+    sm_mean_percent: float | None = Field(None, description="Mean SM activity over its GPUs and its run")
+    sm_max_percent: float | None = None
+    memory_peak_mib: float | None = Field(None, description="The most memory used on one of its GPUs")
+    energy_wh: float | None = Field(None, description="Energy its GPUs used (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)")
+
+
 class JobOut(Schema):
     key: str = Field(description="The portal's key (the Slurm job's --comment=portal:<key>)")
     id: int | None = Field(None, description="Slurm job id (None until submitted)")
@@ -152,6 +185,8 @@ class JobOut(Schema):
     slurm_ref: str = Field("", description="As Slurm names it: 123, 123_[1-500%20] for an array, 123+0-1 for a het job")
     tasks: list[TaskCountOut] = Field(default_factory=list, description="An array's tasks by state (empty for other jobs)")
     components: list[HetPartOut] = Field(default_factory=list, description="A het job's components (empty for other jobs)")
+    gpu_summary: GpuSummaryOut | None = Field(None, description="End-of-job GPU usage (GPU jobs that ended)")
+    gpu_usage: GpuUsageOut | None = Field(None, description="GPU figures at the poller's last read (GET /jobs/{ref} only)")
     freshness: FreshnessOut | None = Field(None, description="How old the figures are (GET /jobs/{ref} only)")
 
 

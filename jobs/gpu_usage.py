@@ -20,9 +20,12 @@ from django.utils import timezone
 
 from gpuusage import prometheus_configured
 from gpuusage.store import ClusterUsage, GpuFigures, usage_load, usage_refresh
+from portal.dates import to_datetime
 from portal.locks import at_most_every, single_run
 from slurm.states import JobState
 from slurm.values import expand_nodes
+
+from .gpu_summary import jobs_summarize_gpu_usage
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +76,8 @@ class JobGpuUsage:
         """The API's ``gpu_usage`` object (:class:`api.schemas.GpuUsageOut`)."""
         return {
             "state": self.state.value,
-            "read_at": self.read_at or None,
-            "unavailable_since": self.unavailable_since,
+            "read_at": to_datetime(self.read_at) if self.read_at else None,
+            "unavailable_since": to_datetime(self.unavailable_since) if self.unavailable_since else None,
             "low_use": self.low_use,
             "gpus": [
                 {
@@ -115,7 +118,8 @@ def gpu_usage_refresh(*, cluster: str, lock_client: redis.Redis | None = None, m
     """Read ``cluster``'s GPU usage from Prometheus and store it (:func:`gpuusage.store.usage_refresh`)
     unless this site does not measure it, another reader holds the lock, or (``min_gap_s`` > 0) a
     read started less than ``min_gap_s`` seconds ago. A failed read is recorded, never raised.
-    Returns what was stored, or ``None`` when skipped."""
+    After a read that answered, the ended GPU jobs' summaries are read
+    (:func:`jobs.gpu_summary.jobs_summarize_gpu_usage`). Returns what was stored, or ``None`` when skipped."""
     if not prometheus_configured():
         return None
     if not at_most_every(lock_name(cluster), seconds=min_gap_s, client=lock_client):
@@ -127,8 +131,15 @@ def gpu_usage_refresh(*, cluster: str, lock_client: redis.Redis | None = None, m
         usage = usage_refresh(cluster)
         if usage.error:
             logger.warning("gpu usage read: %s: %s (%.2f s)", cluster, usage.error, time.monotonic() - started)
-        else:
-            logger.info("gpu usage read: %s: %d jobs on GPUs (%.2f s)", cluster, len(usage.jobs), time.monotonic() - started)
+            return usage  # the ended jobs' summaries wait until Prometheus answers again
+        summarized = jobs_summarize_gpu_usage(cluster=cluster)
+        logger.info(
+            "gpu usage read: %s: %d jobs on GPUs, %d summaries (%.2f s)",
+            cluster,
+            len(usage.jobs),
+            summarized,
+            time.monotonic() - started,
+        )
         return usage
 
 

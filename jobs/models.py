@@ -66,6 +66,13 @@ class JobKind(models.TextChoices):
     HET = "het", "Heterogeneous job"
 
 
+class GpuSummary(models.TextChoices):
+    """Whether a job's end-of-job GPU usage was read (``Job.gpu_summary``; "" = not yet)."""
+
+    MEASURED = "measured", "measured"
+    NOT_MEASURED = "not-measured", "not measured"
+
+
 class Job(models.Model):
     """One batch job. The row (with its unique ``key``) exists before any Slurm call; the Slurm job
     carries ``--comment=portal:<key>`` so a retried submission can find it instead of submitting twice.
@@ -148,6 +155,16 @@ class Job(models.Model):
     #: A heterogeneous job's components, by offset: ``[{"offset", "job_id", "state", "partition",
     #: "nodes", "gpus", "cpus"}]`` (``gpus``: type -> count).
     het_parts = models.JSONField(default=list, blank=True)
+    #: End-of-job GPU usage (issue 20), read from Prometheus once the job has ended
+    #: (:mod:`jobs.gpu_summary`): ``gpu_summary`` is "" until read (Prometheus down at the end: read
+    #: later, never recorded as 0), ``measured``, or ``not-measured`` (no exporter series for it).
+    #: Mean and max SM activity over its GPUs and life (percent), the highest memory used on one of
+    #: its GPUs (MiB) and the energy its GPUs used (Wh, from the energy counter).
+    gpu_summary = models.CharField(max_length=16, choices=GpuSummary.choices, blank=True, default="")
+    gpu_sm_mean = models.FloatField(null=True, blank=True)
+    gpu_sm_max = models.FloatField(null=True, blank=True)
+    gpu_memory_peak_mib = models.FloatField(null=True, blank=True)
+    gpu_energy_wh = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -237,6 +254,16 @@ class Job(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in FINAL_STATES
+
+    @property
+    def gpu_summary_measured(self) -> bool:
+        """Its end-of-job GPU usage was read (``gpu_sm_mean`` ... are set)."""
+        return self.gpu_summary == GpuSummary.MEASURED
+
+    @property
+    def gpu_summary_not_measured(self) -> bool:
+        """Prometheus had no series of it: nothing to show, and not 0 %."""
+        return self.gpu_summary == GpuSummary.NOT_MEASURED
 
     @property
     def job_state(self) -> JobState:

@@ -122,3 +122,16 @@ def test_another_users_job_shows_nothing_of_its_usage(client, alice, bob, read, 
     assert client.get(f"/jobs/{job.key}/").status_code == 404
     html = soup(client.get("/jobs/"))
     assert html.select('[data-testid="low-use"]') == []
+
+
+def test_the_api_gives_a_running_jobs_gpu_figures_and_nothing_of_anothers(client, alice, bob, read):
+    job = running_job(alice, slurm_job_id=102, nodes="gpu2", gpus=1)
+    client.force_login(alice)
+    usage = client.get(f"/api/v1/jobs/{job.key}").json()["gpu_usage"]
+    assert usage["state"] == "measured" and usage["low_use"] == "1 GPU at 3 % SM activity for the last 30 min"
+    assert [(g["node"], g["sm_active_percent"], g["memory_total_mib"]) for g in usage["gpus"]] == [("gpu2", 35.0, 81920.0)]
+    assert usage["read_at"] is not None and usage["unavailable_since"] is None
+    client.force_login(bob)
+    response = client.get(f"/api/v1/jobs/{job.key}")
+    assert response.status_code == 404 and b"gpu2" not in response.content
+    assert read.calls == []
