@@ -17,6 +17,7 @@ from slurm.clusters import sessions_cluster
 
 from . import hub
 from .forms import SessionForm
+from .gpu_flags import sessions_low_use
 from .kinds import kinds_all
 from .models import Session, SessionState
 from .services import current_policy, session_cards, session_start, session_stop
@@ -35,6 +36,7 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "idle_minutes": settings.SESSION_IDLE_MINUTES,
         "max_gpus": settings.SESSION_MAX_GPUS,
         "status": cluster_status(sessions_cluster().name),
+        "low_use": sessions_low_use(cards),
     }
 
 
@@ -76,7 +78,11 @@ def session_cards_view(request: HttpRequest) -> HttpResponse:
     """HTMX fragment: the cards, refreshed every few seconds."""
     cards, warning = session_cards(user=request.user)
     status = cluster_status(sessions_cluster().name)
-    return render(request, "interactive/_cards.html", {"cards": cards, "hub_warning": warning, "status": status})
+    return render(
+        request,
+        "interactive/_cards.html",
+        {"cards": cards, "hub_warning": warning, "status": status, "low_use": sessions_low_use(cards)},
+    )
 
 
 @login_required

@@ -158,6 +158,17 @@ def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes
     return f"{count} at {mean:.0f} % SM activity for the last {window_minutes} min"
 
 
+def low_use_of(*, slurm_job_id: int, start_s: float | None, usage: ClusterUsage | None) -> str:
+    """The low-use sentence of the running Slurm job ``slurm_job_id`` (started at ``start_s``, Unix
+    seconds) from its cluster's read ``usage`` ("" when not flagged or not measured). For what is
+    not a Job row: a session's job (:mod:`interactive`)."""
+    if usage is None or not usage.read_at or not prometheus_configured():
+        return ""
+    gpus = usage.jobs.get(str(slurm_job_id), [])
+    running_s = time.time() - start_s if start_s else 0.0
+    return low_use_sentence(gpus, running_s=running_s, window_minutes=usage.window_minutes)
+
+
 def low_use_flags(jobs, usages: dict[str, ClusterUsage | None]) -> dict:
     """``{job key: low-use sentence}`` for those of ``jobs`` that are flagged, from each one's
     cluster's read in ``usages`` (:func:`gpuusage.store.usages_load`: one Redis round trip for a
