@@ -31,6 +31,10 @@ SBATCH_HELPER=$PORTAL_SBATCH_HELPER
 : "${STATE_DIR:=/run/portal-cluster}"         # records e.g. that up.sh started MariaDB
 
 NODES=(node1 node2 node3)
+# The stand-in GPU exporter of each node (cluster/fake_dcgm_exporter.py; cluster/etc/prometheus.yml scrapes these)
+declare -A EXPORTER_PORT=([node1]=9401 [node2]=9402 [node3]=9403)
+GPU_JOB_MAP_ROOT=/run/dcgm-job-map       # + /<node>: the mapping directory of each node (gpu-job-map.conf)
+FAKE_GPU_LOAD_ROOT=/run/fake-gpu-load    # + /<node>: the loads jobs chose (gpuportal-fake-gpu-load)
 SLURM_ETC=/etc/slurm
 LOG_DIR=/var/log/slurm
 SSHD_PORTAL_CONF=/etc/ssh/sshd_config_portal
@@ -59,6 +63,14 @@ pid_of() {
     echo "$pid"
 }
 running() { pid_of "$1" "$2" >/dev/null; }
+
+# exporter_pid PIDFILE NODE: the pid of the stand-in exporter of NODE recorded in PIDFILE, if it runs; else fail.
+exporter_pid() {
+    local pid
+    pid=$(pid_of "$1" python3) || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "fake_dcgm_exporter.py --node $2 " || return 1
+    echo "$pid"
+}
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS.
 wait_for() {

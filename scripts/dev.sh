@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run everything for development, in the background: the portal's dependencies, the local
-# Slurm cluster, the dev IdP, a Celery worker and beat, and the portal on http://127.0.0.1:8000/.
+# Slurm cluster with its stand-in GPU exporters, Prometheus, the dev IdP, a Celery worker and beat, and the
+# portal on http://127.0.0.1:8000/.
 # Stop it all with scripts/stop.sh (make stop).
 LOG_TAG=dev
 source "$(dirname "$0")/lib.sh"
@@ -8,6 +9,7 @@ T_START=$(date +%s)
 
 bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
+bash "$REPO_DIR/scripts/prometheus.sh"   # GPU metrics: http://127.0.0.1:9090/ (docs/gpu-usage.md)
 bash "$REPO_DIR/scripts/hub_setup.sh"
 
 export DJANGO_SETTINGS_MODULE=portal.settings.dev

@@ -35,6 +35,9 @@ fi
 # environments are built from (trixie has 3.13).
 CLUSTER2_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge openssh-server sudo python3)
 CLUSTER2_NODES=(g1 g2)
+# The stand-in GPU exporter of each node, run on the host (cluster/fake_dcgm_exporter.py; cluster/etc/prometheus.yml
+# scrapes these with cluster="cluster2"); it reads the node's mapping directory inside the root.
+declare -A EXPORTER_PORT=([g1]=9411 [g2]=9412)
 # /dev/fakegpuN minors of cluster2's fake GPUs (the host cluster uses 0-9): g1 20-23 (h100), g2 24-25 (l40s)
 CLUSTER2_GPU_MINORS=(20 21 22 23 24 25)
 CLUSTER2_STAMP=/etc/gpuportal-cluster2-root   # written last by the build: a root without it is half-built
