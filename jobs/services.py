@@ -10,6 +10,7 @@ import time
 import redis
 from django.conf import settings
 
+from portal.counters import counter_add
 from portal.locks import at_most_every, single_run
 from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
@@ -55,6 +56,7 @@ def snapshot_refresh(
         except (SlurmError, ValueError) as exc:
             logger.warning("snapshot poll failed: %s: %s", name, exc)
             snapshot = snapshot_failed(previous, exc, now=time.time(), cluster=name)
+            counter_add("poll_failures", name)  # /metrics: portal_poll_failures_total{cluster}
             snapshot_store(snapshot)
             jobs_mark_unknown(since=snapshot.error_since, cluster=name)
             logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)

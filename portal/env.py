@@ -88,6 +88,9 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PROMETHEUS_TIMEOUT": (float, 2.0),
     "PORTAL_GPU_LOW_USE_PERCENT": (float, 5.0),
     "PORTAL_GPU_LOW_USE_MINUTES": (int, 30),
+    # The portal's own metrics (/metrics)
+    "PORTAL_METRICS_ALLOW": (list, ["127.0.0.1", "::1"]),
+    "PORTAL_METRICS_TOKEN": (str, ""),
 }
 
 

@@ -255,6 +255,10 @@ PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
 PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
 GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
 GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
+#: /metrics (api/metrics.py): the addresses that may read it directly, and a bearer token that may
+#: read it from anywhere ("" = none).
+METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
+METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None

@@ -1,0 +1,111 @@
+"""The portal's own metrics at ``/metrics`` (issue 20, item 4), in Prometheus's text format, for the
+site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
+
+- ``portal_snapshot_age_seconds{cluster}``: seconds since the cluster's last good poll;
+- ``portal_poll_failures_total{cluster}``: polls that failed (``portal.counters``, counted by the poller);
+- ``portal_jobs_pending{cluster,partition}``: pending jobs in the snapshot's queue;
+- ``portal_submissions_stuck``: portal submissions waiting to be sent longer than they should
+  (:func:`jobs.send.jobs_stuck`);
+- ``portal_submissions_total{outcome}``: portal jobs by outcome (``submitted``: Slurm took it,
+  ``failed``: it could not be submitted), counted from the job rows;
+- ``portal_sessions{phase}``: sessions not ended, by state (``requested``, ``starting``, ``running``);
+- ``portal_gpu_usage_age_seconds{cluster}``: seconds since the last GPU usage read that answered.
+
+Everything is read when scraped, from the cache and PostgreSQL (no per-process state, so any number
+of gunicorn workers answer the same). Not public: only ``PORTAL_METRICS_ALLOW`` addresses asking
+directly (no ``X-Forwarded-For``: a request through the site's proxy is not local), or a request with
+``Authorization: Bearer <PORTAL_METRICS_TOKEN>``; anything else is a 403 saying how to get in.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections import Counter
+
+from django.conf import settings
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from gpuusage.store import usages_load
+from interactive.models import ACTIVE_SESSION_STATES, Session
+from jobs.models import Job, JobOrigin
+from jobs.send import jobs_stuck
+from portal.counters import counters
+from slurm.clusters import cluster_names
+from slurm.snapshot import snapshots_load
+from slurm.states import JobState
+
+
+def metrics_allowed(request: HttpRequest) -> bool:
+    """Whether ``request`` may read /metrics (the token, or an allowed address asking directly)."""
+    token = settings.METRICS_TOKEN
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token):
+        return True
+    direct = "X-Forwarded-For" not in request.headers and "Forwarded" not in request.headers
+    return direct and request.META.get("REMOTE_ADDR", "") in settings.METRICS_ALLOW
+
+
+class PortalCollector:
+    """Builds every metric family at scrape time."""
+
+    def collect(self):
+        now = time.time()
+        names = cluster_names()
+        snapshots = snapshots_load(names, with_jobs=True)
+        age = GaugeMetricFamily("portal_snapshot_age_seconds", "Seconds since the last good poll", labels=["cluster"])
+        pending = GaugeMetricFamily("portal_jobs_pending", "Pending jobs in the queue", labels=["cluster", "partition"])
+        for name in names:
+            snapshot = snapshots.get(name)
+            if snapshot is None or not snapshot.taken_at:
+                continue
+            age.add_metric([name], max(0.0, now - snapshot.taken_at))
+            by_partition = Counter(j.partition for j in snapshot.jobs if j.state == JobState.PENDING)
+            for partition, count in sorted(by_partition.items()):
+                pending.add_metric([name, partition], count)
+        yield age
+        yield pending
+        failures = CounterMetricFamily("portal_poll_failures", "Snapshot polls that failed", labels=["cluster"])
+        counted = counters("poll_failures")
+        for name in names:
+            failures.add_metric([name], counted.get(name, 0))
+        yield failures
+        usage_age = GaugeMetricFamily(
+            "portal_gpu_usage_age_seconds", "Seconds since the last GPU usage read that answered", labels=["cluster"]
+        )
+        for name, usage in usages_load(names).items():
+            if usage is not None and usage.read_at:
+                usage_age.add_metric([name], max(0.0, now - usage.read_at))
+        yield usage_age
+        yield GaugeMetricFamily(
+            "portal_submissions_stuck", "Portal submissions waiting to be sent too long", value=len(jobs_stuck())
+        )
+        outcomes = CounterMetricFamily("portal_submissions", "Portal job submissions by outcome", labels=["outcome"])
+        portal_jobs = Job.objects.filter(origin=JobOrigin.PORTAL)
+        outcomes.add_metric(["submitted"], portal_jobs.filter(slurm_job_id__isnull=False).count())
+        outcomes.add_metric(["failed"], portal_jobs.filter(state=JobState.SUBMIT_FAILED).count())
+        yield outcomes
+        sessions = GaugeMetricFamily("portal_sessions", "Sessions not ended, by phase", labels=["phase"])
+        found = dict(
+            Session.objects.filter(state__in=ACTIVE_SESSION_STATES).values_list("state").annotate(n=Count("id")).order_by()
+        )
+        for state in ACTIVE_SESSION_STATES:
+            sessions.add_metric([state.label], found.get(state, 0))
+        yield sessions
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """``GET /metrics``: the text format (403 unless :func:`metrics_allowed`)."""
+    if not metrics_allowed(request):
+        return HttpResponse(
+            "Forbidden: /metrics is for the site's Prometheus. Ask from an address in PORTAL_METRICS_ALLOW "
+            "(directly, not through the proxy) or send Authorization: Bearer <PORTAL_METRICS_TOKEN>.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PortalCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
