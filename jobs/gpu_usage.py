@@ -158,6 +158,33 @@ def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes
     return f"{count} at {mean:.0f} % SM activity for the last {window_minutes} min"
 
 
+def gpus_busy(snapshot, usage: ClusterUsage | None) -> dict[tuple[str, str], int]:
+    """``{(partition, GPU type): busy GPUs}`` for the partitions and types whose nodes have a GPU
+    exporter (absent: not measured): a GPU is busy when a job holds it and its SM activity now is at
+    least ``PORTAL_GPU_LOW_USE_PERCENT``. A GPU's type is its node's (``gres``; on a node with several
+    types, by index in the order the node's GRES lists them, as Slurm numbers them)."""
+    if usage is None or not usage.read_at or snapshot is None:
+        return {}
+    hosts = set(usage.hosts)
+    busy_index: dict[str, list[int]] = {}
+    for gpus in usage.jobs.values():
+        for g in gpus:
+            if g.sm_active is not None and g.sm_active >= settings.GPU_LOW_USE_PERCENT and g.gpu.isdigit():
+                busy_index.setdefault(g.host, []).append(int(g.gpu))
+    found: dict[tuple[str, str], int] = {}
+    for node in snapshot.nodes:
+        if node.name not in hosts or not node.gpus:
+            continue
+        types = [t for t, count in node.gpus.items() for _ in range(count)]
+        for partition in node.partitions:
+            for gtype in node.gpus:
+                found.setdefault((partition, gtype), 0)
+            for index in busy_index.get(node.name, []):
+                if index < len(types):
+                    found[(partition, types[index])] += 1
+    return found
+
+
 def low_use_of(*, slurm_job_id: int, start_s: float | None, usage: ClusterUsage | None) -> str:
     """The low-use sentence of the running Slurm job ``slurm_job_id`` (started at ``start_s``, Unix
     seconds) from its cluster's read ``usage`` ("" when not flagged or not measured). For what is

@@ -33,6 +33,9 @@ class GPURow:
     total: int
     unavailable: int
     nodes: int
+    #: GPUs held by a job with SM activity at or above ``PORTAL_GPU_LOW_USE_PERCENT`` now, from the
+    #: GPU usage read (:func:`jobs.gpu_usage.gpus_busy`); ``None``: not measured on these nodes.
+    busy: int | None = None
 
     @property
     def free(self) -> int:
