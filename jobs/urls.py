@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/<uuid:key>/run-again/", action_views.job_run_again_view, name="job_run_again"),
     path("jobs/<uuid:key>/gpus/", usage_views.job_gpus, name="job_gpus"),
     path("jobs/<uuid:key>/gpus/series/", usage_views.job_gpu_series, name="job_gpu_series"),
+    path("teams/<str:name>/gpu-efficiency/", usage_views.team_gpu_efficiency_view, name="team_gpu_efficiency"),
     path("jobs/<uuid:key>/tasks/", array_views.job_tasks, name="job_tasks"),
     path("jobs/<uuid:key>/script/", array_views.job_script, name="job_script"),
 ]

@@ -13,7 +13,9 @@ from django.shortcuts import render
 
 from gpuusage import prometheus_configured
 from gpuusage.series import job_series
+from teams.selectors import team_for_viewer
 
+from .efficiency import team_gpu_efficiency
 from .gpu_usage import job_gpu_usage
 from .selectors import job_for_viewer
 
@@ -54,3 +56,13 @@ def job_gpu_series(request: HttpRequest, key) -> JsonResponse:
         ttl_s=settings.SNAPSHOT_INTERVAL if not job.is_final else 300,
     )
     return JsonResponse(answer)
+
+
+@login_required
+def team_gpu_efficiency_view(request: HttpRequest, name: str) -> HttpResponse:
+    """HTMX fragment of the team page (its leads and admins only; anyone else: 404): GPU-hours used
+    vs busy per member and the jobs that left most GPU-hours idle."""
+    team = team_for_viewer(name=name, user=request.user)
+    if team is None:
+        raise Http404("No such team, or it is not yours to see.")
+    return render(request, "jobs/_team_efficiency.html", {"team": team, "eff": team_gpu_efficiency(team=team.name)})

@@ -1,0 +1,68 @@
+"""A team's GPU efficiency on its page (issue 20, item 4): GPU-hours used vs busy per member and the
+jobs that left most GPU-hours idle; only the team's leads and admins see it (anyone else: 404)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from bs4 import BeautifulSoup
+from django.utils import timezone
+
+from jobs.efficiency import team_gpu_efficiency
+from jobs.models import GpuSummary, Job
+from slurm.states import JobState
+from teams.models import Membership, Role, Source, Team
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def team(django_user_model):
+    team = Team.objects.create(name="vision")
+    users = {n: django_user_model.objects.create(username=n) for n in ("lena", "carl", "dora", "eve")}
+    Membership.objects.create(user=users["lena"], team=team, role=Role.LEAD, source=Source.ADMIN)
+    for name in ("carl", "dora"):
+        Membership.objects.create(user=users[name], team=team, role=Role.MEMBER, source=Source.ADMIN)
+    end = timezone.now() - timedelta(days=1)
+
+    def job(user, hours, sm=None, *, name="train", account="vision", ended=end):
+        j = Job.objects.create(
+            user=users[user], name=name, partition="gpu", memory_mb=1, time_limit_min=60, script="true", gpu_count=2,
+            account=account,
+        )  # fmt: skip
+        Job.objects.filter(pk=j.pk).update(
+            state=JobState.COMPLETED, slurm_job_id=j.pk + 1000, end_at=ended, gpu_hours=hours,
+            gpu_summary=GpuSummary.MEASURED if sm is not None else "", gpu_sm_mean=sm,
+        )  # fmt: skip
+
+    job("carl", 10.0, 80.0, name="good")
+    job("carl", 4.0, 5.0, name="starved")
+    job("dora", 6.0, None, name="unmeasured")
+    job("dora", 8.0, 10.0, name="idle-notebook")
+    job("dora", 50.0, 0.0, name="old", ended=timezone.now() - timedelta(days=40))  # outside the span
+    job("carl", 9.0, 0.0, name="other-team", account="nlp")
+    return team, users
+
+
+def test_used_vs_busy_per_member_and_the_most_idle_jobs(team):
+    eff = team_gpu_efficiency(team="vision")
+    got = {m.username: (m.used_h, m.measured_h, m.busy_h, round(m.efficiency)) for m in eff.members}
+    assert got == {"carl": (14.0, 14.0, 8.2, 59), "dora": (14.0, 8.0, 0.8, 10)}
+    assert [(j.name, h) for j, h in eff.worst] == [("idle-notebook", 7.2), ("starved", 3.8), ("good", 2.0)]
+
+
+def test_the_team_page_shows_it_to_its_lead_only(client, team):
+    _, users = team
+    client.force_login(users["lena"])
+    page = BeautifulSoup(client.get("/teams/vision/").content, "html.parser")
+    assert page.select_one("#team-gpu-efficiency")["hx-get"] == "/teams/vision/gpu-efficiency/"
+    html = BeautifulSoup(client.get("/teams/vision/gpu-efficiency/").content, "html.parser")
+    cells = {tr["data-member"]: tr.select_one('[data-testid="efficiency"]').get_text() for tr in html.select("tbody tr")}
+    assert cells == {"carl": "59 %", "dora": "10 %"}
+    assert "idle-notebook" in html.select_one('[data-testid="gpu-worst"]').get_text()
+    for outsider in ("carl", "eve"):  # a plain member, someone outside the team
+        client.force_login(users[outsider])
+        response = client.get("/teams/vision/gpu-efficiency/")
+        assert response.status_code == 404 and b"idle-notebook" not in response.content
+    assert client.get("/teams/nosuch/gpu-efficiency/").status_code == 404
