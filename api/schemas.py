@@ -121,7 +121,7 @@ class GpuFiguresOut(Schema):
 
 
 class GpuUsageOut(Schema):
-    state: Literal["no-gpus", "not-running", "off", "not-read", "not-measured", "waiting", "measured"] = Field(
+    state: Literal["no-gpus", "not-running", "off", "not-read", "not-measured", "waiting", "not-per-task", "measured"] = Field(
         description="measured: figures in gpus; not-measured: its node has no GPU exporter (not 0 %); waiting: the "
         "exporter has not mapped its GPUs yet; off: this site does not measure GPU usage"
     )

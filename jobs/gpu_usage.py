@@ -41,6 +41,7 @@ class UsageState(StrEnum):
     NOT_READ = "not-read"  # no read of its cluster yet (or Prometheus has never answered)
     NOT_MEASURED = "not-measured"  # its nodes have no GPU exporter: never shown as 0 %
     WAITING = "waiting"  # its nodes have an exporter, its GPUs are not mapped to it yet
+    NOT_PER_TASK = "not-per-task"  # an array or het job: its tasks run under their own job ids
     MEASURED = "measured"
 
 
@@ -101,6 +102,8 @@ _MESSAGES = {
     UsageState.NOT_READ: "No GPU figures yet: the portal has not read this cluster's GPU usage yet.",
     UsageState.NOT_MEASURED: "Not measured on this node: it has no GPU exporter, so the portal cannot say how busy "
     "its GPUs are (this is not 0 %).",
+    UsageState.NOT_PER_TASK: "Not shown for array and heterogeneous jobs yet: each task or component holds its GPUs "
+    "under its own Slurm job id.",
     UsageState.WAITING: "No figures for this job yet: its node's GPU exporter has not been told which GPUs it holds "
     "(a few seconds after the job starts).",
 }
@@ -219,6 +222,8 @@ def job_gpu_usage(job, usage: ClusterUsage | None | bool = False) -> JobGpuUsage
         return JobGpuUsage(UsageState.NOT_RUNNING)
     if not prometheus_configured():
         return JobGpuUsage(UsageState.OFF)
+    if job.is_array or job.is_het:
+        return JobGpuUsage(UsageState.NOT_PER_TASK)
     usage = usage_load(job.cluster) if usage is False else usage
     if usage is None or not usage.read_at:
         return JobGpuUsage(UsageState.NOT_READ, unavailable_since=usage.error_since if usage else None)

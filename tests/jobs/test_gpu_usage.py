@@ -161,3 +161,15 @@ def test_the_notice_names_the_cluster_when_there_are_several(clean_cache):
     assert _gpu_notice(usage, "cluster2").text.startswith("cluster2's GPU usage unavailable since ")
     assert _gpu_notice(usage).text.endswith("; no GPU figures yet.")
     assert _gpu_notice(replace(usage, error="")) is None
+
+
+def test_an_array_job_is_not_matched_to_one_tasks_gpus(monkeypatch, clean_cache, alice):
+    from jobs.models import JobKind
+
+    install(monkeypatch, ANSWERS)
+    gpu_usage_poll("cluster1")
+    job = running_job(alice)
+    Job.objects.filter(pk=job.pk).update(kind=JobKind.ARRAY, array_spec="1-4")
+    job.refresh_from_db()
+    usage = job_gpu_usage(job)
+    assert usage.state is UsageState.NOT_PER_TASK and usage.gpus == [] and "array" in usage.message
