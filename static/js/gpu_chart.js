@@ -30,7 +30,8 @@
       width: Math.max(300, box.clientWidth || 600),
       height: 260,
       series: series,
-      scales: {x: {time: true}, "%": {range: [0, 100]}},
+      // both axes from 0: an idle GPU reads as a flat line at the bottom, not a wiggle mid-chart
+      scales: {x: {time: true}, "%": {range: [0, 100]}, MiB: {range: function (u, lo, hi) { return [0, Math.max(1, hi || 0) * 1.05]; }}},
       axes: [{}, {scale: "%", label: "SM active %"}, {scale: "MiB", side: 1, label: "memory used, MiB", grid: {show: false}}],
     };
     box.textContent = "";
