@@ -45,7 +45,7 @@ ADMIN_PAGES = ["/accounts/links/", "/audit/", "/teams/vision/settings/"]
 LIVE_REGIONS = {
     "/": ["#home-now", "#gpu-table"],
     "/jobs/": ["#job-table"],
-    "/jobs/{running}/": ["#job-status", "#log-out", "#log-err"],
+    "/jobs/{running}/": ["#job-status", "#job-gpus", "#log-out", "#log-err"],
     "/sessions/": ["#session-cards"],
 }
 
@@ -68,7 +68,7 @@ def carols_world(portal_with_idp, django_user_model, browser_page):  # noqa: F81
         end_at=datetime(2026, 12, 1, 6, 22, tzinfo=UTC),
     )
     running = Job.objects.create(
-        **common, name="a11y-running", state=JobState.RUNNING, slurm_job_id=424244, start_at=timezone.now()
+        **common, name="a11y-running", state=JobState.RUNNING, slurm_job_id=424244, start_at=timezone.now(), gpu_count=1
     )
     Job.objects.create(
         **common,
