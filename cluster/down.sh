@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop what cluster/up.sh started, in reverse order: cluster2 (cluster/cluster2/down.sh), the portal sshd, the
-# three slurmd, slurmctld, slurmdbd, munged (each by its pidfile, waiting until it is gone). MariaDB is stopped
-# only if up.sh started it.
+# stand-in GPU exporters, the three slurmd, slurmctld, slurmdbd, munged (each by its pidfile, waiting until it is
+# gone). MariaDB is stopped only if up.sh started it.
 # Configs, users, keys, accounting data and the Slurm state are kept: up.sh brings it all back.
 set -euo pipefail
 LOG_TAG=down
@@ -25,6 +25,15 @@ if pgrep -x slurmctld >/dev/null; then
     fi
 fi
 stop_procs "portal sshd|$SSHD_PORTAL_PID|sshd"
+specs=()
+for node in "${NODES[@]}"; do
+    if pid=$(exporter_pid "/run/fake-dcgm-exporter-$node.pid" "$node"); then
+        specs+=("GPU exporter $node|/run/fake-dcgm-exporter-$node.pid|python3")
+    else
+        rm -f "/run/fake-dcgm-exporter-$node.pid"
+    fi
+done
+(( ${#specs[@]} )) && stop_procs "${specs[@]}"
 specs=()
 for (( i = ${#NODES[@]} - 1; i >= 0; i-- )); do
     specs+=("slurmd ${NODES[i]}|/run/slurmd-${NODES[i]}.pid|slurmd")

@@ -7,8 +7,9 @@ gres.conf lists them, so that Prometheus, the alert rules, the dashboard and the
 would read the real exporter. On a real site it is replaced by dcgm-exporter started with
 ``--hpc-job-mapping-dir /run/dcgm-job-map``; nothing else changes.
 
-Labels, as dcgm-exporter writes them: ``gpu`` (the GPU's index on the node: the number of its device file,
-``/dev/fakegpu5`` is 5, as ``/dev/nvidia5`` is NVML's 5 on a real node), ``UUID`` (``GPU-`` and a fake UUID
+Labels, as dcgm-exporter writes them: ``gpu`` (the GPU's index on the node, 0 to N-1 in the order of its
+device files, as DCGM numbers a real node's GPUs and as Slurm numbers them in ``SLURM_JOB_GPUS``: node2's
+``/dev/fakegpu[4-7]`` are 0-3), ``UUID`` (``GPU-`` and a fake UUID
 that stays the same for a node and index), ``pci_bus_id``, ``device`` (``nvidia<index>``), ``modelName`` (from
 the GRES type, e.g. a100 -> "NVIDIA A100-SXM4-80GB"), ``Hostname`` (the Slurm node name) and ``hpc_job`` (the
 job id read from the HPC job-mapping directory, one file per GPU index holding job ids one per line, as written
@@ -111,7 +112,7 @@ METRICS = [
 
 @dataclass(frozen=True)
 class Gpu:
-    """One fake GPU: its index on the node (the device file's number) and its model."""
+    """One fake GPU: its index on the node (0 to N-1, by device file) and its model."""
 
     index: int
     gres_type: str
@@ -141,9 +142,10 @@ def expand(files: str) -> list[str]:
 
 
 def gpus_of(node: str, gres_conf: str) -> list[Gpu]:
-    """The GPUs gres.conf gives ``node`` (``NodeName=... Name=gpu Type=... File=...`` lines), by index.
+    """The GPUs gres.conf gives ``node`` (``NodeName=... Name=gpu Type=... File=...`` lines), numbered 0 to N-1
+    in the order of their device files' numbers (Slurm's GPU ids in a job's environment, DCGM's indexes).
     A line whose NodeName is a range (``node[1-2]``) counts for each node it names."""
-    gpus = []
+    found = []
     for line in gres_conf.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -154,9 +156,8 @@ def gpus_of(node: str, gres_conf: str) -> list[Gpu]:
             continue
         for path in expand(fields.get("file", "")):
             number = re.search(r"(\d+)$", path)
-            if number:
-                gpus.append(Gpu(int(number.group(1)), fields.get("type", "")))
-    return sorted(gpus, key=lambda gpu: gpu.index)
+            found.append((int(number.group(1)) if number else len(found), fields.get("type", "")))
+    return [Gpu(index, gres_type) for index, (_, gres_type) in enumerate(sorted(found))]
 
 
 def read_job_map(directory: Path) -> dict[int, list[str]]:

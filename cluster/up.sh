@@ -191,6 +191,13 @@ render "$TEMPLATE_DIR/slurm.conf" "$SLURM_ETC/slurm.conf" 644 root:root
 slurm_conf_changed=$RENDER_CHANGED
 render "$TEMPLATE_DIR/gres.conf" "$SLURM_ETC/gres.conf" 644 root:root
 (( RENDER_CHANGED )) && slurm_conf_changed=1
+# GPU job mapping (dcgm-exporter's hpc_job label): the prolog/epilog, their settings and the stand-in's load command.
+# slurmd runs them afresh for each job: a change needs no restart.
+install -d -m 755 "$SLURM_ETC/prolog.d" "$SLURM_ETC/epilog.d"
+render "$TEMPLATE_DIR/prolog.d/gpu-job-map.sh" "$SLURM_ETC/prolog.d/gpu-job-map.sh" 755 root:root
+render "$TEMPLATE_DIR/epilog.d/gpu-job-map.sh" "$SLURM_ETC/epilog.d/gpu-job-map.sh" 755 root:root
+render "$TEMPLATE_DIR/gpu-job-map.conf" "$SLURM_ETC/gpu-job-map.conf" 644 root:root
+render "$TEMPLATE_DIR/gpuportal-fake-gpu-load" /usr/local/bin/gpuportal-fake-gpu-load 755 root:root
 # Fake GPUs must be character devices (plain files are rejected and then no CUDA_VISIBLE_DEVICES is set).
 for n in 0 1 2 3 4 5 6 7 8 9; do
     dev=/dev/fakegpu$n
@@ -320,6 +327,43 @@ fi
 log "nodes ready: $(sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
 
 # ---------------------------------------------------------------------------------------------------------------
+# 5b. the stand-in GPU exporters (cluster/fake_dcgm_exporter.py), one per node on 127.0.0.1:EXPORTER_PORT, as
+#     nobody, reading the node's mapping directory; restarted when the script changed. A real site runs
+#     dcgm-exporter --hpc-job-mapping-dir /run/dcgm-job-map instead (docs/gpu-usage.md).
+# ---------------------------------------------------------------------------------------------------------------
+EXPORTER=$CLUSTER_DIR/fake_dcgm_exporter.py
+exporter_sum=$(cat "$EXPORTER" "$SLURM_ETC/gres.conf" | sha256sum | cut -d' ' -f1)
+exporter_up() { curl -fsS -o /dev/null "http://127.0.0.1:$1/metrics"; }
+# in_background CMD... &: like detached, but CMD replaces the background shell itself, so $! is its pid
+in_background() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        if (( fd > 2 )); then eval "exec $fd>&-"; fi
+    done
+    exec "$@" </dev/null
+}
+for node in "${NODES[@]}"; do
+    install -d -m 755 "$GPU_JOB_MAP_ROOT" "$GPU_JOB_MAP_ROOT/$node" "$FAKE_GPU_LOAD_ROOT" "$FAKE_GPU_LOAD_ROOT/$node"
+    pidfile=/run/fake-dcgm-exporter-$node.pid
+    port=${EXPORTER_PORT[$node]}
+    if exporter_pid "$pidfile" "$node" >/dev/null; then
+        [[ $(cat "$STATE_DIR/fake-dcgm-exporter-$node.sum" 2>/dev/null) == "$exporter_sum" ]] && \
+            { log "GPU exporter $node running on 127.0.0.1:$port"; continue; }
+        log "GPU exporter $node: script or gres.conf changed, restarting"
+        kill -TERM "$(exporter_pid "$pidfile" "$node")" 2>/dev/null || true
+        wait_for 10 "exporter $node to stop" bash -c "! ss -Hltn 'sport = :$port' | grep -q ." || true
+    fi
+    in_background setsid setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 "$EXPORTER" \
+        --node "$node" --port "$port" --gres-conf "$SLURM_ETC/gres.conf" --job-map-dir "$GPU_JOB_MAP_ROOT/$node" \
+        --load-dir "$FAKE_GPU_LOAD_ROOT/$node" >>"$LOG_DIR/fake-dcgm-exporter-$node.log" 2>&1 &
+    echo $! >"$pidfile"
+    echo "$exporter_sum" >"$STATE_DIR/fake-dcgm-exporter-$node.sum"
+    wait_for 10 "GPU exporter $node" exporter_up "$port" || die "GPU exporter $node does not answer (see $LOG_DIR/fake-dcgm-exporter-$node.log)"
+    log "GPU exporter $node started on 127.0.0.1:$port (stand-in for dcgm-exporter)"
+done
+
+# ---------------------------------------------------------------------------------------------------------------
 # 6. sshd for the portal (127.0.0.1:2222) + the portal's client key and known_hosts
 # ---------------------------------------------------------------------------------------------------------------
 [[ -s /etc/ssh/ssh_host_ed25519_key ]] || { ssh-keygen -A >/dev/null; log "generated ssh host keys"; }
@@ -424,6 +468,7 @@ echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
 echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
 echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR (one area per user: $ENV_CACHE_DIR/<user>)"
+echo "  GPU metrics:  stand-in dcgm-exporters $(for n in "${NODES[@]}"; do printf '%s=127.0.0.1:%s ' "$n" "${EXPORTER_PORT[$n]}"; done)(job mapping $GPU_JOB_MAP_ROOT/<node>, loads: gpuportal-fake-gpu-load)"
 echo "  logs:         $LOG_DIR/"
 
 # The second cluster, Slurm 24.11 in a Debian 13 root beside this one (cluster/cluster2/up.sh); CLUSTER2=0 skips it.

@@ -30,6 +30,15 @@ if running_in_root "$C2_SLURMCTLD_PID" slurmctld; then
     fi
 fi
 stop_in_root "portal sshd|$C2_SSHD_PID|sshd"
+exporters=()   # the stand-in GPU exporters run on the host
+for node in "${CLUSTER2_NODES[@]}"; do
+    if exporter_pid "/run/fake-dcgm-exporter-cluster2-$node.pid" "$node" >/dev/null; then
+        exporters+=("GPU exporter $node|/run/fake-dcgm-exporter-cluster2-$node.pid|python3")
+    else
+        rm -f "/run/fake-dcgm-exporter-cluster2-$node.pid"
+    fi
+done
+(( ${#exporters[@]} )) && stop_procs "${exporters[@]}"
 specs=()
 for (( i = ${#CLUSTER2_NODES[@]} - 1; i >= 0; i-- )); do
     specs+=("slurmd ${CLUSTER2_NODES[i]}|/run/slurm/slurmd-${CLUSTER2_NODES[i]}.pid|slurmd")

@@ -291,6 +291,12 @@ render "$CLUSTER2_TEMPLATES/gres.conf" /etc/slurm/gres.conf 644 root
 (( RENDER_CHANGED )) && slurm_conf_changed=1
 render "$CLUSTER2_TEMPLATES/cgroup.conf" /etc/slurm/cgroup.conf 644 root
 (( RENDER_CHANGED )) && slurm_conf_changed=1
+# GPU job mapping (dcgm-exporter's hpc_job label): the host cluster's prolog/epilog, settings and load command
+mkdir -p "$R/etc/slurm/prolog.d" "$R/etc/slurm/epilog.d"
+render "$TEMPLATE_DIR/prolog.d/gpu-job-map.sh" /etc/slurm/prolog.d/gpu-job-map.sh 755 root
+render "$TEMPLATE_DIR/epilog.d/gpu-job-map.sh" /etc/slurm/epilog.d/gpu-job-map.sh 755 root
+render "$TEMPLATE_DIR/gpu-job-map.conf" /etc/slurm/gpu-job-map.conf 644 root
+render "$TEMPLATE_DIR/gpuportal-fake-gpu-load" /usr/local/bin/gpuportal-fake-gpu-load 755 root
 for n in "${CLUSTER2_GPU_MINORS[@]}"; do
     dev=/dev/fakegpu$n
     if [[ ! -c $dev ]] || [[ $(stat -c '%t:%T %a' "$dev") != "c3:$(printf '%x' "$n") 666" ]]; then
@@ -415,6 +421,44 @@ fi
 log "nodes ready: $("${CHROOT[@]}" sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
 
 # ---------------------------------------------------------------------------------------------------------------
+# 5b. the stand-in GPU exporters (cluster/fake_dcgm_exporter.py), on the host as nobody, one per node on
+#     127.0.0.1:EXPORTER_PORT, each reading its node's mapping directory inside the root ($R/run/dcgm-job-map/<node>)
+# ---------------------------------------------------------------------------------------------------------------
+EXPORTER=$CLUSTER_DIR/fake_dcgm_exporter.py
+exporter_sum=$(cat "$EXPORTER" "$R/etc/slurm/gres.conf" | sha256sum | cut -d' ' -f1)
+exporter_up() { curl -fsS -o /dev/null "http://127.0.0.1:$1/metrics"; }
+# in_background CMD... &: like detached, but CMD replaces the background shell itself, so $! is its pid
+in_background() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        if (( fd > 2 )); then eval "exec $fd>&-"; fi
+    done
+    exec "$@" </dev/null
+}
+mkdir -p "$STATE_DIR"
+for node in "${CLUSTER2_NODES[@]}"; do
+    install -d -m 755 "$R$GPU_JOB_MAP_ROOT" "$R$GPU_JOB_MAP_ROOT/$node" "$R$FAKE_GPU_LOAD_ROOT" "$R$FAKE_GPU_LOAD_ROOT/$node"
+    pidfile=/run/fake-dcgm-exporter-cluster2-$node.pid
+    port=${EXPORTER_PORT[$node]}
+    if exporter_pid "$pidfile" "$node" >/dev/null; then
+        [[ $(cat "$STATE_DIR/fake-dcgm-exporter-cluster2-$node.sum" 2>/dev/null) == "$exporter_sum" ]] && \
+            { log "GPU exporter $node running on 127.0.0.1:$port"; continue; }
+        log "GPU exporter $node: script or gres.conf changed, restarting"
+        kill -TERM "$(exporter_pid "$pidfile" "$node")" 2>/dev/null || true
+        wait_for 10 "exporter $node to stop" bash -c "! ss -Hltn 'sport = :$port' | grep -q ." || true
+    fi
+    in_background setsid setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 "$EXPORTER" \
+        --node "$node" --port "$port" --gres-conf "$R/etc/slurm/gres.conf" --job-map-dir "$R$GPU_JOB_MAP_ROOT/$node" \
+        --load-dir "$R$FAKE_GPU_LOAD_ROOT/$node" >>"$LOG_DIR/fake-dcgm-exporter-cluster2-$node.log" 2>&1 &
+    echo $! >"$pidfile"
+    echo "$exporter_sum" >"$STATE_DIR/fake-dcgm-exporter-cluster2-$node.sum"
+    wait_for 10 "GPU exporter $node" exporter_up "$port" || \
+        die "GPU exporter $node does not answer (see $LOG_DIR/fake-dcgm-exporter-cluster2-$node.log)"
+    log "GPU exporter $node started on 127.0.0.1:$port (stand-in for dcgm-exporter)"
+done
+
+# ---------------------------------------------------------------------------------------------------------------
 # 6. sshd in the root for the portal (127.0.0.1:2223), the same client key, its host key pinned in known_hosts
 # ---------------------------------------------------------------------------------------------------------------
 SSH_DIR=$PORTAL_VAR_DIR/ssh
@@ -516,6 +560,7 @@ sacctmgr2 -nP show assoc where cluster="$CLUSTER2_NAME" format=account,user | aw
 echo "  ports:        slurmctld $CLUSTER2_CTLD_PORT, slurmdbd $CLUSTER2_DBD_PORT, slurmd g1 $CLUSTER2_NODE1_PORT g2 $CLUSTER2_NODE2_PORT, srun $CLUSTER2_SRUN_PORTS (127.0.0.1)"
 echo "  portal sshd:  $PORTAL_USER@$CLUSTER2_SSH_ADDR:$CLUSTER2_SSH_PORT (config $R$C2_SSHD_CONF; key $KEY; pinned in $kh)"
 echo "  commands:     chroot $R squeue --json   (plain 'squeue' is the host cluster's)"
+echo "  GPU metrics:  stand-in dcgm-exporters $(for n in "${CLUSTER2_NODES[@]}"; do printf '%s=127.0.0.1:%s ' "$n" "${EXPORTER_PORT[$n]}"; done)(job mapping $R$GPU_JOB_MAP_ROOT/<node>)"
 echo "  logs:         $R$C2_LOG_DIR/"
 up_s=$(awk -v ms="$(( ($(date +%s%N) - up_t0) / 1000000 ))" 'BEGIN {printf "%.1f", ms / 1000}')
 if [[ -n $BUILD_S ]]; then

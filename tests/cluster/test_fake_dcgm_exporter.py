@@ -78,10 +78,10 @@ def exporter(node, dirs, conf=GRES_CONF, clock=time.monotonic):
     ("node", "conf", "indexes", "gres_type"),
     [
         ("node1", GRES_CONF, [0, 1, 2, 3], "a100"),
-        ("node2", GRES_CONF, [4, 5, 6, 7], "a100"),
-        ("node3", GRES_CONF, [8, 9], "t4"),
-        ("g1", GRES_CONF_2, [20, 21, 22, 23], "h100"),
-        ("g2", GRES_CONF_2, [24, 25], "l40s"),
+        ("node2", GRES_CONF, [0, 1, 2, 3], "a100"),  # /dev/fakegpu[4-7]: Slurm's and DCGM's 0-3
+        ("node3", GRES_CONF, [0, 1], "t4"),
+        ("g1", GRES_CONF_2, [0, 1, 2, 3], "h100"),
+        ("g2", GRES_CONF_2, [0, 1], "l40s"),
         ("node9", GRES_CONF, [], None),
     ],
 )
@@ -125,26 +125,26 @@ def test_uuids_are_stable_and_differ_per_node_and_gpu(dirs):
 
 def test_a_mapped_gpu_carries_hpc_job_and_the_jobs_chosen_load(dirs):
     map_dir, load_dir = dirs
-    (map_dir / "4").write_text("77\n")
-    (map_dir / "5").write_text("77\n")
-    (load_dir / "4").write_text("job=77 load=80\n")
-    (load_dir / "5").write_text("job=77 load=0\n")
+    (map_dir / "0").write_text("77\n")
+    (map_dir / "1").write_text("77\n")
+    (load_dir / "0").write_text("job=77 load=80\n")
+    (load_dir / "1").write_text("job=77 load=0\n")
 
     _, samples = parse(exporter("node2", dirs).render())
 
-    assert value(samples, "DCGM_FI_PROF_SM_ACTIVE", hpc_job="77", gpu="4") == [0.8]
-    assert value(samples, "DCGM_FI_PROF_SM_ACTIVE", hpc_job="77", gpu="5") == [0.0]
-    assert value(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="4") == [80]
-    assert value(samples, "DCGM_FI_PROF_DRAM_ACTIVE", gpu="4") == [0.4]
-    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="4") == [round(512 + 0.6 * 0.8 * 81920)]
-    assert value(samples, "DCGM_FI_DEV_FB_FREE", gpu="4") == [81920 - round(512 + 0.6 * 0.8 * 81920)]
-    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="5") == [512]  # held, idle: the context's memory
-    assert value(samples, "DCGM_FI_DEV_POWER_USAGE", gpu="4") == [60 + 340 * 0.8]
-    assert value(samples, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu="5") == [fake.IDLE]
-    assert value(samples, "DCGM_FI_PROF_NVLINK_TX_BYTES", gpu="4") == [32e9]
+    assert value(samples, "DCGM_FI_PROF_SM_ACTIVE", hpc_job="77", gpu="0") == [0.8]
+    assert value(samples, "DCGM_FI_PROF_SM_ACTIVE", hpc_job="77", gpu="1") == [0.0]
+    assert value(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == [80]
+    assert value(samples, "DCGM_FI_PROF_DRAM_ACTIVE", gpu="0") == [0.4]
+    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="0") == [round(512 + 0.6 * 0.8 * 81920)]
+    assert value(samples, "DCGM_FI_DEV_FB_FREE", gpu="0") == [81920 - round(512 + 0.6 * 0.8 * 81920)]
+    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="1") == [512]  # held, idle: the context's memory
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == [60 + 340 * 0.8]
+    assert value(samples, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu="1") == [fake.IDLE]
+    assert value(samples, "DCGM_FI_PROF_NVLINK_TX_BYTES", gpu="0") == [32e9]
     # GPUs no job holds have no hpc_job label and are idle
     assert [labels.get("hpc_job") for n, labels, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"] == ["77", "77", None, None]
-    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="6") == [0]
+    assert value(samples, "DCGM_FI_DEV_FB_USED", gpu="2") == [0]
 
 
 def test_a_load_is_ignored_when_no_job_or_another_job_holds_the_gpu(dirs):
@@ -211,12 +211,12 @@ def test_throttle_reasons_follow_the_load_or_the_file(dirs):
 def test_energy_is_a_counter_of_the_power_over_time_in_millijoules(dirs):
     now = [100.0]
     ex = exporter("node3", dirs, clock=lambda: now[0])
-    (dirs[0] / "8").write_text("1\n")
-    (dirs[1] / "8").write_text("100")
+    (dirs[0] / "0").write_text("1\n")
+    (dirs[1] / "0").write_text("100")
 
-    first = value(parse(ex.render())[1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="8")[0]
+    first = value(parse(ex.render())[1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0")[0]
     now[0] += 10
-    second = value(parse(ex.render())[1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="8")[0]
+    second = value(parse(ex.render())[1], "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0")[0]
 
     assert first == 0
     assert second == 70 * 10 * 1000  # a T4 at full load: 70 W for 10 s
@@ -224,7 +224,7 @@ def test_energy_is_a_counter_of_the_power_over_time_in_millijoules(dirs):
 
 def test_the_server_serves_metrics_and_stops_on_sigterm(dirs):
     port = free_port()
-    (dirs[0] / "8").write_text("99\n")
+    (dirs[0] / "0").write_text("99\n")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -256,7 +256,7 @@ def test_the_server_serves_metrics_and_stops_on_sigterm(dirs):
                 assert time.monotonic() < deadline, proc.stdout.read() if proc.poll() is not None else "no answer"
                 time.sleep(0.1)
         assert kind.startswith("text/plain; version=0.0.4")
-        assert 'DCGM_FI_PROF_SM_ACTIVE{gpu="8",' in body and 'Hostname="node3",hpc_job="99"}' in body
+        assert 'DCGM_FI_PROF_SM_ACTIVE{gpu="0",' in body and 'Hostname="node3",hpc_job="99"}' in body
         proc.terminate()
         assert proc.wait(timeout=10) == 0
     finally:
