@@ -47,6 +47,12 @@ if pid_alive "$RUN_DIR/prometheus.pid"; then
     exit 0
 fi
 if ss -Hltn "sport = :$PORTAL_PROMETHEUS_PORT" | grep -q .; then
+    # Another checkout's (e.g. a CI clone's) Prometheus with this repo's config: use it, leave it alone.
+    flags=$(curl -fsS --max-time 5 "$URL/api/v1/status/flags" 2>/dev/null || true)
+    if [[ $flags == *'"config.file":"'*/cluster/etc/prometheus.yml'"'* ]]; then
+        log "Prometheus of another checkout runs on $URL ($(grep -o '"config.file":"[^"]*"' <<<"$flags")): using it"
+        exit 0
+    fi
     die "port $PORTAL_PROMETHEUS_PORT is taken by another program (ss -ltnp 'sport = :$PORTAL_PROMETHEUS_PORT'; a packaged prometheus.service: systemctl disable --now prometheus), or set PORTAL_PROMETHEUS_PORT"
 fi
 start_bg prometheus prometheus --config.file="$CONFIG" --storage.tsdb.path="$DATA" \
