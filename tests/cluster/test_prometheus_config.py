@@ -27,7 +27,11 @@ DCGM = {
     "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES",
     "DCGM_FI_PROF_NVLINK_RX_BYTES", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
 }  # fmt: skip
-PORTAL = {"portal_jobs_pending", "portal_snapshot_age_seconds", "portal_poll_failures_total", "portal_submissions_stuck"}
+#: the portal's (api/metrics.py)
+PORTAL = {
+    "portal_jobs_pending", "portal_snapshot_age_seconds", "portal_poll_failures_total", "portal_submissions_stuck",
+    "portal_submissions_total", "portal_sessions", "portal_gpu_usage_age_seconds",
+}  # fmt: skip
 KNOWN = DCGM | PORTAL | {"up"}
 
 promtool = shutil.which("promtool")
@@ -43,7 +47,7 @@ def test_promtool_accepts_the_config_and_its_rules():
     done = run_promtool("check", "config", str(CONFIG))
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout + done.stderr
+    assert "SUCCESS: 8 rules found" in done.stdout + done.stderr
 
 
 @needs_promtool
@@ -65,7 +69,7 @@ def test_there_is_an_alert_for_each_fault_the_issue_names():
     alerts = {rule["alert"]: rule["expr"] for group in rules["groups"] for rule in group["rules"]}
 
     assert {"GpuPowerThrottled", "GpuThermallyThrottled", "GpusIdleWhilePending", "PortalSnapshotStale",
-            "PortalPollFailing", "PortalSubmissionsStuck"} <= set(alerts)  # fmt: skip
+            "PortalPollFailing", "PortalSubmissionsStuck", "PortalGpuUsageStale"} <= set(alerts)  # fmt: skip
     assert "portal_jobs_pending" in alerts["GpusIdleWhilePending"]
     assert "DCGM_FI_PROF_SM_ACTIVE" in alerts["GpusIdleWhilePending"]
     assert "portal_snapshot_age_seconds" in alerts["PortalSnapshotStale"]
