@@ -1,5 +1,6 @@
 """Idle sessions: what the hub's spawner reports of a person's activity, how long a session has been
-idle, the warning before the stop, and the stop itself (``PORTAL_SESSION_IDLE_MINUTES``).
+idle, the warning before the stop, and the stop itself (``PORTAL_SESSION_IDLE_MINUTES``). GPU
+sessions whose GPUs are measured are judged by their GPUs' use instead (:mod:`interactive.gpu_idle`).
 
 Activity is a person's input (kernel execution, terminal keystrokes, saves, the VS Code window in
 use; each kind's ``activity`` in :mod:`interactive.kinds`), reported by the hub's spawner from the
@@ -19,6 +20,7 @@ from django.utils import timezone as djtz
 from portal.formats import duration
 
 from . import hub
+from .gpu_idle import GpuLook, gpu_reclaim_message, gpu_rule_applies, reclaim_enabled, sessions_gpu_observe
 from .models import Session, SessionState
 from .transitions import session_end
 
@@ -50,10 +52,11 @@ def session_activity_record(*, username: str, key: str, last_input: float | None
 
 
 def session_work_at(session: Session) -> datetime | None:
-    """When the session last did work that keeps it from being idle without a person's input. None
-    for now: GPU activity (the GPU-usage issue) is to be read here, from the poller's per-job GPU
-    figures, and counts like input."""
-    return None
+    """When the session last did work that keeps it from being idle without a person's input: the
+    last GPU-usage read that had its GPUs at or above ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity
+    (``Session.gpu_busy_at``, :mod:`interactive.gpu_idle`), which counts like input. None when
+    never seen busy (or a session without GPUs)."""
+    return session.gpu_busy_at if session.gpu_count else None
 
 
 def session_idle_seconds(session: Session, *, now: datetime | None = None) -> float | None:
@@ -74,6 +77,8 @@ def idle_stop_in_seconds(session: Session, *, now: datetime | None = None) -> fl
     """Seconds until the idle limit stops the session, when that is near (within
     :data:`WARN_BEFORE_S`, or half the limit for a short limit); None otherwise."""
     limit_s = settings.SESSION_IDLE_MINUTES * 60
+    if gpu_rule_applies(session, now=now):  # judged by its GPUs' use: gpu_idle.gpu_reclaim_warning
+        return None
     idle = session_idle_seconds(session, now=now) if limit_s else None
     if idle is None:
         return None
@@ -82,16 +87,31 @@ def idle_stop_in_seconds(session: Session, *, now: datetime | None = None) -> fl
 
 
 def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
-    """Stop running sessions with no person's activity for ``PORTAL_SESSION_IDLE_MINUTES``; each gets
-    a message saying why and an audit row ``session.culled`` (old and new state, idle minutes).
-    Returns the sessions stopped. Sessions whose idle time is unknown, and hub errors, leave
-    sessions alone until the next run."""
+    """Stop idle running sessions; each gets a message saying why and an audit row. Returns the
+    sessions stopped.
+
+    A GPU session whose GPUs are measured, at a site that reclaims idle GPU sessions
+    (``PORTAL_GPU_IDLE_RECLAIM_MINUTES``): stopped when its GPUs have stayed below
+    ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity that long (``session.gpu_reclaimed``: old and new
+    state, GPU idle minutes, SM activity percent; :mod:`interactive.gpu_idle`), and never for a
+    person's inactivity. Any other session (no GPUs, GPUs not measured, reclaim off): stopped after
+    ``PORTAL_SESSION_IDLE_MINUTES`` with no person's activity, GPU work seen counting as activity
+    (``session.culled``: old and new state, idle minutes). Sessions whose idle time is unknown, and
+    hub errors, leave sessions alone until the next run."""
     limit = settings.SESSION_IDLE_MINUTES
-    if not limit:
-        return []
+    reclaim = settings.GPU_IDLE_RECLAIM_MINUTES if reclaim_enabled() else 0
     now = now or djtz.now()
+    running = list(Session.objects.filter(state=SessionState.RUNNING).select_related("user"))
+    looks = sessions_gpu_observe(running, now=now)
     stopped = []
-    for session in Session.objects.filter(state=SessionState.RUNNING).select_related("user"):
+    for session in running:
+        look = looks.get(session.pk)
+        if reclaim and look is not None and look.measured:
+            if look.low_for_s >= reclaim * 60 and _stop(session, look):
+                stopped.append(session)
+            continue
+        if not limit:
+            continue
         idle = session_idle_seconds(session, now=now)
         if idle is None:
             if session.started_at and now - session.started_at > timedelta(seconds=REPORT_MAX_AGE_S):
@@ -111,3 +131,16 @@ def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
         if session_end(session, SessionState.STOPPED, message, action="session.culled", extra={"idle_minutes": int(idle // 60)}):
             stopped.append(session)
     return stopped
+
+
+def _stop(session: Session, look: GpuLook) -> bool:
+    """Stop the GPU session whose GPUs stayed idle (``look``), with its reason and audit row."""
+    try:
+        hub.stop_server(session.user.username, session.server_name)
+    except hub.HubError as exc:
+        log.warning("idle GPU stop of %s failed: %s", session, exc)
+        return False
+    extra = {"gpu_idle_minutes": int(look.low_for_s // 60), "sm_active_percent": round(look.sm_active or 0.0, 1)}
+    return session_end(
+        session, SessionState.STOPPED, gpu_reclaim_message(session, look), action="session.gpu_reclaimed", extra=extra
+    )

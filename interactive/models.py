@@ -41,7 +41,11 @@ class Session(models.Model):
     then (set by the spawn check: now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``; None before);
     ``last_input_at`` a person's last input in the session (kernel execution, terminal keystrokes, a
     save, the VS Code window in use: see :mod:`interactive.kinds`), and ``activity_reported_at`` when
-    the hub's spawner last reported it (None: never; the idle limit needs a fresh report)."""
+    the hub's spawner last reported it (None: never; the idle limit needs a fresh report);
+    ``gpu_seen_at`` the last GPU-usage read that had figures of its GPUs, ``gpu_low_since`` since
+    when every such read has had them below ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity (None: not
+    low at the last look, or not measured), ``gpu_busy_at`` the last read that had them at or above
+    it (:mod:`interactive.gpu_idle`)."""
 
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
@@ -61,6 +65,9 @@ class Session(models.Model):
     give_up_at = models.DateTimeField(null=True, blank=True)
     last_input_at = models.DateTimeField(null=True, blank=True)
     activity_reported_at = models.DateTimeField(null=True, blank=True)
+    gpu_seen_at = models.DateTimeField(null=True, blank=True)
+    gpu_low_since = models.DateTimeField(null=True, blank=True)
+    gpu_busy_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -33,6 +33,7 @@ from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compa
 from slurm.values import time_left_seconds
 
 from . import hub
+from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
@@ -221,6 +222,8 @@ class SessionCard:
     progress: str
     open_url: str
     idle_stop_in_s: float | None = None  # seconds until the idle limit stops it, when that is near
+    gpu_warning: str = ""  # its GPUs idle and the stop near (interactive.gpu_idle.gpu_reclaim_warning)
+    gpu_note: str = ""  # a GPU session not judged by its GPUs, and why (gpu_idle.gpu_not_measured_note)
 
     def _line(self) -> tuple[str, str]:
         """(main part, last part) of :attr:`line`: the time left of a running session, or an ended
@@ -282,8 +285,14 @@ class SessionCard:
 
     @property
     def idle_warning(self) -> str:
-        """ "stops in 8 min without activity" when the idle limit is near, else ""."""
-        if self.phase != SessionPhase.RUNNING or self.idle_stop_in_s is None:
+        """ "stops in 8 min without activity" when the idle limit is near, "your 1 A100 has been below
+        5 % SM activity for 25 min; the session stops in 5 min unless it is used" when the idle-GPU
+        limit is, else ""."""
+        if self.phase != SessionPhase.RUNNING:
+            return ""
+        if self.gpu_warning:
+            return self.gpu_warning
+        if self.idle_stop_in_s is None:
             return ""
         return f"stops in {max(1, math.ceil(self.idle_stop_in_s / 60))} min without activity"
 
@@ -360,7 +369,7 @@ def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
 
 def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:
     position = in_line = estimate = time_left = idle_stop_in = None
-    progress = open_url = ""
+    progress = open_url = gpu_warning = gpu_note = ""
     if not session.is_active:
         phase = SessionPhase.ENDED
     elif not hub_known:
@@ -372,6 +381,7 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
         if job is not None and job.start_time:
             time_left = time_left_seconds(start=job.start_time, limit_minutes=job.time_limit, now=now)
         idle_stop_in = idle_stop_in_seconds(session)
+        gpu_warning, gpu_note = gpu_reclaim_warning(session), gpu_not_measured_note(session)
     elif job is not None and job.state == "PENDING":
         phase = SessionPhase.QUEUED
         position, in_line = positions.get(job.job_id, (None, None))
@@ -381,4 +391,6 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
     else:
         phase = SessionPhase.STARTING
         progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
-    return SessionCard(session, phase, job, position, in_line, estimate, time_left, progress, open_url, idle_stop_in)
+    return SessionCard(
+        session, phase, job, position, in_line, estimate, time_left, progress, open_url, idle_stop_in, gpu_warning, gpu_note
+    )

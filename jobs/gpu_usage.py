@@ -146,6 +146,13 @@ def gpu_usage_refresh(*, cluster: str, lock_client: redis.Redis | None = None, m
         return usage
 
 
+def below_low_use(sm_active_percent: float) -> bool:
+    """Whether a mean SM activity (percent) is low use: below ``PORTAL_GPU_LOW_USE_PERCENT``. The
+    one definition, for the low-use flags and for reclaiming idle GPU sessions
+    (:mod:`interactive.gpu_idle`)."""
+    return sm_active_percent < settings.GPU_LOW_USE_PERCENT
+
+
 def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes: int) -> str:
     """The low-use flag: "4 GPUs at 3 % SM activity for the last 30 min" when the job has run at
     least the window (``window_minutes``, ``PORTAL_GPU_LOW_USE_MINUTES``) and the mean of its GPUs'
@@ -155,7 +162,7 @@ def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes
     if not gpus or not window_minutes or None in windows or running_s < window_minutes * 60:
         return ""
     mean = sum(windows) / len(windows)
-    if mean >= settings.GPU_LOW_USE_PERCENT:
+    if not below_low_use(mean):
         return ""
     count = f"{len(gpus)} GPUs" if len(gpus) > 1 else "1 GPU"
     return f"{count} at {mean:.0f} % SM activity for the last {window_minutes} min"
@@ -172,7 +179,7 @@ def gpus_busy(snapshot, usage: ClusterUsage | None) -> dict[tuple[str, str], int
     busy_index: dict[str, list[int]] = {}
     for gpus in usage.jobs.values():
         for g in gpus:
-            if g.sm_active is not None and g.sm_active >= settings.GPU_LOW_USE_PERCENT and g.gpu.isdigit():
+            if g.sm_active is not None and not below_low_use(g.sm_active) and g.gpu.isdigit():
                 busy_index.setdefault(g.host, []).append(int(g.gpu))
     found: dict[tuple[str, str], int] = {}
     for node in snapshot.nodes:

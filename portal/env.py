@@ -88,6 +88,8 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PROMETHEUS_TIMEOUT": (float, 2.0),
     "PORTAL_GPU_LOW_USE_PERCENT": (float, 5.0),
     "PORTAL_GPU_LOW_USE_MINUTES": (int, 30),
+    "PORTAL_GPU_IDLE_RECLAIM_MINUTES": (int, 30),
+    "PORTAL_GPU_IDLE_WARN_MINUTES": (int, 5),
     # The portal's own metrics (/metrics)
     "PORTAL_METRICS_ALLOW": (list, ["127.0.0.1", "::1"]),
     "PORTAL_METRICS_TOKEN": (str, ""),

@@ -255,6 +255,10 @@ PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
 PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
 GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
 GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
+#: A running GPU session whose GPUs stay below GPU_LOW_USE_PERCENT SM activity this many minutes is
+#: stopped (0 = never), with a warning on its card this many minutes before (interactive/gpu_idle.py).
+GPU_IDLE_RECLAIM_MINUTES = env("PORTAL_GPU_IDLE_RECLAIM_MINUTES")
+GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
 #: /metrics (api/metrics.py): the addresses that may read it directly, and a bearer token that may
 #: read it from anywhere ("" = none).
 METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")

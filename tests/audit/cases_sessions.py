@@ -61,6 +61,36 @@ def session_culled(w: World):
     return before, read(session, "state") | {"idle_minutes": 45}
 
 
+def session_gpu_reclaimed(w: World):
+    from django.core.cache import cache
+
+    from gpuusage.store import ClusterUsage, GpuFigures, usage_key
+    from interactive import hub
+    from interactive.idle import sessions_cull_idle
+    from slurm.clusters import sessions_cluster
+
+    w.settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    w.settings.GPU_IDLE_RECLAIM_MINUTES = 30
+    w.monkeypatch.setattr(hub, "stop_server", lambda username, server: None)
+    session = _session(w, "RUNNING")
+    type(session).objects.filter(pk=session.pk).update(gpu_count=1, started_at=djtz.now() - timedelta(minutes=50))
+    w.monkeypatch.setattr("interactive.gpu_idle.session_jobs", lambda cluster: {str(session.key): 4242})  # its Slurm job
+
+    def read_at(now):
+        gpus = [GpuFigures(host="node1", gpu="0", sm_active=1.0)]
+        usage = ClusterUsage(cluster=sessions_cluster().name, read_at=now.timestamp(), jobs={"4242": gpus}, hosts=["node1"])
+        cache.set(usage_key(sessions_cluster().name), usage.to_dict(), timeout=None)
+
+    start = djtz.now()
+    read_at(start)
+    assert sessions_cull_idle(now=start) == []
+    before = read(session, "state")
+    later = start + timedelta(minutes=31)
+    read_at(later)
+    assert sessions_cull_idle(now=later) == [session]
+    return before, read(session, "state") | {"gpu_idle_minutes": 31, "sm_active_percent": 1.0}
+
+
 def session_running(w: World):
     from interactive.transitions import session_mark_running
 
