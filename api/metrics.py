@@ -9,7 +9,13 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_submissions_total{outcome}``: portal jobs by outcome (``submitted``: Slurm took it,
   ``failed``: it could not be submitted), counted from the job rows;
 - ``portal_sessions{phase}``: sessions not ended, by state (``requested``, ``starting``, ``running``);
-- ``portal_gpu_usage_age_seconds{cluster}``: seconds since the last GPU usage read that answered.
+- ``portal_gpu_usage_age_seconds{cluster}``: seconds since the last GPU usage read that answered;
+- ``portal_queue_wait_seconds{cluster,partition,quantile}``: how long the jobs pending now have
+  waited (now minus squeue's ``submit_time``), the median (``0.5``) and the longest (``1``);
+- ``portal_slurm_command_seconds{cluster,command}``: a summary of the wall time of every Slurm
+  command the portal ran (``squeue``, ``sinfo``, ``sacct`` by the poller, ``sbatch`` per submission...;
+  ``_sum`` seconds, ``_count`` calls), and ``portal_slurm_command_failures_total{cluster,command}``
+  (:mod:`jobs.slurm_metrics`).
 
 Everything is read when scraped, from the cache and PostgreSQL (no per-process state, so any number
 of gunicorn workers answer the same). Not public: only ``PORTAL_METRICS_ALLOW`` addresses asking
@@ -20,6 +26,7 @@ directly (no ``X-Forwarded-For``: a request through the site's proxy is not loca
 from __future__ import annotations
 
 import hmac
+import statistics
 import time
 from collections import Counter
 
@@ -27,12 +34,13 @@ from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from gpuusage.store import usages_load
 from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
 from jobs.send import jobs_stuck
+from jobs.slurm_metrics import slurm_command_figures
 from portal.counters import counters
 from slurm.clusters import cluster_names
 from slurm.snapshot import snapshots_load
@@ -68,6 +76,32 @@ class PortalCollector:
                 pending.add_metric([name, partition], count)
         yield age
         yield pending
+        waits = GaugeMetricFamily(
+            "portal_queue_wait_seconds",
+            "How long the jobs pending now have waited: median (quantile 0.5) and longest (1)",
+            labels=["cluster", "partition", "quantile"],
+        )
+        for name in names:
+            snapshot = snapshots.get(name)
+            by_partition: dict[str, list[float]] = {}
+            for j in snapshot.jobs if snapshot else []:
+                if j.state == JobState.PENDING and j.submit_time:
+                    by_partition.setdefault(j.partition, []).append(max(0.0, now - j.submit_time))
+            for partition, values in sorted(by_partition.items()):
+                waits.add_metric([name, partition, "0.5"], statistics.median(values))
+                waits.add_metric([name, partition, "1"], max(values))
+        yield waits
+        latency = SummaryMetricFamily(
+            "portal_slurm_command_seconds", "Wall time of the Slurm commands the portal ran", labels=["cluster", "command"]
+        )
+        command_failures = CounterMetricFamily(
+            "portal_slurm_command_failures", "Slurm commands that did not run or exited non-zero", labels=["cluster", "command"]
+        )
+        for (cluster, command), (calls, seconds, failed) in sorted(slurm_command_figures().items()):
+            latency.add_metric([cluster, command], count_value=calls, sum_value=seconds)
+            command_failures.add_metric([cluster, command], failed)
+        yield latency
+        yield command_failures
         failures = CounterMetricFamily("portal_poll_failures", "Snapshot polls that failed", labels=["cluster"])
         counted = counters("poll_failures")
         for name in names:

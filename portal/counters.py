@@ -24,6 +24,17 @@ def counter_add(name: str, label: str = "", amount: int = 1) -> None:
         logger.warning("counter %s:%s not counted: %s", name, label, exc)
 
 
+def counters_add(items: list[tuple[str, str, int]]) -> None:
+    """Several :func:`counter_add` in one Redis round trip: ``[(name, label, amount), ...]``."""
+    try:
+        with redis_client().pipeline(transaction=False) as pipe:
+            for name, label, amount in items:
+                pipe.hincrby(KEY, f"{name}:{label}", amount)
+            pipe.execute()
+    except redis.RedisError as exc:
+        logger.warning("counters %s not counted: %s", [n for n, _, _ in items], exc)
+
+
 def counters(name: str) -> dict[str, int]:
     """``{label: count}`` of counter ``name`` (empty when Redis does not answer)."""
     try:

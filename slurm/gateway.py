@@ -6,7 +6,8 @@ import json
 import os
 import re
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from .adapters import adapter_for
 from .errors import SlurmError, SlurmVersionUnknown
@@ -18,17 +19,33 @@ from .transport import CommandResult, Transport
 POSIX_USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
+#: Called after every command a gateway runs, finished or not, as ``observer(cluster, command,
+#: seconds, ok)``: ``cluster`` the gateway's configured name ("" for one built by hand), ``command``
+#: the program's base name (``squeue``, ``sbatch``; the portal's sbatch helper counts as ``sbatch``),
+#: ``seconds`` wall time of the call, ``ok`` whether it ran and exited 0. The jobs app registers the
+#: one that feeds /metrics' ``portal_slurm_command_seconds``; an observer that raises is ignored.
+command_observers: list[Callable[[str, str, float, bool], None]] = []
+
+
+def command_name(argv0: str) -> str:
+    """The label of a command for :data:`command_observers`: its base name, ``sbatch`` for any
+    ``*-sbatch`` wrapper (the portal's submit helper)."""
+    name = os.path.basename(argv0)
+    return "sbatch" if name.endswith("-sbatch") else name
+
+
 class SlurmGateway:
     """Runs argv lists on the submit host through a :class:`Transport`.
 
     ``command_timeout`` is the default deadline in seconds. With ``as_user``, the command runs as
     that researcher through the sudo rule: ``sudo -n -u <user> -- <argv>`` (never a password
-    prompt, never a tty).
+    prompt, never a tty). ``cluster``: the configured name, passed to :data:`command_observers`.
     """
 
-    def __init__(self, transport: Transport, *, command_timeout: float = 30.0):
+    def __init__(self, transport: Transport, *, command_timeout: float = 30.0, cluster: str = ""):
         self.transport = transport
         self.command_timeout = command_timeout
+        self.cluster = cluster
 
     def build_argv(self, argv: Sequence[str], *, as_user: str | None = None) -> list[str]:
         """The full argv to send. Raises ``ValueError`` for an empty argv, a non-str element, or an
@@ -63,10 +80,22 @@ class SlurmGateway:
         """
         full = self.build_argv(argv, as_user=as_user)
         data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-        result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
+        started, ok = time.monotonic(), False
+        try:
+            result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
+            ok = result.returncode == 0
+        finally:
+            self._observe(argv[0], time.monotonic() - started, ok)
         if check and result.returncode != 0:
             raise SlurmError(full, result.returncode, result.out, result.err)
         return result
+
+    def _observe(self, argv0: str, seconds: float, ok: bool) -> None:
+        for observer in list(command_observers):
+            try:
+                observer(self.cluster, command_name(argv0), seconds, ok)
+            except Exception:  # noqa: BLE001 - a metric must never fail a Slurm command
+                pass
 
     def run_json(self, argv: Sequence[str], *, as_user: str | None = None, timeout: float | None = None) -> dict:
         """Run a Slurm ``--json`` command and return its document. Raises ``ValueError`` when the
@@ -140,7 +169,9 @@ def get_gateway(cluster: str | None = None) -> SlurmGateway:
         gateway = _gateways.get(found.name)
         if gateway is None:
             conf = found.gateway
-            gateway = _gateways[found.name] = SlurmGateway(build_transport(conf), command_timeout=conf["command_timeout"])
+            gateway = _gateways[found.name] = SlurmGateway(
+                build_transport(conf), command_timeout=conf["command_timeout"], cluster=found.name
+            )
         return gateway
 
 

@@ -112,3 +112,37 @@ def test_usage_age_is_there_once_read(client, world):
     cache.set(usage_key("cluster1"), replace(ClusterUsage(cluster="cluster1"), read_at=time.time() - 4).to_dict())
     found = samples(client.get("/metrics", REMOTE_ADDR="127.0.0.1"))
     assert 3 <= found[("portal_gpu_usage_age_seconds", (("cluster", "cluster1"),))] < 30
+
+
+def test_slurm_command_latency_and_queue_waits(client, world):
+    """issue 20, item 4: sbatch and squeue latency (every command a cluster's gateway runs, counted
+    by the observer the jobs app registers) and the queue wait by partition, from the snapshot."""
+    from slurm.gateway import SlurmGateway as Gateway
+    from slurm.transport import CommandResult
+
+    class Timed(FakeTransport):
+        def execute(self, argv, *, stdin, timeout):
+            time.sleep(0.02)
+            return CommandResult(argv=tuple(argv), returncode=0 if argv[-1] != "bad" else 1, stdout=b"1;cluster1\n", stderr=b"")
+
+    gateway = Gateway(Timed(), cluster="cluster1")
+    gateway.run(["squeue", "--json"], check=False)
+    gateway.run(["squeue", "--json"], check=False)
+    gateway.run(["/usr/local/libexec/gpuportal/gpuportal-sbatch", "--parsable"], as_user="alice", check=False)
+    gateway.run(["scancel", "bad"], check=False)
+    found = samples(client.get("/metrics", REMOTE_ADDR="127.0.0.1"))
+    squeue = (("cluster", "cluster1"), ("command", "squeue"))
+    assert found[("portal_slurm_command_seconds_count", squeue)] == 2
+    assert 0.04 <= found[("portal_slurm_command_seconds_sum", squeue)] < 5
+    assert found[("portal_slurm_command_seconds_count", (("cluster", "cluster1"), ("command", "sbatch")))] == 1
+    assert found[("portal_slurm_command_failures_total", (("cluster", "cluster1"), ("command", "scancel")))] == 1
+    assert found[("portal_slurm_command_failures_total", squeue)] == 0
+
+    waits = {k[1]: v for k, v in found.items() if k[0] == "portal_queue_wait_seconds"}
+    pending = [j for j in world.jobs if j.state == JobState.PENDING and j.submit_time]
+    assert pending, "the recorded queue has pending jobs"
+    partition = pending[0].partition
+    longest = max(time.time() - j.submit_time for j in pending if j.partition == partition)
+    key = (("cluster", "cluster1"), ("partition", partition), ("quantile", "1"))
+    assert abs(waits[key] - longest) < 30, (waits, longest)
+    assert waits[(("cluster", "cluster1"), ("partition", partition), ("quantile", "0.5"))] <= waits[key]
