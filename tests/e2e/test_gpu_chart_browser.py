@@ -81,8 +81,10 @@ def gpu_job():
     get_gateway("cluster1").run(["scancel", job_id], as_user="alice", check=False)
 
 
-def page_round(value: float) -> str:
-    """Django's ``floatformat:0``, as the GPU card rounds (half up)."""
+def page_round(value: float | None) -> str:
+    """Django's ``floatformat:0``, as the GPU card rounds (half up); "–" for no figure, as the card says."""
+    if value is None:
+        return "–"
     return str(Decimal(repr(value)).quantize(Decimal("1"), rounding=ROUND_HALF_UP))
 
 
@@ -149,6 +151,16 @@ def test_the_job_pages_gpu_chart_renders_and_its_figures_match_prometheus(
             page.wait_for_function(f"() => ({COUNT_COLOUR})({list(rgb)}) > 40", timeout=50_000)
         except PlaywrightTimeout:
             pytest.fail(f"{gpu}'s line is not on the chart's canvas: {page.evaluate(COUNT_COLOUR, list(rgb))} pixels")
+    # what the chart was drawn from (the same URL, the same session): its latest points are Prometheus's
+    answer = page.evaluate(
+        "url => fetch(url, {credentials: 'same-origin'}).then(r => r.json())", chart.get_attribute("data-gpu-chart")
+    )
+    assert answer["error"] == "" and len(answer["t"]) >= int(chart.get_attribute("data-points"))
+    latest = {g["label"]: (g["sm_active"][-1], g["memory_used_mib"][-1]) for g in answer["gpus"]}
+    expected = from_prometheus(gpu_job)
+    assert {label: (f"{page_round(sm)} %", page_round(mib)) for label, (sm, mib) in latest.items()} == {
+        gpu.replace(":", " GPU "): (figures["sm-active"], figures["memory"].split(" / ")[0]) for gpu, figures in expected.items()
+    }
     chart.scroll_into_view_if_needed()
     shot(page, "gpu-chart")
     assert on_the_page(page) == from_prometheus(gpu_job)  # still, at the next refreshes
