@@ -43,3 +43,22 @@ def check_session_presets(app_configs=None, **kwargs):
         )
         for problem in preset_problems()
     ]
+
+
+@register("portal")
+def check_gpu_idle_reclaim(app_configs=None, **kwargs):
+    """portal.E012: ``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` or ``PORTAL_GPU_IDLE_WARN_MINUTES`` below 0:
+    a negative limit would stop every measured GPU session at once (:mod:`interactive.gpu_idle`)."""
+    errors = []
+    for name in ("GPU_IDLE_RECLAIM_MINUTES", "GPU_IDLE_WARN_MINUTES"):
+        value = getattr(settings, name)
+        if value < 0:
+            errors.append(
+                Error(
+                    f"PORTAL_{name}={value} is below 0: a GPU session cannot be idle for less than no time.",
+                    hint=f"Set PORTAL_{name} to a number of minutes, or to 0 (reclaim: never stop idle GPU sessions; "
+                    "warning: none before the stop).",
+                    id="portal.E012",
+                )
+            )
+    return errors

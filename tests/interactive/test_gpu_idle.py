@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from bs4 import BeautifulSoup
 from django.core.cache import cache
+from django.core.checks import run_checks
 from django.utils import timezone as djtz
 
 from audit.models import AuditEvent
@@ -218,3 +219,11 @@ def test_a_cpu_only_session_keeps_the_activity_rule(site, alice, slurm_json, mon
     assert gpu_not_measured_note(session) == ""
     assert cull_at(djtz.now(), load=90.0) == [session]  # a job's figures do not make it busy: it holds no GPU
     assert AuditEvent.objects.get(action="session.culled").new["idle_minutes"] == 45
+
+
+@pytest.mark.parametrize("name", ["GPU_IDLE_RECLAIM_MINUTES", "GPU_IDLE_WARN_MINUTES"])
+def test_a_negative_limit_is_refused_at_start_up(settings, name):
+    assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E012"] == []
+    setattr(settings, name, -5)
+    [error] = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E012"]
+    assert error.msg.startswith(f"PORTAL_{name}=-5 is below 0") and "or to 0" in error.hint
