@@ -40,6 +40,22 @@ def test_refresh_reads_both_real_clusters(clean_cache):
         assert time.strftime("%Y-%m-%d", time.gmtime()) in usage.daily
 
 
+def known_to_slurmctld(account: str, user: str, cluster: str, timeout: float = 90) -> None:
+    """Wait until ``cluster``'s slurmctld holds ``user``'s association with ``account``: slurmdbd
+    pushes a new association to the controller, which only gets it once it is registered with
+    slurmdbd again after a slurmdbd restart (an earlier test restarts cluster2's; CI saw sbatch
+    refused with "Invalid account" 7 s after such a restart)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = (
+            get_gateway(cluster).run(["scontrol", "show", "assoc_mgr", f"accounts={account}", f"users={user}", "flags=assoc"]).out
+        )
+        if f"Account={account} UserName={user}(" in out or f"Account={account} UserName={user} " in out:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{cluster}'s slurmctld does not know {user} in account {account} after {timeout:.0f} s")
+
+
 def test_a_teams_gpu_hours_are_summed_over_both_clusters(django_user_model, clean_cache):
     """alice runs one GPU for 20 s on each cluster in a new team (synced to both): the team's
     GPU-hours, hers and the day's are the two clusters' added up, and neither is 0."""
@@ -49,6 +65,8 @@ def test_a_teams_gpu_hours_are_summed_over_both_clusters(django_user_model, clea
     Membership.objects.create(team=team, user=alice, role=Role.MEMBER, source=Source.ADMIN)
     try:
         assert teams_sync().ok
+        for cluster in cluster_names():
+            known_to_slurmctld(name, "alice", cluster)
         jobs = {cluster: run_gpu_job("alice", name, 20, cluster) for cluster in cluster_names()}
         for cluster, job_id in jobs.items():
             wait_done([job_id], cluster)
