@@ -124,7 +124,7 @@ def snapshot_take(
         reading = adapter.poll(gateway, previous=previous, now=now, probe=probe)
     except OtherVersion as other:  # upgraded since the last poll: the new version's commands
         probe = other.document if other.argv == PROBE_ARGV else None  # a probe is only ever sinfo's document
-        reading = other.adapter.poll(gateway, previous=previous, now=now, probe=probe)
+        reading = adapter_named(other.version).poll(gateway, previous=previous, now=now, probe=probe)
     return ClusterSnapshot(
         taken_at=now,
         attempted_at=now,

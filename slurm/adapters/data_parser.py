@@ -44,7 +44,7 @@ from ..values import (
     parse_timestamp,
     queue_exit,
 )
-from . import PARTITIONS_EVERY, PollReading, expect_version
+from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .v0_0_38 import parse_partitions as parse_partitions_text
 from .v0_0_38 import queue_extras, sacct_extras
 

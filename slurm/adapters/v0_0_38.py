@@ -24,7 +24,7 @@ from ..values import (
     parse_time_limit,
     parse_timestamp,
 )
-from . import PARTITIONS_EVERY, PollReading, expect_version
+from .base import PARTITIONS_EVERY, PollReading, expect_version
 
 #: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
 #: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
