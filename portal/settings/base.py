@@ -28,10 +28,13 @@ INSTALLED_APPS = [
     "allauth.socialaccount.providers.openid_connect",
     "accounts",
     "audit",
+    "notifications",
     "jobs",
     "teams",
     "interactive",
     "profiles",
+    "ops",
+    "adoption",
     "api",
     "ninja",  # serves Swagger UI for /api/v1/docs from static files (no CDN)
 ]

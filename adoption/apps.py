@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AdoptionConfig(AppConfig):
+    name = "adoption"
+    verbose_name = "Adoption figures"
