@@ -123,3 +123,21 @@ stop_procs() {
         log "${names[i]}: stopped (pid ${pids[i]})"
     done
 }
+
+# partition_change_only OLD_TEXT NEW_FILE: true when the two slurm.conf texts differ only in PartitionName lines
+# and comments (what 'scontrol reconfigure' applies without restarting slurmctld and slurmd).
+partition_change_only() {
+    diff -q <(grep -v -e '^PartitionName=' -e '^#' <<<"$1") <(grep -v -e '^PartitionName=' -e '^#' "$2") >/dev/null
+}
+
+# The small-job pool (docs/policy.md): partition 'small' has the partition QOS 'small', whose per-job limits
+# (MaxTRESPerJob gres/gpu, MaxWall, DenyOnLimit) the portal's teams sync keeps (PORTAL_SMALL_POOL_*). slurmctld
+# needs the QOS to exist when it reads slurm.conf, so it is created here with the portal's defaults if absent.
+POOL_QOS=small
+ensure_pool_qos() {  # ensure_pool_qos SACCTMGR_COMMAND
+    local sacct=$1
+    if ! "$sacct" -nP show qos format=name | grep -qx "$POOL_QOS"; then
+        "$sacct" -i add qos "$POOL_QOS" MaxTRESPerJob=gres/gpu=1 MaxWall=01:00:00 Flags=DenyOnLimit >/dev/null
+        log "sacctmgr: added QOS $POOL_QOS (the small-job pool's partition QOS)"
+    fi
+}

@@ -187,10 +187,15 @@ dbd_conf_changed=$RENDER_CHANGED
 # ---------------------------------------------------------------------------------------------------------------
 # 4. slurm.conf, gres.conf, fake GPU devices
 # ---------------------------------------------------------------------------------------------------------------
+conf_before=$(cat "$SLURM_ETC/slurm.conf" 2>/dev/null || true)
 render "$TEMPLATE_DIR/slurm.conf" "$SLURM_ETC/slurm.conf" 644 root:root
 slurm_conf_changed=$RENDER_CHANGED
+# only PartitionName lines (or comments) changed: 'scontrol reconfigure' applies it, no daemon restart
+partitions_only=0
+(( slurm_conf_changed )) && [[ -n $conf_before ]] && partition_change_only "$conf_before" "$SLURM_ETC/slurm.conf" \
+    && partitions_only=1
 render "$TEMPLATE_DIR/gres.conf" "$SLURM_ETC/gres.conf" 644 root:root
-(( RENDER_CHANGED )) && slurm_conf_changed=1
+(( RENDER_CHANGED )) && slurm_conf_changed=1 partitions_only=0
 # GPU job mapping (dcgm-exporter's hpc_job label): the prolog/epilog, their settings and the stand-in's load command.
 # slurmd runs them afresh for each job: a change needs no restart.
 install -d -m 755 "$SLURM_ETC/prolog.d" "$SLURM_ETC/epilog.d"
@@ -264,6 +269,14 @@ elif [[ $portal_admin != "$PORTAL_USER|Administrator" ]]; then
     log "sacctmgr: $PORTAL_USER made a Slurm administrator"
 fi
 
+# The small-job pool's partition QOS (PartitionName=small ... QOS=small) must exist before slurmctld reads
+# slurm.conf. Its limits are the portal's (teams sync, PORTAL_SMALL_POOL_*): created here with the defaults.
+ensure_pool_qos sacctmgr
+if (( slurm_conf_changed && partitions_only )) && running "$SLURMCTLD_PID" slurmctld; then
+    scontrol reconfigure
+    log "slurm.conf: partitions changed: scontrol reconfigure"
+    slurm_conf_changed=0
+fi
 if (( slurm_conf_changed )) && running "$SLURMCTLD_PID" slurmctld; then
     # node definitions and ports cannot change by 'scontrol reconfigure': restart controller and nodes
     log "slurm.conf/gres.conf changed: restarting slurmctld and slurmd"

@@ -285,12 +285,17 @@ dbd_conf_changed=$RENDER_CHANGED
 # ---------------------------------------------------------------------------------------------------------------
 # 4. slurm.conf, gres.conf, cgroup.conf, fake GPU devices (the root's /dev is the host's)
 # ---------------------------------------------------------------------------------------------------------------
+conf_before=$(cat "$R/etc/slurm/slurm.conf" 2>/dev/null || true)
 render "$CLUSTER2_TEMPLATES/slurm.conf" /etc/slurm/slurm.conf 644 root
 slurm_conf_changed=$RENDER_CHANGED
+# only PartitionName lines (or comments) changed: 'scontrol reconfigure' applies it, no daemon restart
+partitions_only=0
+(( slurm_conf_changed )) && [[ -n $conf_before ]] && partition_change_only "$conf_before" "$R/etc/slurm/slurm.conf" \
+    && partitions_only=1
 render "$CLUSTER2_TEMPLATES/gres.conf" /etc/slurm/gres.conf 644 root
-(( RENDER_CHANGED )) && slurm_conf_changed=1
+(( RENDER_CHANGED )) && slurm_conf_changed=1 partitions_only=0
 render "$CLUSTER2_TEMPLATES/cgroup.conf" /etc/slurm/cgroup.conf 644 root
-(( RENDER_CHANGED )) && slurm_conf_changed=1
+(( RENDER_CHANGED )) && slurm_conf_changed=1 partitions_only=0
 # GPU job mapping (dcgm-exporter's hpc_job label): the host cluster's prolog/epilog, settings and load command
 mkdir -p "$R/etc/slurm/prolog.d" "$R/etc/slurm/epilog.d"
 render "$TEMPLATE_DIR/prolog.d/gpu-job-map.sh" /etc/slurm/prolog.d/gpu-job-map.sh 755 root
@@ -361,6 +366,13 @@ elif [[ $portal_admin != "$PORTAL_USER|Administrator" ]]; then
     log "sacctmgr: $PORTAL_USER made a Slurm administrator"
 fi
 
+# the small-job pool's partition QOS, before slurmctld reads slurm.conf (as on the host cluster)
+ensure_pool_qos sacctmgr2
+if (( slurm_conf_changed && partitions_only )) && running_in_root "$C2_SLURMCTLD_PID" slurmctld; then
+    "${CHROOT[@]}" scontrol reconfigure
+    log "slurm.conf: partitions changed: scontrol reconfigure"
+    slurm_conf_changed=0
+fi
 if (( slurm_conf_changed )) && running_in_root "$C2_SLURMCTLD_PID" slurmctld; then
     # node definitions and ports cannot change by 'scontrol reconfigure': restart controller and nodes
     log "slurm.conf/gres.conf/cgroup.conf changed: restarting slurmctld and slurmd"

@@ -60,10 +60,10 @@ def test_snapshot_take_reads_cluster2_its_nodes_partitions_and_a_job(cluster2):
         assert snap.output_version == "v0.0.42" and snap.slurm_version.startswith("24.11.")
         nodes = {n.name: n for n in snap.nodes}
         assert {name: n.gpus for name, n in nodes.items()} == {"g1": {"h100": 4}, "g2": {"l40s": 2}}
-        assert nodes["g1"].partitions == ("gpu",) and nodes["g2"].partitions == ("gpu", "small")
+        assert nodes["g1"].partitions == ("gpu",) and nodes["g2"].partitions == ("small",)  # g2: the small-job pool
         assert all(n.cpus > 0 and n.real_memory > 0 for n in nodes.values())
         parts = {p.name: p for p in snap.partitions}
-        assert parts["gpu"].nodes == ("g1", "g2") and parts["gpu"].is_default and parts["small"].nodes == ("g2",)
+        assert parts["gpu"].nodes == ("g1",) and parts["gpu"].is_default and parts["small"].nodes == ("g2",)
         (job,) = [j for j in snap.jobs if j.job_id == job_id]
         assert (job.comment, job.user, job.account, job.partition, job.gpus) == (comment, "alice", "vision", "gpu", {"h100": 1})
         assert job.state in {"PENDING", "CONFIGURING", "RUNNING"} and job.time_limit == 2 and job.submit_time > 0
