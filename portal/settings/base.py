@@ -70,6 +70,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "teams.context_processors.team_nav",
+                "ops.context_processors.announcements",
             ],
         },
     },

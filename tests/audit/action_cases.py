@@ -10,6 +10,7 @@ no value before it (:data:`EVENT`, e.g. a refused sign-in)."""
 
 from __future__ import annotations
 
+from tests.audit import cases_announcements as announcements
 from tests.audit import cases_jobs as jobs
 from tests.audit import cases_people as people
 from tests.audit import cases_sessions as sessions
@@ -19,6 +20,9 @@ from tests.audit.world import CHANGE, CREATED, EVENT, Case
 __all__ = ["CASES", "CHANGE", "CREATED", "EVENT"]
 
 CASES: list[Case] = [
+    Case("announcement.create", announcements.announcement_create, CREATED),
+    Case("announcement.change", announcements.announcement_change),
+    Case("announcement.delete", announcements.announcement_delete),
     Case("job.create", jobs.job_create, CREATED),
     Case("job.cancel_requested", jobs.job_cancel_requested),
     Case("job.submitted", jobs.job_submitted),

@@ -1,0 +1,80 @@
+"""The staff's announcement pages: the list with the form for a new one, editing one, deleting one.
+Each view parses, calls one service of :mod:`ops.announcements` and renders; a refusal shows on the
+form (400), anyone but a portal admin gets 403."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from portal.refusals import Refused, refusal_to_form
+
+from .announcement_forms import AnnouncementForm
+from .announcements import announcement_create, announcement_delete, announcement_update, announcements_for_staff
+from .models import Announcement
+
+FORBIDDEN = "Announcements are made by portal admins."
+
+
+def _forbidden(request: HttpRequest, message: str = FORBIDDEN) -> HttpResponse:
+    return render(request, "teams/forbidden.html", {"message": message}, status=403)
+
+
+def _save(request: HttpRequest, form: AnnouncementForm, save) -> bool:
+    """Run ``save(**values)`` when the form parses; a refusal lands on the form. True when saved."""
+    if not form.is_valid():
+        return False
+    try:
+        save(**form.values())
+    except Refused as refused:
+        refusal_to_form(form, refused)
+        return False
+    return True
+
+
+@login_required
+def announcement_list(request: HttpRequest) -> HttpResponse:
+    """GET: current, upcoming and past announcements and the form for a new one; POST: create it."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    form = AnnouncementForm(request.POST or None)
+    if request.method == "POST":
+        try:
+            if _save(request, form, lambda **v: announcement_create(by=request.user, **v)):
+                messages.success(request, "Announcement saved; it shows as a banner during its window.")
+                return redirect("announcement_list")
+        except PermissionDenied as exc:
+            return _forbidden(request, str(exc))
+    status = 400 if request.method == "POST" else 200
+    return render(request, "ops/announcements.html", {"form": form, **announcements_for_staff()}, status=status)
+
+
+@login_required
+def announcement_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET: the form filled in with announcement ``pk``; POST: change it."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    row = get_object_or_404(Announcement, pk=pk)
+    initial = {"text": row.text, "starts_at": row.starts_at, "ends_at": row.ends_at, "severity": row.severity}
+    form = AnnouncementForm(request.POST or None, initial=initial)
+    if request.method == "POST":
+        if _save(request, form, lambda **v: announcement_update(announcement=row, by=request.user, **v)):
+            messages.success(request, "Announcement changed.")
+            return redirect("announcement_list")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "ops/announcement_edit.html", {"form": form, "announcement": row}, status=status)
+
+
+@login_required
+@require_POST
+def announcement_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST: delete announcement ``pk`` (its banner goes at once)."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    announcement_delete(announcement=get_object_or_404(Announcement, pk=pk), by=request.user)
+    messages.success(request, "Announcement deleted.")
+    return redirect("announcement_list")

@@ -1,0 +1,245 @@
+"""Announcements (issue 21, item 2): the staff's page creates, changes and deletes them (audited, bad
+input refused with a sentence and nothing saved), the banner shows them during their window on every
+page with a role by severity, at most one query per page, and researchers and leads never reach the
+staff pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from http import HTTPStatus
+
+import pytest
+from bs4 import BeautifulSoup
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone as djtz
+
+from audit.models import AuditEvent
+from ops.announcements import announcement_create, announcements_current
+from ops.models import Announcement
+from teams.models import Membership, Role, Team
+
+pytestmark = pytest.mark.django_db
+
+FMT = "%Y-%m-%dT%H:%M"
+
+
+@pytest.fixture
+def people(django_user_model, clean_cache):
+    """alice (researcher), carol (lead of vision), dana (admin)."""
+    users = {n: django_user_model.objects.create(username=n, slurm_accounts=["vision"]) for n in ("alice", "carol", "dana")}
+    users["dana"].is_staff = True
+    users["dana"].save()
+    Membership.objects.create(user=users["carol"], team=Team.objects.create(name="vision"), role=Role.LEAD)
+    return users
+
+
+def _as(client, user):
+    client.force_login(user)
+    return client
+
+
+def _window(start_min=-5, end_min=60):
+    now = djtz.now()
+    return {
+        "starts_at": (now + timedelta(minutes=start_min)).strftime(FMT),
+        "ends_at": (now + timedelta(minutes=end_min)).strftime(FMT),
+    }
+
+
+def _banners(response) -> list:
+    return BeautifulSoup(response.content, "html.parser").select("[data-testid=announcement]")
+
+
+def test_admin_creates_and_every_page_shows_the_banner_with_its_role(client, people):
+    response = _as(client, people["dana"]).post(
+        "/ops/announcements/", {"text": "Maintenance Thursday 10:00-12:00", "severity": "warning", **_window()}
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    row = Announcement.objects.get()
+    assert (row.text, row.severity, row.created_by) == ("Maintenance Thursday 10:00-12:00", "warning", people["dana"])
+    event = AuditEvent.objects.get(action="announcement.create")
+    assert event.new["text"] == row.text and event.old == {} and event.actor == people["dana"]
+    for path in ("/", "/jobs/", "/jobs/new/", "/sessions/"):
+        banners = _banners(_as(client, people["alice"]).get(path))
+        assert len(banners) == 1, path
+        assert banners[0]["role"] == "status" and "Warning:" in banners[0].get_text()
+        assert "Maintenance Thursday" in banners[0].get_text()
+    client.logout()
+    banners = _banners(client.get("/accounts/login/"))
+    assert len(banners) == 1 and "Maintenance Thursday" in banners[0].get_text()
+
+
+def test_critical_is_an_alert_info_a_status_and_outside_its_window_nothing(client, people):
+    announcement_create(
+        by=people["dana"],
+        text="Storage lost",
+        severity="critical",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    announcement_create(
+        by=people["dana"],
+        text="New GPUs",
+        severity="info",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    announcement_create(
+        by=people["dana"],
+        text="Later",
+        severity="info",
+        starts_at=djtz.now() + timedelta(hours=2),
+        ends_at=djtz.now() + timedelta(hours=3),
+    )
+    banners = _banners(_as(client, people["alice"]).get("/"))
+    assert [(b["role"], b.strong.get_text()) for b in banners] == [("alert", "Critical:"), ("status", "Information:")]
+    assert "Later" not in " ".join(b.get_text() for b in banners)
+    later = djtz.now() + timedelta(hours=2, minutes=30)
+    assert [b.text for b in announcements_current(now=later)] == ["Later"]
+    assert announcements_current(now=djtz.now() + timedelta(hours=4)) == []
+
+
+def test_the_banner_costs_at_most_one_query_and_a_change_shows_at_once(client, people):
+    announcement_create(
+        by=people["dana"],
+        text="First",
+        severity="info",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    announcements_current()  # warm
+    with CaptureQueriesContext(connection) as warm:
+        assert [b.text for b in announcements_current()] == ["First"]
+    assert len(warm.captured_queries) == 0
+    from django.core.cache import cache
+
+    cache.clear()
+    with CaptureQueriesContext(connection) as cold:
+        announcements_current()
+    assert len([q for q in cold.captured_queries if "ops_announcement" in q["sql"]]) == 1
+    # the page itself: one announcement query at most, also when the cache is cold
+    cache.clear()
+    with CaptureQueriesContext(connection) as page:
+        _as(client, people["alice"]).get("/jobs/")
+    assert len([q for q in page.captured_queries if "ops_announcement" in q["sql"]]) <= 1
+    row = Announcement.objects.get()
+    _as(client, people["dana"]).post(
+        f"/ops/announcements/{row.pk}/edit/", {"text": "Second", "severity": "critical", **_window()}
+    )
+    assert [b.text for b in announcements_current()] == ["Second"]
+    _as(client, people["dana"]).post(f"/ops/announcements/{row.pk}/delete/")
+    assert announcements_current() == [] and _banners(_as(client, people["alice"]).get("/")) == []
+
+
+def test_edit_and_delete_are_audited_with_old_and_new(client, people):
+    row = announcement_create(
+        by=people["dana"],
+        text="Old",
+        severity="info",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    response = _as(client, people["dana"]).post(
+        f"/ops/announcements/{row.pk}/edit/", {"text": "New", "severity": "warning", **_window(0, 30)}
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    change = AuditEvent.objects.get(action="announcement.change")
+    assert (change.old["text"], change.old["severity"]) == ("Old", "info")
+    assert (change.new["text"], change.new["severity"]) == ("New", "warning")
+    assert change.target == f"announcement:{row.pk}"
+    assert _as(client, people["dana"]).post(f"/ops/announcements/{row.pk}/delete/").status_code == HTTPStatus.FOUND
+    delete = AuditEvent.objects.get(action="announcement.delete")
+    assert delete.old["text"] == "New" and delete.new == {}
+    assert not Announcement.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "data, field, words",
+    [
+        ({"text": "   ", "severity": "info", **_window()}, "text", "Write the announcement's text"),
+        ({"text": "x", "severity": "info", **_window(60, 30)}, "ends_at", "is not after the start"),
+        ({"text": "x", "severity": "info", **_window(-120, -60)}, "ends_at", "which has passed: nobody would see it"),
+        ({"text": "x", "severity": "info", "starts_at": "tomorrow", "ends_at": "later"}, "starts_at", "YYYY-MM-DD HH:MM"),
+        ({"text": "x", "severity": "loud", **_window()}, "severity", "Choose a severity"),
+        ({"text": "x", "severity": "info", "starts_at": "", "ends_at": ""}, "starts_at", "Give the start"),
+    ],
+    ids=["empty text", "end before start", "wholly in the past", "not a time", "unknown severity", "no window"],
+)
+def test_bad_input_is_refused_with_a_sentence_and_nothing_saved(client, people, data, field, words):
+    response = _as(client, people["dana"]).post("/ops/announcements/", data)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    errors = BeautifulSoup(response.content, "html.parser").select("[data-testid=announcement-error]")
+    assert any(words in e.get_text() for e in errors), [e.get_text() for e in errors]
+    assert not Announcement.objects.exists() and not AuditEvent.objects.filter(action__startswith="announcement.").exists()
+
+
+def test_a_bad_edit_changes_nothing(client, people):
+    row = announcement_create(
+        by=people["dana"],
+        text="Keep",
+        severity="info",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    response = _as(client, people["dana"]).post(
+        f"/ops/announcements/{row.pk}/edit/", {"text": "", "severity": "info", **_window()}
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    row.refresh_from_db()
+    assert row.text == "Keep" and not AuditEvent.objects.filter(action="announcement.change").exists()
+
+
+# who -> expected status; alice a researcher, carol a team lead, dana an admin.
+# fmt: off
+MATRIX = {
+    "announcement list":   (403, 403, 200),
+    "create announcement": (403, 403, 302),
+    "edit page":           (403, 403, 200),
+    "edit announcement":   (403, 403, 302),
+    "delete announcement": (403, 403, 302),
+    "edit missing":        (403, 403, 404),
+}
+# fmt: on
+WHO = ["alice", "carol", "dana"]
+
+
+@pytest.mark.parametrize("what", list(MATRIX))
+@pytest.mark.parametrize("who", WHO)
+def test_role_matrix(client, people, who, what):
+    row = announcement_create(
+        by=people["dana"],
+        text="Keep",
+        severity="info",
+        starts_at=djtz.now() - timedelta(minutes=1),
+        ends_at=djtz.now() + timedelta(hours=1),
+    )
+    c = _as(client, people[who])
+    data = {"text": "Changed", "severity": "critical", **_window()}
+    response = {
+        "announcement list": lambda: c.get("/ops/announcements/"),
+        "create announcement": lambda: c.post("/ops/announcements/", data),
+        "edit page": lambda: c.get(f"/ops/announcements/{row.pk}/edit/"),
+        "edit announcement": lambda: c.post(f"/ops/announcements/{row.pk}/edit/", data),
+        "delete announcement": lambda: c.post(f"/ops/announcements/{row.pk}/delete/"),
+        "edit missing": lambda: c.get(f"/ops/announcements/{row.pk + 1000}/edit/"),
+    }[what]()
+    assert response.status_code == MATRIX[what][WHO.index(who)], f"{who} / {what}"
+    if who != "dana":
+        row.refresh_from_db()
+        assert (row.text, Announcement.objects.count()) == ("Keep", 1)
+
+
+def test_only_admins_see_the_link(client, people):
+    def link(user):
+        return BeautifulSoup(_as(client, user).get("/").content, "html.parser").select("[data-testid=announcements-link]")
+
+    assert link(people["dana"]) and not link(people["alice"]) and not link(people["carol"])
+
+
+def test_delete_takes_post_only(client, people):
+    row = announcement_create(
+        by=people["dana"], text="Keep", severity="info", starts_at=djtz.now(), ends_at=djtz.now() + timedelta(hours=1)
+    )
+    assert _as(client, people["dana"]).get(f"/ops/announcements/{row.pk}/delete/").status_code == HTTPStatus.METHOD_NOT_ALLOWED
+    assert Announcement.objects.count() == 1
