@@ -82,6 +82,55 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """One reservation from ``scontrol show reservation`` (23.11+: ``--json``, ``reservations[]``;
+    22.05, which has no JSON for it: ``--oneliner`` text with ``SLURM_TIME_FORMAT=%s``). ``start`` /
+    ``end``: Unix seconds (``start_time``/``end_time``, ``StartTime``/``EndTime``); ``nodes`` expanded
+    with python-hostlist (``node_list``/``Nodes``; ``()`` for none); ``partition`` ``""`` when none
+    (``partition``/``PartitionName``, ``(null)``); ``flags`` upper-case as Slurm writes them
+    (``("MAINT", "IGNORE_JOBS", "SPEC_NODES")``); ``users``/``accounts`` the names allowed in it
+    (``users``/``Users``, ``accounts``/``Accounts``: comma lists; ``()`` for none)."""
+
+    name: str
+    start: int
+    end: int
+    nodes: tuple[str, ...]
+    partition: str = ""
+    flags: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+
+    @property
+    def maintenance(self) -> bool:
+        """True for a maintenance reservation (``MAINT`` in its flags: Slurm counts its nodes as in
+        maintenance, not as reserved for work, and accounts them so)."""
+        return "MAINT" in self.flags
+
+    @property
+    def ignores_jobs(self) -> bool:
+        """True when made with ``IGNORE_JOBS`` (it was allowed to overlap jobs already running)."""
+        return "IGNORE_JOBS" in self.flags
+
+    def active(self, now: float) -> bool:
+        """True when ``start <= now < end`` (Unix seconds)."""
+        return self.start <= now < self.end
+
+    def to_dict(self) -> dict:
+        """Plain data for the cache (what :meth:`from_dict` reads)."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reservation:
+        """The record from :meth:`to_dict`'s data (lists, as the cache returns them, made tuples)."""
+        return cls(
+            **{
+                **data,
+                **{key: tuple(data.get(key) or ()) for key in ("nodes", "flags", "users", "accounts")},
+            }
+        )
+
+
+@dataclass(frozen=True)
 class QueueJob:
     """One job from ``squeue --json`` ``jobs[]``. Times are Unix seconds (``start_time`` 0 = no
     estimate), ``time_limit`` in minutes (``None`` = unlimited), ``gpus`` GPU type -> count for the

@@ -1,8 +1,8 @@
 """The cluster snapshot: one poller reads Slurm, every page reads the snapshot (decision 3).
 
 Per poll: ``sinfo --json`` and ``squeue --json`` (one call each, whole cluster), plus ``scontrol
-show partition --oneliner`` at most once a minute (partitions rarely change; 22.05 has no JSON for
-them). The result is stored in the Django cache (Redis), one set of keys per cluster
+show partition --oneliner`` and ``scontrol show reservation`` at most once a minute (they rarely
+change; 22.05 has no JSON for them), or at once after :func:`reread_soon`. The result is stored in the Django cache (Redis), one set of keys per cluster
 (:func:`snapshot_key`: ``cluster:<name>:snapshot``, ``…:lite``, ``…:positions``) without expiry.
 A failed poll keeps the last good data and records the error and since when the cluster has been
 unreachable. Every function takes the cluster's name (``None``: the site's default cluster).
@@ -18,14 +18,14 @@ from django.core.cache import cache
 from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
-from .records import Node, Partition, QueueJob
+from .records import Node, Partition, QueueJob, Reservation
 from .values import parse_array_tasks
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
 #: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
 #: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
-#: (:func:`queue_positions`).
-KINDS = ("snapshot", "lite", "positions")
+#: (:func:`queue_positions`); ``reread`` the flag of :func:`reread_soon`.
+KINDS = ("snapshot", "lite", "positions", "reread")
 
 
 def _name(cluster: str | None) -> str:
@@ -68,6 +68,9 @@ class ClusterSnapshot:
     #: What kind of failure ``error`` is: ``"unreachable"`` (the commands failed) or ``"version"``
     #: (Slurm answered in JSON the portal has no adapter for: :class:`~slurm.errors.SlurmVersionUnknown`).
     error_kind: str = ""
+    #: The cluster's reservations (``scontrol show reservation``), read with the partitions (at
+    #: ``partitions_at``); ``[]`` when there are none, and in a snapshot stored before they were read.
+    reservations: list[Reservation] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The snapshot as plain data for the cache (what :meth:`from_dict` reads). The records hold
@@ -75,7 +78,7 @@ class ClusterSnapshot:
         ``dataclasses.asdict``'s recursive deep copy: the same data, several times faster for a big
         queue (bench/poller_clusters.py, bench/snapshot_size.py)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("nodes", "partitions", "jobs"):
+        for key in ("nodes", "partitions", "jobs", "reservations"):
             data[key] = [dict(vars(record)) for record in data[key]]
         return data
 
@@ -96,6 +99,7 @@ class ClusterSnapshot:
             error=data.get("error", ""),
             error_since=data.get("error_since"),
             error_kind=data.get("error_kind", ""),
+            reservations=[Reservation.from_dict(r) for r in data.get("reservations") or []],
         )
 
 
@@ -115,6 +119,10 @@ def snapshot_take(
     :class:`~slurm.errors.SlurmVersionUnknown` for JSON of a version without an adapter) or
     ``ValueError`` (output that is not JSON)."""
     now = time.time() if now is None else now
+    name = _name(cluster or (previous.cluster if previous else None))
+    reread = cache.get(snapshot_key(name, "reread"))
+    if reread and previous is not None:  # an admin changed a reservation: read partitions and reservations now
+        previous = replace(previous, partitions_at=0.0)
     adapter = adapter_named(previous.output_version) if previous and previous.output_version else None
     probe = None
     if adapter is None:
@@ -125,17 +133,31 @@ def snapshot_take(
     except OtherVersion as other:  # upgraded since the last poll: the new version's commands
         probe = other.document if other.argv == PROBE_ARGV else None  # a probe is only ever sinfo's document
         reading = adapter_named(other.version).poll(gateway, previous=previous, now=now, probe=probe)
+    if reread:
+        cache.delete(snapshot_key(name, "reread"))
     return ClusterSnapshot(
         taken_at=now,
         attempted_at=now,
-        cluster=_name(cluster or (previous.cluster if previous else None)),
+        cluster=name,
         slurm_version=reading.slurm_version,
         output_version=reading.output_version,
         nodes=reading.nodes,
         partitions=reading.partitions,
         partitions_at=reading.partitions_at,
         jobs=reading.jobs,
+        reservations=reading.reservations,
     )
+
+
+def reread_soon(cluster: str | None) -> None:
+    """Ask the next poll of ``cluster`` to read the partitions and reservations again at once
+    instead of within :data:`~slurm.adapters.PARTITIONS_EVERY` (after a reservation was created or
+    deleted, so the pages show it after one poll). A cache flag (``cluster:<name>:reread``), cleared
+    by the poll that honoured it; a cache that does not answer only delays the re-read."""
+    try:
+        cache.set(snapshot_key(cluster, "reread"), True, timeout=3600)
+    except Exception:  # noqa: BLE001 - the re-read comes within PARTITIONS_EVERY anyway
+        pass
 
 
 def snapshot_load(*, with_jobs: bool = True, cluster: str | None = None) -> ClusterSnapshot | None:

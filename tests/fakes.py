@@ -60,6 +60,11 @@ PARTITIONS_TEXT = (
     "PartitionName=small Default=NO DefaultTime=00:10:00 MaxTime=01:00:00 Nodes=node3 State=UP\n"
 )
 
+#: What 22.05's poll runs for the reservations, read with the partitions (slurm/adapters/v0_0_38.py),
+#: and its answer with none (recorded: tests/fixtures/slurm/22.05/reservations/).
+RESERVATIONS_ARGV = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "reservation", "--oneliner"]
+NO_RESERVATIONS_TEXT = "No reservations in the system\n"
+
 
 def cluster_transport(slurm_json, *, partitions: bool = True, squeue: dict | None = None) -> FakeTransport:
     """A fake transport scripted with one snapshot poll of the recorded 22.05 cluster (sinfo,
@@ -69,6 +74,7 @@ def cluster_transport(slurm_json, *, partitions: bool = True, squeue: dict | Non
     fake.expect(["squeue", "--json"], stdout=json.dumps(squeue if squeue is not None else slurm_json("22.05", "squeue")))
     if partitions:
         fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS_TEXT)
+        fake.expect(RESERVATIONS_ARGV, stdout=NO_RESERVATIONS_TEXT)
     return fake
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import SlurmVersionUnknown
-from ..records import Node, Partition, QueueJob
+from ..records import Node, Partition, QueueJob, Reservation
 
 #: Seconds between two reads of the partitions (they rarely change); a poll in between keeps the last.
 PARTITIONS_EVERY = 60.0
@@ -26,7 +26,8 @@ class PollReading:
     """What one poll read, in records: the answer of an adapter's ``poll(gateway, *, previous, now,
     probe)`` (``probe``: the ``sinfo --json`` document already fetched to find the version, or
     ``None``). ``partitions_at``: Unix seconds the partitions were read (kept from ``previous``
-    within :data:`PARTITIONS_EVERY`)."""
+    within :data:`PARTITIONS_EVERY`); ``reservations`` are read with them (``scontrol show
+    reservation``: the same cadence; ``[]`` when there are none)."""
 
     slurm_version: str
     output_version: str
@@ -34,6 +35,7 @@ class PollReading:
     partitions: list[Partition]
     partitions_at: float
     jobs: list[QueueJob]
+    reservations: list[Reservation] = field(default_factory=list)
 
 
 class OtherVersion(Exception):

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import FinishedJob, Node, Partition, QueueJob
+from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..values import (
     NO_NODES,
     classify_state,
+    expand_nodes,
     first_state,
     job_state_word,
     number,
@@ -58,6 +59,8 @@ EMPTY_RESULT_ERRORS = frozenset({9003})
 SQUEUE = ["squeue", "--json", "-t", "all"]
 NODES = ["scontrol", "show", "node", "--json"]
 PARTITIONS = ["scontrol", "show", "partition", "--oneliner"]
+#: Read with the partitions (the same cadence); 23.02+ scontrol writes reservations as JSON.
+RESERVATIONS = ["scontrol", "show", "reservation", "--json"]
 
 
 def failure_errors(document: dict) -> list:
@@ -84,10 +87,12 @@ def poll(
     squeue_argv: Sequence[str] = SQUEUE,
     nodes_argv: Sequence[str] = NODES,
     partitions_argv: Sequence[str] = PARTITIONS,
+    reservations_argv: Sequence[str] = RESERVATIONS,
 ) -> PollReading:
     """One poll of a cluster whose JSON is data_parser ``version``: ``squeue --json -t all``,
-    ``scontrol show node --json``, and ``scontrol show partition --oneliner`` once per
-    :data:`PARTITIONS_EVERY` and after an upgrade (the same three calls as 22.05's poll). ``probe`` (the ``sinfo --json``
+    ``scontrol show node --json``, and ``scontrol show partition --oneliner`` with ``scontrol show
+    reservation --json`` once per :data:`PARTITIONS_EVERY` and after an upgrade (the same calls as
+    22.05's poll). ``probe`` (the ``sinfo --json``
     that named the version) is only checked: it has no per-node figures. Raises
     :class:`~slurm.adapters.OtherVersion` when a document is of another version, and what the gateway
     raises."""
@@ -96,8 +101,10 @@ def poll(
     squeue = expect_version(version, gateway.run_json(squeue_argv), squeue_argv)
     nodes = expect_version(version, gateway.run_json(nodes_argv), nodes_argv)
     partitions, partitions_at = kept_partitions(version, previous)
+    reservations = list(getattr(previous, "reservations", None) or []) if partitions else []
     if not partitions or now - partitions_at >= PARTITIONS_EVERY:
         partitions, partitions_at = parse_partitions(gateway.run(partitions_argv).out), now
+        reservations = parse_reservations(expect_version(version, gateway.run_json(reservations_argv), reservations_argv))
     return PollReading(
         slurm_version=release(squeue),
         output_version=version,
@@ -105,6 +112,7 @@ def poll(
         partitions=partitions,
         partitions_at=partitions_at,
         jobs=parse_jobs(squeue),
+        reservations=reservations,
     )
 
 
@@ -149,6 +157,36 @@ def parse_partitions(oneliner: str) -> list[Partition]:
     """Partitions from ``scontrol show partition --oneliner``: the same text as 22.05's, read by the
     same reader (:func:`slurm.adapters.v0_0_38.parse_partitions`); the JSON has no ``Default`` flag."""
     return parse_partitions_text(oneliner)
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """A comma list (``"root,alice"``; ``""``/``null`` for none) -> names."""
+    text = _text(value).strip()
+    return () if text in NO_NODES else tuple(name for name in text.split(",") if name)
+
+
+def parse_reservations(document: dict) -> list[Reservation]:
+    """Reservations from a ``scontrol show reservation --json`` document (``reservations[]``:
+    ``name``, ``start_time``/``end_time`` Unix seconds as numbers or ``{set, number}`` objects,
+    ``node_list``, ``partition`` (``""``/``null`` for none), ``flags`` a list, ``users`` and
+    ``accounts`` comma lists). "No reservations in the system" is ``reservations: []``, so ``[]``.
+    ``ValueError`` for a malformed node list."""
+    reservations = []
+    for raw in document.get("reservations") or []:
+        partition = _text(raw.get("partition")).strip()
+        reservations.append(
+            Reservation(
+                name=_text(raw.get("name")),
+                start=number(raw.get("start_time"), 0) or 0,
+                end=number(raw.get("end_time"), 0) or 0,
+                nodes=tuple(expand_nodes(raw.get("node_list"))),
+                partition="" if partition in NO_NODES else partition,
+                flags=tuple(str(f).upper() for f in raw.get("flags") or ()),
+                users=_names(raw.get("users")),
+                accounts=_names(raw.get("accounts")),
+            )
+        )
+    return reservations
 
 
 def parse_jobs(squeue: dict) -> list[QueueJob]:

@@ -9,7 +9,7 @@ were told apart; :func:`slurm.adapters.adapter_for` sends only 22.05 documents h
 
 from __future__ import annotations
 
-from ..records import FinishedJob, Node, Partition, QueueJob
+from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
 from ..values import (
     NO_NODES,
@@ -44,17 +44,24 @@ VERSION = "v0.0.38"
 SINFO = ["sinfo", "--json"]
 SQUEUE = ["squeue", "--json"]  # 22.05 ignores -u/-t: every job, ended ones for MinJobAge
 PARTITIONS = ["scontrol", "show", "partition", "--oneliner"]  # no JSON for partitions in 22.05
+#: 22.05's scontrol has no ``--json`` ("unrecognized option"): the text, with times as Unix seconds
+#: (``SLURM_TIME_FORMAT=%s``, a strftime format), since the default ``2026-12-21T15:21:58`` is in the
+#: submit host's local zone, which the portal does not know. Read with the partitions.
+RESERVATIONS = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "reservation", "--oneliner"]
 
 
 def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> PollReading:
     """One poll of a 22.05 cluster: ``sinfo --json`` (``probe`` when already fetched), ``squeue
-    --json``, and ``scontrol show partition --oneliner`` once per :data:`PARTITIONS_EVERY`."""
+    --json``, and ``scontrol show partition --oneliner`` with ``scontrol show reservation
+    --oneliner`` (:data:`RESERVATIONS`) once per :data:`PARTITIONS_EVERY`."""
     sinfo = expect_version(VERSION, probe if probe is not None else gateway.run_json(SINFO), SINFO)
     squeue = expect_version(VERSION, gateway.run_json(SQUEUE), SQUEUE)
     same = previous is not None and previous.output_version in ("", VERSION)  # after a version change: read again
     partitions, partitions_at = (previous.partitions, previous.partitions_at) if same else ([], 0.0)
+    reservations = list(getattr(previous, "reservations", None) or []) if same else []
     if not partitions or now - partitions_at >= PARTITIONS_EVERY:
         partitions, partitions_at = parse_partitions(gateway.run(PARTITIONS).out), now
+        reservations = parse_reservations(gateway.run(RESERVATIONS).out)
     return PollReading(
         slurm_version=str(sinfo.get("meta", {}).get("Slurm", {}).get("release", "")),
         output_version=VERSION,
@@ -62,6 +69,7 @@ def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> Po
         partitions=partitions,
         partitions_at=partitions_at,
         jobs=parse_jobs(squeue),
+        reservations=reservations,
     )
 
 
@@ -111,6 +119,50 @@ def parse_partitions(oneliner: str) -> list[Partition]:
             )
         )
     return partitions
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma list as Slurm writes it (``root,alice``) -> names; ``()`` for ``(null)``/``""``/``None``."""
+    if text is None or str(text).strip() in NO_NODES:
+        return ()
+    return tuple(name for name in str(text).split(",") if name)
+
+
+def _epoch(text: str, what: str) -> int:
+    """Unix seconds from a ``StartTime=``/``EndTime=`` printed with ``SLURM_TIME_FORMAT=%s``;
+    ``ValueError`` naming the field for anything else (a local time, whose zone is unknown here)."""
+    value = text.strip()
+    if not value.isdigit():
+        raise ValueError(f"scontrol show reservation: {what}={value!r} is not Unix seconds (run with SLURM_TIME_FORMAT=%s)")
+    return int(value)
+
+
+def parse_reservations(oneliner: str) -> list[Reservation]:
+    """Reservations from ``scontrol show reservation --oneliner`` run with ``SLURM_TIME_FORMAT=%s``
+    (:data:`RESERVATIONS`): one reservation a line of ``Key=Value`` words (``ReservationName``,
+    ``StartTime``, ``EndTime``, ``Nodes``, ``PartitionName``, ``Flags``, ``Users``, ``Accounts``;
+    ``(null)`` for none). "No reservations in the system" (no such line) is ``[]``. Raises
+    ``ValueError`` for times that are not Unix seconds or a malformed node list. Also the text of
+    later releases (24.11's is the same, recorded in ``24.11/reservations/``)."""
+    reservations = []
+    for line in oneliner.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        if "ReservationName" not in fields:
+            continue
+        partition = fields.get("PartitionName", "")
+        reservations.append(
+            Reservation(
+                name=fields["ReservationName"],
+                start=_epoch(fields.get("StartTime", ""), "StartTime"),
+                end=_epoch(fields.get("EndTime", ""), "EndTime"),
+                nodes=tuple(expand_nodes(fields.get("Nodes"))),
+                partition="" if partition in NO_NODES else partition,
+                flags=tuple(f.upper() for f in _names(fields.get("Flags"))),
+                users=_names(fields.get("Users")),
+                accounts=_names(fields.get("Accounts")),
+            )
+        )
+    return reservations
 
 
 def parse_jobs(squeue: dict) -> list[QueueJob]:

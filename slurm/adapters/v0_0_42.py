@@ -18,6 +18,7 @@ from .data_parser import (  # noqa: F401  (this version's readers: the adapter i
     parse_jobs,
     parse_nodes,
     parse_partitions,
+    parse_reservations,
     parse_sacct_jobs,
     queue_job_by_comment,
     sacct_job_by_comment,
@@ -33,9 +34,19 @@ VERSION = "v0.0.42"
 JSON = f"--json={VERSION}+complex"
 SQUEUE = ["squeue", JSON, "-t", "all"]
 NODES = ["scontrol", "show", "node", JSON]
+RESERVATIONS = ["scontrol", "show", "reservation", JSON]
 
 
 def poll(gateway, *, previous=None, now: float, probe: dict | None = None):
     """One poll of a 24.11 cluster: :func:`slurm.adapters.data_parser.poll` with :data:`VERSION` and
-    the commands :data:`SQUEUE` and :data:`NODES`."""
-    return data_parser.poll(VERSION, gateway, previous=previous, now=now, probe=probe, squeue_argv=SQUEUE, nodes_argv=NODES)
+    the commands :data:`SQUEUE`, :data:`NODES` and :data:`RESERVATIONS`."""
+    return data_parser.poll(
+        VERSION,
+        gateway,
+        previous=previous,
+        now=now,
+        probe=probe,
+        squeue_argv=SQUEUE,
+        nodes_argv=NODES,
+        reservations_argv=RESERVATIONS,
+    )

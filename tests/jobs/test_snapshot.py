@@ -21,7 +21,7 @@ from tests.fakes import cluster_transport as scripted
 def test_take_reads_whole_cluster_in_three_calls(slurm_json):
     fake = scripted(slurm_json)
     snap = snapshot_take(SlurmGateway(fake), now=1000.0)
-    assert len(fake.calls) == 3
+    assert len(fake.calls) == 4  # sinfo, squeue, partitions, reservations
     assert snap.slurm_version == "22.05.8"
     assert [p.name for p in snap.partitions] == ["interactive", "train", "small"]
     assert len(snap.jobs) == 5

@@ -40,7 +40,12 @@ def test_a_first_poll_reads_the_whole_cluster_with_its_versions_commands(release
     rec = recording(release)
     calls = [argv for argv, _, _ in fake.calls]
     if release == "22.05":  # sinfo is both the probe and the node list
-        assert calls == [["sinfo", "--json"], ["squeue", "--json"], ["scontrol", "show", "partition", "--oneliner"]]
+        assert calls == [
+            ["sinfo", "--json"],
+            ["squeue", "--json"],
+            ["scontrol", "show", "partition", "--oneliner"],
+            ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "reservation", "--oneliner"],
+        ]
     else:  # the probe names the version; its nodes come from scontrol show node (sinfo has none per node)
         json_flag = "--json=v0.0.42+complex" if release == "24.11" else "--json"
         assert calls == [
@@ -48,6 +53,7 @@ def test_a_first_poll_reads_the_whole_cluster_with_its_versions_commands(release
             ["squeue", json_flag, "-t", "all"],
             ["scontrol", "show", "node", json_flag],
             ["scontrol", "show", "partition", "--oneliner"],
+            ["scontrol", "show", "reservation", json_flag],
         ]
     assert snap.output_version == rec.version and snap.slurm_version == ("22.05.8" if release == "22.05" else "24.11.5")
     assert sorted(n.name for n in snap.nodes) == sorted(rec.nodes)
@@ -61,7 +67,7 @@ def test_the_next_poll_is_three_calls_and_partitions_are_read_once_a_minute(rele
     second, fake = take(release, previous=first, now=1030.0, probe=False, partitions=False)
     assert len(fake.calls) == 2 and second.partitions == first.partitions and second.partitions_at == 1000.0
     third, fake = take(release, previous=second, now=1061.0, probe=False)
-    assert len(fake.calls) == 3 and third.partitions_at == 1061.0
+    assert len(fake.calls) == 4 and third.partitions_at == 1061.0  # the reservations with the partitions
     assert all(argv[0] != "sinfo" for argv, _, _ in fake.calls) or release == "22.05"
 
 
@@ -97,7 +103,7 @@ def test_an_upgrade_from_22_05_to_24_11_between_two_polls_is_read_by_the_new_ada
     fake = FakeTransport().expect(["sinfo", "--json"], stdout=json.dumps(recording("24.11").doc("sinfo")))
     poll_transport("24.11", probe=False, partitions=True, fake=fake)
     after = snapshot_take(SlurmGateway(fake), previous=before, now=1030.0)
-    assert not fake.script and len(fake.calls) == 4
+    assert not fake.script and len(fake.calls) == 5  # sinfo, squeue, nodes, partitions, reservations
     assert (after.output_version, after.slurm_version) == ("v0.0.42", "24.11.5")
     assert {n.name: n.gpus for n in after.nodes} == {"g1": {"h100": 4}, "g2": {"l40s": 2}}
     assert [p.name for p in after.partitions] == ["gpu", "small"]  # read again: they belong to the new cluster

@@ -203,4 +203,17 @@ def poll_transport(release: str, *, probe: bool = True, partitions: bool = True,
         fake.expect(list(adapter.NODES), stdout=json.dumps(rec.doc("nodes")))
     if partitions:
         fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=partitions_text(release))
+        fake.expect(list(recording(release).adapter.RESERVATIONS), stdout=reservations_text(release))
     return fake
+
+
+def reservations_text(release: str, moment: str = "none") -> str:
+    """What ``release``'s poll reads for the reservations (read with the partitions), recorded by
+    ``cluster/record_reservations.py``: ``moment`` ``none`` (no reservation) or ``two`` (``fx_maint``:
+    MAINT,IGNORE_JOBS for root on one node; ``fx_team``: account nlp, partition small). 22.05: the
+    ``--oneliner`` text with ``SLURM_TIME_FORMAT=%s``; 24.11: ``--json=v0.0.42+complex``; 23.11/24.05:
+    ``--json=v0.0.40``/``v0.0.41`` as 24.11 emits them."""
+    if release == "22.05":
+        return (SLURM / "22.05" / "reservations" / f"scontrol_show_reservation_{moment}_epoch.txt").read_text()
+    suffix = "_complex" if release == "24.11" else ""
+    return (SLURM / release / "reservations" / f"scontrol_show_reservation_{moment}{suffix}.json").read_text()
