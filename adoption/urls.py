@@ -1,3 +1,8 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("adoption/", views.adoption_page, name="adoption_figures"),
+    path("adoption/adoption.csv", views.adoption_csv, name="adoption_csv"),
+]

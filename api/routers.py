@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import clusters, jobs, profiles, sessions, teams
+from . import adoption, clusters, jobs, profiles, sessions, teams
 from .base import api
 
 
@@ -17,5 +17,6 @@ def register() -> NinjaAPI:
         api.add_router("/jobs", jobs.router)
         api.add_router("/sessions", sessions.router)
         api.add_router("/profiles", profiles.router)
+        api.add_router("/adoption", adoption.router)
         api._portal_routers = True
     return api

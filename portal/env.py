@@ -93,6 +93,8 @@ SCHEMA: dict[str, tuple[type, object]] = {
     # The portal's own metrics (/metrics)
     "PORTAL_METRICS_ALLOW": (list, ["127.0.0.1", "::1"]),
     "PORTAL_METRICS_TOKEN": (str, ""),
+    # Adoption figures and the anonymized job trace export (adoption/)
+    "PORTAL_TRACE_SECRET": (str, ""),
 }
 
 

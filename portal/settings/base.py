@@ -267,6 +267,9 @@ GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
 #: read it from anywhere ("" = none).
 METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
 METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
+#: The key of the trace export's user and account hashes (HMAC-SHA256, adoption/trace.py); "" = one
+#: derived from SECRET_KEY.
+PORTAL_TRACE_SECRET = env("PORTAL_TRACE_SECRET")
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
@@ -298,6 +301,8 @@ CELERY_BEAT_SCHEDULE = {
     "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
     "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
     "teams-usage": _every("teams.tasks.usage_refresh_task", env("PORTAL_USAGE_INTERVAL")),
+    #: GPUs allocated and in total per cluster and type, from the snapshots (adoption/samples.py).
+    "adoption-allocation-sample": _every("adoption.tasks.allocation_sample_task", 300.0),
 }
 #: One scheduler however many ``celery beat`` processes run (a deploy, or by mistake): RedBeat keeps
 #: the schedule in Redis and lets only the holder of its lock send tasks; a second beat waits for the

@@ -394,6 +394,7 @@ MATRIX = {
     ("get", "/me"):                           (200,  200,   200,  200, 403),
     ("get", "/clusters"):                     (200,  200,   200,  200, 403),
     ("get", "/jobs?cluster=cluster2"):        (200,  200,   200,  200, 403),
+    ("get", "/adoption"):                     (403,  403,   403,  200, 403),
 }
 # fmt: on
 WHO = ["alice", "carol", "bob", "dana", "unlinked"]

@@ -117,6 +117,8 @@ MATRIX = {
     "alice's job page":  (200,          404,          404,                    200, 403),
     "alice's job log":   (200,          404,          404,                    200, 403),
     "cancel alice's job": (302,         404,          404,                    403, 403),
+    "adoption page":     (403,          403,          403,                    200, 403),
+    "adoption csv":      (403,          403,          403,                    200, 403),
 }
 # fmt: on
 WHO = ["alice", "carol", "nils", "dana", "erin"]
@@ -136,6 +138,8 @@ def request_for(client, what, job):
         "alice's job page": lambda: client.get(f"/jobs/{job.key}/"),
         "alice's job log": lambda: client.get(f"/jobs/{job.key}/log/out/"),
         "cancel alice's job": lambda: client.post(f"/jobs/{job.key}/cancel/"),
+        "adoption page": lambda: client.get("/adoption/"),
+        "adoption csv": lambda: client.get("/adoption/adoption.csv"),
     }[what]()
 
 
