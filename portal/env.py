@@ -55,6 +55,14 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_TEAMS_SYNC_INTERVAL": (float, 300.0),
     "PORTAL_TEAMS_SYNC_RETRY_SECONDS": (float, 15.0),
     "PORTAL_USAGE_INTERVAL": (float, 60.0),
+    # Site policy kept in Slurm by the teams sync (teams/site_policy.py, docs/policy.md): per-person caps on
+    # a QOS ("" = not managed, "unlimited" = no cap), and the small-job pool's partition and its QOS's limits
+    "PORTAL_USER_CAPS_QOS": (str, "normal"),
+    "PORTAL_USER_MAX_GPUS": (str, ""),
+    "PORTAL_USER_MAX_SUBMIT_JOBS": (str, ""),
+    "PORTAL_SMALL_POOL_PARTITION": (str, ""),
+    "PORTAL_SMALL_POOL_MAX_GPUS": (int, 1),
+    "PORTAL_SMALL_POOL_MAX_MINUTES": (int, 60),
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),

@@ -247,3 +247,38 @@ def read_users(gateway: SlurmGateway) -> list[UserRow]:
 def read_descriptions(gateway: SlurmGateway) -> dict[str, str]:
     """Account name -> description. Raises :class:`~slurm.SlurmError`."""
     return parse_descriptions(gateway.run(SHOW_ACCOUNTS).out)
+
+
+# --- QOS (site policy: per-person caps and the small-job pool, teams/site_policy.py) ---------------
+#: Field order matters (split on ``|`` by position). Names both 22.05 and 24.11 accept (22.05 does not
+#: know the short ``MaxTRESPJ``); Flags is a comma list (``DenyOnLimit,NoDecay``).
+QOS_FIELDS = ("Name", "MaxTRESPerUser", "MaxSubmitJobsPerUser", "MaxTRESPerJob", "MaxWallDurationPerJob", "Flags")
+SHOW_QOS = [*_SACCTMGR_SHOW, "qos", "format=" + ",".join(QOS_FIELDS)]
+
+
+@dataclass(frozen=True)
+class QosRow:
+    """One line of :data:`SHOW_QOS`: ``max_tres_per_user`` / ``max_tres_per_job`` TRES lists as
+    sacctmgr prints them (``gres/gpu=4``), ``max_submit_per_user`` a number or ``""``, ``max_wall``
+    a Slurm time (``01:00:00``, ``2-00:00:00``) or ``""``, ``flags`` their names."""
+
+    name: str
+    max_tres_per_user: str
+    max_submit_per_user: str
+    max_tres_per_job: str
+    max_wall: str
+    flags: frozenset[str]
+
+
+def parse_qos(text: str) -> list[QosRow]:
+    """The lines of :data:`SHOW_QOS`; ``ValueError`` on a line without the fields asked for."""
+    rows = []
+    for line in filter(None, text.splitlines()):
+        name, per_user, submit, per_job, wall, flags = _fields(line, len(QOS_FIELDS), SHOW_QOS)
+        rows.append(QosRow(name, per_user, submit, per_job, wall, frozenset(f for f in flags.split(",") if f)))
+    return rows
+
+
+def read_qos(gateway: SlurmGateway) -> list[QosRow]:
+    """Every QOS in slurmdbd. Raises :class:`~slurm.SlurmError` or ``ValueError``."""
+    return parse_qos(gateway.run(SHOW_QOS).out)

@@ -6,4 +6,4 @@ class TeamsConfig(AppConfig):
     verbose_name = "Teams"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401  (registers the login signal handler)
+        from . import checks, signals  # noqa: F401  (registers the system checks and the login signal handler)

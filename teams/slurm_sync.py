@@ -47,16 +47,20 @@ from slurm.accounting import read_descriptions
 from slurm.clusters import cluster_get, cluster_names
 
 from .models import Membership, Role, Source, Team
+from .site_policy import site_policy
 from .sync_actions import (  # noqa: F401  (re-exported)
     SACCTMGR,
     Action,
     AddAccount,
+    AddQos,
     AddUser,
     DeleteUser,
     RemoveUser,
     SetDefaultAccount,
     SetLimits,
+    SetQos,
 )
+from .sync_policy import WantedQos, plan_policy, read_qos_state, wanted_qos
 from .sync_report import ActionResult, ClusterSync, SyncReport  # noqa: F401  (re-exported)
 from .sync_state import (  # noqa: F401  (re-exported)
     ACCOUNT_NAME_RE,
@@ -207,17 +211,23 @@ def apply_actions(actions: list[Action], gateway: SlurmGateway, *, actor=None, c
     return results
 
 
-def cluster_sync(cluster: str, wanted: WantedState, *, dry_run: bool = False, actor=None) -> ClusterSync:
-    """Read ``cluster``'s slurmdbd through its gateway, plan against ``wanted`` and (unless
-    ``dry_run``) apply there. Never raises for Slurm failures: an unreadable slurmdbd is the part's
-    ``error``, a refused action its ``failed``."""
+def cluster_sync(
+    cluster: str, wanted: WantedState, *, dry_run: bool = False, actor=None, qos: dict[str, WantedQos] | None = None
+) -> ClusterSync:
+    """Read ``cluster``'s slurmdbd through its gateway, plan against ``wanted`` (and, with ``qos``,
+    the site policy's QOS limits, :mod:`teams.sync_policy`: planned after the teams' actions) and
+    (unless ``dry_run``) apply there. Never raises for Slurm failures: an unreadable slurmdbd is the
+    part's ``error``, a refused action its ``failed``."""
     gateway = get_gateway(cluster)
     try:
         actual = read_actual(gateway)
+        qos_actual = read_qos_state(gateway) if qos else {}
     except (SlurmError, ValueError) as exc:
         logger.warning("teams sync: cannot read Slurm on %s: %s", cluster, exc)
         return ClusterSync(cluster, error=f"reading Slurm: {exc}")
     actions = plan(wanted, actual, protected=protected_users(cluster))
+    if qos:
+        actions += plan_policy(qos, qos_actual)
     if dry_run:
         return ClusterSync(cluster, [ActionResult(a) for a in actions])
     return ClusterSync(cluster, apply_actions(actions, gateway, actor=actor, cluster=cluster))
@@ -254,14 +264,24 @@ def teams_sync(
             return SyncReport(dry_run, error=f"to start: cannot take the sync lock in Redis: {exc}", labelled=labelled)
     try:
         wanted = wanted_state()
-        parts = [cluster_sync(name, wanted, dry_run=dry_run, actor=actor) for name in names]
-        return SyncReport(dry_run, parts, skipped=wanted.skipped, labelled=labelled)
+        qos, skipped = _wanted_policy()
+        parts = [cluster_sync(name, wanted, dry_run=dry_run, actor=actor, qos=qos) for name in names]
+        return SyncReport(dry_run, parts, skipped=wanted.skipped + skipped, labelled=labelled)
     finally:
         if lock is not None:
             try:
                 lock.release()
             except redis.exceptions.LockError:
                 logger.warning("teams sync lock expired before the sync finished")
+
+
+def _wanted_policy() -> tuple[dict[str, WantedQos], tuple[str, ...]]:
+    """The site policy's QOS limits (:func:`teams.sync_policy.wanted_qos`), or none and why when its
+    settings cannot be read (``portal.E030`` refuses them at start-up)."""
+    try:
+        return wanted_qos(site_policy()), ()
+    except ValueError as exc:
+        return {}, (f"site policy: {exc}",)
 
 
 def teams_import(*, actor=None) -> int:

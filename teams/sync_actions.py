@@ -182,3 +182,93 @@ class DeleteUser(Action):
 
     def describe(self) -> str:
         return f"- remove user {self.user} from {', '.join(self.accounts)} (no account left: the Slurm user record is deleted)"
+
+
+# --- site policy: QOS limits (teams/sync_policy.py) ------------------------------------------------
+#: QOS limit -> (sacctmgr field, how its value is written): ``tres`` as ``gres/gpu=N``, ``count`` and
+#: ``minutes`` as the number; ``-1`` clears one (other TRES in a TRES field are kept).
+QOS_LIMITS: dict[str, tuple[str, str]] = {
+    "max_gpus_per_user": ("MaxTRESPerUser", "tres"),
+    "max_submit_per_user": ("MaxSubmitJobsPerUser", "count"),
+    "max_gpus_per_job": ("MaxTRESPerJob", "tres"),
+    "max_wall_min": ("MaxWall", "minutes"),
+}
+DENY_ON_LIMIT = "DenyOnLimit"
+
+
+def _qos_arg(limit: str, value: int | None) -> str:
+    field, how = QOS_LIMITS[limit]
+    number = -1 if value is None else value
+    return f"{field}=gres/gpu={number}" if how == "tres" else f"{field}={number}"
+
+
+def _qos_value(limit: str, value: int | None) -> str:
+    how = QOS_LIMITS[limit][1]
+    if value is None:
+        return "none"
+    return f"gres/gpu={value}" if how == "tres" else f"{value}" + (" min" if how == "minutes" else "")
+
+
+@dataclass(frozen=True)
+class AddQos(Action):
+    """Create QOS ``qos`` with ``limits`` (limit -> value, :data:`QOS_LIMITS`; ``None`` left unset) and,
+    with ``deny``, ``Flags=DenyOnLimit`` (sbatch refuses a job over a limit instead of queueing it)."""
+
+    kind: ClassVar[str] = "add_qos"
+    qos: str
+    limits: tuple[tuple[str, int | None], ...]
+    deny: bool = False
+
+    @property
+    def argv(self) -> list[str]:
+        sets = [_qos_arg(limit, value) for limit, value in self.limits if value is not None]
+        flags = [f"Flags={DENY_ON_LIMIT}"] if self.deny else []
+        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *sets, *flags]
+
+    @property
+    def target(self) -> str:
+        return f"qos:{self.qos}"
+
+    @property
+    def new(self) -> dict:
+        return {**dict(self.limits), **({"flags": DENY_ON_LIMIT} if self.deny else {})}
+
+    def describe(self) -> str:
+        parts = [f"{QOS_LIMITS[limit][0]} {_qos_value(limit, value)}" for limit, value in self.limits if value is not None]
+        return f"+ add QOS {self.qos} (" + ", ".join(parts + ([DENY_ON_LIMIT] if self.deny else []) or ["no limits"]) + ")"
+
+
+@dataclass(frozen=True)
+class SetQos(Action):
+    """Change QOS ``qos``: ``changes`` (limit, old, new) and, with ``deny``, add ``DenyOnLimit`` to its flags."""
+
+    kind: ClassVar[str] = "set_qos"
+    qos: str
+    changes: tuple[tuple[str, int | None, int | None], ...]
+    deny: bool = False
+
+    @property
+    def argv(self) -> list[str]:
+        sets = [_qos_arg(limit, new) for limit, _, new in self.changes]
+        flags = [f"Flags+={DENY_ON_LIMIT}"] if self.deny else []
+        return [*SACCTMGR, "modify", "qos", "where", f"name={self.qos}", "set", *sets, *flags]
+
+    @property
+    def target(self) -> str:
+        return f"qos:{self.qos}"
+
+    @property
+    def old(self) -> dict:
+        return {limit: old for limit, old, _ in self.changes} | ({"flags": ""} if self.deny else {})
+
+    @property
+    def new(self) -> dict:
+        return {limit: new for limit, _, new in self.changes} | ({"flags": DENY_ON_LIMIT} if self.deny else {})
+
+    def describe(self) -> str:
+        parts = [
+            f"{QOS_LIMITS[limit][0]} {_qos_value(limit, new)} (was {_qos_value(limit, old)})" for limit, old, new in self.changes
+        ]
+        if self.deny:
+            parts.append(f"Flags +{DENY_ON_LIMIT}")
+        return f"~ set QOS {self.qos} " + ", ".join(parts)

@@ -249,6 +249,17 @@ PORTAL_CONTAINER_RUNTIME = env("PORTAL_CONTAINER_RUNTIME")
 PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
 PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 
+#: Site policy the teams sync keeps in Slurm (teams/site_policy.py, docs/policy.md; checked at start-up,
+#: portal.E030): per-person caps on USER_CAPS_QOS (MaxTRESPerUser gres/gpu, MaxSubmitJobsPerUser; "" = not
+#: managed, "unlimited" = no cap), and the small-job pool: its partition ("" = none) whose partition QOS of the
+#: same name allows jobs of at most SMALL_POOL_MAX_GPUS GPUs and SMALL_POOL_MAX_MINUTES minutes.
+USER_CAPS_QOS = env("PORTAL_USER_CAPS_QOS")
+USER_MAX_GPUS = env("PORTAL_USER_MAX_GPUS")
+USER_MAX_SUBMIT_JOBS = env("PORTAL_USER_MAX_SUBMIT_JOBS")
+SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION")
+SMALL_POOL_MAX_GPUS = env("PORTAL_SMALL_POOL_MAX_GPUS")
+SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
+
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
 

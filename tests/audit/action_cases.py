@@ -56,6 +56,8 @@ CASES: list[Case] = [
     Case("slurm.sync.set_default_account", teams.sync_set_default_account),
     Case("slurm.sync.remove_user", teams.sync_remove_user),
     Case("slurm.sync.delete_user", teams.sync_delete_user),
+    Case("slurm.sync.add_qos", teams.sync_add_qos, CREATED),
+    Case("slurm.sync.set_qos", teams.sync_set_qos),
     Case("slurm.import.team", teams.slurm_import_team, CREATED),
     Case("slurm.import.membership", teams.slurm_import_membership, CREATED),
     Case("profile.save", people.profile_save_new, CREATED, name="new"),

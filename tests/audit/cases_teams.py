@@ -213,3 +213,34 @@ def slurm_import_team(w: World):
 def slurm_import_membership(w: World):
     team = _import(w)
     return {}, membership(team, w.dana)
+
+
+# --- the site policy's QOS limits (teams/sync_policy.py; before: the recorded sacctmgr show qos) ---
+def _sync_policy_first(w: World, qos_text: str, *commands: list[str]) -> None:
+    """:func:`_sync` with the site policy managed: ``sacctmgr show qos`` answers ``qos_text`` and no team
+    is managed, so ``commands`` are the QOS changes only."""
+    from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_QOS, SHOW_USERS
+    from teams.slurm_sync import teams_sync
+
+    w.settings.PORTAL_CLUSTERS_FILE = ""
+    w.slurm.expect(SHOW_ASSOCIATIONS, stdout=_recorded("show_association"))
+    w.slurm.expect(SHOW_USERS, stdout=_recorded("show_user"))
+    w.slurm.expect(SHOW_QOS, stdout=qos_text)
+    for argv in commands:
+        w.slurm.expect(argv)
+    report = teams_sync(actor=w.dana)
+    assert report.ok and not w.slurm.script, report.lines
+
+
+def sync_add_qos(w: World):
+    w.settings.SMALL_POOL_PARTITION = "small"  # the pool's partition QOS is missing: created
+    argv = [*SACCTMGR, "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60", "Flags=DenyOnLimit"]
+    _sync_policy_first(w, "normal|||||\n", argv)
+    return {}, {"max_gpus_per_job": 1, "max_wall_min": 60, "flags": "DenyOnLimit", **ON}
+
+
+def sync_set_qos(w: World):
+    w.settings.USER_MAX_GPUS, w.settings.USER_MAX_SUBMIT_JOBS = "4", "20"
+    argv = [*SACCTMGR, "modify", "qos", "where", "name=normal", "set", "MaxTRESPerUser=gres/gpu=4", "MaxSubmitJobsPerUser=20"]
+    _sync_policy_first(w, (FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text(), argv)
+    return {"max_gpus_per_user": None, "max_submit_per_user": None}, {"max_gpus_per_user": 4, "max_submit_per_user": 20, **ON}
