@@ -188,6 +188,13 @@ class JobOut(Schema):
     gpu_summary: GpuSummaryOut | None = Field(None, description="End-of-job GPU usage (GPU jobs that ended)")
     gpu_usage: GpuUsageOut | None = Field(None, description="GPU figures at the poller's last read (GET /jobs/{ref} only)")
     freshness: FreshnessOut | None = Field(None, description="How old the figures are (GET /jobs/{ref} only)")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="At submission (POST /jobs) only: what will keep it from starting although it was accepted, e.g. "
+        '"This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance (reservation '
+        'maint_node3 on partition small); ask for at most 3 h to start now." (a maintenance reservation on every node '
+        "of its partition within its time limit; Slurm holds it until then)",
+    )
 
 
 class JobList(Schema):
@@ -242,6 +249,12 @@ class SessionOut(Schema):
     estimated_start: datetime | None = None
     time_left_s: int | None = None
     created_at: datetime
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="At the start (POST /sessions) only: what will keep it from starting although it was accepted, "
+        'e.g. "This session cannot start before ... because it would run into maintenance (reservation ... on '
+        'partition interactive); ask for at most 2 h to start now."',
+    )
 
 
 class SessionList(Schema):

@@ -14,6 +14,7 @@ from ninja.errors import HttpError
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
+from interactive.options import session_maintenance
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
 from jobs.selectors import cluster_status
@@ -115,7 +116,9 @@ def start_session(request, body: SessionIn):
         raise Refused(*refused.renamed(SESSION_API).problems, detail="The session cannot be started; see errors.") from None
     except hub.HubUnavailable as exc:
         raise HttpError(503, f"JupyterHub could not be reached, so the session was not started: {exc}") from None
-    return Status(HTTPStatus.CREATED, session_out(_card(request, session.server_name)))
+    clash = session_maintenance(cluster=sessions_cluster().name, partition=session.partition, hours=session.time_limit_min // 60)
+    out = session_out(_card(request, session.server_name))
+    return Status(HTTPStatus.CREATED, {**out, "warnings": [clash.text] if clash else []})
 
 
 @router.get("/{name}", response={200: SessionOut, **ERRORS}, summary="One session, by its named server")

@@ -15,12 +15,23 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone as djtz
 
+from notifications.models import NotificationKind
+from notifications.services import notify
 from portal.formats import duration
 
 from . import hub
-from .gpu_idle import GpuLook, gpu_reclaim_message, gpu_rule_applies, reclaim_enabled, sessions_gpu_observe
+from .gpu_idle import (
+    GpuLook,
+    gpu_reclaim_message,
+    gpu_reclaim_warning,
+    gpu_rule_applies,
+    reclaim_enabled,
+    sessions_gpu_observe,
+)
 from .models import Session, SessionState
 from .transitions import session_end
 
@@ -130,7 +141,61 @@ def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
         )
         if session_end(session, SessionState.STOPPED, message, action="session.culled", extra={"idle_minutes": int(idle // 60)}):
             stopped.append(session)
+    for session in running:
+        if session not in stopped:
+            sessions_warn_near_stop(session, now=now)
     return stopped
+
+
+def sessions_warn_near_stop(session: Session, *, now: datetime) -> None:
+    """Tell the owner of a running session that it is about to be stopped (issue 21), in the portal and
+    by email per their preferences: the idle warning the card shows (:func:`idle_stop_in_seconds`), the
+    idle-GPU warning (:func:`interactive.gpu_idle.gpu_reclaim_warning`), and its time limit (the
+    session's Slurm job started ``started_at``, ``time_limit_min``) within :data:`WARN_BEFORE_S`. One
+    notification per idle stretch (keyed by its start) and one for the time limit. Never raises."""
+    try:
+        _warn(session, now)
+    except Exception:  # noqa: BLE001 - a warning never stops the cull
+        log.exception("stop warning of %s failed", session)
+
+
+def _warn(session: Session, now: datetime) -> None:
+    base = f"session:{session.key}"
+    link = reverse("session_list")
+    label = f"session {session.server_name} ({session.ide})"
+    warnings = []
+    idle_left = idle_stop_in_seconds(session, now=now)
+    if idle_left is not None:
+        since = max(t for t in (session.last_input_at, session.started_at, session_work_at(session)) if t is not None)
+        warnings.append(
+            (
+                f"{base}:idle:{int(since.timestamp())}",
+                f"Your {label} has had no activity and stops in {duration(idle_left)} unless used.",
+            )
+        )
+    gpu = gpu_reclaim_warning(session, now=now)
+    if gpu and session.gpu_low_since:
+        warnings.append((f"{base}:gpu-idle:{int(session.gpu_low_since.timestamp())}", f"Your {label}: {gpu}."))
+    if session.started_at and session.time_limit_min:
+        left = (session.started_at + timedelta(minutes=session.time_limit_min) - now).total_seconds()
+        if 0 < left <= min(WARN_BEFORE_S, session.time_limit_min * 30):
+            warnings.append(
+                (
+                    f"{base}:time-limit",
+                    f"Your {label} reaches its time limit ({duration(session.time_limit_min * 60)}) "
+                    f"in {duration(left)} and is stopped then. Save your work.",
+                )
+            )
+    for key, text in warnings:
+        with transaction.atomic():
+            notify(
+                user=session.user,
+                kind=NotificationKind.SESSION_STOPPING,
+                key=key,
+                subject=f"About to be stopped: {label}",
+                body=text,
+                link=link,
+            )
 
 
 def _stop(session: Session, look: GpuLook) -> bool:

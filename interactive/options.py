@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from jobs.maintenance import MaintenanceClash, maintenance_warning
 from jobs.policy import JobRequest, SitePolicy
 from portal.refusals import Problem
 
@@ -119,6 +120,14 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     if errors:
         return None, errors
     return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours), []
+
+
+def session_maintenance(*, cluster: str, partition: str, hours: int) -> MaintenanceClash | None:
+    """Whether a session of ``hours`` hours on ``partition`` of ``cluster`` would run into a
+    maintenance reservation on every node of the partition (:func:`jobs.maintenance.maintenance_warning`,
+    from the stored snapshot): the clash, whose sentence says "This session cannot start before ...",
+    or ``None``. A warning for the session form and the API, never a refusal: Slurm holds the job."""
+    return maintenance_warning(cluster=cluster, partition=partition, time_limit_min=int(hours) * 60, what="session")
 
 
 def _not_installed(kind: SessionKind) -> str:

@@ -20,6 +20,7 @@ from .forms import SessionForm
 from .gpu_flags import sessions_low_use
 from .kinds import kinds_all
 from .models import Session, SessionState
+from .options import session_maintenance
 from .services import current_policy, session_cards, session_start, session_stop
 
 
@@ -37,7 +38,17 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "max_gpus": settings.SESSION_MAX_GPUS,
         "status": cluster_status(sessions_cluster().name),
         "low_use": sessions_low_use(cards),
+        "maintenance": _maintenance_ahead(form),
     }
+
+
+def _maintenance_ahead(form: SessionForm):
+    """Before a start: the clash of the longest session the form allows (``PORTAL_SESSION_MAX_HOURS``)
+    with a maintenance reservation on the partition chosen (or the first session partition), or
+    ``None``: the form says how long a session may be to start now."""
+    partition = form.data.get("partition") if form.is_bound else None
+    partition = partition or (settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else "")
+    return session_maintenance(cluster=sessions_cluster().name, partition=str(partition), hours=settings.SESSION_MAX_HOURS)
 
 
 @login_required
@@ -56,6 +67,11 @@ def session_list(request: HttpRequest) -> HttpResponse:
                 form.add_error(None, str(exc))
             else:
                 say_how_it_started(request, session)
+                clash = session_maintenance(
+                    cluster=sessions_cluster().name, partition=session.partition, hours=session.time_limit_min // 60
+                )
+                if clash:
+                    messages.warning(request, clash.html)
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form), status=400)
     return render(request, "interactive/session_list.html", _context(request, form))

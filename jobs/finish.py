@@ -33,6 +33,7 @@ from .arrays import (
 )
 from .identity import accounting_records
 from .models import Job, JobKind
+from .notify import job_state_notify
 
 logger = logging.getLogger(__name__)
 
@@ -211,3 +212,4 @@ def apply_final_entry(job: Job, found: AccountingEntry) -> None:
             old={"state": old_state},
             new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal},
         )
+        job_state_notify(job, old_state)  # the owner is told, in the same transaction

@@ -25,6 +25,7 @@ from .forms import JobForm
 from .gpu_usage import low_use_flags
 from .holds import can_hold, can_release
 from .logs import job_log_tail, log_path
+from .maintenance import maintenance_clash, maintenance_warning
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import (
@@ -104,6 +105,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
             refusal_to_form(form, refused.renamed(JOB_FORM))
         else:
             messages.success(request, f"Job “{job.name}” created; the status below follows it.")
+            clash = maintenance_warning(cluster=job.cluster, partition=job.partition, time_limit_min=job.time_limit_min)
+            if clash:
+                messages.warning(request, clash.html)
             return redirect("job_detail", key=job.key)
     status = 400 if request.method == "POST" else 200
     return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
@@ -112,12 +116,14 @@ def job_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_estimate(request: HttpRequest) -> HttpResponse:
     """HTMX fragment under the job form, before anything is sent: a warning when no node of the
-    chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), and
+    chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), when
+    the time limit crosses a maintenance reservation on every node of it (:mod:`jobs.maintenance`), and
     the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
     when it does not fit). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
     cluster = cluster_get(str(data.get("cluster", ""))) or default_cluster()
-    nodes = partition_nodes(snapshot_load(with_jobs=False, cluster=cluster.name)).get(str(data.get("partition", "")))
+    snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
+    nodes = partition_nodes(snapshot).get(str(data.get("partition", "")))
     warning = nodes.warning if nodes else ""
     try:
         gpus = int(data.get("gpu_count", "0"))
@@ -130,9 +136,14 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
         if gpus and team and minutes
         else None
     )
-    if not estimate and not warning:
+    maintenance = maintenance_clash(snapshot, partition=str(data.get("partition", "")), time_limit=minutes * 60)
+    if not estimate and not warning and not maintenance:
         return HttpResponse("")
-    return render(request, "jobs/_estimate.html", {"estimate": estimate, "team": team, "partition_warning": warning})
+    return render(
+        request,
+        "jobs/_estimate.html",
+        {"estimate": estimate, "team": team, "partition_warning": warning, "maintenance": maintenance},
+    )
 
 
 def _visible_job(request: HttpRequest, key):

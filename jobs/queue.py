@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
 
@@ -13,7 +13,9 @@ from slurm.states import JobState
 from slurm.values import time_left_seconds
 from teams.usage_compute import how_to_fit
 
+from .cap_reasons import CAP_REASONS, cap_reason
 from .models import Job
+from .node_trouble import NODE_REASONS, job_node_trouble_note
 from .reasons import Reason, explain_reason
 
 
@@ -123,6 +125,14 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     return note
 
 
+def _with_node_note(reason: Reason, job: Job) -> Reason:
+    """``reason`` with what the snapshot says about the job's unavailable nodes appended to its
+    sentence (:func:`jobs.node_trouble.job_node_trouble_note`: the maintenance reservation, or each
+    node's state and reason)."""
+    note = job_node_trouble_note(job)
+    return replace(reason, sentence=f"{reason.sentence} {note}") if note else reason
+
+
 def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
     """Build the :class:`JobRow` for one job. ``usage_for(account, cluster=...)`` gives the team's
     usage figures on the job's cluster (``teams.usage.team_usage``: quotas hold jobs per cluster) for
@@ -143,6 +153,10 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
                 requeued=job.restart_count > 0,
                 description=job.reason_description,
             )
+            if reason.code in NODE_REASONS or (reason.code == "Resources" and reason.holds):
+                reason = _with_node_note(reason, job)
+            if reason.code in CAP_REASONS:  # the site's caps and pool, in its figures
+                reason = cap_reason(reason, job)
     elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
         # While its state is unknown the clock stops where the job was last seen running: it may
         # have ended since (the page says "at least").

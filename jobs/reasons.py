@@ -186,6 +186,10 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
 #: What Slurm 22.05 writes in ``state_description`` when the reason code is only ``Resources`` but the
 #: nodes the job could run on are down, drained or reserved (recorded: ``squeue_drained.json``).
 _NODES_UNAVAILABLE = "Nodes required for job are DOWN, DRAINED or reserved"
+#: What Slurm writes in ``state_description`` (reason code ``ReqNodeNotAvail``) while the job's time
+#: limit would run into a maintenance reservation on every node it may use (22.05 and 24.11:
+#: "ReqNodeNotAvail, Reserved for maintenance"). Slurm starts it after the window.
+_MAINTENANCE = "Reserved for maintenance"
 
 
 def explain_reason(
@@ -212,6 +216,14 @@ def explain_reason(
             "No node it may run on can take it now: they are down, drained or reserved for other work (Slurm: "
             f"\u201c{description.strip()}\u201d).",
             "Choose another partition, or wait until the administrators bring the nodes back.",
+        )
+    if key == "ReqNodeNotAvail" and _MAINTENANCE in f"{text} {description or ''}":
+        return Reason(
+            key,
+            _R,
+            "Its time limit would run into a maintenance reservation on every node it may use, so Slurm starts it "
+            f"after the maintenance (Slurm: \u201c{(description or text).strip()}\u201d).",
+            "Ask for less time to start before the maintenance, or wait for it to end.",
         )
     if key == "Resources":
         return Reason(key, _R, _resources_sentence(gpus))

@@ -52,6 +52,7 @@ from .arrays import all_final, het_parts, load_tasks, queue_array_fields
 from .finish import apply_final_entry, earlier_runs, exit_codes, exit_hidden, is_final, record_of, record_restarts
 from .identity import queue_record_is_the_jobs, sacct_ids
 from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
+from .notify import job_state_notify
 from .outside import outside_sync
 
 logger = logging.getLogger(__name__)
@@ -226,6 +227,7 @@ def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> b
             old={"state": old_state},
             new={"state": job.state, "slurm_state": raw, "source": "queue (accounting has no record yet)"},
         )
+        job_state_notify(job, old_state)  # the owner is told, in the same transaction
     result.provisional += 1
     return True
 
@@ -295,6 +297,7 @@ def _apply_queue(job: Job, q, state: JobState, raw: str, extra: dict | None = No
         job.save(update_fields=[*changed, "updated_at"])
         if "state" in changed:
             audit(actor=None, action="job.state", job=job, old={"state": old_state}, new={"state": state, "slurm_state": raw})
+            job_state_notify(job, old_state)
     return True
 
 
@@ -325,6 +328,7 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
             old={"state": old_state},
             new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal},
         )
+        job_state_notify(job, old_state)
 
 
 #: The Job fields of the memory Slurm holds for a record (:func:`jobs.models.slurm_memory_fields`).

@@ -12,6 +12,7 @@ from slurm import SlurmError
 from slurm.clusters import cluster_names
 
 from .gpu_usage import gpu_usage_refresh
+from .notify import job_failed_detail, jobs_pending_notify
 from .send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
 from .services import snapshot_refresh
 
@@ -106,3 +107,17 @@ def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
     lost (:func:`jobs.send.jobs_stuck`). Safe to repeat: job_send is idempotent and serialised per
     job. Returns the job ids queued."""
     return [job_id for job_id in jobs_stuck(older_than_s=older_than_s) if enqueue(job_submit_task, job_id)]
+
+
+@shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
+def job_failed_detail_task(job_id: int, notification_id: int) -> bool:
+    """Read a failed job's log lines as its owner into its notification, then queue the mail
+    (:func:`jobs.notify.job_failed_detail`). Not retried: without it the sweep mails it without the lines."""
+    return job_failed_detail(job_id=job_id, notification_id=notification_id)
+
+
+@shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
+def jobs_pending_notify_task() -> int:
+    """Beat task (every 60 s): tell owners of jobs pending longer than their chosen time
+    (:func:`jobs.notify.jobs_pending_notify`). Returns how many were told."""
+    return jobs_pending_notify()

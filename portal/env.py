@@ -98,6 +98,17 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_GPU_LOW_USE_MINUTES": (int, 30),
     "PORTAL_GPU_IDLE_RECLAIM_MINUTES": (int, 30),
     "PORTAL_GPU_IDLE_WARN_MINUTES": (int, 5),
+    # Notifications (notifications/): the SMTP server mail goes through, the sender, the portal's own
+    # address in mails, and how long a sender holds a row (seconds)
+    "PORTAL_EMAIL_HOST": (str, "127.0.0.1"),
+    "PORTAL_EMAIL_PORT": (int, 8025),
+    "PORTAL_EMAIL_USER": (str, ""),
+    "PORTAL_EMAIL_PASSWORD": (str, ""),
+    "PORTAL_EMAIL_USE_TLS": (bool, False),
+    "PORTAL_EMAIL_TIMEOUT": (float, 10.0),
+    "PORTAL_EMAIL_FROM": (str, "GPU portal <portal@localhost>"),
+    "PORTAL_SITE_URL": (str, "http://127.0.0.1:8000"),
+    "PORTAL_NOTIFY_LEASE_SECONDS": (int, 180),
     # The portal's own metrics (/metrics)
     "PORTAL_METRICS_ALLOW": (list, ["127.0.0.1", "::1"]),
     "PORTAL_METRICS_TOKEN": (str, ""),

@@ -28,6 +28,7 @@ from slurm.clusters import cluster_get, cluster_names, default_cluster
 from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
+from .quota_notify import quota_notify
 from .usage_compute import how_to_fit, usage_compute
 from .usage_read import usage_read
 from .usage_records import GPU_NOT_TRACKED, MemberUsage, QuotaEstimate, TeamUsage, UsageStatus
@@ -187,6 +188,7 @@ def _refresh_cluster(
             )
             status = UsageStatus(taken_at=now)
             accounting_answered(now=now, cluster=cluster)  # its sacct call answered
+            quota_notify(teams, cluster=cluster)  # leads told at 80 % and 100 % (issue 21)
         except (SlurmError, ValueError) as exc:
             logger.warning("usage refresh of %s failed: %s", cluster, exc)
             if is_accounting_error(exc):

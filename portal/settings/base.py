@@ -282,6 +282,21 @@ METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
 #: derived from SECRET_KEY.
 PORTAL_TRACE_SECRET = env("PORTAL_TRACE_SECRET")
 
+#: Notifications' email (notifications/mail.py): Django's SMTP backend to this server (make dev runs a
+#: local sink on 127.0.0.1:8025, notifications/sink.py), the sender, the portal's address in mails
+#: (links), and how long (seconds) a sender holds a row before the sweep may send it again: above the
+#: send task's hard time limit (45 s).
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env("PORTAL_EMAIL_HOST")
+EMAIL_PORT = env("PORTAL_EMAIL_PORT")
+EMAIL_HOST_USER = env("PORTAL_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env("PORTAL_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env("PORTAL_EMAIL_USE_TLS")
+EMAIL_TIMEOUT = env("PORTAL_EMAIL_TIMEOUT")
+DEFAULT_FROM_EMAIL = env("PORTAL_EMAIL_FROM")
+PORTAL_SITE_URL = env("PORTAL_SITE_URL")
+NOTIFY_LEASE_SECONDS = env("PORTAL_NOTIFY_LEASE_SECONDS")
+
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -312,6 +327,8 @@ CELERY_BEAT_SCHEDULE = {
     "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
     "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
     "teams-usage": _every("teams.tasks.usage_refresh_task", env("PORTAL_USAGE_INTERVAL")),
+    "notifications-sweep": _every("notifications.tasks.notifications_sweep_task", 30.0),
+    "jobs-pending-notify": _every("jobs.tasks.jobs_pending_notify_task", 60.0),
     #: GPUs allocated and in total per cluster and type, from the snapshots (adoption/samples.py).
     "adoption-allocation-sample": _every("adoption.tasks.allocation_sample_task", 300.0),
 }

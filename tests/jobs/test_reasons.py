@@ -115,7 +115,7 @@ def test_array_task_limit(limit, sentence):
         ("SomethingNewIn25", "SomethingNewIn25", O, "Slurm says: SomethingNewIn25"),
         ("Weird reason, with detail", "Weird reason", O, "Slurm says: Weird reason, with detail"),
         ("(ReqNodeNotAvail, UnavailableNodes:node1)", "ReqNodeNotAvail", B, None),  # squeue's text column
-        ("ReqNodeNotAvail, Reserved for maintenance", "ReqNodeNotAvail", B, None),
+        ("ReqNodeNotAvail, Reserved for maintenance", "ReqNodeNotAvail", R, None),  # waits for the window to end
         ("  Priority ", "Priority", P, None),
         ("", "None", O, None),
         (None, "None", O, None),
@@ -160,3 +160,16 @@ def test_the_pending_line_never_repeats_itself_nor_speaks_of_gpus_for_a_cpu_job(
 def test_a_requeued_job_waiting_for_its_begin_time_is_told_so():
     assert explain_reason("BeginTime", requeued=True).sentence.startswith("Requeued, waiting to start again")
     assert explain_reason("BeginTime").sentence == "Waiting for the start time it asked for."
+
+
+def test_maintenance_in_the_way_is_a_wait_not_a_block():
+    """Slurm's "ReqNodeNotAvail, Reserved for maintenance" (22.05 and 24.11, state_description): the
+    job starts after the window, so it is a wait, saying so and what to change."""
+    from jobs.reasons import explain_reason
+
+    r = explain_reason("ReqNodeNotAvail", description="ReqNodeNotAvail, Reserved for maintenance")
+    assert r.group == ReasonGroup.RESOURCES and not r.holds
+    assert "would run into a maintenance reservation" in r.sentence and "Reserved for maintenance" in r.sentence
+    assert r.fix == "Ask for less time to start before the maintenance, or wait for it to end."
+    other = explain_reason("ReqNodeNotAvail", description="ReqNodeNotAvail, UnavailableNodes:node3")
+    assert other.group == ReasonGroup.BLOCKED

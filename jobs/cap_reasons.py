@@ -1,0 +1,100 @@
+"""Pending reasons of the site policy in the site's own figures (issue 21, item 7): a job Slurm holds
+for a per-person cap or keeps out of the small-job pool says which cap and what number
+(:mod:`teams.site_policy`), instead of Slurm's generic "this QOS" sentence.
+
+Slurm's codes (``job_reason_string``, 22.05 and 24.11; recorded in
+``tests/fixtures/slurm/22.05/policy/``): ``QOSMaxGRESPerUser`` (pending: the person's running jobs
+hold their GPU cap), ``QOSMaxSubmitJobPerUserLimit`` (a refusal at submission, sbatch's words; a
+pending reason only for a job submitted before the cap was lowered), ``QOSMaxGRESPerJob`` and
+``QOSMaxWallDurationPerJobLimit`` (the pool's per-job limits; with ``DenyOnLimit`` sbatch refuses
+them, so they pend only when the limit was lowered after submission), ``PartitionTimeLimit``.
+"""
+
+from __future__ import annotations
+
+from teams.site_policy import Policy, site_policy
+
+from .models import Job, on_cluster
+from .reasons import Reason, ReasonGroup
+
+#: The codes worded here; any other code keeps :func:`jobs.reasons.explain_reason`'s words.
+CAP_REASONS = frozenset(
+    {
+        "QOSMaxGRESPerUser",
+        "QOSMaxSubmitJobPerUserLimit",
+        "QOSMaxGRESPerJob",
+        "QOSMaxWallDurationPerJobLimit",
+        "PartitionTimeLimit",
+    }
+)
+_RUNNING = ("RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def gpus_in_use(job: Job) -> int:
+    """GPUs the job's owner holds at once on its cluster: the ``gpu_count`` of their running jobs, as
+    the poller last stored them from squeue (portal and outside jobs; no Slurm call)."""
+    rows = Job.objects.filter(on_cluster(job.cluster), user_id=job.user_id, state__in=_RUNNING).exclude(pk=job.pk)
+    return sum(rows.values_list("gpu_count", flat=True))
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" + ("" if n == 1 else "s")
+
+
+def _minutes(minutes: int) -> str:
+    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
+
+
+def cap_reason(reason: Reason, job: Job, *, policy: Policy | None = None) -> Reason:
+    """``reason`` in the site's figures when it is one of :data:`CAP_REASONS` and the policy names the
+    cap (e.g. "Held by the per-person GPU cap: you already use 4 of your 4 GPUs at once on cluster1;
+    it starts when one of your jobs ends."); else ``reason`` unchanged. Never raises for bad policy
+    settings (they are ``portal.E030``'s)."""
+    if reason.code not in CAP_REASONS:
+        return reason
+    try:
+        policy = policy or site_policy()
+    except ValueError:
+        return reason
+    caps, pool = policy.caps, policy.pool
+    if reason.code == "QOSMaxGRESPerUser" and caps.gpu_cap is not None:
+        used, cap = gpus_in_use(job), caps.gpu_cap
+        left = max(cap - used, 0)
+        fix = (
+            f"Wait for one of your jobs to end, or cancel one; or ask for at most {_gpus(left)} to start now."
+            if left
+            else "Wait for one of your jobs to end, or cancel one."
+        )
+        return Reason(
+            reason.code,
+            ReasonGroup.QUOTA,
+            f"You already use {used} of your {_gpus(cap)} at once on {job.cluster} (the site allows at most "
+            f"{_gpus(cap)} at once per person) and this job asks for {job.gpu_count}; it starts when one of your jobs ends.",
+            fix,
+        )
+    if reason.code == "QOSMaxSubmitJobPerUserLimit" and caps.submit_cap is not None:
+        return Reason(
+            reason.code,
+            ReasonGroup.QUOTA,
+            f"You have as many jobs pending or running on {job.cluster} as the site allows one person "
+            f"({caps.submit_cap}; each array task counts).",
+            "Wait for some of your jobs to end, or cancel the ones you no longer need.",
+        )
+    in_pool = pool.managed and job.partition == pool.partition
+    if reason.code == "QOSMaxGRESPerJob" and in_pool:
+        return Reason(
+            reason.code,
+            ReasonGroup.BLOCKED,
+            f"The small-job pool (partition {pool.partition}) takes jobs of at most {_gpus(pool.max_gpus)}; "
+            f"this one asks for {job.gpu_count}.",
+            f"Ask for at most {_gpus(pool.max_gpus)}, or use another partition.",
+        )
+    if reason.code in ("QOSMaxWallDurationPerJobLimit", "PartitionTimeLimit") and in_pool:
+        return Reason(
+            reason.code,
+            ReasonGroup.BLOCKED,
+            f"The small-job pool (partition {pool.partition}) takes jobs of at most {_minutes(pool.max_minutes)}; "
+            f"this one asks for {_minutes(job.time_limit_min)}.",
+            f"Ask for at most {_minutes(pool.max_minutes)}, or use another partition for longer jobs.",
+        )
+    return reason

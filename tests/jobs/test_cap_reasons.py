@@ -1,0 +1,94 @@
+"""Pending reasons of the per-person caps and the small-job pool in the site's figures (issue 21, item
+7), from recorded squeue output (``tests/fixtures/slurm/22.05/policy/``: alice's second 1-GPU job
+pending ``QOSMaxGRESPerUser`` behind her first, cap 1) and recorded sbatch refusals."""
+
+import json
+
+import pytest
+
+from jobs.cap_reasons import cap_reason
+from jobs.models import Job
+from jobs.queue import job_row
+from jobs.reasons import explain_reason
+from slurm.adapters.v0_0_38 import parse_jobs
+from slurm.states import JobState
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.django_db
+POLICY = FIXTURES / "slurm" / "22.05" / "policy"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def recorded_pair(alice):
+    """Alice's two jobs of the recording as the poller stores them: job 1 running, job 2 pending."""
+    queue = {j.job_id: j for j in parse_jobs(json.loads((POLICY / "squeue_qos_max_gres_per_user.json").read_text()))}
+    rows = {}
+    for job_id in (1, 2):
+        q = queue[job_id]
+        rows[job_id] = Job.objects.create(
+            user=alice, name="wrap", partition=q.partition, gpu_type="t4", gpu_count=sum(q.gpus.values()),
+            memory_mb=100, time_limit_min=q.time_limit or 5, script="sleep 120", slurm_job_id=job_id,
+            state=JobState.RUNNING if q.state == "RUNNING" else JobState.PENDING, reason=q.reason if q.state == "PENDING" else "",
+        )  # fmt: skip
+    return rows
+
+
+def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
+    settings.USER_MAX_GPUS = "1"
+    pending = recorded_pair[2]
+    assert pending.reason == "QOSMaxGRESPerUser"  # what Slurm 22.05 wrote
+    reason = job_row(pending, {}).reason
+    assert reason.heading == "Held by your team's quota:" and reason.holds
+    assert reason.sentence == (
+        "You already use 1 of your 1 GPU at once on cluster1 (the site allows at most 1 GPU at once per person) "
+        "and this job asks for 1; it starts when one of your jobs ends."
+    )
+    assert reason.fix == "Wait for one of your jobs to end, or cancel one."
+
+
+def test_gpu_cap_with_room_left_says_how_many_fit(recorded_pair, settings):
+    settings.USER_MAX_GPUS = "4"
+    pending = recorded_pair[2]
+    pending.gpu_count = 4
+    reason = cap_reason(explain_reason(pending.reason), pending)
+    assert "You already use 1 of your 4 GPUs at once" in reason.sentence and "asks for 4" in reason.sentence
+    assert reason.fix.endswith("ask for at most 3 GPUs to start now.")
+
+
+def test_without_a_managed_cap_slurms_sentence_stays(recorded_pair):
+    reason = job_row(recorded_pair[2], {}).reason
+    assert reason == explain_reason("QOSMaxGRESPerUser")
+
+
+@pytest.mark.parametrize(
+    ("stderr", "changes", "words"),
+    [
+        ("sbatch_pool_max_gres_per_job_stderr.txt", {"gpu_count": 2}, "takes jobs of at most 1 GPU; this one asks for 2."),
+        ("sbatch_pool_max_wall_stderr.txt", {"time_limit_min": 90}, "takes jobs of at most 1 h; this one asks for 90 min."),
+    ],
+)
+def test_pool_limits_in_the_pools_figures(recorded_pair, settings, stderr, changes, words):
+    """The recorded refusal's first line is Slurm's reason code; the same code on a pending job reads so."""
+    settings.SMALL_POOL_PARTITION = "small"
+    code = (POLICY / stderr).read_text().splitlines()[0].removeprefix("sbatch: error: ")
+    job = recorded_pair[2]
+    for name, value in changes.items():
+        setattr(job, name, value)
+    reason = cap_reason(explain_reason(code), job)
+    assert reason.sentence.startswith("The small-job pool (partition small) ") and words in reason.sentence
+    assert reason.holds
+
+
+def test_submit_cap(recorded_pair, settings):
+    settings.USER_MAX_SUBMIT_JOBS = "20"
+    code = (POLICY / "sbatch_qos_max_submit_stderr.txt").read_text().splitlines()[0].removeprefix("sbatch: error: ")
+    reason = cap_reason(explain_reason(code), recorded_pair[2])
+    assert (
+        reason.sentence
+        == "You have as many jobs pending or running on cluster1 as the site allows one person (20; each array task counts)."
+    )

@@ -1,0 +1,132 @@
+"""Where the events come from: the poller's sync (started, finished, failed), the pending sweep, the
+session stop warnings, the team quota thresholds. Each noticed twice is one row."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone as djtz
+
+from interactive.idle import sessions_warn_near_stop
+from interactive.models import Session, SessionState
+from jobs.notify import event_key, job_state_notify, jobs_pending_notify
+from jobs.sync import jobs_sync
+from notifications.models import Notification, NotificationKind
+from notifications.services import preferences_set
+from slurm import SlurmGateway
+from slurm.states import JobState
+from teams.models import Membership, Role, Team
+from teams.quota_notify import quota_notify, threshold_reached
+from teams.usage_records import TeamUsage
+from tests.fakes import ANY, FakeTransport
+from tests.jobs.conftest import portal_rows_only  # noqa: F401  (shared fixture)
+from tests.jobs.test_sync import JOB_18_KEY, job, snap
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_sync_tells_started_and_failed_once_each(alice, slurm_json, portal_rows_only):
+    running = job(alice, 2)  # PENDING; squeue says RUNNING
+    jobs_sync(snap(slurm_json("22.05", "squeue")), SlurmGateway(FakeTransport()))
+    jobs_sync(snap(slurm_json("22.05", "squeue")), SlurmGateway(FakeTransport()))
+    (started,) = Notification.objects.filter(kind=NotificationKind.JOB_STARTED)
+    running.refresh_from_db()
+    assert started.key == event_key(running, "started") and started.user == alice
+    assert started.subject == "Started: job 2 (j2)" and started.link == f"/jobs/{running.key}/"
+    assert started.email_state == "off"  # started: not mailed by default
+
+    exit3 = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
+    queue = slurm_json("22.05", "squeue_arrays")
+    for _ in range(2):
+        fake = FakeTransport().expect(
+            ["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(slurm_json("22.05", "sacct_outcomes"))
+        )
+        jobs_sync(snap(queue), SlurmGateway(fake))
+    exit3.refresh_from_db()
+    (failed,) = Notification.objects.filter(key=event_key(exit3, "failed"))
+    assert exit3.state == JobState.FAILED and failed.key == f"job:cluster1:18:{JOB_18_KEY.hex[:8]}:failed"
+    assert "exit code 3" in failed.subject and "with exit code 3" in failed.body
+    assert failed.email_state == "pending" and failed.next_attempt_at > djtz.now()  # waits for the log lines
+
+
+def test_finished_and_cancelled_are_finished_and_told_once(alice):
+    row = job(alice, 31, JobState.COMPLETED, exit_code=0)
+    job_state_notify(row, JobState.RUNNING)
+    job_state_notify(row, JobState.RUNNING)
+    (n,) = Notification.objects.all()
+    assert n.kind == NotificationKind.JOB_FINISHED and n.body == "Your job 31 (j31) ended: completed, exit code 0."
+
+
+def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice, bob):
+    long_ago = djtz.now() - timedelta(minutes=45)
+    waits = job(alice, 41, reason="JobHeldUser", slurm_submit_at=long_ago)
+    job(bob, 42, reason="Priority", slurm_submit_at=long_ago)  # bob keeps the default: 60 min
+    preferences_set(user=alice, email={}, pending_minutes=30)
+    assert jobs_pending_notify() == 1
+    assert jobs_pending_notify() == 0
+    (n,) = Notification.objects.all()
+    assert n.user == alice and n.key == event_key(waits, "pending") and n.kind == NotificationKind.JOB_PENDING
+    assert n.subject == "Still pending after 45 min: job 41 (j41)"
+    assert "pending for 45 minutes (you asked to be told after 30)" in n.body
+    assert "Why it waits: You put this job on hold." in n.body and n.email_state == "pending"
+    assert jobs_pending_notify(now=djtz.now() + timedelta(minutes=20)) == 1  # bob's 60 min now passed
+    preferences_set(user=alice, email={}, pending_minutes=0)  # never
+    job(alice, 43, slurm_submit_at=long_ago - timedelta(days=1))
+    assert jobs_pending_notify() == 0
+
+
+def test_a_session_near_its_time_limit_or_idle_stop_is_told_once(alice, settings):
+    settings.SESSION_IDLE_MINUTES = 60
+    now = djtz.now()
+    session = Session.objects.create(
+        user=alice,
+        server_name="lab-1",
+        ide="lab",
+        partition="interactive",
+        memory_mb=1000,
+        time_limit_min=120,
+        state=SessionState.RUNNING,
+        started_at=now - timedelta(minutes=115),
+        activity_reported_at=now,
+        last_input_at=now - timedelta(minutes=55),
+    )
+    sessions_warn_near_stop(session, now=now)
+    sessions_warn_near_stop(session, now=now + timedelta(seconds=60))
+    rows = {n.key: n for n in Notification.objects.all()}
+    idle_key = f"session:{session.key}:idle:{int((now - timedelta(minutes=55)).timestamp())}"
+    assert set(rows) == {f"session:{session.key}:time-limit", idle_key}
+    assert "reaches its time limit (2 h) in 5 min" in rows[f"session:{session.key}:time-limit"].body
+    assert "stops in 5 min unless used" in rows[idle_key].body
+    assert all(n.kind == NotificationKind.SESSION_STOPPING for n in rows.values())
+
+
+def usage(account, used, quota, *, error=""):
+    return TeamUsage(
+        account=account,
+        tracked=True,
+        period_start=datetime(2026, 12, 1, tzinfo=UTC),
+        period_end=None,
+        taken_at=0.0,
+        gpu_hours_used=used,
+        gpu_hours_quota=quota,
+        error=error,
+    )
+
+
+def test_team_leads_are_told_at_80_and_100_percent_once_per_period(alice, bob):
+    vision = Team.objects.create(name="vision")
+    Membership.objects.create(team=vision, user=bob, role=Role.LEAD)
+    Membership.objects.create(team=vision, user=alice, role=Role.MEMBER)
+    assert threshold_reached(usage("vision", 79.0, 100.0)) is None
+    assert quota_notify({"vision": usage("vision", 79.0, 100.0)}, cluster="cluster1") == 0
+    assert quota_notify({"vision": usage("vision", 85.0, 100.0)}, cluster="cluster1") == 1
+    assert quota_notify({"vision": usage("vision", 90.0, 100.0)}, cluster="cluster1") == 0  # same threshold
+    assert quota_notify({"vision": usage("vision", 100.5, 100.0)}, cluster="cluster1") == 1
+    keys = sorted(Notification.objects.values_list("key", flat=True))
+    assert keys == ["team:vision:cluster1:2026-12-01:quota:100:bob", "team:vision:cluster1:2026-12-01:quota:80:bob"]
+    full = Notification.objects.get(key__endswith=":100:bob")
+    assert full.subject == "Team vision at 100 % of its GPU-hour quota on cluster1" and "wait until" in full.body
+    assert not Notification.objects.filter(user=alice).exists()  # members are not told
+    assert quota_notify({"vision": usage("vision", 100.0, 100.0, error="sshare failed")}, cluster="cluster2") == 0

@@ -1,0 +1,96 @@
+"""The notification pages and API: a person's list, unread count in the nav, mark read / all read,
+the settings page; nobody reads or marks another person's notifications (pages and API)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from api.tokens import token_create
+from notifications.models import Notification, NotificationKind, NotificationPreferences
+from notifications.services import notify
+
+pytestmark = pytest.mark.django_db
+
+
+def told(user, key, subject="Failed: job 7 (exit code 3)"):
+    return notify(user=user, kind=NotificationKind.JOB_FAILED, key=key, subject=subject, body="exit code 3")[0]
+
+
+def bearer(user):
+    raw = token_create(user=user, name="t", scopes=["read"], days=1)[1]
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+def test_list_count_and_mark_read(client, alice):
+    told(alice, "a:1")
+    second = told(alice, "a:2", subject="Still pending after 61 min: job 8")
+    client.force_login(alice)
+    page = client.get("/notifications/")
+    assert page.status_code == HTTPStatus.OK
+    text = page.content.decode()
+    assert "Still pending after 61 min: job 8" in text and 'data-testid="unread-count" aria-label="2 unread">2<' in text
+    assert 'aria-live="polite"' in text
+    r = client.post(f"/notifications/{second.pk}/read/", {"next": "/notifications/"})
+    assert r.status_code == HTTPStatus.FOUND
+    assert Notification.objects.filter(user=alice, read_at__isnull=True).count() == 1
+    fragment = client.get("/notifications/count/").content.decode()
+    assert 'aria-label="1 unread">1<' in fragment and 'hx-trigger="every 30s"' in fragment
+    client.post("/notifications/read-all/")
+    assert Notification.objects.filter(user=alice, read_at__isnull=True).count() == 0
+    assert "unread-count" not in client.get("/notifications/count/").content.decode()
+
+
+def test_nobody_reads_or_marks_another_persons_notifications(client, alice, bob):
+    mine = told(alice, "a:secret", subject="alice's secret job failed")
+    told(bob, "b:1", subject="bob's job")
+    client.force_login(bob)
+    assert "alice's secret job failed" not in client.get("/notifications/").content.decode()
+    assert client.post(f"/notifications/{mine.pk}/read/").status_code == HTTPStatus.NOT_FOUND
+    client.post("/notifications/read-all/")
+    mine.refresh_from_db()
+    assert mine.read_at is None  # bob's "all" is bob's only
+    # the API, with bob's token
+    body = client.get("/api/v1/notifications", **bearer(bob)).json()
+    assert [n["subject"] for n in body["items"]] == ["bob's job"]
+    r = client.post(f"/api/v1/notifications/{mine.pk}/read", **bearer(bob))
+    assert r.status_code == HTTPStatus.NOT_FOUND and "No such notification of yours" in r.json()["detail"]
+    r = client.post("/api/v1/notifications/read", data={"ids": [mine.pk]}, content_type="application/json", **bearer(bob))
+    assert r.status_code == HTTPStatus.OK and r.json() == {"marked": 0}
+    mine.refresh_from_db()
+    assert mine.read_at is None
+
+
+def test_api_lists_and_marks_ones_own(client, alice):
+    first = told(alice, "a:1")
+    told(alice, "a:2")
+    body = client.get("/api/v1/notifications", **bearer(alice)).json()
+    assert body["unread"] == 2 and [n["key"] for n in body["items"]] == ["a:2", "a:1"]
+    assert body["items"][0]["kind"] == "job_failed" and body["items"][0]["email_state"] == "pending"
+    assert client.post(f"/api/v1/notifications/{first.pk}/read", **bearer(alice)).json() == {"marked": 1}
+    assert client.get("/api/v1/notifications?unread=true", **bearer(alice)).json()["unread"] == 1
+    r = client.post("/api/v1/notifications/read", data={}, content_type="application/json", **bearer(alice))
+    assert r.json() == {"marked": 1}
+
+
+def test_anonymous_gets_the_sign_in_not_the_list(client, alice):
+    told(alice, "a:1")
+    r = client.get("/notifications/")
+    assert r.status_code == HTTPStatus.FOUND and "/accounts/login/" in r["Location"]
+    assert client.get("/api/v1/notifications").status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_settings_page_saves_choices_and_refuses_a_bad_time(client, alice):
+    client.force_login(alice)
+    page = client.get("/notifications/settings/").content.decode()
+    assert "Job started" in page and "alice@example.org" in page
+    r = client.post("/notifications/settings/", {"email_job_started": "on", "pending_minutes": "15"})
+    assert r.status_code == HTTPStatus.FOUND
+    prefs = NotificationPreferences.objects.get(user=alice)
+    assert prefs.pending_minutes == 15 and prefs.emails("job_started") and not prefs.emails("job_failed")
+    r = client.post("/notifications/settings/", {"pending_minutes": "-5"})
+    assert r.status_code == HTTPStatus.OK and "Enter 0 (never) or a number of minutes above 0." in r.content.decode()
+    r = client.post("/notifications/settings/", {"pending_minutes": "soon"})
+    assert "Enter a whole number of minutes, e.g. 60." in r.content.decode()
+    assert NotificationPreferences.objects.get(user=alice).pending_minutes == 15
