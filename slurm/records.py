@@ -53,6 +53,11 @@ class Node:
     gpus: dict[str, int] = field(default_factory=dict)
     gpus_used: dict[str, int] = field(default_factory=dict)
     reason: str = ""
+    #: Who set ``reason`` (``reason_set_by_user``: the Unix user who drained it, ``root`` or the
+    #: service user; ``slurm`` for one Slurm set itself, e.g. "Not responding") and when
+    #: (``reason_changed_at``, Unix seconds; ``None`` when there is no reason).
+    reason_set_by: str = ""
+    reason_changed_at: int | None = None
 
     @property
     def available(self) -> bool:
@@ -79,6 +84,22 @@ class Partition:
     max_time: int | None
     default_time: int | None
     is_default: bool = False
+    #: The limits the cluster page shows, as the text writes them: ``QoS`` (the partition QOS, ``""``
+    #: for ``N/A``), ``MaxNodes`` (``None`` = UNLIMITED), ``AllowAccounts`` / ``AllowGroups`` /
+    #: ``AllowQos`` (``ALL`` or a comma list), ``PriorityTier``, ``TotalCPUs``, ``TotalNodes``,
+    #: ``OverSubscribe`` (``NO``, ``YES:4``, ``FORCE:1``...), ``MaxMemPerNode`` / ``DefMemPerNode``
+    #: (MiB, ``None`` = UNLIMITED).
+    qos: str = ""
+    max_nodes: int | None = None
+    allow_accounts: str = "ALL"
+    allow_groups: str = "ALL"
+    allow_qos: str = "ALL"
+    priority_tier: int = 1
+    total_cpus: int = 0
+    total_nodes: int = 0
+    oversubscribe: str = "NO"
+    max_mem_per_node: int | None = None
+    def_mem_per_node: int | None = None
 
 
 @dataclass(frozen=True)

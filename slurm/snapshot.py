@@ -19,13 +19,14 @@ from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
 from .records import Node, Partition, QueueJob, Reservation
-from .values import parse_array_tasks
+from .values import expand_nodes, parse_array_tasks
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
 #: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
 #: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
-#: (:func:`queue_positions`); ``reread`` the flag of :func:`reread_soon`.
-KINDS = ("snapshot", "lite", "positions", "reread")
+#: (:func:`queue_positions`); ``reread`` the flag of :func:`reread_soon`; ``nodejobs`` the jobs on each
+#: node (:func:`node_jobs`: what the cluster page lists per node without loading the queue).
+KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs")
 
 
 def _name(cluster: str | None) -> str:
@@ -185,7 +186,48 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
     values = {snapshot_key(name, "snapshot"): snapshot.to_dict(), snapshot_key(name, "lite"): lite}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         values[snapshot_key(name, "positions")] = queue_positions(snapshot)
+        values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)
     cache.set_many(values, timeout=None)
+
+
+#: squeue states of a job that holds its nodes (started and not yet left them).
+ON_NODE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT"})
+
+
+def node_jobs(snapshot: ClusterSnapshot | None) -> dict[str, list[tuple[int, str, str, str]]]:
+    """node name -> ``[(job id, user, state, display id)]`` of the jobs on it (squeue ``nodes``,
+    expanded; states in :data:`ON_NODE_STATES`), by job id. ``job id`` is what a portal row keeps as
+    its Slurm id: the array job's for an array task (``array_job_id``), the leader's for a het
+    component (``het_job_id``), else ``job_id``; ``display id`` is ``123_4`` for an array task,
+    ``123+1`` for a het component, else the job id. A node list Slurm wrote malformed is
+    skipped (the job is then on no node here, never a failed store)."""
+    found: dict[str, list[tuple[int, str, str, str]]] = {}
+    if snapshot is None:
+        return found
+    for q in snapshot.jobs:
+        if q.state not in ON_NODE_STATES or not q.nodes:
+            continue
+        try:
+            names = expand_nodes(q.nodes)
+        except ValueError:
+            continue
+        row_id = q.job_id
+        if q.array_task_id is not None and q.array_job_id:
+            row_id, shown = q.array_job_id, f"{q.array_job_id}_{q.array_task_id}"
+        elif q.het_job_id and q.het_job_offset is not None:
+            row_id, shown = q.het_job_id, f"{q.het_job_id}+{q.het_job_offset}"
+        else:
+            shown = str(q.job_id)
+        for name in names:
+            found.setdefault(name, []).append((row_id, q.user, q.state, shown))
+    for jobs in found.values():
+        jobs.sort()
+    return found
+
+
+def node_jobs_load(cluster: str | None = None) -> dict[str, list[tuple[int, str, str, str]]]:
+    """The :func:`node_jobs` stored with ``cluster``'s last snapshot ({} before its first poll)."""
+    return cache.get(snapshot_key(cluster, "nodejobs")) or {}
 
 
 #: Slurm's pending reasons (squeue ``state_reason``) of a job on hold: ``scontrol hold`` by its user,

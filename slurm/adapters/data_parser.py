@@ -47,7 +47,7 @@ from ..values import (
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .v0_0_38 import parse_partitions as parse_partitions_text
-from .v0_0_38 import queue_extras, sacct_extras
+from .v0_0_38 import queue_extras, reason_extras, sacct_extras
 
 #: ``errors[].error_number`` values that mean "no results": ESLURM_REST_EMPTY_RESULT (9003). Not
 #: written by 24.11 for an empty answer (``sacct_nothing_found.json``: ``jobs: []``, no errors), kept
@@ -148,6 +148,7 @@ def parse_nodes(document: dict) -> list[Node]:
                 gpus=parse_gpus(raw.get("gres")),
                 gpus_used=parse_gpus(raw.get("gres_used")),
                 reason=_text(raw.get("reason")),
+                **reason_extras(raw),
             )
         )
     return nodes

@@ -94,9 +94,25 @@ def parse_nodes(sinfo: dict) -> list[Node]:
                 gpus=parse_gpus(raw.get("gres")),
                 gpus_used=parse_gpus(raw.get("gres_used")),
                 reason=raw.get("reason") or "",
+                **reason_extras(raw),
             )
         )
     return nodes
+
+
+def reason_extras(raw: dict) -> dict:
+    """Who set a node's reason and when (``reason_set_by_user``, ``reason_changed_at``: 22.05 a
+    string or null and an int, 23.11+ a string and a ``{set, number}`` object; 0 = never)."""
+    return {
+        "reason_set_by": _text(raw.get("reason_set_by_user")),
+        "reason_changed_at": parse_timestamp(raw.get("reason_changed_at")),
+    }
+
+
+def _limit(text: str | None) -> int | None:
+    """``UNLIMITED`` / ``N/A`` / missing -> ``None``, else the number."""
+    value = (text or "").strip()
+    return int(value) if value.isdigit() else None
 
 
 def parse_partitions(oneliner: str) -> list[Partition]:
@@ -116,6 +132,17 @@ def parse_partitions(oneliner: str) -> list[Partition]:
                 max_time=parse_time_limit(fields.get("MaxTime", "UNLIMITED")),
                 default_time=parse_time_limit(fields.get("DefaultTime", "NONE")),
                 is_default=fields.get("Default", "NO").upper() == "YES",
+                qos="" if fields.get("QoS", "N/A") in ("N/A", "(null)") else fields["QoS"],
+                max_nodes=_limit(fields.get("MaxNodes")),
+                allow_accounts=fields.get("AllowAccounts", "ALL"),
+                allow_groups=fields.get("AllowGroups", "ALL"),
+                allow_qos=fields.get("AllowQos", "ALL"),
+                priority_tier=_limit(fields.get("PriorityTier", "1")) or 0,
+                total_cpus=_limit(fields.get("TotalCPUs")) or 0,
+                total_nodes=_limit(fields.get("TotalNodes")) or 0,
+                oversubscribe=fields.get("OverSubscribe", "NO"),
+                max_mem_per_node=_limit(fields.get("MaxMemPerNode")),
+                def_mem_per_node=_limit(fields.get("DefMemPerNode")),
             )
         )
     return partitions

@@ -11,6 +11,7 @@ no value before it (:data:`EVENT`, e.g. a refused sign-in)."""
 from __future__ import annotations
 
 from tests.audit import cases_announcements as announcements
+from tests.audit import cases_cluster as cluster
 from tests.audit import cases_jobs as jobs
 from tests.audit import cases_people as people
 from tests.audit import cases_sessions as sessions
@@ -23,6 +24,10 @@ CASES: list[Case] = [
     Case("announcement.create", announcements.announcement_create, CREATED),
     Case("announcement.change", announcements.announcement_change),
     Case("announcement.delete", announcements.announcement_delete),
+    Case("node.drain", cluster.node_drain),
+    Case("node.resume", cluster.node_resume),
+    Case("reservation.create", cluster.reservation_create, CREATED),
+    Case("reservation.delete", cluster.reservation_delete),
     Case("job.create", jobs.job_create, CREATED),
     Case("job.cancel_requested", jobs.job_cancel_requested),
     Case("job.submitted", jobs.job_submitted),

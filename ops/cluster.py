@@ -1,0 +1,195 @@
+"""What the cluster page shows (issue 21, item 1), read from the snapshot only: never a Slurm call
+per page view. One cluster at a time: its nodes (state with flags as Slurm writes them, the reason
+with who and when, GPUs by type, CPUs and memory allocated, the jobs on it), its partitions with
+their limits, and its reservations.
+
+Costs per view: one Redis round trip (the cluster's snapshot without the queue and its node -> jobs
+index, :func:`slurm.snapshot.node_jobs`, both stored by the poller) and one query for the portal's
+rows of the jobs shown (to link them); the freshness notice reads what every page's does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import hostlist
+from django.core.cache import cache
+
+from jobs.freshness import SnapshotStatus, snapshot_status
+from jobs.models import Job
+from slurm.clusters import Cluster, cluster_get, clusters
+from slurm.records import Node, Partition, Reservation
+from slurm.snapshot import ClusterSnapshot, snapshot_key
+
+#: Node flags that mean "not responding" (the ``*`` sinfo appends to the state: ``DOWN*``, ``IDLE*``).
+NOT_RESPONDING = "NOT_RESPONDING"
+#: Flags (and base states) worth a word beside the state, in the page's own words; the state text
+#: itself is always shown exactly as Slurm writes it.
+FLAG_WORDS = {
+    "DRAIN": "drain requested: takes no new jobs",
+    "DRAINING": "draining: jobs still running",
+    "DRAINED": "drained",
+    NOT_RESPONDING: "not responding",
+    "PLANNED": "planned by the backfill scheduler for a pending job",
+    "REBOOT_REQUESTED": "reboot requested",
+    "REBOOT_ISSUED": "rebooting",
+    "MAINTENANCE": "in a maintenance reservation",
+    "RESERVED": "in a reservation",
+    "POWERED_DOWN": "powered down",
+    "POWERING_DOWN": "powering down",
+    "POWERING_UP": "powering up",
+    "FAIL": "failing",
+    "COMPLETING": "jobs completing",
+}
+
+
+@dataclass(frozen=True)
+class JobOnNode:
+    """One job on a node: ``shown`` its id as Slurm writes it (``123``, ``123_4``, ``123+1``),
+    ``user`` and ``state`` from squeue, ``key`` the portal row's key when the portal has one (its
+    job page is linked), else ``None``."""
+
+    shown: str
+    user: str
+    state: str
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One node as the page shows it (:class:`slurm.records.Node` plus its jobs): ``state_text``
+    exactly as Slurm writes the state and flags (``IDLE+DRAIN``, ``DOWN+NOT_RESPONDING``), ``short``
+    sinfo's short form with ``*`` for not responding (``down*``), ``words`` the flags in words,
+    ``gpus`` ``[(type, allocated, total)]``, memory in MiB."""
+
+    node: Node
+    state_text: str
+    short: str
+    words: tuple[str, ...]
+    gpus: tuple[tuple[str, int, int], ...]
+    jobs: tuple[JobOnNode, ...]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def drained(self) -> bool:
+        """DRAIN, DRAINING or DRAINED among the flags (or the base state ``drained``): Resume applies."""
+        return self.node.state == "drained" or bool({"DRAIN", "DRAINING", "DRAINED"} & set(self.node.flags))
+
+    @property
+    def resumable(self) -> bool:
+        """Whether Slurm accepts ``State=RESUME`` for it: drained/draining, down, or failing."""
+        return self.drained or self.node.state in ("down", "fail") or "FAIL" in self.node.flags
+
+
+@dataclass(frozen=True)
+class ClusterPage:
+    """The page's context for one cluster: ``cluster`` its configuration, ``snapshot`` the stored
+    snapshot without the queue (``None`` before the first poll), ``status`` its freshness,
+    ``nodes``/``partitions``/``reservations`` as shown, ``others`` the other configured clusters
+    (links), ``now`` Unix seconds of the view."""
+
+    cluster: Cluster
+    snapshot: ClusterSnapshot | None
+    status: SnapshotStatus
+    nodes: list[NodeRow]
+    partitions: list[Partition]
+    reservations: list[Reservation]
+    others: list[Cluster] = field(default_factory=list)
+    now: float = 0.0
+
+    @property
+    def partition_rows(self) -> list[tuple[Partition, str]]:
+        """``(partition, its nodes as a compressed Slurm node list)``: ``node[1-3]``, not 500 names."""
+        return [(p, hostlist.collect_hostlist(list(p.nodes)) if p.nodes else "") for p in self.partitions]
+
+    @property
+    def reservation_rows(self) -> list[tuple[Reservation, str, bool]]:
+        """``(reservation, its nodes compressed, whether its window holds now)``."""
+        return [(r, hostlist.collect_hostlist(list(r.nodes)) if r.nodes else "", r.active(self.now)) for r in self.reservations]
+
+    @property
+    def node_names(self) -> list[str]:
+        return [row.name for row in self.nodes]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many nodes are available, drained or draining, and not responding/down."""
+        return {
+            "nodes": len(self.nodes),
+            "available": sum(1 for r in self.nodes if r.node.available),
+            "drained": sum(1 for r in self.nodes if r.drained),
+            "down": sum(1 for r in self.nodes if r.node.state == "down" or NOT_RESPONDING in r.node.flags),
+        }
+
+
+def short_state(node: Node) -> str:
+    """sinfo's short form of the state: the base state lower-cased, ``drain``/``drng`` for a drained
+    or draining node, and ``*`` when it is not responding (``down*``, ``idle*``), as ``sinfo`` prints."""
+    flags = set(node.flags)
+    base = node.state
+    if "DRAIN" in flags or "DRAINED" in flags or "DRAINING" in flags:
+        base = "drng" if base in ("mixed", "allocated", "completing") or "DRAINING" in flags else "drain"
+    return base + ("*" if NOT_RESPONDING in flags else "")
+
+
+def _gpus(node: Node) -> tuple[tuple[str, int, int], ...]:
+    return tuple((gtype, node.gpus_used.get(gtype, 0), total) for gtype, total in sorted(node.gpus.items()))
+
+
+def cluster_page(name: str | None = None, *, now: float | None = None) -> ClusterPage | None:
+    """The page of configured cluster ``name`` (``None``: the first configured), or ``None`` for a
+    name that is not configured. Reads the stored snapshot (no queue) and node -> jobs index in one
+    round trip and the portal's rows of those jobs in one query."""
+    now = time.time() if now is None else now
+    configured = clusters()
+    chosen = cluster_get(name) if name else configured[0]
+    if chosen is None:
+        return None
+    lite_key, jobs_key = snapshot_key(chosen.name, "lite"), snapshot_key(chosen.name, "nodejobs")
+    found = cache.get_many([lite_key, jobs_key])
+    snapshot = ClusterSnapshot.from_dict(found[lite_key]) if found.get(lite_key) else None
+    on_nodes: dict = found.get(jobs_key) or {}
+    ids = {entry[0] for entries in on_nodes.values() for entry in entries}
+    keys = _portal_keys(chosen.name, ids)
+    rows = []
+    for node in sorted(snapshot.nodes if snapshot else [], key=lambda n: n.name):
+        jobs = tuple(
+            JobOnNode(shown=shown, user=user, state=state, key=keys.get(row_id))
+            for row_id, user, state, shown in on_nodes.get(node.name, ())
+        )
+        rows.append(
+            NodeRow(
+                node=node,
+                state_text=node.state_text,
+                short=short_state(node),
+                words=tuple(FLAG_WORDS[f] for f in node.flags if f in FLAG_WORDS),
+                gpus=_gpus(node),
+                jobs=jobs,
+            )
+        )
+    return ClusterPage(
+        cluster=chosen,
+        snapshot=snapshot,
+        status=snapshot_status(snapshot, now=now, cluster=chosen.name),
+        nodes=rows,
+        partitions=list(snapshot.partitions) if snapshot else [],
+        reservations=sorted(snapshot.reservations, key=lambda r: (r.start, r.name)) if snapshot else [],
+        others=[c for c in configured if c.name != chosen.name],
+        now=now,
+    )
+
+
+def _portal_keys(cluster: str, ids: set[int]) -> dict[int, str]:
+    """Slurm job id -> the portal row's key (text) for the rows of ``cluster`` among ``ids``; rows
+    from before there were several clusters (``slurm_cluster`` ``""``) count for the default one."""
+    if not ids:
+        return {}
+    from slurm.clusters import default_cluster
+
+    names = [cluster, ""] if cluster == default_cluster().name else [cluster]
+    rows = Job.objects.filter(slurm_cluster__in=names, slurm_job_id__in=ids).values_list("slurm_job_id", "key")
+    return {job_id: str(key) for job_id, key in rows}

@@ -1,0 +1,78 @@
+"""The cluster page's forms: drain a node, plan a maintenance reservation. They only parse; what is
+allowed is :mod:`ops.nodes`' and :mod:`ops.reservations`' to say (the same sentences for every caller)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import forms
+
+#: What the time fields accept: the browser's ``datetime-local`` value and what a person types (UTC).
+INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+BAD_TIME = "Write the time as YYYY-MM-DD HH:MM (UTC), e.g. 2026-12-03 12:00."
+
+
+class DrainForm(forms.Form):
+    """The node and the reason (checked by :func:`ops.nodes.node_drain`: required, one line)."""
+
+    node = forms.CharField(required=False, max_length=200, strip=True)
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        strip=False,
+        help_text="Shown by Slurm to everyone who asks why the node is out (sinfo -R). One line, at most 200 characters.",
+    )
+
+
+class ReservationForm(forms.Form):
+    """A maintenance window: nodes, start, end or duration (minutes), name, whether it may overlap
+    running jobs. Times are UTC."""
+
+    nodes = forms.CharField(
+        required=False, max_length=2000, strip=True, help_text="A Slurm node list, e.g. node3 or node[1-3]; ALL for every node."
+    )
+    start = forms.DateTimeField(
+        required=False,
+        label="Start (UTC)",
+        input_formats=INPUT_FORMATS,
+        error_messages={"invalid": BAD_TIME},
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+    end = forms.DateTimeField(
+        required=False,
+        label="End (UTC)",
+        input_formats=INPUT_FORMATS,
+        error_messages={"invalid": BAD_TIME},
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Or leave it empty and give a duration.",
+    )
+    duration = forms.IntegerField(
+        required=False,
+        label="Duration (minutes)",
+        min_value=1,
+        max_value=60 * 24 * 60,
+        error_messages={"min_value": "A duration is at least 1 minute.", "max_value": "A duration is at most 60 days."},
+    )
+    name = forms.CharField(
+        required=False, max_length=200, strip=True, help_text="Empty: maint_<start>, e.g. maint_20261203_1200."
+    )
+    ignore_jobs = forms.BooleanField(
+        required=False,
+        label="Ignore running jobs",
+        help_text="Flags=IGNORE_JOBS: make the window even where jobs are running then (they keep running into it).",
+    )
+
+    def values(self) -> dict:
+        """The cleaned fields as :func:`ops.reservations.reservation_create` takes them; the end is the
+        start plus the duration when only a duration was given (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        start, end = data.get("start"), data.get("end")
+        if end is None and start is not None and data.get("duration"):
+            end = start + timedelta(minutes=data["duration"])
+        return {
+            "nodes": data.get("nodes") or "",
+            "start": start,
+            "end": end,
+            "name": data.get("name") or "",
+            "ignore_jobs": bool(data.get("ignore_jobs")),
+        }

@@ -1,0 +1,175 @@
+"""The cluster page (admins): one configured cluster's nodes, partitions and reservations from the
+snapshot (:mod:`ops.cluster`), its HTMX body refreshed every snapshot interval, and the forms that
+drain or resume a node and plan or delete a maintenance reservation (:mod:`ops.nodes`,
+:mod:`ops.reservations`). A GET never calls Slurm; each POST runs one bounded ``scontrol`` as the
+service user. A refusal shows on the page (400) in its own words or Slurm's; anyone but a portal
+admin gets 403, a cluster that is not configured 404."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from audit.models import AuditEvent
+from portal.refusals import Refused, refusal_to_form
+
+from .cluster import ClusterPage, cluster_page
+from .cluster_forms import DrainForm, ReservationForm
+from .nodes import node_drain, node_resume, node_target
+from .reservations import reservation_create, reservation_delete
+
+FORBIDDEN = "The cluster page is for portal admins."
+
+
+def _forbidden(request: HttpRequest, message: str = FORBIDDEN) -> HttpResponse:
+    return render(request, "teams/forbidden.html", {"message": message}, status=403)
+
+
+def _page(name: str | None) -> ClusterPage:
+    page = cluster_page(name)
+    if page is None:
+        raise Http404("No such cluster is configured.")
+    return page
+
+
+def drained_by(page: ClusterPage) -> dict[str, AuditEvent]:
+    """node name -> the newest ``node.drain`` audit row of each drained node (who drained it through
+    the portal and when: Slurm's ``reason_set_by_user`` is then the service user). One query."""
+    names = [row.name for row in page.nodes if row.drained]
+    if not names:
+        return {}
+    targets = {node_target(page.cluster.name, n): n for n in names}
+    found: dict[str, AuditEvent] = {}
+    rows = AuditEvent.objects.filter(action="node.drain", target__in=list(targets)).select_related("actor").order_by("-at", "-id")
+    for event in rows[: 5 * len(names)]:
+        found.setdefault(targets[event.target], event)
+    return found
+
+
+def _body_context(page: ClusterPage) -> dict:
+    return {
+        "page": page,
+        "drained_by": drained_by(page),
+        "service_user": page.cluster.gateway.get("ssh_user", ""),
+        "refresh_seconds": max(2, int(settings.SNAPSHOT_INTERVAL)),
+    }
+
+
+def _render(request, page: ClusterPage, *, drain: DrainForm | None = None, reserve: ReservationForm | None = None, status=200):
+    context = _body_context(page)
+    context["drain_form"] = drain or DrainForm(initial={"node": request.GET.get("node", "")})
+    context["reservation_form"] = reserve or ReservationForm()
+    context["action_error"] = getattr(request, "_ops_error", "")
+    return render(request, "ops/cluster.html", context, status=status)
+
+
+@login_required
+@require_GET
+def cluster_view(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    """GET: the page of cluster ``name`` (default: the first configured)."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    return _render(request, _page(name))
+
+
+@login_required
+@require_GET
+def cluster_body(request: HttpRequest, name: str) -> HttpResponse:
+    """HTMX fragment: the page's body (freshness, nodes, partitions, reservations)."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    return render(request, "ops/_cluster_body.html", _body_context(_page(name)))
+
+
+def _refused(request, page: ClusterPage, refused: Refused, **forms) -> HttpResponse:
+    form = next(iter(forms.values()), None)
+    if form is not None:
+        refusal_to_form(form, refused)
+    else:
+        request._ops_error = str(refused)
+    return _render(request, page, status=400, **forms)
+
+
+@login_required
+@require_POST
+def node_drain_view(request: HttpRequest, name: str) -> HttpResponse:
+    """POST ``node``, ``reason``: drain the node."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    page = _page(name)
+    form = DrainForm(request.POST)
+    form.is_valid()
+    data = form.cleaned_data
+    try:
+        done = node_drain(cluster=page.cluster.name, node=data.get("node", ""), reason=data.get("reason", ""), by=request.user)
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except Refused as refused:
+        return _refused(request, page, refused, drain=form)
+    messages.success(
+        request, f"{done.node} is draining: Slurm starts no new job there; running jobs finish. Reason: {done.new['reason']}"
+    )
+    return redirect("cluster_named", name=page.cluster.name)
+
+
+@login_required
+@require_POST
+def node_resume_view(request: HttpRequest, name: str, node: str) -> HttpResponse:
+    """POST: resume ``node``."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    page = _page(name)
+    try:
+        done = node_resume(cluster=page.cluster.name, node=node, by=request.user)
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except Refused as refused:
+        return _refused(request, page, refused)
+    messages.success(request, f"{done.node} is resumed: Slurm may start jobs there again.")
+    return redirect("cluster_named", name=page.cluster.name)
+
+
+@login_required
+@require_POST
+def reservation_create_view(request: HttpRequest, name: str) -> HttpResponse:
+    """POST the :class:`ReservationForm`: create a maintenance reservation."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    page = _page(name)
+    form = ReservationForm(request.POST)
+    if not form.is_valid():
+        return _render(request, page, reserve=form, status=400)
+    try:
+        done = reservation_create(cluster=page.cluster.name, by=request.user, **form.values())
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except Refused as refused:
+        return _refused(request, page, refused, reserve=form)
+    messages.success(
+        request,
+        f"Maintenance reservation {done.name} made on {done.new['nodes']} from {done.new['start']} to {done.new['end']}; "
+        "it shows below after the next poll.",
+    )
+    return redirect("cluster_named", name=page.cluster.name)
+
+
+@login_required
+@require_POST
+def reservation_delete_view(request: HttpRequest, name: str, reservation: str) -> HttpResponse:
+    """POST: delete reservation ``reservation``."""
+    if not request.user.is_staff:
+        return _forbidden(request)
+    page = _page(name)
+    try:
+        done = reservation_delete(cluster=page.cluster.name, name=reservation, by=request.user)
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except Refused as refused:
+        return _refused(request, page, refused)
+    messages.success(request, f"Reservation {done.name} deleted.")
+    return redirect("cluster_named", name=page.cluster.name)

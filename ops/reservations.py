@@ -1,0 +1,236 @@
+"""Maintenance reservations (issue 21, item 2): the staff's services that create and delete them.
+
+``reservation_create`` runs ``env TZ=UTC scontrol create reservation ReservationName=<name>
+StartTime=<start> EndTime=<end> Nodes=<nodes> Users=root Flags=MAINT[,IGNORE_JOBS]`` on the cluster as
+the service user; ``reservation_delete`` ``scontrol delete ReservationName=<name>``. Times are given
+to Slurm as UTC wall-clock text with ``TZ=UTC`` in the command's environment, since scontrol reads an
+absolute time in the zone of the process that runs it (the submit host's, which the portal does not
+know; :mod:`slurm.bounds`). The reservation itself lives in Slurm; the snapshot reads it back
+(:attr:`slurm.snapshot.ClusterSnapshot.reservations`) at the next poll, which :func:`reserve` asks to
+do at once (:func:`slurm.snapshot.reread_soon`). Each action is audited ``reservation.create`` /
+``reservation.delete`` with what it was and what it is.
+
+Refused with a sentence and nothing made: a window in the past, an end not after its start, a node the
+snapshot does not list, a bad name; and when Slurm refuses, Slurm's own words. A window over running
+jobs without *ignore running jobs* is refused by Slurm ("Requested nodes are busy"); the refusal adds
+when those jobs end at the latest (their time limits, from the snapshot), so the admin can tick the box
+or start after that.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone as djtz
+
+from audit.services import audit
+from portal.formats import unix_time
+from portal.refusals import Problem, Refused
+from slurm.records import Reservation
+from slurm.snapshot import ON_NODE_STATES, reread_soon, snapshot_load
+from slurm.values import expand_nodes
+
+from .scontrol import configured, current_snapshot, run_scontrol, staff_only
+
+#: A reservation name the portal passes to Slurm: letters, digits, ``_``, ``.``, ``-``; at most 64.
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: How far in the past a start may be (clock skew, the time to fill in the form); earlier is refused.
+START_GRACE = timedelta(minutes=1)
+#: Who may run jobs in a maintenance reservation the portal makes: root only (the usual MAINT form).
+USERS = "root"
+
+
+@dataclass(frozen=True)
+class ReservationAction:
+    """What an action did: ``cluster``, ``name``, ``argv`` the scontrol command, ``old``/``new`` as
+    audited, ``said`` Slurm's stdout (``Reservation created: maint_...``)."""
+
+    cluster: str
+    name: str
+    argv: list[str]
+    old: dict
+    new: dict
+    said: str = ""
+
+
+def reservation_target(cluster: str, name: str) -> str:
+    """The audit rows' ``target`` of a reservation: ``reservation:<cluster>/<name>``."""
+    return f"reservation:{cluster}/{name}"
+
+
+def _utc(moment: datetime) -> str:
+    return f"{unix_time(moment.timestamp())} UTC"
+
+
+def _slurm_time(moment: datetime) -> str:
+    """``2026-12-03T12:00:00``: the UTC wall clock, read as UTC by scontrol under ``TZ=UTC``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def default_name(start: datetime) -> str:
+    """``maint_20261203_1200``: the name of a reservation left unnamed (its start, UTC)."""
+    return "maint_" + start.astimezone(UTC).strftime("%Y%m%d_%H%M")
+
+
+def _nodes(text: str, known: list[str], label: str) -> list[str]:
+    """The node list ``text`` (``node[1-3],gpu7``, or ``ALL``) expanded and checked against the
+    snapshot's nodes; :class:`Refused` naming the unknown ones or saying the list is malformed."""
+    text = (text or "").strip()
+    if not text:
+        raise Refused(Problem("nodes", "Name the nodes to reserve: a Slurm node list such as node[1-3], or ALL."))
+    if text.upper() == "ALL":
+        return sorted(known)
+    try:
+        names = expand_nodes(text)
+    except ValueError:
+        raise Refused(Problem("nodes", f"{text[:60]!r} is not a Slurm node list; write e.g. node3 or node[1-3],gpu7.")) from None
+    unknown = [n for n in names if n not in set(known)]
+    if unknown:
+        raise Refused(
+            Problem("nodes", f"{label} has no node {', '.join(unknown[:10])}; its nodes are {', '.join(sorted(known)[:12])}.")
+        )
+    return names
+
+
+def _window(start: datetime | None, end: datetime | None, now: datetime) -> None:
+    problems = []
+    if start is None:
+        problems.append(Problem("start", "Give the start of the window (date and time, UTC)."))
+    if end is None:
+        problems.append(Problem("end", "Give the end of the window (date and time, UTC), or a duration."))
+    if start is not None and end is not None and end <= start:
+        problems.append(
+            Problem("end", f"The end ({_utc(end)}) is not after the start ({_utc(start)}): give an end after the start.")
+        )
+    elif start is not None and start < now - START_GRACE:
+        problems.append(Problem("start", f"The start ({_utc(start)}) has passed; give a start from now ({_utc(now)}) on."))
+    if problems:
+        raise Refused(*problems)
+
+
+def _busy_until(cluster: str, nodes: list[str], start: datetime) -> int | None:
+    """The latest end (Unix seconds: squeue ``end_time``, its start plus time limit) of the jobs
+    running on ``nodes`` at the last poll that are still running at ``start``; ``None`` when unknown."""
+    snapshot = snapshot_load(cluster=cluster)
+    if snapshot is None:
+        return None
+    wanted, ends = set(nodes), []
+    for job in snapshot.jobs:
+        if job.state in ON_NODE_STATES and job.nodes:
+            try:
+                on = set(expand_nodes(job.nodes))
+            except ValueError:
+                continue
+            if on & wanted and job.end_time and job.end_time > start.timestamp():
+                ends.append(job.end_time)
+    return max(ends) if ends else None
+
+
+def reservation_create(
+    *,
+    cluster: str,
+    start: datetime | None,
+    end: datetime | None,
+    nodes: str,
+    ignore_jobs: bool = False,
+    name: str = "",
+    by,
+) -> ReservationAction:
+    """A maintenance reservation on ``cluster`` from ``start`` to ``end`` (aware datetimes) for
+    ``nodes`` (a Slurm node list or ``ALL``, checked against the snapshot), ``Users=root``,
+    ``Flags=MAINT`` plus ``IGNORE_JOBS`` when ``ignore_jobs`` (it may then overlap running jobs).
+    ``name``: default :func:`default_name`. Audit ``reservation.create``. Raises ``PermissionDenied``
+    for anyone but a portal admin, :class:`Refused` for bad input or Slurm's refusal."""
+    staff_only(by, "Planning maintenance")
+    found = configured(cluster)
+    now = djtz.now()
+    _window(start, end, now)
+    name = (name or "").strip() or default_name(start)
+    if not NAME_RE.fullmatch(name):
+        raise Refused(
+            Problem(
+                "name",
+                "A reservation name has letters, digits, '_', '.' or '-' only (at most 64); leave it empty for maint_<start>.",
+            )
+        )
+    snapshot = current_snapshot(found)
+    names = _nodes(nodes, [n.name for n in snapshot.nodes], found.label)
+    flags = ["MAINT", *(["IGNORE_JOBS"] if ignore_jobs else [])]
+    node_list = ",".join(names)
+    argv = [
+        "env",
+        "TZ=UTC",
+        "scontrol",
+        "create",
+        "reservation",
+        f"ReservationName={name}",
+        f"StartTime={_slurm_time(start)}",
+        f"EndTime={_slurm_time(end)}",
+        f"Nodes={node_list}",
+        f"Users={USERS}",
+        f"Flags={','.join(flags)}",
+    ]
+    try:
+        said = run_scontrol(found, argv, field="nodes")
+    except Refused as refused:
+        if "busy" in str(refused).lower() and not ignore_jobs:
+            until = _busy_until(found.name, names, start)
+            after = (
+                f"start after {unix_time(until)} UTC, when the last of them reaches its time limit" if until else "start later"
+            )
+            raise Refused(
+                Problem(
+                    "nodes",
+                    f"{refused}. Jobs are running on these nodes during the window: tick 'ignore running jobs' (they keep "
+                    f"running into the maintenance) or {after}.",
+                )
+            ) from None
+        raise
+    new = {
+        "name": name,
+        "start": start.astimezone(UTC).isoformat(),
+        "end": end.astimezone(UTC).isoformat(),
+        "nodes": node_list,
+        "users": USERS,
+        "flags": ",".join(flags),
+    }
+    with transaction.atomic():
+        audit(actor=by, action="reservation.create", target=reservation_target(found.name, name), old={}, new=new)
+    reread_soon(found.name)
+    return ReservationAction(found.name, name, argv, {}, new, said)
+
+
+def _as_audit(record: Reservation) -> dict:
+    return {
+        "name": record.name,
+        "start": datetime.fromtimestamp(record.start, UTC).isoformat(),
+        "end": datetime.fromtimestamp(record.end, UTC).isoformat(),
+        "nodes": ",".join(record.nodes),
+        "users": ",".join(record.users),
+        "accounts": ",".join(record.accounts),
+        "flags": ",".join(record.flags),
+    }
+
+
+def reservation_delete(*, cluster: str, name: str, by) -> ReservationAction:
+    """Delete reservation ``name`` of ``cluster`` (``scontrol delete ReservationName=<name>``; one
+    not yet in the snapshot, made seconds ago, is asked of Slurm too). Audit ``reservation.delete``
+    with what the snapshot knew of it. Raises as :func:`reservation_create`; Slurm's answer for a
+    name it does not know is its refusal."""
+    staff_only(by, "Deleting a reservation")
+    found = configured(cluster)
+    name = (name or "").strip()
+    if not NAME_RE.fullmatch(name):
+        raise Refused(Problem("name", f"{name[:40]!r} is not a reservation name (letters, digits, '_', '.', '-')."))
+    snapshot = current_snapshot(found)
+    known = next((r for r in snapshot.reservations if r.name == name), None)
+    argv = ["scontrol", "delete", f"ReservationName={name}"]
+    said = run_scontrol(found, argv, field="name")
+    old = _as_audit(known) if known else {"name": name}
+    with transaction.atomic():
+        audit(actor=by, action="reservation.delete", target=reservation_target(found.name, name), old=old, new={})
+    reread_soon(found.name)
+    return ReservationAction(found.name, name, argv, old, {}, said)
