@@ -98,3 +98,36 @@ def cap_reason(reason: Reason, job: Job, *, policy: Policy | None = None) -> Rea
             f"Ask for at most {_minutes(pool.max_minutes)}, or use another partition for longer jobs.",
         )
     return reason
+
+
+def pool_problems(request, *, policy: Policy | None = None) -> list:
+    """What keeps ``request`` (a :class:`jobs.policy.JobRequest`) out of the small-job pool when it asks
+    for the pool's partition: more GPUs or a longer time limit than the pool QOS allows (Slurm would
+    refuse it: ``DenyOnLimit``). One :class:`~portal.refusals.Problem` per field, in the pool's
+    figures; ``[]`` when the pool is not managed or the request fits."""
+    from portal.refusals import Problem
+
+    try:
+        pool = (policy or site_policy()).pool
+    except ValueError:
+        return []
+    if not pool.managed or request.partition != pool.partition:
+        return []
+    where = f"The small-job pool (partition {pool.partition}) takes jobs of at most"
+    problems = []
+    if request.gpu_count > pool.max_gpus:
+        problems.append(
+            Problem(
+                "gpu_count",
+                f"{where} {_gpus(pool.max_gpus)}; this one asks for {request.gpu_count}. Ask for fewer, or use another partition.",
+            )
+        )
+    if request.time_limit_min > pool.max_minutes:
+        problems.append(
+            Problem(
+                "time_limit_min",
+                f"{where} {_minutes(pool.max_minutes)}; this one asks for {_minutes(request.time_limit_min)}. "
+                "Ask for less time, or use another partition.",
+            )
+        )
+    return problems

@@ -21,6 +21,7 @@ from slurm.clusters import cluster_get
 from slurm.states import ACTIVE_STATES
 
 from .arrays import load_tasks
+from .cap_reasons import pool_problems
 from .models import Job
 from .policy import JobRequest, SitePolicy, unknown_cluster
 from .tasks import enqueue, job_cancel_task, job_submit_task
@@ -50,6 +51,7 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
         policy = SitePolicy.for_cluster(cluster.name)
     account, account_problems = _account_for(user, request.account)
     problems = policy.check(request) + account_problems
+    problems += [p for p in pool_problems(request) if p.field not in {q.field for q in problems}]  # the small-job pool
     if problems:
         raise Refused(*problems)
     return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name)

@@ -1,0 +1,208 @@
+"""Per-person caps and the small-job pool on the real cluster1 (Slurm 22.05; issue 21, item 7).
+
+The caps are kept on a QOS of the test's own (``it-caps-<random>``, ``PORTAL_USER_CAPS_QOS``): the sync
+creates it (absent -> create), alice is given it and submits with ``--qos``, so only these jobs are
+capped and the other tests on the shared cluster are not (on a site the caps live on ``normal``, every
+job's QOS; the sync code is the same). In ``finally``: the jobs are cancelled by id, the caps set to
+``unlimited`` and synced (Slurm's limits cleared by the sync itself), then alice's access and the QOS are
+removed by hand (the sync never deletes a QOS). The pool tests use the pool as cluster/up.sh makes it."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import pytest
+
+from audit.models import AuditEvent
+from jobs.models import Job
+from jobs.policy import JobRequest, SitePolicy
+from jobs.services import snapshot_refresh
+from jobs.submit import job_check, job_create
+from slurm import get_gateway
+from slurm.states import JobState
+from teams.slurm_sync import teams_sync
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def alice(django_user_model, clean_cache):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+def sacctmgr(*args: str) -> None:
+    get_gateway("cluster1").run(["sacctmgr", "-i", *args])
+
+
+def qos_line(name: str) -> str:
+    out = (
+        get_gateway("cluster1")
+        .run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", name, "format=Name,MaxTRESPerUser,MaxSubmitJobsPerUser"])
+        .out
+    )
+    return out.strip()
+
+
+def sbatch(*options: str, script: str = "#!/bin/bash\nsleep 120\n", check: bool = True):
+    """``sbatch --parsable`` as alice on cluster1; the job id (``check``) or the result."""
+    result = get_gateway("cluster1").run(
+        ["sbatch", "--parsable", "--chdir=/tmp", "--mem=100M", *options], as_user="alice", stdin=script, check=False
+    )
+    if not check:
+        return result
+    assert result.returncode == 0, result.err
+    return int(result.out.strip().split(";")[0])
+
+
+def sbatch_in_qos(qos: str, *options: str, **kw):
+    """As :func:`sbatch` with ``--qos``; retried while slurmctld has not yet got alice's new QOS access
+    from slurmdbd ("Invalid qos specification", seconds after ``sacctmgr modify user``)."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = sbatch(f"--qos={qos}", *options, check=False, **kw)
+        if "Invalid qos specification" not in result.err or time.monotonic() > deadline:
+            return result
+        time.sleep(1)
+
+
+def poll(job_id: int, predicate, what: str, timeout: float = 90) -> Job:
+    deadline = time.monotonic() + timeout
+    job = None
+    while time.monotonic() < deadline:
+        snapshot_refresh(cluster="cluster1")
+        job = Job.objects.filter(slurm_cluster="cluster1", slurm_job_id=job_id).first()
+        if job is not None and predicate(job):
+            return job
+        time.sleep(1)
+    raise AssertionError(f"job {job_id}: {what} not reached: {job and (job.state, job.reason)}")
+
+
+@pytest.fixture
+def caps_qos(settings):
+    """The test's caps QOS name; afterwards its limits are cleared by a sync, then it is deleted."""
+    name = f"it-caps-{uuid.uuid4().hex[:6]}"
+    settings.USER_CAPS_QOS = name
+    jobs: list[int] = []
+    try:
+        yield name, jobs
+    finally:
+        for job_id in jobs:
+            get_gateway("cluster1").run(["scancel", str(job_id)], as_user="alice", check=False)
+        settings.USER_MAX_GPUS = settings.USER_MAX_SUBMIT_JOBS = "unlimited"
+        restored = teams_sync(clusters=["cluster1"])
+        try:
+            assert restored.ok, restored.lines
+        finally:
+            get_gateway("cluster1").run(
+                ["sacctmgr", "-i", "modify", "user", "where", "name=alice", "set", f"qos-={name}"], check=False
+            )
+            get_gateway("cluster1").run(["sacctmgr", "-i", "delete", "qos", name], check=False)
+
+
+def test_a_gpu_cap_of_1_holds_alices_second_gpu_job_and_its_page_says_why(alice, caps_qos, settings, client):
+    qos, jobs = caps_qos
+    settings.USER_MAX_GPUS = "1"
+    report = teams_sync(clusters=["cluster1"])
+    assert report.ok and report.lines == [f"cluster1: + add QOS {qos} (MaxTRESPerUser gres/gpu=1)"], report.lines
+    assert qos_line(qos) == f"{qos}|gres/gpu=1|"
+    row = AuditEvent.objects.get(action="slurm.sync.add_qos", target=f"qos:{qos}")
+    assert row.new == {"max_gpus_per_user": 1, "cluster": "cluster1"}
+    assert teams_sync(dry_run=True, clusters=["cluster1"]).lines == []  # same -> nothing
+    sacctmgr("modify", "user", "where", "name=alice", "set", f"qos+={qos}")
+
+    options = ("-p", "train", "--gres=gpu:a100:1", "-t", "5", "--job-name=it-cap-first")
+    first = sbatch_in_qos(qos, *options)
+    assert first.returncode == 0, first.err
+    jobs.append(int(first.out.strip().split(";")[0]))
+    poll(jobs[0], lambda j: j.state == JobState.RUNNING, "first job running")
+    second = sbatch_in_qos(qos, "-p", "train", "--gres=gpu:a100:1", "-t", "5", "--job-name=it-cap-second")
+    assert second.returncode == 0, second.err  # a GPU cap holds a job, it does not refuse it
+    jobs.append(int(second.out.strip().split(";")[0]))
+    held = poll(jobs[1], lambda j: j.state == JobState.PENDING and j.reason == "QOSMaxGRESPerUser", "QOSMaxGRESPerUser")
+
+    client.force_login(alice)
+    page = client.get(f"/jobs/{held.key}/").content.decode()
+    # alice's other jobs on cluster1 (other tests') count in the portal's figure too: at least the first one
+    assert re.search(r"You already use [1-9]\d* of your 1 GPU at once on cluster1 \(the site allows at most 1 GPU", page), page
+    assert "it starts when one of your jobs ends" in page
+
+
+def test_a_pending_jobs_cap_refuses_the_extra_submission_with_slurms_words(alice, caps_qos, settings):
+    qos, jobs = caps_qos
+    settings.USER_MAX_SUBMIT_JOBS = "2"
+    report = teams_sync(clusters=["cluster1"])
+    assert report.ok and report.lines == [f"cluster1: + add QOS {qos} (MaxSubmitJobsPerUser 2)"], report.lines
+    sacctmgr("modify", "user", "where", "name=alice", "set", f"qos+={qos}")
+    for n in range(2):  # held: they stay pending and count, nothing runs
+        result = sbatch_in_qos(qos, "-p", "small", "-t", "2", "--hold", f"--job-name=it-submit-cap-{n}")
+        assert result.returncode == 0, result.err
+        jobs.append(int(result.out.strip().split(";")[0]))
+    refused = sbatch_in_qos(qos, "-p", "small", "-t", "2", "--hold", "--job-name=it-submit-cap-extra")
+    assert refused.returncode == 1
+    assert "QOSMaxSubmitJobPerUserLimit" in refused.err and "Job violates accounting/QOS policy" in refused.err
+    # lowered from 2 to 3: the sync modifies only that limit, and the third is accepted
+    settings.USER_MAX_SUBMIT_JOBS = "3"
+    assert teams_sync(clusters=["cluster1"]).lines == [f"cluster1: ~ set QOS {qos} MaxSubmitJobsPerUser 3 (was 2)"]
+    assert AuditEvent.objects.get(action="slurm.sync.set_qos", target=f"qos:{qos}").old == {"max_submit_per_user": 2}
+    third = sbatch_in_qos(qos, "-p", "small", "-t", "2", "--hold", "--job-name=it-submit-cap-third")
+    assert third.returncode == 0, third.err
+    jobs.append(int(third.out.strip().split(";")[0]))
+
+
+@pytest.fixture
+def pool_jobs():
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:
+        get_gateway("cluster1").run(["scancel", str(job_id)], as_user="alice", check=False)
+
+
+def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alice, pool_jobs, settings):
+    snapshot = snapshot_refresh(cluster="cluster1")
+    parts = {p.name: p for p in snapshot.partitions}
+    assert parts["small"].nodes == ("node3",) and "node3" not in parts["train"].nodes  # held back from train
+    # a 1-GPU 10-minute job: accepted and runs on node3
+    pool_jobs.append(
+        sbatch("-p", "small", "--gres=gpu:t4:1", "-t", "10", "--job-name=it-pool-small", script="#!/bin/bash\nsleep 20\n")
+    )
+    job = poll(pool_jobs[-1], lambda j: j.state in (JobState.RUNNING, JobState.COMPLETED), "pool job running", timeout=120)
+    assert job.partition == "small"
+    # too big for the pool: refused by Slurm at once (the pool QOS's DenyOnLimit), in its own words
+    for options, code in (
+        (("--gres=gpu:t4:2", "-t", "10"), "QOSMaxGRESPerJob"),
+        (("--gres=gpu:t4:1", "-t", "90"), "QOSMaxWallDurationPerJobLimit"),
+    ):
+        result = sbatch("-p", "small", *options, check=False)
+        assert result.returncode == 1 and code in result.err and "Job violates accounting/QOS policy" in result.err, result.err
+    # and the big partition cannot reach the pool's node
+    result = sbatch("-p", "train", "--gres=gpu:t4:1", "-t", "10", check=False)
+    assert result.returncode == 1 and "Requested node configuration is not available" in result.err, result.err
+    # the portal says so before sending, with the pool's figures
+    settings.SMALL_POOL_PARTITION = "small"
+    request = JobRequest(
+        name="big-in-pool", partition="small", gpu_type="t4", gpu_count=2, cpus=1, memory_mb=500, time_limit_min=90,
+        script="true\n",
+    )  # fmt: skip
+    from portal.refusals import Refused
+
+    with pytest.raises(Refused) as refused:
+        job_check(user=alice, request=request, policy=SitePolicy.from_snapshot(snapshot))
+    text = " ".join(p.message for p in refused.value.problems)
+    assert "The small-job pool (partition small) takes jobs of at most 1 GPU; this one asks for 2." in text
+    assert "longer than small's maximum of 1 h" in text  # the partition's MaxTime, said once
+
+
+def test_a_portal_job_too_big_for_the_pool_shows_sbatchs_words(alice, django_capture_on_commit_callbacks):
+    """Pool not managed by the portal (its settings empty): Slurm alone refuses, and the job says why."""
+    snapshot = snapshot_refresh(cluster="cluster1")
+    request = JobRequest(
+        name="it-pool-big", partition="small", gpu_type="t4", gpu_count=2, cpus=1, memory_mb=500, time_limit_min=5,
+        script="true\n",
+    )  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        job = job_create(checked=job_check(user=alice, request=request, policy=SitePolicy.from_snapshot(snapshot)))
+    job.refresh_from_db()
+    assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
+    assert "QOSMaxGRESPerJob" in job.submit_error and "Job violates accounting/QOS policy" in job.submit_error
