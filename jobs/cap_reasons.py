@@ -131,3 +131,44 @@ def pool_problems(request, *, policy: Policy | None = None) -> list:
             )
         )
     return problems
+
+
+def _submitted(job: Job) -> int:
+    """How many jobs Slurm counts for ``job`` against ``MaxSubmitJobsPerUser``: each pending or running
+    array task (from the stored task ranges), else 1."""
+    if not job.is_array:
+        return 1
+    return max(sum(c.count for c in job.task_counts if c.group in ("pending", "running")), 1)
+
+
+_ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SUBMITTING")
+
+
+def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = None) -> str:
+    """The job form's warning before sending when ``user`` is already at a per-person cap on ``cluster``
+    (their jobs as the poller last stored them from squeue; no Slurm call): "You already use 4 of your
+    4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end." or "You
+    already have 20 jobs pending or running on cluster1, the most the site allows one person (20; each
+    array task counts): Slurm will refuse another one ..." ``""`` when under the caps or none is set."""
+    try:
+        caps = (policy or site_policy()).caps
+    except ValueError:
+        return ""
+    mine = Job.objects.filter(on_cluster(cluster), user=user)
+    if caps.submit_cap is not None:
+        active = mine.filter(state__in=_ACTIVE)
+        tasks = sum(_submitted(job) for job in active)
+        if tasks >= caps.submit_cap:
+            return (
+                f"You already have {tasks} jobs pending or running on {cluster}, the most the site allows one person "
+                f"({caps.submit_cap}; each array task counts): Slurm will refuse another one until some of them end."
+            )
+    if caps.gpu_cap is not None and gpu_count:
+        used = sum(mine.filter(state__in=_RUNNING).values_list("gpu_count", flat=True))
+        if used + gpu_count > caps.gpu_cap:
+            return (
+                f"You already use {used} of your {_gpus(caps.gpu_cap)} at once on {cluster}: this job "
+                f"({_gpus(gpu_count)}) will wait until enough of your jobs end."
+                + (f" Ask for at most {_gpus(caps.gpu_cap - used)} to start now." if 0 < caps.gpu_cap - used < gpu_count else "")
+            )
+    return ""

@@ -20,6 +20,7 @@ from slurm.snapshot import positions_all, positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
 from teams.usage import job_quota_estimate, team_usage
 
+from .cap_reasons import cap_warning
 from .fields import JOB_FORM
 from .forms import JobForm
 from .gpu_usage import low_use_flags
@@ -119,7 +120,8 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), when
     the time limit crosses a maintenance reservation on every node of it (:mod:`jobs.maintenance`), and
     the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
-    when it does not fit). Empty when there is nothing to say."""
+    when it does not fit), and when the person is already at a per-person cap (:func:`jobs.cap_reasons.cap_warning`,
+    from the stored jobs). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
     cluster = cluster_get(str(data.get("cluster", ""))) or default_cluster()
     snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
@@ -137,12 +139,13 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
         else None
     )
     maintenance = maintenance_clash(snapshot, partition=str(data.get("partition", "")), time_limit=minutes * 60)
-    if not estimate and not warning and not maintenance:
+    caps = cap_warning(user=request.user, cluster=cluster.name, gpu_count=gpus)  # per-person caps (site policy)
+    if not estimate and not warning and not maintenance and not caps:
         return HttpResponse("")
     return render(
         request,
         "jobs/_estimate.html",
-        {"estimate": estimate, "team": team, "partition_warning": warning, "maintenance": maintenance},
+        {"estimate": estimate, "team": team, "partition_warning": warning, "maintenance": maintenance, "caps_warning": caps},
     )
 
 

@@ -1,0 +1,107 @@
+"""The site policy where people choose resources (issue 21, item 7): the job form, the session form and
+the profile editor say the caps and the small-job pool in the site's figures; the job form's fragment
+warns before sending when the person is already at a cap (from the stored jobs, no Slurm call); a
+request too big for the pool is refused at the form in the pool's figures."""
+
+from http import HTTPStatus
+
+import pytest
+from bs4 import BeautifulSoup
+
+from jobs.models import Job
+from slurm import SlurmGateway
+from slurm.snapshot import snapshot_store, snapshot_take
+from slurm.states import JobState
+from tests.conftest import free_port
+from tests.fakes import EveryCluster, FakeTransport, cluster_transport
+
+pytestmark = pytest.mark.django_db
+
+LINES = (
+    "At most 4 GPUs at once per person. At most 20 pending or running jobs per person (each array task counts). "
+    "Jobs of at most 1 h and 1 GPU may use the small-job pool (partition small), held back from big jobs."
+)
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def site(settings, slurm_json, clean_cache, monkeypatch, client, alice):
+    """The recorded cluster, no Slurm call allowed, the policy of the README's example, alice signed in."""
+    settings.PORTAL_PARTITIONS = []
+    settings.HUB_API_URL, settings.HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
+    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SMALL_POOL_PARTITION = "4", "20", "small"
+    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))
+    client.force_login(alice)
+    return client
+
+
+def policy_text(client, url: str) -> str:
+    resp = client.get(url)
+    assert resp.status_code == HTTPStatus.OK, url
+    line = BeautifulSoup(resp.content, "html.parser").select_one("[data-testid=site-policy]")
+    assert line is not None, url
+    return " ".join(line.get_text().split())
+
+
+@pytest.mark.parametrize("url", ["/jobs/new/", "/sessions/", "/profiles/new/"])
+def test_the_forms_say_the_caps_and_the_pool(site, url):
+    assert policy_text(site, url) == LINES
+
+
+def test_nothing_is_said_when_the_site_manages_nothing(site, settings):
+    settings.USER_MAX_GPUS = settings.USER_MAX_SUBMIT_JOBS = settings.SMALL_POOL_PARTITION = ""
+    assert b"site-policy" not in site.get("/jobs/new/").content
+
+
+def running(alice, n: int, gpus: int, state=JobState.RUNNING):
+    for i in range(n):
+        Job.objects.create(
+            user=alice, name=f"r{i}", partition="train", gpu_type="a100", gpu_count=gpus, memory_mb=100,
+            time_limit_min=60, script="x", state=state, slurm_job_id=700 + i,
+        )  # fmt: skip
+
+
+def estimate(client, gpus: int) -> str:
+    return client.get(
+        "/jobs/new/estimate/", {"partition": "train", "gpu_count": str(gpus), "time_limit": "01:00:00"}
+    ).content.decode()
+
+
+def test_the_form_warns_before_sending_when_the_gpu_cap_is_reached(site, alice):
+    running(alice, 2, 2)  # 4 of 4 GPUs in use
+    page = BeautifulSoup(estimate(site, 1), "html.parser").select_one("[data-testid=caps-warning]")
+    assert (
+        page.get_text()
+        == "You already use 4 of your 4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end."
+    )
+
+
+def test_room_left_is_said(site, alice):
+    running(alice, 1, 2)
+    assert "Ask for at most 2 GPUs to start now." in estimate(site, 4)
+    assert "caps-warning" not in estimate(site, 2)  # 2 + 2 fits
+
+
+def test_the_form_warns_at_the_pending_jobs_cap(site, alice, settings):
+    settings.USER_MAX_SUBMIT_JOBS = "3"
+    running(alice, 3, 0, state=JobState.PENDING)
+    assert "You already have 3 jobs pending or running on cluster1, the most the site allows one person (3;" in estimate(site, 0)
+
+
+def test_too_big_for_the_pool_is_refused_at_the_form_in_the_pools_figures(site):
+    form = dict(
+        cluster="cluster1", name="big", partition="small", gpu_type="t4", gpu_count="2", cpus="1", memory_gb="1",
+        time_limit="00:30:00", script="#!/bin/bash\ntrue\n",
+    )  # fmt: skip
+    resp = site.post("/jobs/new/", form)
+    assert resp.status_code == HTTPStatus.BAD_REQUEST and not Job.objects.filter(name="big").exists()
+    assert (
+        "The small-job pool (partition small) takes jobs of at most 1 GPU; this one asks for 2."
+        in resp.context["form"].errors["gpu_count"][0]
+    )
+    assert 'data-testid="error-gpu_count"' in resp.content.decode()
