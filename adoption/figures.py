@@ -47,7 +47,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, TruncWeek
 from django.utils import timezone
 
-from interactive.models import Session
+from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
 from slurm.states import JobState
 
@@ -97,7 +97,8 @@ class Wait:
     """Wait in the queue of the jobs of one partition that started in one week: ``start_at -
     slurm_submit_at`` (Slurm's ``start_time`` and ``submit_time``; ``submitted_at`` where the row
     has no Slurm submit time), in seconds; ``median_s``/``p90_s`` ``None`` when no job started
-    there that week."""
+    there that week. Jobs Slurm started again (``restart_count`` > 0: requeued) are left out: their
+    row keeps the first submit time and the last start, so the difference would include earlier runs."""
 
     jobs: int = 0
     median_s: float | None = None
@@ -198,7 +199,7 @@ def _failure_kind():
 def adoption_figures(*, weeks: int = DEFAULT_WEEKS, now: datetime | None = None, tz: tzinfo | None = None) -> Figures:
     """The figures of the last ``weeks`` ISO weeks up to and including the one of ``now`` (default:
     this moment), cut in ``tz`` (default: the site's ``TIME_ZONE``). Raises ``ValueError`` for
-    ``weeks`` outside 1..:data:`MAX_WEEKS`. Six queries whatever the number of rows."""
+    ``weeks`` outside 1..:data:`MAX_WEEKS`. Eight queries whatever the number of rows."""
     if not 1 <= weeks <= MAX_WEEKS:
         raise ValueError(f"weeks must be between 1 and {MAX_WEEKS}, got {weeks}")
     now = now or timezone.now()
@@ -230,7 +231,9 @@ def adoption_figures(*, weeks: int = DEFAULT_WEEKS, now: datetime | None = None,
             fig.jobs_outside, fig.gpu_hours_outside = r["n"], fig.gpu_hours_outside + (r["gpuh"] or 0.0)
 
     # Sessions started and their GPU-hours.
-    session_hours = F("gpu_count") * Seconds(Coalesce(F("ended_at"), Value(now)) - F("started_at")) / 3600.0
+    # A session still running counts until now; one that ended without an end time (an old row) counts 0.
+    session_end = Coalesce(F("ended_at"), Case(When(state__in=ACTIVE_SESSION_STATES, then=Value(now)), default=F("started_at")))
+    session_hours = F("gpu_count") * Seconds(session_end - F("started_at")) / 3600.0
     for r in (
         sessions.annotate(w=TruncWeek("started_at", tzinfo=tz))
         .values("w")
@@ -242,7 +245,7 @@ def adoption_figures(*, weeks: int = DEFAULT_WEEKS, now: datetime | None = None,
     # Waits per partition.
     wait_s = Seconds(F("start_at") - Coalesce(F("slurm_submit_at"), F("submitted_at")))
     waits = (
-        started.filter(Q(slurm_submit_at__isnull=False) | Q(submitted_at__isnull=False))
+        started.filter(Q(slurm_submit_at__isnull=False) | Q(submitted_at__isnull=False), restart_count=0)
         .annotate(w=week, wait=wait_s)
         .values("w", "partition")
         .annotate(n=Count("id"), median=Percentile("wait", 0.5), p90=Percentile("wait", 0.9))

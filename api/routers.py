@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import adoption, clusters, jobs, notifications, profiles, sessions, teams
+from . import adoption, announcements, clusters, jobs, notifications, profiles, sessions, teams
 from .base import api
 
 
@@ -18,6 +18,7 @@ def register() -> NinjaAPI:
         api.add_router("/sessions", sessions.router)
         api.add_router("/profiles", profiles.router)
         api.add_router("/adoption", adoption.router)
+        api.add_router("/announcements", announcements.router)
         api.add_router("/notifications", notifications.router)
         api._portal_routers = True
     return api

@@ -188,3 +188,15 @@ def test_one_query_per_figure_whatever_the_rows(people, django_assert_max_num_qu
         )
     with django_assert_max_num_queries(8):
         adoption_figures(weeks=6, now=NOW, tz=UTC)
+
+
+def test_a_requeued_job_has_no_wait_and_an_ended_session_without_an_end_no_gpu_hours(people):
+    a = people["alice"]
+    job(a, start="2026-12-01T10:00:00", submit="2026-11-30T10:00:00", end="2026-12-01T11:00:00", restart_count=1)
+    job(a, start="2026-12-01T10:00:00", submit="2026-12-01T09:59:00", end="2026-12-01T11:00:00")
+    common = dict(user=a, ide="lab", partition="interactive", memory_mb=1, time_limit_min=240, gpu_count=2)
+    Session.objects.create(server_name="old", state="STOPPED", started_at=at("2026-12-01T08:00:00"), **common)
+    Session.objects.create(server_name="now", state="RUNNING", started_at=at("2026-12-02T11:30:00"), **common)
+    w = week(adoption_figures(weeks=1, now=NOW, tz=UTC), "2026-W49")
+    assert (w.waits["train"].jobs, w.waits["train"].median_s) == (1, 60)
+    assert (w.sessions, w.gpu_hours_portal) == (2, pytest.approx(2 * 0.5))

@@ -243,3 +243,19 @@ def test_delete_takes_post_only(client, people):
     )
     assert _as(client, people["dana"]).get(f"/ops/announcements/{row.pk}/delete/").status_code == HTTPStatus.METHOD_NOT_ALLOWED
     assert Announcement.objects.count() == 1
+
+
+def test_the_api_lists_what_shows_now(client, people):
+    from api.tokens import token_create
+
+    now = djtz.now()
+    announcement_create(
+        by=people["dana"], text="Now", severity="critical", starts_at=now - timedelta(minutes=1), ends_at=now + timedelta(hours=1)
+    )
+    announcement_create(
+        by=people["dana"], text="Later", severity="info", starts_at=now + timedelta(hours=2), ends_at=now + timedelta(hours=3)
+    )
+    _, raw = token_create(user=people["alice"], name="t", scopes=["read"], days=1)
+    body = client.get("/api/v1/announcements", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
+    assert body["count"] == 1 and [(a["text"], a["severity"]) for a in body["items"]] == [("Now", "critical")]
+    assert client.get("/api/v1/announcements").status_code == HTTPStatus.UNAUTHORIZED
