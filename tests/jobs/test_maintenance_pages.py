@@ -18,7 +18,7 @@ from api.tokens import token_create
 from jobs.models import Job
 from slurm.records import Reservation
 from slurm.snapshot import snapshot_load, snapshot_store
-from tests.jobs.test_job_pages import alice, cluster, no_slurm  # noqa: F401 (fixtures)
+from tests.jobs.test_job_pages import FORM, alice, cluster, no_slurm  # noqa: F401 (fixtures)
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +100,25 @@ def test_the_session_form_says_how_long_a_session_may_be_to_start_now(client, al
     page = BeautifulSoup(client.get("/sessions/").content, "html.parser")
     note = page.select_one("[data-testid=maintenance-warning]")
     assert note is not None and "for the longest session (8 h)" in note.get_text() and "maint_node1" in note.get_text()
+
+
+def test_a_job_sent_anyway_is_accepted_and_its_page_repeats_the_warning(
+    client,
+    alice,
+    cluster,
+    no_slurm,
+    django_capture_on_commit_callbacks,  # noqa: F811
+):
+    _maintenance()
+    client.force_login(alice)
+    form = {**FORM, "partition": "small", "gpu_type": "", "gpu_count": "0", "time_limit": "00:45:00"}
+    with django_capture_on_commit_callbacks():
+        response = client.post("/jobs/new/", form, follow=True)
+    assert response.status_code == HTTPStatus.OK and Job.objects.count() == 1  # a warning, not a refusal
+    messages = [
+        " ".join(m.get_text(" ").split()) for m in BeautifulSoup(response.content, "html.parser").select("ul.messages li")
+    ]
+    assert any("This job cannot start before" in m and "maint_node3" in m for m in messages), messages
+    with django_capture_on_commit_callbacks():
+        short = client.post("/jobs/new/", {**form, "name": "short", "time_limit": "00:10:00"}, follow=True)
+    assert "would run into maintenance" not in short.content.decode()
