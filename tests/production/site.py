@@ -7,6 +7,7 @@ Nothing here starts anything; ``test_production_path.py`` runs what these functi
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +98,23 @@ def env_edited(example: str, values: dict[str, str]) -> str:
         assert found, f"deploy/env.example has no {key}= line"
         lines[found[0]] = f'{key}="{value}"' if " " in value else f"{key}={value}"
     return "\n".join(lines) + "\n"
+
+
+def pg_url(name: str) -> str:
+    """The test's PostgreSQL server (the DATABASE_URL the tests run with), database ``name``."""
+    base = os.environ.get("DATABASE_URL", "postgres://portal:portal@127.0.0.1:5432/portal")
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def own_database(suffix: str) -> str:
+    """A database of the test's own: the tests' database name (DATABASE_URL's) with ``_<suffix>``, so
+    two checkouts' runs keep apart."""
+    return os.environ.get("DATABASE_URL", "/portal").rsplit("/", 1)[1] + "_" + suffix
+
+
+def recreate_database(name: str, *, drop_only: bool = False) -> None:
+    """Drop database ``name`` (its connections ended) and, unless ``drop_only``, create it empty."""
+    with psycopg.connect(pg_url("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')

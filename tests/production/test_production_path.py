@@ -36,7 +36,10 @@ from tests.production.site import (
     compose_services,
     dockerfile_lines,
     env_edited,
+    own_database,
+    pg_url,
     readme_commands,
+    recreate_database,
 )
 
 pytestmark = pytest.mark.integration
@@ -44,25 +47,6 @@ pytestmark = pytest.mark.integration
 #: The stack's own Redis database: never 0 (make dev's workers) nor 15 (the tests').
 REDIS_DB = 12
 DEADLINE_S = 120
-
-
-def pg_url(name: str) -> str:
-    """The test's PostgreSQL server (the DATABASE_URL the tests run with), database ``name``."""
-    base = os.environ.get("DATABASE_URL", "postgres://portal:portal@127.0.0.1:5432/portal")
-    return base.rsplit("/", 1)[0] + "/" + name
-
-
-def own_database() -> str:
-    """The stack's database name: the tests' database name with ``_prodpath`` (so two checkouts'
-    runs keep apart)."""
-    return os.environ.get("DATABASE_URL", "/portal").rsplit("/", 1)[1] + "_prodpath"
-
-
-def recreate_database(name: str, *, drop_only: bool = False) -> None:
-    with psycopg.connect(pg_url("postgres"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def self_signed_cert(directory: Path) -> tuple[Path, Path]:
@@ -230,7 +214,7 @@ def production_site(tmp_path):
     cert, key = self_signed_cert(tmp_path)
     (tmp_path / "idp").mkdir()
     (tmp_path / "logs").mkdir()
-    database = own_database()
+    database = own_database("prodpath")
     env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
            "LANG": "C.UTF-8", "TZ": "UTC"}  # fmt: skip
     stack = Stack(site, env, tmp_path / "logs")

@@ -1,0 +1,64 @@
+"""The poller's sync on an upgraded database, in a process of its own (``jobs_sync`` uses Django's
+default connection, so this process's DATABASE_URL is the upgraded database):
+
+    DATABASE_URL=... python -m tests.production.upgrade_sync '{"2": "<key>", "4": "<key>", ...}'
+
+The argument maps Slurm job ids of the recorded 22.05 queue (``squeue.json`` and
+``squeue_arrays.json``, cluster/record_fixtures.py) to the keys of the rows that the old release sent
+them as; those records get ``--comment=portal:<key>`` as the old release's sbatch gave them. Only
+those ids (an array with its tasks) are in the snapshot. Prints one JSON line: ``result`` (the
+SyncResult's counts), ``calls`` (Slurm commands the sync ran) and ``rows`` (key -> state, Slurm id,
+owner, kind, nodes, reason, array tasks) of every Job row."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import django
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "22.05"
+
+
+def main(keys_by_id: dict[int, str]) -> dict:
+    """Run ``jobs_sync`` once on the recorded queue restricted to ``keys_by_id``'s jobs (and their
+    arrays' tasks); return what it did and the rows after it."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+    django.setup()
+    from jobs.models import Job
+    from jobs.sync import jobs_sync
+    from slurm import SlurmGateway
+    from slurm.adapters.v0_0_38 import parse_jobs
+    from slurm.snapshot import ClusterSnapshot
+    from tests.fakes import FakeTransport
+
+    raw = []
+    for name in ("squeue.json", "squeue_arrays.json"):
+        raw += json.loads((FIXTURES / name).read_text())["jobs"]
+    queue = []
+    for job in raw:
+        own = job["array_job_id"] or job["job_id"]  # an array's tasks carry their array's id
+        if own in keys_by_id:
+            queue.append({**job, "comment": f"portal:{keys_by_id[own]}"})
+    fake = FakeTransport()  # any Slurm command would fail loudly: none is due for jobs still queued
+    result = jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=parse_jobs({"jobs": queue})), SlurmGateway(fake))
+    rows = {
+        str(job.key): {
+            "state": job.state,
+            "slurm_job_id": job.slurm_job_id,
+            "user": job.user.username,
+            "kind": job.kind,
+            "nodes": job.nodes,
+            "reason": job.reason,
+            "array_tasks": job.array_tasks,
+        }
+        for job in Job.objects.select_related("user")
+    }
+    return {"result": dataclasses.asdict(result), "calls": [c[0] for c in fake.calls], "rows": rows}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main({int(k): v for k, v in json.loads(sys.argv[1]).items()}), default=str))
