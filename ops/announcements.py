@@ -8,12 +8,13 @@ transaction commits, so the next page reads the table again."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone as djtz
 
 from audit.services import audit
@@ -21,6 +22,8 @@ from portal.formats import unix_time
 from portal.refusals import Problem, Refused
 
 from .models import Announcement, Severity
+
+log = logging.getLogger(__name__)
 
 #: Cache key of the list of announcements that have not ended (see :func:`announcements_current`).
 CACHE_KEY = "ops:announcements:v1"
@@ -70,11 +73,15 @@ def _not_ended(now: datetime) -> list[Banner]:
 def announcements_current(*, now: datetime | None = None) -> list[Banner]:
     """The announcements whose window holds ``now`` (default: the clock), critical first, then by
     start. Reads the cached list of not-yet-ended announcements (at most one query, when the cache
-    is cold or Redis is not answering)."""
+    is cold or Redis is not answering); ``[]`` when the database does not answer."""
     now = now or djtz.now()
     banners = cache.get(CACHE_KEY)
     if banners is None or any(b.ends_at <= now for b in banners):
-        banners = _not_ended(now)
+        try:
+            banners = _not_ended(now)
+        except DatabaseError:  # the banner never breaks a page: the page says what is wrong, if anything
+            log.warning("announcements not read: the database did not answer", exc_info=True)
+            return []
         cache.set(CACHE_KEY, banners, CACHE_SECONDS)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted((b for b in banners if b.showing(now)), key=lambda b: (order[b.severity], b.starts_at, b.id))

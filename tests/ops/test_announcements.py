@@ -259,3 +259,13 @@ def test_the_api_lists_what_shows_now(client, people):
     body = client.get("/api/v1/announcements", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
     assert body["count"] == 1 and [(a["text"], a["severity"]) for a in body["items"]] == [("Now", "critical")]
     assert client.get("/api/v1/announcements").status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_a_database_that_does_not_answer_gives_no_banner_not_an_error(people, monkeypatch):
+    from django.db import OperationalError
+
+    def down(now):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr("ops.announcements._not_ended", down)
+    assert announcements_current() == []
