@@ -28,7 +28,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def notification_count(request: HttpRequest) -> HttpResponse:
     """The nav's link with the unread count (HTMX refresh)."""
-    return render(request, "notifications/_nav.html")
+    return render(request, "notifications/_nav_link.html")
 
 
 @login_required

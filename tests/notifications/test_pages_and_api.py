@@ -6,6 +6,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 import pytest
+from bs4 import BeautifulSoup
 
 from api.tokens import token_create
 from notifications.models import Notification, NotificationKind, NotificationPreferences
@@ -31,12 +32,18 @@ def test_list_count_and_mark_read(client, alice):
     assert page.status_code == HTTPStatus.OK
     text = page.content.decode()
     assert "Still pending after 61 min: job 8" in text and 'data-testid="unread-count" aria-label="2 unread">2<' in text
-    assert 'aria-live="polite"' in text
+    nav = BeautifulSoup(text, "html.parser").select_one("#notifications-nav")
+    assert (nav["aria-live"], nav["aria-atomic"], nav["hx-swap"], nav["hx-trigger"]) == (
+        "polite",
+        "false",
+        "morph:innerHTML",
+        "every 30s",
+    )
     r = client.post(f"/notifications/{second.pk}/read/", {"next": "/notifications/"})
     assert r.status_code == HTTPStatus.FOUND
     assert Notification.objects.filter(user=alice, read_at__isnull=True).count() == 1
     fragment = client.get("/notifications/count/").content.decode()
-    assert 'aria-label="1 unread">1<' in fragment and 'hx-trigger="every 30s"' in fragment
+    assert 'aria-label="1 unread">1<' in fragment and "notifications-nav" not in fragment  # the region's inside
     client.post("/notifications/read-all/")
     assert Notification.objects.filter(user=alice, read_at__isnull=True).count() == 0
     assert "unread-count" not in client.get("/notifications/count/").content.decode()
@@ -94,3 +101,22 @@ def test_settings_page_saves_choices_and_refuses_a_bad_time(client, alice):
     r = client.post("/notifications/settings/", {"pending_minutes": "soon"})
     assert "Enter a whole number of minutes, e.g. 60." in r.content.decode()
     assert NotificationPreferences.objects.get(user=alice).pending_minutes == 15
+
+
+def test_the_pages_have_labels_and_no_positive_tabindex(client, alice):
+    from tests.test_accessible_markup import page
+
+    told(alice, "a:1")
+    client.force_login(alice)
+    for path in ("/notifications/", "/notifications/settings/"):
+        html = page(client, path)
+        first = html.body.find(["a", "button", "input", "select", "textarea"])
+        assert first["href"] == "#main", path
+        assert [e for e in html.select("[tabindex]") if int(e["tabindex"]) > 0] == [], path
+        for control in html.select("input, select, textarea"):
+            if control.get("type") in ("hidden", "submit", "button"):
+                continue
+            labelled = control.find_parent("label") is not None or (
+                control.get("id") and html.select_one(f'label[for="{control["id"]}"]') is not None
+            )
+            assert labelled, (path, str(control)[:200])
