@@ -40,7 +40,7 @@ PAGES = [
     "/teams/vision/",
 ]
 #: An admin's pages (dana is in portal-admins).
-ADMIN_PAGES = ["/accounts/links/", "/audit/", "/teams/vision/settings/", "/adoption/", "/ops/cluster/"]
+ADMIN_PAGES = ["/accounts/links/", "/audit/", "/teams/vision/settings/", "/adoption/", "/ops/cluster/", "/ops/announcements/"]
 #: The regions that refresh themselves, by page: each is a polite live region.
 LIVE_REGIONS = {
     "/": ["#home-now", "#gpu-table"],

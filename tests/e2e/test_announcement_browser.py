@@ -12,6 +12,7 @@ from django.db import connection
 
 from jobs.services import snapshot_refresh
 from ops.models import Announcement
+from tests.e2e.axe import axe_report, axe_violations
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
@@ -43,6 +44,8 @@ def test_a_researcher_sees_the_banner_an_admin_created(portal_with_idp, browser_
     assert banner.get_attribute("role") == "status" and banner.get_attribute("data-severity") == "warning"
     text = banner.inner_text()
     assert text.startswith("Warning:") and TEXT in text and "until" in text
+    violations = axe_violations(page)  # the banner itself: no serious or critical axe violation
+    assert not violations, axe_report(violations)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "e2e-announcement-banner.png"), full_page=True)
     page.goto(portal_with_idp + "/jobs/")
