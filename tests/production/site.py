@@ -61,13 +61,21 @@ def compose_services(path: Path = REPO / "docker-compose.yml") -> dict[str, dict
     return {name: spec for name, spec in services.items() if spec.get("build") == "."}
 
 
-def dockerfile_lines(path: Path = REPO / "Dockerfile") -> tuple[str, list[str]]:
-    """The Dockerfile's first ``RUN`` instruction with its continuation lines joined (the build's
-    install and ``collectstatic``), and its ``CMD`` as an argv list."""
+def dockerfile_lines(path: Path = REPO / "Dockerfile") -> tuple[list[list[str]], list[str]]:
+    """The commands of the Dockerfile's ``RUN`` instructions (continuation lines joined, split at
+    ``&&``), each as an argv list without its leading ``NAME=value`` environment assignments, and its
+    ``CMD`` as an argv list."""
     text = path.read_text().replace("\\\n", " ")
-    run = next(line for line in text.splitlines() if line.startswith("RUN "))
+    runs = []
+    for line in text.splitlines():
+        if line.startswith("RUN "):
+            for part in line[4:].split("&&"):
+                argv = shlex.split(part)
+                while argv and re.match(r"^[A-Z_]+=", argv[0]):
+                    argv.pop(0)
+                runs.append(argv)
     cmd = next(line for line in text.splitlines() if line.startswith("CMD "))
-    return " ".join(run.split()), json.loads(cmd[4:])
+    return runs, json.loads(cmd[4:])
 
 
 def checkout_copy(dest: Path) -> Path:

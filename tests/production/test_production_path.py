@@ -191,10 +191,10 @@ def test_readme_compose_and_dockerfile_run_the_same_commands():
     assert {tuple(shlex.split(line)) for line in readme.services} <= set(by_argv)
     assert {by_argv[tuple(shlex.split(line))] for line in readme.services} == {"web", "worker", "poller", "beat"}
     assert by_argv[tuple(shlex.split(next(li for li in readme.once if " migrate" in li)))] == "migrate"
-    run, cmd = dockerfile_lines()
+    runs, cmd = dockerfile_lines()
     assert cmd == services["web"]["command"]
     collect = next(line for line in readme.once if "collectstatic" in line)
-    assert collect in run, run
+    assert shlex.split(collect) in runs, runs
     for name, spec in services.items():
         assert spec["env_file"] == ".env", name
         # Only the compose network's names differ from .env: the stack's own database and Redis.
