@@ -122,3 +122,29 @@ def test_a_job_sent_anyway_is_accepted_and_its_page_repeats_the_warning(
     with django_capture_on_commit_callbacks():
         short = client.post("/jobs/new/", {**form, "name": "short", "time_limit": "00:10:00"}, follow=True)
     assert "would run into maintenance" not in short.content.decode()
+
+
+def test_the_api_session_start_answers_with_the_warning(client, alice, cluster, no_slurm, settings, monkeypatch):  # noqa: F811
+    from interactive import hub
+    from teams.models import Membership, Role, Team
+
+    Membership.objects.create(user=alice, team=Team.objects.create(name="vision"), role=Role.MEMBER)
+    settings.HUB_API_URL, settings.HUB_TOKEN = "http://127.0.0.1:9/hub/api", "t"
+    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 8
+    monkeypatch.setattr(hub, "ensure_user", lambda username: None)
+    monkeypatch.setattr(hub, "remove_stopped_servers", lambda username: 0)
+    monkeypatch.setattr(hub, "start_server", lambda username, server, options: False)  # spawning in the background
+    monkeypatch.setattr(hub, "servers", lambda username: {})
+    _maintenance(nodes=("node1",), start_in=2 * 3600, name="maint_node1")
+    _, raw = token_create(user=alice, name="t", scopes=["sessions", "read"], days=1)
+
+    def start(hours):
+        body = json.dumps({"partition": "interactive", "hours": hours})
+        return client.post("/api/v1/sessions", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    long = start(4)
+    assert long.status_code == HTTPStatus.CREATED, long.content
+    assert len(long.json()["warnings"]) == 1 and long.json()["warnings"][0].startswith("This session cannot start before")
+    assert "(reservation maint_node1 on partition interactive)" in long.json()["warnings"][0]
+    short = start(1)
+    assert short.status_code == HTTPStatus.CREATED and short.json()["warnings"] == []
