@@ -441,12 +441,15 @@ def _with_slurm_id(ctx: Context, job: dict, interval: float) -> dict:
 
 
 def _submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
+    warnings = list(job.get("warnings") or [])  # the submit's answer only (a maintenance window in the way)
     job = _with_slurm_id(ctx, job, interval)
     ref = job_ref(job)
     if ctx.json:
-        ctx.emit(job)
+        ctx.emit({**job, "warnings": warnings})
     else:
         out(f'Submitted job {ref} "{job.get("name", "")}" ({job.get("state", "?")})')
+        for warning in warnings:
+            err(f"warning: {warning}")
     if job.get("state") == "SUBMIT_FAILED":
         err(f"error: the submission failed: {job.get('submit_error') or job.get('explanation') or 'no reason given'}")
         return 1

@@ -721,3 +721,22 @@ def test_ls_follows_every_page_and_n_stops_early(env, capsys):
     assert "the newest 2 jobs; more match" in captured.err
     assert len(env.calls("GET", "/jobs")) == 1  # no page read past what was asked for
     assert main(["ls", "-n", "0"]) == 2 and "-n/--limit takes a number of jobs, 1 or more" in capsys.readouterr().err
+
+
+def test_submit_prints_the_portals_warning_on_stderr(env, tmp_path, capsys, monkeypatch):
+    """POST /jobs answers ``warnings`` (a maintenance reservation in the way, issue 21); the CLI says
+    them on stderr, also after asking again for the Slurm id (GET /jobs/{key} has none)."""
+    monkeypatch.setattr("gpuportal.cli.time.sleep", lambda s: None)
+    f = tmp_path / "train.yaml"
+    f.write_text(YAML)
+    warning = "This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance"
+    submitting = {**make_job(id=None, state="SUBMITTING"), "warnings": [warning]}
+    env.script("POST", "/jobs", (201, submitting))
+    env.script("GET", f"/jobs/{submitting['key']}", (200, make_job(id=4242, state="PENDING")))
+    assert main(["submit", str(f)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"warning: {warning}\n" and captured.out.startswith('Submitted job 4242 "train" (PENDING)')
+    env.script("POST", "/jobs", (201, submitting))
+    env.script("GET", f"/jobs/{submitting['key']}", (200, make_job(id=4242, state="PENDING")))
+    assert main(["--json", "submit", str(f)]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
