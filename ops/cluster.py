@@ -191,5 +191,11 @@ def _portal_keys(cluster: str, ids: set[int]) -> dict[int, str]:
     from slurm.clusters import default_cluster
 
     names = [cluster, ""] if cluster == default_cluster().name else [cluster]
-    rows = Job.objects.filter(slurm_cluster__in=names, slurm_job_id__in=ids).values_list("slurm_job_id", "key")
+    # One array parameter (``= ANY(%s)``, by the (slurm_cluster, slurm_job_id) index), not ``IN`` with
+    # a parameter per job: 6,000 of those cost 0.3 s to build and plan (bench/cluster_page.py).
+    rows = (
+        Job.objects.filter(slurm_cluster__in=names)
+        .extra(where=['"jobs_job"."slurm_job_id" = ANY(%s)'], params=[sorted(ids)])  # noqa: S610 - a bound parameter
+        .values_list("slurm_job_id", "key")
+    )
     return {job_id: str(key) for job_id, key in rows}

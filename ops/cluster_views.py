@@ -12,6 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -20,6 +21,7 @@ from portal.refusals import Refused, refusal_to_form
 
 from .cluster import ClusterPage, cluster_page
 from .cluster_forms import DrainForm, ReservationForm
+from .cluster_html import node_options, node_rows
 from .nodes import node_drain, node_resume, node_target
 from .reservations import reservation_create, reservation_delete
 
@@ -51,18 +53,20 @@ def drained_by(page: ClusterPage) -> dict[str, AuditEvent]:
     return found
 
 
-def _body_context(page: ClusterPage) -> dict:
+def _body_context(request: HttpRequest, page: ClusterPage) -> dict:
+    service_user = page.cluster.gateway.get("ssh_user", "")
     return {
         "page": page,
-        "drained_by": drained_by(page),
-        "service_user": page.cluster.gateway.get("ssh_user", ""),
+        "service_user": service_user,
+        "node_rows": node_rows(page, drained_by=drained_by(page), service_user=service_user, csrf_token=get_token(request)),
         "refresh_seconds": max(2, int(settings.SNAPSHOT_INTERVAL)),
     }
 
 
 def _render(request, page: ClusterPage, *, drain: DrainForm | None = None, reserve: ReservationForm | None = None, status=200):
-    context = _body_context(page)
-    context["drain_form"] = drain or DrainForm(initial={"node": request.GET.get("node", "")})
+    context = _body_context(request, page)
+    context["drain_form"] = drain = drain or DrainForm(initial={"node": request.GET.get("node", "")})
+    context["node_options"] = node_options(page, str(drain["node"].value() or ""))
     context["reservation_form"] = reserve or ReservationForm()
     context["action_error"] = getattr(request, "_ops_error", "")
     return render(request, "ops/cluster.html", context, status=status)
@@ -83,7 +87,7 @@ def cluster_body(request: HttpRequest, name: str) -> HttpResponse:
     """HTMX fragment: the page's body (freshness, nodes, partitions, reservations)."""
     if not request.user.is_staff:
         return _forbidden(request)
-    return render(request, "ops/_cluster_body.html", _body_context(_page(name)))
+    return render(request, "ops/_cluster_body.html", _body_context(request, _page(name)))
 
 
 def _refused(request, page: ClusterPage, refused: Refused, **forms) -> HttpResponse:
