@@ -17,7 +17,7 @@ from ninja.errors import HttpError
 from jobs.gpu_usage import job_gpu_usage
 from jobs.holds import job_hold, job_release
 from jobs.logs import job_log_read
-from jobs.maintenance import maintenance_warning
+from jobs.maintenance import job_maintenance_warning
 from jobs.models import Job, on_cluster
 from jobs.policy import unknown_cluster
 from jobs.queue import job_row
@@ -199,7 +199,7 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
         raise Refused(*refused.problems, detail=f"{what} cannot be run; see errors.") from None
     job.refresh_from_db()
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
-    clash = maintenance_warning(cluster=job.cluster, partition=job.partition, time_limit_min=job.time_limit_min)
+    clash = job_maintenance_warning(job)
     return Status(HTTPStatus.CREATED, {**out, "warnings": [clash.text] if clash else []})
 
 

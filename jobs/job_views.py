@@ -26,7 +26,7 @@ from .forms import JobForm
 from .gpu_usage import low_use_flags
 from .holds import can_hold, can_release
 from .logs import job_log_tail, log_path
-from .maintenance import maintenance_clash, maintenance_warning
+from .maintenance import job_maintenance_warning, maintenance_clash
 from .policy import SitePolicy
 from .queue import job_row
 from .selectors import (
@@ -106,8 +106,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             refusal_to_form(form, refused.renamed(JOB_FORM))
         else:
             messages.success(request, f"Job “{job.name}” created; the status below follows it.")
-            clash = maintenance_warning(cluster=job.cluster, partition=job.partition, time_limit_min=job.time_limit_min)
-            if clash:
+            if clash := job_maintenance_warning(job):
                 messages.warning(request, clash.html)
             return redirect("job_detail", key=job.key)
     status = 400 if request.method == "POST" else 200

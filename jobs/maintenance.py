@@ -159,3 +159,9 @@ def maintenance_warning(
         snapshot_load(with_jobs=False, cluster=cluster), partition=partition, time_limit=int(time_limit_min) * 60, now=now
     )
     return replace(clash, what=what) if clash else None
+
+
+def job_maintenance_warning(job) -> MaintenanceClash | None:
+    """:func:`maintenance_warning` for a ``jobs.Job`` row just created (its cluster, partition and
+    ``time_limit_min``): what the page after sending, or the API's answer, warns about."""
+    return maintenance_warning(cluster=job.cluster, partition=job.partition, time_limit_min=job.time_limit_min)

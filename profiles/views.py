@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from jobs.maintenance import job_maintenance_warning
 from jobs.models import Job
 from portal.refusals import Refused
 from teams.selectors import teams_of
@@ -70,6 +71,7 @@ def profile_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 if action == "run":
                     job = profile_run(user=request.user, text=text)
                     messages.success(request, f"Job “{job.name}” created; the status below follows it.")
+                    _warn_maintenance(request, job)
                     return redirect("job_detail", key=job.key)
                 script = profile_check(user=request.user, text=text)[1].request.script
                 status = 200
@@ -129,7 +131,14 @@ def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
     except Refused as refused:
         return _detail_page(request, profile, form=form, problems=refused.problems, status=400)
     messages.success(request, f"Job “{job.name}” created; the status below follows it.")
+    _warn_maintenance(request, job)
     return redirect("job_detail", key=job.key)
+
+
+def _warn_maintenance(request: HttpRequest, job) -> None:
+    """After sending: the maintenance warning as on the job form (:mod:`jobs.maintenance`), if any."""
+    if clash := job_maintenance_warning(job):
+        messages.warning(request, clash.html)
 
 
 @login_required

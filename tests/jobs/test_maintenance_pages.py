@@ -148,3 +148,21 @@ def test_the_api_session_start_answers_with_the_warning(client, alice, cluster, 
     assert "(reservation maint_node1 on partition interactive)" in long.json()["warnings"][0]
     short = start(1)
     assert short.status_code == HTTPStatus.CREATED and short.json()["warnings"] == []
+
+
+def test_running_a_profile_from_its_page_repeats_the_warning(
+    client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
+):  # noqa: F811
+    from profiles.models import Profile
+    from profiles.schema import parse_profile
+    from teams.models import Membership, Role, Team
+
+    Membership.objects.create(user=alice, team=Team.objects.create(name="vision"), role=Role.MEMBER)
+    _maintenance()
+    profile = Profile.objects.create(owner=alice, name="digits", yaml=EXAMPLE_TEXT, spec=parse_profile(EXAMPLE_TEXT).data)
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks():
+        response = client.post(f"/profiles/{profile.pk}/run/", {"partition": "small", "time_limit": "00:45:00"}, follow=True)
+    assert response.status_code == HTTPStatus.OK and Job.objects.get().time_limit_min == 45
+    messages = " ".join(m.get_text(" ") for m in BeautifulSoup(response.content, "html.parser").select("ul.messages li"))
+    assert "This job cannot start before" in messages and "maint_node3" in messages
