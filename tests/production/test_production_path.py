@@ -228,7 +228,6 @@ def production_site(tmp_path):
             "PORTAL_SECRET_KEY": secrets.token_urlsafe(50),
             "PORTAL_ALLOWED_HOSTS": "127.0.0.1",
             "PORTAL_CSRF_TRUSTED_ORIGINS": portal,
-            "PORTAL_VAR_DIR": str(tmp_path / "var"),
             "PORTAL_DB_PASSWORD": "portal",
             "DATABASE_URL": pg_url(database),
             "REDIS_URL": redis_url,

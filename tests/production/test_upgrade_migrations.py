@@ -185,6 +185,10 @@ def test_upgrade_from_the_release_keeps_jobs_and_sessions_in_flight(upgrade_db):
     from accounts.models import User
 
     assert User.objects.using(ALIAS).get(username="alice").link_state == "linked"  # still signs in as before
+    from teams.models import Membership
+
+    lead = Membership.objects.using(ALIAS).select_related("team", "user").get()
+    assert (lead.team.name, lead.team.gpu_minutes_quota, lead.user.username, lead.role) == ("vision", 6000, "alice", "LEAD")
     audit_row = AuditEvent.objects.using(ALIAS).get()  # moved from the jobs app: same table, same row
     assert (audit_row.action, audit_row.job.name, audit_row.actor.username) == ("job.submitted", "running", "alice")
 
