@@ -8,7 +8,7 @@ cluster1 through the portal's sshd on 127.0.0.1:2222.
 HTTPS is real: gunicorn speaks TLS itself with a self-signed certificate made here by ``openssl``
 (``GUNICORN_CMD_ARGS``, which gunicorn reads from the environment, so compose's web service honours it
 from ``.env`` too); the client checks that certificate. A site's TLS proxy instead sets
-``X-Forwarded-Proto`` (tests/security/test_production_cookies.py)."""
+``X-Forwarded-Proto: https`` (tests/production/test_proxy_header.py)."""
 
 from __future__ import annotations
 
