@@ -17,7 +17,7 @@ from .base import need_scope
 from .schemas import ErrorOut
 
 router = Router(tags=["notifications"])
-ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
 class NotificationOut(Schema):
