@@ -354,7 +354,8 @@ for u in alice carol bob dana; do
         log "sacctmgr: default account of $u set to $a"
     fi
 done
-# The portal's service user is a Slurm administrator, as on the host cluster: the teams sync runs sacctmgr as
+# The portal's service user is a Slurm administrator, as on the host cluster: the teams sync runs sacctmgr and the
+# cluster page scontrol (drain, resume, maintenance reservations: docs/cluster-page.md) as
 # itself (no sudo). Its association is in root, which the sync never touches.
 portal_admin=$(sacctmgr2 -nP show user "$PORTAL_USER" format=user,adminlevel)
 if [[ -z $portal_admin ]]; then
