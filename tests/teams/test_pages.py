@@ -119,6 +119,13 @@ MATRIX = {
     "cancel alice's job": (302,         404,          404,                    403, 403),
     "adoption page":     (403,          403,          403,                    200, 403),
     "adoption csv":      (403,          403,          403,                    200, 403),
+    # the cluster page and its actions; dana's POSTs pass the check and are refused for want of a
+    # snapshot (400, no Slurm call): tests/ops/test_cluster_page.py runs them for real
+    "cluster page":      (403,          403,          403,                    200, 403),
+    "drain a node":      (403,          403,          403,                    400, 403),
+    "resume a node":     (403,          403,          403,                    400, 403),
+    "make maintenance":  (403,          403,          403,                    400, 403),
+    "delete a reservation": (403,       403,          403,                    400, 403),
 }
 # fmt: on
 WHO = ["alice", "carol", "nils", "dana", "erin"]
@@ -140,6 +147,11 @@ def request_for(client, what, job):
         "cancel alice's job": lambda: client.post(f"/jobs/{job.key}/cancel/"),
         "adoption page": lambda: client.get("/adoption/"),
         "adoption csv": lambda: client.get("/adoption/adoption.csv"),
+        "cluster page": lambda: client.get("/ops/cluster/"),
+        "drain a node": lambda: client.post("/ops/cluster/cluster1/drain/", {"node": "node3", "reason": "fan"}),
+        "resume a node": lambda: client.post("/ops/cluster/cluster1/nodes/node3/resume/"),
+        "make maintenance": lambda: client.post("/ops/cluster/cluster1/reservations/", {"nodes": "node3", "duration": "30"}),
+        "delete a reservation": lambda: client.post("/ops/cluster/cluster1/reservations/maint_x/delete/"),
     }[what]()
 
 
