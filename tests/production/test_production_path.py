@@ -256,6 +256,7 @@ def production_site(tmp_path):
         yield site, portal, cert, stack, database
 
 
+@pytest.mark.timeout(600)  # migrate, collectstatic and four services on a loaded 2-CPU CI machine
 def test_production_path_from_the_readme(production_site):
     site, portal, cert, stack, database = production_site
     readme = readme_commands()
