@@ -30,6 +30,7 @@ from slurm.values import classify_state
 from .arrays import het_parts, queue_array_fields
 from .identity import queue_record_is_the_jobs
 from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
+from .notify import job_state_notify
 
 #: The largest value a PositiveSmallIntegerField holds (CPUs, GPUs).
 SMALL_MAX = 32767
@@ -249,4 +250,6 @@ def _update(changed: list[tuple[Job, dict]], result: OutsideResult) -> None:
     Job.objects.bulk_update([j for j, _ in changed], sorted(names | {"updated_at"}), batch_size=500)
     if states:
         audit_many(actor=None, action="job.state", changes=states)
+        for job, old, _ in states:  # the owner is told (started, finished, failed), in the same transaction
+            job_state_notify(job, old["state"])
     result.updated += len(changed)

@@ -11,6 +11,7 @@ from django.utils import timezone as djtz
 
 from interactive.idle import sessions_warn_near_stop
 from interactive.models import Session, SessionState
+from jobs.models import Job
 from jobs.notify import event_key, job_state_notify, jobs_pending_notify
 from jobs.sync import jobs_sync
 from notifications.models import Notification, NotificationKind
@@ -130,3 +131,21 @@ def test_team_leads_are_told_at_80_and_100_percent_once_per_period(alice, bob):
     assert full.subject == "Team vision at 100 % of its GPU-hour quota on cluster1" and "wait until" in full.body
     assert not Notification.objects.filter(user=alice).exists()  # members are not told
     assert quota_notify({"vision": usage("vision", 100.0, 100.0, error="sshare failed")}, cluster="cluster2") == 0
+
+
+def test_a_job_submitted_outside_the_portal_is_told_too(alice, clean_cache):
+    from jobs.models import JobOrigin
+    from tests.jobs.test_outside_sync import sacct as outside_sacct
+    from tests.jobs.test_outside_sync import snap as outside_snap
+    from tests.slurm.outside_recorded import outside
+
+    rec = outside("22.05")
+    jobs_sync(outside_snap(rec), SlurmGateway(FakeTransport()))  # first seen: rows made, nobody told
+    assert not Notification.objects.exists()
+    plain = Job.objects.get(origin=JobOrigin.OUTSIDE, slurm_job_id=rec.ids["plain"])
+    assert plain.state == JobState.RUNNING
+    Job.objects.filter(pk=plain.pk).update(state=JobState.PENDING)  # as the poll before it started saw it
+    for _ in range(2):  # the rows the first poll saw ended are finished from accounting
+        jobs_sync(outside_snap(rec), SlurmGateway(outside_sacct(rec)))
+    (n,) = Notification.objects.filter(kind=NotificationKind.JOB_STARTED)
+    assert n.key == event_key(plain, "started") and n.user == alice
