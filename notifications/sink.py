@@ -1,7 +1,8 @@
 """A real SMTP server on 127.0.0.1 for development and tests (aiosmtpd): every message it accepts is
 written to a Maildir and kept in memory; nothing is relayed anywhere.
 
-``make dev`` starts it (scripts/dev.sh: ``python -m notifications.sink serve``, port
+``make dev`` starts it (scripts/dev.sh: ``python -P notifications/sink.py serve``: ``-P`` keeps this
+folder off ``sys.path``, where ``selectors.py`` would shadow the standard library's; port
 ``PORTAL_EMAIL_PORT``, default 8025, Maildir ``var/mail``); read the mail with
 ``.venv/bin/python -m notifications.sink show`` (``--last N``, ``--maildir DIR``). Tests start their own
 on a free port (``tests/notifications/conftest.py``), and can make it stall on DATA

@@ -18,7 +18,7 @@ export DJANGO_SETTINGS_MODULE=portal.settings.dev
 NODE=$(node_bin)
 start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 # Notifications' mail: a real SMTP server on 127.0.0.1 that keeps every message in a Maildir (nothing is relayed).
-start_bg mail-sink "$VENV/bin/python" "$REPO_DIR/notifications/sink.py" serve --port "${PORTAL_EMAIL_PORT:-8025}" --maildir "$PORTAL_VAR_DIR/mail"
+start_bg mail-sink "$VENV/bin/python" -P "$REPO_DIR/notifications/sink.py" serve --port "${PORTAL_EMAIL_PORT:-8025}" --maildir "$PORTAL_VAR_DIR/mail"
 start_bg celery-worker "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --concurrency=2 -Q celery -n worker@%h
 start_bg celery-poller "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" worker --loglevel=INFO --pool=threads --concurrency=4 -Q poller -n poller@%h
 start_bg celery-beat "$VENV/bin/celery" -A portal --workdir "$REPO_DIR" beat --loglevel=INFO --schedule "$RUN_DIR/celerybeat-schedule"
@@ -49,7 +49,7 @@ cat <<MSG
   Sessions (JupyterLab$( [[ -x /opt/gpuportal/code-server/bin/code-server ]] && echo ", VS Code")): http://$PORTAL_HOST:$PORTAL_PORT/sessions/  (JupyterHub on http://127.0.0.1:8001/)
   CLI: create a token under "API tokens", then
     .venv/bin/gpuportal login --url http://$PORTAL_HOST:$PORTAL_PORT && .venv/bin/gpuportal submit examples/train_digits.yaml
-  Mail the portal sent (SMTP sink on 127.0.0.1:${PORTAL_EMAIL_PORT:-8025}): .venv/bin/python notifications/sink.py show --maildir $PORTAL_VAR_DIR/mail
+  Mail the portal sent (SMTP sink on 127.0.0.1:${PORTAL_EMAIL_PORT:-8025}): .venv/bin/python -m notifications.sink show --maildir $PORTAL_VAR_DIR/mail
   Logs: $LOG_DIR/   Check the path to Slurm: .venv/bin/python manage.py cluster_check
   Stop everything: make stop
 MSG
