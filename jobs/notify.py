@@ -19,7 +19,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone as djtz
 
-from notifications.models import NotificationKind
+from notifications.models import Notification, NotificationKind
 from notifications.services import notification_detail_add, notify, preferences_get
 from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 FAILED_DETAIL_WAIT_S = 120
 #: Lines of stdout/stderr put into a failed job's notification.
 LOG_LINES = 20
-#: Pending rows looked at per run of the beat task.
+#: Pending rows looked at per run of the beat task (the longest waiting first).
 PENDING_BATCH = 2000
 
 
@@ -137,17 +137,22 @@ def jobs_pending_notify(*, now: datetime | None = None) -> int:
     with the pending reason's sentence (:func:`jobs.reasons.explain_reason` of squeue's ``state_reason``).
     One notification per job (key ``...:pending``). Returns how many were made."""
     now = now or djtz.now()
-    rows = (
+    rows = list(
         Job.objects.filter(state=JobState.PENDING, slurm_job_id__isnull=False)
         .select_related("user", "user__notification_preferences")
-        .order_by("pk")[:PENDING_BATCH]
+        .order_by("slurm_submit_at", "pk")[:PENDING_BATCH]
     )
-    made = 0
+    due = []
     for job in rows:
         minutes = preferences_get(user=job.user).pending_minutes
         since = job.slurm_submit_at or job.submitted_at or job.created_at
-        if not minutes or since is None or now - since < timedelta(minutes=minutes):
-            continue
+        if minutes and since is not None and now - since >= timedelta(minutes=minutes):
+            due.append((job, minutes, since))
+    told = set(Notification.objects.filter(key__in=[event_key(j, "pending") for j, _, _ in due]).values_list("key", flat=True))
+    made = 0
+    for job, minutes, since in due:
+        if event_key(job, "pending") in told:
+            continue  # told already (one query for all, not one per job and minute)
         reason = explain_reason(
             job.reason or "None",
             gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {},
