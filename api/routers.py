@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import adoption, announcements, clusters, jobs, notifications, profiles, sessions, teams
+from . import adoption, announcements, cluster, clusters, jobs, notifications, profiles, sessions, teams
 from .base import api
 
 
@@ -14,6 +14,7 @@ def register() -> NinjaAPI:
     if not getattr(api, "_portal_routers", False):
         api.add_router("/", teams.router)
         api.add_router("/clusters", clusters.router)
+        api.add_router("/cluster", cluster.router)
         api.add_router("/jobs", jobs.router)
         api.add_router("/sessions", sessions.router)
         api.add_router("/profiles", profiles.router)

@@ -396,6 +396,8 @@ MATRIX = {
     ("get", "/announcements"):                (200,  200,   200,  200, 403),
     ("get", "/jobs?cluster=cluster2"):        (200,  200,   200,  200, 403),
     ("get", "/adoption"):                     (403,  403,   403,  200, 403),
+    ("get", "/cluster/cluster1/nodes"):       (403,  403,   403,  200, 403),
+    ("get", "/cluster/cluster2/reservations"): (403, 403,   403,  200, 403),
 }
 # fmt: on
 WHO = ["alice", "carol", "bob", "dana", "unlinked"]

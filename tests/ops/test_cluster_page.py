@@ -301,3 +301,23 @@ def test_anonymous_visitors_are_sent_to_sign_in(client, slurm):
 def test_the_top_bar_links_the_page_for_staff_only(client, people, snapshot):
     assert _soup(_as(client, people["dana"]).get("/")).select_one("[data-testid=cluster-link-top]") is not None
     assert _soup(_as(client, people["alice"]).get("/")).select_one("[data-testid=cluster-link-top]") is None
+
+
+def test_the_api_gives_admins_the_nodes_and_reservations(client, people, snapshot, slurm):
+    _as(client, people["dana"])
+    nodes = client.get("/api/v1/cluster/cluster1/nodes").json()
+    assert nodes["cluster"] == "cluster1" and nodes["count"] == 3 and slurm.calls == []
+    node3 = next(n for n in nodes["items"] if n["name"] == "node3")
+    assert (node3["state_text"], node3["reason"], node3["reason_set_by"], node3["available"]) == (
+        "IDLE+DRAIN",
+        "disk swap",
+        "root",
+        False,
+    )
+    assert node3["gpus"] == [{"type": "t4", "allocated": 0, "total": 2}]
+    reservations = client.get("/api/v1/cluster/cluster1/reservations").json()
+    assert [r["name"] for r in reservations["items"]] == ["fx_maint", "fx_team"] and reservations["items"][0]["maintenance"]
+    assert client.get("/api/v1/cluster/nope/nodes").status_code == HTTPStatus.NOT_FOUND
+    _as(client, people["carol"])
+    response = client.get("/api/v1/cluster/cluster1/nodes")
+    assert response.status_code == HTTPStatus.FORBIDDEN and "portal admins" in response.json()["detail"]
