@@ -120,3 +120,14 @@ def test_the_pages_have_labels_and_no_positive_tabindex(client, alice):
                 control.get("id") and html.select_one(f'label[for="{control["id"]}"]') is not None
             )
             assert labelled, (path, str(control)[:200])
+
+
+def test_admins_see_where_each_mail_stands_read_only(client, django_user_model, alice):
+    told(alice, "job:cluster1:7:aaaa0007:failed", subject="Failed: job 7 (exit code 3)")
+    dana = django_user_model.objects.create(username="dana", is_staff=True, is_superuser=True)
+    client.force_login(dana)
+    page = client.get("/admin/notifications/notification/")
+    assert page.status_code == HTTPStatus.OK and "Failed: job 7 (exit code 3)" in page.content.decode()
+    assert client.get("/admin/notifications/notification/add/").status_code == HTTPStatus.FORBIDDEN
+    client.force_login(alice)
+    assert client.get("/admin/notifications/notification/").status_code == HTTPStatus.FOUND  # to the admin's sign-in
