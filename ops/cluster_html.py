@@ -36,6 +36,8 @@ def node_rows(page: ClusterPage, *, drained_by: dict, service_user: str, csrf_to
         name = escape(node.name)
         unavailable = not node.available
         state = f'<code data-testid="node-state">{escape(row.state_text)}</code>'
+        if row.short.endswith("*"):  # sinfo's mark of a node that does not respond: down*, idle*
+            state += f' <span class="small" data-testid="node-short">(sinfo: {escape(row.short)})</span>'
         if unavailable:
             state += ' <span class="small">(unavailable)</span>'
         if row.words:

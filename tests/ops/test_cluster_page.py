@@ -321,3 +321,20 @@ def test_the_api_gives_admins_the_nodes_and_reservations(client, people, snapsho
     _as(client, people["carol"])
     response = client.get("/api/v1/cluster/cluster1/nodes")
     assert response.status_code == HTTPStatus.FORBIDDEN and "portal admins" in response.json()["detail"]
+
+
+def test_a_node_that_does_not_respond_is_down_star_in_words_too(client, people, slurm):
+    """cluster2's recording with g2's slurmd stopped (24.11 ``scontrol show node --json``): DOWN with
+    NOT_RESPONDING, sinfo's ``down*``, "not responding", and Slurm's own reason and who set it."""
+    from tests.slurm.recorded import recording
+
+    fake = poll_transport("24.11")
+    nodes_step = next(step for step in fake.script if step.argv[:3] == ["scontrol", "show", "node"])
+    nodes_step.stdout = json.dumps(recording("24.11").doc("nodes_down")).encode()
+    snapshot_store(snapshot_take(SlurmGateway(fake), cluster="cluster2"))
+    row = _soup(_as(client, people["dana"]).get("/ops/cluster/cluster2/")).select_one("tr[data-node=g2]")
+    assert row.select_one("[data-testid=node-state]").text == "DOWN+NOT_RESPONDING"
+    assert row.select_one("[data-testid=node-short]").text == "(sinfo: down*)"
+    assert "not responding" in row.text and "(unavailable)" in row.text
+    assert row.select_one("[data-testid=node-reason]").text == "Not responding" and "by slurm" in row.text
+    assert row.select_one("[data-testid=resume-g2]") is not None
