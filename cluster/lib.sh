@@ -131,13 +131,14 @@ partition_change_only() {
 }
 
 # The small-job pool (docs/policy.md): partition 'small' has the partition QOS 'small', whose per-job limits
-# (MaxTRESPerJob gres/gpu, MaxWall, DenyOnLimit) the portal's teams sync keeps (PORTAL_SMALL_POOL_*). slurmctld
+# (MaxTRESPerJob gres/gpu, MaxWall; no DenyOnLimit: on a partition QOS it would turn the teams' quota holds into
+# refusals) the portal's teams sync keeps (PORTAL_SMALL_POOL_*). slurmctld
 # needs the QOS to exist when it reads slurm.conf, so it is created here with the portal's defaults if absent.
 POOL_QOS=small
 ensure_pool_qos() {  # ensure_pool_qos SACCTMGR_COMMAND
     local sacct=$1
     if ! "$sacct" -nP show qos format=name | grep -qx "$POOL_QOS"; then
-        "$sacct" -i add qos "$POOL_QOS" MaxTRESPerJob=gres/gpu=1 MaxWall=01:00:00 Flags=DenyOnLimit >/dev/null
+        "$sacct" -i add qos "$POOL_QOS" MaxTRESPerJob=gres/gpu=1 MaxWall=01:00:00 >/dev/null
         log "sacctmgr: added QOS $POOL_QOS (the small-job pool's partition QOS)"
     fi
 }

@@ -6,8 +6,8 @@ Slurm's codes (``job_reason_string``, 22.05 and 24.11; recorded in
 ``tests/fixtures/slurm/22.05/policy/``): ``QOSMaxGRESPerUser`` (pending: the person's running jobs
 hold their GPU cap), ``QOSMaxSubmitJobPerUserLimit`` (a refusal at submission, sbatch's words; a
 pending reason only for a job submitted before the cap was lowered), ``QOSMaxGRESPerJob`` and
-``QOSMaxWallDurationPerJobLimit`` (the pool's per-job limits; with ``DenyOnLimit`` sbatch refuses
-them, so they pend only when the limit was lowered after submission), ``PartitionTimeLimit``.
+``QOSMaxWallDurationPerJobLimit`` and ``PartitionTimeLimit`` (the pool's per-job limits: such a job is
+accepted and pends, never started there; recorded in ``squeue_pool_limits.json``).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def cap_reason(reason: Reason, job: Job, *, policy: Policy | None = None) -> Rea
 def pool_problems(request, *, policy: Policy | None = None) -> list:
     """What keeps ``request`` (a :class:`jobs.policy.JobRequest`) out of the small-job pool when it asks
     for the pool's partition: more GPUs or a longer time limit than the pool QOS allows (Slurm would
-    refuse it: ``DenyOnLimit``). One :class:`~portal.refusals.Problem` per field, in the pool's
+    accept it and never start it). One :class:`~portal.refusals.Problem` per field, in the pool's
     figures; ``[]`` when the pool is not managed or the request fits."""
     from portal.refusals import Problem
 

@@ -11,8 +11,11 @@ the small-job pool, read from the portal's settings.
 * **The small-job pool** is a partition (``SMALL_POOL_PARTITION``, ``small`` on the local clusters)
   on nodes held back from the big partition (slurm.conf), whose partition QOS of the same name
   allows jobs of at most ``SMALL_POOL_MAX_GPUS`` GPUs (``MaxTRESPerJob``) and
-  ``SMALL_POOL_MAX_MINUTES`` minutes (``MaxWall``), with ``DenyOnLimit`` so sbatch refuses a bigger
-  job at once instead of letting it wait forever.
+  ``SMALL_POOL_MAX_MINUTES`` minutes (``MaxWall``). A bigger job is accepted by sbatch and pends
+  (``QOSMaxGRESPerJob``, ``PartitionTimeLimit``): never started there, its page says why, and the
+  portal's form refuses it before sending. (``DenyOnLimit`` would refuse it at submission, but on a
+  partition QOS it also turns every association limit into a refusal: a job over its team's
+  GPU-hours quota would be refused instead of waiting for the next period.)
 
 A cap setting is ``""`` (the portal does not manage it: Slurm keeps what an admin set by hand),
 ``"unlimited"`` (managed: no cap) or a whole number >= 1. Read lazily from Django settings; the

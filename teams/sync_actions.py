@@ -193,7 +193,6 @@ QOS_LIMITS: dict[str, tuple[str, str]] = {
     "max_gpus_per_job": ("MaxTRESPerJob", "tres"),
     "max_wall_min": ("MaxWall", "minutes"),
 }
-DENY_ON_LIMIT = "DenyOnLimit"
 
 
 def _qos_arg(limit: str, value: int | None) -> str:
@@ -211,19 +210,16 @@ def _qos_value(limit: str, value: int | None) -> str:
 
 @dataclass(frozen=True)
 class AddQos(Action):
-    """Create QOS ``qos`` with ``limits`` (limit -> value, :data:`QOS_LIMITS`; ``None`` left unset) and,
-    with ``deny``, ``Flags=DenyOnLimit`` (sbatch refuses a job over a limit instead of queueing it)."""
+    """Create QOS ``qos`` with ``limits`` (limit -> value, :data:`QOS_LIMITS`; ``None`` left unset)."""
 
     kind: ClassVar[str] = "add_qos"
     qos: str
     limits: tuple[tuple[str, int | None], ...]
-    deny: bool = False
 
     @property
     def argv(self) -> list[str]:
         sets = [_qos_arg(limit, value) for limit, value in self.limits if value is not None]
-        flags = [f"Flags={DENY_ON_LIMIT}"] if self.deny else []
-        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *sets, *flags]
+        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *sets]
 
     @property
     def target(self) -> str:
@@ -231,27 +227,25 @@ class AddQos(Action):
 
     @property
     def new(self) -> dict:
-        return {**dict(self.limits), **({"flags": DENY_ON_LIMIT} if self.deny else {})}
+        return dict(self.limits)
 
     def describe(self) -> str:
         parts = [f"{QOS_LIMITS[limit][0]} {_qos_value(limit, value)}" for limit, value in self.limits if value is not None]
-        return f"+ add QOS {self.qos} (" + ", ".join(parts + ([DENY_ON_LIMIT] if self.deny else []) or ["no limits"]) + ")"
+        return f"+ add QOS {self.qos} (" + (", ".join(parts) or "no limits") + ")"
 
 
 @dataclass(frozen=True)
 class SetQos(Action):
-    """Change QOS ``qos``: ``changes`` (limit, old, new) and, with ``deny``, add ``DenyOnLimit`` to its flags."""
+    """Change QOS ``qos``: ``changes`` (limit, old, new); other limits and its flags are left alone."""
 
     kind: ClassVar[str] = "set_qos"
     qos: str
     changes: tuple[tuple[str, int | None, int | None], ...]
-    deny: bool = False
 
     @property
     def argv(self) -> list[str]:
         sets = [_qos_arg(limit, new) for limit, _, new in self.changes]
-        flags = [f"Flags+={DENY_ON_LIMIT}"] if self.deny else []
-        return [*SACCTMGR, "modify", "qos", "where", f"name={self.qos}", "set", *sets, *flags]
+        return [*SACCTMGR, "modify", "qos", "where", f"name={self.qos}", "set", *sets]
 
     @property
     def target(self) -> str:
@@ -259,16 +253,14 @@ class SetQos(Action):
 
     @property
     def old(self) -> dict:
-        return {limit: old for limit, old, _ in self.changes} | ({"flags": ""} if self.deny else {})
+        return {limit: old for limit, old, _ in self.changes}
 
     @property
     def new(self) -> dict:
-        return {limit: new for limit, _, new in self.changes} | ({"flags": DENY_ON_LIMIT} if self.deny else {})
+        return {limit: new for limit, _, new in self.changes}
 
     def describe(self) -> str:
         parts = [
             f"{QOS_LIMITS[limit][0]} {_qos_value(limit, new)} (was {_qos_value(limit, old)})" for limit, old, new in self.changes
         ]
-        if self.deny:
-            parts.append(f"Flags +{DENY_ON_LIMIT}")
         return f"~ set QOS {self.qos} " + ", ".join(parts)

@@ -18,18 +18,17 @@ from slurm.accounting import QosRow, read_qos
 from slurm.values import GPU_TRES, parse_time_limit, parse_tres_count
 
 from .site_policy import NOT_MANAGED, Policy
-from .sync_actions import DENY_ON_LIMIT, QOS_LIMITS, Action, AddQos, SetQos
+from .sync_actions import QOS_LIMITS, Action, AddQos, SetQos
 
 
 @dataclass(frozen=True)
 class QosState:
     """A QOS as slurmdbd has it: ``limits`` limit -> value (:data:`~teams.sync_actions.QOS_LIMITS`;
-    ``None`` = none set; GPUs the ``gres/gpu`` count, the wall limit in minutes), ``deny``:
-    ``DenyOnLimit`` among its flags."""
+    ``None`` = none set; GPUs the ``gres/gpu`` count, the wall limit in minutes). Its flags are not
+    compared (the sync never changes them)."""
 
     name: str
     limits: dict[str, int | None]
-    deny: bool = False
 
     @classmethod
     def from_row(cls, row: QosRow) -> QosState:
@@ -46,23 +45,21 @@ class QosState:
                 "max_gpus_per_job": parse_tres_count(row.max_tres_per_job, GPU_TRES),
                 "max_wall_min": None if wall is None else wall // 60,
             },
-            DENY_ON_LIMIT in row.flags,
         )
 
 
 @dataclass(frozen=True)
 class WantedQos:
     """What the settings want of one QOS: ``limits`` only the managed ones (limit -> value, ``None`` =
-    no limit); ``deny``: it must have ``DenyOnLimit``."""
+    no limit)."""
 
     name: str
     limits: dict[str, int | None]
-    deny: bool = False
 
 
 def wanted_qos(policy: Policy) -> dict[str, WantedQos]:
     """QOS name -> what the policy wants of it: the caps' QOS (the managed caps) and the pool's
-    partition QOS (per-job GPUs and wall time, ``DenyOnLimit``). Empty when nothing is managed."""
+    partition QOS (per-job GPUs and wall time). Empty when nothing is managed."""
     wanted: dict[str, WantedQos] = {}
     caps = policy.caps
     limits = {
@@ -76,7 +73,7 @@ def wanted_qos(policy: Policy) -> dict[str, WantedQos]:
     if pool.managed:
         pool_limits = {"max_gpus_per_job": pool.max_gpus, "max_wall_min": pool.max_minutes}
         before = wanted.get(pool.qos)
-        wanted[pool.qos] = WantedQos(pool.qos, {**(before.limits if before else {}), **pool_limits}, deny=True)
+        wanted[pool.qos] = WantedQos(pool.qos, {**(before.limits if before else {}), **pool_limits})
     return wanted
 
 
@@ -94,14 +91,13 @@ def plan_policy(wanted: dict[str, WantedQos], actual: dict[str, QosState]) -> li
         want, have = wanted[name], actual.get(name)
         if have is None:
             ordered = tuple((limit, want.limits[limit]) for limit in QOS_LIMITS if limit in want.limits)
-            actions.append(AddQos(name, ordered, deny=want.deny))
+            actions.append(AddQos(name, ordered))
             continue
         changes = tuple(
             (limit, have.limits.get(limit), want.limits[limit])
             for limit in QOS_LIMITS
             if limit in want.limits and have.limits.get(limit) != want.limits[limit]
         )
-        deny = want.deny and not have.deny
-        if changes or deny:
-            actions.append(SetQos(name, changes, deny=deny))
+        if changes:
+            actions.append(SetQos(name, changes))
     return actions

@@ -234,9 +234,9 @@ def _sync_policy_first(w: World, qos_text: str, *commands: list[str]) -> None:
 
 def sync_add_qos(w: World):
     w.settings.SMALL_POOL_PARTITION = "small"  # the pool's partition QOS is missing: created
-    argv = [*SACCTMGR, "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60", "Flags=DenyOnLimit"]
+    argv = [*SACCTMGR, "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60"]
     _sync_policy_first(w, "normal|||||\n", argv)
-    return {}, {"max_gpus_per_job": 1, "max_wall_min": 60, "flags": "DenyOnLimit", **ON}
+    return {}, {"max_gpus_per_job": 1, "max_wall_min": 60, **ON}
 
 
 def sync_set_qos(w: World):

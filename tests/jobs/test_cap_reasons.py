@@ -66,22 +66,24 @@ def test_without_a_managed_cap_slurms_sentence_stays(recorded_pair):
 
 
 @pytest.mark.parametrize(
-    ("stderr", "changes", "words"),
+    ("name", "code", "words"),
     [
-        ("sbatch_pool_max_gres_per_job_stderr.txt", {"gpu_count": 2}, "takes jobs of at most 1 GPU; this one asks for 2."),
-        ("sbatch_pool_max_wall_stderr.txt", {"time_limit_min": 90}, "takes jobs of at most 1 h; this one asks for 90 min."),
+        ("h5-pool-2gpu", "QOSMaxGRESPerJob", "takes jobs of at most 1 GPU; this one asks for 2."),
+        ("h5-pool-90min", "PartitionTimeLimit", "takes jobs of at most 1 h; this one asks for 90 min."),
     ],
 )
-def test_pool_limits_in_the_pools_figures(recorded_pair, settings, stderr, changes, words):
-    """The recorded refusal's first line is Slurm's reason code; the same code on a pending job reads so."""
+def test_jobs_too_big_for_the_pool_pend_and_say_the_pools_figures(alice, settings, name, code, words):
+    """Recorded: a 2-GPU and a 90-min job sent to small pend with these codes (never started there)."""
     settings.SMALL_POOL_PARTITION = "small"
-    code = (POLICY / stderr).read_text().splitlines()[0].removeprefix("sbatch: error: ")
-    job = recorded_pair[2]
-    for name, value in changes.items():
-        setattr(job, name, value)
-    reason = cap_reason(explain_reason(code), job)
+    [q] = [j for j in parse_jobs(json.loads((POLICY / "squeue_pool_limits.json").read_text())) if j.name == name]
+    assert (q.state, q.reason, q.partition) == ("PENDING", code, "small")
+    job = Job.objects.create(
+        user=alice, name=name, partition=q.partition, gpu_type="t4", gpu_count=sum(q.gpus.values()), memory_mb=100,
+        time_limit_min=q.time_limit, script="x", slurm_job_id=q.job_id, state=JobState.PENDING, reason=q.reason,
+    )  # fmt: skip
+    reason = job_row(job, {}).reason
     assert reason.sentence.startswith("The small-job pool (partition small) ") and words in reason.sentence
-    assert reason.holds
+    assert reason.holds and reason.fix.startswith("Ask for at most")
 
 
 def test_submit_cap(recorded_pair, settings):

@@ -28,16 +28,16 @@ def test_qos_limits_are_read_from_recorded_22_05_output():
     assert qos["normal"] == QosState(
         "normal", dict.fromkeys(["max_gpus_per_user", "max_submit_per_user", "max_gpus_per_job", "max_wall_min"])
     )
-    assert qos["small"].limits["max_gpus_per_job"] == 1 and qos["small"].limits["max_wall_min"] == 60 and qos["small"].deny
+    assert qos["small"].limits["max_gpus_per_job"] == 1 and qos["small"].limits["max_wall_min"] == 60
     assert qos["fx-caps"].limits["max_gpus_per_user"] == 1 and qos["fx-caps"].limits["max_submit_per_user"] == 2
-    assert not qos["fx-caps"].deny
 
 
 def test_qos_limits_are_read_from_recorded_24_11_output():
     qos = recorded("24.11")
     caps = qos["fx-caps"].limits  # MaxTRESPerUser=cpu=8,gres/gpu=4: only gres/gpu is the cap
     assert (caps["max_gpus_per_user"], caps["max_submit_per_user"], caps["max_wall_min"]) == (4, 20, 2880)
-    assert qos["small"].deny and qos["small"].limits["max_gpus_per_job"] == 1
+    assert qos["small"].limits["max_gpus_per_job"] == 1
+    assert "DenyOnLimit" in parse_qos((FIXTURES / "slurm" / "24.11" / "policy" / "sacctmgr_show_qos.txt").read_text())[2].flags
 
 
 @pytest.mark.parametrize("line", ["normal|||", "normal|gres/gpu=x||||", "normal||many|||"])
@@ -53,12 +53,12 @@ def test_plan_absent_qos_is_created_with_its_limits():
     actual = recorded("22.05")
     del actual["small"]
     [action] = plan_policy(wanted_qos(Policy(UserCaps("normal"), SmallPool("small", 1, 60))), actual)
-    assert action == AddQos("small", (("max_gpus_per_job", 1), ("max_wall_min", 60)), deny=True)
+    assert action == AddQos("small", (("max_gpus_per_job", 1), ("max_wall_min", 60)))
     assert action.argv == [
-        "sacctmgr", "-i", "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60", "Flags=DenyOnLimit"
+        "sacctmgr", "-i", "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60"
     ]  # fmt: skip
-    assert action.describe() == "+ add QOS small (MaxTRESPerJob gres/gpu=1, MaxWall 60 min, DenyOnLimit)"
-    assert (action.target, action.new) == ("qos:small", {"max_gpus_per_job": 1, "max_wall_min": 60, "flags": "DenyOnLimit"})
+    assert action.describe() == "+ add QOS small (MaxTRESPerJob gres/gpu=1, MaxWall 60 min)"
+    assert (action.target, action.new) == ("qos:small", {"max_gpus_per_job": 1, "max_wall_min": 60})
 
 
 def test_plan_different_limits_are_modified_only_where_they_differ():
@@ -89,10 +89,10 @@ def test_plan_same_limits_nothing_and_unmanaged_caps_are_never_read():
     assert wanted_qos(Policy(UserCaps("normal"), SmallPool())) == {}  # nothing managed: no QOS in the plan
 
 
-def test_plan_a_missing_deny_flag_is_added():
-    actual = {"small": QosState("small", {"max_gpus_per_job": 1, "max_wall_min": 60}, deny=False)}
-    [action] = plan_policy({"small": WantedQos("small", {"max_gpus_per_job": 1, "max_wall_min": 60}, deny=True)}, actual)
-    assert action.argv[-1] == "Flags+=DenyOnLimit" and action.describe() == "~ set QOS small Flags +DenyOnLimit"
+def test_plan_a_wall_limit_in_days_is_compared_in_minutes():
+    actual = {"small": QosState("small", {"max_gpus_per_job": 1, "max_wall_min": 2880})}
+    [action] = plan_policy({"small": WantedQos("small", {"max_gpus_per_job": 1, "max_wall_min": 60})}, actual)
+    assert action.argv[-1] == "MaxWall=60" and action.describe() == "~ set QOS small MaxWall 60 min (was 2880 min)"
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_sync_creates_an_absent_pool_qos_and_audits_it(fake, settings):
     fake.expect(SHOW_USERS, stdout="")
     fake.expect(SHOW_QOS, stdout="normal|||||\n")
     fake.expect(
-        ["sacctmgr", "-i", "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60", "Flags=DenyOnLimit"],
+        ["sacctmgr", "-i", "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60"],
         stdout=" Adding QOS(s)\n  small\n",
     )
     report = teams_sync(clusters=["cluster1"])

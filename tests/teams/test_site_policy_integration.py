@@ -5,7 +5,7 @@ creates it (absent -> create), alice is given it and submits with ``--qos``, so 
 capped and the other tests on the shared cluster are not (on a site the caps live on ``normal``, every
 job's QOS; the sync code is the same). In ``finally``: the jobs are cancelled by id, the caps set to
 ``unlimited`` and synced (Slurm's limits cleared by the sync itself), then alice's access and the QOS are
-removed by hand (the sync never deletes a QOS). The pool tests use the pool as cluster/up.sh makes it."""
+removed by hand (the sync never deletes a QOS). The pool tests use the pool as cluster/up.sh makes it (bigger jobs are accepted and held, never started there)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from audit.models import AuditEvent
 from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
-from jobs.submit import job_check, job_create
+from jobs.submit import job_check
 from slurm import get_gateway
 from slurm.states import JobState
 from teams.slurm_sync import teams_sync
@@ -159,7 +159,7 @@ def pool_jobs():
         get_gateway("cluster1").run(["scancel", str(job_id)], as_user="alice", check=False)
 
 
-def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alice, pool_jobs, settings):
+def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alice, pool_jobs, settings, client):
     snapshot = snapshot_refresh(cluster="cluster1")
     parts = {p.name: p for p in snapshot.partitions}
     assert parts["small"].nodes == ("node3",) and "node3" not in parts["train"].nodes  # held back from train
@@ -169,18 +169,21 @@ def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alic
     )
     job = poll(pool_jobs[-1], lambda j: j.state in (JobState.RUNNING, JobState.COMPLETED), "pool job running", timeout=120)
     assert job.partition == "small"
-    # too big for the pool: refused by Slurm at once (the pool QOS's DenyOnLimit), in its own words
-    for options, code in (
-        (("--gres=gpu:t4:2", "-t", "10"), "QOSMaxGRESPerJob"),
-        (("--gres=gpu:t4:1", "-t", "90"), "QOSMaxWallDurationPerJobLimit"),
+    # too big for the pool: accepted, but held (never started there), and its page says why in the pool's figures
+    settings.SMALL_POOL_PARTITION = "small"
+    client.force_login(alice)
+    for options, code, words in (
+        (("--gres=gpu:t4:2", "-t", "10"), "QOSMaxGRESPerJob", "takes jobs of at most 1 GPU; this one asks for 2."),
+        (("--gres=gpu:t4:1", "-t", "90"), "PartitionTimeLimit", "takes jobs of at most 1 h; this one asks for 90 min."),
     ):
-        result = sbatch("-p", "small", *options, check=False)
-        assert result.returncode == 1 and code in result.err and "Job violates accounting/QOS policy" in result.err, result.err
+        pool_jobs.append(sbatch("-p", "small", *options, "--job-name=it-pool-big"))
+        held = poll(pool_jobs[-1], lambda j, code=code: j.state == JobState.PENDING and j.reason == code, code)
+        page = client.get(f"/jobs/{held.key}/").content.decode()
+        assert f"The small-job pool (partition small) {words}" in page, page
     # and the big partition cannot reach the pool's node
     result = sbatch("-p", "train", "--gres=gpu:t4:1", "-t", "10", check=False)
     assert result.returncode == 1 and "Requested node configuration is not available" in result.err, result.err
     # the portal says so before sending, with the pool's figures
-    settings.SMALL_POOL_PARTITION = "small"
     request = JobRequest(
         name="big-in-pool", partition="small", gpu_type="t4", gpu_count=2, cpus=1, memory_mb=500, time_limit_min=90,
         script="true\n",
@@ -192,17 +195,3 @@ def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alic
     text = " ".join(p.message for p in refused.value.problems)
     assert "The small-job pool (partition small) takes jobs of at most 1 GPU; this one asks for 2." in text
     assert "longer than small's maximum of 1 h" in text  # the partition's MaxTime, said once
-
-
-def test_a_portal_job_too_big_for_the_pool_shows_sbatchs_words(alice, django_capture_on_commit_callbacks):
-    """Pool not managed by the portal (its settings empty): Slurm alone refuses, and the job says why."""
-    snapshot = snapshot_refresh(cluster="cluster1")
-    request = JobRequest(
-        name="it-pool-big", partition="small", gpu_type="t4", gpu_count=2, cpus=1, memory_mb=500, time_limit_min=5,
-        script="true\n",
-    )  # fmt: skip
-    with django_capture_on_commit_callbacks(execute=True):
-        job = job_create(checked=job_check(user=alice, request=request, policy=SitePolicy.from_snapshot(snapshot)))
-    job.refresh_from_db()
-    assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
-    assert "QOSMaxGRESPerJob" in job.submit_error and "Job violates accounting/QOS policy" in job.submit_error
