@@ -9,6 +9,9 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_submissions_total{outcome}``: portal jobs by outcome (``submitted``: Slurm took it,
   ``failed``: it could not be submitted), counted from the job rows;
 - ``portal_sessions{phase}``: sessions not ended, by state (``requested``, ``starting``, ``running``);
+- ``portal_notification_mails{state}``: notifications by email state (``pending``, ``sent``,
+  ``failed``, ``off``), and ``portal_notification_mail_oldest_pending_seconds`` (only while one waits):
+  SMTP down shows as a growing age (:func:`notifications.selectors.mail_figures`);
 - ``portal_gpu_usage_age_seconds{cluster}``: seconds since the last GPU usage read that answered;
 - ``portal_queue_wait_seconds{cluster,partition,quantile}``: how long the jobs pending now have
   waited (now minus squeue's ``submit_time``), the median (``0.5``) and the longest (``1``);
@@ -41,6 +44,7 @@ from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
 from jobs.send import jobs_stuck
 from jobs.slurm_metrics import slurm_command_figures
+from notifications.selectors import mail_figures
 from portal.counters import counters
 from slurm.clusters import cluster_names
 from slurm.snapshot import snapshots_load
@@ -129,6 +133,17 @@ class PortalCollector:
         for state in ACTIVE_SESSION_STATES:
             sessions.add_metric([state.label], found.get(state, 0))
         yield sessions
+        counts, oldest = mail_figures()
+        mails = GaugeMetricFamily("portal_notification_mails", "Notifications by email state", labels=["state"])
+        for state, n in counts.items():
+            mails.add_metric([state], n)
+        yield mails
+        if oldest is not None:
+            yield GaugeMetricFamily(
+                "portal_notification_mail_oldest_pending_seconds",
+                "Age of the oldest notification mail not sent yet",
+                value=oldest,
+            )
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -18,3 +18,18 @@ def unread_count(*, user) -> int:
     if not getattr(user, "is_authenticated", False):
         return 0
     return Notification.objects.filter(user=user, read_at__isnull=True).count()
+
+
+def mail_figures() -> tuple[dict[str, int], float | None]:
+    """For ``/metrics``: rows by email state (``pending``, ``sent``, ``failed``, ``off``; every state
+    present, 0 when none) and the age in seconds of the oldest row still waiting to be mailed (``None``
+    when none waits): a mail that waits long means SMTP has been down that long."""
+    from django.db.models import Count, Min
+    from django.utils import timezone as djtz
+
+    from .models import EmailState
+
+    found = dict(Notification.objects.values_list("email_state").annotate(n=Count("id")).order_by())
+    oldest = Notification.objects.filter(email_state=EmailState.PENDING).aggregate(t=Min("created_at"))["t"]
+    age = (djtz.now() - oldest).total_seconds() if oldest else None
+    return {state.value: found.get(state.value, 0) for state in EmailState}, age

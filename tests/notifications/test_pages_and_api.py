@@ -131,3 +131,27 @@ def test_admins_see_where_each_mail_stands_read_only(client, django_user_model, 
     assert client.get("/admin/notifications/notification/add/").status_code == HTTPStatus.FORBIDDEN
     client.force_login(alice)
     assert client.get("/admin/notifications/notification/").status_code == HTTPStatus.FOUND  # to the admin's sign-in
+
+
+def test_metrics_count_the_mails_by_state_and_the_oldest_waiting(client, alice, bob):
+    from datetime import timedelta
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    waiting = told(alice, "a:waiting")
+    Notification.objects.filter(pk=waiting.pk).update(created_at=waiting.created_at - timedelta(minutes=10))
+    told(bob, "b:waiting")
+    Notification.objects.create(user=alice, kind=NotificationKind.JOB_STARTED, key="a:off", subject="s", email_state="off")
+
+    def figures():
+        text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples
+        }
+
+    found = figures()
+    states = {dict(k[1])["state"]: v for k, v in found.items() if k[0] == "portal_notification_mails"}
+    assert states == {"pending": 2, "sent": 0, "failed": 0, "off": 1}
+    assert 600 <= found[("portal_notification_mail_oldest_pending_seconds", ())] < 700
+    Notification.objects.filter(email_state="pending").update(email_state="sent")
+    assert ("portal_notification_mail_oldest_pending_seconds", ()) not in figures()
