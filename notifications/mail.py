@@ -99,7 +99,12 @@ def notification_send(*, notification_id: int, now: datetime | None = None) -> s
     if row is None:
         return "skipped"
     try:
-        notification_message(row).send(fail_silently=False)
+        message = notification_message(row)
+        message.message()  # headers and addresses checked here: a bad one is no SMTP matter
+    except ValueError as exc:  # BadHeaderError, an address Django cannot write: never sendable
+        return _failed(row, f"the message cannot be written: {exc}", permanent=True, now=now)
+    try:
+        message.send(fail_silently=False)
     except smtplib.SMTPResponseException as exc:  # the server answered with an error code
         permanent = 500 <= exc.smtp_code < 600
         return _failed(row, f"{exc.smtp_code} {exc.smtp_error!r}", permanent=permanent, now=now)

@@ -60,7 +60,7 @@ def notify(
         defaults={
             "user": user,
             "kind": kind,
-            "subject": subject[:200],
+            "subject": " ".join(subject.split())[:200],  # one line: a mail header (a job name may hold a newline)
             "body": body,
             "link": link[:500],
             "email_state": EmailState.PENDING if mailed else EmailState.OFF,

@@ -156,3 +156,18 @@ def test_without_the_detail_the_sweep_mails_it_after_the_wait(alice, smtp_sink):
     assert notifications_sweep()["sent"] == 0
     assert notifications_sweep(now=djtz.now() + timedelta(seconds=121))["sent"] == 1
     assert len(smtp_sink.by_message_id(row.message_id)) == 1
+
+
+def test_a_subject_with_a_newline_is_one_line_and_a_bad_address_fails_for_good(
+    django_user_model, smtp_sink, django_capture_on_commit_callbacks
+):
+    odd = django_user_model.objects.create(username="odd", email="odd@exa mple\n.org")
+    carl = django_user_model.objects.create(username="carl", email="carl@example.org")
+    with django_capture_on_commit_callbacks(execute=True):
+        bad, _ = failed(odd, key="k:odd")
+        fine, _ = notify(user=carl, kind=NotificationKind.JOB_FAILED, key="k:carl", subject="Failed: job 8 (a\nb)")
+    bad.refresh_from_db()
+    assert bad.email_state == EmailState.FAILED and "cannot be written" in bad.last_error
+    assert fine.subject == "Failed: job 8 (a b)"
+    (mail,) = smtp_sink.messages
+    assert mail["Subject"] == "[GPU portal] Failed: job 8 (a b)"
