@@ -53,7 +53,8 @@ def _lease_s() -> int:
 def notification_claim(*, notification_id: int, now: datetime | None = None) -> Notification | None:
     """Take one pending row to send: locked with ``skip_locked`` and not leased by anyone (or the lease
     has passed). Sets the lease and counts the attempt, committed before any SMTP talk. ``None`` when
-    the row is not pending, locked, or leased by another sender."""
+    the row is not pending, locked, or leased by another sender; a row whose :data:`MAX_ATTEMPTS`
+    attempts are used up (senders that died mid-send every time) becomes ``failed`` instead."""
     now = now or djtz.now()
     with transaction.atomic():
         row = (
@@ -64,6 +65,11 @@ def notification_claim(*, notification_id: int, now: datetime | None = None) -> 
             .first()
         )
         if row is None:
+            return None
+        if row.attempts >= MAX_ATTEMPTS:  # every try ended without an answer (a sender that died each time)
+            row.email_state, row.lease_until = EmailState.FAILED, None
+            row.last_error = (row.last_error or f"no attempt of {MAX_ATTEMPTS} finished")[:500]
+            row.save(update_fields=["email_state", "lease_until", "last_error"])
             return None
         row.lease_until = now + timedelta(seconds=_lease_s())
         row.attempts += 1

@@ -171,3 +171,13 @@ def test_a_subject_with_a_newline_is_one_line_and_a_bad_address_fails_for_good(
     assert fine.subject == "Failed: job 8 (a b)"
     (mail,) = smtp_sink.messages
     assert mail["Subject"] == "[GPU portal] Failed: job 8 (a b)"
+
+
+def test_a_row_whose_attempts_are_used_up_is_failed_not_claimed(alice):
+    from notifications.mail import MAX_ATTEMPTS
+
+    row, _ = failed(alice)
+    Notification.objects.filter(pk=row.pk).update(attempts=MAX_ATTEMPTS)
+    assert notification_claim(notification_id=row.pk) is None
+    row.refresh_from_db()
+    assert row.email_state == EmailState.FAILED and row.last_error == f"no attempt of {MAX_ATTEMPTS} finished"
