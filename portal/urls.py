@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("", include("api.urls")),
     path("", include("ops.urls")),
+    path("", include("images.urls")),
     path("", include("adoption.urls")),
     path("", include("notifications.urls")),
     path("", include("profiles.urls")),

@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "notifications",
     "jobs",
     "teams",
+    "images",
     "interactive",
     "profiles",
     "ops",
