@@ -9,6 +9,7 @@ urlpatterns = [
     path("sessions/start/", home_views.session_start_one_click, name="session_start_one_click"),
     path("sessions/", views.session_list, name="session_list"),
     path("sessions/cards/", views.session_cards_view, name="session_cards"),
+    path("sessions/maintenance/", views.session_maintenance_view, name="session_maintenance"),
     path("sessions/<uuid:key>/stop/", views.session_stop_view, name="session_stop"),
     path("hub-internal/identity", internal_views.identity_view, name="hub_identity"),
     path("hub-internal/spawn-check", internal_views.spawn_check_view, name="hub_spawn_check"),

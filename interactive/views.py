@@ -38,17 +38,32 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "max_gpus": settings.SESSION_MAX_GPUS,
         "status": cluster_status(sessions_cluster().name),
         "low_use": sessions_low_use(cards),
-        "maintenance": _maintenance_ahead(form),
+        **_maintenance_ahead(form.data if form.is_bound else {}),
     }
 
 
-def _maintenance_ahead(form: SessionForm):
-    """Before a start: the clash of the longest session the form allows (``PORTAL_SESSION_MAX_HOURS``)
-    with a maintenance reservation on the partition chosen (or the first session partition), or
-    ``None``: the form says how long a session may be to start now."""
-    partition = form.data.get("partition") if form.is_bound else None
-    partition = partition or (settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else "")
-    return session_maintenance(cluster=sessions_cluster().name, partition=str(partition), hours=settings.SESSION_MAX_HOURS)
+def _maintenance_ahead(data) -> dict:
+    """Before a start, from the form's ``partition`` and ``hours`` (the first session partition and
+    the form's 2 h when not given): ``maintenance``, the clash of that session with a maintenance
+    reservation on every node of the partition, and ``maintenance_longest``, that of the longest
+    session the site allows (``PORTAL_SESSION_MAX_HOURS``); each ``None`` when there is none."""
+    partition = str(data.get("partition") or (settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""))
+    raw = str(data.get("hours") or "2").strip()
+    hours = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 4 else 0
+    cluster = sessions_cluster().name
+    return {
+        "maintenance": session_maintenance(cluster=cluster, partition=partition, hours=hours) if hours else None,
+        "maintenance_longest": session_maintenance(cluster=cluster, partition=partition, hours=settings.SESSION_MAX_HOURS),
+    }
+
+
+@login_required
+def session_maintenance_view(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment under the session form, before anything is sent: whether the session asked for
+    (``partition``, ``hours``; POSTed by the form as the job form's estimate is, or GET) would run into maintenance (:mod:`jobs.maintenance`, from the
+    snapshot), and how long one may be to start now. Empty when there is nothing to say."""
+    data = request.POST if request.method == "POST" else request.GET
+    return render(request, "interactive/_session_maintenance.html", _maintenance_ahead(data))
 
 
 @login_required

@@ -97,9 +97,18 @@ def test_the_session_form_says_how_long_a_session_may_be_to_start_now(client, al
     assert "ask for at most 1 h 59 min to start now" in clash.text or "ask for at most 2 h to start now" in clash.text
     assert session_maintenance(cluster="", partition="interactive", hours=1) is None
     client.force_login(alice)
-    page = BeautifulSoup(client.get("/sessions/").content, "html.parser")
-    note = page.select_one("[data-testid=maintenance-warning]")
+    page = BeautifulSoup(client.get("/sessions/").content, "html.parser")  # the form's 2 h start now
+    assert page.select_one("#session-maintenance [data-testid=maintenance-warning]") is None
+    note = page.select_one("#session-maintenance [data-testid=maintenance-longest]")
     assert note is not None and "for the longest session (8 h)" in note.get_text() and "maint_node1" in note.get_text()
+
+    def fragment(hours):
+        html = client.post("/sessions/maintenance/", {"partition": "interactive", "hours": hours}).content
+        return BeautifulSoup(html, "html.parser").select_one("[data-testid=maintenance-warning]")
+
+    warned = fragment("4")  # as the form asks when its hours change (HTMX)
+    assert warned is not None and "This session cannot start before" in warned.get_text() and "maint_node1" in warned.get_text()
+    assert fragment("1") is None and fragment("x") is None
 
 
 def test_a_job_sent_anyway_is_accepted_and_its_page_repeats_the_warning(
