@@ -22,6 +22,7 @@ from teams.models import Membership, Role, Team
 from teams.quota_notify import quota_notify, threshold_reached
 from teams.usage_records import TeamUsage
 from tests.fakes import ANY, FakeTransport
+from tests.interactive.test_gpu_idle import site  # noqa: F401  (shared fixture)
 from tests.jobs.conftest import portal_rows_only  # noqa: F401  (shared fixture)
 from tests.jobs.test_sync import JOB_18_KEY, job, snap
 
@@ -149,3 +150,22 @@ def test_a_job_submitted_outside_the_portal_is_told_too(alice, clean_cache):
         jobs_sync(outside_snap(rec), SlurmGateway(outside_sacct(rec)))
     (n,) = Notification.objects.filter(kind=NotificationKind.JOB_STARTED)
     assert n.key == event_key(plain, "started") and n.user == alice
+
+
+def test_an_idle_gpu_session_is_told_once_before_the_reclaim(alice, slurm_json, monkeypatch, site):
+    """The cull's GPU look (interactive.gpu_idle) on a stored usage read: at 25 of 30 idle minutes its
+    owner is told, once, with the card's own words; the stop itself comes at 30 (tests/interactive)."""
+    from tests.interactive.test_gpu_idle import cull_at, gpu_session
+
+    session = gpu_session(alice, slurm_json, monkeypatch, last_input_minutes=1)
+    t0 = djtz.now()
+    cull_at(t0, load=0.0)
+    cull_at(t0 + timedelta(minutes=20), load=0.0)
+    assert not Notification.objects.exists()  # not near yet
+    cull_at(t0 + timedelta(minutes=25), load=0.0)
+    cull_at(t0 + timedelta(minutes=26), load=0.0)
+    (n,) = Notification.objects.all()
+    session.refresh_from_db()
+    assert n.key == f"session:{session.key}:gpu-idle:{int(session.gpu_low_since.timestamp())}"
+    assert n.kind == NotificationKind.SESSION_STOPPING and n.email_state == "pending"
+    assert "your 1 A100 has been below 5 % SM activity for 25 min; the session stops in 5 min unless it is used" in n.body
