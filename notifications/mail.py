@@ -28,6 +28,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone as djtz
 
 from .models import EmailState, Notification
@@ -82,7 +83,7 @@ def notification_message(row: Notification) -> EmailMessage:
     body = row.body
     if row.link:
         body = f"{body}\n\n{settings.PORTAL_SITE_URL.rstrip('/')}{row.link}"
-    body += "\n\n-- \nChoose which notifications are mailed: " + settings.PORTAL_SITE_URL.rstrip("/") + "/notifications/settings/"
+    body += f"\n\n-- \nChoose which notifications are mailed: {settings.PORTAL_SITE_URL.rstrip('/')}{reverse('notification_settings')}"
     return EmailMessage(
         subject=f"[GPU portal] {row.subject}",
         body=body.strip() + "\n",

@@ -32,6 +32,7 @@ def test_the_same_event_noticed_twice_is_one_row_and_one_mail(alice, smtp_sink, 
     assert mail["Message-ID"] == "<notification-job.cluster1.41.abcd0123.failed@portal>"
     assert mail["To"] == "alice@example.org" and mail["Subject"] == "[GPU portal] Failed: job 41"
     assert "exit code 3" in mail.get_body().get_content()
+    assert "are mailed: http://127.0.0.1:8000/notifications/settings/" in mail.get_body().get_content()
     row = Notification.objects.get()
     assert (row.email_state, row.attempts, row.sent_at is not None) == (EmailState.SENT, 1, True)
     assert notifications_sweep() == {"sent": 0, "retry": 0, "failed": 0, "skipped": 0, "unreachable": 0}
