@@ -25,22 +25,24 @@ def alice(django_user_model):
 
 @pytest.fixture
 def recorded_pair(alice):
-    """Alice's two jobs of the recording as the poller stores them: job 1 running, job 2 pending."""
-    queue = {j.job_id: j for j in parse_jobs(json.loads((POLICY / "squeue_qos_max_gres_per_user.json").read_text()))}
+    """Alice's two jobs of the recording as the poller stores them: "running" (the first, running) and
+    "pending" (the second, pending behind it)."""
+    queue = parse_jobs(json.loads((POLICY / "squeue_qos_max_gres_per_user.json").read_text()))
+    mine = sorted((j for j in queue if j.user == "alice" and j.state in ("RUNNING", "PENDING")), key=lambda j: j.job_id)
     rows = {}
-    for job_id in (1, 2):
-        q = queue[job_id]
-        rows[job_id] = Job.objects.create(
+    for role, q in zip(("running", "pending"), mine[:2], strict=True):
+        rows[role] = Job.objects.create(
             user=alice, name="wrap", partition=q.partition, gpu_type="t4", gpu_count=sum(q.gpus.values()),
-            memory_mb=100, time_limit_min=q.time_limit or 5, script="sleep 120", slurm_job_id=job_id,
+            memory_mb=100, time_limit_min=q.time_limit or 5, script="sleep 120", slurm_job_id=q.job_id,
             state=JobState.RUNNING if q.state == "RUNNING" else JobState.PENDING, reason=q.reason if q.state == "PENDING" else "",
         )  # fmt: skip
+    assert rows["running"].state == JobState.RUNNING and rows["pending"].state == JobState.PENDING
     return rows
 
 
 def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
     settings.USER_MAX_GPUS = "1"
-    pending = recorded_pair[2]
+    pending = recorded_pair["pending"]
     assert pending.reason == "QOSMaxGRESPerUser"  # what Slurm 22.05 wrote
     reason = job_row(pending, {}).reason
     assert reason.heading == "Held by your team's quota:" and reason.holds
@@ -53,7 +55,7 @@ def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
 
 def test_gpu_cap_with_room_left_says_how_many_fit(recorded_pair, settings):
     settings.USER_MAX_GPUS = "4"
-    pending = recorded_pair[2]
+    pending = recorded_pair["pending"]
     pending.gpu_count = 4
     reason = cap_reason(explain_reason(pending.reason), pending)
     assert "You already use 1 of your 4 GPUs at once" in reason.sentence and "asks for 4" in reason.sentence
@@ -61,7 +63,7 @@ def test_gpu_cap_with_room_left_says_how_many_fit(recorded_pair, settings):
 
 
 def test_without_a_managed_cap_slurms_sentence_stays(recorded_pair):
-    reason = job_row(recorded_pair[2], {}).reason
+    reason = job_row(recorded_pair["pending"], {}).reason
     assert reason == explain_reason("QOSMaxGRESPerUser")
 
 
@@ -89,7 +91,7 @@ def test_jobs_too_big_for_the_pool_pend_and_say_the_pools_figures(alice, setting
 def test_submit_cap(recorded_pair, settings):
     settings.USER_MAX_SUBMIT_JOBS = "20"
     code = (POLICY / "sbatch_qos_max_submit_stderr.txt").read_text().splitlines()[0].removeprefix("sbatch: error: ")
-    reason = cap_reason(explain_reason(code), recorded_pair[2])
+    reason = cap_reason(explain_reason(code), recorded_pair["pending"])
     assert (
         reason.sentence
         == "You have as many jobs pending or running on cluster1 as the site allows one person (20; each array task counts)."
