@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .forms import PreferencesForm
@@ -38,7 +39,10 @@ def notification_read(request: HttpRequest, pk: int) -> HttpResponse:
     if not Notification.objects.filter(pk=pk, user=request.user).exists():
         raise Http404("No such notification of yours.")
     notifications_mark_read(user=request.user, ids=[pk])
-    return redirect(request.POST.get("next") or "notification_list")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = ""  # only back to a page of this portal
+    return redirect(back or "notification_list")
 
 
 @login_required
