@@ -115,3 +115,40 @@ def test_a_job_pending_longer_than_the_chosen_time_mails_once_with_the_reason(al
         assert [m["Message-ID"] for m in smtp_sink.messages].count(row.message_id) == 1
     finally:
         cancel(*(j for j in (blocker, waiting) if j is not None))
+
+
+def test_smtp_down_while_a_job_fails_then_up_delivers_once_and_the_list_has_it_meanwhile(
+    alice, smtp_down, settings, client, tmp_path
+):
+    from aiosmtpd.controller import Controller
+
+    from notifications.sink import SinkHandler
+
+    job = submit(alice, script="echo 'no GPU memory left' >&2\nexit 3\n")
+    try:
+        done = poll_until(job, lambda j: j.state in FINAL_STATES)
+        row = Notification.objects.get(key=event_key(done, "failed"))
+        deadline = time.monotonic() + 30
+        while row.attempts == 0 and time.monotonic() < deadline:  # the worker's log read, then its one try
+            time.sleep(0.5)
+            row.refresh_from_db()
+        assert (row.email_state, row.attempts) == (EmailState.PENDING, 1) and "not reachable" in row.last_error
+        client.force_login(alice)
+        page = client.get("/notifications/").content.decode()
+        assert f"Failed: job {done.slurm_job_id}" in page and "no GPU memory left" in page  # the list is unaffected
+        handler = SinkHandler(tmp_path / "mail")
+        controller = Controller(handler, hostname="127.0.0.1", port=settings.EMAIL_PORT)  # SMTP comes back
+        controller.start()
+        try:
+            assert notifications_sweep(now=row.next_attempt_at - timedelta(seconds=1))["sent"] == 0  # not due yet
+            later = row.next_attempt_at + timedelta(seconds=1)
+            assert notifications_sweep(now=later)["sent"] == 1
+            for _ in range(2):
+                snapshot_refresh()
+            assert notifications_sweep(now=later + timedelta(hours=3))["sent"] == 0
+            (mail,) = handler.messages
+            assert mail["Message-ID"] == row.message_id and "no GPU memory left" in mail.get_body().get_content()
+        finally:
+            controller.stop()
+    finally:
+        cancel(job)
