@@ -45,9 +45,9 @@ def qos_line(name: str) -> str:
     return out.strip()
 
 
-def sbatch(*options: str, script: str = "#!/bin/bash\nsleep 120\n", check: bool = True):
-    """``sbatch --parsable`` as alice on cluster1; the job id (``check``) or the result."""
-    result = get_gateway("cluster1").run(
+def sbatch(*options: str, script: str = "#!/bin/bash\nsleep 120\n", check: bool = True, cluster: str = "cluster1"):
+    """``sbatch --parsable`` as alice on ``cluster``; the job id (``check``) or the result."""
+    result = get_gateway(cluster).run(
         ["sbatch", "--parsable", "--chdir=/tmp", "--mem=100M", *options], as_user="alice", stdin=script, check=False
     )
     if not check:
@@ -67,12 +67,12 @@ def sbatch_in_qos(qos: str, *options: str, **kw):
         time.sleep(1)
 
 
-def poll(job_id: int, predicate, what: str, timeout: float = 90) -> Job:
+def poll(job_id: int, predicate, what: str, timeout: float = 90, cluster: str = "cluster1") -> Job:
     deadline = time.monotonic() + timeout
     job = None
     while time.monotonic() < deadline:
-        snapshot_refresh(cluster="cluster1")
-        job = Job.objects.filter(slurm_cluster="cluster1", slurm_job_id=job_id).first()
+        snapshot_refresh(cluster=cluster)
+        job = Job.objects.filter(slurm_cluster=cluster, slurm_job_id=job_id).first()
         if job is not None and predicate(job):
             return job
         time.sleep(1)
@@ -151,42 +151,60 @@ def test_a_pending_jobs_cap_refuses_the_extra_submission_with_slurms_words(alice
     jobs.append(int(third.out.strip().split(";")[0]))
 
 
-@pytest.fixture
-def pool_jobs():
+#: Per cluster: the pool's node, the big partition kept off it, and the pool node's GPU type.
+POOLS = {"cluster1": ("node3", "train", "t4"), "cluster2": ("g2", "gpu", "l40s")}
+
+
+@pytest.fixture(params=list(POOLS))
+def pool_jobs(request):
+    """(cluster, job ids to cancel by id afterwards)."""
     ids: list[int] = []
-    yield ids
+    yield request.param, ids
     for job_id in ids:
-        get_gateway("cluster1").run(["scancel", str(job_id)], as_user="alice", check=False)
+        get_gateway(request.param).run(["scancel", str(job_id)], as_user="alice", check=False)
 
 
 def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alice, pool_jobs, settings, client):
-    snapshot = snapshot_refresh(cluster="cluster1")
+    cluster, ids = pool_jobs
+    node, big, gpu = POOLS[cluster]
+    snapshot = snapshot_refresh(cluster=cluster)
     parts = {p.name: p for p in snapshot.partitions}
-    assert parts["small"].nodes == ("node3",) and "node3" not in parts["train"].nodes  # held back from train
-    # a 1-GPU 10-minute job: accepted and runs on node3
-    pool_jobs.append(
-        sbatch("-p", "small", "--gres=gpu:t4:1", "-t", "10", "--job-name=it-pool-small", script="#!/bin/bash\nsleep 20\n")
+    assert parts["small"].nodes == (node,) and node not in parts[big].nodes  # held back from the big partition
+    # a 1-GPU 10-minute job: accepted and runs on the pool's node
+    ids.append(
+        sbatch(
+            "-p",
+            "small",
+            f"--gres=gpu:{gpu}:1",
+            "-t",
+            "10",
+            "--job-name=it-pool-small",
+            script="#!/bin/bash\nsleep 20\n",
+            cluster=cluster,
+        )
     )
-    job = poll(pool_jobs[-1], lambda j: j.state in (JobState.RUNNING, JobState.COMPLETED), "pool job running", timeout=120)
+    job = poll(
+        ids[-1], lambda j: j.state in (JobState.RUNNING, JobState.COMPLETED), "pool job running", timeout=120, cluster=cluster
+    )
     assert job.partition == "small"
     # too big for the pool: accepted, but held (never started there), and its page says why in the pool's figures
     settings.SMALL_POOL_PARTITION = "small"
     client.force_login(alice)
     for options, code, words in (
-        (("--gres=gpu:t4:2", "-t", "10"), "QOSMaxGRESPerJob", "takes jobs of at most 1 GPU; this one asks for 2."),
-        (("--gres=gpu:t4:1", "-t", "90"), "PartitionTimeLimit", "takes jobs of at most 1 h; this one asks for 90 min."),
+        ((f"--gres=gpu:{gpu}:2", "-t", "10"), "QOSMaxGRESPerJob", "takes jobs of at most 1 GPU; this one asks for 2."),
+        ((f"--gres=gpu:{gpu}:1", "-t", "90"), "PartitionTimeLimit", "takes jobs of at most 1 h; this one asks for 90 min."),
     ):
-        pool_jobs.append(sbatch("-p", "small", *options, "--job-name=it-pool-big"))
-        held = poll(pool_jobs[-1], lambda j, code=code: j.state == JobState.PENDING and j.reason == code, code)
+        ids.append(sbatch("-p", "small", *options, "--job-name=it-pool-big", cluster=cluster))
+        held = poll(ids[-1], lambda j, code=code: j.state == JobState.PENDING and j.reason == code, code, cluster=cluster)
         page = client.get(f"/jobs/{held.key}/").content.decode()
         assert f"The small-job pool (partition small) {words}" in page, page
     # and the big partition cannot reach the pool's node
-    result = sbatch("-p", "train", "--gres=gpu:t4:1", "-t", "10", check=False)
+    result = sbatch("-p", big, f"--gres=gpu:{gpu}:1", "-t", "10", check=False, cluster=cluster)
     assert result.returncode == 1 and "Requested node configuration is not available" in result.err, result.err
     # the portal says so before sending, with the pool's figures
     request = JobRequest(
-        name="big-in-pool", partition="small", gpu_type="t4", gpu_count=2, cpus=1, memory_mb=500, time_limit_min=90,
-        script="true\n",
+        name="big-in-pool", partition="small", gpu_type=gpu, gpu_count=2, cpus=1, memory_mb=500, time_limit_min=90,
+        script="true\n", cluster=cluster,
     )  # fmt: skip
     from portal.refusals import Refused
 
