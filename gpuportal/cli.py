@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,23 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
+    return value
+
+
+def _local_time(iso: str | None) -> str:
+    """An API time (ISO 8601, UTC) as ``YYYY-MM-DD HH:MM`` in this machine's zone; ``-`` when absent."""
+    if not iso:
+        return "-"
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso
+
+
 class _ParseError(Exception):
     """The command line did not parse: ``message`` as argparse says it, ``usage`` the usage line,
     ``prog`` the (sub)command's name (``gpuportal submit``)."""
@@ -296,6 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
     command("kinds", cmd_sessions_kinds, "list the kinds of session the portal has (for notebook --kind)", parent=ssub)
     q = command("stop", cmd_sessions_stop, "stop a session", parent=ssub)
     q.add_argument("name", metavar="NAME")
+
+    p = command("notifications", cmd_notifications, "list your notifications (job failed, pending long, ...) or mark them read")
+    p.add_argument("--unread", action="store_true", help="only the unread ones")
+    p.add_argument("-n", "--limit", type=_positive_int, default=50, metavar="N", help="at most N, newest first (default 50)")
+    mark = p.add_mutually_exclusive_group()
+    mark.add_argument("--read", type=_positive_int, nargs="+", metavar="ID", help="mark these read (ids from the list)")
+    mark.add_argument("--read-all", action="store_true", help="mark all of yours read")
 
     p = command("profiles", None, "job profiles: ls, push, run")
     psub = p.add_subparsers(dest="profiles_command", metavar="{ls,push,run}")
@@ -892,6 +917,31 @@ def cmd_sessions_stop(ctx: Context) -> int:
         ctx.emit(session)
     else:
         out(f"Stopping session {session.get('name', ctx.args.name)} ({session.get('state', '?')})")
+    return 0
+
+
+def cmd_notifications(ctx: Context) -> int:
+    """``notifications``: ``GET /notifications`` as a table (ID, WHEN, KIND, SUBJECT, a ``*`` for unread);
+    with ``--read ID...`` / ``--read-all``: ``POST /notifications/read`` and how many were marked."""
+    client = ctx.client()
+    if ctx.args.read or ctx.args.read_all:
+        done = client.mark_notifications_read(ctx.args.read if ctx.args.read else None)
+        if ctx.json:
+            ctx.emit(done)
+        else:
+            out(f"Marked {done.get('marked', 0)} read.")
+        return 0
+    doc = client.list_notifications(unread=ctx.args.unread, limit=ctx.args.limit)
+    if ctx.json:
+        ctx.emit(doc)
+        return 0
+    items = doc.get("items") or []
+    rows = [
+        (n.get("id"), "" if n.get("read_at") else "*", _local_time(n.get("created_at")), n.get("kind"), n.get("subject"))
+        for n in items
+    ]
+    out(table(["ID", "NEW", "WHEN", "KIND", "SUBJECT"], rows) if items else "No notifications.")
+    out(f"{doc.get('unread', 0)} unread.")
     return 0
 
 

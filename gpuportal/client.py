@@ -288,6 +288,14 @@ class Client:
         """``DELETE /sessions/{name}``: the session (HTTP 202)."""
         return self.request("DELETE", f"/sessions/{_seg(name)}")
 
+    def list_notifications(self, *, unread: bool = False, limit: int = 50) -> dict:
+        """``GET /notifications``: ``{"unread": int, "items": [notification, ...]}``, newest first."""
+        return self.request("GET", "/notifications", params={"unread": "true" if unread else "false", "limit": limit})
+
+    def mark_notifications_read(self, ids: list[int] | None = None) -> dict:
+        """``POST /notifications/read``: mark these of yours read (``None``: all); ``{"marked": int}``."""
+        return self.request("POST", "/notifications/read", body={"ids": ids})
+
     def list_profiles(self) -> dict:
         """``GET /profiles``: ``{"items": [profile, ...], "count": int}``."""
         return self.request("GET", "/profiles")
