@@ -186,3 +186,23 @@ def test_bad_policy_settings_are_a_skipped_line_not_an_exception(fake, settings)
     assert report.lines == [
         "! skipped site policy: PORTAL_USER_MAX_GPUS='lots' is not a whole number of at least 1, 'unlimited' or empty"
     ]
+
+
+def test_check_slurm_on_the_settings_page_shows_the_qos_change(fake, settings, client, django_user_model):
+    """The teams settings page's "Check Slurm" (a dry run through teams/sync_runs.py, as the worker runs it)
+    lists the site policy's change with the teams' ones."""
+    from teams.models import Team
+    from teams.sync_runs import sync_run_perform, sync_run_queue
+
+    settings.USER_MAX_GPUS = "4"
+    fake.expect(SHOW_ASSOCIATIONS, stdout="")
+    fake.expect(SHOW_USERS, stdout="")
+    fake.expect(SHOW_QOS, stdout=(FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text())
+    Team.objects.create(name="vision", managed=False)  # its page shows the run; not synced itself
+    run = sync_run_queue(dry_run=True, teams=["vision"])
+    sync_run_perform(run_id=run.run_id, dry_run=True, attempt=1, retry_in=15, clusters=["cluster1"])
+    client.force_login(django_user_model.objects.create(username="dana", is_staff=True))
+    html = client.get(f"/teams/vision/settings/sync/{run.run_id}/").content.decode()
+    assert "Dry run: 1 change(s) planned, none applied." in html
+    assert "~ set QOS normal MaxTRESPerUser gres/gpu=4 (was none)" in html
+    assert len(fake.calls) == 3  # read only: nothing was changed
