@@ -68,6 +68,9 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
     "PORTAL_SBATCH_HELPER": (str, "/usr/local/libexec/gpuportal/gpuportal-sbatch"),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
+    # Container images (issue 22)
+    "PORTAL_IMAGE_NONE_ALLOWED": (bool, True),
+    "PORTAL_IMAGE_CHECK_INTERVAL": (float, 300.0),
     # Job profiles: environments (uv) and containers
     "PORTAL_ENV_CACHE_DIR": (str, "/srv/gpuportal/envs"),
     "PORTAL_ENV_UV": (str, "/opt/gpuportal/tools/bin/uv"),

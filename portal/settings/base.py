@@ -211,6 +211,10 @@ PORTAL_SBATCH_HELPER = env("PORTAL_SBATCH_HELPER")
 PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
 #: Seconds a user's home directory (``getent passwd`` on the submit host) is remembered.
 PORTAL_HOME_CACHE_SECONDS = 3600
+#: Container images (images app): whether "none: the node's own system" may be chosen, and seconds
+#: between the checks that each image is readable on each cluster (images.availability).
+PORTAL_IMAGE_NONE_ALLOWED = env("PORTAL_IMAGE_NONE_ALLOWED")
+PORTAL_IMAGE_CHECK_INTERVAL = env("PORTAL_IMAGE_CHECK_INTERVAL")
 
 # --- teams -----------------------------------------------------------------------------------
 #: IdP group names that make someone a member / lead of team ``{team}`` (a Slurm account).
@@ -332,6 +336,8 @@ CELERY_BEAT_SCHEDULE = {
     "jobs-pending-notify": _every("jobs.tasks.jobs_pending_notify_task", 60.0),
     #: GPUs allocated and in total per cluster and type, from the snapshots (adoption/samples.py).
     "adoption-allocation-sample": _every("adoption.tasks.allocation_sample_task", 300.0),
+    #: Whether each registered image is readable on each cluster (images/availability.py).
+    "images-availability": _every("images.tasks.images_availability_task", PORTAL_IMAGE_CHECK_INTERVAL),
 }
 #: One scheduler however many ``celery beat`` processes run (a deploy, or by mistake): RedBeat keeps
 #: the schedule in Redis and lets only the holder of its lock send tasks; a second beat waits for the
