@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 FAILED_DETAIL_WAIT_S = 120
 #: Lines of stdout/stderr put into a failed job's notification.
 LOG_LINES = 20
+#: A job its owner held waits by their own choice: not told (one an administrator held is).
+USER_HELD = "JobHeldUser"
 #: Pending rows looked at per run of the beat task (the longest waiting first).
 PENDING_BATCH = 2000
 
@@ -135,10 +137,12 @@ def jobs_pending_notify(*, now: datetime | None = None) -> int:
     """Tell owners of jobs pending longer than their chosen time (``NotificationPreferences.pending_minutes``,
     0 = never), counted from Slurm's submit time (``slurm_submit_at``, else when the portal sent it),
     with the pending reason's sentence (:func:`jobs.reasons.explain_reason` of squeue's ``state_reason``).
-    One notification per job (key ``...:pending``). Returns how many were made."""
+    One notification per job (key ``...:pending``); a job its owner held (``JobHeldUser``) is not told.
+    Returns how many were made."""
     now = now or djtz.now()
     rows = list(
         Job.objects.filter(state=JobState.PENDING, slurm_job_id__isnull=False)
+        .exclude(reason=USER_HELD)
         .select_related("user", "user__notification_preferences")
         .order_by("slurm_submit_at", "pk")[:PENDING_BATCH]
     )

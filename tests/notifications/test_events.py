@@ -63,7 +63,8 @@ def test_finished_and_cancelled_are_finished_and_told_once(alice):
 
 def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice, bob):
     long_ago = djtz.now() - timedelta(minutes=45)
-    waits = job(alice, 41, reason="JobHeldUser", slurm_submit_at=long_ago)
+    waits = job(alice, 41, reason="JobHeldAdmin", slurm_submit_at=long_ago)
+    job(alice, 44, reason="JobHeldUser", slurm_submit_at=long_ago)  # she held it herself: not told
     job(bob, 42, reason="Priority", slurm_submit_at=long_ago)  # bob keeps the default: 60 min
     preferences_set(user=alice, email={}, pending_minutes=30)
     assert jobs_pending_notify() == 1
@@ -72,7 +73,7 @@ def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice,
     assert n.user == alice and n.key == event_key(waits, "pending") and n.kind == NotificationKind.JOB_PENDING
     assert n.subject == "Still pending after 45 min: job 41 (j41)"
     assert "pending for 45 minutes (you asked to be told after 30)" in n.body
-    assert "Why it waits: You put this job on hold." in n.body and n.email_state == "pending"
+    assert "Why it waits: An administrator put this job on hold." in n.body and n.email_state == "pending"
     assert jobs_pending_notify(now=djtz.now() + timedelta(minutes=20)) == 1  # bob's 60 min now passed
     preferences_set(user=alice, email={}, pending_minutes=0)  # never
     job(alice, 43, slurm_submit_at=long_ago - timedelta(days=1))

@@ -2,7 +2,8 @@
 (aiosmtpd on 127.0.0.1): a job that fails with ``exit 3`` mails its owner exactly once, with the exit
 code and its log's last lines (read as alice through the gateway, in the worker task); a job pending
 longer than its owner's chosen time (its node is taken by alice's other job) mails once, with the
-pending reason. Each poll after that notices the same events again and mails nothing more. Celery
+pending reason; with SMTP down a failed job's mail waits (the list has it) and is sent once when SMTP
+is back. Each poll after that notices the same events again and mails nothing more. Celery
 runs eagerly and the database commits (transactional), so every on-commit step runs as in a worker."""
 
 from __future__ import annotations
