@@ -22,7 +22,9 @@ from django.utils import timezone as djtz
 
 from accounts.models import User
 from audit.services import audit
+from jobs.cap_reasons import CAP_REASONS, HeldRequest, cap_reason
 from jobs.policy import SitePolicy
+from jobs.reasons import explain_reason
 from jobs.selectors import snapshot_status
 from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
@@ -236,7 +238,7 @@ class SessionCard:
             if self.estimate:
                 parts.append(f"estimated start {self.estimate.astimezone(UTC):%H:%M} UTC")
             if self.job is not None and self.job.reason and self.job.reason != "None":
-                parts.append(f"Slurm reason: {self.job.reason}")
+                parts.append(f"Slurm reason: {self.job.reason}" + _cap_note(s, self.job.reason))
             if s.give_up_at:
                 parts.append(f"gives up at {s.give_up_at.astimezone(UTC):%H:%M} UTC if not started")
             if self.gives_up_before_estimate:
@@ -334,6 +336,17 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
             session_mark_running(session)
         cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
     return cards, warning
+
+
+def _cap_note(session: Session, code: str) -> str:
+    """`` (<the site's cap in its figures>)`` when Slurm holds the session for a per-person cap or the
+    small-job pool's limits (:func:`jobs.cap_reasons.cap_reason`), else ``""``."""
+    if code not in CAP_REASONS:
+        return ""
+    held = HeldRequest(session.user_id, sessions_cluster().name, session.gpu_count, session.partition, session.time_limit_min)
+    reason = explain_reason(code)
+    worded = cap_reason(reason, held)
+    return f" ({worded.sentence})" if worded != reason else ""
 
 
 def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:

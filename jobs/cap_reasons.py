@@ -12,6 +12,8 @@ accepted and pends, never started there; recorded in ``squeue_pool_limits.json``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from teams.site_policy import Policy, site_policy
 
 from .models import Job, on_cluster
@@ -30,11 +32,27 @@ CAP_REASONS = frozenset(
 _RUNNING = ("RUNNING", "CONFIGURING", "COMPLETING")
 
 
-def gpus_in_use(job: Job) -> int:
+def gpus_in_use(job) -> int:
     """GPUs the job's owner holds at once on its cluster: the ``gpu_count`` of their running jobs, as
-    the poller last stored them from squeue (portal and outside jobs; no Slurm call)."""
-    rows = Job.objects.filter(on_cluster(job.cluster), user_id=job.user_id, state__in=_RUNNING).exclude(pk=job.pk)
+    the poller last stored them from squeue (portal and outside jobs; no Slurm call). ``job``: a
+    :class:`~jobs.models.Job`, or anything with ``user_id`` and ``cluster`` (a session: its Slurm job
+    is pending, so it is not among them)."""
+    rows = Job.objects.filter(on_cluster(job.cluster), user_id=job.user_id, state__in=_RUNNING)
+    if isinstance(job, Job):
+        rows = rows.exclude(pk=job.pk)
     return sum(rows.values_list("gpu_count", flat=True))
+
+
+@dataclass(frozen=True)
+class HeldRequest:
+    """What :func:`cap_reason` needs of something Slurm holds that is not a Job row (a session's
+    Slurm job): the owner, the cluster, and what it asks for (GPUs, partition, minutes)."""
+
+    user_id: int
+    cluster: str
+    gpu_count: int
+    partition: str
+    time_limit_min: int
 
 
 def _gpus(n: int) -> str:
@@ -45,7 +63,7 @@ def _minutes(minutes: int) -> str:
     return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
 
 
-def cap_reason(reason: Reason, job: Job, *, policy: Policy | None = None) -> Reason:
+def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None = None) -> Reason:
     """``reason`` in the site's figures when it is one of :data:`CAP_REASONS` and the policy names the
     cap (e.g. "Held by the per-person GPU cap: you already use 4 of your 4 GPUs at once on cluster1;
     it starts when one of your jobs ends."); else ``reason`` unchanged. Never raises for bad policy

@@ -96,3 +96,20 @@ def test_submit_cap(recorded_pair, settings):
         reason.sentence
         == "You have as many jobs pending or running on cluster1 as the site allows one person (20; each array task counts)."
     )
+
+
+def test_a_session_held_by_the_gpu_cap_says_it_on_its_card(recorded_pair, settings, alice):
+    """A session's Slurm job pending QOSMaxGRESPerUser: its card's line has the cap in the site's figures
+    (interactive.services: "Slurm reason: QOSMaxGRESPerUser (You already use 1 of your 1 GPU ...)")."""
+    from interactive.models import Session
+    from interactive.services import _cap_note
+
+    settings.USER_MAX_GPUS = "1"
+    session = Session.objects.create(
+        user=alice, server_name="s1", ide="lab", partition="interactive", gpu_count=1, memory_mb=1000, time_limit_min=60
+    )
+    note = _cap_note(session, "QOSMaxGRESPerUser")
+    assert note.startswith(" (You already use 1 of your 1 GPU at once on cluster1") and note.endswith("one of your jobs ends.)")
+    assert _cap_note(session, "Resources") == ""
+    settings.USER_MAX_GPUS = ""
+    assert _cap_note(session, "QOSMaxGRESPerUser") == ""  # no figures known: Slurm's code alone
