@@ -1,6 +1,7 @@
 """End to end in headless Chromium through the real IdP: a researcher sees the unread count in the
 nav (and it follows a new notification without a reload: HTMX), opens the list, marks one read and
-then all; another person's notification never shows, and marking it by its URL is a 404."""
+then all; another person's notification never shows, and marking it by its URL is a 404. She chooses
+to be mailed when a job starts and after 15 pending minutes. axe-core finds nothing serious on either page."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.db import connection
 
 from notifications.models import Notification, NotificationKind
 from notifications.services import notify
+from tests.e2e.axe import axe_report, axe_violations
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -50,6 +52,8 @@ def test_researcher_sees_the_unread_count_and_the_list_and_marks_read(portal_wit
     assert items.filter(has_text="job 902").get_by_test_id("mark-read").count() == 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "e2e-notifications.png"), full_page=True)
+    violations = axe_violations(page)
+    assert violations == [], axe_report(violations)
     page.get_by_test_id("mark-all-read").click()
     page.wait_for_selector("text=Marked 2 notifications read.")
     assert page.get_by_test_id("unread-count").count() == 0
@@ -67,3 +71,11 @@ def test_researcher_sees_the_unread_count_and_the_list_and_marks_read(portal_wit
     assert theirs.read_at is None
     connection.close()
     assert re.search(r"Notifications", page.get_by_test_id("notifications-link").inner_text())
+    page.goto(portal_with_idp + "/notifications/settings/")
+    page.get_by_label("Job started").check()
+    page.fill("input[name=pending_minutes]", "15")
+    page.get_by_test_id("save-notification-settings").click()
+    page.wait_for_selector("text=Notification settings saved.")
+    assert page.get_by_label("Job started").is_checked() and page.input_value("input[name=pending_minutes]") == "15"
+    violations = axe_violations(page)
+    assert violations == [], axe_report(violations)
