@@ -23,6 +23,7 @@ from notifications.models import Notification, NotificationKind
 from notifications.services import notification_detail_add, notify, preferences_get
 from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
+from .cap_reasons import cap_reason
 from .logs import job_log_tail
 from .models import Job, cluster_of
 from .reasons import explain_reason
@@ -163,6 +164,7 @@ def jobs_pending_notify(*, now: datetime | None = None) -> int:
             requeued=job.restart_count > 0,
             description=job.reason_description,
         )
+        reason = cap_reason(reason, job)  # a per-person cap or the small-job pool, in the site's figures
         waited = int((now - since).total_seconds() // 60)
         fix = f" {reason.fix}" if reason.fix else ""
         with transaction.atomic():

@@ -113,3 +113,22 @@ def test_a_session_held_by_the_gpu_cap_says_it_on_its_card(recorded_pair, settin
     assert _cap_note(session, "Resources") == ""
     settings.USER_MAX_GPUS = ""
     assert _cap_note(session, "QOSMaxGRESPerUser") == ""  # no figures known: Slurm's code alone
+
+
+def test_the_pending_notification_names_the_cap(recorded_pair, settings, alice):
+    """Pending longer than alice's chosen time because of her GPU cap: the notification says which cap."""
+    from datetime import timedelta
+
+    from django.utils import timezone as djtz
+
+    from jobs.notify import jobs_pending_notify
+    from notifications.models import Notification
+    from notifications.services import preferences_set
+
+    settings.USER_MAX_GPUS = "1"
+    Job.objects.filter(pk=recorded_pair["pending"].pk).update(slurm_submit_at=djtz.now() - timedelta(minutes=45))
+    preferences_set(user=alice, email={}, pending_minutes=30)
+    assert jobs_pending_notify() == 1
+    (n,) = Notification.objects.filter(user=alice)
+    assert "Why it waits: You already use 1 of your 1 GPU at once on cluster1" in n.body
+    assert "Wait for one of your jobs to end, or cancel one." in n.body
