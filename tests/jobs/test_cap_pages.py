@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 LINES = (
     "At most 4 GPUs at once per person. At most 20 pending or running jobs per person (each array task counts). "
-    "Jobs of at most 1 h and 1 GPU may use the small-job pool (partition small), held back from big jobs."
+    "Jobs of at most 1 h and 1 GPU may use the small-job pool (partition small: node3 on cluster1), held back from big jobs."
 )
 
 
@@ -51,6 +51,12 @@ def policy_text(client, url: str) -> str:
 @pytest.mark.parametrize("url", ["/jobs/new/", "/sessions/", "/profiles/new/"])
 def test_the_forms_say_the_caps_and_the_pool(site, url):
     assert policy_text(site, url) == LINES
+
+
+def test_a_site_of_one_cluster_names_only_the_pools_nodes(site, settings):
+    """A site of one cluster names no cluster (two clusters: "node3 on cluster1", above)."""
+    settings.PORTAL_CLUSTERS_FILE = ""  # one cluster: cluster1 alone
+    assert "(partition small: node3), held back" in policy_text(site, "/jobs/new/")
 
 
 def test_nothing_is_said_when_the_site_manages_nothing(site, settings):
