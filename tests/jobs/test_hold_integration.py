@@ -67,10 +67,11 @@ def test_hold_then_release_a_waiting_job(
 ):
     snapshot = snapshot_refresh(cluster=cluster)
     assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
-    # The node of partition small (4 CPUs, 2 GPUs) is taken whole by the first job, so the second waits.
+    # The node of partition small (4 CPUs) is taken whole by the first job's CPUs, so the second waits. One GPU:
+    # small is the small-job pool, whose QOS holds jobs of more than 1 GPU (docs/policy.md).
     capture = django_capture_on_commit_callbacks
     blocker = submit(
-        alice, cluster, capture, name="it-hold-blocker", cpus=4, gpu_type=GPU_TYPE[cluster], gpu_count=2, script="sleep 300\n"
+        alice, cluster, capture, name="it-hold-blocker", cpus=4, gpu_type=GPU_TYPE[cluster], gpu_count=1, script="sleep 300\n"
     )
     waiting = None
     try:
