@@ -25,6 +25,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "script":         ("script",     "run.command",             "",          ""),
     "requeue":        ("requeue",    "run.requeue",             "",          ""),
     "cluster":        ("cluster",    "cluster",                 "",          ""),
+    "image":          ("image",      "image",                   "image",     "image"),
     "options":        ("",           "",                        "",          ""),
 }  # fmt: skip
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 from django.urls import reverse
 
+from images.availability import image_state
+from images.selectors import images_for
 from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
 from slurm.values import parse_time_limit
@@ -49,6 +52,24 @@ class MemoryField(forms.Field):
             )
 
 
+def image_choices(cluster: str) -> list[tuple[str, str]]:
+    """The image select's (value, label) pairs on ``cluster``: "none: the node's own system" first
+    when the site allows it (``PORTAL_IMAGE_NONE_ALLOWED``), then every enabled image of that cluster
+    (:func:`images.selectors.images_for`), each with its OS, Python and CUDA and, when they are
+    limited, its partitions; one the last availability check did not find says so (submitting it is
+    refused with why)."""
+    choices = [("", "none: the node's own system")] if settings.PORTAL_IMAGE_NONE_ALLOWED else []
+    for image in images_for(cluster=cluster):
+        label = image.summary
+        if image.partitions:
+            label += f" (partitions {', '.join(image.partitions)})"
+        state = image_state(image, cluster)
+        if state.checked and not state.available:
+            label += " — not usable now"
+        choices.append((image.name, label))
+    return choices
+
+
 class JobForm(forms.Form):
     cluster = forms.CharField(
         required=False,
@@ -58,6 +79,12 @@ class JobForm(forms.Form):
     name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
     account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
     partition = forms.CharField(widget=forms.Select)
+    image = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        label="Image",
+        help_text="The site's container image the script runs in (its OS, Python and libraries), or the node's own system.",
+    )
     gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
     gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
@@ -109,6 +136,7 @@ class JobForm(forms.Form):
         cluster.initial = policy.cluster
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
+        self.fields["image"].widget.choices = image_choices(policy.cluster)
         types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
@@ -154,4 +182,5 @@ class JobForm(forms.Form):
             requeue=bool(data.get("requeue")),
             account=data.get("account") or "",
             cluster=data.get("cluster") or self.policy.cluster,
+            image=(data.get("image") or "").strip(),
         )

@@ -28,6 +28,15 @@ def on_cluster(name: str) -> models.Q:
     return ~models.Q(slurm_cluster__in=[n for n in cluster_names() if n != name])
 
 
+#: The exit code of a batch script whose image is gone when the job starts (:mod:`jobs.batch`).
+IMAGE_GONE_EXIT = 97
+
+
+def image_gone_sentence(name: str, path: str) -> str:
+    """What the log and the job page say when a job's image is no longer there at its start."""
+    return f"The image {name} ({path}) is no longer on the cluster: ask your admins or choose another image"
+
+
 class MemoryPer(models.TextChoices):
     """What Slurm's memory figure of a job counts: ``--mem`` is per node, ``--mem-per-cpu`` (and a
     ``DefMemPerCPU`` default) per CPU."""
@@ -113,6 +122,12 @@ class Job(models.Model):
     #: The profile it was submitted from (None: the form), and that profile's document as run.
     profile = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
     profile_spec = models.JSONField(default=dict, blank=True)
+    #: The site image (:class:`images.models.Image`) it runs in, as it was when submitted: name, path
+    #: and content digest (kept on the job: the registry row may change or go). ``""``: none, the
+    #: node's own system.
+    image_name = models.CharField(max_length=64, blank=True, default="")
+    image_path = models.CharField(max_length=1024, blank=True, default="")
+    image_digest = models.CharField(max_length=128, blank=True, default="")
 
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -293,8 +308,30 @@ class Job(models.Model):
         return self.state in (JobState.SUBMITTING, JobState.PENDING, JobState.SUBMIT_FAILED)
 
     @property
+    def environment_text(self) -> str:
+        """Which environment the script ran in, in words: a profile's virtual environment (on top of
+        the image's Python, or the node's), or the image's / node's own packages."""
+        env = (self.profile_spec or {}).get("environment") if isinstance(self.profile_spec, dict) else None
+        base = f"the image {self.image_name}" if self.image_name else "the node's own system"
+        if env:
+            pip = env.get("pip") or []
+            return (
+                f"the virtual environment of profile {self.profile_spec.get('name', '')} (Python {env.get('python') or 'default'}, "
+                f"{len(pip)} pip package{'s' if len(pip) != 1 else ''}) on top of {base}'s Python"
+            )
+        return f"{base}'s own packages (no virtual environment)"
+
+    @property
+    def image_gone(self) -> bool:
+        """It failed at its start because its image was no longer on the cluster (the batch script's
+        check exits :data:`IMAGE_GONE_EXIT`, :mod:`jobs.batch`)."""
+        return bool(self.image_name) and self.state == JobState.FAILED and self.exit_code == IMAGE_GONE_EXIT
+
+    @property
     def end_hint(self) -> str:
         """What to do after a job ended badly, in plain words ("" when nothing to say)."""
+        if self.image_gone:
+            return image_gone_sentence(self.image_name, self.image_path)
         return {
             JobState.TIMEOUT: f"The job reached its time limit ({self.time_limit_min} min) and was stopped. Ask for more time, or let it resume from a checkpoint.",
             JobState.OUT_OF_MEMORY: "The job ran out of memory and was stopped. Ask for more memory.",

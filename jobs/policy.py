@@ -49,6 +49,8 @@ class JobRequest:
     requeue: bool = True
     #: The configured cluster it runs on (:mod:`slurm.clusters`); ``""``: the site's default.
     cluster: str = ""
+    #: A registered image's name (:mod:`images`) to run the script in; ``""``: none, the node's own system.
+    image: str = ""
 
 
 @dataclass(frozen=True)

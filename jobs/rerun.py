@@ -22,7 +22,7 @@ from .submit import job_check, job_create
 
 def run_again_request(job: Job) -> JobRequest:
     """The :class:`JobRequest` a portal job was submitted with, read from its row: name, cluster,
-    team, partition, GPU type and count, CPUs, memory (MiB), time limit (minutes), script, requeue,
+    team, partition, GPU type and count, CPUs, memory (MiB), time limit (minutes), script, requeue, image,
     and the working directory the user chose (``""`` when it was the job's own per-job directory,
     so the copy gets a new one)."""
     return JobRequest(
@@ -38,6 +38,7 @@ def run_again_request(job: Job) -> JobRequest:
         account=job.account,
         requeue=job.requeue,
         cluster=job.cluster,
+        image=job.image_name,
     )
 
 

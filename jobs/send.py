@@ -195,7 +195,12 @@ def _job_send_locked(job_id: int) -> Job:
             return _adopt(job, found[0], action="job.adopted")
     jobdir = posixpath.dirname(job.output_path)
     dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
-    script = render_batch_script(job)
+    try:  # a job in an image binds the user's home into it (cached: the look-up above)
+        script = render_batch_script(job, home=user_home(job.user.username, cluster=job.cluster) if job.image_name else "")
+    except (SlurmTimeout, SlurmUnreachable) as exc:
+        raise SubmissionUncertain(str(exc)) from exc
+    except (SlurmError, ValueError) as exc:
+        return _fail(job, f"The job's image could not be prepared: {exc}.")
     try:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
         cluster = cluster_get(job.cluster)

@@ -16,6 +16,8 @@ from django.utils import timezone as djtz
 
 from accounts.models import User
 from audit.services import audit
+from images.models import Image
+from images.services import image_choice_check
 from portal.refusals import Problem, Refused
 from slurm.clusters import cluster_get
 from slurm.states import ACTIVE_STATES
@@ -37,12 +39,15 @@ class CheckedRequest:
     request: JobRequest
     account: str
     cluster: str = ""
+    #: The image it runs in (checked by :func:`images.services.image_check`), ``None``: the node's own system.
+    image: Image | None = None
 
 
 def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = None) -> CheckedRequest:
     """Check ``request`` against its cluster's site policy (``policy`` when it is that cluster's,
     else :meth:`SitePolicy.for_cluster`, from the stored snapshots) and the user's teams. Returns the
-    :class:`CheckedRequest` to give :func:`job_create`. Raises :class:`Refused` with every problem,
+    :class:`CheckedRequest` to give :func:`job_create`, with the request's image (``request.image``,
+    :func:`images.services.image_choice_check`). Raises :class:`Refused` with every problem,
     named by :class:`JobRequest` field (``cluster`` for a cluster that is not configured)."""
     cluster = cluster_get(request.cluster)
     if cluster is None:
@@ -52,9 +57,14 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
     account, account_problems = _account_for(user, request.account)
     problems = policy.check(request) + account_problems
     problems += [p for p in pool_problems(request) if p.field not in {q.field for q in problems}]  # the small-job pool
+    image = None
+    try:  # from the registry and the availability cache only (never a cluster call)
+        image = image_choice_check(request.image, cluster=cluster.name, partition=request.partition)
+    except Refused as refused:
+        problems += refused.problems
     if problems:
         raise Refused(*problems)
-    return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name)
+    return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name, image=image)
 
 
 def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None) -> Job:
@@ -79,6 +89,9 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             slurm_cluster=checked.cluster,
             profile=profile,
             profile_spec=profile_spec or {},
+            image_name=checked.image.name if checked.image else "",
+            image_path=checked.image.path if checked.image else "",
+            image_digest=checked.image.digest if checked.image else "",
         )
         audit(
             actor=user,
@@ -90,6 +103,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
                 "gpus": job.gpu_count,
                 "gpu_type": job.gpu_type,
                 **({"profile": profile_spec.get("name", "")} if profile_spec else {}),
+                **({"image": job.image_name} if job.image_name else {}),
             },
         )
         transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
