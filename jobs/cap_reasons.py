@@ -85,7 +85,7 @@ def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None 
         )
         return Reason(
             reason.code,
-            ReasonGroup.QUOTA,
+            ReasonGroup.CAP,
             f"You already use {used} of your {_gpus(cap)} at once on {job.cluster} (the site allows at most "
             f"{_gpus(cap)} at once per person) and this job asks for {job.gpu_count}; it starts when one of your jobs ends.",
             fix,
@@ -93,7 +93,7 @@ def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None 
     if reason.code == "QOSMaxSubmitJobPerUserLimit" and caps.submit_cap is not None:
         return Reason(
             reason.code,
-            ReasonGroup.QUOTA,
+            ReasonGroup.CAP,
             f"You have as many jobs pending or running on {job.cluster} as the site allows one person "
             f"({caps.submit_cap}; each array task counts).",
             "Wait for some of your jobs to end, or cancel the ones you no longer need.",

@@ -16,6 +16,7 @@ class ReasonGroup(models.TextChoices):
     RESOURCES = "RESOURCES", "Waiting for resources"
     PRIORITY = "PRIORITY", "Waiting behind higher-priority work"
     QUOTA = "QUOTA", "Held by your team's quota"
+    CAP = "CAP", "Held by a per-person cap"  # the site's caps on one person (jobs/cap_reasons.py)
     BLOCKED = "BLOCKED", "Will not run unless changed"
     OTHER = "OTHER", "Other"
 
@@ -34,7 +35,7 @@ class Reason:
     @property
     def holds(self) -> bool:
         """The job will not start until something changes (quota, or a request Slurm will not run)."""
-        return self.group in (ReasonGroup.QUOTA, ReasonGroup.BLOCKED)
+        return self.group in (ReasonGroup.QUOTA, ReasonGroup.CAP, ReasonGroup.BLOCKED)
 
     @property
     def heading(self) -> str:

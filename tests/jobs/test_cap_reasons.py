@@ -45,7 +45,7 @@ def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
     pending = recorded_pair["pending"]
     assert pending.reason == "QOSMaxGRESPerUser"  # what Slurm 22.05 wrote
     reason = job_row(pending, {}).reason
-    assert reason.heading == "Held by your team's quota:" and reason.holds
+    assert reason.heading == "Held by a per-person cap:" and reason.holds
     assert reason.sentence == (
         "You already use 1 of your 1 GPU at once on cluster1 (the site allows at most 1 GPU at once per person) "
         "and this job asks for 1; it starts when one of your jobs ends."

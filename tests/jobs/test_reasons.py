@@ -143,6 +143,7 @@ def test_group_labels():
         ("RESOURCES", "Waiting for resources"),
         ("PRIORITY", "Waiting behind higher-priority work"),
         ("QUOTA", "Held by your team's quota"),
+        ("CAP", "Held by a per-person cap"),
         ("BLOCKED", "Will not run unless changed"),
         ("OTHER", "Other"),
     ]
