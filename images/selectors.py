@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from slurm.clusters import cluster_names
+
+from .availability import image_state
 from .models import Image
 
 
@@ -24,3 +27,14 @@ def images_for(*, cluster: str, partition: str | None = None, session_kind: str 
             continue
         found.append(image)
     return found
+
+
+def images_with_states() -> list[dict]:
+    """Every registered image (disabled ones too) with what the last check saw on each configured
+    cluster it may use: ``[{"image": Image, "states": [(cluster, ImageState), ...]}]``, by name.
+    From the cache only (:func:`images.availability.image_state`)."""
+    names = cluster_names()
+    return [
+        {"image": image, "states": [(c, image_state(image, c)) for c in names if image.allows_cluster(c)]}
+        for image in Image.objects.order_by("name")
+    ]

@@ -1,3 +1,10 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("ops/images/", views.image_list, name="image_list"),
+    path("ops/images/<slug:name>/edit/", views.image_edit, name="image_edit"),
+    path("ops/images/<slug:name>/enable/", views.image_enable, name="image_enable"),
+    path("ops/images/<slug:name>/delete/", views.image_delete_view, name="image_delete"),
+]

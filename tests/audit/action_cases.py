@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tests.audit import cases_announcements as announcements
 from tests.audit import cases_cluster as cluster
+from tests.audit import cases_images as images
 from tests.audit import cases_jobs as jobs
 from tests.audit import cases_people as people
 from tests.audit import cases_sessions as sessions
@@ -24,6 +25,9 @@ CASES: list[Case] = [
     Case("announcement.create", announcements.announcement_create, CREATED),
     Case("announcement.change", announcements.announcement_change),
     Case("announcement.delete", announcements.announcement_delete),
+    Case("image.create", images.image_create, CREATED),
+    Case("image.change", images.image_change),
+    Case("image.delete", images.image_delete),
     Case("node.drain", cluster.node_drain),
     Case("node.resume", cluster.node_resume),
     Case("reservation.create", cluster.reservation_create, CREATED),
