@@ -1,6 +1,6 @@
 """The v0.0.42 adapter on the real cluster2 (Slurm 24.11, cluster/cluster2/up.sh), over the portal's own
 SSH transport to its sshd on 127.0.0.1:2223: ``snapshot_take`` reads its nodes (g1: four h100, g2: two
-l40s), its partitions and a job submitted there, in three commands per poll; the sync's ``sacct --json``
+l40s), its partitions, reservations and a job submitted there, in four commands per poll (the probe aside); the sync's ``sacct --json``
 of finished jobs reads exit 3 and a signal; the accounting text commands of 22.05 (``scontrol show
 config``, ``sshare -P``, ``scontrol show assoc_mgr``, ``sacctmgr --parsable2``) read 24.11 as well.
 Needs cluster2 up; fails (never skips) when it is not."""
@@ -56,7 +56,8 @@ def test_snapshot_take_reads_cluster2_its_nodes_partitions_and_a_job(cluster2):
     try:
         cluster2.counting.argvs.clear()
         snap = snapshot_take(cluster2, now=time.time())
-        assert [argv[0] for argv in cluster2.counting.argvs] == ["sinfo", "squeue", "scontrol", "scontrol"]  # + the probe
+        # the probe, squeue, then scontrol for the nodes, the partitions and the reservations
+        assert [argv[0] for argv in cluster2.counting.argvs] == ["sinfo", "squeue", "scontrol", "scontrol", "scontrol"]
         assert snap.output_version == "v0.0.42" and snap.slurm_version.startswith("24.11.")
         nodes = {n.name: n for n in snap.nodes}
         assert {name: n.gpus for name, n in nodes.items()} == {"g1": {"h100": 4}, "g2": {"l40s": 2}}
