@@ -65,20 +65,47 @@ class EnvSite:
         )
 
 
-def env_spec_json(env: dict, site: EnvSite) -> str:
-    """The canonical JSON of an environment (sorted keys, python filled in), the first input of its hash."""
+@dataclass(frozen=True)
+class EnvImage:
+    """The image a profile's job runs in, as the environment needs it: ``name`` and ``digest``
+    (``images.models.Image.name``/``.digest``: the digest is the image's content checksum, written
+    by scripts/build_image.sh or the admin), ``python`` the image's Python version
+    (``Image.python_version``, e.g. "3.11"; "" = unknown). The job's script runs inside the image
+    (jobs/batch.py wraps it with the image's runtime), so the venv is built there, on top of this Python."""
+
+    name: str
+    digest: str
+    python: str = ""
+
+    @classmethod
+    def of(cls, image) -> EnvImage:
+        """From an ``images.models.Image``."""
+        return cls(name=image.name, digest=image.digest, python=image.python_version or "")
+
+
+def env_spec_json(env: dict, site: EnvSite, image: EnvImage | None = None) -> str:
+    """The canonical JSON of an environment (sorted keys, python filled in), the first input of its
+    hash. In an ``image``, the python is the image's (unless the profile names one) and the image's
+    digest is part of the spec, so the cache key is hash(image digest, spec): a changed image gets a
+    new environment. ``system_site_packages`` unset means yes in an image (its packages stay
+    visible under the venv), no on the node's own system."""
+    own = env.get("system_site_packages")
     spec = {
-        "python": env.get("python") or site.pythons[0],
+        "python": env.get("python") or (image.python if image and image.python else site.pythons[0]),
         "cuda": env.get("cuda") or "",
         "pip": list(env.get("pip") or []),
         "requirements": env.get("requirements") or "",
-        "system_site_packages": bool(env.get("system_site_packages")),
+        "system_site_packages": bool(image is not None if own is None else own),
     }
+    if image is not None:
+        spec["image"] = image.digest
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> str:
-    """The bash script body (no ``#SBATCH`` lines: :func:`jobs.batch.render_batch_script` adds them)."""
+def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None, image: EnvImage | None = None) -> str:
+    """The bash script body (no ``#SBATCH`` lines: :func:`jobs.batch.render_batch_script` adds them,
+    and for a profile with ``image:`` runs this whole script inside the image). ``image``: the
+    checked image of ``spec.image`` (``None`` = the node's own system)."""
     site = site or EnvSite.from_settings()
     q = shlex.quote
     out = [
@@ -88,8 +115,12 @@ def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> 
         "",
     ]
     env = spec.environment
-    if env is not None and not spec.image:
-        out += _env_lines(env, site)
+    if image is not None:
+        out.append(f"echo {q(f'portal-env: in image {image.name} ({image.digest})')}")
+    if env is not None:
+        out += _env_lines(env, site, image)
+    elif image is not None:
+        out.append(f"echo {q('portal-env: no environment block: the Python of image ' + image.name)}")
     if spec.script:
         out += [
             f"if [ ! -f {q(spec.script)} ]; then",
@@ -100,23 +131,9 @@ def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None) -> 
         runner = "python" if spec.script.endswith(".py") else "bash"
         if spec.script.endswith(".py") and env is None:
             runner = "python3"
-        argv = [runner, spec.script, *spec.args]
-        if spec.image:
-            argv = [
-                site.container_runtime,
-                "exec",
-                "--nv",
-                spec.image,
-                "python3" if runner != "bash" else "bash",
-                spec.script,
-                *spec.args,
-            ]
-        out.append(" ".join(q(a) for a in argv))
+        out.append(" ".join(q(a) for a in [runner, spec.script, *spec.args]))
     else:
-        if spec.image:
-            out.append(" ".join(q(a) for a in [site.container_runtime, "exec", "--nv", spec.image, "bash", "-c", spec.command]))
-        else:
-            out.append(spec.command.replace("\r\n", "\n").rstrip("\n"))
+        out.append(spec.command.replace("\r\n", "\n").rstrip("\n"))
     return "\n".join(out) + "\n"
 
 
@@ -129,9 +146,9 @@ def _portal_env_sh() -> str:
     return PORTAL_ENV_SH.read_text(encoding="utf-8")
 
 
-def _env_lines(env: dict, site: EnvSite) -> list[str]:
+def _env_lines(env: dict, site: EnvSite, image: EnvImage | None = None) -> list[str]:
     q = shlex.quote
-    spec_json = env_spec_json(env, site)
+    spec_json = env_spec_json(env, site, image)
     python = json.loads(spec_json)["python"]
     pip = list(env.get("pip") or [])
     req = env.get("requirements") or ""
@@ -149,7 +166,7 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
             "fi",
         ]
     venv_args = [site.uv, "venv", "--quiet", "--python", python, "--python-preference", "only-system"]
-    if env.get("system_site_packages"):
+    if json.loads(spec_json)["system_site_packages"]:
         venv_args.append("--system-site-packages")
     venv_cmd = " ".join(q(a) for a in venv_args) + ' "$1"'
     install = ""
@@ -159,7 +176,7 @@ def _env_lines(env: dict, site: EnvSite) -> list[str]:
             install += " -r " + q(req)
         if pip:
             install += " -- " + " ".join(q(p) for p in pip)
-    what = f"python {python}, {len(pip)} package{'s' if len(pip) != 1 else ''}"
+    what = f"python {python}{f' of image {image.name}' if image else ''}, {len(pip)} package{'s' if len(pip) != 1 else ''}"
     build_env = "UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 UV_SYSTEM_CERTS=1"
     if site.index_url:
         build_env += f" UV_DEFAULT_INDEX={q(site.index_url)}"

@@ -43,8 +43,11 @@ OVERRIDE_ALIASES = {
     "workdir": "run.workdir",
     "args": "run.args",
     "requeue": "run.requeue",
+    "image": "image",
 }
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
+#: A registered image's name (a slug, images.models.Image.name): never a path.
+_IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def _plain_requirement(item: str) -> bool:
@@ -97,9 +100,20 @@ class Run(_Strict):
     script: str = Field(default="", max_length=512)
     args: list[str] = Field(default_factory=list, max_length=100)
     command: str = Field(default="", max_length=64 * 1024)
+    #: Replaced by the top-level ``image:`` (a name the site registered); kept only to say so.
     image: str = Field(default="", max_length=512)
     #: Slurm's --requeue: run again after a node failure or preemption (resume from a checkpoint).
     requeue: bool = True
+
+    @field_validator("image")
+    @classmethod
+    def _no_image_path(cls, value: str):
+        if value:
+            raise ValueError(
+                "run.image is no longer read: images are the site's (registered by the admins). Name one at the top level, "
+                "e.g. image: debian12-sklearn (the list: the Images page, gpuportal images), and remove run.image."
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_entry_point(self):
@@ -118,7 +132,9 @@ class Environment(_Strict):
     pip: list[str] = Field(default_factory=list, max_length=200)
     requirements: str = Field(default="", max_length=512)
     conda: str = Field(default="", max_length=512)
-    system_site_packages: bool = False
+    #: Whether the venv sees the Python's own packages; unset (``None``): yes in an image (its numpy,
+    #: scikit-learn, ...), no on the node's own system.
+    system_site_packages: bool | None = None
 
     @field_validator("python", "cuda")
     @classmethod
@@ -144,9 +160,22 @@ class Profile(_Strict):
     account: str = Field(default="", max_length=64)
     #: The cluster it runs on (a name of slurm.clusters); "" = the site's default.
     cluster: str = Field(default="", max_length=32)
+    #: A site-registered image (images.models.Image.name) the job runs in; "" or "none": the node's
+    #: own system (where the site allows it: PORTAL_IMAGE_NONE_ALLOWED).
+    image: str = Field(default="", max_length=64)
     resources: Resources
     run: Run
     environment: Environment | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image_name(cls, value: str):
+        if value and not _IMAGE_NAME.fullmatch(value):
+            raise ValueError(
+                f"'{value[:64]}' is not an image name: images are named by the site (letters, digits, '-', '_', '.'), "
+                "e.g. debian12-sklearn, never a path; see the Images page or gpuportal images."
+            )
+        return "" if value == "none" else value
 
     @field_validator("version")
     @classmethod
@@ -414,7 +443,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
         script=profile.run.script,
         args=tuple(profile.run.args),
         command=profile.run.command,
-        image=profile.run.image,
+        image=profile.image,
         environment=env,
         requeue=profile.run.requeue,
         cluster=profile.cluster,

@@ -23,7 +23,7 @@ from jobs.submit import CheckedRequest, job_check, job_create
 from portal.refusals import Problem, Refused
 from teams.models import Membership, Team
 
-from .envscript import EnvSite, render_profile_script
+from .envscript import EnvImage, EnvSite, render_profile_script
 from .models import Profile
 from .schema import ProfileSpec, apply_overrides, dump_yaml, line_of, load_yaml, parse_profile
 
@@ -40,30 +40,35 @@ def _path_error(path: str, field: str) -> str | None:
     return None
 
 
-def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
-    """What the site does not offer: Python versions, CUDA modules, containers, conda, several
-    nodes; and entry-point paths that leave the project directory."""
+def site_errors(spec: ProfileSpec, site: EnvSite, image: EnvImage | None = None) -> list[Problem]:
+    """What the site does not offer: Python versions, CUDA modules, conda, several nodes; in an
+    ``image`` (the checked image of ``spec.image``), a Python other than the image's or a CUDA module
+    (environment modules are the node's, not the image's); and entry-point paths that leave the
+    project directory."""
     errors: list[Problem] = []
     env = spec.environment
     if spec.nodes != 1:
         errors.append(
             Problem("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node).")
         )
-    if spec.image:
-        if not site.container_runtime:
+    if env is not None and image is not None:
+        if env.get("python") and image.python and env["python"] != image.python:
             errors.append(
                 Problem(
-                    "run.image",
-                    "This cluster has no container runtime; remove run.image and declare an environment (python, pip, requirements) instead.",
+                    "environment.python",
+                    f"The image {image.name} has Python {image.python}; the environment is built on top of it. "
+                    f'Write python: "{image.python}" or leave environment.python out.',
                 )
             )
-        if env is not None:
+        if env.get("cuda"):
             errors.append(
                 Problem(
-                    "environment", "Use either run.image (the image carries the environment) or an environment block, not both."
+                    "environment.cuda",
+                    f"In the image {image.name} CUDA comes from the image (environment modules are the node's); "
+                    "remove environment.cuda, or choose image: none to load a CUDA module on the node.",
                 )
             )
-    if env is not None:
+    elif env is not None:
         if env.get("python") and env["python"] not in site.pythons:
             errors.append(
                 Problem("environment.python", f"Python {env['python']} is not offered here. Offered: {', '.join(site.pythons)}.")
@@ -71,13 +76,13 @@ def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
         if env.get("cuda") and env["cuda"] not in site.cuda_modules:
             offered = ", ".join(sorted(site.cuda_modules)) or "none (this cluster has no CUDA environment modules configured)"
             errors.append(Problem("environment.cuda", f"CUDA {env['cuda']} is not offered here. Offered: {offered}."))
-        if env.get("conda"):
-            errors.append(
-                Problem(
-                    "environment.conda",
-                    "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file.",
-                )
+    if env is not None and env.get("conda"):
+        errors.append(
+            Problem(
+                "environment.conda",
+                "Conda environment files are not supported here (no conda channel is reachable from the cluster). List the packages under environment.pip or in a requirements file.",
             )
+        )
     for field, path in (
         ("run.script", spec.script),
         ("environment.requirements", (env or {}).get("requirements", "")),
@@ -89,8 +94,26 @@ def site_errors(spec: ProfileSpec, site: EnvSite) -> list[Problem]:
     return errors
 
 
-def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobRequest:
-    """The :class:`JobRequest` a profile asks for (the script rendered from the profile)."""
+def image_for(spec: ProfileSpec) -> EnvImage | None:
+    """The image a profile names, checked for its cluster and partition by
+    :func:`images.services.image_choice_check` (unknown, not allowed on the partition, missing or
+    unreadable on the cluster: from the availability cache, no Slurm or SSH call). ``None`` for no
+    image (the node's own system), refused where the site sets ``PORTAL_IMAGE_NONE_ALLOWED`` false.
+    Raises :class:`Refused` with the problem on the profile's ``image`` field."""
+    from images.services import image_choice_check
+    from slurm.clusters import cluster_get
+
+    found = cluster_get(spec.cluster or None)
+    try:
+        image = image_choice_check(spec.image, cluster=found.name if found else spec.cluster, partition=spec.partition)
+    except Refused as refused:
+        raise Refused(*(Problem("image", p.message) for p in refused.problems)) from None
+    return EnvImage.of(image) if image is not None else None
+
+
+def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None, image: EnvImage | None = None) -> JobRequest:
+    """The :class:`JobRequest` a profile asks for (the script rendered from the profile; ``image``:
+    the checked image of ``spec.image``, see :func:`image_for`)."""
     return JobRequest(
         name=spec.name,
         partition=spec.partition,
@@ -99,11 +122,12 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None) -> JobReq
         cpus=spec.cpus,
         memory_mb=spec.memory_mb,
         time_limit_min=spec.time_limit_min,
-        script=render_profile_script(spec, site=site),
+        script=render_profile_script(spec, site=site, image=image),
         workdir=spec.workdir,
         account=spec.account,
         requeue=spec.requeue,
         cluster=spec.cluster,
+        image=spec.image,
     )
 
 
@@ -124,13 +148,19 @@ def profile_check(*, user: User, text: str, overrides: dict | None = None) -> tu
     spec = parse_profile(text, overrides=overrides)
     touched = {".".join(t) for t in apply_overrides({}, overrides)[2]}
     site = EnvSite.from_settings(spec.cluster)
-    problems = site_errors(spec, site)
+    problems: list[Problem] = []
     try:
-        checked = job_check(user=user, request=job_request_for(spec, site=site))
+        image = image_for(spec)
+    except Refused as refused:
+        image, problems = None, list(refused.problems)
+    problems += site_errors(spec, site, image)
+    try:
+        checked = job_check(user=user, request=job_request_for(spec, site=site, image=image))
     except Refused as refused:
         problems += refused.renamed(PROFILE).problems
     if problems:
-        raise Refused(*_with_lines(problems, text, touched))
+        unique = list({(p.field, p.message): p for p in problems}.values())  # the image is checked by job_check too
+        raise Refused(*_with_lines(unique, text, touched))
     return spec, checked
 
 

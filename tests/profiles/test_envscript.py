@@ -1,5 +1,5 @@
 """The job script a profile renders: every profile value reaches bash quoted; CUDA modules and
-container images as the site configures them; and the environment part run for real with bash and
+site-curated images (issue 22); and the environment part run for real with bash and
 uv on this machine (no Slurm): built once per hash in the user's area, the requirements file's
 content in the hash, a finished entry read-only, and an entry that changed or that others could
 change refused and built again (tests/profiles/test_env_integration.py has other users, on the
@@ -7,6 +7,7 @@ cluster)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from profiles.envscript import PORTAL_ENV_SH, EnvSite, render_profile_script
+from portal.refusals import Refused
+from profiles.envscript import PORTAL_ENV_SH, EnvImage, EnvSite, env_spec_json, render_profile_script
 from profiles.schema import parse_profile
 
 UV = "/opt/gpuportal/tools/bin/uv"
@@ -55,15 +57,65 @@ def test_hostile_values_reach_bash_only_quoted():
     assert "pwned" not in unquoted and "`id`" not in unquoted and "$(id)" not in unquoted, unquoted
 
 
-def test_cuda_module_and_container_image_as_the_site_offers_them():
+def test_cuda_module_as_the_site_offers_it():
     script = render_profile_script(parse_profile(profile("{command: nvidia-smi}", "{python: '3.11', cuda: '12.4'}")), site=site())
     assert "export CUDA_VERSION=12.4" in script and "module load cuda/12.4" in script
     assert script.index("module load") < script.index("\nportal_env ") < script.index("nvidia-smi")
-    image = render_profile_script(
-        parse_profile(profile("{script: train.py, args: [--lr, '0.1'], image: 'docker://pytorch/pytorch:2.5'}")),
-        site=site(container_runtime="apptainer"),
-    )
-    assert "apptainer exec --nv docker://pytorch/pytorch:2.5 python3 train.py --lr 0.1" in image and "portal_env" not in image
+
+
+IMAGE = EnvImage(name="debian12-sklearn", digest="sha256:" + "ab" * 32, python="3.11")
+
+
+def test_in_an_image_the_venv_is_on_top_of_its_python_keyed_by_its_digest():
+    """Issue 22: the profile's script runs inside the image (jobs/batch.py wraps it); its venv is
+    built there, on the image's Python with the image's packages visible, and the image's digest is
+    part of the cache key: another image, or a rebuilt one, gets its own environment."""
+    text = "version: 1\nname: t\nimage: debian12-sklearn\nresources: {partition: small}\nrun: {script: train.py}\nenvironment: {pip: [six]}\n"
+    spec = parse_profile(text)
+    assert spec.image == "debian12-sklearn"
+    script = render_profile_script(spec, site=site(), image=IMAGE)
+    assert f"echo 'portal-env: in image debian12-sklearn ({IMAGE.digest})'" in script
+    assert "--system-site-packages" in script and "apptainer" not in script and "ch-run" not in script
+    spec_json = json.loads(env_spec_json(spec.environment, site(), IMAGE))
+    assert spec_json == {
+        "python": "3.11",
+        "cuda": "",
+        "pip": ["six"],
+        "requirements": "",
+        "system_site_packages": True,
+        "image": IMAGE.digest,
+    }
+    assert "'python 3.11 of image debian12-sklearn, 1 package'" in script
+    other = EnvImage(name="debian12-sklearn", digest="sha256:" + "cd" * 32, python="3.11")
+    assert env_spec_json(spec.environment, site(), other) != env_spec_json(spec.environment, site(), IMAGE)
+    # On the node's own system the spec (and so every existing cache entry's hash) is as before.
+    assert json.loads(env_spec_json(spec.environment, site())) == {
+        "python": "3.11",
+        "cuda": "",
+        "pip": ["six"],
+        "requirements": "",
+        "system_site_packages": False,
+    }
+    # The profile can still ask for a venv that hides the image's packages.
+    alone = parse_profile(text.replace("pip: [six]", "pip: [six], system_site_packages: false"))
+    assert "--system-site-packages" not in render_profile_script(alone, site=site(), image=IMAGE)
+    # Without an environment block the image's own python3 runs the script.
+    bare = render_profile_script(parse_profile(text.replace("environment: {pip: [six]}\n", "")), site=site(), image=IMAGE)
+    assert "portal_env " not in bare and "\npython3 train.py\n" in bare and "the Python of image debian12-sklearn" in bare
+
+
+def test_an_image_is_a_registered_name_never_a_path():
+    base = "version: 1\nname: t\nresources: {partition: small}\n"
+    for bad in ["/home/bob/private-image", "../x", "x;$(touch /tmp/pwned)", "docker://pytorch/pytorch:2.5"]:
+        with pytest.raises(Refused) as refused:
+            parse_profile(base + f"image: {json.dumps(bad)}\nrun: {{command: echo}}\n")
+        (problem,) = refused.value.problems
+        assert problem.field == "image" and "never a path" in problem.message and problem.line == 4, problem
+    assert parse_profile(base + "image: none\nrun: {command: echo}\n").image == ""
+    with pytest.raises(Refused) as refused:
+        parse_profile(base + "run: {command: echo, image: 'docker://pytorch/pytorch:2.5'}\n")
+    (problem,) = refused.value.problems
+    assert problem.field == "run.image" and "image: debian12-sklearn" in problem.message
 
 
 def test_environment_is_built_once_per_hash_and_the_requirements_file_counts(tmp_path):
