@@ -271,6 +271,10 @@ class SessionKindOut(Schema):
     label: str = Field(description="What people read, e.g. JupyterLab")
     available: bool = Field(description="Whether this site offers it now (what it needs is installed)")
     note: str = Field(description="Why it is not offered (empty when it is)")
+    images: list[str] = Field(
+        default_factory=list,
+        description="The site images that hold this kind's server (their offers), for a session's image field",
+    )
 
 
 class SessionKindList(Schema):
@@ -295,6 +299,12 @@ class SessionIn(In):
     )
     memory_gb: float | None = Field(None, gt=0, description="Kept for older clients: memory in GB (use memory)")
     hours: int = Field(2, ge=1, le=1000)
+    image: str | None = Field(
+        None,
+        max_length=64,
+        description="A site image holding this kind's server (GET /sessions/kinds: images), by name; omitted or"
+        ' "none": the node\'s own system, where the site allows it',
+    )
 
     @field_validator("memory", mode="before")
     @classmethod

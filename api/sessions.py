@@ -14,7 +14,7 @@ from ninja.errors import HttpError
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
-from interactive.options import session_maintenance
+from interactive.options import session_images, session_maintenance
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
 from jobs.selectors import cluster_status
@@ -73,7 +73,13 @@ def list_sessions(request):
 
 
 def kind_out(kind: SessionKind) -> dict:
-    return {"name": kind.name, "label": kind.label, "available": kind.available(), "note": kind.unavailable_reason()}
+    return {
+        "name": kind.name,
+        "label": kind.label,
+        "available": kind.available(),
+        "note": kind.unavailable_reason(),
+        "images": [image.name for image in session_images(kind)],
+    }
 
 
 @router.get("/kinds", response={200: SessionKindList, **ERRORS}, summary="The kinds of session this site has (the ide values)")
@@ -110,6 +116,8 @@ def start_session(request, body: SessionIn):
         options["ide"] = body.ide
     if body.partition is not None:
         options["partition"] = body.partition
+    if body.image is not None:
+        options["image"] = body.image
     try:
         session = session_start(user=request.user, raw_options=options)
     except Refused as refused:

@@ -25,6 +25,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# runtimes/ (the container command lines, pure Python: imports no portal app) for sessions in a site
+# image; appended, so nothing in the repository shadows a module the hub imports.
+sys.path.append(os.path.dirname(HERE))
 
 import batchspawner  # noqa: E402,F401  (registers /hub/api/batchspawner; replaced below)
 from portal_hub import api as portal_api  # noqa: E402

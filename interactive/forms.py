@@ -20,6 +20,8 @@ class SessionForm(forms.Form):
     memory_gb = MemoryField(minimum_mib=512)
     # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
     hours = forms.IntegerField(label="Hours", initial=2)
+    #: A site image whose offers hold a session kind offered here (issue 22); "": the node's own system.
+    image = forms.ChoiceField(label="Image", required=False)
 
     def __init__(self, *args, policy: SitePolicy, **kwargs):
         from django.conf import settings
@@ -38,6 +40,11 @@ class SessionForm(forms.Form):
         self.fields[
             "gpu_count"
         ].help_text = f"Sessions have at most {settings.SESSION_MAX_GPUS} GPUs; submit a batch job for more."
+        self.fields["image"].choices = image_choices()
+        self.fields["image"].help_text = (
+            "Only images that contain a session's server are offered, each with the IDEs it holds; "
+            "the session runs its server inside the image."
+        )
 
     def user_options(self) -> dict:
         """The form as the hub's ``user_options`` (call after ``is_valid()``)."""
@@ -51,4 +58,25 @@ class SessionForm(forms.Form):
             "cpus": d["cpus"],
             "memory_mb": d["memory_gb"],
             "hours": hours,
+            **({"image": d["image"]} if d.get("image") else {}),
         }
+
+
+def image_choices() -> list[tuple[str, str]]:
+    """The form's image choices: "none: the node's own system" (where the site allows it:
+    ``PORTAL_IMAGE_NONE_ALLOWED``), then every site image on the sessions cluster that holds the server
+    of a session kind offered here (:func:`interactive.options.session_images`), labelled with its
+    OS, Python and those kinds. An image without any (no ``offers``) is not offered."""
+    from django.conf import settings
+
+    from .options import session_images
+
+    by_name: dict[str, tuple[object, list[str]]] = {}
+    for kind in kinds_available():
+        for image in session_images(kind):
+            by_name.setdefault(image.name, (image, []))[1].append(kind.label)
+    choices = [("", "none: the node's own system")] if settings.PORTAL_IMAGE_NONE_ALLOWED else []
+    for name, (image, labels) in sorted(by_name.items()):
+        about = ", ".join(x for x in (image.os, f"Python {image.python_version}" if image.python_version else "") if x)
+        choices.append((name, f"{name}{f' ({about})' if about else ''}: {', '.join(labels)}"))
+    return choices

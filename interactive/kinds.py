@@ -104,6 +104,14 @@ class SessionKind:
     env: Mapping[str, str] = field(default_factory=dict)
     activity: str = JUPYTER_ACTIVITY
     activity_lag_s: int = JUPYTERLAB_AUTOSAVE_S
+    #: What an image must list in its ``offers`` (images.models.Image.offers) to run this kind's
+    #: server ("" = the kind's name): its /opt/jupyter venv holds that server.
+    image_offer: str = ""
+
+    @property
+    def offer(self) -> str:
+        """The session kind as images name it in ``offers`` (``jupyterlab`` for ``lab``)."""
+        return self.image_offer or self.name
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -144,7 +152,7 @@ def _code_server_bin() -> str:
 KINDS: dict[str, SessionKind] = {
     kind.name: kind
     for kind in (
-        SessionKind("lab", "JupyterLab", default_url="/lab"),
+        SessionKind("lab", "JupyterLab", default_url="/lab", image_offer="jupyterlab"),
         SessionKind(
             "vscode",
             "VS Code",

@@ -14,19 +14,20 @@ from django.conf import settings
 
 from jobs.maintenance import MaintenanceClash, maintenance_warning
 from jobs.policy import JobRequest, SitePolicy
-from portal.refusals import Problem
+from portal.refusals import Problem, Refused
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
 #: Every key a start request may carry.
-ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours")
+ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
 class SessionOptions:
     """Validated options. ``ide`` a registered, available kind's name; ``memory_mb`` MiB, ``hours``
-    whole hours."""
+    whole hours; ``image`` the name of a site image whose ``offers`` hold the kind (checked by
+    :func:`images.services.image_check` on the sessions cluster), "" for the node's own system."""
 
     ide: str
     partition: str
@@ -35,6 +36,7 @@ class SessionOptions:
     cpus: int
     memory_mb: int
     hours: int
+    image: str = ""
 
     @property
     def time_limit_min(self) -> int:
@@ -81,6 +83,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     cpus = _int(raw, "cpus", 2, errors, "CPUs")
     memory_mb = _int(raw, "memory_mb", 4096, errors, "Memory (MiB)")
     hours = _int(raw, "hours", 2, errors, "Hours")
+    image = _str(raw, "image", "", errors, "The image")
     kind = KINDS.get(ide)
     if kind is None:
         errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
@@ -119,7 +122,46 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     errors = policy.check(request)
     if errors:
         return None, errors
-    return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours), []
+    found, errors = session_image(image, kind=kind, partition=partition)
+    if errors:
+        return None, errors
+    return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours, found.name if found else ""), []
+
+
+def session_images(kind: SessionKind, *, partition: str | None = None) -> list:
+    """The site images a session of ``kind`` may run in on the sessions cluster (enabled, allowed
+    there and on ``partition``, and whose ``offers`` hold the kind's :attr:`SessionKind.offer`):
+    :func:`images.selectors.images_for`. What the form and the API offer."""
+    from images.selectors import images_for
+    from slurm.clusters import sessions_cluster
+
+    return images_for(cluster=sessions_cluster().name, partition=partition, session_kind=kind.offer)
+
+
+def session_image(name: str, *, kind: SessionKind, partition: str):
+    """The checked image of a session request: ``(image, [])``, ``(None, [])`` for the node's own
+    system ("" or "none", where the site allows it: ``PORTAL_IMAGE_NONE_ALLOWED``), or ``(None,
+    problems)`` (field ``image``): unknown, not for the partition, missing or unreadable on the
+    cluster (:func:`images.services.image_choice_check`, from the availability cache), or an image
+    without the kind's server (its ``offers``)."""
+    from images.services import image_choice_check
+    from slurm.clusters import sessions_cluster
+
+    cluster = sessions_cluster().name
+    try:
+        image = image_choice_check(name, cluster=cluster, partition=partition)
+    except Refused as refused:
+        return None, [Problem("image", p.message) for p in refused.problems]
+    if image is not None and kind.offer not in (image.offers or []):
+        others = ", ".join(i.name for i in session_images(kind, partition=partition)) or "none here"
+        return None, [
+            Problem(
+                "image",
+                f"The image {image.name} has no {kind.label} server (it offers: {', '.join(image.offers or []) or 'no sessions'}); "
+                f"choose an image with {kind.label} ({others}) or none (the node's own system).",
+            )
+        ]
+    return image, []
 
 
 def session_maintenance(*, cluster: str, partition: str, hours: int) -> MaintenanceClash | None:

@@ -119,6 +119,26 @@ def _option_dict(options: SessionOptions) -> dict:
         "cpus": options.cpus,
         "memory_mb": options.memory_mb,
         "hours": options.hours,
+        **({"image": options.image} if options.image else {}),
+    }
+
+
+def _image_settings(name: str) -> dict | None:
+    """What the spawner needs to run a session's server in image ``name`` (already checked by
+    :func:`interactive.options.session_image`): ``name``, ``path`` (absolute, on the cluster),
+    ``runtime`` (a :func:`runtimes.runtime_get` name), ``digest`` and ``env_cache`` (the
+    environment cache bound into it, ``PORTAL_ENV_CACHE_DIR``); ``None`` for no image."""
+    if not name:
+        return None
+    from images.selectors import image_get
+
+    image = image_get(name=name)
+    return {
+        "name": image.name,
+        "path": image.path,
+        "runtime": image.runtime,
+        "digest": image.digest,
+        "env_cache": settings.PORTAL_ENV_CACHE_DIR,
     }
 
 
@@ -128,8 +148,10 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
     the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
     ``time_limit_min`` minutes, ``memory_mb`` MiB), ``queue_deadline`` (Unix seconds: the spawner
     gives up if the Slurm job is still pending then; now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``,
-    kept as ``Session.give_up_at`` for the card) and what the kind runs (``default_url``, ``path``,
-    ``env``: :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
+    kept as ``Session.give_up_at`` for the card), the image the server runs in (``image``:
+    ``{name, path, runtime, digest}`` of the checked site image, or ``None`` for the node's own
+    system) and what the kind runs (``default_url``, ``path``, ``env``:
+    :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise Refused(
@@ -166,6 +188,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "memory_mb": options.memory_mb,
         "time_limit_min": options.time_limit_min,
         "queue_deadline": session.give_up_at.timestamp(),
+        "image": _image_settings(options.image),
         **KINDS[options.ide].spawn_settings(),
     }
 

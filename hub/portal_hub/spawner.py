@@ -50,7 +50,7 @@ except ImportError:  # JupyterHub 5: an HTTPError with the same status and messa
 
 
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
-ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours"})
+ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image"})
 #: Slurm job states that mean the job has ended (squeue ``job_state``).
 ENDED_STATES = frozenset(
     {
@@ -72,6 +72,9 @@ ENDED_STATES = frozenset(
 _URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _DIRECTORY = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+#: A site image as the portal names it (images.models.Image: a slug) and where it lives (absolute).
+_IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_IMAGE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
 #: Environment the spawner sets itself; a kind's ``env`` may not change it.
 _OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY"})
 _OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
@@ -133,6 +136,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     portal_url = Unicode("http://127.0.0.1:8000", help="The portal's base URL, as the hub reaches it.").tag(config=True)
     portal_token = Unicode("", help="Shared secret for the portal's /hub-internal/ endpoints.").tag(config=True)
     jupyter_venv = Unicode("/opt/gpuportal/jupyter", help="The venv session jobs run.").tag(config=True)
+    image_jupyter_venv = Unicode(
+        "/opt/jupyter", help="The venv inside a site image that holds its single-user server (scripts/build_image.sh)."
+    ).tag(config=True)
     log_dir_name = Unicode(".gpuportal/sessions", help="Job logs, relative to the user's home.").tag(config=True)
     startup_poll_interval = Float(1.0, help="Seconds between status reads while a session starts.").tag(config=True)
     portal_timeout = Float(10.0, help="Seconds to wait for the portal's answer.").tag(config=True)
@@ -208,6 +214,16 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         for key, value in settings["env"].items():
             if not _ENV_NAME.fullmatch(key) or key in _OWN_ENV or key.startswith(_OWN_ENV_PREFIXES) or not isinstance(value, str):
                 raise ValueError(f"environment variable {key!r} is not allowed")
+        image = settings.get("image")
+        if image is not None:
+            from runtimes import runtime_get
+
+            if not isinstance(image, dict) or not _IMAGE_NAME.fullmatch(str(image["name"])):
+                raise ValueError(f"image {image!r} is not a site image")
+            for key in ("path", "env_cache"):
+                if not isinstance(image[key], str) or not _IMAGE_PATH.fullmatch(image[key]):
+                    raise ValueError(f"image {key} {image[key]!r} is not an absolute path")
+            runtime_get(str(image["runtime"]))  # ValueError for a runtime this hub does not know
         self.settings = settings
         self.default_url = settings["default_url"]
         self.start_timeout = int(max(0.0, deadline - time.time()) + self.server_start_timeout + self.START_TIMEOUT_MARGIN)
@@ -302,7 +318,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             lines.append(f"#SBATCH --gres={gres}")
         env = {k: v for k, v in self.get_env().items() if k.startswith(("JUPYTERHUB_", "JPY_"))}
         env.update(s.get("env", {}))  # the kind's own (checked in apply_portal_settings)
-        path_dirs = [os.path.join(self.jupyter_venv, "bin"), *s.get("path", [])]
+        image = s.get("image")
+        venv = self.image_jupyter_venv if image else self.jupyter_venv
+        path_dirs = [os.path.join(venv, "bin"), *s.get("path", [])]
         env.update(
             {
                 "HOME": home,
@@ -314,9 +332,48 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         )
         lines += ["set -eu", 'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is)"']
         lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
-        command = [os.path.join(self.jupyter_venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
-        lines.append("exec " + shlex.join(command))
+        command = [os.path.join(venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
+        if image:
+            from runtimes import command_line
+
+            lines += self._image_lines(image, home)
+            lines.append("exec " + command_line(self._in_image(image, home, command)))
+        else:
+            lines.append("exec " + shlex.join(command))
         return "\n".join(lines) + "\n"
+
+    def _runtime(self, image: dict):
+        from runtimes import runtime_get
+
+        return runtime_get(image["runtime"])
+
+    def _image_lines(self, image: dict, home: str) -> list[str]:
+        """The batch script's lines before the server starts in ``image`` (the spawn-check answer's
+        ``{name, path, runtime, digest, env_cache}``): say which image, and fail fast with one sentence
+        when it is no longer usable on the node (the runtime's ``check_argv``), not with the
+        runtime's own errors."""
+        from runtimes import command_line
+
+        name, path = image["name"], image["path"]
+        gone = f"The image {name} ({path}) is no longer on the cluster: ask your admins or choose another image"
+        return [
+            "echo " + shlex.quote(f"session in image {name} ({image.get('digest') or 'no digest'}), runtime {image['runtime']}"),
+            f"if ! {command_line(self._runtime(image).check_argv(path))} >/dev/null 2>&1; then",
+            f"  echo {shlex.quote(gone)} >&2",
+            "  exit 2",
+            "fi",
+        ]
+
+    def _in_image(self, image: dict, home: str, command: list[str]) -> list[str]:
+        """``command`` run inside ``image`` by its runtime (``runtimes``: the one place a container
+        command line is made), with the binds every job in an image has
+        (:func:`runtimes.default_binds`: the home directory, here also the session's working and log
+        directory, and the environment cache). The environment exported above passes into the
+        container; the GPUs are those Slurm gave the job."""
+        from runtimes import default_binds
+
+        binds = default_binds(job_dir=home, home=home, env_cache=image["env_cache"])
+        return self._runtime(image).exec_argv(image["path"], command, binds=binds, workdir=home)
 
     async def submit_batch_script(self) -> str:
         """Make the log directory and submit the script as the user. Returns the Slurm job id."""

@@ -13,6 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hub"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # runtimes/, as jupyterhub_config.py
 
 from jupyterhub.objects import Hub  # noqa: E402
 from portal_hub.spawner import PortalSlurmSpawner  # noqa: E402

@@ -139,7 +139,7 @@ def test_a_new_kind_is_in_the_apis_options(client, world, rstudio):
     alice, _ = world
     kinds = api_kinds(client, alice)
     assert kinds["default"] == "lab" and kinds["count"] == 3
-    assert {"name": "rstudio", "label": "RStudio", "available": True, "note": ""} in kinds["items"]
+    assert {"name": "rstudio", "label": "RStudio", "available": True, "note": "", "images": []} in kinds["items"]
     _, raw = token_create(user=alice, name="s", scopes=["sessions"], days=1)
     r = client.post(
         "/api/v1/sessions",
