@@ -21,6 +21,7 @@ from django.utils import timezone as djtz
 
 from notifications.models import Notification, NotificationKind
 from notifications.services import notification_detail_add, notify, preferences_get
+from portal.formats import duration
 from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
 from .cap_reasons import cap_reason
@@ -172,9 +173,9 @@ def jobs_pending_notify(*, now: datetime | None = None) -> int:
                 user=job.user,
                 kind=NotificationKind.JOB_PENDING,
                 key=event_key(job, "pending"),
-                subject=f"Still pending after {waited} min: {_label(job)}",
-                body=f"Your {_label(job)} has been pending for {waited} minutes (you asked to be told after "
-                f"{minutes}). Why it waits: {reason.sentence}{fix}",
+                subject=f"Still pending after {duration(waited * 60)}: {_label(job)}",
+                body=f"Your {_label(job)} has been pending for {duration(waited * 60)} (you asked to be told after "
+                f"{duration(minutes * 60)}). Why it waits: {reason.sentence}{fix}",
                 link=_link(job),
             )
         made += created

@@ -72,7 +72,7 @@ def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice,
     (n,) = Notification.objects.all()
     assert n.user == alice and n.key == event_key(waits, "pending") and n.kind == NotificationKind.JOB_PENDING
     assert n.subject == "Still pending after 45 min: job 41 (j41)"
-    assert "pending for 45 minutes (you asked to be told after 30)" in n.body
+    assert "pending for 45 min (you asked to be told after 30 min)" in n.body
     assert "Why it waits: An administrator put this job on hold." in n.body and n.email_state == "pending"
     assert jobs_pending_notify(now=djtz.now() + timedelta(minutes=20)) == 1  # bob's 60 min now passed
     preferences_set(user=alice, email={}, pending_minutes=0)  # never

@@ -105,9 +105,9 @@ def test_a_job_pending_longer_than_the_chosen_time_mails_once_with_the_reason(al
         row = Notification.objects.get(key=event_key(waiting, "pending"))
         assert row.email_state == EmailState.SENT
         (mail,) = smtp_sink.by_message_id(row.message_id)
-        reason = explain_reason(waiting.reason, description=waiting.reason_description)
+        reason = explain_reason(waiting.reason, gpus={}, description=waiting.reason_description)  # it asks for no GPU
         text = mail.get_body().get_content()
-        assert "(you asked to be told after 1)" in text and reason.sentence in text
+        assert "(you asked to be told after 1 min)" in text and reason.sentence in text
         for _ in range(3):
             snapshot_refresh()
             jobs_pending_notify()
