@@ -366,7 +366,14 @@ def _cap_note(session: Session, code: str) -> str:
     small-job pool's limits (:func:`jobs.cap_reasons.cap_reason`), else ``""``."""
     if code not in CAP_REASONS:
         return ""
-    held = HeldRequest(session.user_id, sessions_cluster().name, session.gpu_count, session.partition, session.time_limit_min)
+    held = HeldRequest(
+        session.user_id,
+        session.user.username,
+        sessions_cluster().name,
+        session.gpu_count,
+        session.partition,
+        session.time_limit_min,
+    )
     reason = explain_reason(code)
     worded = cap_reason(reason, held)
     return f" ({worded.sentence})" if worded != reason else ""

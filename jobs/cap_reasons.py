@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.core.cache import cache
+
+from slurm.snapshot import snapshot_load
 from teams.site_policy import Policy, site_policy
 
 from .models import Job, on_cluster
@@ -32,15 +35,41 @@ CAP_REASONS = frozenset(
 _RUNNING = ("RUNNING", "CONFIGURING", "COMPLETING")
 
 
+def running_gpus(cluster: str) -> dict[str, int] | None:
+    """User name -> GPUs their running jobs hold on ``cluster`` (squeue's ``tres_alloc_str`` of every
+    RUNNING job in the stored snapshot: portal jobs, sessions and jobs from outside alike, which is what
+    Slurm counts against ``MaxTRESPerUser``). Worked out once per snapshot and kept in the cache under
+    its ``taken_at`` (the full queue is loaded only then; no Slurm call). ``None`` before the first poll."""
+    lite = snapshot_load(with_jobs=False, cluster=cluster)
+    if lite is None:
+        return None
+    key = f"portal:caps:running-gpus:{cluster}:{lite.taken_at}"
+    found = cache.get(key)
+    if found is None:
+        snapshot = snapshot_load(with_jobs=True, cluster=cluster)
+        found = {}
+        for q in snapshot.jobs if snapshot else ():
+            if q.state == "RUNNING" and q.gpus:
+                found[q.user] = found.get(q.user, 0) + sum(q.gpus.values())
+        cache.set(key, found, timeout=600)
+    return found
+
+
 def gpus_in_use(job) -> int:
-    """GPUs the job's owner holds at once on its cluster: the ``gpu_count`` of their running jobs, as
-    the poller last stored them from squeue (portal and outside jobs; no Slurm call). ``job``: a
-    :class:`~jobs.models.Job`, or anything with ``user_id`` and ``cluster`` (a session: its Slurm job
-    is pending, so it is not among them)."""
+    """GPUs the job's owner holds at once on its cluster (:func:`running_gpus`). Without a snapshot:
+    the ``gpu_count`` of their running Job rows. ``job``: a :class:`~jobs.models.Job`, or a
+    :class:`HeldRequest` (a session's Slurm job, pending, so not among them)."""
+    by_user = running_gpus(job.cluster)
+    if by_user is not None:
+        return by_user.get(_username(job), 0)
     rows = Job.objects.filter(on_cluster(job.cluster), user_id=job.user_id, state__in=_RUNNING)
     if isinstance(job, Job):
         rows = rows.exclude(pk=job.pk)
     return sum(rows.values_list("gpu_count", flat=True))
+
+
+def _username(job) -> str:
+    return job.user.username if isinstance(job, Job) else job.username
 
 
 @dataclass(frozen=True)
@@ -49,6 +78,7 @@ class HeldRequest:
     Slurm job): the owner, the cluster, and what it asks for (GPUs, partition, minutes)."""
 
     user_id: int
+    username: str
     cluster: str
     gpu_count: int
     partition: str
@@ -164,7 +194,8 @@ _ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SUBM
 
 def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = None) -> str:
     """The job form's warning before sending when ``user`` is already at a per-person cap on ``cluster``
-    (their jobs as the poller last stored them from squeue; no Slurm call): "You already use 4 of your
+    (GPUs from the stored snapshot, :func:`running_gpus`; jobs pending or running from the stored Job
+    rows; no Slurm call): "You already use 4 of your
     4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end." or "You
     already have 20 jobs pending or running on cluster1, the most the site allows one person (20; each
     array task counts): Slurm will refuse another one ..." ``""`` when under the caps or none is set."""
@@ -182,7 +213,12 @@ def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = N
                 f"({caps.submit_cap}; each array task counts): Slurm will refuse another one until some of them end."
             )
     if caps.gpu_cap is not None and gpu_count:
-        used = sum(mine.filter(state__in=_RUNNING).values_list("gpu_count", flat=True))
+        by_user = running_gpus(cluster)
+        used = (
+            by_user.get(user.username, 0)
+            if by_user is not None
+            else sum(mine.filter(state__in=_RUNNING).values_list("gpu_count", flat=True))
+        )
         if used + gpu_count > caps.gpu_cap:
             return (
                 f"You already use {used} of your {_gpus(caps.gpu_cap)} at once on {cluster}: this job "

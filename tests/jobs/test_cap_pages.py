@@ -78,8 +78,8 @@ def estimate(client, gpus: int) -> str:
     ).content.decode()
 
 
-def test_the_form_warns_before_sending_when_the_gpu_cap_is_reached(site, alice):
-    running(alice, 2, 2)  # 4 of 4 GPUs in use
+def test_the_form_warns_before_sending_when_the_gpu_cap_is_reached(site):
+    """The recorded queue has alice's job 2 running on 4 A100s: with a cap of 4 she is at it."""
     page = BeautifulSoup(estimate(site, 1), "html.parser").select_one("[data-testid=caps-warning]")
     assert (
         page.get_text()
@@ -87,10 +87,11 @@ def test_the_form_warns_before_sending_when_the_gpu_cap_is_reached(site, alice):
     )
 
 
-def test_room_left_is_said(site, alice):
-    running(alice, 1, 2)
+def test_room_left_is_said(site, settings):
+    settings.USER_MAX_GPUS = "6"  # 4 in use (recorded), 2 left
+    assert "You already use 4 of your 6 GPUs at once" in estimate(site, 4)
     assert "Ask for at most 2 GPUs to start now." in estimate(site, 4)
-    assert "caps-warning" not in estimate(site, 2)  # 2 + 2 fits
+    assert "caps-warning" not in estimate(site, 2)  # 4 + 2 fits
 
 
 def test_the_form_warns_at_the_pending_jobs_cap(site, alice, settings):

@@ -3,6 +3,7 @@
 pending ``QOSMaxGRESPerUser`` behind her first, cap 1) and recorded sbatch refusals."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -19,8 +20,24 @@ POLICY = FIXTURES / "slurm" / "22.05" / "policy"
 
 
 @pytest.fixture
-def alice(django_user_model):
+def alice(django_user_model, clean_cache):
+    """Alice, with no snapshot stored (GPUs in use then come from the Job rows)."""
     return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+def test_gpus_in_use_are_slurms_running_jobs_of_the_stored_snapshot(recorded_pair, settings):
+    """With a snapshot, every running job of alice's counts (a session's or one from a shell too, which
+    have no Job row), not only the Job rows; worked out once per snapshot."""
+    from jobs.cap_reasons import gpus_in_use, running_gpus
+    from slurm.snapshot import ClusterSnapshot, snapshot_store
+
+    queue = parse_jobs(json.loads((POLICY / "squeue_qos_max_gres_per_user.json").read_text()))
+    session_job = replace(next(q for q in queue if q.state == "RUNNING"), job_id=999, gpus={"t4": 1}, comment="portal:x")
+    snapshot_store(ClusterSnapshot(taken_at=2000.0, jobs=[*queue, session_job], cluster="cluster1"))
+    assert running_gpus("cluster1") == {"alice": 2}
+    assert gpus_in_use(recorded_pair["pending"]) == 2  # the Job rows alone say 1
+    settings.USER_MAX_GPUS = "2"
+    assert "You already use 2 of your 2 GPUs at once" in job_row(recorded_pair["pending"], {}).reason.sentence
 
 
 @pytest.fixture
