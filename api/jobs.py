@@ -83,6 +83,9 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
             {k: p.get(k, "") for k in ("offset", "job_id", "state", "partition", "nodes")} for p in job.het_parts if job.is_het
         ],
         "gpu_summary": _gpu_summary(job),
+        "image": job.image_name,
+        "image_digest": job.image_digest,
+        "environment": job.environment_text,
     }
 
 
@@ -181,10 +184,11 @@ def submit_job(request, body: JobSubmitIn):
         if profile is None:
             raise Http404("No such profile, or it is not yours and not shared with your team.")
         text = profile.yaml
+    overrides = body.overrides if body.image is None else {**(body.overrides or {}), "image": body.image}
     return run_profile(
         request,
         text=text,
-        overrides=body.overrides,
+        overrides=overrides,
         profile=profile,
         what=f"The profile in {body.filename}" if body.filename else "The profile",
     )

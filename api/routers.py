@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import adoption, announcements, cluster, clusters, jobs, notifications, profiles, sessions, teams
+from . import adoption, announcements, cluster, clusters, images, jobs, notifications, profiles, sessions, teams
 from .base import api
 
 
@@ -21,5 +21,6 @@ def register() -> NinjaAPI:
         api.add_router("/adoption", adoption.router)
         api.add_router("/announcements", announcements.router)
         api.add_router("/notifications", notifications.router)
+        api.add_router("/images", images.router)
         api._portal_routers = True
     return api

@@ -186,6 +186,9 @@ class JobOut(Schema):
     tasks: list[TaskCountOut] = Field(default_factory=list, description="An array's tasks by state (empty for other jobs)")
     components: list[HetPartOut] = Field(default_factory=list, description="A het job's components (empty for other jobs)")
     gpu_summary: GpuSummaryOut | None = Field(None, description="End-of-job GPU usage (GPU jobs that ended)")
+    image: str = Field("", description='The image it runs in (GET /images), "" for none: the node\'s own system')
+    image_digest: str = Field("", description="The image's content digest when it was submitted")
+    environment: str = Field("", description="Which environment the script runs in, in words")
     gpu_usage: GpuUsageOut | None = Field(None, description="GPU figures at the poller's last read (GET /jobs/{ref} only)")
     freshness: FreshnessOut | None = Field(None, description="How old the figures are (GET /jobs/{ref} only)")
     warnings: list[str] = Field(
@@ -216,6 +219,12 @@ class JobSubmitIn(In):
     profile_yaml: str | None = Field(None, description="A profile file's text (YAML, schema version 1; docs/profiles.md)")
     profile_id: int | None = Field(None, description="A saved profile (yours or shared with your team)")
     overrides: dict[str, Any] = Field(default_factory=dict, description='e.g. {"gpus": 4, "time_limit": "04:00:00"}')
+    image: str | None = Field(
+        None,
+        max_length=64,
+        description='A registered image to run in (a name from GET /images), or "none" for the node\'s own system; '
+        "replaces the profile's image:",
+    )
     filename: str | None = Field(None, max_length=255, description="Shown in error messages")
 
 
@@ -433,3 +442,38 @@ class TeamUsageOut(Schema):
     error: str
     taken_at: float | None = None
     clusters: list[ClusterUsageOut] = Field(default_factory=list, description="Each configured cluster's figures")
+
+
+class ImagesQuery(Schema):
+    cluster: str = Field("", description="Only this cluster's images (default: every cluster's)")
+    partition: str = Field("", description="Only images this partition may use")
+    session_kind: str = Field("", description="Only images holding this session kind's server (GET /sessions/kinds)")
+
+
+class ImageStateOut(Schema):
+    cluster: str
+    available: bool = Field(description="The last check (test -r as the portal's service user) could read it there")
+    checked: bool = Field(description="Checked at all; false: not checked yet on this cluster")
+    reason: str = Field(description="Why it is not usable there (empty when available)")
+    checked_at: datetime | None = None
+
+
+class ImageOut(Schema):
+    name: str = Field(description="What to give as image (POST /jobs, a profile's image:, gpuportal submit --image)")
+    description: str
+    os: str
+    python_version: str
+    cuda_version: str = Field(description="Empty: no CUDA in the image")
+    runtime: Literal["charliecloud", "apptainer", "enroot"]
+    path: str
+    digest: str
+    clusters: list[str] = Field(description="Clusters that may use it; empty: every one")
+    partitions: list[str] = Field(description="Partitions that may use it; empty: every one")
+    offers: list[str] = Field(description="Session kinds whose server it holds")
+    states: list[ImageStateOut] = Field(description="What the last check saw on each cluster asked about")
+
+
+class ImageList(Schema):
+    items: list[ImageOut]
+    count: int
+    none_allowed: bool = Field(description="Whether none (the node's own system) may be chosen instead of an image")

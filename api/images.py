@@ -1,0 +1,60 @@
+"""``/api/v1/images``: the site's container images a user may run jobs and sessions in (the CLI's
+``gpuportal images``; ``image`` on ``POST /jobs``), with what the last check saw on each cluster.
+From the registry and the availability cache only (:mod:`images.availability`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from ninja import Query, Router
+
+from images.availability import image_state
+from images.selectors import images_for
+from portal.refusals import Problem, Refused
+from slurm.clusters import cluster_names
+
+from .base import need_scope
+from .schemas import ErrorOut, ImageList, ImagesQuery
+
+router = Router(tags=["images"])
+
+
+@router.get("", response={200: ImageList, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut}, summary="The images you may use")
+def list_images(request, query: Query[ImagesQuery]):
+    need_scope(request, "read")
+    names = cluster_names()
+    if query.cluster and query.cluster not in names:
+        raise Refused(Problem("cluster", f"No cluster called {query.cluster!r}: known are {', '.join(names)}."))
+    wanted = [query.cluster] if query.cluster else names
+    found: dict[str, dict] = {}
+    for cluster in wanted:
+        for image in images_for(cluster=cluster, partition=query.partition or None, session_kind=query.session_kind or None):
+            row = found.setdefault(image.name, _image_out(image))
+            state = image_state(image, cluster)
+            row["states"].append(
+                {
+                    "cluster": cluster,
+                    "available": state.available,
+                    "checked": state.checked,
+                    "reason": state.reason,
+                    "checked_at": state.checked_at,
+                }
+            )
+    items = [found[name] for name in sorted(found)]
+    return {"items": items, "count": len(items), "none_allowed": bool(settings.PORTAL_IMAGE_NONE_ALLOWED)}
+
+
+def _image_out(image) -> dict:
+    return {
+        "name": image.name,
+        "description": image.description,
+        "os": image.os,
+        "python_version": image.python_version,
+        "cuda_version": image.cuda_version,
+        "runtime": image.runtime,
+        "path": image.path,
+        "digest": image.digest,
+        "clusters": image.clusters,
+        "partitions": image.partitions,
+        "offers": image.offers,
+        "states": [],
+    }
