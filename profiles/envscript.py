@@ -79,8 +79,13 @@ class EnvImage:
 
     @classmethod
     def of(cls, image) -> EnvImage:
-        """From an ``images.models.Image``."""
-        return cls(name=image.name, digest=image.digest, python=image.python_version or "")
+        """From an ``images.models.Image``; ``python`` as major.minor ("3.11.2" -> "3.11": what uv's
+        ``--python`` finds in the image, and what the environment's hash holds)."""
+        return cls(name=image.name, digest=image.digest, python=".".join((image.python_version or "").split(".")[:2]))
+
+    def python_matches(self, asked: str) -> bool:
+        """Whether a profile's ``environment.python`` (``3.11`` or ``3.11.2``) is this image's Python."""
+        return not self.python or asked == self.python or asked.startswith(self.python + ".")
 
 
 def env_spec_json(env: dict, site: EnvSite, image: EnvImage | None = None) -> str:

@@ -18,12 +18,20 @@
 # builds a private environment in $TMPDIR for this job only. A finished entry is read-only.
 #
 # Messages start with "portal-env: " on stdout; a build that fails exits 2 with its reason on stderr.
+#
+# In a site image (issue 22) this runs inside an unprivileged container (Charliecloud's user namespace
+# maps only the user's own uid): files of every other uid, root's included, show as the kernel's
+# overflow uid ("nobody", /proc/sys/kernel/overflowuid). There the directories ABOVE the user's area
+# (the cache root and its parents, root's on the host) may show as that owner; they must still be
+# writable by nobody else. The area and every entry must be the user's own as everywhere, so an entry
+# another user made (also shown as "nobody" there) is still refused.
 
 portal_env() {
     local uv=$1 cache=$2 spec=$3 req=$4 what=$5
     local t0=$EPOCHREALTIME uid me hash root area="" envdir lock
     uid=$(id -u)
     me=$(id -un 2>/dev/null) || me=$uid
+    PORTAL_ENV_UNMAPPED=$(portal_env_unmapped_uid)
     if [ ! -x "$uv" ]; then
         echo "portal-env: uv is not installed at $uv on $(hostname); ask the cluster staff (cluster/up.sh installs it)" >&2
         exit 2
@@ -104,7 +112,7 @@ portal_env_path_ok() {
     while :; do
         if [ -L "$dir" ] || [ ! -d "$dir" ]; then PORTAL_ENV_WHY="$dir is not a directory"; return 1; fi
         read -r owner mode < <(stat -c '%u %a' -- "$dir")
-        if [ "$owner" != 0 ] && [ "$owner" != "$uid" ]; then
+        if [ "$owner" != 0 ] && [ "$owner" != "$uid" ] && [ "$owner" != "${PORTAL_ENV_UNMAPPED:-}" ]; then
             PORTAL_ENV_WHY="$dir belongs to $(portal_env_user "$owner")"
             return 1
         fi
@@ -211,6 +219,16 @@ portal_env_remove() {
         rm -rf -- "$1" 2>/dev/null || true
     fi
     [ ! -e "$1" ] && [ ! -L "$1" ]
+}
+
+# portal_env_unmapped_uid: in a user namespace that does not map every uid (an unprivileged container),
+# the uid that files of unmapped users show as (the overflow uid); nothing on the host itself.
+portal_env_unmapped_uid() {
+    local inside outside count
+    read -r inside outside count </proc/self/uid_map 2>/dev/null || return 0
+    if [ "$inside $outside $count" != "0 0 4294967295" ]; then
+        cat /proc/sys/kernel/overflowuid 2>/dev/null || echo 65534
+    fi
 }
 
 portal_env_user() { getent passwd "$1" | cut -d: -f1 | grep . || echo "uid $1"; }

@@ -52,7 +52,7 @@ def site_errors(spec: ProfileSpec, site: EnvSite, image: EnvImage | None = None)
             Problem("resources.nodes", "Jobs run on one node in this version; set resources.nodes to 1 (up to 8 GPUs per node).")
         )
     if env is not None and image is not None:
-        if env.get("python") and image.python and env["python"] != image.python:
+        if env.get("python") and not image.python_matches(env["python"]):
             errors.append(
                 Problem(
                     "environment.python",
