@@ -69,7 +69,9 @@ start_daemon() {
 # ---------------------------------------------------------------------------------------------------------------
 # 1. Debian packages (Debian's policy-rc.d keeps apt from starting daemons: we start them below)
 # ---------------------------------------------------------------------------------------------------------------
-PACKAGES=(slurm-wlm slurmdbd munge mariadb-server openssh-server sudo python3-numpy python3-sklearn)
+# charliecloud-runtime: ch-run, the container runtime jobs in the site's images use on cluster1 (docs/containers.md;
+# unprivileged user namespaces, no daemon, no setuid)
+PACKAGES=(slurm-wlm slurmdbd munge mariadb-server openssh-server sudo python3-numpy python3-sklearn charliecloud-runtime)
 missing=()
 for p in "${PACKAGES[@]}"; do
     [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")

@@ -65,7 +65,7 @@ class Charliecloud:
 
     def check_argv(self, image_path: str) -> list[str]:
         """``ch-run IMAGE_DIR -- /bin/true``: exits 0 iff the calling user can start the image; otherwise ch-run
-        exits non-zero with its reason on stderr (e.g. ``can't stat image: ...: No such file or directory``)."""
+        exits non-zero with its reason on stderr (for a missing one: ``ch-run[PID]: error: can't stat: PATH: No such file or directory``)."""
         return [self.binary, _absolute(image_path, "image path"), "--", "/bin/true"]
 
 

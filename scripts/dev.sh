@@ -11,6 +11,7 @@ bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
 bash "$REPO_DIR/scripts/prometheus.sh"   # GPU metrics: http://127.0.0.1:9090/ (docs/gpu-usage.md)
 bash "$REPO_DIR/scripts/hub_setup.sh"
+bash "$REPO_DIR/scripts/build_image.sh"   # the demo container image, once (docs/containers.md)
 
 export DJANGO_SETTINGS_MODULE=portal.settings.dev
 # Teams = Slurm accounts: on a new install, take over the accounts Slurm already has (idempotent).

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Build the demo container image (issue 22): Debian 12 minimal ('debootstrap --variant=minbase bookworm' from the
+# Debian mirror) + python3, python3-numpy, python3-sklearn and python3-venv (Debian's packages), and for sessions
+# a venv at /opt/jupyter with jupyterlab, jupyterhub (the version in hub/requirements.txt) and batchspawner from
+# PyPI. Nothing comes from a container registry. The result is a Charliecloud directory image (a plain root
+# file system: Charliecloud's own format, run with 'ch-run DIR -- CMD') in the shared image directory:
+#     $PORTAL_IMAGES_DIR/debian12-sklearn/        the image (owned by root, readable by every user)
+#     $PORTAL_IMAGES_DIR/debian12-sklearn.json    what 'manage.py image_register --from-json' reads
+# Idempotent: a stamp holds the hash of the inputs (this script, the packages, the pins); a second run with the
+# same inputs does nothing and says "up to date". A new build is made beside the old one and renamed into place,
+# so jobs never see a half-built image. Prints its time. Run as root (debootstrap and chroot need it).
+# Settings (environment): PORTAL_IMAGES_DIR, IMAGE_MIRROR, IMAGE_FORCE=1 (build even if up to date),
+# PORTAL_ENV_CACHE_DIR and PORTAL_ENV_UV (mount points for the environment cache and uv's directory are made in the
+# image: ch-run cannot create a bind's target in a read-only image; see docs/containers.md).
+LOG_TAG=image
+source "$(dirname "$0")/lib.sh"
+
+: "${PORTAL_IMAGES_DIR:=/srv/gpuportal/images}"
+: "${IMAGE_MIRROR:=http://deb.debian.org/debian}"
+: "${PORTAL_ENV_CACHE_DIR:=/srv/gpuportal/envs}"
+: "${PORTAL_ENV_UV:=/opt/gpuportal/tools/bin/uv}"
+MOUNT_POINTS=("$PORTAL_ENV_CACHE_DIR" "$(dirname "$PORTAL_ENV_UV")")   # the binds a job adds besides the home
+NAME=debian12-sklearn
+SUITE=bookworm
+DEBS=python3,python3-numpy,python3-sklearn,python3-venv,ca-certificates
+DEST=$PORTAL_IMAGES_DIR/$NAME
+JSON=$PORTAL_IMAGES_DIR/$NAME.json
+STAMP=$PORTAL_IMAGES_DIR/.$NAME.stamp
+BUILD=$PORTAL_IMAGES_DIR/.$NAME.build
+BUILD_LOG=$LOG_DIR/image-$NAME.log
+t0=$(date +%s)
+
+pin() {  # pin NAME: the 'NAME==VERSION' line of hub/requirements.txt (the hub and the image's server agree)
+    local line
+    line=$(grep -E "^$1==" "$REPO_DIR/hub/requirements.txt" | head -1 | sed 's/[[:space:]#;].*//')
+    [[ -n $line ]] || die "hub/requirements.txt has no '$1==VERSION' line"
+    printf '%s\n' "$line"
+}
+PIP_SPECS=("$(pin jupyterhub)" "$(pin jupyterlab)" "$(pin batchspawner)")
+
+inputs_hash=$({ cat "$0"; printf '%s\n' "$SUITE" "$DEBS" "${MOUNT_POINTS[@]}" "${PIP_SPECS[@]}"; } | sha256sum | cut -c1-32)
+if [[ -z ${IMAGE_FORCE:-} && -f $STAMP && $(<"$STAMP") == "$inputs_hash" && -d $DEST && -s $JSON ]]; then
+    log "image $NAME is up to date ($DEST; inputs $inputs_hash; $(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
+[[ $(id -u) == 0 ]] || die "building the image needs root (debootstrap, chroot): run 'sudo bash $0'"
+apt_install debootstrap
+
+mkdir -p "$PORTAL_IMAGES_DIR"
+chmod 755 "$PORTAL_IMAGES_DIR"
+mounts_below() { awk -v r="$1" 'index($5, r "/") == 1 {print $5}' /proc/self/mountinfo | sort -r; }
+cleanup() { local m; for m in $(mounts_below "$BUILD"); do umount "$m" || true; done; }
+trap cleanup EXIT
+cleanup
+rm -rf --one-file-system "$BUILD"
+
+log "debootstrap --variant=minbase $SUITE from $IMAGE_MIRROR with $DEBS (log: $BUILD_LOG)"
+if ! debootstrap --variant=minbase --include="$DEBS" "$SUITE" "$BUILD" "$IMAGE_MIRROR" >"$BUILD_LOG" 2>&1; then
+    tail -n 15 "$BUILD_LOG" >&2
+    die "debootstrap of $SUITE into $BUILD failed (see $BUILD_LOG): is $IMAGE_MIRROR reachable?"
+fi
+log "debootstrap done ($(du -sm --one-file-system "$BUILD" | cut -f1) MB)"
+
+# The session server's venv, made with the image's own Python inside a chroot (/proc and /dev from the host;
+# during the build only: the host's resolv.conf and CA certificates, so PyPI is reached as the host reaches it,
+# through a site's TLS proxy too).
+for m in proc dev; do mkdir -p "$BUILD/$m"; mount --bind "/$m" "$BUILD/$m"; done
+mkdir -p "$BUILD/run/host-certs"; mount --bind -o ro /etc/ssl/certs "$BUILD/run/host-certs"
+cp /etc/resolv.conf "$BUILD/etc/resolv.conf"
+log "venv /opt/jupyter in the image: pip install ${PIP_SPECS[*]}"
+{
+    chroot "$BUILD" /usr/bin/python3 -m venv /opt/jupyter &&
+    chroot "$BUILD" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
+        PIP_CERT=/run/host-certs/ca-certificates.crt /opt/jupyter/bin/pip install -q \
+        --no-cache-dir --disable-pip-version-check "${PIP_SPECS[@]}"
+} >>"$BUILD_LOG" 2>&1 || { tail -n 15 "$BUILD_LOG" >&2; die "pip install in the image failed (see $BUILD_LOG)"; }
+cleanup
+rmdir "$BUILD/run/host-certs"
+
+# Tidy up, then what ch-run needs in a read-only image: the files and directories it mounts over
+# (/etc/hosts, /etc/resolv.conf, /home, /tmp, /dev, /proc, /sys) and the mount points of the env cache and uv's
+# directory (bind targets must exist: ch-run cannot make them in a read-only image).
+rm -rf "$BUILD"/var/cache/apt/archives/*.deb "$BUILD"/var/lib/apt/lists/* "$BUILD"/var/log/*.log
+: >"$BUILD/etc/resolv.conf"
+: >"$BUILD/etc/hosts"
+mkdir -p "$BUILD"/{home,tmp,dev,proc,sys,mnt,opt}
+for m in "${MOUNT_POINTS[@]}"; do mkdir -p "$BUILD$m"; done
+printf '%s\n' "name=$NAME" "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "inputs=$inputs_hash" >"$BUILD/etc/portal-image"
+# Readable by every user, writable by none but root (ch-run runs as the user; the image is mounted read-only).
+chown -R root:root "$BUILD"
+chmod -R u+rwX,go+rX,go-w "$BUILD"
+chmod 1777 "$BUILD/tmp" "$BUILD/var/tmp"   # as on any Debian system (ch-run binds the host's /tmp over the first)
+
+log "digest (sha256 over the sorted file list and contents)"
+digest=$(PYTHONPATH=$REPO_DIR "$PYTHON" -m runtimes.digest "$BUILD") || die "could not compute the image digest"
+pyver=$(chroot "$BUILD" /usr/bin/python3 -c 'import platform; print(platform.python_version())')
+osname=$(. "$BUILD/etc/os-release" && printf '%s' "$PRETTY_NAME")
+
+# Swap in: the image before the previous one is removed, the previous one is renamed aside (kept until the next
+# build, so a job that started in it keeps its files), the new one takes its place.
+rm -rf --one-file-system "$BUILD.old"
+if [[ -e $DEST ]]; then mv "$DEST" "$BUILD.old"; fi
+mv "$BUILD" "$DEST"
+
+"$PYTHON" - "$JSON" "$NAME" "$osname" "$pyver" "$digest" "$DEST" <<'EOF'
+import json, os, sys
+path, name, os_name, python, digest, dest = sys.argv[1:]
+doc = {"name": name, "description": "Debian 12 minimal, Python 3.11 with numpy and scikit-learn (Debian's packages);"
+       " JupyterLab in /opt/jupyter", "os": os_name, "python": python, "cuda": None, "digest": digest,
+       "path": dest, "runtime": "charliecloud", "offers": ["jupyterlab"]}
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=2)
+    f.write("\n")
+os.chmod(tmp, 0o644)
+os.replace(tmp, path)
+EOF
+printf '%s\n' "$inputs_hash" >"$STAMP"
+log "image $NAME built in $(( $(date +%s) - t0 )) s: $DEST ($(du -sm --one-file-system "$DEST" | cut -f1) MB, $digest)"
