@@ -246,7 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster", metavar="NAME", help="the cluster to run it on (see `gpuportal clusters`); same as --set cluster=NAME"
     )
 
+    p.add_argument(
+        "--image",
+        metavar="NAME",
+        help="the site image to run it in (see `gpuportal images`), or none for the node's own system; over the profile's image:",
+    )
+
     p = command("clusters", cmd_clusters, "list the clusters the portal serves (the default first)")
+
+    p = command("images", cmd_images, "list the container images you may run jobs and sessions in")
+    p.add_argument("--cluster", metavar="NAME", help="only this cluster's images")
+    p.add_argument("--partition", metavar="NAME", help="only images this partition may use")
+    p.add_argument("--kind", metavar="KIND", help="only images holding this session kind's server (e.g. jupyterlab)")
 
     p = command("ls", cmd_ls, "list your jobs (running, queued and ended in the last hour)")
     p.add_argument("--cluster", metavar="NAME", help="only this cluster's jobs")
@@ -496,7 +507,7 @@ def cmd_submit(ctx: Context) -> int:
     overrides = dict(ctx.args.overrides)
     if ctx.args.cluster:
         overrides["cluster"] = ctx.args.cluster
-    job = client.submit_job(text, os.path.basename(ctx.args.file), overrides)
+    job = client.submit_job(text, os.path.basename(ctx.args.file), overrides, image=ctx.args.image)
     return _submitted(ctx, job, ctx.args.follow, ctx.args.interval)
 
 
@@ -546,6 +557,48 @@ def cmd_clusters(ctx: Context) -> int:
             (c.get("freshness") or {}).get("message", ""),
         ),
     )
+
+
+def _image_where(image: dict) -> str:
+    """Each cluster's last check of ``image``: ``cluster1 ok``, ``cluster2 not checked yet``, ``c3 NOT USABLE: why``."""
+    parts = []
+    for state in image.get("states") or []:
+        said = (
+            "ok"
+            if state.get("available")
+            else f"NOT USABLE: {state.get('reason', '')}"
+            if state.get("checked")
+            else "not checked yet"
+        )
+        parts.append(f"{state.get('cluster', '?')} {said}")
+    return "; ".join(parts) or "-"
+
+
+def cmd_images(ctx: Context) -> int:
+    """``images [--cluster C] [--partition P] [--kind K]``: ``GET /images`` as a table (NAME, OS,
+    PYTHON, CUDA, PARTITIONS, SESSIONS, ON THE CLUSTERS), then whether none may be chosen."""
+    doc = ctx.client().list_images(ctx.args.cluster or "", ctx.args.partition or "", ctx.args.kind or "")
+    code = list_out(
+        ctx,
+        doc,
+        empty="No image you may use here.",
+        headers=["NAME", "OS", "PYTHON", "CUDA", "PARTITIONS", "SESSIONS", "ON THE CLUSTERS"],
+        row=lambda i: (
+            i.get("name", ""),
+            i.get("os") or "-",
+            i.get("python_version") or "-",
+            i.get("cuda_version") or "-",
+            ",".join(i.get("partitions") or []) or "all",
+            ",".join(i.get("offers") or []) or "-",
+            _image_where(i),
+        ),
+    )
+    if not ctx.json:
+        out(
+            "Run in one: gpuportal submit FILE.yaml --image NAME"
+            + (" (--image none: the node's own system)" if doc.get("none_allowed") else "")
+        )
+    return code
 
 
 def cmd_ls(ctx: Context) -> int:

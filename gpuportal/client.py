@@ -239,9 +239,20 @@ class Client:
         "partitions", "gpu_types", "freshness"}, ...], "count": int}``, the default first."""
         return self.request("GET", "/clusters")
 
-    def submit_job(self, profile_yaml: str, filename: str, overrides: dict) -> dict:
-        """``POST /jobs`` with a profile's YAML text: returns the new job (HTTP 201)."""
-        return self.request("POST", "/jobs", body={"profile_yaml": profile_yaml, "filename": filename, "overrides": overrides})
+    def submit_job(self, profile_yaml: str, filename: str, overrides: dict, image: str | None = None) -> dict:
+        """``POST /jobs`` with a profile's YAML text (and ``image``, a registered image's name or
+        ``"none"``, over the profile's ``image:``): returns the new job (HTTP 201)."""
+        body = {"profile_yaml": profile_yaml, "filename": filename, "overrides": overrides}
+        if image is not None:
+            body["image"] = image
+        return self.request("POST", "/jobs", body=body)
+
+    def list_images(self, cluster: str = "", partition: str = "", session_kind: str = "") -> dict:
+        """``GET /images``: ``{"items": [{"name", "description", "os", "python_version", "cuda_version",
+        "runtime", "path", "digest", "clusters", "partitions", "offers", "states": [{"cluster",
+        "available", "checked", "reason", "checked_at"}]}, ...], "count": int, "none_allowed": bool}``."""
+        params = {k: v for k, v in (("cluster", cluster), ("partition", partition), ("session_kind", session_kind)) if v}
+        return self.request("GET", "/images", params=params)
 
     def get_job(self, ref: str, cluster: str = "") -> dict:
         """``GET /jobs/{ref}`` (Slurm job id, on ``cluster`` when given, or key): the job."""
