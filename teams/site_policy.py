@@ -128,7 +128,8 @@ def policy_problems() -> list[str]:
         value = getattr(settings, name)
         if value and not ACCOUNT_NAME_RE.fullmatch(value):
             problems.append(f"PORTAL_{name}={value!r} is not a QOS/partition name (lower case letters, digits, _ . -).")
-    if not settings.USER_CAPS_QOS:
+    caps_set = any(str(getattr(settings, n) or "").strip() for n in ("USER_MAX_GPUS", "USER_MAX_SUBMIT_JOBS"))
+    if caps_set and not settings.USER_CAPS_QOS:
         problems.append("PORTAL_USER_CAPS_QOS is empty: the per-person caps need a QOS to live on.")
     if settings.SMALL_POOL_PARTITION:
         if settings.SMALL_POOL_MAX_GPUS < 0:

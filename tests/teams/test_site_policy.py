@@ -206,3 +206,11 @@ def test_check_slurm_on_the_settings_page_shows_the_qos_change(fake, settings, c
     assert "Dry run: 1 change(s) planned, none applied." in html
     assert "~ set QOS normal MaxTRESPerUser gres/gpu=4 (was none)" in html
     assert len(fake.calls) == 3  # read only: nothing was changed
+
+
+def test_caps_without_a_qos_are_refused(settings):
+    settings.USER_CAPS_QOS = ""
+    assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"] == []  # no caps: no QOS needed
+    settings.USER_MAX_GPUS = "4"
+    [error] = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"]
+    assert error.msg == "PORTAL_USER_CAPS_QOS is empty: the per-person caps need a QOS to live on."
