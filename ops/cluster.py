@@ -100,30 +100,52 @@ class ClusterPage:
     reservations: list[Reservation]
     others: list[Cluster] = field(default_factory=list)
     now: float = 0.0
+    #: Set by :mod:`ops.cluster_cache`: the node rows' HTML (with its CSRF mark), the node names and
+    #: :attr:`counts` as kept with the snapshot they came from (``nodes`` is then empty).
+    rows_html: str = ""
+    names: tuple[str, ...] = ()
+    node_counts: dict[str, int] | None = None
+    #: Also kept: each partition's and reservation's nodes as a compressed node list (python-hostlist
+    #: takes ~40 µs a list), in the order of ``partitions`` / ``reservations``.
+    partition_nodes: tuple[str, ...] | None = None
+    reservation_nodes: tuple[str, ...] | None = None
+    #: The drain form's ``<option>`` of every node, none selected (:func:`ops.cluster_html.node_options`).
+    options_html: str = ""
 
     @property
     def partition_rows(self) -> list[tuple[Partition, str]]:
         """``(partition, its nodes as a compressed Slurm node list)``: ``node[1-3]``, not 500 names."""
-        return [(p, hostlist.collect_hostlist(list(p.nodes)) if p.nodes else "") for p in self.partitions]
+        texts = self.partition_nodes if self.partition_nodes is not None else [_compressed(p.nodes) for p in self.partitions]
+        return list(zip(self.partitions, texts, strict=True))
 
     @property
     def reservation_rows(self) -> list[tuple[Reservation, str, bool]]:
         """``(reservation, its nodes compressed, whether its window holds now)``."""
-        return [(r, hostlist.collect_hostlist(list(r.nodes)) if r.nodes else "", r.active(self.now)) for r in self.reservations]
+        texts = (
+            self.reservation_nodes if self.reservation_nodes is not None else [_compressed(r.nodes) for r in self.reservations]
+        )
+        return [(r, text, r.active(self.now)) for r, text in zip(self.reservations, texts, strict=True)]
 
     @property
     def node_names(self) -> list[str]:
-        return [row.name for row in self.nodes]
+        return list(self.names) if self.node_counts is not None else [row.name for row in self.nodes]
 
     @property
     def counts(self) -> dict[str, int]:
         """How many nodes are available, drained or draining, and not responding/down."""
+        if self.node_counts is not None:
+            return self.node_counts
         return {
             "nodes": len(self.nodes),
             "available": sum(1 for r in self.nodes if r.node.available),
             "drained": sum(1 for r in self.nodes if r.drained),
             "down": sum(1 for r in self.nodes if r.node.state == "down" or NOT_RESPONDING in r.node.flags),
         }
+
+
+def _compressed(nodes: tuple[str, ...]) -> str:
+    """Node names as one Slurm node list (``node[1-3]``; "" for none), by python-hostlist."""
+    return hostlist.collect_hostlist(list(nodes)) if nodes else ""
 
 
 def short_state(node: Node) -> str:

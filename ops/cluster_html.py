@@ -84,9 +84,10 @@ def node_rows(page: ClusterPage, *, drained_by: dict, service_user: str, csrf_to
 
 
 def node_options(page: ClusterPage, selected: str) -> SafeString:
-    """The drain form's ``<option>`` of every node (``selected`` chosen), as :func:`node_rows` builds rows."""
-    return mark_safe(  # noqa: S308 - escaped
-        "".join(
-            f'<option value="{escape(n)}"{" selected" if n == selected else ""}>{escape(n)}</option>' for n in page.node_names
-        )
-    )
+    """The drain form's ``<option>`` of every node (``selected`` chosen), as :func:`node_rows` builds
+    rows; from ``page.options_html`` (kept with the snapshot, :mod:`ops.cluster_cache`) when set."""
+    options = page.options_html or "".join(f'<option value="{escape(n)}">{escape(n)}</option>' for n in page.node_names)
+    if selected:
+        mark = f'<option value="{escape(selected)}">'
+        options = options.replace(mark, mark[:-1] + " selected>", 1)
+    return mark_safe(options)  # noqa: S308 - escaped

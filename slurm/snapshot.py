@@ -26,7 +26,7 @@ from .values import expand_nodes, parse_array_tasks
 #: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
 #: (:func:`queue_positions`); ``reread`` the flag of :func:`reread_soon`; ``nodejobs`` the jobs on each
 #: node (:func:`node_jobs`: what the cluster page lists per node without loading the queue).
-KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs")
+KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs", "head")
 
 
 def _name(cluster: str | None) -> str:
@@ -178,12 +178,19 @@ def snapshots_load(names: list[str], *, with_jobs: bool = False) -> dict[str, Cl
     return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
 
 
+#: The snapshot's lists of records, left out of its head (``cluster:<name>:head``).
+_RECORD_LISTS = ("nodes", "partitions", "jobs", "reservations")
+
+
 def snapshot_store(snapshot: ClusterSnapshot) -> None:
-    """Store the snapshot under its cluster's keys: it, its copy without jobs, and the queue
-    positions (one Redis round trip)."""
+    """Store the snapshot under its cluster's keys: it, its copy without jobs, its head (no records),
+    the queue positions and the node -> jobs index (one Redis round trip)."""
     lite = replace(snapshot, jobs=[]).to_dict()
     name = _name(snapshot.cluster)
     values = {snapshot_key(name, "snapshot"): snapshot.to_dict(), snapshot_key(name, "lite"): lite}
+    # The head: the copy without nodes, partitions, reservations or jobs (a few hundred bytes), for a
+    # page that keeps its own rendering per ``taken_at`` and needs only the freshness (ops/cluster_cache.py).
+    values[snapshot_key(name, "head")] = {k: v for k, v in lite.items() if k not in _RECORD_LISTS}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         values[snapshot_key(name, "positions")] = queue_positions(snapshot)
         values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)

@@ -8,16 +8,20 @@ Slurm call (or Slurm's own words when it refuses). Researchers and leads get 403
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 
 import pytest
 from bs4 import BeautifulSoup
+from django.core.cache import cache
 from django.db import connection
+from django.middleware.csrf import CSRF_TOKEN_LENGTH
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent
 from jobs.models import Job
+from ops.cluster_cache import CSRF_MARK, page_key
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
@@ -105,14 +109,41 @@ def test_the_page_shows_every_node_as_slurm_wrote_it_without_calling_slurm(clien
     assert "accounts nlp" in reservations["fx_team"]
 
 
-def test_the_body_fragment_is_two_cache_reads_and_one_query(client, people, snapshot, slurm):
+def test_the_body_is_built_once_per_snapshot_and_then_read_back(client, people, snapshot, slurm):
+    """The first view of a snapshot builds the rows (one query for the jobs' links, one for the
+    drained nodes' audit rows) and keeps them; later views of the same snapshot make neither query
+    and show the same rows with their own CSRF token; a newer poll's snapshot is built again."""
     _as(client, people["dana"])
     client.get("/ops/cluster/cluster1/body/")  # session and user loaded once
-    with CaptureQueriesContext(connection) as queries:
-        response = client.get("/ops/cluster/cluster1/body/")
-    assert response.status_code == HTTPStatus.OK and slurm.calls == []
-    own = [q["sql"] for q in queries.captured_queries if "jobs_job" in q["sql"] or "jobs_auditevent" in q["sql"]]
+    cache.delete(page_key("cluster1"))  # as if this snapshot had not been viewed yet
+
+    def body():
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get("/ops/cluster/cluster1/body/")
+        assert response.status_code == HTTPStatus.OK and slurm.calls == []
+        own = [q["sql"] for q in queries.captured_queries if "jobs_job" in q["sql"] or "jobs_auditevent" in q["sql"]]
+        return _soup(response), own
+
+    first, own = body()
     assert len(own) == 2, own  # the jobs' rows (links) and the drained nodes' audit rows
+    again, own = body()
+    assert own == []  # read back: no query of its own
+    assert [tr["data-state"] for tr in again.select("tr[data-node]")] == [
+        tr["data-state"] for tr in first.select("tr[data-node]")
+    ]
+    token = again.select_one("form[action$='/nodes/node3/resume/'] input[name=csrfmiddlewaretoken]")["value"]
+    assert CSRF_MARK not in str(again) and len(token) == CSRF_TOKEN_LENGTH  # the request's own (masked) token
+
+    node3 = next(n for n in snapshot.nodes if n.name == "node3")
+    newer = replace(
+        snapshot,
+        taken_at=snapshot.taken_at + 5,
+        nodes=[replace(node3, state="idle", flags=(), reason="")] + [n for n in snapshot.nodes if n.name != "node3"],
+    )
+    snapshot_store(newer)
+    fresh, own = body()
+    assert len(own) == 1, own  # no drained node now: only the jobs' links
+    assert fresh.select_one("tr[data-node=node3]")["data-state"] == "IDLE"
 
 
 def test_an_unknown_cluster_is_404(client, people, snapshot):
