@@ -14,6 +14,7 @@ from django.http import Http404
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
+from jobs.cap_reasons import cap_warning
 from jobs.gpu_usage import job_gpu_usage
 from jobs.holds import job_hold, job_release
 from jobs.logs import job_log_read
@@ -204,7 +205,9 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     job.refresh_from_db()
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
     clash = job_maintenance_warning(job)
-    return Status(HTTPStatus.CREATED, {**out, "warnings": [clash.text] if clash else []})
+    caps = cap_warning(user=request.user, cluster=job.cluster, gpu_count=job.gpu_count, exclude=job)  # per-person caps
+    warnings = ([clash.text] if clash else []) + ([caps] if caps else [])
+    return Status(HTTPStatus.CREATED, {**out, "warnings": warnings})
 
 
 @router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")

@@ -196,7 +196,8 @@ class JobOut(Schema):
         description="At submission (POST /jobs) only: what will keep it from starting although it was accepted, e.g. "
         '"This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance (reservation '
         'maint_node3 on partition small); ask for at most 3 h to start now." (a maintenance reservation on every node '
-        "of its partition within its time limit; Slurm holds it until then)",
+        "of its partition within its time limit; Slurm holds it until then), or a per-person cap it is already at "
+        '("You already use 4 of your 4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end.")',
     )
 
 

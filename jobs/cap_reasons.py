@@ -192,18 +192,22 @@ def _submitted(job: Job) -> int:
 _ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SUBMITTING")
 
 
-def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = None) -> str:
+def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = None, exclude: Job | None = None) -> str:
     """The job form's warning before sending when ``user`` is already at a per-person cap on ``cluster``
     (GPUs from the stored snapshot, :func:`running_gpus`; jobs pending or running from the stored Job
     rows; no Slurm call): "You already use 4 of your
     4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end." or "You
     already have 20 jobs pending or running on cluster1, the most the site allows one person (20; each
-    array task counts): Slurm will refuse another one ..." ``""`` when under the caps or none is set."""
+    array task counts): Slurm will refuse another one ..." ``""`` when under the caps or none is set.
+    ``exclude``: the job being submitted (already a row when the API answers), not counted as one of
+    those before it."""
     try:
         caps = (policy or site_policy()).caps
     except ValueError:
         return ""
     mine = Job.objects.filter(on_cluster(cluster), user=user)
+    if exclude is not None:
+        mine = mine.exclude(pk=exclude.pk)
     if caps.submit_cap is not None:
         active = mine.filter(state__in=_ACTIVE)
         tasks = sum(_submitted(job) for job in active)

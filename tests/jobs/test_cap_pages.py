@@ -112,3 +112,31 @@ def test_too_big_for_the_pool_is_refused_at_the_form_in_the_pools_figures(site):
         in resp.context["form"].errors["gpu_count"][0]
     )
     assert 'data-testid="error-gpu_count"' in resp.content.decode()
+
+
+def test_the_api_submit_warns_at_the_gpu_cap_and_still_accepts_the_job(site, alice, django_capture_on_commit_callbacks):
+    """POST /api/v1/jobs: accepted (201), with the cap's warning; the job itself is not counted as one before it."""
+    import json
+
+    from api.tokens import token_create
+    from teams.models import Membership, Role, Team
+    from tests.profiles.conftest import EXAMPLE_TEXT
+
+    Membership.objects.create(user=alice, team=Team.objects.create(name="vision"), role=Role.MEMBER)
+    _, raw = token_create(user=alice, name="t", scopes=["jobs", "read"], days=1)
+
+    def submit(text):
+        with django_capture_on_commit_callbacks():  # the submission task is queued, not run
+            return site.post(
+                "/api/v1/jobs", data=json.dumps({"profile_yaml": text}), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {raw}",
+            )  # fmt: skip
+
+    no_gpu = submit(EXAMPLE_TEXT)  # the example asks for no GPU: under the cap whatever is in use
+    assert no_gpu.status_code == HTTPStatus.CREATED, no_gpu.content
+    assert no_gpu.json()["warnings"] == []
+    one_gpu = submit(EXAMPLE_TEXT.replace("gpus_per_node: 0", "gpus_per_node: 1").replace("partition: small", "partition: train"))
+    assert one_gpu.status_code == HTTPStatus.CREATED, one_gpu.content
+    assert one_gpu.json()["warnings"] == [
+        "You already use 4 of your 4 GPUs at once on cluster1: this job (1 GPU) will wait until enough of your jobs end."
+    ]
