@@ -86,7 +86,7 @@ def without_directives(script: str) -> tuple[str, list[str]]:
 def run_again_initial(job: Job, *, script: str | None = None) -> dict:
     """The New job form's initial values for a copy of ``job`` (form field names): cluster, team,
     name, partition, GPU type and count, CPUs, memory (``4000M``), time limit (minutes), working
-    directory, requeue and script (a portal job's own; for an outside job ``script``, read by the
+    directory, requeue, image and script (a portal job's own; for an outside job ``script``, read by the
     caller, left out when ``None``)."""
     values = {
         "cluster": job.cluster,
@@ -103,4 +103,5 @@ def run_again_initial(job: Job, *, script: str | None = None) -> dict:
     }
     if not job.is_outside:
         values["requeue"] = job.requeue
+        values["image"] = job.image_name
     return {k: v for k, v in values.items() if v not in ("", None)}

@@ -6,6 +6,7 @@ bash where no image is: the check fails with the sentence, and a path holding sh
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,13 @@ def test_the_job_page_shows_image_environment_and_the_gone_sentence(alice, image
         "The image debian12-sklearn (/srv/gpuportal/images/debian12-sklearn) is no longer on the cluster: ask your admins or choose another image"
         in page
     )
+
+
+@pytest.mark.django_db
+def test_run_again_keeps_the_image(alice, image):  # noqa: F811
+    from jobs.rerun import run_again_initial, run_again_request
+
+    job = image_job(alice, image, state=JobState.COMPLETED)
+    assert run_again_request(job).image == "debian12-sklearn"
+    assert run_again_initial(job)["image"] == "debian12-sklearn"
+    assert "image" not in run_again_initial(image_job(alice, image, key=uuid.uuid4(), image_name=""))
