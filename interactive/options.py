@@ -21,6 +21,8 @@ from .kinds import KINDS, SessionKind, kind_default, kinds_available
 #: Every key a start request may carry.
 ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
+#: A site image's name (images.models.Image.name, a slug): anything else is no image, without a query.
+_IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,15 @@ def session_image(name: str, *, kind: SessionKind, partition: str):
     from slurm.clusters import sessions_cluster
 
     cluster = sessions_cluster().name
+    if name not in ("", "none") and not _IMAGE_NAME.fullmatch(name):  # a path, or text no name can hold (NUL)
+        names = ", ".join(i.name for i in session_images(kind, partition=partition)) or "none here"
+        return None, [
+            Problem(
+                "image",
+                f"There is no image called {name[:64]!r}: images are the site's, named like debian12-sklearn, never a path. "
+                f"Choose one with {kind.label} ({names}) or none (the node's own system).",
+            )
+        ]
     try:
         image = image_choice_check(name, cluster=cluster, partition=partition)
     except Refused as refused:

@@ -138,6 +138,7 @@ def test_another_users_image_path_or_name_cannot_be_asked_for(client, hub_settin
     for options, says in [
         ({"image": "/home/bob/private-image"}, "There is no image called"),
         ({"image": "../../home/bob/img"}, "There is no image called"),
+        ({"image": "debian12\x00-sklearn"}, "There is no image called"),  # no query: PostgreSQL text holds no NUL
         ({"user": "bob"}, "Unknown session option(s): user"),
         ({"username": "bob", "image": "debian12-sklearn"}, "Unknown session option(s): username"),
     ]:
