@@ -315,7 +315,13 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 #: The snapshot poller has a queue (and in make dev a worker) of its own, so a backlog of submissions
 #: waiting on an unreachable controller never delays the poll that tells pages so.
-CELERY_TASK_ROUTES = {"jobs.tasks.snapshot_poll": {"queue": "poller"}, "jobs.tasks.gpu_usage_poll": {"queue": "poller"}}
+#: The images' availability check (images/availability.py) is the poller's too: a read of each cluster.
+CELERY_TASK_ROUTES = {
+    "jobs.tasks.snapshot_poll": {"queue": "poller"},
+    "jobs.tasks.gpu_usage_poll": {"queue": "poller"},
+    "images.tasks.images_availability_task": {"queue": "poller"},
+    "images.tasks.image_probe_task": {"queue": "poller"},
+}
 
 
 def _every(task: str, seconds: float) -> dict:
