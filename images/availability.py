@@ -1,6 +1,6 @@
 """Whether each image is on each cluster, as the portal's service user sees it (issue 22).
 
-A periodic task (:func:`images.tasks.images_availability_task`, Celery beat every
+A periodic task (:func:`images.tasks.images_availability_task`, Celery beat, one check per cluster, every
 ``PORTAL_IMAGE_CHECK_INTERVAL`` seconds) runs ``test -r <path>`` through each cluster's gateway
 (:func:`slurm.gateway.get_gateway`, as the service user, no sudo) for every enabled image that
 cluster may use, and keeps the answer in the cache. Pages, the API and :func:`images.services.image_check`

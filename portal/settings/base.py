@@ -320,6 +320,7 @@ CELERY_TASK_ROUTES = {
     "jobs.tasks.snapshot_poll": {"queue": "poller"},
     "jobs.tasks.gpu_usage_poll": {"queue": "poller"},
     "images.tasks.images_availability_task": {"queue": "poller"},
+    "images.tasks.images_cluster_check_task": {"queue": "poller"},
     "images.tasks.image_probe_task": {"queue": "poller"},
 }
 
