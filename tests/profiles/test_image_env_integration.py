@@ -161,3 +161,47 @@ def test_the_venv_sees_the_images_own_packages(alice, policy, demo_image, django
         assert f"portal-env: cache miss {hash_}; building it (python 3.11 of image debian12-sklearn, 0 packages)" in out, out
     finally:
         remove_entry(entry)
+
+
+def test_inside_the_container_an_area_of_another_user_is_still_refused(demo_image, tmp_path):
+    """In Charliecloud's user namespace every uid but alice's shows as the overflow uid (nobody):
+    root's cache root is accepted as such, but an area (or entry) that is not alice's own, here bob's
+    (also shown as nobody), is refused and the job builds a private venv. Run with ch-run as alice
+    directly, the cache bound at the image's mount point PORTAL_ENV_CACHE_DIR."""
+    from profiles.envscript import render_profile_script
+
+    cache = Path(settings.PORTAL_ENV_CACHE_DIR).parent / f"envs-test-{uuid.uuid4().hex[:8]}"
+    cache.mkdir(mode=0o755)
+    script = Path("/home/alice/gpuportal-tests") / f"userns-{uuid.uuid4().hex[:8]}.sh"
+    site = EnvSite.from_settings()
+    text = IMAGE_ONLY.format(tag="userns").replace("grep PRETTY_NAME /etc/os-release\n", "")
+    script.write_text(render_profile_script(parse_profile(text), site=site, image=EnvImage.of(demo_image)))
+    subprocess.run(["chown", "alice:alice", str(script)], check=True)
+
+    def run_in_image() -> str:
+        argv = ["runuser", "-u", "alice", "--", "ch-run", "--home", "-b", f"{cache}:{settings.PORTAL_ENV_CACHE_DIR}"]
+        argv += ["-b", f"{Path(settings.PORTAL_ENV_UV).parent}:{Path(settings.PORTAL_ENV_UV).parent}", demo_image.path]
+        done = subprocess.run([*argv, "--", "/bin/bash", str(script)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    try:
+        area = cache / "alice"
+        area.mkdir(mode=0o755)
+        subprocess.run(["chown", "bob:bob", str(area)], check=True)
+        out = run_in_image()
+        inside = f"{settings.PORTAL_ENV_CACHE_DIR}/alice"
+        assert f"portal-env: refused the cache area {inside}: it belongs to nobody, not to you" in out, out
+        assert "portal-env: building a private environment" in out and "sklearn" in out, out
+        assert list(area.iterdir()) == []  # nothing written into bob's directory
+        # The same cache with alice's own area (as cluster/env_cache.sh makes it): the root, shown as
+        # nobody, is accepted and the venv is cached there.
+        subprocess.run(["chown", "alice:alice", str(area)], check=True)
+        out = run_in_image()
+        assert "portal-env: cache miss" in out and f"in {inside}/" in out, out
+        assert "private" not in out, out
+        assert run_in_image().count("portal-env: cache hit") == 1
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(cache)], check=False)
+        shutil.rmtree(cache, ignore_errors=True)
+        script.unlink(missing_ok=True)
