@@ -156,3 +156,21 @@ def test_run_again_keeps_the_image(alice, image):  # noqa: F811
     assert run_again_request(job).image == "debian12-sklearn"
     assert run_again_initial(job)["image"] == "debian12-sklearn"
     assert "image" not in run_again_initial(image_job(alice, image, key=uuid.uuid4(), image_name=""))
+
+
+@pytest.mark.django_db
+def test_the_forms_image_choices(image, settings):
+    from jobs.forms import image_choices
+
+    Image.objects.create(
+        name="cuda12", path="/srv/gpuportal/images/cuda12.sif", runtime="apptainer", partitions=["train"], cuda_version="12.4"
+    )
+    Image.objects.create(name="off", path="/srv/gpuportal/images/off", enabled=False)
+    image_state_store(Image.objects.get(name="cuda12"), "cluster1", available=False, reason="it is not there")
+    assert image_choices("cluster1") == [
+        ("", "none: the node's own system"),
+        ("cuda12", "cuda12 — CUDA 12.4 (partitions train) — not usable now"),
+        ("debian12-sklearn", "debian12-sklearn — Debian GNU/Linux 12 (bookworm), Python 3.11"),
+    ]
+    settings.PORTAL_IMAGE_NONE_ALLOWED = False
+    assert [value for value, _ in image_choices("cluster1")] == ["cuda12", "debian12-sklearn"]
