@@ -300,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", metavar="KIND", help="the kind of session (see `gpuportal sessions kinds`); default: the portal's")
     # Kept for scripts written before --kind existed.
     p.add_argument("--vscode", dest="kind", action="store_const", const="vscode", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--image",
+        metavar="NAME",
+        help="run the session's server in this site image (one that holds the kind's server: `gpuportal sessions kinds`); "
+        "none: the node's own system",
+    )
     p.add_argument("--partition")
     p.add_argument("--gpus", type=_non_negative_int, metavar="N")
     p.add_argument("--gpu-type", metavar="TYPE")
@@ -881,6 +887,7 @@ def cmd_notebook(ctx: Context) -> int:
         memory=a.memory,
         memory_gb=_number(a.memory_gb),
         hours=_number(a.hours),
+        image=a.image,
     )
     name = session.get("name", "?")
     if a.no_wait:
@@ -947,17 +954,19 @@ def cmd_sessions_ls(ctx: Context) -> int:
 
 
 def cmd_sessions_kinds(ctx: Context) -> int:
-    """``sessions kinds``: ``GET /sessions/kinds`` as a table (the default kind marked)."""
+    """``sessions kinds``: ``GET /sessions/kinds`` as a table (the default kind marked; IMAGES: the
+    site images that hold each kind's server, for ``notebook --image``)."""
     doc = ctx.client().list_session_kinds()
     return list_out(
         ctx,
         doc,
         empty="No session kinds.",
-        headers=["KIND", "LABEL", "AVAILABLE", "NOTE"],
+        headers=["KIND", "LABEL", "AVAILABLE", "IMAGES", "NOTE"],
         row=lambda k: (
             k.get("name"),
             k.get("label"),
             bool(k.get("available")),
+            ",".join(k.get("images") or []) or "-",  # site images holding its server (`notebook --image`)
             "default" if k.get("name") == doc.get("default") else k.get("note"),
         ),
     )

@@ -98,11 +98,12 @@ def make_session(**fields: Any) -> dict:
 def make_kinds() -> dict:
     """``GET /sessions/kinds`` as the portal answers it with its two kinds, VS Code not installed."""
     items = [
-        {"name": "lab", "label": "JupyterLab", "available": True, "note": ""},
+        {"name": "lab", "label": "JupyterLab", "available": True, "note": "", "images": ["debian12-sklearn"]},
         {
             "name": "vscode",
             "label": "VS Code",
             "available": False,
+            "images": [],
             "note": "VS Code is not offered: code-server is not installed in /opt/gpuportal/code-server/bin.",
         },
     ]

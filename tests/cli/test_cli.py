@@ -555,9 +555,9 @@ def test_sessions_ls_and_stop(env, capsys):
 def test_sessions_kinds_is_the_apis_list(env, capsys):
     assert main(["sessions", "kinds"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["KIND", "LABEL", "AVAILABLE", "NOTE"]
-    assert out[1].split() == ["lab", "JupyterLab", "yes", "default"]
-    assert out[2].split()[:4] == ["vscode", "VS", "Code", "no"] and "code-server is not installed" in out[2]
+    assert out[0].split() == ["KIND", "LABEL", "AVAILABLE", "IMAGES", "NOTE"]
+    assert out[1].split() == ["lab", "JupyterLab", "yes", "debian12-sklearn", "default"]
+    assert out[2].split()[:5] == ["vscode", "VS", "Code", "no", "-"] and "code-server is not installed" in out[2]
     assert main(["--json", "sessions", "kinds"]) == 0
     assert json.loads(capsys.readouterr().out) == env.session_kinds
 
@@ -577,6 +577,9 @@ def test_notebook_kind_is_the_apis_default_or_the_one_asked_for(env, capsys):
     assert main(["notebook", "--no-wait", "--kind", "lab"]) == 0
     assert env.calls("POST", "/sessions")[-1].body == {"ide": "lab"}
     assert len(env.calls("GET", "/sessions/kinds")) == 1  # a kind given is not looked up: the portal checks it
+    # A site image for the session's server (issue 22): sent by name, checked by the portal.
+    assert main(["notebook", "--no-wait", "--kind", "lab", "--image", "debian12-sklearn"]) == 0
+    assert env.calls("POST", "/sessions")[-1].body == {"ide": "lab", "image": "debian12-sklearn"}
     capsys.readouterr()
 
 
