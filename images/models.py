@@ -14,6 +14,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from runtimes import runtime_get
+
 #: Characters an image path may not hold: a path is sent as one argv element and as one quoted word
 #: of the batch script (never as shell code), but a newline or NUL could not be one line of the log.
 _BAD_PATH = re.compile(r"[\x00-\x1f\x7f]")
@@ -77,6 +79,18 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The runtime must be able to take the path as one argument (enroot/pyxis splits
+        ``--container-image`` on ``,``): refused here, at registration, with the runtime's sentence."""
+        if not (self.path or "").startswith("/") or _BAD_PATH.search(self.path):
+            return  # the field's own validator says why
+        try:
+            runtime = runtime_get(self.runtime)
+            runtime.exec_argv(self.path, ["/bin/true"])
+            runtime.check_argv(self.path)
+        except ValueError as exc:
+            raise ValidationError({"path": f"{str(exc)[:1].upper()}{str(exc)[1:]}."}) from None
 
     def allows_cluster(self, cluster: str) -> bool:
         """Whether cluster ``cluster`` may use the image (``clusters`` empty: every one)."""

@@ -19,6 +19,7 @@ from audit.services import audit
 from images.models import Image
 from images.services import image_choice_check
 from portal.refusals import Problem, Refused
+from runtimes import Bind, runtime_get
 from slurm.clusters import cluster_get
 from slurm.states import ACTIVE_STATES
 
@@ -62,6 +63,8 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
         image = image_choice_check(request.image, cluster=cluster.name, partition=request.partition)
     except Refused as refused:
         problems += refused.problems
+    if image is not None:
+        problems += _image_workdir_problems(image, request.workdir)
     if problems:
         raise Refused(*problems)
     return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name, image=image)
@@ -108,6 +111,19 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
         )
         transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
     return job
+
+
+def _image_workdir_problems(image: Image, workdir: str) -> list[Problem]:
+    """An absolute working directory is bound into the image at the same path: refused when the
+    image's runtime cannot take it as one bind (a ``:`` for ch-run's ``-b SRC:DST``, a ``,`` for
+    Apptainer's and pyxis' lists), before anything is sent. Relative ones lie in the home, bound as a whole."""
+    if not workdir.startswith("/"):
+        return []
+    try:
+        runtime_get(image.runtime).exec_argv(image.path, ["/bin/true"], binds=[Bind(workdir, workdir)], workdir=workdir)
+    except ValueError as exc:
+        return [Problem("workdir", f"This working directory cannot be used in the image {image.name}: {exc}.")]
+    return []
 
 
 def _account_for(user: User, requested: str) -> tuple[str, list[Problem]]:

@@ -174,3 +174,17 @@ def test_the_forms_image_choices(image, settings):
     ]
     settings.PORTAL_IMAGE_NONE_ALLOWED = False
     assert [value for value, _ in image_choices("cluster1")] == ["cuda12", "debian12-sklearn"]
+
+
+@pytest.mark.django_db
+def test_a_workdir_the_runtime_cannot_bind_is_refused_before_anything_is_sent(alice, policy, image):  # noqa: F811
+    with pytest.raises(Refused) as caught:
+        submit.job_check(user=alice, request=request_(image="debian12-sklearn", workdir="/scratch/run:1"), policy=policy)
+    [problem] = caught.value.problems
+    assert problem.field == "workdir" and problem.message.startswith(
+        "This working directory cannot be used in the image debian12-sklearn: bind source '/scratch/run:1' holds ':'"
+    )
+    assert (
+        submit.job_check(user=alice, request=request_(workdir="/scratch/run:1"), policy=policy).image is None
+    )  # no image: no bind
+    assert Job.objects.count() == 0
