@@ -115,3 +115,10 @@ def test_without_an_image_the_job_says_none(client, people, token, images, clust
     with django_capture_on_commit_callbacks():
         body = call(client, "post", "/jobs", token, {"profile_yaml": EXAMPLE_TEXT}).json()
     assert body["image"] == "" and "node's own system" in body["environment"]
+
+
+def test_images_needs_the_read_scope(client, people, images):
+    raw = token_create(user=people["alice"], name="jobs-only", scopes=["jobs"], days=30)[1]
+    r = call(client, "get", "/images", raw)
+    assert r.status_code == HTTPStatus.FORBIDDEN and "'read' scope" in r.json()["detail"]
+    assert call(client, "get", "/images").status_code == HTTPStatus.UNAUTHORIZED
