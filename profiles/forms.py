@@ -45,7 +45,27 @@ class OverridesForm(forms.Form):
     gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per node")
     partition = forms.CharField(required=False, max_length=64)
     time_limit = forms.CharField(required=False, max_length=20, help_text="HH:MM:SS, D-HH:MM:SS or minutes")
+    #: A site image to run in instead of the profile's (issue 22); "" keeps the profile's.
+    image = forms.ChoiceField(required=False, help_text="The site image the job runs in (its environment is built there).")
     name = forms.CharField(required=False, max_length=200, label="New name", help_text="For a copy (clone) only.")
+
+    def __init__(self, *args, cluster: str = "", current_image: str = "", **kwargs):
+        """``cluster``: the profile's (``""``: the default one), whose images are offered;
+        ``current_image``: the profile's ``image`` ("" = none), named in the keep-it choice."""
+        from django.conf import settings
+
+        from images.selectors import images_for
+        from slurm.clusters import cluster_get
+
+        super().__init__(*args, **kwargs)
+        found = cluster_get(cluster or None)
+        keep = f"the profile's ({current_image or 'none'})"
+        choices = [("", keep)]
+        if settings.PORTAL_IMAGE_NONE_ALLOWED:
+            choices.append(("none", "none: the node's own system"))
+        if found is not None:
+            choices += [(image.name, image.summary) for image in images_for(cluster=found.name)]
+        self.fields["image"].choices = choices
 
     def overrides(self) -> dict:
         return {k: v for k, v in self.cleaned_data.items() if k != "name" and v not in (None, "")}

@@ -102,7 +102,7 @@ def _detail_page(
         {
             "profile": profile,
             "jobs": jobs,
-            "form": form or OverridesForm(),
+            "form": form or _overrides_form(profile),
             "problems": problems,
             "teams": _teams(request),
             "mine": profile.owner_id == request.user.pk,
@@ -111,8 +111,13 @@ def _detail_page(
     )
 
 
+def _overrides_form(profile, data=None) -> OverridesForm:
+    spec = profile.spec or {}
+    return OverridesForm(data, cluster=spec.get("cluster", ""), current_image=spec.get("image", ""))
+
+
 def _overrides_or_error(request: HttpRequest, profile):
-    form = OverridesForm(request.POST)
+    form = _overrides_form(profile, request.POST)
     if form.is_valid():
         return form, None
     return form, _detail_page(request, profile, form=form, status=400)

@@ -485,3 +485,46 @@ def test_role_matrix(client, people, cluster, no_slurm, who, endpoint, django_ca
         assert Job.objects.get().user == people[who] and Job.objects.get().profile == profile
     if expected == 302 and path.endswith("/clone/"):
         assert Profile.objects.get(name="mine").owner == people[who]
+
+
+def test_run_in_another_image_from_the_profile_page(client, people, cluster, no_slurm, django_capture_on_commit_callbacks):
+    """Issue 22: the Run form offers the site's images (and none); the job runs in the one picked,
+    its environment built there (the script says so), and the list shows a profile's image."""
+    from images.availability import image_state_store
+    from images.models import Image
+    from slurm.clusters import default_cluster
+
+    image = Image.objects.create(
+        name="debian12-sklearn",
+        os="Debian GNU/Linux 12 (bookworm)",
+        python_version="3.11.2",
+        runtime="charliecloud",
+        path="/srv/gpuportal/images/debian12-sklearn",
+        digest="sha256:" + "ab" * 32,
+        offers=["jupyterlab"],
+    )
+    image_state_store(image, default_cluster().name, available=True)
+    profile = make(people["alice"])
+    in_image = make(people["alice"], "in-image", text=EXAMPLE_TEXT.replace("resources:", "image: debian12-sklearn\nresources:"))
+    client.force_login(people["alice"])
+    page = client.get(f"/profiles/{profile.pk}/").content.decode()
+    assert 'value="debian12-sklearn"' in page and "the profile&#x27;s (none)" in page and 'value="none"' in page
+    rows = client.get("/profiles/").content.decode()
+    assert "image debian12-sklearn" in rows and rows.count("image debian12-sklearn") == 1  # only in-image's row
+    with django_capture_on_commit_callbacks():
+        r = client.post(f"/profiles/{profile.pk}/run/", {"image": "debian12-sklearn"})
+    job = Job.objects.get()
+    assert r.status_code == HTTPStatus.FOUND and job.image_name == "debian12-sklearn" and job.image_digest == image.digest
+    assert f"portal-env: in image debian12-sklearn ({image.digest})" in job.script
+    assert "of image debian12-sklearn, 2 packages" in job.script
+    # And back to the node's own system for a profile that names an image.
+    with django_capture_on_commit_callbacks():
+        r = client.post(f"/profiles/{in_image.pk}/run/", {"image": "none"})
+    second = Job.objects.exclude(pk=job.pk).get()
+    assert r.status_code == HTTPStatus.FOUND and second.image_name == "" and "portal-env: in image" not in second.script
+    # An image the cluster does not have now is refused on the image field, and nothing is made.
+    image_state_store(image, default_cluster().name, available=False, reason="it is not there")
+    r = client.post(f"/profiles/{profile.pk}/run/", {"image": "debian12-sklearn"})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and Job.objects.count() == 2
+    assert "cannot be used on cluster" in r.content.decode()
+    assert no_slurm.calls == []
