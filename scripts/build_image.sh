@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the demo container image (issue 22): Debian 12 minimal ('debootstrap --variant=minbase bookworm' from the
 # Debian mirror) + python3, python3-numpy, python3-sklearn and python3-venv (Debian's packages), and for sessions
-# a venv at /opt/jupyter with jupyterlab, jupyterhub (the version in hub/requirements.txt) and batchspawner from
-# PyPI. Nothing comes from a container registry. The result is a Charliecloud directory image (a plain root
+# a venv at /opt/jupyter with what the hub's own Jupyter venv has (scripts/hub_setup.sh): hub/requirements.txt from
+# PyPI (jupyterlab, jupyterhub, batchspawner at its pins), the portal's session extension (hub/session: the
+# activity the idle limit reads) and the site's JupyterLab defaults. Nothing comes from a container registry. The result is a Charliecloud directory image (a plain root
 # file system: Charliecloud's own format, run with 'ch-run DIR -- CMD') in the shared image directory:
 #     $PORTAL_IMAGES_DIR/debian12-sklearn/        the image (owned by root, readable by every user)
 #     $PORTAL_IMAGES_DIR/debian12-sklearn.json    what 'manage.py image_register --from-json' reads
@@ -37,8 +38,13 @@ pin() {  # pin NAME: the 'NAME==VERSION' line of hub/requirements.txt (the hub a
     printf '%s\n' "$line"
 }
 PIP_SPECS=("$(pin jupyterhub)" "$(pin jupyterlab)" "$(pin batchspawner)")
+SESSION_FILES=("$REPO_DIR/hub/requirements.txt" "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json"
+               $(find "$REPO_DIR/hub/session" -path '*/vscode-activity' -prune -o -type f \( -name '*.py' -o -name '*.toml' -o -name '*.json' \) -print | LC_ALL=C sort))
 
-inputs_hash=$({ cat "$0"; printf '%s\n' "$SUITE" "$DEBS" "${MOUNT_POINTS[@]}" "${PIP_SPECS[@]}"; } | sha256sum | cut -c1-32)
+shopt -s nullglob
+SITE_CAS=(/usr/local/share/ca-certificates/*.crt)   # the site's own CAs (e.g. a TLS proxy's), copied into the image
+shopt -u nullglob
+inputs_hash=$({ cat "$0" "${SESSION_FILES[@]}" ${SITE_CAS[@]+"${SITE_CAS[@]}"}; printf '%s\n' "$SUITE" "$DEBS" "${MOUNT_POINTS[@]}" "${PIP_SPECS[@]}"; } | sha256sum | cut -c1-32)
 if [[ -z ${IMAGE_FORCE:-} && -f $STAMP && $(<"$STAMP") == "$inputs_hash" && -d $DEST && -s $JSON ]]; then
     log "image $NAME is up to date ($DEST; inputs $inputs_hash; $(( $(date +%s) - t0 )) s)"
     exit 0
@@ -67,15 +73,34 @@ log "debootstrap done ($(du -sm --one-file-system "$BUILD" | cut -f1) MB)"
 for m in proc dev; do mkdir -p "$BUILD/$m"; mount --bind "/$m" "$BUILD/$m"; done
 mkdir -p "$BUILD/run/host-certs"; mount --bind -o ro /etc/ssl/certs "$BUILD/run/host-certs"
 cp /etc/resolv.conf "$BUILD/etc/resolv.conf"
-log "venv /opt/jupyter in the image: pip install ${PIP_SPECS[*]}"
+log "venv /opt/jupyter in the image: pip install -r hub/requirements.txt (${PIP_SPECS[*]} ...) and hub/session"
+mkdir -p "$BUILD/tmp/portal-build"
+cp "$REPO_DIR/hub/requirements.txt" "$BUILD/tmp/portal-build/"
+cp -r "$REPO_DIR/hub/session" "$BUILD/tmp/portal-build/session"   # setuptools builds in the tree
+in_image_pip() {
+    chroot "$BUILD" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root PIP_CERT=/run/host-certs/ca-certificates.crt \
+        /opt/jupyter/bin/pip install -q --no-cache-dir --disable-pip-version-check "$@"
+}
 {
     chroot "$BUILD" /usr/bin/python3 -m venv /opt/jupyter &&
-    chroot "$BUILD" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
-        PIP_CERT=/run/host-certs/ca-certificates.crt /opt/jupyter/bin/pip install -q \
-        --no-cache-dir --disable-pip-version-check "${PIP_SPECS[@]}"
+    in_image_pip -r /tmp/portal-build/requirements.txt &&
+    in_image_pip --no-deps /tmp/portal-build/session &&
+    chroot "$BUILD" /opt/jupyter/bin/python -c 'import gpuportal_session'
 } >>"$BUILD_LOG" 2>&1 || { tail -n 15 "$BUILD_LOG" >&2; die "pip install in the image failed (see $BUILD_LOG)"; }
+rm -rf "$BUILD/tmp/portal-build"
+install -D -m 644 "$REPO_DIR/hub/session/jupyter_server_config.json" \
+    "$BUILD/opt/jupyter/etc/jupyter/jupyter_server_config.d/gpuportal_session.json"
+install -D -m 644 "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json" \
+    "$BUILD/opt/jupyter/share/jupyter/lab/settings/overrides.json"
 cleanup
 rmdir "$BUILD/run/host-certs"
+# The site's CA certificates into the image's store, so uv and pip in a profile's job (inside the image) reach the
+# package index as the host does; a site adds its own CA the same way.
+if ((${#SITE_CAS[@]})); then
+    cp "${SITE_CAS[@]}" "$BUILD/usr/local/share/ca-certificates/"
+    chroot "$BUILD" /usr/sbin/update-ca-certificates >>"$BUILD_LOG" 2>&1 || die "update-ca-certificates in the image failed (see $BUILD_LOG)"
+    log "site CA certificates in the image: ${SITE_CAS[*]##*/}"
+fi
 
 # Tidy up, then what ch-run needs in a read-only image: the files and directories it mounts over
 # (/etc/hosts, /etc/resolv.conf, /home, /tmp, /dev, /proc, /sys) and the mount points of the env cache and uv's

@@ -1,7 +1,7 @@
 """The demo image scripts/build_image.sh made (issue 22, item 2), as it lies in the shared image directory: its
 JSON (what image_register reads) matches the directory, including a digest recomputed here; every user can read it
 and none but root can write it; it starts as alice with ch-run and holds Debian 12's Python, numpy and sklearn
-and the session venv at /opt/jupyter with the hub's own jupyterhub version; the mount points the portal's binds
+and the session venv at /opt/jupyter with the hub's own jupyterhub version and the portal's session extension; the mount points the portal's binds
 need are there; a second run of the script does nothing and says so within seconds."""
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ def test_starts_as_alice_with_debians_python_and_the_session_venv(doc):
     assert done.stdout.split() == [pins["jupyterhub"].split(";")[0].strip(), pins["jupyterlab"].split(";")[0].strip()]
     for server in ("batchspawner-singleuser", "jupyterhub-singleuser", "jupyter-lab"):
         assert (IMAGE / "opt" / "jupyter" / "bin" / server).is_file(), server
+    # the same single-user server as the hub's own venv: the portal's activity extension (the idle limit) is on
+    done = alice_in_image("/opt/jupyter/bin/jupyter", "server", "extension", "list")
+    assert done.returncode == 0, done.stderr
+    listing = done.stdout + done.stderr
+    assert "gpuportal_session" in listing and "enabled" in listing, listing
 
 
 def test_mount_points_of_the_portals_binds(doc):
@@ -101,3 +106,11 @@ def test_second_run_is_up_to_date_in_seconds(doc):
     assert "image debian12-sklearn is up to date" in done.stdout
     assert took < 5, took
     assert json.loads(JSON.read_text())["digest"] == doc["digest"]
+
+
+def test_site_ca_certificates_are_in_the_images_store(doc):
+    bundle = (IMAGE / "etc" / "ssl" / "certs" / "ca-certificates.crt").read_text()
+    site = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    for cert in site:
+        body = "".join(line for line in cert.read_text().splitlines() if not line.startswith("-----"))
+        assert body and body in bundle.replace("\n", ""), cert
