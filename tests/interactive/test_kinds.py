@@ -164,7 +164,7 @@ def test_a_new_kind_is_in_the_cli(client, world, rstudio, monkeypatch, capsys):
         monkeypatch.setenv("NO_PROXY", "*")
         assert main(["sessions", "kinds"]) == 0
         rows = [line.split() for line in capsys.readouterr().out.splitlines()]
-        assert ["rstudio", "RStudio", "yes", "-"] in rows
+        assert ["rstudio", "RStudio", "yes", "-", "-"] in rows  # no image holds its server; no note
         assert main(["notebook", "--kind", "rstudio", "--no-wait"]) == 0
         assert fake.calls("POST", "/sessions")[-1].body == {"ide": "rstudio"}
     finally:
