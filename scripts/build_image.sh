@@ -3,12 +3,13 @@
 # Debian mirror) + python3, python3-numpy, python3-sklearn and python3-venv (Debian's packages), and for sessions
 # a venv at /opt/jupyter with what the hub's own Jupyter venv has (scripts/hub_setup.sh): hub/requirements.txt from
 # PyPI (jupyterlab, jupyterhub, batchspawner at its pins), the portal's session extension (hub/session: the
-# activity the idle limit reads) and the site's JupyterLab defaults. Nothing comes from a container registry. The result is a Charliecloud directory image (a plain root
-# file system: Charliecloud's own format, run with 'ch-run DIR -- CMD') in the shared image directory:
+# activity the idle limit reads) and the site's JupyterLab defaults. Nothing comes from a container registry.
+# The result is a Charliecloud directory image (a plain root file system: Charliecloud's own format, run with
+# 'ch-run DIR -- CMD') in the shared image directory:
 #     $PORTAL_IMAGES_DIR/debian12-sklearn/        the image (owned by root, readable by every user)
 #     $PORTAL_IMAGES_DIR/debian12-sklearn.json    what 'manage.py image_register --from-json' reads
-# Idempotent: a stamp holds the hash of the inputs (this script, the packages, the pins); a second run with the
-# same inputs does nothing and says "up to date". A new build is made beside the old one and renamed into place,
+# Idempotent: a stamp holds the hash of the inputs (this script, the packages, hub/requirements.txt, hub/session,
+# the site's CA certificates, the mount points); a second run with the same inputs does nothing and says "up to date". A new build is made beside the old one and renamed into place,
 # so jobs never see a half-built image. Prints its time. Run as root (debootstrap and chroot need it).
 # Settings (environment): PORTAL_IMAGES_DIR, IMAGE_MIRROR, IMAGE_FORCE=1 (build even if up to date),
 # PORTAL_ENV_CACHE_DIR and PORTAL_ENV_UV (mount points for the environment cache and uv's directory are made in the
