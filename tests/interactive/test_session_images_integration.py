@@ -92,3 +92,35 @@ def test_own_hub_token_cannot_name_another_users_image_or_identity(alice, hub_po
     r = hub_portal.api("POST", "/users/bob/servers/sneaky", token=token, json={"user_options": {"image": "debian12-sklearn"}})
     assert r.status_code in (403, 404), r.text
     assert squeue_session_jobs("bob") == []
+
+
+def test_an_image_gone_after_the_check_fails_the_session_with_its_sentence(alice, hub_portal, demo_image, tmp_path):  # noqa: F811
+    """The portal's availability check saw the image; it is removed before the session's job starts:
+    the job fails at once with the sentence naming the image (not ch-run's errors), and the card says it."""
+    from images.availability import image_probe
+    from images.models import Image
+    from interactive.models import SessionState
+    from slurm.clusters import sessions_cluster
+
+    doomed = Path("/srv/gpuportal/images") / f"gone-{tmp_path.name[-8:]}"
+    doomed.mkdir(mode=0o755)
+    gone = Image.objects.create(
+        name="gone-lab", runtime="charliecloud", path=str(doomed), digest=demo_image.digest, offers=["jupyterlab"]
+    )
+    try:
+        assert image_probe(gone, sessions_cluster().name).available  # the check saw it
+    finally:
+        doomed.rmdir()  # and then it went away
+    session = session_start(
+        user=alice,
+        raw_options={"ide": "lab", "partition": "interactive", "cpus": 1, "memory_mb": 1024, "hours": 1, "image": "gone-lab"},
+    )
+    deadline = time.monotonic() + 60
+    while session.state != SessionState.FAILED and time.monotonic() < deadline:
+        time.sleep(0.5)
+        session.refresh_from_db()
+    assert session.state == SessionState.FAILED, session.message
+    assert (
+        f"The image gone-lab ({doomed}) is no longer on the cluster: ask your admins or choose another image" in session.message
+    )
+    assert "exit code 2" in session.message, session.message
