@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0013_job_gpu_summary'),
+        ("jobs", "0013_job_gpu_summary"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='image_digest',
-            field=models.CharField(blank=True, default='', max_length=128),
+            model_name="job",
+            name="image_digest",
+            field=models.CharField(blank=True, default="", max_length=128),
         ),
         migrations.AddField(
-            model_name='job',
-            name='image_name',
-            field=models.CharField(blank=True, default='', max_length=64),
+            model_name="job",
+            name="image_name",
+            field=models.CharField(blank=True, default="", max_length=64),
         ),
         migrations.AddField(
-            model_name='job',
-            name='image_path',
-            field=models.CharField(blank=True, default='', max_length=1024),
+            model_name="job",
+            name="image_path",
+            field=models.CharField(blank=True, default="", max_length=1024),
         ),
     ]
