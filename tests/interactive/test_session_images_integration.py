@@ -66,6 +66,9 @@ def test_a_jupyterlab_session_from_the_image_answers_through_the_proxy(alice, hu
     # JupyterLab is the image's (/opt/jupyter), not the node's Jupyter venv.
     assert "JupyterLab extension loaded from /opt/jupyter/lib/python3.11/site-packages/jupyterlab" in text, text
     assert "Serving notebooks from local directory: /home/alice" in text, text  # the home is bound in
+    # The portal's session extension is in the image too: the activity the idle limit reads.
+    r = requests.get(f"{hub.url}{server['url']}api/gpuportal/activity", headers={"Authorization": f"token {token}"}, timeout=30)
+    assert r.status_code == 200 and "last_input" in r.json(), r.text
     session.refresh_from_db()
     session_stop(session=session, by=alice)
     deadline = time.monotonic() + 30
