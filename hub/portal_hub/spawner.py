@@ -128,7 +128,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
 
     ``portal_url`` and ``portal_token``: where the portal's hub endpoints are and the shared secret;
     ``jupyter_venv``: the venv the job runs (``bin/jupyterhub-singleuser``), whatever the session's
-    kind; ``startup_poll_interval``: seconds between snapshot reads while starting;
+    kind; ``image_jupyter_venv``: that venv inside a site image, for a session the portal's answer puts
+    in one (``settings["image"]``: run through :mod:`runtimes`); ``startup_poll_interval``: seconds between snapshot reads while starting;
     ``server_start_timeout``: seconds from the job running to its server answering (queue time is
     not counted: the portal's ``queue_deadline`` bounds that).
     """
