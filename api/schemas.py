@@ -253,6 +253,7 @@ class SessionOut(Schema):
     cpus: int
     memory_mb: int
     time_limit_min: int
+    image: str = Field("", description="The site image the server runs in (GET /images); empty: the node's own system")
     message: str
     explanation: str
     position: int | None = None

@@ -44,6 +44,7 @@ def session_out(card: SessionCard) -> dict:
         "cpus": s.cpus,
         "memory_mb": s.memory_mb,
         "time_limit_min": s.time_limit_min,
+        "image": s.image_name,
         "message": s.message,
         "explanation": card.line,
         "position": card.position,

@@ -58,6 +58,9 @@ class Session(models.Model):
     cpus = models.PositiveSmallIntegerField(default=1)
     memory_mb = models.PositiveIntegerField()
     time_limit_min = models.PositiveIntegerField()
+    #: The site image the single-user server runs in (``images.Image.name`` when it started; "" = the
+    #: node's own system), shown on the card and in the API (issue 22).
+    image_name = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=16, choices=SessionState.choices, default=SessionState.REQUESTED)
     message = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

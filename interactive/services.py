@@ -108,6 +108,7 @@ def _apply(session: Session, options: SessionOptions) -> None:
     session.cpus = options.cpus
     session.memory_mb = options.memory_mb
     session.time_limit_min = options.time_limit_min
+    session.image_name = options.image or ""
 
 
 def _option_dict(options: SessionOptions) -> dict:

@@ -86,7 +86,12 @@ def test_a_lab_session_runs_its_server_inside_the_image(client, hub_settings, al
     assert "--home" in argv or any(b.startswith(f"{home}:") for b in binds), argv
     assert any(settings.PORTAL_ENV_CACHE_DIR in b for b in binds), argv  # the environment cache
     session = Session.objects.get(user=alice)
-    assert session.ide == "lab"
+    assert session.ide == "lab" and session.image_name == "debian12-sklearn"  # the card and the API show it
+    from api.sessions import session_out
+    from interactive.services import session_cards
+
+    cards, _ = session_cards(user=alice)
+    assert [session_out(card)["image"] for card in cards] == ["debian12-sklearn"]
 
 
 def test_only_images_with_the_kinds_server_are_offered_and_accepted(client, hub_settings, alice, policy):
