@@ -23,6 +23,7 @@ from teams.usage import job_quota_estimate, team_usage
 from .cap_reasons import cap_warning
 from .fields import JOB_FORM
 from .forms import JobForm
+from .fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from .gpu_usage import low_use_flags
 from .holds import can_hold, can_release
 from .logs import job_log_tail, log_path
@@ -37,6 +38,7 @@ from .selectors import (
     job_for_viewer,
     job_history,
     my_jobs,
+    my_jobs_rows,
     partition_nodes,
     run_again_query,
     status_all,
@@ -66,9 +68,18 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/job_list.html", _rows(request))
 
 
+def job_table_etag(request: HttpRequest) -> str:
+    """The My jobs fragment's weak ETag (:mod:`jobs.fragment_etags`): every cluster's snapshot head,
+    accounting and GPU usage read times, and the user's rows the table lists (active, and ended in
+    the last hour: :func:`~jobs.selectors.my_jobs`), every field but the script."""
+    return weak_etag(request, clusters_version(cluster_names()), rows_version(my_jobs_rows(user=request.user)))
+
+
 @login_required
+@polled_fragment(job_table_etag)
 def job_table(request: HttpRequest) -> HttpResponse:
-    """HTMX fragment of My jobs, refreshed every few seconds."""
+    """HTMX fragment of My jobs, refreshed every few seconds; ``304 Not Modified`` when its ETag
+    (:func:`job_table_etag`) matches the browser's ``If-None-Match``."""
     return render(request, "jobs/_job_table.html", _rows(request))
 
 

@@ -142,6 +142,14 @@ def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_
     return MyJobs(active=active, ended=ended[:ended_cap], ended_more=more)
 
 
+def my_jobs_rows(*, user, recent_seconds: int = 3600):
+    """Every row :func:`my_jobs` lists from (before its cap on ended ones), as one queryset: the
+    user's active jobs and those that ended in the last ``recent_seconds``. The My jobs fragment's
+    ETag counts it."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent))
+
+
 def job_history(*, user, state: str = "", since=None, until=None, cluster: str = "", partition: str = "", name: str = ""):
     """The user's finished jobs, newest end first, optionally filtered by final ``state``, by the end
     date (``since``/``until``: dates, inclusive), by ``cluster`` (a configured name), by ``partition``
