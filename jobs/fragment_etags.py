@@ -13,8 +13,9 @@ between releases or by a gzip encoding, and the tag does not need to change with
 - per cluster, accounting's status (``cluster:<name>:accounting``: the slurmdbd notice) and, when
   the site measures GPU usage, the usage store's ``read_at``/``attempted_at``/``error``
   (``cluster:<name>:gpuusage``: the low-use flags and their notice);
-- the user's own rows that the fragment lists, every field it may show (one query; ``updated_at`` alone
-  would miss the queryset ``update()`` calls of the sync and the sender);
+- the user's own rows that the fragment lists: their count and an md5 of their whole rows, worked out
+  by PostgreSQL (one query, one short row back; ``updated_at`` alone would miss the queryset
+  ``update()`` calls of the sync and the sender);
 - a clock bucket, ``floor(now / PORTAL_SNAPSHOT_INTERVAL)``: the fragment prints relative times
   (each running job's elapsed and time left, "Updated 3 s ago", "the last figures are from 2 min
   ago") and the stale-poller notice appears once ``PORTAL_SNAPSHOT_MAX_AGE`` has passed without a
@@ -37,6 +38,7 @@ from functools import wraps
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone as djtz
 from django.utils import translation
@@ -84,14 +86,24 @@ def clusters_version(names: Iterable[str]) -> list:
     return version
 
 
-def rows_version(queryset, *, leave_out: Iterable[str] = ("script",)) -> list[tuple]:
-    """The rows of ``queryset`` as value tuples (every concrete field but ``leave_out``, ordered by
-    primary key; one query, no model instances): a row added, dropped or changed in any field
-    changes it, also by a queryset ``update()`` that leaves ``updated_at`` alone (the sync's
-    ``status_unknown_since``, a submit error). ``leave_out``: big fields the fragment does not show."""
-    skip = set(leave_out)
-    names = [f.attname for f in queryset.model._meta.concrete_fields if f.name not in skip]
-    return list(queryset.order_by("pk").values_list(*names))
+def rows_version(queryset) -> tuple[int, str]:
+    """``(count, md5 of every listed row's whole text)`` of the rows in ``queryset``, worked out by
+    PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``: one short row comes back,
+    not every field of every row, which is what keeps an unchanged poll cheap): a row added,
+    dropped or changed in any field changes it, also by a queryset ``update()`` that leaves
+    ``updated_at`` alone (the sync's ``status_unknown_since``, a submit error)."""
+    model = queryset.model
+    table = connection.ops.quote_name(model._meta.db_table)
+    pk = connection.ops.quote_name(model._meta.pk.column)
+    inner, params = queryset.values("pk").query.sql_with_params()
+    sql = (
+        f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), '') "  # noqa: S608 - names from the model
+        f"FROM {table} r WHERE r.{pk} IN ({inner})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        count, digest = cursor.fetchone()
+    return count, digest
 
 
 def weak_etag(request: HttpRequest, *parts) -> str:

@@ -71,7 +71,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def job_table_etag(request: HttpRequest) -> str:
     """The My jobs fragment's weak ETag (:mod:`jobs.fragment_etags`): every cluster's snapshot head,
     accounting and GPU usage read times, and the user's rows the table lists (active, and ended in
-    the last hour: :func:`~jobs.selectors.my_jobs`), every field but the script."""
+    the last hour: :func:`~jobs.selectors.my_jobs`): their count and a digest of their rows."""
     return weak_etag(request, clusters_version(cluster_names()), rows_version(my_jobs_rows(user=request.user)))
 
 
