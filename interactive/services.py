@@ -329,14 +329,20 @@ class SessionCard:
         return {phase.name.lower(): self.phase == phase for phase in SessionPhase}
 
 
+def session_rows(*, user: User, recent_seconds: int = 3600):
+    """The rows the cards show (at most 20): the user's sessions but those that ended more than
+    ``recent_seconds`` ago. A queryset (the Sessions fragment's ETag counts it)."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    return Session.objects.filter(user=user).exclude(state__in=[SessionState.STOPPED, SessionState.FAILED], ended_at__lt=recent)[
+        :20
+    ]
+
+
 def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:
     """Cards for the user's active sessions and those ended in the last ``recent_seconds``, plus a
     warning ("" when none) when the hub could not be asked. Active rows the hub no longer has are
     marked ended here (with the reason the spawner gave, else a plain one)."""
-    recent = djtz.now() - timedelta(seconds=recent_seconds)
-    rows = list(
-        Session.objects.filter(user=user).exclude(state__in=[SessionState.STOPPED, SessionState.FAILED], ended_at__lt=recent)[:20]
-    )
+    rows = list(session_rows(user=user, recent_seconds=recent_seconds))
     active = [s for s in rows if s.is_active]
     warning = ""
     servers: dict[str, hub.HubServer] | None = {}

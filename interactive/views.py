@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.fields import SESSION_FORM
+from jobs.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from jobs.selectors import cluster_status
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import sessions_cluster
@@ -19,9 +20,9 @@ from . import hub
 from .forms import SessionForm
 from .gpu_flags import sessions_low_use
 from .kinds import kinds_all
-from .models import Session, SessionState
+from .models import ACTIVE_SESSION_STATES, Session, SessionState
 from .options import session_maintenance
-from .services import current_policy, session_cards, session_start, session_stop
+from .services import current_policy, session_cards, session_rows, session_start, session_stop
 
 
 def _context(request: HttpRequest, form: SessionForm) -> dict:
@@ -104,9 +105,23 @@ def say_how_it_started(request: HttpRequest, session: Session) -> None:
         messages.success(request, f"{session.ide_label} session is starting.")
 
 
+def session_cards_etag(request: HttpRequest) -> str | None:
+    """The Sessions fragment's weak ETag (:mod:`jobs.fragment_etags`): the sessions cluster's snapshot
+    head, accounting and GPU usage read times, and the user's rows the cards show (their count and a
+    digest). ``None`` (always rendered in full) while one of them is active: an active card follows
+    JupyterHub's answer (ready, the start's progress), which the portal keeps no version of, and its
+    rendering is what notices a server the hub no longer has."""
+    rows = session_rows(user=request.user)
+    if Session.objects.filter(pk__in=rows.values("pk"), state__in=ACTIVE_SESSION_STATES).exists():
+        return None
+    return weak_etag(request, clusters_version([sessions_cluster().name]), rows_version(rows))
+
+
 @login_required
+@polled_fragment(session_cards_etag)
 def session_cards_view(request: HttpRequest) -> HttpResponse:
-    """HTMX fragment: the cards, refreshed every few seconds."""
+    """HTMX fragment: the cards, refreshed every few seconds; ``304 Not Modified`` when no session is
+    active and its ETag (:func:`session_cards_etag`) matches the browser's ``If-None-Match``."""
     cards, warning = session_cards(user=request.user)
     status = cluster_status(sessions_cluster().name)
     return render(
