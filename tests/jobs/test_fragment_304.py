@@ -65,13 +65,15 @@ def test_same_state_is_304_with_the_same_tag_and_no_body(alice):
 
 def test_a_row_state_change_is_200_with_the_new_state(alice):
     client, job = alice
-    tag = poll(client)["ETag"]
+    first = poll(client)
+    tag = first["ETag"]
+    assert 'data-state="PENDING"' in first.content.decode()
     # A queryset update (as the sync makes), which leaves updated_at alone.
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
     after = poll(client, tag)
     assert after.status_code == 200
     assert after["ETag"] != tag
-    assert "RUNNING" in after.content.decode().upper()
+    assert 'data-state="RUNNING"' in after.content.decode()
     assert poll(client, after["ETag"]).status_code == 304
 
 
