@@ -11,7 +11,8 @@ request building (an over-estimate, not an under-estimate). Bytes on the wire: t
 and headers as the test client has them, plus the ``Date`` and ``Server`` headers a WSGI server adds
 (its body is empty).
 
-Then ``--viewers`` users, one job each, each poll the fragment once in full and once with their
+Sessions' cards (``GET /sessions/cards/``) are polled the same way for the user with three ended
+sessions (an active session is never tagged). Then ``--viewers`` users, one job each, each poll the fragment once in full and once with their
 ETag, and every answer's status is counted. Pages never call Slurm (decision 3: the poller does),
 so the gateway's commands are counted (``slurm.gateway.command_observers``) during every poll: the
 slurmctld RPCs with N viewers are the poller's alone, the same as with one.
@@ -139,6 +140,26 @@ def main() -> int:
         size_304 = wire_bytes(answer)
         size_200 = wire_bytes(first)
 
+        # Sessions' cards, for a user whose sessions have all ended (an active one is never tagged).
+        from django.utils import timezone as djtz
+
+        from interactive.models import Session
+
+        Session.objects.bulk_create(
+            Session(user=dana, server_name=f"lab-{i}", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60,
+                    state="STOPPED", ended_at=djtz.now(), message="stopped by you")
+            for i in range(3)
+        )  # fmt: skip
+        cards = client.get("/sessions/cards/", **headers)
+        assert cards.status_code == 200 and cards.has_header("ETag"), cards.status_code
+        cards_cpu = []
+        for _ in range(args.polls):
+            t = cpu()
+            again = client.get("/sessions/cards/", HTTP_IF_NONE_MATCH=cards["ETag"], **headers)
+            cards_cpu.append(cpu() - t)
+            statuses[again.status_code] += 1
+        cards_304 = wire_bytes(again)
+
         viewers = User.objects.bulk_create(User(username=f"viewer{i:04d}") for i in range(args.viewers))
         Job.objects.bulk_create(
             Job(user=v, name="v", partition="train", memory_mb=1, time_limit_min=60, script="", state="PENDING",
@@ -175,6 +196,10 @@ def main() -> int:
         f"{size_304} bytes on the wire; answers {dict(statuses)}"
     )
     print(f"304 CPU / 200 CPU: {med_304 / med_200:.3f}")
+    print(
+        f"Sessions' cards, unchanged (3 ended sessions): median CPU {statistics.median(cards_cpu) * 1e3:6.2f} ms, "
+        f"{cards_304} bytes on the wire"
+    )
     print(
         f"goal CPU median <= 2 ms: {'met' if med_304 <= 0.002 else 'MISSED'}; goal <= 1 KB: {'met' if size_304 <= 1024 else 'MISSED'}"
     )

@@ -111,10 +111,10 @@ def session_cards_etag(request: HttpRequest) -> str | None:
     digest). ``None`` (always rendered in full) while one of them is active: an active card follows
     JupyterHub's answer (ready, the start's progress), which the portal keeps no version of, and its
     rendering is what notices a server the hub no longer has."""
-    rows = session_rows(user=request.user)
-    if Session.objects.filter(pk__in=rows.values("pk"), state__in=ACTIVE_SESSION_STATES).exists():
+    rows = rows_version(session_rows(user=request.user), column="state")
+    if any(state in ACTIVE_SESSION_STATES for state in rows[2]):
         return None
-    return weak_etag(request, clusters_version([sessions_cluster().name]), rows_version(rows))
+    return weak_etag(request, clusters_version([sessions_cluster().name]), rows)
 
 
 @login_required

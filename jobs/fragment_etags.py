@@ -86,24 +86,27 @@ def clusters_version(names: Iterable[str]) -> list:
     return version
 
 
-def rows_version(queryset) -> tuple[int, str]:
-    """``(count, md5 of every listed row's whole text)`` of the rows in ``queryset``, worked out by
-    PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``: one short row comes back,
-    not every field of every row, which is what keeps an unchanged poll cheap): a row added,
-    dropped or changed in any field changes it, also by a queryset ``update()`` that leaves
-    ``updated_at`` alone (the sync's ``status_unknown_since``, a submit error)."""
+def rows_version(queryset, *, column: str = "") -> tuple:
+    """``(count, md5 of every listed row's whole text, column's values)`` of the rows in
+    ``queryset``, worked out by PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``:
+    one short row comes back, not every field of every row, which is what keeps an unchanged poll
+    cheap): a row added, dropped or changed in any field changes it, also by a queryset
+    ``update()`` that leaves ``updated_at`` alone (the sync's ``status_unknown_since``, a submit
+    error). ``column``: a field whose values (a list, in no order) come back too (``""``: none,
+    ``None`` in their place)."""
     model = queryset.model
-    table = connection.ops.quote_name(model._meta.db_table)
-    pk = connection.ops.quote_name(model._meta.pk.column)
+    quote = connection.ops.quote_name
+    table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+    values = f"array_agg(r.{quote(model._meta.get_field(column).column)})" if column else "NULL"
     inner, params = queryset.values("pk").query.sql_with_params()
     sql = (
-        f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), '') "  # noqa: S608 - names from the model
+        f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), ''), {values} "  # noqa: S608 - names from the model
         f"FROM {table} r WHERE r.{pk} IN ({inner})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        count, digest = cursor.fetchone()
-    return count, digest
+        count, digest, found = cursor.fetchone()
+    return count, digest, (found or []) if column else None
 
 
 def weak_etag(request: HttpRequest, *parts) -> str:
