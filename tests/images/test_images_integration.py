@@ -103,7 +103,7 @@ def test_the_beat_task_checks_every_image_on_its_clusters(demo, monkeypatch):
 
 
 def test_a_form_job_in_the_demo_image_runs_as_alice(client, demo, people, policy, django_capture_on_commit_callbacks):
-    script = "id -un\ncat /etc/os-release\npython3 -c 'import sklearn; print(\"sklearn\", sklearn.__version__)'\n"
+    script = "id -un\ncat /etc/os-release\necho \"inside=$CH_RUNNING\"\npython3 -c 'import sklearn; print(\"sklearn\", sklearn.__version__)'\n"
     with django_capture_on_commit_callbacks(execute=True):
         response = form_post(client, people["alice"], "debian12-sklearn", script)
     assert response.status_code == 302, response.content.decode()[-3000:]
@@ -118,6 +118,8 @@ def test_a_form_job_in_the_demo_image_runs_as_alice(client, demo, people, policy
         assert lines[1] == "portal: environment: the image debian12-sklearn's own packages (no virtual environment)"
         assert lines[2] == "alice"
         assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in out and "sklearn 1." in out
+        # The node is Debian 12 with scikit-learn too: ch-run's mark shows the script ran in the image.
+        assert "inside=Weird Al Yankovic" in out
         page = client.get(f"/jobs/{job.key}/").content.decode()
         assert 'data-testid="job-image"><code>debian12-sklearn</code>' in page
     finally:
