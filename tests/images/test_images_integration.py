@@ -103,7 +103,7 @@ def test_the_beat_task_checks_every_image_on_its_clusters(demo, monkeypatch):
 
 
 def test_a_form_job_in_the_demo_image_runs_as_alice(client, demo, people, policy, django_capture_on_commit_callbacks):
-    script = "id -un\ncat /etc/os-release\necho \"inside=$CH_RUNNING\"\npython3 -c 'import sklearn; print(\"sklearn\", sklearn.__version__)'\n"
+    script = 'id -un\ncat /etc/os-release\necho "inside=$CH_RUNNING"\npython3 -c \'import sklearn; print("sklearn", sklearn.__version__)\'\n'
     with django_capture_on_commit_callbacks(execute=True):
         response = form_post(client, people["alice"], "debian12-sklearn", script)
     assert response.status_code == 302, response.content.decode()[-3000:]
