@@ -6,6 +6,8 @@ unseen stays unknown; every sacct outcome is recorded for the pages' notice."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,9 +26,22 @@ pytestmark = pytest.mark.django_db
 DB_DOWN = "sacct: error: Problem talking to the database: Connection refused\n"
 
 
+#: Job 18's end in the recorded queue (``end_time``), Unix seconds (2026-11-29 16:58:57 UTC).
+RECORDED_END = 1795971537
+
+
 @pytest.fixture
 def alice(django_user_model, clean_cache):
     return django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+
+
+@pytest.fixture
+def poll_after_the_recorded_end(monkeypatch):
+    """The sync's clock a minute after job 18's recorded end, as when those polls ran: a job ended from
+    the queue's word is asked for only ``ACCOUNTING_WAIT_S`` (2 days) after its end, so against the
+    real clock these tests would stop passing two days after the outputs were recorded."""
+    now = datetime.fromtimestamp(RECORDED_END + 60, UTC)
+    monkeypatch.setattr("jobs.sync.djtz", SimpleNamespace(now=lambda: now))
 
 
 def queue_with_18_ended(slurm_json) -> ClusterSnapshot:
@@ -44,7 +59,7 @@ def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_sta
     row.refresh_from_db()
     assert result.provisional == 1 and result.unknown == 0
     assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
-    assert int(row.end_at.timestamp()) == 1795971537 and row.elapsed_s == 2  # the controller's own times
+    assert int(row.end_at.timestamp()) == RECORDED_END and row.elapsed_s == 2  # the controller's own times
     assert row.accounting_pending and row.gpu_hours is None  # GPU-hours only from accounting
     assert row.status_unknown_since is None
     status = accounting_status()
@@ -55,7 +70,9 @@ def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_sta
     assert row.status_unknown_since is None and row.state == JobState.FAILED
 
 
-def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, slurm_json, portal_rows_only):
+def test_accountings_record_replaces_the_queues_figures_when_it_arrives(
+    alice, slurm_json, portal_rows_only, poll_after_the_recorded_end
+):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     jobs_sync(queue_with_18_ended(slurm_json), SlurmGateway(sacct_down()))
     # slurmdbd is back; the queue has forgotten the job (MinJobAge passed)
@@ -74,7 +91,9 @@ def test_accountings_record_replaces_the_queues_figures_when_it_arrives(alice, s
     assert quiet.calls == []
 
 
-def test_accounting_behind_keeps_asking_until_its_record_has_an_end(alice, slurm_json, portal_rows_only):
+def test_accounting_behind_keeps_asking_until_its_record_has_an_end(
+    alice, slurm_json, portal_rows_only, poll_after_the_recorded_end
+):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     late = slurm_json("22.05", "sacct_outcomes")
     late["jobs"] = [j for j in late["jobs"] if j["job_id"] != 18]  # slurmdbd has not got it yet
