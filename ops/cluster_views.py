@@ -7,6 +7,8 @@ admin gets 403, a cluster that is not configured 404."""
 
 from __future__ import annotations
 
+from functools import wraps
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -87,81 +89,85 @@ def _refused(request, page: ClusterPage, refused: Refused, **forms) -> HttpRespo
     return _render(request, page, status=400, **forms)
 
 
-@login_required
-@require_POST
-def node_drain_view(request: HttpRequest, name: str) -> HttpResponse:
+def _staff_post(view):
+    """A POST action of the cluster page: signed in, POST only, a portal admin (else 403), a
+    configured cluster (else 404); ``view`` gets the :class:`ClusterPage` in place of the name."""
+
+    @login_required
+    @require_POST
+    @wraps(view)
+    def wrapped(request: HttpRequest, name: str, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_staff:
+            return _forbidden(request)
+        return view(request, _page(name), *args, **kwargs)
+
+    return wrapped
+
+
+def _act(request: HttpRequest, page: ClusterPage, run, said, **forms) -> HttpResponse:
+    """Run one action (``run()``, from :mod:`ops.nodes` / :mod:`ops.reservations`): on success the
+    message ``said(done)`` and back to the page; a refusal is the page (400) with it on ``forms``'
+    form (or above the page); an action the user may not take is 403."""
+    try:
+        done = run()
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except Refused as refused:
+        return _refused(request, page, refused, **forms)
+    messages.success(request, said(done))
+    return redirect("cluster_named", name=page.cluster.name)
+
+
+@_staff_post
+def node_drain_view(request: HttpRequest, page: ClusterPage) -> HttpResponse:
     """POST ``node``, ``reason``: drain the node."""
-    if not request.user.is_staff:
-        return _forbidden(request)
-    page = _page(name)
     form = DrainForm(request.POST)
     form.is_valid()
     data = form.cleaned_data
-    try:
-        done = node_drain(cluster=page.cluster.name, node=data.get("node", ""), reason=data.get("reason", ""), by=request.user)
-    except PermissionDenied as exc:
-        return _forbidden(request, str(exc))
-    except Refused as refused:
-        return _refused(request, page, refused, drain=form)
-    messages.success(
-        request, f"{done.node} is draining: Slurm starts no new job there; running jobs finish. Reason: {done.new['reason']}"
+    return _act(
+        request,
+        page,
+        lambda: node_drain(cluster=page.cluster.name, node=data.get("node", ""), reason=data.get("reason", ""), by=request.user),
+        lambda done: f"{done.node} is draining: Slurm starts no new job there; running jobs finish. Reason: {done.new['reason']}",
+        drain=form,
     )
-    return redirect("cluster_named", name=page.cluster.name)
 
 
-@login_required
-@require_POST
-def node_resume_view(request: HttpRequest, name: str, node: str) -> HttpResponse:
+@_staff_post
+def node_resume_view(request: HttpRequest, page: ClusterPage, node: str) -> HttpResponse:
     """POST: resume ``node``."""
-    if not request.user.is_staff:
-        return _forbidden(request)
-    page = _page(name)
-    try:
-        done = node_resume(cluster=page.cluster.name, node=node, by=request.user)
-    except PermissionDenied as exc:
-        return _forbidden(request, str(exc))
-    except Refused as refused:
-        return _refused(request, page, refused)
-    messages.success(request, f"{done.node} is resumed: Slurm may start jobs there again.")
-    return redirect("cluster_named", name=page.cluster.name)
+    return _act(
+        request,
+        page,
+        lambda: node_resume(cluster=page.cluster.name, node=node, by=request.user),
+        lambda done: f"{done.node} is resumed: Slurm may start jobs there again.",
+    )
 
 
-@login_required
-@require_POST
-def reservation_create_view(request: HttpRequest, name: str) -> HttpResponse:
+@_staff_post
+def reservation_create_view(request: HttpRequest, page: ClusterPage) -> HttpResponse:
     """POST the :class:`ReservationForm`: create a maintenance reservation."""
-    if not request.user.is_staff:
-        return _forbidden(request)
-    page = _page(name)
     form = ReservationForm(request.POST)
     if not form.is_valid():
         return _render(request, page, reserve=form, status=400)
-    try:
-        done = reservation_create(cluster=page.cluster.name, by=request.user, **form.values())
-    except PermissionDenied as exc:
-        return _forbidden(request, str(exc))
-    except Refused as refused:
-        return _refused(request, page, refused, reserve=form)
-    messages.success(
+    return _act(
         request,
-        f"Maintenance reservation {done.name} made on {done.new['nodes']} from {done.new['start']} to {done.new['end']}; "
-        "it shows below after the next poll.",
+        page,
+        lambda: reservation_create(cluster=page.cluster.name, by=request.user, **form.values()),
+        lambda done: (
+            f"Maintenance reservation {done.name} made on {done.new['nodes']} from {done.new['start']} to {done.new['end']}; "
+            "it shows below after the next poll."
+        ),
+        reserve=form,
     )
-    return redirect("cluster_named", name=page.cluster.name)
 
 
-@login_required
-@require_POST
-def reservation_delete_view(request: HttpRequest, name: str, reservation: str) -> HttpResponse:
+@_staff_post
+def reservation_delete_view(request: HttpRequest, page: ClusterPage, reservation: str) -> HttpResponse:
     """POST: delete reservation ``reservation``."""
-    if not request.user.is_staff:
-        return _forbidden(request)
-    page = _page(name)
-    try:
-        done = reservation_delete(cluster=page.cluster.name, name=reservation, by=request.user)
-    except PermissionDenied as exc:
-        return _forbidden(request, str(exc))
-    except Refused as refused:
-        return _refused(request, page, refused)
-    messages.success(request, f"Reservation {done.name} deleted.")
-    return redirect("cluster_named", name=page.cluster.name)
+    return _act(
+        request,
+        page,
+        lambda: reservation_delete(cluster=page.cluster.name, name=reservation, by=request.user),
+        lambda done: f"Reservation {done.name} deleted.",
+    )
