@@ -135,10 +135,25 @@ partition_change_only() {
 # refusals) the portal's teams sync keeps (PORTAL_SMALL_POOL_*). slurmctld
 # needs the QOS to exist when it reads slurm.conf, so it is created here with the portal's defaults if absent.
 POOL_QOS=small
-ensure_pool_qos() {  # ensure_pool_qos SACCTMGR_COMMAND
+ensure_pool_qos() {  # ensure_pool_qos SACCTMGR_COMMAND: before slurmctld starts (slurm.conf names the QOS)
     local sacct=$1
     if ! "$sacct" -nP show qos format=name | grep -qx "$POOL_QOS"; then
-        "$sacct" -i add qos "$POOL_QOS" MaxTRESPerJob=gres/gpu=1 MaxWall=01:00:00 >/dev/null
+        # Without its GPU limit: on a new slurmdbd the gres/gpu TRES does not exist until slurmctld has registered
+        # (AccountingStorageTRES), and sacctmgr refuses the limit ("no TRES known by type gres/gpu").
+        "$sacct" -i add qos "$POOL_QOS" MaxWall=01:00:00 >/dev/null
         log "sacctmgr: added QOS $POOL_QOS (the small-job pool's partition QOS)"
+    fi
+}
+
+ensure_pool_qos_gpu_limit() {  # ensure_pool_qos_gpu_limit SACCTMGR_COMMAND: once slurmctld is up (gres/gpu known)
+    local sacct=$1 limits i
+    for i in $(seq 30); do
+        "$sacct" -nP show tres type=gres format=name | grep -qx gpu && break
+        sleep 1
+    done
+    limits=$("$sacct" -nP show qos "$POOL_QOS" format=maxtres)
+    if [[ -z $limits ]]; then
+        "$sacct" -i modify qos "$POOL_QOS" set MaxTRESPerJob=gres/gpu=1 >/dev/null
+        log "sacctmgr: QOS $POOL_QOS allows 1 GPU per job"
     fi
 }

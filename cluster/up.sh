@@ -341,6 +341,7 @@ if ! wait_for "$NODE_WAIT_S" "nodes to become idle" nodes_ready; then
     die "nodes not ready after ${NODE_WAIT_S}s (see $LOG_DIR/slurmd-node*.log)"
 fi
 log "nodes ready: $(sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
+ensure_pool_qos_gpu_limit sacctmgr   # the pool QOS's GPU limit, now that slurmctld has registered gres/gpu
 
 # ---------------------------------------------------------------------------------------------------------------
 # 5b. the stand-in GPU exporters (cluster/fake_dcgm_exporter.py), one per node on 127.0.0.1:EXPORTER_PORT, as

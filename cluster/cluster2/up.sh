@@ -432,6 +432,7 @@ if ! wait_for "$NODE_WAIT_S" "cluster2's nodes to become idle" nodes_ready; then
     die "cluster2's nodes not ready after ${NODE_WAIT_S}s (see $R$C2_LOG_DIR/slurmd-g*.log)"
 fi
 log "nodes ready: $("${CHROOT[@]}" sinfo -h -N -o '%N:%T' | sort -u | tr '\n' ' ')"
+ensure_pool_qos_gpu_limit sacctmgr2   # the pool QOS's GPU limit, now that slurmctld has registered gres/gpu
 
 # ---------------------------------------------------------------------------------------------------------------
 # 5b. the stand-in GPU exporters (cluster/fake_dcgm_exporter.py), on the host as nobody, one per node on
