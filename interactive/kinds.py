@@ -7,7 +7,8 @@ builds the batch script from what an entry declares, sent to it in the ``/hub-in
 answer (:meth:`SessionKind.spawn_settings`).
 
 What the single-user server runs: every kind runs ``jupyterhub-singleuser`` from the Jupyter venv
-(batchspawner's wrapper); a kind says which URL it opens (``default_url``: ``/lab`` for JupyterLab,
+(through the portal's ``gpuportal-singleuser``, hub/session/gpuportal_launch.py; in a site image
+through batchspawner's wrapper); a kind says which URL it opens (``default_url``: ``/lab`` for JupyterLab,
 a jupyter-server-proxy path such as ``/vscode/`` for the others), which program it needs on ``PATH``
 on the compute node (``program``: code-server for VS Code; its directory goes on ``PATH``) and
 what else its environment needs (``env``). A kind whose program is not installed is listed but not

@@ -29,14 +29,16 @@ if [[ ! -e $stamp ]]; then
 fi
 # The portal's jupyter-server extension (hub/session/gpuportal_session): when a person last used a
 # session, for the idle limit; enabled for every single-user server of this venv.
-session_stamp=$PORTAL_JUPYTER_VENV/.session-$(cat "$REPO_DIR"/hub/session/pyproject.toml "$REPO_DIR"/hub/session/gpuportal_session/*.py | sha256sum | cut -c1-16)
+# Also gpuportal-singleuser (hub/session/gpuportal_launch.py), what a session's batch script runs.
+session_stamp=$PORTAL_JUPYTER_VENV/.session-$(cat "$REPO_DIR"/hub/session/pyproject.toml "$REPO_DIR"/hub/session/*.py "$REPO_DIR"/hub/session/gpuportal_session/*.py | sha256sum | cut -c1-16)
 if [[ ! -e $session_stamp ]]; then
     log "pip install hub/session (gpuportal_session) into $PORTAL_JUPYTER_VENV"
     build=$(mktemp -d); cp -r "$REPO_DIR/hub/session/." "$build/"   # setuptools builds in the tree: not in the repo
     "$PORTAL_JUPYTER_VENV/bin/pip" install -q --disable-pip-version-check --no-deps "$build" 2>&1 \
         | grep -v "^WARNING: Location" || true
     rm -rf "$build"
-    "$PORTAL_JUPYTER_VENV/bin/python" -c 'import gpuportal_session' || die "gpuportal_session did not install (see pip's output above)"
+    "$PORTAL_JUPYTER_VENV/bin/python" -c 'import gpuportal_session, gpuportal_launch' && [[ -x $PORTAL_JUPYTER_VENV/bin/gpuportal-singleuser ]] \
+        || die "gpuportal_session did not install (see pip's output above)"
     rm -f "$PORTAL_JUPYTER_VENV"/.session-*; touch "$session_stamp"
 fi
 install -D -m 644 "$REPO_DIR/hub/session/jupyter_server_config.json" \

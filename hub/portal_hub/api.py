@@ -31,6 +31,8 @@ class PortOnlyBatchSpawnerHandler(APIHandler):
         if set(data) != {"port"} or not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise web.HTTPError(400, 'Only {"port": <1-65535>} may be sent here.')
         spawner.port = port
+        if getattr(spawner, "port_reported", None) is not None:
+            spawner.port_reported.set()  # PortalSlurmSpawner.start waits on it
         self.set_status(201)
         self.finish(json.dumps({"message": "port recorded"}))
 

@@ -76,7 +76,7 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _IMAGE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
 #: Environment the spawner sets itself; a kind's ``env`` may not change it.
-_OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY"})
+_OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY", "GPUPORTAL_REPORT_PORT"})
 _OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
 
 
@@ -156,6 +156,9 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
     session_status: JobStatus | None = None
     #: The running activity report (one at a time), see report_activity.
     _activity_task: asyncio.Future | None = None
+    #: Set by the hub's port handler (portal_hub.api) when the server reports its port: start() waits
+    #: on it instead of polling.
+    port_reported: asyncio.Event | None = None
 
     # -------------------------------------------------------------- options
 
@@ -331,9 +334,22 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 "GPUPORTAL_SESSION_KEY": s["key"],
             }
         )
-        lines += ["set -eu", 'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is)"']
+        if not image:
+            env["GPUPORTAL_REPORT_PORT"] = "1"
+        lines += [
+            "set -eu",
+            # Unix seconds to the nanosecond: bench/session_start.py reads where a start's time goes.
+            'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is) (gpuportal-t script=$(date +%s.%N))"',
+        ]
         lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())]
-        command = [os.path.join(venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
+        if image:
+            # A site image's venv may hold an older session extension: batchspawner's wrapper reports the port.
+            command = [os.path.join(venv, "bin", "batchspawner-singleuser"), "jupyterhub-singleuser", *self.get_args()]
+        else:
+            # jupyterhub-singleuser less a slow optional import (hub/session/gpuportal_launch.py); the
+            # server takes a free port itself and reports it once it listens (gpuportal_session).
+            command = [os.path.join(venv, "bin", "gpuportal-singleuser"), "--port=0", *self.get_args()]
+            lines.append('echo "gpuportal-t exec=$(date +%s.%N)"')
         if image:
             from runtimes import command_line
 
@@ -425,6 +441,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             raise web.HTTPError(400, "This session has no validated options; start it from the portal.")
         self.port = 0
         self.job_status = ""
+        self.port_reported = asyncio.Event()
         await self.submit_batch_script()
         self.session_status = JobStatus("PENDING")
         queue_deadline = float(self.settings["queue_deadline"])
@@ -459,7 +476,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
                 await self._give_up(self.session_status)
             if running_since is not None and time.monotonic() - running_since > self.server_start_timeout:
                 await self._fail(await self._not_up_reason(), why="server_timeout", cancel=True)
-            await asyncio.sleep(0.25)
+            if self.port:
+                await asyncio.sleep(0.25)  # the port is known: the node's address, or a server still starting
+            else:  # woken at once by the server's port report, else the next status read
+                try:
+                    await asyncio.wait_for(self.port_reported.wait(), 0.25)
+                except asyncio.TimeoutError:
+                    pass
         self.ip = address
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port

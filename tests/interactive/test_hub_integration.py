@@ -143,9 +143,10 @@ def test_batchspawner_callback_accepts_only_a_port(alice, hub_portal):
     hub = hub_portal
     session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
-    pid = subprocess.run(["pgrep", "-u", "alice", "-f", "jupyterhub-singleuser"], capture_output=True, text=True).stdout.split()[
-        0
-    ]
+    # The portal's launcher (gpuportal-singleuser), or batchspawner's wrapper in a site image.
+    pid = subprocess.run(
+        ["pgrep", "-u", "alice", "-f", "(gpuportal|jupyterhub)-singleuser"], capture_output=True, text=True
+    ).stdout.split()[0]
     environ = dict(line.split("=", 1) for line in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
     server_token = environ["JUPYTERHUB_API_TOKEN"]
     hub_api = environ["JUPYTERHUB_API_URL"]

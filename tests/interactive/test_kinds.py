@@ -191,4 +191,4 @@ def test_a_new_kind_gets_its_batch_script(client, hub_settings, rstudio, django_
     assert "export JUPYTERHUB_DEFAULT_URL=/rstudio/" in script
     assert "export RSESSION_PROXY_RSTUDIO_1_4=yes" in script
     assert f"export PATH=/opt/test-jupyter/bin:{bin_dir}:/usr/local/bin:/usr/bin:/bin" in script
-    assert script[-1] == "exec /opt/test-jupyter/bin/batchspawner-singleuser jupyterhub-singleuser"
+    assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"

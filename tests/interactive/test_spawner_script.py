@@ -5,6 +5,8 @@ the spawner runs under the Jupyter venv's Python (tests/interactive/spawner_scri
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import spawner_scripts
@@ -38,7 +40,7 @@ def test_jupyterlab_script(client, hub_settings, alice):
     assert "#SBATCH --gres=gpu:a100:1" in script and "#SBATCH --time=60" in script
     assert "export JUPYTERHUB_DEFAULT_URL=/lab" in script
     assert VENV_PATH in script  # nothing but the Jupyter venv and the system's
-    assert script[-1] == "exec /opt/test-jupyter/bin/batchspawner-singleuser jupyterhub-singleuser"
+    assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
 
 
 def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, tmp_path):
@@ -52,7 +54,7 @@ def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, 
     assert "#SBATCH --job-name=session-vscode" in script
     assert "export JUPYTERHUB_DEFAULT_URL=/vscode/" in script
     assert f"export PATH=/opt/test-jupyter/bin:{tmp_path}/bin:/usr/local/bin:/usr/bin:/bin" in script
-    assert script[-1] == "exec /opt/test-jupyter/bin/batchspawner-singleuser jupyterhub-singleuser"
+    assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
 
 
 #: A kind's part of a spawn-check answer, changed -> what the spawner's refusal names.
@@ -66,6 +68,7 @@ BAD_KINDS = [
     ({"path": "/opt/bin"}, "path must be a list"),
     ({"env": {"PATH": "/tmp/evil"}}, "'PATH'"),
     ({"env": {"JUPYTERHUB_API_TOKEN": "stolen"}}, "'JUPYTERHUB_API_TOKEN'"),
+    ({"env": {"GPUPORTAL_REPORT_PORT": "0"}}, "'GPUPORTAL_REPORT_PORT'"),
     ({"env": {"LD_PRELOAD x": "1"}}, "'LD_PRELOAD x'"),
     ({"env": {"X": 1}}, "'X'"),
     ({"env": ["X=1"]}, "env an object"),
@@ -84,3 +87,47 @@ def test_the_spawner_refuses_an_answer_without_the_kind(client, hub_settings, al
     good = spawn_settings(client, {})
     results = spawner_scripts(*({k: v for k, v in good.items() if k != key} for key in ("default_url", "path", "env")))
     assert all("refused" in r for r in results), results
+
+
+def test_the_server_reports_its_own_port_once_it_listens(client, hub_settings, alice):
+    """Not batchspawner's wrapper, which reports a port it picked before the server even imports (the
+    hub then polls until something listens): the portal's launcher with ``--port=0`` and the session
+    extension's report (GPUPORTAL_REPORT_PORT=1), stamps for the bench just before the exec."""
+    [built] = spawner_scripts(spawn_settings(client, {}))
+    script = lines(built["script"])
+    assert "export GPUPORTAL_REPORT_PORT=1" in script
+    assert script[-2] == 'echo "gpuportal-t exec=$(date +%s.%N)"'
+    assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
+    assert not any("batchspawner-singleuser" in line for line in script)
+    started = next(line for line in script if line.startswith('echo "session job'))
+    assert "gpuportal-t script=$(date +%s.%N)" in started
+
+
+def test_the_launcher_skips_only_the_slow_optional_import():
+    """gpuportal-singleuser (hub/session/gpuportal_launch.py) marks rfc3987_syntax absent before the
+    server imports jsonschema: jsonschema then checks every other format as before, and the
+    single-user server still starts from the same entry point (its --version here)."""
+    import subprocess
+
+    from .conftest import JUPYTER_VENV
+
+    python = JUPYTER_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no Jupyter venv in {JUPYTER_VENV} (scripts/hub_setup.sh makes it)")
+    session_dir = str(Path(__file__).resolve().parents[2] / "hub" / "session")
+    code = (
+        f"import sys; sys.path.insert(0, {session_dir!r}); import gpuportal_launch\n"
+        "sys.argv = ['gpuportal-singleuser', '--version']\n"
+        "try:\n    gpuportal_launch.main()\nexcept SystemExit:\n    pass\n"
+        "import jsonschema\n"
+        "checker = jsonschema.Draft7Validator.FORMAT_CHECKER\n"
+        "print('rfc3987_syntax', 'rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is None)\n"
+        "print('email', checker.conforms('not an address', 'email'), checker.conforms('a@b.org', 'email'))\n"
+        "print('jupyterhub.singleuser', 'jupyterhub.singleuser' in sys.modules)\n"
+    )
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "rfc3987_syntax True" in out
+    assert "email False True" in out  # the other formats are still checked
+    assert "jupyterhub.singleuser True" in out

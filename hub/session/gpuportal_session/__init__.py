@@ -18,12 +18,21 @@ extension counts only:
 ``GET <base_url>api/gpuportal/activity`` (the server's own token, as the hub's spawner has) answers
 ``{"last_input": <Unix seconds or null>, "busy": <bool>, "sources": {"kernel": t, "terminal": t,
 "save": t, "vscode": t}}`` (each ``t`` Unix seconds or null). Asking does not count as activity.
+
+It also tells the hub which port the server listens on, when the session's batch script asks for it
+(``GPUPORTAL_REPORT_PORT=1``; the server then runs with ``--port=0``, the system's choice of a free
+port): ``POST $JUPYTERHUB_API_URL/batchspawner {"port": N}`` with the server's own token, once the
+port accepts connections. batchspawner's wrapper (``batchspawner-singleuser``) reports a port it
+picked before the server even starts importing, so the hub had to poll until something listened;
+this report is the moment the server is up, and the hub's spawner wakes on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 import time
 
 from jupyter_server.auth.decorator import authorized
@@ -121,6 +130,55 @@ def _watch_terminal_input(tracker: ActivityTracker) -> None:
     TermSocket._gpuportal_watched = True
 
 
+#: Seconds the port report waits for the server to listen, and its tries at the hub.
+LISTEN_WAIT_S = 60.0
+REPORT_TRIES = 5
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+async def report_port(serverapp, *, api_url: str | None = None, token: str | None = None) -> bool:
+    """Tell the hub the port this server listens on (``POST <api_url>/batchspawner``), as soon as it
+    accepts connections on it; True once the hub took it. A few tries with back-off (the hub may be
+    restarting); the spawner's start timeout covers a report that never arrives."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+    api_url = (api_url or os.environ.get("JUPYTERHUB_API_URL", "")).rstrip("/")
+    token = token or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+    if not api_url or not token:
+        serverapp.log.error("gpuportal_session: no JUPYTERHUB_API_URL/TOKEN: the port cannot be reported")
+        return False
+    deadline = time.monotonic() + LISTEN_WAIT_S
+    while not (serverapp.port and _listening(int(serverapp.port))):  # the bind runs as a loop callback
+        if time.monotonic() > deadline:
+            serverapp.log.error("gpuportal_session: the server did not listen within %.0f s", LISTEN_WAIT_S)
+            return False
+        await asyncio.sleep(0.005)
+    request = HTTPRequest(
+        api_url + "/batchspawner",
+        method="POST",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        body=json.dumps({"port": int(serverapp.port)}),
+        request_timeout=10,
+    )
+    for attempt in range(REPORT_TRIES):
+        try:
+            await AsyncHTTPClient().fetch(request)
+        except Exception as exc:  # noqa: BLE001 (any failure: try again, then say so)
+            serverapp.log.warning("gpuportal_session: port report to the hub failed (%s), try %d", exc, attempt + 1)
+            await asyncio.sleep(0.5 * 2**attempt)
+        else:
+            serverapp.log.info("gpuportal_session: listening on port %s, told the hub", serverapp.port)
+            return True
+    return False
+
+
 def _load_jupyter_server_extension(serverapp) -> None:
     tracker = ActivityTracker()
     serverapp.web_app.settings["gpuportal_activity"] = tracker
@@ -129,3 +187,5 @@ def _load_jupyter_server_extension(serverapp) -> None:
     route = url_path_join(serverapp.web_app.settings["base_url"], ROUTE)
     serverapp.web_app.add_handlers(".*$", [(route, ActivityHandler)])
     serverapp.log.info("gpuportal_session: person activity at %s", route)
+    if os.environ.get("GPUPORTAL_REPORT_PORT") == "1":
+        serverapp.io_loop.add_callback(report_port, serverapp)  # once the loop runs: it binds the port first
