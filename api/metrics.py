@@ -18,7 +18,10 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_slurm_command_seconds{cluster,command}``: a summary of the wall time of every Slurm
   command the portal ran (``squeue``, ``sinfo``, ``sacct`` by the poller, ``sbatch`` per submission...;
   ``_sum`` seconds, ``_count`` calls), and ``portal_slurm_command_failures_total{cluster,command}``
-  (:mod:`jobs.slurm_metrics`).
+  (:mod:`jobs.slurm_metrics`);
+- ``portal_slurm_command_throttled_total{cluster,command}``: answers refused by slurmctld's per-user
+  RPC rate limit (``SlurmctldParameters=rl_enable``), and ``portal_slurm_command_retries_total``: the
+  attempts the gateway resent after its back-off (docs/clusters.md, "Slurm's RPC rate limit"; goal 0).
 
 Everything is read when scraped, from the cache and PostgreSQL (no per-process state, so any number
 of gunicorn workers answer the same). Not public: only ``PORTAL_METRICS_ALLOW`` addresses asking
@@ -43,7 +46,7 @@ from gpuusage.store import usages_load
 from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
 from jobs.send import jobs_stuck
-from jobs.slurm_metrics import slurm_command_figures
+from jobs.slurm_metrics import slurm_command_figures, slurm_rate_limit_figures
 from notifications.selectors import mail_figures
 from portal.counters import counters
 from slurm.clusters import cluster_names
@@ -106,6 +109,21 @@ class PortalCollector:
             command_failures.add_metric([cluster, command], failed)
         yield latency
         yield command_failures
+        throttled = CounterMetricFamily(
+            "portal_slurm_command_throttled",
+            "Slurm answers refused by slurmctld's per-user RPC rate limit",
+            labels=["cluster", "command"],
+        )
+        retries = CounterMetricFamily(
+            "portal_slurm_command_retries",
+            "Slurm commands resent after a rate-limit back-off",
+            labels=["cluster", "command"],
+        )
+        for (cluster, command), (refused, resent) in sorted(slurm_rate_limit_figures().items()):
+            throttled.add_metric([cluster, command], refused)
+            retries.add_metric([cluster, command], resent)
+        yield throttled
+        yield retries
         failures = CounterMetricFamily("portal_poll_failures", "Snapshot polls that failed", labels=["cluster"])
         counted = counters("poll_failures")
         for name in names:

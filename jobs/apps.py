@@ -6,10 +6,12 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
-        from slurm.gateway import command_observers
+        from slurm.gateway import command_observers, rate_limit_observers
 
         from . import checks  # noqa: F401  (registers system checks)
-        from .slurm_metrics import slurm_command_observed
+        from .slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
 
         if slurm_command_observed not in command_observers:  # /metrics: Slurm command latency
             command_observers.append(slurm_command_observed)
+        if slurm_rate_limit_observed not in rate_limit_observers:  # /metrics: slurmctld's rate limit
+            rate_limit_observers.append(slurm_rate_limit_observed)

@@ -3,7 +3,10 @@
 one call to Redis counters (``portal.counters``), read by ``api.metrics`` as the summary
 ``portal_slurm_command_seconds{cluster,command}`` (``_sum`` seconds, ``_count`` calls) and the
 counter ``portal_slurm_command_failures_total{cluster,command}``. Registered on
-``slurm.gateway.command_observers`` by ``jobs.apps``."""
+``slurm.gateway.command_observers`` by ``jobs.apps``; and slurmctld's rate limit (issue 23, item 5):
+``portal_slurm_command_throttled_total{cluster,command}`` (answers refused by the limit) and
+``portal_slurm_command_retries_total{cluster,command}`` (attempts the gateway resent after its
+back-off), from ``slurm.gateway.rate_limit_observers``."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from portal.counters import counters, counters_add
 
 #: Counter names in portal.counters (labels ``<cluster>|<command>``).
 MILLISECONDS, CALLS, FAILURES = "slurm_command_ms", "slurm_command_calls", "slurm_command_failures"
+THROTTLED, RETRIED = "slurm_command_throttled", "slurm_command_retried"
+_RATE_LIMIT_COUNTERS = {"throttled": THROTTLED, "retried": RETRIED}
 
 
 def slurm_command_observed(cluster: str, command: str, seconds: float, ok: bool) -> None:
@@ -21,6 +26,24 @@ def slurm_command_observed(cluster: str, command: str, seconds: float, ok: bool)
     if not ok:
         items.append((FAILURES, label, 1))
     counters_add(items)
+
+
+def slurm_rate_limit_observed(cluster: str, command: str, event: str, n: int) -> None:
+    """The gateway's rate-limit observer: ``n`` throttled answers or resent attempts of ``command``."""
+    name = _RATE_LIMIT_COUNTERS.get(event)
+    if name is not None and n > 0:
+        counters_add([(name, f"{cluster or '-'}|{command}", n)])
+
+
+def slurm_rate_limit_figures() -> dict[tuple[str, str], tuple[int, int]]:
+    """``{(cluster, command): (throttled answers, resent attempts)}`` counted so far (empty when
+    Redis does not answer or nothing was ever throttled)."""
+    throttled, retried = counters(THROTTLED), counters(RETRIED)
+    out = {}
+    for label in set(throttled) | set(retried):
+        cluster, _, command = label.partition("|")
+        out[(cluster, command)] = (throttled.get(label, 0), retried.get(label, 0))
+    return out
 
 
 def slurm_command_figures() -> dict[tuple[str, str], tuple[int, float, int]]:

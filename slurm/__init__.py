@@ -1,7 +1,7 @@
 """The one gateway to Slurm (design decision 2): every Slurm command goes through
 :func:`slurm.gateway.get_gateway` and raises only :class:`slurm.errors.SlurmError`."""
 
-from .errors import SlurmError, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown
+from .errors import SlurmError, SlurmRateLimited, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown
 from .gateway import SlurmGateway, get_gateway, reset_gateway
 from .transport import CommandResult, Transport
 
@@ -9,6 +9,7 @@ __all__ = [
     "CommandResult",
     "SlurmError",
     "SlurmGateway",
+    "SlurmRateLimited",
     "SlurmTimeout",
     "SlurmUnreachable",
     "SlurmVersionUnknown",

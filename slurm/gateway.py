@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
+
 from .adapters import adapter_for
-from .errors import SlurmError, SlurmVersionUnknown
+from .errors import SlurmError, SlurmRateLimited, SlurmVersionUnknown, client_backoffs, rate_limited
 from .transport import CommandResult, Transport
+
+logger = logging.getLogger(__name__)
 
 #: A portable Unix user name, as ``useradd`` accepts by default: lower case, starts with a letter
 #: or underscore, then letters, digits, ``_`` or ``-``; at most 32 characters. The only names passed
@@ -25,6 +30,31 @@ POSIX_USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 #: ``seconds`` wall time of the call, ``ok`` whether it ran and exited 0. The jobs app registers the
 #: one that feeds /metrics' ``portal_slurm_command_seconds``; an observer that raises is ignored.
 command_observers: list[Callable[[str, str, float, bool], None]] = []
+
+
+#: Called for slurmctld's rate limit (``SlurmctldParameters=rl_enable``), as ``observer(cluster,
+#: command, event, n)``: ``event`` is ``"throttled"`` (``n`` answers refused by the rate limit, or
+#: back-offs the client library reported having slept itself) or ``"retried"`` (``n`` attempts
+#: resent by the gateway). The jobs app's feeds /metrics' ``portal_slurm_command_throttled_total``
+#: and ``portal_slurm_command_retries_total``; an observer that raises is ignored.
+rate_limit_observers: list[Callable[[str, str, str, int], None]] = []
+
+#: The gateway's back-off for a throttled answer: at most this many resends, waiting 1, 2, 4 and 8 s
+#: (plus up to 0.5 s of jitter each, so concurrent callers do not come back together) before them:
+#: at most 17 s of waiting per command on top of the attempts' own time. The bucket refills at
+#: ``rl_refill_rate`` tokens per ``rl_refill_period`` (2 per second by default), so the first wait
+#: already buys two RPCs. After the last refusal: :class:`~slurm.errors.SlurmRateLimited`.
+RATE_LIMIT_RETRIES = 4
+RATE_LIMIT_WAIT_MAX = 8.0
+RATE_LIMIT_JITTER = 0.5
+
+
+class _Throttled(Exception):
+    """One attempt's answer was a rate-limit refusal (internal: what tenacity retries on)."""
+
+    def __init__(self, result: CommandResult, detail: str):
+        super().__init__(detail)
+        self.result, self.detail = result, detail
 
 
 def command_name(argv0: str) -> str:
@@ -80,15 +110,81 @@ class SlurmGateway:
         """
         full = self.build_argv(argv, as_user=as_user)
         data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-        started, ok = time.monotonic(), False
-        try:
-            result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
-            ok = result.returncode == 0
-        finally:
-            self._observe(argv[0], time.monotonic() - started, ok)
+        result, _ = self._execute(argv, full, data, timeout, as_user=as_user)
         if check and result.returncode != 0:
             raise SlurmError(full, result.returncode, result.out, result.err)
         return result
+
+    def _execute(self, argv, full, data, timeout, *, as_user, read=None):
+        """Run ``full`` once, and again after a back-off while slurmctld's rate limit refuses it
+        (:data:`RATE_LIMIT_RETRIES`): a refused attempt did nothing, so even ``sbatch`` is safe to
+        resend. ``read(result)`` (``run_json``'s) turns a finished answer into its value and may say
+        it was throttled too (an ``errors`` entry) by raising :class:`_Throttled`. Observed once,
+        with the whole call's time. Returns ``(result, value)``; raises
+        :class:`~slurm.errors.SlurmRateLimited` after the last refusal."""
+        command = command_name(argv[0])
+        started, ok = time.monotonic(), False
+        retrying = Retrying(
+            stop=stop_after_attempt(RATE_LIMIT_RETRIES + 1),
+            wait=wait_exponential(multiplier=1, min=1, max=RATE_LIMIT_WAIT_MAX) + wait_random(0, RATE_LIMIT_JITTER),
+            retry=retry_if_exception_type(_Throttled),
+            sleep=self.sleep,
+            before_sleep=lambda state: self._rate_limit_event(command, "retried", 1),
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
+                    ok = result.returncode == 0
+                    backoffs = client_backoffs(result.err)
+                    if backoffs:  # the client library slept and resent by itself (only said with -v)
+                        self._rate_limit_event(command, "throttled", backoffs)
+                    if result.returncode != 0 and rate_limited(result.err):  # Slurm's errors go to stderr
+                        self._throttled(command, result, result.err.strip())
+                    value = read(result) if read is not None else None
+            return result, value
+        except RetryError as exc:
+            ok = False
+            throttled = exc.last_attempt.exception()
+            assert isinstance(throttled, _Throttled)
+            raise self._rate_limited_error(full, command, throttled, as_user, time.monotonic() - started) from None
+        finally:
+            self._observe(argv[0], time.monotonic() - started, ok)
+
+    def _throttled(self, command: str, result: CommandResult, detail: str):
+        self._rate_limit_event(command, "throttled", 1)
+        logger.info("slurmctld rate-limited %s on %s: %s", command, self.cluster or "the cluster", detail[:200])
+        raise _Throttled(result, detail)
+
+    def _rate_limited_error(self, full, command: str, throttled: _Throttled, as_user, waited: float) -> SlurmRateLimited:
+        service = getattr(self.transport, "user", "")
+        who = f"user {as_user!r}" if as_user else f"the portal's service user{f' {service!r}' if service else ''}"
+        where = f"{self.cluster}'s slurmctld" if self.cluster else "slurmctld"
+        lines = throttled.detail.splitlines()
+        return SlurmRateLimited(
+            full,
+            throttled.result.returncode,
+            throttled.result.out,
+            throttled.result.err,
+            message=(
+                f"{where} is rate-limiting {who} (SlurmctldParameters=rl_enable): {command} "
+                f"was refused {RATE_LIMIT_RETRIES + 1} times over {waited:.0f} s ({lines[-1] if lines else 'no output'}). "
+                "The site's Slurm admin can raise rl_refill_rate or rl_bucket_size in SlurmctldParameters "
+                "(only SlurmUser and root are exempt); see docs/clusters.md, 'Slurm's RPC rate limit'."
+            ),
+        )
+
+    def _rate_limit_event(self, command: str, event: str, n: int) -> None:
+        for observer in list(rate_limit_observers):
+            try:
+                observer(self.cluster, command, event, n)
+            except Exception:  # noqa: BLE001 - a metric must never fail a Slurm command
+                pass
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        """The back-off's sleep (tests replace it on an instance)."""
+        time.sleep(seconds)
 
     def _observe(self, argv0: str, seconds: float, ok: bool) -> None:
         for observer in list(command_observers):
@@ -97,32 +193,52 @@ class SlurmGateway:
             except Exception:  # noqa: BLE001 - a metric must never fail a Slurm command
                 pass
 
-    def run_json(self, argv: Sequence[str], *, as_user: str | None = None, timeout: float | None = None) -> dict:
+    def run_json(
+        self,
+        argv: Sequence[str],
+        *,
+        as_user: str | None = None,
+        timeout: float | None = None,
+        decode: Callable[[bytes], dict] | None = None,
+    ) -> dict:
         """Run a Slurm ``--json`` command and return its document. Raises ``ValueError`` when the
         output is not JSON, and :class:`SlurmError` when the command failed *or* the document lists
         ``errors`` that are failures (an entry that only says "nothing found", like sacct's 9003, is an
         empty answer, decided by the version's adapter: ``failure_errors``): Slurm 22.05's ``squeue --json`` and ``sinfo --json`` exit 0 with an empty list and
         ``"errors": [{"description": "Failed while looking for jobs"...}]`` when slurmctld cannot be
-        reached, which must never read as "the queue is empty"."""
-        result = self.run(argv, as_user=as_user, timeout=timeout)
-        doc = json.loads(result.out)
-        errors = doc.get("errors") if isinstance(doc, dict) else None
-        if errors:
-            try:  # the version's own word on which entries only mean "nothing found"
-                errors = adapter_for(doc, argv=argv).failure_errors(doc)
-            except SlurmVersionUnknown:
-                pass  # every entry counts (an outage's document may carry no version at all)
-        if errors:
-            detail = "; ".join(
-                str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors
-            )[:300]
-            raise SlurmError(
-                self.build_argv(argv, as_user=as_user),
-                result.returncode,
-                "",
-                result.err,
-                message=f"{argv[0]} reported errors: {detail} (slurmctld or slurmdbd not answering?)",
-            )
+        reached, which must never read as "the queue is empty". ``decode``: what reads the output
+        (its bytes) instead of ``json.loads`` (the poll's :func:`slurm.adapters.queue_decode.decode_squeue`)."""
+        full = self.build_argv(argv, as_user=as_user)
+        command = command_name(argv[0])
+
+        def read(result: CommandResult) -> dict:
+            if result.returncode != 0:
+                return {}
+            doc = decode(result.stdout) if decode else json.loads(result.out)
+            errors = doc.get("errors") if isinstance(doc, dict) else None
+            if errors:
+                try:  # the version's own word on which entries only mean "nothing found"
+                    errors = adapter_for(doc, argv=argv).failure_errors(doc)
+                except SlurmVersionUnknown:
+                    pass  # every entry counts (an outage's document may carry no version at all)
+            if errors:
+                detail = "; ".join(
+                    str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors
+                )[:300]
+                if rate_limited(detail):  # never read as an empty queue: retried, then SlurmRateLimited
+                    self._throttled(command, result, detail)
+                raise SlurmError(
+                    full,
+                    result.returncode,
+                    "",
+                    result.err,
+                    message=f"{argv[0]} reported errors: {detail} (slurmctld or slurmdbd not answering?)",
+                )
+            return doc
+
+        result, doc = self._execute(argv, full, None, timeout, as_user=as_user, read=read)
+        if result.returncode != 0:
+            raise SlurmError(full, result.returncode, result.out, result.err)
         return doc
 
     def close(self) -> None:

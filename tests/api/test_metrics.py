@@ -146,3 +146,26 @@ def test_slurm_command_latency_and_queue_waits(client, world):
     key = (("cluster", "cluster1"), ("partition", partition), ("quantile", "1"))
     assert abs(waits[key] - longest) < 30, (waits, longest)
     assert waits[(("cluster", "cluster1"), ("partition", partition), ("quantile", "0.5"))] <= waits[key]
+
+
+def test_throttled_answers_and_retries_are_counted(client, world):
+    """issue 23, item 5: slurmctld's rate limit refused cluster2's squeue twice; the gateway (the
+    observer the jobs app registers) counts two throttled answers and two retries, and no failure."""
+    from slurm.gateway import SlurmGateway as Gateway
+
+    refused = "slurm_load_jobs error: Rate limit exceeded, please retry momentarily\n"
+    fake = (
+        FakeTransport()
+        .expect(["squeue", "--json"], stderr=refused, returncode=1)
+        .expect(["squeue", "--json"], stderr=refused, returncode=1)
+        .expect(["squeue", "--json"], stdout='{"jobs": []}')
+    )
+    gateway = Gateway(fake, cluster="cluster2")
+    gateway.sleep = lambda seconds: None
+    gateway.run(["squeue", "--json"])
+    found = samples(client.get("/metrics", REMOTE_ADDR="127.0.0.1"))
+    squeue = (("cluster", "cluster2"), ("command", "squeue"))
+    assert found[("portal_slurm_command_throttled_total", squeue)] == 2
+    assert found[("portal_slurm_command_retries_total", squeue)] == 2
+    assert found[("portal_slurm_command_seconds_count", squeue)] == 1
+    assert found[("portal_slurm_command_failures_total", squeue)] == 0

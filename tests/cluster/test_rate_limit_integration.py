@@ -1,0 +1,75 @@
+"""slurmctld's per-user RPC rate limit on the real cluster2 (issue 23, item 5): its slurm.conf sets
+``SlurmctldParameters=rl_enable`` (bucket 30, 2 tokens a second; cluster/cluster2/etc/slurm.conf). A
+burst of squeue as the portal's service user through the portal's own gateway (SSH to :2223, the
+``portal`` user, which the limit does not exempt) exceeds the bucket: every call still answers with
+the queue (Slurm 24.11's client library sleeps and resends by itself; a refusal that reached the portal
+would be the gateway's to retry), none is an error or an empty queue. That the limit was really hit is
+read from slurmctld's own log (``rl_log_freq=0``: "RPC rate limit exceeded by uid <portal's uid> ...
+telling to back off" for every throttled RPC), never from a clock. The bucket refills by itself
+(15 s), so nothing is restored. Fails (never skips) when cluster2 is not running."""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from slurm.gateway import SlurmGateway
+from tests.cluster.test_cluster2_integration import ROOT, cluster2_transport, submit
+
+pytestmark = pytest.mark.integration
+
+BURST = 45  # more than the bucket's 30 (and what refills meanwhile)
+THREADS = 8  # under the SSH transport's channel limit
+LOG = Path(ROOT) / "var/log/slurm/slurmctld.log"
+
+
+def in_root(*argv: str) -> str:
+    return subprocess.run(
+        ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "chroot", ROOT, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+
+def slurmctld_parameters() -> str:
+    out = in_root("scontrol", "show", "config")
+    return next((line for line in out.splitlines() if line.startswith("SlurmctldParameters")), "")
+
+
+@pytest.fixture
+def held_job():
+    gw = SlurmGateway(cluster2_transport(), command_timeout=60, cluster="cluster2")
+    job_id, _, _ = submit(
+        gw, "alice", ["-p", "small", "-t", "2", "--mem=50M", "--hold", "-J", "rate-limit-test"], "#!/bin/bash\ntrue\n"
+    )
+    yield gw, job_id
+    gw.run(["scancel", str(job_id)], as_user="alice")
+    gw.close()
+
+
+def test_a_burst_over_the_bucket_as_the_service_user_answers_every_call_with_the_queue(held_job):
+    assert "rl_enable" in slurmctld_parameters(), "cluster2 must run with SlurmctldParameters=rl_enable (cluster/up.sh)"
+    gw, job_id = held_job
+    user = settings.SLURM_GATEWAY["ssh_user"]
+    assert user == "portal"
+    uid = in_root("id", "-u", user).strip()
+    log_start = LOG.stat().st_size
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        docs = list(pool.map(lambda _: gw.run_json(["squeue", "--json"]), range(BURST)))
+
+    assert len(docs) == BURST
+    for doc in docs:  # every answer is the queue, with the held job in it: never an empty one
+        assert job_id in {job["job_id"] for job in doc["jobs"]}
+    with LOG.open("rb") as f:
+        f.seek(log_start)
+        throttled = [
+            line for line in f.read().decode("utf-8", "replace").splitlines() if f"RPC rate limit exceeded by uid {uid} " in line
+        ]
+    assert throttled, f"the burst never hit {user}'s rate limit: is rl_enable on with the default bucket?"
