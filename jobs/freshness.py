@@ -14,6 +14,8 @@ snapshot it was built from and one :class:`Notice` per reason the figures may be
 
 - ``cluster-not-understood``: the cluster answers in a Slurm JSON version the portal has no adapter
   for (its poll stops rather than misread the queue).
+- ``cluster-too-big``: the queue is over the poll's budget (``PORTAL_POLL_MAX_*``,
+  :mod:`slurm.poll_budget`): "cluster too big for the poll budget"; the last good figures are shown.
 - ``gpu-usage-unavailable``: Prometheus (the GPU usage, :mod:`gpuusage`) did not answer the poller's
   last read; the GPU figures shown are the last ones read.
 
@@ -52,7 +54,8 @@ class Moment:
 @dataclass(frozen=True)
 class Notice:
     """One reason the figures may be wrong. ``reason``: ``no-snapshot``, ``snapshot-stale``,
-    ``cluster-unreachable`` or ``accounting-unavailable`` (also the pages' ``data-testid``);
+    ``cluster-unreachable``, ``cluster-too-big`` (over the poll's budget: the last good figures) or
+    ``accounting-unavailable`` (also the pages' ``data-testid``);
     ``since``: Unix seconds the trouble began (``None`` when unknown); ``parts``: the sentence, its
     times as :class:`Moment`."""
 
@@ -193,6 +196,14 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
         since = snapshot.error_since or attempted
         return Notice(
             "cluster-not-understood",
+            since,
+            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", since_good),
+            name,
+        )
+    if snapshot.error and snapshot.error_kind == "budget":
+        since = snapshot.error_since or attempted
+        return Notice(
+            "cluster-too-big",
             since,
             (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", since_good),
             name,

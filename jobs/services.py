@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import redis
 from django.conf import settings
 
 from portal.counters import counter_add
-from portal.locks import at_most_every, single_run
+from portal.locks import at_most_every, redis_client, single_run
 from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
+from slurm.poll_budget import poll_budget
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
 
 from .outside_import import outside_import
@@ -45,22 +47,28 @@ def snapshot_refresh(
     if not at_most_every(lock_name(name), seconds=min_gap_s, client=lock_client):
         logger.info("snapshot poll skipped: %s: another one started less than %.1f s ago", name, min_gap_s)
         return None
-    with single_run(lock_name(name), timeout=max(30.0, 4 * settings.SNAPSHOT_INTERVAL), client=lock_client) as acquired:
+    # held longer than the longest poll the budget allows, so a slow poll never overlaps the next
+    hold = max(30.0, 4 * settings.SNAPSHOT_INTERVAL, poll_budget().max_seconds + 10)
+    with single_run(lock_name(name), timeout=hold, client=lock_client) as acquired:
         if not acquired:
             return None
         started = time.monotonic()
-        previous = snapshot_load(cluster=name)
+        # the copy without the queue: the poll needs the version, partitions and reservations only
+        previous = snapshot_load(with_jobs=False, cluster=name)
         gateway = get_gateway(name)
         try:
             snapshot = snapshot_take(gateway, previous=previous, cluster=name)
         except (SlurmError, ValueError) as exc:
             logger.warning("snapshot poll failed: %s: %s", name, exc)
-            snapshot = snapshot_failed(previous, exc, now=time.time(), cluster=name)
+            # the last good snapshot, queue included, marked with the failure
+            snapshot = snapshot_failed(snapshot_load(cluster=name), exc, now=time.time(), cluster=name)
+            snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
             counter_add("poll_failures", name)  # /metrics: portal_poll_failures_total{cluster}
             snapshot_store(snapshot)
             jobs_mark_unknown(since=snapshot.error_since, cluster=name)
             logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)
             return snapshot
+        snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
         snapshot_store(snapshot)
         jobs_sync(snapshot, gateway)
         try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
@@ -75,3 +83,36 @@ def snapshot_refresh(
             time.monotonic() - started,
         )
         return snapshot
+
+
+#: How many times its own duration a poll slower than the interval keeps between its start and the
+#: next poll's: 2, so Slurm is asked at most half of the time (and the pages' figures are as fresh as
+#: Slurm lets them be); :func:`_paced`.
+STRETCH_FACTOR = 2.0
+
+
+def _paced(snapshot: ClusterSnapshot, name: str, seconds: float, lock_client: redis.Redis | None) -> ClusterSnapshot:
+    """The snapshot with the poll's duration, and the stretch: a poll (its Slurm commands and their
+    reading) that took longer than ``PORTAL_SNAPSHOT_INTERVAL`` keeps the next one from starting less
+    than :data:`STRETCH_FACTOR` x its duration after its own start (the interval guard's key,
+    ``<lock>:started``, lives that long), instead of the beat's ticks piling up on a slow Slurm; it
+    says so in the log (WARNING) and in the snapshot's ``stretched_to``, which ``manage.py
+    cluster_check`` and the freshness notices show. The first poll inside the interval again is
+    guarded by the interval alone (``stretched_to`` 0)."""
+    interval = float(settings.SNAPSHOT_INTERVAL)
+    if seconds <= interval:
+        return replace(snapshot, poll_seconds=round(seconds, 3), stretched_to=0.0)
+    gap = STRETCH_FACTOR * seconds
+    logger.warning(
+        "snapshot poll: %s: Slurm took %.1f s, longer than the poll interval (%g s): the next poll starts %.1f s after this one's start",
+        name,
+        seconds,
+        interval,
+        gap,
+    )
+    remaining_ms = max(1, int((gap - seconds) * 1000))
+    try:
+        (lock_client or redis_client()).set(f"{lock_name(name)}:started", "1", px=remaining_ms)
+    except redis.RedisError:  # the guard is Redis; without it the beat's interval guard is all there is
+        logger.warning("snapshot poll: %s: could not stretch the interval (Redis)", name)
+    return replace(snapshot, poll_seconds=round(seconds, 3), stretched_to=round(gap, 3))

@@ -94,6 +94,9 @@ SCHEMA: dict[str, tuple[type, object]] = {
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),
+    "PORTAL_POLL_MAX_BYTES": (int, 512 * 1024 * 1024),
+    "PORTAL_POLL_MAX_JOBS": (int, 250_000),
+    "PORTAL_POLL_MAX_SECONDS": (float, 60.0),
     # GPU usage (dcgm-exporter series read from Prometheus: gpuusage/)
     "PORTAL_PROMETHEUS_URL": (str, "http://127.0.0.1:9090"),
     "PORTAL_PROMETHEUS_TIMEOUT": (float, 2.0),

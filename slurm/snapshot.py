@@ -10,16 +10,21 @@ unreachable. Every function takes the cluster's name (``None``: the site's defau
 
 from __future__ import annotations
 
+import gc
+import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
+import msgspec
 from django.core.cache import cache
 
 from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
+from .poll_budget import PollTooBig, check_elapsed, poll_budget
 from .records import Node, Partition, QueueJob, Reservation
-from .values import expand_nodes, parse_array_tasks
+from .values import NO_NODES, expand_nodes, parse_array_tasks
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
 #: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
@@ -66,12 +71,19 @@ class ClusterSnapshot:
     jobs: list[QueueJob] = field(default_factory=list)
     error: str = ""
     error_since: float | None = None
-    #: What kind of failure ``error`` is: ``"unreachable"`` (the commands failed) or ``"version"``
-    #: (Slurm answered in JSON the portal has no adapter for: :class:`~slurm.errors.SlurmVersionUnknown`).
+    #: What kind of failure ``error`` is: ``"unreachable"`` (the commands failed), ``"version"``
+    #: (Slurm answered in JSON the portal has no adapter for: :class:`~slurm.errors.SlurmVersionUnknown`)
+    #: or ``"budget"`` (the queue was too big for the poll's budget: :class:`~slurm.poll_budget.PollTooBig`;
+    #: the last good figures are kept).
     error_kind: str = ""
     #: The cluster's reservations (``scontrol show reservation``), read with the partitions (at
     #: ``partitions_at``); ``[]`` when there are none, and in a snapshot stored before they were read.
     reservations: list[Reservation] = field(default_factory=list)
+    #: Seconds the last poll took (Slurm's commands and their reading; 0 = not measured), and the
+    #: gap the poller keeps before the next one when that was longer than the poll interval (the
+    #: stretch, :func:`jobs.services.snapshot_refresh`; 0 = the normal interval).
+    poll_seconds: float = 0.0
+    stretched_to: float = 0.0
 
     def to_dict(self) -> dict:
         """The snapshot as plain data for the cache (what :meth:`from_dict` reads). The records hold
@@ -96,12 +108,53 @@ class ClusterSnapshot:
             ],
             partitions=[Partition(**{**p, "nodes": tuple(p["nodes"])}) for p in data.get("partitions", [])],
             partitions_at=data.get("partitions_at", 0.0),
-            jobs=[QueueJob(**j) for j in data.get("jobs", [])],
+            jobs=_jobs_from(data.get("jobs") or []),
             error=data.get("error", ""),
             error_since=data.get("error_since"),
             error_kind=data.get("error_kind", ""),
             reservations=[Reservation.from_dict(r) for r in data.get("reservations") or []],
+            poll_seconds=data.get("poll_seconds", 0.0),
+            stretched_to=data.get("stretched_to", 0.0),
         )
+
+
+#: The stored queue: msgpack of the records (:func:`jobs_pack`), one bytes value instead of 100,000
+#: dicts for the cache's pickle (bench/snapshot_size.py: the store's cost per job about halved).
+_JOBS_ENCODER = msgspec.msgpack.Encoder()
+_JOBS_DECODER = msgspec.msgpack.Decoder(list[QueueJob])
+
+
+def jobs_pack(jobs: list[QueueJob]) -> bytes:
+    """The queue as stored under the ``snapshot`` key: msgpack of each record's fields."""
+    return _JOBS_ENCODER.encode(jobs)
+
+
+def _jobs_from(stored) -> list[QueueJob]:
+    """The queue from what the ``snapshot`` key holds: :func:`jobs_pack`'s bytes, or the list of
+    field dicts of :meth:`ClusterSnapshot.to_dict` (a snapshot stored before the packing)."""
+    if isinstance(stored, (bytes, bytearray, memoryview)):
+        try:
+            return _JOBS_DECODER.decode(stored)
+        except msgspec.ValidationError:  # stored by a release with other fields: read by name
+            return [QueueJob(**{k: v for k, v in j.items() if k in _QUEUE_FIELDS}) for j in msgspec.msgpack.decode(stored)]
+    return [QueueJob(**j) for j in stored]
+
+
+_QUEUE_FIELDS = frozenset(f.name for f in fields(QueueJob))
+
+
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a poll builds its records (100,000 jobs are some
+    3 million objects, none in a cycle: each collection pass would walk them all again), back as it
+    was after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 #: The command whose JSON names the cluster's output version when the last snapshot does not (every
@@ -116,10 +169,14 @@ def snapshot_take(
     (:func:`slurm.adapters.PollReading`: each adapter's ``poll``). The version is the previous
     snapshot's; without one (the first poll, or after a failure), ``sinfo --json`` is asked and its
     ``meta`` names it. A document of another version than expected (Slurm was upgraded) is read
-    again with that version's adapter. Raises :class:`SlurmError` (from the gateway, or
-    :class:`~slurm.errors.SlurmVersionUnknown` for JSON of a version without an adapter) or
+    again with that version's adapter. Raises :class:`SlurmError` (from the gateway,
+    :class:`~slurm.errors.SlurmVersionUnknown` for JSON of a version without an adapter, or
+    :class:`~slurm.poll_budget.PollTooBig` for a queue over the poll's budget: more output, jobs or
+    seconds than :func:`~slurm.poll_budget.poll_budget` allows; nothing of it is read) or
     ``ValueError`` (output that is not JSON)."""
     now = time.time() if now is None else now
+    started = time.monotonic()
+    budget = poll_budget()
     name = _name(cluster or (previous.cluster if previous else None))
     reread = cache.get(snapshot_key(name, "reread"))
     if reread and previous is not None:  # an admin changed a reservation: read partitions and reservations now
@@ -129,11 +186,14 @@ def snapshot_take(
     if adapter is None:
         probe = gateway.run_json(PROBE_ARGV)
         adapter = adapter_for(probe, argv=PROBE_ARGV)
-    try:
-        reading = adapter.poll(gateway, previous=previous, now=now, probe=probe)
-    except OtherVersion as other:  # upgraded since the last poll: the new version's commands
-        probe = other.document if other.argv == PROBE_ARGV else None  # a probe is only ever sinfo's document
-        reading = adapter_named(other.version).poll(gateway, previous=previous, now=now, probe=probe)
+    with gc_paused():
+        try:
+            reading = adapter.poll(gateway, previous=previous, now=now, probe=probe)
+        except OtherVersion as other:  # upgraded since the last poll: the new version's commands
+            probe = other.document if other.argv == PROBE_ARGV else None  # a probe is only ever sinfo's document
+            reading = adapter_named(other.version).poll(gateway, previous=previous, now=now, probe=probe)
+    # a poll past its time budget is thrown away whole, as one past its bytes or jobs
+    check_elapsed(["squeue"], time.monotonic() - started, budget)
     if reread:
         cache.delete(snapshot_key(name, "reread"))
     return ClusterSnapshot(
@@ -187,15 +247,20 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
     the queue positions and the node -> jobs index (one Redis round trip)."""
     lite = replace(snapshot, jobs=[]).to_dict()
     name = _name(snapshot.cluster)
-    values = {snapshot_key(name, "snapshot"): snapshot.to_dict(), snapshot_key(name, "lite"): lite}
+    with gc_paused():
+        values = {snapshot_key(name, "snapshot"): {**lite, "jobs": jobs_pack(snapshot.jobs)}, snapshot_key(name, "lite"): lite}
     # The head: the copy without nodes, partitions, reservations or jobs (a few hundred bytes), for a
     # page that keeps its own rendering per ``taken_at`` and needs only the freshness (ops/cluster_cache.py).
     values[snapshot_key(name, "head")] = {k: v for k, v in lite.items() if k not in _RECORD_LISTS}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
-        values[snapshot_key(name, "positions")] = queue_positions(snapshot)
-        values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)
+        with gc_paused():
+            values[snapshot_key(name, "positions")] = queue_positions(snapshot)
+            values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)
     cache.set_many(values, timeout=None)
 
+
+#: A node list of one plain name (``gpu0042``): read without python-hostlist (most jobs' list).
+_ONE_NODE = re.compile(r"[A-Za-z0-9_.-]+")
 
 #: squeue states of a job that holds its nodes (started and not yet left them).
 ON_NODE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT"})
@@ -211,12 +276,14 @@ def node_jobs(snapshot: ClusterSnapshot | None) -> dict[str, list[tuple[int, str
     found: dict[str, list[tuple[int, str, str, str]]] = {}
     if snapshot is None:
         return found
+    expanded: dict[str, tuple[str, ...] | None] = {}  # node list -> names (None: malformed), once each
     for q in snapshot.jobs:
         if q.state not in ON_NODE_STATES or not q.nodes:
             continue
-        try:
-            names = expand_nodes(q.nodes)
-        except ValueError:
+        names = expanded.get(q.nodes, ())
+        if names == ():
+            names = expanded[q.nodes] = _node_names(q.nodes)
+        if names is None:
             continue
         row_id = q.job_id
         if q.array_task_id is not None and q.array_job_id:
@@ -230,6 +297,16 @@ def node_jobs(snapshot: ClusterSnapshot | None) -> dict[str, list[tuple[int, str
     for jobs in found.values():
         jobs.sort()
     return found
+
+
+def _node_names(text: str) -> tuple[str, ...] | None:
+    """The names in a job's node list (``None`` when Slurm wrote it malformed)."""
+    if _ONE_NODE.fullmatch(text):
+        return () if text in NO_NODES else (text,)  # one node: hostlist's answer without it
+    try:
+        return tuple(expand_nodes(text))
+    except ValueError:
+        return None
 
 
 def node_jobs_load(cluster: str | None = None) -> dict[str, list[tuple[int, str, str, str]]]:
@@ -303,5 +380,15 @@ def snapshot_failed(
         attempted_at=now,
         error=str(error)[:500],
         error_since=base.error_since or now,
-        error_kind="version" if isinstance(error, SlurmVersionUnknown) else "unreachable",
+        error_kind=_error_kind(error),
     )
+
+
+def _error_kind(error: Exception) -> str:
+    """:attr:`ClusterSnapshot.error_kind` of a failed poll: ``"version"``, ``"budget"`` (the queue was
+    too big for the poll: :class:`~slurm.poll_budget.PollTooBig`) or ``"unreachable"``."""
+    if isinstance(error, SlurmVersionUnknown):
+        return "version"
+    if isinstance(error, PollTooBig):
+        return "budget"
+    return "unreachable"

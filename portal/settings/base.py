@@ -267,6 +267,12 @@ SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
 
 SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
+#: The poll's budget (slurm/poll_budget.py): bytes of one command's output, jobs in squeue, seconds of
+#: the whole poll (0 = no limit). Past it the poll keeps the last good snapshot and says "cluster too
+#: big for the poll budget" (manage.py cluster_check, the freshness notices).
+PORTAL_POLL_MAX_BYTES = env("PORTAL_POLL_MAX_BYTES")
+PORTAL_POLL_MAX_JOBS = env("PORTAL_POLL_MAX_JOBS")
+PORTAL_POLL_MAX_SECONDS = env("PORTAL_POLL_MAX_SECONDS")
 
 #: GPU usage (gpuusage/): Prometheus's base URL ("" = usage is not measured at this site: no reads,
 #: no notices), the longest one query may take (seconds), and when a running GPU job is flagged as

@@ -46,6 +46,7 @@ from ..values import (
     queue_exit,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
+from .queue_decode import is_raw, queue_jobs, squeue_decoder
 from .v0_0_38 import parse_partitions as parse_partitions_text
 from .v0_0_38 import queue_extras, reason_extras, sacct_extras
 
@@ -98,7 +99,7 @@ def poll(
     raises."""
     if probe is not None:
         expect_version(version, probe, ["sinfo", "--json"])
-    squeue = expect_version(version, gateway.run_json(squeue_argv), squeue_argv)
+    squeue = expect_version(version, gateway.run_json(squeue_argv, decode=squeue_decoder(squeue_argv)), squeue_argv)
     nodes = expect_version(version, gateway.run_json(nodes_argv), nodes_argv)
     partitions, partitions_at = kept_partitions(version, previous)
     reservations = list(getattr(previous, "reservations", None) or []) if partitions else []
@@ -191,7 +192,11 @@ def parse_reservations(document: dict) -> list[Reservation]:
 
 
 def parse_jobs(squeue: dict) -> list[QueueJob]:
-    """Jobs from a ``squeue --json`` document (with ``-t all``: ended ones too, for ``MinJobAge``)."""
+    """Jobs from a ``squeue --json`` document (with ``-t all``: ended ones too, for ``MinJobAge``).
+    The poll's document (:func:`.queue_decode.decode_squeue`) holds structs instead of dicts, read by
+    :func:`.queue_decode.queue_jobs` into the same records."""
+    if is_raw(squeue.get("jobs")):
+        return queue_jobs(squeue["jobs"], lists=True)
     jobs = []
     for raw in squeue.get("jobs") or []:
         alloc = parse_gpus(raw.get("tres_alloc_str"))

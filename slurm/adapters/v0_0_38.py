@@ -25,6 +25,7 @@ from ..values import (
     parse_timestamp,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
+from .queue_decode import is_raw, queue_jobs, squeue_decoder
 
 #: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
 #: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
@@ -55,7 +56,7 @@ def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> Po
     --json``, and ``scontrol show partition --oneliner`` with ``scontrol show reservation
     --oneliner`` (:data:`RESERVATIONS`) once per :data:`PARTITIONS_EVERY`."""
     sinfo = expect_version(VERSION, probe if probe is not None else gateway.run_json(SINFO), SINFO)
-    squeue = expect_version(VERSION, gateway.run_json(SQUEUE), SQUEUE)
+    squeue = expect_version(VERSION, gateway.run_json(SQUEUE, decode=squeue_decoder(SQUEUE)), SQUEUE)
     same = previous is not None and previous.output_version in ("", VERSION)  # after a version change: read again
     partitions, partitions_at = (previous.partitions, previous.partitions_at) if same else ([], 0.0)
     reservations = list(getattr(previous, "reservations", None) or []) if same else []
@@ -194,7 +195,10 @@ def parse_reservations(oneliner: str) -> list[Reservation]:
 
 def parse_jobs(squeue: dict) -> list[QueueJob]:
     """Jobs from a ``squeue --json`` document (every job Slurm still holds, finished ones for
-    ``MinJobAge`` seconds)."""
+    ``MinJobAge`` seconds). The poll's document (:func:`.queue_decode.decode_squeue`) holds structs
+    instead of dicts, read by :func:`.queue_decode.queue_jobs` into the same records."""
+    if is_raw(squeue.get("jobs")):
+        return queue_jobs(squeue["jobs"], lists=False)
     jobs = []
     for raw in squeue.get("jobs", []):
         alloc = parse_gpus(raw.get("tres_alloc_str"))

@@ -4,12 +4,25 @@ what is wrong (``--cluster NAME`` for one)."""
 from __future__ import annotations
 
 import socket
+import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from slurm import SlurmError, SlurmVersionUnknown, get_gateway
 from slurm.clusters import Cluster, cluster_get, clusters
-from slurm.snapshot import snapshot_take
+from slurm.poll_budget import PollTooBig
+from slurm.snapshot import snapshot_load, snapshot_take
+
+#: What an admin can do about a queue over the poll's budget.
+BUDGET_HINT = (
+    "Raise PORTAL_POLL_MAX_BYTES / PORTAL_POLL_MAX_JOBS / PORTAL_POLL_MAX_SECONDS (and give the poller's worker the "
+    "memory), or bring the queue down (MaxJobCount, a runaway array)"
+)
+
+
+def _utc(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds or 0))
 
 
 class Command(BaseCommand):
@@ -57,6 +70,7 @@ class Command(BaseCommand):
         if user:
             self._check_sudo(gateway, user, conf["users_group"], cluster.sbatch_helper)
         self._check_slurm(gateway, cluster)
+        self._check_poller(cluster)
 
     # --- steps ------------------------------------------------------------------------------
     def _check_tcp(self, conf) -> bool:
@@ -119,6 +133,9 @@ class Command(BaseCommand):
         except SlurmVersionUnknown as exc:
             self._fail("Slurm's JSON understood", exc.message)
             return
+        except PollTooBig as exc:
+            self._fail("poll budget", f"{exc.message}. {BUDGET_HINT}")
+            return
         except (SlurmError, ValueError) as exc:
             self._fail("Slurm answers", f"the poll's commands failed: {exc}")
             return
@@ -140,6 +157,27 @@ class Command(BaseCommand):
                 f"AccountingStorageTRES={tres or '(unset)'} lacks gres/gpu, so GPU usage and quotas cannot be "
                 "measured. Add `AccountingStorageTRES=gres/gpu,gres/gpu:<type>...` to slurm.conf and restart slurmctld.",
             )
+
+    def _check_poller(self, cluster: Cluster):
+        """What the poller's last poll recorded (the stored snapshot): over the poll's budget (a
+        failure: the pages show the last good figures), slower than the interval (said, with the
+        stretched interval), or its duration."""
+        snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
+        interval = settings.SNAPSHOT_INTERVAL
+        if snapshot is None:
+            self._ok("the poller: no poll recorded yet")
+            return
+        if snapshot.error and snapshot.error_kind == "budget":
+            kept = f"the pages show the figures of {_utc(snapshot.taken_at)}" if snapshot.taken_at else "no figures yet"
+            self._fail("the poller", f"{snapshot.error} (since {_utc(snapshot.error_since)}; {kept}). {BUDGET_HINT}")
+        elif snapshot.stretched_to:
+            self.stdout.write(
+                f"{self.style.WARNING('SLOW')} the poller: Slurm is slower than the poll interval: the last poll took "
+                f"{snapshot.poll_seconds:.1f} s (interval {interval:g} s), so the next starts {snapshot.stretched_to:.1f} s "
+                "after its start instead of piling up; the normal interval is back after a poll within it"
+            )
+        elif snapshot.poll_seconds:
+            self._ok(f"the poller: the last poll took {snapshot.poll_seconds:.2f} s (interval {interval:g} s)")
 
     # --- output -----------------------------------------------------------------------------
     def _ok(self, text: str):
