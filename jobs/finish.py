@@ -31,7 +31,7 @@ from .arrays import (
     spec,
     throttle_of,
 )
-from .identity import accounting_records
+from .identity import accounting_records, records_by_id, records_of_job
 from .models import Job, JobKind
 from .notify import job_state_notify
 
@@ -130,11 +130,12 @@ def record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict, *, clus
     except (SlurmError, ValueError) as exc:
         logger.warning("sacct for restarted jobs %s failed: %s", ids, exc)
         accounting_failed(exc, cluster=cluster)
+    index = records_by_id(records)
     for job in jobs:
         q = queue[job.slurm_job_id]
         runs = job.runs
         if job.kind == JobKind.JOB:
-            mine = accounting_records(job, records)
+            mine = accounting_records(job, records_of_job(job, index))
             runs = [run_of(f) for f in mine if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]
             runs = runs[: q.restart_count] or job.runs
         old = {"restart_count": job.restart_count}

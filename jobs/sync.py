@@ -50,7 +50,7 @@ from slurm.values import classify_state
 
 from .arrays import all_final, het_parts, load_tasks, queue_array_fields
 from .finish import apply_final_entry, earlier_runs, exit_codes, exit_hidden, is_final, record_of, record_restarts
-from .identity import queue_record_is_the_jobs, sacct_ids
+from .identity import queue_record_is_the_jobs, records_by_id, records_of_job, sacct_ids
 from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .notify import job_state_notify
 from .outside import outside_sync
@@ -162,8 +162,9 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
             result.unknown += len(unseen)
             return result
         accounting_answered(cluster=cluster)
-        records = adapter.parse_sacct_jobs(doc)
-        finished = {j.pk: f for j in left if (f := record_of(j, records)) is not None and is_final(j, f)}
+        index = records_by_id(adapter.parse_sacct_jobs(doc))
+        own = {j.pk: records_of_job(j, index) for j in left}  # each job's candidates, not all records
+        finished = {j.pk: f for j in left if (f := record_of(j, own[j.pk])) is not None and is_final(j, f)}
         hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it
             j.slurm_job_id: finished[j.pk].comment
             for j in left
@@ -184,7 +185,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
                 continue
             try:
                 if job.kind == JobKind.JOB:
-                    _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, records, f))
+                    _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, own[job.pk], f))
                 else:
                     apply_final_entry(job, f)
             except Exception:  # noqa: BLE001 - as above: the others go on
