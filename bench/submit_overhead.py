@@ -24,7 +24,8 @@ script on stdin.
 
 Burst users: benchsub000, benchsub001, ... are made where missing, on the cluster (`useradd -m -G
 slurmusers`, `sacctmgr add user ... account=<account>`) and in the portal (team <account>), with a
-database session each; they stay for the next run (the sessions are deleted). Their home directories
+database session each; the Unix users and their Slurm associations are removed at the end (`--keep-users`
+keeps them), their portal rows stay (the sessions are deleted). Their home directories
 are looked up once before the burst (as after each one's first job: the portal caches homes). Each
 user posts its share one after the other, all users at once (one thread each, started together).
 
@@ -244,6 +245,20 @@ def ensure_cluster_users(names: list[str], account: str) -> None:
         )
 
 
+def remove_cluster_users(names: list[str], account: str) -> None:
+    """Undo :func:`ensure_cluster_users`: the Slurm associations and the Unix users with their homes.
+    Left behind, the host's Slurm users' group names users that cluster2's root does not have, and
+    cluster2/up.sh (``gpasswd -M``), so ``make dev`` and ``make test``, stop there."""
+    subprocess.run(
+        ["sacctmgr", "-i", "delete", "user", "where", f"name={','.join(names)}", f"account={account}"],
+        check=False,
+        capture_output=True,
+    )
+    for name in names:
+        if subprocess.run(["id", name], capture_output=True).returncode == 0:
+            subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
 def burst(args, tag: str, listener) -> tuple[float, list[float], list[str], list[str]]:
     """``args.burst`` submissions by ``args.users`` users, all at once. Returns (seconds from the
     start until the last job id was recorded, each job's seconds from the start until its id, names,
@@ -396,6 +411,7 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=100)
     p.add_argument("--burst", type=int, default=0, help="submissions posted at once (0: no burst)")
     p.add_argument("--users", type=int, default=20, help="users of the burst")
+    p.add_argument("--keep-users", action="store_true", help="keep the burst's users on the cluster afterwards")
     p.add_argument("--steps", type=int, default=20, help="jobs of the per-step breakdown (0: none)")
     p.add_argument("--user", default="alice")
     p.add_argument("--account", default="vision")
@@ -508,6 +524,8 @@ def main(argv=None) -> int:
     )
     for i in range(0, len(ids), 200):  # ended long ago mostly; harmless then
         subprocess.run(["scancel", *map(str, ids[i : i + 200])], check=False, capture_output=True)
+    if args.burst and not args.keep_users:
+        remove_cluster_users([f"{BURST_PREFIX}{i:03d}" for i in range(args.users)], args.account)
     return 0 if ok else 1
 
 
