@@ -13,8 +13,8 @@ in ms, and each figure's ratio to its goal (issue 23, item 3: 1.5 s CPU, 400 MB,
     .venv/bin/python bench/snapshot_size.py [--jobs 100000] [--nodes 5000] [--versions v0.0.38,...]
 
     # the real local cluster (cluster1): submit N held jobs as a demo user, time real polls
-    # against PORTAL_SNAPSHOT_INTERVAL, cancel them (hold /work/notes/cluster.lock around it)
-    flock /work/notes/cluster.lock .venv/bin/python bench/snapshot_size.py --real-cluster --held 20000
+    # against PORTAL_SNAPSHOT_INTERVAL, cancel them
+    .venv/bin/python bench/snapshot_size.py --real-cluster --held 20000
 
 Needs Redis (REDIS_URL); uses the test settings' Redis database 15 and removes its keys afterwards.
 The synthetic jobs carry the fields the adapters read (about 20 of Slurm's 100+ per job), so
@@ -323,7 +323,7 @@ def real_main(args) -> None:
     interval = float(settings.SNAPSHOT_INTERVAL)
     name = args.name
     print(
-        f"$ flock /work/notes/cluster.lock .venv/bin/python bench/snapshot_size.py --real-cluster --held {args.held} --polls {args.polls}"
+        f"$ .venv/bin/python bench/snapshot_size.py --real-cluster --held {args.held} --polls {args.polls}"
     )
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; cluster {cluster} through the portal's gateway; poll interval {interval:g} s"

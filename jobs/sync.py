@@ -57,6 +57,12 @@ from .outside import outside_sync
 
 logger = logging.getLogger(__name__)
 
+#: The most jobs that left the queue one poll asks ``sacct -j`` about (oldest rows first); the others
+#: keep their state until a later poll asks. 20,000 jobs ended at once made one ``sacct`` run past its
+#: deadline every poll (seen on the local cluster), so no job was ever finished; 2,000 ids answer in a
+#: few seconds.
+SACCT_MAX_JOBS = 2000
+
 
 @dataclass
 class SyncResult:
@@ -145,6 +151,9 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         exits.update(outside.exits)
     if restarted:
         record_restarts(gateway, restarted, queue, cluster=cluster)
+    if len(left) > SACCT_MAX_JOBS:  # the rest stay as they are, asked for at the next polls
+        logger.info("sacct: %d jobs left the queue on %s; asking for %d this poll", len(left), cluster, SACCT_MAX_JOBS)
+        left = sorted(left, key=lambda j: j.pk)[:SACCT_MAX_JOBS]
     if left:
         ids = ",".join(str(i) for j in left for i in sacct_ids(j))
         argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]

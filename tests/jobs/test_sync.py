@@ -83,6 +83,26 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
     assert gone.end_at is not None and gone.status_unknown_since is None
 
 
+def test_one_poll_asks_sacct_about_at_most_sacct_max_jobs_the_rest_at_the_next(alice, slurm_json, monkeypatch):
+    monkeypatch.setattr("jobs.sync.SACCT_MAX_JOBS", 2)
+    rows = [job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)] + [job(alice, i, JobState.RUNNING) for i in (19, 20, 17)]
+    queue = slurm_json("22.05", "squeue_arrays")
+    queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 left squeue; 18-20 ended in it
+    answer = json.dumps(slurm_json("22.05", "sacct_outcomes"))
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=answer)
+    jobs_sync(snap(queue), SlurmGateway(fake))
+    assert [c[0][-1] for c in fake.calls] == ["18,19"]  # the two oldest rows
+    for row in rows:
+        row.refresh_from_db()
+    assert [r.state for r in rows[2:]] == [JobState.RUNNING, JobState.RUNNING]  # not asked yet: unchanged
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=answer)
+    jobs_sync(snap(queue), SlurmGateway(fake))
+    assert [c[0][-1] for c in fake.calls] == ["20,17"]
+    for row in rows:
+        row.refresh_from_db()
+    assert all(r.state != JobState.RUNNING for r in rows)
+
+
 def test_failed_job_whose_code_sacct_json_hides_gets_it_from_sacct_text(alice, slurm_json):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport()
