@@ -322,9 +322,7 @@ def real_main(args) -> None:
     gateway = get_gateway(cluster)
     interval = float(settings.SNAPSHOT_INTERVAL)
     name = args.name
-    print(
-        f"$ .venv/bin/python bench/snapshot_size.py --real-cluster --held {args.held} --polls {args.polls}"
-    )
+    print(f"$ .venv/bin/python bench/snapshot_size.py --real-cluster --held {args.held} --polls {args.polls}")
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; cluster {cluster} through the portal's gateway; poll interval {interval:g} s"
     )
