@@ -41,7 +41,7 @@ from portal.dates import to_datetime
 from portal.formats import duration, when
 from slurm.clusters import cluster_names, default_cluster
 from slurm.health import AccountingStatus, accounting_status, accounting_statuses
-from slurm.snapshot import ClusterSnapshot, snapshot_load, snapshots_load
+from slurm.snapshot import ClusterSnapshot, snapshots_load
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def snapshot_status(
 def cluster_status(name: str | None = None, *, now: float | None = None) -> SnapshotStatus:
     """One cluster's status (``None``: the default cluster), from its stored snapshot."""
     name = name or default_cluster().name
-    return snapshot_status(snapshot_load(with_jobs=False, cluster=name), now=now, cluster=name)
+    return snapshot_status(snapshots_load([name], records=False)[name], now=now, cluster=name)
 
 
 def status_all(*, now: float | None = None) -> SnapshotStatus:
@@ -298,7 +298,7 @@ def status_all(*, now: float | None = None) -> SnapshotStatus:
     not answer, that is said once, not per cluster."""
     now = time.time() if now is None else now
     names = cluster_names()
-    snapshots = snapshots_load(names)
+    snapshots = snapshots_load(names, records=False)  # the heads: the freshness needs no records
     accounting = accounting_statuses(names)
     usages = usages_load(names) if prometheus_configured() else dict.fromkeys(names)
     statuses = [snapshot_status(snapshots[n], now=now, accounting=accounting[n], cluster=n, gpu_usage=usages[n]) for n in names]

@@ -13,24 +13,28 @@ from __future__ import annotations
 import gc
 import re
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
-import msgspec
 from django.core.cache import cache
 
 from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
 from .poll_budget import PollTooBig, check_elapsed, poll_budget
+from .positions import QueuePositions, positions_pack
+from .record_pack import jobs_pack, jobs_unpack
 from .records import Node, Partition, QueueJob, Reservation
 from .values import NO_NODES, expand_nodes, parse_array_tasks
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
 #: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
 #: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
-#: (:func:`queue_positions`); ``reread`` the flag of :func:`reread_soon`; ``nodejobs`` the jobs on each
-#: node (:func:`node_jobs`: what the cluster page lists per node without loading the queue).
+#: (:func:`queue_positions`, packed: :mod:`slurm.positions`); ``reread`` the flag of
+#: :func:`reread_soon`; ``nodejobs`` the jobs on each node (:func:`node_jobs`: what the cluster page
+#: lists per node without loading the queue); ``head`` the snapshot without its records (the
+#: freshness). The queue under ``snapshot`` is packed: :mod:`slurm.record_pack`.
 KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs", "head")
 
 
@@ -103,9 +107,7 @@ class ClusterSnapshot:
             cluster=data.get("cluster", ""),
             slurm_version=data.get("slurm_version", ""),
             output_version=data.get("output_version", ""),
-            nodes=[
-                Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in data.get("nodes", [])
-            ],
+            nodes=_nodes_from(data.get("nodes") or []),
             partitions=[Partition(**{**p, "nodes": tuple(p["nodes"])}) for p in data.get("partitions", [])],
             partitions_at=data.get("partitions_at", 0.0),
             jobs=_jobs_from(data.get("jobs") or []),
@@ -118,29 +120,34 @@ class ClusterSnapshot:
         )
 
 
-#: The stored queue: msgpack of the records (:func:`jobs_pack`), one bytes value instead of 100,000
-#: dicts for the cache's pickle (bench/snapshot_size.py: the store's cost per job about halved).
-_JOBS_ENCODER = msgspec.msgpack.Encoder()
-_JOBS_DECODER = msgspec.msgpack.Decoder(list[QueueJob])
+_NODE_FIELDS = frozenset(f.name for f in fields(Node))
 
 
-def jobs_pack(jobs: list[QueueJob]) -> bytes:
-    """The queue as stored under the ``snapshot`` key: msgpack of each record's fields."""
-    return _JOBS_ENCODER.encode(jobs)
+def _nodes_from(stored: list[dict]) -> list[Node]:
+    """The nodes from the field dicts :meth:`ClusterSnapshot.to_dict` stored (``vars`` of each record).
+    When they hold exactly :class:`Node`'s fields with tuples where it has tuples (written by this
+    release: one check, on the first), each unpickled dict becomes its record's ``__dict__`` as it
+    is, without the frozen dataclass's per-field ``__setattr__`` (5,000 nodes: ~15 ms -> ~1 ms;
+    bench/snapshot_size.py's page read); otherwise each is read by name through ``Node(...)``."""
+    first = stored[0] if stored else None
+    if first is None or first.keys() != _NODE_FIELDS or not isinstance(first["flags"], tuple):
+        return [Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in stored]
+    new, adopt = object.__new__, object.__setattr__
+    nodes = []
+    for n in stored:
+        node = new(Node)
+        adopt(node, "__dict__", n)
+        nodes.append(node)
+    return nodes
 
 
 def _jobs_from(stored) -> list[QueueJob]:
-    """The queue from what the ``snapshot`` key holds: :func:`jobs_pack`'s bytes, or the list of
-    field dicts of :meth:`ClusterSnapshot.to_dict` (a snapshot stored before the packing)."""
+    """The queue from what the ``snapshot`` key holds: :func:`~slurm.record_pack.jobs_pack`'s bytes,
+    or the list of field dicts of :meth:`ClusterSnapshot.to_dict` (a snapshot stored before the packing)."""
     if isinstance(stored, (bytes, bytearray, memoryview)):
-        try:
-            return _JOBS_DECODER.decode(stored)
-        except msgspec.ValidationError:  # stored by a release with other fields: read by name
-            return [QueueJob(**{k: v for k, v in j.items() if k in _QUEUE_FIELDS}) for j in msgspec.msgpack.decode(stored)]
+        with gc_paused():  # 100,000 records: the collector would walk them again and again
+            return jobs_unpack(bytes(stored))
     return [QueueJob(**j) for j in stored]
-
-
-_QUEUE_FIELDS = frozenset(f.name for f in fields(QueueJob))
 
 
 @contextmanager
@@ -230,11 +237,19 @@ def snapshot_load(*, with_jobs: bool = True, cluster: str | None = None) -> Clus
     return ClusterSnapshot.from_dict(data) if data else None
 
 
-def snapshots_load(names: list[str], *, with_jobs: bool = False) -> dict[str, ClusterSnapshot | None]:
+def snapshots_load(names: list[str], *, with_jobs: bool = False, records: bool = True) -> dict[str, ClusterSnapshot | None]:
     """Every named cluster's stored snapshot (``None`` for one not polled yet), in one Redis round
-    trip; without the queue unless ``with_jobs``."""
-    keys = {name: snapshot_key(name, "snapshot" if with_jobs else "lite") for name in names}
+    trip; without the queue unless ``with_jobs``. ``records=False``: the heads only (no nodes,
+    partitions, reservations or jobs: the freshness fields, ``taken_at``, ``error``...; a few hundred
+    bytes however big the cluster), each from its cluster's lite copy where no head is stored yet."""
+    kind = "snapshot" if with_jobs else "lite" if records else "head"
+    keys = {name: snapshot_key(name, kind) for name in names}
     found = cache.get_many(list(keys.values()))
+    if kind == "head":  # a cluster stored by a release before the head: its lite copy
+        missing = {name: snapshot_key(name, "lite") for name, key in keys.items() if key not in found}
+        if missing:
+            lite = cache.get_many(list(missing.values()))
+            found.update({keys[name]: lite[key] for name, key in missing.items() if key in lite})
     return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
 
 
@@ -254,7 +269,7 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
     values[snapshot_key(name, "head")] = {k: v for k, v in lite.items() if k not in _RECORD_LISTS}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         with gc_paused():
-            values[snapshot_key(name, "positions")] = queue_positions(snapshot)
+            values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot))
             values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)
     cache.set_many(values, timeout=None)
 
@@ -354,17 +369,30 @@ def _weight(q) -> int:
         return 1
 
 
-def positions_load(cluster: str | None = None) -> dict[int, tuple[int, int]]:
-    """Queue positions stored with ``cluster``'s last snapshot ({} before its first poll)."""
-    return cache.get(snapshot_key(cluster, "positions")) or {}
+def positions_load(cluster: str | None = None) -> Mapping[int, tuple[int, int]]:
+    """Queue positions stored with ``cluster``'s last snapshot: job id -> (position, pending jobs in
+    that partition) (:func:`queue_positions`), a :class:`~slurm.positions.QueuePositions` read in
+    well under a millisecond however long the queue; {} before its first poll."""
+    return _positions_from(cache.get(snapshot_key(cluster, "positions")))
 
 
-def positions_all(names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+def positions_all(names: list[str]) -> dict[str, Mapping[int, tuple[int, int]]]:
     """Every named cluster's stored queue positions (cluster -> :func:`positions_load`), in one Redis
     round trip."""
     keys = {name: snapshot_key(name, "positions") for name in names}
     found = cache.get_many(list(keys.values()))
-    return {name: found.get(key) or {} for name, key in keys.items()}
+    return {name: _positions_from(found.get(key)) for name, key in keys.items()}
+
+
+def _positions_from(stored) -> Mapping[int, tuple[int, int]]:
+    """The positions from what the ``positions`` key holds: :func:`~slurm.positions.positions_pack`'s
+    bytes, or the plain dict a release before the packing stored; {} for nothing."""
+    if isinstance(stored, bytes):
+        try:
+            return QueuePositions(stored)
+        except ValueError:
+            return {}
+    return stored or {}
 
 
 def snapshot_failed(

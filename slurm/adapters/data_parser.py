@@ -112,7 +112,7 @@ def poll(
         nodes=parse_nodes(nodes),
         partitions=partitions,
         partitions_at=partitions_at,
-        jobs=parse_jobs(squeue),
+        jobs=parse_jobs(squeue, consume=True),  # the poll's own document: its structs go as read
         reservations=reservations,
     )
 
@@ -191,12 +191,12 @@ def parse_reservations(document: dict) -> list[Reservation]:
     return reservations
 
 
-def parse_jobs(squeue: dict) -> list[QueueJob]:
+def parse_jobs(squeue: dict, *, consume: bool = False) -> list[QueueJob]:
     """Jobs from a ``squeue --json`` document (with ``-t all``: ended ones too, for ``MinJobAge``).
     The poll's document (:func:`.queue_decode.decode_squeue`) holds structs instead of dicts, read by
     :func:`.queue_decode.queue_jobs` into the same records."""
     if is_raw(squeue.get("jobs")):
-        return queue_jobs(squeue["jobs"], lists=True)
+        return queue_jobs(squeue["jobs"], lists=True, consume=consume)
     jobs = []
     for raw in squeue.get("jobs") or []:
         alloc = parse_gpus(raw.get("tres_alloc_str"))

@@ -69,7 +69,7 @@ def poll(gateway, *, previous=None, now: float, probe: dict | None = None) -> Po
         nodes=parse_nodes(sinfo),
         partitions=partitions,
         partitions_at=partitions_at,
-        jobs=parse_jobs(squeue),
+        jobs=parse_jobs(squeue, consume=True),  # the poll's own document: its structs go as read
         reservations=reservations,
     )
 
@@ -193,12 +193,12 @@ def parse_reservations(oneliner: str) -> list[Reservation]:
     return reservations
 
 
-def parse_jobs(squeue: dict) -> list[QueueJob]:
+def parse_jobs(squeue: dict, *, consume: bool = False) -> list[QueueJob]:
     """Jobs from a ``squeue --json`` document (every job Slurm still holds, finished ones for
     ``MinJobAge`` seconds). The poll's document (:func:`.queue_decode.decode_squeue`) holds structs
     instead of dicts, read by :func:`.queue_decode.queue_jobs` into the same records."""
     if is_raw(squeue.get("jobs")):
-        return queue_jobs(squeue["jobs"], lists=False)
+        return queue_jobs(squeue["jobs"], lists=False, consume=consume)
     jobs = []
     for raw in squeue.get("jobs", []):
         alloc = parse_gpus(raw.get("tres_alloc_str"))
