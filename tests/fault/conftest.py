@@ -82,6 +82,15 @@ class CeleryStack:
             f.close()
 
 
+def _always_eager(value: bool) -> None:
+    """Whether this process runs its tasks itself (the test settings') or sends them to the broker.
+    The app reads Django's settings with the ``CELERY`` namespace, and Celery before 5.7 reads the
+    prefixed key first: setting ``task_always_eager`` alone leaves ``CELERY_TASK_ALWAYS_EAGER``'s
+    True in force (the tasks then ran in the test process, their retries at once)."""
+    current_app.conf.task_always_eager = value
+    current_app.conf.CELERY_TASK_ALWAYS_EAGER = value
+
+
 @pytest.fixture
 def celery_stack(transactional_db, clean_cache, tmp_path):
     """A real Celery worker (prefork, 2 processes), the poller's worker (threads, queue ``poller``: one
@@ -102,7 +111,7 @@ def celery_stack(transactional_db, clean_cache, tmp_path):
     stack.start("poller", "worker", "-P", "threads", "-c", "4", "--loglevel=INFO", "-Q", "poller", "-n", "fault-poller@%h")
     stack.start_beat()
     eager = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = False  # this process enqueues into the real broker too
+    _always_eager(False)  # this process enqueues into the real broker too
     yield stack
-    current_app.conf.task_always_eager = eager
+    _always_eager(eager)
     stack.stop()

@@ -65,14 +65,29 @@ def reset_controller(first_job_id: int) -> None:
     try:
         sh("/usr/sbin/slurmctld")
         until("slurmctld answers", lambda: sh("scontrol", "ping", check=False).stdout.count("UP") > 0, 60)
-        until(
-            "the nodes register",
-            lambda: all(s in ("idle", "mixed", "allocated") for s in sh("sinfo", "-h", "-N", "-o", "%T").stdout.split()),
-            90,
-        )
+        until("the nodes register", nodes_registered, 90)
         until("the forgotten job's steps end on its node", lambda: not steps_of(first_job_id), 60)
     finally:
         SLURM_CONF.write_text(original)  # the saved state carries the id counter from now on
+    restart_slurmds()
+
+
+def nodes_registered() -> bool:
+    return all(s in ("idle", "mixed", "allocated") for s in sh("sinfo", "-h", "-N", "-o", "%T").stdout.split())
+
+
+def restart_slurmds() -> None:
+    """Start cluster1's slurmds afresh (cluster/up.sh starts the ones that are not running). A slurmd
+    remembers the last batch jobs it finished, with no expiry, and refuses to launch a new job with
+    one of their ids ("Job 292 already killed, do not launch batch job": the job fails with exit code
+    1, seen in CI when the reused id landed on the node that had killed the forgotten job); a
+    restarted slurmd has forgotten them, as the controller has."""
+    pids = [int(p.read_text().strip()) for p in sorted(Path("/run").glob("slurmd-node*.pid"))]
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    until("the slurmds stop", lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60)
+    sh("bash", str(REPO / "cluster" / "up.sh"), timeout=240)
+    until("the nodes register again", nodes_registered, 90)
 
 
 def test_a_reused_job_id_after_a_controller_reset_never_mixes_two_jobs(alice, policy, django_capture_on_commit_callbacks):  # noqa: F811
