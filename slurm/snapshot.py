@@ -307,8 +307,13 @@ def node_jobs(snapshot: ClusterSnapshot | None) -> dict[str, list[tuple[int, str
             row_id, shown = q.het_job_id, f"{q.het_job_id}+{q.het_job_offset}"
         else:
             shown = str(q.job_id)
+        entry = (row_id, q.user, q.state, shown)
         for name in names:
-            found.setdefault(name, []).append((row_id, q.user, q.state, shown))
+            on = found.get(name)
+            if on is None:
+                found[name] = [entry]
+            else:
+                on.append(entry)
     for jobs in found.values():
         jobs.sort()
     return found
@@ -344,18 +349,20 @@ def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, in
     no position and counts in no other job's."""
     if snapshot is None:
         return {}
-    by_partition: dict[str, list] = {}
+    # per partition: (-priority, submit time, job id, weight) rows, sorted as tuples (no key function)
+    by_partition: dict[str, list[tuple[int, int, int, int]]] = {}
     for q in snapshot.jobs:
         if q.state == "PENDING" and q.reason not in HELD_REASONS:
-            by_partition.setdefault(q.partition, []).append(q)
+            row = (-q.priority, q.submit_time, q.job_id, _weight(q) if q.array_task_string else 1)
+            by_partition.setdefault(q.partition, []).append(row)
     positions = {}
-    for jobs in by_partition.values():
-        jobs.sort(key=lambda q: (-q.priority, q.submit_time, q.job_id))
-        ahead = 0
-        total = sum(_weight(q) for q in jobs)
-        for q in jobs:
-            positions[q.job_id] = (ahead + 1, total)
-            ahead += _weight(q)
+    for rows in by_partition.values():
+        rows.sort()
+        total = sum(row[3] for row in rows)
+        ahead = 1
+        for _, _, job_id, weight in rows:
+            positions[job_id] = (ahead, total)
+            ahead += weight
     return positions
 
 

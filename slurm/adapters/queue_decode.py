@@ -202,14 +202,34 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
         job = new(QueueJob)
         # the frozen dataclass's __init__ sets each field through object.__setattr__; the same
         # fields, all of them, set at once (tests/slurm/test_queue_decode.py compares every field);
-        # a plain int is taken as it is, anything else read by _n (as slurm.values.number would)
+        # a plain int (22.05, 24.11 +complex) is taken as it is, and so is the int of a set, finite
+        # {set, infinite, number} object (23.11, 24.05) without a call per field; anything else is
+        # read by _n (as slurm.values.number would)
         object.__setattr__(
             job,
             "__dict__",
             {
-                "job_id": (v if (v := raw.job_id).__class__ is int else _n(v, 0)),
-                "array_job_id": (v if (v := raw.array_job_id).__class__ is int else _z(v)),
-                "array_task_id": (v if (v := raw.array_task_id).__class__ is int else _n(v)),
+                "job_id": (
+                    v
+                    if (c := (v := raw.job_id).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v, 0)
+                ),
+                "array_job_id": (
+                    v
+                    if (c := (v := raw.array_job_id).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "array_task_id": (
+                    v
+                    if (c := (v := raw.array_task_id).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                ),
                 "array_task_string": raw.array_task_string or "",
                 "name": raw.name or "",
                 "user": raw.user_name or "",
@@ -217,27 +237,100 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
                 "partition": raw.partition or "",
                 "state": word,
                 "reason": raw.state_reason or "",
-                "priority": (v if (v := raw.priority).__class__ is int else _z(v)),
-                "submit_time": (v if (v := raw.submit_time).__class__ is int else _z(v)),
-                "start_time": (v if (v := raw.start_time).__class__ is int else _z(v)),
-                "end_time": (v if (v := raw.end_time).__class__ is int else _z(v)),
-                "time_limit": (v if (v := raw.time_limit).__class__ is int else _n(v)),
+                "priority": (
+                    v
+                    if (c := (v := raw.priority).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "submit_time": (
+                    v
+                    if (c := (v := raw.submit_time).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "start_time": (
+                    v
+                    if (c := (v := raw.start_time).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "end_time": (
+                    v
+                    if (c := (v := raw.end_time).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "time_limit": (
+                    v
+                    if (c := (v := raw.time_limit).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                ),
                 "gpus": dict(alloc),
                 "comment": raw.comment or "",
                 "nodes": raw.nodes or "",
                 "exit_code": exit_pair[0],
                 "signal": exit_pair[1],
-                "restart_count": (v if (v := raw.restart_cnt).__class__ is int else _z(v)),
+                "restart_count": (
+                    v
+                    if (c := (v := raw.restart_cnt).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
                 "reason_description": raw.state_description or "",
-                "memory_per_node": (v if (v := raw.memory_per_node).__class__ is int else _n(v)),
-                "memory_per_cpu": (v if (v := raw.memory_per_cpu).__class__ is int else _n(v)),
-                "het_job_id": (v if (v := raw.het_job_id).__class__ is int else _z(v)),
-                "het_job_offset": (v if (v := raw.het_job_offset).__class__ is int else _n(v)),
-                "cpus": (v if (v := raw.cpus).__class__ is int else _z(v)),
+                "memory_per_node": (
+                    v
+                    if (c := (v := raw.memory_per_node).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                ),
+                "memory_per_cpu": (
+                    v
+                    if (c := (v := raw.memory_per_cpu).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                ),
+                "het_job_id": (
+                    v
+                    if (c := (v := raw.het_job_id).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
+                "het_job_offset": (
+                    v
+                    if (c := (v := raw.het_job_offset).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                ),
+                "cpus": (
+                    v
+                    if (c := (v := raw.cpus).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _z(v)
+                ),
                 "stdout": raw.standard_output or "",
                 "stderr": raw.standard_error or "",
                 "cwd": raw.current_working_directory or "",
-                "array_max_tasks": (v if (v := raw.array_max_tasks).__class__ is int else _n(v)) or None,
+                "array_max_tasks": (
+                    v
+                    if (c := (v := raw.array_max_tasks).__class__) is int
+                    else v.number
+                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
+                    else _n(v)
+                )
+                or None,
             },
         )
         jobs.append(job)
