@@ -232,9 +232,11 @@ def snapshot_load(*, with_jobs: bool = True, cluster: str | None = None) -> Clus
     """``cluster``'s stored snapshot (``None``: the default cluster's), or ``None`` before its first
     poll. ``with_jobs=False`` loads the copy without the queue (``jobs`` empty): what pages use,
     since a 10,000-job queue costs ~0.1 s CPU to load (bench/snapshot_size.py) and pages need only
-    nodes, partitions and positions."""
-    data = cache.get(snapshot_key(cluster, "snapshot" if with_jobs else "lite"))
-    return ClusterSnapshot.from_dict(data) if data else None
+    nodes, partitions and positions. The collector is paused while the records are read (5,000
+    nodes are some 15,000 new objects, none in a cycle)."""
+    with gc_paused():
+        data = cache.get(snapshot_key(cluster, "snapshot" if with_jobs else "lite"))
+        return ClusterSnapshot.from_dict(data) if data else None
 
 
 def snapshots_load(names: list[str], *, with_jobs: bool = False, records: bool = True) -> dict[str, ClusterSnapshot | None]:
@@ -244,13 +246,15 @@ def snapshots_load(names: list[str], *, with_jobs: bool = False, records: bool =
     bytes however big the cluster), each from its cluster's lite copy where no head is stored yet."""
     kind = "snapshot" if with_jobs else "lite" if records else "head"
     keys = {name: snapshot_key(name, kind) for name in names}
-    found = cache.get_many(list(keys.values()))
+    with gc_paused():  # as snapshot_load
+        found = cache.get_many(list(keys.values()))
     if kind == "head":  # a cluster stored by a release before the head: its lite copy
         missing = {name: snapshot_key(name, "lite") for name, key in keys.items() if key not in found}
         if missing:
             lite = cache.get_many(list(missing.values()))
             found.update({keys[name]: lite[key] for name, key in missing.items() if key in lite})
-    return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
+    with gc_paused():
+        return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
 
 
 #: The snapshot's lists of records, left out of its head (``cluster:<name>:head``).
