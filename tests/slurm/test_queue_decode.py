@@ -66,3 +66,16 @@ def test_past_the_budget_nothing_is_read(slurm_json):
         decode_squeue(out, budget=PollBudget(max_bytes=len(out) - 1, max_jobs=0, max_seconds=0))
     assert "PORTAL_POLL_MAX_BYTES" in str(size.value)
     assert len(v0_0_38.parse_jobs(decode_squeue(out, budget=PollBudget(max_bytes=len(out), max_jobs=5)))) == 5
+
+
+@pytest.mark.parametrize("path", QUEUES, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_the_polls_reading_consumes_its_structs_and_keeps_no_view_of_the_document(path):
+    out = path.read_bytes()
+    fast = decode_squeue(out)
+    # the exit codes are bytes of their own: no msgspec.Raw keeps the document alive
+    assert all(raw.exit_code is None or type(raw.exit_code) is bytes for raw in fast["jobs"])
+    plain = json.loads(out.decode("utf-8", errors="replace"))
+    adapter = _adapter(path)
+    count = len(fast["jobs"])
+    got = adapter.parse_jobs(fast, consume=True)  # as the poll reads its own document
+    assert got == adapter.parse_jobs(plain) and fast["jobs"] == [None] * count
