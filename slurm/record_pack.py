@@ -70,14 +70,8 @@ class RecordPacker(Generic[R]):
         astuple = msgspec.structs.astuple
         if doc.fields != self.fields:
             return [self._by_name(doc.fields, astuple(row)) for row in doc.rows]
-        cls, names = self.cls, self.fields
-        new, adopt = object.__new__, object.__setattr__
-        records = []
-        for row in doc.rows:
-            record = new(cls)
-            adopt(record, "__dict__", dict(zip(names, astuple(row), strict=True)))
-            records.append(record)
-        return records
+        names = self.fields
+        return records_from_dicts(self.cls, (dict(zip(names, astuple(row), strict=True)) for row in doc.rows))
 
     def _by_name(self, names: tuple[str, ...], row) -> R:
         """One row of another release's ``names`` (or a map's), each value by its name."""
@@ -86,6 +80,20 @@ class RecordPacker(Generic[R]):
             if isinstance(value, list) and typing.get_origin(self._hints[name]) is tuple:
                 values[name] = tuple(value)
         return self.cls(**values)
+
+
+def records_from_dicts(cls: type[R], dicts) -> list[R]:
+    """Records of the frozen dataclass ``cls``, one per dict of ``dicts`` (an iterable), each dict
+    becoming its record's ``__dict__`` as it is: without the dataclass's per-field ``__setattr__``,
+    and without a check. For dicts that hold exactly ``cls``'s fields, with values of its types, made
+    for this (the caller's copies: the records share them)."""
+    new, adopt = object.__new__, object.__setattr__
+    records = []
+    for values in dicts:
+        record = new(cls)
+        adopt(record, "__dict__", values)
+        records.append(record)
+    return records
 
 
 #: The queue (``squeue``'s jobs) as the snapshot stores it.

@@ -24,7 +24,7 @@ from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
 from .poll_budget import PollTooBig, check_elapsed, poll_budget
 from .positions import QueuePositions, positions_pack
-from .record_pack import jobs_pack, jobs_unpack
+from .record_pack import jobs_pack, jobs_unpack, records_from_dicts
 from .records import Node, Partition, QueueJob, Reservation
 from .values import NO_NODES, expand_nodes, parse_array_tasks
 
@@ -132,13 +132,7 @@ def _nodes_from(stored: list[dict]) -> list[Node]:
     first = stored[0] if stored else None
     if first is None or first.keys() != _NODE_FIELDS or not isinstance(first["flags"], tuple):
         return [Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in stored]
-    new, adopt = object.__new__, object.__setattr__
-    nodes = []
-    for n in stored:
-        node = new(Node)
-        adopt(node, "__dict__", n)
-        nodes.append(node)
-    return nodes
+    return records_from_dicts(Node, stored)
 
 
 def _jobs_from(stored) -> list[QueueJob]:
@@ -248,12 +242,11 @@ def snapshots_load(names: list[str], *, with_jobs: bool = False, records: bool =
     keys = {name: snapshot_key(name, kind) for name in names}
     with gc_paused():  # as snapshot_load
         found = cache.get_many(list(keys.values()))
-    if kind == "head":  # a cluster stored by a release before the head: its lite copy
-        missing = {name: snapshot_key(name, "lite") for name, key in keys.items() if key not in found}
-        if missing:
-            lite = cache.get_many(list(missing.values()))
-            found.update({keys[name]: lite[key] for name, key in missing.items() if key in lite})
-    with gc_paused():
+        if kind == "head":  # a cluster stored by a release before the head: its lite copy
+            missing = {name: snapshot_key(name, "lite") for name, key in keys.items() if key not in found}
+            if missing:
+                lite = cache.get_many(list(missing.values()))
+                found.update({keys[name]: lite[key] for name, key in missing.items() if key in lite})
         return {name: (ClusterSnapshot.from_dict(found[key]) if found.get(key) else None) for name, key in keys.items()}
 
 
