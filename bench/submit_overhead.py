@@ -11,8 +11,8 @@ limit in partition train; they run and end at once.
 
     .venv/bin/python bench/submit_overhead.py --jobs 100 --burst 200 --users 20
 
-Portal path per job: the POST (policy check, the row, committed), then after the commit through the
-Celery worker (jobs.tasks.job_submit_task): the row marked as
+Portal path per job: the POST (policy check, the row, committed), then in the same web process right
+after the commit (jobs.tasks.job_submit_now; the Celery worker only when that fails): the row marked as
 sent, one `sudo -u <user> gpuportal-sbatch <job dir> -- --parsable` over the pooled SSH connection
 (the helper makes the job's directory, then runs sbatch), then the job id written to the row.
 
@@ -383,7 +383,7 @@ def steps(args, tag: str) -> tuple[dict[str, list[float]], dict[str, int], list[
     names = []
     gcm.close()
     SlurmGateway.run = run_timed
-    real_enqueue, submit.enqueue = submit.enqueue, lambda *_a, **_k: None  # job_create without its send
+    real_send_now, submit.job_submit_now = submit.job_submit_now, lambda _job_id, **_kw: None  # job_create without its send
     try:
         for i in range(args.steps):
             name = f"overhead-{tag}-s{i:03d}"
@@ -395,14 +395,14 @@ def steps(args, tag: str) -> tuple[dict[str, list[float]], dict[str, int], list[
             job = timed("job_create (row + audit, committed)", lambda c=checked: submit.job_create(checked=c), count=True)
             sent = timed(
                 "job_send (mark, SSH command, job id recorded)",
-                lambda j=job: send.job_send(job_id=j.pk),
+                lambda j=job: send.job_send(job_id=j.pk, timeout=settings.PORTAL_SUBMIT_INLINE_TIMEOUT or None),
                 count=True,
             )
             if not sent.slurm_job_id:
                 raise failed(name)
     finally:
         SlurmGateway.run = ssh_run
-        submit.enqueue = real_enqueue
+        submit.job_submit_now = real_send_now
     return times, queries, names
 
 

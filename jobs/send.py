@@ -146,23 +146,24 @@ def _fail(job: Job, message: str) -> Job:
     return job
 
 
-def job_send(*, job_id: int) -> Job:
-    """Submit one job (the task's body). Idempotent: see the module docstring. Raises
-    :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job. Returns at once
-    (the row unchanged) when another run holds this job's send lock."""
+def job_send(*, job_id: int, timeout: float | None = None) -> Job:
+    """Submit one job (the task's body, and :func:`jobs.tasks.job_submit_now`'s). Idempotent: see the
+    module docstring. ``timeout``: seconds for the sbatch helper (default: the gateway's command
+    timeout). Raises :class:`SubmissionUncertain` when it cannot tell whether Slurm got the job.
+    Returns at once (the row unchanged) when another run holds this job's send lock."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_SEND_LOCK, job_id])
         if not cursor.fetchone()[0]:
             logger.info("job %s: another run is sending it", job_id)
             return Job.objects.get(pk=job_id)
     try:
-        return _job_send_locked(job_id)
+        return _job_send_locked(job_id, timeout)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_SEND_LOCK, job_id])
 
 
-def _job_send_locked(job_id: int) -> Job:
+def _job_send_locked(job_id: int, timeout: float | None = None) -> Job:
     try:
         with transaction.atomic():
             job = Job.objects.select_for_update().select_related("user").get(pk=job_id)
@@ -205,7 +206,11 @@ def _job_send_locked(job_id: int) -> Job:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
         cluster = cluster_get(job.cluster)
         result = get_gateway(job.cluster).run(
-            [cluster.sbatch_helper, *dirs, "--", "--parsable"], as_user=job.user.username, stdin=script, check=False
+            [cluster.sbatch_helper, *dirs, "--", "--parsable"],
+            as_user=job.user.username,
+            stdin=script,
+            check=False,
+            timeout=timeout,
         )
     except (SlurmTimeout, SlurmUnreachable) as exc:
         _mark_uncertain(job, f"sbatch's answer was lost ({exc.message}); checking whether Slurm has the job")

@@ -1,7 +1,8 @@
 """Submitting and cancelling batch jobs: the user's side of design decision 4.
 
 ``job_check`` checks a request against site policy and the user's teams; ``job_create`` takes only
-what it returns, writes the row and enqueues ``jobs.tasks.job_submit_task`` on commit, by id;
+what it returns, writes the row and on commit sends it at once from the same process
+(``jobs.tasks.job_submit_now``; the Celery task ``job_submit_task`` is the fallback and the retry);
 ``job_cancel`` records the request and enqueues ``jobs.tasks.job_cancel_task``. What those tasks run
 (the idempotent send, the key look-up, scancel) is in :mod:`jobs.send`.
 """
@@ -27,7 +28,7 @@ from .arrays import load_tasks
 from .cap_reasons import pool_problems
 from .models import Job
 from .policy import JobRequest, SitePolicy, unknown_cluster
-from .tasks import enqueue, job_cancel_task, job_submit_task
+from .tasks import enqueue, job_cancel_task, job_submit_now
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,8 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
 
 
 def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None) -> Job:
-    """Write the Job row of a checked request (state SUBMITTING) and enqueue the submission on
-    commit. ``profile``/``profile_spec``: the saved profile and the document it was run from (jobs
+    """Write the Job row of a checked request (state SUBMITTING) and send it on commit
+    (:func:`jobs.tasks.job_submit_now`: here, or through the worker when that fails). ``profile``/``profile_spec``: the saved profile and the document it was run from (jobs
     from a profile file)."""
     user, request = checked.user, checked.request
     with transaction.atomic():
@@ -109,7 +110,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
                 **({"image": job.image_name} if job.image_name else {}),
             },
         )
-        transaction.on_commit(lambda: enqueue(job_submit_task, job.id))
+        transaction.on_commit(lambda: job_submit_now(job.id, cluster=job.cluster))
     return job
 
 

@@ -4,9 +4,11 @@ Registered names are the module path (``jobs.tasks.<function>``): the beat sched
 routes in ``portal/settings/base.py`` name them, and queued messages carry them."""
 
 import logging
+import time
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 
 from slurm import SlurmError
 from slurm.clusters import cluster_names
@@ -90,16 +92,68 @@ def jobs_resend_stuck_task() -> int:
     return len(jobs_resend_stuck())
 
 
-def enqueue(task, job_id: int, *args) -> bool:
-    """``task.delay(job_id, *args)``, but a broker that cannot be reached (Redis restarting) only
-    logs: the row is committed and :func:`jobs_resend_stuck` sends it later. Returns whether it was
-    queued."""
+def enqueue(task, job_id: int, *args, countdown: float | None = None) -> bool:
+    """``task.apply_async((job_id, *args), countdown=countdown)``, but a broker that cannot be reached
+    (Redis restarting) only logs: the row is committed and :func:`jobs_resend_stuck` sends it later.
+    Returns whether it was queued."""
     try:
-        task.delay(job_id, *args)
+        task.apply_async((job_id, *args), countdown=countdown)
     except Exception as exc:  # kombu.OperationalError, redis.ConnectionError, ...
         logger.warning("could not queue %s for job %s (%s); the resend sweep will", task.name, job_id, exc)
         return False
     return True
+
+
+#: Seconds the web processes stop sending a cluster's new jobs themselves after one such send ended
+#: uncertain (controller or submit host not answering, sbatch slower than the inline timeout): the
+#: worker sends them meanwhile, so an outage ties up a web thread at most once per pause and cluster.
+INLINE_PAUSE_S = 30
+
+
+def _inline_pause_key(cluster: str) -> str:
+    return f"submit-inline-paused:{cluster}"
+
+
+def job_submit_now(job_id: int, *, cluster: str = "") -> None:
+    """Send a new job at once, in the process that just committed its row (``transaction.on_commit``
+    of :func:`jobs.submit.job_create`): no broker hop and no worker wake-up between the form and
+    ``sbatch``. The sbatch helper gets ``settings.PORTAL_SUBMIT_INLINE_TIMEOUT`` seconds (0: never
+    here, always through the worker). Celery is the fallback: an uncertain outcome (a lost answer,
+    Slurm or the submit host unreachable) is queued as ``job_submit_task`` in 20 s, which looks the
+    job's key up first, as every retry does, and pauses the inline sends to ``cluster`` (the row's
+    ``Job.cluster``) for :data:`INLINE_PAUSE_S` seconds in every web process (a cache key): during a
+    controller outage new jobs go straight to the worker instead of holding web threads; any other
+    failure queues the job at once. The send itself is :func:`jobs.send.job_send`, the same
+    idempotent, per-job locked send the task runs."""
+    seconds = settings.PORTAL_SUBMIT_INLINE_TIMEOUT
+    if seconds <= 0 or cache.get(_inline_pause_key(cluster)):
+        enqueue(job_submit_task, job_id)
+        return
+    started = time.monotonic()
+    try:
+        job = job_send(job_id=job_id, timeout=seconds)
+    except SubmissionUncertain as exc:
+        cache.set(_inline_pause_key(cluster), True, INLINE_PAUSE_S)
+        logger.info(
+            "job %s: outcome of the send after commit uncertain (%s); the worker checks its key in 20 s, "
+            "and sends %s's new jobs for %d s",
+            job_id,
+            exc,
+            cluster or "the default cluster",
+            INLINE_PAUSE_S,
+        )
+        enqueue(job_submit_task, job_id, countdown=20)
+    except Exception:  # noqa: BLE001 - the row is committed: the worker sends it (the key check if it was marked)
+        logger.exception("job %s: the send after commit failed; queued for the worker", job_id)
+        enqueue(job_submit_task, job_id)
+    else:
+        logger.info(
+            "job %s sent after commit: %s, Slurm job %s (%.1f ms)",
+            job_id,
+            job.state,
+            job.slurm_job_id,
+            (time.monotonic() - started) * 1000,
+        )
 
 
 def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:

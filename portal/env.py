@@ -67,6 +67,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),
     "PORTAL_SBATCH_HELPER": (str, "/usr/local/libexec/gpuportal/gpuportal-sbatch"),
+    "PORTAL_SUBMIT_INLINE_TIMEOUT": (float, 10.0),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
     # Container images (issue 22)
     "PORTAL_IMAGE_NONE_ALLOWED": (bool, True),

@@ -207,6 +207,10 @@ PORTAL_JOB_DIR = env("PORTAL_JOB_DIR")
 #: On the submit host: makes a job's directories, then runs sbatch, as the user, in one sudo command
 #: (cluster/etc/gpuportal-sbatch; allowed by the sudoers rule).
 PORTAL_SBATCH_HELPER = env("PORTAL_SBATCH_HELPER")
+#: Seconds the web process gives the sbatch helper when it sends a new job itself right after the
+#: row's commit (jobs.tasks.job_submit_now); a timeout or a lost answer goes to the Celery worker,
+#: which checks the job's key first. 0: every submission goes through the worker.
+PORTAL_SUBMIT_INLINE_TIMEOUT = env("PORTAL_SUBMIT_INLINE_TIMEOUT")
 #: Bytes of stdout/stderr shown on the job page (the tail of each file).
 PORTAL_LOG_TAIL_BYTES = env("PORTAL_LOG_TAIL_BYTES")
 #: Seconds a user's home directory (``getent passwd`` on the submit host) is remembered.

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
 from audit.models import AuditEvent
@@ -16,6 +17,7 @@ from jobs.models import Job
 from jobs.policy import JobRequest, SitePolicy
 from portal.refusals import Refused
 from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
+from slurm.clusters import cluster_names
 from slurm.snapshot import snapshot_take
 from slurm.states import JobState
 from tests.fakes import ANY, FakeTransport, cluster_transport
@@ -109,6 +111,107 @@ def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(
     assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING and job.account == "vision"
     assert len(callbacks) == 1
     assert AuditEvent.objects.filter(job=job, action="job.create", actor=alice).exists()
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """What went to the Celery worker: (args, countdown) of each ``job_submit_task`` queued."""
+    from jobs import tasks
+
+    sent: list[tuple[tuple, float | None]] = []
+    monkeypatch.setattr(tasks.job_submit_task, "apply_async", lambda args, countdown=None: sent.append((args, countdown)))
+    pauses = [tasks._inline_pause_key(name) for name in ("", *cluster_names())]
+    cache.delete_many(pauses)  # an uncertain send pauses the inline sends of its cluster for a while
+    yield sent
+    cache.delete_many(pauses)
+
+
+@pytest.mark.django_db
+def test_a_new_job_is_sent_by_the_committing_process_without_the_worker(
+    alice, policy, fake, queued, settings, django_capture_on_commit_callbacks
+):
+    settings.PORTAL_SUBMIT_INLINE_TIMEOUT = 7.5
+    expect_submission(fake, dirs=(ANY,), sbatch_out="4242\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+        assert fake.calls == []  # nothing before the commit
+    job.refresh_from_db()
+    assert (job.state, job.slurm_job_id) == (JobState.PENDING, 4242)
+    assert queued == []  # no broker hop
+    assert sum(is_submission(call) for call in fake.calls) == 1
+    assert fake.calls[-1][2] == 7.5  # the sbatch helper gets the inline timeout
+
+
+@pytest.mark.django_db
+def test_a_lost_answer_after_commit_goes_to_the_worker_which_adopts_by_key(
+    alice, policy, fake, queued, django_capture_on_commit_callbacks
+):
+    expect_submission(fake, dirs=(ANY,), raises=SlurmTimeout(["sbatch"], None, message="late"))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    job.refresh_from_db()
+    assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and job.submitted_at is not None
+    assert queued == [((job.pk,), 20)]  # the worker's retry, in 20 s
+    # The worker's run (the task's body) finds the job by its key and never submits a second one.
+    fake.expect(
+        ["squeue", "--json", "-t", "all"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 556, "comment": job.comment}]})
+    )
+    from jobs import tasks
+
+    tasks.job_submit_task.run(job.pk)
+    job.refresh_from_db()
+    assert (job.state, job.slurm_job_id) == (JobState.PENDING, 556)
+    assert sum(is_submission(call) for call in fake.calls) == 1
+    assert AuditEvent.objects.filter(job=job, action="job.adopted").exists()
+
+
+@pytest.mark.django_db
+def test_after_an_uncertain_send_the_clusters_new_jobs_go_to_the_worker_for_a_while(
+    alice, policy, fake, queued, django_capture_on_commit_callbacks
+):
+    from jobs import tasks
+
+    expect_submission(fake, dirs=(ANY,), raises=SlurmUnreachable(["sbatch"], None, message="connection refused"))
+    with django_capture_on_commit_callbacks(execute=True):
+        first = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    calls = len(fake.calls)
+    with django_capture_on_commit_callbacks(execute=True):
+        second = submit.job_create(checked=submit.job_check(user=alice, request=request_(name="second"), policy=policy))
+    assert fake.calls[calls:] == []  # no SSH command from this process for the second job
+    assert queued == [((first.pk,), 20), ((second.pk,), None)]  # the first's key check in 20 s; the second at once
+    assert 0 < cache.ttl(tasks._inline_pause_key(second.cluster)) <= tasks.INLINE_PAUSE_S
+    cache.delete(tasks._inline_pause_key(second.cluster))  # the pause over: sent here again
+    expect_submission(fake, dirs=(ANY,), sbatch_out="4243\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        third = submit.job_create(checked=submit.job_check(user=alice, request=request_(name="third"), policy=policy))
+    third.refresh_from_db()
+    assert third.slurm_job_id == 4243 and len(queued) == 2
+
+
+@pytest.mark.django_db
+def test_an_unexpected_failure_after_commit_hands_the_job_to_the_worker_at_once(
+    alice, policy, fake, queued, monkeypatch, django_capture_on_commit_callbacks
+):
+    from jobs import tasks
+
+    def broken(**_kw):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(tasks, "job_send", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    assert queued == [((job.pk,), None)] and fake.calls == []
+    assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
+
+
+@pytest.mark.django_db
+def test_inline_timeout_zero_sends_every_job_through_the_worker(
+    alice, policy, fake, queued, settings, django_capture_on_commit_callbacks
+):
+    settings.PORTAL_SUBMIT_INLINE_TIMEOUT = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    assert queued == [((job.pk,), None)] and fake.calls == []
 
 
 @pytest.mark.django_db

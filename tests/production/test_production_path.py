@@ -334,7 +334,7 @@ def test_production_path_from_the_readme(production_site):
         with psycopg.connect(pg_url(database)) as conn:
             return conn.execute("select state, slurm_job_id from jobs_job where key = %s", [key]).fetchone()
 
-    slurm_id = wait_for("the worker to record the Slurm job id", lambda: row()[1], stack=stack, log="worker")
+    slurm_id = wait_for("the portal to record the Slurm job id", lambda: row()[1], stack=stack, log="web")
     try:
         wait_for("the poller to see the job finish", lambda: row()[0] == "COMPLETED", stack=stack, log="poller")
         page = http.get(f"{portal}/jobs/{key}/")
@@ -348,7 +348,8 @@ def test_production_path_from_the_readme(production_site):
         banner = stack.log(worker).split("[tasks]", 1)[0]
         assert re.search(rf"transport: +redis://(:\*\*@)?127\.0\.0\.1:6379/{REDIS_DB}\n", banner), banner
         assert re.findall(r"\.> (\w+) +exchange=", banner) == [queue], banner
-    assert "jobs.tasks.job_submit_task" in stack.log("worker")
+    # Sent by the web process right after the row's commit (the worker only when that fails).
+    assert re.search(rf"job \d+ sent after commit: PENDING, Slurm job {slurm_id} ", stack.log("web")), stack.log("web")[-2000:]
     assert "snapshot poll: cluster1" in stack.log("poller")
     assert "Sending due task cluster-snapshot" in stack.log("beat")
     stack.alive()
