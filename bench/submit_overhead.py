@@ -18,7 +18,8 @@ sent, one `sudo -u <user> gpuportal-sbatch <job dir> -- --parsable` over the poo
 
 "Recorded" is seen without polling: for the run, the script adds a trigger on the job table that
 sends a PostgreSQL NOTIFY when a row gets its Slurm job id (or fails), and LISTENs for it; the trigger
-is dropped at the end. Local paths, alternating: `sudo -n -u <user> sbatch --parsable ...` and the
+is dropped at the end. Local paths, alternating, after the portal's 100 (with ``--interleave``, one
+of each after each portal job: portal, local, local, portal, ...): `sudo -n -u <user> sbatch --parsable ...` and the
 same `sbatch` run as the user's own process (setuid from root, no sudo), with the same two-line
 script on stdin.
 
@@ -145,11 +146,14 @@ def failed(name: str) -> SystemExit:
     return SystemExit(f"{name} failed: {Job.objects.get(name=name).submit_error}")
 
 
-def submit_through_portal(args, http, token: str, tag: str, listener) -> tuple[list[float], list[float], list[str]]:
+def submit_through_portal(args, http, token: str, tag: str, listener, between=None) -> tuple[list[float], list[float], list[str]]:
     """POST the job form ``args.jobs`` times, one after the other; each time wait for the NOTIFY that
-    its row has the Slurm job id. Returns (POST until recorded, POST alone, names), seconds."""
+    its row has the Slurm job id, then call ``between()`` (the local submissions of the same round, so
+    both paths are timed under the same load). Returns (POST until recorded, POST alone, names), seconds."""
     portal_times, post_times, names = [], [], []
     for i in range(args.jobs):
+        if between is not None and i:
+            between()
         name = f"overhead-{tag}-{i:03d}"
         names.append(name)
         t0 = time.perf_counter()
@@ -413,6 +417,11 @@ def main(argv=None) -> int:
     p.add_argument("--users", type=int, default=20, help="users of the burst")
     p.add_argument("--keep-users", action="store_true", help="keep the burst's users on the cluster afterwards")
     p.add_argument("--steps", type=int, default=20, help="jobs of the per-step breakdown (0: none)")
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="the two local sbatch after each portal job (portal, local, local, ...) instead of after all 100",
+    )
     p.add_argument("--user", default="alice")
     p.add_argument("--account", default="vision")
     p.add_argument("--base-url", default="http://127.0.0.1:8000")
@@ -433,16 +442,9 @@ def main(argv=None) -> int:
     started = datetime.now()
     ok = True
 
-    listener = listen_for_submissions(Job._meta.db_table)
-    try:
-        portal_times, post_times, names = submit_through_portal(args, http, token, tag, listener)
-        burst_result = burst(args, tag, listener) if args.burst else None
-    finally:
-        listener.execute(DROP_TRIGGER.format(table=Job._meta.db_table))
-        listener.close()
-
-    # Local sbatch, two ways, alternating: through sudo as root, and as the user's own process (what a
-    # researcher's shell does: setuid/setgid to them, no sudo, no PAM).
+    # Local sbatch, two ways, alternating (after the portal's jobs, or with --interleave after each
+    # one): through sudo as root, and as the user's own process (what a researcher's shell does:
+    # setuid/setgid to them, no sudo, no PAM).
     pw = pwd.getpwnam(args.user)
     as_user = dict(
         user=pw.pw_uid,
@@ -452,11 +454,26 @@ def main(argv=None) -> int:
         cwd="/tmp",
     )
     local_times, plain_times = [], []
-    for _ in range(args.jobs):
+
+    def local_round() -> None:
         local_times.append(local_sbatch(args.user, tag))
         t0 = time.perf_counter()
         subprocess.run(sbatch_argv(tag), input=SCRIPT, capture_output=True, text=True, check=True, **as_user)
         plain_times.append(time.perf_counter() - t0)
+
+    listener = listen_for_submissions(Job._meta.db_table)
+    try:
+        between = local_round if args.interleave else None
+        portal_times, post_times, names = submit_through_portal(args, http, token, tag, listener, between=between)
+        if args.interleave:
+            local_round()  # the last round's
+        burst_result = burst(args, tag, listener) if args.burst else None
+    finally:
+        listener.execute(DROP_TRIGGER.format(table=Job._meta.db_table))
+        listener.close()
+    if not args.interleave:
+        for _ in range(args.jobs):
+            local_round()
     if burst_result:  # the burst's local counterpart: one loop, the same users in turn
         t0 = time.perf_counter()
         for i in range(args.burst):
