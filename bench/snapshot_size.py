@@ -9,7 +9,9 @@ shape's memory never counts for another), runs what the poller does per interval
 without the queue and the queue positions: the job form's and the cluster page's read; and, apart,
 My jobs' read: the heads and a user's positions). Prints per version: parse + store CPU seconds, peak
 RSS of that process (``ru_maxrss``, the documents included as the poller holds them), a page's read
-in ms, and each figure's ratio to its goal (issue 23, item 3: 1.5 s CPU, 400 MB, 10 ms).
+in ms (the first after the store: the figure the goal is judged by; and, as "later reads", the median
+of 20 more until the next poll, from the process's own copy), and each figure's ratio to its goal
+(issue 23, item 3: 1.5 s CPU, 400 MB, 10 ms).
 
     .venv/bin/python bench/snapshot_size.py [--jobs 100000] [--nodes 5000] [--versions v0.0.38,...]
 
@@ -29,6 +31,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -220,6 +223,14 @@ def child(shape: str, folder: Path, jobs: int, nodes: int) -> dict:
     positions = positions_load(name)
     t3, c3 = time.perf_counter(), cpu()
     assert lite is not None and not lite.jobs and len(lite.nodes) == nodes and len(positions) == (jobs + 2) // 3
+    # the same page's read again, until the next poll: the process's own copy while the head's token is its own
+    again = []
+    for _ in range(20):
+        ta = cpu()
+        lite_again = snapshot_load(with_jobs=False, cluster=name)
+        positions = positions_load(name)
+        again.append(cpu() - ta)
+    assert lite_again is lite, "the page's later reads did not use the process's copy"
     # My jobs' read: the freshness from the heads, the positions of a user's few jobs
     t4, c4 = time.perf_counter(), cpu()
     head = snapshots_load([name], records=False)[name]
@@ -236,6 +247,7 @@ def child(shape: str, folder: Path, jobs: int, nodes: int) -> dict:
         "rss_before_mb": rss_before,
         "page_ms": (c3 - c2) * 1000,
         "page_wall_ms": (t3 - t2) * 1000,
+        "page_again_ms": statistics.median(again) * 1000,
         "my_jobs_ms": (c5 - c4) * 1000,
         "my_jobs_wall_ms": (t5 - t4) * 1000,
         "positions": len(positions),
@@ -268,7 +280,7 @@ def synthetic_main(args) -> None:
             f"{shape + ' (' + release[shape] + ')':<22} {found['input_mb']:>6.1f}MB {found['cpu_s']:>10.3f} s {ratios[0]:>6.2f}"
             f" {found['rss_mb']:>6.0f} MB {ratios[1]:>6.2f} {found['page_ms']:>7.1f} ms {ratios[2]:>6.2f}"
             f"  ({found['wall_s']:.2f} s, {found['page_wall_ms']:.1f} ms wall)"
-            f"  My jobs' read {found['my_jobs_ms']:.2f} ms"
+            f"  later reads {found['page_again_ms']:.2f} ms  My jobs' read {found['my_jobs_ms']:.2f} ms"
         )
     print(f"worst ratio to its goal: {worst:.2f} ({'met' if worst <= 1 else 'NOT met'})")
 

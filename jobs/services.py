@@ -54,7 +54,7 @@ def snapshot_refresh(
             return None
         started = time.monotonic()
         # the copy without the queue: the poll needs the version, partitions and reservations only
-        previous = snapshot_load(with_jobs=False, cluster=name)
+        previous = snapshot_load(with_jobs=False, cluster=name, memo=False)  # read once a poll: keep no copy
         gateway = get_gateway(name)
         try:
             snapshot = snapshot_take(gateway, previous=previous, cluster=name)

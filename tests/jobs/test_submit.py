@@ -102,9 +102,7 @@ def is_submission(call) -> bool:
 
 
 @pytest.mark.django_db
-def test_create_writes_the_row_before_any_slurm_call_and_enqueues_on_commit(
-    alice, policy, fake, django_capture_on_commit_callbacks
-):
+def test_create_writes_the_row_before_any_slurm_call_and_sends_on_commit(alice, policy, fake, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
     assert fake.calls == []
