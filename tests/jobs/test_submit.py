@@ -111,6 +111,12 @@ def test_create_writes_the_row_before_any_slurm_call_and_sends_on_commit(alice, 
     assert AuditEvent.objects.filter(job=job, action="job.create", actor=alice).exists()
 
 
+def create_committed(user, policy, capture_on_commit, **request_kw) -> Job:
+    """``job_create`` of a checked request, its on-commit callbacks (the send after commit) run."""
+    with capture_on_commit(execute=True):
+        return submit.job_create(checked=submit.job_check(user=user, request=request_(**request_kw), policy=policy))
+
+
 @pytest.fixture
 def queued(monkeypatch):
     """What went to the Celery worker: (args, countdown) of each ``job_submit_task`` queued."""
@@ -145,8 +151,7 @@ def test_a_lost_answer_after_commit_goes_to_the_worker_which_adopts_by_key(
     alice, policy, fake, queued, django_capture_on_commit_callbacks
 ):
     expect_submission(fake, dirs=(ANY,), raises=SlurmTimeout(["sbatch"], None, message="late"))
-    with django_capture_on_commit_callbacks(execute=True):
-        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    job = create_committed(alice, policy, django_capture_on_commit_callbacks)
     job.refresh_from_db()
     assert job.state == JobState.SUBMITTING and job.slurm_job_id is None and job.submitted_at is not None
     assert queued == [((job.pk,), 20)]  # the worker's retry, in 20 s
@@ -170,18 +175,15 @@ def test_after_an_uncertain_send_the_clusters_new_jobs_go_to_the_worker_for_a_wh
     from jobs import tasks
 
     expect_submission(fake, dirs=(ANY,), raises=SlurmUnreachable(["sbatch"], None, message="connection refused"))
-    with django_capture_on_commit_callbacks(execute=True):
-        first = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    first = create_committed(alice, policy, django_capture_on_commit_callbacks)
     calls = len(fake.calls)
-    with django_capture_on_commit_callbacks(execute=True):
-        second = submit.job_create(checked=submit.job_check(user=alice, request=request_(name="second"), policy=policy))
+    second = create_committed(alice, policy, django_capture_on_commit_callbacks, name="second")
     assert fake.calls[calls:] == []  # no SSH command from this process for the second job
     assert queued == [((first.pk,), 20), ((second.pk,), None)]  # the first's key check in 20 s; the second at once
     assert 0 < cache.ttl(tasks._inline_pause_key(second.cluster)) <= tasks.INLINE_PAUSE_S
     cache.delete(tasks._inline_pause_key(second.cluster))  # the pause over: sent here again
     expect_submission(fake, dirs=(ANY,), sbatch_out="4243\n")
-    with django_capture_on_commit_callbacks(execute=True):
-        third = submit.job_create(checked=submit.job_check(user=alice, request=request_(name="third"), policy=policy))
+    third = create_committed(alice, policy, django_capture_on_commit_callbacks, name="third")
     third.refresh_from_db()
     assert third.slurm_job_id == 4243 and len(queued) == 2
 
@@ -196,8 +198,7 @@ def test_an_unexpected_failure_after_commit_hands_the_job_to_the_worker_at_once(
         raise RuntimeError("database went away")
 
     monkeypatch.setattr(tasks, "job_send", broken)
-    with django_capture_on_commit_callbacks(execute=True):
-        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    job = create_committed(alice, policy, django_capture_on_commit_callbacks)
     assert queued == [((job.pk,), None)] and fake.calls == []
     assert Job.objects.get(pk=job.pk).state == JobState.SUBMITTING
 
@@ -207,8 +208,7 @@ def test_inline_timeout_zero_sends_every_job_through_the_worker(
     alice, policy, fake, queued, settings, django_capture_on_commit_callbacks
 ):
     settings.PORTAL_SUBMIT_INLINE_TIMEOUT = 0
-    with django_capture_on_commit_callbacks(execute=True):
-        job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
+    job = create_committed(alice, policy, django_capture_on_commit_callbacks)
     assert queued == [((job.pk,), None)] and fake.calls == []
 
 
