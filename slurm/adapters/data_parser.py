@@ -193,42 +193,43 @@ def parse_reservations(document: dict) -> list[Reservation]:
 
 def parse_jobs(squeue: dict, *, consume: bool = False) -> list[QueueJob]:
     """Jobs from a ``squeue --json`` document (with ``-t all``: ended ones too, for ``MinJobAge``).
-    The poll's document (:func:`.queue_decode.decode_squeue`) holds structs instead of dicts, read by
-    :func:`.queue_decode.queue_jobs` into the same records."""
+    The poll's document (:func:`.queue_decode.decode_squeue`) holds each job's JSON text instead of
+    a dict, read by :func:`.queue_decode.queue_jobs` into the same records (this module's
+    :func:`job_from_dict` for a job its structs do not take)."""
     if is_raw(squeue.get("jobs")):
-        return queue_jobs(squeue["jobs"], lists=True, consume=consume)
-    jobs = []
-    for raw in squeue.get("jobs") or []:
-        alloc = parse_gpus(raw.get("tres_alloc_str"))
-        jobs.append(
-            QueueJob(
-                job_id=number(raw.get("job_id"), 0),
-                array_job_id=number(raw.get("array_job_id"), 0) or 0,
-                array_task_id=number(raw.get("array_task_id")),
-                array_task_string=_text(raw.get("array_task_string")),
-                name=_text(raw.get("name")),
-                user=_text(raw.get("user_name")),
-                account=_text(raw.get("account")),
-                partition=_text(raw.get("partition")),
-                state=job_state_word(raw.get("job_state")),
-                reason=_text(raw.get("state_reason")),
-                priority=number(raw.get("priority"), 0) or 0,
-                submit_time=number(raw.get("submit_time"), 0) or 0,
-                start_time=number(raw.get("start_time"), 0) or 0,
-                end_time=number(raw.get("end_time"), 0) or 0,
-                time_limit=number(raw.get("time_limit")),
-                gpus=alloc or parse_gpus(raw.get("tres_req_str")),
-                comment=_text(raw.get("comment")),
-                nodes=_text(raw.get("nodes")),
-                **dict(zip(("exit_code", "signal"), queue_exit(raw.get("exit_code")), strict=True)),
-                restart_count=number(raw.get("restart_cnt"), 0) or 0,
-                reason_description=_text(raw.get("state_description")),
-                **queue_extras(raw),
-                memory_per_node=number(raw.get("memory_per_node")),
-                memory_per_cpu=number(raw.get("memory_per_cpu")),
-            )
-        )
-    return jobs
+        return queue_jobs(squeue["jobs"], lists=True, fallback=job_from_dict, consume=consume)
+    return [job_from_dict(raw) for raw in squeue.get("jobs") or []]
+
+
+def job_from_dict(raw: dict) -> QueueJob:
+    """One job of a ``squeue --json`` document read by ``json.loads`` (a dict) as its record."""
+    alloc = parse_gpus(raw.get("tres_alloc_str"))
+    return QueueJob(
+        job_id=number(raw.get("job_id"), 0),
+        array_job_id=number(raw.get("array_job_id"), 0) or 0,
+        array_task_id=number(raw.get("array_task_id")),
+        array_task_string=_text(raw.get("array_task_string")),
+        name=_text(raw.get("name")),
+        user=_text(raw.get("user_name")),
+        account=_text(raw.get("account")),
+        partition=_text(raw.get("partition")),
+        state=job_state_word(raw.get("job_state")),
+        reason=_text(raw.get("state_reason")),
+        priority=number(raw.get("priority"), 0) or 0,
+        submit_time=number(raw.get("submit_time"), 0) or 0,
+        start_time=number(raw.get("start_time"), 0) or 0,
+        end_time=number(raw.get("end_time"), 0) or 0,
+        time_limit=number(raw.get("time_limit")),
+        gpus=alloc or parse_gpus(raw.get("tres_req_str")),
+        comment=_text(raw.get("comment")),
+        nodes=_text(raw.get("nodes")),
+        **dict(zip(("exit_code", "signal"), queue_exit(raw.get("exit_code")), strict=True)),
+        restart_count=number(raw.get("restart_cnt"), 0) or 0,
+        reason_description=_text(raw.get("state_description")),
+        **queue_extras(raw),
+        memory_per_node=number(raw.get("memory_per_node")),
+        memory_per_cpu=number(raw.get("memory_per_cpu")),
+    )
 
 
 def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:

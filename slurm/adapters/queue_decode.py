@@ -2,16 +2,20 @@
 
 ``json.loads`` builds a dict for every job and every ``{set, infinite, number}`` object in it, and the
 readers then look each field up and through :func:`slurm.values.number`: about 35 µs a job, and a
-100,000-job document (150 MB in 23.11's shape) took 1 GB. Here ``msgspec`` decodes the document
-straight into :class:`RawQueueJob` structs holding only the fields the adapters read (the rest of
-Slurm's 100+ fields per job are skipped without being built), the values that repeat from job to
-job (states, exit codes, GPU strings) are read once per distinct value, and the records are made
+100,000-job document (150 MB in 23.11's shape) took 1 GB. Here ``msgspec`` first splits the
+document into its jobs' JSON texts (:class:`RawJobs`: views into the document, nothing decoded), then
+decodes one job at a time straight into a :class:`RawQueueJob` struct holding only the fields the
+adapters read (the rest of Slurm's 100+ fields per job are skipped without being built) and makes
+its record at once, so the structs are never all held beside the document. The values that repeat
+from job to job (states, exit codes, GPU strings) are read once per distinct value, the strings that
+repeat (user, account, partition, working directory, nodes) are shared, and the records are made
 without the frozen dataclass's per-field ``__setattr__``.
 
 The records are exactly what the adapters' ``parse_jobs`` make of the same document: every value
-goes through the same reader (:mod:`slurm.values`); a document with a value of a type this module
-does not expect (a number written as text, say) is decoded by ``json.loads`` and read by
-``parse_jobs`` as before (:func:`decode_squeue`), so no document is read differently.
+goes through the same reader (:mod:`slurm.values`); a job with a value of a type this module does
+not expect (a number written as text, say) is decoded by ``json.loads`` and read by the adapter's
+``job_from_dict`` as before, and a document whose own fields are of another shape is read by
+``json.loads`` and ``parse_jobs`` whole (:func:`decode_squeue`), so no job is read differently.
 ``tests/slurm/test_queue_decode.py`` checks both ways give the same records for every recorded
 ``squeue`` output of every version.
 
@@ -82,18 +86,29 @@ class _Squeue(msgspec.Struct):
     meta: dict | None = None
     errors: list | None = None
     warnings: list | None = None
-    jobs: list[RawQueueJob] | None = None
+    jobs: list[msgspec.Raw] | None = None
 
 
 _DECODER = msgspec.json.Decoder(_Squeue)
+_JOB_DECODER = msgspec.json.Decoder(RawQueueJob)
+
+
+class RawJobs(list):
+    """A ``squeue --json`` document's ``jobs``, each job still its own JSON text (a
+    ``msgspec.Raw``: a view into the document, not yet decoded). :func:`queue_jobs` decodes them one
+    at a time into :class:`RawQueueJob` structs and makes each record at once, so the 100,000
+    structs (each with its ``{set, infinite, number}`` objects: 200 MB in 23.11's shape) are never
+    all held beside the document (bench/snapshot_size.py's peak RSS)."""
+
+    __slots__ = ()
 
 
 def decode_squeue(out: bytes | str, *, argv=("squeue", "--json"), budget: PollBudget | None = None) -> dict:
     """The ``squeue --json`` document ``out`` as a dict (``meta``, ``errors``, ``warnings``, ``jobs``),
-    its ``jobs`` :class:`RawQueueJob` structs (read by the adapters' ``parse_jobs`` through
-    :func:`queue_jobs`); a document with a value of another type than those structs expect is
-    ``json.loads``'s dict instead (``jobs`` plain dicts, read as before). Raises ``ValueError`` for
-    output that is not JSON, :class:`~slurm.errors.PollTooBig` past ``budget``."""
+    its ``jobs`` a :class:`RawJobs` (read by the adapters' ``parse_jobs`` through
+    :func:`queue_jobs`); a document whose ``meta``, ``errors`` or ``warnings`` are of another type
+    than expected is ``json.loads``'s dict instead (``jobs`` plain dicts, read as before). Raises
+    ``ValueError`` for output that is not JSON, :class:`~slurm.errors.PollTooBig` past ``budget``."""
     budget = budget or PollBudget(max_bytes=0, max_jobs=0, max_seconds=0)
     check_output_size(argv, out, budget)
     try:
@@ -113,22 +128,22 @@ def decode_squeue(out: bytes | str, *, argv=("squeue", "--json"), budget: PollBu
     except msgspec.DecodeError as exc:
         raise ValueError(f"{argv[0]} printed no JSON: {exc}") from exc
     check_job_count(argv, len(doc.jobs or ()), budget)
-    _own_exit_codes(doc.jobs or ())
-    found = {"meta": doc.meta, "errors": doc.errors, "warnings": doc.warnings, "jobs": doc.jobs or []}
+    found = {"meta": doc.meta, "errors": doc.errors, "warnings": doc.warnings, "jobs": RawJobs(doc.jobs or ())}
     return {key: value for key, value in found.items() if value is not None or key == "jobs"}
 
 
-def _own_exit_codes(raws: list[RawQueueJob]) -> None:
-    """Each struct's ``exit_code`` as bytes of its own (one object per distinct code) instead of a
-    ``msgspec.Raw``: a Raw is a view into the document it was decoded from and keeps all of it alive
-    (150 MB for 100,000 jobs in 23.11's shape) while the records are made; with bytes of their own
-    the document goes as soon as the gateway lets it go (bench/snapshot_size.py's peak RSS)."""
-    codes: dict[bytes, bytes] = {}
-    for raw in raws:
-        code = raw.exit_code
-        if code is not None:
-            code = bytes(code)
-            raw.exit_code = codes.setdefault(code, code)
+def _raw_job(text: msgspec.Raw) -> RawQueueJob | dict:
+    """One job of a :class:`RawJobs`: its struct, or ``json.loads``'s dict where a value is of
+    another type than the struct expects (a number written as text, say). Invalid UTF-8 reads as
+    the gateway's text (U+FFFD for it)."""
+    try:
+        try:
+            return _JOB_DECODER.decode(text)
+        except msgspec.DecodeError:
+            text = bytes(text).decode("utf-8", errors="replace")
+            return _JOB_DECODER.decode(text)
+    except msgspec.ValidationError:
+        return json.loads(bytes(text) if isinstance(text, msgspec.Raw) else text)
 
 
 def squeue_decoder(argv) -> Callable[[bytes], dict]:
@@ -139,8 +154,8 @@ def squeue_decoder(argv) -> Callable[[bytes], dict]:
 
 
 def is_raw(jobs: list) -> bool:
-    """True when ``jobs`` (a document's ``jobs``) holds :class:`RawQueueJob` structs."""
-    return bool(jobs) and isinstance(jobs[0], RawQueueJob)
+    """True when ``jobs`` (a document's ``jobs``) is :func:`decode_squeue`'s :class:`RawJobs`."""
+    return isinstance(jobs, RawJobs)
 
 
 def _n(value, default=None):
@@ -162,24 +177,47 @@ def _z(value) -> int:
     return _n(value, 0) or 0
 
 
-def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -> list[QueueJob]:
-    """The :class:`QueueJob` records of ``raws``, as the version's ``parse_jobs`` reads them:
-    ``lists`` for the data_parser versions (23.11+: the state through
+class _Same(dict):
+    """``same[text]``: the first equal string seen, so the jobs of one user, account, partition,
+    working directory or node share one string object instead of one each (about 30 MB for
+    100,000 jobs)."""
+
+    def __missing__(self, key: str) -> str:
+        self[key] = key
+        return key
+
+
+def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJob], consume: bool = False) -> list[QueueJob]:
+    """The :class:`QueueJob` records of ``raws`` (:func:`decode_squeue`'s jobs), as the version's
+    ``parse_jobs`` reads them: ``lists`` for the data_parser versions (23.11+: the state through
     :func:`slurm.values.job_state_word`, the exit code through :func:`slurm.values.queue_exit`),
-    else 22.05's (:func:`slurm.values.first_state`, :func:`slurm.values.exit_or_none`).
-    ``consume`` (the poll's own document): each struct is taken out of ``raws`` (its place set to
-    ``None``) as its record is made, so the structs' memory goes while the records' comes (the
-    strings move from one to the other) instead of both being held at the peak."""
+    else 22.05's (:func:`slurm.values.first_state`, :func:`slurm.values.exit_or_none`). Each job
+    is decoded into its :class:`RawQueueJob` struct only when its record is made (the struct goes at
+    once); a job with a value of another type than the struct expects is ``json.loads``'s dict,
+    read by ``fallback`` (the version's reader of one dict job). ``consume`` (the poll's own
+    document): each job's text is taken out of ``raws`` (its place set to ``None``) as it is read.
+    Jobs with equal strings share one object, and jobs with the same TRES one ``gpus`` dict (the
+    records are frozen; nothing changes their dicts). Raises ``ValueError`` only where ``fallback``
+    does."""
     state_of = job_state_word if lists else first_state
     exit_of = queue_exit if lists else exit_or_none
     states: dict = {}
     exits: dict = {}
     gpus_of: dict = {}
+    same = _Same()
     jobs = []
     new = object.__new__
-    for i, raw in enumerate(raws):
+    decode = _JOB_DECODER.decode
+    for i, text in enumerate(raws):
         if consume:
             raws[i] = None
+        try:
+            raw = decode(text)
+        except msgspec.MsgspecError:
+            raw = _raw_job(text)
+            if raw.__class__ is dict:
+                jobs.append(fallback(raw))
+                continue
         state = raw.job_state
         key = tuple(state) if state.__class__ is list else state
         word = states.get(key)
@@ -230,13 +268,13 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
                     if c is Num and v.set and not v.infinite and v.number.__class__ is int
                     else _n(v)
                 ),
-                "array_task_string": raw.array_task_string or "",
+                "array_task_string": same[raw.array_task_string or ""],
                 "name": raw.name or "",
-                "user": raw.user_name or "",
-                "account": raw.account or "",
-                "partition": raw.partition or "",
+                "user": same[raw.user_name or ""],
+                "account": same[raw.account or ""],
+                "partition": same[raw.partition or ""],
                 "state": word,
-                "reason": raw.state_reason or "",
+                "reason": same[raw.state_reason or ""],
                 "priority": (
                     v
                     if (c := (v := raw.priority).__class__) is int
@@ -272,9 +310,9 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
                     if c is Num and v.set and not v.infinite and v.number.__class__ is int
                     else _n(v)
                 ),
-                "gpus": dict(alloc),
+                "gpus": alloc,
                 "comment": raw.comment or "",
-                "nodes": raw.nodes or "",
+                "nodes": same[raw.nodes or ""],
                 "exit_code": exit_pair[0],
                 "signal": exit_pair[1],
                 "restart_count": (
@@ -284,7 +322,7 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
                     if c is Num and v.set and not v.infinite and v.number.__class__ is int
                     else _z(v)
                 ),
-                "reason_description": raw.state_description or "",
+                "reason_description": same[raw.state_description or ""],
                 "memory_per_node": (
                     v
                     if (c := (v := raw.memory_per_node).__class__) is int
@@ -321,8 +359,8 @@ def queue_jobs(raws: list[RawQueueJob], *, lists: bool, consume: bool = False) -
                     else _z(v)
                 ),
                 "stdout": raw.standard_output or "",
-                "stderr": raw.standard_error or "",
-                "cwd": raw.current_working_directory or "",
+                "stderr": same[raw.standard_error or ""],
+                "cwd": same[raw.current_working_directory or ""],
                 "array_max_tasks": (
                     v
                     if (c := (v := raw.array_max_tasks).__class__) is int

@@ -195,42 +195,43 @@ def parse_reservations(oneliner: str) -> list[Reservation]:
 
 def parse_jobs(squeue: dict, *, consume: bool = False) -> list[QueueJob]:
     """Jobs from a ``squeue --json`` document (every job Slurm still holds, finished ones for
-    ``MinJobAge`` seconds). The poll's document (:func:`.queue_decode.decode_squeue`) holds structs
-    instead of dicts, read by :func:`.queue_decode.queue_jobs` into the same records."""
+    ``MinJobAge`` seconds). The poll's document (:func:`.queue_decode.decode_squeue`) holds each
+    job's JSON text instead of a dict, read by :func:`.queue_decode.queue_jobs` into the same records
+    (:func:`job_from_dict` for a job its structs do not take)."""
     if is_raw(squeue.get("jobs")):
-        return queue_jobs(squeue["jobs"], lists=False, consume=consume)
-    jobs = []
-    for raw in squeue.get("jobs", []):
-        alloc = parse_gpus(raw.get("tres_alloc_str"))
-        jobs.append(
-            QueueJob(
-                job_id=number(raw.get("job_id"), 0),
-                array_job_id=number(raw.get("array_job_id"), 0) or 0,
-                array_task_id=number(raw.get("array_task_id")),
-                array_task_string=raw.get("array_task_string") or "",
-                name=raw.get("name") or "",
-                user=raw.get("user_name") or "",
-                account=raw.get("account") or "",
-                partition=raw.get("partition") or "",
-                state=first_state(raw.get("job_state")),
-                reason=raw.get("state_reason") or "",
-                priority=number(raw.get("priority"), 0) or 0,
-                submit_time=number(raw.get("submit_time"), 0) or 0,
-                start_time=number(raw.get("start_time"), 0) or 0,
-                end_time=number(raw.get("end_time"), 0) or 0,
-                time_limit=number(raw.get("time_limit")),
-                gpus=alloc or parse_gpus(raw.get("tres_req_str")),
-                comment=raw.get("comment") or "",
-                nodes=raw.get("nodes") or "",
-                **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
-                restart_count=number(raw.get("restart_cnt"), 0) or 0,
-                reason_description=raw.get("state_description") or "",
-                **queue_extras(raw),
-                memory_per_node=number(raw.get("memory_per_node")),
-                memory_per_cpu=number(raw.get("memory_per_cpu")),
-            )
-        )
-    return jobs
+        return queue_jobs(squeue["jobs"], lists=False, fallback=job_from_dict, consume=consume)
+    return [job_from_dict(raw) for raw in squeue.get("jobs", [])]
+
+
+def job_from_dict(raw: dict) -> QueueJob:
+    """One job of a ``squeue --json`` document read by ``json.loads`` (a dict) as its record."""
+    alloc = parse_gpus(raw.get("tres_alloc_str"))
+    return QueueJob(
+        job_id=number(raw.get("job_id"), 0),
+        array_job_id=number(raw.get("array_job_id"), 0) or 0,
+        array_task_id=number(raw.get("array_task_id")),
+        array_task_string=raw.get("array_task_string") or "",
+        name=raw.get("name") or "",
+        user=raw.get("user_name") or "",
+        account=raw.get("account") or "",
+        partition=raw.get("partition") or "",
+        state=first_state(raw.get("job_state")),
+        reason=raw.get("state_reason") or "",
+        priority=number(raw.get("priority"), 0) or 0,
+        submit_time=number(raw.get("submit_time"), 0) or 0,
+        start_time=number(raw.get("start_time"), 0) or 0,
+        end_time=number(raw.get("end_time"), 0) or 0,
+        time_limit=number(raw.get("time_limit")),
+        gpus=alloc or parse_gpus(raw.get("tres_req_str")),
+        comment=raw.get("comment") or "",
+        nodes=raw.get("nodes") or "",
+        **dict(zip(("exit_code", "signal"), exit_or_none(raw.get("exit_code")), strict=True)),
+        restart_count=number(raw.get("restart_cnt"), 0) or 0,
+        reason_description=raw.get("state_description") or "",
+        **queue_extras(raw),
+        memory_per_node=number(raw.get("memory_per_node")),
+        memory_per_cpu=number(raw.get("memory_per_cpu")),
+    )
 
 
 def queue_extras(raw: dict) -> dict:
