@@ -14,7 +14,6 @@ Recorded as what Slurm 24.11.5's data_parser writes for ``--json=v0.0.41`` (the 
 
 from __future__ import annotations
 
-from . import data_parser
 from .data_parser import (  # noqa: F401  (this version's readers: the adapter interface)
     EMPTY_RESULT_ERRORS,
     NODES,
@@ -30,6 +29,7 @@ from .data_parser import (  # noqa: F401  (this version's readers: the adapter i
     queue_job_by_comment,
     sacct_job_by_comment,
 )
+from .data_parser import poll as data_parser_poll
 
 #: The output version this module reads.
 VERSION = "v0.0.41"
@@ -37,4 +37,4 @@ VERSION = "v0.0.41"
 
 def poll(gateway, *, previous=None, now: float, probe: dict | None = None):
     """One poll of a 24.05 cluster: :func:`slurm.adapters.data_parser.poll` with :data:`VERSION`."""
-    return data_parser.poll(VERSION, gateway, previous=previous, now=now, probe=probe)
+    return data_parser_poll(VERSION, gateway, previous=previous, now=now, probe=probe)

@@ -10,7 +10,6 @@ each job. Recorded from the local cluster2 (Slurm 24.11.5) by ``cluster/record_f
 
 from __future__ import annotations
 
-from . import data_parser
 from .data_parser import (  # noqa: F401  (this version's readers: the adapter interface)
     EMPTY_RESULT_ERRORS,
     PARTITIONS,
@@ -23,6 +22,7 @@ from .data_parser import (  # noqa: F401  (this version's readers: the adapter i
     queue_job_by_comment,
     sacct_job_by_comment,
 )
+from .data_parser import poll as data_parser_poll
 
 #: The output version this module reads.
 VERSION = "v0.0.42"
@@ -40,7 +40,7 @@ RESERVATIONS = ["scontrol", "show", "reservation", JSON]
 def poll(gateway, *, previous=None, now: float, probe: dict | None = None):
     """One poll of a 24.11 cluster: :func:`slurm.adapters.data_parser.poll` with :data:`VERSION` and
     the commands :data:`SQUEUE`, :data:`NODES` and :data:`RESERVATIONS`."""
-    return data_parser.poll(
+    return data_parser_poll(
         VERSION,
         gateway,
         previous=previous,
