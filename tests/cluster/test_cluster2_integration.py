@@ -61,11 +61,14 @@ def submit(gw: SlurmGateway, user: str, options: list[str], script: str) -> tupl
 
 
 def wait_ended(job_id: int, timeout: float = 90) -> dict:
-    """The job's squeue entry once its first state is a final one."""
+    """The job's squeue entry once its base state is a final one and its epilog is done: 24.11 lists
+    a job whose script has ended but whose node is still cleaning up as e.g. ``["FAILED", "COMPLETING"]``
+    (base state, then the COMPLETING flag) for a moment before ``["FAILED"]``."""
     end = time.monotonic() + timeout
     while True:
         (job,) = squeue_in_root(job_id)["jobs"]
-        if job["job_state"][0] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}:
+        final = job["job_state"][0] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
+        if final and "COMPLETING" not in job["job_state"][1:]:
             return job
         assert time.monotonic() < end, f"job {job_id} still {job['job_state']} after {timeout} s"
         time.sleep(1)

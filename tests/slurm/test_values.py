@@ -295,6 +295,8 @@ def test_recorded_sacct_exit_codes(slurm_json):
         # 23.11+ lists: the word 22.05's job_state_string() wrote (a flag before the base state)
         (["PENDING", "REQUEUED"], JobState.REQUEUED, "PENDING,REQUEUED"),
         (["RUNNING", "COMPLETING"], JobState.COMPLETING, "RUNNING,COMPLETING"),
+        # 24.11's squeue for a script that exited 3 while its node still cleans up (seen in CI)
+        (["FAILED", "COMPLETING"], JobState.COMPLETING, "FAILED,COMPLETING"),
         (["PENDING", "REQUEUE_HOLD"], JobState.OTHER, "PENDING,REQUEUE_HOLD"),
         (["COMPLETED", "LAUNCH_FAILED"], JobState.COMPLETED, "COMPLETED,LAUNCH_FAILED"),
         (["CANCELLED"], JobState.CANCELLED, "CANCELLED"),
