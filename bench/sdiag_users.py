@@ -45,6 +45,12 @@ page that ran Slurm as the signed-in user would be refused by sudo before reachi
 as errors or slow pages here, not as RPCs (see bench/README.md).
 The poller's RPCs come in bursts every interval, so a phase of S seconds holds S/interval +- 1 polls:
 use --seconds 60 or more for a ratio that is not dominated by that rounding.
+
+--etag (issue 23, item 4): each user loads the page once, then polls only the fragment every --think
+seconds with the ``If-None-Match`` of the last tag it was given, as a browser revalidating HTMX's poll
+does; 304s are counted as answers beside the 200s, and anything else is listed as "other":
+
+    .venv/bin/python bench/sdiag_users.py --users 1,1000 --seconds 60 --think 5 --etag
 """
 
 from __future__ import annotations
@@ -118,6 +124,11 @@ def parse_args(argv=None):
         help="DJANGO_SETTINGS_MODULE, unless already set in the environment (default: %(default)s)",
     )
     p.add_argument("--delete-users", action="store_true", help="delete the bench users at the end")
+    p.add_argument(
+        "--etag",
+        action="store_true",
+        help="load the page once, then poll only the fragment with If-None-Match (answers 200 or 304)",
+    )
     args = p.parse_args(argv)
     try:
         args.user_counts = [int(n) for n in args.users.split(",") if n.strip()]
@@ -298,11 +309,17 @@ def user_loop(args, cookie_name: str, session_key: str, deadline: float, result:
     http.cookies.set(cookie_name, session_key)
     page = args.base_url.rstrip("/") + args.path_page
     fragment = args.base_url.rstrip("/") + args.path_fragment
+    tag = ""  # --etag: the fragment's last ETag, sent back as If-None-Match
     # Start spread over one think time, as real people do not all press F5 at the same instant.
     time.sleep(min(rng.uniform(0, args.think), max(0.0, deadline - time.monotonic())))
     try:
+        first = True
         while time.monotonic() < deadline:
-            for url, headers in ((page, {}), (fragment, {"HX-Request": "true"})):
+            gets = ((page, {}), (fragment, {"HX-Request": "true"}))
+            if args.etag and not first:  # the page stays open; only its fragment polls
+                gets = ((fragment, {"HX-Request": "true", **({"If-None-Match": tag} if tag else {})}),)
+            first = False
+            for url, headers in gets:
                 if time.monotonic() >= deadline:
                     break
                 t0 = time.perf_counter()
@@ -310,6 +327,8 @@ def user_loop(args, cookie_name: str, session_key: str, deadline: float, result:
                     r = http.get(url, headers=headers, timeout=args.timeout, allow_redirects=False)
                     _ = r.content  # read the whole body
                     result.add(status_of(r), time.perf_counter() - t0)
+                    if url == fragment and r.status_code in (200, 304):
+                        tag = r.headers.get("ETag", tag)
                 except requests.RequestException as exc:
                     result.add(f"error:{type(exc).__name__}", None)
             remaining = deadline - time.monotonic()
@@ -343,7 +362,8 @@ class Phase:
 
     @property
     def served(self) -> int:
-        return self.result.status.get("200", 0)
+        """Answers with the page's figures: 200s and (``--etag``) 304s."""
+        return self.result.status.get("200", 0) + self.result.status.get("304", 0)
 
 
 def read_cluster(source: StatsSource) -> tuple[RpcStats, RpcStats]:
@@ -426,13 +446,13 @@ def report(args, phases: list[Phase]) -> None:
     width = max(7, *(len(n) for n in names))
     print()
     header = (
-        f"{'phase':>5} {'users':>5} {'secs':>5} {'pages 200':>9} {'other':>6} {'median':>8} {'p95':>8} "
+        f"{'phase':>5} {'users':>5} {'secs':>5} {'200/304':>9} {'other':>6} {'median':>8} {'p95':>8} "
         f"{'cluster':<{width}} {'ctld RPCs':>9} {'/min':>6} {'as ' + args.portal_user:>9} {'dbd RPCs':>8} {'ratio':>5}"
     )
     print(header)
     print("-" * len(header))
     for i, p in enumerate(phases, 1):
-        other = sum(n for s, n in p.result.status.items() if s != "200")
+        other = sum(n for s, n in p.result.status.items() if s not in ("200", "304"))
         median = statistics.median(p.result.latency) if p.result.latency else None
         page = (
             f"{i:>5} {p.users:>5} {p.seconds:>5.0f} {p.served:>9} {other:>6} {ms(median):>8} {ms(pct(p.result.latency, 0.95)):>8}"
@@ -471,6 +491,15 @@ def report(args, phases: list[Phase]) -> None:
             on = f" on {name}" if len(names) > 1 else ""
             label = f"slurmctld RPCs({last.users} users) / RPCs({base.users} user{'' if base.users == 1 else 's'}){on}"
             rows.append((label, c_last.total, c_base.total, "   (goal: at most 1.2)"))
+            if round(last.seconds) != round(base.seconds):  # a phase that overran its deadline: compare rates
+                rows.append(
+                    (
+                        f"the same per minute{on} ({last.seconds:.0f} s / {base.seconds:.0f} s phases)",
+                        round(c_last.total * 60 / last.seconds, 1),
+                        round(c_base.total * 60 / base.seconds, 1),
+                        "",
+                    )
+                )
             rows.append(
                 (
                     f"the same, only RPCs as '{args.portal_user}'{on}",
@@ -479,7 +508,7 @@ def report(args, phases: list[Phase]) -> None:
                     "",
                 )
             )
-        rows.append(("pages served (200)", last.served, base.served, ""))
+        rows.append(("answers with the figures (200, 304)", last.served, base.served, ""))
         width = max(len(r[0]) for r in rows)
         for i, (name, a, b, goal) in enumerate(rows):
             print(f"{'ratio' if i == 0 else '':<5} {name:<{width}} = {a} / {b} = {ratio(a, b)}{goal}")
@@ -494,6 +523,7 @@ def main(argv=None) -> int:
         f"# {dt.datetime.now().astimezone().isoformat(timespec='seconds')} on {os.uname().nodename}; "
         f"phases: {', '.join(map(str, args.user_counts))} users x {args.seconds:g} s, think {args.think:g} s, "
         f"GET {args.path_page} + {args.path_fragment} (HX-Request)"
+        + (", then only the fragment with If-None-Match" if args.etag else "")
     )
     versions = []
     for c in args.clusters:
