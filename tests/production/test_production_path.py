@@ -282,8 +282,8 @@ def test_production_path_from_the_readme(production_site):
     def login_page():
         try:
             return [http.get(f"{portal}/accounts/login/", timeout=5)]  # a list: a 4xx/5xx Response is false
-        except requests.ConnectionError:
-            return None
+        except (requests.ConnectionError, requests.Timeout):  # not up yet: the socket is bound before the
+            return None  # workers answer (a TLS handshake that timed out while they loaded, in CI)
 
     [login] = wait_for("gunicorn to answer over https", login_page, timeout=60, stack=stack, log="web")
     assert login.status_code == 200
