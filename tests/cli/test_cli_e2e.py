@@ -114,7 +114,7 @@ def gunicorn_portal(transactional_db, clean_cache, tmp_path):
             try:
                 requests.get(url + "/api/v1/me", timeout=5)
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # bound, workers still loading
                 assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
                 time.sleep(0.2)
         yield url, log
