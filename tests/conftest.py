@@ -77,6 +77,34 @@ def _no_leftover_jobs(request):
             subprocess.run([*command, "scancel", *ids], capture_output=True)
 
 
+#: The moment every unit test runs at (UTC; the clock ticks on from there): half a day after the newest
+#: recording in tests/fixtures/ (cluster/record_*.py), so recorded times are as old, compared with
+#: "now", as on the day they were recorded, whatever today's date and time of day. Code that keeps
+#: a record for two days after its end (accounting's wait) or shows "3 hours ago" reads the same on
+#: every run. Move it forward when a new recording is newer (tests/test_clock.py says so).
+#: Integration and browser tests run on the real clock: the real Slurm, sshd and IdP use it.
+UNIT_CLOCK = "2026-12-02T12:00:00Z"
+
+
+def _uses_real_clock(item) -> bool:
+    return any(item.get_closest_marker(name) for name in ("integration", "e2e", "real_clock"))
+
+
+@pytest.fixture(autouse=True)
+def _unit_clock(request):
+    """Unit tests run with the clock moved to UNIT_CLOCK (time-machine: ``time.time``,
+    ``datetime.now`` and Django's ``timezone.now``; ``time.monotonic`` is left alone, so deadlines
+    still measure real seconds). Tests marked ``integration``, ``e2e`` or ``real_clock`` keep the
+    real clock."""
+    if _uses_real_clock(request.node):
+        yield None
+        return
+    import time_machine
+
+    with time_machine.travel(UNIT_CLOCK, tick=True) as traveller:
+        yield traveller
+
+
 @pytest.fixture
 def slurm_json():
     """Load a recorded Slurm JSON document: ``slurm_json("22.05", "sinfo")``."""
