@@ -22,9 +22,12 @@ def free_port() -> int:
 
 def pytest_configure(config):
     # The live server needs a known port before the IdP starts: the IdP must list the callback URL.
-    os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", f"127.0.0.1:{free_port()}")
-    # Likewise the test hub's public port (the IdP must list its OAuth callback).
-    os.environ.setdefault("TEST_HUB_PORT", str(free_port()))
+    # Likewise the test hub's public port (the IdP must list its OAuth callback). A pytest-xdist
+    # worker (PYTEST_XDIST_WORKER) inherits the controller's environment and takes ports of its own.
+    worker = "PYTEST_XDIST_WORKER" in os.environ
+    for name, value in (("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1:{}"), ("TEST_HUB_PORT", "{}")):
+        if worker or name not in os.environ:
+            os.environ[name] = value.format(free_port())
 
 
 #: Users of the local clusters whose jobs tests submit (cluster/lib.sh: DEMO_USERS, NEWCOMER_USER).
