@@ -21,6 +21,7 @@ from jobs.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import ACTIVE_STATES, JobState
 from slurm.tasksets import TaskSet
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(400)]
 
@@ -184,13 +185,18 @@ def test_a_job_that_ended_before_the_poller_saw_it_comes_from_accounting(on, ali
     small, _ = PARTS[on]
     job_id = submitted("-p", small, "--mem=50M", "-t", "1", "--job-name=outside-quick", script="#!/bin/bash\nexit 3\n")
     gw = get_gateway(on)
-    made = 0
-    for _ in range(60):
-        made += outside_import(gw, cluster=on, force=True) or 0
-        if Job.objects.filter(slurm_cluster=on, slurm_job_id=job_id).exists():
-            break
-        time.sleep(1)
-    job = Job.objects.get(slurm_cluster=on, slurm_job_id=job_id)
-    assert made >= 1 and (job.origin, job.state, job.user.username) == (JobOrigin.OUTSIDE, JobState.FAILED, "alice")
+    made: list[int] = []  # rows each import made
+
+    def imported():
+        made.append(outside_import(gw, cluster=on, force=True) or 0)
+        return Job.objects.filter(slurm_cluster=on, slurm_job_id=job_id).first()
+
+    job = wait_for(
+        f"job {job_id} imported from accounting", imported, timeout=60, every=1, seen=lambda: f"rows made per import: {made}"
+    )
+    assert sum(made) >= 1 and (job.origin, job.state, job.user.username) == (JobOrigin.OUTSIDE, JobState.FAILED, "alice")
     assert (job.exit_code, job.signal) == (3, 0)  # 22.05's JSON writes 0: its text says 3:0
-    assert outside_import(gw, cluster=on, force=True) == 0  # never twice
+    # Never twice: imported again, this job keeps its one row (alice's jobs of other tests running at
+    # the same time may be new to the import, so its count is not the check).
+    outside_import(gw, cluster=on, force=True)
+    assert Job.objects.filter(slurm_cluster=on, slurm_job_id=job_id).count() == 1
