@@ -3,9 +3,19 @@
 # (idempotent): the portal's dependencies (bootstrap.sh), the local Slurm cluster with sshd + sudo
 # (cluster/up.sh, with the stand-in GPU exporters), Prometheus (scripts/prometheus.sh), the Jupyter venv and
 # proxy (hub_setup.sh), the demo container image (build_image.sh) and Chromium for the browser tests. The tests start their own IdP and live portal.
-# The import layers and ruff are checked first (scripts/lint.sh). Extra arguments go to pytest, e.g. scripts/test.sh -m "not e2e" -x
+# The import layers and ruff are checked first (scripts/lint.sh).
+#
+# Then pytest runs in tiers (docs/testing.md): the unit tests on two workers (pytest-xdist); the
+# integration and browser tests that can share the clusters on TEST_WORKERS workers, and beside them
+# the hub's tests in one process; then the ones marked `serial` (they stop a daemon, drain a node or
+# change Slurm's limits) alone. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
+# tier's count and time, the failed tests and their first error line) and the run's logs in
+# test-artifacts/.
+#
+# Extra arguments run one plain pytest instead, e.g. scripts/test.sh tests/jobs -m "not e2e" -x
 LOG_TAG=test
 source "$(dirname "$0")/lib.sh"
+: "${TEST_WORKERS:=2}"   # workers for the shared tier, beside the hub's process: its tests mostly wait on Slurm, not on the CPU
 bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
 bash "$REPO_DIR/scripts/prometheus.sh"  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
@@ -14,5 +24,57 @@ bash "$REPO_DIR/scripts/build_image.sh" # the demo container image (docs/contain
 apt_install chromium fonts-dejavu-core
 cd "$REPO_DIR"
 bash "$REPO_DIR/scripts/lint.sh"
-log "running pytest"
-exec "$VENV/bin/pytest" "$@"
+if (( $# )); then
+    log "running pytest $*"
+    exec "$VENV/bin/pytest" "$@"
+fi
+
+ART=$REPO_DIR/test-artifacts
+rm -rf "$ART"
+mkdir -p "$ART/logs"
+export TEST_ARTIFACTS=$ART          # the IdP fixture writes its log here
+export COVERAGE_FILE=$ART/.coverage # each tier's data (.coverage.<tier>) is combined into it at the end
+
+# The logs the run appends to, and their sizes now: what is past that size is this run's.
+LOGS=(/var/log/slurm/*.log /srv/cluster2/var/log/slurm/*.log /var/log/prometheus/*.log "$LOG_DIR"/*.log)
+declare -A LOG_START=()
+for f in "${LOGS[@]}"; do [[ -f $f ]] && LOG_START[$f]=$(stat -c %s "$f"); done
+RUN_START=$(date +%s)
+
+# tier NAME MARK_EXPRESSION PYTEST_ARGS...: one pytest run; its JUnit file, exit status, wall time and
+# coverage data go to $ART (a coverage file per tier: two tiers run at once).
+tier() {
+    local name=$1 mark=$2 t0 rc=0
+    shift 2
+    t0=$(date +%s)
+    log "tier $name: pytest -m \"$mark\" $*"
+    COVERAGE_FILE=$ART/.coverage.$name "$VENV/bin/pytest" -m "$mark" --junitxml="$ART/junit-$name.xml" --cov --cov-report= "$@" || rc=$?
+    echo "$rc" >"$ART/$name.rc"
+    echo $(( $(date +%s) - t0 )) >"$ART/$name.seconds"
+    log "tier $name: exit $rc in $(cat "$ART/$name.seconds") s"
+}
+tier unit "not integration and not e2e" -n 2
+# The hub's tests in one process (Redis database 15, PostgreSQL test_portal) beside the other shared
+# tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
+tier hub "(integration or e2e) and not serial and hub" >"$ART/hub.out" 2>&1 &
+hub_tier=$!
+PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS"
+wait "$hub_tier" || true
+cat "$ART/hub.out"
+tier serial "(integration or e2e) and serial"
+
+# This run's part of each daemon's log, the test hubs' logs, and the IdP logs (already in $ART).
+for f in "${LOGS[@]}"; do
+    [[ -f $f ]] || continue
+    name=$(sed 's|^/||; s|/|_|g' <<<"$f")
+    tail -c +"$(( ${LOG_START[$f]:-0} + 1 ))" "$f" >"$ART/logs/$name"
+done
+find "$PORTAL_VAR_DIR" -maxdepth 1 -name 'test-hub-*.log' -newermt "@$RUN_START" -exec cp {} "$ART/logs/" \;
+
+log "branch coverage of the app code (coverage.py; docs/testing.md keeps the figure)"
+"$VENV/bin/coverage" combine --quiet "$ART"/.coverage.* || log "coverage: no data to combine"
+echo "branch coverage: $("$VENV/bin/coverage" report --format=total --precision=1)%"
+failed=0
+"$VENV/bin/python" "$REPO_DIR/scripts/test_summary.py" "$ART" || failed=1
+for rc in "$ART"/*.rc; do [[ $(cat "$rc") == 0 ]] || failed=1; done
+exit "$failed"

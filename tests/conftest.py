@@ -30,6 +30,41 @@ def pytest_configure(config):
             os.environ[name] = value.format(free_port())
 
 
+#: Test modules (a path prefix, or path::test) that change what every other test shares, with why:
+#: make test runs them alone, after the others (marker ``serial``, docs/testing.md). A new test that
+#: stops a daemon, drains a node or changes an account, QOS or Slurm's configuration belongs here.
+SERIAL = {
+    "tests/fault/": "stop slurmctld, slurmdbd, Redis or the poller, and reconfigure Slurm",
+    "tests/jobs/test_maintenance_integration.py": "drains nodes and makes a maintenance reservation",
+    "tests/e2e/test_drained_node_browser.py": "drains a node",
+    "tests/e2e/test_cluster_page_browser.py": "drains and resumes nodes",
+    "tests/cluster/test_cluster_page_integration.py": "drains nodes and makes reservations",
+    "tests/cluster/test_rate_limit_integration.py": "fills the portal user's RPC rate-limit bucket on cluster2",
+    "tests/teams/test_quota_integration.py": "changes bob's default account and team limits",
+    "tests/teams/test_site_policy_integration.py": "adds QOS to alice",
+    "tests/teams/test_slurm_sync_integration.py": "creates and changes accounts and associations",
+    "tests/teams/test_usage_integration.py": "reads every account's usage on both clusters",
+    "tests/accounts/test_linking_integration.py": "adds users' associations",
+    "tests/cluster/test_big_sweep_pages.py": "counts alice's jobs on My jobs, where the poll adds her jobs of other tests",
+    "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Marks the tests of SERIAL ``serial``, and ``hub`` every test that uses the test JupyterHub
+    (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
+    beside the other shared ones, since they count alice's session jobs and single-user servers
+    and read the hub's one log (docs/testing.md)."""
+    for item in items:
+        path = Path(item.fspath).relative_to(REPO).as_posix()
+        test = f"{path}::{getattr(item, 'originalname', item.name)}"
+        if any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
+            item.add_marker(pytest.mark.serial)
+        if "jupyterhub" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.hub)
+
+
 #: Users of the local clusters whose jobs tests submit (cluster/lib.sh: DEMO_USERS, NEWCOMER_USER).
 CLUSTER_TEST_USERS = ("alice", "bob", "carol", "dana", "erin")
 #: Jobs older than this (seconds since submission) are left over from an earlier run; younger ones may
@@ -347,13 +382,17 @@ def oidc_idp(tmp_path_factory):
         ],
     }
     (base / "config.json").write_text(json.dumps(config))
-    (base / "idp.log").write_text("")
+    # make test keeps the IdP's log with the run's other logs (TEST_ARTIFACTS, scripts/test.sh).
+    logs = Path(os.environ["TEST_ARTIFACTS"]) / "logs" if os.environ.get("TEST_ARTIFACTS") else base
+    logs.mkdir(parents=True, exist_ok=True)
+    log_file = logs / f"idp-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{port}.log"
+    log_file.write_text("")
     idp = TestIdP(
         issuer=config["issuer"],
         users_file=base / "users.json",
         process=None,
         config_file=base / "config.json",
-        log_file=base / "idp.log",
+        log_file=log_file,
     )
     idp.start()
     yield idp

@@ -9,10 +9,10 @@ DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests use their own Redis database so they never see the dev poller's snapshot (another number
 # in PORTAL_TEST_REDIS_DB lets two checkouts run their tests side by side).
-# Under pytest-xdist each worker (PYTEST_XDIST_WORKER gw0, gw1, ...) takes the next number down, as
-# pytest-django gives each its own PostgreSQL database (test_<name>_gw0, ...).
+# Under pytest-xdist worker gwN takes that number less N (gw0 15, gw1 14, gw2 13; 12 is
+# tests/production's stack), as pytest-django gives each worker its own PostgreSQL database.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-_REDIS_DB = int(os.environ.get("PORTAL_TEST_REDIS_DB", "15")) - (int(_WORKER[2:]) + 1 if _WORKER.startswith("gw") else 0)
+_REDIS_DB = int(os.environ.get("PORTAL_TEST_REDIS_DB", "15")) - (int(_WORKER[2:]) if _WORKER.startswith("gw") else 0)
 REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/" + str(_REDIS_DB)
 CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
 CELERY_BROKER_URL = REDIS_URL

@@ -1,0 +1,77 @@
+"""The end of a `make test` run: each tier's count and wall time, then, if anything failed, which tests
+and their first error line, and where the run's logs are.
+
+    python3 scripts/test_summary.py test-artifacts
+
+Reads the JUnit XML files pytest wrote for each tier (``junit-<tier>.xml``, with ``<tier>.seconds``
+beside it: the tier's wall time, written by scripts/test.sh) and lists the logs collected into
+``test-artifacts/logs/``. Standard library only: it runs with any Python 3.
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+#: How many failed tests are listed (the rest are counted).
+SHOWN = 30
+
+
+def _tests(path: Path) -> list[tuple[str, str, str]]:
+    """(test id, outcome, first line of its message) per test case; outcome: passed, failed, error, skipped."""
+    cases = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
+        test_id = f"{file}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            found = case.find(tag)
+            if found is not None:
+                outcome = {"failure": "failed"}.get(tag, tag)
+                text = found.get("message") or found.text or ""
+                message = next((line.strip() for line in text.splitlines() if line.strip()), "")
+                break
+        cases.append((test_id, outcome, message))
+    return cases
+
+
+def main(artifacts: Path) -> int:
+    failed: list[tuple[str, str, str]] = []
+    totals: dict[str, int] = {}
+    print("== test summary ==")
+    for xml in sorted(artifacts.glob("junit-*.xml")):
+        tier = xml.stem.removeprefix("junit-")
+        try:
+            cases = _tests(xml)
+        except ET.ParseError as exc:
+            print(f"{tier:>10}: {xml} could not be read ({exc}): the run stopped inside this tier")
+            continue
+        counts: dict[str, int] = {}
+        for _, outcome, _ in cases:
+            counts[outcome] = counts.get(outcome, 0) + 1
+            totals[outcome] = totals.get(outcome, 0) + 1
+        seconds = artifacts / f"{tier}.seconds"
+        wall = f" in {int(seconds.read_text())} s" if seconds.exists() else ""
+        print(f"{tier:>10}: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + wall)
+        failed += [c for c in cases if c[1] in ("failed", "error")]
+    if failed:
+        print(f"== {len(failed)} failed ==")
+        for test_id, outcome, message in failed[:SHOWN]:
+            print(f"{outcome.upper()} {test_id}\n    {message[:300]}")
+        if len(failed) > SHOWN:
+            print(f"... and {len(failed) - SHOWN} more (the JUnit files above list them all)")
+        print(f"Each failed test's output and log lines are in its tier's {artifacts}/junit-<tier>.xml.")
+    logs = artifacts / "logs"
+    if logs.is_dir():
+        names = sorted(p.name for p in logs.iterdir())
+        print(
+            f"Logs of this run (Slurm, sshd, exporters, hub, IdP, portal): {logs}/ ({len(names)} files: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''})"
+        )
+    bad = totals.get("failed", 0) + totals.get("error", 0)
+    print(f"total: {totals.get('passed', 0)} passed, {bad} failed, {totals.get('skipped', 0)} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "test-artifacts")))
