@@ -15,7 +15,7 @@
 # Extra arguments run one plain pytest instead, e.g. scripts/test.sh tests/jobs -m "not e2e" -x
 LOG_TAG=test
 source "$(dirname "$0")/lib.sh"
-: "${TEST_WORKERS:=2}"   # workers for the shared tier, beside the hub's process: its tests mostly wait on Slurm, not on the CPU
+: "${TEST_WORKERS:=1}"   # workers for the shared tier (beside the hub's process); more than one made its jobs wait for each other on the small lab nodes
 bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
 bash "$REPO_DIR/scripts/prometheus.sh"  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
