@@ -189,7 +189,6 @@ def clean_cache():
 
 # --- a real OIDC provider (idp/server.mjs) for the test session ---------------------------------
 import subprocess  # noqa: E402
-import time  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -276,12 +275,26 @@ class TestIdP:
             stderr=subprocess.STDOUT,
         )
         log.close()
-        deadline = time.monotonic() + 30
-        while "IdP listening" not in self.log_file.read_text()[mark:]:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
+        from tests.waiting import wait_for
+
+        def listening() -> bool:
+            if "IdP listening" in self.log_file.read_text()[mark:]:
+                return True
+            if self.process.poll() is not None:  # it exited: no use waiting (pytest.fail is not a "not yet")
                 pytest.fail("the test IdP did not start (is `npm ci --prefix idp` done?):\n" + self.log_file.read_text()[mark:])
-            time.sleep(0.1)
+            return False
+
+        try:
+            wait_for(
+                "the test IdP to say 'IdP listening' (is `npm ci --prefix idp` done?)",
+                listening,
+                timeout=30,
+                every=0.1,
+                seen=lambda: self.log_file.read_text()[mark:],
+            )
+        except BaseException:
+            self.process.kill()
+            raise
 
     def stop(self) -> None:
         self.process.terminate()

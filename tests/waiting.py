@@ -85,11 +85,40 @@ def log_tail(path, lines: int = 40) -> str:
         return f"({path}: {exc})"
 
 
-def scontrol_show_job(job_id, *, chroot: str | None = None) -> str:
-    """``scontrol show job <id>`` on the host cluster (``chroot=None``) or in a cluster's root
-    (``/srv/cluster2``), for ``seen=``: what Slurm says of the job when a wait times out."""
+#: Each lab cluster's root on this host: cluster2's daemons and commands run in a chroot.
+CLUSTER_ROOT = {"cluster1": None, "cluster2": "/srv/cluster2"}
+
+
+def scontrol_show_job(job_id, *, cluster: str = "cluster1") -> str:
+    """``scontrol show job <id>`` on lab cluster ``cluster`` (cluster2's in its root, ``/srv/cluster2``),
+    for ``seen=``: what Slurm says of the job when a wait times out."""
     argv = ["scontrol", "show", "job", str(job_id)]
-    if chroot:
-        argv = ["chroot", chroot, *argv]
+    if root := CLUSTER_ROOT.get(cluster):
+        argv = ["chroot", root, *argv]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     return (done.stdout + done.stderr).strip()
+
+
+def wait_for_job(job, states, *, timeout: float = 90, accounting_read: bool = False):
+    """The portal's ``Job`` once a poll of its cluster (``jobs.services.snapshot_refresh``, once a
+    second) shows it in one of ``states``; with ``accounting_read``, also once accounting's figures
+    replaced the queue's (``accounting_pending`` false). On timeout the failure shows the portal's
+    state and reason and ``scontrol show job``."""
+    from jobs.services import snapshot_refresh
+
+    def probe():
+        snapshot_refresh(cluster=job.cluster)
+        job.refresh_from_db()
+        return job if job.state in states and not (accounting_read and job.accounting_pending) else None
+
+    return wait_for(
+        f"job {job.slurm_job_id} on {job.cluster} to be {'/'.join(sorted(states))}"
+        + (", its accounting read" if accounting_read else ""),
+        probe,
+        timeout=timeout,
+        every=1,
+        seen=lambda: (
+            f"portal: {job.state} ({job.reason}) accounting_pending={job.accounting_pending}\n"
+            f"{scontrol_show_job(job.slurm_job_id, cluster=job.cluster)}"
+        ),
+    )

@@ -15,6 +15,7 @@ import requests
 from accounts.oidc.tokens import JWKS_REFRESH_COOLDOWN
 from tests.accounts.test_login_oidc import refusal_code
 from tests.sso import form_of, sso_login
+from tests.waiting import pause
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -58,7 +59,10 @@ def test_idp_restarted_with_new_keys_signs_in_without_a_portal_restart(portal_wi
     assert page.status_code == HTTPStatus.SERVICE_UNAVAILABLE and refusal_code(page.text) == "signing_key_unknown"
     assert "try again in a few seconds" in page.text
     assert oidc_idp.requests_to("/jwks", since=mark) == 0
-    time.sleep(max(0.0, JWKS_REFRESH_COOLDOWN - (time.monotonic() - refetched)) + 0.5)
+    pause(
+        max(0.0, JWKS_REFRESH_COOLDOWN - (time.monotonic() - refetched)) + 0.5,
+        "the JWKS refresh cooldown (the subject: a fetch is allowed again once it is over)",
+    )
     assert signed_in(sso_login(portal_with_idp, "alice")[1])
     assert oidc_idp.requests_to("/jwks", since=mark) == 1
 

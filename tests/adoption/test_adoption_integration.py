@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -30,6 +29,7 @@ from jobs.services import snapshot_refresh
 from jobs.submit import job_check, job_create
 from slurm import get_gateway
 from slurm.states import FINAL_STATES, JobState
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -75,16 +75,20 @@ def traced(request, tmp_path):
                 ).out
                 ids.append((user, int(out.strip().split(";")[0])))
         wanted = {i for _, i in ids}
-        deadline = time.monotonic() + 120
         since = datetime.now(UTC) - timedelta(minutes=10)
-        while True:
-            ended = {
+
+        def ended() -> set[int]:
+            return {
                 f.job_id for f in trace_read(gateway, since=since, until=datetime.now(UTC)) if f.state in FINAL_STATES and f.end
             }
-            if wanted <= ended:
-                break
-            assert time.monotonic() < deadline, f"jobs {sorted(wanted - ended)} of {cluster} not ended in accounting after 120 s"
-            time.sleep(2)
+
+        wait_for(
+            f"jobs {sorted(wanted)} of {cluster} ended in accounting",
+            lambda: wanted <= ended(),
+            timeout=120,
+            every=2,
+            seen=lambda: f"not ended yet: {sorted(wanted - ended())}",
+        )
         yield cluster, ids, strings
     finally:
         for user, job_id in ids:
@@ -180,17 +184,22 @@ def test_a_portal_job_and_an_sbatch_job_land_on_their_sides(django_user_model, c
         .split(";")[0]
     )
     try:
-        deadline = time.monotonic() + 150
-        while True:
+        rows: dict = {}
+
+        def both_ended() -> bool:
+            nonlocal rows
             snapshot_refresh()
             rows = {j.origin: j for j in Job.objects.filter(slurm_job_id__in=[portal.slurm_job_id, outside_id])}
             done = [j for j in rows.values() if j.state in FINAL_STATES and j.gpu_hours is not None]
-            if len(done) == 2:
-                break
-            assert time.monotonic() < deadline, (
-                f"not both ended with GPU-hours: {[(j.origin, j.state, j.gpu_hours) for j in rows.values()]}"
-            )
-            time.sleep(1)
+            return len(done) == 2
+
+        wait_for(
+            f"jobs {portal.slurm_job_id} (portal) and {outside_id} (sbatch) both ended with GPU-hours",
+            both_ended,
+            timeout=150,
+            every=1,
+            seen=lambda: [(j.origin, j.state, j.gpu_hours) for j in rows.values()],
+        )
         assert rows[JobOrigin.PORTAL].pk == portal.pk and rows[JobOrigin.OUTSIDE].slurm_job_id == outside_id
         assert all(j.state == JobState.COMPLETED and j.gpu_hours > 0 for j in rows.values())
         # The poller also imported alice's earlier sbatch jobs from accounting: only these two stay.

@@ -17,6 +17,7 @@ from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import snapshot_store, snapshot_take
 from slurm.states import JobState
 from tests.fakes import EveryCluster, FakeTransport, cluster_transport
+from tests.waiting import pause
 
 pytestmark = pytest.mark.django_db
 
@@ -122,7 +123,7 @@ def test_slurm_command_latency_and_queue_waits(client, world):
 
     class Timed(FakeTransport):
         def execute(self, argv, *, stdin, timeout):
-            time.sleep(0.02)
+            pause(0.02, "a Slurm command that takes 20 ms: the latency the metric must count")
             return CommandResult(argv=tuple(argv), returncode=0 if argv[-1] != "bad" else 1, stdout=b"1;cluster1\n", stderr=b"")
 
     gateway = Gateway(Timed(), cluster="cluster1")

@@ -365,7 +365,7 @@ def test_cancel_of_an_ended_job_says_so(env, capsys):
 
 def test_submit_waits_briefly_for_the_slurm_id(env, tmp_path, capsys, monkeypatch):
     """The portal answers before sbatch ran (state SUBMITTING, no id); the CLI asks again for the id."""
-    monkeypatch.setattr("gpuportal.cli.time.sleep", lambda s: None)
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
     f = tmp_path / "train.yaml"
     f.write_text(YAML)
     submitting = make_job(id=None, state="SUBMITTING")
@@ -729,7 +729,7 @@ def test_ls_follows_every_page_and_n_stops_early(env, capsys):
 def test_submit_prints_the_portals_warning_on_stderr(env, tmp_path, capsys, monkeypatch):
     """POST /jobs answers ``warnings`` (a maintenance reservation in the way, issue 21); the CLI says
     them on stderr, also after asking again for the Slurm id (GET /jobs/{key} has none)."""
-    monkeypatch.setattr("gpuportal.cli.time.sleep", lambda s: None)
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
     f = tmp_path / "train.yaml"
     f.write_text(YAML)
     warning = "This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance"

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from django.db import connection
 from api.tokens import token_create
 from tests.conftest import free_port
 from tests.e2e.test_batch_job_browser import poller  # noqa: F401  (fixture: the snapshot poller in a thread)
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -108,15 +108,19 @@ def gunicorn_portal(transactional_db, clean_cache, tmp_path):
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
+
+        def answers() -> bool:
+            if proc.poll() is not None:  # it exited: no use waiting (pytest.fail is not a "not yet")
+                pytest.fail(proc.stdout.read(), pytrace=False)
             try:
                 requests.get(url + "/api/v1/me", timeout=5)
-                break
+                return True
             except (requests.ConnectionError, requests.Timeout):  # bound, workers still loading
-                assert time.monotonic() < deadline, "gunicorn did not answer within 60 s"
-                time.sleep(0.2)
+                return False
+
+        wait_for(
+            f"gunicorn to answer on {url}", answers, timeout=60, every=0.2, seen=lambda: f"gunicorn exit code: {proc.poll()}"
+        )
         yield url, log
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -7,7 +7,6 @@ was lost: the same tests, parametrized by cluster."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -21,6 +20,7 @@ from jobs.submit import job_cancel, job_check, job_create
 from slurm import get_gateway
 from slurm.clusters import cluster_get
 from slurm.states import JobState
+from tests.waiting import wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -67,14 +67,8 @@ def submit(user, on: str, policy, capture, **kw) -> Job:
 
 
 def wait(job: Job, states, timeout: float = 120) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snapshot_refresh(cluster=job.cluster)
-        job.refresh_from_db()
-        if job.state in states and not job.accounting_pending:
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} on {job.cluster} still {job.state} after {timeout} s")
+    """The job once it is in one of ``states``, with accounting's figures read (tests.waiting.wait_for_job)."""
+    return wait_for_job(job, states, timeout=timeout, accounting_read=True)
 
 
 def queue_comments(on: str) -> list[str]:

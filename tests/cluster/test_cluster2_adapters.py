@@ -18,6 +18,7 @@ from slurm.bounds import start_bound
 from slurm.snapshot import snapshot_take
 from slurm.states import JobState
 from tests.cluster.test_cluster2_integration import cluster2_transport, submit, wait_ended
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -85,14 +86,21 @@ def finished_record(gw: SlurmGateway, job_id: int, submitted: datetime, timeout:
     """The sync's ``sacct --json -D -S <bound> -j <id>`` once accounting has the job's end: (its
     argv, the document, the job's records by its adapter)."""
     argv = ["sacct", "--json", "-D", "-S", start_bound(submitted), "-j", str(job_id)]
-    end = time.monotonic() + timeout
-    while True:
+    looks: list = []  # the records read at each look
+
+    def ended():
         doc = gw.run_json(argv)
         records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
-        if records and all(r.end for r in records):
-            return argv, doc, records
-        assert time.monotonic() < end, f"sacct has no end for job {job_id} after {timeout} s"
-        time.sleep(1)
+        looks.append(records)
+        return (argv, doc, records) if records and all(r.end for r in records) else None
+
+    return wait_for(
+        f"sacct to have the end of job {job_id} on cluster2",
+        ended,
+        timeout=timeout,
+        every=1,
+        seen=lambda: f"sacct records: {looks[-1:]}\n{scontrol_show_job(job_id, cluster='cluster2')}",
+    )
 
 
 def test_the_syncs_sacct_of_finished_jobs_on_cluster2_reads_exit_code_and_signal(cluster2):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from django.conf import settings
 
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.gateway import build_transport
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,14 +64,21 @@ def wait_ended(job_id: int, timeout: float = 90) -> dict:
     """The job's squeue entry once its base state is a final one and its epilog is done: 24.11 lists
     a job whose script has ended but whose node is still cleaning up as e.g. ``["FAILED", "COMPLETING"]``
     (base state, then the COMPLETING flag) for a moment before ``["FAILED"]``."""
-    end = time.monotonic() + timeout
-    while True:
+    states: list = []  # squeue's job_state at each look
+
+    def ended():
         (job,) = squeue_in_root(job_id)["jobs"]
+        states.append(job["job_state"])
         final = job["job_state"][0] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
-        if final and "COMPLETING" not in job["job_state"][1:]:
-            return job
-        assert time.monotonic() < end, f"job {job_id} still {job['job_state']} after {timeout} s"
-        time.sleep(1)
+        return job if final and "COMPLETING" not in job["job_state"][1:] else None
+
+    return wait_for(
+        f"job {job_id} on cluster2 to end, its COMPLETING flag cleared",
+        ended,
+        timeout=timeout,
+        every=1,
+        seen=lambda: f"squeue job_state: {states[-1:]}\n{scontrol_show_job(job_id, cluster='cluster2')}",
+    )
 
 
 def test_alice_submits_a_gpu_job_over_ssh_and_squeue_reads_it_back_in_24_11_shapes(cluster2):

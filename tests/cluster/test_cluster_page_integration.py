@@ -10,7 +10,6 @@ Every drain is resumed and every reservation deleted in ``finally``; the job is 
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
@@ -24,6 +23,7 @@ from jobs.services import snapshot_refresh
 from ops.nodes import node_drain, node_resume
 from ops.reservations import reservation_create, reservation_delete
 from portal.refusals import Refused
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -57,17 +57,6 @@ def reservation_names(on: str) -> list[str]:
     return [w.split("=", 1)[1] for line in out.splitlines() for w in line.split() if w.startswith("ReservationName=")]
 
 
-def wait_for(what: str, predicate, timeout: float = 60.0):
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.5)
-
-
 def page(client, on: str) -> BeautifulSoup:
     response = client.get(f"/ops/cluster/{on}/")
     assert response.status_code == HTTPStatus.OK
@@ -87,7 +76,13 @@ def test_drain_shows_on_the_page_with_the_reason_verbatim_then_resume(client, on
     try:
         done = node_drain(cluster=on, node=node, reason=reason, by=dana)
         assert done.argv[-1] == f"Reason={reason}"
-        text = wait_for("Slurm to hold the drain", lambda: next((t for t in [node_text(on)] if "DRAIN" in t), ""))
+        text = wait_for(
+            "Slurm to hold the drain",
+            lambda: next((t for t in [node_text(on)] if "DRAIN" in t), ""),
+            timeout=60,
+            every=0.5,
+            seen=lambda: node_text(on),
+        )
         assert f"Reason={reason} [portal@" in text  # verbatim, set by the service user
         assert not marker.exists() and not Path("/srv/cluster2" + str(marker)).exists()  # nothing ran
         snapshot_refresh(cluster=on)
@@ -103,7 +98,13 @@ def test_drain_shows_on_the_page_with_the_reason_verbatim_then_resume(client, on
     try:
         snapshot_refresh(cluster=on)
         node_resume(cluster=on, node=node, by=dana)
-        wait_for("Slurm to resume it", lambda: "DRAIN" not in node_text(on).split("State=", 1)[1].split()[0])
+        wait_for(
+            "Slurm to resume it",
+            lambda: "DRAIN" not in node_text(on).split("State=", 1)[1].split()[0],
+            timeout=60,
+            every=0.5,
+            seen=lambda: node_text(on),
+        )
         snapshot_refresh(cluster=on)
         assert "DRAIN" not in node_row(client, on).select_one("[data-testid=node-state]").text
     finally:
@@ -152,7 +153,13 @@ def test_a_window_over_a_running_job_needs_ignore_running_jobs(on, dana):
         "--wrap", "sleep 240",
     ).stdout.strip().split(";")[0]  # fmt: skip
     try:
-        wait_for("the job to run", lambda: root(on, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING")
+        wait_for(
+            "the job to run",
+            lambda: root(on, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING",
+            timeout=60,
+            every=0.5,
+            seen=lambda: root(on, "scontrol", "show", "job", job, check=False).stdout,
+        )
         snapshot_refresh(cluster=on)
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
         with pytest.raises(Refused) as refused:

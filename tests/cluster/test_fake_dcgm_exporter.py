@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "cluster" / "fake_dcgm_exporter.py"
@@ -245,16 +246,21 @@ def test_the_server_serves_metrics_and_stops_on_sigterm(dirs):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
+
+        def scraped() -> tuple[str, str] | None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-                    body = response.read().decode()
-                    kind = response.headers["Content-Type"]
-                break
+                    return response.read().decode(), response.headers["Content-Type"]
             except OSError:
-                assert time.monotonic() < deadline, proc.stdout.read() if proc.poll() is not None else "no answer"
-                time.sleep(0.1)
+                return None
+
+        body, kind = wait_for(
+            f"the exporter to answer on 127.0.0.1:{port}/metrics",
+            scraped,
+            timeout=10,
+            every=0.1,
+            seen=lambda: proc.stdout.read() if proc.poll() is not None else "no answer",
+        )
         assert kind.startswith("text/plain; version=0.0.4")
         assert 'DCGM_FI_PROF_SM_ACTIVE{gpu="0",' in body and 'Hostname="node3",hpc_job="99"}' in body
         proc.terminate()

@@ -7,7 +7,6 @@ Needs ``cluster/up.sh`` and ``scripts/prometheus.sh`` (make test runs both); fai
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from slurm import get_gateway
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +37,6 @@ def query(promql: str) -> list[dict]:
     return doc["data"]["result"]
 
 
-def wait_until(what: str, check, timeout: float = 60, every: float = 1):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(every)
-
-
 def submit(cluster: str, options: list[str]) -> str:
     home = "/home/alice"
     argv = [settings.PORTAL_SBATCH_HELPER, f"{home}/gpuportal-tests", "--", "--parsable", f"--chdir={home}"]
@@ -58,6 +48,17 @@ def submit(cluster: str, options: list[str]) -> str:
 def job_state(cluster: str, job_id: str) -> str:
     out = get_gateway(cluster).run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T"]).out.strip()
     return out or "GONE"
+
+
+def wait_running(cluster: str, job_id: str, timeout: float = 60) -> None:
+    """Until squeue says job ``job_id`` of ``cluster`` is RUNNING (``scontrol show job`` on timeout)."""
+    wait_for(
+        f"job {job_id} on {cluster} to run",
+        lambda: job_state(cluster, job_id) == "RUNNING",
+        timeout=timeout,
+        every=1,
+        seen=lambda: scontrol_show_job(job_id, cluster=cluster),
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,11 +73,13 @@ def test_a_2_gpu_job_at_80_and_0_percent_reads_back_from_prometheus_and_its_mapp
     job_id = submit(cluster, options)
     map_dir = MAP_DIRS[cluster] / node
     try:
-        wait_until(f"job {job_id} running", lambda: job_state(cluster, job_id) == "RUNNING", timeout=60)
-        files = wait_until(
+        wait_running(cluster, job_id)
+        files = wait_for(
             "the prolog's mapping files",
             lambda: sorted(p.name for p in map_dir.iterdir() if p.read_text().split() == [job_id]),
             timeout=30,
+            every=1,
+            seen=lambda: {p.name: p.read_text() for p in map_dir.iterdir()},
         )
         assert len(files) == 2, f"mapping files of job {job_id} in {map_dir}: {files}"
 
@@ -87,7 +90,7 @@ def test_a_2_gpu_job_at_80_and_0_percent_reads_back_from_prometheus_and_its_mapp
             values = {r["metric"]["gpu"]: float(r["value"][1]) for r in result}
             return result if len(result) == 2 and sorted(values.values()) == [0.0, 0.8] else None
 
-        result = wait_until(f"{promql} with both GPUs at 0.8 and 0.0", loaded, timeout=60)
+        result = wait_for(f"{promql} with both GPUs at 0.8 and 0.0", loaded, timeout=60, every=1, seen=lambda: query(promql))
         by_gpu = {int(r["metric"]["gpu"]): r for r in result}
         assert sorted(str(g) for g in by_gpu) == files  # the exporter's gpu label is the mapping file's name
         first, second = sorted(by_gpu)
@@ -103,11 +106,20 @@ def test_a_2_gpu_job_at_80_and_0_percent_reads_back_from_prometheus_and_its_mapp
     finally:
         get_gateway(cluster).run(["scancel", job_id], as_user="alice")
 
-    wait_until(f"job {job_id} ended", lambda: job_state(cluster, job_id) not in {"RUNNING", "COMPLETING"}, timeout=60)
-    wait_until(
+    wait_for(
+        f"job {job_id} ended",
+        lambda: job_state(cluster, job_id) not in {"RUNNING", "COMPLETING"},
+        timeout=60,
+        every=1,
+        seen=lambda: scontrol_show_job(job_id, cluster=cluster),
+    )
+    wait_for(
         "the epilog removing the mapping files",
         lambda: not [p for p in map_dir.iterdir() if job_id in p.read_text().split()],
         timeout=30,
+        every=1,
+        seen=lambda: {p.name: p.read_text() for p in map_dir.iterdir()},
     )
     # the next scrapes no longer carry the job: its series go stale
-    wait_until(f"no series with hpc_job={job_id}", lambda: not query(f'DCGM_FI_PROF_SM_ACTIVE{{hpc_job="{job_id}"}}'), timeout=30)
+    promql = f'DCGM_FI_PROF_SM_ACTIVE{{hpc_job="{job_id}"}}'
+    wait_for(f"no series with hpc_job={job_id}", lambda: not query(promql), timeout=30, every=1, seen=lambda: query(promql))

@@ -9,8 +9,6 @@ ended before the poller saw it, from accounting."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from bs4 import BeautifulSoup
 
@@ -21,7 +19,7 @@ from jobs.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import ACTIVE_STATES, JobState
 from slurm.tasksets import TaskSet
-from tests.waiting import wait_for
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(400)]
 
@@ -63,16 +61,21 @@ def submitted(on):
 
 
 def poll_until(on: str, job_id: int, predicate, timeout: float = 120, what: str = "") -> Job:
-    deadline = time.monotonic() + timeout
+    """The job's row once a poll of ``on`` shows it as ``predicate`` wants (``what``)."""
     job = None
-    while time.monotonic() < deadline:
+
+    def reached():
+        nonlocal job
         snapshot_refresh(cluster=on)
         job = Job.objects.filter(slurm_cluster=on, slurm_job_id=job_id).first()
-        if job is not None and predicate(job):
-            return job
-        time.sleep(1)
-    raise AssertionError(
-        f"{what or 'condition'} not reached for job {job_id} on {on}: {job and job.state} {job and job.array_tasks}"
+        return job if job is not None and predicate(job) else None
+
+    return wait_for(
+        f"job {job_id} on {on}: {what or 'condition'}",
+        reached,
+        timeout=timeout,
+        every=1,
+        seen=lambda: f"portal: {job and job.state} {job and job.array_tasks}\n{scontrol_show_job(job_id, cluster=on)}",
     )
 
 
@@ -104,12 +107,18 @@ def test_a_job_sbatched_in_a_shell_is_in_my_jobs_in_line_with_its_log_cancel_and
     assert f"in line in {small}" in row.select_one("[data-testid=queue-line]").get_text()
     get_gateway(on).run(["scancel", str(blocker)], as_user="bob")
     job = poll_until(on, job_id, lambda j: j.state == JobState.RUNNING, what="running")
-    log = ""
-    for _ in range(30):
-        log = page(signed_in, f"/jobs/{job.key}/log/out/").get_text()
-        if "hello from alice outside the portal" in log:
-            break
-        time.sleep(1)
+
+    def log_with_the_line() -> str:
+        text = page(signed_in, f"/jobs/{job.key}/log/out/").get_text()
+        return text if "hello from alice outside the portal" in text else ""
+
+    log = wait_for(
+        "the job's line on its log page",
+        log_with_the_line,
+        timeout=40,
+        every=1,
+        seen=lambda: page(signed_in, f"/jobs/{job.key}/log/out/").get_text()[-2000:],
+    )
     assert "hello from alice outside the portal" in log
     cancel(signed_in, job, django_capture_on_commit_callbacks)
     job = poll_until(on, job_id, lambda j: j.is_final and not j.accounting_pending, what="cancelled")

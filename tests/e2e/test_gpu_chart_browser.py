@@ -19,9 +19,10 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from jobs.gpu_usage import gpu_usage_refresh
 from jobs.services import snapshot_refresh
 from slurm import get_gateway
-from tests.cluster.test_gpu_usage_integration import job_state, query, wait_until
+from tests.cluster.test_gpu_usage_integration import query, wait_running
 from tests.e2e.test_batch_job_browser import shot
 from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -120,11 +121,13 @@ def test_the_job_pages_gpu_chart_renders_and_its_figures_match_prometheus(
 ):  # noqa: F811
     page = browser_page
     sign_in(page, portal_with_idp, "alice")  # the portal knows alice from here on: her jobs follow
-    wait_until(f"job {gpu_job} running", lambda: job_state("cluster1", gpu_job) == "RUNNING", timeout=60)
-    wait_until(
+    wait_running("cluster1", gpu_job)
+    wait_for(
         "Prometheus has both GPUs of the job at 80 % and 0 %",
         lambda: sorted(v["sm-active"] for v in from_prometheus(gpu_job).values()) == ["0 %", "80 %"],
         timeout=60,
+        every=1,
+        seen=lambda: from_prometheus(gpu_job),
     )
 
     page.goto(portal_with_idp + "/jobs/")

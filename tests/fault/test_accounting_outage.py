@@ -25,6 +25,7 @@ from slurm.states import JobState
 from teams.models import Membership, Role, Team
 from teams.sync_runs import sync_run_last
 from tests.teams.test_slurm_sync_integration import associations, remove_account
+from tests.waiting import log_tail, pause, scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.real_sync, pytest.mark.timeout(600)]
 
@@ -48,24 +49,32 @@ def sh(*argv, check=True, **kw):
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
 
-def until(what: str, predicate, timeout: float, every: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"{what}: not within {timeout:.0f} s")
-
-
 def reasons(client: Client, url: str) -> dict[str, str]:
-    soup = BeautifulSoup(client.get(url).content.decode(), "html.parser")
+    """The freshness notices of the page at ``url``: {data-reason: text}. A page that raises fails the
+    test at once, also inside a wait (wait_for would take the exception for "not yet")."""
+    try:
+        resp = client.get(url)
+    except Exception as exc:  # re-raised as the test's failure
+        pytest.fail(f"GET {url} raised {exc!r}")
+    soup = BeautifulSoup(resp.content.decode(), "html.parser")
     return {t["data-reason"]: " ".join(t.get_text().split()) for t in soup.select("[data-reason]")}
+
+
+def job_seen(job: Job) -> str:
+    """The job's row and what slurmctld says of it, for a wait's failure message."""
+    row = Job.objects.filter(pk=job.pk).values("state", "slurm_job_id", "accounting_pending", "submit_error").first()
+    return f"row: {row}\n" + (scontrol_show_job(row["slurm_job_id"]) if row and row["slurm_job_id"] else "")
 
 
 def slurmdbd_stop() -> None:
     os.kill(int(DBD_PID.read_text().strip()), signal.SIGTERM)
-    until("slurmdbd stops", lambda: sh("sacct", "-n", "-X", "-j", "1", check=False).returncode != 0, 30)
+    wait_for(
+        "slurmdbd to stop answering (sacct fails)",
+        lambda: sh("sacct", "-n", "-X", "-j", "1", check=False).returncode != 0,
+        timeout=30,
+        every=1.0,
+        seen=lambda: log_tail("/var/log/slurm/slurmdbd.log"),
+    )
 
 
 def slurmdbd_start() -> None:
@@ -86,14 +95,21 @@ def accounts(django_user_model):
 
 def test_slurmdbd_down_while_a_gpu_job_ends(celery_stack, accounts):
     alice, dana, lab = accounts
-    until("the first snapshot", lambda: celery_stack.polls(), 60)
+    tmp = celery_stack.tmp
+    wait_for("the first snapshot", celery_stack.polls, timeout=60, every=1.0, seen=lambda: log_tail(tmp / "poller.log"))
     as_alice, as_dana = Client(), Client()
     as_alice.force_login(alice)
     as_dana.force_login(dana)
     resp = as_alice.post("/jobs/new/", JOB)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     job = Job.objects.get(name="dbd-outage")
-    until("the job runs", lambda: Job.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(), 90)
+    wait_for(
+        "the job to run",
+        lambda: Job.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(),
+        timeout=90,
+        every=1.0,
+        seen=lambda: job_seen(job),
+    )
     job.refresh_from_db()
     slurm_id = job.slurm_job_id
 
@@ -103,35 +119,55 @@ def test_slurmdbd_down_while_a_gpu_job_ends(celery_stack, accounts):
         # an admin changes a team's limits: the sync fails at once, says so with Slurm's words, and is retried
         resp = as_dana.post(f"/teams/{lab.name}/settings/limits/", {"gpu_hours_quota": "12", "gpu_limit": "2"})
         assert resp.status_code == 302, resp.content.decode()[:2000]
-        run = until("the sync's first try fails", lambda: (r := sync_run_last(lab.name)) and r.retrying and r, 60)
+        run = wait_for(
+            "the sync's first try to fail",
+            lambda: (r := sync_run_last(lab.name)) and r.retrying and r,
+            timeout=60,
+            every=1.0,
+            seen=lambda: f"last sync run: {sync_run_last(lab.name)}\nworker log:\n" + log_tail(tmp / "worker.log"),
+        )
         html = as_dana.get(f"/teams/{lab.name}/settings/sync/{run.run_id}/").content.decode()
         assert 'data-testid="sync-retrying"' in html and "Trying again at" in html, html
         assert re.search(r"database|slurmdbd|Connection refused", run.headline + " ".join(run.lines)), run
 
         # the job ends while accounting is down: the queue's own final state, at once
-        until(
-            "the queue's final state",
+        wait_for(
+            "the queue's final state (COMPLETED, accounting pending)",
             lambda: Job.objects.filter(pk=job.pk, state=JobState.COMPLETED, accounting_pending=True).exists(),
-            90,
+            timeout=90,
+            every=1.0,
+            seen=lambda: job_seen(job) + "\npoller log:\n" + log_tail(tmp / "poller.log"),
         )
         job.refresh_from_db()
         assert job.status_unknown_since is None and job.gpu_hours is None and job.end_at is not None
         queue_elapsed = job.elapsed_s
         assert 9 <= queue_elapsed <= 20, queue_elapsed
         for url in (f"/jobs/{job.key}/status/", "/jobs/table/", "/jobs/history/"):
-            seen = until(f"{url} says accounting is unavailable", lambda u=url: reasons(as_alice, u), 60)
+            seen = wait_for(
+                f"{url} to say accounting is unavailable",
+                lambda u=url: reasons(as_alice, u),
+                timeout=60,
+                every=1.0,
+                seen=lambda: "poller log:\n" + log_tail(tmp / "poller.log"),
+            )
             assert list(seen) == ["accounting-unavailable"], (url, seen)
         assert 'data-testid="accounting-pending"' in as_alice.get(f"/jobs/{job.key}/status/").content.decode()
         history = as_alice.get("/jobs/history/").content.decode()
         assert str(job.key) in history  # listed, as the queue reported it
         api = as_alice.get(f"/api/v1/jobs/{job.key}").json()
         assert api["accounting_pending"] and "accounting-unavailable" in api["freshness"]["reasons"]
-        time.sleep(max(0.0, 40 - (time.time() - stopped)))  # accounting stays down well past the job's end
+        pause(max(0.0, 40 - (time.time() - stopped)), "accounting stays down well past the job's end")
     finally:
         slurmdbd_start()
 
     # accounting is back: Slurm's own figures replace the queue's
-    until("accounting's record", lambda: Job.objects.filter(pk=job.pk, accounting_pending=False).exists(), 180, every=2)
+    wait_for(
+        "accounting's record of the job",
+        lambda: Job.objects.filter(pk=job.pk, accounting_pending=False).exists(),
+        timeout=180,
+        every=2,
+        seen=lambda: job_seen(job) + "\npoller log:\n" + log_tail(tmp / "poller.log"),
+    )
     job.refresh_from_db()
     out = sh(
         "sacct", "-n", "-X", "-P", "-o", "ElapsedRaw,End", "-j", str(slurm_id), env={**os.environ, "SLURM_TIME_FORMAT": "%s"}
@@ -140,10 +176,22 @@ def test_slurmdbd_down_while_a_gpu_job_ends(celery_stack, accounts):
     assert job.state == JobState.COMPLETED and job.elapsed_s == elapsed_raw < 20  # not the outage's length
     assert job.gpu_hours == pytest.approx(elapsed_raw / 3600, rel=0.01)  # 1 GPU x Slurm's elapsed
     assert int(job.end_at.timestamp()) == end
-    until("the notice goes", lambda: not reasons(as_alice, "/jobs/history/"), 90)
+    wait_for(
+        "the accounting notice to go from /jobs/history/",
+        lambda: not reasons(as_alice, "/jobs/history/"),
+        timeout=90,
+        every=1.0,
+        seen=lambda: reasons(as_alice, "/jobs/history/"),
+    )
 
     # the retried sync went through once slurmdbd answered
-    done = until("the retried sync", lambda: (r := sync_run_last(lab.name)) and r.done and r, 120, every=2)
+    done = wait_for(
+        "the retried sync to end",
+        lambda: (r := sync_run_last(lab.name)) and r.done and r,
+        timeout=120,
+        every=2,
+        seen=lambda: f"last sync run: {sync_run_last(lab.name)}\nworker log:\n" + log_tail(tmp / "worker.log"),
+    )
     assert done.ok, (done.headline, done.lines)
     assert done.attempt > 1 and "tries" in done.headline
     assert any("gres/gpu=2" in line for line in associations(lab.name)), associations(lab.name)

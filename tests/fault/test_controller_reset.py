@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from jobs.models import Job
 from jobs.services import snapshot_refresh
 from slurm.states import JobState
 from tests.jobs.test_jobs_integration import alice, policy, submit, wait  # noqa: F401  (fixtures)
+from tests.waiting import log_tail, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(400)]
 
@@ -28,19 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 STATE_DIR = Path("/var/spool/slurmctld")
 CTLD_PID = Path("/run/slurmctld.pid")
+CTLD_LOG = Path("/var/log/slurm/slurmctld.log")
 
 
 def sh(*argv, check=True, **kw):
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
-
-
-def until(what, predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    pytest.fail(f"{what}: not within {timeout} s")
 
 
 def steps_of(job_id: int) -> list[str]:
@@ -57,16 +49,34 @@ def reset_controller(first_job_id: int) -> None:
     old one fails to launch (exit code 1), which is Slurm's race, not the portal's."""
     pid = int(CTLD_PID.read_text().strip())
     os.kill(pid, signal.SIGTERM)
-    until("slurmctld stops", lambda: not Path(f"/proc/{pid}").exists(), 60)
+    wait_for(
+        f"slurmctld (pid {pid}) to stop",
+        lambda: not Path(f"/proc/{pid}").exists(),
+        timeout=60,
+        every=0.5,
+        seen=lambda: log_tail(CTLD_LOG),
+    )
     for name in ("job_state", "job_state.old"):
         (STATE_DIR / name).unlink(missing_ok=True)
     original = SLURM_CONF.read_text()
     SLURM_CONF.write_text(original + f"\nFirstJobId={first_job_id}\n")
     try:
         sh("/usr/sbin/slurmctld")
-        until("slurmctld answers", lambda: sh("scontrol", "ping", check=False).stdout.count("UP") > 0, 60)
-        until("the nodes register", nodes_registered, 90)
-        until("the forgotten job's steps end on its node", lambda: not steps_of(first_job_id), 60)
+        wait_for(
+            "slurmctld to answer",
+            lambda: sh("scontrol", "ping", check=False).stdout.count("UP") > 0,
+            timeout=60,
+            every=0.5,
+            seen=lambda: sh("scontrol", "ping", check=False).stdout + "\n" + log_tail(CTLD_LOG),
+        )
+        wait_for("the nodes to register", nodes_registered, timeout=90, every=0.5, seen=node_states)
+        wait_for(
+            f"the forgotten job {first_job_id}'s steps to end on its node",
+            lambda: not steps_of(first_job_id),
+            timeout=60,
+            every=0.5,
+            seen=lambda: steps_of(first_job_id),
+        )
     finally:
         SLURM_CONF.write_text(original)  # the saved state carries the id counter from now on
     restart_slurmds()
@@ -74,6 +84,12 @@ def reset_controller(first_job_id: int) -> None:
 
 def nodes_registered() -> bool:
     return all(s in ("idle", "mixed", "allocated") for s in sh("sinfo", "-h", "-N", "-o", "%T").stdout.split())
+
+
+def node_states() -> str:
+    """sinfo's node list (name, state, reason), for a wait's failure message."""
+    done = sh("sinfo", "-h", "-N", "-o", "%N %T %E", check=False)
+    return done.stdout + done.stderr
 
 
 def restart_slurmds() -> None:
@@ -85,9 +101,15 @@ def restart_slurmds() -> None:
     pids = [int(p.read_text().strip()) for p in sorted(Path("/run").glob("slurmd-node*.pid"))]
     for pid in pids:
         os.kill(pid, signal.SIGTERM)
-    until("the slurmds stop", lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60)
+    wait_for(
+        "the slurmds to stop",
+        lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids),
+        timeout=60,
+        every=0.5,
+        seen=lambda: "still running: " + str([pid for pid in pids if Path(f"/proc/{pid}").exists()]),
+    )
     sh("bash", str(REPO / "cluster" / "up.sh"), timeout=240)
-    until("the nodes register again", nodes_registered, 90)
+    wait_for("the nodes to register again", nodes_registered, timeout=90, every=0.5, seen=node_states)
 
 
 def test_a_reused_job_id_after_a_controller_reset_never_mixes_two_jobs(alice, policy, django_capture_on_commit_callbacks):  # noqa: F811

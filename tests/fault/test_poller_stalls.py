@@ -15,6 +15,7 @@ from django.conf import settings
 
 from jobs.tasks import POLL_MIN_GAP
 from slurm.snapshot import snapshot_load
+from tests.waiting import log_tail, pause, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -22,13 +23,14 @@ INTERVAL = 2.0  # PORTAL_SNAPSHOT_INTERVAL of the celery_stack fixture
 
 
 def wait_for_polls(stack, count: int, *, since: float, timeout: float = 60) -> list[float]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        polls = stack.polls(since=since)
-        if len(polls) >= count:
-            return polls
-        time.sleep(0.5)
-    pytest.fail(f"fewer than {count} polls in {timeout} s; poller log:\n" + stack.log("poller")[-3000:])
+    """The times of cluster1's polls since ``since`` (Unix time), once there are at least ``count``."""
+    return wait_for(
+        f"{count} polls of cluster1 since {since:.1f}",
+        lambda: polls if len(polls := stack.polls(since=since)) >= count else None,
+        timeout=timeout,
+        every=0.5,
+        seen=lambda: "poller log:\n" + log_tail(stack.tmp / "poller.log"),
+    )
 
 
 def gaps(times: list[float]) -> list[float]:
@@ -41,14 +43,14 @@ def test_stalled_poller_runs_one_poll_then_keeps_the_interval(celery_stack):
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
 
     os.kill(stack.poller.pid, signal.SIGSTOP)  # the poller's worker stalls; beat goes on sending
-    time.sleep(10 * INTERVAL)
+    pause(10 * INTERVAL, "the poller's worker stays stopped 10 intervals: the stall under test")
     backlog = broker.llen("poller")
     assert backlog >= 7, f"beat should have queued a backlog of polls while the worker was stopped, found {backlog}"
     resumed = time.time()
     os.kill(stack.poller.pid, signal.SIGCONT)
 
     after = wait_for_polls(stack, 1, since=resumed, timeout=30)
-    time.sleep(3 * INTERVAL)
+    pause(3 * INTERVAL, "the polls of 3 intervals after the resume are counted: a burst would show there")
     after = stack.polls(since=resumed)
     # The backlog expired instead of running: about one poll per interval since the resume, never a burst.
     assert 1 <= len(after) <= 4, (
@@ -64,9 +66,15 @@ def test_a_second_beat_changes_nothing_and_takes_over_when_the_first_dies(celery
     stack = celery_stack
     wait_for_polls(stack, 2, since=0)
     stack.start_beat("beat2")
-    time.sleep(3)  # beat2 is up and waiting for RedBeat's lock
+    # beat2 is up and waiting for RedBeat's lock (celery logs "beat: Starting..." just before it asks for it)
+    wait_for(
+        "beat2 to start",
+        lambda: "beat: Starting..." in stack.log("beat2"),
+        timeout=60,
+        seen=lambda: log_tail(stack.tmp / "beat2.log"),
+    )
     window_start = time.time()
-    time.sleep(8 * INTERVAL)
+    pause(8 * INTERVAL, "the polls of 8 intervals with two beats are counted: a second sender would show there")
     window = stack.polls(since=window_start)
     assert len(window) <= 8 + 1, f"{len(window)} polls in {8 * INTERVAL:.0f} s with two beats: {gaps(window)}"
     assert min(gaps(window), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(window)
@@ -91,15 +99,18 @@ def test_beat_outlives_a_redis_restart_that_loses_its_lock_and_schedule(celery_s
     wait_for_polls(stack, 2, since=0)
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], check=False, capture_output=True)
-    time.sleep(4 * INTERVAL)  # the beat tries while Redis is down
-    subprocess.run(REDIS_START, check=True, capture_output=True)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if broker.ping():
-                break
-        except redis.ConnectionError:
-            time.sleep(0.2)
+    down_since = time.monotonic()
+    try:
+        wait_for(
+            "the beat to find Redis gone",
+            lambda: "Redis cannot be reached" in stack.log("beat"),
+            timeout=60,
+            seen=lambda: log_tail(stack.tmp / "beat.log"),
+        )
+        pause(max(0.0, 4 * INTERVAL - (time.monotonic() - down_since)), "Redis stays down 4 intervals: the beat keeps trying")
+    finally:  # Redis comes back whatever happened
+        subprocess.run(REDIS_START, check=True, capture_output=True)
+    wait_for("Redis to answer again", broker.ping, timeout=10, every=0.2)
     back = time.time()
     polls = wait_for_polls(stack, 3, since=back, timeout=60)
     assert stack.procs["beat"].poll() is None, "beat exited:\n" + stack.log("beat")[-3000:]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 from django.db import connection
@@ -17,6 +16,7 @@ from jobs.models import Job
 from slurm.states import JobState
 from tests.e2e.test_batch_job_browser import shot
 from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)
+from tests.waiting import log_tail, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -31,9 +31,13 @@ def notice(page, reason: str, *, timeout: float = 30_000) -> str:
 def test_a_stalled_poller_is_said_on_every_page(portal_with_idp, celery_stack, browser_page, settings):  # noqa: F811
     settings.SNAPSHOT_MAX_AGE = 12  # seconds without a poll before pages say so (the default is 60)
     page = browser_page
-    deadline = time.monotonic() + 60
-    while not celery_stack.polls() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for(
+        "the poller's first poll",
+        celery_stack.polls,
+        timeout=60,
+        every=0.5,
+        seen=lambda: log_tail(celery_stack.tmp / "poller.log"),
+    )
     sign_in(page, portal_with_idp, "alice", start="/jobs/", landed="[data-testid=new-job]")
     from accounts.models import User
 

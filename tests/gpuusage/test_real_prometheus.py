@@ -20,6 +20,7 @@ import requests
 from gpuusage.series import job_series
 from gpuusage.store import usage_read
 from tests.conftest import free_port
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -83,17 +84,18 @@ def prometheus(tmp_path_factory):
     began = time.time()  # the range query below needs this Prometheus's own 8 s of samples (START is
     # when the module was imported: in a whole run, long before this fixture, which CI showed empty)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                answer = requests.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_PROF_SM_ACTIVE)"}, timeout=1)
-                if answer.ok and answer.json()["data"]["result"] and time.time() - began > 8:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("Prometheus did not start scraping within 60 s")
+
+        def scraping() -> bool:
+            answer = requests.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_PROF_SM_ACTIVE)"}, timeout=1)
+            return bool(answer.ok and answer.json()["data"]["result"] and time.time() - began > 8)
+
+        wait_for(
+            "Prometheus to scrape the exporter, with 8 s of its own samples",
+            scraping,
+            timeout=60,
+            every=0.5,
+            seen=lambda: f"{time.time() - began:.0f} s since it started; prometheus exit code: {proc.poll()}",
+        )
         yield url
     finally:
         proc.terminate()

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from jobs.submit import job_check
 from portal.refusals import Refused
 from slurm import get_gateway
 from slurm.states import JobState
+from tests.waiting import wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -60,14 +60,8 @@ def policy(clean_cache):
 
 
 def wait(job: Job, states, timeout: float = 120) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snapshot_refresh()
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} still {job.state} after {timeout} s")
+    """The job once it is in one of ``states``, as a poll of its cluster shows it (tests.waiting.wait_for_job)."""
+    return wait_for_job(job, states, timeout=timeout)
 
 
 def form_post(client, user, image: str, script: str):

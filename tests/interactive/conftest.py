@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import requests
 from django.db import connection
 
 from tests.conftest import REPO, free_port
+from tests.waiting import log_tail, scontrol_show_job, wait_for
 
 HUB_TOKEN = "test-hub-token"
 #: The test hub's PORTAL_SESSION_START_TIMEOUT (seconds).
@@ -55,19 +55,25 @@ class TestHub:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def up_or_exited() -> str:
             try:
                 if requests.get(self.api_url + "/", timeout=2).status_code == 200:
-                    return
+                    return "up"
             except requests.RequestException:
                 pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                log = self.log()[-4000:]
-                self.stop()
-                self.stop_proxy()  # the fixture never yields: nothing else would stop it
-                pytest.fail("the test hub did not start:\n" + log)
-            time.sleep(0.3)
+            return f"exited with status {self.proc.returncode}" if self.proc.poll() is not None else ""
+
+        try:
+            outcome = wait_for(
+                "the test hub's API to answer", up_or_exited, timeout=timeout, every=0.3, seen=lambda: log_tail(self.log_file)
+            )
+            if outcome != "up":
+                pytest.fail(f"the test hub did not start ({outcome}):\n" + self.log()[-4000:])
+        except BaseException:  # pytest.fail's exception is a BaseException
+            self.stop()
+            self.stop_proxy()  # the fixture never yields: nothing else would stop it
+            raise
 
     def stop(self) -> None:
         """Stop the hub (SIGTERM to its process group, as ``make stop`` does); not the proxy."""
@@ -228,10 +234,13 @@ def interactive_blocker(seconds: int, *, time_min: int) -> Iterator[str]:
     argv += ["--mem=100M", f"--time={time_min}", "--job-name=queue-blocker", "--output=/dev/null", "--wrap", f"sleep {seconds}"]
     job_id = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
     try:
-        deadline = time.monotonic() + 90
-        while (state := job_state(job_id)) != "RUNNING":
-            assert time.monotonic() < deadline, f"bob's blocker job {job_id} did not start: {state}"
-            time.sleep(0.5)
+        wait_for(
+            f"bob's blocker job {job_id} to run",
+            lambda: job_state(job_id) == "RUNNING",
+            timeout=90,
+            every=0.5,
+            seen=lambda: scontrol_show_job(job_id),
+        )
         yield job_id
     finally:
         subprocess.run(["scancel", job_id], check=False)

@@ -6,10 +6,13 @@ websocket, until stdin closes. Runs under the Jupyter venv's Python (tornado's c
 Usage: ``session_stream.py SERVER_URL TOKEN [INTERVAL]`` (``SERVER_URL``: the single-user server's
 public URL, ending in ``/``). Prints ``ready`` once the websocket is open, then at the end one JSON
 line: ``{"http_ok": [t, ...], "ws_ok": [t, ...], "failures": [[t, what], ...]}`` (``t``: Unix seconds).
+With ``SESSION_STREAM_PROGRESS`` set to a file, each outcome is also appended to it as it happens, one
+line each: ``http <t>``, ``ws <t>`` or ``fail <t> <what>`` (what the test waits for meanwhile).
 """
 
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -41,16 +44,27 @@ async def run(base: str, token: str, interval: float) -> dict:
     done = asyncio.Event()
     asyncio.get_running_loop().add_reader(sys.stdin, done.set)  # readable = EOF (the test closed it)
     result = {"http_ok": [], "ws_ok": [], "failures": []}
+    path = os.environ.get("SESSION_STREAM_PROGRESS")
+    progress = open(path, "a", buffering=1) if path else None  # line-buffered: each line is there as it happens
+
+    def record(kind: str, now: float, what: str = "") -> None:
+        if kind == "fail":
+            result["failures"].append([now, what])
+        else:
+            result[f"{kind}_ok"].append(now)
+        if progress is not None:
+            progress.write(f"{kind} {now} {what}".rstrip() + "\n")
+
     while not done.is_set():
         now = time.time()
         try:
             r = await http.fetch(HTTPRequest(base + "api/status", headers=headers, request_timeout=10), raise_error=False)
             if r.code == 200:
-                result["http_ok"].append(now)
+                record("http", now)
             else:
-                result["failures"].append([now, f"GET api/status: HTTP {r.code}"])
+                record("fail", now, f"GET api/status: HTTP {r.code}")
         except Exception as exc:  # noqa: BLE001 - every failure is reported
-            result["failures"].append([now, f"GET api/status: {exc!r}"])
+            record("fail", now, f"GET api/status: {exc!r}")
         try:
             request = execute_request("1+1")
             await ws.write_message(json.dumps(request))
@@ -65,13 +79,15 @@ async def run(base: str, token: str, interval: float) -> dict:
                     break
             if reply["content"]["status"] != "ok":
                 raise RuntimeError(reply["content"])
-            result["ws_ok"].append(now)
+            record("ws", now)
         except Exception as exc:  # noqa: BLE001
-            result["failures"].append([now, f"kernel over websocket: {exc!r}"])
+            record("fail", now, f"kernel over websocket: {exc!r}")
             if ws.protocol is None:  # closed: the next rounds would all fail the same way
                 break
         await asyncio.sleep(interval)
     ws.close()
+    if progress is not None:
+        progress.close()
     await http.fetch(HTTPRequest(base + f"api/kernels/{kernel}", method="DELETE", headers=headers), raise_error=False)
     return result
 

@@ -23,7 +23,8 @@ from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start
 from jobs.gpu_usage import gpu_usage_refresh
 from slurm.clusters import sessions_cluster
-from tests.cluster.test_gpu_usage_integration import query, wait_until
+from tests.cluster.test_gpu_usage_integration import query
+from tests.waiting import pause, wait_for
 
 from .test_hub_integration import alice, wait_ready  # noqa: F401 - the fixture, and leaving nothing behind
 
@@ -59,18 +60,27 @@ def test_a_1_gpu_session_at_0_percent_is_warned_and_stopped_one_at_60_percent_is
         found = session_jobs(cluster)
         return {s.pk: found[str(s.key)] for s in (idle, busy)} if all(str(s.key) in found for s in (idle, busy)) else None
 
-    job_ids = wait_until("both jobs in the snapshot", both_jobs)
-    indexes = wait_until("both GPUs mapped", lambda: all(gpu_index(j) for j in job_ids.values()) and job_ids, timeout=30)
+    job_ids = wait_for("both jobs in the snapshot", both_jobs, timeout=60, every=1, seen=lambda: session_jobs(cluster))
+    indexes = wait_for(
+        "both GPUs mapped",
+        lambda: all(gpu_index(j) for j in job_ids.values()) and job_ids,
+        timeout=30,
+        every=1,
+        seen=lambda: {p.name: p.read_text().strip() for p in MAP_DIR.iterdir()},
+    )
     for session, load in ((idle, 0), (busy, 60)):
         (LOAD_DIR / gpu_index(indexes[session.pk])).write_text(f"job={job_ids[session.pk]} load={load}\n")
+
+    last_read = {}
 
     def figures():
         usage = gpu_usage_refresh(cluster=cluster)
         assert usage is not None and not usage.error, usage
         seen = {pk: [g.sm_active for g in usage.jobs.get(str(j), [])] for pk, j in job_ids.items()}
+        last_read["SM activity by session"] = seen
         return seen if seen == {idle.pk: [0.0], busy.pk: [60.0]} else None
 
-    wait_until("0 % and 60 % read from Prometheus", figures, timeout=60)
+    wait_for("0 % and 60 % read from Prometheus", figures, timeout=60, every=1, seen=lambda: last_read)
 
     warnings, stopped, began = [], [], time.monotonic()
     while not stopped:
@@ -81,7 +91,7 @@ def test_a_1_gpu_session_at_0_percent_is_warned_and_stopped_one_at_60_percent_is
         if cards[idle.pk].idle_warning:
             warnings.append((round(time.monotonic() - began), cards[idle.pk].idle_warning))
         assert cards[busy.pk].idle_warning == ""
-        time.sleep(5)
+        pause(5, "the GPU's 2 min below 5 % pass; the poller's read and the idle task run every 5 s meanwhile")
     elapsed = time.monotonic() - began
     assert [s.pk for s in stopped] == [idle.pk]
     assert 110 <= elapsed <= 190, elapsed  # 2 min below 5 %, looked at every 5 s here

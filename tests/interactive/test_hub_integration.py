@@ -20,6 +20,9 @@ from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start, session_stop
 from portal.refusals import Refused
+from slurm.clusters import sessions_cluster
+from slurm.snapshot import snapshot_load
+from tests.waiting import log_tail, pause, scontrol_show_job, wait_for
 
 from .conftest import squeue_session_jobs
 
@@ -42,16 +45,19 @@ def alice(hub_portal):
 
 
 def wait_ready(hub, user: str, server: str, timeout: float = 120) -> dict:
+    """The hub's model of ``user``'s ``server`` once the hub says it is ready; fails at once when the
+    hub no longer lists it (after the first 5 s, while the spawn may not be listed yet)."""
     began = time.monotonic()
-    while time.monotonic() < began + timeout:
-        data = hub.api("GET", f"/users/{user}").json()
-        s = data["servers"].get(server)
-        if s and s["ready"]:
-            return s
+
+    def ready() -> dict | None:
+        s = hub.api("GET", f"/users/{user}").json()["servers"].get(server)
         if s is None and time.monotonic() > began + 5:
             pytest.fail(f"server {server} vanished before it was ready:\n{hub.log()[-3000:]}")
-        time.sleep(0.5)
-    pytest.fail(f"server {server} not ready after {timeout} s:\n{hub.log()[-3000:]}")
+        return s if s and s["ready"] else None
+
+    return wait_for(
+        f"{user}'s server {server} to be ready", ready, timeout=timeout, every=0.5, seen=lambda: log_tail(hub.log_file)
+    )
 
 
 def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
@@ -105,9 +111,15 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
 
     session.refresh_from_db()
     session_stop(session=session, by=alice)
-    deadline = time.monotonic() + 30
-    while squeue_session_jobs("alice") and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    # Gone from the queue, not only COMPLETING: the next test starts with alice's queue empty.
+    wait_for(
+        "alice's session job to leave the queue and the hub to forget the server",
+        lambda: not squeue_session_jobs("alice") and session.server_name not in hub.api("GET", "/users/alice").json()["servers"],
+        timeout=60,
+        every=0.5,
+        seen=lambda: (squeue_session_jobs("alice"), log_tail(hub.log_file)),
+    )
     remaining = [j for j in squeue_session_jobs("alice") if j["JobState"] not in ("COMPLETING", "CANCELLED")]
     assert remaining == []
     assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
@@ -172,11 +184,14 @@ def _slurmctld(action: str) -> None:
     if action == "stop":
         pid = Path("/run/slurmctld.pid").read_text().strip()
         subprocess.run(["kill", "-TERM", pid], check=True)
-        for _ in range(100):
-            if subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0:
-                return
-            time.sleep(0.1)
-        raise AssertionError("slurmctld did not stop")
+        wait_for(
+            f"slurmctld (pid {pid}) to stop",
+            lambda: subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0,
+            timeout=10,
+            every=0.1,
+            seen=lambda: subprocess.run(["ps", "-o", "pid,stat,etime,args", "-p", pid], capture_output=True, text=True).stdout,
+        )
+        return
     subprocess.run(["bash", str(REPO / "cluster" / "up.sh")], check=True, capture_output=True, timeout=120)
 
 
@@ -194,17 +209,53 @@ def test_running_session_survives_the_controller_down_for_a_minute(alice, hub_po
             assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
             r = requests.get(f"{hub.url}{server['url']}api/status", headers={"Authorization": f"token {token}"}, timeout=30)
             assert r.status_code == 200
-            time.sleep(5)
+            pause(5, "the controller stays down for a minute; the session is checked every 5 s meanwhile")
         # the hub did poll during the outage, and was told "unknown", not "ended"
         assert "unknown (portal" in hub.log()[log_mark:] or "keeping the session" in hub.log()[log_mark:]
         cards, _ = session_cards(user=alice)
         assert next(c for c in cards if c.session.pk == session.pk).phase == "running"
     finally:
         _slurmctld("start")
-    time.sleep(8)  # a poll after the controller is back
+    # A poll after the controller is back: a good snapshot taken since it came back, then the hub's
+    # next poll (its status read from that snapshot, then the activity report that follows it).
+    back_at, cluster = time.time(), sessions_cluster().name
+
+    def fresh_snapshot() -> float | None:
+        snapshot = snapshot_load(with_jobs=True, cluster=cluster)
+        return time.time() if snapshot and snapshot.taken_at > back_at else None
+
+    fresh_at = wait_for(
+        "a good snapshot of the sessions cluster taken after the controller came back",
+        fresh_snapshot,
+        timeout=60,
+        every=0.5,
+        seen=lambda: _snapshot_times(cluster),
+    )
+
+    def polled_since() -> bool:
+        session.refresh_from_db()
+        if session.state != SessionState.RUNNING:
+            return True  # ended: the assertions below say so
+        reported = session.activity_reported_at
+        # 1 s after the fresh snapshot was seen: the poll behind the report read it, not an older one
+        return reported is not None and reported.timestamp() > fresh_at + 1
+
+    wait_for(
+        "the hub's first poll after the fresh snapshot (its activity report)",
+        polled_since,
+        timeout=60,
+        every=0.5,
+        seen=lambda: (session.state, session.activity_reported_at, log_tail(hub.log_file)),
+    )
     assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
     session.refresh_from_db()
     assert session.state == SessionState.RUNNING
+
+
+def _snapshot_times(cluster: str) -> str:
+    """When the cluster's stored snapshot was taken and last tried, and its error (for ``seen=``)."""
+    s = snapshot_load(with_jobs=False, cluster=cluster, memo=False)
+    return f"taken_at={s.taken_at} attempted_at={s.attempted_at} error={s.error!r} now={time.time()}" if s else "no snapshot"
 
 
 def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice, hub_portal, client):
@@ -233,10 +284,13 @@ def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice
         page = client.post("/sessions/", form, follow=True).content.decode()
         session = Session.objects.filter(user=alice).exclude(server_name="broken").latest("created_at")
         if session.state != SessionState.FAILED:  # the job took longer than the hub's first 10 s: the card follows
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and session.state != SessionState.FAILED:
-                time.sleep(0.5)
-                session.refresh_from_db()
+            wait_for(
+                "the session to fail",
+                lambda: session.refresh_from_db() or session.state == SessionState.FAILED,
+                timeout=60,
+                every=0.5,
+                seen=lambda: (session.state, session.message, log_tail(hub.log_file)),
+            )
             page = client.get("/sessions/").content.decode()
         else:
             assert "session did not start" in page and "exit code 1:0" in page.split("session-card")[0], page
@@ -286,10 +340,13 @@ def test_cancel_while_pending_and_refusals_from_the_portal(alice, hub_portal):
         .split(";")[0]
     )
     try:
-        deadline = time.monotonic() + 90
-        while sh_state(blocker) != "RUNNING":
-            assert time.monotonic() < deadline, f"bob's blocker job {blocker} did not start: {sh_state(blocker)}"
-            time.sleep(1)
+        wait_for(
+            f"bob's blocker job {blocker} to run",
+            lambda: sh_state(blocker) == "RUNNING",
+            timeout=90,
+            every=1,
+            seen=lambda: scontrol_show_job(blocker),
+        )
         _cancel_while_pending(alice, hub)
     finally:
         subprocess.run(["scancel", blocker], check=False)
@@ -301,29 +358,42 @@ def sh_state(job_id: str) -> str:
 
 def _cancel_while_pending(alice, hub):
     second = session_start(user=alice, raw_options={"hours": 1, "cpus": 8, "memory_mb": 1024})
-    deadline = time.monotonic() + 30
-    card = None
-    while time.monotonic() < deadline:
+
+    def card_of_second():
         cards, _ = session_cards(user=alice)
-        card = next(c for c in cards if c.session.pk == second.pk)
-        if card.phase == "queued" and card.position:
-            break
-        time.sleep(1)
+        return next(c for c in cards if c.session.pk == second.pk)
+
+    def queued_card():
+        card = card_of_second()
+        return card if card.phase == "queued" and card.position else None
+
+    card = wait_for(
+        "the pending session's card to say queued, with its place in line", queued_card, timeout=30, every=1, seen=card_of_second
+    )
     assert card.phase == "queued", card
     assert card.position and card.position >= 1 and card.in_line >= 1
     # start-up progress from the hub's progress events (the spawner's own message)
-    deadline = time.monotonic() + 15
-    while "queued" not in hub_client.progress_message("alice", second.server_name) and time.monotonic() < deadline:
-        time.sleep(1)
+    wait_for(
+        "the hub's progress message to say queued",
+        lambda: "queued" in hub_client.progress_message("alice", second.server_name),
+        timeout=15,
+        every=1,
+        seen=lambda: log_tail(hub.log_file),
+    )
     assert f"Slurm job {card.job.job_id} queued" in hub_client.progress_message("alice", second.server_name)
     second.refresh_from_db()
     session_stop(session=second, by=alice)
     second.refresh_from_db()
     assert second.state == SessionState.STOPPED and "Cancelled before it started" in second.message
-    deadline = time.monotonic() + 20
-    while any(j["Comment"] == f"portal:{second.key}" and j["JobState"] == "PENDING" for j in squeue_session_jobs("alice")):
-        assert time.monotonic() < deadline, "the pending job was not cancelled"
-        time.sleep(0.5)
+    wait_for(
+        "the pending job to be cancelled",
+        lambda: (
+            not any(j["Comment"] == f"portal:{second.key}" and j["JobState"] == "PENDING" for j in squeue_session_jobs("alice"))
+        ),
+        timeout=20,
+        every=0.5,
+        seen=lambda: squeue_session_jobs("alice"),
+    )
 
     with pytest.raises(Refused) as refused:
         session_start(user=alice, raw_options={"gpu_count": 3})
@@ -339,11 +409,13 @@ def test_idle_session_is_stopped_and_the_user_told_why(alice, hub_portal, settin
     session = session_start(user=alice, raw_options={"hours": 2, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
     session_cards(user=alice)  # the page marks it running
-    deadline = time.monotonic() + 30  # the test hub polls every 5 s
-    while session.activity_reported_at is None:
-        assert time.monotonic() < deadline, hub.log()[-3000:]
-        time.sleep(1)
-        session.refresh_from_db()
+    wait_for(  # the test hub polls every 5 s
+        "the hub's first activity report of the session",
+        lambda: session.refresh_from_db() or session.activity_reported_at is not None,
+        timeout=30,
+        every=1,
+        seen=lambda: log_tail(hub.log_file),
+    )
     assert session.last_input_at is None  # nobody has used it: no kernel, no terminal, no save
     assert sessions_cull_idle(now=djtz.now() + timedelta(minutes=1)) == []  # not idle long enough
     stopped = sessions_cull_idle(now=djtz.now() + timedelta(minutes=4))

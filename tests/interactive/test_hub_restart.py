@@ -6,6 +6,7 @@ the proxy, tests/interactive/session_stream.py) while the hub stops and starts a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import requests
 
 from interactive.services import session_cards, session_start, session_stop
+from tests.waiting import log_tail, wait_for
 
 from .conftest import JUPYTER_VENV
 from .test_hub_integration import alice, wait_ready  # noqa: F401 (fixture)
@@ -28,8 +30,22 @@ def hub_answers(hub) -> bool:
         return False
 
 
-def test_a_hub_restart_leaves_open_sessions_connected(alice, hub_portal):  # noqa: F811
+def answered_since(progress: Path, since: float) -> int:
+    """How many rounds of the stream (tests/interactive/session_stream.py's progress file) began
+    after ``since`` (Unix seconds) and had both their HTTP request and their kernel answer: the
+    fewer of the two counts."""
+    counts = {"http": 0, "ws": 0}
+    for line in progress.read_text().splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind in counts and float(rest) > since:
+            counts[kind] += 1
+    return min(counts.values())
+
+
+def test_a_hub_restart_leaves_open_sessions_connected(alice, hub_portal, tmp_path):  # noqa: F811
     hub = hub_portal
+    progress = tmp_path / "stream-progress"
+    progress.touch()
     session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
     server = wait_ready(hub, "alice", session.server_name)
     token = hub.user_token("alice")
@@ -44,17 +60,35 @@ def test_a_hub_restart_leaves_open_sessions_connected(alice, hub_portal):  # noq
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "SESSION_STREAM_PROGRESS": str(progress)},
     )
+
+    def stream_seen() -> str:
+        return log_tail(progress)
+
     try:
         assert stream.stdout.readline().strip() == "ready", stream.stderr.read()
-        time.sleep(2)
+        wait_for("a first request and kernel answer through the proxy", lambda: answered_since(progress, 0), seen=stream_seen)
         down_from = time.time()
         hub.stop()
         assert not hub_answers(hub)  # the hub is really down
-        time.sleep(5)
-        hub.start()
+        down_for_sure = time.time()  # rounds begun from here on run while the hub is down from start to end
+        try:
+            wait_for(
+                "5 requests and 5 kernel answers through the proxy while the hub is down",
+                lambda: answered_since(progress, down_for_sure) >= 5,
+                timeout=60,
+                seen=stream_seen,
+            )
+        finally:
+            hub.start()  # also after a failed wait: the other tests use this hub
         up_again = time.time()
-        time.sleep(5)
+        wait_for(
+            "5 requests and 5 kernel answers through the proxy since the hub is back",
+            lambda: answered_since(progress, up_again) >= 5,
+            timeout=60,
+            seen=stream_seen,
+        )
         out, err = stream.communicate(timeout=60)  # closes its stdin: it stops and reports
     finally:
         if stream.poll() is None:

@@ -15,6 +15,7 @@ import requests
 
 from interactive.models import Session
 from interactive.services import session_start, session_stop
+from tests.waiting import log_tail, wait_for
 
 from .conftest import squeue_session_jobs
 from .test_hub_integration import alice, wait_ready  # noqa: F401  (fixture)
@@ -71,10 +72,13 @@ def test_a_jupyterlab_session_from_the_image_answers_through_the_proxy(alice, hu
     assert r.status_code == 200 and "last_input" in r.json(), r.text
     session.refresh_from_db()
     session_stop(session=session, by=alice)
-    deadline = time.monotonic() + 30
-    while [j for j in squeue_session_jobs("alice") if j["JobState"] not in ("COMPLETING", "CANCELLED")]:
-        assert time.monotonic() < deadline, squeue_session_jobs("alice")
-        time.sleep(0.5)
+    wait_for(
+        "alice's session job to end",
+        lambda: not [j for j in squeue_session_jobs("alice") if j["JobState"] not in ("COMPLETING", "CANCELLED")],
+        timeout=30,
+        every=0.5,
+        seen=lambda: squeue_session_jobs("alice"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -118,10 +122,13 @@ def test_an_image_gone_after_the_check_fails_the_session_with_its_sentence(alice
         user=alice,
         raw_options={"ide": "lab", "partition": "interactive", "cpus": 1, "memory_mb": 1024, "hours": 1, "image": "gone-lab"},
     )
-    deadline = time.monotonic() + 60
-    while session.state != SessionState.FAILED and time.monotonic() < deadline:
-        time.sleep(0.5)
-        session.refresh_from_db()
+    wait_for(
+        "the session to fail",
+        lambda: session.refresh_from_db() or session.state == SessionState.FAILED,
+        timeout=60,
+        every=0.5,
+        seen=lambda: (session.state, session.message, log_tail(hub_portal.log_file)),
+    )
     assert session.state == SessionState.FAILED, session.message
     assert (
         f"The image gone-lab ({doomed}) is no longer on the cluster: ask your admins or choose another image" in session.message

@@ -11,6 +11,7 @@ import pytest
 
 from interactive.models import SessionState
 from interactive.services import session_cards, session_start, session_stop
+from tests.waiting import log_tail, pause, wait_for
 
 from .conftest import START_TIMEOUT, interactive_blocker, squeue_session_jobs
 from .test_hub_integration import alice, wait_ready  # noqa: F401 (fixture)
@@ -32,16 +33,21 @@ def test_a_session_queued_longer_than_the_start_timeout_starts_when_the_blocker_
     with interactive_blocker(queued_for, time_min=2):
         session = session_start(user=alice, raw_options=WHOLE_NODE)
         submitted = time.monotonic()
-        deadline = submitted + 30
-        while (card := card_of(alice, session)).phase != "queued":
-            assert time.monotonic() < deadline, card.line
-            time.sleep(1)
+        card = wait_for(
+            "the session's card to say queued",
+            lambda: (c := card_of(alice, session)).phase == "queued" and c,
+            timeout=30,
+            every=1,
+            seen=lambda: card_of(alice, session).line,
+        )
         session.refresh_from_db()
         assert session.give_up_at is not None
         assert f"gives up at {session.give_up_at:%H:%M} UTC if not started" in card.line
         # Past the hub's start timeout, still in line: the job pending, the hub's spawn still pending.
-        while time.monotonic() < submitted + START_TIMEOUT + 10:
-            time.sleep(2)
+        pause(
+            max(0.0, submitted + START_TIMEOUT + 10 - time.monotonic()),
+            "the session stays in line past the hub's start timeout (plus 10 s): that is not a failure",
+        )
         server = hub.api("GET", "/users/alice").json()["servers"].get(session.server_name)
         assert server is not None and server["pending"] == "spawn", (server, hub.log()[-3000:])
         assert [j["JobState"] for j in squeue_session_jobs("alice")] == ["PENDING"]
@@ -62,29 +68,42 @@ def test_a_session_still_queued_at_the_site_limit_is_given_up_and_says_why(alice
     with interactive_blocker(300, time_min=10):
         session = session_start(user=alice, raw_options=WHOLE_NODE)
         # Slurm's backfill estimate (the blocker's end, 10 min away) is later than the give-up time.
-        deadline = time.monotonic() + 25
-        while not (card := card_of(alice, session)).gives_up_before_estimate:
-            assert time.monotonic() < deadline, card.line
-            time.sleep(1)
+        card = wait_for(
+            "the card to say the session gives up before Slurm's estimated start",
+            lambda: (c := card_of(alice, session)).gives_up_before_estimate and c,
+            timeout=25,
+            every=1,
+            seen=lambda: card_of(alice, session).line,
+        )
         assert "Slurm's estimate is later than that" in card.line
         job_id = card.job.job_id
-        deadline = time.monotonic() + 60
-        while session.state != SessionState.FAILED:
-            assert time.monotonic() < deadline, hub.log()[-3000:]
-            time.sleep(1)
-            session.refresh_from_db()
+        wait_for(
+            "the session to be given up",
+            lambda: session.refresh_from_db() or session.state == SessionState.FAILED,
+            timeout=60,
+            every=1,
+            seen=lambda: log_tail(hub.log_file),
+        )
         assert "still waiting in the queue after" in session.message, session.message
         assert "this site's limit" in session.message and f"job {job_id}" in session.message
         assert "Slurm's estimated start was" in session.message
         card = card_of(alice, session)
         assert card.phase == "ended" and "Given up at" in card.line
         # The job was cancelled, and the hub no longer has the server.
-        deadline = time.monotonic() + 20
-        while any(j["JobState"] == "PENDING" for j in squeue_session_jobs("alice")):
-            assert time.monotonic() < deadline, squeue_session_jobs("alice")
-            time.sleep(0.5)
-        deadline = time.monotonic() + 20
-        while (server := hub.api("GET", "/users/alice").json()["servers"].get(session.server_name)) and server["pending"]:
-            assert time.monotonic() < deadline, server
-            time.sleep(0.5)
+        wait_for(
+            "the given-up session's pending job to be cancelled",
+            lambda: not any(j["JobState"] == "PENDING" for j in squeue_session_jobs("alice")),
+            timeout=20,
+            every=0.5,
+            seen=lambda: squeue_session_jobs("alice"),
+        )
+
+        def hub_server():
+            return hub.api("GET", "/users/alice").json()["servers"].get(session.server_name)
+
+        def settled():  # (the hub's model of the server, or None once it forgot it), once no spawn is pending
+            server = hub_server()
+            return None if server and server["pending"] else (server,)
+
+        (server,) = wait_for("the hub to end the pending spawn", settled, timeout=20, every=0.5, seen=hub_server)
         assert not (server and server["ready"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from slurm.snapshot import snapshot_load
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,14 +53,23 @@ def worker_with_beat(clean_cache, tmp_path):
 
 def test_beat_and_worker_take_snapshots_repeatedly(worker_with_beat):
     proc, log = worker_with_beat
-    deadline = time.monotonic() + 60
     seen: list[float] = []
-    while time.monotonic() < deadline and len(set(seen)) < 2:
+
+    def two_snapshots() -> bool:
         snap = snapshot_load()
         if snap and snap.taken_at and (not seen or snap.taken_at != seen[-1]):
             seen.append(snap.taken_at)
-        assert proc.poll() is None, log.read_text()[-3000:]
-        time.sleep(0.3)
+        if proc.poll() is not None:  # the worker died: no use waiting (pytest.fail is not a "not yet")
+            pytest.fail(log.read_text()[-3000:], pytrace=False)
+        return len(set(seen)) >= 2
+
+    wait_for(
+        "two snapshots taken by the worker's beat",
+        two_snapshots,
+        timeout=60,
+        every=0.3,
+        seen=lambda: f"snapshots taken at {seen}\n" + log.read_text()[-3000:],
+    )
     assert len(set(seen)) >= 2, "no two snapshots within 60 s:\n" + log.read_text()[-3000:]
     snap = snapshot_load()
     assert not snap.error and {n.name for n in snap.nodes} == {"node1", "node2", "node3"}

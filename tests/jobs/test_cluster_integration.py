@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import pytest
 from django.core.management import call_command
 
 from slurm import SlurmError, get_gateway
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -17,14 +17,15 @@ pytestmark = pytest.mark.integration
 def wait_for_end(job_id: str, timeout: float = 90) -> dict:
     """Poll sacct (as root-free service user) until the job has an end state; returns the job."""
     gw = get_gateway()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ended():
         doc = json.loads(gw.run(["sacct", "--json", "-j", job_id]).out)
         jobs = [j for j in doc.get("jobs", []) if str(j.get("job_id")) == job_id]
         if jobs and jobs[0]["state"]["current"] not in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
             return jobs[0]
-        time.sleep(1)
-    raise AssertionError(f"job {job_id} did not finish within {timeout} s")
+        return None
+
+    return wait_for(f"job {job_id} to end (sacct)", ended, timeout=timeout, every=1, seen=lambda: scontrol_show_job(job_id))
 
 
 def test_job_submitted_as_alice_runs_as_alice():

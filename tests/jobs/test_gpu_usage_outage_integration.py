@@ -32,8 +32,9 @@ from jobs.gpu_usage import UsageState, gpu_usage_refresh, job_gpu_usage
 from jobs.models import Job
 from slurm import get_gateway
 from slurm.states import JobState
-from tests.cluster.test_gpu_usage_integration import job_state, submit, wait_until
+from tests.cluster.test_gpu_usage_integration import job_state, submit, wait_running
 from tests.conftest import free_port
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -75,7 +76,7 @@ def own_prometheus(tmp_path):
             return False
 
     try:
-        wait_until("our own Prometheus ready", ready, timeout=60, every=0.5)
+        wait_for("our own Prometheus ready", ready, timeout=60, every=0.5, seen=lambda: f"prometheus exit code: {proc.poll()}")
         yield url, proc
     finally:
         if proc.poll() is None:
@@ -165,7 +166,7 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
     )
     client.force_login(alice)
     try:
-        wait_until(f"job {job_id} running", lambda: job_state("cluster1", job_id) == "RUNNING", timeout=60)
+        wait_running("cluster1", job_id)
         Job.objects.filter(pk=job.pk).update(
             state=JobState.RUNNING, slurm_job_id=int(job_id), nodes="node2", start_at=timezone.now() - timedelta(minutes=5)
         )
@@ -175,7 +176,13 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
             usage = job_gpu_usage(Job.objects.get(pk=job.pk))
             return usage if [g.sm_active for g in usage.gpus] == [80.0, 40.0] else None
 
-        usage = wait_until("80 % and 40 % read from our Prometheus", measured, timeout=60)
+        usage = wait_for(
+            "80 % and 40 % read from our Prometheus",
+            measured,
+            timeout=60,
+            every=1,
+            seen=lambda: job_gpu_usage(Job.objects.get(pk=job.pk)),
+        )
         assert usage.unavailable_since is None
         assert sm_cells(visit(client, f"/jobs/{job.key}/", within_s=3)) == ["80 %", "40 %"]
         assert not UNAVAILABLE.search(visit(client, "/jobs/", within_s=3))
@@ -208,4 +215,10 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
         assert len(prometheus_calls) == calls
     finally:
         get_gateway("cluster1").run(["scancel", job_id], as_user="alice")
-    wait_until(f"job {job_id} ended", lambda: job_state("cluster1", job_id) not in {"RUNNING", "COMPLETING"}, timeout=60)
+    wait_for(
+        f"job {job_id} ended",
+        lambda: job_state("cluster1", job_id) not in {"RUNNING", "COMPLETING"},
+        timeout=60,
+        every=1,
+        seen=lambda: scontrol_show_job(job_id),
+    )

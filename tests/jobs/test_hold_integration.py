@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from http import HTTPStatus
 
 import pytest
@@ -22,6 +21,7 @@ from jobs.submit import job_cancel, job_check, job_create
 from slurm.snapshot import positions_load
 from slurm.states import JobState
 from tests.jobs.test_jobs_integration import alice  # noqa: F401 (fixture)
+from tests.waiting import wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -51,14 +51,8 @@ def submit(user, cluster: str, capture, **kw) -> Job:
 
 
 def wait(job: Job, states, timeout: float = 90) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snapshot_refresh(cluster=job.cluster)
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} on {job.cluster} still {job.state} after {timeout} s")
+    """The job once it is in one of ``states``, as a poll of its cluster shows it (tests.waiting.wait_for_job)."""
+    return wait_for_job(job, states, timeout=timeout)
 
 
 @pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from jobs.policy import JobRequest, SitePolicy
 from jobs.services import snapshot_refresh
 from jobs.submit import job_cancel, job_check, job_create
 from slurm.states import JobState
+from tests.waiting import wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -49,14 +49,8 @@ def submit(user, policy, capture, **kw) -> Job:
 
 
 def wait(job: Job, states, timeout: float = 90) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        snapshot_refresh()
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} still {job.state} after {timeout} s")
+    """The job once it is in one of ``states``, as a poll of its cluster shows it (tests.waiting.wait_for_job)."""
+    return wait_for_job(job, states, timeout=timeout)
 
 
 def test_submitted_job_runs_as_the_user_and_finishes_with_its_output(alice, policy, django_capture_on_commit_callbacks):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 from bs4 import BeautifulSoup
@@ -25,6 +24,7 @@ from jobs.services import snapshot_refresh
 from jobs.submit import job_check, job_create
 from slurm.snapshot import reread_soon
 from slurm.states import JobState
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(400)]
 
@@ -61,14 +61,23 @@ def _submit(user, capture, cluster, *, minutes, name, script="sleep 40\n") -> Jo
 
 
 def _wait(job: Job, done, timeout: float = 120) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """The job once a poll of its cluster shows it as ``done(job)`` wants."""
+
+    def probe():
         snapshot_refresh(cluster=job.cluster)
         job.refresh_from_db()
-        if done(job):
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} still {job.state} ({job.reason}: {job.reason_description}) after {timeout} s")
+        return job if done(job) else None
+
+    return wait_for(
+        f"job {job.slurm_job_id} on {job.cluster} to reach the state the test waits for",
+        probe,
+        timeout=timeout,
+        every=1,
+        seen=lambda: (
+            f"portal: {job.state} ({job.reason}: {job.reason_description})\n"
+            f"{scontrol_show_job(job.slurm_job_id, cluster=job.cluster)}"
+        ),
+    )
 
 
 def _text(client, path, **params) -> str:

@@ -20,6 +20,7 @@ from slurm.poll_budget import TOO_BIG
 from slurm.snapshot import positions_load, snapshot_load
 from tests.fakes import FakeTransport
 from tests.fakes import cluster_transport as scripted
+from tests.waiting import pause
 
 
 def _refresh(monkeypatch, fake, **kwargs):
@@ -66,7 +67,7 @@ def test_a_poll_over_the_time_budget_is_thrown_away(good, slurm_json, monkeypatc
     answer = fake.execute
 
     def slow(argv, **kwargs):
-        time.sleep(0.1)  # longer than the budget, whatever the machine's speed
+        pause(0.1, "a Slurm command slower than the poll's 0.05 s budget, whatever the machine's speed")
         return answer(argv, **kwargs)
 
     fake.execute = slow

@@ -18,6 +18,7 @@ from slurm.local import LocalTransport
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
 from tests.fakes import EveryCluster
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -72,27 +73,36 @@ def finished_job(django_user_model):
     ).stdout
     job_id = int(out.strip().split(";")[0])
     Job.objects.filter(pk=row.pk).update(slurm_job_id=job_id)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        state = subprocess.run(
+
+    def state() -> str:
+        return subprocess.run(
             ["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job_id)], capture_output=True, text=True
         ).stdout.strip()
-        if state == "COMPLETED":
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"job {job_id} did not complete in accounting within 60 s (state {state!r})")
+
+    wait_for(
+        f"job {job_id} COMPLETED in accounting",
+        lambda: state() == "COMPLETED",
+        timeout=60,
+        every=1,
+        seen=lambda: f"sacct state {state()!r}\n{scontrol_show_job(job_id)}",
+    )
+
     # slurmdbd lists a job in time-window queries a moment after `sacct -j` has it: wait for that (in UTC).
-    while time.monotonic() < deadline + 30:
-        listed = subprocess.run(
+    def listed() -> list[str]:
+        return subprocess.run(
             ["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-u", "alice", "-S", "now-600seconds"],
             capture_output=True,
             text=True,
             env={"TZ": "UTC", "PATH": "/usr/bin:/bin"},
         ).stdout.split()
-        if str(job_id) in listed:
-            break
-        time.sleep(1)
+
+    wait_for(
+        f"job {job_id} listed by sacct's time-window query (-u alice -S now-600seconds, in UTC)",
+        lambda: str(job_id) in listed(),
+        timeout=90,
+        every=1,
+        seen=listed,
+    )
     row.refresh_from_db()
     return row
 

@@ -8,7 +8,6 @@ runs eagerly and the database commits (transactional), so every on-commit step r
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -24,6 +23,7 @@ from notifications.mail import notifications_sweep
 from notifications.models import EmailState, Notification
 from notifications.services import preferences_set
 from slurm.states import FINAL_STATES, JobState
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -44,14 +44,30 @@ def submit(user, **kw) -> Job:
 
 
 def poll_until(job: Job, done, timeout: float = 120) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """The job once a poll of the cluster shows it as ``done(job)`` wants."""
+
+    def probe():
         snapshot_refresh()
         job.refresh_from_db()
-        if done(job):
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job.slurm_job_id} still {job.state} ({job.reason}) after {timeout} s")
+        return job if done(job) else None
+
+    return wait_for(
+        f"job {job.slurm_job_id} to reach the state the test waits for",
+        probe,
+        timeout=timeout,
+        every=1,
+        seen=lambda: f"portal: {job.state} ({job.reason})\n{scontrol_show_job(job.slurm_job_id)}",
+    )
+
+
+def mail_tried(row: Notification, sent: bool) -> bool:
+    """``row`` refreshed; whether its mail is sent (``sent``), or was tried at least once."""
+    row.refresh_from_db()
+    return row.email_state == EmailState.SENT if sent else row.attempts != 0
+
+
+def described(row: Notification) -> str:
+    return f"email_state={row.email_state} attempts={row.attempts} last_error={row.last_error!r}"
 
 
 def cancel(*jobs: Job) -> None:
@@ -68,10 +84,13 @@ def test_a_failing_job_mails_its_owner_once_with_the_exit_code_and_log_lines(ali
         done = poll_until(job, lambda j: j.state in FINAL_STATES)
         assert (done.state, done.exit_code) == (JobState.FAILED, 3)
         row = Notification.objects.get(key=event_key(done, "failed"))
-        deadline = time.monotonic() + 30
-        while row.email_state != EmailState.SENT and time.monotonic() < deadline:
-            time.sleep(0.5)
-            row.refresh_from_db()
+        wait_for(
+            f"the failure mail of job {done.slurm_job_id} sent",
+            lambda: mail_tried(row, sent=True),
+            timeout=30,
+            every=0.5,
+            seen=lambda: described(row),
+        )
         (mail,) = smtp_sink.by_message_id(row.message_id)
         text = mail.get_body().get_content()
         assert mail["To"] == "alice@example.org" and "exit code 3" in mail["Subject"]
@@ -95,12 +114,24 @@ def test_a_job_pending_longer_than_the_chosen_time_mails_once_with_the_reason(al
         waiting = submit(alice, script="true\n")
         poll_until(waiting, lambda j: j.state == JobState.PENDING and bool(j.reason), timeout=30)
         assert jobs_pending_notify() == 0  # not a minute yet
-        deadline = time.monotonic() + 120
-        while not Notification.objects.filter(key=event_key(waiting, "pending")).exists():
-            assert time.monotonic() < deadline, "no pending notification 2 minutes after the submit"
+
+        def notified() -> bool:
+            if Notification.objects.filter(key=event_key(waiting, "pending")).exists():
+                return True
             snapshot_refresh()
             jobs_pending_notify()
-            time.sleep(2)
+            return Notification.objects.filter(key=event_key(waiting, "pending")).exists()
+
+        wait_for(
+            f"a pending notification of job {waiting.slurm_job_id} (1 min chosen; 2 min allowed)",
+            notified,
+            timeout=120,
+            every=2,
+            seen=lambda: (
+                f"portal: {Job.objects.filter(pk=waiting.pk).values_list('state', 'reason').first()}; "
+                f"notifications: {list(Notification.objects.filter(user=alice).values_list('key', flat=True))}"
+            ),
+        )
         waiting.refresh_from_db()
         row = Notification.objects.get(key=event_key(waiting, "pending"))
         assert row.email_state == EmailState.SENT
@@ -131,10 +162,13 @@ def test_smtp_down_while_a_job_fails_then_up_delivers_once_and_the_list_has_it_m
     try:
         done = poll_until(job, lambda j: j.state in FINAL_STATES)
         row = Notification.objects.get(key=event_key(done, "failed"))
-        deadline = time.monotonic() + 30
-        while row.attempts == 0 and time.monotonic() < deadline:  # the worker's log read, then its one try
-            time.sleep(0.5)
-            row.refresh_from_db()
+        wait_for(  # the worker's log read, then its one try
+            f"the failure mail of job {done.slurm_job_id} tried once",
+            lambda: mail_tried(row, sent=False),
+            timeout=30,
+            every=0.5,
+            seen=lambda: described(row),
+        )
         assert (row.email_state, row.attempts) == (EmailState.PENDING, 1) and "not reachable" in row.last_error
         client.force_login(alice)
         page = client.get("/notifications/").content.decode()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
 from django.core.mail import EmailMessage, get_connection
 
 from tests.conftest import free_port
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,15 +31,23 @@ def test_the_sink_process_keeps_each_message_and_show_prints_it(tmp_path):
     ]
     sink = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 15
-        while True:
+
+        def listening() -> bool:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert sink.poll() is None, sink.stdout.read()
-                assert time.monotonic() < deadline, "the sink did not listen within 15 s"
-                time.sleep(0.1)
+                if sink.poll() is not None:  # it exited: no use waiting (pytest.fail is not a "not yet")
+                    pytest.fail(sink.stdout.read(), pytrace=False)
+                return False
+
+        wait_for(
+            f"the sink listening on 127.0.0.1:{port}",
+            listening,
+            timeout=15,
+            every=0.1,
+            seen=lambda: f"sink exit code: {sink.poll()}",
+        )
         connection = get_connection("django.core.mail.backends.smtp.EmailBackend", host="127.0.0.1", port=port, timeout=5)
         message = EmailMessage(
             "[GPU portal] Failed: job 7", "exit code 3", "portal@localhost", ["alice@example.org"], connection=connection

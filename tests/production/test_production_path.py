@@ -18,7 +18,6 @@ import secrets
 import shlex
 import signal
 import subprocess
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -41,6 +40,7 @@ from tests.production.site import (
     readme_commands,
     recreate_database,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -147,9 +147,14 @@ class Stack:
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")
 
-    def alive(self) -> None:
+    def ended(self) -> str:
+        """Which services ended, with the end of their output ("" while all run)."""
         dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
-        assert not dead, f"services ended: {dead}\n" + "\n".join(self.log(n)[-3000:] for n in dead)
+        return f"services ended: {dead}\n" + "\n".join(self.log(n)[-3000:] for n in dead) if dead else ""
+
+    def alive(self) -> None:
+        ended = self.ended()
+        assert not ended, ended
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -163,20 +168,22 @@ class Stack:
                 proc.wait(10)
 
 
-def wait_for(what: str, probe, timeout: float = DEADLINE_S, stack: Stack | None = None, log: str = ""):
-    """Call ``probe`` every 0.5 s until it returns something true; fail after ``timeout`` s (with the
-    end of the service ``log``'s output)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if stack:
-            stack.alive()
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            tail = stack.log(log)[-4000:] if stack and log else ""
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}")
-        time.sleep(0.5)
+def wait_on_stack(what: str, probe, timeout: float = DEADLINE_S, stack: Stack | None = None, log: str = ""):
+    """``tests.waiting.wait_for`` every 0.5 s, failing at once if one of the ``stack``'s services
+    ended; on timeout it shows the end of the service ``log``'s output."""
+
+    def running_then_probe():
+        if stack and (ended := stack.ended()):
+            pytest.fail(ended, pytrace=False)  # not a "not yet": no use waiting
+        return probe()
+
+    return wait_for(
+        what,
+        running_then_probe,
+        timeout=timeout,
+        every=0.5,
+        seen=lambda: stack.log(log)[-4000:] if stack and log else "",
+    )
 
 
 def test_readme_compose_and_dockerfile_run_the_same_commands():
@@ -285,7 +292,7 @@ def test_production_path_from_the_readme(production_site):
         except (requests.ConnectionError, requests.Timeout):  # not up yet: the socket is bound before the
             return None  # workers answer (a TLS handshake that timed out while they loaded, in CI)
 
-    [login] = wait_for("gunicorn to answer over https", login_page, timeout=60, stack=stack, log="web")
+    [login] = wait_on_stack("gunicorn to answer over https", login_page, timeout=60, stack=stack, log="web")
     assert login.status_code == 200
     assert login.headers["Strict-Transport-Security"].startswith("max-age=31536000")
 
@@ -318,8 +325,8 @@ def test_production_path_from_the_readme(production_site):
         page = http.get(f"{portal}/jobs/new/")
         return [page] if page.status_code == 200 and '<option value="train"' in page.text else None
 
-    [form] = wait_for("the production poller's first snapshot (partitions in the form)", form_with_partitions,
-                      timeout=60, stack=stack, log="poller")  # fmt: skip
+    [form] = wait_on_stack("the production poller's first snapshot (partitions in the form)", form_with_partitions,
+                           timeout=60, stack=stack, log="poller")  # fmt: skip
     action, fields = form_fields(form.text, form.url, action_contains="/jobs/new/")
     fields.update(
         name="production path", partition="train", gpu_type="", gpu_count="0", cpus="1", memory_gb="1",
@@ -334,9 +341,9 @@ def test_production_path_from_the_readme(production_site):
         with psycopg.connect(pg_url(database)) as conn:
             return conn.execute("select state, slurm_job_id from jobs_job where key = %s", [key]).fetchone()
 
-    slurm_id = wait_for("the portal to record the Slurm job id", lambda: row()[1], stack=stack, log="web")
+    slurm_id = wait_on_stack("the portal to record the Slurm job id", lambda: row()[1], stack=stack, log="web")
     try:
-        wait_for("the poller to see the job finish", lambda: row()[0] == "COMPLETED", stack=stack, log="poller")
+        wait_on_stack("the poller to see the job finish", lambda: row()[0] == "COMPLETED", stack=stack, log="poller")
         page = http.get(f"{portal}/jobs/{key}/")
         assert 'data-state="COMPLETED"' in page.text and str(slurm_id) in page.text
         assert "production-path-ok" in http.get(f"{portal}/jobs/{key}/log/out/").text  # read as alice over the gateway

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from runtimes import command_line, default_binds, runtime_get
 from slurm import get_gateway
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -46,15 +46,23 @@ def job_dir():
 
 
 def wait_final(job_id: str, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
-    state = ""
-    while time.monotonic() < deadline:
+    """The job's final state in accounting, once it has one."""
+
+    def state() -> str:
         done = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id], capture_output=True, text=True)
-        state = done.stdout.strip().split(" ")[0]
-        if state in FINAL:
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not end within {timeout} s (last state {state!r})")
+        return done.stdout.strip().split(" ")[0]
+
+    def final() -> str:
+        now = state()
+        return now if now in FINAL else ""
+
+    return wait_for(
+        f"job {job_id} to end (sacct state in {sorted(FINAL)})",
+        final,
+        timeout=timeout,
+        every=0.5,
+        seen=lambda: f"sacct state {state()!r}\n{scontrol_show_job(job_id)}",
+    )
 
 
 def test_a_batch_job_runs_in_the_demo_image_with_its_gpus(image, job_dir):

@@ -6,7 +6,6 @@ and the team's numbers, and removing a member whose default account on that clus
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -22,6 +21,7 @@ from teams.models import Membership, Role, Source, Team
 from teams.services import membership_remove
 from teams.slurm_sync import teams_sync
 from teams.usage import team_usage, usage_refresh
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -58,9 +58,17 @@ def quota_team(django_user_model, clean_cache):
                     gw.run(
                         ["sacctmgr", "-i", "modify", "user", "where", f"name={u}", "set", f"defaultaccount={home}"], check=False
                     )
-            deadline = time.monotonic() + 30  # Slurm refuses to delete an association with active jobs
-            while gw.run(["squeue", "-h", "--account", name], check=False).out.strip() and time.monotonic() < deadline:
-                time.sleep(1)
+
+            def queued(gw=gw) -> str:
+                return gw.run(["squeue", "-h", "--account", name], check=False).out.strip()
+
+            wait_for(  # Slurm refuses to delete an association with active jobs
+                f"no job of account {name} left in {cluster}'s queue",
+                lambda: not queued(),
+                timeout=30,
+                every=1,
+                seen=queued,
+            )
             gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
             assert default_account("alice", cluster) == "vision" and default_account("bob", cluster) == "nlp"
             assert not sacctmgr("show", "association", f"account={name}", cluster=cluster).strip(), f"{name} left on {cluster}"
@@ -80,17 +88,17 @@ def state_of(job: dict) -> str:
 
 
 def wait_done(ids: list[str], cluster: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Until none of ``ids`` is pending, running, configuring or completing in the cluster's queue."""
+
+    def active() -> list[tuple[int, str]]:
         doc = json.loads(get_gateway(cluster).run(["squeue", "--json"]).out)
-        if not [
-            j
+        return [
+            (j["job_id"], state_of(j))
             for j in doc["jobs"]
             if str(j["job_id"]) in ids and state_of(j) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-        ]:
-            return
-        time.sleep(2)
-    raise AssertionError(f"jobs {ids} did not finish on {cluster}")
+        ]
+
+    wait_for(f"jobs {ids} to finish on {cluster}", lambda: active() == [], timeout=timeout, every=2, seen=active)
 
 
 @pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])
@@ -143,13 +151,21 @@ def test_quota_usage_hold_and_member_removal(cluster, quota_team, client, django
             )
         )
     assert snapshot is not None and job.cluster == cluster
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def held_by_quota():
         snapshot_refresh(cluster=cluster)
         job.refresh_from_db()
-        if job.reason == "AssocGrpGRESMinutes":
-            break
-        time.sleep(2)
+        return job.reason == "AssocGrpGRESMinutes"
+
+    wait_for(
+        f"job {job.slurm_job_id} held by quota (AssocGrpGRESMinutes) on {cluster}",
+        held_by_quota,
+        timeout=60,
+        every=2,
+        seen=lambda: (
+            f"portal: {job.state} ({job.reason}) {job.submit_error}\n{scontrol_show_job(job.slurm_job_id, cluster=cluster)}"
+        ),
+    )
     assert (job.state, job.reason) == (JobState.PENDING, "AssocGrpGRESMinutes"), (job.state, job.reason, job.submit_error)
     usage_refresh()
     assert team_usage(team.name, cluster=cluster).gpu_hours_quota == pytest.approx(3 / 60)  # what holds the job

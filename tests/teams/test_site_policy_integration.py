@@ -10,7 +10,6 @@ removed by hand (the sync never deletes a QOS). The pool tests use the pool as c
 from __future__ import annotations
 
 import re
-import time
 import uuid
 
 import pytest
@@ -23,6 +22,7 @@ from jobs.submit import job_check
 from slurm import get_gateway
 from slurm.states import JobState
 from teams.slurm_sync import teams_sync
+from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -59,24 +59,38 @@ def sbatch(*options: str, script: str = "#!/bin/bash\nsleep 120\n", check: bool 
 def sbatch_in_qos(qos: str, *options: str, **kw):
     """As :func:`sbatch` with ``--qos``; retried while slurmctld has not yet got alice's new QOS access
     from slurmdbd ("Invalid qos specification", seconds after ``sacctmgr modify user``)."""
-    deadline = time.monotonic() + 30
-    while True:
-        result = sbatch(f"--qos={qos}", *options, check=False, **kw)
-        if "Invalid qos specification" not in result.err or time.monotonic() > deadline:
-            return result
-        time.sleep(1)
+    tried = []
+
+    def sent():
+        tried.append(sbatch(f"--qos={qos}", *options, check=False, **kw))
+        return tried[-1] if "Invalid qos specification" not in tried[-1].err else None
+
+    return wait_for(
+        f"sbatch --qos={qos} taken past 'Invalid qos specification' (alice's QOS access reaching slurmctld)",
+        sent,
+        timeout=30,
+        every=1,
+        seen=lambda: tried and tried[-1].err,
+    )
 
 
 def poll(job_id: int, predicate, what: str, timeout: float = 90, cluster: str = "cluster1") -> Job:
-    deadline = time.monotonic() + timeout
+    """The job's row once a poll of ``cluster`` shows it as ``predicate`` wants (``what``)."""
     job = None
-    while time.monotonic() < deadline:
+
+    def reached():
+        nonlocal job
         snapshot_refresh(cluster=cluster)
         job = Job.objects.filter(slurm_cluster=cluster, slurm_job_id=job_id).first()
-        if job is not None and predicate(job):
-            return job
-        time.sleep(1)
-    raise AssertionError(f"job {job_id}: {what} not reached: {job and (job.state, job.reason)}")
+        return job if job is not None and predicate(job) else None
+
+    return wait_for(
+        f"job {job_id} on {cluster}: {what}",
+        reached,
+        timeout=timeout,
+        every=1,
+        seen=lambda: f"portal: {job and (job.state, job.reason)}\n{scontrol_show_job(job_id, cluster=cluster)}",
+    )
 
 
 @pytest.fixture

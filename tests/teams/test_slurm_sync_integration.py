@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from slurm import get_gateway
 from slurm.clusters import cluster_names
 from teams.models import Membership, Team
 from teams.slurm_sync import teams_import, teams_sync
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -226,9 +226,13 @@ def test_cluster2s_slurmdbd_down_fails_only_its_part_and_the_retry_applies_it(dj
     try:
         try:
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while cluster2_slurmdbd_pid() is not None and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for(
+                f"cluster2's slurmdbd (pid {pid}) to exit after SIGTERM",
+                lambda: cluster2_slurmdbd_pid() is None,
+                timeout=30,
+                every=0.2,
+                seen=lambda: f"slurmdbd pid now {cluster2_slurmdbd_pid()}",
+            )
             report = teams_sync()
         finally:
             subprocess.run(["bash", str(REPO / "cluster" / "cluster2" / "up.sh")], check=False, capture_output=True, timeout=240)

@@ -15,6 +15,7 @@ from teams.slurm_sync import teams_sync
 from teams.usage import team_usage, usage_refresh, usage_status
 from tests.teams.test_quota_integration import run_gpu_job, wait_done
 from tests.teams.test_slurm_sync_integration import remove_account
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -45,15 +46,22 @@ def known_to_slurmctld(account: str, user: str, cluster: str, timeout: float = 9
     pushes a new association to the controller, which only gets it once it is registered with
     slurmdbd again after a slurmdbd restart (an earlier test restarts cluster2's; CI saw sbatch
     refused with "Invalid account" 7 s after such a restart)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = (
-            get_gateway(cluster).run(["scontrol", "show", "assoc_mgr", f"accounts={account}", f"users={user}", "flags=assoc"]).out
-        )
-        if f"Account={account} UserName={user}(" in out or f"Account={account} UserName={user} " in out:
-            return
-        time.sleep(1)
-    raise AssertionError(f"{cluster}'s slurmctld does not know {user} in account {account} after {timeout:.0f} s")
+
+    def assoc_mgr() -> str:
+        argv = ["scontrol", "show", "assoc_mgr", f"accounts={account}", f"users={user}", "flags=assoc"]
+        return get_gateway(cluster).run(argv).out
+
+    def known() -> bool:
+        out = assoc_mgr()
+        return f"Account={account} UserName={user}(" in out or f"Account={account} UserName={user} " in out
+
+    wait_for(
+        f"{cluster}'s slurmctld to know {user} in account {account}",
+        known,
+        timeout=timeout,
+        every=1,
+        seen=assoc_mgr,
+    )
 
 
 def test_a_teams_gpu_hours_are_summed_over_both_clusters(django_user_model, clean_cache):
