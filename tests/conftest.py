@@ -20,6 +20,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def database_url_of_this_process() -> str:
+    """The ``DATABASE_URL`` of this process's test database (pytest-django's ``test_portal``,
+    ``test_portal_gw0``, ...), for a portal process a test starts (a Celery worker, gunicorn): without
+    it such a process reads and writes the dev database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def pytest_configure(config):
     # The live server needs a known port before the IdP starts: the IdP must list the callback URL.
     # Likewise the test hub's public port (the IdP must list its OAuth callback). A pytest-xdist

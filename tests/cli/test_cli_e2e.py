@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.db import connection
 
 from api.tokens import token_create
-from tests.conftest import free_port
+from tests.conftest import database_url_of_this_process, free_port
 from tests.e2e.test_batch_job_browser import poller  # noqa: F401  (fixture: the snapshot poller in a thread)
 from tests.waiting import wait_for
 
@@ -95,13 +94,12 @@ def gunicorn_portal(transactional_db, clean_cache, tmp_path):
     """The portal served by gunicorn with the project's settings (``portal/gunicorn.conf.py``, as
     ``make dev``) but a keep-alive of 1 s, on the test database and Redis database. Yields its URL
     and the path of its access log."""
-    db = connection.settings_dict
     port = free_port()
     log = tmp_path / "gunicorn-access.log"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings.test",
-        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": database_url_of_this_process(),
     }
     argv = [GUNICORN, "portal.wsgi", "-c", str(REPO / "portal" / "gunicorn.conf.py"), "--chdir", str(REPO)]
     argv += ["--bind", f"127.0.0.1:{port}", "--keep-alive", "1", "--access-logfile", str(log), "--error-logfile", "-"]

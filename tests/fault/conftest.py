@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from celery import current_app
-from django.db import connection
+
+from tests.conftest import database_url_of_this_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,11 +98,10 @@ def celery_stack(transactional_db, clean_cache, tmp_path):
     poll per cluster side by side, as ``make dev`` runs it) and
     beat (RedBeat, as configured), on the test database and Redis database; the snapshot interval is
     2 s, a failed teams sync is retried after 3 s (doubling). This process sends its tasks to the real broker for the test's duration."""
-    db = connection.settings_dict
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.fault.worker_settings",
-        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": database_url_of_this_process(),
         "PORTAL_SNAPSHOT_INTERVAL": "2",
         "PORTAL_TEAMS_SYNC_RETRY_SECONDS": "3",  # a failed sync is tried again after 3, 6, 12, 24, 48 s
         "TZ": "UTC",  # the log times read by CeleryStack.polls

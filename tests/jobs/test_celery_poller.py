@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm.snapshot import snapshot_load
+from tests.conftest import database_url_of_this_process
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -18,8 +19,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def worker_with_beat(clean_cache, tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "PORTAL_SNAPSHOT_INTERVAL": "1"}
+def worker_with_beat(transactional_db, clean_cache, tmp_path):
+    """A worker with embedded beat on this process's test database and Redis database (the poller
+    writes job rows: never into the dev database), a snapshot every second."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        "DATABASE_URL": database_url_of_this_process(),
+        "PORTAL_SNAPSHOT_INTERVAL": "1",
+    }
     log = open(tmp_path / "celery.log", "w+")
     proc = subprocess.Popen(
         [
