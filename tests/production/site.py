@@ -1,4 +1,4 @@
-"""What a site is given for production, read the way the production test follows it: the README's
+"""What a site is given for production, read the way the production test follows it: docs/production.md's
 numbered commands, docker-compose.yml's service commands, the Dockerfile's build and start lines,
 and ``deploy/env.example`` edited into a ``.env``.
 
@@ -19,7 +19,7 @@ import psycopg
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-#: The comment the README puts right above its block of production commands.
+#: The comment docs/production.md puts right above its block of production commands.
 README_MARKER = "<!-- tests/production/test_production_path.py runs this block"
 ENV_LOADER = "set -a; . ./.env; set +a"
 
@@ -36,8 +36,8 @@ class ReadmeCommands:
     services: list[str]
 
 
-def readme_commands(readme: Path = REPO / "README.md") -> ReadmeCommands:
-    """Parse the fenced ``sh`` block under :data:`README_MARKER` in the README's "Production" section.
+def readme_commands(readme: Path = REPO / "docs" / "production.md") -> ReadmeCommands:
+    """Parse the fenced ``sh`` block under :data:`README_MARKER` in docs/production.md's "Production" section.
     Its lines are, in order: the copy of the example, the loader, the one-shot commands (``manage.py``
     ...), then the services (``gunicorn``, ``celery``). Raises AssertionError when the block is
     missing or out of that order."""

@@ -1,0 +1,135 @@
+"""The README stays short, and the project's Markdown cites no tracker numbers and links only what exists.
+
+Checked: README.md (at most 150 lines, none over 400 characters); README.md, CONTRIBUTING.md and docs/*.md
+(docs/benchmarks-log.md, the run log kept as history, excepted from the citation rule): no "issue N" or
+"design decision N" (any case, N digits), and every relative link names a file that exists and, into
+docs/decisions.md, a heading that exists there (GitHub's anchors: lowercase, spaces to "-", punctuation
+dropped). Pure file reads: no clock, no network, no database.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DECISIONS = REPO / "docs" / "decisions.md"
+README_MAX_LINES = 150
+LINE_MAX_CHARS = 400
+
+#: "issue 33", "Issue #7", "design decision 4", "decision 12" (also across a line break).
+CITATION = re.compile(r"\b(?:issue|(?:design\s+)?decision)s?\s+#?\d+", re.IGNORECASE)
+#: A Markdown link or image: [text](target) or [text](target "title").
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+
+
+def markdown_files() -> list[Path]:
+    """README.md, CONTRIBUTING.md and every docs/*.md that exists, in a stable order."""
+    top = [p for p in (README, REPO / "CONTRIBUTING.md") if p.exists()]
+    return top + sorted((REPO / "docs").glob("*.md"))
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading's text: lowercase, punctuation dropped (letters, digits, "-", "_" and
+    spaces kept), each space a "-". ``"Identity is issuer + sub"`` -> ``"identity-is-issuer--sub"``."""
+    text = re.sub(r"[`*_~]", lambda m: "_" if m.group() == "_" else "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's ATX headings (``#`` to ``######``), outside fenced code; none when
+    the file does not exist (every link into it then fails as a missing file)."""
+    if not path.exists():
+        return set()
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {github_anchor(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.MULTILINE)}
+
+
+def citations(text: str) -> list[str]:
+    """Every "issue N" / "design decision N" / "decision N" in ``text``, as written."""
+    return [m.group(0) for m in CITATION.finditer(text)]
+
+
+def broken_links(path: Path, decision_anchors: set[str], decisions: Path = DECISIONS) -> list[str]:
+    """The relative links of ``path`` (outside fenced code) whose file does not exist, or whose anchor into
+    ``decisions`` (docs/decisions.md) is not one of ``decision_anchors``; each as "target (why)"."""
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("//"):
+            continue  # http:, https:, mailto:, ...
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and dest == decisions.resolve() and anchor not in decision_anchors:
+            broken.append(f"{target} (no such heading in docs/decisions.md)")
+    return broken
+
+
+def test_readme_is_short():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; at most {README_MAX_LINES}"
+    long = [i for i, line in enumerate(lines, 1) if len(line) > LINE_MAX_CHARS]
+    assert long == [], f"README.md lines over {LINE_MAX_CHARS} characters: {long}"
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_tracker_numbers(path):
+    if path.name == "benchmarks-log.md":
+        pytest.skip("the benchmarks' run log keeps its history as recorded")
+    found = citations(path.read_text(encoding="utf-8"))
+    assert found == [], f"{path.relative_to(REPO)} cites {found}: say the reason, or link docs/decisions.md"
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(path):
+    assert broken_links(path, anchors(DECISIONS)) == []
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        ("Identity is issuer + sub", "identity-is-issuer--sub"),
+        ("A request is a row before it is a Slurm job", "a-request-is-a-row-before-it-is-a-slurm-job"),
+        ("Slurm schedules, the portal never does", "slurm-schedules-the-portal-never-does"),
+        ("`make dev` with both clusters", "make-dev-with-both-clusters"),
+        ("Your team's quota", "your-teams-quota"),
+    ],
+)
+def test_github_anchor(heading, anchor):
+    assert github_anchor(heading) == anchor
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("as issue 21 asked", ["issue 21"]),
+        ("Design decision 4 still holds", ["Design decision 4"]),
+        ("see Issue #7 and decision\n12", ["Issue #7", "decision\n12"]),
+        ("issues and decisions, 4 of them", []),
+    ],
+)
+def test_citation_pattern(text, expected):
+    assert citations(text) == expected
+
+
+def test_broken_links_are_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("[ok](page.md) [gone](missing.md) [web](https://example.org/x.md)\n```\n[in code](nowhere.md)\n```\n")
+    assert broken_links(page, set()) == ["missing.md (no such file)"]
+
+
+def test_unknown_decision_anchors_are_found(tmp_path):
+    decisions = tmp_path / "decisions.md"
+    decisions.write_text("# Decisions\n\n## Identity is issuer + sub\n")
+    page = tmp_path / "page.md"
+    page.write_text("[a](decisions.md#identity-is-issuer--sub) [b](decisions.md#identity-is-email)\n")
+    assert broken_links(page, anchors(decisions), decisions) == [
+        "decisions.md#identity-is-email (no such heading in docs/decisions.md)"
+    ]
