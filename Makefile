@@ -10,9 +10,9 @@ stop:           ## stop everything make dev started, including the local cluster
 test:           ## run all tests against the real stack (sets up what they need first)
 	bash scripts/test.sh
 
-test-fast:      ## import layers, ruff, then unit tests on two workers (no cluster, IdP or browser needed; PostgreSQL and Redis still are)
+test-fast:      ## import layers, ruff, sizes, then unit tests on two workers (no cluster, IdP or browser needed; PostgreSQL and Redis still are)
 	bash scripts/lint.sh
-	.venv/bin/pytest -n 2 -m "not integration and not e2e"
+	.venv/bin/pytest -n 2 -m "not integration and not e2e" --reuse-db
 
 cluster:        ## start the local Slurm cluster (+ portal sshd and sudo rule) only
 	bash cluster/up.sh
