@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, Client
+from .client import Client
 from .config import resolve
+from .errors import ApiError
 from .output import dumps_json, one_line, table
 
 
@@ -69,7 +70,7 @@ def error_document(
 
     ``kind``: ``"http"`` (the API answered 4xx/5xx: ``status`` is the HTTP status, ``errors`` the
     API's ``[{"field", "message", "line"}]``), ``"bad_answer"`` (an answer that is not the API's
-    JSON), one of :class:`~gpuportal.client.ConnectionFailed`'s kinds (``"unreachable"``,
+    JSON), one of :class:`~gpuportal.errors.ConnectionFailed`'s kinds (``"unreachable"``,
     ``"timeout"``, ``"tls"``, ``"connection_lost"``, ``"invalid_request"``), ``"usage"`` (the
     command line) or ``"config"`` (the configuration); ``status`` is ``None`` for all but
     ``"http"``. ``message``: the sentence the text output shows; ``url``: the URL tried, if any;

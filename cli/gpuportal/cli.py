@@ -35,8 +35,8 @@ from .base import (
     print_help,
     token_hint,
 )
-from .client import ApiError, ConnectionFailed
 from .config import ConfigError
+from .errors import ApiError, ConnectionFailed
 
 __all__ = ["build_parser", "main", "parse_override", "parse_value"]
 
