@@ -12,6 +12,7 @@ from typing import Any
 from .client import Client
 from .config import resolve
 from .errors import ApiError
+from .notices import WarningPrinter
 from .output import dumps_json, one_line, table
 
 
@@ -150,12 +151,15 @@ def print_help(parser: argparse.ArgumentParser) -> int:
 
 # --- context ------------------------------------------------------------------------------------
 class Context:
-    """The parsed arguments plus the connection, resolved on first use."""
+    """The parsed arguments plus the connection, resolved on first use. Every API answer the
+    command gets passes through :attr:`warnings` (a :class:`~gpuportal.notices.WarningPrinter`),
+    which prints its warnings on stderr: the one place they are printed."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.json = bool(getattr(args, "json", False))
         self.url: str | None = None
+        self.warnings = WarningPrinter(err)
         self._client: Client | None = None
 
     def client(self) -> Client:
@@ -177,31 +181,21 @@ class Context:
         return self._client
 
     def client_for(self, url: str, token: str) -> Client:
-        """A client of the portal at ``url`` with ``token``."""
-        return Client(url, token)
+        """A client of the portal at ``url`` with ``token`` whose answers' warnings are printed."""
+        return Client(url, token, on_answer=self.warnings)
 
     def emit(self, document: Any) -> None:
         """Print an API document as pretty JSON."""
         out(dumps_json(document))
 
 
-def stale_warning(doc: dict) -> None:
-    """On stderr, the answer's ``warning`` (the cluster unreachable, the poller stopped, accounting
-    unavailable: what the pages' notices say), when it has one; nothing while the figures are fresh."""
-    if doc.get("warning"):
-        err(f"warning: {doc['warning']}")
-    elif (doc.get("freshness") or {}).get("stale"):
-        err(f"warning: {doc['freshness'].get('message') or 'these figures are old'}")
-
-
 def list_out(ctx: Context, doc: dict, *, empty: str, headers: list[str], row: Callable[[dict], Any]) -> int:
     """Print a list document (``{"items": [...], "count": n}``): as JSON with ``--json``, else
-    ``empty`` when it has no items, else a table of ``row(item)`` under ``headers``, then the
-    answer's warning on stderr (:func:`stale_warning`). Returns 0."""
+    ``empty`` when it has no items, else a table of ``row(item)`` under ``headers`` (the answer's
+    warning is already on stderr: :attr:`Context.warnings`). Returns 0."""
     if ctx.json:
         ctx.emit(doc)
         return 0
     items = doc.get("items") or []
     out(table(headers, [row(item) for item in items]) if items else empty)
-    stale_warning(doc)
     return 0

@@ -7,7 +7,7 @@ import os
 import time
 
 from .args import add_overrides, positive_float
-from .base import Commands, Context, UsageError, err, list_out, out, read_text, stale_warning
+from .base import Commands, Context, UsageError, err, list_out, out, read_text
 from .logs import CLUSTER_HELP, follow_log
 from .output import duration, gpus, key_values
 
@@ -106,15 +106,14 @@ def submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
     """Report a job just submitted (``POST /jobs`` or ``POST /profiles/{id}/submit``'s answer
     ``job``), once Slurm has its id; then follow its output when ``follow``. Returns 1 when the
     submission failed (or the followed job did not complete), else 0."""
-    warnings = list(job.get("warnings") or [])  # the submit's answer only (a maintenance window in the way)
+    # Only the submit's answer has them (already on stderr: Context.warnings); --json keeps them.
+    warnings = list(job.get("warnings") or [])
     job = _with_slurm_id(ctx, job, interval)
     ref = job_ref(job)
     if ctx.json:
         ctx.emit({**job, "warnings": warnings})
     else:
         out(f'Submitted job {ref} "{job.get("name", "")}" ({job.get("state", "?")})')
-        for warning in warnings:
-            err(f"warning: {warning}")
     if job.get("state") == "SUBMIT_FAILED":
         err(f"error: the submission failed: {job.get('submit_error') or job.get('explanation') or 'no reason given'}")
         return 1
@@ -201,7 +200,6 @@ def cmd_show(ctx: Context) -> int:
             value = f"{duration(value * 60)} ({value} min)"
         pairs.append((k, value))
     out(key_values(pairs))
-    stale_warning(job)
     return 0
 
 

@@ -106,12 +106,13 @@ def cmd_notebook(ctx: Context) -> int:
             out(key_values(_session_pairs(session)))
         return 0
     err(f"Requested session {session.get('name', '?')} ({session.get('ide') or kind or '?'})")
-    return _wait_for_session(ctx, session)
+    return _wait_for_session(ctx, session, list(session.get("warnings") or []))
 
 
-def _wait_for_session(ctx: Context, session: dict) -> int:
+def _wait_for_session(ctx: Context, session: dict, warnings: list[str]) -> int:
     """Poll session ``session`` until it runs (print its URL, 0), ends (1), ``--timeout`` passes
-    (1) or Ctrl-C (130), saying each new state on stderr."""
+    (1) or Ctrl-C (130), saying each new state on stderr. With ``--json`` the last state is printed
+    with ``warnings``, the start's (``POST /sessions``; later answers have none)."""
     a = ctx.args
     name = session.get("name", "?")
     deadline = time.monotonic() + a.timeout
@@ -125,19 +126,19 @@ def _wait_for_session(ctx: Context, session: dict) -> int:
                 last = (state, explanation)
             if state == "RUNNING" and session.get("url"):
                 if ctx.json:
-                    ctx.emit(session)
+                    ctx.emit({**session, "warnings": warnings})
                 else:
                     out(session["url"])
                 return 0
             if state in SESSION_DONE:
                 if ctx.json:
-                    ctx.emit(session)
+                    ctx.emit({**session, "warnings": warnings})
                 err(f"error: session {name} {state.lower()}: {session.get('message') or explanation or 'no reason given'}")
                 return 1
             left = deadline - time.monotonic()
             if left <= 0:
                 if ctx.json:
-                    ctx.emit(session)
+                    ctx.emit({**session, "warnings": warnings})
                 err(
                     f"error: session {name} is still {state} after {a.timeout:g} s"
                     + (f" ({explanation})" if explanation else "")
