@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
+# The CLI's package is in cli/ (its own pyproject.toml): import-linter reads it from this tree.
+export PYTHONPATH=cli${PYTHONPATH:+:$PYTHONPATH}
 "$VENV/bin/lint-imports"
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .

@@ -3,7 +3,8 @@
 # (idempotent): the portal's dependencies (bootstrap.sh), the local Slurm cluster with sshd + sudo
 # (cluster/up.sh, with the stand-in GPU exporters), Prometheus (scripts/prometheus.sh), the Jupyter venv and
 # proxy (hub_setup.sh), the demo container image (build_image.sh) and Chromium for the browser tests. The tests start their own IdP and live portal.
-# The import layers and ruff are checked first (scripts/lint.sh).
+# The import layers and ruff are checked first (scripts/lint.sh), then that the CLI installs alone in an empty
+# venv (scripts/cli_clean_install.sh).
 #
 # Then pytest runs in tiers (docs/testing.md): the unit tests on two workers (pytest-xdist); the
 # integration and browser tests that can share the clusters on TEST_WORKERS workers, and beside them
@@ -24,6 +25,7 @@ bash "$REPO_DIR/scripts/build_image.sh" # the demo container image (docs/contain
 apt_install chromium fonts-dejavu-core
 cd "$REPO_DIR"
 bash "$REPO_DIR/scripts/lint.sh"
+bash "$REPO_DIR/scripts/cli_clean_install.sh"  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
 if (( $# )); then
     log "running pytest $*"
     exec "$VENV/bin/pytest" "$@"

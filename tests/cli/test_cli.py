@@ -6,11 +6,12 @@ import io
 import json
 import os
 import stat
+import time
 import tomllib
 
 import pytest
 
-from gpuportal import __version__, cli, config
+from gpuportal import __version__, config
 from gpuportal.cli import main, parse_value
 
 from .fake_api import KEY_1, KEY_2, TOKEN, dead_url, make_job, make_session
@@ -365,7 +366,7 @@ def test_cancel_of_an_ended_job_says_so(env, capsys):
 
 def test_submit_waits_briefly_for_the_slurm_id(env, tmp_path, capsys, monkeypatch):
     """The portal answers before sbatch ran (state SUBMITTING, no id); the CLI asks again for the id."""
-    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     f = tmp_path / "train.yaml"
     f.write_text(YAML)
     submitting = make_job(id=None, state="SUBMITTING")
@@ -465,7 +466,7 @@ def test_logs_ctrl_c_exits_130_quietly(env, capsys, monkeypatch):
     def interrupt(seconds):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.time, "sleep", interrupt)
+    monkeypatch.setattr(time, "sleep", interrupt)
     assert main(["logs", "-f", "4242"]) == 130
     captured = capsys.readouterr()
     assert captured.out == "partial\n" and captured.err == ""
@@ -729,7 +730,7 @@ def test_ls_follows_every_page_and_n_stops_early(env, capsys):
 def test_submit_prints_the_portals_warning_on_stderr(env, tmp_path, capsys, monkeypatch):
     """POST /jobs answers ``warnings`` (a maintenance reservation in the way, issue 21); the CLI says
     them on stderr, also after asking again for the Slurm id (GET /jobs/{key} has none)."""
-    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     f = tmp_path / "train.yaml"
     f.write_text(YAML)
     warning = "This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance"

@@ -1,4 +1,4 @@
-"""A thin HTTP client for the portal's REST API (``{url}/api/v1``, bearer token, JSON bodies).
+"""A thin HTTP client for the portal's REST API (``{url}/api/v1``, bearer token, JSON bodies), on urllib3.
 
 Every method returns the decoded JSON document (a ``dict``) and raises :class:`ApiError` for an
 HTTP error status (or a response that is not JSON) and :class:`ConnectionFailed` when no answer
@@ -11,29 +11,33 @@ an idempotent request (GET, HEAD) again on a new connection when the connection 
 closed after it was sent, and any request when no connection could be made (nothing was sent).
 A POST or DELETE whose connection broke after sending is not sent again: the portal may have
 carried it out, and the error says so.
+
+The proxy comes from the environment (``https_proxy``, ``http_proxy``, ``all_proxy``, ``no_proxy``,
+read by :func:`urllib.request.getproxies`); TLS certificates are checked against the system's
+store, or the bundle named by ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE``. ``~/.netrc`` is never read.
 """
 
 from __future__ import annotations
 
-import socket
-import ssl
+import json
+import os
+import urllib.request
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
-import requests
+import urllib3
 import urllib3.exceptions
-from requests.adapters import HTTPAdapter
-from urllib3.util import Retry
+from urllib3.util import Retry, Timeout
 
 from . import __version__
+from .errors import IDEMPOTENT, RETRIES, ApiError, connection_failed
 
 #: Seconds to wait for the TCP connection, and for each response.
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
-#: How many times a request is sent again after its connection failed (see :func:`retry_policy`).
-RETRIES = 3
-#: Methods that are safe to send twice (RFC 9110's idempotent reads).
-IDEMPOTENT = frozenset({"GET", "HEAD"})
+#: How many redirects a request follows (an http:// address answered by the https:// one, say).
+REDIRECTS = 5
 
 
 class _Retry(Retry):
@@ -48,19 +52,21 @@ class _Retry(Retry):
 
 
 def retry_policy() -> Retry:
-    """The retries of every request (a urllib3 ``Retry``): at most :data:`RETRIES` in all;
-    ``connect``: no connection could be made (refused, unknown host, connect timeout), so nothing was
-    sent and any method may be retried; ``read``: the connection was reset or closed after the
-    request was sent: only for :data:`IDEMPOTENT` methods (an answer that timed out is not retried,
-    see :class:`_Retry`). Waits 0, 0.5, 1 s before the tries after the first (``backoff_factor``
-    0.25). HTTP statuses are never retried: the API's answers, 5xx included, are shown as they are."""
+    """The retries of every request (a urllib3 ``Retry``): ``connect``: no connection could be made
+    (refused, unknown host, connect timeout), so nothing was sent and any method may be retried,
+    at most :data:`RETRIES` times; ``read``: the connection was reset or closed after the request
+    was sent: only for :data:`IDEMPOTENT` methods, at most :data:`RETRIES` times (an answer that
+    timed out is not retried, see :class:`_Retry`); ``redirect``: at most :data:`REDIRECTS`
+    (``Authorization`` is dropped on a redirect to another host). Waits 0, 0.5, 1 s before the tries
+    after the first (``backoff_factor`` 0.25). HTTP statuses are never retried: the API's answers,
+    5xx included, are shown as they are."""
     return _Retry(
-        total=RETRIES,
+        total=RETRIES + REDIRECTS,
         connect=RETRIES,
         read=RETRIES,
         status=0,
         other=0,
-        redirect=False,
+        redirect=REDIRECTS,
         allowed_methods=IDEMPOTENT,
         backoff_factor=0.25,
         backoff_max=2.0,
@@ -70,55 +76,22 @@ def retry_policy() -> Retry:
     )
 
 
-class ApiError(Exception):
-    """The API answered with an error status (4xx/5xx) or an unusable body.
-
-    ``status``: the HTTP status (0 when the body, not the status, was the problem); ``detail``: the
-    API's one-sentence explanation; ``errors``: a list of ``{"field", "message", "line"}`` dicts
-    (possibly empty; ``line`` may be ``None``); ``document``: the decoded JSON body or ``None``;
-    ``url``: the URL that answered (``None`` when unknown).
-    """
-
-    def __init__(self, status: int, detail: str, errors: list[dict] | None = None, document: Any = None, url: str | None = None):
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.errors = errors or []
-        self.document = document
-        self.url = url
-
-
-class ConnectionFailed(Exception):
-    """No answer came from the portal; the message is one line for the user.
-
-    ``kind`` says why: ``"unreachable"`` (refused, unknown host: the portal is down or the address is
-    wrong; after the retries), ``"timeout"`` (no connection or no answer in time, after the
-    retries), ``"tls"`` (the TLS handshake failed), ``"connection_lost"`` (the connection was
-    reset or closed after the request was sent: the portal is up), ``"invalid_request"`` (the
-    request could not be made, e.g. a malformed URL). ``url``: the URL tried; ``method``: the HTTP
-    method."""
-
-    def __init__(self, message: str, *, kind: str, url: str, method: str = "GET"):
-        super().__init__(message)
-        self.kind = kind
-        self.url = url
-        self.method = method
-
-
-class _BearerAuth(requests.auth.AuthBase):
-    # An auth object (rather than a plain header) keeps requests from replacing the header with
-    # credentials from ~/.netrc; requests drops it on redirects to another host.
-    def __init__(self, token: str):
-        self.token = token
-
-    def __call__(self, r):
-        r.headers["Authorization"] = f"Bearer {self.token}"
-        return r
+def pool_for(url: str) -> urllib3.PoolManager:
+    """The connection pool for the portal at ``url``: through the environment's proxy for its
+    scheme unless ``no_proxy`` exempts its host; certificates checked (see the module's docstring)."""
+    parts = urlsplit(url)
+    ca_certs = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if proxy and parts.hostname and not urllib.request.proxy_bypass(parts.hostname):
+        return urllib3.ProxyManager(proxy, ca_certs=ca_certs)
+    return urllib3.PoolManager(ca_certs=ca_certs)
 
 
 class Client:
     """The portal's API at ``url`` (the portal's base URL, e.g. ``https://portal.example.org``)
-    authenticated with ``token``. ``timeout`` is ``(connect, read)`` in seconds."""
+    authenticated with ``token``. ``timeout`` is ``(connect, read)`` in seconds; ``on_answer``, when
+    given, is called with every JSON document the API answers (2xx) before it is returned."""
 
     def __init__(
         self,
@@ -126,89 +99,71 @@ class Client:
         token: str,
         *,
         timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
-        session: requests.Session | None = None,
+        on_answer: Callable[[dict], None] | None = None,
     ):
         self.url = url.rstrip("/")
         self.base = self.url + "/api/v1"
         self.timeout = timeout
-        self.session = session or requests.Session()
-        adapter = HTTPAdapter(max_retries=retry_policy())
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        self.session.auth = _BearerAuth(token)
-        self.session.headers.update({"Accept": "application/json", "User-Agent": f"gpuportal-cli/{__version__}"})
+        self.on_answer = on_answer
+        self.pool = pool_for(self.url)
+        self.headers = {
+            "Accept": "application/json",
+            "User-Agent": f"gpuportal-cli/{__version__}",
+            "Authorization": f"Bearer {token}",
+        }
 
     # --- transport ------------------------------------------------------------------------------
     def request(self, method: str, path: str, *, params: dict | None = None, body: Any = None) -> dict:
         """Send ``method`` to ``{base}{path}`` (``path`` starts with ``/``) with ``params`` as the query
         string and ``body`` (if not ``None``) as JSON. Returns the decoded JSON body (``{}`` for an
         empty one). Raises :class:`ApiError` or :class:`ConnectionFailed`."""
-        url = self.base + path
+        url = self.base + path + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body, allow_nan=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
         try:
-            response = self.session.request(method, url, params=params, json=body, timeout=self.timeout)
-        except requests.exceptions.RequestException as exc:
-            raise self._failure(method, url, exc) from None
-        return self._decode(response)
-
-    def _failure(self, method: str, url: str, exc: requests.exceptions.RequestException) -> ConnectionFailed:
-        """The :class:`ConnectionFailed` for a request that got no answer: which ``kind`` of failure,
-        and a sentence that names the URL tried and whether the request was retried."""
-        method = method.upper()
-        tried = getattr(getattr(exc, "request", None), "url", None) or url
-        retried = _exhausted(exc)
-        tries = f" ({RETRIES + 1} tries)" if retried else ""
-        reason = _root_reason(exc)
-
-        def failed(kind: str, message: str) -> ConnectionFailed:
-            return ConnectionFailed(message, kind=kind, url=tried, method=method)
-
-        if isinstance(exc, requests.exceptions.SSLError):
-            return failed("tls", f"TLS error talking to {tried}: {reason}")
-        # urllib3's NewConnectionError (refused, unknown host) is a subclass of ConnectTimeoutError: first.
-        if isinstance(exc, requests.exceptions.ConnectionError) and _caused_by(exc, urllib3.exceptions.NewConnectionError):
-            return failed("unreachable", f"cannot connect to the portal at {tried}: {reason}{tries}")
-        if isinstance(exc, requests.exceptions.ConnectTimeout) or _caused_by(exc, urllib3.exceptions.ConnectTimeoutError):
-            return failed(
-                "timeout", f"cannot connect to the portal at {tried}: no connection within {self.timeout[0]:g} s{tries}"
+            response = self.pool.request(
+                method,
+                url,
+                body=data,
+                headers=headers,
+                timeout=Timeout(connect=self.timeout[0], read=self.timeout[1]),
+                retries=retry_policy(),
             )
-        if isinstance(exc, requests.exceptions.Timeout) or _caused_by(exc, urllib3.exceptions.ReadTimeoutError):
-            return failed("timeout", f"the portal at {tried} did not answer within {self.timeout[1]:g} s")
-        if isinstance(exc, requests.exceptions.ConnectionError):
-            # The connection was made and the request sent; then it was reset or closed unanswered.
-            if method in IDEMPOTENT:
-                return failed(
-                    "connection_lost",
-                    f"the portal at {tried} closed the connection without answering, {RETRIES + 1} times in a row "
-                    f"({reason}): it is reachable but dropping connections; try again in a moment",
-                )
-            return failed(
-                "connection_lost",
-                f"the connection to the portal at {tried} was closed before it answered ({reason}); the {method} "
-                "may or may not have been carried out: check (e.g. `gpuportal ls`) before sending it again",
-            )
-        return failed("invalid_request", f"cannot send the request to {tried}: {exc}")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise connection_failed(method, url, exc, self.timeout) from None
+        document = self._decode(response, getattr(response, "url", None) or url)
+        if self.on_answer is not None:
+            self.on_answer(document)
+        return document
 
-    def _decode(self, response: requests.Response) -> dict:
+    def _decode(self, response: urllib3.BaseHTTPResponse, url: str) -> dict:
+        """The JSON object ``response`` (from ``url``) holds; raises :class:`ApiError` for an error
+        status, or a 2xx answer that is not a JSON object."""
+        content = response.data or b""
+        status = response.status
         document: Any = None
-        if response.content:
+        if content:
             try:
-                document = response.json()
-            except ValueError:
+                document = json.loads(content)
+            except ValueError:  # not JSON, or not UTF-8/16/32
                 document = None
-        if response.status_code >= 400:
+        if status >= 400:
             if isinstance(document, dict) and isinstance(document.get("detail"), str):
                 errors = document.get("errors") or []
                 errors = [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
-                raise ApiError(response.status_code, document["detail"], errors, document, response.url)
-            detail = f"HTTP {response.status_code} {response.reason or ''}".strip()
-            if document is None and response.content:
-                detail += f" from {response.url} (not a JSON answer: is {self.url} the portal's address?)"
-            raise ApiError(response.status_code, detail, [], document, response.url)
-        if not response.content:
+                raise ApiError(status, document["detail"], errors, document, url)
+            detail = f"HTTP {status} {response.reason or ''}".strip()
+            if document is None and content:
+                detail += f" from {url} (not a JSON answer: is {self.url} the portal's address?)"
+            raise ApiError(status, detail, [], document, url)
+        if not content:
             return {}
         if not isinstance(document, dict):
             raise ApiError(
-                0, f"the server at {self.url} did not answer with a JSON object (is it the portal's address?)", url=response.url
+                0, f"the server at {self.url} did not answer with a JSON object (is it the portal's address?)", url=url
             )
         return document
 
@@ -328,57 +283,3 @@ def _on(cluster: str) -> dict:
 def _seg(value: str) -> str:
     """``value`` as one URL path segment (so a ref cannot reach another endpoint)."""
     return quote(str(value), safe="")
-
-
-def _causes(exc: BaseException):
-    """``exc`` and what it wraps: ``__cause__``/``__context__``, urllib3's ``reason`` and exceptions
-    among ``args`` (requests wraps urllib3's ``MaxRetryError``, which wraps the last failure)."""
-    seen = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        cause = todo.pop(0)
-        if id(cause) in seen:
-            continue
-        seen.add(id(cause))
-        yield cause
-        reason = getattr(cause, "reason", None)
-        todo += [
-            c for c in (reason, *getattr(cause, "args", ()), cause.__cause__, cause.__context__) if isinstance(c, BaseException)
-        ]
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    return any(isinstance(c, kind) for c in _causes(exc))
-
-
-def _exhausted(exc: BaseException) -> bool:
-    """Whether urllib3 gave up after its retries (a ``MaxRetryError`` in the chain): the request was
-    tried 1 + :data:`RETRIES` times."""
-    return _caused_by(exc, urllib3.exceptions.MaxRetryError)
-
-
-def _root_reason(exc: BaseException) -> str:
-    """A short reason for a connection failure: the innermost OS-level cause when there is one."""
-    seen = set()
-    cause: BaseException | None = exc
-    best: BaseException | None = None
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, (ConnectionRefusedError, socket.gaierror, ssl.SSLError, socket.timeout, OSError)) and not isinstance(
-            cause, requests.exceptions.RequestException
-        ):
-            best = cause
-        nxt = getattr(cause, "reason", None)
-        if not isinstance(nxt, BaseException):
-            args = getattr(cause, "args", ())
-            nxt = next((a for a in args if isinstance(a, BaseException)), None)
-        cause = nxt or cause.__cause__ or cause.__context__
-    if isinstance(best, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(best, socket.gaierror):
-        return "unknown host"
-    if best is not None:
-        text = getattr(best, "strerror", None) or str(best)
-        # urllib3 wraps errors as "<object at 0x...>: Failed to ...": keep the readable part.
-        return text.split(": ", 1)[-1] if "object at 0x" in text else text
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,84 @@
+"""Readers of the command line's values (argparse ``type=`` functions) and of the API's times."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+_INT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
+
+
+def parse_value(text: str) -> Any:
+    """An override's value: ``int`` (``4``, ``-1``; not ``007``), ``float`` (``1.5``, ``2e3``; finite),
+    ``True``/``False`` (``true``/``false``, any case), else the text unchanged."""
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    if text.lower() == "true":
+        return True
+    if text.lower() == "false":
+        return False
+    return text
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as ``(key, parse_value(value))``; raises ``argparse.ArgumentTypeError`` otherwise."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(c.isspace() for c in key):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. gpus=4), got {text!r}")
+    return key, parse_value(value)
+
+
+def positive_float(text: str) -> float:
+    """A finite number, 0 or more (seconds, hours, GB); raises ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number, 0 or more; raises ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number, 1 or more; raises ``argparse.ArgumentTypeError`` otherwise."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
+    return value
+
+
+def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) on ``parser``, into ``args.overrides`` (a list of pairs)."""
+    parser.add_argument(
+        "--set", dest="overrides", metavar="KEY=VALUE", action="append", type=parse_override, default=[], help=help
+    )
+
+
+def local_time(iso: str | None) -> str:
+    """An API time (ISO 8601, UTC) as ``YYYY-MM-DD HH:MM`` in this machine's zone; ``-`` when absent."""
+    if not iso:
+        return "-"
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso

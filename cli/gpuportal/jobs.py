@@ -1,0 +1,237 @@
+"""Batch jobs: ``gpuportal submit``, ``ls``, ``show``, ``cancel``, ``hold`` and ``release``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from .args import add_overrides, positive_float
+from .base import Commands, Context, UsageError, err, list_out, out, read_text
+from .logs import CLUSTER_HELP, follow_log
+from .output import duration, gpus, key_values
+
+#: How long ``submit`` waits for Slurm's job id (the portal sends the job in the background), seconds.
+ID_WAIT_S = 10.0
+
+_JOB_FIELDS = [
+    "id",
+    "slurm_ref",
+    "origin",
+    "key",
+    "name",
+    "state",
+    "state_label",
+    "reason",
+    "explanation",
+    "position",
+    "estimated_start",
+    "partition",
+    "account",
+    "gpu_type",
+    "gpu_count",
+    "cpus",
+    "memory_mb",
+    "time_limit_min",
+    "created_at",
+    "start_at",
+    "end_at",
+    "elapsed_s",
+    "exit_code",
+    "signal",
+    "submit_error",
+    "profile_id",
+    "url",
+]
+
+
+def add_commands(commands: Commands) -> None:
+    """Register ``submit``, ``ls``, ``show``, ``cancel``, ``hold`` and ``release``."""
+    p = commands.add("submit", cmd_submit, "submit a job from a profile YAML file")
+    p.add_argument("file", metavar="FILE.yaml")
+    add_overrides(p, "override a profile field (repeatable), e.g. --set gpus=4")
+    p.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
+    p.add_argument("--interval", type=positive_float, default=2.0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--cluster", metavar="NAME", help="the cluster to run it on (see `gpuportal clusters`); same as --set cluster=NAME"
+    )
+    p.add_argument(
+        "--image",
+        metavar="NAME",
+        help="the site image to run it in (see `gpuportal images`), or none for the node's own system; over the profile's image:",
+    )
+
+    p = commands.add("ls", cmd_ls, "list your jobs (running, queued and ended in the last hour)")
+    p.add_argument("--cluster", metavar="NAME", help="only this cluster's jobs")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--all", dest="scope", action="store_const", const="all", help="all jobs")
+    scope.add_argument("--history", dest="scope", action="store_const", const="history", help="ended jobs")
+    p.add_argument(
+        "-n", "--limit", type=int, metavar="N", help="at most N jobs, newest first (default: every job; the CLI reads every page)"
+    )
+    _add_ref_commands(commands)
+
+
+def _add_ref_commands(commands: Commands) -> None:
+    """The commands on one job named by REF: ``show``, ``cancel``, ``hold``, ``release``."""
+    for name, func, help in (
+        ("show", cmd_show, "show one job"),
+        ("cancel", cmd_cancel, "cancel a job (every task of an array, every component of a het job)"),
+        ("hold", cmd_hold, "hold a pending job: it does not start until you release it (scontrol hold as you)"),
+        ("release", cmd_release, "release a job you held, so that it can start (scontrol release as you)"),
+    ):
+        p = commands.add(name, func, help)
+        p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+        p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
+        if name == "cancel":
+            p.add_argument("--task", type=int, metavar="N", help="an array's task: cancel only it (scancel <id>_<N>)")
+
+
+def job_ref(job: dict) -> str:
+    """How the CLI names a job: its Slurm id, else its key."""
+    return str(job["id"]) if job.get("id") is not None else str(job.get("key", "?"))
+
+
+def _with_slurm_id(ctx: Context, job: dict, interval: float) -> dict:
+    """``job`` again once Slurm has given it an id (``GET /jobs/{key}``), for at most
+    :data:`ID_WAIT_S` seconds; as it was if the id does not come (then the key names it)."""
+    deadline = time.monotonic() + ID_WAIT_S
+    while job.get("id") is None and job.get("state") == "SUBMITTING" and time.monotonic() < deadline:
+        time.sleep(min(0.5, interval))
+        job = ctx.client().get_job(str(job["key"]))
+    return job
+
+
+def submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
+    """Report a job just submitted (``POST /jobs`` or ``POST /profiles/{id}/submit``'s answer
+    ``job``), once Slurm has its id; then follow its output when ``follow``. Returns 1 when the
+    submission failed (or the followed job did not complete), else 0."""
+    # Only the submit's answer has them (already on stderr: Context.warnings); --json keeps them.
+    warnings = list(job.get("warnings") or [])
+    job = _with_slurm_id(ctx, job, interval)
+    ref = job_ref(job)
+    if ctx.json:
+        ctx.emit({**job, "warnings": warnings})
+    else:
+        out(f'Submitted job {ref} "{job.get("name", "")}" ({job.get("state", "?")})')
+    if job.get("state") == "SUBMIT_FAILED":
+        err(f"error: the submission failed: {job.get('submit_error') or job.get('explanation') or 'no reason given'}")
+        return 1
+    if not ctx.json:
+        out(f"Follow it: gpuportal logs -f {ref}")
+        if job.get("url"):
+            out(job["url"])
+    if follow:
+        return follow_log(ctx, ref, stream="out", interval=interval)
+    return 0
+
+
+def cmd_submit(ctx: Context) -> int:
+    """``submit FILE [--set K=V ...] [-f]``: ``POST /jobs`` with the file's text; returns 1 when the
+    submission failed (or, with ``-f``, the job did not complete). Raises :class:`UsageError` for an
+    unreadable file."""
+    text = read_text(ctx.args.file)
+    client = ctx.client()
+    overrides = dict(ctx.args.overrides)
+    if ctx.args.cluster:
+        overrides["cluster"] = ctx.args.cluster
+    job = client.submit_job(text, os.path.basename(ctx.args.file), overrides, image=ctx.args.image)
+    return submitted(ctx, job, ctx.args.follow, ctx.args.interval)
+
+
+def _job_time(job: dict) -> str:
+    if job.get("elapsed_s") is not None:
+        return duration(job["elapsed_s"])
+    if job.get("time_limit_min"):
+        return f"limit {duration(job['time_limit_min'] * 60)}"
+    return "-"
+
+
+def _job_note(job: dict) -> str:
+    """The NOTE column: "submitted outside the portal" for such a job, an array's tasks by state
+    ("3 running, 12 pending"), then the queue line or the submit error."""
+    parts = ["submitted outside the portal"] if job.get("origin") == "outside" else []
+    tasks = ", ".join(f"{t.get('count')} {t.get('group')}" for t in job.get("tasks") or [])
+    parts += [tasks] if tasks else []
+    parts += [job.get("explanation") or job.get("submit_error") or ""]
+    return "; ".join(p for p in parts if p)
+
+
+def cmd_ls(ctx: Context) -> int:
+    """``ls [--all|--history] [-n N]``: ``GET /jobs``, every page (or the first ``N`` jobs), as a
+    table (ID, NAME, STATE, PARTITION, GPUS, TIME, NOTE); with ``-n``, a note on stderr when more
+    jobs remain."""
+    limit = ctx.args.limit
+    if limit is not None and limit < 1:
+        raise UsageError(f"-n/--limit takes a number of jobs, 1 or more (got {limit}).")
+    doc = ctx.client().list_jobs(ctx.args.scope or "active", ctx.args.cluster or "", most=limit)
+    if doc.get("more") and not ctx.json:
+        err(f"(the newest {limit} jobs; more match: raise -n, or leave it out for every job)")
+    return list_out(
+        ctx,
+        doc,
+        empty="No jobs.",
+        headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
+        row=lambda j: (
+            j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8]),
+            j.get("name"),
+            j.get("state"),
+            j.get("partition"),
+            gpus(j.get("gpu_count"), j.get("gpu_type")),
+            _job_time(j),
+            _job_note(j),
+        ),
+    )
+
+
+def cmd_show(ctx: Context) -> int:
+    """``show REF``: ``GET /jobs/{ref}`` as key/value lines."""
+    job = ctx.client().get_job(ctx.args.ref, ctx.args.cluster or "")
+    if ctx.json:
+        ctx.emit(job)
+        return 0
+    keys = [k for k in _JOB_FIELDS if k in job] + sorted(k for k in job if k not in _JOB_FIELDS and k != "freshness")
+    pairs = []
+    for k in keys:
+        value = job[k]
+        if k == "elapsed_s" and value is not None:
+            value = f"{duration(value)} ({value} s)"
+        elif k == "time_limit_min" and value:
+            value = f"{duration(value * 60)} ({value} min)"
+        pairs.append((k, value))
+    out(key_values(pairs))
+    return 0
+
+
+def cmd_cancel(ctx: Context) -> int:
+    """``cancel REF [--task N]``: ``POST /jobs/{ref}/cancel`` (``?task=N``: one task of an array)."""
+    task = getattr(ctx.args, "task", None)
+    job = ctx.client().cancel_job(ctx.args.ref, ctx.args.cluster or "", task=task)
+    if ctx.json:
+        ctx.emit(job)
+    elif job.get("final"):
+        out(f'Job {ctx.args.ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
+    else:
+        what = f"task {task} of {ctx.args.ref}" if task is not None else ctx.args.ref
+        out(f'Cancelling {what} "{job.get("name", "")}"')
+    return 0
+
+
+def cmd_hold(ctx: Context) -> int:
+    """``hold REF``: ``POST /jobs/{ref}/hold``."""
+    job = ctx.client().hold_job(ctx.args.ref, ctx.args.cluster or "")
+    if ctx.json:
+        ctx.emit(job)
+    else:
+        out(f'Holding {ctx.args.ref} "{job.get("name", "")}": it will not start until `gpuportal release {ctx.args.ref}`.')
+    return 0
+
+
+def cmd_release(ctx: Context) -> int:
+    """``release REF``: ``POST /jobs/{ref}/release``."""
+    job = ctx.client().release_job(ctx.args.ref, ctx.args.cluster or "")
+    if ctx.json:
+        ctx.emit(job)
+    else:
+        out(f'Releasing {ctx.args.ref} "{job.get("name", "")}": it starts when Slurm can run it.')
+    return 0

@@ -1,0 +1,183 @@
+"""``gpuportal logs``: print a job's output, once or following it until the job ends."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .args import non_negative_int, positive_float
+from .base import Commands, Context, err, out
+from .client import Client
+from .output import dumps_json
+
+#: A log page at least this big means more is probably waiting: read again without sleeping.
+FULL_PAGE = 64 * 1024
+#: With -f, give up reading an ended job's log after this many failed reads in a row.
+MAX_READ_FAILURES = 5
+#: The ``--cluster`` help of the commands that take a job's REF.
+CLUSTER_HELP = "for a Slurm job id: the cluster it is on (ids are per cluster; default: your newest job with that id)"
+
+
+def add_commands(commands: Commands) -> None:
+    """Register ``logs``."""
+    p = commands.add("logs", cmd_logs, "print a job's output (stdout, or stderr with --err)")
+    p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
+    p.add_argument("--err", action="store_true", help="the job's stderr instead of stdout")
+    p.add_argument("--tail", type=non_negative_int, metavar="BYTES", help="start with only the last BYTES bytes")
+    p.add_argument(
+        "--interval", type=positive_float, default=2.0, metavar="SECONDS", help="seconds between polls with -f (default 2)"
+    )
+
+
+def cmd_logs(ctx: Context) -> int:
+    """``logs [-f] [--err] [--tail BYTES] [--interval S] REF``: see :func:`follow_log`."""
+    a = ctx.args
+    return follow_log(
+        ctx, a.ref, stream="err" if a.err else "out", follow=a.follow, interval=a.interval, tail=a.tail, cluster=a.cluster or ""
+    )
+
+
+def follow_log(
+    ctx: Context,
+    ref: str,
+    *,
+    stream: str = "out",
+    follow: bool = True,
+    interval: float = 2.0,
+    tail: int | None = None,
+    cluster: str = "",
+) -> int:
+    """Print job ``ref``'s log (``stream`` ``"out"``/``"err"``) from the start (or only its last
+    ``tail`` bytes). Without ``follow``: read pages until one is empty, return 0. With ``follow``: poll
+    every ``interval`` seconds until a page says ``final`` and has no new data, then report the
+    job's end on stderr; returns 0 when the job COMPLETED, else 1. With ``--json`` each page is one
+    JSON line on stdout (``tail`` then does not apply)."""
+    client = ctx.client()
+    offset = 0
+    if tail is not None and not ctx.json:
+        offset = _print_tail(client, ref, stream, cluster, tail)
+        if not follow:
+            return 0
+    reader = _LogReader(ctx, client, ref, stream, cluster, interval)
+    code = reader.read(offset, follow)
+    if code is not None:
+        return code
+    return _report_end(client, ref, cluster, reader.page)
+
+
+def _write(data: str) -> None:
+    sys.stdout.write(data)
+    sys.stdout.flush()
+
+
+def _next_offset(page: dict, offset: int) -> int:
+    nxt = page.get("next_offset")
+    if isinstance(nxt, int) and not isinstance(nxt, bool):
+        return nxt
+    return offset + len((page.get("data") or "").encode("utf-8"))
+
+
+def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) -> int:
+    """Read the whole log, print its last ``tail`` bytes (never a split character); returns the
+    byte offset where the log ended."""
+    offset = 0
+    kept = bytearray()
+    while True:
+        page = client.job_log(ref, stream, offset, cluster)
+        data = page.get("data") or ""
+        nxt = _next_offset(page, offset)
+        if not data and nxt == offset:
+            break
+        kept += data.encode("utf-8")
+        if len(kept) > tail:
+            del kept[: len(kept) - tail]
+        offset = nxt
+    _write(kept.decode("utf-8", errors="ignore"))
+    return offset
+
+
+class _LogReader:
+    """Reads one job's log page by page from a byte offset and prints it (see :func:`follow_log`);
+    :attr:`page` is the last page read."""
+
+    def __init__(self, ctx: Context, client: Client, ref: str, stream: str, cluster: str, interval: float):
+        self.ctx, self.client, self.ref, self.stream, self.cluster, self.interval = ctx, client, ref, stream, cluster, interval
+        self.page: dict = {}
+        self.announced = False
+        self.last_error = ""
+        self.failures = 0
+
+    def read(self, offset: int, follow: bool) -> int | None:
+        """Print pages from ``offset``. Returns the exit status when done without ``follow``, or
+        ``None`` once a followed job's log has ended (:attr:`page` then says so)."""
+        while True:
+            page = self.page = self.client.job_log(self.ref, self.stream, offset, self.cluster)
+            data = page.get("data") or ""
+            nxt = _next_offset(page, offset)
+            advanced = bool(data) or nxt != offset
+            if self.ctx.json:
+                out(dumps_json(page, pretty=False))
+            elif data:
+                _write(data)
+            size = nxt - offset
+            offset = nxt
+            # Not in the contract, but the server may say why it could not read the file this time
+            # (``"error": "..."``); such a page says nothing about the end of the log.
+            read_error = "" if advanced else str(page.get("error") or "")
+            if read_error:
+                if not follow:
+                    err(f"error: {read_error}")
+                    return 1
+                if self._read_failed(read_error, page):
+                    time.sleep(self.interval)
+                    continue
+            else:
+                self.failures = 0
+            if not follow:
+                if advanced:
+                    continue
+                if page.get("missing") and offset == 0:
+                    what = "stderr" if self.stream == "err" else "output"
+                    err(f"job {self.ref} has no {what} yet ({page.get('state') or 'unknown state'})")
+                return 0
+            if page.get("final") and not advanced:
+                return None
+            if page.get("missing") and not page.get("final") and not self.announced:
+                self._announce_wait()
+            if advanced and (page.get("final") or size >= FULL_PAGE):
+                continue  # drain what is already there
+            time.sleep(self.interval)
+
+    def _read_failed(self, read_error: str, page: dict) -> bool:
+        """Count a failed read (saying why once per new reason); whether to try again (an ended
+        job's log is given up after :data:`MAX_READ_FAILURES` failures in a row)."""
+        self.failures += 1
+        if read_error != self.last_error:
+            err(f"warning: {read_error}")
+            self.last_error = read_error
+        return not (page.get("final") and self.failures >= MAX_READ_FAILURES)
+
+    def _announce_wait(self) -> None:
+        job = self.client.get_job(self.ref, self.cluster)
+        page = self.page
+        why = job.get("explanation") or job.get("state_label") or job.get("state") or page.get("state") or "no output yet"
+        err(f"waiting for the job to start ({why})")
+        self.announced = True
+
+
+def _report_end(client: Client, ref: str, cluster: str, page: dict) -> int:
+    """Say on stderr how job ``ref`` ended; returns 0 when it COMPLETED, else 1."""
+    job = client.get_job(ref, cluster)
+    state = job.get("state") or page.get("state") or "UNKNOWN"
+    code = job.get("exit_code")
+    text = f"job {ref} ended: {state}"
+    if code is not None:
+        text += f" (exit code {code})"
+    elif job.get("signal") is not None:
+        text += f" (signal {job['signal']})"
+    err(text)
+    if state == "SUBMIT_FAILED" and job.get("submit_error"):
+        err(f"  {job['submit_error']}")
+    return 0 if state == "COMPLETED" else 1
