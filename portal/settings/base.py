@@ -9,6 +9,9 @@ from portal.env import BASE_DIR, read_env
 env = read_env()
 
 SECRET_KEY = env("PORTAL_SECRET_KEY")
+#: "production" (portal.settings.production), "development" (portal.settings.dev and test). Anything
+#: but "development" is held to production's start-up checks (accounts.checks, portal/secrets.py).
+PORTAL_ENVIRONMENT = ""
 DEBUG = env("PORTAL_DEBUG")
 ALLOWED_HOSTS = env("PORTAL_ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env("PORTAL_CSRF_TRUSTED_ORIGINS")
