@@ -34,6 +34,12 @@ class MemoryField(forms.Field):
         super().__init__(**kwargs)
         self.minimum_mib = minimum_mib
 
+    def prepare_value(self, value):
+        """What the box shows: whole MiB (an ``initial`` or a cleaned value) as
+        :func:`portal.units.memory_text` writes it (``4096`` -> ``4G``, ``4000`` -> ``4000M``, the
+        way session cards and job pages show memory); text as typed."""
+        return memory_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     def to_python(self, value) -> int | None:
         if value in self.empty_values:
             return None
