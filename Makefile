@@ -10,7 +10,7 @@ stop:           ## stop everything make dev started, including the local cluster
 test:           ## run all tests against the real stack (sets up what they need first)
 	bash scripts/test.sh
 
-test-fast:      ## import layers, ruff, sizes, then unit tests on two workers (no cluster, IdP or browser needed; PostgreSQL and Redis still are)
+test-fast:      ## import layers, ruff, sizes, then unit tests on two workers (no cluster, IdP or browser needed; PostgreSQL, Redis and the Jupyter venv still are)
 	bash scripts/lint.sh
 	.venv/bin/pytest -n 2 -m "not integration and not e2e" --reuse-db
 

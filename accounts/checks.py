@@ -1,19 +1,20 @@
-"""System checks for sign-in settings (run by ``manage.py check`` and at WSGI start-up)."""
+"""System checks for sign-in settings and the portal's secrets (run by ``manage.py check`` and at
+WSGI start-up; the Celery worker and beat refuse the secrets' errors too: ``portal.celery``)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-DEV_SECRET = "dev-insecure-secret-key-change-me"
+from portal.secrets import secret_problems
 
 
 @register("portal")
 def check_identity_provider(app_configs=None, **kwargs):
-    """portal.E001: production without an IdP; portal.E002: production with the dev secret key;
-    portal.W001: no IdP in development (nobody can sign in)."""
+    """portal.E001: no IdP outside the development settings; portal.W001: no IdP in development
+    (nobody can sign in)."""
     oidc = settings.OIDC
-    production = getattr(settings, "PORTAL_ENVIRONMENT", "") == "production"
+    strict = getattr(settings, "PORTAL_ENVIRONMENT", "") != "development"
     missing = [
         name
         for name, key in (
@@ -24,7 +25,7 @@ def check_identity_provider(app_configs=None, **kwargs):
         if not oidc[key]
     ]
     messages = []
-    if missing and production:
+    if missing and strict:
         messages.append(
             Error(
                 f"No identity provider is configured: {', '.join(missing)} not set.",
@@ -35,6 +36,12 @@ def check_identity_provider(app_configs=None, **kwargs):
         )
     elif missing:
         messages.append(Warning(f"No identity provider configured ({', '.join(missing)}); nobody can sign in.", id="portal.W001"))
-    if production and settings.SECRET_KEY in ("", DEV_SECRET):
-        messages.append(Error("PORTAL_SECRET_KEY is not set for production.", hint="Set a long random value.", id="portal.E002"))
     return messages
+
+
+@register("portal")
+def check_secrets(app_configs=None, **kwargs):
+    """portal.E002 (``PORTAL_SECRET_KEY``), portal.E003 (``PORTAL_HUB_TOKEN``), portal.E004
+    (``PORTAL_OIDC_CLIENT_SECRET``): outside the development settings, a secret that is missing,
+    a public development default, a placeholder or too short (:func:`portal.secrets.secret_problems`)."""
+    return [Error(p.message, hint=p.hint, id=p.check_id) for p in secret_problems(settings)]

@@ -39,9 +39,8 @@ from django.conf import settings
 from django.utils.text import slugify
 
 from jobs.policy import SitePolicy
-from portal.formats import mib_to_gb
 from portal.refusals import Problem
-from portal.units import MemoryRefusal, memory_mib
+from portal.units import MemoryRefusal, memory_mib, memory_text
 
 from .kinds import KINDS, kind_label
 from .models import Session
@@ -101,9 +100,10 @@ class SessionPreset:
 
     @property
     def details(self) -> str:
-        """The rest of the settings, e.g. "2 CPUs · 4 GB · partition interactive"."""
+        """The rest of the settings, e.g. "2 CPUs · 4G memory · partition interactive" (memory as the
+        Sessions form takes it: :func:`portal.units.memory_text`)."""
         cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
-        return f"{cpus} · {mib_to_gb(self.memory_mb)} GB · partition {self.partition}"
+        return f"{cpus} · {memory_text(self.memory_mb)} memory · partition {self.partition}"
 
 
 def preset_label(ide: str, gpu_count: int, gpu_type: str, hours: int) -> str:

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.refusals import Refused, refusal_to_form
+from portal.units import memory_text
 from slurm.clusters import clusters
 
 from .fields import JOB_FORM
@@ -123,7 +124,7 @@ def _as_data(job) -> dict:
         "gpu_type": request.gpu_type,
         "gpu_count": str(request.gpu_count),
         "cpus": str(request.cpus),
-        "memory_gb": f"{request.memory_mb}M",
+        "memory_gb": memory_text(request.memory_mb),
         "time_limit": str(request.time_limit_min),
         "workdir": request.workdir,
         "script": request.script,

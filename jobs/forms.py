@@ -14,9 +14,8 @@ from images.availability import image_state
 from images.selectors import images_for
 from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
-from slurm.values import parse_time_limit
 
-from .policy import GPU_COUNTS, JobRequest, SitePolicy
+from .policy import GPU_COUNTS, JobRequest, SitePolicy, time_limit_minutes
 
 
 class MemoryField(forms.Field):
@@ -34,6 +33,12 @@ class MemoryField(forms.Field):
         kwargs.setdefault("help_text", "4G, 4000M or 1.5T (a bare number means GB)")
         super().__init__(**kwargs)
         self.minimum_mib = minimum_mib
+
+    def prepare_value(self, value):
+        """What the box shows: whole MiB (an ``initial`` or a cleaned value) as
+        :func:`portal.units.memory_text` writes it (``4096`` -> ``4G``, ``4000`` -> ``4000M``, the
+        way session cards and job pages show memory); text as typed."""
+        return memory_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     def to_python(self, value) -> int | None:
         if value in self.empty_values:
@@ -89,7 +94,9 @@ class JobForm(forms.Form):
     gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
     memory_gb = MemoryField()
-    time_limit = forms.CharField(max_length=20, initial="01:00:00", help_text="HH:MM:SS, D-HH:MM:SS, or whole minutes (90)")
+    time_limit = forms.CharField(
+        max_length=20, initial="01:00:00", help_text="Whole minutes (90), HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+    )
     requeue = forms.BooleanField(
         required=False,
         initial=True,
@@ -148,17 +155,10 @@ class JobForm(forms.Form):
 
     @staticmethod
     def parse_time_minutes(text: str) -> int:
-        """``90`` / ``02:00:00`` / ``1-00:00:00`` -> minutes. Raises ``ValueError`` with the form's message."""
-        text = (text or "").strip()
-        if text.count(":") == 1 and "-" not in text:
-            raise ValueError(f"'{text[:20]}' is ambiguous (Slurm reads it as minutes:seconds). Write 2 hours as 02:00:00 or 120.")
-        try:
-            seconds = parse_time_limit(text)
-        except ValueError:
-            seconds = -1
-        if seconds is None or seconds < 60 or not any(ch.isdigit() for ch in text):
-            raise ValueError("Give a time limit such as 90 (minutes), 02:00:00 or 1-00:00:00.")
-        return seconds // 60
+        """A time limit as people type it -> whole minutes: :func:`jobs.policy.time_limit_minutes`
+        (the one reader of the form, profiles, the API and the CLI). Raises ``ValueError`` with the
+        refusal's sentence."""
+        return time_limit_minutes(text)
 
     def clean_time_limit(self) -> int:
         try:

@@ -21,6 +21,7 @@ from django.conf import settings
 from portal.refusals import Problem, Refused
 from slurm.clusters import cluster_get, cluster_names, clusters
 from slurm.snapshot import ClusterSnapshot, snapshots_load
+from slurm.values import SlurmTimeError, parse_time_limit
 
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
 GPU_COUNTS = (1, 2, 4, 8)
@@ -265,3 +266,31 @@ def format_minutes(minutes: int) -> str:
     parts += [f"{hours} h"] if hours else []
     parts += [f"{mins} min"] if mins else []
     return " ".join(parts) or "0 min"
+
+
+#: The time-limit forms a person may type (Slurm's, less ``MM:SS``: see :func:`time_limit_minutes`).
+TIME_LIMIT_FORMS = "whole minutes (90), HH:MM:SS (02:00:00), D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)"
+
+_MINUTES_SECONDS = re.compile(r"[0-9]+:[0-9]+")
+
+
+def time_limit_minutes(text: str) -> int:
+    """A time limit as a person types it (the job form, a profile's ``resources.time_limit``, the
+    API's and the CLI's overrides) -> whole minutes, seconds rounded up as Slurm does
+    (``time_str2mins``). Slurm's forms, read strictly by :func:`slurm.values.parse_time_limit`
+    (ASCII digits, fields in range), except ``MM:SS``: ``2:00`` is refused as ambiguous, since people
+    write it for two hours and Slurm reads two minutes. No limit (``0``, ``UNLIMITED``) is refused too.
+    Raises ``ValueError`` whose text is the refusal: what is wrong and the forms accepted. The
+    partition's ``MaxTime`` is :meth:`SitePolicy.check`'s."""
+    text = (text or "").strip()
+    shown = repr(text[:20])
+    if _MINUTES_SECONDS.fullmatch(text):
+        raise ValueError(f"{shown} is ambiguous (Slurm reads it as minutes:seconds). Write 2 hours as 02:00:00 or 120.")
+    try:
+        seconds = parse_time_limit(text)
+    except SlurmTimeError as exc:
+        raise ValueError(f"{shown} is not a time limit: {exc.reason}. Write it as {TIME_LIMIT_FORMS}.") from None
+    if not seconds:
+        what = "An empty time limit" if not text else f"{shown} (no limit at all to Slurm)"
+        raise ValueError(f"{what} cannot be asked for here. Give at least 1 minute, as {TIME_LIMIT_FORMS}.")
+    return (seconds + 59) // 60

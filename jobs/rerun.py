@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 
 from accounts.models import User
 from portal.refusals import Problem, Refused
+from portal.units import memory_text
 
 from .models import Job
 from .policy import JobRequest
@@ -96,7 +97,7 @@ def run_again_initial(job: Job, *, script: str | None = None) -> dict:
         "gpu_type": job.gpu_type,
         "gpu_count": job.gpu_count,
         "cpus": job.cpus,
-        "memory_gb": f"{job.memory_mb}M" if job.memory_mb else "",
+        "memory_gb": memory_text(job.memory_mb or None),
         "time_limit": str(job.time_limit_min) if job.time_limit_min else "",
         "workdir": job.workdir if job.is_outside else _chosen_workdir(job),
         "script": script if job.is_outside else job.script,

@@ -9,8 +9,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone as djtz
 from django.views.decorators.http import require_POST
 
+from portal.dates import viewer_zone
 from portal.refusals import Refused, refusal_to_form
 
 from .announcement_forms import AnnouncementForm
@@ -36,12 +38,23 @@ def _save(request: HttpRequest, form: AnnouncementForm, save) -> bool:
     return True
 
 
+def _zone(request: HttpRequest) -> str:
+    """The zone the form reads and shows times in: the one posted, else the admin's browser zone."""
+    return viewer_zone(request, chosen=request.POST.get("zone"))
+
+
 @login_required
 def announcement_list(request: HttpRequest) -> HttpResponse:
-    """GET: current, upcoming and past announcements and the form for a new one; POST: create it."""
+    """GET: current, upcoming and past announcements and the form for a new one; POST: create it.
+    Times are read in the form's zone (:func:`_zone`)."""
     if not request.user.is_staff:
         return _forbidden(request)
-    form = AnnouncementForm(request.POST or None)
+    zone = _zone(request)
+    with djtz.override(zone):
+        return _list(request, AnnouncementForm(request.POST or None, initial={"zone": zone}))
+
+
+def _list(request: HttpRequest, form: AnnouncementForm) -> HttpResponse:
     if request.method == "POST":
         try:
             if _save(request, form, lambda **v: announcement_create(by=request.user, **v)):
@@ -55,12 +68,18 @@ def announcement_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def announcement_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    """GET: the form filled in with announcement ``pk``; POST: change it."""
+    """GET: the form filled in with announcement ``pk`` (its window shown in the admin's zone); POST:
+    change it."""
     if not request.user.is_staff:
         return _forbidden(request)
     row = get_object_or_404(Announcement, pk=pk)
-    initial = {"text": row.text, "starts_at": row.starts_at, "ends_at": row.ends_at, "severity": row.severity}
-    form = AnnouncementForm(request.POST or None, initial=initial)
+    zone = _zone(request)
+    initial = {"text": row.text, "zone": zone, "starts_at": row.starts_at, "ends_at": row.ends_at, "severity": row.severity}
+    with djtz.override(zone):
+        return _edit(request, row, AnnouncementForm(request.POST or None, initial=initial))
+
+
+def _edit(request: HttpRequest, row: Announcement, form: AnnouncementForm) -> HttpResponse:
     if request.method == "POST":
         if _save(request, form, lambda **v: announcement_update(announcement=row, by=request.user, **v)):
             messages.success(request, "Announcement changed.")

@@ -114,9 +114,9 @@ def _check(*, text: str, starts_at: datetime | None, ends_at: datetime | None, s
     elif len(text) > TEXT_MAX:
         problems.append(Problem("text", f"The text has {len(text)} characters; a banner takes at most {TEXT_MAX}."))
     if starts_at is None:
-        problems.append(Problem("starts_at", "Give the start of the window (date and time, UTC)."))
+        problems.append(Problem("starts_at", "Give the start of the window (date and time)."))
     if ends_at is None:
-        problems.append(Problem("ends_at", "Give the end of the window (date and time, UTC)."))
+        problems.append(Problem("ends_at", "Give the end of the window (date and time)."))
     if starts_at is not None and ends_at is not None and ends_at <= starts_at:
         problems.append(
             Problem(

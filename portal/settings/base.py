@@ -9,6 +9,9 @@ from portal.env import BASE_DIR, read_env
 env = read_env()
 
 SECRET_KEY = env("PORTAL_SECRET_KEY")
+#: "production" (portal.settings.production), "development" (portal.settings.dev and test). Anything
+#: but "development" is held to production's start-up checks (accounts.checks, portal/secrets.py).
+PORTAL_ENVIRONMENT = ""
 DEBUG = env("PORTAL_DEBUG")
 ALLOWED_HOSTS = env("PORTAL_ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env("PORTAL_CSRF_TRUSTED_ORIGINS")
@@ -372,8 +375,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A refused request (PermissionDenied) is one WARNING line, not a traceback: portal/request_log.py.
+    "filters": {"refusals": {"()": "portal.request_log.RefusalLogFilter"}},
     "root": {"handlers": ["console"], "level": "INFO"},
     # Django's own "django" logger has a console handler in DEBUG; with propagation to root that
     # printed every line twice. Let it go to root only.
-    "loggers": {"paramiko": {"level": "WARNING"}, "django": {"handlers": [], "level": "INFO", "propagate": True}},
+    "loggers": {
+        "paramiko": {"level": "WARNING"},
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["refusals"], "propagate": True},
+    },
 }

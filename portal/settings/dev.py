@@ -3,6 +3,9 @@
 from .base import *  # noqa: F401,F403
 from .base import BASE_DIR, OIDC, PORTAL_CLUSTERS_FILE, env, socialaccount_providers
 
+#: The development settings (and the tests'): public default secrets are accepted (portal/secrets.py).
+PORTAL_ENVIRONMENT = "development"
+
 #: The two local clusters of cluster/up.sh (22.05 and 24.11) unless the environment names a file.
 PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clusters.toml")
 

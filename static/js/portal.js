@@ -78,6 +78,24 @@ function portalLocalTimes(root) {
   });
 }
 document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
+
+// The browser's zone, for the server to read typed times in (portal/dates.py viewer_zone, cookie
+// portal_tz). A zone select (data-browser-zone) still on UTC in a form whose times are empty (a new
+// announcement on the first page seen) is set to it; a form with times keeps the zone they are in.
+(function () {
+  var zone = "";
+  try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return; }
+  if (!zone) return;
+  document.cookie = "portal_tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; SameSite=Lax";
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("select[data-browser-zone]").forEach(function (select) {
+      var times = select.form ? select.form.querySelectorAll("input[type=datetime-local]") : [];
+      var empty = Array.prototype.every.call(times, function (input) { return !input.value; });
+      var offered = Array.prototype.some.call(select.options, function (o) { return o.value === zone; });
+      if (select.value === "UTC" && empty && offered) select.value = zone;
+    });
+  });
+})();
 document.addEventListener("htmx:afterSwap", function (event) { portalLocalTimes(event.target); });
 
 // Fragments that refresh themselves stop after the portal refuses one of their requests (401/403:

@@ -27,6 +27,8 @@ def test_a_researcher_sees_the_banner_an_admin_created(portal_with_idp, browser_
     sign_in(page, portal_with_idp, "dana", start="/ops/announcements/", landed="[data-testid=announcement-form]")
     now = datetime.now(UTC)
     page.fill("#id_text", TEXT)
+    # The form starts in the browser's zone (portal.js); these times are UTC, so say so.
+    page.select_option("#id_zone", "UTC")
     page.fill("#id_starts_at", (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M"))
     page.fill("#id_ends_at", (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"))
     page.select_option("#id_severity", "warning")

@@ -30,6 +30,22 @@ START_TIMEOUT = 30
 JUPYTER_VENV = Path(os.environ.get("PORTAL_JUPYTER_VENV", "/opt/gpuportal/jupyter"))
 
 
+def jupyter_python() -> Path:
+    """The Jupyter venv's Python (``PORTAL_JUPYTER_VENV``, default /opt/gpuportal/jupyter), which the
+    spawner's unit tests run the project's spawner under. Without it the test fails, naming what to
+    install: it never skips, so a run without the venv cannot pass with these tests unrun."""
+    python = JUPYTER_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.fail(
+            f"No Jupyter venv in {JUPYTER_VENV}: this test runs the spawner under its Python. Install it with "
+            "`bash scripts/hub_setup.sh`, or only the venv: "
+            f"`python3 -m venv {JUPYTER_VENV} && {JUPYTER_VENV}/bin/pip install -r hub/requirements.txt` "
+            "(PORTAL_JUPYTER_VENV names another place).",
+            pytrace=False,
+        )
+    return python
+
+
 @dataclass
 class TestHub:
     """The test hub: ``scripts/hub.sh`` (the proxy, a process of its own, then the hub), run with
@@ -196,11 +212,9 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
 
 def spawner_scripts(*settings: dict) -> list[dict]:
     """The project's spawner (hub/portal_hub, under the Jupyter venv's Python) given each of these
-    spawn-check answers: per answer ``{"script", "default_url"}``, or ``{"refused": why}``. Skips the
-    test when there is no Jupyter venv (scripts/hub_setup.sh makes it; CI has it)."""
-    python = JUPYTER_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"no Jupyter venv in {JUPYTER_VENV} (scripts/hub_setup.sh makes it): the spawner cannot be imported")
+    spawn-check answers: per answer ``{"script", "default_url"}``, or ``{"refused": why}``. Fails the
+    test, saying what to install, when there is no Jupyter venv (:func:`jupyter_python`)."""
+    python = jupyter_python()
     request = {"user": pwd.getpwuid(os.getuid()).pw_name, "settings": list(settings)}
     done = subprocess.run(
         [str(python), str(Path(__file__).with_name("spawner_script.py"))],

@@ -238,3 +238,21 @@ def test_a_queued_card_says_when_the_session_gives_up_and_warns_when_slurm_expec
     card = SessionCard(s, SessionPhase.QUEUED, None, 2, 3, datetime(2026, 12, 1, 10, 5, tzinfo=UTC), None, "", "")
     assert card.line == said
     assert card.gives_up_before_estimate == (give_up < (10, 5))
+
+
+@pytest.mark.parametrize(
+    "memory_mb, shown", [(4096, "4G memory"), (4000, "4000M memory"), (1536, "1536M memory"), (2 * 1024 * 1024, "2T memory")]
+)
+def test_a_card_shows_memory_as_the_form_takes_it(client, world, memory_mb, shown):
+    """One writer (portal.units.memory_text) for the cards, the Start buttons and the forms' prefill;
+    what a card says, typed into the form, is the same amount (memory_mib reads it back)."""
+    from portal.units import memory_mib
+
+    alice, _ = world
+    Session.objects.create(user=alice, server_name="lab-m", ide="lab", partition="interactive", memory_mb=memory_mb,
+                           time_limit_min=60, state=SessionState.RUNNING)  # fmt: skip
+    client.force_login(alice)
+    body = client.get("/sessions/").content.decode()
+    assert f"· {shown} ·" in body, body
+    assert " GB ·" not in body
+    assert memory_mib(shown.split()[0]) == memory_mb

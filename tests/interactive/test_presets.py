@@ -40,7 +40,7 @@ def test_the_compact_form_and_json_read_the_same(settings):
         "hours": 4,
     }
     assert compact[2].options["memory_mb"] == 8192 and compact[2].options["cpus"] == 4
-    assert first.details == "2 CPUs · 4 GB · partition interactive"
+    assert first.details == "2 CPUs · 4G memory · partition interactive"
     as_json = parse_presets(
         '[{"kind": "lab", "gpus": 1, "type": "a100", "hours": 4}, {"kind": "lab", "hours": 2},'
         ' {"kind": "vscode", "gpus": 2, "cpus": 4, "memory": "8G", "hours": 8, "label": "Big VS Code"}]'

@@ -109,11 +109,9 @@ def test_the_launcher_skips_only_the_slow_optional_import():
     single-user server still starts from the same entry point (its --version here)."""
     import subprocess
 
-    from .conftest import JUPYTER_VENV
+    from .conftest import jupyter_python
 
-    python = JUPYTER_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"no Jupyter venv in {JUPYTER_VENV} (scripts/hub_setup.sh makes it)")
+    python = jupyter_python()
     session_dir = str(Path(__file__).resolve().parents[2] / "hub" / "session")
     code = (
         f"import sys; sys.path.insert(0, {session_dir!r}); import gpuportal_launch\n"
@@ -131,3 +129,15 @@ def test_the_launcher_skips_only_the_slow_optional_import():
     assert "rfc3987_syntax True" in out
     assert "email False True" in out  # the other formats are still checked
     assert "jupyterhub.singleuser True" in out
+
+
+def test_without_the_jupyter_venv_the_spawner_tests_fail_with_what_to_install(monkeypatch, tmp_path):
+    """Never a skip: a run without the venv must not pass with the spawner's tests unrun."""
+    from . import conftest
+
+    monkeypatch.setattr(conftest, "JUPYTER_VENV", tmp_path / "no-venv")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        conftest.spawner_scripts({})
+    message = str(failed.value)
+    assert f"No Jupyter venv in {tmp_path / 'no-venv'}" in message and "bash scripts/hub_setup.sh" in message
+    assert f"python3 -m venv {tmp_path / 'no-venv'} && {tmp_path / 'no-venv'}/bin/pip install -r hub/requirements.txt" in message

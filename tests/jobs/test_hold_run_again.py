@@ -227,7 +227,7 @@ def test_run_again_with_changes_opens_the_form_filled_in(client, alice, cluster,
     form = page.select_one("form.job-form")
     assert form["action"] == "/jobs/new/"
     assert form.select_one("input[name=name]")["value"] == "resnet"
-    assert form.select_one("input[name=memory_gb]")["value"] == "2048M"
+    assert form.select_one("input[name=memory_gb]")["value"] == "2G"  # as the form takes it (memory_text)
     assert form.select_one("input[name=time_limit]")["value"] == "45"
     assert form.select_one("input[name=cpus]")["value"] == "3"
     assert form.select_one("select[name=partition] option[selected]")["value"] == "train"

@@ -85,7 +85,7 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"partition": "foo'; touch /tmp/pwned; echo '"}, "partition", "is not offered on cluster1"),
         ({"gpu_count": "3"}, "gpu_count", "Allowed: 0, 1, 2, 4"),
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
-        ({"time_limit": "soon"}, "time_limit", "Give a time limit such as"),
+        ({"time_limit": "soon"}, "time_limit", "'soon' is not a time limit: it is not one of Slurm's forms"),
         ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
         ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # issue 16: was "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),

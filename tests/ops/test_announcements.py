@@ -5,7 +5,7 @@ staff pages."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from http import HTTPStatus
 
 import pytest
@@ -271,3 +271,79 @@ def test_a_database_that_does_not_answer_gives_no_banner_not_an_error(people, mo
 
     monkeypatch.setattr("ops.announcements._not_ended", down)
     assert announcements_current() == []
+
+
+# --- the admin's time zone -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "zone, typed, stored",
+    [
+        ("Europe/Berlin", "2026-12-10T10:00", "2026-12-10 09:00"),  # CET, UTC+1 in winter
+        ("Europe/Berlin", "2027-07-10T10:00", "2027-07-10 08:00"),  # CEST, UTC+2 in summer
+        ("America/New_York", "2026-12-10 10:00", "2026-12-10 15:00"),
+        ("UTC", "2026-12-10T10:00", "2026-12-10 10:00"),
+    ],
+)
+def test_the_window_is_read_in_the_admins_zone_and_stored_in_utc(client, people, zone, typed, stored):
+    client.cookies["portal_tz"] = "Europe%2FBerlin"  # what portal.js writes; the posted zone wins
+    data = {"text": "Maintenance", "severity": "info", "zone": zone, "starts_at": typed, "ends_at": "2027-12-31T00:00"}
+    response = _as(client, people["dana"]).post("/ops/announcements/", data)
+    assert response.status_code == HTTPStatus.FOUND, response.content.decode()[-2000:]
+    row = Announcement.objects.get()
+    assert row.starts_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M") == stored
+
+
+def test_the_form_names_the_zone_it_reads_from_the_browser_cookie(client, people):
+    client.cookies["portal_tz"] = "Europe%2FBerlin"
+    body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
+    soup = BeautifulSoup(body, "html.parser")
+    assert soup.select_one("select[name=zone] option[selected]")["value"] == "Europe/Berlin"
+    assert "Starts (in the time zone above)" in body and "Time zone of the window" in body
+    assert "read in this zone" in body and "stored in UTC" in body
+
+
+def test_without_a_cookie_the_form_says_utc(client, people):
+    body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
+    assert BeautifulSoup(body, "html.parser").select_one("select[name=zone] option[selected]")["value"] == "UTC"
+
+
+def test_editing_shows_the_stored_window_in_the_admins_zone(client, people):
+    from datetime import datetime
+
+    row = announcement_create(by=people["dana"], text="Keep", severity="info",
+                              starts_at=datetime(2026, 12, 10, 9, 0, tzinfo=UTC), ends_at=datetime(2026, 12, 10, 11, 0, tzinfo=UTC))  # fmt: skip
+    client.cookies["portal_tz"] = "Europe%2FBerlin"
+    soup = BeautifulSoup(_as(client, people["dana"]).get(f"/ops/announcements/{row.pk}/edit/").content, "html.parser")
+    assert soup.select_one("input[name=starts_at]")["value"] == "2026-12-10T10:00"
+    assert soup.select_one("input[name=ends_at]")["value"] == "2026-12-10T12:00"
+    # Saved unchanged from that form: the same moments.
+    fields = {
+        "text": "Keep",
+        "severity": "info",
+        "zone": "Europe/Berlin",
+        "starts_at": "2026-12-10T10:00",
+        "ends_at": "2026-12-10T12:00",
+    }
+    assert client.post(f"/ops/announcements/{row.pk}/edit/", fields).status_code == HTTPStatus.FOUND
+    row.refresh_from_db()
+    assert (row.starts_at, row.ends_at) == (datetime(2026, 12, 10, 9, 0, tzinfo=UTC), datetime(2026, 12, 10, 11, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    "data, field, words",
+    [
+        ({"zone": "Mars/Olympus"}, "zone", "Choose a time zone from the list (such as Europe/Berlin or UTC)."),
+        (
+            {"zone": "Europe/Berlin", "starts_at": "2027-03-28T02:30"},  # clocks skip 02:00-03:00
+            "starts_at",
+            "2027-03-28T02:30 does not exist or happens twice in Europe/Berlin: the clocks change then. "
+            "Choose a time an hour earlier or later.",
+        ),
+    ],
+)
+def test_a_bad_zone_or_a_skipped_time_is_refused(client, people, data, field, words):
+    fields = {"text": "x", "severity": "info", "starts_at": "2027-03-28T01:00", "ends_at": "2027-03-29T00:00", **data}
+    response = _as(client, people["dana"]).post("/ops/announcements/", fields)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    errors = BeautifulSoup(response.content, "html.parser").select(f"#id_{field}-error")
+    assert errors and words in errors[0].get_text(), response.content.decode()[-1500:]
+    assert not Announcement.objects.exists()

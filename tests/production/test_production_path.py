@@ -5,6 +5,9 @@ checked here), with ``DJANGO_SETTINGS_MODULE=portal.settings.production`` and a 
 (``make dev`` uses 0, the tests 15: this stack's workers never take their tasks), a test IdP, and
 cluster1 through the portal's sshd on 127.0.0.1:2222.
 
+With the example's secrets left at change-me, the same lines refuse to start, naming each secret
+(``test_the_example_env_with_its_secrets_unset_refuses_to_start``).
+
 HTTPS is real: gunicorn speaks TLS itself with a self-signed certificate made here by ``openssl``
 (``GUNICORN_CMD_ARGS``, which gunicorn reads from the environment, so compose's web service honours it
 from ``.env`` too); the client checks that certificate. A site's TLS proxy instead sets
@@ -207,6 +210,65 @@ def test_readme_compose_and_dockerfile_run_the_same_commands():
         # Only the compose network's names differ from .env: the stack's own database and Redis.
         assert set(spec.get("environment", {})) == {"DATABASE_URL", "REDIS_URL"}, name
     assert "--schedule" not in services["beat"]["command"]  # RedBeat: the schedule lives in Redis
+
+
+#: Each refused secret's check id and sentence when deploy/env.example's change-me is left in it
+#: (``manage.py check`` writes "(portal.E002) PORTAL_SECRET_KEY ...", the services "portal.E002: PORTAL_SECRET_KEY ...").
+EXAMPLE_SECRETS_REFUSED = [
+    (check_id, f"{name} is a placeholder (like deploy/env.example's 'change-me'), not a secret.")
+    for check_id, name in (
+        ("portal.E002", "PORTAL_SECRET_KEY"),
+        ("portal.E003", "PORTAL_HUB_TOKEN"),
+        ("portal.E004", "PORTAL_OIDC_CLIENT_SECRET"),
+    )
+]
+
+
+@pytest.mark.timeout(600)
+def test_the_example_env_with_its_secrets_unset_refuses_to_start(tmp_path):
+    """deploy/env.example as a site copies it (the README's line 1), with only what points it at this
+    machine's stack set (database, Redis 12, sshd, a free port for gunicorn) and its three secrets
+    left at change-me: the README's ``check --deploy`` and each service line (web, worker, poller,
+    beat) end on their own, non-zero, naming every secret. The test above runs the same lines once a
+    site has set them."""
+    readme = readme_commands()
+    site = checkout_copy(tmp_path / "site")
+    (tmp_path / "logs").mkdir()
+    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+           "LANG": "C.UTF-8", "TZ": "UTC"}  # fmt: skip
+    stack = Stack(site, env, tmp_path / "logs")
+    copied = subprocess.run(["bash", "-c", readme.copy_env], cwd=site, env=env, capture_output=True, text=True)
+    assert copied.returncode == 0, copied.stderr
+    database = own_database("prodrefuse")
+    values = {
+        "PORTAL_ALLOWED_HOSTS": "127.0.0.1",
+        "PORTAL_DB_PASSWORD": "portal",
+        "DATABASE_URL": pg_url(database),
+        "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+        "PORTAL_SSH_HOST": "127.0.0.1",
+        "PORTAL_SSH_PORT": "2222",
+        "PORTAL_SSH_KEY_FILE": str(REPO / "var" / "ssh" / "portal_ed25519"),
+        "PORTAL_SSH_KNOWN_HOSTS": str(REPO / "var" / "ssh" / "known_hosts"),
+        "GUNICORN_CMD_ARGS": f"--bind=127.0.0.1:{free_port()}",
+    }
+    dotenv = site / ".env"
+    dotenv.write_text(env_edited(dotenv.read_text(), values))
+    for name in ("PORTAL_SECRET_KEY", "PORTAL_HUB_TOKEN", "PORTAL_OIDC_CLIENT_SECRET"):
+        assert f"\n{name}=change-me\n" in dotenv.read_text(), f"deploy/env.example no longer ships {name}=change-me"
+    recreate_database(database)
+    try:
+        check = next(line for line in readme.once if "check --deploy" in line)
+        for line in [check, *readme.services]:
+            done = stack.run(readme.load_env, line, timeout=120)  # TimeoutExpired: it started instead of refusing
+            said = done.stdout + done.stderr
+            assert done.returncode != 0, f"{line} started with the example's secrets\n{said[-3000:]}"
+            missing = [
+                (check_id, words) for check_id, words in EXAMPLE_SECRETS_REFUSED if check_id not in said or words not in said
+            ]
+            assert not missing, f"{line}: {missing}\n{said[-3000:]}"
+    finally:
+        recreate_database(database, drop_only=True)
+        subprocess.run(["redis-cli", "-n", str(REDIS_DB), "flushdb"], capture_output=True)  # beat's schedule, if written
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def test_the_proxys_forwarded_proto_makes_a_request_secure():
         PORTAL_SECRET_KEY=secrets.token_urlsafe(50),
         PORTAL_OIDC_ISSUER="https://idp.example.org",
         PORTAL_OIDC_CLIENT_ID="portal",
-        PORTAL_OIDC_CLIENT_SECRET="s",
+        PORTAL_OIDC_CLIENT_SECRET=secrets.token_urlsafe(24),
         PORTAL_ALLOWED_HOSTS="portal.example.org",
         PORTAL_HUB_TOKEN=secrets.token_urlsafe(32),
         DATABASE_URL=os.environ.get("DATABASE_URL", "postgres://portal:portal@127.0.0.1:5432/portal"),

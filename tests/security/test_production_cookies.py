@@ -49,7 +49,7 @@ def test_production_cookies_redirects_and_hub_secret():
             "PORTAL_SECRET_KEY": secrets.token_urlsafe(60),
             "PORTAL_OIDC_ISSUER": "https://idp.example.org",
             "PORTAL_OIDC_CLIENT_ID": "portal",
-            "PORTAL_OIDC_CLIENT_SECRET": "s",
+            "PORTAL_OIDC_CLIENT_SECRET": secrets.token_urlsafe(24),
             "PORTAL_ALLOWED_HOSTS": "portal.example.org",
             "PORTAL_HUB_TOKEN": secrets.token_urlsafe(40),
         }
