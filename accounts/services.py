@@ -16,8 +16,9 @@ from portal.refusals import Problem, Refused
 from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
+from .conflicts import CONFLICT_CODES, conflict_of
 from .directory import ClusterUser, cluster_user_lookup, system_account_reason
-from .events import identity_linked
+from .events import identity_conflict, identity_linked
 from .models import UNLINKED_PREFIX, LinkState, User
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
         target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
         new={"code": refusal.code, "claimed": claimed},
     )
+    if refusal.code in CONFLICT_CODES and refusal.account:
+        identity_conflict.send(sender=User, conflict=conflict_of(claims=claims, refusal=refusal))
 
 
 def login_failed_audit(*, refusal: LoginRefused, detail: str = "", user: User | None = None) -> None:
