@@ -45,6 +45,7 @@ SERIAL = {
     "tests/teams/test_slurm_sync_integration.py": "creates and changes accounts and associations",
     "tests/teams/test_usage_integration.py": "reads every account's usage on both clusters",
     "tests/accounts/test_linking_integration.py": "adds users' associations",
+    "tests/cluster/test_sudo_system_accounts_integration.py": "puts root in the users group for a moment",
     "tests/cluster/test_big_sweep_pages.py": "counts alice's jobs on My jobs, where the poll adds her jobs of other tests",
     "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
 }
