@@ -194,8 +194,9 @@ from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 #: Test-only IdP users added to the dev users: each breaks one login rule. None of them has the
-#: directory claim (posix_username) except ivan (an invalid one) and olga (an account outside the
-#: users group); alice2 and bobby are impostors whose editable preferred_username names another person.
+#: directory claim (posix_username) except ivan (an invalid one), olga (an account outside the
+#: users group), rooty (root) and dmitri (daemon, uid 1: system accounts); alice2 and bobby are
+#: impostors whose editable preferred_username names another person.
 TEST_USERS = [
     {
         "username": "ivan",
@@ -207,6 +208,32 @@ TEST_USERS = [
             "name": "Ivan Invalid",
             "preferred_username": "Ivan Smith",
             "posix_username": "Ivan Smith",
+            "groups": [],
+        },
+    },
+    {
+        "username": "rooty",
+        "password": "rooty",
+        "claims": {
+            "sub": "test-rooty",
+            "email": "rooty@example.org",
+            "email_verified": True,
+            "name": "Rooty Directory Mistake",
+            "preferred_username": "root",
+            "posix_username": "root",
+            "groups": [],
+        },
+    },
+    {
+        "username": "dmitri",
+        "password": "dmitri",
+        "claims": {
+            "sub": "test-dmitri",
+            "email": "dmitri@example.org",
+            "email_verified": True,
+            "name": "Dmitri Daemon",
+            "preferred_username": "daemon",
+            "posix_username": "daemon",
             "groups": [],
         },
     },
