@@ -19,11 +19,14 @@ ID_TOKEN_ONLY = frozenset({"iss", "sub", "aud", "exp", "iat", "nbf", "nonce", "a
 @dataclass(frozen=True)
 class LoginRefused(Exception):
     """Login cannot finish. ``code`` is stable (used by tests and templates), ``message`` says what
-    was wrong, ``hint`` what fixes it and who can do it."""
+    was wrong, ``hint`` what fixes it and who can do it; ``account``: the cluster account the
+    refusal is about, when there is one (``identity_conflict``, ``username_changed``: the name
+    claimed; ``system_account``: the account refused)."""
 
     code: str
     message: str
     hint: str = ""
+    account: str = ""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

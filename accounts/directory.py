@@ -1,45 +1,102 @@
-"""Who exists on the cluster: one user's Unix account, groups and Slurm accounts (teams).
+"""Who exists on the cluster: one user's Unix account (uid, groups) and Slurm accounts (teams), and
+which accounts the portal never acts as (system accounts).
 
-Asked once per login through the Slurm gateway as the service user (no sudo): ``id -nG -- <user>``
-(Unix account and groups) and ``sacctmgr --noheader --parsable2 show association where
+Asked once per login through the Slurm gateway as the service user (no sudo):
+``env LC_ALL=C id -- <user>`` (uid and Unix groups, in the C locale so the labels are coreutils'
+``uid=``/``gid=``/``groups=``) and ``sacctmgr --noheader --parsable2 show association where
 user=<user> format=Account`` (Slurm accounts = teams).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from slurm import SlurmError, get_gateway
+from slurm.clusters import ClusterConfigError, clusters
+
+#: The command asked for one user (the name is appended after ``--``).
+ID_ARGV = ("env", "LC_ALL=C", "id", "--")
+
+#: ``uid=1001(alice) gid=1002(alice) groups=1002(alice),1001(slurmusers)``, optionally followed by
+#: `` context=...`` (SELinux). A group name may hold spaces (sssd: ``domain users``), never ``)``.
+_ID_RE = re.compile(r"^uid=(\d+)(?:\([^)]*\))? gid=\d+(?:\([^)]*\))?(?: groups=(.*?))?(?: context=\S+)?$")
+_GROUP_RE = re.compile(r"\d+\(([^)]*)\)")
 
 
 @dataclass(frozen=True)
 class ClusterUser:
-    """A user name as the cluster sees it. ``exists``: a Unix account; ``groups``: its Unix groups;
-    ``accounts``: Slurm accounts it has an association in (sorted)."""
+    """A user name as the cluster sees it. ``exists``: a Unix account; ``uid``: its user id
+    (``id``; ``None`` when it does not exist); ``groups``: its Unix group names (those ``id`` could
+    name, primary group included); ``accounts``: Slurm accounts it has an association in (sorted)."""
 
     username: str
     exists: bool
     groups: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
+    uid: int | None = None
 
     @property
     def in_users_group(self) -> bool:
         return settings.SLURM_GATEWAY["users_group"] in self.groups
 
 
+def parse_id(text: str) -> tuple[int, tuple[str, ...]]:
+    """``(uid, group names)`` from the first line of ``env LC_ALL=C id -- <user>`` (GNU coreutils
+    and busybox print the same shape). A group with no name (a bare gid) is left out. Raises
+    ``ValueError`` when the line has another shape."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    match = _ID_RE.match(line)
+    if match is None:
+        raise ValueError(f"not the output of id: {line[:120]!r}")
+    return int(match.group(1)), tuple(_GROUP_RE.findall(match.group(2) or ""))
+
+
+def denied_account_names() -> frozenset[str]:
+    """Names the portal never acts as: ``PORTAL_ACCOUNT_DENY`` and every configured cluster's
+    service user (``ssh_user``; the global ``PORTAL_SSH_USER`` when the clusters file cannot be read,
+    which the system check reports)."""
+    names = set(settings.PORTAL_ACCOUNT_DENY) | {settings.SLURM_GATEWAY["ssh_user"]}
+    try:
+        names |= {c.gateway["ssh_user"] for c in clusters()}
+    except ClusterConfigError:
+        pass
+    return frozenset(n for n in names if n)
+
+
+def system_account_reason(username: str, uid: int | None = None) -> str | None:
+    """Why ``username`` is a system account the portal never links or acts as, in a few words (for
+    parentheses after "is a system account"), or ``None`` when it may be a person's account.
+
+    ``uid``: from ``id`` on the submit host (``None``: not asked yet, only the name is checked).
+    A system account is one named in :func:`denied_account_names`, or one whose uid is below
+    ``PORTAL_ACCOUNT_UID_MIN`` (the cluster's ``UID_MIN`` in /etc/login.defs, 1000 by default)."""
+    if username in denied_account_names():
+        return "named in the portal's list of system and service accounts: root, Slurm, munge, databases, the portal's own"
+    uid_min = int(settings.PORTAL_ACCOUNT_UID_MIN)
+    if uid is not None and uid < uid_min:
+        return f"uid {uid}, below {uid_min}, where personal accounts start on this cluster"
+    return None
+
+
 def cluster_user_lookup(username: str) -> ClusterUser:
-    """Look ``username`` up on the submit host. Raises :class:`~slurm.SlurmError` when the host
-    cannot answer (a missing user is ``exists=False``, not an error)."""
+    """Look ``username`` up on the submit host of the default cluster. Raises
+    :class:`~slurm.SlurmError` when the host cannot answer or ``id`` answers something that is not
+    its usual line (a missing user is ``exists=False``, not an error)."""
     gateway = get_gateway()
-    ident = gateway.run(["id", "-nG", "--", username], check=False)
+    ident = gateway.run([*ID_ARGV, username], check=False)
     if ident.returncode != 0:
         if "no such user" in ident.err.lower():
             return ClusterUser(username=username, exists=False)
         raise SlurmError(ident.argv, ident.returncode, ident.out, ident.err)
+    try:
+        uid, groups = parse_id(ident.out)
+    except ValueError as exc:
+        raise SlurmError(ident.argv, ident.returncode, ident.out, ident.err, message=str(exc)) from None
     assoc = gateway.run(
         ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={username}", "format=Account"]
     )
     accounts = sorted({line.strip() for line in assoc.out.splitlines() if line.strip()})
-    return ClusterUser(username=username, exists=True, groups=tuple(ident.out.split()), accounts=tuple(accounts))
+    return ClusterUser(username=username, exists=True, groups=groups, accounts=tuple(accounts), uid=uid)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from portal.refusals import Refused, refusal_to_form
 
+from .directory import system_account_reason
 from .forms import LinkForm
 from .models import LinkState, User
 from .services import account_link_approve, account_link_refuse
@@ -30,7 +31,9 @@ def _list(
     request: HttpRequest, *, failed: dict[int, LinkForm] | None = None, banner: list[str] | None = None, status: int = 200
 ) -> HttpResponse:
     """The page; ``failed``: the refused decision's form (with its errors) by identity; ``banner``:
-    refusals about an identity the page has no row for (one already linked)."""
+    refusals about an identity the page has no row for (one already linked). Each waiting row says
+    whether its suggested name is linked to another identity or is a system account (by name: the
+    page never asks the cluster)."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
     linked_names = set(
@@ -38,7 +41,8 @@ def _list(
             "username", flat=True
         )
     )
-    rows = [(u, u.requested_username in linked_names) for u in waiting]
+    # The suggested name may be a system account (root...): said at once, and never filled in.
+    rows = [(u, u.requested_username in linked_names, bool(system_account_reason(u.requested_username))) for u in waiting]
     return render(
         request,
         "accounts/links.html",

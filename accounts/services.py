@@ -16,8 +16,9 @@ from portal.refusals import Problem, Refused
 from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
-from .directory import ClusterUser, cluster_user_lookup
-from .events import identity_linked
+from .conflicts import CONFLICT_CODES, conflict_of
+from .directory import ClusterUser, cluster_user_lookup, system_account_reason
+from .events import identity_conflict, identity_linked
 from .models import UNLINKED_PREFIX, LinkState, User
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
         target=_identity(str(claims.get("iss") or ""), str(claims.get("sub") or "")),
         new={"code": refusal.code, "claimed": claimed},
     )
+    if refusal.code in CONFLICT_CODES and refusal.account:
+        identity_conflict.send(sender=User, conflict=conflict_of(claims=claims, refusal=refusal))
 
 
 def login_failed_audit(*, refusal: LoginRefused, detail: str = "", user: User | None = None) -> None:
@@ -106,12 +109,36 @@ def _refuse_if_taken(username: str, *, issuer: str, sub: str) -> None:
             "identity_conflict",
             f"The cluster user name '{username}' is already linked to another sign-in identity.",
             "Ask the portal admin to check who owns this name; accounts are never merged by name or email.",
+            account=username,
         )
 
 
+#: What a person refused a system account is told to do (at sign-in, and by the hub).
+SYSTEM_ACCOUNT_HINT = (
+    "Use your personal cluster account: ask your identity team to name your own account (never root or a "
+    "service account) in your directory entry, or a portal admin to link this sign-in to your personal account."
+)
+#: What the admin who tried to link one is told.
+SYSTEM_ACCOUNT_ADMIN_HINT = "Choose the person's own, personal cluster account instead."
+
+
+def _system_account_refusal(username: str, reason: str) -> LoginRefused:
+    return LoginRefused(
+        "system_account",
+        f"The cluster account '{username}' is a system account ({reason}). System accounts cannot be used "
+        "with the portal, whatever groups they are in.",
+        SYSTEM_ACCOUNT_HINT,
+        account=username,
+    )
+
+
 def _cluster_check(username: str, *, known: bool) -> ClusterUser | None:
-    """The submit host's view of ``username``; refuses a missing or unusable account. ``None`` when
-    the host cannot answer and ``known`` (an already linked user keeps the cached facts)."""
+    """The submit host's view of ``username``; refuses a system account (:func:`system_account_reason`:
+    the deny list before the host is asked, then the uid ``id`` gave, both before the group), a
+    missing account, or one outside the users group. ``None`` when the host cannot answer and
+    ``known`` (an already linked user keeps the cached facts)."""
+    if (reason := system_account_reason(username)) is not None:
+        raise _system_account_refusal(username, reason)
     try:
         cluster_user = cluster_user_lookup(username)
     except SlurmError as exc:
@@ -129,6 +156,8 @@ def _cluster_check(username: str, *, known: bool) -> ClusterUser | None:
             f"There is no account named '{username}' on the cluster.",
             "Ask the cluster staff to create your cluster account; then sign in again.",
         )
+    if (reason := system_account_reason(username, cluster_user.uid)) is not None:
+        raise _system_account_refusal(username, reason)
     group = settings.SLURM_GATEWAY["users_group"]
     if not cluster_user.in_users_group:
         raise LoginRefused(
@@ -152,8 +181,10 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
     Raises :class:`LoginRefused` with code ``claim_invalid`` (the directory claim is not a user
     name), ``issuer_mismatch`` / ``username_changed`` (an existing identity came back different),
     ``identity_conflict`` (the name belongs to another identity), ``link_refused`` (an admin refused
-    this identity), ``not_provisioned`` (no such Unix user, or not in the cluster's users group) or
-    ``cluster_unreachable`` (first login while the submit host is down).
+    this identity), ``system_account`` (the name is a system account: deny list or uid below
+    ``PORTAL_ACCOUNT_UID_MIN``, whatever its groups), ``not_provisioned`` (no such Unix user, or not
+    in the cluster's users group) or ``cluster_unreachable`` (first login while the submit host is
+    down).
     """
     conf = settings.OIDC
     issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
@@ -180,6 +211,7 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
                 f"Your identity provider now says your cluster user name is '{directory_name}', "
                 f"but this portal account belongs to '{existing.username}'.",
                 "Ask the portal admin: jobs and files belong to the old name, so it is not changed automatically.",
+                account=directory_name,
             )
         return LoginIdentity(issuer, sub, existing.username, _cluster_check(existing.username, known=True))
     # A new identity, or one still waiting for an admin.
@@ -241,8 +273,9 @@ def _teams_follow_claims(user: User) -> None:
 def account_link_approve(*, user: User, username: str, by: User) -> User:
     """Link ``user``'s sign-in identity to the cluster account ``username`` (an admin's decision).
 
-    Checks that the name is a valid user name, is linked to no other identity, and exists on the
-    submit host in the cluster's users group (``id -nG`` through the gateway). Then the user's teams
+    Checks that the name is a valid user name, is no system account (the deny list, then the uid
+    from ``id`` through the gateway: :func:`~accounts.directory.system_account_reason`), is linked to
+    no other identity, and exists on the submit host in the cluster's users group. Then the user's teams
     follow the ``groups`` claim of their last sign-in, and admin rights follow the admin groups.
     Writes an ``account.link_approved`` audit row. Raises ``PermissionDenied`` (``by`` is not an
     admin) or :class:`Refused` (``username``, or ``""`` for the decision as a whole)."""
@@ -271,6 +304,8 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
     try:
         cluster_user = _cluster_check(username, known=False)
     except LoginRefused as refusal:
+        if refusal.code == "system_account":
+            raise Refused(Problem("username", f"{refusal.message} {SYSTEM_ACCOUNT_ADMIN_HINT}")) from None
         raise Refused(Problem("username", f"{refusal.message} {refusal.hint}".strip())) from None
     old = {"link_state": user.link_state, "username": user.username, "requested_username": user.requested_username}
     with transaction.atomic():
@@ -342,7 +377,8 @@ def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
     authenticator asks at each hub sign-in; it trusts no name claim of its own).
 
     Raises :class:`LoginRefused` with ``unknown_identity`` (the portal has never seen this identity),
-    ``link_pending`` (waiting for an admin), ``link_refused`` or ``inactive``; each refusal is written
+    ``link_pending`` (waiting for an admin), ``link_refused``, ``inactive`` or ``system_account``
+    (linked to a name on the deny list, :func:`~accounts.directory.denied_account_names`); each refusal is written
     to the audit trail as ``hub.login_refused`` with the name the hub was shown (``claimed``)."""
     issuer = issuer.rstrip("/")
     user = User.objects.filter(oidc_issuer__in=[issuer, issuer + "/"], oidc_sub=sub).first() if issuer and sub else None
@@ -367,6 +403,8 @@ def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
             "A portal administrator decided not to link this sign-in to a cluster account.",
             "If you think this is a mistake, ask the cluster staff.",
         )
+    elif (reason := system_account_reason(user.username)) is not None:  # linked before the deny list named it
+        refusal = _system_account_refusal(user.username, reason)
     if refusal is not None:
         audit(
             actor=None,

@@ -22,8 +22,8 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 class NotificationOut(Schema):
     """One notification. ``kind``: job_started, job_finished, job_failed, job_pending, session_stopping,
-    team_quota; ``key`` the event's unique name; ``link`` a portal path ("" when none);
-    ``email_state``: pending, sent, failed, off (not mailed)."""
+    team_quota, identity_conflict (portal admins); ``key`` the event's unique name; ``link`` a portal
+    path ("" when none); ``email_state``: pending, sent, failed, off (not mailed)."""
 
     id: int
     kind: str

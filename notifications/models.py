@@ -22,6 +22,7 @@ class NotificationKind(models.TextChoices):
     JOB_PENDING = "job_pending", "Job pending longer than your chosen time"
     SESSION_STOPPING = "session_stopping", "Session about to be stopped"
     TEAM_QUOTA = "team_quota", "Team GPU-hour quota at 80 % or 100 % (team leads)"
+    IDENTITY_CONFLICT = "identity_conflict", "Sign-in identity conflict (portal admins)"
 
 
 #: Whether a kind is mailed when the person has not chosen (the in-portal list always has every kind).
@@ -32,6 +33,7 @@ EMAIL_DEFAULTS: dict[str, bool] = {
     NotificationKind.JOB_PENDING: True,
     NotificationKind.SESSION_STOPPING: True,
     NotificationKind.TEAM_QUOTA: True,
+    NotificationKind.IDENTITY_CONFLICT: True,
 }
 
 #: A job pending longer than this (minutes) is told, unless the person chose another time.

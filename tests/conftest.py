@@ -55,6 +55,7 @@ SERIAL = {
     "tests/teams/test_slurm_sync_integration.py": "creates and changes accounts and associations",
     "tests/teams/test_usage_integration.py": "reads every account's usage on both clusters",
     "tests/accounts/test_linking_integration.py": "adds users' associations",
+    "tests/cluster/test_sudo_system_accounts_integration.py": "puts root in the users group for a moment",
     "tests/cluster/test_big_sweep_pages.py": "counts alice's jobs on My jobs, where the poll adds her jobs of other tests",
     "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
 }
@@ -203,8 +204,9 @@ from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 #: Test-only IdP users added to the dev users: each breaks one login rule. None of them has the
-#: directory claim (posix_username) except ivan (an invalid one) and olga (an account outside the
-#: users group); alice2 and bobby are impostors whose editable preferred_username names another person.
+#: directory claim (posix_username) except ivan (an invalid one), olga (an account outside the
+#: users group), rooty (root) and dmitri (daemon, uid 1: system accounts); alice2 and bobby are
+#: impostors whose editable preferred_username names another person.
 TEST_USERS = [
     {
         "username": "ivan",
@@ -216,6 +218,32 @@ TEST_USERS = [
             "name": "Ivan Invalid",
             "preferred_username": "Ivan Smith",
             "posix_username": "Ivan Smith",
+            "groups": [],
+        },
+    },
+    {
+        "username": "rooty",
+        "password": "rooty",
+        "claims": {
+            "sub": "test-rooty",
+            "email": "rooty@example.org",
+            "email_verified": True,
+            "name": "Rooty Directory Mistake",
+            "preferred_username": "root",
+            "posix_username": "root",
+            "groups": [],
+        },
+    },
+    {
+        "username": "dmitri",
+        "password": "dmitri",
+        "claims": {
+            "sub": "test-dmitri",
+            "email": "dmitri@example.org",
+            "email_verified": True,
+            "name": "Dmitri Daemon",
+            "preferred_username": "daemon",
+            "posix_username": "daemon",
             "groups": [],
         },
     },

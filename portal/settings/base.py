@@ -202,6 +202,17 @@ SLURM_GATEWAY = {
     "users_group": env("PORTAL_SLURM_USERS_GROUP"),
 }
 
+# --- which cluster accounts a sign-in may act as (accounts/directory.py, docs/identity.md) ---
+#: Accounts whose uid (``id`` on the submit host) is below this are system accounts and never linked:
+#: set it to ``UID_MIN`` of the cluster's /etc/login.defs (1000 on Debian, Ubuntu and RHEL 7+).
+#: Site values, not environment variables: a site's settings module overrides them
+#: (``from portal.settings.production import *``).
+PORTAL_ACCOUNT_UID_MIN = 1000
+#: Accounts never linked whatever their uid and groups: root, the Slurm, munge and database service
+#: accounts (Debian's ``slurm`` has uid 64030, above UID_MIN) and nobody. Each cluster's service user
+#: (``ssh_user``) is refused too. The sudo rule names the same accounts (cluster/etc/sudoers-portal).
+PORTAL_ACCOUNT_DENY = ["root", "slurm", "slurmrestd", "munge", "mysql", "postgres", "portal", "nobody"]
+
 # --- batch jobs -----------------------------------------------------------------------------
 #: Partitions offered to users (empty: every partition Slurm reports as UP).
 PORTAL_PARTITIONS = env("PORTAL_PARTITIONS")

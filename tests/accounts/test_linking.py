@@ -40,8 +40,14 @@ def slurm(monkeypatch):
     return fake
 
 
-def host_knows(fake: FakeTransport, user: str, *, groups: str = "slurmusers", accounts: str = "") -> None:
-    fake.expect(["id", "-nG", "--", user], stdout=f"{user} {groups}\n")
+def host_knows(fake: FakeTransport, user: str, *, groups: str = "slurmusers", accounts: str = "", uid: int = 1001) -> None:
+    """The submit host answers ``id`` (uid ``uid``; primary group ``user``, then ``groups``) and
+    sacctmgr (``accounts``) for ``user``, the shape of tests/fixtures/id/alice.txt."""
+    listed = ",".join(f"{2000 + i}({g})" for i, g in enumerate(groups.split()))
+    fake.expect(
+        ["env", "LC_ALL=C", "id", "--", user],
+        stdout=f"uid={uid}({user}) gid={uid}({user}) groups={uid}({user}){',' + listed if listed else ''}\n",
+    )
     fake.expect(
         ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"],
         stdout=accounts,
@@ -182,7 +188,7 @@ def test_admin_approval_links_and_teams_follow_the_claims(slurm, dana, erin, dja
 )
 def test_approval_refusals_say_why_and_change_nothing(slurm, dana, erin, name, host, words):
     if host == ("ghost", "no such user"):
-        slurm.expect(["id", "-nG", "--", "ghost"], stderr="id: 'ghost': no such user\n", returncode=1)
+        slurm.expect(["env", "LC_ALL=C", "id", "--", "ghost"], stderr="id: 'ghost': no such user\n", returncode=1)
     elif host is not None:
         host_knows(slurm, "outsider", groups="outsider")
     with pytest.raises(Refused) as refused:

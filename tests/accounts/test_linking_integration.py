@@ -106,3 +106,27 @@ def test_impostor_naming_an_unlinked_account_gets_nothing_and_cannot_be_approved
     assert refused.status_code == HTTPStatus.BAD_REQUEST and "already linked to another sign-in identity" in refused.text
     bobby.refresh_from_db()
     assert bobby.link_state == LinkState.PENDING
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("root", "The cluster account 'root' is a system account (named in the portal's list"),
+        ("daemon", "The cluster account 'daemon' is a system account (uid 1, below 1000,"),  # the real id's uid
+        ("alice", "already linked to another sign-in identity"),
+    ],
+)
+def test_the_accounts_page_refuses_a_system_account_and_another_persons(portal_with_idp, name, words):
+    """dana, on the Accounts page of the live portal, tries to link erin to root, to daemon (uid 1
+    on the real submit host, in no list) and to alice (signed in, so linked): each is refused in
+    erin's row, in words that never say to add the account to a group."""
+    sso_login(portal_with_idp, "alice")
+    sso_login(portal_with_idp, "erin")
+    erin = User.objects.get(oidc_sub=ERIN_SUB)
+    dana_session, _ = sso_login(portal_with_idp, "dana")
+    refused = decide(portal_with_idp, dana_session, erin.pk, "approve", username=name)
+    assert refused.status_code == HTTPStatus.BAD_REQUEST
+    text = refused.text.replace("&#x27;", "'")
+    assert words in text and "to the group" not in text
+    erin.refresh_from_db()
+    assert erin.link_state == LinkState.PENDING and not AuditEvent.objects.filter(action="account.link_approved").exists()

@@ -85,6 +85,24 @@ def test_login_refused_with_a_clear_page(portal_with_idp, idp_user, code, words)
     assert User.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "idp_user, name, why",
+    [
+        ("rooty", "root", "named in the portal's list of system and service accounts"),
+        ("dmitri", "daemon", "uid 1, below 1000, where personal accounts start on this cluster"),  # from the real id
+    ],
+)
+def test_a_directory_claim_naming_a_system_account_is_refused(portal_with_idp, idp_user, name, why):
+    _, page = sso_login(portal_with_idp, idp_user)
+    assert page.status_code == HTTPStatus.FORBIDDEN and refusal_code(page.text) == "system_account"
+    text = " ".join(BeautifulSoup(page.text, "html.parser").get_text().split())
+    assert f"The cluster account '{name}' is a system account ({why})." in text
+    assert "System accounts cannot be used with the portal, whatever groups they are in." in text
+    assert "What to do: Use your personal cluster account" in text and "to the group" not in text
+    assert User.objects.count() == 0
+    assert AuditEvent.objects.get(action="login.refused").new["code"] == "system_account"
+
+
 def test_other_identity_claiming_a_taken_username_is_refused(portal_with_idp):
     sso_login(portal_with_idp, "alice")
     _, page = sso_login(portal_with_idp, "alice2")

@@ -82,7 +82,9 @@ def token_revoke(w: World):
 
 # --- sign-in, linking, the hub's identity check ----------------------------------------------------
 def _host_knows(w: World, user: str, accounts: str = "") -> None:
-    w.slurm.expect(["id", "-nG", "--", user], stdout=f"{user} slurmusers\n")
+    w.slurm.expect(
+        ["env", "LC_ALL=C", "id", "--", user], stdout=f"uid=1005({user}) gid=1006({user}) groups=1006({user}),1001(slurmusers)\n"
+    )
     w.slurm.expect(
         ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"],
         stdout=accounts,

@@ -82,3 +82,15 @@ def test_sign_in_through_idp_and_see_the_gpu_table(portal_with_idp, browser_page
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_selector("[data-testid=sso-login]")
     assert page.url.startswith(portal_with_idp)
+
+
+def test_a_directory_claim_naming_root_is_refused_in_the_browser(portal_with_idp, browser_page):
+    """rooty's directory claim names root: the page says root is a system account and what to do,
+    never to add it to a group."""
+    page = browser_page
+    sign_in(page, portal_with_idp, "rooty", landed="[data-refusal=system_account]")
+    message = page.get_by_test_id("refusal-message").inner_text()
+    assert "The cluster account 'root' is a system account" in message
+    assert "System accounts cannot be used with the portal" in message
+    body = page.inner_text("body")
+    assert "Use your personal cluster account" in body and "to the group" not in body

@@ -1,0 +1,116 @@
+"""The submit host's view of one account (accounts/directory.py): ``id`` as recorded on the host
+cluster (tests/fixtures/id/), and which accounts are system accounts."""
+
+from __future__ import annotations
+
+import pytest
+
+from accounts.directory import cluster_user_lookup, denied_account_names, parse_id, system_account_reason
+from slurm import SlurmError
+from slurm.gateway import SlurmGateway
+from tests.conftest import FIXTURES
+from tests.fakes import EveryCluster, FakeTransport
+
+ID_DIR = FIXTURES / "id"
+
+
+def recorded(user: str) -> str:
+    return (ID_DIR / f"{user}.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "user, uid, groups",
+    [
+        ("root", 0, ("root",)),
+        ("daemon", 1, ("daemon",)),
+        ("munge", 108, ("munge",)),
+        ("slurm", 64030, ("slurm",)),
+        ("nobody", 65534, ("nogroup",)),
+        ("alice", 1001, ("alice", "slurmusers")),
+        ("outsider", 1006, ("outsider",)),
+    ],
+)
+def test_parse_id_reads_the_recorded_lines(user, uid, groups):
+    assert parse_id(recorded(user)) == (uid, groups)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("uid=1001(alice) gid=1002(alice) groups=1002(alice),1001(slurmusers),5000", (1001, ("alice", "slurmusers"))),
+        ("uid=1001(alice) gid=1002(domain users) groups=1002(domain users)", (1001, ("domain users",))),
+        (
+            "uid=1001(alice) gid=1002(alice) groups=1002(alice) context=unconfined_u:unconfined_r:unconfined_t:s0",
+            (1001, ("alice",)),
+        ),
+    ],
+)
+def test_parse_id_odd_lines(line, expected):
+    assert parse_id(line + "\n") == expected
+
+
+@pytest.mark.parametrize("text", ["", "alice slurmusers\n", "Benutzer=1001(alice)\n", "uid=(alice) gid=1(x)\n"])
+def test_parse_id_refuses_other_shapes(text):
+    with pytest.raises(ValueError):
+        parse_id(text)
+
+
+@pytest.mark.parametrize("name", ["root", "slurm", "slurmrestd", "munge", "mysql", "postgres", "portal", "nobody"])
+def test_the_deny_list_names_root_and_the_service_accounts(name):
+    assert "list of system and service accounts" in system_account_reason(name)
+    assert system_account_reason(name, uid=5000) is not None  # whatever its uid
+
+
+def test_a_uid_below_the_minimum_is_a_system_account():
+    assert system_account_reason("daemon", uid=1) == "uid 1, below 1000, where personal accounts start on this cluster"
+    assert system_account_reason("alice", uid=999) is not None
+    assert system_account_reason("alice", uid=1000) is None
+    assert system_account_reason("alice") is None  # the name alone: not a system account
+
+
+def test_the_minimum_and_the_list_are_settings(settings):
+    settings.PORTAL_ACCOUNT_UID_MIN = 500  # an old RHEL: UID_MIN 500 in login.defs
+    assert system_account_reason("alice", uid=600) is None
+    assert system_account_reason("daemon", uid=499) == "uid 499, below 500, where personal accounts start on this cluster"
+    settings.PORTAL_ACCOUNT_DENY = ["root", "backup"]
+    assert system_account_reason("backup", uid=3000) is not None
+    assert system_account_reason("munge", uid=3000) is None
+
+
+def test_each_clusters_service_user_is_denied(settings):
+    settings.PORTAL_ACCOUNT_DENY = []
+    settings.SLURM_GATEWAY = {**settings.SLURM_GATEWAY, "ssh_user": "gpuportal-svc"}
+    assert "gpuportal-svc" in denied_account_names()
+    assert system_account_reason("gpuportal-svc", uid=4000) is not None
+
+
+@pytest.fixture
+def slurm(monkeypatch):
+    fake = FakeTransport()
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
+    return fake
+
+
+def test_lookup_reads_uid_and_groups_from_one_id_call(slurm):
+    slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=recorded("alice"))
+    slurm.expect(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice", "format=Account"],
+        stdout="vision\n",
+    )
+    alice = cluster_user_lookup("alice")
+    assert (alice.exists, alice.uid, alice.groups, alice.accounts, alice.in_users_group) == (
+        True,
+        1001,
+        ("alice", "slurmusers"),
+        ("vision",),
+        True,
+    )
+
+
+def test_lookup_of_a_missing_user_and_of_an_unreadable_answer(slurm):
+    slurm.expect(["env", "LC_ALL=C", "id", "--", "ghost"], stderr=(ID_DIR / "ghost.stderr").read_text(), returncode=1)
+    ghost = cluster_user_lookup("ghost")
+    assert (ghost.exists, ghost.uid) == (False, None)
+    slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout="alice slurmusers\n")
+    with pytest.raises(SlurmError, match="not the output of id"):
+        cluster_user_lookup("alice")
