@@ -6,7 +6,7 @@ limits and the places still over them live in pyproject.toml under ``[tool.porta
 such place is listed with its size today, and may shrink but not grow. The check fails when
 
 - a place not on the list goes over a limit (split it, or say in the commit why not and list it),
-- a listed place grew (its size is over the listed one), or
+- a listed place grew (its size is over the listed one) or shrank (list its new size: the ratchet), or
 - a listed place is gone or within its limit (take it off the list: the limit holds for it now).
 
 What counts: the Python files of the import-linter root packages (``[tool.importlinter]
@@ -84,6 +84,8 @@ def findings(config: dict, measured: tuple[dict[str, int], dict[str, int], dict[
                 out.append(f"{place}: {kind} of {size} {unit}, over the limit of {limit}: split it")
             elif size > listed[place]:
                 out.append(f"{place}: grew to {size} {unit} (listed at {listed[place]}, limit {limit}): shrink it")
+            elif size < listed[place]:
+                out.append(f"{place}: shrank to {size} {unit}: list it at {size} (was {listed[place]}), so it cannot grow back")
         for place in sorted(listed):
             if found.get(place, 0) <= limit:
                 out.append(f"{place}: within the {kind} limit now (or gone): take it off [tool.portal-sizes.allowed.{kind}]")
