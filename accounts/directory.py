@@ -9,6 +9,7 @@ user=<user> format=Account`` (Slurm accounts = teams).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -16,6 +17,10 @@ from django.conf import settings
 
 from slurm import SlurmError, get_gateway
 from slurm.clusters import ClusterConfigError, clusters
+
+from .claims import LoginRefused
+
+logger = logging.getLogger(__name__)
 
 #: The command asked for one user (the name is appended after ``--``).
 ID_ARGV = ("env", "LC_ALL=C", "id", "--")
@@ -100,3 +105,60 @@ def cluster_user_lookup(username: str) -> ClusterUser:
     )
     accounts = sorted({line.strip() for line in assoc.out.splitlines() if line.strip()})
     return ClusterUser(username=username, exists=True, groups=groups, accounts=tuple(accounts), uid=uid)
+
+
+#: What a person refused a system account is told to do (at sign-in, and by the hub).
+SYSTEM_ACCOUNT_HINT = (
+    "Use your personal cluster account: ask your identity team to name your own account (never root or a "
+    "service account) in your directory entry, or a portal admin to link this sign-in to your personal account."
+)
+#: What the admin who tried to link one is told.
+SYSTEM_ACCOUNT_ADMIN_HINT = "Choose the person's own, personal cluster account instead."
+
+
+def system_account_refusal(username: str, reason: str) -> LoginRefused:
+    """The sign-in refusal (code ``system_account``) for ``username``, a system account for ``reason``
+    (:func:`system_account_reason`'s words): it never suggests adding the account to a group."""
+    return LoginRefused(
+        "system_account",
+        f"The cluster account '{username}' is a system account ({reason}). System accounts cannot be used "
+        "with the portal, whatever groups they are in.",
+        SYSTEM_ACCOUNT_HINT,
+        account=username,
+    )
+
+
+def cluster_account_check(username: str, *, known: bool) -> ClusterUser | None:
+    """The submit host's view of ``username``; refuses a system account (:func:`system_account_reason`:
+    the deny list before the host is asked, then the uid ``id`` gave, both before the group), a
+    missing account, or one outside the users group. ``None`` when the host cannot answer and
+    ``known`` (an already linked user keeps the cached facts)."""
+    if (reason := system_account_reason(username)) is not None:
+        raise system_account_refusal(username, reason)
+    try:
+        cluster_user = cluster_user_lookup(username)
+    except SlurmError as exc:
+        logger.warning("login of %s: cluster lookup failed: %s", username, exc)
+        if known:
+            return None
+        raise LoginRefused(
+            "cluster_unreachable",
+            "The cluster could not be reached to check your account, and this is your first sign-in.",
+            "Try again in a few minutes; if it persists, tell the cluster staff.",
+        ) from exc
+    if not cluster_user.exists:
+        raise LoginRefused(
+            "not_provisioned",
+            f"There is no account named '{username}' on the cluster.",
+            "Ask the cluster staff to create your cluster account; then sign in again.",
+        )
+    if (reason := system_account_reason(username, cluster_user.uid)) is not None:
+        raise system_account_refusal(username, reason)
+    group = settings.SLURM_GATEWAY["users_group"]
+    if not cluster_user.in_users_group:
+        raise LoginRefused(
+            "not_provisioned",
+            f"The cluster account '{username}' exists but is not in the group '{group}', so the portal cannot run jobs as you.",
+            f"Ask the cluster staff to add '{username}' to the group '{group}'.",
+        )
+    return cluster_user

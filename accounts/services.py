@@ -13,11 +13,16 @@ from django.db import transaction
 from audit.models import AuditEvent
 from audit.services import audit
 from portal.refusals import Problem, Refused
-from slurm import SlurmError
 
 from .claims import LoginRefused, email_is_verified, groups_from_claims, is_admin_by_claims, unix_username_from_claims
 from .conflicts import CONFLICT_CODES, conflict_of
-from .directory import ClusterUser, cluster_user_lookup, system_account_reason
+from .directory import (
+    SYSTEM_ACCOUNT_ADMIN_HINT,
+    ClusterUser,
+    cluster_account_check,
+    system_account_reason,
+    system_account_refusal,
+)
 from .events import identity_conflict, identity_linked
 from .models import UNLINKED_PREFIX, LinkState, User
 
@@ -113,61 +118,6 @@ def _refuse_if_taken(username: str, *, issuer: str, sub: str) -> None:
         )
 
 
-#: What a person refused a system account is told to do (at sign-in, and by the hub).
-SYSTEM_ACCOUNT_HINT = (
-    "Use your personal cluster account: ask your identity team to name your own account (never root or a "
-    "service account) in your directory entry, or a portal admin to link this sign-in to your personal account."
-)
-#: What the admin who tried to link one is told.
-SYSTEM_ACCOUNT_ADMIN_HINT = "Choose the person's own, personal cluster account instead."
-
-
-def _system_account_refusal(username: str, reason: str) -> LoginRefused:
-    return LoginRefused(
-        "system_account",
-        f"The cluster account '{username}' is a system account ({reason}). System accounts cannot be used "
-        "with the portal, whatever groups they are in.",
-        SYSTEM_ACCOUNT_HINT,
-        account=username,
-    )
-
-
-def _cluster_check(username: str, *, known: bool) -> ClusterUser | None:
-    """The submit host's view of ``username``; refuses a system account (:func:`system_account_reason`:
-    the deny list before the host is asked, then the uid ``id`` gave, both before the group), a
-    missing account, or one outside the users group. ``None`` when the host cannot answer and
-    ``known`` (an already linked user keeps the cached facts)."""
-    if (reason := system_account_reason(username)) is not None:
-        raise _system_account_refusal(username, reason)
-    try:
-        cluster_user = cluster_user_lookup(username)
-    except SlurmError as exc:
-        logger.warning("login of %s: cluster lookup failed: %s", username, exc)
-        if known:
-            return None
-        raise LoginRefused(
-            "cluster_unreachable",
-            "The cluster could not be reached to check your account, and this is your first sign-in.",
-            "Try again in a few minutes; if it persists, tell the cluster staff.",
-        ) from exc
-    if not cluster_user.exists:
-        raise LoginRefused(
-            "not_provisioned",
-            f"There is no account named '{username}' on the cluster.",
-            "Ask the cluster staff to create your cluster account; then sign in again.",
-        )
-    if (reason := system_account_reason(username, cluster_user.uid)) is not None:
-        raise _system_account_refusal(username, reason)
-    group = settings.SLURM_GATEWAY["users_group"]
-    if not cluster_user.in_users_group:
-        raise LoginRefused(
-            "not_provisioned",
-            f"The cluster account '{username}' exists but is not in the group '{group}', so the portal cannot run jobs as you.",
-            f"Ask the cluster staff to add '{username}' to the group '{group}'.",
-        )
-    return cluster_user
-
-
 def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
     """Decide whether these (merged, verified) claims may sign in, and as which cluster account.
 
@@ -213,11 +163,11 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
                 "Ask the portal admin: jobs and files belong to the old name, so it is not changed automatically.",
                 account=directory_name,
             )
-        return LoginIdentity(issuer, sub, existing.username, _cluster_check(existing.username, known=True))
+        return LoginIdentity(issuer, sub, existing.username, cluster_account_check(existing.username, known=True))
     # A new identity, or one still waiting for an admin.
     if directory_name is not None:
         _refuse_if_taken(directory_name, issuer=issuer, sub=sub)
-        return LoginIdentity(issuer, sub, directory_name, _cluster_check(directory_name, known=False))
+        return LoginIdentity(issuer, sub, directory_name, cluster_account_check(directory_name, known=False))
     requested = _suggested_username(claims)
     if requested:
         _refuse_if_taken(requested, issuer=issuer, sub=sub)
@@ -302,7 +252,7 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
             )
         )
     try:
-        cluster_user = _cluster_check(username, known=False)
+        cluster_user = cluster_account_check(username, known=False)
     except LoginRefused as refusal:
         if refusal.code == "system_account":
             raise Refused(Problem("username", f"{refusal.message} {SYSTEM_ACCOUNT_ADMIN_HINT}")) from None
@@ -404,7 +354,7 @@ def hub_identity(*, issuer: str, sub: str, claimed: str = "") -> str:
             "If you think this is a mistake, ask the cluster staff.",
         )
     elif (reason := system_account_reason(user.username)) is not None:  # linked before the deny list named it
-        refusal = _system_account_refusal(user.username, reason)
+        refusal = system_account_refusal(user.username, reason)
     if refusal is not None:
         audit(
             actor=None,
