@@ -17,8 +17,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from jobs.policy import TIME_LIMIT_FORMS
-from jobs.policy import time_limit_minutes as policy_time_limit_minutes
+from jobs import policy
 from portal.refusals import Problem, Refused
 from portal.units import memory_mib
 
@@ -213,12 +212,10 @@ class ProfileSpec:
 
 # --- units ---------------------------------------------------------------------------------------
 def time_limit_minutes(value: str | int) -> int:
-    """``90`` / ``"02:00:00"`` / ``"1-00:00:00"`` -> minutes (the form's rules:
-    :func:`jobs.policy.time_limit_minutes`; a YAML number is whole minutes). Raises ``ValueError``
-    with the refusal's sentence."""
+    """``90``, ``"02:00:00"``, ``"1-00:00:00"`` -> minutes by :func:`jobs.policy.time_limit_minutes`; raises ``ValueError``."""
     if isinstance(value, bool):
-        raise ValueError(f"A time limit is not yes/no. Write it as {TIME_LIMIT_FORMS}.")
-    return policy_time_limit_minutes(str(value))
+        raise ValueError(f"A time limit is not yes/no. Write it as {policy.TIME_LIMIT_FORMS}.")
+    return policy.time_limit_minutes(str(value))
 
 
 # --- parsing -------------------------------------------------------------------------------------
