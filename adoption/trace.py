@@ -36,9 +36,9 @@ from django.utils.crypto import salted_hmac
 from jobs.finish import exit_codes, exit_hidden
 from slurm import SlurmGateway
 from slurm.adapters import adapter_for
-from slurm.bounds import START_MARGIN, start_bound
 from slurm.records import FinishedJob
 from slurm.states import FINAL_STATES
+from slurm.times import START_MARGIN, start_bound
 
 #: Hex digits kept of each HMAC-SHA256 (64 bits: no collision among a site's users and accounts).
 HASH_LENGTH = 16
@@ -136,7 +136,7 @@ def trace_row(f: FinishedJob, *, cluster: str, key: bytes, exit: tuple[int | Non
 def trace_read(gateway: SlurmGateway, *, since: datetime, until: datetime, now: datetime | None = None) -> list[FinishedJob]:
     """Every user's job records submitted in ``[since, until)`` (aware datetimes) from one ``sacct
     --json -a -D -X`` call as the service user (bounds as ``now-<N>seconds``,
-    :func:`slurm.bounds.start_bound`, right in any zone; the records are then kept by their own
+    :func:`slurm.times.start_bound`, right in any zone; the records are then kept by their own
     submit time). Raises :class:`slurm.SlurmError` (Slurm refused or did not answer) or
     ``ValueError`` / :class:`slurm.errors.SlurmVersionUnknown` (a document no adapter reads)."""
     now = now or datetime.now(UTC)

@@ -72,7 +72,7 @@ SHOW_CONFIG = ["scontrol", "show", "config"]
 SHOW_SHARES = ["sshare", "-a", "-P", "-o", "Account,User,GrpTRESMins,GrpTRESRaw"]
 SHOW_ASSOC_MGR = ["scontrol", "show", "assoc_mgr", "flags=assoc"]
 SACCTMGR = ["sacctmgr", "-i"]
-START_MARGIN_S = 600  # slurm/bounds.py START_MARGIN
+START_MARGIN_S = 600  # slurm/times.py START_MARGIN
 
 
 class RecordError(Exception):

@@ -32,7 +32,7 @@ from slurm.clusters import sessions_cluster
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
-from slurm.values import time_left_seconds
+from slurm.times import time_left_seconds
 
 from . import hub
 from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning

@@ -14,10 +14,10 @@ from audit.services import audit
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
-from slurm.bounds import start_bound
 from slurm.entries import ARRAY, HET, AccountingEntry, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.times import start_bound
 from slurm.values import parse_exit
 
 from .arrays import (

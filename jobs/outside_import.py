@@ -25,10 +25,10 @@ from audit.services import audit_many
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway, paths
 from slurm.adapters import adapter_for
-from slurm.bounds import start_bound
 from slurm.entries import ARRAY, HET, accounting_entries, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
 from slurm.states import FINAL_STATES, JobState
+from slurm.times import start_bound
 
 from .arrays import dump_tasks, spec
 from .finish import exit_codes, exit_hidden

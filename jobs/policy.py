@@ -21,7 +21,7 @@ from django.conf import settings
 from portal.refusals import Problem, Refused
 from slurm.clusters import cluster_get, cluster_names, clusters
 from slurm.snapshot import ClusterSnapshot, snapshots_load
-from slurm.values import SlurmTimeError, parse_time_limit
+from slurm.times import SlurmTimeError, parse_time_limit
 
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
 GPU_COUNTS = (1, 2, 4, 8)
@@ -277,7 +277,7 @@ _MINUTES_SECONDS = re.compile(r"[0-9]+:[0-9]+")
 def time_limit_minutes(text: str) -> int:
     """A time limit as a person types it (the job form, a profile's ``resources.time_limit``, the
     API's and the CLI's overrides) -> whole minutes, seconds rounded up as Slurm does
-    (``time_str2mins``). Slurm's forms, read strictly by :func:`slurm.values.parse_time_limit`
+    (``time_str2mins``). Slurm's forms, read strictly by :func:`slurm.times.parse_time_limit`
     (ASCII digits, fields in range), except ``MM:SS``: ``2:00`` is refused as ambiguous, since people
     write it for two hours and Slurm reads two minutes. No limit (``0``, ``UNLIMITED``) is refused too.
     Raises ``ValueError`` whose text is the refusal: what is wrong and the forms accepted. The

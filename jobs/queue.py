@@ -10,7 +10,7 @@ from functools import cached_property
 from portal.formats import from_now, ordinal
 from slurm.snapshot import HELD_REASONS
 from slurm.states import JobState
-from slurm.values import time_left_seconds
+from slurm.times import time_left_seconds
 from teams.usage_compute import how_to_fit
 
 from .cap_reasons import CAP_REASONS, cap_reason

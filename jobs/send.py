@@ -26,10 +26,10 @@ from django.utils import timezone as djtz
 from audit.services import audit
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
 from slurm.adapters import adapter_for
-from slurm.bounds import start_bound
 from slurm.clusters import cluster_get
 from slurm.errors import controller_unreachable
 from slurm.states import JobState
+from slurm.times import start_bound
 
 from .batch import render_batch_script
 from .models import Job

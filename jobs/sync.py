@@ -41,11 +41,11 @@ from audit.services import audit
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
-from slurm.bounds import start_bound
 from slurm.entries import ARRAY, JOB, queue_entries
 from slurm.health import accounting_answered, accounting_failed
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.times import start_bound
 from slurm.values import classify_state
 
 from .arrays import all_final, het_parts, load_tasks, queue_array_fields

@@ -5,7 +5,7 @@ StartTime=<start> EndTime=<end> Nodes=<nodes> Users=root Flags=MAINT[,IGNORE_JOB
 the service user; ``reservation_delete`` ``scontrol delete ReservationName=<name>``. Times are given
 to Slurm as UTC wall-clock text with ``TZ=UTC`` in the command's environment, since scontrol reads an
 absolute time in the zone of the process that runs it (the submit host's, which the portal does not
-know; :mod:`slurm.bounds`). The reservation itself lives in Slurm; the snapshot reads it back
+know; :mod:`slurm.times`). The reservation itself lives in Slurm; the snapshot reads it back
 (:attr:`slurm.snapshot.ClusterSnapshot.reservations`) at the next poll, which :func:`reserve` asks to
 do at once (:func:`slurm.snapshot.reread_soon`). Each action is audited ``reservation.create`` /
 ``reservation.delete`` with what it was and what it is.

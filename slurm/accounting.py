@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from .gateway import SlurmGateway
-from .values import GPU_TRES, parse_time_limit, parse_tres, parse_tres_limit_used, tres_items
+from .times import parse_time_limit
+from .values import GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
 
 # --- scontrol show config ------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ timestamps, exit codes, job states, TRES lists, GRES/TRES GPU counts and node li
 documents: the per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON, and
 :mod:`slurm.accounting` out of the text of the commands that have no JSON in 22.05; both call these.
 One reader per kind of value: numbers :func:`whole_number` (:func:`number` is its lenient form),
-GPUs in any GRES/TRES form :func:`parse_gpus`, TRES lists :func:`tres_items`, time texts
-:func:`parse_time_limit`, job states :func:`classify_state` (the sets in :mod:`slurm.states`).
+GPUs in any GRES/TRES form :func:`parse_gpus`, TRES lists :func:`tres_items`, job states
+:func:`classify_state` (the sets in :mod:`slurm.states`); time texts are :mod:`slurm.times`'.
 
 Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
@@ -204,70 +204,6 @@ def parse_timestamp(value: SlurmNumber) -> int | None:
     anything else."""
     seconds = whole_number(value, "timestamp (Unix seconds)")
     return seconds if seconds is not None and seconds > 0 and seconds not in _UINT32_NO_VALUE else None
-
-
-#: Slurm's forms of a time (``man sbatch``, ``--time``), as refusals list them.
-TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
-#: The longest time Slurm reads: ``time_str2secs`` in ``src/common/parse_time.c`` returns a C int of seconds.
-TIME_MAX_SECONDS = 2**31 - 1
-_TIME_SHAPE = re.compile(r"(?:([0-9]+)-)?([0-9]+)((?::[0-9]+){0,2})")
-
-
-class SlurmTimeError(ValueError):
-    """A text that is not a Slurm time. ``reason``: what is wrong, in words that can follow "it is
-    not a time limit:" (no form list; the caller adds the forms it accepts)."""
-
-    def __init__(self, text: str, reason: str) -> None:
-        self.text = text
-        self.reason = reason
-        super().__init__(f"not a Slurm time: {text[:20]!r} ({reason})")
-
-
-def parse_time_limit(text: str) -> int | None:
-    """Slurm time -> seconds. Forms (``man sbatch --time``): ``minutes``, ``minutes:seconds``,
-    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``;
-    ``UNLIMITED``, ``INFINITE``, ``NONE`` and ``""`` -> ``None``.
-
-    Read strictly, where Slurm's own ``time_str2secs`` is lenient: the digits 0-9 only (not ``1_0``,
-    not other scripts' digits), one optional day part, seconds and minutes after a colon below 60,
-    hours after a day part below 24 (hours of ``HH:MM:SS`` and a bare minutes count are not bounded:
-    ``48:00:00`` is 48 hours), at most :data:`TIME_MAX_SECONDS`. Raises :class:`SlurmTimeError`
-    (a ``ValueError``) with the reason otherwise."""
-    text = text.strip()
-    if text.upper() in {"UNLIMITED", "INFINITE", "NONE", ""}:
-        return None
-    shape = _TIME_SHAPE.fullmatch(text)
-    if shape is None:
-        raise SlurmTimeError(text, "it is not one of Slurm's forms, written with the digits 0-9")
-    days_text, first, rest = shape.groups()
-    fields = [int(first), *(int(p) for p in rest.split(":")[1:])]
-    if days_text is not None:  # days-hours[:minutes[:seconds]]
-        h, m, s = (fields + [0, 0])[:3]
-        if h > 23:
-            raise SlurmTimeError(text, "the hours after the day part go up to 23")
-        seconds = ((int(days_text) * 24 + h) * 60 + m) * 60 + s
-    elif len(fields) == 3:  # hours:minutes:seconds
-        h, m, s = fields
-        seconds = (h * 60 + m) * 60 + s
-    elif len(fields) == 2:  # minutes:seconds
-        h, (m, s) = 0, fields
-        seconds = m * 60 + s
-    else:  # minutes
-        h, m, s = 0, fields[0], 0
-        seconds = m * 60
-    if s > 59 or (len(fields) >= 2 + (days_text is None) and m > 59):
-        raise SlurmTimeError(text, "minutes and seconds after a colon go up to 59")
-    if seconds > TIME_MAX_SECONDS:
-        raise SlurmTimeError(text, "it is longer than Slurm can hold (about 68 years)")
-    return seconds
-
-
-def time_left_seconds(*, start: int | None, limit_minutes: int | None, now: float) -> int | None:
-    """Seconds until a running job reaches its time limit (``start`` Unix seconds + limit), clamped
-    at 0; ``None`` when the start is unknown or there is no limit."""
-    if start is None or start <= 0 or limit_minutes is None:
-        return None
-    return max(0, int(start + limit_minutes * 60 - now))
 
 
 # --- exit codes ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 - ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``);
 - ``sacct --json -X -a -S now-<N>seconds -E now``: the jobs of the period, for per-member
   GPU-hours, jobs, failures, waits and the GPU-hours per day. The start bound is relative
-  (:func:`slurm.bounds.start_bound`, the same as the poller's), so it means the period's start in
+  (:func:`slurm.times.start_bound`, the same as the poller's), so it means the period's start in
   every zone of the submit host (sacct reads an absolute ``-S`` in local time and 22.05 accepts no
   zone); runs are kept by epoch (end >= period start) and every figure is clipped to the UTC period
   by :mod:`teams.usage_compute`.
@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from slurm import SlurmGateway
 from slurm.accounting import ClusterConfig, ShareRow, period_start, read_assoc_mgr, read_config, read_shares
 from slurm.adapters import adapter_for
-from slurm.bounds import start_bound
 from slurm.states import ACTIVE_STATES
+from slurm.times import start_bound
 from slurm.values import is_failure
 
 SACCT_TIMEOUT_S = 120.0

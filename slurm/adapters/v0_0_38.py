@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
+from ..times import parse_time_limit
 from ..values import (
     NO_NODES,
     classify_state,
@@ -21,7 +22,6 @@ from ..values import (
     parse_exit,
     parse_gpus,
     parse_limit_minutes,
-    parse_time_limit,
     parse_timestamp,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version

@@ -14,9 +14,9 @@ import pytest
 
 from slurm import SlurmGateway, accounting
 from slurm.adapters import adapter_for, v0_0_42
-from slurm.bounds import start_bound
 from slurm.snapshot import snapshot_take
 from slurm.states import JobState
+from slurm.times import start_bound
 from tests.cluster.test_cluster2_integration import cluster2_transport, submit, wait_ended
 from tests.waiting import scontrol_show_job, wait_for
 

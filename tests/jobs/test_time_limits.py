@@ -10,7 +10,7 @@ import pytest
 
 from jobs.models import Job
 from jobs.policy import TIME_LIMIT_FORMS, time_limit_minutes
-from slurm.values import SlurmTimeError, parse_time_limit
+from slurm.times import SlurmTimeError, parse_time_limit
 from tests.api.test_api import call, tokens  # noqa: F401  (fixture)
 from tests.jobs.test_job_pages import FORM, cluster, no_slurm  # noqa: F401  (fixtures)
 from tests.profiles.conftest import EXAMPLE_TEXT, people  # noqa: F401  (fixture)

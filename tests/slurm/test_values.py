@@ -5,6 +5,7 @@ import pytest
 
 from slurm.adapters.v0_0_38 import parse_jobs, parse_sacct_jobs
 from slurm.states import JobState
+from slurm.times import time_left_seconds
 from slurm.values import (
     ArrayTasks,
     classify_state,
@@ -18,7 +19,6 @@ from slurm.values import (
     parse_tres,
     parse_tres_count,
     queue_exit,
-    time_left_seconds,
 )
 
 UNSET = {"set": False, "infinite": False, "number": 0}
