@@ -1,5 +1,5 @@
 # Production image of the portal (web, Celery worker and beat share it). The Slurm submit host, the
-# IdP, PostgreSQL and Redis are outside; see docker-compose.yml and README "Production".
+# IdP, PostgreSQL and Redis are outside; see docker-compose.yml and docs/production.md.
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings.production
 # gunicorn reads GUNICORN_CMD_ARGS itself; a site's .env may replace it (deploy/env.example: TLS).

@@ -30,7 +30,7 @@ def check_identity_provider(app_configs=None, **kwargs):
             Error(
                 f"No identity provider is configured: {', '.join(missing)} not set.",
                 hint="The portal signs users in only through OIDC. Set the issuer URL and the client "
-                "registered for this portal at your IdP (see README, 'Pointing it at a real IdP').",
+                "registered for this portal at your IdP (see docs/production.md, step 1, 'IdP').",
                 id="portal.E001",
             )
         )

@@ -1,2 +1,2 @@
-"""Adoption figures for admins (issue 21): weekly active users, jobs and sessions, GPU-hours through the
+"""Adoption figures for admins: weekly active users, jobs and sessions, GPU-hours through the
 portal and outside it, waits, GPU allocation share, failures by kind; the anonymized job trace export."""

@@ -1,4 +1,4 @@
-"""The adoption figures (issue 21, item 5): per ISO week in the site's zone (``TIME_ZONE``), who used
+"""The adoption figures: per ISO week in the site's zone (``TIME_ZONE``), who used
 the cluster through the portal and outside it, how much, how long jobs waited, how full the GPUs
 were and how jobs failed.
 

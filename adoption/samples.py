@@ -1,4 +1,4 @@
-"""The GPU allocation time series (issue 21, item 5): one :class:`~adoption.models.AllocationSample`
+"""The GPU allocation time series: one :class:`~adoption.models.AllocationSample`
 per cluster and GPU type, every :data:`SAMPLE_EVERY_S` (Celery beat, ``adoption.tasks``), read from
 each cluster's stored snapshot. Slurm keeps no history of allocation the portal could ask later, so
 the share of GPUs allocated over time starts with the first sample."""

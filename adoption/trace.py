@@ -1,4 +1,4 @@
-"""The anonymized job trace (issue 21, item 6): every user's jobs of a window, read from accounting,
+"""The anonymized job trace: every user's jobs of a window, read from accounting,
 one row per job record, with users and accounts replaced by keyed hashes, so that a site can share
 its trace for scheduling research without names.
 

@@ -1,4 +1,4 @@
-"""The portal's own metrics at ``/metrics`` (issue 20, item 4), in Prometheus's text format, for the
+"""The portal's own metrics at ``/metrics``, in Prometheus's text format, for the
 site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 
 - ``portal_snapshot_age_seconds{cluster}``: seconds since the cluster's last good poll;

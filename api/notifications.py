@@ -1,4 +1,4 @@
-"""``/api/v1/notifications``: your notifications (issue 21) and marking them read. Only your own: another
+"""``/api/v1/notifications``: your notifications and marking them read. Only your own: another
 person's id is a 404, as on the pages. Marking read needs the ``read`` scope (it changes nothing but
 your own read marks)."""
 

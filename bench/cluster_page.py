@@ -1,4 +1,4 @@
-"""Benchmark (issue 21, Speed): the admins' cluster page with 500 nodes and 10,000 jobs, p95 against
+"""Benchmark: the admins' cluster page with 500 nodes and 10,000 jobs, p95 against
 one ``squeue --json`` on the local cluster, both measured in this one run. Goal: p95 at most a quarter
 of that squeue call.
 

@@ -1,4 +1,4 @@
-"""Benchmark (issue 23, item 4): an unchanged poll of My jobs' fragment costs almost nothing.
+"""Benchmark: an unchanged poll of My jobs' fragment costs almost nothing.
 
 The snapshot is the synthetic one of ``bench/snapshot_size.py`` (Slurm 22.05's shape, ``--jobs``
 jobs, every third pending), read by the 22.05 adapter and stored as cluster1's by ``snapshot_store``
@@ -13,7 +13,8 @@ and headers as the test client has them, plus the ``Date`` and ``Server`` header
 
 Sessions' cards (``GET /sessions/cards/``) are polled the same way for the user with three ended
 sessions (an active session is never tagged). Then ``--viewers`` users, one job each, each poll the fragment once in full and once with their
-ETag, and every answer's status is counted. Pages never call Slurm (decision 3: the poller does),
+ETag, and every answer's status is counted. Pages never call Slurm (the poller does:
+docs/decisions.md#pages-read-a-snapshot-never-slurm),
 so the gateway's commands are counted (``slurm.gateway.command_observers``) during every poll: the
 slurmctld RPCs with N viewers are the poller's alone, the same as with one.
 

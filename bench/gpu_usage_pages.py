@@ -1,4 +1,4 @@
-"""Benchmark (issue 20, Speed): what GPU usage costs the pages, measured in this one run, in process
+"""Benchmark: what GPU usage costs the pages, measured in this one run, in process
 (Django's test client on a fresh test database, the test settings' Redis; no live server needed).
 
 1. My jobs with 50 running GPU jobs (2 GPUs each, all measured, so every row is looked at for the

@@ -1,4 +1,4 @@
-"""My jobs for a researcher with a big sweep (issue 19, "Speed"): one user with a held array of
+"""My jobs for a researcher with a big sweep: one user with a held array of
 5,000 tasks in the real queue (submitted outside the portal, as with ``sbatch`` in a shell, so the
 poller makes it one entry) and 2,000 ended jobs, all ended within the hour My jobs covers (the worst
 case: before the cap every one was a row). 50 clients signed in as that user load My jobs (page and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the poller's CPU per interval with two clusters against one (issue 18: at most 2.1).
+"""Benchmark: the poller's CPU per interval with two clusters against one (goal: at most 2.1).
 
 In one process, the way the poller's worker does it (``jobs.services.snapshot_refresh(cluster=...)``,
 the real SSH gateway of each cluster, the real clusters): K polls of the first cluster alone, then K
@@ -8,7 +8,7 @@ worker runs the beat's fan-out), one poll or round per interval. It measures the
 (``time.process_time``: every thread, paramiko's included) over each phase and prints the CPU per
 interval of each phase and the ratios
 
-    both / first alone                         (issue 18's figure; goal: at most 2.1)
+    both / first alone                         (the goal: at most 2.1)
     both / (first alone + second alone)        (what polling them together adds to polling each)
 
 To make the queues non-trivial it first submits ``--held`` held jobs (``sbatch --hold``) as
@@ -56,7 +56,7 @@ HELD_NAME = "bench-poller-held"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Poller CPU per interval: two clusters against one (issue 18).")
+    p = argparse.ArgumentParser(description="Poller CPU per interval: two clusters against one.")
     p.add_argument("--polls", type=int, default=12, help="polls (or rounds of both) per phase (default: 12)")
     p.add_argument(
         "--interval",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: does the portal stay within slurmctld's per-user RPC rate limit (issue 23, item 5)?
+"""Benchmark: does the portal stay within slurmctld's per-user RPC rate limit?
 
 cluster2 runs with ``SlurmctldParameters=rl_enable`` (cluster/cluster2/etc/slurm.conf): each user id
 has a bucket of ``rl_bucket_size`` (30) RPCs, refilled with ``rl_refill_rate`` (2) every
@@ -56,7 +56,7 @@ DEFAULTS = {"rl_bucket_size": 30, "rl_refill_rate": 2, "rl_refill_period": 1}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="The portal's RPCs per second to a rate-limited slurmctld (issue 23, item 5).")
+    p = argparse.ArgumentParser(description="The portal's RPCs per second to a rate-limited slurmctld.")
     p.add_argument("--cluster", default="cluster2", help="the configured cluster with rl_enable (default: %(default)s)")
     p.add_argument("--root", default="/srv/cluster2", help="its root on this machine, for sdiag (default: %(default)s)")
     p.add_argument("--viewers", type=int, default=200, help="simulated users refreshing My jobs (default: 200)")

@@ -20,7 +20,7 @@ Run from the repository root with the venv:
 
     .venv/bin/python bench/sdiag_users.py --users 1,100 --seconds 60 --base-url http://127.0.0.1:8000
 
-Several clusters (issue 18): the host's Slurm is read with plain `sdiag` (named --host-cluster, default
+Several clusters: the host's Slurm is read with plain `sdiag` (named --host-cluster, default
 cluster1); each --chroot-cluster NAME=ROOT adds a cluster whose commands run inside a root on this
 machine (`chroot ROOT sdiag`, `chroot ROOT sacctmgr show stats`), e.g. make dev's second cluster:
 
@@ -46,7 +46,7 @@ as errors or slow pages here, not as RPCs (see bench/README.md).
 The poller's RPCs come in bursts every interval, so a phase of S seconds holds S/interval +- 1 polls:
 use --seconds 60 or more for a ratio that is not dominated by that rounding.
 
---etag (issue 23, item 4): each user loads the page once, then polls only the fragment every --think
+--etag: each user loads the page once, then polls only the fragment every --think
 seconds with the ``If-None-Match`` of the last tag it was given, as a browser revalidating HTMX's poll
 does; 304s are counted as answers beside the 200s, and anything else is listed as "other":
 

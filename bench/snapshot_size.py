@@ -11,7 +11,7 @@ My jobs' read: the heads and a user's positions). Prints per version: parse + st
 RSS of that process (``ru_maxrss``, the documents included as the poller holds them), a page's read
 in ms (the first after the store: the figure the goal is judged by; and, as "later reads", the median
 of 20 more until the next poll, from the process's own copy), and each figure's ratio to its goal
-(issue 23, item 3: 1.5 s CPU, 400 MB, 10 ms).
+(1.5 s CPU, 400 MB, 10 ms for a 100,000-job queue).
 
     .venv/bin/python bench/snapshot_size.py [--jobs 100000] [--nodes 5000] [--versions v0.0.38,...]
 

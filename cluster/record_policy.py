@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record the site policy's Slurm outputs (issue 21, item 7; docs/policy.md) from the real local clusters
+"""Record the site policy's Slurm outputs (docs/policy.md) from the real local clusters
 into ``tests/fixtures/slurm/22.05/policy/`` and ``24.11/policy/`` (their READMEs say what each file is).
 
 Run as root on the machine that runs both clusters (cluster/up.sh), from the repository root::

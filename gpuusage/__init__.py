@@ -1,4 +1,4 @@
-"""GPU usage measured, not assumed (issue 20): the ground floor that reads dcgm-exporter's series
+"""GPU usage measured, not assumed: the ground floor that reads dcgm-exporter's series
 from Prometheus. Imports no app; the poller (jobs) reads once per interval through it, pages read
 what it stored (:mod:`gpuusage.store`)."""
 

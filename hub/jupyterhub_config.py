@@ -1,5 +1,6 @@
-"""JupyterHub configuration for the GPU portal (design decision 6). Every setting comes from the
-environment (scripts/hub.sh sets the dev defaults; production sets its own):
+"""JupyterHub configuration for the GPU portal (sessions are JupyterHub named servers:
+docs/decisions.md#sessions-are-jupyterhub-named-servers). Every setting comes from the environment
+(scripts/hub.sh sets the dev defaults; production sets its own):
 
 PORTAL_HUB_URL          public base URL of the hub (proxy), default http://127.0.0.1:8001
 PORTAL_HUB_API_PORT     the hub's own API port on 127.0.0.1, default 8081

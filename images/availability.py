@@ -1,4 +1,4 @@
-"""Whether each image is on each cluster, as the portal's service user sees it (issue 22).
+"""Whether each image is on each cluster, as the portal's service user sees it.
 
 A periodic task (:func:`images.tasks.images_availability_task`, Celery beat, one check per cluster, every
 ``PORTAL_IMAGE_CHECK_INTERVAL`` seconds) runs ``test -r <path>`` through each cluster's gateway

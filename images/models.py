@@ -1,4 +1,4 @@
-"""The images a site supports (issue 22): site data an admin keeps, one row per image.
+"""The images a site supports: site data an admin keeps, one row per image.
 
 An image is a directory (Charliecloud) or a file (Apptainer ``.sif``, enroot ``.sqsh``) on shared
 storage, run by its ``runtime``. Which clusters and partitions may use it are lists of names (empty:

@@ -1,4 +1,4 @@
-"""Changes to the image registry, and the check a request's image goes through (issue 22).
+"""Changes to the image registry, and the check a request's image goes through.
 
 :func:`image_check` is what job submission (form, API, CLI, profiles) and sessions call: it reads
 the registry and the availability cache only (:mod:`images.availability`), never the cluster.

@@ -1,1 +1,2 @@
-"""Interactive sessions (JupyterLab, VS Code) as JupyterHub named servers (design decision 6)."""
+"""Interactive sessions (JupyterLab, VS Code) as JupyterHub named servers
+(docs/decisions.md#sessions-are-jupyterhub-named-servers)."""

@@ -37,7 +37,7 @@ def check_session_presets(app_configs=None, **kwargs):
     return [
         Error(
             problem,
-            hint='Fix PORTAL_SESSION_PRESETS, e.g. "lab gpus=1 type=a100 hours=4; lab hours=2" (README, '
+            hint='Fix PORTAL_SESSION_PRESETS, e.g. "lab gpus=1 type=a100 hours=4; lab hours=2" (docs/admin-guide.md, '
             '"Environment variables"), or set it empty for no presets.',
             id="portal.E011",
         )

@@ -20,7 +20,7 @@ class SessionForm(forms.Form):
     memory_gb = MemoryField(minimum_mib=512)
     # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
     hours = forms.IntegerField(label="Hours", initial=2)
-    #: A site image whose offers hold a session kind offered here (issue 22); "": the node's own system.
+    #: A site image whose offers hold a session kind offered here; "": the node's own system.
     image = forms.ChoiceField(label="Image", required=False)
 
     def __init__(self, *args, policy: SitePolicy, **kwargs):

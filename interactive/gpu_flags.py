@@ -1,4 +1,4 @@
-"""The session cards' low-use flag (issue 20): a running GPU session whose GPUs have stayed below
+"""The session cards' low-use flag: a running GPU session whose GPUs have stayed below
 ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity for ``PORTAL_GPU_LOW_USE_MINUTES``, from the poller's
 read of the sessions cluster (:mod:`jobs.gpu_usage`; never asks Prometheus)."""
 

@@ -1,4 +1,4 @@
-"""Idle GPU sessions reclaimed (issue 20, item 3): a running session whose GPUs stay below
+"""Idle GPU sessions reclaimed: a running session whose GPUs stay below
 ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity (the low-use flag's one definition,
 :func:`jobs.gpu_usage.below_low_use`) for ``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` is warned on its card
 ``PORTAL_GPU_IDLE_WARN_MINUTES`` before, then stopped (:func:`interactive.idle.sessions_cull_idle`).

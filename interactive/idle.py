@@ -148,7 +148,7 @@ def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
 
 
 def sessions_warn_near_stop(session: Session, *, now: datetime) -> None:
-    """Tell the owner of a running session that it is about to be stopped (issue 21), in the portal and
+    """Tell the owner of a running session that it is about to be stopped, in the portal and
     by email per their preferences: the idle warning the card shows (:func:`idle_stop_in_seconds`), the
     idle-GPU warning (:func:`interactive.gpu_idle.gpu_reclaim_warning`), and its time limit (the
     session's Slurm job started ``started_at``, ``time_limit_min``) within :data:`WARN_BEFORE_S`. One

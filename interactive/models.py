@@ -59,7 +59,7 @@ class Session(models.Model):
     memory_mb = models.PositiveIntegerField()
     time_limit_min = models.PositiveIntegerField()
     #: The site image the single-user server runs in (``images.Image.name`` when it started; "" = the
-    #: node's own system), shown on the card and in the API (issue 22).
+    #: node's own system), shown on the card and in the API.
     image_name = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=16, choices=SessionState.choices, default=SessionState.REQUESTED)
     message = models.TextField(blank=True, default="")

@@ -1,4 +1,4 @@
-"""The job page's actions besides Cancel (issue 19, item 5): Hold and Release of a pending job, and
+"""The job page's actions besides Cancel: Hold and Release of a pending job, and
 Run again of a finished one. Thin: parse input, call one service or selector, render or redirect.
 Owner only: another user's job is a 404, an admin looking at someone's job a 403."""
 

@@ -1,4 +1,4 @@
-"""Pending reasons of the site policy in the site's own figures (issue 21, item 7): a job Slurm holds
+"""Pending reasons of the site policy in the site's own figures: a job Slurm holds
 for a per-person cap or keeps out of the small-job pool says which cap and what number
 (:mod:`teams.site_policy`), instead of Slurm's generic "this QOS" sentence.
 

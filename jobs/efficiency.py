@@ -1,4 +1,4 @@
-"""A team's GPU efficiency (issue 20): GPU-hours used against GPU-hours busy per member, and the
+"""A team's GPU efficiency: GPU-hours used against GPU-hours busy per member, and the
 jobs that left most of their GPU-hours idle, from the jobs' rows (accounting's GPU-hours and the
 end-of-job SM activity of :mod:`jobs.gpu_summary`), over the last :data:`DAYS` days."""
 

@@ -1,4 +1,4 @@
-"""ETags for the polled HTMX fragments (issue 23, item 4): My jobs' table and the Sessions cards
+"""ETags for the polled HTMX fragments: My jobs' table and the Sessions cards
 answer ``304 Not Modified`` when nothing their user sees has changed.
 
 A tag is a weak entity tag (RFC 9110 §8.8.3: ``W/"<32 hex digits>"``, a BLAKE2b digest): it stands

@@ -1,4 +1,4 @@
-"""How old the cluster figures on a page are, and why when they are old (issue 17, item 1).
+"""How old the cluster figures on a page are, and why when they are old.
 
 Every page and API answer that shows cluster data carries :class:`SnapshotStatus`: the age of the
 snapshot it was built from and one :class:`Notice` per reason the figures may be wrong:

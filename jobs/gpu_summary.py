@@ -1,4 +1,4 @@
-"""End-of-job GPU usage (issue 20): once a GPU job has ended, its mean and max SM activity, peak
+"""End-of-job GPU usage: once a GPU job has ended, its mean and max SM activity, peak
 memory and energy are read from Prometheus and kept on its row, so History keeps them after
 Prometheus's retention. Run by the GPU usage poller (:func:`jobs.gpu_usage.gpu_usage_refresh`) after
 each read that answered; a job whose read fails stays unread and is tried again at the next one

@@ -1,4 +1,4 @@
-"""GPU usage of batch jobs and sessions (issue 20): the poller's read, once per interval and cluster,
+"""GPU usage of batch jobs and sessions: the poller's read, once per interval and cluster,
 and what a page says of one job, from what that read stored (pages never ask Prometheus).
 
 :func:`gpu_usage_refresh` runs from the beat task :func:`jobs.tasks.gpu_usage_poll` (every

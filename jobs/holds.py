@@ -1,4 +1,4 @@
-"""Holding and releasing a pending job: the user's side (issue 19, item 5).
+"""Holding and releasing a pending job: the user's side.
 
 ``job_hold`` / ``job_release`` check that the job can be held (or released), record the request
 (audit) and enqueue ``jobs.tasks.job_hold_task`` on commit; the worker runs ``scontrol hold <id>`` /

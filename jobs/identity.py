@@ -1,5 +1,5 @@
-"""Which Slurm records are a Job row's own (design decision 7: a job id is not an identity; Slurm
-reuses ids, a requeue keeps them).
+"""Which Slurm records are a Job row's own (a job id is not an identity: Slurm reuses ids, a requeue
+keeps them; docs/decisions.md#unknown-never-means-finished).
 
 - A job submitted in the portal carries ``--comment=portal:<key>``: a record is its own when it carries
   that comment, or none and was submitted after the portal sent it (:data:`ID_REUSE_MARGIN_S`).

@@ -1,4 +1,4 @@
-"""Maintenance windows at the forms (issue 21, item 2): whether a job's time limit crosses a
+"""Maintenance windows at the forms: whether a job's time limit crosses a
 maintenance reservation on every node it could use, and what to say about it.
 
 Slurm starts a job only on nodes that stay out of any maintenance reservation (``Flags=MAINT``)

@@ -1,5 +1,6 @@
 """Batch jobs as the portal knows them. PostgreSQL is the source of truth for what a user asked
-for (design decision 4); Slurm's view is copied in by the snapshot poller."""
+for (docs/decisions.md#a-request-is-a-row-before-it-is-a-slurm-job); Slurm's view is copied in by
+the snapshot poller."""
 
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ class Job(models.Model):
     #: A heterogeneous job's components, by offset: ``[{"offset", "job_id", "state", "partition",
     #: "nodes", "gpus", "cpus"}]`` (``gpus``: type -> count).
     het_parts = models.JSONField(default=list, blank=True)
-    #: End-of-job GPU usage (issue 20), read from Prometheus once the job has ended
+    #: End-of-job GPU usage, read from Prometheus once the job has ended
     #: (:mod:`jobs.gpu_summary`): ``gpu_summary`` is "" until read (Prometheus down at the end: read
     #: later, never recorded as 0), ``measured``, or ``not-measured`` (no exporter series for it).
     #: Mean and max SM activity over its GPUs and life (percent), the highest memory used on one of

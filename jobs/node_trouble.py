@@ -1,4 +1,4 @@
-"""Node trouble in a pending job's reason (issue 21, item 3): when Slurm says its nodes are not
+"""Node trouble in a pending job's reason: when Slurm says its nodes are not
 available (``ReqNodeNotAvail``, or ``Resources`` with "Nodes required for job are DOWN, DRAINED or
 reserved"), what the snapshot knows about them: the maintenance reservation in the way, named, with
 its window and the job's earliest start, or each unavailable node of the partition with its state

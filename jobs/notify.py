@@ -1,4 +1,4 @@
-"""What a job's owner is told (issue 21): started, finished, failed, pending longer than their chosen time.
+"""What a job's owner is told: started, finished, failed, pending longer than their chosen time.
 
 Called by :mod:`jobs.sync` inside the transaction that writes the state change and its audit row
 (:func:`job_state_notify`), and by the beat task over pending rows (:func:`jobs_pending_notify`). Each

@@ -1,5 +1,5 @@
-"""Site policy (design decision 8): one object that says what may be asked for, checked by the job
-form, the API (through profiles), the sessions and the JupyterHub spawner alike. Every refusal says
+"""Site policy (docs/decisions.md#site-policy-is-data): one object that says what may be asked for,
+checked by the job form, the API (through profiles), the sessions and the JupyterHub spawner alike. Every refusal says
 what was wrong and what is allowed, as a :class:`portal.refusals.Problem` named in
 :class:`JobRequest`'s words (what each surface calls those fields: :mod:`jobs.fields`).
 

@@ -1,4 +1,4 @@
-"""Running a finished job again (issue 19, item 5): "Run again" submits the same settings at once (a
+"""Running a finished job again: "Run again" submits the same settings at once (a
 portal job: the request stored on its row); "Run again with changes" opens the New job form filled
 in. A job submitted outside the portal has no stored request: its resources come from the row the
 poller made and its batch script is read as the owner on request (:func:`jobs.logs.job_batch_script`),

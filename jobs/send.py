@@ -1,4 +1,5 @@
-"""Sending batch jobs to Slurm and cancelling them there: what ``jobs.tasks`` runs (design decision 4).
+"""Sending batch jobs to Slurm and cancelling them there: what ``jobs.tasks`` runs
+(docs/decisions.md#a-request-is-a-row-before-it-is-a-slurm-job).
 
 ``job_send`` never submits twice: after a first attempt it looks the job's key up in Slurm
 (``squeue --json``, then ``sacct --json``) and adopts the job it finds; it submits again only when

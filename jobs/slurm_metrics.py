@@ -1,9 +1,9 @@
-"""Slurm command latency for /metrics (issue 20, item 4): every command a gateway runs (the poller's
+"""Slurm command latency for /metrics: every command a gateway runs (the poller's
 ``squeue``/``sinfo``/``sacct``, a submission's ``sbatch``, ``scancel``...) adds its wall time and
 one call to Redis counters (``portal.counters``), read by ``api.metrics`` as the summary
 ``portal_slurm_command_seconds{cluster,command}`` (``_sum`` seconds, ``_count`` calls) and the
 counter ``portal_slurm_command_failures_total{cluster,command}``. Registered on
-``slurm.gateway.command_observers`` by ``jobs.apps``; and slurmctld's rate limit (issue 23, item 5):
+``slurm.gateway.command_observers`` by ``jobs.apps``; and slurmctld's rate limit:
 ``portal_slurm_command_throttled_total{cluster,command}`` (answers refused by the limit) and
 ``portal_slurm_command_retries_total{cluster,command}`` (attempts the gateway resent after its
 back-off), from ``slurm.gateway.rate_limit_observers``."""

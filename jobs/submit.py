@@ -1,4 +1,5 @@
-"""Submitting and cancelling batch jobs: the user's side of design decision 4.
+"""Submitting and cancelling batch jobs: the user's side (a request is a row before it is a Slurm
+job: docs/decisions.md#a-request-is-a-row-before-it-is-a-slurm-job).
 
 ``job_check`` checks a request against site policy and the user's teams; ``job_create`` takes only
 what it returns, writes the row and on commit sends it at once from the same process

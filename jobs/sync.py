@@ -18,7 +18,8 @@
   ended (:mod:`jobs.finish`).
 - Jobs submitted outside the portal by a linked user are rows too (:mod:`jobs.outside`, in bulk),
   finished from the same ``sacct`` call; identity by (cluster, job id, submit time): :mod:`jobs.identity`.
-- A failed poll changes no state: active rows get ``status_unknown_since`` (design decision 7).
+- A failed poll changes no state: active rows get ``status_unknown_since`` (UNKNOWN never means finished:
+  docs/decisions.md#unknown-never-means-finished).
 - Accounting unavailable (slurmdbd down, every ``sacct`` fails) or behind (no final record yet): a
   job the queue itself reported ended takes the queue's final state, exit, start and end at once,
   marked ``accounting_pending``; its run time and GPU-hours are replaced by accounting's figures

@@ -1,4 +1,4 @@
-"""The job page's GPU use (issue 20): the figures as text (an HTMX fragment refreshed with the
+"""The job page's GPU use: the figures as text (an HTMX fragment refreshed with the
 page, from the poller's read) and the chart's series over the job's life (JSON, one range query per
 job and interval at most). Another user's job is a 404, as on every job page."""
 

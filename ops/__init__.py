@@ -1,2 +1,2 @@
-"""Operations for the site's staff (issue 21): the cluster page (nodes, partitions, reservations from the
+"""Operations for the site's staff: the cluster page (nodes, partitions, reservations from the
 snapshot), draining and resuming nodes, maintenance reservations, announcements."""

@@ -1,4 +1,4 @@
-"""Announcements (issue 21, item 2): the staff's services that create, change and delete them (each
+"""Announcements: the staff's services that create, change and delete them (each
 checked and audited in its transaction) and the selector the banner reads.
 
 The banner is on every page, so it must not cost a query per page: :func:`announcements_current`

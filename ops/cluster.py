@@ -1,4 +1,4 @@
-"""What the cluster page shows (issue 21, item 1), read from the snapshot only: never a Slurm call
+"""What the cluster page shows, read from the snapshot only: never a Slurm call
 per page view. One cluster at a time: its nodes (state with flags as Slurm writes them, the reason
 with who and when, GPUs by type, CPUs and memory allocated, the jobs on it), its partitions with
 their limits, and its reservations.

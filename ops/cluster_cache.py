@@ -1,4 +1,4 @@
-"""The cluster page's expensive part made once per snapshot (issue 21, Speed): the node rows' HTML
+"""The cluster page's expensive part made once per snapshot: the node rows' HTML
 (500 nodes, ~10,000 jobs: tens of milliseconds to build, :mod:`ops.cluster_html`), the node names,
 the counts, the partitions and the reservations are kept in the cache under
 ``ops:cluster:<name>:page`` with the ``taken_at`` (Unix seconds) of the snapshot they came from. A

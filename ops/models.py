@@ -1,4 +1,4 @@
-"""The ops app's one table: announcements (issue 21, item 2). Nodes, reservations and their
+"""The ops app's one table: announcements. Nodes, reservations and their
 history live in Slurm and in audit rows, not here."""
 
 from __future__ import annotations

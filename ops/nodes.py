@@ -1,4 +1,4 @@
-"""Draining and resuming a node (issue 21, item 2): the staff's services behind the cluster page.
+"""Draining and resuming a node: the staff's services behind the cluster page.
 
 ``node_drain`` runs ``scontrol update NodeName=<node> State=DRAIN Reason=<reason>`` and ``node_resume``
 ``scontrol update NodeName=<node> State=RESUME`` on the node's cluster, as the service user (a Slurm

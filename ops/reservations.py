@@ -1,4 +1,4 @@
-"""Maintenance reservations (issue 21, item 2): the staff's services that create and delete them.
+"""Maintenance reservations: the staff's services that create and delete them.
 
 ``reservation_create`` runs ``env TZ=UTC scontrol create reservation ReservationName=<name>
 StartTime=<start> EndTime=<end> Nodes=<nodes> Users=root Flags=MAINT[,IGNORE_JOBS]`` on the cluster as

@@ -4,7 +4,7 @@ its Redis restarting.
 RedBeat keeps the schedule and a lock (one sending beat however many run) in Redis. As shipped, a
 beat whose Redis restarts dies: extending the lock raises ``LockNotOwnedError`` (the key went with
 Redis's data) or ``ConnectionError`` (Redis is still down), and the beat process exits. With no beat,
-nothing is polled and no lost submission is sent again until someone restarts it (issue 17: the
+nothing is polled and no lost submission is sent again until someone restarts it (as seen once: the
 fault-injection test's submissions queued while Redis restarted stayed "Submitting").
 
 :class:`Scheduler` keeps beating instead: while Redis cannot be reached it sends nothing and tries

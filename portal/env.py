@@ -1,8 +1,8 @@
 """Every environment variable the portal reads, in one place.
 
 Settings modules call :func:`read_env` once; nothing else in the code base reads ``os.environ``
-(the Celery app and ``manage.py`` only default ``DJANGO_SETTINGS_MODULE``). The README's table of
-environment variables is this table.
+(the Celery app and ``manage.py`` only default ``DJANGO_SETTINGS_MODULE``). The table "Environment
+variables" in docs/admin-guide.md is this table.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_SBATCH_HELPER": (str, "/usr/local/libexec/gpuportal/gpuportal-sbatch"),
     "PORTAL_SUBMIT_INLINE_TIMEOUT": (float, 10.0),
     "PORTAL_LOG_TAIL_BYTES": (int, 65536),
-    # Container images (issue 22)
+    # Container images
     "PORTAL_IMAGE_NONE_ALLOWED": (bool, True),
     "PORTAL_IMAGE_CHECK_INTERVAL": (float, 300.0),
     # Job profiles: environments (uv) and containers

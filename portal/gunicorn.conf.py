@@ -1,5 +1,5 @@
 """gunicorn's settings for the portal: ``gunicorn -c portal/gunicorn.conf.py portal.wsgi --bind ...``.
-``make dev`` (scripts/dev.sh), the Dockerfile and README's production steps use this file; flags on
+``make dev`` (scripts/dev.sh), the Dockerfile and docs/production.md use this file; flags on
 the command line override it.
 
 - ``worker_class``/``workers``/``threads``: a bounded number of threads, and so of PostgreSQL
@@ -9,8 +9,8 @@ the command line override it.
   than the idle timeout of a proxy in front (nginx's upstream ``keepalive_timeout`` and AWS ALB's idle
   timeout are 60 s by default). The side that closes an idle connection must be the client (or the
   proxy), never gunicorn: with gunicorn's default of 2 s, a request sent on a connection just as
-  gunicorn closed it was reset, and ``gpuportal logs -f`` died with "Connection reset by peer"
-  (issue 17, item 9). Idle connections wait in the worker's poller, not in a thread.
+  gunicorn closed it was reset, and ``gpuportal logs -f`` died with "Connection reset by peer".
+  Idle connections wait in the worker's poller, not in a thread.
 """
 
 worker_class = "gthread"

@@ -1,13 +1,14 @@
 """Memory as people write it, read by one function on every surface (the New job and Sessions
 forms, profile files and their overrides, the API's session body, and so the CLI), and written back
-the way Slurm writes it. The rules are documented in docs/profiles.md ("Memory") and the README.
+the way Slurm writes it. The rules are documented in docs/profiles.md ("Memory") and
+docs/decisions.md#a-bare-memory-number-means-gb.
 
 - A unit, any case, with or without a space: ``K``/``KB``/``KiB``, ``M``/``MB``/``MiB``,
   ``G``/``GB``/``GiB``, ``T``/``TB``/``TiB``. Units are binary, as Slurm's ``--mem`` reads them:
   ``1G`` = ``1GB`` = ``1GiB`` = 1024 MiB, ``1T`` = 1024 GiB.
 - A bare number (``4``, ``4.5``, YAML's or JSON's ``4``) means **GB** everywhere. Slurm's own
-  ``--mem=4000`` means MiB; to keep a number meant that way (profile files read a bare number as
-  MiB before issue 19) from becoming 4000 GB, a bare number of 1024 or more is refused with a
+  ``--mem=4000`` means MiB; to keep a number meant that way (profile files once read a bare number
+  as MiB) from becoming 4000 GB, a bare number of 1024 or more is refused with a
   sentence that says what to write (``4000M``, or ``4000G``).
 - Fractions are kept to the MiB, rounded up (``0.1G`` -> 103 MiB): never less than asked.
 

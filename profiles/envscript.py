@@ -5,8 +5,8 @@ reaches bash through ``shlex.quote`` here (the one place this script is made), s
 path or argument is never interpreted. ``run.command`` is the researcher's own bash and runs as
 written, as their script would in the form.
 
-The environment (design decision 9): a Python virtual environment built with ``uv`` in the job
-user's own area of the cache directory ``PORTAL_ENV_CACHE_DIR``, ``<cache>/<user>/<hash>``, one per
+The environment (docs/decisions.md#environments-are-declared-and-cached-per-user): a Python virtual
+environment built with ``uv`` in the job user's own area of the cache directory ``PORTAL_ENV_CACHE_DIR``, ``<cache>/<user>/<hash>``, one per
 hash of its spec (the normalised ``environment`` block, the node's architecture and the requirements
 file's content). Only the user writes in their area, so no other user can plant or change an
 environment that the user's jobs run; an entry is used only after the checks of ``portal_env.sh``

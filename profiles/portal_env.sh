@@ -19,7 +19,7 @@
 #
 # Messages start with "portal-env: " on stdout; a build that fails exits 2 with its reason on stderr.
 #
-# In a site image (issue 22) this runs inside an unprivileged container (Charliecloud's user namespace
+# In a site image this runs inside an unprivileged container (Charliecloud's user namespace
 # maps only the user's own uid): files of every other uid, root's included, show as the kernel's
 # overflow uid ("nobody", /proc/sys/kernel/overflowuid). There the directories ABOVE the user's area
 # (the cache root and its parents, root's on the host) may show as that owner; they must still be

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the demo container image (issue 22): Debian 12 minimal ('debootstrap --variant=minbase bookworm' from the
+# Build the demo container image: Debian 12 minimal ('debootstrap --variant=minbase bookworm' from the
 # Debian mirror) + python3, python3-numpy, python3-sklearn and python3-venv (Debian's packages), and for sessions
 # a venv at /opt/jupyter with what the hub's own Jupyter venv has (scripts/hub_setup.sh): hub/requirements.txt from
 # PyPI (jupyterlab, jupyterhub, batchspawner at its pins), the portal's session extension (hub/session: the

@@ -1,4 +1,4 @@
-"""The one gateway to Slurm (design decision 2): every Slurm command goes through
+"""The one gateway to Slurm (docs/decisions.md#one-gateway-to-slurm): every Slurm command goes through
 :func:`slurm.gateway.get_gateway` and raises only :class:`slurm.errors.SlurmError`."""
 
 from .errors import SlurmError, SlurmRateLimited, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown

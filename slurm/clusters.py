@@ -1,4 +1,4 @@
-"""The Slurm clusters this portal serves (issue 18): each its own Slurm version, submit host, snapshot,
+"""The Slurm clusters this portal serves: each its own Slurm version, submit host, snapshot,
 poll lock and accounting. A job is (cluster, job id, key).
 
 Configured in a TOML file named by ``PORTAL_CLUSTERS_FILE`` (docs/clusters.md), one ``[[clusters]]``

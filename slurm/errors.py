@@ -13,7 +13,8 @@ class SlurmError(Exception):
     ``returncode`` (int, or ``None`` when the command never finished: unreachable or timed out),
     ``stdout`` and ``stderr`` (str, decoded as UTF-8 with invalid bytes replaced; may be partial).
     Subclasses say why no return code exists; callers that must not treat a failure as "the job
-    ended" (design decision 7) catch :class:`SlurmError` and treat the state as UNKNOWN.
+    ended" (docs/decisions.md#unknown-never-means-finished) catch :class:`SlurmError` and treat the
+    state as UNKNOWN.
     """
 
     def __init__(self, argv: Sequence[str], returncode: int | None, stdout: str = "", stderr: str = "", message: str = ""):

@@ -1,4 +1,4 @@
-"""The poll's budget: how much of Slurm's output one poll may read (issue 23, item 3, the fault case).
+"""The poll's budget: how much of Slurm's output one poll may read (the case of a queue too big for it).
 
 A queue too big for one poll (a runaway array, a site far bigger than the poller was sized for) must
 not take the poller's memory or its whole interval, nor be served half read: past the budget the
@@ -6,7 +6,7 @@ poll fails with :class:`PollTooBig`, whose message begins "cluster too big for t
 the snapshot keeps its last good figures (:func:`slurm.snapshot.snapshot_failed`, ``error_kind``
 ``"budget"``), which the admin sees in ``manage.py cluster_check`` and the freshness notices.
 
-Settings (README's env table): ``PORTAL_POLL_MAX_BYTES`` (one command's output), ``PORTAL_POLL_MAX_JOBS``
+Settings (docs/admin-guide.md, "Environment variables"): ``PORTAL_POLL_MAX_BYTES`` (one command's output), ``PORTAL_POLL_MAX_JOBS``
 (jobs in ``squeue``), ``PORTAL_POLL_MAX_SECONDS`` (the whole poll); 0 = no limit.
 """
 

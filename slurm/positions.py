@@ -1,4 +1,4 @@
-"""The stored queue positions, packed so that a page reads only the rows it shows (issue 23, item 3).
+"""The stored queue positions, packed so that a page reads only the rows it shows.
 
 A 100,000-job queue has some 33,000 pending jobs. Stored as a pickled ``{job id: (position, in
 line)}`` dict, every page that shows a position (My jobs, the job page, the API, Sessions) unpickled

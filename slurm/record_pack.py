@@ -1,4 +1,4 @@
-"""The snapshot's records as stored: one msgpack value per list (issue 23, item 3).
+"""The snapshot's records as stored: one msgpack value per list.
 
 A list of records, the queue's :class:`~slurm.records.QueueJob` ones, is packed as ``{"fields": [field names], "rows": [[values in that order], ...]}``: the field names once
 instead of once per record (a map per job spent ~340 of its ~480 bytes on its 31 names), so the

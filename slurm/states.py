@@ -1,7 +1,7 @@
 """Job states: Slurm's base states plus the portal's own (SUBMITTING, SUBMIT_FAILED, UNKNOWN).
 
-Design decision 7: UNKNOWN never means finished. A state Slurm reports that we do not know is kept
-as Slurm wrote it (``Job.slurm_state``) and mapped to OTHER, which is neither active nor finished.
+UNKNOWN never means finished (docs/decisions.md#unknown-never-means-finished). A state Slurm reports
+that we do not know is kept as Slurm wrote it (``Job.slurm_state``) and mapped to OTHER, which is neither active nor finished.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ def check_site_policy(app_configs=None, **kwargs):
         Error(
             problem,
             hint="Set PORTAL_USER_MAX_GPUS / PORTAL_USER_MAX_SUBMIT_JOBS to a whole number of at least 1, 'unlimited' "
-            "or empty (not managed), and the QOS/partition names as Slurm spells them (README, 'Environment variables').",
+            "or empty (not managed), and the QOS/partition names as Slurm spells them (docs/admin-guide.md, 'Environment variables').",
             id="portal.E030",
         )
         for problem in policy_problems()

@@ -1,4 +1,4 @@
-"""Team leads are told when their team's GPU-hour quota reaches 80 % and 100 % (issue 21).
+"""Team leads are told when their team's GPU-hour quota reaches 80 % and 100 %.
 
 Run after each successful usage refresh of a cluster (:func:`teams.usage.usage_refresh`), from the
 figures it stored: ``TeamUsage.gpu_hours_used`` against ``gpu_hours_quota`` (sshare ``GrpTRESRaw`` /

@@ -1,4 +1,4 @@
-"""Site policy the teams sync keeps in Slurm (issue 21, item 7; docs/policy.md): per-person caps and
+"""Site policy the teams sync keeps in Slurm (docs/policy.md): per-person caps and
 the small-job pool, read from the portal's settings.
 
 * **Per-person caps** live on one QOS (``USER_CAPS_QOS``, ``normal`` by default: every association's

@@ -1,4 +1,4 @@
-"""Make Slurm's accounts and associations match the portal's managed teams (issue 5).
+"""Make Slurm's accounts and associations match the portal's managed teams.
 
 The portal's rows are the wanted state (:func:`wanted_state`); slurmdbd holds the actual state
 (:func:`read_actual`, through :mod:`slurm.accounting`). :func:`plan` computes the least list of ``sacctmgr`` commands between the two,
@@ -11,7 +11,7 @@ admin deletes accounts by hand, once nothing needs their usage records); change 
 an account that exists; touch TRES limits other than ``gres/gpu`` (``gres/gpu:a100=2`` and
 ``cpu=10`` stay as they are).
 
-Every configured cluster (:mod:`slurm.clusters`, issue 18) has its own slurmdbd, and the sync runs
+Every configured cluster (:mod:`slurm.clusters`) has its own slurmdbd, and the sync runs
 on each in turn, through that cluster's gateway: each gets the managed teams' accounts, associations
 and the same ``gres/gpu`` limits (a team's quota and GPU limit apply on each cluster, counted and
 enforced by that cluster's Slurm). A cluster whose slurmdbd cannot be read, or refuses an action,

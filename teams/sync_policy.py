@@ -1,4 +1,4 @@
-"""The site policy's part of the teams sync (issue 21, item 7): the QOS limits that carry the
+"""The site policy's part of the teams sync: the QOS limits that carry the
 per-person caps and the small-job pool (:mod:`teams.site_policy`), read from slurmdbd
 (:data:`slurm.accounting.SHOW_QOS`), compared with the settings and changed by ``sacctmgr`` actions
 (:class:`~teams.sync_actions.AddQos`, :class:`~teams.sync_actions.SetQos`) that the sync applies and

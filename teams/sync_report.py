@@ -1,4 +1,4 @@
-"""What a teams sync did, per cluster (issue 18: teams sync to every cluster's accounting): each
+"""What a teams sync did, per cluster (the teams sync reaches every cluster's accounting): each
 configured cluster's part (:class:`ClusterSync`: the actions planned there and how each went, or why
 its slurmdbd could not be read), and the whole (:class:`SyncReport`), with the lines and the headline
 people read. Plain data: no Slurm, no cache."""

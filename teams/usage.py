@@ -1,5 +1,6 @@
 """Each team's GPU usage, collected per cluster for every team at once per interval into a cache that
-pages read (design decision 3: pages never call Slurm). Teams are Slurm accounts, on every cluster.
+pages read (pages never call Slurm: docs/decisions.md#pages-read-a-snapshot-never-slurm). Teams are
+Slurm accounts, on every cluster.
 
 Three parts: :mod:`teams.usage_read` reads one cluster's Slurm (four calls, each once for all
 accounts), :mod:`teams.usage_compute` does the arithmetic (with that cluster's snapshot for running
@@ -188,7 +189,7 @@ def _refresh_cluster(
             )
             status = UsageStatus(taken_at=now)
             accounting_answered(now=now, cluster=cluster)  # its sacct call answered
-            quota_notify(teams, cluster=cluster)  # leads told at 80 % and 100 % (issue 21)
+            quota_notify(teams, cluster=cluster)  # leads told at 80 % and 100 %
         except (SlurmError, ValueError) as exc:
             logger.warning("usage refresh of %s failed: %s", cluster, exc)
             if is_accounting_error(exc):

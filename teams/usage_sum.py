@@ -1,4 +1,4 @@
-"""A team's usage summed over the clusters it has figures on (issue 18: team usage per cluster and
+"""A team's usage summed over the clusters it has figures on (team usage per cluster, and
 summed where a sum makes sense). Each cluster enforces its own quota and GPU limit (the teams sync
 sets the same on each), so the sum is the team's total across the site, and the per-cluster figures
 stay beside it (``TeamUsage.clusters``) for what only a cluster can say: whether a job there will wait.

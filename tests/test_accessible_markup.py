@@ -1,4 +1,4 @@
-"""Everyone can use it (issue 19, item 6), in the pages' HTML (the browser checks, axe-core included,
+"""Everyone can use it, in the pages' HTML (the browser checks, axe-core included,
 are tests/e2e/test_accessibility_browser.py): a skip link first, the main region it targets, the
 regions that refresh themselves polite live regions that are morphed (only what changed is replaced)
 with their ticking figures left out of what is announced, no positive tabindex, a label for every

@@ -1,5 +1,5 @@
-"""`make dev`'s settings show the portal's own error pages, not Django's debug page listing every URL
-(issue 16), unless a developer asks for them with PORTAL_DEBUG=true."""
+"""`make dev`'s settings show the portal's own error pages, not Django's debug page listing every URL,
+unless a developer asks for them with PORTAL_DEBUG=true."""
 
 from __future__ import annotations
 

@@ -1,15 +1,19 @@
-"""The README stays short, and the project's Markdown cites no tracker numbers and links only what exists.
+"""The README stays short, the project's Markdown and code cite no tracker numbers, and links name only what exists.
 
 Checked: README.md (at most 150 lines, none over 400 characters); README.md, CONTRIBUTING.md and docs/*.md
 (docs/benchmarks-log.md, the run log kept as history, excepted from the citation rule): no "issue N" or
 "design decision N" (any case, N digits), and every relative link names a file that exists and, into
 docs/decisions.md, a heading that exists there (GitHub's anchors: lowercase, spaces to "-", punctuation
-dropped). Pure file reads: no clock, no network, no database.
+dropped). The code the repository tracks (``git ls-files``: Python, shell, templates, JavaScript, TOML, YAML
+and .conf files; vendored files and this file's own examples excepted) cites no tracker number either, and
+each ``docs/decisions.md#anchor`` it names is a heading there. File reads and one ``git ls-files``: no clock,
+no network, no database.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,6 +123,47 @@ def test_github_anchor(heading, anchor):
 )
 def test_citation_pattern(text, expected):
     assert citations(text) == expected
+
+
+#: The code files the citation rule covers, by how their names end.
+CODE_SUFFIXES = (".py", ".sh", ".html", ".js", ".toml", ".yml", ".yaml", ".conf")
+#: Never checked: the run log kept as history, vendored third-party code, and this file (its examples of
+#: the pattern must cite).
+CODE_EXEMPT = re.compile(r"^docs/benchmarks-log\.md$|^tests/e2e/vendor/|(^|/)node_modules/|^tests/test_docs\.py$")
+#: A link into docs/decisions.md as code writes it: ``docs/decisions.md#identity-is-issuer--sub``.
+DECISION_LINK = re.compile(r"docs/decisions\.md#([\w-]+)")
+
+
+def code_files() -> list[Path]:
+    """The code files git tracks (:data:`CODE_SUFFIXES`), less :data:`CODE_EXEMPT`, in git's order."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    names = [n for n in listed.split("\0") if n.endswith(CODE_SUFFIXES) and not CODE_EXEMPT.search(n)]
+    return [REPO / n for n in names if (REPO / n).is_file()]
+
+
+def test_code_cites_no_tracker_numbers():
+    found = {}
+    for path in code_files():
+        cited = citations(path.read_text(encoding="utf-8", errors="replace"))
+        if cited:
+            found[str(path.relative_to(REPO))] = cited
+    assert found == {}, f"code cites tracker numbers: {found}; say the reason, or link docs/decisions.md#<heading>"
+
+
+def test_code_links_only_decisions_that_exist():
+    known = anchors(DECISIONS)
+    broken = {}
+    for path in code_files():
+        missing = sorted(set(DECISION_LINK.findall(path.read_text(encoding="utf-8", errors="replace"))) - known)
+        if missing:
+            broken[str(path.relative_to(REPO))] = missing
+    assert broken == {}, f"links to headings docs/decisions.md lacks: {broken}"
+
+
+def test_code_files_are_found():
+    names = {str(p.relative_to(REPO)) for p in code_files()}
+    assert {"portal/settings/base.py", "pyproject.toml", "docker-compose.yml"} <= names
+    assert not any(CODE_EXEMPT.search(n) for n in names)
 
 
 def test_broken_links_are_found(tmp_path):

@@ -1,4 +1,4 @@
-"""Every time on the pages carries its zone (issue 16, item 5)."""
+"""Every time on the pages carries its zone."""
 
 from datetime import UTC, datetime
 

@@ -1,4 +1,4 @@
-"""portal.units: the one reader of memory amounts (issue 19, item 7). Every surface (both forms,
+"""portal.units: the one reader of memory amounts. Every surface (both forms,
 profile files and overrides, the API's session body, and so the CLI) calls it; each surface's own
 test is next to that surface's tests and checks the same sentences arrive there."""
 

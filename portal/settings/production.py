@@ -9,7 +9,7 @@ SECRET_KEY = env.str("PORTAL_SECRET_KEY", default="")
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SESSION_COOKIE_HTTPONLY = True
-#: The site's TLS proxy in front says a request came over https (README, "Production", HTTPS); so
+#: The site's TLS proxy in front says a request came over https (docs/production.md, "HTTPS"); so
 #: nothing but that proxy may reach gunicorn (compose publishes it on the host's 127.0.0.1 only).
 #: When gunicorn speaks TLS itself (GUNICORN_CMD_ARGS), a request without the header is secure too.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -1,4 +1,4 @@
-"""The poll's fast reading of ``squeue --json`` (issue 23, item 3: 100,000 jobs in one poll).
+"""The poll's fast reading of ``squeue --json`` (fast enough for 100,000 jobs in one poll).
 
 ``json.loads`` builds a dict for every job and every ``{set, infinite, number}`` object in it, and the
 readers then look each field up and through :func:`slurm.values.number`: about 35 µs a job, and a

@@ -1,4 +1,4 @@
-// The adoption page's chart (issue 21, item 5): GPU-hours per week through the portal and outside
+// The adoption page's chart: GPU-hours per week through the portal and outside
 // it (left axis) and GPUs allocated as a share of all GPUs (percent, right axis), drawn with uPlot
 // (static/vendor/, MIT) from the page's own JSON (#adoption-series, the same numbers as the table).
 (function () {

@@ -1,4 +1,4 @@
-"""Sign-in as real identity providers need it (issue 17), on the real dev IdP (idp/server.mjs) and the
+"""Sign-in as real identity providers need it, on the real dev IdP (idp/server.mjs) and the
 live portal: the IdP's clock ahead of ours (within PORTAL_OIDC_CLOCK_LEEWAY, and beyond it), the IdP
 restarted with new signing keys, and the IdP stopped before and during a sign-in."""
 

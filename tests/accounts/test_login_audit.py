@@ -1,4 +1,4 @@
-"""The audit trail covers sign-in (issue 17): each sign-in, each refused one (the portal's own rules
+"""The audit trail covers sign-in: each sign-in, each refused one (the portal's own rules
 and a failed callback), and the roles that come from the groups claim (team member or lead, portal
 admin), each with old and new values, shown on /audit/. Real sign-ins through the dev IdP."""
 

@@ -1,4 +1,4 @@
-"""``GET /jobs`` a page at a time (issue 19, item 3): a documented page size, a cursor that neither
+"""``GET /jobs`` a page at a time: a documented page size, a cursor that neither
 repeats nor skips a job when jobs are added between pages, clear refusals for a damaged or foreign
 cursor, and never another user's job on any page."""
 

@@ -1,4 +1,4 @@
-"""``POST /api/v1/jobs/{ref}/hold`` and ``/release`` (issue 19, item 5): 202 with the job, scontrol
+"""``POST /api/v1/jobs/{ref}/hold`` and ``/release``: 202 with the job, scontrol
 as the owner on commit; 400 with what to do for a job that cannot be held or released; another
 user's job 404 (by key and by Slurm id), an admin's 403, a read-only token 403."""
 

@@ -1,4 +1,4 @@
-"""Memory through the API (issue 19, item 7): a session body's ``memory`` and a profile's
+"""Memory through the API: a session body's ``memory`` and a profile's
 ``overrides.memory`` are read by the one reader (portal.units.memory_mib), as on the pages; a
 refusal is the API's 400 naming the field, with the sentence that says which units are accepted.
 JupyterHub is not running (nothing listens at its URL): a start that passes every check is stored,

@@ -1,4 +1,4 @@
-"""The portal's own /metrics (issue 20, item 4): the names the alert rules use, read at scrape
+"""The portal's own /metrics: the names the alert rules use, read at scrape
 time; not public (an allowed address asking directly, or the token)."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_usage_age_is_there_once_read(client, world):
 
 
 def test_slurm_command_latency_and_queue_waits(client, world):
-    """issue 20, item 4: sbatch and squeue latency (every command a cluster's gateway runs, counted
+    """sbatch and squeue latency (every command a cluster's gateway runs, counted
     by the observer the jobs app registers) and the queue wait by partition, from the snapshot."""
     from slurm.gateway import SlurmGateway as Gateway
     from slurm.transport import CommandResult
@@ -150,7 +150,7 @@ def test_slurm_command_latency_and_queue_waits(client, world):
 
 
 def test_throttled_answers_and_retries_are_counted(client, world):
-    """issue 23, item 5: slurmctld's rate limit refused cluster2's squeue twice; the gateway (the
+    """slurmctld's rate limit refused cluster2's squeue twice; the gateway (the
     observer the jobs app registers) counts two throttled answers and two retries, and no failure."""
     from slurm.gateway import SlurmGateway as Gateway
 

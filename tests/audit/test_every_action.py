@@ -1,5 +1,5 @@
 """Every audited change records the value before it as ``old`` and the value after it as ``new``
-(issue 16: stopping a session said ``STOPPED -> STOPPED``, the old value read after the change).
+(a regression: stopping a session once said ``STOPPED -> STOPPED``, the old value read after the change).
 
 One case per audited action (the table is :data:`tests.audit.action_cases.CASES`): the action runs
 through its service, and the newest audit row of that action must hold what the database held

@@ -318,7 +318,7 @@ def test_show(env, capsys):
 
 def test_ls_and_show_say_when_the_portals_figures_are_old(env, capsys):
     """The API's warning (the pages' notice: poller stopped, cluster unreachable, accounting
-    unavailable) goes to stderr under the table; stdout stays the table (issue 17, item 1)."""
+    unavailable) goes to stderr under the table; stdout stays the table."""
     line = "The cluster poller has not run since 14:05 UTC (is the Celery worker or beat stopped?); the last figures are from 2 min ago."
     env.script(
         "GET",
@@ -345,7 +345,7 @@ def test_cancel(env, capsys):
 
 
 def test_ls_marks_an_outside_array_and_cancel_takes_one_task(env, capsys):
-    """Issue 19: a job submitted outside the portal (``origin`` outside) as the API lists it, an array
+    """A job submitted outside the portal (``origin`` outside) as the API lists it, an array
     with its tasks by state; ``cancel --task`` asks for one task."""
     tasks = [{"group": "running", "count": 2, "ids": "1-2"}, {"group": "pending", "count": 4, "ids": "3-6"}]
     env.jobs[0].update(state="RUNNING", origin="outside", kind="array", slurm_ref="4242_[1-6%2]", tasks=tasks, explanation="")
@@ -578,7 +578,7 @@ def test_notebook_kind_is_the_apis_default_or_the_one_asked_for(env, capsys):
     assert main(["notebook", "--no-wait", "--kind", "lab"]) == 0
     assert env.calls("POST", "/sessions")[-1].body == {"ide": "lab"}
     assert len(env.calls("GET", "/sessions/kinds")) == 1  # a kind given is not looked up: the portal checks it
-    # A site image for the session's server (issue 22): sent by name, checked by the portal.
+    # A site image for the session's server: sent by name, checked by the portal.
     assert main(["notebook", "--no-wait", "--kind", "lab", "--image", "debian12-sklearn"]) == 0
     assert env.calls("POST", "/sessions")[-1].body == {"ide": "lab", "image": "debian12-sklearn"}
     capsys.readouterr()
@@ -611,7 +611,7 @@ def test_console_script_help():
     assert result.returncode == 0 and "notebook" in result.stdout
 
 
-# --- several clusters (issue 18) -----------------------------------------------------------------------
+# --- several clusters ------------------------------------------------------------------------------
 CLUSTERS = {
     "items": [
         {
@@ -667,7 +667,7 @@ def test_cluster_is_passed_to_submit_ls_show_logs_and_cancel(env, tmp_path, caps
     capsys.readouterr()
 
 
-# --- hold and release (issue 19, item 5) -------------------------------------------------------------
+# --- hold and release ------------------------------------------------------------------------------
 def test_hold_and_release(env, capsys):
     assert main(["hold", "4242"]) == 0
     assert capsys.readouterr().out == 'Holding 4242 "train": it will not start until `gpuportal release 4242`.\n'
@@ -698,7 +698,7 @@ def test_hold_json_prints_the_job(env, capsys):
 
 
 def test_ls_follows_every_page_and_n_stops_early(env, capsys):
-    """issue 19, item 3: GET /jobs is paged; ls reads page after page until next_cursor is null."""
+    """GET /jobs is paged; ls reads page after page until next_cursor is null."""
     pages = [
         (
             200,
@@ -728,7 +728,7 @@ def test_ls_follows_every_page_and_n_stops_early(env, capsys):
 
 
 def test_submit_prints_the_portals_warning_on_stderr(env, tmp_path, capsys, monkeypatch):
-    """POST /jobs answers ``warnings`` (a maintenance reservation in the way, issue 21); the CLI says
+    """POST /jobs answers ``warnings`` (a maintenance reservation in the way); the CLI says
     them on stderr, also after asking again for the Slurm id (GET /jobs/{key} has none)."""
     monkeypatch.setattr(time, "sleep", lambda s: None)
     f = tmp_path / "train.yaml"

@@ -2,7 +2,7 @@
 API over HTTP) against the live portal and the real cluster. Submit the example training profile,
 follow its log until it completes, find it in ``ls``; a refusal names the field and line. And
 ``logs -f`` over many polls against the portal served by gunicorn (as ``make dev`` and production
-serve it) with a keep-alive as short as the poll interval: it never dies (issue 17, item 9)."""
+serve it) with a keep-alive as short as the poll interval: it never dies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI when connections fail or the portal refuses (issue 17, item 9), against the fake API over
+"""The CLI when connections fail or the portal refuses, against the fake API over
 real sockets: idempotent reads are sent again on a connection the server reset (the fake's
 keep-alive mode resets a kept-alive connection that idled, as gunicorn's keep-alive timer does when
 it fires just as the next poll arrives), writes are not; "cannot connect" is said only when no

@@ -1,4 +1,4 @@
-"""Memory from the CLI (issue 19, item 7). The CLI imports no portal code: it sends memory as typed
+"""Memory from the CLI. The CLI imports no portal code: it sends memory as typed
 (``--set memory=4000M``, ``notebook --memory 4000M``) and the portal reads it with the one reader
 (portal.units.memory_mib). Against the fake API: what is sent. Against the live portal (its API over
 HTTP, the recorded cluster's snapshot, no Slurm and no JupyterHub reachable): what the portal makes

@@ -1,4 +1,4 @@
-"""Pages that stay small (issue 19, item 3 and its test): a researcher with a held sweep of 5,000
+"""Pages that stay small: a researcher with a held sweep of 5,000
 array tasks in the real queue (``sbatch --array=0-4999 --hold`` as alice from a shell, read by the
 portal's poller) and 2,000 ended jobs. My jobs lists the sweep as one entry and at most
 ``MY_JOBS_ENDED_CAP`` ended jobs; History shows one page of ``HISTORY_PAGE_SIZE``; the API pages too.

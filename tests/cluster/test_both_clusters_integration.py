@@ -1,4 +1,4 @@
-"""The same batch-job path on both real local clusters (issue 18, "Tests"): cluster1 (Slurm 22.05 on the
+"""The same batch-job path on both real local clusters: cluster1 (Slurm 22.05 on the
 host) and cluster2 (Slurm 24.11 in its Debian 13 root), each through its own sshd, sudo rule and
 submit helper, polled by the portal's own poller service. Submit, run, finish with its output and
 GPU-hours, exit code, cancel, log tail, History, and the key look-up of a submission whose answer

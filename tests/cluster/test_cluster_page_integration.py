@@ -1,4 +1,4 @@
-"""The cluster page's actions on both real local clusters (issue 21, items 1-2): cluster1 (Slurm 22.05)
+"""The cluster page's actions on both real local clusters: cluster1 (Slurm 22.05)
 and cluster2 (Slurm 24.11), each through its own sshd as the service user. Drain the small partition's
 node with a reason full of shell metacharacters -> Slurm holds that exact reason (nothing ran) and
 DRAIN -> the page, after a poll, shows DRAIN, the reason and who; resume -> it is back. A maintenance

@@ -1,8 +1,8 @@
-"""Memory on both real local clusters (issue 19, item 7): alice types "0.75G" into the New job form,
+"""Memory on both real local clusters: alice types "0.75G" into the New job form,
 the job runs with ``--mem=768M`` (Slurm's own SLURM_MEM_PER_NODE inside the job says 768), the
 portal's poller reads what Slurm holds from the real squeue (cluster1's 22.05 ``memory_per_node``
 number, cluster2's 24.11 ``{set, number}``; or sacct's ``required`` when the job ended between two
-polls), and the job page says it in Slurm's terms next to what was asked. Before issue 19 the form
+polls), and the job page says it in Slurm's terms next to what was asked. The form once
 rounded "0.75G" to 0.8 GB and sent 819M."""
 
 from __future__ import annotations

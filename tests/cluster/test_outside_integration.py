@@ -1,4 +1,4 @@
-"""Jobs a researcher submits with ``sbatch`` in a shell, on both real local clusters (issue 19, Tests):
+"""Jobs a researcher submits with ``sbatch`` in a shell, on both real local clusters:
 cluster1 (Slurm 22.05) and cluster2 (Slurm 24.11), each through its own sshd and the sudo rule the
 portal uses (``get_gateway(cluster).run(["sbatch", ...], as_user="alice")``), followed by the portal's
 own poller service (``snapshot_refresh``) and seen through its pages (Django's test client signed in

@@ -1,4 +1,4 @@
-"""slurmctld's per-user RPC rate limit on the real cluster2 (issue 23, item 5): its slurm.conf sets
+"""slurmctld's per-user RPC rate limit on the real cluster2: its slurm.conf sets
 ``SlurmctldParameters=rl_enable`` (bucket 30, 2 tokens a second; cluster/cluster2/etc/slurm.conf). A
 burst of squeue as the portal's service user through the portal's own gateway (SSH to :2223, the
 ``portal`` user, which the limit does not exempt) exceeds the bucket: every call still answers with

@@ -1,4 +1,4 @@
-"""axe-core in the browser tests (issue 19, item 6): inject the vendored ``vendor/axe.min.js`` into a
+"""axe-core in the browser tests: inject the vendored ``vendor/axe.min.js`` into a
 Playwright page and run it, keeping the violations a person would be stopped by (impact serious or
 critical)."""
 

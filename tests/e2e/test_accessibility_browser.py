@@ -1,4 +1,4 @@
-"""Everyone can use it (issue 19, item 6), in headless Chromium on the live portal, signed in through
+"""Everyone can use it, in headless Chromium on the live portal, signed in through
 the real IdP: axe-core (vendored, ``tests/e2e/axe.py``) finds no serious or critical violation on any
 main page; from the top of a page the first Tab reaches "Skip to main content", whose Enter moves focus
 to the main region, and every control Tab reaches shows that it has focus; at a phone's width (375 px)

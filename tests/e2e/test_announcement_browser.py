@@ -1,4 +1,4 @@
-"""End to end in headless Chromium through the real IdP (issue 21, Tests): an admin (dana) creates an
+"""End to end in headless Chromium through the real IdP: an admin (dana) creates an
 announcement on the staff page; it shows as a banner on the sign-in page and on a researcher's
 (alice's) pages, with its severity in words and role=status; the researcher has no link to the
 staff page and is refused it."""

@@ -1,4 +1,4 @@
-"""End to end in headless Chromium with both real clusters polled (issue 18, "Browser"): a researcher
+"""End to end in headless Chromium with both real clusters polled: a researcher
 sees cluster2's H100s in the GPU table, picks cluster2 in the job form (its partitions replace
 cluster1's, what was typed stays), sends an H100 job, and follows it on its page to Completed with
 its output, and finds it in History under cluster2."""

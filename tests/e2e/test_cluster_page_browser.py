@@ -1,7 +1,7 @@
 """End to end in headless Chromium on the real cluster, signed in through the real IdP: an admin (dana,
 portal-admins) opens the cluster page from the top bar, drains node3 with a reason from the page's
 form, sees it drained (Slurm's DRAIN, the reason, who) once the poller has read it, and resumes it
-from its row (issue 21, "Browser"). node3 is resumed in ``finally`` whatever happens."""
+from its row. node3 is resumed in ``finally`` whatever happens."""
 
 from __future__ import annotations
 

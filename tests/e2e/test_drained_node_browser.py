@@ -1,6 +1,6 @@
 """End to end in headless Chromium on the real cluster: node3, the only node of partition small, is
 drained by an administrator. The job form warns before sending, and a job sent anyway says on its
-page that no node can take it, in Slurm's words, instead of "waiting for resources" (issue 16, item 6)."""
+page that no node can take it, in Slurm's words, instead of "waiting for resources"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""End to end in headless Chromium (issue 20, Tests: "Browser: the job page chart renders and the numbers
-beside it match Prometheus"). alice signs in through the IdP; her 2-GPU job on cluster1 (node2, Slurm's
+"""End to end in headless Chromium (the job page's chart renders and the numbers
+beside it match Prometheus). alice signs in through the IdP; her 2-GPU job on cluster1 (node2, Slurm's
 prolog/epilog and the stand-in exporter; loads 80 % and 0 % set with gpuportal-fake-gpu-load) is
 polled by the portal's services (the queue's snapshot and the GPU usage read, against the shared
 Prometheus on 127.0.0.1:9090, never restarted here). Its page shows the GPU card; uPlot's chart is

@@ -1,6 +1,6 @@
-"""Issue 19, item 5, in headless Chromium on the real cluster: alice submits a job from the form that
-waits behind bob's job, holds it from its page (Slurm then says JobHeldUser and the page no longer
-puts it in line), releases it, lets it run to the end, then presses Run again (the same settings,
+"""Hold, release and Run again in headless Chromium on the real cluster: alice submits a job from the
+form that waits behind bob's job, holds it from its page (Slurm then says JobHeldUser and the page no
+longer puts it in line), releases it, lets it run to the end, then presses Run again (the same settings,
 after a confirmation) and Run again with changes (the New job form filled in)."""
 
 from __future__ import annotations

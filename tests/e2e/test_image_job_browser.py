@@ -1,4 +1,4 @@
-"""End to end in headless Chromium (issue 22): alice picks the demo image in the New job form, the job
+"""End to end in headless Chromium: alice picks the demo image in the New job form, the job
 page shows the image and its environment, and the job's log shows the image's os-release and a
 working ``import sklearn``."""
 

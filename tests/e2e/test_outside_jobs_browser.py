@@ -1,4 +1,4 @@
-"""End to end in headless Chromium (issue 19, "Browser"): alice's jobs submitted with ``sbatch`` in a
+"""End to end in headless Chromium: alice's jobs submitted with ``sbatch`` in a
 shell, on both real clusters polled by the portal's poller, are in My jobs marked "submitted outside
 the portal"; the plain job's page shows its log tail, its batch script on request and "Run again in the
 portal"; the array's row and page show its counts by state, which move as tasks finish, and its tasks

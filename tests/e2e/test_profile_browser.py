@@ -37,7 +37,7 @@ def test_token_page_and_write_check_fix_save_a_profile(portal_with_idp, browser_
         page.get_by_role("link", name="API tokens").click()
         page.wait_for_selector("[data-testid=token-form]")
         page.fill("#id_name", "laptop")
-        # Each scope's checkbox sits beside its label (issue 16: it sat 16rem away).
+        # Each scope's checkbox sits beside its label (it once sat 16rem away).
         gaps = page.evaluate("""() => [...document.querySelectorAll('[data-testid=token-form] input[type=checkbox]')].map(box => {
             const text = [...box.parentNode.childNodes].find(n => n.nodeType === 3 && n.textContent.trim());
             const range = document.createRange(); range.selectNodeContents(text);

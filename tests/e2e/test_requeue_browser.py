@@ -1,6 +1,6 @@
 """End to end in headless Chromium on the real cluster: a running job is requeued by an administrator
 (`scontrol requeue`); its page says it was restarted and why, it runs again and completes, and History
-keeps the final state and both runs (issue 16, item 1)."""
+keeps the final state and both runs."""
 
 from __future__ import annotations
 

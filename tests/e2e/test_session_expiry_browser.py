@@ -1,4 +1,4 @@
-"""End to end in headless Chromium (issue 17, item 7): the portal session ends while My jobs refreshes
+"""End to end in headless Chromium: the portal session ends while My jobs refreshes
 its table; the fragment's poll sends the browser to sign-in with a note, and signing in again lands on
 My jobs (the page, not its fragment). A tab left open across that sign-in holds a form whose CSRF token
 was rotated by it: its refresh stops with a note, and sending it says "this page was out of date,

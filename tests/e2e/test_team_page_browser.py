@@ -28,7 +28,7 @@ def test_team_lead_reads_the_team_page(portal_with_idp, browser_page):  # noqa: 
     page.wait_for_selector("[data-testid=usage-summary]")
     summary = page.get_by_test_id("usage-summary").inner_text()
     assert "Used" in summary and "GPU-hours" in summary
-    # summed over both local clusters, with a row per cluster (issue 18)
+    # summed over both local clusters, with a row per cluster
     assert "all clusters" in summary
     for cluster in ("cluster1", "cluster2"):
         assert page.locator(f'[data-testid=usage-clusters] tr[data-cluster="{cluster}"]').is_visible()

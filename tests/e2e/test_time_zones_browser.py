@@ -1,4 +1,4 @@
-"""Pages show times in the browser's zone, naming it, the same way everywhere (issue 16, item 5): a
+"""Pages show times in the browser's zone, naming it, the same way everywhere: a
 browser in New York sees History's end time and the job page's times in EST."""
 
 from __future__ import annotations

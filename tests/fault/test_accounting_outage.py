@@ -1,4 +1,4 @@
-"""slurmdbd stopped while a GPU job ends (issue 16 item 3, issue 17 item 3), on the real stack: a real
+"""slurmdbd stopped while a GPU job ends, on the real stack: a real
 Celery worker, poller and beat, the real cluster, slurmdbd really stopped and started again.
 
 While accounting is down the job takes the queue's own final state (no ticking clock, no "status

@@ -1,4 +1,4 @@
-"""Outages are per cluster (issue 18, item 4, and its fault test), on the real stack: a real Celery
+"""Outages are per cluster, on the real stack: a real Celery
 worker, poller and beat polling both local clusters. 50 submissions through the job form, spread over
 cluster1 (Slurm 22.05) and cluster2 (Slurm 24.11), while cluster2's slurmctld is stopped for 30 s:
 afterwards exactly 50 jobs are in Slurm, each once, each on the cluster it was asked for; throughout,

@@ -1,4 +1,4 @@
-"""Job ids are not identities (issue 16, item 7), after a real controller state reset: slurmctld is
+"""Job ids are not identities, after a real controller state reset: slurmctld is
 stopped, its saved job state deleted (as after a lost state directory, or ids wrapping at MaxJobId),
 and started again. Slurm then hands out an id that an older portal job still holds while accounting
 keeps that job's record. The new job is submitted, followed and finished as itself; the older row

@@ -1,4 +1,4 @@
-"""Issue 17, item 2, on a real Celery stack (worker, poller worker and RedBeat beat on the real Redis,
+"""Poller stalls on a real Celery stack (worker, poller worker and RedBeat beat on the real Redis,
 polling the real cluster every 2 s): a stalled poller does not run its backlog when it resumes, a
 second beat sends nothing, and no two polls ever start closer than the interval allows."""
 

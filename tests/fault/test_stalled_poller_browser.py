@@ -1,4 +1,4 @@
-"""Issue 17, item 1, in headless Chromium against the live portal, with the real Celery stack polling
+"""A stalled poller, in headless Chromium against the live portal, with the real Celery stack polling
 the real cluster: the poller's worker is stopped (SIGSTOP) and every page that shows cluster data
 (My jobs and the job page without a reload, Sessions, the home page) says the poller has not run
 since when; after SIGCONT the notice goes by itself."""

@@ -1,4 +1,4 @@
-"""The demo image scripts/build_image.sh made (issue 22, item 2), as it lies in the shared image directory: its
+"""The demo image scripts/build_image.sh made, as it lies in the shared image directory: its
 JSON (what image_register reads) matches the directory, including a digest recomputed here; every user can read it
 and none but root can write it; it starts as alice with ch-run and holds Debian 12's Python, numpy and sklearn
 and the session venv at /opt/jupyter with the hub's own jupyterhub version and the portal's session extension; the mount points the portal's binds

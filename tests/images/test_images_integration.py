@@ -1,4 +1,4 @@
-"""Images on the real cluster1 (issue 22): the availability check through the gateway as the service
+"""Images on the real cluster1: the availability check through the gateway as the service
 user; a form job in the demo image runs as alice; a job whose image is removed before it starts
 fails fast with one sentence (log and page); another user's private image directory is unreadable
 through the portal and refused; shell code in an image path runs nowhere."""

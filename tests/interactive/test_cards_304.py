@@ -1,5 +1,5 @@
 """The Sessions fragment answers 304 Not Modified when no session is active and nothing its user
-sees changed, and never hides a change (issue 23, item 4)."""
+sees changed, and never hides a change."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The session cards' low-use flag (issue 20, item 3): a running GPU session barely using its GPU
+"""The session cards' low-use flag: a running GPU session barely using its GPU
 says so on its card, from the poller's read (the card never asks Prometheus)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Idle GPU sessions reclaimed (issue 20, item 3), with the poller's GPU-usage read filled by hand:
+"""Idle GPU sessions reclaimed, with the poller's GPU-usage read filled by hand:
 a session whose GPUs stay below PORTAL_GPU_LOW_USE_PERCENT SM activity is warned on its card and
 then stopped with its reason and the audit row ``session.gpu_reclaimed``; one whose GPUs are busy is
 never stopped, not even when nobody has touched its browser tab for hours; one whose GPUs are not

@@ -1,4 +1,4 @@
-"""Idle GPU sessions reclaimed on the real stack (issue 20, Tests): two 1-GPU JupyterLab sessions of
+"""Idle GPU sessions reclaimed on the real stack: two 1-GPU JupyterLab sessions of
 alice on the real hub and cluster1's interactive partition (node1: the Slurm prolog maps their GPUs,
 the stand-in exporter serves them, Prometheus on 127.0.0.1:9090 scrapes it every 5 s; make test
 runs them all). One GPU is set to 0 % load, the other to 60 % (as root, the stand-in's load file).

@@ -114,7 +114,7 @@ def test_sign_out_after_the_idp_rotated_its_keys(hub_portal, portal_with_idp, oi
 
 def test_hub_signs_in_with_the_idp_clock_ahead(hub_portal, portal_with_idp, oidc_idp):
     """The hub verifies no ID token (the IdP's userinfo names the sub), so an IdP clock 30 s ahead,
-    within the portal's leeway, signs in to both (issue 17: clock skew, the hub side)."""
+    within the portal's leeway, signs in to both (clock skew, the hub side)."""
     hub = hub_portal
     with oidc_idp.clock_ahead(30):
         session, page = sso_login(portal_with_idp, "alice")

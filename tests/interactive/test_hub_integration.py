@@ -267,7 +267,7 @@ def test_job_failing_at_start_up_is_reported_at_once_and_a_new_start_works(alice
         ["runuser", "-u", "alice", "--", "sh", "-c", f"echo 'raise SystemExit(\"broken config: {bad}\")' > {bad}"], check=True
     )
     try:
-        # Issue 17, item 6: the hub's API answers the start with why it failed, not a 500.
+        # The hub's API answers the start with why it failed, not a 500.
         log_mark = len(hub.log())
         hub_client.ensure_user("alice")
         r = hub.api(

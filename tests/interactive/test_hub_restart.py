@@ -1,4 +1,4 @@
-"""A hub restart with a session open (issue 17, item 5): configurable-http-proxy runs on its own
+"""A hub restart with a session open: configurable-http-proxy runs on its own
 (scripts/hub.sh), so stopping and starting JupyterHub leaves the connections through it up. A
 session is used as an open notebook uses it (HTTP requests and a kernel over one websocket, through
 the proxy, tests/interactive/session_stream.py) while the hub stops and starts again."""

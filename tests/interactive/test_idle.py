@@ -1,4 +1,4 @@
-"""Idle sessions without a hub (issue 17, item 10): what the spawner's activity reports keep, when a
+"""Idle sessions without a hub: what the spawner's activity reports keep, when a
 session is idle and when that is unknown, the card's warning before the stop, the culler's stop
 with its audit row, the endpoint's refusals, and the system check that refuses a limit shorter than
 the activity signal can resolve. The real hub and browsers: test_hub_integration.py and

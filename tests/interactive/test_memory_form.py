@@ -1,4 +1,4 @@
-"""The Sessions form's memory field reads what the other surfaces read (issue 19, item 7): the one
+"""The Sessions form's memory field reads what the other surfaces read: the one
 reader (portal.units.memory_mib), a bare number meaning GB, and its refusals, each saying which
 units are accepted. JupyterHub is not running here (tests/interactive/test_pages.py's ``world``): a
 start that passes every check is stored and fails at the hub call, so what was read is on the row."""
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
     [("4000M", 4000), ("4 GB", 4096), ("512MiB", 512), (" 4 g ", 4096), ("1.5", 1536), ("2", 2048), ("0.75G", 768)],
 )
 def test_session_memory_as_typed(client, world, typed, mib):  # noqa: F811
-    """Before issue 19 the form rounded to 0.1 GB: "4000M" became 3993 MiB."""
+    """The form once rounded to 0.1 GB: "4000M" became 3993 MiB."""
     alice, _ = world
     client.force_login(alice)
     resp = client.post("/sessions/", {**GOOD, "memory_gb": typed})

@@ -91,7 +91,7 @@ def test_vscode_only_when_code_server_is_installed(policy, settings, tmp_path):
     assert errors == {} and options.ide == "vscode"
 
 
-@pytest.mark.django_db  # an image option is looked up in the registry (issue 22)
+@pytest.mark.django_db  # an image option is looked up in the registry
 @hsettings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )  # slurm_json only reads files
@@ -188,7 +188,7 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
         "label": "JupyterLab",
         "path": [],
         "env": {},
-        "image": None,  # the node's own system (issue 22: else the site image's name, path, runtime, digest)
+        "image": None,  # the node's own system (else the site image's name, path, runtime, digest)
     }
     assert session.state == SessionState.STARTING and session.server_name == "lab-1"
 

@@ -175,7 +175,7 @@ def test_stop_twice_says_it_had_ended(client, world):
 
 @pytest.mark.parametrize("before", [SessionState.RUNNING, SessionState.STARTING])
 def test_stopping_a_session_audits_the_state_before_the_change(client, world, monkeypatch, before):
-    """Issue 16: the audit row said STOPPED -> STOPPED (the old value was read after the change)."""
+    """A regression: the audit row said STOPPED -> STOPPED (the old value was read after the change)."""
     from audit.models import AuditEvent
 
     alice, _ = world
@@ -190,7 +190,7 @@ def test_stopping_a_session_audits_the_state_before_the_change(client, world, mo
 
 
 def test_the_session_line_is_worded_once_for_the_page_and_the_api(world):
-    """Issue 15, item 6: the card's status line and the API's explanation are the same text."""
+    """The card's status line and the API's explanation are the same text."""
     from datetime import UTC, datetime
 
     from api.sessions import session_out
@@ -226,7 +226,7 @@ def test_the_session_line_is_worded_once_for_the_page_and_the_api(world):
     ],
 )
 def test_a_queued_card_says_when_the_session_gives_up_and_warns_when_slurm_expects_later(world, give_up, said):
-    """Issue 17, item 4: the site's limit for the queue is on the card, with a warning beforehand."""
+    """The site's limit for the queue is on the card, with a warning beforehand."""
     from datetime import UTC, datetime
 
     from interactive.models import SessionPhase

@@ -1,4 +1,4 @@
-"""Sessions in site images (issue 22, item 5): the session form and the API offer only images whose
+"""Sessions in site images: the session form and the API offer only images whose
 ``offers`` hold the session kind's server; the spawn check answers with the checked image (name,
 path, runtime, digest); the spawner runs the image's /opt/jupyter server inside it through
 runtimes (the one place a container command line is made), after a fail-fast check that says which

@@ -1,4 +1,4 @@
-"""In headless Chromium (issue 22, item 5): the Sessions form offers the site images that hold a
+"""In headless Chromium: the Sessions form offers the site images that hold a
 session's server (the demo image, JupyterLab) and not one without any; alice picks the demo image,
 starts JupyterLab, opens it through the hub's single sign-on and sees JupyterLab, served from the
 image (its log says so), then stops it."""

@@ -1,4 +1,4 @@
-"""A session waiting in the Slurm queue, on the real hub and cluster (issue 17, item 4): waiting
+"""A session waiting in the Slurm queue, on the real hub and cluster: waiting
 longer than the hub's start timeout is not a failure, and a session still queued at the site's
 limit (``PORTAL_SESSION_MAX_QUEUE_MINUTES``) is given up with its card saying why. The browser test
 of the card is in test_sessions_browser.py."""

@@ -90,7 +90,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
 
 
 def test_a_queued_session_shows_when_it_gives_up_and_then_why(hub_portal, portal_with_idp, browser_page, settings):  # noqa: F811
-    """Issue 17, item 4: the card shows the site's limit for the queue and warns when Slurm expects
+    """The card shows the site's limit for the queue and warns when Slurm expects
     to start the session later than that; given up, it says why."""
     settings.SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
     page = browser_page

@@ -1,4 +1,4 @@
-"""Idle sessions, right both ways (issue 17, item 10), in headless Chromium on the real hub and
+"""Idle sessions, right both ways, in headless Chromium on the real hub and
 cluster: a person working in JupyterLab (running a cell every 10 s) or in VS Code (typing every 10 s)
 is not stopped however long they work; the same tab left open with nobody at it is stopped once the
 idle limit has passed, with a warning on the card before, and the reason after.

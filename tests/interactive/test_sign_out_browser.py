@@ -1,4 +1,4 @@
-"""Sign-out signs out of JupyterHub too (issue 17, item 8), in Chromium on the real stack (dev IdP,
+"""Sign-out signs out of JupyterHub too, in Chromium on the real stack (dev IdP,
 live portal, the project's hub): after the portal's Sign out, the hub's home page in the same browser
 asks for sign-in, the hub's login cookie is gone from the browser and no longer valid on the server
 (a copy of it is refused), and the signed-out page says what ended. With the IdP down, sign-out still

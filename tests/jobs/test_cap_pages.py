@@ -1,4 +1,4 @@
-"""The site policy where people choose resources (issue 21, item 7): the job form, the session form and
+"""The site policy where people choose resources: the job form, the session form and
 the profile editor say the caps and the small-job pool in the site's figures; the job form's fragment
 warns before sending when the person is already at a cap (from the stored jobs, no Slurm call); a
 request too big for the pool is refused at the form in the pool's figures."""
@@ -30,7 +30,7 @@ def alice(django_user_model):
 
 @pytest.fixture
 def site(settings, slurm_json, clean_cache, monkeypatch, client, alice):
-    """The recorded cluster, no Slurm call allowed, the policy of the README's example, alice signed in."""
+    """The recorded cluster, no Slurm call allowed, the policy of docs/policy.md's example, alice signed in."""
     settings.PORTAL_PARTITIONS = []
     settings.HUB_API_URL, settings.HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
     settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SMALL_POOL_PARTITION = "4", "20", "small"

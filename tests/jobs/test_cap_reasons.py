@@ -1,5 +1,5 @@
-"""Pending reasons of the per-person caps and the small-job pool in the site's figures (issue 21, item
-7), from recorded squeue output (``tests/fixtures/slurm/22.05/policy/``: alice's second 1-GPU job
+"""Pending reasons of the per-person caps and the small-job pool in the site's figures,
+from recorded squeue output (``tests/fixtures/slurm/22.05/policy/``: alice's second 1-GPU job
 pending ``QOSMaxGRESPerUser`` behind her first, cap 1) and recorded sbatch refusals."""
 
 import json

@@ -1,4 +1,4 @@
-"""Two clusters in one portal (issue 18, items 3 and 4, and its "Bad input"), on recorded outputs: the
+"""Two clusters in one portal (one cluster unreachable, and an unknown Slurm version), on recorded outputs: the
 22.05 recording as cluster1 and the 24.11 one (cluster2's own, read by the v0.0.42 adapter) as
 cluster2, exactly as cluster/clusters.toml configures them. The job form, the pages and the API take
 and show a cluster; a partition of the other cluster or an unknown cluster is refused naming what
@@ -127,7 +127,7 @@ def test_the_gpu_table_has_a_section_per_cluster_with_the_h100_row(client, alice
 
 
 def test_one_cluster_unreachable_leaves_the_other_live_and_says_which(client, alice, two_clusters):
-    """Issue 18, item 4: cluster2's slurmctld stopped: pages say so by name and go on showing cluster1."""
+    """cluster2's slurmctld stopped: pages say so by name and go on showing cluster1."""
     down = snapshot_failed(
         snapshot_load(cluster="cluster2"), SlurmUnreachable(["squeue"], None, message="no answer"), now=time.time()
     )
@@ -149,7 +149,7 @@ def test_one_cluster_unreachable_leaves_the_other_live_and_says_which(client, al
 
 
 def test_a_cluster_whose_json_version_is_unknown_says_so_and_never_shows_a_misread_queue(client, alice, two_clusters):
-    """Issue 18, "Bad input": Slurm upgraded to a version without an adapter: the poll stops with the
+    """Bad input: Slurm upgraded to a version without an adapter: the poll stops with the
     adapter's sentence, and every page says so for that cluster (its last figures stay, marked)."""
     from slurm.adapters import adapter_for
     from slurm.errors import SlurmVersionUnknown

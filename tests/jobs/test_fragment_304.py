@@ -1,5 +1,5 @@
 """My jobs' fragment answers 304 Not Modified when nothing its user sees changed, and never hides a
-change (issue 23, item 4)."""
+change."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every page and API answer that shows cluster data carries its age and says plainly when it is
-stale and why (issue 17, item 1): the poller stopped, the cluster unreachable, accounting unavailable."""
+stale and why: the poller stopped, the cluster unreachable, accounting unavailable."""
 
 from __future__ import annotations
 

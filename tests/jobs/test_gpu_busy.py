@@ -1,4 +1,4 @@
-"""The home page's GPUs allocated vs busy per GPU type (issue 20, item 4), from the snapshot's nodes
+"""The home page's GPUs allocated vs busy per GPU type, from the snapshot's nodes
 and the GPU usage read (no page asks Prometheus)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""End-of-job GPU usage (issue 20, item 3): read once the job has ended, stored on its row, shown on
+"""End-of-job GPU usage: read once the job has ended, stored on its row, shown on
 its page, in History and the API; Prometheus down at the end: read later, never recorded as 0."""
 
 from __future__ import annotations

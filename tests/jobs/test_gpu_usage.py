@@ -1,4 +1,4 @@
-"""GPU usage read once per interval by the poller, never by a page (issue 20, item 2): the beat
+"""GPU usage read once per interval by the poller, never by a page: the beat
 task's read per cluster, what a job's figures say (measured, not measured on this node, waiting,
 low use), and Prometheus down: every page still 200 with "GPU usage unavailable since"."""
 

@@ -1,5 +1,5 @@
-"""Prometheus stopped, or too slow, on the real stack (issue 20, Tests: "Prometheus stopped: pages still
-200 with the unavailable line"). alice's 2-GPU job on cluster1 (Slurm prolog/epilog, node2's stand-in
+"""Prometheus stopped, or too slow, on the real stack (pages still
+200 with the unavailable line). alice's 2-GPU job on cluster1 (Slurm prolog/epilog, node2's stand-in
 exporter) sets its GPUs to 80 % and 40 %; a Prometheus of this test's own (Debian's binary, the
 scrape jobs of cluster/etc/prometheus.yml, its own port and storage: the shared one on 9090 is never
 touched) is read by the poller's service (jobs.gpu_usage.gpu_usage_refresh, what the beat task

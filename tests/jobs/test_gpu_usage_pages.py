@@ -1,4 +1,4 @@
-"""What people see of GPU usage (issue 20, item 3): the job page's GPUs as text and the chart's
+"""What people see of GPU usage: the job page's GPUs as text and the chart's
 series, the low-use flag on My jobs; another user's job shows nothing of its usage (404)."""
 
 from __future__ import annotations

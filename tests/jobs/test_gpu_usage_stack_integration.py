@@ -1,4 +1,4 @@
-"""GPU usage on the portal's pages from the real stack (issue 20, Tests): alice's 2-GPU job on
+"""GPU usage on the portal's pages from the real stack: alice's 2-GPU job on
 cluster1 (Slurm prolog/epilog, the stand-in exporters, Prometheus on 127.0.0.1:9090: make test runs
 them) first sets both GPUs to 2 %, then to 80 % and 0 %. The poller's read flags it as low use, then
 shows 80 % and 0 % on its page and in the API with the flag gone; after scancel its summary is read

@@ -1,4 +1,4 @@
-"""Hold and release on the real clusters (issue 19, item 5), as the researcher: a job that waits
+"""Hold and release on the real clusters, as the researcher: a job that waits
 (its node is taken by alice's other job) is held through the portal's service (``scontrol hold`` as
 alice through the gateway's sudo), Slurm shows it ``JobHeldUser`` and the portal says it is held
 with no place in line; bob gets a 404 for it; released, it runs once the node is free. On cluster1

@@ -1,4 +1,4 @@
-"""Hold, release and run again from the job page (issue 19, item 5): owner only (another user's job
+"""Hold, release and run again from the job page: owner only (another user's job
 is a 404, an admin's click a 403), refusals that say what to do, scontrol as the owner through the
 gateway, a held job with no place in line; Run again submits the same settings, Run again with
 changes opens the New job form filled in (an outside job's script read as the owner)."""

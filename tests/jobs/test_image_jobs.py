@@ -1,4 +1,4 @@
-"""Jobs in site images (issue 22): job_check refuses a bad image with the others' problems, the row
+"""Jobs in site images: job_check refuses a bad image with the others' problems, the row
 keeps the image's name, path and digest, and the batch script runs the user's script inside the
 image through the runtime's command, after a fail-fast check. The rendered script is run by a real
 bash where no image is: the check fails with the sentence, and a path holding shell code runs none."""

@@ -87,7 +87,7 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "'soon' is not a time limit: it is not one of Slurm's forms"),
         ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
-        ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # issue 16: was "at most"-style
+        ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # it once read "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
         ({"memory_gb": "lots"}, "memory_gb", "'lots' is not an amount of memory. Give memory as 4G, 4000M or 1.5T"),
         ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
@@ -381,7 +381,7 @@ def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, n
 def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a_job(
     client, alice, slurm_json, clean_cache, no_slurm
 ):
-    """Recorded sinfo with node3, the only node of small, drained (issue 16, item 6)."""
+    """Recorded sinfo with node3, the only node of small, drained."""
     from slurm.adapters.v0_0_38 import parse_nodes, parse_partitions
     from slurm.snapshot import ClusterSnapshot, snapshot_store
     from tests.fakes import PARTITIONS_TEXT
@@ -405,7 +405,7 @@ def test_the_form_warns_before_sending_when_no_node_of_the_partition_can_start_a
 def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(
     client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
 ):
-    """Issue 16, item 8: the form offers Slurm's --requeue, ticked; unticked sends --no-requeue."""
+    """The form offers Slurm's --requeue, ticked; unticked sends --no-requeue."""
     client.force_login(alice)
     from bs4 import BeautifulSoup
 
@@ -421,7 +421,7 @@ def test_requeue_on_node_failure_is_offered_on_by_default_and_can_be_turned_off(
 
 @pytest.mark.parametrize("typed, mb", [("4G", 4096), ("4 GB", 4096), ("512M", 512), ("2.5", 2560), ("4gib", 4096)])
 def test_memory_with_a_unit_is_understood(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks, typed, mb):
-    """Issue 16: "4G" got "Enter a number."."""
+    """A regression: "4G" got "Enter a number."."""
     client.force_login(alice)
     with django_capture_on_commit_callbacks():
         resp = client.post("/jobs/new/", {**FORM, "memory_gb": typed})
@@ -430,7 +430,7 @@ def test_memory_with_a_unit_is_understood(client, alice, cluster, no_slurm, djan
 
 
 def test_a_job_that_needs_more_than_the_team_has_left_is_told_how_to_fit(client, alice, cluster, no_slurm):
-    """Issue 16: "ask for at most 30 min, or 1 GPU for 60 min", on the form, with the figure it needs;
+    """The form says "ask for at most 30 min, or 1 GPU for 60 min", with the figure it needs;
     a quota of 0 is frozen, not "used up until the next period"."""
     from datetime import UTC, datetime
 

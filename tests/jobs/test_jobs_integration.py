@@ -141,7 +141,7 @@ def test_owner_cancels_a_running_job(alice, policy, django_capture_on_commit_cal
 def test_a_job_id_that_older_rows_still_hold_is_taken_by_the_new_job(alice, policy, django_capture_on_commit_callbacks):
     """Slurm reuses job ids (after a controller state reset, or when ids wrap at MaxJobId) while the
     portal keeps older rows: the new job gets its id, both rows keep theirs, and the poll goes on
-    (issue 16, item 7: the unique (cluster, job id) constraint kept such jobs "Submitting" and broke
+    (a regression: a unique (cluster, job id) constraint once kept such jobs "Submitting" and broke
     every poll). Older rows take the next ids Slurm will hand out, as after a reset."""
     import subprocess
 

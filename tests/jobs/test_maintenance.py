@@ -1,4 +1,4 @@
-"""The window arithmetic of :mod:`jobs.maintenance` (issue 21, item 2): whether a time limit crosses
+"""The window arithmetic of :mod:`jobs.maintenance`: whether a time limit crosses
 a maintenance reservation on every node of the partition, the earliest start and the longest limit
 that starts now, on snapshots built by hand (Unix seconds throughout)."""
 

@@ -1,4 +1,4 @@
-"""Node trouble and maintenance on the real clusters (issue 21, Tests; integration), cluster1 (Slurm
+"""Node trouble and maintenance on the real clusters (integration), cluster1 (Slurm
 22.05) and cluster2 (24.11), as a researcher meets them through the portal's pages and services; the
 set-up (drain, reservation) is an administrator's scontrol as root, always undone in ``finally``.
 

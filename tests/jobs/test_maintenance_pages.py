@@ -1,4 +1,4 @@
-"""The maintenance warning where people choose a time limit (issue 21, item 2): the job form's
+"""The maintenance warning where people choose a time limit: the job form's
 fragment before sending, the API's submit (``warnings``) and the session form, from the stored
 snapshot's reservations (recorded cluster, one maintenance reservation added on node3 30 min
 ahead). A warning, never a refusal."""

@@ -1,4 +1,4 @@
-"""Memory on the job pages (issue 19, item 7): the New job form reads it with the one reader
+"""Memory on the job pages: the New job form reads it with the one reader
 (portal.units.memory_mib) and refuses with the sentence that says which units are accepted; the job
 page shows the memory Slurm holds for the job in Slurm's terms (per node or per CPU, with units) next
 to what was asked, read by the poller's sync from every release's recorded squeue (``memory_per_node``

@@ -1,4 +1,4 @@
-"""Node trouble in a pending job's reason (issue 21, item 3; :mod:`jobs.node_trouble`): a job whose
+"""Node trouble in a pending job's reason (:mod:`jobs.node_trouble`): a job whose
 only nodes are in a maintenance reservation names the reservation and when it ends; one whose nodes
 are drained names each node, its state and the administrator's reason. From a stored snapshot built
 by hand."""

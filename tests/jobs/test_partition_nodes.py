@@ -1,4 +1,4 @@
-"""Drained, down, rebooting or reserved nodes are read as such (issue 16, item 6): a node counts as
+"""Drained, down, rebooting or reserved nodes are read as such: a node counts as
 free only when it responds and is neither drained, draining, down nor reserved, and the job form
 warns when no node of a partition can start a job."""
 

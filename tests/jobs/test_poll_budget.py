@@ -1,4 +1,4 @@
-"""The poll's budget and its stretch (issue 23, item 3): a queue too big for one poll keeps the last
+"""The poll's budget and its stretch: a queue too big for one poll keeps the last
 good snapshot and says "cluster too big for the poll budget" (never a half-read queue); a poll slower
 than the interval stretches the interval instead of polls piling up, and the normal interval comes
 back with a poll inside it."""

@@ -166,7 +166,7 @@ def test_queue_line_words_each_case_once():
         "exit code 0, signal 15 The job reached its time limit (30 min) and was stopped. Ask for more time, or let it resume from a checkpoint.",
     )
     assert job_row(Job(state=JobState.FAILED, signal=9, time_limit_min=1), {}).line.place == "signal 9"
-    # Issue 16: a job cancelled while pending showed "exit 0".
+    # A job cancelled while pending once showed "exit 0".
     assert (
         job_row(Job(state=JobState.CANCELLED, exit_code=0, signal=0, elapsed_s=0, time_limit_min=1), {}).line.place
         == "cancelled before it started"

@@ -150,7 +150,7 @@ def test_group_labels():
 
 
 def test_the_pending_line_never_repeats_itself_nor_speaks_of_gpus_for_a_cpu_job():
-    """Issue 16: "Waiting for GPUs / resources to free up: Waiting for resources ... to free up." is gone."""
+    """A regression: "Waiting for GPUs / resources to free up: Waiting for resources ... to free up." is gone."""
     cpu_job = explain_reason("Resources", gpus={})
     assert cpu_job.text == "Waiting for resources: The CPUs or memory it asks for are in use by other jobs."
     for code in ("Resources", "Licenses", "BurstBufferResources"):

@@ -1,4 +1,4 @@
-"""Submission (decision 4) with a scripted fake transport: the row first, never submitted twice."""
+"""Submission (the row before the Slurm job) with a scripted fake transport: the row first, never submitted twice."""
 
 from __future__ import annotations
 
@@ -462,7 +462,7 @@ def test_home_directory_is_remembered(settings, clean_cache, fake):
 
 @pytest.mark.django_db
 def test_requeue_off_renders_no_requeue(alice):
-    """Issue 16, item 8: the choice is always written, so the site's JobRequeue default never decides."""
+    """The requeue choice is always written, so the site's JobRequeue default never decides."""
     job = make_job(alice, workdir="/w", output_path="/w/o", error_path="/w/e", requeue=False)
     script = render_batch_script(job)
     assert "#SBATCH --no-requeue\n" in script and "#SBATCH --requeue\n" not in script

@@ -229,7 +229,7 @@ def test_a_job_in_an_unknown_state_is_still_followed_until_it_ends(alice, slurm_
     assert row.state == JobState.COMPLETED
 
 
-# --- requeues and late accounting (issue 16, items 1 and 3), on outputs recorded from the real cluster ---
+# --- requeues and late accounting, on outputs recorded from the real cluster ------
 REQUEUED_KEY = "11111111-2222-3333-4444-555555555555"
 
 
@@ -281,7 +281,7 @@ def test_a_record_without_slurms_end_time_is_not_final_yet(requeued, slurm_json)
     assert (requeued.state, requeued.elapsed_s, int(requeued.end_at.timestamp())) == (JobState.COMPLETED, 8, 1796104065)
 
 
-# --- job ids are not identities (issue 16, item 7) ---------------------------------------------------
+# --- job ids are not identities ---------------------------------------------------
 def test_a_queued_job_with_an_older_rows_id_updates_only_its_own_row(alice, slurm_json):
     old, new = job(alice, 18, JobState.RUNNING), job(alice, 18, JobState.PENDING, key=uuid.uuid4())
     queue = slurm_json("22.05", "squeue_arrays")
@@ -317,7 +317,7 @@ def test_one_jobs_trouble_never_stops_the_poll_for_the_others(alice, slurm_json,
 
 def test_a_job_waiting_on_a_drained_partition_says_so_not_just_resources(alice, slurm_json):
     """Recorded: node3 (the only node of small) drained; squeue's reason is only Resources, its
-    state_description says the nodes are down, drained or reserved (issue 16, item 6)."""
+    state_description says the nodes are down, drained or reserved."""
     from jobs.queue import job_row
 
     row = job(alice, 762, JobState.PENDING)

@@ -1,4 +1,4 @@
-"""Accounting unavailable or late (issue 16 item 3, issue 17 item 3), on recorded 22.05 outputs: a job
+"""Accounting unavailable or late, on recorded 22.05 outputs: a job
 the queue reports ended takes the queue's own final state at once, marked as waiting for accounting,
 and accounting's figures replace the queue's when its record arrives; a job that left the queue
 unseen stays unknown; every sacct outcome is recorded for the pages' notice."""

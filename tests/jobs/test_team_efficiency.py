@@ -1,4 +1,4 @@
-"""A team's GPU efficiency on its page (issue 20, item 4): GPU-hours used vs busy per member and the
+"""A team's GPU efficiency on its page: GPU-hours used vs busy per member and the
 jobs that left most GPU-hours idle; only the team's leads and admins see it (anyone else: 404)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Times the portal passes to Slurm are right whatever the cluster's zone (issue 16, item 5): the real
+"""Times the portal passes to Slurm are right whatever the cluster's zone: the real
 sacct, run in America/New_York (west of UTC, where UTC text landed hours after the job ended)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The dev SMTP sink as make dev runs it (scripts/dev.sh: ``python -P notifications/sink.py serve``, a
-process of its own) and the README's command that reads its mail (``python -m notifications.sink show``)."""
+process of its own) and docs/admin-guide.md's command that reads its mail (``python -m notifications.sink show``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Announcements (issue 21, item 2): the staff's page creates, changes and deletes them (audited, bad
+"""Announcements: the staff's page creates, changes and deletes them (audited, bad
 input refused with a sentence and nothing saved), the banner shows them during their window on every
 page with a role by severity, at most one query per page, and researchers and leads never reach the
 staff pages."""

@@ -1,4 +1,4 @@
-"""The cluster page (issue 21, items 1-2) on recorded Slurm outputs: every node with its state and flags
+"""The cluster page on recorded Slurm outputs: every node with its state and flags
 as Slurm wrote them, the reason with who and when, GPUs, CPUs, memory and its jobs (linked when the
 portal has the row), partitions with limits, reservations; no Slurm call per view. Drain, resume and
 maintenance reservations through a scripted gateway: the exact argv (a reason with shell

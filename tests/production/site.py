@@ -26,9 +26,9 @@ ENV_LOADER = "set -a; . ./.env; set +a"
 
 @dataclass(frozen=True)
 class ReadmeCommands:
-    """The README's production block, line by line: ``copy_env`` (``cp deploy/env.example .env``),
+    """docs/production.md's block of production commands, line by line: ``copy_env`` (``cp deploy/env.example .env``),
     ``load_env`` (the line that loads ``.env`` into the shell), ``once`` (commands that run to their
-    end, in order) and ``services`` (commands that keep running), each as written in the README."""
+    end, in order) and ``services`` (commands that keep running), each as written there."""
 
     copy_env: str
     load_env: str
@@ -43,7 +43,7 @@ def readme_commands(readme: Path = REPO / "docs" / "production.md") -> ReadmeCom
     missing or out of that order."""
     text = readme.read_text()
     section = text.split("\n## Production", 1)[1].split("\n## ", 1)[0]
-    assert README_MARKER in section, "the README's production section lost its command block"
+    assert README_MARKER in section, "docs/production.md's production section lost its command block"
     block = section.split(README_MARKER, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     lines = [line.split(" # ", 1)[0].strip() for line in block.splitlines() if line.strip()]
     assert lines[0] == "cp deploy/env.example .env", lines[0]
@@ -51,7 +51,7 @@ def readme_commands(readme: Path = REPO / "docs" / "production.md") -> ReadmeCom
     rest = lines[2:]
     services = [line for line in rest if shlex.split(line)[0] in ("gunicorn", "celery")]
     once = [line for line in rest if line not in services]
-    assert rest == once + services, "the README starts the services after the one-shot commands"
+    assert rest == once + services, "docs/production.md starts the services after the one-shot commands"
     return ReadmeCommands(lines[0], lines[1], once, services)
 
 

@@ -1,5 +1,5 @@
-"""The production path, run as a site runs it (issue 21, item 8): in a copy of the checkout, the
-README's production commands line by line (the same command lines as docker-compose.yml's services,
+"""The production path, run as a site runs it: in a copy of the checkout, the
+production commands of docs/production.md line by line (the same command lines as docker-compose.yml's services,
 checked here), with ``DJANGO_SETTINGS_MODULE=portal.settings.production`` and a ``.env`` made from
 ``deploy/env.example``, against the local stack: its own PostgreSQL database, Redis database 12
 (``make dev`` uses 0, the tests 15: this stack's workers never take their tasks), a test IdP, and
@@ -130,7 +130,7 @@ def sign_in(session: requests.Session, portal: str, username: str) -> requests.R
 
 
 class Stack:
-    """The services started from the README's lines, each a ``bash`` running the loader line and then
+    """The services started from docs/production.md's lines, each a ``bash`` running the loader line and then
     ``exec``-ing the service's command (so a signal reaches gunicorn or celery itself)."""
 
     def __init__(self, site: Path, env: dict, logs: Path):
@@ -190,9 +190,9 @@ def wait_on_stack(what: str, probe, timeout: float = DEADLINE_S, stack: Stack | 
 
 
 def test_readme_compose_and_dockerfile_run_the_same_commands():
-    """No drift: each portal service of docker-compose.yml runs a command line of the README's block
-    (and the README starts no service compose lacks), the image's CMD is the web service's, and the
-    README's collectstatic is the one the Dockerfile's RUN line runs."""
+    """No drift: each portal service of docker-compose.yml runs a command line of docs/production.md's
+    block (and that block starts no service compose lacks), the image's CMD is the web service's, and
+    its collectstatic is the one the Dockerfile's RUN line runs."""
     readme = readme_commands()
     services = compose_services()
     by_argv = {tuple(spec["command"]): name for name, spec in services.items()}
@@ -273,7 +273,7 @@ def test_the_example_env_with_its_secrets_unset_refuses_to_start(tmp_path):
 
 @pytest.fixture
 def production_site(tmp_path):
-    """A copy of the checkout with its .env made from deploy/env.example (the README's line 1, then
+    """A copy of the checkout with its .env made from deploy/env.example (docs/production.md's line 1, then
     the edits), a fresh database, Redis database 12 emptied, a certificate and a test IdP. Yields
     (site dir, portal URL, certificate, Stack, database name); stops and removes everything after."""
     readme = readme_commands()

@@ -1,4 +1,4 @@
-"""Behind the site's TLS proxy (README, "Production", HTTPS): the production settings take a request
+"""Behind the site's TLS proxy (docs/production.md, "HTTPS"): the production settings take a request
 carrying the proxy's ``X-Forwarded-Proto: https`` as secure (no redirect, HSTS sent, a Secure CSRF
 cookie), and redirect the same request without it to https. Plain requests, as the proxy sends them
 to gunicorn, in a process with the production settings of its own."""

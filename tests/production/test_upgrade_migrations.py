@@ -1,4 +1,4 @@
-"""An upgrade from the previous release's database loses no job and no session (issue 21, item 8).
+"""An upgrade from the previous release's database loses no job and no session.
 
 A fresh database is migrated to :data:`RELEASE` (the previous release's migration state), filled with
 the HISTORICAL models of that state (a job being submitted, one pending with a Slurm id, one running,

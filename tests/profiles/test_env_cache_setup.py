@@ -1,7 +1,7 @@
 """cluster/env_cache.sh (run by cluster/up.sh) on this machine, as root, with the real users: it turns
 a cache as earlier versions left it (mode 1777, shared entries anyone could plant, an area made by
 another user, one others can write in, a symbolic link) into root's cache with one area per user
-that only its user writes in, and a second run changes nothing (issue 17, security)."""
+that only its user writes in, and a second run changes nothing."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 of the cache, under a file lock; concurrent jobs wait for one build, the user's later jobs reuse it,
 a failed build leaves nothing behind. uv installs from PyPI on the node, as the researcher.
 
-And nobody else can make or change an environment that alice's job runs (issue 17, security): bob
+And nobody else can make or change an environment that alice's job runs: bob
 plants one at the path alice's job would use (in the cache layout of earlier versions, which anyone
 could write in), or tries to change alice's; her job never runs his code (his planted python would
 write a marker file) and her log says what it refused."""

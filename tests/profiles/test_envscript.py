@@ -1,5 +1,5 @@
 """The job script a profile renders: every profile value reaches bash quoted; CUDA modules and
-site-curated images (issue 22); and the environment part run for real with bash and
+site-curated images; and the environment part run for real with bash and
 uv on this machine (no Slurm): built once per hash in the user's area, the requirements file's
 content in the hash, a finished entry read-only, and an entry that changed or that others could
 change refused and built again (tests/profiles/test_env_integration.py has other users, on the
@@ -67,7 +67,7 @@ IMAGE = EnvImage(name="debian12-sklearn", digest="sha256:" + "ab" * 32, python="
 
 
 def test_in_an_image_the_venv_is_on_top_of_its_python_keyed_by_its_digest():
-    """Issue 22: the profile's script runs inside the image (jobs/batch.py wraps it); its venv is
+    """In a site image the profile's script runs inside it (jobs/batch.py wraps it); its venv is
     built there, on the image's Python with the image's packages visible, and the image's digest is
     part of the cache key: another image, or a rebuilt one, gets its own environment."""
     text = "version: 1\nname: t\nimage: debian12-sklearn\nresources: {partition: small}\nrun: {script: train.py}\nenvironment: {pip: [six]}\n"

@@ -1,5 +1,5 @@
 """The example training job in the demo image, from a profile with ``image: debian12-sklearn``, on
-the real cluster (issue 22, item 4): the whole profile script runs inside the image (jobs/batch.py,
+the real cluster: the whole profile script runs inside the image (jobs/batch.py,
 Charliecloud), its environment is a venv built there on top of the image's Python (the image's
 scikit-learn visible under it), in alice's area of the real cache, keyed by hash(image digest,
 spec); the log says which image (name, digest) and which environment (its hash); a second run

@@ -488,7 +488,7 @@ def test_role_matrix(client, people, cluster, no_slurm, who, endpoint, django_ca
 
 
 def test_run_in_another_image_from_the_profile_page(client, people, cluster, no_slurm, django_capture_on_commit_callbacks):
-    """Issue 22: the Run form offers the site's images (and none); the job runs in the one picked,
+    """The Run form offers the site's images (and none); the job runs in the one picked,
     its environment built there (the script says so), and the list shows a profile's image."""
     from images.availability import image_state_store
     from images.models import Image

@@ -153,7 +153,7 @@ run:
 @pytest.mark.parametrize(
     "written, mib",
     [("2G", 2048), ("2GB", 2048), ("2GiB", 2048), ("512M", 512), ("4000M", 4000), ("1.5T", 1572864), ('"4 G"', 4096)]
-    + [("16", 16384), ("1.5", 1536), ('"8"', 8192)],  # a bare number means GB, as on the forms (issue 19, item 7)
+    + [("16", 16384), ("1.5", 1536), ('"8"', 8192)],  # a bare number means GB, as on the forms
 )
 def test_memory_in_a_file_is_read_by_the_one_reader(written, mib):
     assert parse_profile(MEMORY_FILE.format(memory=written)).memory_mb == mib
@@ -162,7 +162,7 @@ def test_memory_in_a_file_is_read_by_the_one_reader(written, mib):
 @pytest.mark.parametrize(
     "written, sentence",
     [
-        # A bare number meant MiB in profiles before issue 19: such a file is refused, saying what to write.
+        # A bare number once meant MiB in profiles: such a file is refused, saying what to write.
         (
             "2048",
             "2048 with no unit would be 2048 GB: write 2048M for MiB (what Slurm's --mem means by a bare number) or 2048G for GB.",
@@ -226,7 +226,7 @@ def test_pip_items_are_plain_requirements(item, plain):
 
 
 def test_requeue_is_on_by_default_and_can_be_turned_off_in_the_file_or_by_an_override():
-    """Issue 16, item 8: "requeue on node failure" (Slurm's --requeue) for profiles, the API and the CLI."""
+    """Profiles, the API and the CLI offer "requeue on node failure" (Slurm's --requeue)."""
     from profiles.services import job_request_for
 
     base = "version: 1\nname: r\nresources:\n  partition: small\nrun:\n  command: python train.py\n"

@@ -2,7 +2,7 @@
 in the demo image / on the bare node, through the real hub, portal and cluster1, alternating the two, --runs each
 (BENCH_RUNS, default 3). Each start: ``session_start`` (the portal's service, as the Sessions page calls it) until
 the server answers ``GET /user/alice/<server>/api/status`` through the proxy with alice's token; the session is then
-stopped and its job gone before the next. Goal (issue 22): median in image / median bare at most 1.2. Uses the
+stopped and its job gone before the next. Goal: median in image / median bare at most 1.2. Uses the
 integration fixtures of tests/interactive (its own hub, live portal and IdP)::
 
     DATABASE_URL=... PORTAL_TEST_REDIS_DB=... .venv/bin/pytest tests/runtimes/bench_session_image.py -s -p no:randomly

@@ -1,4 +1,4 @@
-"""slurmctld's per-user RPC rate limit (issue 23, item 5): a throttled answer is retried by the
+"""slurmctld's per-user RPC rate limit: a throttled answer is retried by the
 gateway with a bounded back-off, never shown as an error nor read as an empty queue; after the bound
 it is a :class:`SlurmRateLimited` naming the limited user and what the admin can change.
 

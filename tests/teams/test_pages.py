@@ -188,7 +188,7 @@ def test_csv_export(client, world):
     rows = list(csv.reader(io.StringIO(body)))
     assert rows[0] == ["team", "date", "member", "gpu_hours"]
     assert ["vision", "2026-11-27", "alice", "3.0000"] in rows
-    assert all(len(r) == 4 for r in rows)  # one table per download (issue 16): no second header, no blank row
+    assert all(len(r) == 4 for r in rows)  # one table per download: no second header, no blank row
     members = list(csv.reader(io.StringIO(as_(client, users["carol"]).get("/teams/vision/members.csv").content.decode())))
     assert members[0] == ["team", "member", "gpu_hours_period", "jobs", "failed_jobs", "median_wait_s"]
     assert any(r[:5] == ["vision", "alice", "5.0000", "3", "1"] for r in members)
@@ -404,7 +404,7 @@ def test_dry_run_then_reload_never_reruns_the_sync(client, world):
 
 
 def test_a_team_without_use_says_so_once(client, world):
-    """Issue 16: the chart and the table each said there was no usage."""
+    """A regression: the chart and the table each said there was no usage."""
     users, *_ = world
     _store(
         {

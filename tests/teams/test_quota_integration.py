@@ -1,4 +1,4 @@
-"""Quotas on the real slurmdbd (issue 5, item 7), on each local cluster (issue 18: cluster1 Slurm
+"""Quotas on the real slurmdbd, on each local cluster (cluster1 Slurm
 22.05, cluster2 Slurm 24.11): a small GPU-minute quota, synced to both clusters; two members' jobs on
 one of them, the team page's per-member usage, the next job there held by quota with a plain reason
 and the team's numbers, and removing a member whose default account on that cluster is the team."""

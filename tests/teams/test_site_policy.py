@@ -1,4 +1,4 @@
-"""Site policy kept in Slurm by the teams sync (issue 21, item 7): the caps' and the pool's QOS limits
+"""Site policy kept in Slurm by the teams sync: the caps' and the pool's QOS limits
 read from recorded ``sacctmgr show qos`` outputs (22.05 and 24.11), the plan (absent -> create,
 different -> modify, same -> nothing), the argv, the settings and their start-up check."""
 

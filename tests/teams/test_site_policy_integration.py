@@ -1,4 +1,4 @@
-"""Per-person caps and the small-job pool on the real cluster1 (Slurm 22.05; issue 21, item 7).
+"""Per-person caps and the small-job pool on the real cluster1 (Slurm 22.05).
 
 The caps are kept on a QOS of the test's own (``it-caps-<random>``, ``PORTAL_USER_CAPS_QOS``): the sync
 creates it (absent -> create), alice is given it and submits with ``--qos``, so only these jobs are

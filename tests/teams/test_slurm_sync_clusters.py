@@ -1,4 +1,4 @@
-"""The teams sync on several clusters (issue 18: teams sync to every cluster's accounting), each
+"""The teams sync on several clusters (the sync reaches every cluster's accounting), each
 cluster's slurmdbd a scripted transport answering from its own Slurm's recorded outputs: cluster1
 Slurm 22.05 (``tests/fixtures/slurm/22.05/``), cluster2 Slurm 24.11
 (``tests/fixtures/slurm/24.11/accounting/``, recorded by cluster/record_accounting.py, read as the

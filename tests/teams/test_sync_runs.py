@@ -62,7 +62,7 @@ def test_a_sync_that_raises_ends_its_run_with_the_error(clean_cache, monkeypatch
     assert done.done and done.ok is False and "the database went away" in done.headline
 
 
-# --- a failing sync is tried again with back-off (issue 17, item 3) -----------------------------------
+# --- a failing sync is tried again with back-off -----------------------------------
 DB_DOWN = "reading Slurm: ['sacctmgr', '--noheader'] exited with 1: sacctmgr: error: Problem talking to the database: Connection refused"
 
 

@@ -1,4 +1,4 @@
-"""Team usage on several clusters (issue 18: team usage per cluster and summed where a sum makes
+"""Team usage on several clusters (team usage per cluster, and summed where a sum makes
 sense): each cluster refreshed and stored on its own, the team's figures summed over the clusters
 with each cluster's beside them, the job form's estimate from the job's own cluster, an untracked
 cluster shown as such, a cluster whose refresh fails kept with its last figures marked stale while the
