@@ -1,5 +1,4 @@
-"""The cluster snapshot: one poller reads Slurm, every page reads the snapshot
-(docs/decisions.md#pages-read-a-snapshot-never-slurm).
+"""The cluster snapshot (docs/decisions.md#pages-read-a-snapshot-never-slurm): one poller reads Slurm.
 
 Per poll: ``sinfo --json`` and ``squeue --json`` (one call each, whole cluster), plus ``scontrol
 show partition --oneliner`` and ``scontrol show reservation`` at most once a minute (they rarely
