@@ -70,7 +70,7 @@ def still_waiting() -> list[tuple]:
     return list(
         Job.objects.filter(name__startswith="c2-fault-", slurm_job_id__isnull=True)
         .exclude(state=JobState.SUBMIT_FAILED)
-        .values_list("name", "cluster", "state", "submit_error")
+        .values_list("name", "slurm_cluster", "state", "submit_error")
     )
 
 
