@@ -183,6 +183,25 @@ def session_maintenance(*, cluster: str, partition: str, hours: int) -> Maintena
     return maintenance_warning(cluster=cluster, partition=partition, time_limit_min=int(hours) * 60, what="session")
 
 
+def image_settings(name: str) -> dict | None:
+    """What the spawner needs to run a session's server in image ``name`` (already checked by
+    :func:`session_image`): ``name``, ``path`` (absolute, on the cluster), ``runtime`` (a
+    :func:`runtimes.runtime_get` name), ``digest`` and ``env_cache`` (the environment cache bound
+    into it, ``PORTAL_ENV_CACHE_DIR``); ``None`` for no image."""
+    if not name:
+        return None
+    from images.selectors import image_get
+
+    image = image_get(name=name)
+    return {
+        "name": image.name,
+        "path": image.path,
+        "runtime": image.runtime,
+        "digest": image.digest,
+        "env_cache": settings.PORTAL_ENV_CACHE_DIR,
+    }
+
+
 def _not_installed(kind: SessionKind) -> str:
     offered = " or ".join(k.label for k in kinds_available()) or "another kind"
     install = f" (the admin can install it with {kind.program.install})" if kind.program.install else ""

@@ -39,7 +39,7 @@ from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
-from .options import SessionOptions, parse_session_options
+from .options import SessionOptions, image_settings, parse_session_options
 from .transitions import session_end, session_mark_running
 
 log = logging.getLogger(__name__)
@@ -124,25 +124,6 @@ def _option_dict(options: SessionOptions) -> dict:
     }
 
 
-def _image_settings(name: str) -> dict | None:
-    """What the spawner needs to run a session's server in image ``name`` (already checked by
-    :func:`interactive.options.session_image`): ``name``, ``path`` (absolute, on the cluster),
-    ``runtime`` (a :func:`runtimes.runtime_get` name), ``digest`` and ``env_cache`` (the
-    environment cache bound into it, ``PORTAL_ENV_CACHE_DIR``); ``None`` for no image."""
-    if not name:
-        return None
-    from images.selectors import image_get
-
-    image = image_get(name=name)
-    return {
-        "name": image.name,
-        "path": image.path,
-        "runtime": image.runtime,
-        "digest": image.digest,
-        "env_cache": settings.PORTAL_ENV_CACHE_DIR,
-    }
-
-
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
@@ -189,7 +170,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "memory_mb": options.memory_mb,
         "time_limit_min": options.time_limit_min,
         "queue_deadline": session.give_up_at.timestamp(),
-        "image": _image_settings(options.image),
+        "image": image_settings(options.image),
         **KINDS[options.ide].spawn_settings(),
     }
 
