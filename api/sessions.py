@@ -8,7 +8,7 @@ from decimal import Decimal
 from http import HTTPStatus
 
 from django.http import Http404
-from ninja import Router, Status
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from interactive import hub
@@ -23,9 +23,28 @@ from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import sessions_cluster
 
 from .base import need_scope
-from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
+from .schemas import ErrorOut, SessionIn, SessionList, SessionOut
 
 router = Router(tags=["sessions"])
+
+
+class SessionKindOut(Schema):
+    name: str = Field(description="The value of a session's ide field")
+    label: str = Field(description="What people read, e.g. JupyterLab")
+    available: bool = Field(description="Whether this site offers it now (what it needs is installed)")
+    note: str = Field(description="Why it is not offered (empty when it is)")
+    images: list[str] = Field(
+        default_factory=list,
+        description="The site images that hold this kind's server (their offers), for a session's image field",
+    )
+
+
+class SessionKindList(Schema):
+    items: list[SessionKindOut]
+    count: int
+    default: str = Field(description="The kind a start without ide gets")
+
+
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
 
 
