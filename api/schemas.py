@@ -277,23 +277,6 @@ class SessionList(Schema):
     freshness: FreshnessOut
 
 
-class SessionKindOut(Schema):
-    name: str = Field(description="The value of a session's ide field")
-    label: str = Field(description="What people read, e.g. JupyterLab")
-    available: bool = Field(description="Whether this site offers it now (what it needs is installed)")
-    note: str = Field(description="Why it is not offered (empty when it is)")
-    images: list[str] = Field(
-        default_factory=list,
-        description="The site images that hold this kind's server (their offers), for a session's image field",
-    )
-
-
-class SessionKindList(Schema):
-    items: list[SessionKindOut]
-    count: int
-    default: str = Field(description="The kind a start without ide gets")
-
-
 class SessionIn(In):
     ide: str | None = Field(
         None, max_length=16, description="A session kind's name (GET /sessions/kinds); omitted: the default kind"

@@ -8,13 +8,13 @@ from decimal import Decimal
 from http import HTTPStatus
 
 from django.http import Http404
-from ninja import Router, Status
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
-from interactive.options import session_images, session_maintenance
+from interactive.options import session_caps_now, session_images, session_maintenance
 from interactive.services import SessionCard, session_cards, session_start, session_stop
 from jobs.fields import SESSION_API
 from jobs.selectors import cluster_status
@@ -23,9 +23,33 @@ from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import sessions_cluster
 
 from .base import need_scope
-from .schemas import ErrorOut, SessionIn, SessionKindList, SessionList, SessionOut
+from .schemas import ErrorOut, SessionIn, SessionList, SessionOut
 
 router = Router(tags=["sessions"])
+
+
+class SessionKindOut(Schema):
+    name: str = Field(description="The value of a session's ide field")
+    label: str = Field(description="What people read, e.g. JupyterLab")
+    available: bool = Field(description="Whether this site offers it now (what it needs is installed)")
+    note: str = Field(description="Why it is not offered (empty when it is)")
+    images: list[str] = Field(
+        default_factory=list,
+        description="The site images that hold this kind's server (their offers), for a session's image field",
+    )
+
+
+class SessionKindList(Schema):
+    items: list[SessionKindOut]
+    count: int
+    default: str = Field(description="The kind a start without ide gets")
+    caps: list[str] = Field(
+        default_factory=list,
+        description="The per-person caps you are at now, one sentence each, as POST /sessions would refuse a start"
+        " (every start, or every start with GPUs at the GPU cap); empty when none",
+    )
+
+
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
 
 
@@ -87,7 +111,8 @@ def kind_out(kind: SessionKind) -> dict:
 def list_kinds(request):
     need_scope(request, "read")
     kinds = kinds_all()
-    return {"items": [kind_out(k) for k in kinds], "count": len(kinds), "default": kind_default().name}
+    caps = session_caps_now(user=request.user)  # from the Session rows and the stored snapshot
+    return {"items": [kind_out(k) for k in kinds], "count": len(kinds), "default": kind_default().name, "caps": caps}
 
 
 def _memory_mib(body: SessionIn) -> int:

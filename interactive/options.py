@@ -3,7 +3,9 @@
 partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
 ``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
 that this site offers. Used by the sessions form and by the hub's spawner (through
-``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer."""
+``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer. The per-person
+caps a start meets (:func:`session_cap_problems`: sessions at once, the site's caps on jobs and GPUs) are
+checked by :func:`interactive.services.session_start` and said before it by the pages and the API."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from jobs.cap_reasons import InQueue, in_queue, start_cap_problems
 from jobs.maintenance import MaintenanceClash, maintenance_warning
 from jobs.policy import JobRequest, SitePolicy
 from portal.refusals import Problem, Refused
@@ -181,6 +184,100 @@ def session_maintenance(*, cluster: str, partition: str, hours: int) -> Maintena
     from the stored snapshot): the clash, whose sentence says "This session cannot start before ...",
     or ``None``. A warning for the session form and the API, never a refusal: Slurm holds the job."""
     return maintenance_warning(cluster=cluster, partition=partition, time_limit_min=int(hours) * 60, what="session")
+
+
+def image_settings(name: str) -> dict | None:
+    """What the spawner needs to run a session's server in image ``name`` (already checked by
+    :func:`session_image`): ``name``, ``path`` (absolute, on the cluster), ``runtime`` (a
+    :func:`runtimes.runtime_get` name), ``digest`` and ``env_cache`` (the environment cache bound
+    into it, ``PORTAL_ENV_CACHE_DIR``); ``None`` for no image."""
+    if not name:
+        return None
+    from images.selectors import image_get
+
+    image = image_get(name=name)
+    return {
+        "name": image.name,
+        "path": image.path,
+        "runtime": image.runtime,
+        "digest": image.digest,
+        "env_cache": settings.PORTAL_ENV_CACHE_DIR,
+    }
+
+
+# --- the per-person caps ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionsHeld:
+    """What the per-person caps count for one more session of a person: ``active`` their sessions
+    not ended (Session rows requested, starting or running: JupyterHub's named servers), and
+    ``queue`` their jobs on the sessions cluster as Slurm's per-user QOS limits count them
+    (:func:`jobs.cap_reasons.in_queue`, from the stored snapshot, in all their accounts, batch jobs
+    included) plus their sessions the snapshot cannot list yet (requested, or started after it was
+    taken); ``queue`` is ``None`` before the first poll."""
+
+    active: int
+    queue: InQueue | None
+
+
+def sessions_held(*, user) -> SessionsHeld:
+    """``user``'s :class:`SessionsHeld` now: one query of their Session rows and the stored snapshot
+    (no Slurm call, no hub call)."""
+    from datetime import UTC, datetime
+
+    from django.db.models import Count, Q
+
+    from slurm.clusters import sessions_cluster
+    from slurm.snapshot import snapshot_load
+
+    from .models import ACTIVE_SESSION_STATES, Session, SessionState
+
+    cluster = sessions_cluster().name
+    lite = snapshot_load(with_jobs=False, cluster=cluster)
+    queue = in_queue(username=user.username, cluster=cluster) if lite is not None else None
+    seen_until = datetime.fromtimestamp(lite.taken_at if lite is not None else 0, UTC)
+    unseen = Q(state=SessionState.REQUESTED) | Q(created_at__gt=seen_until)
+    counts = Session.objects.filter(user=user, state__in=ACTIVE_SESSION_STATES).aggregate(
+        active=Count("id"), unseen=Count("id", filter=unseen)
+    )
+    if queue is not None:
+        queue = InQueue(queue.gpus, queue.jobs + counts["unseen"])
+    return SessionsHeld(counts["active"], queue)
+
+
+def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = None) -> list[Problem]:
+    """Why one more session of ``gpu_count`` GPUs for ``user`` is refused by a per-person cap now,
+    one :class:`Problem` each (``[]`` when none): the sessions one person may have at once
+    (``PORTAL_SESSION_LIMIT``, JupyterHub's ``named_server_limit_per_user``; 0 = none; field ``""``),
+    then the site's caps on the sessions cluster (:func:`jobs.cap_reasons.start_cap_problems`: jobs
+    pending or running, GPUs at once), from ``held`` (default :func:`sessions_held`). The one source
+    of these sentences: :func:`interactive.services.session_start` refuses with them, and the form,
+    the home page's Start buttons and the API say them before a start."""
+    from slurm.clusters import sessions_cluster
+
+    held = held or sessions_held(user=user)
+    problems = []
+    limit = settings.SESSION_LIMIT
+    if limit > 0 and held.active >= limit:
+        noun = "session" if held.active == 1 else "sessions"
+        problems.append(
+            Problem(
+                "",
+                f"You already have {held.active} {noun} running or starting, the most the site allows one person at once "
+                f"({limit}). Stop one of them on the Sessions page to start another.",
+            )
+        )
+    if held.queue is not None:
+        problems += start_cap_problems(cluster=sessions_cluster().name, mine=held.queue, gpu_count=gpu_count)
+    return problems
+
+
+def session_caps_now(*, user, held: SessionsHeld | None = None) -> list[str]:
+    """The per-person caps ``user`` is at now, before choosing anything: the sentences
+    :func:`session_cap_problems` refuses a one-GPU session with (every session at the sessions or
+    jobs cap, every session with GPUs at the GPU cap; the GPU sentence then names no count, so it is
+    the refusal's word for word). ``[]`` when none: the session form's notice and the API's
+    ``GET /sessions/kinds`` ``caps``."""
+    return [p.message for p in session_cap_problems(user=user, gpu_count=1, held=held)]
 
 
 def _not_installed(kind: SessionKind) -> str:

@@ -39,7 +39,7 @@ from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
-from .options import SessionOptions, parse_session_options
+from .options import SessionOptions, image_settings, parse_session_options, session_cap_problems
 from .transitions import session_end, session_mark_running
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,14 @@ def current_policy() -> SitePolicy:
 
 # --- start / stop ------------------------------------------------------------------------------
 def session_start(*, user: User, raw_options: dict) -> Session:
-    """Check ``raw_options`` (the form's or the API's), write the row, ask the hub to start a named
-    server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
-    ready at once, ``FAILED`` when its job ended during the hub's first seconds (the spawner's
-    message, with the exit code and the log's last lines, is the row's ``message``). Raises
-    :class:`Refused` (policy, or the hub's 400 message) or :class:`hub.HubUnavailable` (the row is
-    then marked failed, with the reason)."""
+    """Check ``raw_options`` (the form's or the API's) and the per-person caps the user is at, write the row, ask the
+    hub to start a named server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
+    ready at once, ``FAILED`` when its job ended during the hub's first seconds (the spawner's message, with the exit
+    code and the log's last lines, is the row's ``message``). Raises :class:`Refused` (policy, a cap:
+    :func:`interactive.options.session_cap_problems`, or the hub's 400 message) or :class:`hub.HubUnavailable` (the
+    row is then marked failed, with the reason)."""
     options, errors = parse_session_options(raw_options, policy=current_policy())
-    if errors:
+    if errors or (errors := session_cap_problems(user=user, gpu_count=options.gpu_count)):  # options first, then caps
         raise Refused(*errors)
     session = Session(user=user, ide=options.ide)
     session.server_name = f"{options.ide}-{session.key.hex[:8]}"
@@ -124,25 +124,6 @@ def _option_dict(options: SessionOptions) -> dict:
     }
 
 
-def _image_settings(name: str) -> dict | None:
-    """What the spawner needs to run a session's server in image ``name`` (already checked by
-    :func:`interactive.options.session_image`): ``name``, ``path`` (absolute, on the cluster),
-    ``runtime`` (a :func:`runtimes.runtime_get` name), ``digest`` and ``env_cache`` (the
-    environment cache bound into it, ``PORTAL_ENV_CACHE_DIR``); ``None`` for no image."""
-    if not name:
-        return None
-    from images.selectors import image_get
-
-    image = image_get(name=name)
-    return {
-        "name": image.name,
-        "path": image.path,
-        "runtime": image.runtime,
-        "digest": image.digest,
-        "env_cache": settings.PORTAL_ENV_CACHE_DIR,
-    }
-
-
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
@@ -189,7 +170,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "memory_mb": options.memory_mb,
         "time_limit_min": options.time_limit_min,
         "queue_deadline": session.give_up_at.timestamp(),
-        "image": _image_settings(options.image),
+        "image": image_settings(options.image),
         **KINDS[options.ide].spawn_settings(),
     }
 

@@ -13,6 +13,7 @@ from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load
 
 from .models import Session
+from .options import session_cap_problems, sessions_held
 from .presets import SessionPreset, preset_get, preset_refusals, presets_for, unreadable_presets
 from .services import current_policy, session_start
 from .waits import Availability, availability, waiting_ahead
@@ -47,9 +48,10 @@ class StartChoice:
 
 def start_choices(*, user: User) -> tuple[list[StartChoice], str]:
     """``user``'s Start buttons (:func:`interactive.presets.presets_for`), each checked now by the
-    session form's checks against the sessions cluster's policy, with its availability from that
-    cluster's snapshot (never Slurm); and "" or, when some of the site's presets cannot be read,
-    why (they are left out)."""
+    session form's checks against the sessions cluster's policy and by the per-person caps the
+    person is at (:func:`interactive.options.session_cap_problems`, in the words a click would be
+    refused with), with its availability from that cluster's snapshot (never Slurm); and "" or,
+    when some of the site's presets cannot be read, why (they are left out)."""
     presets = presets_for(user=user)
     unreadable = unreadable_presets()
     problem = (
@@ -62,9 +64,11 @@ def start_choices(*, user: User) -> tuple[list[StartChoice], str]:
     summary = waiting_ahead(cluster, snapshot.taken_at) if snapshot and current else None
     policy = current_policy()
     team = no_team_problem(user)
+    held = sessions_held(user=user)  # the per-person caps' figures, once for every button
     choices = []
     for preset in presets:
         problems = ([team] if team else []) + preset_refusals(preset, policy=policy)
+        problems += session_cap_problems(user=user, gpu_count=preset.gpu_count, held=held)
         choices.append(
             StartChoice(
                 preset,

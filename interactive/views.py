@@ -21,7 +21,7 @@ from .forms import SessionForm
 from .gpu_flags import sessions_low_use
 from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
-from .options import session_maintenance
+from .options import session_caps_now, session_maintenance
 from .services import current_policy, session_cards, session_rows, session_start, session_stop
 
 
@@ -29,7 +29,9 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
     cards, warning = session_cards(user=request.user)
     kinds = kinds_all()
     offered = [k for k in kinds if k.available()]
+    refused = {e for errors in form.errors.values() for e in errors} if form.is_bound else set()
     return {
+        "caps": [s for s in session_caps_now(user=request.user) if s not in refused],  # said once after a refusal
         "form": form,
         "cards": cards,
         "hub_warning": warning,

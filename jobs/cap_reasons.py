@@ -8,6 +8,9 @@ hold their GPU cap), ``QOSMaxSubmitJobPerUserLimit`` (a refusal at submission, s
 pending reason only for a job submitted before the cap was lowered), ``QOSMaxGRESPerJob`` and
 ``QOSMaxWallDurationPerJobLimit`` and ``PartitionTimeLimit`` (the pool's per-job limits: such a job is
 accepted and pends, never started there; recorded in ``squeue_pool_limits.json``).
+
+Before a start, the same caps in the same figures: a person's jobs as those limits count them, from the
+stored snapshot (:func:`in_queue`), and the refusal of one more session at a cap (:func:`start_cap_problems`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from slurm.snapshot import snapshot_load
+from portal.refusals import Problem
+from slurm.snapshot import job_weight, snapshot_load
+from slurm.states import FINAL_STATES
 from teams.site_policy import Policy, site_policy
 
 from .models import Job, on_cluster
@@ -35,24 +40,58 @@ CAP_REASONS = frozenset(
 _RUNNING = ("RUNNING", "CONFIGURING", "COMPLETING")
 
 
-def running_gpus(cluster: str) -> dict[str, int] | None:
-    """User name -> GPUs their running jobs hold on ``cluster`` (squeue's ``tres_alloc_str`` of every
-    RUNNING job in the stored snapshot: portal jobs, sessions and jobs from outside alike, which is what
-    Slurm counts against ``MaxTRESPerUser``). Worked out once per snapshot and kept in the cache under
-    its ``taken_at`` (the full queue is loaded only then; no Slurm call). ``None`` before the first poll."""
+def _per_user(cluster: str) -> dict[str, tuple[int, int]] | None:
+    """User name -> (GPUs their RUNNING jobs hold, jobs they have not ended with each array task
+    counted) in the stored snapshot of ``cluster``: worked out once per snapshot and kept in the cache
+    under its ``taken_at`` (the full queue is loaded only then; no Slurm call). ``None`` before the
+    first poll."""
     lite = snapshot_load(with_jobs=False, cluster=cluster)
     if lite is None:
         return None
-    key = f"portal:caps:running-gpus:{cluster}:{lite.taken_at}"
+    key = f"portal:caps:per-user:{cluster}:{lite.taken_at}"
     found = cache.get(key)
     if found is None:
         snapshot = snapshot_load(with_jobs=True, cluster=cluster)
         found = {}
         for q in snapshot.jobs if snapshot else ():
-            if q.state == "RUNNING" and q.gpus:
-                found[q.user] = found.get(q.user, 0) + sum(q.gpus.values())
+            if q.state in FINAL_STATES:
+                continue
+            gpus, jobs = found.get(q.user, (0, 0))
+            running = sum(q.gpus.values()) if q.state == "RUNNING" else 0
+            found[q.user] = (gpus + running, jobs + job_weight(q))
         cache.set(key, found, timeout=600)
     return found
+
+
+def running_gpus(cluster: str) -> dict[str, int] | None:
+    """User name -> GPUs their running jobs hold on ``cluster`` (squeue's ``tres_alloc_str`` of every
+    RUNNING job in the stored snapshot: portal jobs, sessions and jobs from outside alike, which is what
+    Slurm counts against ``MaxTRESPerUser``); users holding none are left out. ``None`` before the
+    first poll (:func:`_per_user`: once per snapshot, no Slurm call)."""
+    per_user = _per_user(cluster)
+    return None if per_user is None else {user: gpus for user, (gpus, _) in per_user.items() if gpus}
+
+
+@dataclass(frozen=True)
+class InQueue:
+    """One person's jobs on one cluster as Slurm's per-user QOS limits count them, in all their
+    accounts: ``gpus`` the GPUs their RUNNING jobs hold (``MaxTRESPerUser``; a pending job holds none),
+    ``jobs`` their jobs not ended, each array task one (``MaxSubmitJobsPerUser``): portal jobs,
+    sessions and jobs from a shell alike."""
+
+    gpus: int = 0
+    jobs: int = 0
+
+
+def in_queue(*, username: str, cluster: str) -> InQueue | None:
+    """``username``'s :class:`InQueue` on ``cluster`` from the stored snapshot (squeue's records:
+    ``tres_alloc_str`` GPUs of RUNNING jobs, every record not in a final state, a pending array's
+    ``array_task_string`` counted task by task); worked out once per snapshot for everyone, no Slurm
+    call. ``None`` before the first poll."""
+    per_user = _per_user(cluster)
+    if per_user is None:
+        return None
+    return InQueue(*per_user.get(username, (0, 0)))
 
 
 def gpus_in_use(job) -> int:
@@ -89,6 +128,19 @@ def _gpus(n: int) -> str:
     return f"{n} GPU" + ("" if n == 1 else "s")
 
 
+def _in_use(used: int, cap: int, cluster: str) -> str:
+    """The GPU cap's figure, the one wording of every sentence about it: "You already use 4 of your 4
+    GPUs at once on cluster1"."""
+    return f"You already use {used} of your {_gpus(cap)} at once on {cluster}"
+
+
+def _at_submit_cap(jobs: int, cap: int, cluster: str) -> str:
+    """The pending-jobs cap's figure: "You already have 20 jobs pending or running on cluster1, the
+    most the site allows one person (20; each array task counts)"."""
+    noun = "job" if jobs == 1 else "jobs"
+    return f"You already have {jobs} {noun} pending or running on {cluster}, the most the site allows one person ({cap}; each array task counts)"
+
+
 def _minutes(minutes: int) -> str:
     return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
 
@@ -116,7 +168,7 @@ def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None 
         return Reason(
             reason.code,
             ReasonGroup.CAP,
-            f"You already use {used} of your {_gpus(cap)} at once on {job.cluster} (the site allows at most "
+            f"{_in_use(used, cap, job.cluster)} (the site allows at most "
             f"{_gpus(cap)} at once per person) and this job asks for {job.gpu_count}; it starts when one of your jobs ends.",
             fix,
         )
@@ -153,8 +205,6 @@ def pool_problems(request, *, policy: Policy | None = None) -> list:
     for the pool's partition: more GPUs or a longer time limit than the pool QOS allows (Slurm would
     accept it and never start it). One :class:`~portal.refusals.Problem` per field, in the pool's
     figures; ``[]`` when the pool is not managed or the request fits."""
-    from portal.refusals import Problem
-
     try:
         pool = (policy or site_policy()).pool
     except ValueError:
@@ -212,10 +262,7 @@ def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = N
         active = mine.filter(state__in=_ACTIVE)
         tasks = sum(_submitted(job) for job in active)
         if tasks >= caps.submit_cap:
-            return (
-                f"You already have {tasks} jobs pending or running on {cluster}, the most the site allows one person "
-                f"({caps.submit_cap}; each array task counts): Slurm will refuse another one until some of them end."
-            )
+            return f"{_at_submit_cap(tasks, caps.submit_cap, cluster)}: Slurm will refuse another one until some of them end."
     if caps.gpu_cap is not None and gpu_count:
         by_user = running_gpus(cluster)
         used = (
@@ -225,8 +272,49 @@ def cap_warning(*, user, cluster: str, gpu_count: int, policy: Policy | None = N
         )
         if used + gpu_count > caps.gpu_cap:
             return (
-                f"You already use {used} of your {_gpus(caps.gpu_cap)} at once on {cluster}: this job "
-                f"({_gpus(gpu_count)}) will wait until enough of your jobs end."
+                f"{_in_use(used, caps.gpu_cap, cluster)}: this job ({_gpus(gpu_count)}) will wait until enough of your jobs end."
                 + (f" Ask for at most {_gpus(caps.gpu_cap - used)} to start now." if 0 < caps.gpu_cap - used < gpu_count else "")
             )
     return ""
+
+
+def start_cap_problems(
+    *, cluster: str, mine: InQueue, gpu_count: int, what: str = "session", policy: Policy | None = None
+) -> list[Problem]:
+    """The refusal of one more ``what`` (a session) of ``gpu_count`` GPUs on ``cluster`` by the
+    per-person caps, given what the person already has there (``mine``: :func:`in_queue`, plus what
+    Slurm does not list yet): one :class:`~portal.refusals.Problem` per cap it would meet, each
+    saying the figure and what to do; ``[]`` when it fits or no cap is set. The pending-jobs cap
+    (``""`` field: Slurm would refuse the job at submission) when ``mine.jobs`` is at it; the GPU cap
+    (field ``gpu_count``: Slurm would hold the job until enough of the person's jobs end) when
+    ``mine.gpus + gpu_count`` passes it. At the GPU cap the sentence names no request ("a session
+    with GPUs"), so a page can say it before anything is chosen. Bad cap settings give ``[]``
+    (``portal.E030``'s)."""
+    try:
+        caps = (policy or site_policy()).caps
+    except ValueError:
+        return []
+    problems = []
+    if caps.submit_cap is not None and mine.jobs >= caps.submit_cap:
+        problems.append(
+            Problem(
+                "",
+                f"{_at_submit_cap(mine.jobs, caps.submit_cap, cluster)}: Slurm would refuse a {what}'s job. "
+                f"Stop a session, cancel a job you no longer need or wait for one to end, then start the {what}.",
+            )
+        )
+    cap = caps.gpu_cap
+    if cap is not None and gpu_count and mine.gpus + gpu_count > cap:
+        left = max(cap - mine.gpus, 0)
+        if left:
+            words = (
+                f"{_in_use(mine.gpus, cap, cluster)}: a {what} with {_gpus(gpu_count)} would wait until enough of "
+                f"your jobs end. Ask for at most {_gpus(left)}, stop a session or wait for one of your jobs to end."
+            )
+        else:
+            words = (
+                f"{_in_use(mine.gpus, cap, cluster)}, the most the site allows one person: a {what} with GPUs would "
+                f"wait until one of your jobs ends. Choose no GPU, stop a session or wait for one of your jobs to end."
+            )
+        problems.append(Problem("gpu_count", words))
+    return problems

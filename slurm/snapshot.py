@@ -399,7 +399,7 @@ def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, in
     by_partition: dict[str, list[tuple[int, int, int, int]]] = {}
     for q in snapshot.jobs:
         if q.state == "PENDING" and q.reason not in HELD_REASONS:
-            row = (-q.priority, q.submit_time, q.job_id, _weight(q) if q.array_task_string else 1)
+            row = (-q.priority, q.submit_time, q.job_id, job_weight(q) if q.array_task_string else 1)
             by_partition.setdefault(q.partition, []).append(row)
     positions = {}
     for rows in by_partition.values():
@@ -412,8 +412,8 @@ def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, in
     return positions
 
 
-def _weight(q) -> int:
-    """How many jobs a pending squeue record stands for: its array task count, else 1."""
+def job_weight(q) -> int:
+    """How many jobs a squeue record stands for: a pending array's task count (one record), else 1."""
     if not q.array_task_string:
         return 1
     try:

@@ -246,7 +246,8 @@ TEAMS_SYNC_RETRY_SECONDS = env("PORTAL_TEAMS_SYNC_RETRY_SECONDS")
 #: service's token (also the secret the hub's spawner presents to /hub-internal/), the partitions
 #: sessions may use, the GPU cap per session, the longest session (hours), the idle limit
 #: (minutes, 0 = never), the longest a session waits in the Slurm queue before the hub's spawner
-#: gives up (minutes) and where code-server is (VS Code is offered only when it is there).
+#: gives up (minutes) and where code-server is (VS Code is offered only when it is there); the sessions one person
+#: may have at once (0 = no limit; the hub's named_server_limit_per_user reads the same variable).
 HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
 HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
 HUB_TOKEN = env("PORTAL_HUB_TOKEN")
@@ -255,7 +256,7 @@ SESSION_MAX_GPUS = env("PORTAL_SESSION_MAX_GPUS")
 SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
 SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
 CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
-
+SESSION_LIMIT = env("PORTAL_SESSION_LIMIT")
 SESSION_MAX_QUEUE_MINUTES = env("PORTAL_SESSION_MAX_QUEUE_MINUTES")
 #: The home page's one-click Start buttons (interactive/presets.py: "lab gpus=1 type=a100 hours=4;
 #: ..."; checked at start-up, portal.E011); unset: SESSION_PRESETS_DEFAULT, empty: none.
