@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
+from ..times import parse_limit_minutes, parse_timestamp
 from ..values import (
     NO_NODES,
     classify_state,
@@ -41,8 +42,6 @@ from ..values import (
     number,
     parse_exit,
     parse_gpus,
-    parse_limit_minutes,
-    parse_timestamp,
     queue_exit,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version

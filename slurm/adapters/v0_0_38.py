@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
-from ..times import parse_time_limit
+from ..times import parse_limit_minutes, parse_time_limit, parse_timestamp
 from ..values import (
     NO_NODES,
     classify_state,
@@ -21,8 +21,6 @@ from ..values import (
     number,
     parse_exit,
     parse_gpus,
-    parse_limit_minutes,
-    parse_timestamp,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
