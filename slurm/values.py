@@ -20,7 +20,7 @@ from itertools import pairwise
 
 import hostlist
 
-from .states import ACTIVE_STATES, FAILED_STATES, JobState
+from .states import JobState
 from .tasksets import TaskSet
 
 # --- numbers -------------------------------------------------------------------------------------
@@ -274,18 +274,6 @@ def classify_state(raw: object) -> tuple[JobState, str]:
     word = first.split(maxsplit=1)[0].rstrip("+").upper() if first.split() else ""
     word = _SHORT_STATES.get(word, word)
     return (JobState(word) if word in _SLURM_STATES else JobState.OTHER), text
-
-
-def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bool:
-    """True for a job that ended badly: a failing final state (FAILED, TIMEOUT, OUT_OF_MEMORY,
-    NODE_FAIL, PREEMPTED, DEADLINE, BOOT_FAIL, SUBMIT_FAILED), or a COMPLETED (or OTHER) job with a
-    non-zero exit code or signal. CANCELLED is never a failure (Slurm records signal 15 for it) and
-    neither is a job still active or UNKNOWN."""
-    if state == JobState.CANCELLED or state in ACTIVE_STATES or state == JobState.UNKNOWN:
-        return False
-    if state in FAILED_STATES:
-        return True
-    return bool(exit_code) or bool(signal)
 
 
 # --- TRES lists ----------------------------------------------------------------------------------
