@@ -331,6 +331,18 @@ def parse_tres_limit_used(text: str | None, name: str = GPU_TRES) -> tuple[int |
     return (int(limit) if limit.isdigit() else None, int(used) if used.isdigit() else None)
 
 
+def parse_memory_per_gpu(text: str | None) -> int | None:
+    """MiB per GPU of a job that asked ``--mem-per-gpu``, from squeue's ``memory_per_tres``: the
+    ``gpu`` item of ``gres:gpu:8192`` (22.05) or ``gres/gpu:8192`` (24.11), items split on commas.
+    ``None`` when there is none (``""``: a job of ``--mem`` or ``--mem-per-cpu``) or its amount is
+    not a whole number. Never raises."""
+    for item in (text or "").split(","):
+        name, _, amount = item.strip().removeprefix("gres:").removeprefix("gres/").rpartition(":")
+        if name == "gpu":
+            return int(amount) if _DIGITS.fullmatch(amount) else None
+    return None
+
+
 # --- GPUs ----------------------------------------------------------------------------------------
 
 
