@@ -125,7 +125,7 @@ class WeekFigures:
     - ``failures``: kind (:data:`FAILURE_KINDS`) -> jobs that ended that week (``Job.end_at``) so:
       ``state`` FAILED, or COMPLETED with a non-zero ``exit_code`` or a ``signal`` (exit code),
       OUT_OF_MEMORY, NODE_FAIL or BOOT_FAIL (node failure), TIMEOUT (time limit), CANCELLED,
-      PREEMPTED or DEADLINE (other); as :func:`slurm.values.is_failure` reads them, CANCELLED added.
+      PREEMPTED or DEADLINE (other); as :func:`slurm.states.is_failure` reads them, CANCELLED added.
     """
 
     week: str

@@ -13,10 +13,11 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
+from pydantic import Field
 
 from jobs.cap_reasons import cap_warning
 from jobs.gpu_usage import job_gpu_usage
-from jobs.holds import job_hold, job_release
+from jobs.holds import hold_message, job_hold, job_release
 from jobs.logs import job_log_read
 from jobs.maintenance import job_maintenance_warning
 from jobs.models import Job, on_cluster
@@ -38,6 +39,16 @@ from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
 
 router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+
+
+class JobActionOut(JobOut):
+    """The answer of ``POST /jobs/{ref}/hold`` and ``/release``: the job, and what was asked of Slurm in words."""
+
+    message: str = Field(
+        description="What was asked of Slurm, in words: for an array whose tasks are partly running, how many pending "
+        'tasks and that the running ones go on, e.g. "Holding 2 pending tasks (3-4) of “sweep”: they will not start '
+        'until you release them. The 1 running task (2) goes on."',
+    )
 
 
 def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
@@ -233,30 +244,35 @@ def cancel_job(
 
 @router.post(
     "/{ref}/hold",
-    response={202: JobOut, **ERRORS},
-    summary="Hold your pending job (scontrol hold as you)",
+    response={202: JobActionOut, **ERRORS},
+    summary="Hold your pending job, or an array's pending tasks (scontrol hold as you)",
     description="Keeps a pending job from starting until it is released (every pending task of an array, every "
-    "component of a het job). 400 with what to do for a job that is not pending or already on hold.",
+    "component of a het job). An array whose tasks are partly running: its pending tasks are held and the running "
+    "ones go on; `message` says how many. 400 with what to do for a job that is not pending (an array: no task "
+    "pending) or already on hold.",
 )
 def hold_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "jobs")
     job = job_by_ref(request, ref, cluster)
     job = job_hold(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
-    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
+    out = job_out(job, positions_load(job.cluster), base_url=_base(request))
+    return Status(HTTPStatus.ACCEPTED, {**out, "message": hold_message(job=job, command="hold")})
 
 
 @router.post(
     "/{ref}/release",
-    response={202: JobOut, **ERRORS},
+    response={202: JobActionOut, **ERRORS},
     summary="Release your held job (scontrol release as you)",
-    description="Lets a job you held start again. 400 with what to do for a job that is not pending, not on hold, "
-    "or held by an administrator.",
+    description="Lets a job you held start again (an array whose tasks are partly running: its held pending tasks; "
+    "`message` says how many). 400 with what to do for a job that is not pending, not on hold, or held by an "
+    "administrator.",
 )
 def release_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "jobs")
     job = job_by_ref(request, ref, cluster)
     job = job_release(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
-    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
+    out = job_out(job, positions_load(job.cluster), base_url=_base(request))
+    return Status(HTTPStatus.ACCEPTED, {**out, "message": hold_message(job=job, command="release")})
 
 
 @router.get("/{ref}/log", response={200: LogOut, **ERRORS}, summary="Read the job's stdout or stderr from a byte offset")

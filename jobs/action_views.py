@@ -17,7 +17,7 @@ from slurm.clusters import clusters
 
 from .fields import JOB_FORM
 from .forms import JobForm
-from .holds import job_hold, job_release
+from .holds import hold_message, job_hold, job_release
 from .logs import job_batch_script
 from .policy import SitePolicy
 from .rerun import job_run_again, run_again_initial, run_again_request, without_directives
@@ -36,7 +36,7 @@ def _forbidden(request: HttpRequest, job, what: str) -> HttpResponse:
     return render(request, "jobs/job_forbidden.html", {"job": job, "message": message}, status=403)
 
 
-def _hold_or_release(request: HttpRequest, key, service, what: str, done: str) -> HttpResponse:
+def _hold_or_release(request: HttpRequest, key, service, what: str) -> HttpResponse:
     job = _visible_job(request, key)
     try:
         service(job=job, by=request.user)
@@ -45,22 +45,23 @@ def _hold_or_release(request: HttpRequest, key, service, what: str, done: str) -
     except Refused as refused:
         messages.error(request, " ".join(p.message for p in refused.problems))
     else:
-        messages.info(request, f"{done} “{job.name}”…")
+        messages.info(request, hold_message(job=job, command=what))
     return redirect("job_detail", key=job.key)
 
 
 @login_required
 @require_POST
 def job_hold_view(request: HttpRequest, key) -> HttpResponse:
-    """Owner only: ask Slurm to hold the pending job (``scontrol hold`` as the owner)."""
-    return _hold_or_release(request, key, job_hold, "hold", "Holding")
+    """Owner only: ask Slurm to hold the pending job, or an array's pending tasks while others run
+    (``scontrol hold`` as the owner)."""
+    return _hold_or_release(request, key, job_hold, "hold")
 
 
 @login_required
 @require_POST
 def job_release_view(request: HttpRequest, key) -> HttpResponse:
     """Owner only: ask Slurm to release the job the owner held (``scontrol release`` as the owner)."""
-    return _hold_or_release(request, key, job_release, "release", "Releasing")
+    return _hold_or_release(request, key, job_release, "release")
 
 
 def _form(request: HttpRequest, job, *, data=None, initial=None) -> JobForm:

@@ -190,3 +190,22 @@ def het_parts_final(stored: list[dict], accounting: AccountingEntry) -> list[dic
         part = parts.setdefault(offset, {"offset": offset, "job_id": f.job_id, "gpus": f.gpus, "cpus": f.cpus})
         part.update(state=f.state.value, partition=f.partition, nodes=f.nodes)
     return [parts[o] for o in sorted(parts)]
+
+
+def tasks_in_group(job, group: str) -> TaskSet:
+    """An array row's task ids in one of :data:`GROUPS` (``"running"``, ``"pending"``, ...), from
+    ``Job.array_tasks`` as the poller last read them; empty for a job that is not an array."""
+    if not job.is_array:
+        return TaskSet()
+    tasks = load_tasks(job.array_tasks)
+    ids = TaskSet()
+    for state in next(states for name, _, states in GROUPS if name == group):
+        ids = ids | tasks.get(state, TaskSet())
+    return ids
+
+
+def partly_running(job) -> bool:
+    """An array (a ``Job`` row with a Slurm job id) that runs while some of its tasks are still
+    pending: Hold and Release act on its pending tasks (Slurm holds only tasks that have not started)."""
+    running = next(states for name, _, states in GROUPS if name == "running")
+    return bool(job.slurm_job_id) and job.state in running and bool(tasks_in_group(job, "pending"))

@@ -20,12 +20,13 @@ from slurm.snapshot import positions_all, positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
 from teams.usage import job_quota_estimate, team_usage
 
+from .arrays import partly_running
 from .cap_reasons import cap_warning
 from .fields import JOB_FORM
 from .forms import JobForm
 from .fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from .gpu_usage import low_use_flags
-from .holds import can_hold, can_release
+from .holds import can_hold, can_release, held_tasks_note
 from .logs import job_log_tail, log_path
 from .maintenance import job_maintenance_warning, maintenance_clash
 from .policy import SitePolicy
@@ -190,6 +191,8 @@ def _status_context(job) -> dict:
         "run_again": run_again_query(job) if job.is_outside else "",
         "can_hold": can_hold(job),
         "can_release": can_release(job),
+        "partly_running": partly_running(job),
+        "held_tasks": held_tasks_note(job),
     }
 
 

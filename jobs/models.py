@@ -40,22 +40,40 @@ def image_gone_sentence(name: str, path: str) -> str:
 
 class MemoryPer(models.TextChoices):
     """What Slurm's memory figure of a job counts: ``--mem`` is per node, ``--mem-per-cpu`` (and a
-    ``DefMemPerCPU`` default) per CPU."""
+    ``DefMemPerCPU`` default) per CPU, ``--mem-per-gpu`` per GPU."""
 
     NODE = "node", "per node"
     CPU = "cpu", "per CPU"
+    GPU = "gpu", "per GPU"
 
 
 def slurm_memory_fields(record) -> dict:
-    """The Job fields of the memory Slurm holds for a queue or sacct record (``memory_per_node`` /
-    ``memory_per_cpu``, MiB): ``{"slurm_memory_mb", "slurm_memory_per"}``, ``{}`` when it names
-    neither (``--mem-per-gpu``), so what was read before stays. A per-CPU figure wins over a per-node
-    0 (0 per node alone is ``--mem=0``: all of the node's memory)."""
+    """The Job fields of the memory Slurm holds for a queue or sacct record (``memory_per_gpu``,
+    ``memory_per_cpu`` / ``memory_per_node``, MiB): ``{"slurm_memory_mb", "slurm_memory_per"}``,
+    ``{}`` when it names none, so what was read before stays. A per-GPU figure wins (Slurm writes
+    ``memory_per_node`` 0 beside it), and a per-CPU figure wins over a per-node 0 (0 per node alone
+    is ``--mem=0``: all of the node's memory)."""
+    if getattr(record, "memory_per_gpu", None):
+        return {"slurm_memory_mb": record.memory_per_gpu, "slurm_memory_per": MemoryPer.GPU}
     if record.memory_per_cpu:
         return {"slurm_memory_mb": record.memory_per_cpu, "slurm_memory_per": MemoryPer.CPU}
     if record.memory_per_node is not None:
         return {"slurm_memory_mb": record.memory_per_node, "slurm_memory_per": MemoryPer.NODE}
     return {}
+
+
+def memory_asked_mb(record) -> int:
+    """The memory a queue or sacct record asked for, per node, in MiB (``Job.memory_mb`` of a row
+    made from it: a job submitted outside the portal): ``memory_per_gpu`` x its GPUs (``gpus``:
+    allocated, else ``gpus_requested`` where the record has it; a job on one node), else
+    ``memory_per_node``, else ``memory_per_cpu`` x its CPUs (at least 1); 0 when none is set."""
+    per_gpu = getattr(record, "memory_per_gpu", None)
+    if per_gpu:
+        gpus = record.gpus or getattr(record, "gpus_requested", None) or {}
+        return int(per_gpu) * max(1, sum(gpus.values()))
+    if record.memory_per_node:
+        return int(record.memory_per_node)
+    return int(record.memory_per_cpu) * max(1, record.cpus or 1) if record.memory_per_cpu else 0
 
 
 class JobOrigin(models.TextChoices):

@@ -29,7 +29,7 @@ from slurm.values import classify_state
 
 from .arrays import het_parts, queue_array_fields
 from .identity import queue_record_is_the_jobs
-from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
+from .models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .notify import job_state_notify
 
 #: The largest value a PositiveSmallIntegerField holds (CPUs, GPUs).
@@ -49,16 +49,6 @@ def linked_users(names) -> dict[str, User]:
     if not names:
         return {}
     return {u.username: u for u in User.objects.filter(username__in=names, link_state=LinkState.LINKED)}
-
-
-def _memory_mb(q) -> int:
-    """Memory per node in MiB from a record's ``memory_per_node`` / ``memory_per_cpu`` (x CPUs), 0
-    when neither is set."""
-    per_node = getattr(q, "memory_per_node", None)
-    if per_node:
-        return int(per_node)
-    per_cpu = getattr(q, "memory_per_cpu", None)
-    return int(per_cpu) * max(1, q.cpus or 1) if per_cpu else 0
 
 
 def _gpus(gpus: dict) -> tuple[str, int]:
@@ -107,7 +97,7 @@ def queue_fields(entry: QueueEntry, job: Job | None = None) -> dict:
         "gpu_type": clean(gpu_type, 64),
         "gpu_count": gpu_count,
         "cpus": min(SMALL_MAX, q.cpus or 1),
-        "memory_mb": _memory_mb(q),
+        "memory_mb": memory_asked_mb(q),
         "time_limit_min": q.time_limit or 0,
         "workdir": clean(q.cwd, 1024),
         "state": state,

@@ -33,7 +33,7 @@ from slurm.times import start_bound
 from .arrays import dump_tasks, spec
 from .finish import exit_codes, exit_hidden
 from .identity import REQUEUE_STATES
-from .models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
+from .models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .outside import SMALL_MAX, _gpus, clean
 
 logger = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         gpu_type=clean(gpu_type, 64),
         gpu_count=gpu_count,
         cpus=min(SMALL_MAX, last.cpus or 1),
-        memory_mb=(last.memory_per_node or (last.memory_per_cpu or 0) * max(1, last.cpus)) or 0,
+        memory_mb=memory_asked_mb(last),
         time_limit_min=last.time_limit or 0,
         workdir=clean(last.cwd, 1024),
         nodes=clean(last.nodes, 1024),

@@ -32,6 +32,7 @@ from slurm.errors import controller_unreachable
 from slurm.states import JobState
 from slurm.times import start_bound
 
+from .arrays import partly_running
 from .batch import render_batch_script
 from .models import Job
 
@@ -263,7 +264,9 @@ def job_hold_send(*, job_id: int, command: str) -> Job:
     """Run ``scontrol hold <id>`` or ``scontrol release <id>`` (``command``) as the job's owner (the
     task's body); an array's pending tasks and a het job's components go with it. On success the
     row's reason becomes ``JobHeldUser`` (hold) or ``""`` (release: the next poll reads Slurm's new
-    one), audited ``job.held`` / ``job.released``. A job no longer pending is left alone; a refusal
+    one), audited ``job.held`` / ``job.released``. An array whose tasks are partly running
+    (:func:`jobs.arrays.partly_running`) gets the same command: Slurm holds or releases its pending
+    tasks and leaves the running ones. A job no longer pending (an array: with no task pending) is left alone; a refusal
     by Slurm (the job started meanwhile) is logged and returned as is. Raises :class:`SlurmError`
     when Slurm cannot be reached (retried)."""
     reason = HOLD_COMMANDS[command]
@@ -272,7 +275,7 @@ def job_hold_send(*, job_id: int, command: str) -> Job:
     else:
         action = "job.released"
     job = Job.objects.select_related("user").get(pk=job_id)
-    if not job.slurm_job_id or job.state != JobState.PENDING:
+    if not job.slurm_job_id or not (job.state == JobState.PENDING or partly_running(job)):
         return job
     result = get_gateway(job.cluster).run(["scontrol", command, str(job.slurm_job_id)], as_user=job.user.username, check=False)
     if result.returncode != 0:

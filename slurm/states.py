@@ -1,4 +1,5 @@
-"""Job states: Slurm's base states plus the portal's own (SUBMITTING, SUBMIT_FAILED, UNKNOWN).
+"""Job states: Slurm's base states plus the portal's own (SUBMITTING, SUBMIT_FAILED, UNKNOWN), and
+whether an end counts as a failure (:func:`is_failure`).
 
 UNKNOWN never means finished (docs/decisions.md#unknown-never-means-finished). A state Slurm reports
 that we do not know is kept as Slurm wrote it (``Job.slurm_state``) and mapped to OTHER, which is neither active nor finished.
@@ -64,3 +65,15 @@ FINAL_STATES = frozenset(
 
 #: Final states that are failures (COMPLETED with a non-zero exit code or signal is one too).
 FAILED_STATES = FINAL_STATES - {JobState.COMPLETED, JobState.CANCELLED}
+
+
+def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bool:
+    """True for a job that ended badly: a failing final state (FAILED, TIMEOUT, OUT_OF_MEMORY,
+    NODE_FAIL, PREEMPTED, DEADLINE, BOOT_FAIL, SUBMIT_FAILED), or a COMPLETED (or OTHER) job with a
+    non-zero exit code or signal. CANCELLED is never a failure (Slurm records signal 15 for it) and
+    neither is a job still active or UNKNOWN."""
+    if state == JobState.CANCELLED or state in ACTIVE_STATES or state == JobState.UNKNOWN:
+        return False
+    if state in FAILED_STATES:
+        return True
+    return bool(exit_code) or bool(signal)

@@ -1,4 +1,5 @@
-"""Slurm's times: time texts (``--time``, ``TimeLimit=``, QOS ``MaxWall``) read strictly, the time a
+"""Slurm's times: time texts (``--time``, ``TimeLimit=``, QOS ``MaxWall``) read strictly, the time limits
+and timestamps of Slurm's JSON (:func:`parse_limit_minutes`, :func:`parse_timestamp`), the time a
 running job has left, and the time bounds passed to Slurm commands (``sacct -S``). No I/O: the job
 form, profiles, the API (and so the CLI), the teams sync and the accounting readers call
 :func:`parse_time_limit`; pages call :func:`time_left_seconds`; every ``sacct`` call :func:`start_bound`.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+
+from .values import UINT32_NO_VALUE, SlurmNumber, whole_number
 
 #: Slurm's forms of a time (``man sbatch``, ``--time``), as refusals list them.
 TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
@@ -73,6 +76,27 @@ def parse_time_limit(text: str) -> int | None:
     if seconds > TIME_MAX_SECONDS:
         raise SlurmTimeError(text, "it is longer than Slurm can hold (about 68 years)")
     return seconds
+
+
+def parse_limit_minutes(value: SlurmNumber) -> int | None:
+    """A time limit in minutes (squeue ``time_limit``, sacct ``time.limit``: an int, numeric text
+    or ``{set, infinite, number}``); ``None`` = no limit or unknown: ``UNLIMITED``,
+    ``Partition_Limit``, ``NOT_SET``..., infinite or unset objects, Slurm's uint32 INFINITE/NO_VAL,
+    and 0 or less (sbatch: ``--time=0`` means no limit). ``ValueError`` on anything else."""
+    minutes = whole_number(value, "time limit (minutes)")
+    if minutes is None or minutes <= 0 or minutes in UINT32_NO_VALUE:
+        return None
+    return minutes
+
+
+def parse_timestamp(value: SlurmNumber) -> int | None:
+    """Unix seconds (squeue ``start_time``/``end_time``, sacct ``time.start``/``time.end``);
+    ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects, and Slurm's
+    uint32 NO_VAL/INFINITE (24.11's sacct writes ``time.start`` 4294967294 for a job cancelled
+    before it started, where 22.05 wrote null; recorded in ``24.11/sacct.json``). ``ValueError`` on
+    anything else."""
+    seconds = whole_number(value, "timestamp (Unix seconds)")
+    return seconds if seconds is not None and seconds > 0 and seconds not in UINT32_NO_VALUE else None
 
 
 def time_left_seconds(*, start: int | None, limit_minutes: int | None, now: float) -> int | None:

@@ -1,10 +1,10 @@
-"""Slurm's values, parsed once for every reader: numbers, array task strings, time limits, times and
-timestamps, exit codes, job states, TRES lists, GRES/TRES GPU counts and node lists. No I/O, no
+"""Slurm's values, parsed once for every reader: numbers, array task strings, exit codes, job states, TRES lists, GRES/TRES GPU counts and node lists. No I/O, no
 documents: the per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON, and
 :mod:`slurm.accounting` out of the text of the commands that have no JSON in 22.05; both call these.
 One reader per kind of value: numbers :func:`whole_number` (:func:`number` is its lenient form),
 GPUs in any GRES/TRES form :func:`parse_gpus`, TRES lists :func:`tres_items`, job states
-:func:`classify_state` (the sets in :mod:`slurm.states`); time texts are :mod:`slurm.times`'.
+:func:`classify_state` (the sets in :mod:`slurm.states`); time limits, timestamps and time texts are
+:mod:`slurm.times`'.
 
 Based on outputs recorded from Slurm 22.05.8 (``tests/fixtures/slurm/22.05/``, plugins
 ``openapi/v0.0.38`` and ``openapi/dbv0.0.38``); newer shapes are accepted too: numbers as
@@ -20,7 +20,7 @@ from itertools import pairwise
 
 import hostlist
 
-from .states import ACTIVE_STATES, FAILED_STATES, JobState
+from .states import JobState
 from .tasksets import TaskSet
 
 # --- numbers -------------------------------------------------------------------------------------
@@ -29,7 +29,7 @@ from .tasksets import TaskSet
 #: Words Slurm writes where a limit or time has no value (any case).
 NO_VALUE_WORDS = frozenset({"", "UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NOT_SET", "NONE", "UNKNOWN", "INVALID", "N/A"})
 #: Slurm's uint32 INFINITE and NO_VAL, which older JSON sends as plain numbers.
-_UINT32_NO_VALUE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
+UINT32_NO_VALUE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
 _INTEGER = re.compile(r"-?[0-9]+")
 
 #: What Slurm's JSON or text may hold where a number belongs.
@@ -182,30 +182,6 @@ def _distinct(spans: list[range]) -> int:
     return len(set().union(*ordered))
 
 
-# --- limits and times ---------------------------------------------------------------------------
-
-
-def parse_limit_minutes(value: SlurmNumber) -> int | None:
-    """A time limit in minutes (squeue ``time_limit``, sacct ``time.limit``: an int, numeric text
-    or ``{set, infinite, number}``); ``None`` = no limit or unknown: ``UNLIMITED``,
-    ``Partition_Limit``, ``NOT_SET``..., infinite or unset objects, Slurm's uint32 INFINITE/NO_VAL,
-    and 0 or less (sbatch: ``--time=0`` means no limit). ``ValueError`` on anything else."""
-    minutes = whole_number(value, "time limit (minutes)")
-    if minutes is None or minutes <= 0 or minutes in _UINT32_NO_VALUE:
-        return None
-    return minutes
-
-
-def parse_timestamp(value: SlurmNumber) -> int | None:
-    """Unix seconds (squeue ``start_time``/``end_time``, sacct ``time.start``/``time.end``);
-    ``None`` = unknown: 0 or negative, ``Unknown``/``None``/``""``..., unset objects, and Slurm's
-    uint32 NO_VAL/INFINITE (24.11's sacct writes ``time.start`` 4294967294 for a job cancelled
-    before it started, where 22.05 wrote null; recorded in ``24.11/sacct.json``). ``ValueError`` on
-    anything else."""
-    seconds = whole_number(value, "timestamp (Unix seconds)")
-    return seconds if seconds is not None and seconds > 0 and seconds not in _UINT32_NO_VALUE else None
-
-
 # --- exit codes ----------------------------------------------------------------------------------
 
 _EXIT_TEXT = re.compile(r"([0-9]+):([0-9]+)")
@@ -237,7 +213,7 @@ def parse_exit(value: SlurmNumber) -> tuple[int | None, int | None]:
     if not isinstance(value, (int, dict)) or isinstance(value, bool) or isinstance(value, int) and value < 0:
         raise ValueError(f"Not a Slurm exit code: {value!r}")
     status = number(value)
-    if status is None or status in _UINT32_NO_VALUE:
+    if status is None or status in UINT32_NO_VALUE:
         return None, None
     return (status >> 8) & 0xFF, status & 0x7F
 
@@ -300,18 +276,6 @@ def classify_state(raw: object) -> tuple[JobState, str]:
     return (JobState(word) if word in _SLURM_STATES else JobState.OTHER), text
 
 
-def is_failure(state: JobState, exit_code: int | None, signal: int | None) -> bool:
-    """True for a job that ended badly: a failing final state (FAILED, TIMEOUT, OUT_OF_MEMORY,
-    NODE_FAIL, PREEMPTED, DEADLINE, BOOT_FAIL, SUBMIT_FAILED), or a COMPLETED (or OTHER) job with a
-    non-zero exit code or signal. CANCELLED is never a failure (Slurm records signal 15 for it) and
-    neither is a job still active or UNKNOWN."""
-    if state == JobState.CANCELLED or state in ACTIVE_STATES or state == JobState.UNKNOWN:
-        return False
-    if state in FAILED_STATES:
-        return True
-    return bool(exit_code) or bool(signal)
-
-
 # --- TRES lists ----------------------------------------------------------------------------------
 
 #: The TRES Slurm counts GPUs in (``GrpTRES=gres/gpu=4``); typed GPUs are ``gres/gpu:<type>``.
@@ -365,6 +329,18 @@ def parse_tres_limit_used(text: str | None, name: str = GPU_TRES) -> tuple[int |
     limit, _, used = value.partition("(")
     used = used.rstrip(")")
     return (int(limit) if limit.isdigit() else None, int(used) if used.isdigit() else None)
+
+
+def parse_memory_per_gpu(text: str | None) -> int | None:
+    """MiB per GPU of a job that asked ``--mem-per-gpu``, from squeue's ``memory_per_tres``: the
+    ``gpu`` item of ``gres:gpu:8192`` (22.05) or ``gres/gpu:8192`` (24.11), items split on commas.
+    ``None`` when there is none (``""``: a job of ``--mem`` or ``--mem-per-cpu``) or its amount is
+    not a whole number. Never raises."""
+    for item in (text or "").split(","):
+        name, _, amount = item.strip().removeprefix("gres:").removeprefix("gres/").rpartition(":")
+        if name == "gpu":
+            return int(amount) if _DIGITS.fullmatch(amount) else None
+    return None
 
 
 # --- GPUs ----------------------------------------------------------------------------------------

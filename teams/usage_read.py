@@ -24,9 +24,8 @@ from datetime import UTC, datetime
 from slurm import SlurmGateway
 from slurm.accounting import ClusterConfig, ShareRow, period_start, read_assoc_mgr, read_config, read_shares
 from slurm.adapters import adapter_for
-from slurm.states import ACTIVE_STATES
+from slurm.states import ACTIVE_STATES, is_failure
 from slurm.times import start_bound
-from slurm.values import is_failure
 
 SACCT_TIMEOUT_S = 120.0
 
@@ -36,7 +35,7 @@ class Run:
     """One sacct job as usage counts it: ``gpus`` allocated (``tres.allocated`` ``gres/gpu``),
     Unix seconds ``submit``/``start`` (``None`` when unknown or never started) and ``end`` (clipped
     to now; now while active; start + elapsed when sacct has no end), ``failed`` by
-    :func:`slurm.values.is_failure`."""
+    :func:`slurm.states.is_failure`."""
 
     user: str
     account: str

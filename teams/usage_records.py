@@ -20,7 +20,7 @@ class MemberUsage:
     period, from sacct (``tres.allocated`` ``gres/gpu`` x ``time.start``..``time.end``, or ..now for a
     running job); ``gpu_hours_live``: Slurm's own figure (sshare ``GrpTRESRaw`` ``gres/gpu`` / 60);
     both ``None`` when GPUs are not tracked. ``jobs``: sacct jobs active in the period;
-    ``failed_jobs``: those :func:`slurm.values.is_failure` calls failed; ``median_wait_s``:
+    ``failed_jobs``: those :func:`slurm.states.is_failure` calls failed; ``median_wait_s``:
     median of ``time.start - time.submission`` in seconds over jobs that started in the period
     (``None`` when none did); ``waits_s``: those waits (seconds, sorted), so the median over several
     clusters is the median of all their waits."""

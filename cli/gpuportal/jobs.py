@@ -77,7 +77,11 @@ def _add_ref_commands(commands: Commands) -> None:
     for name, func, help in (
         ("show", cmd_show, "show one job"),
         ("cancel", cmd_cancel, "cancel a job (every task of an array, every component of a het job)"),
-        ("hold", cmd_hold, "hold a pending job: it does not start until you release it (scontrol hold as you)"),
+        (
+            "hold",
+            cmd_hold,
+            "hold a pending job, or an array's pending tasks: they do not start until you release them (scontrol hold as you)",
+        ),
         ("release", cmd_release, "release a job you held, so that it can start (scontrol release as you)"),
     ):
         p = commands.add(name, func, help)
@@ -218,20 +222,22 @@ def cmd_cancel(ctx: Context) -> int:
 
 
 def cmd_hold(ctx: Context) -> int:
-    """``hold REF``: ``POST /jobs/{ref}/hold``."""
+    """``hold REF``: ``POST /jobs/{ref}/hold``; prints the answer's ``message`` (an array whose tasks
+    are partly running: how many pending tasks are held, and that the running ones go on)."""
     job = ctx.client().hold_job(ctx.args.ref, ctx.args.cluster or "")
     if ctx.json:
         ctx.emit(job)
     else:
-        out(f'Holding {ctx.args.ref} "{job.get("name", "")}": it will not start until `gpuportal release {ctx.args.ref}`.')
+        message = job.get("message") or f'Holding {ctx.args.ref} "{job.get("name", "")}": it will not start until released.'
+        out(f"{message} Release with `gpuportal release {ctx.args.ref}`.")
     return 0
 
 
 def cmd_release(ctx: Context) -> int:
-    """``release REF``: ``POST /jobs/{ref}/release``."""
+    """``release REF``: ``POST /jobs/{ref}/release``; prints the answer's ``message``."""
     job = ctx.client().release_job(ctx.args.ref, ctx.args.cluster or "")
     if ctx.json:
         ctx.emit(job)
     else:
-        out(f'Releasing {ctx.args.ref} "{job.get("name", "")}": it starts when Slurm can run it.')
+        out(job.get("message") or f'Releasing {ctx.args.ref} "{job.get("name", "")}": it starts when Slurm can run it.')
     return 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
+from ..times import parse_limit_minutes, parse_timestamp
 from ..values import (
     NO_NODES,
     classify_state,
@@ -41,14 +42,13 @@ from ..values import (
     number,
     parse_exit,
     parse_gpus,
-    parse_limit_minutes,
-    parse_timestamp,
+    parse_memory_per_gpu,
     queue_exit,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
 from .v0_0_38 import parse_partitions as parse_partitions_text
-from .v0_0_38 import queue_extras, reason_extras, sacct_extras
+from .v0_0_38 import queue_extras, reason_extras, requested_memory_per_node, sacct_extras
 
 #: ``errors[].error_number`` values that mean "no results": ESLURM_REST_EMPTY_RESULT (9003). Not
 #: written by 24.11 for an empty answer (``sacct_nothing_found.json``: ``jobs: []``, no errors), kept
@@ -229,6 +229,7 @@ def job_from_dict(raw: dict) -> QueueJob:
         **queue_extras(raw),
         memory_per_node=number(raw.get("memory_per_node")),
         memory_per_cpu=number(raw.get("memory_per_cpu")),
+        memory_per_gpu=parse_memory_per_gpu(raw.get("memory_per_tres")),
     )
 
 
@@ -277,9 +278,14 @@ def _finished_job(raw: dict) -> FinishedJob:
 
 
 def _required_memory(raw: dict) -> dict[str, int | None]:
-    """sacct's ``required.memory_per_node`` / ``memory_per_cpu`` (MiB; ``{"set": false}`` -> ``None``)."""
+    """sacct's ``required.memory_per_node`` / ``memory_per_cpu`` (MiB; ``{"set": false}`` -> ``None``);
+    a per-node 0 beside no per-CPU figure (``--mem-per-gpu``, which accounting does not keep) is
+    :func:`.v0_0_38.requested_memory_per_node`: what Slurm counted on the node."""
     required = raw.get("required") or {}
-    return {"memory_per_node": number(required.get("memory_per_node")), "memory_per_cpu": number(required.get("memory_per_cpu"))}
+    per_node, per_cpu = number(required.get("memory_per_node")), number(required.get("memory_per_cpu"))
+    if per_node == 0 and not per_cpu:
+        per_node = requested_memory_per_node(raw) or per_node
+    return {"memory_per_node": per_node, "memory_per_cpu": per_cpu}
 
 
 # --- the key look-up (a retried submission) -------------------------------------------------------

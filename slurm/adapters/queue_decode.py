@@ -32,7 +32,7 @@ import msgspec
 
 from ..poll_budget import PollBudget, check_job_count, check_output_size, poll_budget
 from ..records import QueueJob
-from ..values import exit_or_none, first_state, job_state_word, number, parse_gpus, queue_exit
+from ..values import exit_or_none, first_state, job_state_word, number, parse_gpus, parse_memory_per_gpu, queue_exit
 
 
 class Num(msgspec.Struct, gc=False):
@@ -77,6 +77,7 @@ class RawQueueJob(msgspec.Struct, gc=False):
     cpus: Number = None
     memory_per_node: Number = None
     memory_per_cpu: Number = None
+    memory_per_tres: str | None = None
     standard_output: str | None = None
     standard_error: str | None = None
     current_working_directory: str | None = None
@@ -187,6 +188,22 @@ class _Same(dict):
         return key
 
 
+def _gpus(raw: RawQueueJob, known: dict) -> dict[str, int]:
+    """The job's GPUs by type (:func:`slurm.values.parse_gpus`) from ``tres_alloc_str``, else
+    ``tres_req_str``, each text read once: ``known`` keeps what was read, and jobs with the same TRES
+    share one dict (the records are frozen; nothing changes their dicts)."""
+    tres = raw.tres_alloc_str
+    alloc = known.get(tres)
+    if alloc is None:
+        alloc = known[tres] = parse_gpus(tres)
+    if not alloc:
+        tres = raw.tres_req_str
+        alloc = known.get(tres)
+        if alloc is None:
+            alloc = known[tres] = parse_gpus(tres)
+    return alloc
+
+
 def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJob], consume: bool = False) -> list[QueueJob]:
     """The :class:`QueueJob` records of ``raws`` (:func:`decode_squeue`'s jobs), as the version's
     ``parse_jobs`` reads them: ``lists`` for the data_parser versions (23.11+: the state through
@@ -228,15 +245,7 @@ def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJo
         exit_pair = exits.get(code_key)
         if exit_pair is None:
             exit_pair = exits[code_key] = exit_of(None if code is None else json.loads(code_key))
-        tres = raw.tres_alloc_str
-        alloc = gpus_of.get(tres)
-        if alloc is None:
-            alloc = gpus_of[tres] = parse_gpus(tres)
-        if not alloc:
-            tres = raw.tres_req_str
-            alloc = gpus_of.get(tres)
-            if alloc is None:
-                alloc = gpus_of[tres] = parse_gpus(tres)
+        alloc = _gpus(raw, gpus_of)
         job = new(QueueJob)
         # the frozen dataclass's __init__ sets each field through object.__setattr__; the same
         # fields, all of them, set at once (tests/slurm/test_queue_decode.py compares every field);
@@ -337,6 +346,7 @@ def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJo
                     if c is Num and v.set and not v.infinite and v.number.__class__ is int
                     else _n(v)
                 ),
+                "memory_per_gpu": parse_memory_per_gpu(raw.memory_per_tres) if raw.memory_per_tres else None,
                 "het_job_id": (
                     v
                     if (c := (v := raw.het_job_id).__class__) is int

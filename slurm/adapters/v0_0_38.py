@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
-from ..times import parse_time_limit
+from ..times import parse_limit_minutes, parse_time_limit, parse_timestamp
 from ..values import (
     NO_NODES,
     classify_state,
@@ -21,8 +21,7 @@ from ..values import (
     number,
     parse_exit,
     parse_gpus,
-    parse_limit_minutes,
-    parse_timestamp,
+    parse_memory_per_gpu,
 )
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
@@ -231,6 +230,7 @@ def job_from_dict(raw: dict) -> QueueJob:
         **queue_extras(raw),
         memory_per_node=number(raw.get("memory_per_node")),
         memory_per_cpu=number(raw.get("memory_per_cpu")),
+        memory_per_gpu=parse_memory_per_gpu(raw.get("memory_per_tres")),
     )
 
 
@@ -330,13 +330,30 @@ def _required_memory(raw: dict) -> dict[str, int | None]:
             "memory_per_cpu": number(required.get("memory_per_cpu")),
         }
     memory, cpus = number(required.get("memory")), number(required.get("CPUs"), 0) or 0
+    if memory == 0 and (per_node := requested_memory_per_node(raw)):
+        return {"memory_per_node": per_node}
     if not memory:
         return {}
-    requested = (raw.get("tres") or {}).get("requested") or []
-    total = next((number(t.get("count")) for t in requested if isinstance(t, dict) and t.get("type") == "mem"), None)
+    total = _requested(raw, "mem")
     if cpus > 1 and total == memory * cpus:
         return {"memory_per_cpu": memory}
     return {"memory_per_node": memory}
+
+
+def _requested(raw: dict, kind: str) -> int | None:
+    """The count of TRES ``kind`` (``mem`` in MiB, ``node``) in sacct's ``tres.requested``; ``None``: not there."""
+    requested = (raw.get("tres") or {}).get("requested") or []
+    return next((number(t.get("count")) for t in requested if isinstance(t, dict) and t.get("type") == kind), None)
+
+
+def requested_memory_per_node(raw: dict) -> int | None:
+    """The memory per node (MiB) of a sacct job whose ``required`` memory is 0: ``tres.requested``'s
+    ``mem`` over its ``node`` count. Accounting keeps no per-GPU figure (no ``memory_per_tres`` in
+    22.05's or 24.11's sacct JSON), and a ``--mem-per-gpu`` job's ``required`` memory is 0 per node
+    (recorded: ``*/memory_per_gpu/sacct.json``, ``mem`` 6144 for 3G per GPU on 2 GPUs), so this is
+    what Slurm counted on its node. ``None`` when no ``mem`` was requested."""
+    memory = _requested(raw, "mem")
+    return memory // max(1, _requested(raw, "node") or 1) if memory else None
 
 
 # --- the key look-up (a retried submission) -------------------------------------------------------

@@ -74,3 +74,32 @@ def test_other_users_admins_and_read_only_tokens(client, people, tokens, fake, c
     _, read_only = token_create(user=people["alice"], name="ro", scopes=["read"], days=1)
     assert call(client, "post", f"/jobs/77/{path}", read_only).status_code == HTTPStatus.FORBIDDEN
     assert fake.calls == []
+
+
+def test_hold_of_a_partly_running_array_says_how_many_tasks_and_that_the_running_go_on(
+    client, people, tokens, fake, cluster, django_capture_on_commit_callbacks
+):
+    _job(people["alice"], name="sweep", kind="array", reason="Resources", array_tasks={"RUNNING": "1", "PENDING": "2-3"})
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "hold", "77"])
+    with django_capture_on_commit_callbacks(execute=True):
+        r = call(client, "post", "/jobs/77/hold", tokens["alice"])
+    assert r.status_code == HTTPStatus.ACCEPTED and r.json()["state"] == "RUNNING"
+    assert r.json()["message"] == (
+        "Holding 2 pending tasks (2-3) of “sweep”: they will not start until you release them. The 1 running task (1) goes on."
+    )
+    assert "message" not in call(client, "get", "/jobs/77", tokens["alice"]).json()  # said by the hold's answer only
+    r = call(client, "post", "/jobs/77/hold", tokens["alice"])
+    assert r.status_code == HTTPStatus.BAD_REQUEST
+    assert r.json()["detail"] == "Its 2 pending tasks (2-3) are already on hold. Release them to let them start."
+    fake.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "release", "77"])
+    with django_capture_on_commit_callbacks(execute=True):
+        r = call(client, "post", "/jobs/77/release", tokens["alice"])
+    assert r.json()["message"].startswith("Releasing 2 held tasks (2-3) of “sweep”: they start when Slurm can run them.")
+    assert [c[0][-2:] for c in fake.calls] == [["hold", "77"], ["release", "77"]]
+
+
+def test_an_array_whose_tasks_all_started_is_refused(client, people, tokens, fake, cluster):
+    _job(people["alice"], kind="array", array_tasks={"RUNNING": "1-2", "COMPLETED": "3"})
+    r = call(client, "post", "/jobs/77/hold", tokens["alice"])
+    assert r.status_code == HTTPStatus.BAD_REQUEST
+    assert "every task of this array has started (2 running tasks (1-2))" in r.json()["detail"] and fake.calls == []

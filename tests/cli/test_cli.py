@@ -670,13 +670,28 @@ def test_cluster_is_passed_to_submit_ls_show_logs_and_cancel(env, tmp_path, caps
 # --- hold and release ------------------------------------------------------------------------------
 def test_hold_and_release(env, capsys):
     assert main(["hold", "4242"]) == 0
-    assert capsys.readouterr().out == 'Holding 4242 "train": it will not start until `gpuportal release 4242`.\n'
+    assert (
+        capsys.readouterr().out
+        == 'Holding 4242 "train": it will not start until released. Release with `gpuportal release 4242`.\n'
+    )
     assert main(["release", "4242", "--cluster", "cluster2"]) == 0
     assert capsys.readouterr().out == 'Releasing 4242 "train": it starts when Slurm can run it.\n'
     assert [(r.method, r.path, r.query) for r in env.requests] == [
         ("POST", "/jobs/4242/hold", {}),
         ("POST", "/jobs/4242/release", {"cluster": "cluster2"}),
     ]
+
+
+def test_hold_and_release_print_the_portals_message(env, capsys):
+    """The answer's ``message`` (an array whose tasks are partly running) is printed as the portal wrote it."""
+    held = "Holding 2 pending tasks (3-4) of “sweep”: they will not start until you release them. The 1 running task (2) goes on."
+    env.script("POST", "/jobs/4242/hold", (202, {"id": 4242, "name": "sweep", "state": "RUNNING", "message": held}))
+    assert main(["hold", "4242"]) == 0
+    assert capsys.readouterr().out == f"{held} Release with `gpuportal release 4242`.\n"
+    released = "Releasing 2 held tasks (3-4) of “sweep”: they start when Slurm can run them. The 1 running task (2) goes on."
+    env.script("POST", "/jobs/4242/release", (202, {"id": 4242, "name": "sweep", "state": "RUNNING", "message": released}))
+    assert main(["release", "4242"]) == 0
+    assert capsys.readouterr().out == f"{released}\n"
 
 
 def test_hold_prints_the_portals_refusal(env, capsys):

@@ -4,18 +4,15 @@
 import pytest
 
 from slurm.adapters.v0_0_38 import parse_jobs, parse_sacct_jobs
-from slurm.states import JobState
-from slurm.times import time_left_seconds
+from slurm.states import JobState, is_failure
+from slurm.times import parse_limit_minutes, parse_timestamp, time_left_seconds
 from slurm.values import (
     ArrayTasks,
     classify_state,
     expand_nodes,
-    is_failure,
     parse_array_tasks,
     parse_exit,
     parse_gpus,
-    parse_limit_minutes,
-    parse_timestamp,
     parse_tres,
     parse_tres_count,
     queue_exit,

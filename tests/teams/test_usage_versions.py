@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm.values import parse_timestamp
+from slurm.times import parse_timestamp
 from teams.usage_read import runs_of
 from tests.slurm.recorded import ALL, DATA_PARSER, recording
 
