@@ -132,7 +132,7 @@ def _no_leftover_jobs(request):
 #: a record for two days after its end (accounting's wait) or shows "3 hours ago" reads the same on
 #: every run. Move it forward when a new recording is newer (tests/test_clock.py says so).
 #: Integration and browser tests run on the real clock: the real Slurm, sshd and IdP use it.
-UNIT_CLOCK = "2026-12-02T12:00:00Z"
+UNIT_CLOCK = "2026-12-04T18:00:00Z"
 
 
 def _uses_real_clock(item) -> bool:
@@ -143,14 +143,17 @@ def _uses_real_clock(item) -> bool:
 def _unit_clock(request):
     """Unit tests run with the clock moved to UNIT_CLOCK (time-machine: ``time.time``,
     ``datetime.now`` and Django's ``timezone.now``; ``time.monotonic`` is left alone, so deadlines
-    still measure real seconds). Tests marked ``integration``, ``e2e`` or ``real_clock`` keep the
-    real clock."""
+    still measure real seconds), or to the moment of their ``unit_clock("<ISO moment>")`` marker: a
+    test whose subject is one recording's age (a window counted from a recorded end time) runs at a
+    moment chosen from that recording, so newer recordings can move UNIT_CLOCK on without it. Tests
+    marked ``integration``, ``e2e`` or ``real_clock`` keep the real clock."""
     if _uses_real_clock(request.node):
         yield None
         return
     import time_machine
 
-    with time_machine.travel(UNIT_CLOCK, tick=True) as traveller:
+    marker = request.node.get_closest_marker("unit_clock")  # a test tied to one recording's age
+    with time_machine.travel(marker.args[0] if marker else UNIT_CLOCK, tick=True) as traveller:
         yield traveller
 
 

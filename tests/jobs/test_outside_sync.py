@@ -115,6 +115,9 @@ def test_the_poller_follows_them_to_their_end_from_accounting(alice, release):
     assert [(c.group, c.count) for c in array.task_counts] == [("completed", 5), ("cancelled", 1)]
 
 
+#: Half a day after the outside recordings (their manifests' recorded_at, 2026-12-01T10:46Z): the poll
+#: asks accounting only for rows that ended less than ACCOUNTING_WAIT_S (two days) before "now".
+@pytest.mark.unit_clock("2026-12-01T22:47:00Z")
 @pytest.mark.parametrize("release", OUTSIDE)
 def test_an_array_first_seen_with_only_its_last_tasks_gets_every_task_from_accounting(alice, release):
     """The poller first sees an array when the queue lists only its last tasks (the others ended
