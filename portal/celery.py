@@ -19,10 +19,9 @@ def _refuse_weak_secrets(**_kwargs) -> None:
     """The worker and beat refuse to start, as the WSGI module does, when a secret is missing, a
     public default, a placeholder or too short outside the development settings
     (:func:`portal.secrets.secret_problems`): the problems on stderr, then ``SystemExit(1)`` (Celery logs
-    and ignores an ``Exception`` raised by a signal handler)."""
-    import django
-
-    django.setup()
+    and ignores an ``Exception`` raised by a signal handler). Reads the settings only: ``django.setup()``
+    here would configure logging again from ``LOGGING`` and silence beat's own INFO lines ("Sending due
+    task ...")."""
     from django.conf import settings
 
     from .secrets import secret_problems
