@@ -88,7 +88,11 @@ def test_login_refused_with_a_clear_page(portal_with_idp, idp_user, code, words)
 @pytest.mark.parametrize(
     "idp_user, name, why",
     [
-        ("rooty", "root", "named in the portal's list of system and service accounts"),
+        (
+            "rooty",
+            "root",
+            "named in the portal's list of system and service accounts: root, Slurm, munge, databases, the portal's own",
+        ),
         ("dmitri", "daemon", "uid 1, below 1000, where personal accounts start on this cluster"),  # from the real id
     ],
 )
