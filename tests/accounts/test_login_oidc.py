@@ -121,6 +121,27 @@ def test_other_identity_claiming_a_taken_username_is_refused(portal_with_idp):
     }
 
 
+def test_a_conflict_reaches_the_portals_admins_once_a_day(portal_with_idp):
+    """Through the real IdP: dana (an admin by her groups claim) signs in, alice signs in, then an
+    impostor identity whose claims name alice tries twice: dana is told once, with both identities'
+    issuer and sub and the account claimed."""
+    from notifications.models import Notification, NotificationKind
+
+    sso_login(portal_with_idp, "dana")
+    dana = User.objects.get(username="dana")
+    assert dana.is_staff
+    sso_login(portal_with_idp, "alice")
+    alice = User.objects.get(username="alice")
+    for _ in range(2):
+        _, page = sso_login(portal_with_idp, "alice2")
+        assert refusal_code(page.text) == "identity_conflict"
+    (told,) = Notification.objects.filter(user=dana, kind=NotificationKind.IDENTITY_CONFLICT)
+    assert "'alice'" in told.subject
+    assert f"sub {alice.oidc_sub}" in told.body and "sub test-alice-impostor" in told.body
+    assert f"issuer {alice.oidc_issuer}" in told.body and "What to check" in told.body
+    assert not Notification.objects.filter(user=alice, kind=NotificationKind.IDENTITY_CONFLICT).exists()
+
+
 def test_link_claim_is_configurable(portal_with_idp, settings, oidc_idp):
     """The directory claim (PORTAL_OIDC_LINK_CLAIM) links; without it a sign-in waits for an admin."""
     settings.OIDC = {**settings.OIDC, "link_claim": "unix_name"}
