@@ -3,11 +3,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from accounts import views as account_views
-
 urlpatterns = [
-    path("admin/login/", account_views.admin_login),
-    path("admin/logout/", account_views.logout_view),
+    path("admin/", include("accounts.admin_urls")),  # before Django's admin: its login goes to SSO
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("", include("api.urls")),
