@@ -9,7 +9,8 @@
 - stdin is written, and stdout and stderr are read, concurrently, so a command that writes
   megabytes to both never blocks on a full window.
 - A dropped connection is re-opened before a command starts; a command that was already sent is
-  never re-sent.
+  never re-sent. A channel sshd refused on a live connection never closes that connection: the
+  other commands running on it go on.
 """
 
 from __future__ import annotations
@@ -135,9 +136,13 @@ class SSHTransport:
         self.connections_opened += 1
         return client
 
-    def _transport(self, *, fresh: bool = False) -> paramiko.Transport:
+    def _transport(self, *, replace: paramiko.Transport | None = None) -> paramiko.Transport:
+        """The pooled connection, opened when there is none or it is no longer active. ``replace``:
+        a connection found broken; it is closed and replaced only while it is still the pooled one
+        (another thread may have replaced it already, and closing the new one would cut off the
+        commands running on it)."""
         with self._lock:
-            if fresh and self._client is not None:
+            if replace is not None and self._client is not None and self._client.get_transport() is replace:
                 self._client.close()
                 self._client = None
             if self._client is None or not self._client.get_transport() or not self._client.get_transport().is_active():
@@ -147,20 +152,32 @@ class SSHTransport:
             return self._client.get_transport()
 
     def _open_channel(self, argv: list[str], timeout: float) -> paramiko.Channel:
-        """Open a session channel; one reconnect if the pooled connection turned out dead (safe:
-        nothing was sent yet). The retry is tenacity's: two attempts, the second on a fresh
-        connection, no wait; the last failure is raised as :class:`SlurmUnreachable`."""
+        """Open a session channel on the pooled connection, in at most two attempts (tenacity's, no
+        wait). When an open fails because the connection broke (an I/O error, or the connection is no
+        longer active), the second attempt runs on a new connection (safe: nothing was sent yet).
+        When sshd refused the channel or did not answer in time on a connection that is still alive,
+        the second attempt runs on the same one: up to ``max_channels`` commands of other threads run
+        on it, and closing it would cut each of them off mid-command. The last failure is raised as
+        :class:`SlurmUnreachable`."""
         retrying = Retrying(
             stop=stop_after_attempt(2),
             retry=retry_if_exception_type((paramiko.SSHException, EOFError, OSError)),
-            before_sleep=lambda state: logger.info("SSH channel open failed (%s); reconnecting once", state.outcome.exception()),
+            before_sleep=lambda state: logger.info("SSH channel open failed (%s); trying once more", state.outcome.exception()),
             reraise=True,
         )
+        broken: paramiko.Transport | None = None
         try:
             for attempt in retrying:
-                transport = self._transport(fresh=attempt.retry_state.attempt_number > 1)  # connect errors: never retried here
+                transport = self._transport(replace=broken)  # connect errors: never retried here
                 with attempt:
-                    return transport.open_session(timeout=timeout)
+                    try:
+                        return transport.open_session(timeout=timeout)
+                    except (EOFError, OSError):  # the connection's socket failed
+                        broken = transport
+                        raise
+                    except paramiko.SSHException:  # a refusal or no answer: broken only if no longer active
+                        broken = None if transport.is_active() else transport
+                        raise
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise SlurmUnreachable(argv, None, message=f"cannot open an SSH channel: {exc}") from exc
         raise AssertionError("unreachable")

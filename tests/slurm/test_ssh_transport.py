@@ -5,16 +5,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import paramiko
 import pytest
 from django.conf import settings
 
 from slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.gateway import build_transport
 from slurm.ssh import SSHTransport
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -115,6 +120,36 @@ def test_connection_is_reopened_after_it_drops(gateway):
     gateway.transport._client.get_transport().close()  # simulate sshd dropping us
     assert gateway.run(["echo", "back"]).out == "back\n"
     assert gateway.transport.connections_opened == 2
+
+
+def test_a_refused_channel_leaves_the_other_commands_running(gateway, monkeypatch):
+    """sshd refusing one channel on a live connection (the pooled connection's next channel open
+    raises paramiko's ChannelException, as sshd's "open failed" answer does) while another command
+    runs on it: the refused command runs on the second attempt on the same connection, and the
+    running one finishes (closing the connection to reconnect would cut it off mid-command)."""
+    gateway.run(["true"])
+    live = gateway.transport._client.get_transport()
+    shared = Path(tempfile.mkdtemp(prefix="ssh-refusal-"))  # pytest's tmp_path is not the portal user's to enter
+    shared.chmod(0o777)
+    started, go = shared / "started", shared / "go"
+    script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done; echo finished"
+    refusals, real_open = [paramiko.ChannelException(1, "open failed")], live.open_session
+
+    def open_session(**kwargs):
+        if refusals:
+            raise refusals.pop()
+        return real_open(**kwargs)
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(gateway.run, ["sh", "-c", script])
+        wait_for("the first command to start", started.exists, timeout=20)
+        monkeypatch.setattr(live, "open_session", open_session)
+        assert gateway.run(["echo", "second"]).out == "second\n"
+        assert not refusals  # the refusal happened
+        go.touch()
+        assert running.result(timeout=30).out == "finished\n"
+    shutil.rmtree(shared, ignore_errors=True)
+    assert gateway.transport.connections_opened == 1
 
 
 def test_failed_command_raises_slurm_error(gateway):
