@@ -31,7 +31,7 @@ from profiles.services import profile_run
 from slurm.clusters import cluster_names
 from slurm.snapshot import positions_all, positions_load
 from slurm.states import JobState
-from teams.usage import team_usage
+from teams.usage.cache import team_usage
 
 from .base import need_scope
 from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of

@@ -9,7 +9,7 @@ from ninja import Router
 from slurm.clusters import cluster_names
 from teams.models import Membership
 from teams.selectors import team_for_viewer, teams_visible_to
-from teams.usage import team_usage
+from teams.usage.cache import team_usage
 
 from .base import need_scope
 from .models import Scope

@@ -161,7 +161,7 @@ class Recording:
         log(f"recorded {name}: exit {proc.returncode}, {(proc.stderr or proc.stdout).strip()[:90]!r}")
 
     def usage_moment(self, moment: str) -> None:
-        """The usage refresh's four calls (teams/usage_read.py), in its order, at one ``now``."""
+        """The usage refresh's four calls (teams/usage/read.py), in its order, at one ``now``."""
         now = int(time.time())
         moment_dt = datetime.fromtimestamp(now, UTC)
         period_start = moment_dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

@@ -260,7 +260,7 @@ for u in alice carol bob dana; do
     fi
 done
 # The portal's service user is a Slurm administrator: the cluster page drains/resumes nodes and makes maintenance
-# reservations with scontrol as itself (docs/cluster-page.md), and teams.slurm_sync runs sacctmgr as itself (no sudo) to add
+# reservations with scontrol as itself (docs/cluster-page.md), and teams.sync.associations runs sacctmgr as itself (no sudo) to add
 # accounts, users and limits. Its association is in root, which the sync never touches.
 portal_admin=$(sacctmgr -nP show user "$PORTAL_USER" format=user,adminlevel)
 if [[ -z $portal_admin ]]; then

@@ -17,7 +17,7 @@ from jobs.selectors import cluster_status
 from portal.refusals import Refused
 from slurm.clusters import sessions_cluster
 from teams.selectors import teams_of
-from teams.usage import team_usage
+from teams.usage.cache import team_usage
 
 from . import hub
 from .services import session_cards

@@ -18,7 +18,7 @@ from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
 from slurm.snapshot import positions_all, positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
-from teams.usage import job_quota_estimate, team_usage
+from teams.usage.cache import job_quota_estimate, team_usage
 
 from .arrays import partly_running
 from .cap_reasons import cap_warning

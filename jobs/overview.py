@@ -13,7 +13,7 @@ from gpuusage.store import usages_load
 from slurm.clusters import cluster_names, clusters
 from slurm.snapshot import positions_all, snapshots_load
 from slurm.states import FINAL_STATES
-from teams.usage import team_usage
+from teams.usage.cache import team_usage
 
 from .gpu_usage import gpus_busy
 from .models import Job

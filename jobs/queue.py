@@ -11,7 +11,7 @@ from portal.formats import from_now, ordinal
 from slurm.snapshot import HELD_REASONS
 from slurm.states import JobState
 from slurm.times import time_left_seconds
-from teams.usage_compute import how_to_fit
+from teams.usage.compute import how_to_fit
 
 from .cap_reasons import CAP_REASONS, cap_reason
 from .models import Job
@@ -135,7 +135,7 @@ def _with_node_note(reason: Reason, job: Job) -> Reason:
 
 def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
     """Build the :class:`JobRow` for one job. ``usage_for(account, cluster=...)`` gives the team's
-    usage figures on the job's cluster (``teams.usage.team_usage``: quotas hold jobs per cluster) for
+    usage figures on the job's cluster (``teams.usage.cache.team_usage``: quotas hold jobs per cluster) for
     jobs held by quota."""
     now = time.time() if now is None else now
     position = in_line = None

@@ -1,10 +1,16 @@
-"""Teams are Slurm accounts. The portal's rows are the wanted state; ``teams.slurm_sync`` makes
+"""Teams are Slurm accounts. The portal's rows are the wanted state; ``teams.sync.associations`` makes
 slurmdbd match them (associations, ``GrpTRESMins=gres/gpu=N``, ``GrpTRES=gres/gpu=N``)."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.db import models
+
+#: Names the sync will put into a ``name=...`` argument: no ``,`` ``=`` or space that sacctmgr
+#: would read as a list or another option. Slurm lower-cases account names, so upper case is refused.
+ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
 
 
 class Team(models.Model):

@@ -17,8 +17,8 @@ from portal.refusals import Problem, Refused
 
 from .models import Membership, Role, Source, Team
 from .roles import role_from_groups
-from .slurm_sync import SyncReport
-from .sync_runs import SyncRun, sync_run_finish, sync_run_queue
+from .sync.associations import SyncReport
+from .sync.runs import SyncRun, sync_run_finish, sync_run_queue
 from .tasks import teams_sync_task
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 def _sync_on_commit(*, teams: Iterable[str] = (), by=None) -> None:
     """Once this transaction commits, queue the Slurm sync (:func:`teams.tasks.teams_sync_task`);
-    the settings page of each of ``teams`` follows the run (:mod:`teams.sync_runs`). The sync's
+    the settings page of each of ``teams`` follows the run (:mod:`teams.sync.runs`). The sync's
     audit rows name no actor: the change that caused it has its own row, by ``by``."""
     names = list(teams)
 

@@ -116,7 +116,7 @@ def site_policy() -> Policy:
 
 def policy_problems() -> list[str]:
     """What is wrong with the policy settings, one sentence each ([] when fine)."""
-    from .sync_state import ACCOUNT_NAME_RE  # the same names sacctmgr cannot misread
+    from .models import ACCOUNT_NAME_RE  # the same names sacctmgr cannot misread
 
     problems = []
     for name in ("USER_MAX_GPUS", "USER_MAX_SUBMIT_JOBS"):

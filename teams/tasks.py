@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 
 from slurm.clusters import cluster_names
 
-from .sync_runs import SYNC_RETRIES, retry_clusters, retryable, sync_retry_delay, sync_run_perform
-from .usage import usage_refresh
+from .sync.runs import SYNC_RETRIES, retry_clusters, retryable, sync_retry_delay, sync_run_perform
+from .usage.cache import usage_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -19,9 +19,9 @@ def teams_sync_task(
     self, run_id: str | None = None, dry_run: bool = False, actor_id: int | None = None, clusters: list[str] | None = None
 ) -> None:
     """Make every cluster's Slurm accounts, associations and ``gres/gpu`` limits match the managed
-    teams (:func:`teams.slurm_sync.teams_sync`; ``dry_run``: only plan; ``clusters``: only these, a
+    teams (:func:`teams.sync.associations.teams_sync`; ``dry_run``: only plan; ``clusters``: only these, a
     retry), as user ``actor_id`` in the audit rows; stores the report under ``run_id`` for the
-    settings page (:mod:`teams.sync_runs`; the scheduled sync has none) and logs each line. A failing
+    settings page (:mod:`teams.sync.runs`; the scheduled sync has none) and logs each line. A failing
     sync (a cluster's Slurm unreadable, e.g. its slurmdbd down, or an action refused) is tried again
     :data:`SYNC_RETRIES` times with back-off (:func:`sync_retry_delay`), on the failed clusters only
     (the others' changes are applied and kept); the page shows each failure with Slurm's words and
@@ -61,7 +61,7 @@ def usage_refresh_task(cluster: str | None = None) -> None:
     """Beat task (every ``PORTAL_USAGE_INTERVAL`` seconds; its message expires after one interval).
     Without ``cluster``: send one refresh per configured cluster (each message expiring after one
     interval too), so a slow or unreachable cluster never delays another's figures. With
-    ``cluster``: refresh that cluster's usage of every team (:func:`teams.usage.usage_refresh`; one
+    ``cluster``: refresh that cluster's usage of every team (:func:`teams.usage.cache.usage_refresh`; one
     scontrol, sshare, assoc_mgr and sacct call for all teams). Not retried: the next tick is."""
     if cluster is None:
         for name in cluster_names():

@@ -4,7 +4,7 @@ from . import views
 
 
 class TeamNameConverter:
-    """Slurm account names as the sync allows them (see ``teams.sync_state.ACCOUNT_NAME_RE``)."""
+    """Slurm account names as the sync allows them (see ``teams.models.ACCOUNT_NAME_RE``)."""
 
     regex = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}"
 

@@ -1,7 +1,7 @@
 """Team pages (leads and admins), team settings and the audit trail (admins). Usage figures come
-from the usage cache (``teams.usage``), refreshed by Celery beat; pages never call Slurm. Each
+from the usage cache (``teams.usage.cache``), refreshed by Celery beat; pages never call Slurm. Each
 settings action is its own view; the Slurm sync after one (or the "Check Slurm" / "Sync now"
-buttons) runs in a Celery worker, and the page follows it (``teams.sync_runs``)."""
+buttons) runs in a Celery worker, and the page follows it (``teams.sync.runs``)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
 from .services import membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
-from .sync_runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
-from .usage import team_usage
+from .sync.runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
+from .usage.cache import team_usage
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:

@@ -412,7 +412,7 @@ def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch
 
     from interactive.models import Session
     from jobs.logs import LogChunk
-    from teams.usage import TeamUsage, UsageStatus, _store
+    from teams.usage.cache import TeamUsage, UsageStatus, _store
 
     monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))
     monkeypatch.setattr("interactive.services.hub.servers", lambda username: {})

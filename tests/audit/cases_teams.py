@@ -112,12 +112,12 @@ def _recorded(name: str) -> str:
 
 
 def _sync(w: World, *commands: list[str]) -> None:
-    """``teams.slurm_sync.teams_sync`` as the worker runs it, against the recorded demo cluster
+    """``teams.sync.associations.teams_sync`` as the worker runs it, against the recorded demo cluster
     (vision: alice, carol, GrpTRES gres/gpu=6, GrpTRESMins gres/gpu=6000; nlp: bob, dana; every
     user's default account is their only one), answering ``commands`` with success. The site has one
     cluster (``cluster1``), which each sync row names in ``new``."""
     from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
-    from teams.slurm_sync import teams_sync
+    from teams.sync.associations import teams_sync
 
     w.settings.PORTAL_CLUSTERS_FILE = ""
     w.slurm.expect(SHOW_ASSOCIATIONS, stdout=_recorded("show_association"))
@@ -193,7 +193,7 @@ def sync_delete_user(w: World):
 def _import(w: World):
     from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS, SHOW_USERS
     from teams.models import Team
-    from teams.slurm_sync import teams_import
+    from teams.sync.associations import teams_import
 
     w.settings.PORTAL_CLUSTERS_FILE = ""  # one cluster, scripted below
     make_team("vision")  # known: only nlp is new (members bob, dana; dana is a portal user)
@@ -215,12 +215,12 @@ def slurm_import_membership(w: World):
     return {}, membership(team, w.dana)
 
 
-# --- the site policy's QOS limits (teams/sync_policy.py; before: the recorded sacctmgr show qos) ---
+# --- the site policy's QOS limits (teams/sync/policy.py; before: the recorded sacctmgr show qos) ---
 def _sync_policy_first(w: World, qos_text: str, *commands: list[str]) -> None:
     """:func:`_sync` with the site policy managed: ``sacctmgr show qos`` answers ``qos_text`` and no team
     is managed, so ``commands`` are the QOS changes only."""
     from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_QOS, SHOW_USERS
-    from teams.slurm_sync import teams_sync
+    from teams.sync.associations import teams_sync
 
     w.settings.PORTAL_CLUSTERS_FILE = ""
     w.slurm.expect(SHOW_ASSOCIATIONS, stdout=_recorded("show_association"))

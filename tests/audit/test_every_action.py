@@ -32,9 +32,9 @@ NOT_SOURCE = {"tests", "node_modules", "var", "test-artifacts", "idp", "static",
 
 # --- the guard: every audited action in the source has a case ---------------------------------------
 def _sync_action_kinds() -> set[str]:
-    """``slurm.sync.<kind>`` for every sacctmgr action class (teams/slurm_sync.py audits them as
+    """``slurm.sync.<kind>`` for every sacctmgr action class (teams/sync/associations.py audits them as
     ``f"slurm.sync.{action.kind}"``)."""
-    from teams.sync_actions import Action
+    from teams.sync.actions import Action
 
     classes, todo = set(), [Action]
     while todo:

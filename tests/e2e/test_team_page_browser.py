@@ -9,7 +9,7 @@ from django.db import connection
 
 from jobs.services import snapshot_refresh
 from teams.models import Team
-from teams.usage import usage_refresh
+from teams.usage.cache import usage_refresh
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

@@ -23,7 +23,7 @@ from django.test import Client
 from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Team
-from teams.sync_runs import sync_run_last
+from teams.sync.runs import sync_run_last
 from tests.teams.test_slurm_sync_integration import associations, remove_account
 from tests.waiting import log_tail, pause, scontrol_show_job, wait_for
 

@@ -434,7 +434,7 @@ def test_a_job_that_needs_more_than_the_team_has_left_is_told_how_to_fit(client,
     a quota of 0 is frozen, not "used up until the next period"."""
     from datetime import UTC, datetime
 
-    from teams.usage import TeamUsage, UsageStatus, _store
+    from teams.usage.cache import TeamUsage, UsageStatus, _store
 
     def store(quota, used):
         _store(

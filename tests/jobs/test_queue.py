@@ -181,7 +181,7 @@ def test_queue_line_words_each_case_once():
 def test_a_job_held_by_quota_is_told_how_to_fit_and_a_frozen_quota_says_so():
     from datetime import UTC, datetime
 
-    from teams.usage import TeamUsage
+    from teams.usage.cache import TeamUsage
 
     def usage(quota, used):
         return TeamUsage(

@@ -19,8 +19,8 @@ from notifications.services import preferences_set
 from slurm import SlurmGateway
 from slurm.states import JobState
 from teams.models import Membership, Role, Team
-from teams.quota_notify import quota_notify, threshold_reached
-from teams.usage_records import TeamUsage
+from teams.usage.notify import quota_notify, threshold_reached
+from teams.usage.records import TeamUsage
 from tests.fakes import ANY, FakeTransport
 from tests.interactive.test_gpu_idle import site  # noqa: F401  (shared fixture)
 from tests.jobs.conftest import portal_rows_only  # noqa: F401  (shared fixture)

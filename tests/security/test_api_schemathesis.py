@@ -257,7 +257,7 @@ def api_world(people, cluster, no_slurm, monkeypatch, settings):
     profile shared with vision, a stopped and a running session; vision's usage in the cache;
     :class:`EmptyHub`; Slurm for log reads only (checked at the end). Yields carol."""
     from teams.models import Team
-    from teams.usage import TeamUsage, UsageStatus, _store
+    from teams.usage.cache import TeamUsage, UsageStatus, _store
 
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
     carol = people["carol"]

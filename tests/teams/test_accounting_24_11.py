@@ -20,8 +20,8 @@ from slurm.accounting import (
     parse_descriptions,
     parse_sshare,
 )
-from teams.slurm_sync import Limits, WantedAccount, WantedState, parse_actual, plan
-from teams.usage import usage_collect
+from teams.sync.associations import Limits, WantedAccount, WantedState, parse_actual, plan
+from teams.usage.cache import usage_collect
 from tests.fakes import FakeTransport
 from tests.teams.conftest import manifest_2411, recorded
 

@@ -18,7 +18,7 @@ from audit.models import AuditEvent
 from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
-from teams.usage import MemberUsage, TeamUsage, UsageStatus, _store
+from teams.usage.cache import MemberUsage, TeamUsage, UsageStatus, _store
 
 pytestmark = pytest.mark.django_db
 

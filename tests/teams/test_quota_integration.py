@@ -19,8 +19,8 @@ from slurm.clusters import cluster_names
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.services import membership_remove
-from teams.slurm_sync import teams_sync
-from teams.usage import team_usage, usage_refresh
+from teams.sync.associations import teams_sync
+from teams.usage.cache import team_usage, usage_refresh
 from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

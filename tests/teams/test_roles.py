@@ -115,7 +115,7 @@ def test_negative_limits_are_refused(django_user_model, teams):
 
 
 def test_sync_never_removes_users_the_portal_does_not_know(django_user_model):
-    from teams.slurm_sync import ActualState, Limits, SlurmAccount, SlurmUser, plan, wanted_state
+    from teams.sync.associations import ActualState, Limits, SlurmAccount, SlurmUser, plan, wanted_state
 
     Team.objects.create(name="vision")  # imported, no members yet: nobody has signed in
     django_user_model.objects.create(username="alice")  # alice signed in once, then left the team

@@ -7,11 +7,11 @@ from django.core.checks import run_checks
 
 from slurm import SlurmGateway
 from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_QOS, SHOW_USERS, parse_qos
-from teams import slurm_sync
 from teams.site_policy import NOT_MANAGED, Policy, SmallPool, UserCaps, parse_cap, policy_lines, site_policy
-from teams.slurm_sync import teams_sync
-from teams.sync_actions import AddQos, SetQos
-from teams.sync_policy import QosState, WantedQos, plan_policy, wanted_qos
+from teams.sync import associations as sync_module
+from teams.sync.actions import AddQos, SetQos
+from teams.sync.associations import teams_sync
+from teams.sync.policy import QosState, WantedQos, plan_policy, wanted_qos
 from tests.conftest import FIXTURES
 from tests.fakes import FakeTransport
 
@@ -138,7 +138,7 @@ def test_lines_people_read(settings):
 @pytest.fixture
 def fake(monkeypatch, clean_cache):
     transport = FakeTransport()
-    monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
+    monkeypatch.setattr(sync_module, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
     return transport
 
 
@@ -189,10 +189,10 @@ def test_bad_policy_settings_are_a_skipped_line_not_an_exception(fake, settings)
 
 
 def test_check_slurm_on_the_settings_page_shows_the_qos_change(fake, settings, client, django_user_model):
-    """The teams settings page's "Check Slurm" (a dry run through teams/sync_runs.py, as the worker runs it)
+    """The teams settings page's "Check Slurm" (a dry run through teams/sync/runs.py, as the worker runs it)
     lists the site policy's change with the teams' ones."""
     from teams.models import Team
-    from teams.sync_runs import sync_run_perform, sync_run_queue
+    from teams.sync.runs import sync_run_perform, sync_run_queue
 
     settings.USER_MAX_GPUS = "4"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")

@@ -21,7 +21,7 @@ from jobs.services import snapshot_refresh
 from jobs.submit import job_check
 from slurm import get_gateway
 from slurm.states import JobState
-from teams.slurm_sync import teams_sync
+from teams.sync.associations import teams_sync
 from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]

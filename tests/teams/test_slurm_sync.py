@@ -1,4 +1,4 @@
-"""The teams <-> Slurm reconciliation (teams.slurm_sync) on recorded sacctmgr outputs and a scripted
+"""The teams <-> Slurm reconciliation (teams.sync.associations) on recorded sacctmgr outputs and a scripted
 fake transport.
 
 Fixtures (Slurm 22.05.8, local cluster, read as the service user ``portal``):
@@ -21,9 +21,9 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEvent
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS, SHOW_USERS
-from teams import slurm_sync
 from teams.models import Membership, Role, Source, Team
-from teams.slurm_sync import (
+from teams.sync import associations as sync_module
+from teams.sync.associations import (
     ActualState,
     AddAccount,
     AddUser,
@@ -123,7 +123,7 @@ def fake(monkeypatch, clean_cache, settings):
     scripted transport. The tests of several clusters are in test_slurm_sync_clusters.py."""
     settings.PORTAL_CLUSTERS_FILE = ""
     transport = FakeTransport()
-    monkeypatch.setattr(slurm_sync, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
+    monkeypatch.setattr(sync_module, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
     return transport
 
 
@@ -183,7 +183,7 @@ def test_wanted_state_has_managed_teams_every_member_and_limits(people):
     Membership.objects.create(team=lead, user=people["carol"], role=Role.LEAD, source=Source.ADMIN)
     Membership.objects.create(team=lead, user=people["dana"], role=Role.MEMBER, source=Source.SLURM)
     team("legacy", ["bob"], people=people, managed=False)
-    state = slurm_sync.wanted_state()
+    state = sync_module.wanted_state()
     assert state.accounts == {
         "vision": WantedAccount("vision", "vision team", frozenset({"alice"}), Limits(gpu_limit=4, gpu_minutes=600)),
         "nlp": WantedAccount("nlp", "nlp team", frozenset({"carol", "dana"}), Limits()),
@@ -196,7 +196,7 @@ def test_teams_and_members_sacctmgr_could_misread_are_skipped_and_said(people, d
     team("a,b", [], people=people)
     t = team("ok", ["alice"], people=people)
     Membership.objects.create(team=t, user=django_user_model.objects.create(username="Eve Smith"))
-    state = slurm_sync.wanted_state()
+    state = sync_module.wanted_state()
     assert set(state.accounts) == {"ok"} and state.accounts["ok"].users == {"alice"}
     assert [s.split(":")[0] for s in state.skipped] == ["team 'a,b'", "member 'Eve Smith' of ok", "team 'root'"]
 
@@ -343,7 +343,7 @@ def test_sync_applies_the_plan_and_audits_each_change(fake, people):
     fake.expect(["sacctmgr", "-i", "add", "user", "name=erin", "account=nlp", "defaultaccount=nlp"])
     fake.expect(["sacctmgr", "-i", "modify", "account", "where", "name=nlp", "set", "GrpTRESMins=gres/gpu=600"])
     fake.expect(["sacctmgr", "-i", "delete", "user", "name=bob"])
-    report = slurm_sync.teams_sync(actor=people["dana"])
+    report = sync_module.teams_sync(actor=people["dana"])
     assert report.ok and not fake.script
     assert report.lines == [
         "+ add user erin to nlp (new Slurm user, default account nlp)",
@@ -404,7 +404,7 @@ def test_a_failed_action_is_reported_and_the_later_ones_still_run(fake, people):
         ["sacctmgr", "-i", "delete", "user", "name=bob"],
         raises=SlurmUnreachable(["sacctmgr"], None, message="cannot reach 127.0.0.1:2222"),
     )
-    report = slurm_sync.teams_sync()
+    report = sync_module.teams_sync()
     assert not fake.script  # every action was tried
     assert not report.ok
     assert [r.action.kind for r in report.failed] == ["add_account", "add_user", "set_limits", "delete_user"]
@@ -429,7 +429,7 @@ def test_removal_is_not_run_when_the_default_change_before_it_failed(fake, peopl
         stdout=" Can't modify because these users aren't associated with new default account 'vision'...\n  U = bob C = portal\n",
         returncode=1,
     )
-    report = slurm_sync.teams_sync()
+    report = sync_module.teams_sync()
     assert not fake.script  # the delete of bob's nlp association was never sent
     assert report.lines[-1] == "FAILED - remove user bob from nlp: not run: the default-account change before it failed"
     assert len(report.failed) == 3
@@ -438,7 +438,7 @@ def test_removal_is_not_run_when_the_default_change_before_it_failed(fake, peopl
 def test_dry_run_applies_nothing(fake, people):
     team("vision", ["alice"], people=people)
     expect_reads(fake)
-    report = slurm_sync.teams_sync(dry_run=True)
+    report = sync_module.teams_sync(dry_run=True)
     assert [c[0] for c in fake.calls] == [SHOW_ASSOCIATIONS, SHOW_USERS]
     assert report.ok and report.dry_run and all(r.ok is None for r in report.results)
     assert report.lines == [
@@ -451,7 +451,7 @@ def test_dry_run_applies_nothing(fake, people):
 def test_unreadable_slurm_is_a_failed_report_not_an_exception(fake, people):
     team("vision", ["alice"], people=people)
     fake.expect(SHOW_ASSOCIATIONS, raises=SlurmUnreachable(["sacctmgr"], None, message="cannot reach 127.0.0.1:2222"))
-    report = slurm_sync.teams_sync()
+    report = sync_module.teams_sync()
     assert not report.ok and report.results == []
     assert report.lines == ["FAILED reading Slurm: cannot reach 127.0.0.1:2222"]
 
@@ -461,11 +461,11 @@ def test_a_second_sync_after_a_successful_one_plans_nothing(fake, people):
     team("nlp", ["dana"], people=people)
     expect_reads(fake)
     fake.expect(["sacctmgr", "-i", "delete", "user", "name=bob"])
-    assert slurm_sync.teams_sync().ok
+    assert sync_module.teams_sync().ok
     associations, users = as_sacctmgr(simulate(demo(), [DeleteUser("bob", ("nlp",))]))
     fake.expect(SHOW_ASSOCIATIONS, stdout=associations)
     fake.expect(SHOW_USERS, stdout=users)
-    report = slurm_sync.teams_sync()
+    report = sync_module.teams_sync()
     assert report.ok and report.results == [] and not fake.script
 
 
@@ -473,15 +473,15 @@ def test_one_sync_at_a_time(fake, people, monkeypatch):
     from portal.locks import redis_client
 
     team("vision", ["alice"], people=people)
-    monkeypatch.setattr(slurm_sync, "LOCK_WAIT_S", 0.2)
-    held = redis_client().lock(slurm_sync.LOCK_NAME, timeout=10)
+    monkeypatch.setattr(sync_module, "LOCK_WAIT_S", 0.2)
+    held = redis_client().lock(sync_module.LOCK_NAME, timeout=10)
     assert held.acquire()
     try:
-        report = slurm_sync.teams_sync()
+        report = sync_module.teams_sync()
         assert not report.ok and fake.calls == []
-        assert report.lines == [f"FAILED to start: another sync held {slurm_sync.LOCK_NAME} for more than 0.2 s; try again"]
+        assert report.lines == [f"FAILED to start: another sync held {sync_module.LOCK_NAME} for more than 0.2 s; try again"]
         expect_reads(fake)
-        assert slurm_sync.teams_sync(dry_run=True).ok  # a dry run changes nothing and needs no lock
+        assert sync_module.teams_sync(dry_run=True).ok  # a dry run changes nothing and needs no lock
     finally:
         held.release()
 
@@ -492,7 +492,7 @@ def test_import_creates_managed_teams_for_unknown_accounts(fake, people):
     fake.expect(SHOW_ASSOCIATIONS, stdout=recorded("show_association_limits"))
     fake.expect(SHOW_USERS, stdout=recorded("show_user_limits"))
     fake.expect(SHOW_ACCOUNTS, stdout=recorded("show_account"))
-    assert slurm_sync.teams_import(actor=people["dana"]) == 4  # fx-empty, fx-lab, fx-sub, nlp; not root, not vision
+    assert sync_module.teams_import(actor=people["dana"]) == 4  # fx-empty, fx-lab, fx-sub, nlp; not root, not vision
     lab = Team.objects.get(name="fx-lab")
     assert (lab.managed, lab.gpu_limit, lab.gpu_minutes_quota) == (True, 4, 600)
     assert Team.objects.get(name="nlp").description == "language team"
@@ -570,7 +570,7 @@ def test_task_runs_the_sync_and_logs_failures(fake, people, caplog):
 def test_an_association_the_sync_adds_or_removes_is_recorded_on_the_user(django_user_model):
     """Trial finding: a newly linked user's account list was read at approval, before the sync made
     the association, so the job form offered no account until the next sign-in."""
-    from teams.slurm_sync import AddUser, RemoveUser, apply_actions
+    from teams.sync.associations import AddUser, RemoveUser, apply_actions
 
     erin = django_user_model.objects.create(username="erin", slurm_accounts=[])
     fake = FakeTransport()

@@ -16,9 +16,9 @@ from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
 from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS
-from teams import slurm_sync
 from teams.models import Membership, Role, Source, Team
-from teams.sync_runs import sync_run_last, sync_run_queue
+from teams.sync import associations as sync_module
+from teams.sync.runs import sync_run_last, sync_run_queue
 from tests.teams.conftest import RELEASE, expect_sacctmgr_reads, manifest_2411, recorded
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +59,7 @@ def test_every_cluster_gets_the_change_and_each_line_names_its_cluster(slurmdbds
     slurmdbds["cluster1"].expect(ADD_ERIN)
     slurmdbds["cluster1"].expect([*clear_vision, "GrpTRESMins=gres/gpu=-1"])
     slurmdbds["cluster2"].expect(ADD_ERIN)
-    report = slurm_sync.teams_sync(actor=demo_teams["dana"])
+    report = sync_module.teams_sync(actor=demo_teams["dana"])
     assert report.ok and all(not fake.script for fake in slurmdbds.values()), report.lines
     assert report.lines == [
         "cluster1: + add user erin to nlp (new Slurm user, default account nlp)",
@@ -90,7 +90,7 @@ def test_a_cluster_whose_slurmdbd_is_down_fails_alone_and_the_other_is_applied(s
     expect_sacctmgr_reads(slurmdbds["cluster1"], "22.05")
     slurmdbds["cluster1"].expect(ADD_ERIN)
     dbd_down(slurmdbds["cluster2"])
-    report = slurm_sync.teams_sync()
+    report = sync_module.teams_sync()
     assert not report.ok and report.failed_clusters == ["cluster2"] and not slurmdbds["cluster1"].script
     assert report.lines == [
         "cluster1: + add user erin to nlp (new Slurm user, default account nlp)",
@@ -98,7 +98,7 @@ def test_a_cluster_whose_slurmdbd_is_down_fails_alone_and_the_other_is_applied(s
         "'format=Account,User,ParentName,GrpTRES,GrpTRESMins'] exited with 1: sacctmgr: error: Sending PersistInit msg: "
         "Connection refused",
     ]
-    from teams.sync_report import report_headline
+    from teams.sync.report import report_headline
 
     assert report_headline(report).startswith("Sync applied 1 change(s). Not synced: cluster2 (reading Slurm: ")
     assert list(AuditEvent.objects.values_list("new__cluster", flat=True)) == ["cluster1"]
@@ -140,7 +140,7 @@ def test_the_retry_runs_the_failed_cluster_only_and_the_page_keeps_both_parts(sl
 
 
 def test_while_the_retry_waits_the_page_says_which_cluster_failed_and_is_tried_again(slurmdbds, demo_teams, client):
-    from teams.sync_runs import sync_run_perform
+    from teams.sync.runs import sync_run_perform
 
     expect_sacctmgr_reads(slurmdbds["cluster1"], "22.05")
     slurmdbds["cluster1"].expect(ADD_ERIN)
@@ -172,7 +172,7 @@ def test_slurm_24_11s_refusals_read_as_the_sync_reports_them(slurmdbds, demo_tea
     """What cluster2's sacctmgr (24.11) answered to changes it would not make, recorded: the report
     has Slurm's words (stderr, else stdout)."""
     from slurm import get_gateway
-    from teams.slurm_sync import AddAccount, AddUser, RemoveUser, apply_actions
+    from teams.sync.associations import AddAccount, AddUser, RemoveUser, apply_actions
 
     fake = slurmdbds["cluster2"]
     cases = [
@@ -214,7 +214,7 @@ def test_slurm_24_11s_refusals_read_as_the_sync_reports_them(slurmdbds, demo_tea
 def test_a_dry_run_reads_every_cluster_and_changes_none(slurmdbds, demo_teams):
     for name, fake in slurmdbds.items():
         expect_sacctmgr_reads(fake, RELEASE[name])
-    report = slurm_sync.teams_sync(dry_run=True)
+    report = sync_module.teams_sync(dry_run=True)
     assert report.ok and all(len(f.calls) == 2 for f in slurmdbds.values())
     assert [line.split(":")[0] for line in report.lines] == ["cluster1", "cluster1", "cluster2"]
 
@@ -222,7 +222,7 @@ def test_a_dry_run_reads_every_cluster_and_changes_none(slurmdbds, demo_teams):
 def test_a_sync_of_named_clusters_touches_no_other(slurmdbds, demo_teams):
     expect_sacctmgr_reads(slurmdbds["cluster2"], "24.11")
     slurmdbds["cluster2"].expect(ADD_ERIN)
-    report = slurm_sync.teams_sync(clusters=["cluster2", "gone-cluster"])  # a name no longer configured is left out
+    report = sync_module.teams_sync(clusters=["cluster2", "gone-cluster"])  # a name no longer configured is left out
     assert report.ok and [p.cluster for p in report.parts] == ["cluster2"] and slurmdbds["cluster1"].calls == []
 
 
@@ -233,7 +233,7 @@ def test_import_reads_every_cluster_the_first_one_deciding_limits(slurmdbds, dja
     slurmdbds["cluster1"].expect(SHOW_ACCOUNTS, stdout=recorded("22.05", "sacctmgr_show_account.txt"))
     expect_sacctmgr_reads(slurmdbds["cluster2"], "24.11")
     slurmdbds["cluster2"].expect(SHOW_ACCOUNTS, stdout=recorded("24.11", "sacctmgr_show_account.txt"))
-    assert slurm_sync.teams_import() == 3  # vision and nlp (on both), the recording's account (cluster2 only)
+    assert sync_module.teams_import() == 3  # vision and nlp (on both), the recording's account (cluster2 only)
     vision, usage = Team.objects.get(name="vision"), Team.objects.get(name=ACCOUNT_2411)
     assert (vision.gpu_limit, vision.gpu_minutes_quota) == (6, 6000)  # cluster1's, the default cluster's
     assert (usage.gpu_limit, usage.gpu_minutes_quota, usage.description) == (4, 600, "usage recording")
@@ -248,7 +248,7 @@ def test_import_fails_whole_when_a_cluster_cannot_be_read(slurmdbds, django_user
     slurmdbds["cluster1"].expect(SHOW_ACCOUNTS, stdout=recorded("22.05", "sacctmgr_show_account.txt"))
     dbd_down(slurmdbds["cluster2"])
     with pytest.raises(SlurmError):
-        slurm_sync.teams_import()
+        sync_module.teams_import()
     assert not Team.objects.exists()
 
 

@@ -18,7 +18,7 @@ from audit.models import AuditEvent
 from slurm import get_gateway
 from slurm.clusters import cluster_names
 from teams.models import Membership, Team
-from teams.slurm_sync import teams_import, teams_sync
+from teams.sync.associations import teams_import, teams_sync
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

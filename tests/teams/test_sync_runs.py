@@ -1,13 +1,13 @@
-"""A Slurm sync as the settings page follows it (teams/sync_runs.py): queued, performed by the
+"""A Slurm sync as the settings page follows it (teams/sync/runs.py): queued, performed by the
 worker, its report kept in the cache (real Redis, the test database)."""
 
 from __future__ import annotations
 
 import pytest
 
-from teams import sync_runs
-from teams.slurm_sync import ActionResult, ClusterSync, RemoveUser, SyncReport
-from teams.sync_runs import report_headline, sync_run_finish, sync_run_last, sync_run_load, sync_run_perform, sync_run_queue
+from teams.sync import runs
+from teams.sync.associations import ActionResult, ClusterSync, RemoveUser, SyncReport
+from teams.sync.runs import report_headline, sync_run_finish, sync_run_last, sync_run_load, sync_run_perform, sync_run_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def test_a_sync_that_raises_ends_its_run_with_the_error(clean_cache, monkeypatch
     def broken(**kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(sync_runs, "teams_sync", broken)
+    monkeypatch.setattr(runs, "teams_sync", broken)
     run = sync_run_queue(dry_run=False, teams=["vision"])
     with pytest.raises(RuntimeError):
         sync_run_perform(run_id=run.run_id)
@@ -69,7 +69,7 @@ DB_DOWN = "reading Slurm: ['sacctmgr', '--noheader'] exited with 1: sacctmgr: er
 def test_a_failed_try_is_shown_with_slurms_words_and_the_next_try(clean_cache, monkeypatch, client, django_user_model):
     from teams.models import Team
 
-    monkeypatch.setattr(sync_runs, "teams_sync", lambda **kw: SyncReport(False, error=DB_DOWN))
+    monkeypatch.setattr(runs, "teams_sync", lambda **kw: SyncReport(False, error=DB_DOWN))
     run = sync_run_queue(dry_run=False, teams=["vision"])
     sync_run_perform(run_id=run.run_id, attempt=1, retry_in=15)
     waiting = sync_run_last("vision")
@@ -80,20 +80,20 @@ def test_a_failed_try_is_shown_with_slurms_words_and_the_next_try(clean_cache, m
     assert 'data-testid="sync-retrying"' in html and "Problem talking to the database" in html
     assert "Trying again at" in html and "(try 2 of 6)" in html and "hx-get" in html  # the fragment keeps following it
     # the next try works: the run ends applied, saying after how many tries
-    monkeypatch.setattr(sync_runs, "teams_sync", lambda **kw: on_one(False, [DONE]))
+    monkeypatch.setattr(runs, "teams_sync", lambda **kw: on_one(False, [DONE]))
     sync_run_perform(run_id=run.run_id, attempt=2, retry_in=30)
     done = sync_run_last("vision")
     assert done.done and done.ok and not done.retrying and done.headline == "Sync applied 1 change(s). (after 2 tries)"
 
 
 def test_the_last_try_ends_the_run_failed_and_dry_runs_or_skips_are_not_retried(clean_cache, monkeypatch):
-    monkeypatch.setattr(sync_runs, "teams_sync", lambda **kw: SyncReport(False, error=DB_DOWN))
+    monkeypatch.setattr(runs, "teams_sync", lambda **kw: SyncReport(False, error=DB_DOWN))
     run = sync_run_queue(dry_run=False, teams=["vision"])
     sync_run_perform(run_id=run.run_id, attempt=6, retry_in=None)
     last = sync_run_last("vision")
     assert (
         last.done and last.ok is False and "Problem talking to the database" in last.headline and "after 6 tries" in last.headline
     )
-    assert not sync_runs.retryable(SyncReport(True, error=DB_DOWN))
-    assert not sync_runs.retryable(SyncReport(False, skipped=("team fx-lab: no such account",)))
-    assert [sync_runs.sync_retry_delay(n) for n in range(1, 7)] == [15, 30, 60, 120, 240, 480]
+    assert not runs.retryable(SyncReport(True, error=DB_DOWN))
+    assert not runs.retryable(SyncReport(False, skipped=("team fx-lab: no such account",)))
+    assert [runs.sync_retry_delay(n) for n in range(1, 7)] == [15, 30, 60, 120, 240, 480]

@@ -1,4 +1,4 @@
-"""Team GPU usage (teams/usage.py) on Slurm 22.05.8 outputs recorded from the local cluster.
+"""Team GPU usage (teams/usage/cache.py) on Slurm 22.05.8 outputs recorded from the local cluster.
 
 Recorded 2026-11-29 with vision's limits set for the recording (``sacctmgr modify account vision set
 GrpTRESMins=gres/gpu=6000 GrpTRES=gres/gpu=6``, removed afterwards). Jobs, all ``--mem=500M``:
@@ -29,8 +29,8 @@ import pytest
 
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import snapshot_store, snapshot_take
-from teams import usage
-from teams.usage import (
+from teams.usage import cache as usage
+from teams.usage.cache import (
     GPU_NOT_TRACKED,
     job_quota_estimate,
     team_usage,
@@ -39,7 +39,7 @@ from teams.usage import (
     usage_refresh,
     usage_status,
 )
-from teams.usage_compute import queue_demand, runout
+from teams.usage.compute import queue_demand, runout
 from tests.conftest import FIXTURES
 from tests.fakes import FakeTransport
 from tests.fakes import cluster_transport as scripted_snapshot
@@ -465,6 +465,6 @@ def test_refresh_reads_the_stored_snapshot(clean_cache, slurm_json):
     ],
 )
 def test_how_a_job_could_fit_the_quota_left(left, gpus, minutes, fit):
-    from teams.usage_compute import how_to_fit
+    from teams.usage.compute import how_to_fit
 
     assert how_to_fit(gpu_hours_left=left, gpu_count=gpus, time_limit_min=minutes) == fit

@@ -16,10 +16,10 @@ import pytest
 
 from slurm import SlurmUnreachable
 from slurm.health import accounting_status
-from teams import usage
 from teams.models import Membership, Role, Source, Team
 from teams.tasks import usage_refresh_task
-from teams.usage import (
+from teams.usage import cache as usage
+from teams.usage.cache import (
     MemberUsage,
     TeamUsage,
     UsageStatus,

@@ -11,8 +11,8 @@ import pytest
 from slurm import get_gateway
 from slurm.clusters import cluster_names
 from teams.models import Membership, Role, Source, Team
-from teams.slurm_sync import teams_sync
-from teams.usage import team_usage, usage_refresh, usage_status
+from teams.sync.associations import teams_sync
+from teams.usage.cache import team_usage, usage_refresh, usage_status
 from tests.teams.test_quota_integration import run_gpu_job, wait_done
 from tests.teams.test_slurm_sync_integration import remove_account
 from tests.waiting import wait_for

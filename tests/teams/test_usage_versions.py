@@ -1,4 +1,4 @@
-"""Team usage's reading of sacct (teams/usage_read.py ``runs_of``) on every release's recorded sacct
+"""Team usage's reading of sacct (teams/usage/read.py ``runs_of``) on every release's recorded sacct
 document (tests/slurm/recorded.py): GPUs from ``tres.allocated``, failures, and the times usage counts,
 the same from 22.05's v0.0.38 and 23.11-24.11's data_parser JSON."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from slurm.times import parse_timestamp
-from teams.usage_read import runs_of
+from teams.usage.read import runs_of
 from tests.slurm.recorded import ALL, DATA_PARSER, recording
 
 #: Per release: how many runs of the roles' sacct document ended badly (22.05's also holds a TIMEOUT).

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from slurm import SlurmError
 from slurm.clusters import cluster_names
-from teams.slurm_sync import teams_import, teams_sync
+from teams.sync.associations import teams_import, teams_sync
 
 
 class Command(BaseCommand):

@@ -2,15 +2,15 @@
 pages read (pages never call Slurm: docs/decisions.md#pages-read-a-snapshot-never-slurm). Teams are
 Slurm accounts, on every cluster.
 
-Three parts: :mod:`teams.usage_read` reads one cluster's Slurm (four calls, each once for all
-accounts), :mod:`teams.usage_compute` does the arithmetic (with that cluster's snapshot for running
+Three parts: :mod:`teams.usage.read` reads one cluster's Slurm (four calls, each once for all
+accounts), :mod:`teams.usage.compute` does the arithmetic (with that cluster's snapshot for running
 and queued GPUs), and this module stores and selects. One refresh per cluster
 (:func:`usage_refresh`, sent per cluster by Celery beat, each with its own Redis lock, so a slow or
 dead cluster never delays another's) stores that cluster's figures in the Django cache (Redis) under
 :func:`usage_key` (``cluster:<name>:usage``) without expiry; a failed refresh keeps that cluster's
 previous figures and records the error and since when, like the snapshot does, while the other
 clusters' stay current. Pages and the API read :func:`team_usage` (the team's figures summed over the
-clusters, :mod:`teams.usage_sum`, with each cluster's beside them) and :func:`job_quota_estimate`
+clusters, :mod:`teams.usage.sum`, with each cluster's beside them) and :func:`job_quota_estimate`
 (the job's own cluster's figures: each cluster enforces its own quota) only.
 """
 
@@ -29,11 +29,11 @@ from slurm.clusters import cluster_get, cluster_names, default_cluster
 from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
-from .quota_notify import quota_notify
-from .usage_compute import how_to_fit, usage_compute
-from .usage_read import usage_read
-from .usage_records import GPU_NOT_TRACKED, MemberUsage, QuotaEstimate, TeamUsage, UsageStatus
-from .usage_sum import usage_sum
+from .compute import how_to_fit, usage_compute
+from .notify import quota_notify
+from .read import usage_read
+from .records import GPU_NOT_TRACKED, MemberUsage, QuotaEstimate, TeamUsage, UsageStatus
+from .sum import usage_sum
 
 __all__ = [
     "GPU_NOT_TRACKED",
@@ -73,7 +73,7 @@ def lock_name(cluster: str | None) -> str:
 def usage_collect(
     gateway: SlurmGateway, *, snapshot: ClusterSnapshot | None = None, now: float | None = None, cluster: str = ""
 ) -> dict[str, TeamUsage]:
-    """Read one cluster's Slurm once through ``gateway`` (:func:`teams.usage_read.usage_read`) and
+    """Read one cluster's Slurm once through ``gateway`` (:func:`teams.usage.read.usage_read`) and
     compute every account's :class:`TeamUsage` there (``cluster``: its name, kept on each). Raises
     :class:`SlurmError` (from the gateway) or ``ValueError`` (output we cannot read)."""
     now = time.time() if now is None else now
@@ -161,7 +161,7 @@ def usage_status(cluster: str | None = None) -> UsageStatus:
 
 def team_usage(name: str, *, cluster: str | None = None) -> TeamUsage | None:
     """One account's usage from the cache (no Slurm call): summed over the clusters
-    (:func:`teams.usage_sum.usage_sum`; each cluster's own in ``.clusters``, those without figures
+    (:func:`teams.usage.sum.usage_sum`; each cluster's own in ``.clusters``, those without figures
     for the team in ``.missing``), or with ``cluster`` that cluster's figures only. ``None`` when no
     cluster (or not that one) has figures for it."""
     if cluster:

@@ -1,6 +1,6 @@
 """Team leads are told when their team's GPU-hour quota reaches 80 % and 100 %.
 
-Run after each successful usage refresh of a cluster (:func:`teams.usage.usage_refresh`), from the
+Run after each successful usage refresh of a cluster (:func:`teams.usage.cache.usage_refresh`), from the
 figures it stored: ``TeamUsage.gpu_hours_used`` against ``gpu_hours_quota`` (sshare ``GrpTRESRaw`` /
 ``GrpTRESMins`` ``gres/gpu``; each cluster enforces its own quota, so each cluster is told of alone).
 One notification per lead, team, cluster, accounting period (``period_start``) and threshold: key
@@ -17,8 +17,8 @@ from django.urls import reverse
 from notifications.models import NotificationKind
 from notifications.services import notify
 
-from .models import Membership, Role
-from .usage_records import TeamUsage
+from ..models import Membership, Role
+from .records import TeamUsage
 
 logger = logging.getLogger(__name__)
 

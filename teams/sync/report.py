@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .sync_actions import Action
+from .actions import Action
 
 
 @dataclass
@@ -90,7 +90,7 @@ class SyncReport:
 
 @dataclass(frozen=True)
 class ClusterOutcome:
-    """A cluster's part of a sync as a run keeps it (:mod:`teams.sync_runs`; plain values, so it can be
+    """A cluster's part of a sync as a run keeps it (:mod:`teams.sync.runs`; plain values, so it can be
     stored, and merged with a later try's part for that cluster): ``changes`` actions planned there,
     ``failed`` of them refused, ``error`` its accounting unreadable, ``lines`` what people read,
     ``attempt`` the try that produced it."""

@@ -60,7 +60,7 @@ class TeamUsage:
       differ, ``""`` when none; ``error``/``error_since``: the last failed refresh (Unix seconds of
       the first failure in a row), cleared by a successful one.
     - ``cluster``: the cluster these figures are from (each cluster is refreshed and stored on its
-      own), ``""`` for a team's figures summed over the clusters (:func:`teams.usage_sum.usage_sum`),
+      own), ``""`` for a team's figures summed over the clusters (:func:`teams.usage.sum.usage_sum`),
       which then has each cluster's own in ``clusters`` (configured order) and, in ``missing``, the
       configured clusters that have no figures for the team, each with why (cluster -> sentence).
     """

@@ -4,7 +4,6 @@ Slurm and where in the portal: a new quota kind is a field here (and on ``Team``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -14,12 +13,9 @@ from slurm import SlurmGateway
 from slurm.accounting import AssociationRow, UserRow, parse_associations, parse_users, read_associations, read_users
 from slurm.values import GPU_TRES, parse_tres_count
 
-from .models import Team
+from ..models import ACCOUNT_NAME_RE, Team  # noqa: F401  (ACCOUNT_NAME_RE re-exported)
 
 ROOT = "root"
-#: Names the sync will put into a ``name=...`` argument: no ``,`` ``=`` or space that sacctmgr
-#: would read as a list or another option. Slurm lower-cases account names, so upper case is refused.
-ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
 LOCK_NAME = "portal:lock:teams-sync"
 LOCK_TIMEOUT_S = 330  # > the task's hard time limit, so a running sync never loses it
 LOCK_WAIT_S = 30

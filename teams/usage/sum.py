@@ -17,8 +17,8 @@ import statistics
 from dataclasses import replace
 from datetime import datetime
 
-from .usage_compute import runout
-from .usage_records import MemberUsage, TeamUsage
+from .compute import runout
+from .records import MemberUsage, TeamUsage
 
 
 def _sum_known(values: list) -> float | int | None:

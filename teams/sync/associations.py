@@ -46,9 +46,9 @@ from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.accounting import read_descriptions
 from slurm.clusters import cluster_get, cluster_names
 
-from .models import Membership, Role, Source, Team
-from .site_policy import site_policy
-from .sync_actions import (  # noqa: F401  (re-exported)
+from ..models import Membership, Role, Source, Team
+from ..site_policy import site_policy
+from .actions import (  # noqa: F401  (re-exported)
     SACCTMGR,
     Action,
     AddAccount,
@@ -60,9 +60,9 @@ from .sync_actions import (  # noqa: F401  (re-exported)
     SetLimits,
     SetQos,
 )
-from .sync_policy import WantedQos, plan_policy, read_qos_state, wanted_qos
-from .sync_report import ActionResult, ClusterSync, SyncReport  # noqa: F401  (re-exported)
-from .sync_state import (  # noqa: F401  (re-exported)
+from .policy import WantedQos, plan_policy, read_qos_state, wanted_qos
+from .report import ActionResult, ClusterSync, SyncReport  # noqa: F401  (re-exported)
+from .state import (  # noqa: F401  (re-exported)
     ACCOUNT_NAME_RE,
     LOCK_NAME,
     LOCK_TIMEOUT_S,
@@ -215,7 +215,7 @@ def cluster_sync(
     cluster: str, wanted: WantedState, *, dry_run: bool = False, actor=None, qos: dict[str, WantedQos] | None = None
 ) -> ClusterSync:
     """Read ``cluster``'s slurmdbd through its gateway, plan against ``wanted`` (and, with ``qos``,
-    the site policy's QOS limits, :mod:`teams.sync_policy`: planned after the teams' actions) and
+    the site policy's QOS limits, :mod:`teams.sync.policy`: planned after the teams' actions) and
     (unless ``dry_run``) apply there. Never raises for Slurm failures: an unreadable slurmdbd is the
     part's ``error``, a refused action its ``failed``."""
     gateway = get_gateway(cluster)
@@ -276,7 +276,7 @@ def teams_sync(
 
 
 def _wanted_policy() -> tuple[dict[str, WantedQos], tuple[str, ...]]:
-    """The site policy's QOS limits (:func:`teams.sync_policy.wanted_qos`), or none and why when its
+    """The site policy's QOS limits (:func:`teams.sync.policy.wanted_qos`), or none and why when its
     settings cannot be read (``portal.E030`` refuses them at start-up)."""
     try:
         return wanted_qos(site_policy()), ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .sync_state import Limits
+from .state import Limits
 
 # --- actions -------------------------------------------------------------------------------------
 SACCTMGR = ["sacctmgr", "-i"]
@@ -184,7 +184,7 @@ class DeleteUser(Action):
         return f"- remove user {self.user} from {', '.join(self.accounts)} (no account left: the Slurm user record is deleted)"
 
 
-# --- site policy: QOS limits (teams/sync_policy.py) ------------------------------------------------
+# --- site policy: QOS limits (teams/sync/policy.py) ------------------------------------------------
 #: QOS limit -> (sacctmgr field, how its value is written): ``tres`` as ``gres/gpu=N``, ``count`` and
 #: ``minutes`` as the number; ``-1`` clears one (other TRES in a TRES field are kept).
 QOS_LIMITS: dict[str, tuple[str, str]] = {

@@ -4,7 +4,7 @@ never inside the request. Each run has an id; its state lives in the cache for :
 seconds under ``teams:sync-run:<id>``, and each team's settings page shows the team's last run
 (``teams:sync-run:last:<team>``): "on its way" until the worker stores the report, then the report.
 
-A run keeps each cluster's part (:class:`teams.sync_report.ClusterOutcome`): when a try fails on one
+A run keeps each cluster's part (:class:`teams.sync.report.ClusterOutcome`): when a try fails on one
 cluster (its slurmdbd down), the next try runs that cluster only, and its part replaces the failed
 one while the other clusters' applied parts stay as they were.
 """
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from django.conf import settings
 from django.core.cache import cache
 
-from .slurm_sync import teams_sync
-from .sync_report import ClusterOutcome, SyncReport, headline, report_headline
+from .associations import teams_sync
+from .report import ClusterOutcome, SyncReport, headline, report_headline
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def sync_run_perform(
     retry_in: float | None = None,
     clusters: list[str] | tuple[str, ...] | None = None,
 ) -> SyncReport:
-    """Run the sync (:func:`teams.slurm_sync.teams_sync`, on ``clusters`` only when given: a retry)
+    """Run the sync (:func:`teams.sync.associations.teams_sync`, on ``clusters`` only when given: a retry)
     for the worker and store its report under ``run_id`` (none for the scheduled sync), merged with
     the run's earlier parts of the clusters not run again: as the run's outcome, or, when the report
     is :func:`retryable` and ``retry_in`` (seconds) is given, as try ``attempt``'s failure with the

@@ -1,7 +1,7 @@
 """The site policy's part of the teams sync: the QOS limits that carry the
 per-person caps and the small-job pool (:mod:`teams.site_policy`), read from slurmdbd
 (:data:`slurm.accounting.SHOW_QOS`), compared with the settings and changed by ``sacctmgr`` actions
-(:class:`~teams.sync_actions.AddQos`, :class:`~teams.sync_actions.SetQos`) that the sync applies and
+(:class:`~teams.sync.actions.AddQos`, :class:`~teams.sync.actions.SetQos`) that the sync applies and
 audits like the teams' ones (``slurm.sync.add_qos``, ``slurm.sync.set_qos``).
 
 Only what the settings manage is compared: a cap left empty is never read into the plan, another
@@ -18,13 +18,13 @@ from slurm.accounting import QosRow, read_qos
 from slurm.times import parse_time_limit
 from slurm.values import GPU_TRES, parse_tres_count
 
-from .site_policy import NOT_MANAGED, Policy
-from .sync_actions import QOS_LIMITS, Action, AddQos, SetQos
+from ..site_policy import NOT_MANAGED, Policy
+from .actions import QOS_LIMITS, Action, AddQos, SetQos
 
 
 @dataclass(frozen=True)
 class QosState:
-    """A QOS as slurmdbd has it: ``limits`` limit -> value (:data:`~teams.sync_actions.QOS_LIMITS`;
+    """A QOS as slurmdbd has it: ``limits`` limit -> value (:data:`~teams.sync.actions.QOS_LIMITS`;
     ``None`` = none set; GPUs the ``gres/gpu`` count, the wall limit in minutes). Its flags are not
     compared (the sync never changes them)."""
 

@@ -11,7 +11,7 @@
   (:func:`slurm.times.start_bound`, the same as the poller's), so it means the period's start in
   every zone of the submit host (sacct reads an absolute ``-S`` in local time and 22.05 accepts no
   zone); runs are kept by epoch (end >= period start) and every figure is clipped to the UTC period
-  by :mod:`teams.usage_compute`.
+  by :mod:`teams.usage.compute`.
 
 The text outputs are read by :mod:`slurm.accounting`, the sacct document by its version's adapter.
 """

@@ -1,4 +1,4 @@
-"""Computing each team's usage from what :mod:`teams.usage_read` read and the cluster snapshot: the
+"""Computing each team's usage from what :mod:`teams.usage.read` read and the cluster snapshot: the
 arithmetic only, no Slurm call and no cache.
 
 GPUs running now and the GPU-hours queued jobs ask for come from the cluster snapshot
@@ -16,8 +16,8 @@ from slurm.accounting import RESET_PERIODS, ClusterConfig, period_end
 from slurm.snapshot import ClusterSnapshot
 from slurm.values import parse_array_tasks
 
-from .usage_read import Run, UsageReading
-from .usage_records import MemberUsage, TeamUsage
+from .read import Run, UsageReading
+from .records import MemberUsage, TeamUsage
 
 BURN_WINDOW = timedelta(days=7)
 
