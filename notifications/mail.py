@@ -4,18 +4,23 @@
   transaction, sets ``lease_until`` (now + ``PORTAL_NOTIFY_LEASE_SECONDS``) and counts the attempt.
   Another worker (a second task, the sweep) skips a row that is locked or leased, so two workers
   never send the same row at once.
-- **Sent** only after the SMTP server accepted the message (``send_messages`` returned): the row
-  becomes ``sent`` with ``sent_at``. SMTP down or a temporary error (4xx, connection refused,
-  timeout): the row stays ``pending``, ``next_attempt_at`` moves on with back-off
-  (:func:`backoff_seconds`), and the sweep (:func:`notifications_sweep`, Celery beat) tries again; a
-  permanent refusal (5xx) or :data:`MAX_ATTEMPTS` attempts make it ``failed`` with the error kept.
-- **A worker killed mid-send** (before the server accepted the message) leaves the row pending and
-  leased; once the lease has passed the sweep sends it, once.
-- **The one duplicate window**: the server accepted the message and the worker died (or the
-  database went away) before the row was marked sent. The sweep then sends it again after the lease.
-  Both copies carry the same ``Message-ID`` (``<notification-KEY@portal>``,
-  :attr:`notifications.models.Notification.message_id`), so mail clients and many
-  servers collapse them.
+- **Sent** only after the SMTP server accepted the message (its answer to the message's DATA),
+  and before the conversation ends: the row becomes ``sent`` with ``sent_at``, then the sender says
+  QUIT. SMTP down or a temporary error (4xx, connection refused, timeout): the row stays
+  ``pending``, ``next_attempt_at`` moves on with back-off (:func:`backoff_seconds`), and the sweep
+  (:func:`notifications_sweep`, Celery beat) tries again; a permanent refusal (5xx) or
+  :data:`MAX_ATTEMPTS` attempts make it ``failed`` with the error kept.
+- **A worker killed mid-send** before the server accepted the message leaves the row pending and
+  leased; once the lease has passed the sweep sends it, once. Killed after the row was marked (while
+  QUIT waits for its answer, say), it is not sent again.
+- **The one duplicate window**: from the end of the message's DATA (the server may take the message
+  as soon as it has read the final ``.``) until the ``sent`` mark commits, one ``UPDATE`` later. A
+  worker killed there, a connection dropped before the server's answer arrived, or a database that
+  cannot be written at that moment leaves the row pending, and the sweep sends it again after the
+  lease. SMTP gives a sender no way to ask whether a server took a message, so this window can be
+  narrowed but not closed. Both copies carry the same ``Message-ID`` (``<notification-KEY@portal>``,
+  :attr:`notifications.models.Notification.message_id`), so mail clients and many servers collapse
+  them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import smtplib
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import EmailMessage
+from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -110,22 +115,38 @@ def notification_send(*, notification_id: int, now: datetime | None = None) -> s
         message.message()  # headers and addresses checked here: a bad one is no SMTP matter
     except ValueError as exc:  # BadHeaderError, an address Django cannot write: never sendable
         return _failed(row, f"the message cannot be written: {exc}", permanent=True, now=now)
+    connection = get_connection(fail_silently=False)
     try:
-        message.send(fail_silently=False)
-    except smtplib.SMTPResponseException as exc:  # the server answered with an error code
-        permanent = 500 <= exc.smtp_code < 600
-        return _failed(row, f"{exc.smtp_code} {exc.smtp_error!r}", permanent=permanent, now=now)
-    except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused: permanent (5xx) or not
-        codes = [code for code, _ in exc.recipients.values()]
-        return _failed(row, f"recipient refused: {exc.recipients}", permanent=all(c >= 500 for c in codes), now=now)
-    except (smtplib.SMTPException, OSError) as exc:  # refused connection, timeout, disconnect
-        _failed(row, f"SMTP server {settings.EMAIL_HOST}:{settings.EMAIL_PORT} not reachable: {exc}", permanent=False, now=now)
-        raise SmtpUnavailable(str(exc)) from exc
-    # Accepted by the server. The duplicate window (module docstring) is from here to this update.
-    Notification.objects.filter(pk=row.pk).update(
-        email_state=EmailState.SENT, sent_at=djtz.now(), lease_until=None, last_error=""
-    )
-    return "sent"
+        try:
+            connection.open()  # opened here, it stays open after send_messages (which closes only its own)
+            connection.send_messages([message])
+        except smtplib.SMTPResponseException as exc:  # the server answered with an error code
+            permanent = 500 <= exc.smtp_code < 600
+            return _failed(row, f"{exc.smtp_code} {exc.smtp_error!r}", permanent=permanent, now=now)
+        except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused: permanent (5xx) or not
+            codes = [code for code, _ in exc.recipients.values()]
+            return _failed(row, f"recipient refused: {exc.recipients}", permanent=all(c >= 500 for c in codes), now=now)
+        except (smtplib.SMTPException, OSError) as exc:  # refused connection, timeout, disconnect
+            _failed(
+                row, f"SMTP server {settings.EMAIL_HOST}:{settings.EMAIL_PORT} not reachable: {exc}", permanent=False, now=now
+            )
+            raise SmtpUnavailable(str(exc)) from exc
+        # Accepted by the server. The duplicate window (module docstring) is from its DATA to this update.
+        Notification.objects.filter(pk=row.pk).update(
+            email_state=EmailState.SENT, sent_at=djtz.now(), lease_until=None, last_error=""
+        )
+        return "sent"
+    finally:
+        _smtp_close(connection)
+
+
+def _smtp_close(connection) -> None:
+    """End the SMTP conversation (QUIT, then the socket). The row's outcome is written by then, so a
+    server that fails to answer QUIT only costs a log line."""
+    try:
+        connection.close()
+    except (smtplib.SMTPException, OSError) as exc:
+        logger.info("closing the SMTP connection failed (the mail's outcome is recorded): %s", exc)
 
 
 def _failed(row: Notification, error: str, *, permanent: bool, now: datetime | None) -> str:

@@ -5,8 +5,9 @@ written to a Maildir and kept in memory; nothing is relayed anywhere.
 folder off ``sys.path``, where ``selectors.py`` would shadow the standard library's; port
 ``PORTAL_EMAIL_PORT``, default 8025, Maildir ``var/mail``); read the mail with
 ``.venv/bin/python -m notifications.sink show`` (``--last N``, ``--maildir DIR``). Tests start their own
-on a free port (``tests/notifications/conftest.py``), and can make it stall on DATA
-(:attr:`SinkHandler.stall`) to kill a sender mid-send. No Django here: it runs on its own.
+on a free port (``tests/notifications/conftest.py``), and can make it stall on DATA or QUIT
+(:attr:`SinkHandler.stall`, ``stall_after``, ``stall_quit_after``) to kill a sender mid-send. No
+Django here: it runs on its own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class SinkHandler:
     """aiosmtpd handler. ``messages``: every accepted message (parsed), in order; ``maildir`` (a path,
     or None): also written there. ``stall``: while set, DATA waits (``in_data`` is set when one
     waits) until ``release`` is set, then answers 451 (not accepted), as a server that hangs would.
+    ``stall_after`` (a count, or None): DATA stalls the same way once that many messages were
+    accepted (a server that hangs in the middle of a batch). ``stall_quit_after`` (a count, or None):
+    once that many messages were accepted, QUIT waits (``in_quit`` is set) until ``release``, then
+    answers 221: the message is accepted, the conversation not yet over.
     ``refused``: recipient addresses answered 550 (a permanent refusal)."""
 
     def __init__(self, maildir: Path | None = None):
@@ -38,6 +43,9 @@ class SinkHandler:
         self.stall = threading.Event()
         self.release = threading.Event()
         self.in_data = threading.Event()
+        self.stall_after: int | None = None
+        self.stall_quit_after: int | None = None
+        self.in_quit = threading.Event()
         self.refused: set[str] = set()
         self._lock = threading.Lock()
 
@@ -47,11 +55,18 @@ class SinkHandler:
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
+    def _accepted(self, at_least: int | None) -> bool:
+        with self._lock:
+            return at_least is not None and len(self.messages) >= at_least
+
+    async def _until_released(self) -> None:
+        while not self.release.is_set():
+            await asyncio.sleep(0.05)
+
     async def handle_DATA(self, server, session, envelope) -> str:
-        if self.stall.is_set():
+        if self.stall.is_set() or self._accepted(self.stall_after):
             self.in_data.set()
-            while not self.release.is_set():
-                await asyncio.sleep(0.05)
+            await self._until_released()
             return "451 4.3.0 The test sink stalled on DATA; try again later"
         raw = envelope.original_content or envelope.content
         with self._lock:
@@ -59,6 +74,12 @@ class SinkHandler:
             if self.maildir is not None:
                 self.maildir.add(raw)
         return "250 2.0.0 OK: queued in the sink"
+
+    async def handle_QUIT(self, server, session, envelope) -> str:
+        if self._accepted(self.stall_quit_after):
+            self.in_quit.set()
+            await self._until_released()
+        return "221 Bye"
 
     def by_message_id(self, message_id: str) -> list[EmailMessage]:
         """The accepted messages with this Message-ID header."""
