@@ -39,7 +39,7 @@ SMALL_MAX = 32767
 def clean(text: str, length: int) -> str:
     """Text from Slurm as a row may hold it: at most ``length`` characters, NUL (which PostgreSQL
     refuses in text) replaced by U+FFFD. Invalid UTF-8 was already replaced when the output was
-    decoded (:attr:`slurm.transport.CommandResult.out`)."""
+    decoded (:attr:`slurm.transports.base.CommandResult.out`)."""
     return (text or "").replace("\x00", "\ufffd")[:length]
 
 

@@ -3,7 +3,7 @@
 
 from .errors import SlurmError, SlurmRateLimited, SlurmTimeout, SlurmUnreachable, SlurmVersionUnknown
 from .gateway import SlurmGateway, get_gateway, reset_gateway
-from .transport import CommandResult, Transport
+from .transports.base import CommandResult, Transport
 
 __all__ = [
     "CommandResult",

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from .gateway import SlurmGateway
 from .times import parse_time_limit
-from .values import GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
+from .tres import GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
 
 # --- scontrol show config ------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ SHOW_SHARES = ["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]
 class ShareRow:
     """One sshare line: ``user`` ``""`` for the account's own row. ``grp_tres_mins``: the quota
     (``GrpTRESMins``), ``grp_tres_raw``: the usage this period (``GrpTRESRaw``), both TRES ->
-    TRES-minutes (:func:`slurm.values.parse_tres`)."""
+    TRES-minutes (:func:`slurm.tres.parse_tres`)."""
 
     account: str
     user: str
@@ -194,7 +194,7 @@ class AssociationRow:
     """One line of :data:`SHOW_ASSOCIATIONS`: ``user`` ``""`` for the account's own association
     (``parent``: ``ParentName``, set on that one only). ``grp_tres``/``grp_tres_mins``: the TRES
     lists as sacctmgr prints them (``cpu=10,gres/gpu=4``; read one with
-    :func:`slurm.values.parse_tres_count`, which refuses a count it cannot read)."""
+    :func:`slurm.tres.parse_tres_count`, which refuses a count it cannot read)."""
 
     account: str
     user: str

@@ -14,7 +14,7 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_a
 
 from .adapters import adapter_for
 from .errors import SlurmError, SlurmRateLimited, SlurmVersionUnknown, client_backoffs, rate_limited
-from .transport import CommandResult, Transport
+from .transports.base import CommandResult, Transport
 
 logger = logging.getLogger(__name__)
 
@@ -253,11 +253,11 @@ _gateway_lock = threading.Lock()
 def build_transport(conf: dict) -> Transport:
     """A transport from a ``SLURM_GATEWAY`` settings dict (``transport`` is ``ssh`` or ``local``)."""
     if conf["transport"] == "local":
-        from .local import LocalTransport
+        from .transports.local import LocalTransport
 
         return LocalTransport()
     if conf["transport"] == "ssh":
-        from .ssh import SSHTransport
+        from .transports.ssh import SSHTransport
 
         return SSHTransport(
             host=conf["ssh_host"],

@@ -191,7 +191,7 @@ class QueueJob:
     memory_per_node: int | None = None
     memory_per_cpu: int | None = None
     #: Per GPU (``--mem-per-gpu``), from ``memory_per_tres`` (``gres:gpu:8192`` in 22.05,
-    #: ``gres/gpu:8192`` in 24.11; :func:`slurm.values.parse_memory_per_gpu`); ``None``: not asked so.
+    #: ``gres/gpu:8192`` in 24.11; :func:`slurm.tres.parse_memory_per_gpu`); ``None``: not asked so.
     memory_per_gpu: int | None = None
     #: A heterogeneous job's component: ``het_job_id`` the leader's job id (0: not a het job) and
     #: ``het_job_offset`` the component (0, 1, ...).

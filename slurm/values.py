@@ -1,8 +1,9 @@
-"""Slurm's values, parsed once for every reader: numbers, array task strings, exit codes, job states, TRES lists, GRES/TRES GPU counts and node lists. No I/O, no
+"""Slurm's values, parsed once for every reader: numbers, array task strings, exit codes, job states
+and node lists (TRES lists and GPU counts: :mod:`slurm.tres`). No I/O, no
 documents: the per-version adapters (:mod:`slurm.adapters`) pick the fields out of Slurm's JSON, and
 :mod:`slurm.accounting` out of the text of the commands that have no JSON in 22.05; both call these.
 One reader per kind of value: numbers :func:`whole_number` (:func:`number` is its lenient form),
-GPUs in any GRES/TRES form :func:`parse_gpus`, TRES lists :func:`tres_items`, job states
+GPUs in any GRES/TRES form :func:`slurm.tres.parse_gpus`, TRES lists :func:`slurm.tres.tres_items`, job states
 :func:`classify_state` (the sets in :mod:`slurm.states`); time limits, timestamps and time texts are
 :mod:`slurm.times`'.
 
@@ -115,7 +116,6 @@ def job_state_word(value) -> str:
 _ARRAY_TEXT = re.compile(r"(?:([0-9]+)_)?(?:\[([^\[\]]*)\]|([^\[\]_]*))")
 _ARRAY_SPAN = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
 _DIGITS = re.compile(r"[0-9]+")
-_GRES_ITEM = re.compile(r"([^,(]+)(?:\([^)]*\))?")
 
 
 @dataclass(frozen=True)
@@ -277,124 +277,6 @@ def classify_state(raw: object) -> tuple[JobState, str]:
 
 
 # --- TRES lists ----------------------------------------------------------------------------------
-
-#: The TRES Slurm counts GPUs in (``GrpTRES=gres/gpu=4``); typed GPUs are ``gres/gpu:<type>``.
-GPU_TRES = "gres/gpu"
-
-
-def tres_items(text: str | None) -> list[tuple[str, str]]:
-    """A TRES list's ``(name, value)`` pairs as written: ``cpu=10,gres/gpu:a100=2,mem=1G`` ->
-    ``[("cpu", "10"), ("gres/gpu:a100", "2"), ("mem", "1G")]``; names and values stripped, items
-    without a name left out, ``None``/``""`` -> ``[]``. The one place a TRES list is split (sacctmgr
-    ``GrpTRES``/``GrpTRESMins``, sshare ``GrpTRESMins``/``GrpTRESRaw``, assoc_mgr ``GrpTRES``,
-    squeue ``tres_*_str``): items are separated by commas, which no TRES name or value holds."""
-    pairs = []
-    for item in (text or "").split(","):
-        key, _, value = item.partition("=")
-        if key.strip():
-            pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def parse_tres(text: str | None) -> dict[str, int]:
-    """``cpu=1000,gres/gpu=60`` -> ``{"cpu": 1000, "gres/gpu": 60}``: the whole-number TRES of a
-    list. assoc_mgr's ``limit(used)`` values give the limit (``gres/gpu=6(1)`` -> 6) and ``N(3)``
-    (no limit) is left out, as are values with a unit (``mem=1G``) or none; ``""`` -> ``{}``. Never
-    raises: for a count that must be read, use :func:`parse_tres_count`."""
-    tres: dict[str, int] = {}
-    for key, value in tres_items(text):
-        limit = value.split("(", 1)[0]
-        if limit.isdigit():
-            tres[key] = int(limit)
-    return tres
-
-
-def parse_tres_count(text: str | None, name: str = GPU_TRES) -> int | None:
-    """The count of TRES ``name`` in a TRES list such as ``cpu=10,gres/gpu:a100=2,gres/gpu=4``
-    (-> 4); ``None`` when it is not in the list. Typed entries (``gres/gpu:a100``) are other TRES;
-    other values are not read (memory comes with a unit: ``mem=1G``, ``mem=2000M``). Raises
-    ``ValueError`` when the count of ``name`` is not a whole number (never a guess)."""
-    for key, value in tres_items(text):
-        if key == name:
-            if not value.isdigit():
-                raise ValueError(f"unexpected {name} count {value!r} in {text!r}")
-            return int(value)
-    return None
-
-
-def parse_tres_limit_used(text: str | None, name: str = GPU_TRES) -> tuple[int | None, int | None]:
-    """``scontrol show assoc_mgr``'s ``GrpTRES=cpu=N(3),gres/gpu=4(1)``: (limit, in use) of TRES
-    ``name`` (-> ``(4, 1)``); ``N`` (no limit), a missing TRES or a missing count give ``None``."""
-    value = next((v for k, v in tres_items(text) if k == name), "")
-    limit, _, used = value.partition("(")
-    used = used.rstrip(")")
-    return (int(limit) if limit.isdigit() else None, int(used) if used.isdigit() else None)
-
-
-def parse_memory_per_gpu(text: str | None) -> int | None:
-    """MiB per GPU of a job that asked ``--mem-per-gpu``, from squeue's ``memory_per_tres``: the
-    ``gpu`` item of ``gres:gpu:8192`` (22.05) or ``gres/gpu:8192`` (24.11), items split on commas.
-    ``None`` when there is none (``""``: a job of ``--mem`` or ``--mem-per-cpu``) or its amount is
-    not a whole number. Never raises."""
-    for item in (text or "").split(","):
-        name, _, amount = item.strip().removeprefix("gres:").removeprefix("gres/").rpartition(":")
-        if name == "gpu":
-            return int(amount) if _DIGITS.fullmatch(amount) else None
-    return None
-
-
-# --- GPUs ----------------------------------------------------------------------------------------
-
-
-def parse_gpus(value: str | list | None) -> dict[str, int]:
-    """GPUs by type (``""`` = untyped) from any way Slurm writes them; the one GRES/TRES reader.
-
-    - GRES items, as in sinfo's ``gres``/``gres_used`` and squeue's ``tres_per_*``:
-      ``gpu:a100:4``, ``gpu:2``, ``gpu:t4:1(S:0)``, ``gpu:a100:2(IDX:0,2)``, with or without the
-      ``gres:`` (22.05) or ``gres/`` (newer) prefix; a bare ``gpu`` or ``gpu:a100`` counts 1 (as
-      ``--gres=gpu`` asks for one). Counts of several items of a type add up.
-    - TRES items, as in ``tres_req_str``/``tres_alloc_str`` and sacctmgr: ``gres/gpu=2``,
-      ``gres/gpu:a100=2``. Slurm writes the untyped ``gres/gpu=N`` as the total of the typed ones,
-      so typed entries win and the untyped total is kept only when no typed entry exists.
-    - sacct's ``tres.allocated`` list (``{"type": "gres", "name": "gpu:a100", "count": 4}``), read as
-      the TRES items it stands for.
-
-    Items are split on commas outside parentheses; non-GPU items (``cpu=4``, ``mps:100``,
-    ``gres/gpumem=4000``, ``shard:2``), ``N/A`` and ``(null)`` are ignored. Never raises."""
-    if isinstance(value, list):
-        value = ",".join(
-            f"gres/{entry.get('name')}={number(entry.get('count'), 0)}"
-            for entry in value
-            if isinstance(entry, dict) and entry.get("type") == "gres"
-        )
-    gres: dict[str, int] = {}
-    typed: dict[str, int] = {}
-    untyped: int | None = None
-    for match in _GRES_ITEM.finditer(value if isinstance(value, str) else ""):
-        item = match.group(1).strip()
-        key, equals, count = item.partition("=")
-        if equals:  # TRES: gres/gpu[:type]=N
-            name, _, gtype = key.partition(":")
-            if name != "gres/gpu" or not _DIGITS.fullmatch(count):
-                continue
-            if gtype:
-                typed[gtype] = int(count)
-            else:
-                untyped = int(count)
-            continue
-        parts = item.removeprefix("gres:").removeprefix("gres/").split(":")
-        if parts[0] != "gpu":
-            continue
-        rest = parts[1:]  # [], [count], [type] or [type, count]
-        count = int(rest.pop()) if rest and _DIGITS.fullmatch(rest[-1]) else 1
-        if len(rest) > 1:
-            continue
-        gtype = rest[0] if rest else ""
-        gres[gtype] = gres.get(gtype, 0) + count
-    for gtype, count in (typed or ({"": untyped} if untyped else {})).items():
-        gres[gtype] = gres.get(gtype, 0) + count
-    return gres
-
 
 # --- nodes ---------------------------------------------------------------------------------------
 

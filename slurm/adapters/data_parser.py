@@ -33,18 +33,8 @@ from collections.abc import Sequence
 
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..times import parse_limit_minutes, parse_timestamp
-from ..values import (
-    NO_NODES,
-    classify_state,
-    expand_nodes,
-    first_state,
-    job_state_word,
-    number,
-    parse_exit,
-    parse_gpus,
-    parse_memory_per_gpu,
-    queue_exit,
-)
+from ..tres import parse_gpus, parse_memory_per_gpu
+from ..values import NO_NODES, classify_state, expand_nodes, first_state, job_state_word, number, parse_exit, queue_exit
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
 from .v0_0_38 import parse_partitions as parse_partitions_text

@@ -32,7 +32,8 @@ import msgspec
 
 from ..poll_budget import PollBudget, check_job_count, check_output_size, poll_budget
 from ..records import QueueJob
-from ..values import exit_or_none, first_state, job_state_word, number, parse_gpus, parse_memory_per_gpu, queue_exit
+from ..tres import parse_gpus, parse_memory_per_gpu
+from ..values import exit_or_none, first_state, job_state_word, number, queue_exit
 
 
 class Num(msgspec.Struct, gc=False):
@@ -189,7 +190,7 @@ class _Same(dict):
 
 
 def _gpus(raw: RawQueueJob, known: dict) -> dict[str, int]:
-    """The job's GPUs by type (:func:`slurm.values.parse_gpus`) from ``tres_alloc_str``, else
+    """The job's GPUs by type (:func:`slurm.tres.parse_gpus`) from ``tres_alloc_str``, else
     ``tres_req_str``, each text read once: ``known`` keeps what was read, and jobs with the same TRES
     share one dict (the records are frozen; nothing changes their dicts)."""
     tres = raw.tres_alloc_str

@@ -12,17 +12,8 @@ from __future__ import annotations
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
 from ..times import parse_limit_minutes, parse_time_limit, parse_timestamp
-from ..values import (
-    NO_NODES,
-    classify_state,
-    exit_or_none,
-    expand_nodes,
-    first_state,
-    number,
-    parse_exit,
-    parse_gpus,
-    parse_memory_per_gpu,
-)
+from ..tres import parse_gpus, parse_memory_per_gpu
+from ..values import NO_NODES, classify_state, exit_or_none, expand_nodes, first_state, number, parse_exit
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from slurm import SlurmGateway
 from slurm.accounting import QosRow, read_qos
 from slurm.times import parse_time_limit
-from slurm.values import GPU_TRES, parse_tres_count
+from slurm.tres import GPU_TRES, parse_tres_count
 
 from ..site_policy import NOT_MANAGED, Policy
 from .actions import QOS_LIMITS, Action, AddQos, SetQos

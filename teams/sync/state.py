@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from accounts.claims import POSIX_USERNAME_RE
 from slurm import SlurmGateway
 from slurm.accounting import AssociationRow, UserRow, parse_associations, parse_users, read_associations, read_users
-from slurm.values import GPU_TRES, parse_tres_count
+from slurm.tres import GPU_TRES, parse_tres_count
 
 from ..models import ACCOUNT_NAME_RE, Team  # noqa: F401  (ACCOUNT_NAME_RE re-exported)
 
@@ -33,7 +33,7 @@ class Limits:
     @classmethod
     def from_association(cls, row: AssociationRow) -> Limits:
         """An account's limits from its own association (``GrpTRES``, ``GrpTRESMins``). Raises
-        ``ValueError`` on a count that is not a whole number (:func:`slurm.values.parse_tres_count`)."""
+        ``ValueError`` on a count that is not a whole number (:func:`slurm.tres.parse_tres_count`)."""
         return cls(gpu_limit=parse_tres_count(row.grp_tres, GPU_TRES), gpu_minutes=parse_tres_count(row.grp_tres_mins, GPU_TRES))
 
     @classmethod

@@ -119,7 +119,7 @@ def test_slurm_command_latency_and_queue_waits(client, world):
     """sbatch and squeue latency (every command a cluster's gateway runs, counted
     by the observer the jobs app registers) and the queue wait by partition, from the snapshot."""
     from slurm.gateway import SlurmGateway as Gateway
-    from slurm.transport import CommandResult
+    from slurm.transports.base import CommandResult
 
     class Timed(FakeTransport):
         def execute(self, argv, *, stdin, timeout):

@@ -17,7 +17,7 @@ from slurm import SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.adapters.queue_decode import decode_squeue
 from slurm.snapshot import ClusterSnapshot
-from slurm.values import parse_memory_per_gpu
+from slurm.tres import parse_memory_per_gpu
 from tests.conftest import FIXTURES
 from tests.fakes import ANY, FakeTransport
 from tests.jobs.test_job_pages import alice, cluster, no_slurm  # noqa: F401  (fixtures)

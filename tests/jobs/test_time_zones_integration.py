@@ -14,9 +14,9 @@ from jobs.models import Job
 from jobs.send import find_by_key
 from jobs.sync import jobs_sync
 from slurm import SlurmGateway
-from slurm.local import LocalTransport
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
+from slurm.transports.local import LocalTransport
 from tests.fakes import EveryCluster
 from tests.waiting import scontrol_show_job, wait_for
 

@@ -9,7 +9,8 @@ from slurm.adapters import adapter_for, v0_0_38
 from slurm.adapters.v0_0_38 import parse_jobs, parse_nodes, parse_partitions
 from slurm.snapshot import snapshot_take
 from slurm.times import parse_time_limit
-from slurm.values import number, parse_gpus, whole_number
+from slurm.tres import parse_gpus
+from slurm.values import number, whole_number
 from tests.fakes import FakeTransport
 
 

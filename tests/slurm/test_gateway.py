@@ -81,7 +81,7 @@ def test_invalid_utf8_output_is_replaced_not_raised():
 
 
 def test_local_transport_runs_argv_without_a_shell(tmp_path):
-    from slurm.local import LocalTransport
+    from slurm.transports.local import LocalTransport
 
     marker = tmp_path / "pwned"
     gw = SlurmGateway(LocalTransport())
@@ -92,7 +92,7 @@ def test_local_transport_runs_argv_without_a_shell(tmp_path):
 
 def test_local_transport_deadline_and_missing_command():
     from slurm import SlurmUnreachable
-    from slurm.local import LocalTransport
+    from slurm.transports.local import LocalTransport
 
     gw = SlurmGateway(LocalTransport())
     with pytest.raises(SlurmTimeout):

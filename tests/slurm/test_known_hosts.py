@@ -1,4 +1,4 @@
-"""Reading known_hosts as OpenSSH does (slurm/known_hosts.py): patterns, ports, hashed names,
+"""Reading known_hosts as OpenSSH does (slurm/transports/known_hosts.py): patterns, ports, hashed names,
 negation, markers. The real sshd is in tests/slurm/test_ssh_transport.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hmac
 
 import pytest
 
-from slurm.known_hosts import HostKeyRefused, check_host_key, expected_key_types, host_matches, parse_known_hosts
+from slurm.transports.known_hosts import HostKeyRefused, check_host_key, expected_key_types, host_matches, parse_known_hosts
 
 A = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519key-a").decode()
 B = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519key-b").decode()

@@ -18,7 +18,7 @@ from django.conf import settings
 
 from slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.gateway import build_transport
-from slurm.ssh import SSHTransport
+from slurm.transports.ssh import SSHTransport
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -158,7 +158,7 @@ def test_failed_command_raises_slurm_error(gateway):
     assert info.value.returncode == 3 and "oops" in info.value.stderr
 
 
-# --- known_hosts as OpenSSH reads it (slurm/known_hosts.py), against the real sshd ---------------------
+# --- known_hosts as OpenSSH reads it (slurm/transports/known_hosts.py), against the real sshd ---------------------
 def host_key_line(pattern: str) -> str:
     kind, blob = open("/etc/ssh/ssh_host_ed25519_key.pub").read().split()[:2]
     return f"{pattern} {kind} {blob}"

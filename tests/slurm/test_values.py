@@ -6,17 +6,8 @@ import pytest
 from slurm.adapters.v0_0_38 import parse_jobs, parse_sacct_jobs
 from slurm.states import JobState, is_failure
 from slurm.times import parse_limit_minutes, parse_timestamp, time_left_seconds
-from slurm.values import (
-    ArrayTasks,
-    classify_state,
-    expand_nodes,
-    parse_array_tasks,
-    parse_exit,
-    parse_gpus,
-    parse_tres,
-    parse_tres_count,
-    queue_exit,
-)
+from slurm.tres import parse_gpus, parse_tres, parse_tres_count
+from slurm.values import ArrayTasks, classify_state, expand_nodes, parse_array_tasks, parse_exit, queue_exit
 
 UNSET = {"set": False, "infinite": False, "number": 0}
 INFINITE = {"set": True, "infinite": True, "number": 0}

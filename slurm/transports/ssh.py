@@ -2,7 +2,7 @@
 
 - The socket has TCP_NODELAY (measured: 12.8 ms per sbatch instead of 93 ms).
 - The server's host key must already be in the configured known_hosts file, read as OpenSSH reads
-  it (:mod:`slurm.known_hosts`: several keys per host, hashed names, ``@revoked``); an unknown or
+  it (:mod:`slurm.transports.known_hosts`: several keys per host, hashed names, ``@revoked``); an unknown or
   changed key is refused with its SHA256 fingerprint and is never added.
 - At most ``max_channels`` commands run at once on the connection (sshd's ``MaxSessions``);
   further callers wait for a free channel within their own deadline.
@@ -25,9 +25,9 @@ import time
 import paramiko
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from .errors import SlurmTimeout, SlurmUnreachable
+from ..errors import SlurmTimeout, SlurmUnreachable
+from .base import CommandResult
 from .known_hosts import HostKeyRefused, KnownHost, check_host_key, expected_key_types, parse_known_hosts
-from .transport import CommandResult
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ POLL = 0.2  # seconds a blocking recv waits before the deadline is looked at aga
 
 
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
-    """Every host key goes through :func:`slurm.known_hosts.check_host_key` (the client holds no
+    """Every host key goes through :func:`slurm.transports.known_hosts.check_host_key` (the client holds no
     host keys of its own, so paramiko never compares one key per type): never trust on first use."""
 
     def __init__(self, entries: list[KnownHost], known_hosts: str, port: int):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import time
 
-from .errors import SlurmTimeout, SlurmUnreachable
-from .transport import CommandResult
+from ..errors import SlurmTimeout, SlurmUnreachable
+from .base import CommandResult
 
 
 class LocalTransport:

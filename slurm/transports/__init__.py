@@ -1,0 +1,1 @@
+"""How the gateway reaches a cluster's submit host: the transport contract and its result (:mod:`.base`), SSH with strict host keys (:mod:`.ssh`, :mod:`.known_hosts`) and local processes (:mod:`.local`)."""
