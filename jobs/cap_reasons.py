@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from django.core.cache import cache
 
 from portal.refusals import Problem
-from slurm.snapshot import job_weight, snapshot_load
+from slurm.queue_index import job_weight
+from slurm.snapshot import snapshot_load
 from slurm.states import FINAL_STATES
 from teams.site_policy import Policy, site_policy
 

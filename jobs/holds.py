@@ -25,7 +25,7 @@ from django.db import transaction
 from accounts.models import User
 from audit.services import audit
 from portal.refusals import Problem, Refused
-from slurm.snapshot import HELD_REASONS
+from slurm.queue_index import HELD_REASONS
 from slurm.states import JobState
 
 from .arrays import partly_running, tasks_in_group

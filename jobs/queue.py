@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 
 from portal.formats import from_now, ordinal
-from slurm.snapshot import HELD_REASONS
+from slurm.queue_index import HELD_REASONS
 from slurm.states import JobState
 from slurm.times import time_left_seconds
 from teams.usage.compute import how_to_fit
@@ -23,7 +23,7 @@ from .reasons import Reason, explain_reason
 class JobRow:
     """A Job plus what pages show about it. ``elapsed_s``/``time_left_s`` in seconds (``None`` =
     unknown or no limit; never negative; while the job's status is unknown, ``elapsed_s`` runs to
-    when it was last seen running and ``time_left_s`` is ``None``); ``position``/``in_line`` from :func:`slurm.snapshot.queue_positions`."""
+    when it was last seen running and ``time_left_s`` is ``None``); ``position``/``in_line`` from :func:`slurm.queue_index.queue_positions`."""
 
     job: Job
     position: int | None

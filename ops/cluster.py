@@ -4,7 +4,7 @@ with who and when, GPUs by type, CPUs and memory allocated, the jobs on it), its
 their limits, and its reservations.
 
 Costs per view: one Redis round trip (the cluster's snapshot without the queue and its node -> jobs
-index, :func:`slurm.snapshot.node_jobs`, both stored by the poller) and one query for the portal's
+index, :func:`slurm.queue_index.node_jobs`, both stored by the poller) and one query for the portal's
 rows of the jobs shown (to link them); the freshness notice reads what every page's does.
 """
 

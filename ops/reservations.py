@@ -29,8 +29,9 @@ from django.utils import timezone as djtz
 from audit.services import audit
 from portal.formats import unix_time
 from portal.refusals import Problem, Refused
+from slurm.queue_index import ON_NODE_STATES
 from slurm.records import Reservation
-from slurm.snapshot import ON_NODE_STATES, reread_soon, snapshot_load
+from slurm.snapshot import reread_soon, snapshot_load
 from slurm.values import expand_nodes
 
 from .scontrol import configured, current_snapshot, run_scontrol, staff_only

@@ -25,7 +25,7 @@ _WIDTH = array(_CODE).itemsize
 
 def positions_pack(positions: Mapping[int, tuple[int, int]]) -> bytes:
     """``positions`` (job id -> (position, pending jobs in that partition), as
-    :func:`slurm.snapshot.queue_positions` makes them) as the bytes :class:`QueuePositions` reads:
+    :func:`slurm.queue_index.queue_positions` makes them) as the bytes :class:`QueuePositions` reads:
     the job ids in ascending order, then the positions, then the counts, each an array of
     ``len(positions)`` native-order signed 64-bit integers (the poller and the pages run on the
     same kind of machine)."""
@@ -40,7 +40,7 @@ class QueuePositions(Mapping):
     """The positions :func:`positions_pack` stored: job id -> ``(position, pending jobs in that
     partition)``, both 1-based counts of jobs (Slurm fields ``priority``, ``submit_time``,
     ``partition`` and ``array_task_string`` of ``squeue --json``, as
-    :func:`slurm.snapshot.queue_positions` counts them). Raises ``ValueError`` for bytes that are not
+    :func:`slurm.queue_index.queue_positions` counts them). Raises ``ValueError`` for bytes that are not
     such a pack."""
 
     __slots__ = ("_values", "_n")

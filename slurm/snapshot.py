@@ -11,7 +11,6 @@ unreachable. Every function takes the cluster's name (``None``: the site's defau
 from __future__ import annotations
 
 import gc
-import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -25,15 +24,15 @@ from .errors import SlurmError, SlurmVersionUnknown
 from .gateway import SlurmGateway
 from .poll_budget import PollTooBig, check_elapsed, poll_budget
 from .positions import QueuePositions, positions_pack
+from .queue_index import node_jobs, queue_positions
 from .record_pack import jobs_pack, jobs_unpack, records_from_dicts
 from .records import Node, Partition, QueueJob, Reservation
-from .values import NO_NODES, expand_nodes, parse_array_tasks
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
 #: ``lite`` the same without ``jobs`` (what most pages need: nodes, partitions, freshness; cheap to
 #: load); ``positions`` ``{job id: (position, pending in partition)}`` of the pending jobs
-#: (:func:`queue_positions`, packed: :mod:`slurm.positions`); ``reread`` the flag of
-#: :func:`reread_soon`; ``nodejobs`` the jobs on each node (:func:`node_jobs`: what the cluster page
+#: (:func:`slurm.queue_index.queue_positions`, packed: :mod:`slurm.positions`); ``reread`` the flag of
+#: :func:`reread_soon`; ``nodejobs`` the jobs on each node (:func:`slurm.queue_index.node_jobs`: what the cluster page
 #: lists per node without loading the queue); ``head`` the snapshot without its records (the
 #: freshness). The queue under ``snapshot`` is packed: :mod:`slurm.record_pack`.
 KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs", "head")
@@ -315,116 +314,19 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
     values[snapshot_key(name, "head")] = {k: v for k, v in lite.items() if k not in _RECORD_LISTS}
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         with gc_paused():
-            values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot))
-            values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot)
+            values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot.jobs))
+            values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot.jobs)
     cache.set_many(values, timeout=None)
 
 
-#: A node list of one plain name (``gpu0042``): read without python-hostlist (most jobs' list).
-_ONE_NODE = re.compile(r"[A-Za-z0-9_.-]+")
-
-#: squeue states of a job that holds its nodes (started and not yet left them).
-ON_NODE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT"})
-
-
-def node_jobs(snapshot: ClusterSnapshot | None) -> dict[str, list[tuple[int, str, str, str]]]:
-    """node name -> ``[(job id, user, state, display id)]`` of the jobs on it (squeue ``nodes``,
-    expanded; states in :data:`ON_NODE_STATES`), by job id. ``job id`` is what a portal row keeps as
-    its Slurm id: the array job's for an array task (``array_job_id``), the leader's for a het
-    component (``het_job_id``), else ``job_id``; ``display id`` is ``123_4`` for an array task,
-    ``123+1`` for a het component, else the job id. A node list Slurm wrote malformed is
-    skipped (the job is then on no node here, never a failed store)."""
-    found: dict[str, list[tuple[int, str, str, str]]] = {}
-    if snapshot is None:
-        return found
-    expanded: dict[str, tuple[str, ...] | None] = {}  # node list -> names (None: malformed), once each
-    for q in snapshot.jobs:
-        if q.state not in ON_NODE_STATES or not q.nodes:
-            continue
-        names = expanded.get(q.nodes, ())
-        if names == ():
-            names = expanded[q.nodes] = _node_names(q.nodes)
-        if names is None:
-            continue
-        row_id = q.job_id
-        if q.array_task_id is not None and q.array_job_id:
-            row_id, shown = q.array_job_id, f"{q.array_job_id}_{q.array_task_id}"
-        elif q.het_job_id and q.het_job_offset is not None:
-            row_id, shown = q.het_job_id, f"{q.het_job_id}+{q.het_job_offset}"
-        else:
-            shown = str(q.job_id)
-        entry = (row_id, q.user, q.state, shown)
-        for name in names:
-            on = found.get(name)
-            if on is None:
-                found[name] = [entry]
-            else:
-                on.append(entry)
-    for jobs in found.values():
-        jobs.sort()
-    return found
-
-
-def _node_names(text: str) -> tuple[str, ...] | None:
-    """The names in a job's node list (``None`` when Slurm wrote it malformed)."""
-    if _ONE_NODE.fullmatch(text):
-        return () if text in NO_NODES else (text,)  # one node: hostlist's answer without it
-    try:
-        return tuple(expand_nodes(text))
-    except ValueError:
-        return None
-
-
 def node_jobs_load(cluster: str | None = None) -> dict[str, list[tuple[int, str, str, str]]]:
-    """The :func:`node_jobs` stored with ``cluster``'s last snapshot ({} before its first poll)."""
+    """The :func:`slurm.queue_index.node_jobs` stored with ``cluster``'s last snapshot ({} before its first poll)."""
     return cache.get(snapshot_key(cluster, "nodejobs")) or {}
-
-
-#: Slurm's pending reasons (squeue ``state_reason``) of a job on hold: ``scontrol hold`` by its user,
-#: or an administrator's hold. Such a job waits for a release, not for its turn.
-HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
-
-
-def queue_positions(snapshot: ClusterSnapshot | None) -> dict[int, tuple[int, int]]:
-    """job id -> (position, pending jobs in that partition) for every pending job in the snapshot.
-
-    Slurm has no position field. Position = 1 + pending jobs in the same partition with a higher
-    ``priority`` (ties: earlier ``submit_time``, then lower job id), as in the design. A pending
-    array record counts as its number of pending tasks (``123_[1-800%500]`` is 800 jobs ahead). A
-    held job (reason ``JobHeldUser`` / ``JobHeldAdmin``: :data:`HELD_REASONS`) is in no line: it has
-    no position and counts in no other job's."""
-    if snapshot is None:
-        return {}
-    # per partition: (-priority, submit time, job id, weight) rows, sorted as tuples (no key function)
-    by_partition: dict[str, list[tuple[int, int, int, int]]] = {}
-    for q in snapshot.jobs:
-        if q.state == "PENDING" and q.reason not in HELD_REASONS:
-            row = (-q.priority, q.submit_time, q.job_id, job_weight(q) if q.array_task_string else 1)
-            by_partition.setdefault(q.partition, []).append(row)
-    positions = {}
-    for rows in by_partition.values():
-        rows.sort()
-        total = sum(row[3] for row in rows)
-        ahead = 1
-        for _, _, job_id, weight in rows:
-            positions[job_id] = (ahead, total)
-            ahead += weight
-    return positions
-
-
-def job_weight(q) -> int:
-    """How many jobs a squeue record stands for: a pending array's task count (one record), else 1."""
-    if not q.array_task_string:
-        return 1
-    try:
-        return parse_array_tasks(q.array_task_string).count
-    except ValueError:
-        return 1
 
 
 def positions_load(cluster: str | None = None) -> Mapping[int, tuple[int, int]]:
     """Queue positions stored with ``cluster``'s last snapshot: job id -> (position, pending jobs in
-    that partition) (:func:`queue_positions`), a :class:`~slurm.positions.QueuePositions` read in
+    that partition) (:func:`slurm.queue_index.queue_positions`), a :class:`~slurm.positions.QueuePositions` read in
     well under a millisecond however long the queue; {} before its first poll."""
     return _positions_from(cache.get(snapshot_key(cluster, "positions")))
 

@@ -18,7 +18,8 @@ from jobs.rerun import without_directives
 from jobs.send import job_hold_send
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters.v0_0_38 import parse_jobs
-from slurm.snapshot import ClusterSnapshot, queue_positions
+from slurm.queue_index import queue_positions
+from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
 from tests.fakes import EveryCluster, FakeTransport
 from tests.jobs.test_job_pages import alice, cluster, make, no_slurm  # noqa: F401 (fixtures)
@@ -161,7 +162,7 @@ def test_a_held_job_is_in_no_line():
                 "state_reason": reason}  # fmt: skip
 
     snap = ClusterSnapshot(jobs=parse_jobs({"jobs": [q(1, 900, "JobHeldUser"), q(2, 500), q(3, 0, "JobHeldAdmin"), q(4, 100)]}))
-    assert queue_positions(snap) == {2: (1, 2), 4: (2, 2)}
+    assert queue_positions(snap.jobs) == {2: (1, 2), 4: (2, 2)}
     # The row says held as soon as the worker wrote the reason, before a new snapshot's positions.
     held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", reason="JobHeldUser", time_limit_min=60)
     row = job_row(held, {7: (1, 3)}, now=1000)

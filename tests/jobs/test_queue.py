@@ -7,7 +7,8 @@ import pytest
 from jobs.models import Job
 from jobs.queue import job_row
 from slurm.adapters.v0_0_38 import parse_jobs
-from slurm.snapshot import ClusterSnapshot, queue_positions
+from slurm.queue_index import queue_positions
+from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
 
 
@@ -30,7 +31,7 @@ def test_position_is_one_plus_higher_priority_pending_jobs_in_the_partition():
             }
         )
     )
-    positions = queue_positions(snap)
+    positions = queue_positions(snap.jobs)
     assert positions[2] == (1, 4)  # highest priority
     assert positions[3] == (2, 4)  # tie on priority: earlier submit first
     assert positions[1] == (3, 4)
@@ -50,7 +51,7 @@ def test_a_pending_array_counts_as_its_tasks():
             }
         )
     )
-    positions = queue_positions(snap)
+    positions = queue_positions(snap.jobs)
     assert positions[123456] == (1, 802)
     assert positions[7] == (801, 802)  # behind all 800 tasks
     assert positions[8] == (802, 802)  # unparsable array text counts as one job

@@ -13,7 +13,8 @@ import pytest
 from jobs.selectors import gpu_rows
 from slurm import SlurmError, SlurmGateway, SlurmVersionUnknown
 from slurm.adapters import v0_0_42
-from slurm.snapshot import queue_positions, snapshot_failed, snapshot_take
+from slurm.queue_index import queue_positions
+from slurm.snapshot import snapshot_failed, snapshot_take
 from tests.fakes import FakeTransport
 from tests.slurm.recorded import ALL, DATA_PARSER, SLURM, manifest, poll_transport, recording
 
@@ -83,7 +84,7 @@ def test_queue_positions_in_the_partition(release):
     """pending_resources is first in gpu, pending_priority (bob's, lower priority) behind it."""
     snap, _ = take(release, now=1000.0)
     jobs = manifest(release)["jobs"]
-    positions = queue_positions(snap)
+    positions = queue_positions(snap.jobs)
     assert positions[jobs["pending_resources"]["id"]] == (1, 2)
     assert positions[jobs["pending_priority"]["id"]] == (2, 2)
     # small: the array's pending rest (3-5%2: three tasks) ahead of the quota job (lower priority)

@@ -11,10 +11,10 @@ import pytest
 
 from slurm import SlurmGateway
 from slurm.positions import QueuePositions, positions_pack
+from slurm.queue_index import queue_positions
 from slurm.snapshot import (
     positions_all,
     positions_load,
-    queue_positions,
     snapshot_key,
     snapshot_load,
     snapshot_store,
@@ -62,7 +62,7 @@ def test_bytes_of_the_other_byte_order_and_bad_bytes():
 def test_stored_positions_are_packed_and_read_as_before(slurm_json, clean_cache):
     snap = snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0)
     snapshot_store(snap)
-    expected = queue_positions(snap)
+    expected = queue_positions(snap.jobs)
     assert expected  # the recorded queue has pending jobs
     assert isinstance(clean_cache.get(snapshot_key(snap.cluster, "positions")), bytes)
     loaded = positions_load(snap.cluster)
