@@ -6,8 +6,8 @@ Sources, all in the portal's database (no Slurm call per page view):
 
 - ``jobs.Job`` rows, of both origins (``Job.origin``: ``portal`` = submitted through the portal, the
   Slurm job carrying ``--comment=portal:<key>``; ``outside`` = ``sbatch`` in a terminal by a user
-  the portal knows, made by the poller from ``squeue`` and ``sacct``: :mod:`jobs.outside`,
-  :mod:`jobs.outside_import`), on every cluster.
+  the portal knows, made by the poller from ``squeue`` and ``sacct``: :mod:`jobs.worker.outside`,
+  :mod:`jobs.worker.outside_import`), on every cluster.
 - ``interactive.Session`` rows (JupyterLab / VS Code sessions: always through the portal; their
   Slurm jobs carry a ``portal:`` comment and get no Job row, so nothing is counted twice).
 - :class:`adoption.models.AllocationSample` rows for the GPU share (sampled from the snapshots every
@@ -15,7 +15,7 @@ Sources, all in the portal's database (no Slurm call per page view):
 
 Not counted: jobs of Slurm users who have no linked portal account (the poller makes rows only for
 linked users' jobs), and outside jobs of linked users that ended before the user was first linked
-by more than a week (:data:`jobs.outside_import.FIRST_LOOKBACK_S`). ``manage.py trace_export``
+by more than a week (:data:`jobs.worker.outside_import.FIRST_LOOKBACK_S`). ``manage.py trace_export``
 reads every user's jobs from ``sacct`` for a whole-cluster view. A week's figures are attributed
 to the week a job or session *started* (its GPU-hours too, even when it ran into the next week);
 failures to the week a job *ended*.

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
-from jobs.finish import exit_codes, exit_hidden
+from jobs.worker.finish import exit_codes, exit_hidden
 from slurm import SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.records import FinishedJob
@@ -154,7 +154,7 @@ def trace_read(gateway: SlurmGateway, *, since: datetime, until: datetime, now: 
 def hidden_exits(gateway: SlurmGateway, records: Iterable[FinishedJob]) -> dict[int, tuple[int | None, int | None]]:
     """Exit codes that 22.05's sacct JSON hides (a failed job written as return code 0) of the
     plain, ended jobs among ``records``, from ``sacct -P -o JobIDRaw,Comment,ExitCode`` in batches
-    of :data:`EXIT_BATCH` (:func:`jobs.finish.exit_codes`); {} when none is hidden. The comments are
+    of :data:`EXIT_BATCH` (:func:`jobs.worker.finish.exit_codes`); {} when none is hidden. The comments are
     used only to pick each job's own record and never reach the output."""
     hidden = {
         f.job_id: f.comment

@@ -91,7 +91,7 @@ def _error(request, status: int, detail: str, errors: list[dict] | None = None):
 def _refused(request, exc: Refused):
     """A service's (or a router's) refusal: 400, ``detail`` its headline (else its messages), one
     ``errors`` entry per problem. A router re-keys a refusal first when its body names the fields
-    differently (:mod:`jobs.fields`)."""
+    differently (:mod:`jobs.submit.fields`)."""
     return _error(request, 400, exc.detail or str(exc), [p.as_dict() for p in exc.problems])
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ninja import Router
 
-from jobs.policy import SitePolicy
-from jobs.selectors import snapshot_status
+from jobs.reads.selectors import snapshot_status
+from jobs.submit.policy import SitePolicy
 from slurm.clusters import clusters, default_cluster, sessions_cluster
 from slurm.snapshot import snapshots_load
 

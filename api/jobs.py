@@ -15,16 +15,16 @@ from ninja import Query, Router, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
-from jobs.cap_reasons import cap_warning
-from jobs.gpu_usage import job_gpu_usage
-from jobs.holds import hold_message, job_hold, job_release
-from jobs.logs import job_log_read
-from jobs.maintenance import job_maintenance_warning
+from jobs.gpu.gpu_usage import job_gpu_usage
 from jobs.models import Job, on_cluster
-from jobs.policy import unknown_cluster
-from jobs.queue import job_row
-from jobs.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
-from jobs.submit import job_cancel
+from jobs.reads.cap_reasons import cap_warning
+from jobs.reads.logs import job_log_read
+from jobs.reads.maintenance import job_maintenance_warning
+from jobs.reads.queue import job_row
+from jobs.reads.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
+from jobs.submit.holds import hold_message, job_hold, job_release
+from jobs.submit.policy import unknown_cluster
+from jobs.submit.submit import job_cancel
 from portal.refusals import Problem, Refused
 from profiles.selectors import profile_for_viewer
 from profiles.services import profile_run

@@ -5,7 +5,7 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_poll_failures_total{cluster}``: polls that failed (``portal.counters``, counted by the poller);
 - ``portal_jobs_pending{cluster,partition}``: pending jobs in the snapshot's queue;
 - ``portal_submissions_stuck``: portal submissions waiting to be sent longer than they should
-  (:func:`jobs.send.jobs_stuck`);
+  (:func:`jobs.worker.send.jobs_stuck`);
 - ``portal_submissions_total{outcome}``: portal jobs by outcome (``submitted``: Slurm took it,
   ``failed``: it could not be submitted), counted from the job rows;
 - ``portal_sessions{phase}``: sessions not ended, by state (``requested``, ``starting``, ``running``);
@@ -18,7 +18,7 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_slurm_command_seconds{cluster,command}``: a summary of the wall time of every Slurm
   command the portal ran (``squeue``, ``sinfo``, ``sacct`` by the poller, ``sbatch`` per submission...;
   ``_sum`` seconds, ``_count`` calls), and ``portal_slurm_command_failures_total{cluster,command}``
-  (:mod:`jobs.slurm_metrics`);
+  (:mod:`jobs.worker.slurm_metrics`);
 - ``portal_slurm_command_throttled_total{cluster,command}``: answers refused by slurmctld's per-user
   RPC rate limit (``SlurmctldParameters=rl_enable``), and ``portal_slurm_command_retries_total``: the
   attempts the gateway resent after its back-off (docs/clusters.md, "Slurm's RPC rate limit"; goal 0).
@@ -45,8 +45,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 from gpuusage.store import usages_load
 from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
-from jobs.send import jobs_stuck
-from jobs.slurm_metrics import slurm_command_figures, slurm_rate_limit_figures
+from jobs.worker.send import jobs_stuck
+from jobs.worker.slurm_metrics import slurm_command_figures, slurm_rate_limit_figures
 from notifications.selectors import mail_figures
 from portal.counters import counters
 from slurm.clusters import cluster_names

@@ -16,8 +16,8 @@ from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
 from interactive.options import session_caps_now, session_images, session_maintenance
 from interactive.services import SessionCard, session_cards, session_start, session_stop
-from jobs.fields import SESSION_API
-from jobs.selectors import cluster_status
+from jobs.reads.selectors import cluster_status
+from jobs.submit.fields import SESSION_API
 from portal.refusals import Problem, Refused
 from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import sessions_cluster

@@ -79,7 +79,7 @@ def main() -> int:
     from django.db import connection
     from django.test import Client
 
-    from jobs import fragment_etags
+    from jobs.web import fragment_etags
     from slurm import CommandResult, SlurmGateway, gateway
     from slurm.adapters import v0_0_38
     from slurm.snapshot import KINDS, snapshot_key, snapshot_store, snapshot_take

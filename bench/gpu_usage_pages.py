@@ -129,7 +129,7 @@ def main() -> None:
               f"ratio {p95(with_usage) / p95(without):.2f} (goal: at most 1.5)")  # fmt: skip
 
         # 2. queries per minute: the poller's reads plus what the viewers' pages cause
-        from jobs.gpu_usage import gpu_usage_refresh
+        from jobs.gpu.gpu_usage import gpu_usage_refresh
 
         interval = settings.SNAPSHOT_INTERVAL
         ticks = int(60 / interval)

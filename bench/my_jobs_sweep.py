@@ -64,7 +64,7 @@ def poller_cpu(cluster: str, rounds: int, interval: float) -> tuple[float, float
     ``rounds`` calls ``interval`` s apart (``min_gap_s=0``: every call polls)."""
     import statistics
 
-    from jobs.services import snapshot_refresh
+    from jobs.worker.services import snapshot_refresh
 
     cpu, wall = [], []
     for _ in range(rounds):

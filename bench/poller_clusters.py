@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the poller's CPU per interval with two clusters against one (goal: at most 2.1).
 
-In one process, the way the poller's worker does it (``jobs.services.snapshot_refresh(cluster=...)``,
+In one process, the way the poller's worker does it (``jobs.worker.services.snapshot_refresh(cluster=...)``,
 the real SSH gateway of each cluster, the real clusters): K polls of the first cluster alone, then K
 of the second alone, then K rounds of both side by side in two threads (as the poller's threaded
 worker runs the beat's fan-out), one poll or round per interval. It measures the process's CPU time
@@ -335,7 +335,7 @@ def main(argv=None) -> int:
     from django.conf import settings
     from django.core.cache import cache
 
-    from jobs.services import snapshot_refresh
+    from jobs.worker.services import snapshot_refresh
     from slurm import SlurmGateway, get_gateway
     from slurm.clusters import cluster_names
     from slurm.snapshot import KINDS, snapshot_key, snapshot_store, snapshot_take

@@ -4,7 +4,7 @@ For each output version (``v0.0.38`` = Slurm 22.05, ``v0.0.40`` = 23.11, ``v0.0.
 ``v0.0.42`` = 24.11 with ``+complex``, as the adapters ask for it) the script writes a synthetic
 cluster's documents in that version's shape, then, in a fresh Python process per version (so one
 shape's memory never counts for another), runs what the poller does per interval
-(``jobs.services.snapshot_refresh``: the adapter's poll of the documents, then
+(``jobs.worker.services.snapshot_refresh``: the adapter's poll of the documents, then
 ``slurm.snapshot.snapshot_store``'s one Redis write) and reads back what a page needs (the copy
 without the queue and the queue positions: the job form's and the cluster page's read; and, apart,
 My jobs' read: the heads and a user's positions). Prints per version: parse + store CPU seconds, peak

@@ -269,7 +269,7 @@ def burst(args, tag: str, listener) -> tuple[float, list[float], list[str], list
     users)."""
     from django.conf import settings
 
-    from jobs.send import user_home
+    from jobs.worker.send import user_home
 
     sessions = sdiag_users.make_sessions(args.users, BURST_PREFIX, args.account)
     users = [u for u, _ in sessions]
@@ -333,8 +333,9 @@ def steps(args, tag: str) -> tuple[dict[str, list[float]], dict[str, int], list[
     from django.test.utils import CaptureQueriesContext
 
     from accounts.models import User
-    from jobs import send, submit
-    from jobs.policy import JobRequest
+    from jobs.submit import submit
+    from jobs.submit.policy import JobRequest
+    from jobs.worker import send
     from slurm import get_gateway
     from slurm.clusters import cluster_get
     from slurm.gateway import SlurmGateway, build_transport

@@ -1,12 +1,12 @@
 """The "New session" form. Field types are checked here; the rules in :mod:`interactive.options`
-(what they call this form's fields, e.g. ``memory_gb``: :mod:`jobs.fields`)."""
+(what they call this form's fields, e.g. ``memory_gb``: :mod:`jobs.submit.fields`)."""
 
 from __future__ import annotations
 
 from django import forms
 
-from jobs.forms import MemoryField
-from jobs.policy import SitePolicy
+from jobs.submit.policy import SitePolicy
+from jobs.web.forms import MemoryField
 
 from .kinds import kind_default, kinds_available
 

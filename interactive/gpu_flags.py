@@ -1,12 +1,12 @@
 """The session cards' low-use flag: a running GPU session whose GPUs have stayed below
 ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity for ``PORTAL_GPU_LOW_USE_MINUTES``, from the poller's
-read of the sessions cluster (:mod:`jobs.gpu_usage`; never asks Prometheus)."""
+read of the sessions cluster (:mod:`jobs.gpu.gpu_usage`; never asks Prometheus)."""
 
 from __future__ import annotations
 
 from gpuusage import prometheus_configured
 from gpuusage.store import usage_load
-from jobs.gpu_usage import low_use_of
+from jobs.gpu.gpu_usage import low_use_of
 from slurm.clusters import sessions_cluster
 
 from .models import SessionPhase

@@ -1,6 +1,6 @@
 """Idle GPU sessions reclaimed: a running session whose GPUs stay below
 ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity (the low-use flag's one definition,
-:func:`jobs.gpu_usage.below_low_use`) for ``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` is warned on its card
+:func:`jobs.gpu.gpu_usage.below_low_use`) for ``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` is warned on its card
 ``PORTAL_GPU_IDLE_WARN_MINUTES`` before, then stopped (:func:`interactive.idle.sessions_cull_idle`).
 
 What is looked at: the poller's GPU-usage read of the sessions cluster (:mod:`gpuusage.store`, kept
@@ -24,7 +24,7 @@ from django.utils import timezone as djtz
 
 from gpuusage import prometheus_configured
 from gpuusage.store import ClusterUsage, usage_load
-from jobs.gpu_usage import below_low_use
+from jobs.gpu.gpu_usage import below_low_use
 from portal.formats import duration
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load

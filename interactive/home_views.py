@@ -12,8 +12,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.decorators import sign_in_page_when_anonymous
-from jobs.overview import active_job_rows, gpu_sections
-from jobs.selectors import cluster_status
+from jobs.reads.overview import active_job_rows, gpu_sections
+from jobs.reads.selectors import cluster_status
 from portal.refusals import Refused
 from slurm.clusters import sessions_cluster
 from teams.selectors import teams_of

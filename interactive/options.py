@@ -1,5 +1,5 @@
 """Session options: the keys a start request may carry, parsed and checked against the site policy
-(the same :class:`jobs.policy.SitePolicy` the job form uses) plus the session rules: only the
+(the same :class:`jobs.submit.policy.SitePolicy` the job form uses) plus the session rules: only the
 partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
 ``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
 that this site offers. Used by the sessions form and by the hub's spawner (through
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jobs.cap_reasons import InQueue, in_queue, start_cap_problems
-from jobs.maintenance import MaintenanceClash, maintenance_warning
-from jobs.policy import JobRequest, SitePolicy
+from jobs.reads.cap_reasons import InQueue, in_queue, start_cap_problems
+from jobs.reads.maintenance import MaintenanceClash, maintenance_warning
+from jobs.submit.policy import JobRequest, SitePolicy
 from portal.refusals import Problem, Refused
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
@@ -72,7 +72,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     """``raw``: the ``user_options`` dict of a start request (values may be strings, from a form).
     Returns ``(options, [])`` when allowed, else ``(None, problems)``; each problem names its option
     key (``options`` for the dict as a whole; site policy's problems keep the policy's names, e.g.
-    ``time_limit_min`` for ``hours``: :mod:`jobs.fields`) and says what is allowed. Unknown keys are
+    ``time_limit_min`` for ``hours``: :mod:`jobs.submit.fields`) and says what is allowed. Unknown keys are
     refused, never ignored."""
     if not isinstance(raw, dict):
         return None, [Problem("options", "The session options must be a JSON object.")]
@@ -180,7 +180,7 @@ def session_image(name: str, *, kind: SessionKind, partition: str):
 
 def session_maintenance(*, cluster: str, partition: str, hours: int) -> MaintenanceClash | None:
     """Whether a session of ``hours`` hours on ``partition`` of ``cluster`` would run into a
-    maintenance reservation on every node of the partition (:func:`jobs.maintenance.maintenance_warning`,
+    maintenance reservation on every node of the partition (:func:`jobs.reads.maintenance.maintenance_warning`,
     from the stored snapshot): the clash, whose sentence says "This session cannot start before ...",
     or ``None``. A warning for the session form and the API, never a refusal: Slurm holds the job."""
     return maintenance_warning(cluster=cluster, partition=partition, time_limit_min=int(hours) * 60, what="session")
@@ -211,7 +211,7 @@ class SessionsHeld:
     """What the per-person caps count for one more session of a person: ``active`` their sessions
     not ended (Session rows requested, starting or running: JupyterHub's named servers), and
     ``queue`` their jobs on the sessions cluster as Slurm's per-user QOS limits count them
-    (:func:`jobs.cap_reasons.in_queue`, from the stored snapshot, in all their accounts, batch jobs
+    (:func:`jobs.reads.cap_reasons.in_queue`, from the stored snapshot, in all their accounts, batch jobs
     included) plus their sessions the snapshot cannot list yet (requested, or started after it was
     taken); ``queue`` is ``None`` before the first poll."""
 
@@ -248,7 +248,7 @@ def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = No
     """Why one more session of ``gpu_count`` GPUs for ``user`` is refused by a per-person cap now,
     one :class:`Problem` each (``[]`` when none): the sessions one person may have at once
     (``PORTAL_SESSION_LIMIT``, JupyterHub's ``named_server_limit_per_user``; 0 = none; field ``""``),
-    then the site's caps on the sessions cluster (:func:`jobs.cap_reasons.start_cap_problems`: jobs
+    then the site's caps on the sessions cluster (:func:`jobs.reads.cap_reasons.start_cap_problems`: jobs
     pending or running, GPUs at once), from ``held`` (default :func:`sessions_held`). The one source
     of these sentences: :func:`interactive.services.session_start` refuses with them, and the form,
     the home page's Start buttons and the API say them before a start."""

@@ -38,7 +38,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.utils.text import slugify
 
-from jobs.policy import SitePolicy
+from jobs.submit.policy import SitePolicy
 from portal.refusals import Problem
 from portal.units import MemoryRefusal, memory_mib, memory_text
 

@@ -22,10 +22,10 @@ from django.utils import timezone as djtz
 
 from accounts.models import User
 from audit.services import audit
-from jobs.cap_reasons import CAP_REASONS, HeldRequest, cap_reason
-from jobs.policy import SitePolicy
-from jobs.reasons import explain_reason
-from jobs.selectors import snapshot_status
+from jobs.reads.cap_reasons import CAP_REASONS, HeldRequest, cap_reason
+from jobs.reads.reasons import explain_reason
+from jobs.reads.selectors import snapshot_status
+from jobs.submit.policy import SitePolicy
 from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
 from slurm.clusters import sessions_cluster
@@ -351,7 +351,7 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
 
 def _cap_note(session: Session, code: str) -> str:
     """`` (<the site's cap in its figures>)`` when Slurm holds the session for a per-person cap or the
-    small-job pool's limits (:func:`jobs.cap_reasons.cap_reason`), else ``""``."""
+    small-job pool's limits (:func:`jobs.reads.cap_reasons.cap_reason`), else ``""``."""
     if code not in CAP_REASONS:
         return ""
     held = HeldRequest(

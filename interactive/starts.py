@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.models import User
-from jobs.selectors import snapshot_status
+from jobs.reads.selectors import snapshot_status
 from portal.refusals import Problem, Refused
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load

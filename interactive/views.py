@@ -10,9 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs.fields import SESSION_FORM
-from jobs.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
-from jobs.selectors import cluster_status
+from jobs.reads.selectors import cluster_status
+from jobs.submit.fields import SESSION_FORM
+from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import sessions_cluster
 
@@ -63,7 +63,7 @@ def _maintenance_ahead(data) -> dict:
 @login_required
 def session_maintenance_view(request: HttpRequest) -> HttpResponse:
     """HTMX fragment under the session form, before anything is sent: whether the session asked for
-    (``partition``, ``hours``; POSTed by the form as the job form's estimate is, or GET) would run into maintenance (:mod:`jobs.maintenance`, from the
+    (``partition``, ``hours``; POSTed by the form as the job form's estimate is, or GET) would run into maintenance (:mod:`jobs.reads.maintenance`, from the
     snapshot), and how long one may be to start now. Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
     return render(request, "interactive/_session_maintenance.html", _maintenance_ahead(data))
@@ -108,7 +108,7 @@ def say_how_it_started(request: HttpRequest, session: Session) -> None:
 
 
 def session_cards_etag(request: HttpRequest) -> str | None:
-    """The Sessions fragment's weak ETag (:mod:`jobs.fragment_etags`): the sessions cluster's snapshot
+    """The Sessions fragment's weak ETag (:mod:`jobs.web.fragment_etags`): the sessions cluster's snapshot
     head, accounting and GPU usage read times, and the user's rows the cards show (their count and a
     digest). ``None`` (always rendered in full) while one of them is active: an active card follows
     JupyterHub's answer (ready, the start's progress), which the portal keeps no version of, and its

@@ -1,7 +1,7 @@
 """What a Start button says about now: what is free for its GPU type and the likely wait, from the
 sessions cluster's snapshot only (pages never call Slurm).
 
-*Free now* is :func:`jobs.selectors.gpu_rows` for the preset's partition and GPU type (GPUs on down
+*Free now* is :func:`jobs.reads.selectors.gpu_rows` for the preset's partition and GPU type (GPUs on down
 or drained nodes are not free). *The wait* is never a guess of the portal's own:
 
 - "free now: starts at once" when a node of the partition that takes new work has the GPUs, CPUs
@@ -15,7 +15,7 @@ or drained nodes are not free). *The wait* is never a guess of the portal's own:
   Slurm estimates a start only for a job that waits; the figures are not current).
 
 A pending job waits ahead unless it will not start anyway: held (its team's quota, a hold, a
-request Slurm will not run: :attr:`jobs.reasons.Reason.holds`), waiting for a dependency, a
+request Slurm will not run: :attr:`jobs.reads.reasons.Reason.holds`), waiting for a dependency, a
 ``--begin`` time or its array's ``%`` limit. An array record counts as its pending tasks.
 
 The pending jobs' figures need the whole queue, which costs a page ~0.1 s to load for 10,000 jobs
@@ -33,8 +33,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone as djtz
 
-from jobs.reasons import explain_reason
-from jobs.selectors import gpu_rows
+from jobs.reads.reasons import explain_reason
+from jobs.reads.selectors import gpu_rows
 from portal.formats import from_now
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.values import parse_array_tasks
@@ -181,7 +181,7 @@ def _jobs(n: int) -> str:
 
 def availability(preset: SessionPreset, *, snapshot: ClusterSnapshot | None, current: bool, summary: dict | None) -> Availability:
     """What ``preset``'s button says now. ``snapshot``: the sessions cluster's snapshot without its
-    queue (nodes); ``current``: its figures are fresh (:class:`jobs.freshness.SnapshotStatus`, not
+    queue (nodes); ``current``: its figures are fresh (:class:`jobs.reads.freshness.SnapshotStatus`, not
     stale); ``summary``: :func:`waiting_ahead` for it (``None`` when the queue could not be read)."""
     free = free_text(snapshot, preset)
     if snapshot is None or not snapshot.taken_at:

@@ -9,7 +9,7 @@ class JobsConfig(AppConfig):
         from slurm.gateway import command_observers, rate_limit_observers
 
         from . import checks  # noqa: F401  (registers system checks)
-        from .slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
+        from .worker.slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
 
         if slurm_command_observed not in command_observers:  # /metrics: Slurm command latency
             command_observers.append(slurm_command_observed)

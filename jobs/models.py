@@ -29,7 +29,7 @@ def on_cluster(name: str) -> models.Q:
     return ~models.Q(slurm_cluster__in=[n for n in cluster_names() if n != name])
 
 
-#: The exit code of a batch script whose image is gone when the job starts (:mod:`jobs.batch`).
+#: The exit code of a batch script whose image is gone when the job starts (:mod:`jobs.worker.batch`).
 IMAGE_GONE_EXIT = 97
 
 
@@ -79,7 +79,7 @@ def memory_asked_mb(record) -> int:
 class JobOrigin(models.TextChoices):
     """Where a job was submitted: through the portal (form, profile, API, CLI: the row came first,
     the Slurm job carries ``--comment=portal:<key>``) or outside it (``sbatch`` in a terminal: the
-    poller made the row from Slurm's queue or accounting, see :mod:`jobs.outside`)."""
+    poller made the row from Slurm's queue or accounting, see :mod:`jobs.worker.outside`)."""
 
     PORTAL = "portal", "Submitted in the portal"
     OUTSIDE = "outside", "Submitted outside the portal"
@@ -160,7 +160,7 @@ class Job(models.Model):
     status_unknown_since = models.DateTimeField(null=True, blank=True)
     #: Ended as the queue (squeue) reported it while accounting (sacct) had no final record of it yet
     #: (slurmdbd down or behind): state, exit, start and end are the controller's; ``gpu_hours`` is
-    #: unknown until accounting's record replaces them (jobs.sync).
+    #: unknown until accounting's record replaces them (jobs.worker.sync).
     accounting_pending = models.BooleanField(default=False)
     #: Times Slurm started the job again (squeue ``restart_cnt``), and its earlier runs from sacct,
     #: oldest first: ``[{"state", "why", "start", "end", "elapsed_s", "nodes"}]`` (times ISO 8601 UTC).
@@ -177,7 +177,7 @@ class Job(models.Model):
     origin = models.CharField(max_length=8, choices=JobOrigin.choices, default=JobOrigin.PORTAL)
     #: Slurm's submit time of the job's first run (squeue ``submit_time``, sacct ``time.submission``):
     #: with the cluster and the job id, the identity of a job submitted outside the portal (job ids
-    #: are reused; a requeue gives later runs later submit times, see :mod:`jobs.identity`).
+    #: are reused; a requeue gives later runs later submit times, see :mod:`jobs.worker.identity`).
     slurm_submit_at = models.DateTimeField(null=True, blank=True)
     kind = models.CharField(max_length=8, choices=JobKind.choices, default=JobKind.JOB)
     #: An array job: its tasks as Slurm writes an array (``1-500%20``: every task id seen, and the
@@ -190,7 +190,7 @@ class Job(models.Model):
     #: "nodes", "gpus", "cpus"}]`` (``gpus``: type -> count).
     het_parts = models.JSONField(default=list, blank=True)
     #: End-of-job GPU usage, read from Prometheus once the job has ended
-    #: (:mod:`jobs.gpu_summary`): ``gpu_summary`` is "" until read (Prometheus down at the end: read
+    #: (:mod:`jobs.gpu.gpu_summary`): ``gpu_summary`` is "" until read (Prometheus down at the end: read
     #: later, never recorded as 0), ``measured``, or ``not-measured`` (no exporter series for it).
     #: Mean and max SM activity over its GPUs and life (percent), the highest memory used on one of
     #: its GPUs (MiB) and the energy its GPUs used (Wh, from the energy counter).
@@ -211,7 +211,7 @@ class Job(models.Model):
         ]
         # No uniqueness on (cluster, job id): Slurm reuses ids (a controller state reset, MaxJobId
         # wrapping) while older rows keep theirs. A job's identity is its ``key`` (the --comment it
-        # carries) with its submit time; see jobs.sync._attempts.
+        # carries) with its submit time; see jobs.worker.sync._attempts.
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
@@ -343,7 +343,7 @@ class Job(models.Model):
     @property
     def image_gone(self) -> bool:
         """It failed at its start because its image was no longer on the cluster (the batch script's
-        check exits :data:`IMAGE_GONE_EXIT`, :mod:`jobs.batch`)."""
+        check exits :data:`IMAGE_GONE_EXIT`, :mod:`jobs.worker.batch`)."""
         return bool(self.image_name) and self.state == JobState.FAILED and self.exit_code == IMAGE_GONE_EXIT
 
     @property

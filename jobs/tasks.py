@@ -13,10 +13,10 @@ from django.core.cache import cache
 from slurm import SlurmError
 from slurm.clusters import cluster_names
 
-from .gpu_usage import gpu_usage_refresh
-from .notify import job_failed_detail, jobs_pending_notify
-from .send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
-from .services import snapshot_refresh
+from .gpu.gpu_usage import gpu_usage_refresh
+from .worker.notify import job_failed_detail, jobs_pending_notify
+from .worker.send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
+from .worker.services import snapshot_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def gpu_usage_poll(cluster: str | None = None) -> None:
     """Beat task (every ``PORTAL_SNAPSHOT_INTERVAL`` seconds, on the poller's queue, apart from the
     snapshot so a slow Prometheus never delays it): without ``cluster``, one message per configured
     cluster; with it, read that cluster's GPU usage from Prometheus into the cache
-    (:func:`jobs.gpu_usage.gpu_usage_refresh`; nothing when ``PORTAL_PROMETHEUS_URL`` is empty). Not
+    (:func:`jobs.gpu.gpu_usage.gpu_usage_refresh`; nothing when ``PORTAL_PROMETHEUS_URL`` is empty). Not
     retried: the next tick is the retry."""
     if cluster is None:
         for name in cluster_names():
@@ -58,7 +58,7 @@ def gpu_usage_poll(cluster: str | None = None) -> None:
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)
 def job_submit_task(self, job_id: int) -> None:
     """Submit one job. Retried (every 20 s, up to 10 times) only when the outcome is uncertain; each
-    retry looks the job's key up in Slurm before submitting (``jobs.send.job_send``)."""
+    retry looks the job's key up in Slurm before submitting (``jobs.worker.send.job_send``)."""
     try:
         job_send(job_id=job_id)
     except SubmissionUncertain as exc:
@@ -116,14 +116,14 @@ def _inline_pause_key(cluster: str) -> str:
 
 def job_submit_now(job_id: int, *, cluster: str = "") -> None:
     """Send a new job at once, in the process that just committed its row (``transaction.on_commit``
-    of :func:`jobs.submit.job_create`): no broker hop and no worker wake-up between the form and
+    of :func:`jobs.submit.submit.job_create`): no broker hop and no worker wake-up between the form and
     ``sbatch``. The sbatch helper gets ``settings.PORTAL_SUBMIT_INLINE_TIMEOUT`` seconds (0: never
     here, always through the worker). Celery is the fallback: an uncertain outcome (a lost answer,
     Slurm or the submit host unreachable) is queued as ``job_submit_task`` in 20 s, which looks the
     job's key up first, as every retry does, and pauses the inline sends to ``cluster`` (the row's
     ``Job.cluster``) for :data:`INLINE_PAUSE_S` seconds in every web process (a cache key): during a
     controller outage new jobs go straight to the worker instead of holding web threads; any other
-    failure queues the job at once. The send itself is :func:`jobs.send.job_send`, the same
+    failure queues the job at once. The send itself is :func:`jobs.worker.send.job_send`, the same
     idempotent, per-job locked send the task runs."""
     seconds = settings.PORTAL_SUBMIT_INLINE_TIMEOUT
     if seconds <= 0 or cache.get(_inline_pause_key(cluster)):
@@ -158,7 +158,7 @@ def job_submit_now(job_id: int, *, cluster: str = "") -> None:
 
 def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
     """Queue the submit task again for jobs still waiting to be submitted whose task may have been
-    lost (:func:`jobs.send.jobs_stuck`). Safe to repeat: job_send is idempotent and serialised per
+    lost (:func:`jobs.worker.send.jobs_stuck`). Safe to repeat: job_send is idempotent and serialised per
     job. Returns the job ids queued."""
     return [job_id for job_id in jobs_stuck(older_than_s=older_than_s) if enqueue(job_submit_task, job_id)]
 
@@ -166,12 +166,12 @@ def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
 def job_failed_detail_task(job_id: int, notification_id: int) -> bool:
     """Read a failed job's log lines as its owner into its notification, then queue the mail
-    (:func:`jobs.notify.job_failed_detail`). Not retried: without it the sweep mails it without the lines."""
+    (:func:`jobs.worker.notify.job_failed_detail`). Not retried: without it the sweep mails it without the lines."""
     return job_failed_detail(job_id=job_id, notification_id=notification_id)
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
 def jobs_pending_notify_task() -> int:
     """Beat task (every 60 s): tell owners of jobs pending longer than their chosen time
-    (:func:`jobs.notify.jobs_pending_notify`). Returns how many were told."""
+    (:func:`jobs.worker.notify.jobs_pending_notify`). Returns how many were told."""
     return jobs_pending_notify()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import action_views, array_views, job_views, usage_views, views
+from .web import action_views, array_views, job_views, usage_views, views
 
 urlpatterns = [
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import hostlist
 from django.core.cache import cache
 
-from jobs.freshness import SnapshotStatus, snapshot_status
 from jobs.models import Job
+from jobs.reads.freshness import SnapshotStatus, snapshot_status
 from slurm.clusters import Cluster, cluster_get, clusters
 from slurm.records import Node, Partition, Reservation
 from slurm.snapshot import ClusterSnapshot, snapshot_key

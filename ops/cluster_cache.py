@@ -64,7 +64,7 @@ def cluster_page_kept(name: str | None = None, *, now: float | None = None) -> C
     found = cache.get_many([head_key, kept_key])
     head, kept = found.get(head_key), found.get(kept_key)
     if head and head.get("taken_at") and kept and kept["taken_at"] == head["taken_at"]:
-        from jobs.freshness import snapshot_status
+        from jobs.reads.freshness import snapshot_status
 
         snapshot = ClusterSnapshot.from_dict(head)
         return ClusterPage(

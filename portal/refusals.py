@@ -5,9 +5,9 @@ wrong and what is allowed, and (for a profile file) the line. Site policy, job s
 sessions, teams, tokens and account links all raise it. Each kind of page shows it in one place:
 a Django form with :func:`refusal_to_form`, the REST API with the handler in :mod:`api.base`.
 
-A service names fields in its own words (the policy speaks :class:`jobs.policy.JobRequest`'s);
+A service names fields in its own words (the policy speaks :class:`jobs.submit.policy.JobRequest`'s);
 an input surface that calls them differently re-keys the problems once with :meth:`Refused.renamed`
-and the surface's column of :mod:`jobs.fields`.
+and the surface's column of :mod:`jobs.submit.fields`.
 """
 
 from __future__ import annotations

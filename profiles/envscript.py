@@ -71,7 +71,7 @@ class EnvImage:
     (``images.models.Image.name``/``.digest``: the digest is the image's content checksum, written
     by scripts/build_image.sh or the admin), ``python`` the image's Python version
     (``Image.python_version``, e.g. "3.11"; "" = unknown). The job's script runs inside the image
-    (jobs/batch.py wraps it with the image's runtime), so the venv is built there, on top of this Python."""
+    (jobs/worker/batch.py wraps it with the image's runtime), so the venv is built there, on top of this Python."""
 
     name: str
     digest: str
@@ -108,7 +108,7 @@ def env_spec_json(env: dict, site: EnvSite, image: EnvImage | None = None) -> st
 
 
 def render_profile_script(spec: ProfileSpec, *, site: EnvSite | None = None, image: EnvImage | None = None) -> str:
-    """The bash script body (no ``#SBATCH`` lines: :func:`jobs.batch.render_batch_script` adds them,
+    """The bash script body (no ``#SBATCH`` lines: :func:`jobs.worker.batch.render_batch_script` adds them,
     and for a profile with ``image:`` runs this whole script inside the image). ``image``: the
     checked image of ``spec.image`` (``None`` = the node's own system)."""
     site = site or EnvSite.from_settings()

@@ -4,7 +4,7 @@ problem names the field as a dotted path (``resources.gpus_per_node``) and, when
 the file, its line. The schema is documented in ``docs/profiles.md``.
 
 Only shape and types are checked here; what the cluster allows (partitions, GPU types and counts,
-time limits, CPUs, memory) is checked by the same :class:`jobs.policy.SitePolicy` as the job form,
+time limits, CPUs, memory) is checked by the same :class:`jobs.submit.policy.SitePolicy` as the job form,
 in :mod:`profiles.services`.
 """
 
@@ -17,7 +17,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from jobs import policy
+from jobs.submit import policy
 from portal.refusals import Problem, Refused
 from portal.units import memory_mib
 
@@ -212,7 +212,7 @@ class ProfileSpec:
 
 # --- units ---------------------------------------------------------------------------------------
 def time_limit_minutes(value: str | int) -> int:
-    """``90``, ``"02:00:00"``, ``"1-00:00:00"`` -> minutes by :func:`jobs.policy.time_limit_minutes`; raises ``ValueError``."""
+    """``90``, ``"02:00:00"``, ``"1-00:00:00"`` -> minutes by :func:`jobs.submit.policy.time_limit_minutes`; raises ``ValueError``."""
     if isinstance(value, bool):
         raise ValueError(f"A time limit is not yes/no. Write it as {policy.TIME_LIMIT_FORMS}.")
     return policy.time_limit_minutes(str(value))

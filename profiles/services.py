@@ -3,8 +3,8 @@
 A profile is checked in three layers, each problem pointing at a field (and its line in the file):
 the schema (:mod:`profiles.schema`), what the site offers for environments (Python versions, CUDA
 modules, containers: :class:`profiles.envscript.EnvSite`), and the same site policy and team check
-as the job form (:func:`jobs.submit.job_check`, its field names re-keyed to the profile's by
-:data:`jobs.fields.PROFILE`). A refusal is one :class:`portal.refusals.Refused` with every problem.
+as the job form (:func:`jobs.submit.submit.job_check`, its field names re-keyed to the profile's by
+:data:`jobs.submit.fields.PROFILE`). A refusal is one :class:`portal.refusals.Refused` with every problem.
 Running a profile is ``job_create`` with that checked request, whose script is rendered by
 :func:`profiles.envscript.render_profile_script`.
 """
@@ -16,10 +16,10 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import User
 from audit.services import audit
-from jobs.fields import PROFILE
 from jobs.models import Job
-from jobs.policy import JobRequest
-from jobs.submit import CheckedRequest, job_check, job_create
+from jobs.submit.fields import PROFILE
+from jobs.submit.policy import JobRequest
+from jobs.submit.submit import CheckedRequest, job_check, job_create
 from portal.refusals import Problem, Refused
 from teams.models import Membership, Team
 
@@ -142,8 +142,8 @@ def _with_lines(problems: list[Problem], text: str, touched: set[str]) -> list[P
 def profile_check(*, user: User, text: str, overrides: dict | None = None) -> tuple[ProfileSpec, CheckedRequest]:
     """Check a profile file (with overrides) completely, as running it would, without running it:
     the schema, the site's environments, and site policy with the team check
-    (:func:`jobs.submit.job_check`). Returns (spec, the checked job request, for
-    :func:`jobs.submit.job_create`). Raises :class:`Refused` with every problem, each with its
+    (:func:`jobs.submit.submit.job_check`). Returns (spec, the checked job request, for
+    :func:`jobs.submit.submit.job_create`). Raises :class:`Refused` with every problem, each with its
     profile field and line (``None`` for overridden values)."""
     spec = parse_profile(text, overrides=overrides)
     touched = {".".join(t) for t in apply_overrides({}, overrides)[2]}

@@ -10,8 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs.maintenance import job_maintenance_warning
 from jobs.models import Job
+from jobs.reads.maintenance import job_maintenance_warning
 from portal.refusals import Refused
 from teams.selectors import teams_of
 
@@ -141,7 +141,7 @@ def profile_run_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _warn_maintenance(request: HttpRequest, job) -> None:
-    """After sending: the maintenance warning as on the job form (:mod:`jobs.maintenance`), if any."""
+    """After sending: the maintenance warning as on the job form (:mod:`jobs.reads.maintenance`), if any."""
     if clash := job_maintenance_warning(job):
         messages.warning(request, clash.html)
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.policy import JobRequest, _check_text
+from jobs.submit.policy import JobRequest, _check_text
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

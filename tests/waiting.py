@@ -100,11 +100,11 @@ def scontrol_show_job(job_id, *, cluster: str = "cluster1") -> str:
 
 
 def wait_for_job(job, states, *, timeout: float = 90, accounting_read: bool = False):
-    """The portal's ``Job`` once a poll of its cluster (``jobs.services.snapshot_refresh``, once a
+    """The portal's ``Job`` once a poll of its cluster (``jobs.worker.services.snapshot_refresh``, once a
     second) shows it in one of ``states``; with ``accounting_read``, also once accounting's figures
     replaced the queue's (``accounting_pending`` false). On timeout the failure shows the portal's
     state and reason and ``scontrol show job``."""
-    from jobs.services import snapshot_refresh
+    from jobs.worker.services import snapshot_refresh
 
     def probe():
         snapshot_refresh(cluster=job.cluster)

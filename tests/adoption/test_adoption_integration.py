@@ -24,9 +24,9 @@ from django.core.management import call_command
 from adoption.figures import adoption_figures
 from adoption.trace import pseudonym, trace_read
 from jobs.models import Job, JobOrigin
-from jobs.policy import JobRequest, SitePolicy
-from jobs.services import snapshot_refresh
-from jobs.submit import job_check, job_create
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_check, job_create
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import FINAL_STATES, JobState
 from tests.waiting import wait_for

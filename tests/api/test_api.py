@@ -341,7 +341,7 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
     ],
 )
 def test_log_chunks_never_split_a_character(client, people, tokens, monkeypatch, clean_cache, state, data, text, used):
-    from jobs.logs import job_log_read
+    from jobs.reads.logs import job_log_read
     from slurm import SlurmGateway
     from tests.fakes import FakeTransport
 
@@ -411,7 +411,7 @@ def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch
     from datetime import datetime
 
     from interactive.models import Session
-    from jobs.logs import LogChunk
+    from jobs.reads.logs import LogChunk
     from teams.usage.cache import TeamUsage, UsageStatus, _store
 
     monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))

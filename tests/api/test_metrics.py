@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interactive.models import Session, SessionState
 from jobs.models import Job
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from portal.counters import counter_add
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import snapshot_store, snapshot_take

@@ -1,4 +1,4 @@
-"""Audit cases of batch jobs (:mod:`jobs.submit`, :mod:`jobs.send`, :mod:`jobs.sync`); Slurm scripted."""
+"""Audit cases of batch jobs (:mod:`jobs.submit.submit`, :mod:`jobs.worker.send`, :mod:`jobs.worker.sync`); Slurm scripted."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def _getent_and_sbatch(w: World, job, *, stdout="4242\n", stderr="", returncode=
 
 
 def job_create(w: World):
-    from jobs.policy import JobRequest
-    from jobs.submit import job_check, job_create
+    from jobs.submit.policy import JobRequest
+    from jobs.submit.submit import job_check, job_create
 
     request = JobRequest(
         name="resnet", partition="train", gpu_type="a100", gpu_count=2, cpus=4, memory_mb=8192, time_limit_min=90, script="true"
@@ -51,7 +51,7 @@ def job_create(w: World):
 
 
 def job_cancel_requested(w: World):
-    from jobs.submit import job_cancel
+    from jobs.submit.submit import job_cancel
     from slurm.states import JobState
 
     job = _job(w, state=JobState.RUNNING, slurm_job_id=4242)
@@ -61,7 +61,7 @@ def job_cancel_requested(w: World):
 
 
 def job_submitted(w: World):
-    from jobs.send import job_send
+    from jobs.worker.send import job_send
 
     job = _job(w)
     before = read(job, "state")
@@ -72,7 +72,7 @@ def job_submitted(w: World):
 
 def job_adopted_by_key(w: World):
     """A retry (the first sbatch's answer was lost) finds the job's key in squeue and adopts it."""
-    from jobs.send import job_send
+    from jobs.worker.send import job_send
 
     job = _job(w, submitted_at=djtz.now(), workdir="/home/alice/j", output_path="/home/alice/j/o", error_path="/home/alice/j/e")
     before = read(job, "state")
@@ -86,7 +86,7 @@ def job_adopted_by_key(w: World):
 
 def job_adopted_from_queue(w: World):
     """The poller finds a queued job carrying the key of a row still SUBMITTING."""
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.adapters.v0_0_38 import parse_jobs
     from slurm.snapshot import ClusterSnapshot
@@ -100,7 +100,7 @@ def job_adopted_from_queue(w: World):
 
 
 def job_submit_failed(w: World):
-    from jobs.send import job_send
+    from jobs.worker.send import job_send
 
     job = _job(w)
     before = read(job, "state")
@@ -111,7 +111,7 @@ def job_submit_failed(w: World):
 
 
 def job_cancelled_before_submit(w: World):
-    from jobs.send import job_send
+    from jobs.worker.send import job_send
 
     job = _job(w, cancel_requested_at=djtz.now())
     before = read(job, "state")
@@ -120,7 +120,7 @@ def job_cancelled_before_submit(w: World):
 
 
 def job_state_from_queue(w: World):
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from tests.jobs.test_sync import snap
 
@@ -132,7 +132,7 @@ def job_state_from_queue(w: World):
 
 def job_state_from_queues_end(w: World):
     """Accounting is down; the queue still lists the job ended: the queue's word, until accounting's."""
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.states import JobState
     from tests.jobs.test_sync import JOB_18_KEY
@@ -154,7 +154,7 @@ def _requeued_job(w: World):
 
 
 def job_restarted(w: World):
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from tests.jobs.test_sync import snap
 
@@ -169,7 +169,7 @@ def job_restarted(w: World):
 
 
 def job_finished(w: World):
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.snapshot import ClusterSnapshot
 
@@ -182,10 +182,10 @@ def job_finished(w: World):
     return before, read(job, "state", "exit_code", "signal")
 
 
-# --- jobs submitted outside the portal (jobs.outside, jobs.outside_import) ----------------------------
+# --- jobs submitted outside the portal (jobs.worker.outside, jobs.worker.outside_import) ----------------------------
 def _outside_poll(w: World, stem: str, role: str = ""):
     """One poll of the recorded 24.11 queue (only the job of ``role``, when given)."""
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.snapshot import ClusterSnapshot
     from tests.slurm.outside_recorded import outside
@@ -217,7 +217,7 @@ def job_state_outside(w: World):
     from dataclasses import replace
 
     from jobs.models import Job
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.snapshot import ClusterSnapshot
 
@@ -237,7 +237,7 @@ def _sacct_any(rec):
 def job_task_cancel_requested(w: World):
     """alice cancels one task of her array (``scancel <id>_4`` as alice)."""
     from jobs.models import Job
-    from jobs.submit import job_cancel
+    from jobs.submit.submit import job_cancel
 
     rec = _outside_poll(w, "squeue_running")
     job = Job.objects.get(slurm_job_id=rec.ids["array"])
@@ -248,7 +248,7 @@ def job_task_cancel_requested(w: World):
 
 def job_hold_requested(w: World):
     """alice holds her pending job: the request (``scontrol hold`` runs as alice on commit)."""
-    from jobs.holds import job_hold
+    from jobs.submit.holds import job_hold
     from slurm.states import JobState
 
     job = _job(w, state=JobState.PENDING, slurm_job_id=4243, reason="Priority")
@@ -258,7 +258,7 @@ def job_hold_requested(w: World):
 
 
 def job_release_requested(w: World):
-    from jobs.holds import job_release
+    from jobs.submit.holds import job_release
     from slurm.states import JobState
 
     job = _job(w, state=JobState.PENDING, slurm_job_id=4244, reason="JobHeldUser")
@@ -269,7 +269,7 @@ def job_release_requested(w: World):
 
 def job_held(w: World):
     """The worker's ``scontrol hold`` succeeded: the row's reason is Slurm's ``JobHeldUser``."""
-    from jobs.send import job_hold_send
+    from jobs.worker.send import job_hold_send
     from slurm.states import JobState
 
     job = _job(w, state=JobState.PENDING, slurm_job_id=4245, reason="Resources")
@@ -280,7 +280,7 @@ def job_held(w: World):
 
 
 def job_released(w: World):
-    from jobs.send import job_hold_send
+    from jobs.worker.send import job_hold_send
     from slurm.states import JobState
 
     job = _job(w, state=JobState.PENDING, slurm_job_id=4246, reason="JobHeldUser")

@@ -78,5 +78,7 @@ def test_no_cli_module_imports_django_or_the_portal(path):
 
 def test_the_check_sees_an_import_of_the_portal(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import os\nfrom django.conf import settings\nfrom jobs.services import job_submit\nfrom . import base\n")
+    bad.write_text(
+        "import os\nfrom django.conf import settings\nfrom jobs.worker.services import job_submit\nfrom . import base\n"
+    )
     assert _top_level_imports(bad) & PORTAL == {"django", "jobs"}

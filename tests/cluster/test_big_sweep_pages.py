@@ -15,8 +15,8 @@ from django.utils import timezone
 from api.pagination import DEFAULT_LIMIT
 from api.tokens import token_create
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.selectors import HISTORY_PAGE_SIZE, MY_JOBS_ENDED_CAP
-from jobs.services import snapshot_refresh
+from jobs.reads.selectors import HISTORY_PAGE_SIZE, MY_JOBS_ENDED_CAP
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import FINAL_STATES, JobState
 

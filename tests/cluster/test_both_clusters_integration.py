@@ -10,13 +10,13 @@ import json
 
 import pytest
 
-from jobs.logs import job_log_tail
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.selectors import job_history
-from jobs.send import job_send
-from jobs.services import snapshot_refresh
-from jobs.submit import job_cancel, job_check, job_create
+from jobs.reads.logs import job_log_tail
+from jobs.reads.selectors import job_history
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_cancel, job_check, job_create
+from jobs.worker.send import job_send
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.clusters import cluster_get
 from slurm.states import JobState

@@ -114,7 +114,7 @@ def test_the_syncs_sacct_of_finished_jobs_on_cluster2_reads_exit_code_and_signal
     queue = {j.job_id: j for j in snapshot_take(cluster2, now=time.time()).jobs}
     assert (queue[exit3].state, queue[exit3].exit_code, queue[exit3].signal) == ("FAILED", 3, 0)
     assert (queue[killed].state, queue[killed].exit_code, queue[killed].signal) == ("FAILED", 0, 9)
-    # and so does the key look-up's squeue (jobs/send.py find_by_key): plain squeue --json does not
+    # and so does the key look-up's squeue (jobs/worker/send.py find_by_key): plain squeue --json does not
     plain = cluster2.run_json(["squeue", "--json"])
     assert v0_0_42.queue_job_by_comment(plain, comment3) is None
     assert v0_0_42.queue_job_by_comment(cluster2.run_json(["squeue", "--json", "-t", "all"]), comment3) == (exit3, "cluster2")

@@ -19,7 +19,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from audit.models import AuditEvent
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from ops.nodes import node_drain, node_resume
 from ops.reservations import reservation_create, reservation_delete
 from portal.refusals import Refused

@@ -12,8 +12,8 @@ from http import HTTPStatus
 import pytest
 from bs4 import BeautifulSoup
 
-from jobs.logs import job_log_tail
 from jobs.models import Job, MemoryPer
+from jobs.reads.logs import job_log_tail
 from slurm.states import JobState
 from tests.cluster.test_both_clusters_integration import GPUS, on, policy, wait  # noqa: F401  (fixtures)
 

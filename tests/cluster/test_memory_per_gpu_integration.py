@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
-from jobs.logs import job_log_tail
 from jobs.models import MemoryPer
+from jobs.reads.logs import job_log_tail
 from slurm.states import JobState
 from tests.cluster.test_outside_integration import PARTS, alice, on, poll_until, signed_in, submitted  # noqa: F401 (fixtures)
 

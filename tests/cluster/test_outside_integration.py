@@ -14,8 +14,8 @@ from bs4 import BeautifulSoup
 
 from jobs.arrays import load_tasks
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.outside_import import outside_import
-from jobs.services import snapshot_refresh
+from jobs.worker.outside_import import outside_import
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import ACTIVE_STATES, JobState
 from slurm.tasksets import TaskSet

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from interactive.models import Session, SessionState
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from profiles.services import profile_save
 from slurm.states import JobState
 from teams.models import Team

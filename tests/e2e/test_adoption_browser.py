@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from adoption.models import AllocationSample
 from jobs.models import Job, JobOrigin
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from slurm.states import JobState
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 

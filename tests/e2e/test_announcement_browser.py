@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from ops.models import Announcement
 from tests.e2e.axe import axe_report, axe_violations
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)

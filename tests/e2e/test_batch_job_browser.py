@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
 

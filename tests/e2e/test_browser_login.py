@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

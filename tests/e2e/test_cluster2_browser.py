@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.db import connection
 
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from slurm.clusters import cluster_names
 from tests.e2e.test_batch_job_browser import shot
 from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)

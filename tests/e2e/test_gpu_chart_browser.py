@@ -16,8 +16,8 @@ import pytest
 from django.db import connection
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from jobs.gpu_usage import gpu_usage_refresh
-from jobs.services import snapshot_refresh
+from jobs.gpu.gpu_usage import gpu_usage_refresh
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from tests.cluster.test_gpu_usage_integration import query, wait_running
 from tests.e2e.test_batch_job_browser import shot

@@ -10,7 +10,7 @@ from django.db import connection
 from api.models import PersonalAccessToken
 from api.tokens import digest
 from jobs.models import Job
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from profiles.models import Profile
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 from tests.profiles.conftest import EXAMPLE_TEXT

@@ -15,7 +15,7 @@ from django.db import connection
 
 from accounts.models import LinkState, User
 from jobs.models import Job
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(180)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from teams.models import Team
 from teams.usage.cache import usage_refresh
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Job
-from jobs.services import snapshot_refresh
+from jobs.worker.services import snapshot_refresh
 from slurm.states import JobState
 from tests.jobs.test_jobs_integration import alice, policy, submit, wait  # noqa: F401  (fixtures)
 from tests.waiting import log_tail, wait_for

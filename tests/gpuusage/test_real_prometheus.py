@@ -117,7 +117,7 @@ def test_the_read_series_and_summary_queries_work_on_a_real_prometheus(prometheu
     assert series["error"] == "" and [g["label"] for g in series["gpus"]] == ["node1 GPU 0", "node1 GPU 1"]
     assert series["gpus"][0]["sm_active"][-1] == 80.0 and series["gpus"][1]["sm_active"][-1] == 0.0
 
-    import jobs.gpu_summary as gpu_summary
+    import jobs.gpu.gpu_summary as gpu_summary
 
     # it ended 31 s ago, so the summary is read at its end + 30 s: 1 s ago, over the samples there are
     end = datetime.fromtimestamp(now - 31, UTC)

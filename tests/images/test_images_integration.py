@@ -18,12 +18,12 @@ from images.availability import image_probe, image_state
 from images.models import Image
 from images.services import image_register
 from images.tasks import images_availability_task, images_cluster_check_task
-from jobs import send
-from jobs.logs import job_log_tail
 from jobs.models import IMAGE_GONE_EXIT, Job, JobOrigin
-from jobs.policy import JobRequest
-from jobs.services import snapshot_refresh
-from jobs.submit import job_check
+from jobs.reads.logs import job_log_tail
+from jobs.submit.policy import JobRequest
+from jobs.submit.submit import job_check
+from jobs.worker import send
+from jobs.worker.services import snapshot_refresh
 from portal.refusals import Refused
 from slurm import get_gateway
 from slurm.states import JobState

@@ -184,7 +184,7 @@ def jupyterhub(oidc_idp):
 def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
     """The live portal pointed at the test hub, with the snapshot refreshed every second (the
     poller's own service, in a thread). Returns the hub."""
-    from jobs.services import snapshot_refresh
+    from jobs.worker.services import snapshot_refresh
 
     settings.HUB_URL = jupyterhub.url
     settings.HUB_API_URL = jupyterhub.api_url

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone as djtz
 
 from interactive.models import Session, SessionState
-from jobs import fragment_etags
+from jobs.web import fragment_etags
 from slurm import SlurmUnreachable
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_store

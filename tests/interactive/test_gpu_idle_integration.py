@@ -21,7 +21,7 @@ from interactive.gpu_idle import session_jobs
 from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start
-from jobs.gpu_usage import gpu_usage_refresh
+from jobs.gpu.gpu_usage import gpu_usage_refresh
 from slurm.clusters import sessions_cluster
 from tests.cluster.test_gpu_usage_integration import query
 from tests.waiting import pause, wait_for

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from interactive.models import Session, SessionState
 from interactive.options import ALLOWED_KEYS, parse_session_options
-from jobs.policy import SitePolicy
+from jobs.submit.policy import SitePolicy
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from tests.fakes import cluster_transport as scripted

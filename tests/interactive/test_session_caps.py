@@ -18,7 +18,7 @@ from bs4 import BeautifulSoup
 from interactive import hub
 from interactive.models import Session, SessionState
 from interactive.options import session_cap_problems, sessions_held
-from jobs.cap_reasons import InQueue
+from jobs.reads.cap_reasons import InQueue
 from slurm import SlurmGateway
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.snapshot import ClusterSnapshot, snapshot_store, snapshot_take

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.cap_reasons import cap_reason
 from jobs.models import Job
-from jobs.queue import job_row
-from jobs.reasons import explain_reason
+from jobs.reads.cap_reasons import cap_reason
+from jobs.reads.queue import job_row
+from jobs.reads.reasons import explain_reason
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.states import JobState
 from tests.conftest import FIXTURES
@@ -28,7 +28,7 @@ def alice(django_user_model, clean_cache):
 def test_gpus_in_use_are_slurms_running_jobs_of_the_stored_snapshot(recorded_pair, settings):
     """With a snapshot, every running job of alice's counts (a session's or one from a shell too, which
     have no Job row), not only the Job rows; worked out once per snapshot."""
-    from jobs.cap_reasons import gpus_in_use, running_gpus
+    from jobs.reads.cap_reasons import gpus_in_use, running_gpus
     from slurm.snapshot import ClusterSnapshot, snapshot_store
 
     queue = parse_jobs(json.loads((POLICY / "squeue_qos_max_gres_per_user.json").read_text()))
@@ -138,7 +138,7 @@ def test_the_pending_notification_names_the_cap(recorded_pair, settings, alice):
 
     from django.utils import timezone as djtz
 
-    from jobs.notify import jobs_pending_notify
+    from jobs.worker.notify import jobs_pending_notify
     from notifications.models import Notification
     from notifications.services import preferences_set
 

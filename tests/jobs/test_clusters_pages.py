@@ -52,7 +52,7 @@ def alice(client, django_user_model, monkeypatch, captured_sends):
 def captured_sends(monkeypatch):
     """The submit task is not run (no Slurm here): the ids it would have been sent with."""
     sent: list[int] = []
-    monkeypatch.setattr("jobs.submit.job_submit_now", lambda job_id, **_kw: sent.append(job_id))
+    monkeypatch.setattr("jobs.submit.submit.job_submit_now", lambda job_id, **_kw: sent.append(job_id))
     return sent
 
 

@@ -1,4 +1,4 @@
-"""jobs.fields: the one vocabulary of a request's fields. Every name in a surface's column is a field
+"""jobs.submit.fields: the one vocabulary of a request's fields. Every name in a surface's column is a field
 that surface has, so a refusal re-keyed for it lands on a real field (or on the request as a whole)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pydantic import BaseModel
 from api.schemas import SessionIn
 from interactive.forms import SessionForm
 from interactive.options import ALLOWED_KEYS
-from jobs.fields import JOB_FORM, NAMES, PROFILE, SESSION_API, SESSION_FORM
-from jobs.forms import JobForm
-from jobs.policy import JobRequest
+from jobs.submit.fields import JOB_FORM, NAMES, PROFILE, SESSION_API, SESSION_FORM
+from jobs.submit.policy import JobRequest
+from jobs.web.forms import JobForm
 from profiles.schema import Profile
 
 

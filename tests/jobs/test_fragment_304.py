@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from jobs import fragment_etags
 from jobs.models import Job
+from jobs.web import fragment_etags
 from slurm import SlurmUnreachable
 from slurm.clusters import default_cluster
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_store
@@ -133,6 +133,6 @@ def test_cache_down_renders_in_full(alice, monkeypatch):
     def down(*args, **kwargs):
         raise ConnectionError("redis down")
 
-    monkeypatch.setattr("jobs.job_views.clusters_version", down)
+    monkeypatch.setattr("jobs.web.job_views.clusters_version", down)
     answer = poll(client, tag)
     assert answer.status_code == 200 and not answer.has_header("ETag")

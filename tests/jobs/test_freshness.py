@@ -138,7 +138,7 @@ def test_redis_not_answering_is_named_not_waiting_for_the_first_poll(alice_clien
     say "the poller has not reported yet" but that the cache does not answer."""
     import socket
 
-    from jobs.freshness import snapshot_status
+    from jobs.reads.freshness import snapshot_status
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

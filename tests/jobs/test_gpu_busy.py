@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from django.core.cache import cache
 
 from gpuusage.store import ClusterUsage, GpuFigures, usage_key
-from jobs.gpu_usage import gpus_busy
+from jobs.gpu.gpu_usage import gpus_busy
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from tests.fakes import cluster_transport

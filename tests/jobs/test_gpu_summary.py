@@ -9,8 +9,8 @@ import pytest
 from bs4 import BeautifulSoup
 from django.utils import timezone
 
-from jobs.gpu_summary import jobs_summarize_gpu_usage
-from jobs.gpu_usage import gpu_usage_refresh
+from jobs.gpu.gpu_summary import jobs_summarize_gpu_usage
+from jobs.gpu.gpu_usage import gpu_usage_refresh
 from jobs.models import GpuSummary, Job
 from slurm.states import JobState
 from tests.gpuusage.fakes import install, requests, vector

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from gpuusage.store import ClusterUsage, GpuFigures, usage_load
-from jobs.gpu_usage import UsageState, job_gpu_usage, low_use_sentence
+from jobs.gpu.gpu_usage import UsageState, job_gpu_usage, low_use_sentence
 from jobs.models import Job
 from jobs.tasks import gpu_usage_poll
 from slurm.states import JobState
@@ -155,7 +155,7 @@ def test_prometheus_down_every_page_is_200_with_the_unavailable_notice_and_no_pa
 
 
 def test_the_notice_names_the_cluster_when_there_are_several(clean_cache):
-    from jobs.freshness import _gpu_notice
+    from jobs.reads.freshness import _gpu_notice
 
     usage = ClusterUsage(cluster="cluster2", read_at=0.0, attempted_at=10.0, error="Prometheus: x", error_since=5.0)
     assert _gpu_notice(usage, "cluster2").text.startswith("cluster2's GPU usage unavailable since ")

@@ -2,7 +2,7 @@
 200 with the unavailable line). alice's 2-GPU job on cluster1 (Slurm prolog/epilog, node2's stand-in
 exporter) sets its GPUs to 80 % and 40 %; a Prometheus of this test's own (Debian's binary, the
 scrape jobs of cluster/etc/prometheus.yml, its own port and storage: the shared one on 9090 is never
-touched) is read by the poller's service (jobs.gpu_usage.gpu_usage_refresh, what the beat task
+touched) is read by the poller's service (jobs.gpu.gpu_usage.gpu_usage_refresh, what the beat task
 jobs.tasks.gpu_usage_poll runs), then stopped with SIGTERM and read again. The job page, its GPU
 fragment, My jobs, the home page and the API answer 200, say "GPU usage unavailable since HH:MM" and
 keep the last figures (80 % and 40 %, never 0 %), without asking Prometheus. Then a Prometheus that
@@ -28,7 +28,7 @@ from bs4 import BeautifulSoup
 from django.utils import timezone
 
 import gpuusage.prometheus
-from jobs.gpu_usage import UsageState, gpu_usage_refresh, job_gpu_usage
+from jobs.gpu.gpu_usage import UsageState, gpu_usage_refresh, job_gpu_usage
 from jobs.models import Job
 from slurm import get_gateway
 from slurm.states import JobState

@@ -12,8 +12,8 @@ import pytest
 from bs4 import BeautifulSoup
 from django.utils import timezone
 
-from jobs.gpu_summary import SETTLE_S, jobs_summarize_gpu_usage
-from jobs.gpu_usage import UsageState, gpu_usage_refresh, job_gpu_usage
+from jobs.gpu.gpu_summary import SETTLE_S, jobs_summarize_gpu_usage
+from jobs.gpu.gpu_usage import UsageState, gpu_usage_refresh, job_gpu_usage
 from jobs.models import GpuSummary, Job
 from slurm import get_gateway
 from slurm.states import JobState

@@ -1,4 +1,4 @@
-"""Hold and release of an array whose tasks are partly running (jobs/holds.py): Slurm holds only the
+"""Hold and release of an array whose tasks are partly running (jobs/submit/holds.py): Slurm holds only the
 tasks that have not started, so the portal holds the pending ones (``scontrol hold <array id>`` as
 the owner), says how many and that the running ones go on, and offers *Release*; a refusal where
 nothing is left to hold or release says why and what to do. The real clusters' behaviour is checked
@@ -12,9 +12,9 @@ import pytest
 from bs4 import BeautifulSoup
 
 from audit.models import AuditEvent
-from jobs.holds import hold_message, job_hold
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.send import job_hold_send
+from jobs.submit.holds import hold_message, job_hold
+from jobs.worker.send import job_hold_send
 from portal.refusals import Refused
 from slurm import SlurmGateway
 from slurm.states import JobState

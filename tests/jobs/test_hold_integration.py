@@ -12,12 +12,12 @@ from http import HTTPStatus
 
 import pytest
 
-from jobs.holds import job_hold, job_release
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.queue import job_row
-from jobs.services import snapshot_refresh
-from jobs.submit import job_cancel, job_check, job_create
+from jobs.reads.queue import job_row
+from jobs.submit.holds import job_hold, job_release
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_cancel, job_check, job_create
+from jobs.worker.services import snapshot_refresh
 from slurm.snapshot import positions_load
 from slurm.states import JobState
 from tests.jobs.test_jobs_integration import alice  # noqa: F401 (fixture)

@@ -11,11 +11,11 @@ import pytest
 from bs4 import BeautifulSoup
 
 from audit.models import AuditEvent
-from jobs.holds import job_hold
 from jobs.models import Job, JobOrigin
-from jobs.queue import job_row
-from jobs.rerun import without_directives
-from jobs.send import job_hold_send
+from jobs.reads.queue import job_row
+from jobs.submit.holds import job_hold
+from jobs.submit.rerun import without_directives
+from jobs.worker.send import job_hold_send
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.queue_index import queue_positions

@@ -13,10 +13,10 @@ import pytest
 
 from images.availability import image_state_store
 from images.models import Image
-from jobs import submit
-from jobs.batch import render_batch_script
 from jobs.models import IMAGE_GONE_EXIT, Job
-from jobs.policy import JobRequest
+from jobs.submit import submit
+from jobs.submit.policy import JobRequest
+from jobs.worker.batch import render_batch_script
 from portal.refusals import Refused
 from slurm.states import JobState
 from tests.jobs.test_submit import KEY, alice, make_job, policy  # noqa: F401 - fixtures
@@ -150,7 +150,7 @@ def test_the_job_page_shows_image_environment_and_the_gone_sentence(alice, image
 
 @pytest.mark.django_db
 def test_run_again_keeps_the_image(alice, image):  # noqa: F811
-    from jobs.rerun import run_again_initial, run_again_request
+    from jobs.submit.rerun import run_again_initial, run_again_request
 
     job = image_job(alice, image, state=JobState.COMPLETED)
     assert run_again_request(job).image == "debian12-sklearn"
@@ -160,7 +160,7 @@ def test_run_again_keeps_the_image(alice, image):  # noqa: F811
 
 @pytest.mark.django_db
 def test_the_forms_image_choices(image, settings):
-    from jobs.forms import image_choices
+    from jobs.web.forms import image_choices
 
     Image.objects.create(
         name="cuda12", path="/srv/gpuportal/images/cuda12.sif", runtime="apptainer", partitions=["train"], cuda_version="12.4"

@@ -10,8 +10,8 @@ from http import HTTPStatus
 
 import pytest
 
-from jobs import logs
 from jobs.models import Job
+from jobs.reads import logs
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from slurm.states import JobState
@@ -211,7 +211,7 @@ def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
 
 
 def test_history_pages_keep_their_filters_and_never_repeat_a_row(client, alice, cluster, no_slurm, monkeypatch):
-    from jobs import job_views
+    from jobs.web import job_views
 
     monkeypatch.setattr(job_views, "HISTORY_PAGE_SIZE", 2)
     for i in range(5):
@@ -253,7 +253,7 @@ def test_my_jobs_lists_every_active_job_and_caps_the_ended_ones(client, alice, c
 
     from django.utils import timezone
 
-    from jobs import job_views
+    from jobs.web import job_views
 
     monkeypatch.setattr(job_views, "MY_JOBS_ENDED_CAP", 3)
     now = timezone.now()

@@ -7,11 +7,11 @@ import pwd
 
 import pytest
 
-from jobs.logs import job_log_tail
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.services import snapshot_refresh
-from jobs.submit import job_cancel, job_check, job_create
+from jobs.reads.logs import job_log_tail
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_cancel, job_check, job_create
+from jobs.worker.services import snapshot_refresh
 from slurm.states import JobState
 from tests.waiting import wait_for_job
 

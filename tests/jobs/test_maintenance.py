@@ -1,4 +1,4 @@
-"""The window arithmetic of :mod:`jobs.maintenance`: whether a time limit crosses
+"""The window arithmetic of :mod:`jobs.reads.maintenance`: whether a time limit crosses
 a maintenance reservation on every node of the partition, the earliest start and the longest limit
 that starts now, on snapshots built by hand (Unix seconds throughout)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.maintenance import maintenance_clash, node_free_at
+from jobs.reads.maintenance import maintenance_clash, node_free_at
 from slurm.records import Node, Partition, Reservation
 from slurm.snapshot import ClusterSnapshot
 

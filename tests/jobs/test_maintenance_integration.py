@@ -19,9 +19,9 @@ import pytest
 from bs4 import BeautifulSoup
 
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.services import snapshot_refresh
-from jobs.submit import job_check, job_create
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_check, job_create
+from jobs.worker.services import snapshot_refresh
 from slurm.snapshot import reread_soon
 from slurm.states import JobState
 from tests.waiting import scontrol_show_job, wait_for

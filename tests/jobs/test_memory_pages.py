@@ -14,7 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from jobs.models import Job, MemoryPer
-from jobs.sync import jobs_sync
+from jobs.worker.sync import jobs_sync
 from portal.units import ACCEPTED
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot

@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from jobs.models import Job, JobOrigin, MemoryPer, memory_asked_mb, slurm_memory_fields
-from jobs.sync import jobs_sync
+from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.adapters.queue_decode import decode_squeue

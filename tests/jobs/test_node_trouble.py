@@ -1,4 +1,4 @@
-"""Node trouble in a pending job's reason (:mod:`jobs.node_trouble`): a job whose
+"""Node trouble in a pending job's reason (:mod:`jobs.reads.node_trouble`): a job whose
 only nodes are in a maintenance reservation names the reservation and when it ends; one whose nodes
 are drained names each node, its state and the administrator's reason. From a stored snapshot built
 by hand."""
@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from jobs.models import Job
-from jobs.node_trouble import node_trouble_note
-from jobs.queue import job_row
+from jobs.reads.node_trouble import node_trouble_note
+from jobs.reads.queue import job_row
 from slurm.clusters import default_cluster
 from slurm.records import Node, Partition, Reservation
 from slurm.snapshot import ClusterSnapshot, snapshot_store

@@ -1,4 +1,4 @@
-"""Jobs that ended without the portal seeing them queued come from accounting (jobs/outside_import.py):
+"""Jobs that ended without the portal seeing them queued come from accounting (jobs/worker/outside_import.py):
 the import's own sacct output recorded on both real clusters (``sacct --json -D -X -S now-900seconds -u
 alice``, tests/fixtures/slurm/*/outside/sacct_import.json), at most once a minute, one call whatever the
 number of users."""
@@ -10,8 +10,8 @@ import json
 import pytest
 
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.outside_import import FIRST_LOOKBACK_S, _chains, import_records, outside_import
-from jobs.sync import jobs_sync
+from jobs.worker.outside_import import FIRST_LOOKBACK_S, _chains, import_records, outside_import
+from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.health import accounting_status
 from slurm.snapshot import ClusterSnapshot

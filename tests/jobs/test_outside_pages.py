@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from api.tokens import token_create
 from jobs.models import Job, JobOrigin
-from jobs.selectors import MY_JOBS_ENDED_CAP
-from jobs.sync import jobs_sync
+from jobs.reads.selectors import MY_JOBS_ENDED_CAP
+from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot
 from tests.fakes import ANY, EveryCluster, FakeTransport

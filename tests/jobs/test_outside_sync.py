@@ -1,5 +1,5 @@
-"""Jobs submitted outside the portal become Job rows, kept by the poller (jobs/outside.py via
-jobs.sync.jobs_sync), on the queues and accounting recorded from both real clusters
+"""Jobs submitted outside the portal become Job rows, kept by the poller (jobs/worker/outside.py via
+jobs.worker.sync.jobs_sync), on the queues and accounting recorded from both real clusters
 (tests/fixtures/slurm/{22.05,24.11}/outside/, cluster/record_outside.py): made and updated in bulk,
 identified by (cluster, job id, submit time), arrays and het jobs as one row, finished from the same
 sacct call as the portal's jobs."""
@@ -15,7 +15,7 @@ import pytest
 from accounts.models import LinkState
 from audit.models import AuditEvent
 from jobs.models import Job, JobKind, JobOrigin
-from jobs.sync import jobs_sync
+from jobs.worker.sync import jobs_sync
 from portal.dates import to_datetime
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot

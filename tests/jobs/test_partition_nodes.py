@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from jobs.selectors import gpu_rows, partition_nodes
+from jobs.reads.selectors import gpu_rows, partition_nodes
 from slurm.adapters.v0_0_38 import parse_nodes
 from slurm.snapshot import ClusterSnapshot
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.policy import JobRequest, SitePolicy, format_minutes
+from jobs.submit.policy import JobRequest, SitePolicy, format_minutes
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_take
 from tests.fakes import cluster_transport as scripted

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import services
-from jobs.freshness import _cluster_notice
 from jobs.management.commands.cluster_check import Command as ClusterCheck
+from jobs.reads.freshness import _cluster_notice
+from jobs.worker import services
 from portal.locks import redis_client
 from slurm import SlurmGateway
 from slurm.clusters import default_cluster
@@ -120,7 +120,7 @@ def test_a_poll_slower_than_the_interval_stretches_it(good, slurm_json, monkeypa
     clock = Clock()
     monkeypatch.setattr(services, "time", clock)
     guard = f"{services.lock_name(good.cluster)}:started"
-    with caplog.at_level(logging.WARNING, logger="jobs.services"):
+    with caplog.at_level(logging.WARNING, logger="jobs.worker.services"):
         slow = _refresh(monkeypatch, _timed(slurm_json, clock, 8.0), min_gap_s=4.0)
     assert slow.poll_seconds == 8.0 and slow.stretched_to == 16.0 and not slow.error
     assert "Slurm took 8.0 s, longer than the poll interval (5 s)" in caplog.text

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs.models import Job
-from jobs.queue import job_row
+from jobs.reads.queue import job_row
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.queue_index import queue_positions
 from slurm.snapshot import ClusterSnapshot
@@ -126,7 +126,7 @@ def test_ordinal_filter(n, text):
 
 
 def test_queue_line_words_each_case_once():
-    from jobs.queue import queue_line
+    from jobs.reads.queue import queue_line
 
     pending = Job(
         state=JobState.PENDING,

@@ -1,10 +1,10 @@
-"""Pending reasons in plain words (jobs/reasons.py)."""
+"""Pending reasons in plain words (jobs/reads/reasons.py)."""
 
 import re
 
 import pytest
 
-from jobs.reasons import Reason, ReasonGroup, explain_reason
+from jobs.reads.reasons import Reason, ReasonGroup, explain_reason
 
 R, P, Q, B, O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QUOTA, ReasonGroup.BLOCKED, ReasonGroup.OTHER
 
@@ -166,7 +166,7 @@ def test_a_requeued_job_waiting_for_its_begin_time_is_told_so():
 def test_maintenance_in_the_way_is_a_wait_not_a_block():
     """Slurm's "ReqNodeNotAvail, Reserved for maintenance" (22.05 and 24.11, state_description): the
     job starts after the window, so it is a wait, saying so and what to change."""
-    from jobs.reasons import explain_reason
+    from jobs.reads.reasons import explain_reason
 
     r = explain_reason("ReqNodeNotAvail", description="ReqNodeNotAvail, Reserved for maintenance")
     assert r.group == ReasonGroup.RESOURCES and not r.holds

@@ -1,4 +1,4 @@
-"""jobs_sync reads each ended job's sacct records out of an index (jobs.identity.records_by_id) instead
+"""jobs_sync reads each ended job's sacct records out of an index (jobs.worker.identity.records_by_id) instead
 of scanning every record once per job: the same records must come out for every kind of job, in every
 recorded sacct answer of every Slurm version."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.identity import accounting_records, records_by_id, records_of_job
 from jobs.models import Job, JobKind, JobOrigin
+from jobs.worker.identity import accounting_records, records_by_id, records_of_job
 from slurm.adapters import adapter_for
 from slurm.entries import entry_id
 

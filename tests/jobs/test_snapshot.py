@@ -9,8 +9,8 @@ import pytest
 from bs4 import BeautifulSoup
 from django.db import connection
 
-from jobs import services
-from jobs.selectors import gpu_rows, snapshot_status
+from jobs.reads.selectors import gpu_rows, snapshot_status
+from jobs.worker import services
 from portal.locks import redis_client
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.selectors import gpu_rows
+from jobs.reads.selectors import gpu_rows
 from slurm import SlurmError, SlurmGateway, SlurmVersionUnknown
 from slurm.adapters import v0_0_42
 from slurm.queue_index import queue_positions

@@ -11,10 +11,11 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
 from audit.models import AuditEvent
-from jobs import send, submit
-from jobs.batch import render_batch_script, sbatch_quote
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
+from jobs.submit import submit
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.worker import send
+from jobs.worker.batch import render_batch_script, sbatch_quote
 from portal.refusals import Refused
 from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.clusters import cluster_names

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from jobs import services
 from jobs.models import Job
-from jobs.sync import jobs_mark_unknown, jobs_sync
+from jobs.worker import services
+from jobs.worker.sync import jobs_mark_unknown, jobs_sync
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.snapshot import ClusterSnapshot
@@ -84,7 +84,7 @@ def test_jobs_that_left_the_queue_are_finished_with_one_sacct_call(alice, slurm_
 
 
 def test_one_poll_asks_sacct_about_at_most_sacct_max_jobs_the_rest_at_the_next(alice, slurm_json, monkeypatch):
-    monkeypatch.setattr("jobs.sync.SACCT_MAX_JOBS", 2)
+    monkeypatch.setattr("jobs.worker.sync.SACCT_MAX_JOBS", 2)
     rows = [job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)] + [job(alice, i, JobState.RUNNING) for i in (19, 20, 17)]
     queue = slurm_json("22.05", "squeue_arrays")
     queue["jobs"] = [j for j in queue["jobs"] if j["job_id"] != 17]  # 17 left squeue; 18-20 ended in it
@@ -300,14 +300,14 @@ def test_a_queued_job_with_an_older_rows_id_updates_only_its_own_row(alice, slur
 
 def test_one_jobs_trouble_never_stops_the_poll_for_the_others(alice, slurm_json, monkeypatch):
     broken, pending = job(alice, 2), job(alice, 4)
-    real = __import__("jobs.sync", fromlist=["_apply_queue"])._apply_queue
+    real = __import__("jobs.worker.sync", fromlist=["_apply_queue"])._apply_queue
 
     def broken_for_job_2(j, *args):
         if j.slurm_job_id == 2:
             raise RuntimeError("a row the database refuses")
         return real(j, *args)
 
-    monkeypatch.setattr("jobs.sync._apply_queue", broken_for_job_2)
+    monkeypatch.setattr("jobs.worker.sync._apply_queue", broken_for_job_2)
     result = jobs_sync(snap(slurm_json("22.05", "squeue")), SlurmGateway(FakeTransport()))
     pending.refresh_from_db()
     broken.refresh_from_db()
@@ -318,7 +318,7 @@ def test_one_jobs_trouble_never_stops_the_poll_for_the_others(alice, slurm_json,
 def test_a_job_waiting_on_a_drained_partition_says_so_not_just_resources(alice, slurm_json):
     """Recorded: node3 (the only node of small) drained; squeue's reason is only Resources, its
     state_description says the nodes are down, drained or reserved."""
-    from jobs.queue import job_row
+    from jobs.reads.queue import job_row
 
     row = job(alice, 762, JobState.PENDING)
     jobs_sync(snap(slurm_json("22.05", "squeue_drained")), SlurmGateway(FakeTransport()))

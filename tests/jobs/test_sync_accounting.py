@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from jobs.models import Job
-from jobs.sync import jobs_mark_unknown, jobs_sync
+from jobs.worker.sync import jobs_mark_unknown, jobs_sync
 from slurm import SlurmGateway
 from slurm.adapters.v0_0_38 import parse_jobs
 from slurm.health import accounting_status
@@ -41,7 +41,7 @@ def poll_after_the_recorded_end(monkeypatch):
     the queue's word is asked for only ``ACCOUNTING_WAIT_S`` (2 days) after its end, so against the
     real clock these tests would stop passing two days after the outputs were recorded."""
     now = datetime.fromtimestamp(RECORDED_END + 60, UTC)
-    monkeypatch.setattr("jobs.sync.djtz", SimpleNamespace(now=lambda: now))
+    monkeypatch.setattr("jobs.worker.sync.djtz", SimpleNamespace(now=lambda: now))
 
 
 def queue_with_18_ended(slurm_json) -> ClusterSnapshot:
@@ -120,7 +120,7 @@ def test_a_job_that_left_the_queue_unseen_stays_unknown_while_accounting_is_down
 def test_the_clock_of_a_job_whose_state_is_unknown_stops_where_it_was_last_seen(alice):
     from datetime import UTC, datetime
 
-    from jobs.queue import job_row
+    from jobs.reads.queue import job_row
 
     row = job(
         alice,

@@ -1,4 +1,4 @@
-"""The poller's sync of Job rows (jobs/sync.py) on every release's recorded squeue and sacct documents
+"""The poller's sync of Job rows (jobs/worker/sync.py) on every release's recorded squeue and sacct documents
 (tests/slurm/recorded.py): the same rows from 22.05's v0.0.38 and 23.11-24.11's data_parser JSON. Job ids
 and keys of each role come from the recording (22.05/README.md; each data_parser directory's
 manifest.json)."""
@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from jobs.models import Job
-from jobs.sync import jobs_sync
+from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
@@ -161,7 +161,7 @@ def test_the_latest_run_decides_and_history_keeps_the_runs(alice, rec):
 
 
 def test_a_job_waiting_on_a_drained_node_says_so(alice, rec):
-    from jobs.queue import job_row
+    from jobs.reads.queue import job_row
 
     waiting = row(alice, rec, "drained_wait", JobState.PENDING)
     jobs_sync(snap(rec, rec.doc(rec.role("drained_wait").queue)), SlurmGateway(FakeTransport()))

@@ -9,7 +9,7 @@ import pytest
 from bs4 import BeautifulSoup
 from django.utils import timezone
 
-from jobs.efficiency import team_gpu_efficiency
+from jobs.gpu.efficiency import team_gpu_efficiency
 from jobs.models import GpuSummary, Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team

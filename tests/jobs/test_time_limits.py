@@ -9,7 +9,7 @@ from http import HTTPStatus
 import pytest
 
 from jobs.models import Job
-from jobs.policy import TIME_LIMIT_FORMS, time_limit_minutes
+from jobs.submit.policy import TIME_LIMIT_FORMS, time_limit_minutes
 from slurm.times import SlurmTimeError, parse_time_limit
 from tests.api.test_api import call, tokens  # noqa: F401  (fixture)
 from tests.jobs.test_job_pages import FORM, cluster, no_slurm  # noqa: F401  (fixtures)

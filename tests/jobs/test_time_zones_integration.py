@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone as djtz
 
 from jobs.models import Job
-from jobs.send import find_by_key
-from jobs.sync import jobs_sync
+from jobs.worker.send import find_by_key
+from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState

@@ -12,8 +12,8 @@ from django.utils import timezone as djtz
 from interactive.idle import sessions_warn_near_stop
 from interactive.models import Session, SessionState
 from jobs.models import Job
-from jobs.notify import event_key, job_state_notify, jobs_pending_notify
-from jobs.sync import jobs_sync
+from jobs.worker.notify import event_key, job_state_notify, jobs_pending_notify
+from jobs.worker.sync import jobs_sync
 from notifications.models import Notification, NotificationKind
 from notifications.services import preferences_set
 from slurm import SlurmGateway

@@ -14,11 +14,11 @@ import pytest
 from django.utils import timezone as djtz
 
 from jobs.models import Job
-from jobs.notify import event_key, jobs_pending_notify
-from jobs.policy import JobRequest, SitePolicy
-from jobs.reasons import explain_reason
-from jobs.services import snapshot_refresh
-from jobs.submit import job_cancel, job_check, job_create
+from jobs.reads.reasons import explain_reason
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_cancel, job_check, job_create
+from jobs.worker.notify import event_key, jobs_pending_notify
+from jobs.worker.services import snapshot_refresh
 from notifications.mail import notifications_sweep
 from notifications.models import EmailState, Notification
 from notifications.services import preferences_set

@@ -34,7 +34,7 @@ def main(keys_by_id: dict[int, str]) -> dict:
     from interactive.idle import sessions_cull_idle
     from interactive.models import Session
     from jobs.models import Job
-    from jobs.sync import jobs_sync
+    from jobs.worker.sync import jobs_sync
     from slurm import SlurmGateway
     from slurm.adapters.v0_0_38 import parse_jobs
     from slurm.snapshot import ClusterSnapshot

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.logs import job_log_tail
+from jobs.reads.logs import job_log_tail
 from profiles.envscript import EnvSite, env_spec_json
 from profiles.schema import parse_profile
 from profiles.services import profile_run

@@ -67,7 +67,7 @@ IMAGE = EnvImage(name="debian12-sklearn", digest="sha256:" + "ab" * 32, python="
 
 
 def test_in_an_image_the_venv_is_on_top_of_its_python_keyed_by_its_digest():
-    """In a site image the profile's script runs inside it (jobs/batch.py wraps it); its venv is
+    """In a site image the profile's script runs inside it (jobs/worker/batch.py wraps it); its venv is
     built there, on the image's Python with the image's packages visible, and the image's digest is
     part of the cache key: another image, or a rebuilt one, gets its own environment."""
     text = "version: 1\nname: t\nimage: debian12-sklearn\nresources: {partition: small}\nrun: {script: train.py}\nenvironment: {pip: [six]}\n"

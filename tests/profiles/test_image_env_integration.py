@@ -1,5 +1,5 @@
 """The example training job in the demo image, from a profile with ``image: debian12-sklearn``, on
-the real cluster: the whole profile script runs inside the image (jobs/batch.py,
+the real cluster: the whole profile script runs inside the image (jobs/worker/batch.py,
 Charliecloud), its environment is a venv built there on top of the image's Python (the image's
 scikit-learn visible under it), in alice's area of the real cache, keyed by hash(image digest,
 spec); the log says which image (name, digest) and which environment (its hash); a second run
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs.logs import job_log_tail
+from jobs.reads.logs import job_log_tail
 from profiles.envscript import EnvImage, EnvSite, env_spec_json
 from profiles.schema import parse_profile
 from profiles.services import profile_check, profile_run

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.models import Job
-from jobs.policy import SitePolicy
+from jobs.submit.policy import SitePolicy
 from portal.refusals import Problem, Refused
 from profiles.services import profile_run
 from tests.profiles.conftest import EXAMPLE_TEXT

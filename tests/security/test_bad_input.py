@@ -12,7 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
+from jobs.submit.policy import JobRequest, SitePolicy
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team

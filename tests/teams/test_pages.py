@@ -160,7 +160,8 @@ def request_for(client, what, job):
 def test_role_matrix(client, world, who, what, monkeypatch, django_capture_on_commit_callbacks):
     users, vision, nlp, job = world
     monkeypatch.setattr(
-        "jobs.job_views.job_log_tail", lambda job, stream: __import__("jobs.logs", fromlist=["LogTail"]).LogTail(text="ok")
+        "jobs.web.job_views.job_log_tail",
+        lambda job, stream: __import__("jobs.reads.logs", fromlist=["LogTail"]).LogTail(text="ok"),
     )
     before = (vision.gpu_minutes_quota, Membership.objects.count())
     with django_capture_on_commit_callbacks():  # the Slurm sync is enqueued, not run

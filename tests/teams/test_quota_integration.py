@@ -11,9 +11,9 @@ import uuid
 import pytest
 
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.services import snapshot_refresh
-from jobs.submit import job_check, job_create
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_check, job_create
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.clusters import cluster_names
 from slurm.states import JobState

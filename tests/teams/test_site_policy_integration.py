@@ -16,9 +16,9 @@ import pytest
 
 from audit.models import AuditEvent
 from jobs.models import Job
-from jobs.policy import JobRequest, SitePolicy
-from jobs.services import snapshot_refresh
-from jobs.submit import job_check
+from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import job_check
+from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from slurm.states import JobState
 from teams.sync.associations import teams_sync

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, time
 from django.core.management.base import BaseCommand, CommandError
 
 from adoption.trace import csv_lines, hidden_exits, jsonl_lines, trace_key, trace_read, trace_row
-from jobs.finish import exit_hidden
+from jobs.worker.finish import exit_hidden
 from slurm import SlurmError
 from slurm.clusters import cluster_get, cluster_names
 from slurm.errors import SlurmVersionUnknown

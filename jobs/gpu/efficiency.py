@@ -1,0 +1,65 @@
+"""A team's GPU efficiency: GPU-hours used against GPU-hours busy per member, and the
+jobs that left most of their GPU-hours idle, from the jobs' rows (accounting's GPU-hours and the
+end-of-job SM activity of :mod:`jobs.gpu.gpu_summary`), over the last :data:`DAYS` days."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+
+from ..models import GpuSummary, Job
+
+#: The span the figures cover (days back from now, by the jobs' end).
+DAYS = 30
+#: How many of the most wasteful jobs are listed.
+WORST = 5
+
+
+@dataclass(frozen=True)
+class MemberEfficiency:
+    """One member's GPU jobs that ended in the span: ``used_h`` GPU-hours (accounting's), of which
+    ``measured_h`` had their SM activity measured, ``busy_h`` = the measured jobs' GPU-hours × their
+    mean SM activity; ``efficiency`` = busy / measured (``None`` when nothing was measured)."""
+
+    username: str
+    used_h: float
+    measured_h: float
+    busy_h: float
+
+    @property
+    def efficiency(self) -> float | None:
+        return 100.0 * self.busy_h / self.measured_h if self.measured_h else None
+
+
+@dataclass(frozen=True)
+class TeamEfficiency:
+    members: list[MemberEfficiency]
+    worst: list[tuple[Job, float]]  # (job, idle GPU-hours), most idle first
+    days: int
+
+
+def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
+    """``team`` (Slurm account)'s efficiency over the last :data:`DAYS` days: one
+    :class:`MemberEfficiency` per member with GPU jobs, by GPU-hours used, and the :data:`WORST` jobs
+    by idle GPU-hours (GPU-hours × (1 − mean SM activity))."""
+    now = now or timezone.now()
+    jobs = list(
+        Job.objects.filter(account=team, gpu_count__gt=0, gpu_hours__isnull=False, end_at__gte=now - timedelta(days=DAYS))
+        .select_related("user")
+        .order_by("-end_at")
+    )
+    per: dict[str, list[float]] = {}
+    idle: list[tuple[Job, float]] = []
+    for job in jobs:
+        row = per.setdefault(job.user.username, [0.0, 0.0, 0.0])
+        row[0] += job.gpu_hours
+        if job.gpu_summary == GpuSummary.MEASURED and job.gpu_sm_mean is not None:
+            row[1] += job.gpu_hours
+            row[2] += job.gpu_hours * job.gpu_sm_mean / 100.0
+            idle.append((job, job.gpu_hours * (1 - job.gpu_sm_mean / 100.0)))
+    members = [MemberEfficiency(name, *map(lambda v: round(v, 2), vals)) for name, vals in per.items()]
+    members.sort(key=lambda m: (-m.used_h, m.username))
+    idle.sort(key=lambda pair: -pair[1])
+    return TeamEfficiency(members, [(j, round(h, 2)) for j, h in idle[:WORST] if h > 0], DAYS)

@@ -1,0 +1,180 @@
+"""The tail of a job's stdout/stderr, read as the job's owner through the gateway.
+
+``tail -c <PORTAL_LOG_TAIL_BYTES> -- <file>`` runs as the owner (sudo rule), so the portal sees
+only what the owner may read. Results are cached in Redis for a few seconds per job and stream,
+so many viewers or HTMX refreshes cost one read.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+from slurm import SlurmError, get_gateway
+
+from ..models import Job
+
+ACTIVE_CACHE_SECONDS = 3
+FINAL_CACHE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """``text``: the last bytes decoded as UTF-8 (invalid bytes replaced; templates escape HTML);
+    ``truncated``: the file is longer than what is shown; ``missing``: no file yet; ``error``: why
+    it could not be read (empty when fine)."""
+
+    text: str = ""
+    truncated: bool = False
+    missing: bool = False
+    error: str = ""
+    #: No path is known: a job submitted outside the portal that ended unseen on a Slurm whose
+    #: accounting does not keep the paths (22.05's sacct has none).
+    where_unknown: bool = False
+
+
+def log_path(job: Job, stream: str) -> str:
+    """The file of ``stream`` (``out`` or ``err``), or "" before submission. A portal job's path is
+    the one it was sent with, ``%j`` filled in; an outside job's is the one Slurm's job record gave,
+    already filled in by the poller (:func:`jobs.worker.outside.log_paths`; an array's: its latest started
+    task's)."""
+    template = job.output_path if stream == "out" else job.error_path
+    if not template or not job.slurm_job_id:
+        return ""
+    if job.is_outside:
+        return template
+    return template.replace("%j", str(job.slurm_job_id))
+
+
+def job_log_tail(job: Job, stream: str) -> LogTail:
+    """The tail of ``stream`` (``out``/``err``). Never raises: failures come back in ``error``."""
+    path = log_path(job, stream)
+    if not path:
+        return LogTail(missing=True, where_unknown=job.is_outside and bool(job.slurm_job_id))
+    # The job's phase is part of the key: what was read while it ran (no file yet, an early tail) is
+    # never shown once it has ended, as its final output.
+    key = f"joblog:{job.key}:{stream}:{'final' if job.is_final else 'active'}"
+    cached = cache.get(key)
+    if cached is not None:
+        return LogTail(**cached)
+    limit = settings.PORTAL_LOG_TAIL_BYTES
+    try:
+        result = get_gateway(job.cluster).run(
+            ["tail", "-c", str(limit + 1), "--", path], as_user=job.user.username, check=False, timeout=10
+        )
+    except SlurmError as exc:
+        return LogTail(error=f"The log could not be read right now ({exc.message}).")
+    if result.returncode != 0:
+        tail = LogTail(missing=True) if "No such file" in result.err else LogTail(error=result.err.strip()[:300])
+    else:
+        data = result.stdout
+        truncated = len(data) > limit
+        tail = LogTail(text=data[-limit:].decode("utf-8", errors="replace"), truncated=truncated)
+    cache.set(key, tail.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    return tail
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Bytes ``offset`` .. ``next_offset`` of a log as text (``text``; a UTF-8 character split by the
+    chunk's end is left for the next read), ``missing`` when there is no file yet, ``error`` why it
+    could not be read ("" when fine)."""
+
+    offset: int
+    next_offset: int
+    text: str = ""
+    missing: bool = False
+    error: str = ""
+
+
+def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> LogChunk:
+    """At most ``limit`` bytes of ``stream`` (``out``/``err``) from byte ``offset``, read as the
+    owner with ``dd if=<file> iflag=skip_bytes,count_bytes skip=<offset> count=<limit>`` (the CLI's
+    ``logs -f`` follows a log with these). Cached for a few seconds per offset. Never raises."""
+    path = log_path(job, stream)
+    if not path:
+        return LogChunk(offset, offset, missing=True)
+    key = f"joblog:{job.key}:{stream}:{offset}:{limit}"
+    cached = cache.get(key)
+    if cached is not None:
+        return LogChunk(**cached)
+    argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}", f"count={limit}", "status=none"]
+    try:
+        result = get_gateway(job.cluster).run(argv, as_user=job.user.username, check=False, timeout=10)
+    except SlurmError as exc:
+        return LogChunk(offset, offset, error=f"The log could not be read right now ({exc.message}).")
+    if result.returncode != 0:
+        missing = "No such file" in result.err
+        return LogChunk(offset, offset, missing=missing, error="" if missing else result.err.strip()[:300])
+    data = result.stdout
+    # More may follow (a full read, or a job still writing): never split a character. The
+    # incremental decoder keeps a sequence cut off at the end, and the next read starts there.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=len(data) < limit and job.is_final)
+    used = len(data) - len(decoder.getstate()[0])
+    chunk = LogChunk(offset, offset + used, text)
+    if used:
+        cache.set(key, chunk.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    return chunk
+
+
+@dataclass(frozen=True)
+class BatchScript:
+    """A job's batch script as Slurm keeps it: ``text`` (decoded as UTF-8, invalid bytes replaced),
+    ``source`` (``slurmctld`` while the controller holds the job, ``accounting`` from slurmdbd), or
+    ``error`` why it could not be read ("" when fine)."""
+
+    text: str = ""
+    source: str = ""
+    error: str = ""
+
+
+SCRIPT_CACHE_SECONDS = 3600
+
+
+def job_batch_script(job: Job) -> BatchScript:
+    """The batch script of ``job`` (one a person submitted outside the portal: the portal did not
+    write it), read on request only, as the job's owner on its cluster: ``scontrol write batch_script
+    <id> -`` while slurmctld holds the job, else ``sacct -B -j <id>`` (accounting keeps scripts with
+    ``AccountingStoreFlags=job_script``). Cached for an hour per job. Never raises."""
+    key = f"jobscript:{job.key}"
+    cached = cache.get(key)
+    if cached is not None:
+        return BatchScript(**cached)
+    if not job.slurm_job_id:
+        return BatchScript(error="The job has no Slurm job id yet.")
+    gateway = get_gateway(job.cluster)
+    ids = str(job.slurm_job_id)
+    errors = []
+    for source, argv in (
+        ("slurmctld", ["scontrol", "write", "batch_script", ids, "-"]),
+        ("accounting", ["sacct", "-B", "-X", "-n", "-j", ids]),
+    ):
+        try:
+            result = gateway.run(argv, as_user=job.user.username, check=False, timeout=10)
+        except SlurmError as exc:
+            return BatchScript(error=f"The script could not be read right now ({exc.message}).")
+        text = _without_header(result.stdout.decode("utf-8", errors="replace"), ids)
+        if result.returncode == 0 and text.strip() and text.strip() != "NONE":
+            script = BatchScript(text=text[:200_000], source=source)
+            cache.set(key, script.__dict__, SCRIPT_CACHE_SECONDS)
+            return script
+        errors.append(result.err.strip() or text.strip())
+    detail = "; ".join(e for e in errors if e)[:300]
+    return BatchScript(
+        error="Slurm no longer holds this job's script (the controller forgot the job and accounting keeps no "
+        f"scripts here){': ' + detail if detail else ''}."
+    )
+
+
+def _without_header(text: str, job_id: str) -> str:
+    """``sacct -B`` output without the heading it puts above the script ("Batch Script for 2409" and a
+    line of dashes: recorded in ``tests/fixtures/slurm/22.05/outside/sacct_batch_script.txt``; 24.11
+    prints the script alone)."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[0].strip() == f"Batch Script for {job_id}" and set(lines[1].strip()) == {"-"}:
+        return "\n".join(lines[2:])
+    return text

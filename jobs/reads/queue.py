@@ -1,0 +1,172 @@
+"""Queue facts for pages, from the snapshot only: position in line, estimate, plain-language reason."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from functools import cached_property
+
+from portal.formats import from_now, ordinal
+from slurm.queue_index import HELD_REASONS
+from slurm.states import JobState
+from slurm.times import time_left_seconds
+from teams.usage.compute import how_to_fit
+
+from ..models import Job
+from .cap_reasons import CAP_REASONS, cap_reason
+from .node_trouble import NODE_REASONS, job_node_trouble_note
+from .reasons import Reason, explain_reason
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A Job plus what pages show about it. ``elapsed_s``/``time_left_s`` in seconds (``None`` =
+    unknown or no limit; never negative; while the job's status is unknown, ``elapsed_s`` runs to
+    when it was last seen running and ``time_left_s`` is ``None``); ``position``/``in_line`` from :func:`slurm.queue_index.queue_positions`."""
+
+    job: Job
+    position: int | None
+    in_line: int | None
+    estimate: datetime | None
+    reason: Reason | None
+    elapsed_s: int | None
+    time_left_s: int | None
+    quota_note: str = ""
+
+    @cached_property
+    def line(self) -> QueueLine:
+        """What the job's "In line" column says (:func:`queue_line`)."""
+        return queue_line(self)
+
+    @property
+    def gpus_label(self) -> str:
+        if not self.job.gpu_count:
+            return "none"
+        return f"{self.job.gpu_type or 'any'} × {self.job.gpu_count}"
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    """A job's queue line in words, built once by :func:`queue_line` for pages, the API and the CLI.
+
+    ``text`` is the whole line (the API's ``explanation``, which the CLI prints). Pages put markup
+    around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train: will not
+    start until this changes"; for a job not pending: "being submitted", its submit error, "exit code
+    3, signal 9"), ``start`` ("estimated start 14:05 UTC (in about 40 min)", "start not estimated
+    yet"), ``reason`` (:class:`jobs.reads.reasons.Reason`, whose ``text`` is the pending-reason sentence),
+    ``quota_note`` and ``hint`` (what to do after a bad end, :attr:`jobs.models.Job.end_hint`)."""
+
+    text: str
+    place: str = ""
+    start: str = ""
+    reason: Reason | None = None
+    quota_note: str = ""
+    hint: str = ""
+
+
+def queue_line(row: JobRow) -> QueueLine:
+    """The queue line of ``row`` (see :class:`QueueLine`); ``text`` is "" when there is nothing to say
+    (a running job)."""
+    job = row.job
+    if job.state == JobState.PENDING:
+        start = ""
+        if row.reason is not None and row.reason.holds:
+            place = f"held in {job.partition}: will not start until this changes"
+        else:
+            place = f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"
+            start = (
+                f"estimated start {row.estimate.astimezone(UTC):%H:%M} UTC ({from_now(row.estimate)})"
+                if row.estimate
+                else "start not estimated yet"
+            )
+        parts = [place, start, row.reason.text if row.reason is not None else "", row.quota_note]
+        return QueueLine(" · ".join(p for p in parts if p), place, start, row.reason, row.quota_note)
+    if job.state == JobState.SUBMITTING:
+        place = "being submitted" + (f": {job.submit_error}" if job.submit_error else "")
+        return QueueLine(place, place)
+    if job.state == JobState.SUBMIT_FAILED:
+        return QueueLine(job.submit_error, job.submit_error)
+    if job.is_final:
+        exit_parts = ([f"exit code {job.exit_code}"] if job.exit_code is not None else []) + (
+            [f"signal {job.signal}"] if job.signal else []
+        )
+        place = "cancelled before it started" if job.is_cancelled_before_start else ", ".join(exit_parts)
+        return QueueLine(" ".join(p for p in (place, job.end_hint) if p), place, hint=job.end_hint)
+    return QueueLine("")
+
+
+def quota_note(account: str, usage, job: Job | None = None) -> str:
+    """The team's numbers for a job held by quota, e.g. "Team vision has used 10.3 of 10.0 GPU-hours
+    this period; 2 of its 2 concurrent GPUs are in use.", and for ``job`` how it could fit now ("To
+    start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 4.0 GPU-hours).") or that
+    a quota of 0 is frozen ("" without usage figures)."""
+    if usage is None or not usage.tracked:
+        return ""
+
+    def hours(value: float) -> str:
+        return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
+
+    parts = []
+    if usage.gpu_hours_quota is not None:
+        parts.append(
+            f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period"
+        )
+    if usage.gpu_limit is not None:
+        parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
+    note = ("; ".join(parts) + ".") if parts else ""
+    if usage.gpu_hours_quota == 0:
+        return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
+    if job is not None and job.gpu_count and usage.gpu_hours_left is not None:
+        needs = job.gpu_count * job.time_limit_min / 60
+        fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
+        if needs > usage.gpu_hours_left and fit:
+            note += f" To start now, {fit} (it needs up to {hours(needs)} GPU-hours)."
+    return note
+
+
+def _with_node_note(reason: Reason, job: Job) -> Reason:
+    """``reason`` with what the snapshot says about the job's unavailable nodes appended to its
+    sentence (:func:`jobs.reads.node_trouble.job_node_trouble_note`: the maintenance reservation, or each
+    node's state and reason)."""
+    note = job_node_trouble_note(job)
+    return replace(reason, sentence=f"{reason.sentence} {note}") if note else reason
+
+
+def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | None = None, usage_for=None) -> JobRow:
+    """Build the :class:`JobRow` for one job. ``usage_for(account, cluster=...)`` gives the team's
+    usage figures on the job's cluster (``teams.usage.cache.team_usage``: quotas hold jobs per cluster) for
+    jobs held by quota."""
+    now = time.time() if now is None else now
+    position = in_line = None
+    estimate = reason = None
+    elapsed = time_left = None
+    start = int(job.start_at.timestamp()) if job.start_at else None
+    if job.state == JobState.PENDING and job.reason not in HELD_REASONS:  # a held job is in no line
+        position, in_line = positions.get(job.slurm_job_id or -1, (None, None))
+    if job.state == JobState.PENDING:
+        estimate = job.start_at if job.start_at and job.start_at.timestamp() > now else None
+        if job.reason:
+            reason = explain_reason(
+                job.reason,
+                gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {},
+                requeued=job.restart_count > 0,
+                description=job.reason_description,
+            )
+            if reason.code in NODE_REASONS or (reason.code == "Resources" and reason.holds):
+                reason = _with_node_note(reason, job)
+            if reason.code in CAP_REASONS:  # the site's caps and pool, in its figures
+                reason = cap_reason(reason, job)
+    elif job.state in (JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING) and start:
+        # While its state is unknown the clock stops where the job was last seen running: it may
+        # have ended since (the page says "at least").
+        until = job.status_unknown_since.timestamp() if job.status_unknown_since else now
+        elapsed = max(0, int(until - start))
+        if not job.status_unknown_since:
+            time_left = time_left_seconds(start=start, limit_minutes=job.time_limit_min, now=now)
+    elif job.is_final:
+        elapsed = job.elapsed_s
+    note = ""
+    if reason is not None and reason.group == "QUOTA" and usage_for is not None:
+        note = quota_note(job.account, usage_for(job.account, cluster=job.cluster), job)  # its cluster's quota
+    return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)

@@ -1,0 +1,197 @@
+"""Reads for pages: everything comes from the snapshot, never from Slurm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from django.db.models import Q
+from django.utils import timezone as djtz
+
+from portal.dates import between_dates
+from slurm.snapshot import ClusterSnapshot
+from slurm.states import FINAL_STATES
+
+from ..models import Job, on_cluster
+from .freshness import (  # noqa: F401 (pages of other apps read them from here)
+    SnapshotStatus,
+    cluster_status,
+    snapshot_status,
+    status_all,
+)
+
+
+@dataclass(frozen=True)
+class GPURow:
+    """GPUs of one type in one partition: ``allocated`` (``gres_used``), ``total`` (``gres``) and
+    ``unavailable`` (on nodes that are down or drained; included in ``total``)."""
+
+    partition: str
+    gpu_type: str
+    allocated: int
+    total: int
+    unavailable: int
+    nodes: int
+    #: GPUs held by a job with SM activity at or above ``PORTAL_GPU_LOW_USE_PERCENT`` now, from the
+    #: GPU usage read (:func:`jobs.gpu.gpu_usage.gpus_busy`); ``None``: not measured on these nodes.
+    busy: int | None = None
+
+    @property
+    def free(self) -> int:
+        return max(0, self.total - self.allocated - self.unavailable)
+
+    @property
+    def percent_allocated(self) -> int:
+        return round(100 * self.allocated / self.total) if self.total else 0
+
+
+def gpu_rows(snapshot: ClusterSnapshot) -> list[GPURow]:
+    """GPUs per partition and GPU type, from the snapshot's nodes (a node in two partitions counts
+    in both). Sorted by partition, then type. Partitions without GPUs are left out."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    for node in snapshot.nodes:
+        for partition in node.partitions:
+            for gtype, total in node.gpus.items():
+                row = acc.setdefault((partition, gtype), [0, 0, 0, 0])
+                row[0] += node.gpus_used.get(gtype, 0)
+                row[1] += total
+                row[2] += 0 if node.available else total - node.gpus_used.get(gtype, 0)
+                row[3] += 1
+    return [GPURow(p, t, *vals) for (p, t), vals in sorted(acc.items())]
+
+
+@dataclass(frozen=True)
+class PartitionNodes:
+    """Whether a partition can start a job now: ``available`` nodes (responding, not drained,
+    draining, down, rebooting, powered down or reserved: ``Node.available``), and for every other
+    node its Slurm state with flags and reason, e.g. ``("node3", "IDLE+DRAIN", "disk swap")``."""
+
+    partition: str
+    available: int
+    unavailable: tuple[tuple[str, str, str], ...]
+
+    @property
+    def warning(self) -> str:
+        """The sentence the job form shows before sending, or "" while a node can take the job."""
+        if self.available or not self.unavailable:
+            return ""
+        why = "; ".join(
+            f"{name} is {state.lower()}" + (f" ({reason})" if reason else "") for name, state, reason in self.unavailable
+        )
+        return (
+            f"No node of partition {self.partition} can start a job now: {why}. A job sent now waits until an "
+            "administrator brings a node back; choose another partition to start sooner."
+        )
+
+
+def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNodes]:
+    """:class:`PartitionNodes` for every partition of the snapshot's nodes (sinfo ``state``,
+    ``state_flags`` and ``reason``); empty without a snapshot."""
+    result: dict[str, list] = {}
+    for node in snapshot.nodes if snapshot else []:
+        for partition in node.partitions:
+            row = result.setdefault(partition, [0, []])
+            if node.available:
+                row[0] += 1
+            else:
+                row[1].append((node.name, node.state_text, node.reason))
+    return {p: PartitionNodes(p, count, tuple(down)) for p, (count, down) in sorted(result.items())}
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+#: Most ended jobs My jobs lists below the active ones (newest end first); History has them all.
+MY_JOBS_ENDED_CAP = 25
+#: Rows per History page.
+HISTORY_PAGE_SIZE = 50
+
+
+def jobs_for_user(*, user, recent_seconds: int = 3600):
+    """The user's jobs that have not ended (active, or in a state Slurm named but the portal does not
+    know) plus those that ended within ``recent_seconds`` (newest first; a queryset, uncapped: the
+    API pages it). No row is ever dropped."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent)).order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class MyJobs:
+    """What My jobs lists. ``active``: every job of the user that has not ended, newest first (an
+    array or a het job is one entry, however many tasks it has). ``ended``: those that ended within
+    the recent window, newest end first, at most :data:`MY_JOBS_ENDED_CAP`. ``ended_more``: how many
+    more ended in that window (the page links to History for them)."""
+
+    active: list
+    ended: list
+    ended_more: int
+
+    @property
+    def jobs(self) -> list:
+        return [*self.active, *self.ended]
+
+
+def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP) -> MyJobs:
+    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third to count the
+    ended ones past the cap). The page's size grows with the user's active entries only."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    mine = Job.objects.filter(user=user)
+    active = list(mine.exclude(state__in=FINAL_STATES).order_by("-created_at", "-id"))
+    ended_qs = mine.filter(state__in=FINAL_STATES, end_at__gte=recent)
+    ended = list(ended_qs.order_by("-end_at", "-id")[: ended_cap + 1])
+    more = ended_qs.count() - ended_cap if len(ended) > ended_cap else 0
+    return MyJobs(active=active, ended=ended[:ended_cap], ended_more=more)
+
+
+def my_jobs_rows(*, user, recent_seconds: int = 3600):
+    """Every row :func:`my_jobs` lists from (before its cap on ended ones), as one queryset: the
+    user's active jobs and those that ended in the last ``recent_seconds``. The My jobs fragment's
+    ETag counts it."""
+    recent = djtz.now() - timedelta(seconds=recent_seconds)
+    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent))
+
+
+def job_history(*, user, state: str = "", since=None, until=None, cluster: str = "", partition: str = "", name: str = ""):
+    """The user's finished jobs, newest end first, optionally filtered by final ``state``, by the end
+    date (``since``/``until``: dates, inclusive), by ``cluster`` (a configured name), by ``partition``
+    (exact) and by ``name`` (a part of the job name, any case). A queryset: pages slice it."""
+    qs = Job.objects.filter(user=user, state__in=FINAL_STATES)
+    if state:
+        qs = qs.filter(state=state)
+    if cluster:
+        qs = qs.filter(on_cluster(cluster))
+    if partition:
+        qs = qs.filter(partition=partition)
+    if name:
+        qs = qs.filter(name__icontains=name)
+    return between_dates(qs, "end_at", since, until).order_by("-end_at", "-id")
+
+
+def history_partitions(*, user) -> list[str]:
+    """The partitions the user's finished jobs ran in, sorted: History's partition filter."""
+    qs = Job.objects.filter(user=user, state__in=FINAL_STATES).exclude(partition="")
+    return list(qs.order_by("partition").values_list("partition", flat=True).distinct())
+
+
+def job_for_viewer(*, key, user):
+    """The job with ``key`` if ``user`` may see it (its owner, or a portal admin); else ``None``."""
+    job = Job.objects.select_related("user").filter(key=key).first()
+    if job is None or not (job.user_id == user.pk or user.is_staff):
+        return None
+    return job
+
+
+def run_again_query(job: Job) -> str:
+    """The query string of the New job form filled in with ``job``'s cluster, partition, GPU type
+    and count, CPUs, memory (MiB, as ``4000M``), time limit (minutes) and name: "Run again in the
+    portal" for a job submitted outside it (the form takes them as its initial values)."""
+    values = {
+        "cluster": job.cluster,
+        "partition": job.partition,
+        "gpu_type": job.gpu_type,
+        "gpu_count": job.gpu_count,
+        "cpus": job.cpus,
+        "memory_gb": f"{job.memory_mb}M" if job.memory_mb else "",
+        "time_limit": str(job.time_limit_min) if job.time_limit_min else "",
+        "name": job.name,
+    }
+    return urlencode({k: v for k, v in values.items() if v not in ("", None)})

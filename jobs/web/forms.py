@@ -1,0 +1,186 @@
+"""The "New job" form. Field types are checked here; site policy in :mod:`jobs.submit.policy` (its names
+for this form's fields, ``memory_gb`` and ``time_limit``, are in :mod:`jobs.submit.fields`). The memory
+field keeps its name ``memory_gb`` (pages, tests and bookmarks post it) though it takes any unit."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.conf import settings
+from django.urls import reverse
+
+from images.availability import image_state
+from images.selectors import images_for
+from portal.formats import mib_to_gb
+from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
+
+from ..submit.policy import GPU_COUNTS, JobRequest, SitePolicy, time_limit_minutes
+
+
+class MemoryField(forms.Field):
+    """Memory as people type it, read by :func:`portal.units.memory_mib` (the one reader every
+    surface uses): ``4G``, ``4000M``, ``1.5T``, ``4 GB``, ``512MiB``, or a bare number, which means
+    GB. Cleans to whole MiB (``int``). Refusals, one per kind, each saying which units are accepted:
+    not a size, not more than 0, too big (more than any node has), a bare number of 1024 or more
+    (most likely MiB); and below ``minimum_mib`` (a session's least)."""
+
+    widget = forms.TextInput
+
+    def __init__(self, *, minimum_mib: int = 1, **kwargs):
+        kwargs.setdefault("label", "Memory")
+        kwargs.setdefault("initial", "4G")
+        kwargs.setdefault("help_text", "4G, 4000M or 1.5T (a bare number means GB)")
+        super().__init__(**kwargs)
+        self.minimum_mib = minimum_mib
+
+    def prepare_value(self, value):
+        """What the box shows: whole MiB (an ``initial`` or a cleaned value) as
+        :func:`portal.units.memory_text` writes it (``4096`` -> ``4G``, ``4000`` -> ``4000M``, the
+        way session cards and job pages show memory); text as typed."""
+        return memory_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def to_python(self, value) -> int | None:
+        if value in self.empty_values:
+            return None
+        try:
+            return memory_mib(str(value))
+        except MemoryRefusal as exc:
+            raise forms.ValidationError(str(exc), code=exc.code) from None
+
+    def validate(self, value) -> None:
+        super().validate(value)
+        if value is not None and value < self.minimum_mib:
+            raise forms.ValidationError(
+                f"Give at least {memory_text(self.minimum_mib)} ({mib_to_gb(self.minimum_mib)} GB) of memory. {ACCEPTED}",
+                code="min_value",
+            )
+
+
+def image_choices(cluster: str) -> list[tuple[str, str]]:
+    """The image select's (value, label) pairs on ``cluster``: "none: the node's own system" first
+    when the site allows it (``PORTAL_IMAGE_NONE_ALLOWED``), then every enabled image of that cluster
+    (:func:`images.selectors.images_for`), each with its OS, Python and CUDA and, when they are
+    limited, its partitions; one the last availability check did not find says so (submitting it is
+    refused with why)."""
+    choices = [("", "none: the node's own system")] if settings.PORTAL_IMAGE_NONE_ALLOWED else []
+    for image in images_for(cluster=cluster):
+        label = image.summary
+        if image.partitions:
+            label += f" (partitions {', '.join(image.partitions)})"
+        state = image_state(image, cluster)
+        if state.checked and not state.available:
+            label += " — not usable now"
+        choices.append((image.name, label))
+    return choices
+
+
+class JobForm(forms.Form):
+    cluster = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        help_text="The cluster it runs on; the partitions below are that cluster's.",
+    )
+    name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
+    account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
+    partition = forms.CharField(widget=forms.Select)
+    image = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        label="Image",
+        help_text="The site's container image the script runs in (its OS, Python and libraries), or the node's own system.",
+    )
+    gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
+    gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
+    cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
+    memory_gb = MemoryField()
+    time_limit = forms.CharField(
+        max_length=20, initial="01:00:00", help_text="Whole minutes (90), HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+    )
+    requeue = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Requeue on node failure",
+        help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
+        "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.",
+    )
+    workdir = forms.CharField(
+        required=False,
+        max_length=512,
+        strip=False,
+        label="Working directory",
+        help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.",
+    )
+    script = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
+        strip=False,
+        help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.",
+    )
+
+    def __init__(self, *args, policy: SitePolicy, accounts: list[str], clusters: list[tuple[str, str]] = (), **kwargs):
+        """``policy``: the chosen cluster's; ``clusters``: (name, label) of every cluster, the default
+        first (one cluster: the field is hidden)."""
+        super().__init__(*args, **kwargs)
+        self.policy = policy
+        cluster = self.fields["cluster"]
+        if len(clusters) > 1:
+            cluster.widget.choices = list(clusters)
+            # Choosing another cluster reloads the form with its partitions, keeping what was typed.
+            cluster.widget.attrs.update(
+                {
+                    "hx-get": reverse("job_new"),
+                    "hx-trigger": "change",
+                    "hx-include": "closest form",
+                    "hx-params": "not csrfmiddlewaretoken",
+                    "hx-target": "main",
+                    "hx-select": "main",
+                    "hx-swap": "outerHTML",
+                    "hx-push-url": "true",
+                }
+            )
+        else:
+            cluster.widget = forms.HiddenInput()
+        cluster.initial = policy.cluster
+        self.fields["account"].widget.choices = [(a, a) for a in accounts]
+        self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
+        self.fields["image"].widget.choices = image_choices(policy.cluster)
+        types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
+        self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
+        self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
+        # For the page's script: which GPU types and counts each partition offers (the policy still
+        # checks everything on submit).
+        self.fields["partition"].widget.attrs["data-gpu-types"] = json.dumps(
+            {name: {t: part.gpu_counts(t) for t in part.gpu_types} for name, part in policy.partitions.items()}
+        )
+
+    @staticmethod
+    def parse_time_minutes(text: str) -> int:
+        """A time limit as people type it -> whole minutes: :func:`jobs.submit.policy.time_limit_minutes`
+        (the one reader of the form, profiles, the API and the CLI). Raises ``ValueError`` with the
+        refusal's sentence."""
+        return time_limit_minutes(text)
+
+    def clean_time_limit(self) -> int:
+        try:
+            return self.parse_time_minutes(self.cleaned_data["time_limit"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def job_request(self) -> JobRequest:
+        """The validated fields as a :class:`JobRequest` (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return JobRequest(
+            name=data["name"],
+            partition=data["partition"],
+            gpu_type=data.get("gpu_type") or "",
+            gpu_count=data["gpu_count"],
+            cpus=data["cpus"],
+            memory_mb=data["memory_gb"],
+            time_limit_min=data["time_limit"],
+            script=data["script"],
+            workdir=(data.get("workdir") or "").strip(),
+            requeue=bool(data.get("requeue")),
+            account=data.get("account") or "",
+            cluster=data.get("cluster") or self.policy.cluster,
+            image=(data.get("image") or "").strip(),
+        )

@@ -1,0 +1,276 @@
+"""Batch job pages. Thin: parse input, call one service or selector, render. All queue facts come
+from the snapshot; the only cluster access is the cached log tail (jobs.reads.logs)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from gpuusage import prometheus_configured
+from gpuusage.store import usages_load
+from portal.dates import parse_iso_date
+from portal.refusals import Refused, refusal_to_form
+from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
+from slurm.snapshot import positions_all, positions_load, snapshot_load
+from slurm.states import FINAL_STATES, JobState
+from teams.usage.cache import job_quota_estimate, team_usage
+
+from ..arrays import partly_running
+from ..gpu.gpu_usage import low_use_flags
+from ..reads.cap_reasons import cap_warning
+from ..reads.logs import job_log_tail, log_path
+from ..reads.maintenance import job_maintenance_warning, maintenance_clash
+from ..reads.queue import job_row
+from ..reads.selectors import (
+    HISTORY_PAGE_SIZE,
+    MY_JOBS_ENDED_CAP,
+    cluster_status,
+    history_partitions,
+    job_for_viewer,
+    job_history,
+    my_jobs,
+    my_jobs_rows,
+    partition_nodes,
+    run_again_query,
+    status_all,
+)
+from ..submit.fields import JOB_FORM
+from ..submit.holds import can_hold, can_release, held_tasks_note
+from ..submit.policy import SitePolicy
+from ..submit.submit import job_cancel, job_check, job_create
+from .forms import JobForm
+from .fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
+from .usage_views import gpu_context
+
+
+def _rows(request: HttpRequest) -> dict:
+    names = cluster_names()
+    positions = positions_all(names)
+    mine = my_jobs(user=request.user, ended_cap=MY_JOBS_ENDED_CAP)
+    rows = [job_row(j, positions.get(j.cluster, {}), usage_for=team_usage) for j in mine.jobs]
+    return {
+        "rows": rows,
+        "low_use": low_use_flags(mine.jobs, usages_load(names)) if prometheus_configured() else {},
+        "ended_more": mine.ended_more,
+        "ended_cap": MY_JOBS_ENDED_CAP,
+        "status": status_all(),
+        "several_clusters": len(names) > 1,
+    }
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    """My jobs: active ones and those that ended in the last hour."""
+    return render(request, "jobs/job_list.html", _rows(request))
+
+
+def job_table_etag(request: HttpRequest) -> str:
+    """The My jobs fragment's weak ETag (:mod:`jobs.web.fragment_etags`): every cluster's snapshot head,
+    accounting and GPU usage read times, and the user's rows the table lists (active, and ended in
+    the last hour: :func:`~jobs.reads.selectors.my_jobs`): their count and a digest of their rows."""
+    return weak_etag(request, clusters_version(cluster_names()), rows_version(my_jobs_rows(user=request.user)))
+
+
+@login_required
+@polled_fragment(job_table_etag)
+def job_table(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment of My jobs, refreshed every few seconds; ``304 Not Modified`` when its ETag
+    (:func:`job_table_etag`) matches the browser's ``If-None-Match``."""
+    return render(request, "jobs/_job_table.html", _rows(request))
+
+
+def _form_policy(request: HttpRequest) -> tuple[SitePolicy, Refused | None]:
+    """The policy of the cluster the form names (POST or GET ``cluster``; else the default), and the
+    refusal when it names one that is not configured (the default's policy is used then)."""
+    try:
+        return SitePolicy.for_cluster((request.POST or request.GET).get("cluster", "")), None
+    except Refused as refused:
+        return SitePolicy.for_cluster(None), refused
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_new(request: HttpRequest) -> HttpResponse:
+    """The New job form; a refusal keeps everything typed and says what to change. ``?cluster=``
+    (with the other fields, as the cluster select sends them) shows that cluster's partitions and
+    keeps what was typed."""
+    policy, bad_cluster = _form_policy(request)
+    initial = {k: v for k, v in request.GET.items() if k in JobForm.base_fields} if request.method == "GET" else None
+    form = JobForm(
+        request.POST or None,
+        initial=initial,
+        policy=policy,
+        accounts=request.user.slurm_accounts,
+        clusters=[(c.name, c.label) for c in clusters()],
+    )
+    if bad_cluster is not None:
+        form.is_valid()
+        refusal_to_form(form, bad_cluster.renamed(JOB_FORM))
+    elif request.method == "POST" and form.is_valid():
+        try:
+            job = job_create(checked=job_check(user=request.user, request=form.job_request(), policy=policy))
+        except Refused as refused:
+            refusal_to_form(form, refused.renamed(JOB_FORM))
+        else:
+            messages.success(request, f"Job “{job.name}” created; the status below follows it.")
+            if clash := job_maintenance_warning(job):
+                messages.warning(request, clash.html)
+            return redirect("job_detail", key=job.key)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
+
+
+@login_required
+def job_estimate(request: HttpRequest) -> HttpResponse:
+    """HTMX fragment under the job form, before anything is sent: a warning when no node of the
+    chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), when
+    the time limit crosses a maintenance reservation on every node of it (:mod:`jobs.reads.maintenance`), and
+    the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
+    when it does not fit), and when the person is already at a per-person cap (:func:`jobs.reads.cap_reasons.cap_warning`,
+    from the stored jobs). Empty when there is nothing to say."""
+    data = request.POST if request.method == "POST" else request.GET
+    cluster = cluster_get(str(data.get("cluster", ""))) or default_cluster()
+    snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
+    nodes = partition_nodes(snapshot).get(str(data.get("partition", "")))
+    warning = nodes.warning if nodes else ""
+    try:
+        gpus = int(data.get("gpu_count", "0"))
+        minutes = JobForm.parse_time_minutes(data.get("time_limit", ""))
+    except (TypeError, ValueError):
+        gpus, minutes = 0, 0
+    team = data.get("account") or (request.user.slurm_accounts[0] if request.user.slurm_accounts else "")
+    estimate = (
+        job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name)
+        if gpus and team and minutes
+        else None
+    )
+    maintenance = maintenance_clash(snapshot, partition=str(data.get("partition", "")), time_limit=minutes * 60)
+    caps = cap_warning(user=request.user, cluster=cluster.name, gpu_count=gpus)  # per-person caps (site policy)
+    if not estimate and not warning and not maintenance and not caps:
+        return HttpResponse("")
+    return render(
+        request,
+        "jobs/_estimate.html",
+        {"estimate": estimate, "team": team, "partition_warning": warning, "maintenance": maintenance, "caps_warning": caps},
+    )
+
+
+def _visible_job(request: HttpRequest, key):
+    job = job_for_viewer(key=key, user=request.user)
+    if job is None:
+        raise Http404("No such job, or it is not yours.")
+    return job
+
+
+@login_required
+def job_detail(request: HttpRequest, key) -> HttpResponse:
+    """Parameters, script, status and the live log tail of one job."""
+    job = _visible_job(request, key)
+    return render(request, "jobs/job_detail.html", {**_status_context(job), **gpu_context(job)})
+
+
+@login_required
+def job_status(request: HttpRequest, key) -> HttpResponse:
+    """HTMX fragment: the job's status block."""
+    job = _visible_job(request, key)
+    return render(request, "jobs/_job_status.html", _status_context(job))
+
+
+def _status_context(job) -> dict:
+    row = job_row(job, positions_load(job.cluster), usage_for=team_usage)
+    return {
+        "row": row,
+        "job": job,
+        "status": cluster_status(job.cluster),
+        "several_clusters": len(cluster_names()) > 1,
+        "run_again": run_again_query(job) if job.is_outside else "",
+        "can_hold": can_hold(job),
+        "can_release": can_release(job),
+        "partly_running": partly_running(job),
+        "held_tasks": held_tasks_note(job),
+    }
+
+
+@login_required
+def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
+    """HTMX fragment: the last bytes of stdout (``out``) or stderr (``err``), read as the owner."""
+    job = _visible_job(request, key)
+    if stream not in ("out", "err"):
+        raise Http404("No such log.")
+    path = log_path(job, stream) if job.is_outside else ""  # where Slurm's record says it writes
+    return render(request, "jobs/_job_log.html", {"job": job, "stream": stream, "tail": job_log_tail(job, stream), "path": path})
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
+    """Owner only: ask Slurm to cancel the job (every task and component), or with POST ``task``
+    one task of an array."""
+    job = _visible_job(request, key)
+    task = request.POST.get("task", "").strip()
+    if task and not (task.isascii() and task.isdigit() and len(task) < 10):
+        messages.error(request, f"“{task[:20]}” is not a task number: give the number of one task of the array (e.g. 7).")
+        return redirect("job_detail", key=job.key)
+    try:
+        job_cancel(job=job, by=request.user, task=int(task) if task else None)
+    except PermissionDenied:
+        return render(
+            request, "jobs/job_forbidden.html", {"job": job, "message": "Only the job's owner can cancel it."}, status=403
+        )
+    except Refused as refused:
+        messages.error(request, " ".join(p.message for p in refused.problems))
+        return redirect("job_detail", key=job.key)
+    messages.info(request, f"Cancelling task {task} of “{job.name}”…" if task else f"Cancelling “{job.name}”…")
+    return redirect("job_detail", key=job.key)
+
+
+#: Longest name filter History takes (characters; longer is cut).
+HISTORY_NAME_MAX = 200
+
+
+@login_required
+def history(request: HttpRequest) -> HttpResponse:
+    """Finished jobs, :data:`HISTORY_PAGE_SIZE` per page (``page``), filtered server-side by final
+    ``state``, end date range (``since``/``until``, YYYY-MM-DD), ``cluster``, ``partition`` and a part
+    of the ``name``. A filter value that is not one of the choices is left out and the page says so."""
+    state = request.GET.get("state", "")
+    state = state if state in {s.value for s in FINAL_STATES} else ""
+    since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
+    cluster = request.GET.get("cluster", "")
+    cluster = cluster if cluster in cluster_names() else ""
+    partitions = history_partitions(user=request.user)
+    partition = request.GET.get("partition", "")
+    partition = partition if partition in partitions else ""
+    name = request.GET.get("name", "").strip()[:HISTORY_NAME_MAX]
+    matching = job_history(
+        user=request.user, state=state, since=since, until=until, cluster=cluster, partition=partition, name=name
+    )
+    page = Paginator(matching, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    jobs = list(page.object_list)
+    choices = [(s.value, s.label) for s in JobState if s in FINAL_STATES]
+    return render(
+        request,
+        "jobs/history.html",
+        {
+            "jobs": jobs,
+            "page": page,
+            "total": page.paginator.count,
+            "partition": partition,
+            "partition_choices": partitions,
+            "name": name,
+            "state": state,
+            "since": since,
+            "until": until,
+            "choices": choices,
+            "status": status_all(),
+            "several_clusters": len(cluster_names()) > 1,
+            "cluster": cluster,
+            "cluster_choices": cluster_names(),
+            "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until),
+        },
+    )

@@ -1,0 +1,182 @@
+"""What a job's owner is told: started, finished, failed, pending longer than their chosen time.
+
+Called by :mod:`jobs.worker.sync` inside the transaction that writes the state change and its audit row
+(:func:`job_state_notify`), and by the beat task over pending rows (:func:`jobs_pending_notify`). Each
+event is one :class:`notifications.models.Notification` keyed
+``job:<cluster>:<slurm job id>:<first 8 of the row's key>:<event>`` (the row's key keeps a job id Slurm
+gave again after a controller reset apart). A failed job's log lines are read in a worker
+(:func:`job_failed_detail`, ``jobs.tasks.job_failed_detail_task``), never in the poller's sync: its
+mail waits up to :data:`FAILED_DETAIL_WAIT_S` for them, then the sweep sends it without.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from celery import current_app
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone as djtz
+
+from notifications.models import Notification, NotificationKind
+from notifications.services import notification_detail_add, notify, preferences_get
+from portal.formats import duration
+from slurm.states import FAILED_STATES, FINAL_STATES, JobState
+
+from ..models import Job, cluster_of
+from ..reads.cap_reasons import cap_reason
+from ..reads.logs import job_log_tail
+from ..reads.reasons import explain_reason
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a failed job's mail waits for its log lines (read by a worker) before the sweep sends it.
+FAILED_DETAIL_WAIT_S = 120
+#: Lines of stdout/stderr put into a failed job's notification.
+LOG_LINES = 20
+#: A job its owner held waits by their own choice: not told (one an administrator held is).
+USER_HELD = "JobHeldUser"
+#: Pending rows looked at per run of the beat task (the longest waiting first).
+PENDING_BATCH = 2000
+
+
+def event_key(job: Job, event: str) -> str:
+    """``job:<cluster>:<slurm job id>:<8 hex of the row's key>:<event>`` (event: started, finished,
+    failed, pending)."""
+    short = str(job.key).replace("-", "")[:8]
+    return f"job:{cluster_of(job.slurm_cluster)}:{job.slurm_job_id}:{short}:{event}"
+
+
+def _link(job: Job) -> str:
+    try:
+        return reverse("job_detail", args=[job.key])
+    except Exception:  # noqa: BLE001 - a URL conf without the job page (never in the portal): no link
+        return ""
+
+
+def _label(job: Job) -> str:
+    return f"job {job.slurm_job_id} ({job.name})"
+
+
+def job_state_notify(job: Job, old_state: str) -> None:
+    """Tell ``job``'s owner of its new state (``job.state``, saved), if it is one they are told of:
+    RUNNING (started), COMPLETED or CANCELLED (finished), a failed state (:data:`FAILED_STATES`: failed,
+    with the exit code; the log lines follow from a worker). Call inside the transaction of the change.
+    Idempotent (one row per event key)."""
+    if job.slurm_job_id is None or job.state == old_state:
+        return
+    if job.state == JobState.RUNNING:
+        nodes = f" on {job.nodes}" if job.nodes else ""
+        notify(
+            user=job.user,
+            kind=NotificationKind.JOB_STARTED,
+            key=event_key(job, "started"),
+            subject=f"Started: {_label(job)}",
+            body=f"Your {_label(job)} started running{nodes} (partition {job.partition}).",
+            link=_link(job),
+        )
+    elif job.state in FAILED_STATES:
+        code = "unknown" if job.exit_code is None else str(job.exit_code)
+        signal = f", signal {job.signal}" if job.signal else ""
+        row, created = notify(
+            user=job.user,
+            kind=NotificationKind.JOB_FAILED,
+            key=event_key(job, "failed"),
+            subject=f"Failed: {_label(job)} (exit code {code})",
+            body=f"Your {_label(job)} ended {job.get_state_display().lower()} with exit code {code}{signal}"
+            f" (Slurm: {job.slurm_state or job.state}).",
+            link=_link(job),
+            send_after_s=FAILED_DETAIL_WAIT_S,
+        )
+        if created:
+            job_id, row_id = job.pk, row.pk
+            transaction.on_commit(lambda: _enqueue_detail(job_id, row_id))
+    elif job.state in FINAL_STATES and old_state not in FINAL_STATES:
+        notify(
+            user=job.user,
+            kind=NotificationKind.JOB_FINISHED,
+            key=event_key(job, "finished"),
+            subject=f"Finished: {_label(job)} ({job.get_state_display().lower()})",
+            body=f"Your {_label(job)} ended: {job.get_state_display().lower()}"
+            + (f", exit code {job.exit_code}." if job.exit_code is not None else "."),
+            link=_link(job),
+        )
+
+
+def _enqueue_detail(job_id: int, notification_id: int) -> None:
+    # By its registered name: jobs.tasks imports this module (no import cycle between siblings).
+    try:
+        current_app.tasks["jobs.tasks.job_failed_detail_task"].delay(job_id, notification_id)
+    except Exception as exc:  # noqa: BLE001 - broker down: the sweep mails it without the lines
+        logger.warning("could not queue the log read for failed job %s (%s)", job_id, exc)
+
+
+def _last_lines(text: str, n: int = LOG_LINES) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-n:])
+
+
+def job_failed_detail(*, job_id: int, notification_id: int) -> bool:
+    """Read the failed job's stderr and stdout tails as its owner (:func:`jobs.reads.logs.job_log_tail`,
+    through the gateway) and add their last :data:`LOG_LINES` lines to its notification, then queue the
+    mail. Returns whether the lines were added (False: the mail already went, or the row is gone)."""
+    job = Job.objects.select_related("user").filter(pk=job_id).first()
+    if job is None:
+        return False
+    parts = []
+    for stream, title in (("err", "Last lines of stderr"), ("out", "Last lines of stdout")):
+        tail = job_log_tail(job, stream)
+        if tail.error:
+            parts.append(f"{title}: could not be read ({tail.error}).")
+        elif tail.text.strip():
+            parts.append(f"{title}:\n{_last_lines(tail.text)}")
+        if stream == "err" and job.error_path and job.error_path == job.output_path:
+            break  # one file for both
+    return notification_detail_add(notification_id=notification_id, text="\n\n".join(parts))
+
+
+def jobs_pending_notify(*, now: datetime | None = None) -> int:
+    """Tell owners of jobs pending longer than their chosen time (``NotificationPreferences.pending_minutes``,
+    0 = never), counted from Slurm's submit time (``slurm_submit_at``, else when the portal sent it),
+    with the pending reason's sentence (:func:`jobs.reads.reasons.explain_reason` of squeue's ``state_reason``).
+    One notification per job (key ``...:pending``); a job its owner held (``JobHeldUser``) is not told.
+    Returns how many were made."""
+    now = now or djtz.now()
+    rows = list(
+        Job.objects.filter(state=JobState.PENDING, slurm_job_id__isnull=False)
+        .exclude(reason=USER_HELD)
+        .select_related("user", "user__notification_preferences")
+        .order_by("slurm_submit_at", "pk")[:PENDING_BATCH]
+    )
+    due = []
+    for job in rows:
+        minutes = preferences_get(user=job.user).pending_minutes
+        since = job.slurm_submit_at or job.submitted_at or job.created_at
+        if minutes and since is not None and now - since >= timedelta(minutes=minutes):
+            due.append((job, minutes, since))
+    told = set(Notification.objects.filter(key__in=[event_key(j, "pending") for j, _, _ in due]).values_list("key", flat=True))
+    made = 0
+    for job, minutes, since in due:
+        if event_key(job, "pending") in told:
+            continue  # told already (one query for all, not one per job and minute)
+        reason = explain_reason(
+            job.reason or "None",
+            gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {},
+            requeued=job.restart_count > 0,
+            description=job.reason_description,
+        )
+        reason = cap_reason(reason, job)  # a per-person cap or the small-job pool, in the site's figures
+        waited = int((now - since).total_seconds() // 60)
+        fix = f" {reason.fix}" if reason.fix else ""
+        with transaction.atomic():
+            _, created = notify(
+                user=job.user,
+                kind=NotificationKind.JOB_PENDING,
+                key=event_key(job, "pending"),
+                subject=f"Still pending after {duration(waited * 60)}: {_label(job)}",
+                body=f"Your {_label(job)} has been pending for {duration(waited * 60)} (you asked to be told after "
+                f"{duration(minutes * 60)}). Why it waits: {reason.sentence}{fix}",
+                link=_link(job),
+            )
+        made += created
+    return made
