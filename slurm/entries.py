@@ -237,7 +237,7 @@ def accounting_entries(records: Iterable[FinishedJob]) -> dict[int, list[Finishe
 
 def fold_accounting(key: int, records: list[FinishedJob]) -> AccountingEntry:
     """The :class:`AccountingEntry` of one job's records (those :func:`accounting_entries` put under
-    ``key``, already narrowed to that job's own: see ``jobs.sync``). A task's state is its latest
+    ``key``, already narrowed to that job's own: see ``jobs.worker.sync``). A task's state is its latest
     record's (by submit, start, end: a requeued task has one per run)."""
     records = list(records)
     first = records[0] if records else None

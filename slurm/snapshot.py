@@ -85,7 +85,7 @@ class ClusterSnapshot:
     reservations: list[Reservation] = field(default_factory=list)
     #: Seconds the last poll took (Slurm's commands and their reading; 0 = not measured), and the
     #: gap the poller keeps before the next one when that was longer than the poll interval (the
-    #: stretch, :func:`jobs.services.snapshot_refresh`; 0 = the normal interval).
+    #: stretch, :func:`jobs.worker.services.snapshot_refresh`; 0 = the normal interval).
     poll_seconds: float = 0.0
     stretched_to: float = 0.0
 

@@ -1,6 +1,6 @@
 // The job page's GPU chart: SM activity (%, left axis) and memory used (MiB, right axis)
 // of each GPU over the job's life, drawn with uPlot (static/vendor/, MIT) from the JSON of
-// jobs/usage_views.py: job_gpu_series. Refetched every 15 s while the job runs; the server answers
+// jobs/web/usage_views.py: job_gpu_series. Refetched every 15 s while the job runs; the server answers
 // from its cache (one Prometheus range query per job and interval, however many people watch).
 (function () {
   "use strict";

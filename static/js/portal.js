@@ -1,4 +1,4 @@
-// Polled fragments answer 304 Not Modified when nothing changed (jobs/fragment_etags.py). The browser
+// Polled fragments answer 304 Not Modified when nothing changed (jobs/web/fragment_etags.py). The browser
 // normally answers htmx's request from its own cache then (a 200 with the kept body, morphed to no
 // change); should a 304 reach htmx itself, it leaves the region as it is instead of swapping in the
 // empty body (htmx 2 swaps every 2xx/3xx by default).
