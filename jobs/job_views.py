@@ -3,6 +3,9 @@ from the snapshot; the only cluster access is the cached log tail (jobs.logs).""
 
 from __future__ import annotations
 
+import time
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -65,8 +68,10 @@ def _rows(request: HttpRequest) -> dict:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    """My jobs: active ones and those that ended in the last hour."""
-    return render(request, "jobs/job_list.html", _rows(request))
+    """My jobs: active ones and those that ended in the last hour, and when the page last checked
+    them (``checked_at``, Unix seconds; ``portal.js`` moves it to each answer of the polled table)."""
+    context = {**_rows(request), "checked_at": time.time(), "interval": f"{settings.SNAPSHOT_INTERVAL:g}"}
+    return render(request, "jobs/job_list.html", context)
 
 
 def job_table_etag(request: HttpRequest) -> str:
