@@ -237,7 +237,8 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
     ticks), so what it shows follows from: the clusters' notices (:func:`clusters_state`); the
     user's rows (:func:`~jobs.selectors.my_jobs_rows`: count and whole text); each pending job's
-    place in line (the snapshot's stored positions); whether its start estimate is still ahead (a
+    place in line (the snapshot's stored positions; not the line's length, which the table does not
+    print); whether its start estimate is still ahead (a
     past one is not shown); the words of each pending reason that reads more than the row (a node's
     trouble, a cap, the team's quota figures: :func:`jobs.queue.job_row` for those rows only); and,
     on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
@@ -252,7 +253,8 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     places, ahead, wordy = [], [], []
     for pk, _, slurm_cluster, slurm_id, reason, description, start_at in pending:
         if reason not in HELD_REASONS:  # a held job is in no line (jobs.queue.job_row)
-            places.append(positions.get(cluster_of(slurm_cluster), {}).get(slurm_id or -1))
+            place = positions.get(cluster_of(slurm_cluster), {}).get(slurm_id or -1)
+            places.append(place[0] if place else None)  # its place; the line's length is the API's only
         ahead.append(bool(start_at) and datetime.fromisoformat(start_at).timestamp() > now)
         if reason and _reads_more(reason, description):
             wordy.append(pk)

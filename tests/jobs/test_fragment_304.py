@@ -125,6 +125,14 @@ def test_a_new_place_in_line_changes_the_tag(alice):
     assert "1st in line" in after.content.decode()
 
 
+def test_a_job_queued_behind_mine_leaves_my_tag(alice):
+    """The line grows behind job 7 (the API's in_line changes, the table's "2nd in line" does not)."""
+    client, _ = alice
+    tag = poll(client)["ETag"]
+    land_poll(queue_job(3, 100), queue_job(7, 50), queue_job(9, 10))
+    assert poll(client, tag).status_code == 304
+
+
 def test_a_changed_reason_changes_the_tag(alice):
     client, job = alice
     tag = poll(client)["ETag"]
