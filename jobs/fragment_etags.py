@@ -64,7 +64,16 @@ def clock_bucket(now: float | None = None) -> int:
     return int(now // max(float(settings.SNAPSHOT_INTERVAL), 1.0))
 
 
-def clusters_state(names: Iterable[str], *, now: float | None = None) -> list:
+def _state_keys(names: list[str], gpu: bool) -> list[str]:
+    """The cache keys :func:`clusters_state` reads: each cluster's head, accounting status and (on a
+    GPU site) usage store."""
+    keys = []
+    for name in names:
+        keys += [snapshot_key(name, "head"), accounting_key(name)] + ([usage_key(name)] if gpu else [])
+    return keys
+
+
+def clusters_state(names: Iterable[str], *, now: float | None = None, found: dict | None = None) -> list:
     """What the notices above a table of ``names``' figures depend on, with no clock in it, in one
     Redis round trip: per cluster ``(name, has figures, stale, error, error_kind, error_since,
     last good read or None, last attempt or None, accounting's error and since when, its last answer
@@ -72,14 +81,12 @@ def clusters_state(names: Iterable[str], *, now: float | None = None) -> list:
     for longer than ``PORTAL_SNAPSHOT_MAX_AGE`` (``now``: Unix seconds; the clock is read once, as a
     yes/no). The last good read (``taken_at``) is in it only while a notice prints it ("its last
     figures are from ..."), the last attempt only while stale: a poll that lands and a ``sacct`` that
-    answers change nothing here. Raises the cache's errors (Redis down)."""
+    answers change nothing here. ``found``: those keys already read (``cache.get_many``), or
+    ``None`` to read them. Raises the cache's errors (Redis down)."""
     now = time.time() if now is None else now
     names = list(names)
     gpu = prometheus_configured()
-    keys = []
-    for name in names:
-        keys += [snapshot_key(name, "head"), accounting_key(name)] + ([usage_key(name)] if gpu else [])
-    found = cache.get_many(keys)
+    found = cache.get_many(_state_keys(names, gpu)) if found is None else found
     state = []
     for name in names:
         head = found.get(snapshot_key(name, "head")) or {}
@@ -263,8 +270,9 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
         for job in Job.objects.filter(pk__in=wordy).order_by("pk"):
             row = job_row(job, positions.get(job.cluster, {}), now=now, usage_for=team_usage)
             words.append((row.reason.text if row.reason else "", row.quota_note))
+    gpu = prometheus_configured()
+    found = cache.get_many(_state_keys(names, gpu))
     gpu_reads = None
-    if prometheus_configured() and any(r[1] in _RUNNING for r in rows):
-        found = cache.get_many([usage_key(name) for name in names])
+    if gpu and any(r[1] in _RUNNING for r in rows):
         gpu_reads = [(found.get(usage_key(name)) or {}).get("read_at") for name in names]
-    return clusters_state(names, now=now), (count, digest), places, ahead, words, gpu_reads
+    return clusters_state(names, now=now, found=found), (count, digest), places, ahead, words, gpu_reads
