@@ -18,15 +18,22 @@ docs/decisions.md#pages-read-a-snapshot-never-slurm),
 so the gateway's commands are counted (``slurm.gateway.command_observers``) during every poll: the
 slurmctld RPCs with N viewers are the poller's alone, the same as with one.
 
+Last, the cadence (:func:`cadence`): the viewers poll ``--rounds`` times, ``--interval`` seconds
+apart on time-machine's clock, each with its last ETag, after the poller's work is replayed (a new
+snapshot stored, ``sacct`` answering); other users' jobs move every round, and every
+``--move-every``-th round the viewers' place moves. It prints the share of 304s while their tables
+read the same (goal: at least 0.80) beside the previous tag's on the same polls (the anchor: clock
+bucket and snapshot heads), and that every poll after their place moved rendered.
+
     DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/portal_k4 PORTAL_TEST_REDIS_DB=11 \\
-        .venv/bin/python bench/fragment_304.py [--jobs 5000] [--rows 20] [--polls 500] [--viewers 1000]
+        .venv/bin/python bench/fragment_304.py [--jobs 5000] [--rows 20] [--polls 500] [--viewers 1000] \\
+        [--rounds 12] [--interval 5] [--move-every 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -62,6 +69,100 @@ def wire_bytes(response) -> int:
     return len((head + "\r\n").encode()) + len(response.content)
 
 
+def previous_tag(user, interval: float) -> str:
+    """The tag My jobs' fragment had before it dropped its clock (the anchor of the cadence figure):
+    user, language, zone, ``floor(now / interval)``, every cluster's whole snapshot head, accounting
+    and usage read times (``clusters_version``) and the user's rows, as ``weak_etag`` digested them."""
+    import hashlib
+
+    from django.utils import timezone as djtz
+    from django.utils import translation
+
+    from jobs.reads.selectors import my_jobs_rows
+    from jobs.web.fragment_etags import clusters_version, rows_version
+    from slurm.clusters import cluster_names
+
+    text = repr(
+        (
+            user.pk,
+            translation.get_language(),
+            djtz.get_current_timezone_name(),
+            int(time.time() // interval),
+            (clusters_version(cluster_names()), rows_version(my_jobs_rows(user=user))),
+        )
+    )
+    return 'W/"' + hashlib.blake2b(text.encode(), digest_size=16).hexdigest() + '"'
+
+
+def land(snapshot, names) -> None:
+    """What the poller does each interval: store a snapshot taken now (``snapshot``'s queue on its
+    cluster, an empty one on the others) and record that ``sacct`` answered."""
+    from dataclasses import replace
+
+    from slurm.health import accounting_answered
+    from slurm.snapshot import snapshot_store
+
+    now = time.time()
+    for name in names:
+        jobs = snapshot.jobs if name == snapshot.cluster else []
+        snapshot_store(replace(snapshot, cluster=name, taken_at=now, attempted_at=now, jobs=jobs, error="", error_since=None))
+        accounting_answered(now=now, cluster=name)
+
+
+def cadence(viewers, snapshot, target: int, *, rounds: int, interval: float, move_every: int) -> dict:
+    """Every viewer polls My jobs' fragment ``rounds`` times, ``interval`` seconds apart, each time
+    with the ETag it last got, after the poller landed a new snapshot. The clock is time-machine's
+    (moved ``interval`` s per round, not waited for): the figure is a count of answers, not a time.
+
+    In every round other users' jobs move (20 running ones leave the queue, 20 new ones queue behind
+    everyone), so each poll lands a different snapshot while the viewers' own table stays the same
+    ("quiet" rounds). Every ``move_every``-th round the job just ahead of the viewers' (Slurm id
+    ``target``) starts instead, so every viewer's place moves and every answer must be a 200
+    ("moving" rounds: no change hidden). On the same polls the previous tag (:func:`previous_tag`)
+    is computed and counted as a 304 when it equals the viewer's previous one (the anchor).
+    Returns counts: ``{"quiet": Counter, "moving": Counter, "previous_quiet": Counter}``."""
+    from dataclasses import replace
+
+    import time_machine
+    from django.test import Client
+
+    from slurm.clusters import cluster_names
+    from slurm.queue_index import queue_positions
+
+    names, headers = cluster_names(), {"HTTP_HX_REQUEST": "true"}
+    counts = {"quiet": Counter(), "moving": Counter(), "previous_quiet": Counter()}
+    queue = list(snapshot.jobs)
+    template = next(q for q in queue if q.state == "PENDING")
+    with time_machine.travel(time.time(), tick=False) as clock:
+        land(snapshot, names)
+        clients = []
+        for v in viewers:
+            c = Client()
+            c.force_login(v)
+            clients.append((v, c, c.get("/jobs/table/", **headers)["ETag"], previous_tag(v, interval)))
+        for r in range(1, rounds + 1):
+            clock.shift(interval)
+            moving = r % move_every == 0
+            if moving:
+                positions = queue_positions(queue)
+                ahead = positions[target][0] - 1
+                queue = [q for q in queue if positions.get(q.job_id, (0, 0))[0] != ahead or q.partition != template.partition]
+            else:
+                gone = [q for q in queue if q.state == "RUNNING"][:20]
+                queue = [q for q in queue if q not in gone] + [
+                    replace(template, job_id=3_000_000 + r * 100 + i, priority=0) for i in range(20)
+                ]
+            land(replace(snapshot, jobs=queue), names)
+            for i, (v, c, tag, old) in enumerate(clients):
+                answer = c.get("/jobs/table/", HTTP_IF_NONE_MATCH=tag, **headers)
+                counts["moving" if moving else "quiet"][answer.status_code] += 1
+                now_old = previous_tag(v, interval)
+                if not moving:
+                    counts["previous_quiet"][304 if now_old == old else 200] += 1
+                clients[i] = (v, c, answer["ETag"] if answer.status_code == 200 else tag, now_old)
+    return counts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5_000)
@@ -69,6 +170,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=20, help="the polling user's own jobs")
     parser.add_argument("--polls", type=int, default=500)
     parser.add_argument("--viewers", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=12, help="cadence: polls per viewer (12 at 5 s: a minute)")
+    parser.add_argument("--interval", type=float, default=5.0, help="cadence: seconds between polls and between the poller's")
+    parser.add_argument("--move-every", type=int, default=4, help="cadence: every Nth round the viewers' place moves")
     args = parser.parse_args()
 
     import django
@@ -81,16 +185,10 @@ def main() -> int:
 
     from jobs.web import fragment_etags
     from slurm import CommandResult, SlurmGateway, gateway
-    from slurm.adapters import v0_0_38
+    from slurm.queue_index import queue_positions
     from slurm.snapshot import KINDS, snapshot_key, snapshot_store, snapshot_take
 
-    sinfo, squeue, partitions = _snapshot_size().synthetic(args.jobs, args.nodes)
-    outputs = {
-        tuple(v0_0_38.SINFO): json.dumps(sinfo).encode(),
-        tuple(v0_0_38.SQUEUE): json.dumps(squeue).encode(),
-        tuple(v0_0_38.PARTITIONS): partitions.encode(),
-        tuple(v0_0_38.RESERVATIONS): b"No reservations in the system\n",
-    }
+    outputs = _snapshot_size().synthetic("v0.0.38", args.jobs, args.nodes)
 
     class Canned:
         def execute(self, argv, *, stdin, timeout):
@@ -101,7 +199,8 @@ def main() -> int:
 
     settings.ALLOWED_HOSTS = ["*"]
     old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
-    # The clock bucket held still: the bench measures unchanged polls, not the poll interval's edge.
+    # The clock bucket held still (Sessions' cards still have one; My jobs' tag has no clock): the
+    # bench measures unchanged polls, not the poll interval's edge.
     bucket = fragment_etags.clock_bucket()
     fragment_etags.clock_bucket = lambda now=None: bucket
     commands: list[str] = []
@@ -162,9 +261,12 @@ def main() -> int:
         cards_304 = wire_bytes(again)
 
         viewers = User.objects.bulk_create(User(username=f"viewer{i:04d}") for i in range(args.viewers))
+        # The viewers' job: a pending one with room ahead of it for every moving round of the cadence.
+        in_line = queue_positions(snapshot.jobs)
+        target = next(q.job_id for q in snapshot.jobs if q.state == "PENDING" and in_line[q.job_id][0] > args.rounds + 2)
         Job.objects.bulk_create(
             Job(user=v, name="v", partition="train", memory_mb=1, time_limit_min=60, script="", state="PENDING",
-                slurm_job_id=pending[0].job_id if pending else None, slurm_cluster="cluster1")
+                slurm_job_id=target, slurm_cluster="cluster1")
             for v in viewers
         )  # fmt: skip
         viewer_statuses = Counter()
@@ -179,6 +281,17 @@ def main() -> int:
             viewer_statuses[again.status_code] += 1
         viewers_wall = time.perf_counter() - t_wall
         viewer_commands = len(commands) - commands_before
+        tag_cpu, previous_cpu = [], []
+        for _ in range(200):
+            t = cpu()
+            fragment_etags.job_table_version(user=dana)
+            tag_cpu.append(cpu() - t)
+            t = cpu()
+            previous_tag(dana, args.interval)
+            previous_cpu.append(cpu() - t)
+        t_wall = time.perf_counter()
+        paced = cadence(viewers, snapshot, target, rounds=args.rounds, interval=args.interval, move_every=args.move_every)
+        cadence_wall = time.perf_counter() - t_wall
     finally:
         gateway.command_observers.clear()
         cache.delete_many([snapshot_key("cluster1", kind) for kind in KINDS])
@@ -188,7 +301,8 @@ def main() -> int:
     med_200 = statistics.median(full_cpu)
     print(
         f"$ .venv/bin/python bench/fragment_304.py --jobs {args.jobs} --nodes {args.nodes} --rows {args.rows} "
-        f"--polls {args.polls} --viewers {args.viewers}"
+        f"--polls {args.polls} --viewers {args.viewers} --rounds {args.rounds} --interval {args.interval:g} "
+        f"--move-every {args.move_every}"
     )
     print(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')}; {args.jobs} jobs in the snapshot, {args.rows} of the user's rows")
     print(f"full render (200): median CPU {med_200 * 1e3:6.2f} ms, {size_200} bytes on the wire")
@@ -209,7 +323,24 @@ def main() -> int:
         f"gateway (Slurm) commands during all page polls: {len(commands)} ({viewer_commands} from the viewers): "
         "pages never call Slurm, so slurmctld RPCs with N viewers / 1 viewer = the poller's alone = 1.00"
     )
-    only = set(viewer_statuses) | set(statuses) <= {200, 304}
+    quiet, moving, before = paced["quiet"], paced["moving"], paced["previous_quiet"]
+    share = quiet[304] / max(1, quiet.total())
+    print(
+        f"cadence: {args.viewers} viewers x {args.rounds} polls, {args.interval:g} s apart, a new snapshot before each "
+        f"({cadence_wall:.0f} s): queue unchanged for them ({quiet.total()} answers): 304 share {share:.3f} "
+        f"({quiet[304]} of {quiet.total()}); the previous tag on the same polls: "
+        f"{before[304] / max(1, before.total()):.3f} ({before[304]} of {before.total()})"
+    )
+    print(
+        f"cadence: their place moved ({moving.total()} answers): 200s {moving[200]} of {moving.total()} "
+        f"({'no change hidden' if moving[200] == moving.total() else 'SOME CHANGES HIDDEN'})"
+    )
+    print(f"goal 304 share >= 0.80 with the queue unchanged: {'met' if share >= 0.8 else 'MISSED'}")
+    print(
+        f"the tag's own CPU (20 rows), median: {statistics.median(tag_cpu) * 1e3:.2f} ms; the previous tag's "
+        f"{statistics.median(previous_cpu) * 1e3:.2f} ms; new / previous {statistics.median(tag_cpu) / statistics.median(previous_cpu):.2f}"
+    )
+    only = set(viewer_statuses) | set(statuses) | set(quiet) | set(moving) <= {200, 304}
     print(f"answers other than 200/304: {'none' if only else 'SOME'}")
     return 0
 

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.reads.selectors import cluster_status
 from jobs.submit.fields import SESSION_FORM
+from jobs.web import fragment_etags
 from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import sessions_cluster
@@ -109,14 +110,14 @@ def say_how_it_started(request: HttpRequest, session: Session) -> None:
 
 def session_cards_etag(request: HttpRequest) -> str | None:
     """The Sessions fragment's weak ETag (:mod:`jobs.web.fragment_etags`): the sessions cluster's snapshot
-    head, accounting and GPU usage read times, and the user's rows the cards show (their count and a
-    digest). ``None`` (always rendered in full) while one of them is active: an active card follows
+    head, accounting and GPU usage read times, the user's rows the cards show (their count and a
+    digest) and the clock bucket (the cards print relative times). ``None`` (always rendered in full) while one of them is active: an active card follows
     JupyterHub's answer (ready, the start's progress), which the portal keeps no version of, and its
     rendering is what notices a server the hub no longer has."""
-    rows = rows_version(session_rows(user=request.user), column="state")
-    if any(state in ACTIVE_SESSION_STATES for state in rows[2]):
+    rows = rows_version(session_rows(user=request.user), columns=("state",))
+    if any(state in ACTIVE_SESSION_STATES for (state,) in rows[2]):
         return None
-    return weak_etag(request, clusters_version([sessions_cluster().name]), rows)
+    return weak_etag(request, clusters_version([sessions_cluster().name]), rows, fragment_etags.clock_bucket())
 
 
 @login_required

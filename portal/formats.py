@@ -11,7 +11,7 @@ from django.utils import timezone as djtz
 from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 
-__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "unix_time", "when"]
+__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "ticking", "unix_time", "when"]
 
 
 def unix_time(value, fmt: str = "Y-m-d H:i"):
@@ -36,6 +36,33 @@ def when(value, fmt: str = "Y-m-d H:i"):
         kind,
         date_format(moment, "Y-m-d H:i:s"),
         date_format(moment, fmt),
+    )
+
+
+#: What a ticking moment (:func:`ticking`) reads with scripts off, before its absolute time.
+_TICK_PREFIX = {"ago": "", "since": "since ", "left": "until ", "in": ""}
+
+
+def ticking(value, kind: str = "ago"):
+    """A moment the browser words relative to now and keeps up to date (``portal.js``), so the
+    server's markup does not change as time passes: ``<time datetime="2026-12-01T06:22:00Z"
+    data-tick="since" aria-live="off" title="2026-12-01 06:22:00 UTC">since 2026-12-01 06:22
+    UTC</time>``. ``kind``: ``"ago"`` ("3 min 05 s ago"), ``"since"`` (a run time, "1 h 05 min"),
+    ``"left"`` (a time left, "55 min left") or ``"in"`` ("(in about 40 min)"; with scripts off it
+    reads nothing: put it after the moment's :func:`when`). With scripts off the text is the
+    absolute time, its zone written; the script keeps the absolute time, in the browser's zone, in
+    ``title``. ``aria-live="off"``: a screen reader is not told of each tick. ``value``: an aware
+    datetime or Unix seconds; empty for missing values."""
+    if value in (None, "", 0):
+        return ""
+    moment = datetime.fromtimestamp(float(value), tz=UTC) if isinstance(value, int | float) else value.astimezone(UTC)
+    text = "" if kind == "in" else _TICK_PREFIX[kind] + date_format(moment, "H:i" if kind == "ago" else "Y-m-d H:i") + " UTC"
+    return format_html(
+        '<time datetime="{}" data-tick="{}" aria-live="off" title="{} UTC">{}</time>',
+        moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kind,
+        date_format(moment, "Y-m-d H:i:s"),
+        text,
     )
 
 

@@ -38,7 +38,7 @@ from django.utils.safestring import SafeString, mark_safe
 from gpuusage import prometheus_configured
 from gpuusage.store import ClusterUsage, usage_load, usages_load
 from portal.dates import to_datetime
-from portal.formats import duration, when
+from portal.formats import duration, ticking, when
 from slurm.clusters import cluster_names, default_cluster
 from slurm.health import AccountingStatus, accounting_status, accounting_statuses
 from slurm.snapshot import ClusterSnapshot, snapshots_load
@@ -52,6 +52,16 @@ class Moment:
 
 
 @dataclass(frozen=True)
+class Ago:
+    """How long ago a moment was, inside a notice's words: ``at`` Unix seconds, ``age`` seconds
+    since it when the status was read. Text: "2 min 05 s ago"; pages: a :func:`~portal.formats.ticking`
+    ``<time>`` (the absolute time, which the browser words as "2 min 05 s ago" and ticks)."""
+
+    at: float
+    age: float
+
+
+@dataclass(frozen=True)
 class Notice:
     """One reason the figures may be wrong. ``reason``: ``no-snapshot``, ``snapshot-stale``,
     ``cluster-unreachable``, ``cluster-too-big`` (over the poll's budget: the last good figures) or
@@ -61,21 +71,37 @@ class Notice:
 
     reason: str
     since: float | None
-    parts: tuple[str | Moment, ...]
+    parts: tuple[str | Moment | Ago, ...]
     cluster: str = ""
 
     @property
     def text(self) -> str:
-        """The sentence with times as ``14:05 UTC`` (API ``warning``, CLI)."""
-        return "".join(f"{to_datetime(p.at):%H:%M} UTC" if isinstance(p, Moment) else p for p in self.parts)
+        """The sentence with times as ``14:05 UTC`` and ages as ``2 min 05 s ago`` (API ``warning``, CLI)."""
+        return "".join(_part_text(p) for p in self.parts)
 
     @property
     def html(self) -> SafeString:
-        """The sentence with times as ``<time>`` elements (pages)."""
-        return mark_safe("".join(when(p.at, "H:i") if isinstance(p, Moment) else conditional_escape(p) for p in self.parts))
+        """The sentence with times and ages as ``<time>`` elements (pages): no clock in its markup."""
+        return mark_safe("".join(_part_html(p) for p in self.parts))
 
     def __str__(self) -> str:
         return self.text
+
+
+def _part_text(part: str | Moment | Ago) -> str:
+    if isinstance(part, Moment):
+        return f"{to_datetime(part.at):%H:%M} UTC"
+    if isinstance(part, Ago):
+        return f"{duration(part.age)} ago"
+    return part
+
+
+def _part_html(part: str | Moment | Ago) -> str:
+    if isinstance(part, Moment):
+        return when(part.at, "H:i")
+    if isinstance(part, Ago):
+        return ticking(part.at, "ago")
+    return conditional_escape(part)
 
 
 #: Notices about a source other than the queue (slurmctld): accounting (slurmdbd) and GPU usage
@@ -179,7 +205,11 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
             "no-snapshot", None, (f"No figures from {whose} yet: the poller (every {interval} s) has not reported.",), name
         )
     attempted = snapshot.attempted_at or snapshot.taken_at
-    since_good = f"; {'its' if name else 'the'} last figures are from {duration(age)} ago." if snapshot.taken_at else "."
+    since_good = (
+        (f"; {'its' if name else 'the'} last figures are from ", Ago(snapshot.taken_at, age or 0.0), ".")
+        if snapshot.taken_at
+        else (".",)
+    )
     if now - attempted > settings.SNAPSHOT_MAX_AGE:
         return Notice(
             "snapshot-stale",
@@ -188,7 +218,7 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
                 f"The cluster poller has not run{f' for {name}' if name else ''} since ",
                 Moment(attempted),
                 " (is the Celery worker or beat stopped?)",
-                since_good,
+                *since_good,
             ),
             name,
         )
@@ -197,7 +227,7 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
         return Notice(
             "cluster-not-understood",
             since,
-            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", since_good),
+            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", *since_good),
             name,
         )
     if snapshot.error and snapshot.error_kind == "budget":
@@ -205,12 +235,12 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
         return Notice(
             "cluster-too-big",
             since,
-            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", since_good),
+            (f"{name or 'The cluster'}: {snapshot.error} (since ", Moment(since), ")", *since_good),
             name,
         )
     if snapshot.error:
         since = snapshot.error_since or attempted
-        return Notice("cluster-unreachable", since, (f"{name or 'Cluster'} unreachable since ", Moment(since), since_good), name)
+        return Notice("cluster-unreachable", since, (f"{name or 'Cluster'} unreachable since ", Moment(since), *since_good), name)
     return None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 from portal.formats import from_now, ordinal
@@ -38,6 +38,24 @@ class JobRow:
     def line(self) -> QueueLine:
         """What the job's "In line" column says (:func:`queue_line`)."""
         return queue_line(self)
+
+    @property
+    def running_since(self) -> datetime | None:
+        """When the job started, while its run time ticks on the page (:func:`portal.formats.ticking`):
+        ``None`` when it is not running, has no start, or its state is unknown (the page prints the
+        fixed ``elapsed_s`` then)."""
+        job = self.job
+        if self.elapsed_s is None or job.is_final or job.status_unknown_since or not job.start_at:
+            return None
+        return job.start_at
+
+    @property
+    def running_until(self) -> datetime | None:
+        """When a running job reaches its time limit (start + ``time_limit_min``), the moment its
+        "time left" counts down to; ``None`` when :attr:`running_since` is, or ``time_left_s`` is."""
+        if self.time_left_s is None or self.running_since is None:
+            return None
+        return self.running_since + timedelta(minutes=self.job.time_limit_min)
 
     @property
     def gpus_label(self) -> str:

@@ -3,37 +3,30 @@ answer ``304 Not Modified`` when nothing their user sees has changed.
 
 A tag is a weak entity tag (RFC 9110 §8.8.3: ``W/"<32 hex digits>"``, a BLAKE2b digest): it stands
 for "the same figures for this user", not for the same bytes (the fragment's markup may differ
-between releases or by a gzip encoding, and the tag does not need to change with it). It covers:
+between releases or by a gzip encoding, and the tag does not need to change with it). It covers
+the user (id), the active language and time zone, and the parts each fragment names:
 
-- the user (id), the active language and time zone;
-- per cluster the page shows, the snapshot's head (``cluster:<name>:head``, :func:`slurm.snapshot.snapshot_store`:
-  ``taken_at``, ``attempted_at``, ``error``, ``error_since``, ``error_kind``, the versions): every
-  poll that lands (the queue positions, the "Updated 3 s ago" line) and every failed one (the
-  cluster's notice) changes it;
-- per cluster, accounting's status (``cluster:<name>:accounting``: the slurmdbd notice) and, when
-  the site measures GPU usage, the usage store's ``read_at``/``attempted_at``/``error``
-  (``cluster:<name>:gpuusage``: the low-use flags and their notice);
-- the user's own rows that the fragment lists: their count and an md5 of their whole rows, worked out
-  by PostgreSQL (one query, one short row back; ``updated_at`` alone would miss the queryset
-  ``update()`` calls of the sync and the sender);
-- a clock bucket, ``floor(now / PORTAL_SNAPSHOT_INTERVAL)``: the fragment prints relative times
-  (each running job's elapsed and time left, "Updated 3 s ago", "the last figures are from 2 min
-  ago") and the stale-poller notice appears once ``PORTAL_SNAPSHOT_MAX_AGE`` has passed without a
-  poll; with the bucket, those are at most one poll interval behind on screen, no more than the
-  figures themselves (the queue is read once per interval), even when the poller stops.
+- My jobs (:func:`job_table_version`): per cluster the *state* of its figures, not their clock
+  (:func:`clusters_state`: no figures yet, the poll's error and since when, stale or not), the
+  user's rows (:func:`rows_version`) and their places in line. The table prints no relative time:
+  run times, time left, "last figures from" are ``<time datetime>`` elements that ``portal.js``
+  turns into "3 min ago" and ticks in the browser, so a poll that lands without moving this user's
+  jobs leaves the tag alone, and the stale-poller notice still appears (stale is a yes/no in it);
+- Sessions' cards: per cluster the snapshot's whole head (:func:`clusters_version`: every poll that
+  lands changes it) and a clock bucket (:func:`clock_bucket`): the cards still print relative
+  times, re-rendered once per poll interval.
 
-So the tag changes at least once per poll interval: a fragment polled more often than the poller
-runs (Sessions every 3 s against a 5 s poller, several tabs, a slower poller interval) is answered
-304 between polls; with both at 5 s most polls still render. Heads, accounting and usage come in
-one Redis round trip (``cache.get_many``). When the cache does not answer the tag is ``None``: the
-view renders in full and shows the cache notice.
+Heads, accounting and usage come in one Redis round trip (``cache.get_many``). When the cache does
+not answer the tag is ``None``: the view renders in full and shows the cache notice.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from functools import wraps
 
 from django.conf import settings
@@ -47,18 +40,81 @@ from django.views.decorators.http import condition
 
 from gpuusage import prometheus_configured
 from gpuusage.store import usage_key
+from slurm.clusters import cluster_names
 from slurm.health import accounting_key
-from slurm.snapshot import snapshot_key
+from slurm.queue_index import HELD_REASONS
+from slurm.snapshot import positions_all, snapshot_key
+from slurm.states import JobState
+from teams.usage.cache import team_usage
+
+from ..models import Job, cluster_of
+from ..reads.node_trouble import NODE_REASONS
+from ..reads.queue import job_row
+from ..reads.reasons import explain_reason
+from ..reads.selectors import my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
 
 
 def clock_bucket(now: float | None = None) -> int:
-    """``floor(now / PORTAL_SNAPSHOT_INTERVAL)`` (``now``: Unix seconds): the relative times a
-    fragment prints are re-rendered once per poll interval."""
+    """``floor(now / PORTAL_SNAPSHOT_INTERVAL)`` (``now``: Unix seconds), for a fragment that still
+    prints relative times (Sessions' cards): as a part of its tag, they are re-rendered once per poll
+    interval."""
     now = time.time() if now is None else now
     return int(now // max(float(settings.SNAPSHOT_INTERVAL), 1.0))
+
+
+def _state_keys(names: list[str], gpu: bool) -> list[str]:
+    """The cache keys :func:`clusters_state` reads: each cluster's head, accounting status and (on a
+    GPU site) usage store."""
+    keys = []
+    for name in names:
+        keys += [snapshot_key(name, "head"), accounting_key(name)] + ([usage_key(name)] if gpu else [])
+    return keys
+
+
+def clusters_state(names: Iterable[str], *, now: float | None = None, found: dict | None = None) -> list:
+    """What the notices above a table of ``names``' figures depend on, with no clock in it, in one
+    Redis round trip: per cluster ``(name, has figures, stale, error, error_kind, error_since,
+    last good read or None, last attempt or None, accounting's error and since when, its last answer
+    or None, GPU usage's error and since when, its last read or None)``. ``stale``: no poll *tried*
+    for longer than ``PORTAL_SNAPSHOT_MAX_AGE`` (``now``: Unix seconds; the clock is read once, as a
+    yes/no). The last good read (``taken_at``) is in it only while a notice prints it ("its last
+    figures are from ..."), the last attempt only while stale: a poll that lands and a ``sacct`` that
+    answers change nothing here. ``found``: those keys already read (``cache.get_many``), or
+    ``None`` to read them. Raises the cache's errors (Redis down)."""
+    now = time.time() if now is None else now
+    names = list(names)
+    gpu = prometheus_configured()
+    found = cache.get_many(_state_keys(names, gpu)) if found is None else found
+    state = []
+    for name in names:
+        head = found.get(snapshot_key(name, "head")) or {}
+        taken, attempted = head.get("taken_at") or 0.0, head.get("attempted_at") or head.get("taken_at") or 0.0
+        stale = bool(attempted) and now - attempted > settings.SNAPSHOT_MAX_AGE
+        error = head.get("error", "")
+        accounting = found.get(accounting_key(name)) or {}
+        usage = (found.get(usage_key(name)) or {}) if gpu else {}
+        state.append(
+            (
+                name,
+                bool(taken),
+                stale,
+                error,
+                head.get("error_kind", ""),
+                head.get("error_since"),
+                taken if (error or stale) else None,
+                attempted if stale else None,
+                accounting.get("error", ""),
+                accounting.get("error_since"),
+                accounting.get("ok_at") if accounting.get("error") else None,
+                usage.get("error", ""),
+                usage.get("error_since"),
+                usage.get("read_at") if usage.get("error") else None,
+            )
+        )
+    return state
 
 
 def clusters_version(names: Iterable[str]) -> list:
@@ -86,18 +142,19 @@ def clusters_version(names: Iterable[str]) -> list:
     return version
 
 
-def rows_version(queryset, *, column: str = "") -> tuple:
-    """``(count, md5 of every listed row's whole text, column's values)`` of the rows in
+def rows_version(queryset, *, columns: tuple[str, ...] = ()) -> tuple:
+    """``(count, md5 of every listed row's whole text, columns' values)`` of the rows in
     ``queryset``, worked out by PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``:
     one short row comes back, not every field of every row, which is what keeps an unchanged poll
     cheap): a row added, dropped or changed in any field changes it, also by a queryset
     ``update()`` that leaves ``updated_at`` alone (the sync's ``status_unknown_since``, a submit
-    error). ``column``: a field whose values (a list, in no order) come back too (``""``: none,
-    ``None`` in their place)."""
+    error). ``columns``: fields whose values come back too, one list per row in id order, as JSON
+    gives them (a time as ISO-8601 text; ``()``: none, ``None`` in their place)."""
     model = queryset.model
     quote = connection.ops.quote_name
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
-    values = f"array_agg(r.{quote(model._meta.get_field(column).column)})" if column else "NULL"
+    picked = ", ".join(f"r.{quote(model._meta.get_field(c).column)}" for c in columns)
+    values = f"json_agg(json_build_array({picked}) ORDER BY r.{pk})" if columns else "NULL"
     inner, params = queryset.values("pk").query.sql_with_params()
     sql = (
         f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), ''), {values} "  # noqa: S608 - names from the model
@@ -106,18 +163,20 @@ def rows_version(queryset, *, column: str = "") -> tuple:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         count, digest, found = cursor.fetchone()
-    return count, digest, (found or []) if column else None
+    if isinstance(found, str):  # a driver that leaves json as text
+        found = json.loads(found)
+    return count, digest, (found or []) if columns else None
 
 
 def weak_etag(request: HttpRequest, *parts) -> str:
-    """``W/"<hex>"``: a digest of the user, language, time zone, clock bucket and ``parts`` (plain
-    data with a stable ``repr``). The tag carries none of them in clear."""
+    """``W/"<hex>"``: a digest of the user, language, time zone and ``parts`` (plain data with a
+    stable ``repr``). No clock: a part that must follow one says so (:func:`clock_bucket`,
+    :func:`clusters_state`'s stale yes/no). The tag carries none of them in clear."""
     text = repr(
         (
             request.user.pk,
             translation.get_language(),
             djtz.get_current_timezone_name(),
-            clock_bucket(),
             parts,
         )
     )
@@ -162,3 +221,59 @@ def polled_fragment(etag_func: Callable[[HttpRequest], str | None]):
         return wrapped
 
     return decorate
+
+
+# --- My jobs' table: what it shows a user, as plain data with no clock in it -------------------
+
+#: The columns of each listed row that the version reads (beside the digest of the whole row).
+_COLUMNS = ("id", "state", "slurm_cluster", "slurm_job_id", "reason", "reason_description", "start_at")
+
+_RUNNING = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURING})
+
+
+def _reads_more(code: str, description: str) -> bool:
+    """Whether a pending reason's words read more than the job's row: a node's trouble
+    (``ReqNodeNotAvail``), or a reason that holds the job (quota, a cap, blocked nodes)."""
+    reason = explain_reason(code, description=description or "")
+    return reason.code in NODE_REASONS or reason.holds
+
+
+def job_table_version(*, user, now: float | None = None) -> tuple:
+    """``(clusters' state, (count, digest), places in line, estimates ahead, reasons' words, GPU
+    reads)`` for ``user``'s My jobs table at ``now`` (Unix seconds), equal for two polls exactly when
+    the table reads the same. The table prints no relative time (run times, times left, start
+    estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
+    ticks), so what it shows follows from: the clusters' notices (:func:`clusters_state`); the
+    user's rows (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text); each pending job's
+    place in line (the snapshot's stored positions; not the line's length, which the table does not
+    print); whether its start estimate is still ahead (a
+    past one is not shown); the words of each pending reason that reads more than the row (a node's
+    trouble, a cap, the team's quota figures: :func:`jobs.reads.queue.job_row` for those rows only); and,
+    on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
+    follows each). One PostgreSQL query and one or two Redis round trips; one more query only for
+    pending jobs whose reason reads more than their row. Raises the cache's and the database's
+    errors."""
+    now = time.time() if now is None else now
+    names = cluster_names()
+    count, digest, rows = rows_version(my_jobs_rows(user=user), columns=_COLUMNS)
+    pending = [r for r in rows if r[1] == JobState.PENDING]
+    positions = positions_all(names) if pending else {}
+    places, ahead, wordy = [], [], []
+    for pk, _, slurm_cluster, slurm_id, reason, description, start_at in pending:
+        if reason not in HELD_REASONS:  # a held job is in no line (jobs.reads.queue.job_row)
+            place = positions.get(cluster_of(slurm_cluster), {}).get(slurm_id or -1)
+            places.append(place[0] if place else None)  # its place; the line's length is the API's only
+        ahead.append(bool(start_at) and datetime.fromisoformat(start_at).timestamp() > now)
+        if reason and _reads_more(reason, description):
+            wordy.append(pk)
+    words = []
+    if wordy:
+        for job in Job.objects.filter(pk__in=wordy).order_by("pk"):
+            row = job_row(job, positions.get(job.cluster, {}), now=now, usage_for=team_usage)
+            words.append((row.reason.text if row.reason else "", row.quota_note))
+    gpu = prometheus_configured()
+    found = cache.get_many(_state_keys(names, gpu))
+    gpu_reads = None
+    if gpu and any(r[1] in _RUNNING for r in rows):
+        gpu_reads = [(found.get(usage_key(name)) or {}).get("read_at") for name in names]
+    return clusters_state(names, now=now, found=found), (count, digest), places, ahead, words, gpu_reads

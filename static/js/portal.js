@@ -63,18 +63,20 @@ document.addEventListener("click", function (event) {
 
 // Times: the server writes UTC with its zone (<time datetime=... data-local=...>); show them in the
 // browser's own zone, naming it ("2026-12-01 07:22 CET"). Also after every HTMX swap.
+function portalLocalText(moment, kind) {
+  var options = kind === "time"
+    ? { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" }
+    : { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" };
+  var parts = new Intl.DateTimeFormat("en-CA", options).formatToParts(moment);
+  var get = function (type) { var p = parts.find(function (x) { return x.type === type; }); return p ? p.value : ""; };
+  return (kind === "time" ? "" : get("year") + "-" + get("month") + "-" + get("day") + " ") +
+    get("hour") + ":" + get("minute") + " " + get("timeZoneName");
+}
 function portalLocalTimes(root) {
   (root || document).querySelectorAll("time[data-local]").forEach(function (node) {
     var moment = new Date(node.getAttribute("datetime"));
     if (isNaN(moment)) return;
-    var options = node.dataset.local === "time"
-      ? { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" }
-      : { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" };
-    var parts = new Intl.DateTimeFormat("en-CA", options).formatToParts(moment);
-    var get = function (type) { var p = parts.find(function (x) { return x.type === type; }); return p ? p.value : ""; };
-    var text = (node.dataset.local === "time" ? "" : get("year") + "-" + get("month") + "-" + get("day") + " ") +
-      get("hour") + ":" + get("minute") + " " + get("timeZoneName");
-    node.textContent = text;
+    node.textContent = portalLocalText(moment, node.dataset.local);
   });
 }
 document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
@@ -97,6 +99,65 @@ document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(doc
   });
 })();
 document.addEventListener("htmx:afterSwap", function (event) { portalLocalTimes(event.target); });
+
+// Ticking times (portal/formats.py ticking): the server writes only the moment, <time datetime=...
+// data-tick=ago|since|left|in>, so a polled fragment's markup stays the same as time passes and an
+// unchanged poll is answered 304 (jobs/web/fragment_etags.py). Here it is worded relative to now, as the
+// server words durations (portal/formats.py duration, from_now): "2 min 05 s ago", a run time
+// "1 h 05 min", "55 min left", "(in about 40 min)"; and kept up to date every second. The absolute time,
+// in the browser's zone, stays in the title. Each carries aria-live="off": its ticks are not read out.
+function portalDuration(seconds) {
+  seconds = Math.max(0, Math.floor(seconds));
+  var days = Math.floor(seconds / 86400), hours = Math.floor(seconds % 86400 / 3600);
+  var minutes = Math.floor(seconds % 3600 / 60), secs = seconds % 60;
+  var two = function (n) { return (n < 10 ? "0" : "") + n; };
+  if (days) return days + " day" + (days !== 1 ? "s" : "") + (hours ? " " + hours + " h" : "");
+  if (hours) return hours + " h" + (minutes ? " " + two(minutes) + " min" : "");
+  if (minutes) return minutes + " min" + (secs ? " " + two(secs) + " s" : "");
+  return secs + " s";
+}
+function portalFromNow(seconds) {
+  if (seconds <= 60) return "any moment now";
+  var minutes = Math.round(seconds / 60), hours = Math.round(seconds / 3600);
+  if (minutes < 90) return "in about " + minutes + " min";
+  if (hours < 48) return "in about " + hours + " h";
+  return "in about " + Math.round(hours / 24) + " days";
+}
+function portalTicks(root) {
+  var now = Date.now();
+  (root || document).querySelectorAll("time[data-tick]").forEach(function (node) {
+    var at = Date.parse(node.getAttribute("datetime"));
+    if (isNaN(at)) return;
+    var past = (now - at) / 1000, text;
+    switch (node.dataset.tick) {
+      case "ago": text = portalDuration(past) + " ago"; break;
+      case "since": text = portalDuration(past); break;
+      case "left": text = portalDuration(-past) + " left"; break;
+      case "in": text = "(" + portalFromNow(-past) + ")"; break;
+      default: return;
+    }
+    if (node.textContent !== text) node.textContent = text;
+    var title = portalLocalText(new Date(at), "datetime");
+    if (node.title !== title) node.title = title;
+  });
+}
+document.addEventListener("DOMContentLoaded", function () {
+  portalTicks(document);
+  setInterval(function () { portalTicks(document); }, 1000);
+});
+["htmx:afterSwap", "htmx:load"].forEach(function (name) {
+  document.addEventListener(name, function (event) { portalTicks(event.target); });
+});
+// "Checked 3 s ago" beside a polled region (data-checks="<its id>"): each answer, 200 or 304 (the
+// figures are still those shown), is a check.
+document.addEventListener("htmx:afterRequest", function (event) {
+  var region = event.detail.target, xhr = event.detail.xhr;
+  if (!region || !region.id || !xhr || (xhr.status !== 200 && xhr.status !== 304)) return;
+  document.querySelectorAll('[data-checks="' + region.id + '"] time[data-tick]').forEach(function (node) {
+    node.setAttribute("datetime", new Date().toISOString().replace(/\.\d+Z$/, "Z"));
+    portalTicks(node.parentNode);
+  });
+});
 
 // Fragments that refresh themselves stop after the portal refuses one of their requests (401/403:
 // the sign-in ended or changed, or the page is out of date), and the page says so once, instead of

@@ -38,8 +38,9 @@ def notices(client, url: str) -> dict[str, str]:
     soup = BeautifulSoup(html, "html.parser")
     found = {tag["data-reason"]: " ".join(tag.get_text().split()) for tag in soup.select("[data-reason]")}
     age = soup.select_one('[data-testid="snapshot-age"]')
-    if age:
-        found["age"] = age.get_text().strip()
+    if age:  # My jobs says when the page checked, beside its table, whatever the figures' age
+        text = age.get_text().strip()
+        found["checked" if text.startswith("Checked ") else "age"] = text
     return found
 
 
@@ -59,7 +60,12 @@ def test_fresh_figures_say_how_old_they_are_on_every_page(alice_client, slurm_js
     accounting_answered()
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
-        assert list(seen) == ["age"] and seen["age"].startswith("Updated ") and seen["age"].endswith(" s ago."), (url, seen)
+        if url == "/jobs/table/":  # polled with an ETag: no clock in it; its page says when it checked
+            assert seen == {}, seen
+        elif url == "/jobs/":
+            assert list(seen) == ["checked"] and "read every 5 s" in seen["checked"], seen
+        else:
+            assert list(seen) == ["age"] and seen["age"].startswith("Updated ") and seen["age"].endswith(" s ago."), (url, seen)
     assert "every few seconds" not in client.get("/jobs/").content.decode()
     api = client.get("/api/v1/jobs").json()["freshness"]
     assert api["stale"] is False and api["reasons"] == [] and 2 <= api["age_s"] < 30
@@ -71,12 +77,18 @@ def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, sl
     store_both(take(slurm_json, time.time() - 125))  # every cluster: said once, as for one cluster
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
-        assert list(seen) == ["snapshot-stale"], (url, seen)
+        assert list(seen) == ["snapshot-stale"] + (["checked"] if url == "/jobs/" else []), (url, seen)
         assert (
             seen["snapshot-stale"].startswith("The cluster poller has not run ")
             and "Celery worker or beat" in seen["snapshot-stale"]
         )
-        assert "last figures are from 2 min 05 s ago" in seen["snapshot-stale"], seen
+        assert "last figures are from " in seen["snapshot-stale"], seen
+    # Pages: the last figures' moment, which the browser words as "2 min 05 s ago" and ticks; the API: the words.
+    notice = BeautifulSoup(client.get("/jobs/table/").content, "html.parser").select_one("[data-reason=snapshot-stale]")
+    assert notice.select_one("time[data-tick=ago]")["datetime"] == time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 125)
+    )
+    assert "last figures are from 2 min 05 s ago" in client.get("/api/v1/jobs").json()["freshness"]["message"]
     for api in (
         client.get("/api/v1/jobs").json(),
         client.get(f"/api/v1/jobs/{job.key}").json(),
@@ -94,7 +106,8 @@ def test_an_unreachable_cluster_is_told_apart_from_a_stopped_poller(alice_client
     for url in PAGES:
         seen = notices(client, url.format(key=job.key))
         # cluster1's; cluster2 is fresh (the GPU table's cluster2 section says how fresh)
-        assert list(seen) == (["cluster-unreachable", "age"] if url == "/cluster/gpus/" else ["cluster-unreachable"]), (url, seen)
+        beside = {"/cluster/gpus/": ["age"], "/jobs/": ["checked"]}.get(url, [])
+        assert list(seen) == ["cluster-unreachable"] + beside, (url, seen)
         assert (
             seen["cluster-unreachable"].startswith("cluster1 unreachable since ")
             and "its last figures are from" in seen["cluster-unreachable"]
@@ -111,7 +124,8 @@ def test_accounting_unavailable_is_said_where_it_matters(alice_client, slurm_jso
         if url == "/sessions/cards/":
             assert list(seen) == ["age"], seen  # sessions do not depend on accounting
             continue
-        assert list(seen) == ["accounting-unavailable", "age"], (url, seen)
+        beside = {"/jobs/table/": [], "/jobs/": ["checked"]}.get(url, ["age"])
+        assert list(seen) == ["accounting-unavailable"] + beside, (url, seen)
         assert seen["accounting-unavailable"].startswith("cluster1's accounting (slurmdbd) unavailable since ")
         assert "may be missing from History" in seen["accounting-unavailable"]
     api = client.get("/api/v1/jobs").json()

@@ -117,10 +117,11 @@ def test_my_jobs_shows_position_estimate_and_reason(client, alice, cluster, no_s
     make(alice, slurm_job_id=2, state=JobState.RUNNING, start_at=timezone.now() - timedelta(minutes=5), nodes="node1")
     client.force_login(alice)
     html = client.get("/jobs/table/").content.decode()
-    assert "1st in line in train" in html and "estimated start" in html and "in about 40 min" in html
+    # The estimate's "in about 40 min", the run time and the time left: moments the browser words (portal.js).
+    assert "1st in line in train" in html and "estimated start" in html and 'data-tick="in"' in html
     assert "Waiting for" in html and "A100" in html.upper()
     assert "Waiting for resources:" in html  # the reason's group, in words
-    assert "left" in html  # running job: elapsed / time left
+    assert 'data-tick="since"' in html and 'data-tick="left"' in html  # running job: elapsed / time left
     assert no_slurm.calls == []
 
 
@@ -372,6 +373,9 @@ def test_the_page_shows_the_queue_line_the_api_returns(client, alice, cluster, n
     explanation = client.get(f"/api/v1/jobs/{job.key}").json()["explanation"]
     row = BeautifulSoup(client.get("/jobs/table/").content, "html.parser").find("tr", attrs={"data-job": str(job.key)})
     cell = " ".join(row.find_all("td")[-1].get_text(" ").split())
+    if estimate := row.find("time", attrs={"data-tick": "in"}):  # "(in about 40 min)": the browser's words
+        assert estimate["datetime"] == job.start_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        explanation = re.sub(r" \(in about \d+ min\)", "", explanation)
     if ended:  # the table leaves what to do next to the job's page ("What now")
         assert explanation == f"{cell} {job.end_hint}" and cell == "exit code 0, signal 15"
     else:
