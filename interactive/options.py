@@ -47,6 +47,20 @@ class SessionOptions:
     def time_limit_min(self) -> int:
         return self.hours * 60
 
+    def as_user_options(self) -> dict:
+        """These options as a start request's ``user_options`` (what the hub is sent and the audit
+        row records): the same keys, ``image`` only when there is one."""
+        return {
+            "ide": self.ide,
+            "partition": self.partition,
+            "gpu_type": self.gpu_type,
+            "gpu_count": self.gpu_count,
+            "cpus": self.cpus,
+            "memory_mb": self.memory_mb,
+            "hours": self.hours,
+            **({"image": self.image} if self.image else {}),
+        }
+
 
 def _int(raw: dict, key: str, default: int, errors: list[Problem], label: str) -> int:
     value = raw.get(key, default)

@@ -66,11 +66,11 @@ def session_start(*, user: User, raw_options: dict) -> Session:
     session.server_name = f"{options.ide}-{session.key.hex[:8]}"
     _apply(session, options)
     session.save()
-    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=_option_dict(options))
+    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=options.as_user_options())
     try:
         hub.ensure_user(user.username)
         hub.remove_stopped_servers(user.username)
-        ready = hub.start_server(user.username, session.server_name, _option_dict(options))
+        ready = hub.start_server(user.username, session.server_name, options.as_user_options())
     except hub.HubRefused as exc:
         session.refresh_from_db()
         if session.state == SessionState.FAILED:  # its job ended at start-up: the spawner said why, the card shows it
@@ -109,19 +109,6 @@ def _apply(session: Session, options: SessionOptions) -> None:
     session.memory_mb = options.memory_mb
     session.time_limit_min = options.time_limit_min
     session.image_name = options.image or ""
-
-
-def _option_dict(options: SessionOptions) -> dict:
-    return {
-        "ide": options.ide,
-        "partition": options.partition,
-        "gpu_type": options.gpu_type,
-        "gpu_count": options.gpu_count,
-        "cpus": options.cpus,
-        "memory_mb": options.memory_mb,
-        "hours": options.hours,
-        **({"image": options.image} if options.image else {}),
-    }
 
 
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
