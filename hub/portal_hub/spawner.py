@@ -39,6 +39,8 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Integer, Unicode, default
 
+from .words import minutes, ordinal, utc_clock
+
 try:
     from jupyterhub.spawner import SpawnException  # JupyterHub >= 6
 except ImportError:  # JupyterHub 5: an HTTPError with the same status and message
@@ -507,13 +509,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         how long it waited, Slurm's pending reason and its estimated start."""
         waited = time.time() - float(self.settings.get("submitted_at") or time.time())
         reason = (
-            f"Given up at {_utc_clock(time.time())}: its Slurm job {self.job_id} was still waiting in the queue "
-            f"after {_minutes(waited)} (this site's limit for a session to start)"
+            f"Given up at {utc_clock(time.time())}: its Slurm job {self.job_id} was still waiting in the queue "
+            f"after {minutes(waited)} (this site's limit for a session to start)"
         )
         if status.reason and status.reason != "None":
             reason += f"; Slurm's pending reason: {status.reason}"
         if status.estimated_start:
-            reason += f"; Slurm's estimated start was {_utc_clock(status.estimated_start)}"
+            reason += f"; Slurm's estimated start was {utc_clock(status.estimated_start)}"
         reason += ". The job was cancelled. Start the session again later, or with fewer GPUs or CPUs."
         await self._fail(reason, why="queue_limit", cancel=True)
 
@@ -597,13 +599,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             elif status.state == "PENDING":
                 message = f"Slurm job {self.job_id} queued"
                 if status.position:
-                    message += f" · {_ordinal(status.position)} in line"
+                    message += f" · {ordinal(status.position)} in line"
                 if status.estimated_start:
-                    message += " · estimated start " + _utc_clock(status.estimated_start)
+                    message += " · estimated start " + utc_clock(status.estimated_start)
                 if status.reason and status.reason not in ("None", "Priority"):
                     message += f" · waiting: {status.reason}"
                 if self.settings.get("queue_deadline"):
-                    message += f" · gives up at {_utc_clock(float(self.settings['queue_deadline']))} if not started"
+                    message += f" · gives up at {utc_clock(float(self.settings['queue_deadline']))} if not started"
             elif self.port:
                 message = f"Job {self.job_id} running on {status.node or 'its node'}; {self._label()} is starting..."
             else:
@@ -640,18 +642,3 @@ async def _accepts(host: str, port: int) -> bool:
         return False
     writer.close()
     return True
-
-
-def _utc_clock(unix_seconds: float) -> str:
-    """Unix seconds -> "10:05 UTC" (the portal's cards show times in UTC too)."""
-    return time.strftime("%H:%M UTC", time.gmtime(unix_seconds))
-
-
-def _minutes(seconds: float) -> str:
-    """Seconds -> "45 s" under a minute, else "12 min"."""
-    return f"{int(seconds)} s" if seconds < 60 else f"{round(seconds / 60)} min"
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
