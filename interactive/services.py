@@ -40,7 +40,7 @@ from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
 from .options import SessionOptions, image_settings, parse_session_options, session_cap_problems
-from .transitions import session_end, session_mark_running
+from .transitions import session_end, session_end_gone, session_mark_running
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +329,7 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
         job = by_key.get(str(session.key))
         server = servers.get(session.server_name) if servers is not None else None
         if session.is_active and servers is not None and server is None:
-            session = _reconcile_gone(session, job)
+            session = session_end_gone(session, job)
         elif server is not None and server.ready and session.state != SessionState.RUNNING:
             session_mark_running(session)
         cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
@@ -352,37 +352,6 @@ def _cap_note(session: Session, code: str) -> str:
     reason = explain_reason(code)
     worded = cap_reason(reason, held)
     return f" ({worded.sentence})" if worded != reason else ""
-
-
-def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
-    session.refresh_from_db()
-    if not session.is_active:
-        return session
-    if session.state == SessionState.RUNNING:
-        if job is not None and job.state == "TIMEOUT":
-            message = f"Reached its time limit ({session.time_limit_min // 60} h)."
-        elif job is not None and job.state in ENDED_JOB_STATES:
-            message = f"Its Slurm job {job.job_id} ended ({job.state})."
-        else:
-            message = "The session ended."
-        session_end(session, SessionState.STOPPED, message, action="session.ended")
-    elif session.give_up_at and djtz.now() >= session.give_up_at:  # the spawner's own message did not arrive
-        session_end(
-            session,
-            SessionState.FAILED,
-            f"Given up at {session.give_up_at.astimezone(UTC):%H:%M} UTC: its Slurm job had not started after "
-            f"{duration((session.give_up_at - session.created_at).total_seconds())} in the queue (this site's limit). "
-            "Start it again later, or with fewer GPUs.",
-            action="session.failed",
-        )
-    elif djtz.now() - session.created_at > timedelta(seconds=30):
-        session_end(
-            session,
-            SessionState.FAILED,
-            "The session did not start and JupyterHub no longer has it; start it again.",
-            action="session.failed",
-        )
-    return session
 
 
 def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:
