@@ -45,6 +45,9 @@ class SessionOut(Schema):
     memory_mb: int
     time_limit_min: int
     image: str = Field("", description="The site image the server runs in (GET /images); empty: the node's own system")
+    account: str = Field(
+        "", description="The team (Slurm account) it is billed to (empty: started before sessions were billed to a team)"
+    )
     message: str
     explanation: str
     position: int | None = None
@@ -89,6 +92,11 @@ class SessionIn(In):
         max_length=64,
         description="A site image holding this kind's server (GET /sessions/kinds: images), by name; omitted or"
         ' "none": the node\'s own system, where the site allows it',
+    )
+    account: str | None = Field(
+        None,
+        max_length=64,
+        description="The team (Slurm account) to bill it to, one of your teams (GET /me); omitted: your first team, as for a job",
     )
 
     @field_validator("memory", mode="before")
@@ -142,6 +150,7 @@ def session_out(card: SessionCard) -> dict:
         "memory_mb": s.memory_mb,
         "time_limit_min": s.time_limit_min,
         "image": s.image_name,
+        "account": s.account,
         "message": s.message,
         "explanation": card.line,
         "position": card.position,
@@ -217,6 +226,8 @@ def start_session(request, body: SessionIn):
         options["partition"] = body.partition
     if body.image is not None:
         options["image"] = body.image
+    if body.account is not None:
+        options["account"] = body.account
     try:
         session = session_start(user=request.user, raw_options=options)
     except Refused as refused:

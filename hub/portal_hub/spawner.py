@@ -52,7 +52,7 @@ except ImportError:  # JupyterHub 5: an HTTPError with the same status and messa
 
 
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
-ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image"})
+ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account"})
 #: Slurm job states that mean the job has ended (squeue ``job_state``).
 ENDED_STATES = frozenset(
     {
@@ -77,6 +77,8 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 #: A site image as the portal names it (images.models.Image: a slug) and where it lives (absolute).
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _IMAGE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
+#: A Slurm account (a team) as the portal names one (teams.sync_state.ACCOUNT_NAME_RE).
+_ACCOUNT = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
 #: Environment the spawner sets itself; a kind's ``env`` may not change it.
 _OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY", "GPUPORTAL_REPORT_PORT"})
 _OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
@@ -210,6 +212,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         left until it plus :attr:`server_start_timeout` and a margin. Raises ``ValueError`` (or
         ``KeyError``/``TypeError`` for a missing or mistyped field)."""
         deadline = float(settings["queue_deadline"])
+        if not isinstance(settings["account"], str) or not _ACCOUNT.fullmatch(settings["account"]):
+            raise ValueError(f"account {settings['account']!r} is not a Slurm account name")
         if not isinstance(settings["path"], list) or not isinstance(settings["env"], dict):
             raise TypeError("path must be a list and env an object")
         if not _URL_PATH.fullmatch(settings["default_url"]):
@@ -317,8 +321,6 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             f"#SBATCH --chdir={home}",
             "#SBATCH --export=NONE",
         ]
-        if s.get("account"):
-            lines.append(f"#SBATCH --account={s['account']}")
         if int(s["gpu_count"]):
             gres = f"gpu:{s['gpu_type']}:{int(s['gpu_count'])}" if s.get("gpu_type") else f"gpu:{int(s['gpu_count'])}"
             lines.append(f"#SBATCH --gres={gres}")
@@ -394,11 +396,15 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         binds = default_binds(job_dir=home, home=home, env_cache=image["env_cache"])
         return self._runtime(image).exec_argv(image["path"], command, binds=binds, workdir=home)
 
+    def sbatch_argv(self) -> list[str]:
+        """``sbatch`` billed to the team the portal chose (its own argument, never in a shell string)."""
+        return ["sbatch", "--parsable", f"--account={self.settings['account']}"]
+
     async def submit_batch_script(self) -> str:
         """Make the log directory and submit the script as the user. Returns the Slurm job id."""
         await self._run(["mkdir", "-p", os.path.dirname(self._log_path())])
         self.settings = {**self.settings, "submitted_at": time.time()}
-        out = await self._run(["sbatch", "--parsable"], stdin=self.batch_script_text())
+        out = await self._run(self.sbatch_argv(), stdin=self.batch_script_text())
         self.job_id = self.parse_job_id(out)
         self.log.info("Session %s of %s submitted as Slurm job %s", self.name, self.user.name, self.job_id)
         return self.job_id

@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def alice(hub_portal):
     user, _ = User.objects.get_or_create(username="alice", defaults={"oidc_issuer": "test", "oidc_sub": "alice-hub-test"})
+    user.slurm_accounts = ["vision"]  # as sacctmgr tells the portal at her sign-in (cluster/up.sh)
+    user.save(update_fields=["slurm_accounts"])
     yield user
     # leave no server or job behind
     for s in Session.objects.filter(user=user, state__in=[SessionState.REQUESTED, SessionState.STARTING, SessionState.RUNNING]):
