@@ -32,13 +32,13 @@ import re
 import shlex
 import time
 import uuid
-from dataclasses import dataclass
 
 from batchspawner import MultiSlurmSpawner
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Integer, Unicode, default
 
+from .job_status import JobStatus
 from .words import minutes, ordinal, utc_clock
 
 try:
@@ -53,23 +53,6 @@ except ImportError:  # JupyterHub 5: an HTTPError with the same status and messa
 
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
 ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account"})
-#: Slurm job states that mean the job has ended (squeue ``job_state``).
-ENDED_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "SPECIAL_EXIT",
-        "REVOKED",
-        "NOT_FOUND",
-    }
-)
 #: The shapes of what a session kind declares (the portal's registry checks the same).
 _URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _DIRECTORY = re.compile(r"/[A-Za-z0-9._+@/-]*")
@@ -82,30 +65,6 @@ _ACCOUNT = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
 #: Environment the spawner sets itself; a kind's ``env`` may not change it.
 _OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY", "GPUPORTAL_REPORT_PORT"})
 _OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """What the portal's snapshot says about one job (``GET /hub-internal/job-status``).
-
-    ``state``: a Slurm job state, ``NOT_FOUND`` (a fresh snapshot taken after the submission no
-    longer lists the job) or ``UNKNOWN`` (no fresh snapshot, or the portal did not answer).
-    ``position``/``in_line``: queue position among pending jobs of the partition; ``estimated_start``
-    Unix seconds (Slurm's backfill ``start_time``) or None; ``exit_code`` "N:S" or "".
-    """
-
-    state: str
-    node: str = ""
-    reason: str = ""
-    exit_code: str = ""
-    position: int | None = None
-    in_line: int | None = None
-    estimated_start: float | None = None
-    message: str = ""
-
-    @property
-    def ended(self) -> bool:
-        return self.state in ENDED_STATES
 
 
 class SessionStartFailed(SpawnException):
