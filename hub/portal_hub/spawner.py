@@ -400,7 +400,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         ``queue_deadline``), then until the single-user server has reported its port (batchspawner's
         ``/hub/api/batchspawner`` callback) and accepts connections, for at most
         :attr:`server_start_timeout` seconds from the job running. Raises
-        :class:`SessionStartFailed` at once when the job ends first (a failing prologue, a broken
+        :class:`SessionStartFailed` at once when sbatch refuses the job (Slurm's words, e.g. an
+        account it does not have for the user), when the job ends first (a failing prologue, a broken
         Jupyter config, scancel), when it is still pending at the deadline (the job is cancelled) and
         when the server does not answer in time; the portal is told why first. Returns (node address,
         port)."""
@@ -409,7 +410,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         self.port = 0
         self.job_status = ""
         self.port_reported = asyncio.Event()
-        await self.submit_batch_script()
+        await self._submit()
         self.session_status = JobStatus("PENDING")
         queue_deadline = float(self.settings["queue_deadline"])
         address = None
@@ -453,6 +454,18 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         self.ip = address
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port
+
+    async def _submit(self) -> None:
+        """Submit the job; when sbatch refuses it (an account Slurm does not have for the user, a
+        limit), fail at once with Slurm's words and what to do (:meth:`_fail`, reason ``submit_refused``)."""
+        try:
+            await self.submit_batch_script()
+        except RuntimeError as exc:
+            await self._fail(
+                f"Slurm refused the session's job, billed to the team {self.settings['account']}: {exc}. If your teams "
+                "changed, sign out of the portal and in again (it reads them from Slurm then), else ask your team lead.",
+                why="submit_refused",
+            )
 
     async def _fail(self, reason: str, *, why: str = "job_ended", cancel: bool = False) -> None:
         """Tell the portal why the start failed, ``scancel`` the job if asked (a failed cancel
