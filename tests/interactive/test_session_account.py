@@ -84,3 +84,15 @@ def test_the_api_bills_one_of_the_persons_teams(client, world, started, carol, w
     else:
         assert r.json()["errors"] == [{"field": "account", "message": answer, "line": None}]
         assert started == [] and not Session.objects.exists()
+
+
+def test_your_last_session_button_bills_its_team_while_you_are_in_it(client, world, started, carol):  # noqa: F811
+    client.force_login(carol)
+    assert client.post("/sessions/", {**GOOD, "account": "nlp"}).status_code == HTTPStatus.FOUND
+    last = Session.objects.get(user=carol)
+    assert client.post("/sessions/start/", {"preset": f"last-{last.key}"}).status_code == HTTPStatus.FOUND
+    assert started[-1][1]["account"] == "nlp"
+    carol.slurm_accounts = ["vision"]  # she left nlp: the button bills her team now
+    carol.save()
+    assert client.post("/sessions/start/", {"preset": f"last-{last.key}"}).status_code == HTTPStatus.FOUND
+    assert started[-1][1]["account"] == "vision"
