@@ -4,12 +4,15 @@ session rules as the Sessions page (:func:`interactive.services.session_start`).
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from http import HTTPStatus
+from typing import Any
 
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import field_validator
 
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
@@ -23,9 +26,87 @@ from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import sessions_cluster
 
 from .base import need_scope
-from .schemas import ErrorOut, SessionIn, SessionList, SessionOut
+from .schemas import ErrorOut, FreshnessOut, In
 
 router = Router(tags=["sessions"])
+
+
+class SessionOut(Schema):
+    key: str
+    name: str = Field(description="The JupyterHub named server")
+    ide: str = Field(description="The session's kind (a name from GET /sessions/kinds)")
+    state: str = Field(description="REQUESTED, STARTING, RUNNING, STOPPED or FAILED")
+    phase: str = Field(description="queued, starting, running, ended or unknown (JupyterHub unreachable)")
+    url: str | None = Field(None, description="Where to open it, once running")
+    partition: str
+    gpu_type: str
+    gpu_count: int
+    cpus: int
+    memory_mb: int
+    time_limit_min: int
+    image: str = Field("", description="The site image the server runs in (GET /images); empty: the node's own system")
+    account: str = Field(
+        "", description="The team (Slurm account) it is billed to (empty: started before sessions were billed to a team)"
+    )
+    message: str
+    explanation: str
+    position: int | None = None
+    estimated_start: datetime | None = None
+    time_left_s: int | None = None
+    created_at: datetime
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="At the start (POST /sessions) only: what will keep it from starting although it was accepted, "
+        'e.g. "This session cannot start before ... because it would run into maintenance (reservation ... on '
+        'partition interactive); ask for at most 2 h to start now."',
+    )
+
+
+class SessionList(Schema):
+    items: list[SessionOut]
+    count: int
+    warning: str = Field(
+        "", description="Cluster unreachable since ... (as for jobs), and/or JupyterHub unreachable: states may be out of date"
+    )
+    freshness: FreshnessOut
+
+
+class SessionIn(In):
+    ide: str | None = Field(
+        None, max_length=16, description="A session kind's name (GET /sessions/kinds); omitted: the default kind"
+    )
+    partition: str | None = Field(None, max_length=64)
+    gpus: int = Field(0, ge=0, le=64)
+    gpu_type: str = Field("", max_length=64)
+    cpus: int = Field(2, ge=1, le=1024)
+    memory: str | int | float | None = Field(
+        None,
+        description="Memory as on the Sessions page: 4G, 4000M, 1.5T (binary units, as Slurm's --mem), or a bare"
+        " number, which means GB (1024 or more without a unit is refused as unclear); omitted: 4G",
+        examples=["4G"],
+    )
+    memory_gb: float | None = Field(None, gt=0, description="Kept for older clients: memory in GB (use memory)")
+    hours: int = Field(2, ge=1, le=1000)
+    image: str | None = Field(
+        None,
+        max_length=64,
+        description="A site image holding this kind's server (GET /sessions/kinds: images), by name; omitted or"
+        ' "none": the node\'s own system, where the site allows it',
+    )
+    account: str | None = Field(
+        None,
+        max_length=64,
+        description="The team (Slurm account) to bill it to, one of your teams (GET /me); omitted: your first team, as for a job",
+    )
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        """Read as sent by the one reader (so ``true`` is refused, not taken as 1 GB); its sentence
+        is the field's error. The router converts it (``api.sessions``)."""
+        if value is not None:
+            memory_mib(value)
+        return value
 
 
 class SessionKindOut(Schema):
@@ -69,6 +150,7 @@ def session_out(card: SessionCard) -> dict:
         "memory_mb": s.memory_mb,
         "time_limit_min": s.time_limit_min,
         "image": s.image_name,
+        "account": s.account,
         "message": s.message,
         "explanation": card.line,
         "position": card.position,
@@ -144,6 +226,8 @@ def start_session(request, body: SessionIn):
         options["partition"] = body.partition
     if body.image is not None:
         options["image"] = body.image
+    if body.account is not None:
+        options["account"] = body.account
     try:
         session = session_start(user=request.user, raw_options=options)
     except Refused as refused:

@@ -22,11 +22,22 @@ class SessionForm(forms.Form):
     hours = forms.IntegerField(label="Hours", initial=2)
     #: A site image whose offers hold a session kind offered here; "": the node's own system.
     image = forms.ChoiceField(label="Image", required=False)
+    #: One of the person's teams (the batch job form's choice); left out for someone in no team.
+    account = forms.CharField(
+        label="Team",
+        required=False,
+        widget=forms.Select,
+        help_text="The team (Slurm account) the session is billed to: its GPU-hours count against that team's quota.",
+    )
 
-    def __init__(self, *args, policy: SitePolicy, **kwargs):
+    def __init__(self, *args, policy: SitePolicy, accounts: list[str] = (), **kwargs):
         from django.conf import settings
 
         super().__init__(*args, **kwargs)
+        if accounts:
+            self.fields["account"].widget.choices = [(a, a) for a in accounts]
+        else:  # no team to choose: the page says why and whom to ask
+            del self.fields["account"]
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
         self.fields["ide"].initial = kind_default().name
         partitions = [p for p in settings.SESSION_PARTITIONS if p in policy.partitions] or list(settings.SESSION_PARTITIONS)
@@ -59,6 +70,7 @@ class SessionForm(forms.Form):
             "memory_mb": d["memory_gb"],
             "hours": hours,
             **({"image": d["image"]} if d.get("image") else {}),
+            **({"account": d["account"]} if d.get("account") else {}),
         }
 
 

@@ -5,7 +5,9 @@ partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS``
 that this site offers. Used by the sessions form and by the hub's spawner (through
 ``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer. The per-person
 caps a start meets (:func:`session_cap_problems`: sessions at once, the site's caps on jobs and GPUs) are
-checked by :func:`interactive.services.session_start` and said before it by the pages and the API."""
+checked by :func:`interactive.services.session_start` and said before it by the pages and the API; the team
+a session is billed to (the ``account`` option) is :func:`session_account`, checked there and by the hub's
+spawn check."""
 
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from django.conf import settings
 from jobs.reads.cap_reasons import InQueue, in_queue, start_cap_problems
 from jobs.reads.maintenance import MaintenanceClash, maintenance_warning
 from jobs.submit.policy import JobRequest, SitePolicy
+from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
 #: Every key a start request may carry.
-ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image")
+ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
 #: A site image's name (images.models.Image.name, a slug): anything else is no image, without a query.
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -46,6 +49,20 @@ class SessionOptions:
     @property
     def time_limit_min(self) -> int:
         return self.hours * 60
+
+    def as_user_options(self) -> dict:
+        """These options as a start request's ``user_options`` (what the hub is sent and the audit
+        row records): the same keys, ``image`` only when there is one."""
+        return {
+            "ide": self.ide,
+            "partition": self.partition,
+            "gpu_type": self.gpu_type,
+            "gpu_count": self.gpu_count,
+            "cpus": self.cpus,
+            "memory_mb": self.memory_mb,
+            "hours": self.hours,
+            **({"image": self.image} if self.image else {}),
+        }
 
 
 def _int(raw: dict, key: str, default: int, errors: list[Problem], label: str) -> int:
@@ -131,6 +148,18 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     if errors:
         return None, errors
     return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours, found.name if found else ""), []
+
+
+def session_account(*, user, raw: object) -> tuple[str, list[Problem]]:
+    """The Slurm account (team) a session of ``user`` is billed to, chosen as a batch job's
+    (:func:`jobs.submit.submit.account_for`): ``raw["account"]`` (a start request's ``user_options``) when
+    given, else the person's first team (their only one, for most). Returns ``(account, [])``, or
+    ``(account, problems)`` (field ``account``) for someone in no team (who to ask) or an account
+    that is not one of their teams (``user.slurm_accounts``, from sacctmgr at their last sign-in)."""
+    requested = raw.get("account") if isinstance(raw, dict) else None
+    if requested is not None and (not isinstance(requested, str) or len(requested) > 64):
+        return "", [Problem("account", "The team (Slurm account) must be a short text, e.g. vision.")]
+    return account_for(user=user, requested=(requested or "").strip(), billed="sessions")
 
 
 def session_images(kind: SessionKind, *, partition: str | None = None) -> list:

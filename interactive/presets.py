@@ -72,7 +72,9 @@ class PresetError(ValueError):
 class SessionPreset:
     """One Start button's settings: ``ide`` a kind's name (:mod:`interactive.kinds`), ``memory_mb``
     MiB, ``hours`` whole hours, ``gpu_type`` "" for any type. ``key`` identifies it in a click
-    (``preset-<slug of the label>``, or ``last-<session key>``); ``label`` is what the button says."""
+    (``preset-<slug of the label>``, or ``last-<session key>``); ``label`` is what the button says.
+    ``account``: the team to bill (the last session's, while the person is still in it); "": the
+    person's first team (:func:`interactive.options.session_account`)."""
 
     key: str
     label: str
@@ -83,6 +85,7 @@ class SessionPreset:
     cpus: int
     memory_mb: int
     hours: int
+    account: str = ""
 
     @property
     def options(self) -> dict:
@@ -96,6 +99,7 @@ class SessionPreset:
             "cpus": self.cpus,
             "memory_mb": self.memory_mb,
             "hours": self.hours,
+            **({"account": self.account} if self.account else {}),
         }
 
     @property
@@ -305,14 +309,15 @@ def _from_session(session: Session) -> SessionPreset:
         session.cpus,
         session.memory_mb,
         hours,
+        session.account if session.account in session.user.slurm_accounts else "",
     )
 
 
 def last_session_preset(*, user) -> SessionPreset | None:
     """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type,
-    CPUs, memory, hours), as a preset labelled "Your last session: …", or ``None`` when they have
+    CPUs, memory, hours, and its team while they are still in it), as a preset labelled "Your last session: …", or ``None`` when they have
     started none."""
-    session = Session.objects.filter(user=user).order_by("-created_at").first()
+    session = Session.objects.filter(user=user).select_related("user").order_by("-created_at").first()
     return _from_session(session) if session is not None else None
 
 
@@ -332,7 +337,7 @@ def preset_get(*, user, key: str) -> SessionPreset | None:
             session_key = uuid.UUID(key.removeprefix("last-"))
         except ValueError:
             return None
-        session = Session.objects.filter(user=user, key=session_key).first()
+        session = Session.objects.filter(user=user, key=session_key).select_related("user").first()
         return _from_session(session) if session is not None else None
     return next((p for p in site_presets() if p.key == key), None)
 

@@ -39,8 +39,8 @@ from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
-from .options import SessionOptions, image_settings, parse_session_options, session_cap_problems
-from .transitions import session_end, session_mark_running
+from .options import SessionOptions, image_settings, parse_session_options, session_account, session_cap_problems
+from .transitions import session_end, session_end_gone, session_mark_running
 
 log = logging.getLogger(__name__)
 
@@ -53,24 +53,27 @@ def current_policy() -> SitePolicy:
 
 # --- start / stop ------------------------------------------------------------------------------
 def session_start(*, user: User, raw_options: dict) -> Session:
-    """Check ``raw_options`` (the form's or the API's) and the per-person caps the user is at, write the row, ask the
-    hub to start a named server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
+    """Check ``raw_options`` (the form's or the API's), the team it is billed to
+    (:func:`interactive.options.session_account`, kept as ``Session.account``) and the per-person caps the user is at,
+    write the row, ask the hub to start a named server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
     ready at once, ``FAILED`` when its job ended during the hub's first seconds (the spawner's message, with the exit
-    code and the log's last lines, is the row's ``message``). Raises :class:`Refused` (policy, a cap:
+    code and the log's last lines, is the row's ``message``). Raises :class:`Refused` (no team, policy, a cap:
     :func:`interactive.options.session_cap_problems`, or the hub's 400 message) or :class:`hub.HubUnavailable` (the
     row is then marked failed, with the reason)."""
     options, errors = parse_session_options(raw_options, policy=current_policy())
-    if errors or (errors := session_cap_problems(user=user, gpu_count=options.gpu_count)):  # options first, then caps
-        raise Refused(*errors)
-    session = Session(user=user, ide=options.ide)
+    account, team = session_account(user=user, raw=raw_options)
+    if (errors := team + errors) or (errors := session_cap_problems(user=user, gpu_count=options.gpu_count)):
+        raise Refused(*errors)  # the team and the options first, then the caps
+    session = Session(user=user, ide=options.ide, account=account)
     session.server_name = f"{options.ide}-{session.key.hex[:8]}"
     _apply(session, options)
     session.save()
-    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=_option_dict(options))
+    asked = {**options.as_user_options(), "account": account}
+    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=asked)
     try:
         hub.ensure_user(user.username)
         hub.remove_stopped_servers(user.username)
-        ready = hub.start_server(user.username, session.server_name, _option_dict(options))
+        ready = hub.start_server(user.username, session.server_name, asked)
     except hub.HubRefused as exc:
         session.refresh_from_db()
         if session.state == SessionState.FAILED:  # its job ended at start-up: the spawner said why, the card shows it
@@ -111,29 +114,18 @@ def _apply(session: Session, options: SessionOptions) -> None:
     session.image_name = options.image or ""
 
 
-def _option_dict(options: SessionOptions) -> dict:
-    return {
-        "ide": options.ide,
-        "partition": options.partition,
-        "gpu_type": options.gpu_type,
-        "gpu_count": options.gpu_count,
-        "cpus": options.cpus,
-        "memory_mb": options.memory_mb,
-        "hours": options.hours,
-        **({"image": options.image} if options.image else {}),
-    }
-
-
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
-    the settings the batch script is built from (``key`` for ``--comment=portal:<key>``,
+    the settings the batch script is built from (``key`` for ``--comment=portal:<key>``, ``account``
+    for sbatch's ``--account``: the team it is billed to, :func:`interactive.options.session_account`,
     ``time_limit_min`` minutes, ``memory_mb`` MiB), ``queue_deadline`` (Unix seconds: the spawner
     gives up if the Slurm job is still pending then; now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``,
     kept as ``Session.give_up_at`` for the card), the image the server runs in (``image``:
     ``{name, path, runtime, digest}`` of the checked site image, or ``None`` for the node's own
     system) and what the kind runs (``default_url``, ``path``, ``env``:
-    :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused`."""
+    :meth:`interactive.kinds.SessionKind.spawn_settings`). Raises :class:`Refused` (field ``account`` for
+    someone in no team, in the words of the Sessions page)."""
     user = User.objects.filter(username=username, is_active=True).first()
     if user is None:
         raise Refused(
@@ -144,8 +136,9 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
             Problem("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first.")
         )
     options, errors = parse_session_options(raw_options, policy=current_policy())
-    if errors:
-        raise Refused(*errors)
+    account, team = session_account(user=user, raw=raw_options)
+    if team or errors:
+        raise Refused(*team, *errors)
     with transaction.atomic():
         session = (
             Session.objects.select_for_update()
@@ -156,11 +149,13 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         if session is None:  # started with the user's own hub token, not from the portal
             session = Session(user=user, server_name=server_name)
         _apply(session, options)
+        session.account = account
         session.state = SessionState.STARTING
         session.give_up_at = djtz.now() + timedelta(minutes=settings.SESSION_MAX_QUEUE_MINUTES)
         session.save()
     return {
         "key": str(session.key),
+        "account": account,
         "ide": options.ide,
         "job_name": f"session-{options.ide}",
         "partition": options.partition,
@@ -342,7 +337,7 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
         job = by_key.get(str(session.key))
         server = servers.get(session.server_name) if servers is not None else None
         if session.is_active and servers is not None and server is None:
-            session = _reconcile_gone(session, job)
+            session = session_end_gone(session, job)
         elif server is not None and server.ready and session.state != SessionState.RUNNING:
             session_mark_running(session)
         cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
@@ -365,37 +360,6 @@ def _cap_note(session: Session, code: str) -> str:
     reason = explain_reason(code)
     worded = cap_reason(reason, held)
     return f" ({worded.sentence})" if worded != reason else ""
-
-
-def _reconcile_gone(session: Session, job: QueueJob | None) -> Session:
-    session.refresh_from_db()
-    if not session.is_active:
-        return session
-    if session.state == SessionState.RUNNING:
-        if job is not None and job.state == "TIMEOUT":
-            message = f"Reached its time limit ({session.time_limit_min // 60} h)."
-        elif job is not None and job.state in ENDED_JOB_STATES:
-            message = f"Its Slurm job {job.job_id} ended ({job.state})."
-        else:
-            message = "The session ended."
-        session_end(session, SessionState.STOPPED, message, action="session.ended")
-    elif session.give_up_at and djtz.now() >= session.give_up_at:  # the spawner's own message did not arrive
-        session_end(
-            session,
-            SessionState.FAILED,
-            f"Given up at {session.give_up_at.astimezone(UTC):%H:%M} UTC: its Slurm job had not started after "
-            f"{duration((session.give_up_at - session.created_at).total_seconds())} in the queue (this site's limit). "
-            "Start it again later, or with fewer GPUs.",
-            action="session.failed",
-        )
-    elif djtz.now() - session.created_at > timedelta(seconds=30):
-        session_end(
-            session,
-            SessionState.FAILED,
-            "The session did not start and JupyterHub no longer has it; start it again.",
-            action="session.failed",
-        )
-    return session
 
 
 def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:

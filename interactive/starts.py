@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from accounts.models import User
 from jobs.reads.selectors import snapshot_status
+from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load
@@ -23,13 +24,11 @@ GONE = "That Start button is no longer offered (the site's presets changed); the
 
 
 def no_team_problem(user: User) -> Problem | None:
-    """The refusal of a user in no team: Slurm has no account to bill a session to."""
+    """The refusal of a user in no team: Slurm has no account to bill a session to (the batch job's
+    words, :func:`jobs.submit.submit.account_for`); ``None`` for a user in a team."""
     if user.slurm_accounts:
         return None
-    return Problem(
-        "account",
-        "You are not in any team (Slurm account), so sessions cannot be billed to one. Ask your team lead to add you.",
-    )
+    return account_for(user=user, requested="", billed="sessions")[1][0]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,17 @@
 """A session's state changes, each in one place with its audit row (who, old and new state):
-running, failed, stopped (by its owner, or its job ended), culled (idle)."""
+running, failed, stopped (by its owner, or its job ended), culled (idle), gone from the hub."""
 
 from __future__ import annotations
+
+from datetime import UTC, timedelta
 
 from django.db import transaction
 from django.utils import timezone as djtz
 
 from audit.services import audit
+from portal.formats import duration
+from slurm.records import QueueJob
+from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
 
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
 
@@ -50,3 +55,39 @@ def session_mark_running(session: Session) -> bool:
             )
     session.refresh_from_db()
     return changed
+
+
+def session_end_gone(session: Session, job: QueueJob | None) -> Session:
+    """An active session the hub no longer has, ended with why: a running one ``STOPPED`` (its time
+    limit, its Slurm ``job`` ended in that state, or plainly ended), one given up in the queue or
+    that never started ``FAILED`` (after its ``give_up_at``, or 30 s after it was asked for), each
+    with its audit row (:func:`session_end`). Returns ``session``, refreshed; unchanged when it had
+    ended already or is still young enough to be starting."""
+    session.refresh_from_db()
+    if not session.is_active:
+        return session
+    if session.state == SessionState.RUNNING:
+        if job is not None and job.state == "TIMEOUT":
+            message = f"Reached its time limit ({session.time_limit_min // 60} h)."
+        elif job is not None and job.state in ENDED_JOB_STATES:
+            message = f"Its Slurm job {job.job_id} ended ({job.state})."
+        else:
+            message = "The session ended."
+        session_end(session, SessionState.STOPPED, message, action="session.ended")
+    elif session.give_up_at and djtz.now() >= session.give_up_at:  # the spawner's own message did not arrive
+        session_end(
+            session,
+            SessionState.FAILED,
+            f"Given up at {session.give_up_at.astimezone(UTC):%H:%M} UTC: its Slurm job had not started after "
+            f"{duration((session.give_up_at - session.created_at).total_seconds())} in the queue (this site's limit). "
+            "Start it again later, or with fewer GPUs.",
+            action="session.failed",
+        )
+    elif djtz.now() - session.created_at > timedelta(seconds=30):
+        session_end(
+            session,
+            SessionState.FAILED,
+            "The session did not start and JupyterHub no longer has it; start it again.",
+            action="session.failed",
+        )
+    return session

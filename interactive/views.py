@@ -24,6 +24,7 @@ from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
 from .options import session_caps_now, session_maintenance
 from .services import current_policy, session_cards, session_rows, session_start, session_stop
+from .starts import no_team_problem
 
 
 def _context(request: HttpRequest, form: SessionForm) -> dict:
@@ -31,8 +32,10 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
     kinds = kinds_all()
     offered = [k for k in kinds if k.available()]
     refused = {e for errors in form.errors.values() for e in errors} if form.is_bound else set()
+    team = no_team_problem(request.user)
+    caps = ([team.message] if team else []) + session_caps_now(user=request.user)  # why a start would be refused now
     return {
-        "caps": [s for s in session_caps_now(user=request.user) if s not in refused],  # said once after a refusal
+        "caps": [s for s in caps if s not in refused],  # said once after a refusal
         "form": form,
         "cards": cards,
         "hub_warning": warning,
@@ -75,7 +78,7 @@ def session_maintenance_view(request: HttpRequest) -> HttpResponse:
 def session_list(request: HttpRequest) -> HttpResponse:
     """Sessions: the launch form and one card per session. POST starts one; a refusal keeps the
     form as typed and says what to change."""
-    form = SessionForm(request.POST or None, policy=current_policy())
+    form = SessionForm(request.POST or None, policy=current_policy(), accounts=request.user.slurm_accounts)
     if request.method == "POST":
         if form.is_valid():
             try:

@@ -35,6 +35,11 @@ def _add_notebook(commands: Commands) -> None:
         help="run the session's server in this site image (one that holds the kind's server: `gpuportal sessions kinds`); "
         "none: the node's own system",
     )
+    p.add_argument(
+        "--account",
+        metavar="TEAM",
+        help="the team (Slurm account) to bill it to, one of yours (`gpuportal whoami`); default: your first team",
+    )
     p.add_argument("--partition")
     p.add_argument("--gpus", type=non_negative_int, metavar="N")
     p.add_argument("--gpu-type", metavar="TYPE")
@@ -65,6 +70,7 @@ def _session_pairs(s: dict) -> list[tuple[str, Any]]:
         "message",
         "explanation",
         "partition",
+        "account",
         "gpu_type",
         "gpu_count",
         "cpus",
@@ -98,6 +104,7 @@ def cmd_notebook(ctx: Context) -> int:
         memory_gb=_number(a.memory_gb),
         hours=_number(a.hours),
         image=a.image,
+        account=a.account,
     )
     if a.no_wait:
         if ctx.json:

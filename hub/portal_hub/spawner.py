@@ -32,12 +32,14 @@ import re
 import shlex
 import time
 import uuid
-from dataclasses import dataclass
 
 from batchspawner import MultiSlurmSpawner
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Integer, Unicode, default
+
+from .job_status import JobStatus
+from .words import minutes, ordinal, utc_clock
 
 try:
     from jupyterhub.spawner import SpawnException  # JupyterHub >= 6
@@ -50,24 +52,7 @@ except ImportError:  # JupyterHub 5: an HTTPError with the same status and messa
 
 
 #: The only keys a start request may carry (the portal's form, its API and a user's own hub token).
-ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image"})
-#: Slurm job states that mean the job has ended (squeue ``job_state``).
-ENDED_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "SPECIAL_EXIT",
-        "REVOKED",
-        "NOT_FOUND",
-    }
-)
+ALLOWED_OPTIONS = frozenset({"ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account"})
 #: The shapes of what a session kind declares (the portal's registry checks the same).
 _URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _DIRECTORY = re.compile(r"/[A-Za-z0-9._+@/-]*")
@@ -75,33 +60,11 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 #: A site image as the portal names it (images.models.Image: a slug) and where it lives (absolute).
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _IMAGE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
+#: A Slurm account (a team) as the portal names one (teams.models.ACCOUNT_NAME_RE).
+_ACCOUNT = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
 #: Environment the spawner sets itself; a kind's ``env`` may not change it.
 _OWN_ENV = frozenset({"HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY", "GPUPORTAL_REPORT_PORT"})
 _OWN_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """What the portal's snapshot says about one job (``GET /hub-internal/job-status``).
-
-    ``state``: a Slurm job state, ``NOT_FOUND`` (a fresh snapshot taken after the submission no
-    longer lists the job) or ``UNKNOWN`` (no fresh snapshot, or the portal did not answer).
-    ``position``/``in_line``: queue position among pending jobs of the partition; ``estimated_start``
-    Unix seconds (Slurm's backfill ``start_time``) or None; ``exit_code`` "N:S" or "".
-    """
-
-    state: str
-    node: str = ""
-    reason: str = ""
-    exit_code: str = ""
-    position: int | None = None
-    in_line: int | None = None
-    estimated_start: float | None = None
-    message: str = ""
-
-    @property
-    def ended(self) -> bool:
-        return self.state in ENDED_STATES
 
 
 class SessionStartFailed(SpawnException):
@@ -208,6 +171,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         left until it plus :attr:`server_start_timeout` and a margin. Raises ``ValueError`` (or
         ``KeyError``/``TypeError`` for a missing or mistyped field)."""
         deadline = float(settings["queue_deadline"])
+        if not isinstance(settings["account"], str) or not _ACCOUNT.fullmatch(settings["account"]):
+            raise ValueError(f"account {settings['account']!r} is not a Slurm account name")
         if not isinstance(settings["path"], list) or not isinstance(settings["env"], dict):
             raise TypeError("path must be a list and env an object")
         if not _URL_PATH.fullmatch(settings["default_url"]):
@@ -315,8 +280,6 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             f"#SBATCH --chdir={home}",
             "#SBATCH --export=NONE",
         ]
-        if s.get("account"):
-            lines.append(f"#SBATCH --account={s['account']}")
         if int(s["gpu_count"]):
             gres = f"gpu:{s['gpu_type']}:{int(s['gpu_count'])}" if s.get("gpu_type") else f"gpu:{int(s['gpu_count'])}"
             lines.append(f"#SBATCH --gres={gres}")
@@ -392,11 +355,15 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         binds = default_binds(job_dir=home, home=home, env_cache=image["env_cache"])
         return self._runtime(image).exec_argv(image["path"], command, binds=binds, workdir=home)
 
+    def sbatch_argv(self) -> list[str]:
+        """``sbatch`` billed to the team the portal chose (its own argument, never in a shell string)."""
+        return ["sbatch", "--parsable", f"--account={self.settings['account']}"]
+
     async def submit_batch_script(self) -> str:
         """Make the log directory and submit the script as the user. Returns the Slurm job id."""
         await self._run(["mkdir", "-p", os.path.dirname(self._log_path())])
         self.settings = {**self.settings, "submitted_at": time.time()}
-        out = await self._run(["sbatch", "--parsable"], stdin=self.batch_script_text())
+        out = await self._run(self.sbatch_argv(), stdin=self.batch_script_text())
         self.job_id = self.parse_job_id(out)
         self.log.info("Session %s of %s submitted as Slurm job %s", self.name, self.user.name, self.job_id)
         return self.job_id
@@ -433,7 +400,8 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         ``queue_deadline``), then until the single-user server has reported its port (batchspawner's
         ``/hub/api/batchspawner`` callback) and accepts connections, for at most
         :attr:`server_start_timeout` seconds from the job running. Raises
-        :class:`SessionStartFailed` at once when the job ends first (a failing prologue, a broken
+        :class:`SessionStartFailed` at once when sbatch refuses the job (Slurm's words, e.g. an
+        account it does not have for the user), when the job ends first (a failing prologue, a broken
         Jupyter config, scancel), when it is still pending at the deadline (the job is cancelled) and
         when the server does not answer in time; the portal is told why first. Returns (node address,
         port)."""
@@ -442,7 +410,7 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         self.port = 0
         self.job_status = ""
         self.port_reported = asyncio.Event()
-        await self.submit_batch_script()
+        await self._submit()
         self.session_status = JobStatus("PENDING")
         queue_deadline = float(self.settings["queue_deadline"])
         address = None
@@ -487,6 +455,18 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         self.log.info("Session job %s running on %s:%s", self.job_id, self.ip, self.port)
         return self.ip, self.port
 
+    async def _submit(self) -> None:
+        """Submit the job; when sbatch refuses it (an account Slurm does not have for the user, a
+        limit), fail at once with Slurm's words and what to do (:meth:`_fail`, reason ``submit_refused``)."""
+        try:
+            await self.submit_batch_script()
+        except RuntimeError as exc:
+            await self._fail(
+                f"Slurm refused the session's job, billed to the team {self.settings['account']}: {exc}. If your teams "
+                "changed, sign out of the portal and in again (it reads them from Slurm then), else ask your team lead.",
+                why="submit_refused",
+            )
+
     async def _fail(self, reason: str, *, why: str = "job_ended", cancel: bool = False) -> None:
         """Tell the portal why the start failed, ``scancel`` the job if asked (a failed cancel
         leaves the job id, so that the hub's own ``stop()`` tries again), forget it, raise
@@ -507,13 +487,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
         how long it waited, Slurm's pending reason and its estimated start."""
         waited = time.time() - float(self.settings.get("submitted_at") or time.time())
         reason = (
-            f"Given up at {_utc_clock(time.time())}: its Slurm job {self.job_id} was still waiting in the queue "
-            f"after {_minutes(waited)} (this site's limit for a session to start)"
+            f"Given up at {utc_clock(time.time())}: its Slurm job {self.job_id} was still waiting in the queue "
+            f"after {minutes(waited)} (this site's limit for a session to start)"
         )
         if status.reason and status.reason != "None":
             reason += f"; Slurm's pending reason: {status.reason}"
         if status.estimated_start:
-            reason += f"; Slurm's estimated start was {_utc_clock(status.estimated_start)}"
+            reason += f"; Slurm's estimated start was {utc_clock(status.estimated_start)}"
         reason += ". The job was cancelled. Start the session again later, or with fewer GPUs or CPUs."
         await self._fail(reason, why="queue_limit", cancel=True)
 
@@ -597,13 +577,13 @@ class PortalSlurmSpawner(MultiSlurmSpawner):
             elif status.state == "PENDING":
                 message = f"Slurm job {self.job_id} queued"
                 if status.position:
-                    message += f" · {_ordinal(status.position)} in line"
+                    message += f" · {ordinal(status.position)} in line"
                 if status.estimated_start:
-                    message += " · estimated start " + _utc_clock(status.estimated_start)
+                    message += " · estimated start " + utc_clock(status.estimated_start)
                 if status.reason and status.reason not in ("None", "Priority"):
                     message += f" · waiting: {status.reason}"
                 if self.settings.get("queue_deadline"):
-                    message += f" · gives up at {_utc_clock(float(self.settings['queue_deadline']))} if not started"
+                    message += f" · gives up at {utc_clock(float(self.settings['queue_deadline']))} if not started"
             elif self.port:
                 message = f"Job {self.job_id} running on {status.node or 'its node'}; {self._label()} is starting..."
             else:
@@ -640,18 +620,3 @@ async def _accepts(host: str, port: int) -> bool:
         return False
     writer.close()
     return True
-
-
-def _utc_clock(unix_seconds: float) -> str:
-    """Unix seconds -> "10:05 UTC" (the portal's cards show times in UTC too)."""
-    return time.strftime("%H:%M UTC", time.gmtime(unix_seconds))
-
-
-def _minutes(seconds: float) -> str:
-    """Seconds -> "45 s" under a minute, else "12 min"."""
-    return f"{int(seconds)} s" if seconds < 60 else f"{round(seconds / 60)} min"
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

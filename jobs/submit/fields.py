@@ -11,10 +11,10 @@ its surface (the forms' fields, the profile schema, the API's session body).
 
 from __future__ import annotations
 
-#: policy's name -> (New job form, profile file, Sessions form, API session body (``SessionIn``))
+#: policy's name -> (New job form, profile file, Sessions form, API session body (``api.sessions.SessionIn``))
 NAMES: dict[str, tuple[str, str, str, str]] = {
     "name":           ("name",       "name",                    "",          ""),
-    "account":        ("account",    "account",                 "",          ""),
+    "account":        ("account",    "account",                 "account",   "account"),
     "partition":      ("partition",  "resources.partition",     "partition", "partition"),
     "gpu_type":       ("gpu_type",   "resources.gpu_type",      "gpu_type",  "gpu_type"),
     "gpu_count":      ("gpu_count",  "resources.gpus_per_node", "gpu_count", "gpus"),

@@ -57,7 +57,7 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
         raise Refused(unknown_cluster(request.cluster))
     if policy is None or (policy.cluster and policy.cluster != cluster.name):
         policy = SitePolicy.for_cluster(cluster.name)
-    account, account_problems = _account_for(user, request.account)
+    account, account_problems = account_for(user=user, requested=request.account)
     problems = policy.check(request) + account_problems
     problems += [p for p in pool_problems(request) if p.field not in {q.field for q in problems}]  # the small-job pool
     image = None
@@ -128,15 +128,18 @@ def _image_workdir_problems(image: Image, workdir: str) -> list[Problem]:
     return []
 
 
-def _account_for(user: User, requested: str) -> tuple[str, list[Problem]]:
-    """The Slurm account a job of ``user`` is billed to (``requested``, else their first team, from
-    ``user.slurm_accounts``), and the refusals when they are in no team or not in that one."""
+def account_for(*, user: User, requested: str, billed: str = "jobs") -> tuple[str, list[Problem]]:
+    """The Slurm account (team) a batch job or a session of ``user`` is billed to: ``requested``, else
+    their first team (``user.slurm_accounts``, from sacctmgr at their last sign-in), and the
+    refusals (field ``account``) when they are in no team or not in that one. ``billed``: what the
+    no-team sentence says cannot be billed ("jobs", "sessions"). Returns ``(account, problems)``;
+    ``account`` is "" for a user in no team."""
     account = requested or (user.slurm_accounts[0] if user.slurm_accounts else "")
     if not user.slurm_accounts:
         return account, [
             Problem(
                 "account",
-                "You are not in any team (Slurm account), so jobs cannot be billed to one. Ask your team lead to add you.",
+                f"You are not in any team (Slurm account), so {billed} cannot be billed to one. Ask your team lead to add you.",
             )
         ]
     if account not in user.slurm_accounts:

@@ -526,6 +526,23 @@ def test_notebook_failed(env, capsys):
     assert env.calls("POST", "/sessions")[0].body == {"ide": "lab"}
 
 
+def test_notebook_bills_the_team_asked_for(env, capsys):
+    env.session_states = [make_session(state="RUNNING", url="https://hub/x", account="nlp")]
+    assert main(["notebook", "--account", "nlp", "--interval", "0.01"]) == 0
+    assert env.calls("POST", "/sessions")[0].body == {"ide": "lab", "account": "nlp"}
+
+
+def test_notebook_prints_the_portals_refusal_of_someone_in_no_team(env, capsys):
+    no_team = "You are not in any team (Slurm account), so sessions cannot be billed to one. Ask your team lead to add you."
+    detail = "The session cannot be started; see errors."
+    env.script("POST", "/sessions", (400, {"detail": detail, "errors": [{"field": "account", "message": no_team, "line": None}]}))
+    assert main(["notebook", "--interval", "0.01"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [f"error: {detail}", f"  account: {no_team}"]
+    assert env.calls("GET", "/sessions/lab-1") == []  # nothing to wait for
+
+
 def test_notebook_timeout_says_how_to_stop(env, capsys):
     env.session_states = [make_session(state="REQUESTED", explanation="2nd in line")]
     assert main(["notebook", "--interval", "0.01", "--timeout", "0.1"]) == 1

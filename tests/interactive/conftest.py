@@ -212,7 +212,7 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
 
 def spawner_scripts(*settings: dict) -> list[dict]:
     """The project's spawner (hub/portal_hub, under the Jupyter venv's Python) given each of these
-    spawn-check answers: per answer ``{"script", "default_url"}``, or ``{"refused": why}``. Fails the
+    spawn-check answers: per answer ``{"script", "default_url", "sbatch"}`` (``sbatch``: its argv), or ``{"refused": why}``. Fails the
     test, saying what to install, when there is no Jupyter venv (:func:`jupyter_python`)."""
     python = jupyter_python()
     request = {"user": pwd.getpwuid(os.getuid()).pw_name, "settings": list(settings)}

@@ -4,7 +4,7 @@ Runs under the Jupyter venv's Python (the spawner imports JupyterHub and batchsp
 portal's venv does not have; ``hub/`` imports no Django code). Reads ``{"user", "settings": [...]}``
 as JSON on stdin (each ``settings`` item: a spawn-check answer), passes each through
 ``PortalSlurmSpawner.apply_portal_settings`` as ``check_user_options`` does, and prints a JSON list
-with, for each, ``{"script": ..., "default_url": ...}``, or ``{"refused": "..."}`` when the spawner
+with, for each, ``{"script": ..., "default_url": ..., "sbatch": [the sbatch argv]}``, or ``{"refused": "..."}`` when the spawner
 refuses it. Nothing is submitted: no sudo, no Slurm.
 """
 
@@ -43,7 +43,7 @@ def build(user, settings):
         spawner.apply_portal_settings(settings)
     except (KeyError, TypeError, ValueError) as exc:
         return {"refused": str(exc)}
-    return {"script": spawner.batch_script_text(), "default_url": spawner.default_url}
+    return {"script": spawner.batch_script_text(), "default_url": spawner.default_url, "sbatch": spawner.sbatch_argv()}
 
 
 def main():

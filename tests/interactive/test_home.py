@@ -147,6 +147,7 @@ def test_the_last_session_button_starts_that_session_s_settings(client, world, s
         "cpus": 3,
         "memory_mb": 3072,
         "hours": 1,
+        "account": "vision",  # her only team
     }
     # someone else's session key is no button of theirs
     other = Client()

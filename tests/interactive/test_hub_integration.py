@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def alice(hub_portal):
     user, _ = User.objects.get_or_create(username="alice", defaults={"oidc_issuer": "test", "oidc_sub": "alice-hub-test"})
+    user.slurm_accounts = ["vision"]  # as sacctmgr tells the portal at her sign-in (cluster/up.sh)
+    user.save(update_fields=["slurm_accounts"])
     yield user
     # leave no server or job behind
     for s in Session.objects.filter(user=user, state__in=[SessionState.REQUESTED, SessionState.STARTING, SessionState.RUNNING]):
@@ -83,6 +85,7 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     assert len(jobs) == 1
     job = jobs[0]
     assert job["Comment"] == f"portal:{session.key}"
+    assert job["Account"] == "vision" == session.account  # her team's, which the portal chose and sbatch was given
     assert job["Partition"] == "interactive"
     assert "gres/gpu:a100=1" in job["TRES"] or "gres/gpu=1" in job["TRES"]
     assert job["TimeLimit"] == "01:00:00"
@@ -125,6 +128,30 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
     session.refresh_from_db()
     assert session.state == SessionState.STOPPED and session.message == "Stopped by you."
+
+
+def test_the_session_job_is_billed_to_the_team_the_portal_chose(alice, hub_portal):
+    """sbatch gets the portal's choice, not the user's default account: asked for a team whose
+    association Slurm does not have for alice (the portal's record says nlp too; cluster/up.sh gives
+    her vision only), Slurm itself refuses it and the session fails with Slurm's words."""
+    alice.slurm_accounts = ["vision", "nlp"]
+    alice.save(update_fields=["slurm_accounts"])
+    log_mark = len(hub_portal.log())
+    session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024, "account": "nlp"})
+    wait_for(
+        "the session billed to nlp to fail at sbatch",
+        lambda: session.refresh_from_db() or session.state == SessionState.FAILED,
+        timeout=60,
+        every=0.5,
+        seen=lambda: (session.state, session.message, log_tail(hub_portal.log_file)),
+    )
+    assert session.account == "nlp" and squeue_session_jobs("alice") == []
+    assert session.message == (
+        "Slurm refused the session's job, billed to the team nlp: sbatch: error: Batch job submission failed: "
+        "Invalid account or account/partition combination specified. If your teams changed, sign out of the portal "
+        "and in again (it reads them from Slurm then), else ask your team lead."
+    )
+    assert "Unhandled error" not in hub_portal.log()[log_mark:]  # a refusal, not a 500
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,7 @@ def test_a_new_kind_is_in_the_cli(client, world, rstudio, monkeypatch, capsys):
 
 
 def test_a_new_kind_gets_its_batch_script(client, hub_settings, rstudio, django_user_model, tmp_path):
-    django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
+    django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a", slurm_accounts=["vision"])
     r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "rstudio-1", "options": {"ide": "rstudio"}})
     assert r.status_code == HTTPStatus.OK, r.content
     settings_ = r.json()["settings"]

@@ -147,7 +147,7 @@ def test_internal_endpoints_need_the_hub_token(client, hub_settings):
 
 @pytest.mark.django_db
 def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub_settings, django_user_model):
-    alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
+    alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a", slurm_accounts=["vision"])
     r = post(
         client,
         "/hub-internal/spawn-check",
@@ -176,6 +176,7 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
     assert settings_ | {"key": None, "queue_deadline": None} == {
         "key": None,
         "queue_deadline": None,
+        "account": "vision",  # her only team: sbatch's --account
         "ide": "lab",
         "job_name": "session-lab",
         "partition": "interactive",
@@ -190,7 +191,35 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
         "env": {},
         "image": None,  # the node's own system (else the site image's name, path, runtime, digest)
     }
-    assert session.state == SessionState.STARTING and session.server_name == "lab-1"
+    assert session.state == SessionState.STARTING and session.server_name == "lab-1" and session.account == "vision"
+
+
+NO_TEAM = "You are not in any team (Slurm account), so sessions cannot be billed to one. Ask your team lead to add you."
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "teams, options, status, answer",
+    [
+        (["vision", "nlp"], {"account": "nlp"}, 200, "nlp"),
+        (["vision", "nlp"], {}, 200, "vision"),  # none asked: the first team, as a batch job's
+        (["vision", "nlp"], {"account": "physics"}, 400, "You are not in the team 'physics'. Your teams: vision, nlp."),
+        (["vision"], {"account": 5}, 400, "The team (Slurm account) must be a short text, e.g. vision."),
+        ([], {}, 400, NO_TEAM),
+        ([], {"account": "vision"}, 400, NO_TEAM),
+    ],
+)
+def test_spawn_check_bills_one_of_the_persons_teams(client, hub_settings, django_user_model, teams, options, status, answer):
+    """A start with the user's own hub token is checked as the portal's own: the account is one of
+    their teams, and someone in no team is told whom to ask."""
+    django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a", slurm_accounts=teams)
+    r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "lab-1", "options": {"hours": 1, **options}})
+    assert r.status_code == status, r.content
+    if status == 200:
+        assert r.json()["settings"]["account"] == answer == Session.objects.get(server_name="lab-1").account
+    else:
+        assert r.json()["errors"] == [{"field": "account", "message": answer}]
+        assert not Session.objects.exists()
 
 
 @pytest.mark.django_db

@@ -18,7 +18,7 @@ from tests.security.test_bad_input import CORPUS
 pytestmark = pytest.mark.django_db
 
 GOOD = dict(ide="lab", partition="interactive", gpu_count="1", gpu_type="a100", cpus="2", memory_gb="4", hours="2")
-FIELDS = list(GOOD)
+FIELDS = [*GOOD, "account"]
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     settings.HUB_TOKEN = "t"
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))  # any Slurm call fails the test
-    alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t")
-    bob = django_user_model.objects.create(username="bob", oidc_sub="b", oidc_issuer="t")
+    alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t", slurm_accounts=["vision"])
+    bob = django_user_model.objects.create(username="bob", oidc_sub="b", oidc_issuer="t", slurm_accounts=["nlp"])
     return alice, bob
 
 

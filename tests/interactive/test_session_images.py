@@ -27,7 +27,7 @@ DIGEST = "sha256:" + "5e" * 32
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
+    return django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a", slurm_accounts=["vision"])
 
 
 def image(name: str, *, offers: list[str], path: str | None = None, available: bool = True, **kw) -> Image:
@@ -138,7 +138,7 @@ def test_another_users_image_path_or_name_cannot_be_asked_for(client, hub_settin
     """The identity rule: who the session runs as is the hub's verified user (the spawn check is
     called by the spawner with ``self.user.name``, from the hub's OIDC identity: issuer + sub); the
     options cannot name a user, and an image is a registered name, never a path."""
-    django_user_model.objects.create(username="bob", oidc_issuer="t", oidc_sub="b")
+    django_user_model.objects.create(username="bob", oidc_issuer="t", oidc_sub="b", slurm_accounts=["nlp"])
     image("debian12-sklearn", offers=["jupyterlab"])
     for options, says in [
         ({"image": "/home/bob/private-image"}, "There is no image called"),

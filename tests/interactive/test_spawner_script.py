@@ -19,7 +19,7 @@ VENV_PATH = "export PATH=/opt/test-jupyter/bin:/usr/local/bin:/usr/bin:/bin"
 
 @pytest.fixture
 def alice(django_user_model):
-    return django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
+    return django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a", slurm_accounts=["vision"])
 
 
 def spawn_settings(client, options: dict) -> dict:
@@ -55,6 +55,17 @@ def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, 
     assert "export JUPYTERHUB_DEFAULT_URL=/vscode/" in script
     assert f"export PATH=/opt/test-jupyter/bin:{tmp_path}/bin:/usr/local/bin:/usr/bin:/bin" in script
     assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
+
+
+def test_sbatch_is_billed_to_the_team_the_portal_chose_as_its_own_argument(client, hub_settings, alice):
+    alice.slurm_accounts = ["vision", "nlp"]
+    alice.save()
+    good = spawn_settings(client, {"account": "nlp"})
+    bad = [{**good, "account": a} for a in ("nlp; scancel -u alice", "--qos=high", "", 5)]
+    built, *refused = spawner_scripts(good, *bad, {k: v for k, v in good.items() if k != "account"})
+    assert built["sbatch"] == ["sbatch", "--parsable", "--account=nlp"]
+    assert not any("--account" in line for line in lines(built["script"]))  # argv only, never the script's text
+    assert all("refused" in r for r in refused), refused
 
 
 #: A kind's part of a spawn-check answer, changed -> what the spawner's refusal names.

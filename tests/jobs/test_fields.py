@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from pydantic import BaseModel
 
-from api.schemas import SessionIn
+from api.sessions import SessionIn
 from interactive.forms import SessionForm
 from interactive.options import ALLOWED_KEYS
 from jobs.submit.fields import JOB_FORM, NAMES, PROFILE, SESSION_API, SESSION_FORM
