@@ -15,7 +15,8 @@ list), and a finished entry is read-only. A file lock (``flock`` on ``<hash>.loc
 the user's jobs never build the same environment at once; the second waits, then finds it ready. A
 build that failed is removed. The job log says ``portal-env: cache hit <hash>``, ``portal-env: built
 <hash> in N.N s``, or what it refused and why. Packages come from the site's Python package index
-(PyPI here). The bash is ``portal_env.sh``, embedded in every script (a job needs nothing from this
+(PyPI here). The bash is ``portal_env.sh`` after ``runtimes/path_owners.sh`` (who may own the directories
+above the cache), embedded in every script (a job needs nothing from this
 repository).
 """
 
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+from runtimes import path_owners_sh
 
 from .schema import ProfileSpec
 
@@ -192,6 +195,7 @@ def _env_lines(env: dict, site: EnvSite, image: EnvImage | None = None) -> list[
         f"    {venv_cmd}" + (f" && \\\n    {install}" if install else ""),
         "  )",
         "}",
+        *path_owners_sh().rstrip("\n").splitlines(),
         *_portal_env_sh().rstrip("\n").splitlines(),
         " ".join(["portal_env", *(q(a) for a in (site.uv, site.cache_dir, spec_json, req, what))]),
         "",

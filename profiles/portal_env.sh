@@ -10,8 +10,9 @@
 # Who may write what (docs/profiles.md, "Environments"): an environment is
 # CACHE/<user>/<hash>, in the user's own area (a directory owned by the user, mode 755: nobody else
 # can add, replace or change an entry there). The job uses an entry only if the cache and every
-# directory above it belong to root (or the user) and are writable by nobody else (unless sticky,
-# like /tmp); the area and everything in the entry belong to the user and are writable by nobody
+# directory above it follow the rule of runtimes/path_owners.sh (portal_env_path_ok, embedded before
+# this file: root's or the user's, writable by nobody else unless sticky; in a container, see there);
+# the area and everything in the entry belong to the user and are writable by nobody
 # else; and the entry's manifest (.portal-manifest: the hash, and the SHA-256 of the list of its
 # files with type, mode, owner, size, time and link target) matches. An entry that fails is refused
 # with a sentence in the log and built again; when the area itself cannot be trusted or made, the job
@@ -21,10 +22,12 @@
 #
 # In a site image this runs inside an unprivileged container (Charliecloud's user namespace
 # maps only the user's own uid): files of every other uid, root's included, show as the kernel's
-# overflow uid ("nobody", /proc/sys/kernel/overflowuid). There the directories ABOVE the user's area
-# (the cache root and its parents, root's on the host) may show as that owner; they must still be
-# writable by nobody else. The area and every entry must be the user's own as everywhere, so an entry
-# another user made (also shown as "nobody" there) is still refused.
+# overflow uid ("nobody", /proc/sys/kernel/overflowuid). The batch script checks the cache on the
+# host before the container starts (jobs/worker/batch.py) and says so in PORTAL_ENV_HOST_CHECKED (the cache's
+# path) or PORTAL_ENV_HOST_REFUSED (why not); inside, portal_env_path_ok accepts a directory shown as
+# "nobody" only after that check and only when nobody else can write in it. The area and every entry
+# must be the user's own as everywhere, so an entry another user made (also shown as "nobody" there)
+# is still refused.
 
 portal_env() {
     local uv=$1 cache=$2 spec=$3 req=$4 what=$5
@@ -44,10 +47,13 @@ portal_env() {
     hash=$( { printf '%s\n' "$spec"; uname -m; if [ -n "$req" ]; then cat -- "$req"; fi; } | sha256sum | cut -c1-16 )
 
     # The cache, resolved once (what is checked is what is used), and the user's area in it.
+    local rule='docs/profiles.md, "Who may own the directories above the cache"'
     if ! root=$(readlink -e -- "$cache"); then
         echo "portal-env: the environment cache $cache does not exist on $(hostname); building a private environment for this job only"
+    elif [ -n "$PORTAL_ENV_UNMAPPED" ] && [ -n "${PORTAL_ENV_HOST_REFUSED:-}" ]; then
+        echo "portal-env: refused the environment cache $cache, checked on the host before the container started: $PORTAL_ENV_HOST_REFUSED; building a private environment for this job only ($rule)"
     elif ! portal_env_path_ok "$root" "$uid"; then
-        echo "portal-env: refused the environment cache $root: $PORTAL_ENV_WHY; building a private environment for this job only (ask the cluster staff to fix it: docs/profiles.md)"
+        echo "portal-env: refused the environment cache $root: $PORTAL_ENV_WHY; building a private environment for this job only ($rule)"
     else
         area=$root/$me
         if [ ! -e "$area" ] && [ ! -L "$area" ] && mkdir -m 0755 -- "$area" 2>/dev/null; then
@@ -103,26 +109,6 @@ portal_env() {
     fi
     export VIRTUAL_ENV="$envdir" PATH="$envdir/bin:$PATH"
     unset PYTHONHOME
-}
-
-# portal_env_path_ok DIR UID: DIR and every directory above it are real directories owned by root or UID
-# and writable by nobody else unless sticky. Otherwise PORTAL_ENV_WHY says why and it returns 1.
-portal_env_path_ok() {
-    local dir=$1 uid=$2 owner mode
-    while :; do
-        if [ -L "$dir" ] || [ ! -d "$dir" ]; then PORTAL_ENV_WHY="$dir is not a directory"; return 1; fi
-        read -r owner mode < <(stat -c '%u %a' -- "$dir")
-        if [ "$owner" != 0 ] && [ "$owner" != "$uid" ] && [ "$owner" != "${PORTAL_ENV_UNMAPPED:-}" ]; then
-            PORTAL_ENV_WHY="$dir belongs to $(portal_env_user "$owner")"
-            return 1
-        fi
-        if (( 8#$mode & 8#022 )) && ! (( 8#$mode & 8#1000 )); then
-            PORTAL_ENV_WHY="other users can write in $dir (mode $mode, not sticky)"
-            return 1
-        fi
-        [ "$dir" = / ] && return 0
-        dir=$(dirname -- "$dir")
-    done
 }
 
 # portal_env_area_ok AREA UID: AREA is a real directory owned by UID. If others can write in it, it is made
@@ -221,15 +207,4 @@ portal_env_remove() {
     [ ! -e "$1" ] && [ ! -L "$1" ]
 }
 
-# portal_env_unmapped_uid: in a user namespace that does not map every uid (an unprivileged container),
-# the uid that files of unmapped users show as (the overflow uid); nothing on the host itself.
-portal_env_unmapped_uid() {
-    local inside outside count
-    read -r inside outside count </proc/self/uid_map 2>/dev/null || return 0
-    if [ "$inside $outside $count" != "0 0 4294967295" ]; then
-        cat /proc/sys/kernel/overflowuid 2>/dev/null || echo 65534
-    fi
-}
-
-portal_env_user() { getent passwd "$1" | cut -d: -f1 | grep . || echo "uid $1"; }
 portal_env_secs() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }

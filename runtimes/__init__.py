@@ -8,7 +8,7 @@ what every job gets; ``command_line`` is the one place a shell string is made (d
 from __future__ import annotations
 
 from runtimes.apptainer import Apptainer
-from runtimes.base import Bind, Runtime, command_line, default_binds
+from runtimes.base import Bind, Runtime, command_line, default_binds, path_owners_sh
 from runtimes.charliecloud import Charliecloud
 from runtimes.enroot import Enroot
 
@@ -34,6 +34,7 @@ __all__ = [
     "runtime_get",
     "default_binds",
     "command_line",
+    "path_owners_sh",
     "Apptainer",
     "Charliecloud",
     "Enroot",

@@ -3,10 +3,12 @@ command line (a shell string) is made from an argv list."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -64,6 +66,18 @@ def default_binds(*, job_dir: str, home: str, env_cache: str) -> list[Bind]:
         binds.append(Bind(job_dir, job_dir))
     binds.append(Bind(env_cache, env_cache))
     return binds
+
+
+#: The bash functions of who may own the directories on the way to the environment cache, on the host and inside
+#: a container (``portal_env_path_ok`` and its helpers; the rule and its threats are in the file and in
+#: docs/profiles.md, "Who may own the directories above the cache").
+PATH_OWNERS_SH = Path(__file__).with_name("path_owners.sh")
+
+
+@functools.cache
+def path_owners_sh() -> str:
+    """The text of :data:`PATH_OWNERS_SH`, to embed in a script (a job needs nothing from this repository)."""
+    return PATH_OWNERS_SH.read_text(encoding="utf-8")
 
 
 def command_line(argv: Sequence[str]) -> str:

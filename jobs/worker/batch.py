@@ -22,7 +22,7 @@ import re
 from django.conf import settings
 
 from images.selectors import image_get
-from runtimes import Bind, command_line, default_binds, runtime_get
+from runtimes import Bind, command_line, default_binds, path_owners_sh, runtime_get
 
 from ..models import IMAGE_GONE_EXIT, Job, image_gone_sentence
 
@@ -96,10 +96,51 @@ def image_binds(job: Job, *, home: str) -> list[Bind]:
     covered = [b.target.rstrip("/") for b in binds]
     if job.workdir and not any(job.workdir == c or job.workdir.startswith(c + "/") for c in covered):
         binds.append(Bind(job.workdir, job.workdir))
-    if isinstance(job.profile_spec, dict) and job.profile_spec.get("environment"):
+    if _has_environment(job):
         tools = posixpath.dirname(settings.PORTAL_ENV_UV)
         binds.append(Bind(tools, tools))
     return binds
+
+
+def _has_environment(job: Job) -> bool:
+    """Whether ``job`` is a profile's with an ``environment`` block (its script builds or uses a venv in the cache)."""
+    return isinstance(job.profile_spec, dict) and bool(job.profile_spec.get("environment"))
+
+
+def env_cache_host_check(source: str, target: str) -> list[str]:
+    """The batch script's lines that check the environment cache ``source`` on the host, before the container
+    starts, where it is bound at ``target``: inside, root's directories and other users' look the same (the
+    overflow uid), so only the host can tell them apart (runtimes/path_owners.sh, docs/profiles.md, "Who may own
+    the directories above the cache"). They export ``PORTAL_ENV_HOST_CHECKED=<target>`` when ``source`` and every
+    directory above it are root's or the user's and writable by nobody else, and otherwise
+    ``PORTAL_ENV_HOST_REFUSED=<why and what to do>``; ``portal_env`` reads them inside (the runtime passes the
+    environment through). A ``source`` that goes through a symbolic link is refused: the runtime follows the
+    link again when it binds it, after this check. Never fail the job: inside, a refused cache means a private
+    environment."""
+    src = source.rstrip("/") or "/"
+    q = command_line([src])
+    link = command_line(
+        [
+            "printf",
+            "%s goes through a symbolic link (to %s), which the container runtime would follow again after this check: "
+            "the cluster staff should set PORTAL_ENV_CACHE_DIR to %s",
+            src,
+        ]
+    )
+    return [
+        "# The environment cache, checked on the host before the container starts (docs/profiles.md).",
+        *path_owners_sh().rstrip("\n").splitlines(),
+        "unset PORTAL_ENV_HOST_CHECKED PORTAL_ENV_HOST_REFUSED",
+        "PORTAL_ENV_UNMAPPED=$(portal_env_unmapped_uid)",
+        f"portal_env_real=$(readlink -e -- {q}) || portal_env_real={q}",
+        f'if [ "$portal_env_real" != {q} ]; then',
+        f'  export PORTAL_ENV_HOST_REFUSED="$({link} "$portal_env_real" "$portal_env_real")"',
+        f'elif portal_env_path_ok {q} "$(id -u)"; then',
+        f"  export PORTAL_ENV_HOST_CHECKED={command_line([target.rstrip('/') or '/'])}",
+        "else",
+        '  export PORTAL_ENV_HOST_REFUSED="$PORTAL_ENV_WHY"',
+        "fi",
+    ]
 
 
 def _say(text: str, *, err: bool = False) -> str:
@@ -112,7 +153,8 @@ def image_wrapped(job: Job, body: str, *, home: str) -> str:
     and when it fails the sentence of :func:`jobs.models.image_gone_sentence` on stdout and stderr
     (and the runtime's own words on stderr) and exit :data:`IMAGE_GONE_EXIT`; the script written to
     ``<job dir>/portal-script.sh``; then ``exec`` of the runtime's ``exec_argv`` running
-    ``/bin/bash`` on it with :func:`image_binds`, in ``job.workdir``."""
+    ``/bin/bash`` on it with :func:`image_binds`, in ``job.workdir``. For a profile's job with an environment,
+    :func:`env_cache_host_check`'s lines come before the script is written."""
     runtime = runtime_get(_runtime_of(job))
     script_path = posixpath.join(posixpath.dirname(job.output_path), "portal-script.sh")
     run = runtime.exec_argv(
@@ -123,6 +165,8 @@ def image_wrapped(job: Job, body: str, *, home: str) -> str:
     while delimiter in body:
         delimiter += "_"
     gone = image_gone_sentence(job.image_name, job.image_path)
+    cache = settings.PORTAL_ENV_CACHE_DIR
+    host_check = env_cache_host_check(cache, cache) if _has_environment(job) else []
     return "\n".join(
         [
             _say(
@@ -134,6 +178,7 @@ def image_wrapped(job: Job, body: str, *, home: str) -> str:
             "  printf 'portal: %s said: %s\\n' " + command_line([runtime.name]) + ' "$portal_image_check" >&2',
             f"  exit {IMAGE_GONE_EXIT}",
             "fi",
+            *host_check,
             f"cat > {command_line([script_path])} <<'{delimiter}'",
             body + delimiter,
             "exec " + command_line(run),

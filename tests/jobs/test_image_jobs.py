@@ -14,8 +14,8 @@ import pytest
 from images.availability import image_state_store
 from images.models import Image
 from jobs.models import IMAGE_GONE_EXIT, Job
-from jobs.submit import submit
 from jobs.submit.policy import JobRequest
+from jobs.submit.submit import submit
 from jobs.worker.batch import render_batch_script
 from portal.refusals import Refused
 from slurm.states import JobState
@@ -188,3 +188,19 @@ def test_a_workdir_the_runtime_cannot_bind_is_refused_before_anything_is_sent(al
         submit.job_check(user=alice, request=request_(workdir="/scratch/run:1"), policy=policy).image is None
     )  # no image: no bind
     assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_profile_job_with_an_environment_checks_the_cache_on_the_host_before_the_container(alice, image, settings):  # noqa: F811
+    """Inside, root's directories and other users' both show as nobody: the owners of the cache's
+    directories are checked on the host, before ch-run (tests/runtimes/test_path_owners.py runs the lines)."""
+    settings.PORTAL_ENV_CACHE_DIR = "/srv/gpu portal/envs/"
+    job = image_job(alice, image, profile_spec={"environment": {"pip": []}})
+    with_env = render_batch_script(job, home="/home/alice")
+    host = with_env.split(": portal-job-script-begins", 1)[1]
+    check = host.index("elif portal_env_path_ok '/srv/gpu portal/envs' \"$(id -u)\"; then")
+    assert check < host.index("export PORTAL_ENV_HOST_CHECKED='/srv/gpu portal/envs'\n") < host.index("\nexec ch-run")
+    assert host.index('export PORTAL_ENV_HOST_REFUSED="$PORTAL_ENV_WHY"') < host.index("cat > ")  # before the user's script
+    job.profile_spec = {"name": "x"}  # a profile without an environment block builds nothing in the cache
+    without = render_batch_script(job, home="/home/alice")
+    assert "portal_env_path_ok" not in without and "PORTAL_ENV_HOST" not in without

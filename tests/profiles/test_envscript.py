@@ -19,6 +19,7 @@ import pytest
 from portal.refusals import Refused
 from profiles.envscript import PORTAL_ENV_SH, EnvImage, EnvSite, env_spec_json, render_profile_script
 from profiles.schema import parse_profile
+from runtimes import path_owners_sh
 
 UV = "/opt/gpuportal/tools/bin/uv"
 
@@ -50,10 +51,11 @@ def test_hostile_values_reach_bash_only_quoted():
     assert "python '$(touch /tmp/pwned).py' '; pwned-rm ~' '`id`'" in script
     assert "-r 'r $(id).txt'" in script and "-- numpy==2.2.6" in script
     assert re.search(r"^portal_env \S+ \S+ '\{.*\}' 'r \$\(id\)\.txt' 'python 3\.11, 1 package'$", script, re.M), script
-    # Outside single quotes nothing from the profile appears (the embedded portal_env.sh is the same
-    # text in every script and holds no profile value: it is left out of this check).
-    assert PORTAL_ENV_SH.read_text() in script
-    unquoted = re.sub(r"'[^']*'", "''", script.replace(PORTAL_ENV_SH.read_text(), ""))
+    # Outside single quotes nothing from the profile appears (the embedded portal_env.sh and
+    # runtimes/path_owners.sh are the same text in every script and hold no profile value: they are
+    # left out of this check).
+    assert PORTAL_ENV_SH.read_text() in script and path_owners_sh() in script
+    unquoted = re.sub(r"'[^']*'", "''", script.replace(PORTAL_ENV_SH.read_text(), "").replace(path_owners_sh(), ""))
     assert "pwned" not in unquoted and "`id`" not in unquoted and "$(id)" not in unquoted, unquoted
 
 

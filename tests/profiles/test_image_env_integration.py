@@ -20,6 +20,7 @@ import pytest
 from django.conf import settings
 
 from jobs.reads.logs import job_log_tail
+from jobs.worker.batch import env_cache_host_check
 from profiles.envscript import EnvImage, EnvSite, env_spec_json
 from profiles.schema import parse_profile
 from profiles.services import profile_check, profile_run
@@ -167,7 +168,7 @@ def test_inside_the_container_an_area_of_another_user_is_still_refused(demo_imag
     """In Charliecloud's user namespace every uid but alice's shows as the overflow uid (nobody):
     root's cache root is accepted as such, but an area (or entry) that is not alice's own, here bob's
     (also shown as nobody), is refused and the job builds a private venv. Run with ch-run as alice
-    directly, the cache bound at the image's mount point PORTAL_ENV_CACHE_DIR."""
+    after the batch script's host check, the cache bound at the image's mount point PORTAL_ENV_CACHE_DIR."""
     from profiles.envscript import render_profile_script
 
     cache = Path(settings.PORTAL_ENV_CACHE_DIR).parent / f"envs-test-{uuid.uuid4().hex[:8]}"
@@ -179,8 +180,11 @@ def test_inside_the_container_an_area_of_another_user_is_still_refused(demo_imag
     subprocess.run(["chown", "alice:alice", str(script)], check=True)
 
     def run_in_image() -> str:
-        argv = ["runuser", "-u", "alice", "--", "ch-run", "--home", "-b", f"{cache}:{settings.PORTAL_ENV_CACHE_DIR}"]
+        argv = ["ch-run", "--home", "-b", f"{cache}:{settings.PORTAL_ENV_CACHE_DIR}"]
         argv += ["-b", f"{Path(settings.PORTAL_ENV_UV).parent}:{Path(settings.PORTAL_ENV_UV).parent}", demo_image.path]
+        # After the batch script's check of the cache on the host (jobs/worker/batch.py), as in a job.
+        host_check = "\n".join([*env_cache_host_check(str(cache), settings.PORTAL_ENV_CACHE_DIR), 'exec "$@"'])
+        argv = ["runuser", "-u", "alice", "--", "bash", "-c", host_check, "bash", *argv]
         done = subprocess.run([*argv, "--", "/bin/bash", str(script)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
@@ -195,7 +199,7 @@ def test_inside_the_container_an_area_of_another_user_is_still_refused(demo_imag
         assert "portal-env: building a private environment" in out and "sklearn" in out, out
         assert list(area.iterdir()) == []  # nothing written into bob's directory
         # The same cache with alice's own area (as cluster/env_cache.sh makes it): the root, shown as
-        # nobody, is accepted and the venv is cached there.
+        # nobody, is accepted (the host checked it) and the venv is cached there.
         subprocess.run(["chown", "alice:alice", str(area)], check=True)
         out = run_in_image()
         assert "portal-env: cache miss" in out and f"in {inside}/" in out, out
