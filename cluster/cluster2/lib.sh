@@ -41,7 +41,11 @@ declare -A EXPORTER_PORT=([g1]=9411 [g2]=9412)
 # /dev/fakegpuN minors of cluster2's fake GPUs (the host cluster uses 0-9): g1 20-23 (h100), g2 24-25 (l40s)
 CLUSTER2_GPU_MINORS=(20 21 22 23 24 25)
 CLUSTER2_STAMP=/etc/gpuportal-cluster2-root   # written last by the build: a root without it is half-built
-CLUSTER2_MOUNTS=(proc sys dev dev/pts)        # bind-mounted from the host, in this order
+# The site's image directory (scripts/build_image.sh), bound read-only at the same path: an image has one
+# path in the portal's registry, and cluster2's nodes see the site's image storage as cluster1's do.
+: "${PORTAL_IMAGES_DIR:=/srv/gpuportal/images}"
+CLUSTER2_MOUNTS=(proc sys dev dev/pts "${PORTAL_IMAGES_DIR#/}")   # bind-mounted from the host, in this order
+CLUSTER2_READ_ONLY=("${PORTAL_IMAGES_DIR#/}")                     # those of them mounted read-only
 
 # Paths inside the root
 C2_LOG_DIR=/var/log/slurm

@@ -4,7 +4,8 @@
 # 'debootstrap --variant=minbase trixie'. Inside it: its own munged (own socket and key), slurmdbd (the host's
 # MariaDB, its own database), slurmctld, two slurmd (g1: 4 fake h100, g2: 2 fake l40s) and an sshd on
 # 127.0.0.1:2223 through which the portal's service user submits jobs as the researcher with sudo, with the
-# same key, sudoers rule and submit helper as on the host cluster.
+# same key, sudoers rule and submit helper as on the host cluster; the host's image directory
+# ($PORTAL_IMAGES_DIR) bound read-only at the same path.
 # Run by cluster/up.sh after the host cluster is up (it needs the host's MariaDB, users and portal key);
 # CLUSTER2=0 skips it. Idempotent: every step checks first; a second run only verifies and takes a few seconds.
 # Settings (environment overrides): cluster/cluster2/lib.sh. Stop it with cluster/cluster2/down.sh.
@@ -17,6 +18,8 @@ shopt -u patsub_replacement 2>/dev/null || true   # '&' in ${var//x/y} replaceme
 [[ $(id -u) -eq 0 ]] || die "run as root"
 R=$CLUSTER2_ROOT
 [[ $R == /* && $R != / ]] || die "CLUSTER2_ROOT must be an absolute path other than / (it is '$R')"
+[[ $PORTAL_IMAGES_DIR == /?* && $PORTAL_IMAGES_DIR != *..* ]] || \
+    die "PORTAL_IMAGES_DIR must be an absolute path other than / without '..' (it is '$PORTAL_IMAGES_DIR')"
 mkdir -p "$LOG_DIR"
 BUILD_LOG=$LOG_DIR/cluster2-build.log
 exec 3>&1   # lets functions polled by wait_for (whose output is discarded) still log
@@ -101,12 +104,18 @@ start_in_root() {
 # 1. The Debian 13 root: debootstrap once, then the packages (Debian's policy-rc.d keeps apt from starting daemons)
 # ---------------------------------------------------------------------------------------------------------------
 mount_all() {
-    local m
+    local m mode
     for m in "${CLUSTER2_MOUNTS[@]}"; do
         mounted "$R/$m" && continue
+        [[ -d /$m ]] || install -d -m 755 "/$m"   # the image directory, before scripts/build_image.sh fills it
         mkdir -p "$R/$m"
         mount --bind "/$m" "$R/$m"
-        log "mounted /$m on $R/$m"
+        mode=
+        if [[ " ${CLUSTER2_READ_ONLY[*]} " == *" $m "* ]]; then
+            mount -o remount,bind,ro "$R/$m"
+            mode=" read-only"
+        fi
+        log "mounted /$m on $R/$m$mode"
     done
 }
 unmount_all() {
