@@ -34,6 +34,11 @@ fi
 # Packages installed in the root (--no-install-recommends). python3: the system Python that profile
 # environments are built from (trixie has 3.13).
 CLUSTER2_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge openssh-server sudo python3)
+# ch-run, the container runtime of the site's images: the host cluster's own packages at the host's versions
+# (bookworm's Charliecloud 0.31 and the libraries it is linked with), fetched by the host's apt and held in the
+# root. Not trixie's 0.38: its --home always overlays a tmpfs at /srv, which hides the site's images and
+# environment cache (/srv/gpuportal/...) from ch-run. docs/containers.md says what else a cluster2 job needs.
+CLUSTER2_HOST_PACKAGES=(charliecloud-runtime charliecloud-common squashfuse libsquashfuse0 libfuse3-3)
 CLUSTER2_NODES=(g1 g2)
 # The stand-in GPU exporter of each node, run on the host (cluster/fake_dcgm_exporter.py; cluster/etc/prometheus.yml
 # scrapes these with cluster="cluster2"); it reads the node's mapping directory inside the root.

@@ -4,8 +4,8 @@
 # 'debootstrap --variant=minbase trixie'. Inside it: its own munged (own socket and key), slurmdbd (the host's
 # MariaDB, its own database), slurmctld, two slurmd (g1: 4 fake h100, g2: 2 fake l40s) and an sshd on
 # 127.0.0.1:2223 through which the portal's service user submits jobs as the researcher with sudo, with the
-# same key, sudoers rule and submit helper as on the host cluster; the host's image directory
-# ($PORTAL_IMAGES_DIR) bound read-only at the same path.
+# same key, sudoers rule and submit helper as on the host cluster; ch-run (charliecloud-runtime) as on the host
+# cluster, and the host's image directory ($PORTAL_IMAGES_DIR) bound read-only at the same path.
 # Run by cluster/up.sh after the host cluster is up (it needs the host's MariaDB, users and portal key);
 # CLUSTER2=0 skips it. Idempotent: every step checks first; a second run only verifies and takes a few seconds.
 # Settings (environment overrides): cluster/cluster2/lib.sh. Stop it with cluster/cluster2/down.sh.
@@ -172,9 +172,38 @@ if ((${#missing[@]})); then
     "${CHROOT[@]}" apt-get clean
     log "installed $("${CHROOT[@]}" dpkg-query -W -f='${Version}' slurmctld | sed 's/^/slurmctld /') and the rest"
 fi
+# the host's packages at the host's versions (CLUSTER2_HOST_PACKAGES in lib.sh says why), by the host's apt
+host_debs=()
+for p in "${CLUSTER2_HOST_PACKAGES[@]}"; do
+    host_pkg_missing "$p" && die "$p is not installed on the host: run cluster/up.sh first (cluster2 takes the host's)"
+    v=$(dpkg-query -W -f='${Version}' "$p")
+    [[ $("${CHROOT[@]}" dpkg-query -W -f='${db:Status-Status} ${Version}' "$p" 2>/dev/null) == "installed $v" ]] || \
+        host_debs+=("$p=$v")
+done
+if ((${#host_debs[@]})); then
+    log "installing the host's ${host_debs[*]} in the root"
+    debs=$(mktemp -d "$R/tmp/host-debs.XXXXXX")
+    chmod 755 "$debs"
+    download() { (cd "$debs" && apt-get download "${host_debs[@]}"); }
+    { download || { apt-get update -qq && download; }; } >>"$BUILD_LOG" 2>&1 || {
+        rm -rf "$debs"; tail -n 15 "$BUILD_LOG" >&2; die "apt-get download ${host_debs[*]} on the host failed (see $BUILD_LOG)"
+    }
+    files=("$debs"/*.deb)
+    {
+        "${CHROOT[@]}" apt-get update -q &&
+        "${CHROOT[@]}" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            --allow-downgrades "${files[@]#"$R"}" &&
+        "${CHROOT[@]}" apt-mark hold "${CLUSTER2_HOST_PACKAGES[@]}"
+    } >>"$BUILD_LOG" 2>&1 || {
+        rm -rf "$debs"; tail -n 15 "$BUILD_LOG" >&2; die "installing ${host_debs[*]} in $R failed (see $BUILD_LOG)"
+    }
+    rm -rf "$debs"
+    "${CHROOT[@]}" apt-get clean
+    log "installed $("${CHROOT[@]}" dpkg-query -W -f='charliecloud-runtime ${Version}' charliecloud-runtime) (the host's) in the root"
+fi
 if [[ ! -f $R$CLUSTER2_STAMP ]]; then
     printf 'Debian %s root for cluster2, built by cluster/cluster2/up.sh on %s from %s\npackages: %s\n' \
-        "$CLUSTER2_SUITE" "$(date -u +%FT%TZ)" "$CLUSTER2_MIRROR" "${CLUSTER2_PACKAGES[*]}" >"$R$CLUSTER2_STAMP"
+        "$CLUSTER2_SUITE" "$(date -u +%FT%TZ)" "$CLUSTER2_MIRROR" "${CLUSTER2_PACKAGES[*]} ${CLUSTER2_HOST_PACKAGES[*]}" >"$R$CLUSTER2_STAMP"
     BUILD_S=$(( ($(date +%s%N) - build_t0) / 1000000 ))
     BUILD_S=$(awk -v ms="$BUILD_S" 'BEGIN {printf "%.0f", ms / 1000}')
     log "root $R built in $BUILD_S s ($(du -sm --one-file-system "$R" | cut -f1) MB)"
