@@ -68,8 +68,12 @@ in_root() {
         TERM=dumb chroot "$CLUSTER2_ROOT" "$@")
 }
 
-# root_of PID: the root directory of a process ("" if it is gone)
+# root_of PID: the root directory of a process ("" if it is gone): the root's path for a chrooted process,
+# "/" for one in a mount namespace pivoted into the root (up.sh's start_pivoted: the slurmd)
 root_of() { readlink "/proc/$1/root" 2>/dev/null || true; }
+# runs_in_root PID: the process's root directory is this root's, entered by chroot(2) or by pivot_root(2) in a
+# mount namespace of its own (the same directory, by device and inode)
+runs_in_root() { [[ /proc/$1/root/ -ef $CLUSTER2_ROOT/ ]]; }
 
 # pid_in_root PIDFILE COMM: print the pid recorded in the root's PIDFILE (a path inside the root) if that
 # process is alive, is named COMM and runs in this root (both clusters run processes named slurmctld, slurmd,
@@ -80,7 +84,7 @@ pid_in_root() {
     pid=$(tr -dc 0-9 <"$file")
     [[ -n $pid ]] && alive "$pid" || return 1
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$comm" ]] || return 1
-    [[ $(root_of "$pid") == "$CLUSTER2_ROOT" ]] || return 1
+    runs_in_root "$pid" || return 1
     echo "$pid"
 }
 running_in_root() { pid_in_root "$1" "$2" >/dev/null; }
@@ -90,7 +94,7 @@ procs_in_root() {
     local d pid
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
-        [[ $(root_of "$pid") == "$CLUSTER2_ROOT" ]] && alive "$pid" && echo "$pid"
+        runs_in_root "$pid" && alive "$pid" && echo "$pid"
     done
     return 0
 }

@@ -26,8 +26,8 @@ exec 3>&1   # lets functions polled by wait_for (whose output is discarded) stil
 BUILD_S=
 
 # The command prefix that runs something inside the root with a clean environment (see in_root in lib.sh).
-CHROOT=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb
-        chroot "$R")
+ROOT_ENV=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb)
+CHROOT=("${ROOT_ENV[@]}" chroot "$R")
 
 # ids_in_root USER[:GROUP]: "uid:gid" of names in the root's own passwd/group (its system users, e.g. munge,
 # have other ids than the host's).
@@ -94,6 +94,30 @@ start_in_root() {
     local name=$1 log_file=$R$C2_LOG_DIR/$1.start.log
     shift
     if ! detached "${CHROOT[@]}" "$@" >"$log_file" 2>&1; then
+        cat "$log_file" >&2
+        die "$name (cluster2) failed to start (see $R$C2_LOG_DIR)"
+    fi
+    [[ -s $log_file ]] || rm -f "$log_file"
+}
+
+# start_pivoted NAME CMD...: start_in_root, but CMD runs in a mount namespace of its own whose root is the
+# root's directory by pivot_root(2), not chroot(2): the kernel refuses a new user namespace to a chrooted
+# process (unshare(2): EPERM), and ch-run needs one for each job in a site image (docs/containers.md). The
+# namespace holds a private copy of the mounts below the root as they are when it starts (mount_all runs first);
+# the host's tree is detached from it. Its processes' root reads as "/" (runs_in_root in lib.sh tells them).
+start_pivoted() {
+    local name=$1 log_file=$R$C2_LOG_DIR/$1.start.log
+    shift
+    install -d -m 755 "$R/mnt"   # where pivot_root puts the host's tree, unmounted at once
+    # shellcheck disable=SC2016  # the script is sh's, its arguments come after it
+    if ! detached unshare --mount --propagation private -- /bin/sh -ec '
+            root=$1; shift
+            mount --rbind "$root" "$root"
+            cd "$root"
+            pivot_root . mnt
+            umount -l /mnt
+            cd /
+            exec "$@"' sh "$R" "${ROOT_ENV[@]}" "$@" >"$log_file" 2>&1; then
         cat "$log_file" >&2
         die "$name (cluster2) failed to start (see $R$C2_LOG_DIR)"
     fi
@@ -430,12 +454,18 @@ else
 fi
 declare -A SLURMD_STARTED_AT=()
 for node in "${CLUSTER2_NODES[@]}"; do
-    if running_in_root "/run/slurm/slurmd-$node.pid" slurmd; then
-        log "slurmd $node running"
+    if slurmd_pid=$(pid_in_root "/run/slurm/slurmd-$node.pid" slurmd); then
+        if [[ $(root_of "$slurmd_pid") == "$R" ]]; then
+            # started chrooted by an older up.sh: left running; only a restart gives its jobs containers
+            log "slurmd $node running, chrooted: its jobs cannot start containers until cluster2 is restarted" \
+                "(cluster/cluster2/down.sh, then this script)"
+        else
+            log "slurmd $node running"
+        fi
     else
         SLURMD_STARTED_AT[$node]=$(date +%s)
-        start_in_root "slurmd-$node" /usr/sbin/slurmd -N "$node"
-        log "slurmd $node started"
+        start_pivoted "slurmd-$node" /usr/sbin/slurmd -N "$node"
+        log "slurmd $node started (in a mount namespace pivoted into the root)"
     fi
 done
 
