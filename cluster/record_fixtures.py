@@ -403,10 +403,12 @@ def scenario(rec: Recording) -> None:
 
 
 def slurmd_pid(node: str) -> int | None:
-    """The pid of cluster2's slurmd for ``node`` (by its pidfile, only if it runs in the root), else None."""
+    """The pid of cluster2's slurmd for ``node`` (by its pidfile, only if it runs in the root), else None.
+    Its root is the root's directory, chrooted or (cluster/cluster2/up.sh's start_pivoted) pivoted into, where
+    ``/proc/PID/root`` reads "/": compared by device and inode."""
     try:
         pid = int(Path(ROOT, f"run/slurm/slurmd-{node}.pid").read_text().strip())
-        if os.readlink(f"/proc/{pid}/root") != ROOT or Path(f"/proc/{pid}/comm").read_text().strip() != "slurmd":
+        if not os.path.samefile(f"/proc/{pid}/root/", ROOT) or Path(f"/proc/{pid}/comm").read_text().strip() != "slurmd":
             return None
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         return None if state == "Z" else pid

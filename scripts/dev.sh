@@ -17,8 +17,8 @@ export DJANGO_SETTINGS_MODULE=portal.settings.dev
 # Teams = Slurm accounts: on a new install, take over the accounts Slurm already has (idempotent).
 "$VENV/bin/python" "$REPO_DIR/manage.py" teams_sync --import || log "teams import reported problems (see above)"
 NODE=$(node_bin)
-# The demo image in the registry (only cluster1 has it), checked on the cluster at once (idempotent).
-"$VENV/bin/python" "$REPO_DIR/manage.py" image_register --from-json "${PORTAL_IMAGES_DIR:-/srv/gpuportal/images}/debian12-sklearn.json" --cluster cluster1 --check || log "the demo image could not be registered (see above)"
+# The demo image in the registry for both clusters (cluster2 binds the host's image directory), checked on each at once (idempotent).
+"$VENV/bin/python" "$REPO_DIR/manage.py" image_register --from-json "${PORTAL_IMAGES_DIR:-/srv/gpuportal/images}/debian12-sklearn.json" --cluster cluster1 --cluster cluster2 --check || log "the demo image could not be registered (see above)"
 start_bg idp "$NODE" "$REPO_DIR/idp/server.mjs"
 # Notifications' mail: a real SMTP server on 127.0.0.1 that keeps every message in a Maildir (nothing is relayed).
 start_bg mail-sink "$VENV/bin/python" -P "$REPO_DIR/notifications/sink.py" serve --port "${PORTAL_EMAIL_PORT:-8025}" --maildir "$PORTAL_VAR_DIR/mail"

@@ -2,8 +2,8 @@
 # Stop what cluster/cluster2/up.sh started, in reverse order: cancel cluster2's jobs, then its portal sshd, the
 # two slurmd, what is left of their jobs, slurmctld, slurmdbd and munged (each by its pidfile inside the root, and
 # only if the process runs in that root: the host cluster runs daemons of the same names), then unmount the
-# root's /dev/pts, /dev, /sys and /proc. Called by cluster/down.sh. The root, its configs, users, keys, Slurm
-# state and accounting database are kept: up.sh brings it all back in seconds.
+# root's image directory, /dev/pts, /dev, /sys and /proc. Called by cluster/down.sh. The root, its configs, users,
+# keys, Slurm state and accounting database are kept: up.sh brings it all back in seconds.
 # To remove cluster2 entirely afterwards: rm -rf --one-file-system /srv/cluster2, and
 # mysql -e 'DROP DATABASE slurm_acct_db_cluster2' (the names are settings in cluster/cluster2/lib.sh).
 set -euo pipefail

@@ -34,6 +34,11 @@ fi
 # Packages installed in the root (--no-install-recommends). python3: the system Python that profile
 # environments are built from (trixie has 3.13).
 CLUSTER2_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge openssh-server sudo python3)
+# ch-run, the container runtime of the site's images: the host cluster's own packages at the host's versions
+# (bookworm's Charliecloud 0.31 and the libraries it is linked with), fetched by the host's apt and held in the
+# root. Not trixie's 0.38: its --home always overlays a tmpfs at /srv, which hides the site's images and
+# environment cache (/srv/gpuportal/...) from ch-run. docs/containers.md says what else a cluster2 job needs.
+CLUSTER2_HOST_PACKAGES=(charliecloud-runtime charliecloud-common squashfuse libsquashfuse0 libfuse3-3)
 CLUSTER2_NODES=(g1 g2)
 # The stand-in GPU exporter of each node, run on the host (cluster/fake_dcgm_exporter.py; cluster/etc/prometheus.yml
 # scrapes these with cluster="cluster2"); it reads the node's mapping directory inside the root.
@@ -41,7 +46,11 @@ declare -A EXPORTER_PORT=([g1]=9411 [g2]=9412)
 # /dev/fakegpuN minors of cluster2's fake GPUs (the host cluster uses 0-9): g1 20-23 (h100), g2 24-25 (l40s)
 CLUSTER2_GPU_MINORS=(20 21 22 23 24 25)
 CLUSTER2_STAMP=/etc/gpuportal-cluster2-root   # written last by the build: a root without it is half-built
-CLUSTER2_MOUNTS=(proc sys dev dev/pts)        # bind-mounted from the host, in this order
+# The site's image directory (scripts/build_image.sh), bound read-only at the same path: an image has one
+# path in the portal's registry, and cluster2's nodes see the site's image storage as cluster1's do.
+: "${PORTAL_IMAGES_DIR:=/srv/gpuportal/images}"
+CLUSTER2_MOUNTS=(proc sys dev dev/pts "${PORTAL_IMAGES_DIR#/}")   # bind-mounted from the host, in this order
+CLUSTER2_READ_ONLY=("${PORTAL_IMAGES_DIR#/}")                     # those of them mounted read-only
 
 # Paths inside the root
 C2_LOG_DIR=/var/log/slurm
@@ -59,8 +68,12 @@ in_root() {
         TERM=dumb chroot "$CLUSTER2_ROOT" "$@")
 }
 
-# root_of PID: the root directory of a process ("" if it is gone)
+# root_of PID: the root directory of a process ("" if it is gone): the root's path for a chrooted process,
+# "/" for one in a mount namespace pivoted into the root (up.sh's start_pivoted: the slurmd)
 root_of() { readlink "/proc/$1/root" 2>/dev/null || true; }
+# runs_in_root PID: the process's root directory is this root's, entered by chroot(2) or by pivot_root(2) in a
+# mount namespace of its own (the same directory, by device and inode)
+runs_in_root() { [[ /proc/$1/root/ -ef $CLUSTER2_ROOT/ ]]; }
 
 # pid_in_root PIDFILE COMM: print the pid recorded in the root's PIDFILE (a path inside the root) if that
 # process is alive, is named COMM and runs in this root (both clusters run processes named slurmctld, slurmd,
@@ -71,7 +84,7 @@ pid_in_root() {
     pid=$(tr -dc 0-9 <"$file")
     [[ -n $pid ]] && alive "$pid" || return 1
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$comm" ]] || return 1
-    [[ $(root_of "$pid") == "$CLUSTER2_ROOT" ]] || return 1
+    runs_in_root "$pid" || return 1
     echo "$pid"
 }
 running_in_root() { pid_in_root "$1" "$2" >/dev/null; }
@@ -81,7 +94,7 @@ procs_in_root() {
     local d pid
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
-        [[ $(root_of "$pid") == "$CLUSTER2_ROOT" ]] && alive "$pid" && echo "$pid"
+        runs_in_root "$pid" && alive "$pid" && echo "$pid"
     done
     return 0
 }

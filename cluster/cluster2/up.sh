@@ -4,7 +4,8 @@
 # 'debootstrap --variant=minbase trixie'. Inside it: its own munged (own socket and key), slurmdbd (the host's
 # MariaDB, its own database), slurmctld, two slurmd (g1: 4 fake h100, g2: 2 fake l40s) and an sshd on
 # 127.0.0.1:2223 through which the portal's service user submits jobs as the researcher with sudo, with the
-# same key, sudoers rule and submit helper as on the host cluster.
+# same key, sudoers rule and submit helper as on the host cluster; ch-run (charliecloud-runtime) as on the host
+# cluster, and the host's image directory ($PORTAL_IMAGES_DIR) bound read-only at the same path.
 # Run by cluster/up.sh after the host cluster is up (it needs the host's MariaDB, users and portal key);
 # CLUSTER2=0 skips it. Idempotent: every step checks first; a second run only verifies and takes a few seconds.
 # Settings (environment overrides): cluster/cluster2/lib.sh. Stop it with cluster/cluster2/down.sh.
@@ -17,14 +18,16 @@ shopt -u patsub_replacement 2>/dev/null || true   # '&' in ${var//x/y} replaceme
 [[ $(id -u) -eq 0 ]] || die "run as root"
 R=$CLUSTER2_ROOT
 [[ $R == /* && $R != / ]] || die "CLUSTER2_ROOT must be an absolute path other than / (it is '$R')"
+[[ $PORTAL_IMAGES_DIR == /?* && $PORTAL_IMAGES_DIR != *..* ]] || \
+    die "PORTAL_IMAGES_DIR must be an absolute path other than / without '..' (it is '$PORTAL_IMAGES_DIR')"
 mkdir -p "$LOG_DIR"
 BUILD_LOG=$LOG_DIR/cluster2-build.log
 exec 3>&1   # lets functions polled by wait_for (whose output is discarded) still log
 BUILD_S=
 
 # The command prefix that runs something inside the root with a clean environment (see in_root in lib.sh).
-CHROOT=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb
-        chroot "$R")
+ROOT_ENV=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb)
+CHROOT=("${ROOT_ENV[@]}" chroot "$R")
 
 # ids_in_root USER[:GROUP]: "uid:gid" of names in the root's own passwd/group (its system users, e.g. munge,
 # have other ids than the host's).
@@ -97,16 +100,46 @@ start_in_root() {
     [[ -s $log_file ]] || rm -f "$log_file"
 }
 
+# start_pivoted NAME CMD...: start_in_root, but CMD runs in a mount namespace of its own whose root is the
+# root's directory by pivot_root(2), not chroot(2): the kernel refuses a new user namespace to a chrooted
+# process (unshare(2): EPERM), and ch-run needs one for each job in a site image (docs/containers.md). The
+# namespace holds a private copy of the mounts below the root as they are when it starts (mount_all runs first);
+# the host's tree is detached from it. Its processes' root reads as "/" (runs_in_root in lib.sh tells them).
+start_pivoted() {
+    local name=$1 log_file=$R$C2_LOG_DIR/$1.start.log
+    shift
+    install -d -m 755 "$R/mnt"   # where pivot_root puts the host's tree, unmounted at once
+    # shellcheck disable=SC2016  # the script is sh's, its arguments come after it
+    if ! detached unshare --mount --propagation private -- /bin/sh -ec '
+            root=$1; shift
+            mount --rbind "$root" "$root"
+            cd "$root"
+            pivot_root . mnt
+            umount -l /mnt
+            cd /
+            exec "$@"' sh "$R" "${ROOT_ENV[@]}" "$@" >"$log_file" 2>&1; then
+        cat "$log_file" >&2
+        die "$name (cluster2) failed to start (see $R$C2_LOG_DIR)"
+    fi
+    [[ -s $log_file ]] || rm -f "$log_file"
+}
+
 # ---------------------------------------------------------------------------------------------------------------
 # 1. The Debian 13 root: debootstrap once, then the packages (Debian's policy-rc.d keeps apt from starting daemons)
 # ---------------------------------------------------------------------------------------------------------------
 mount_all() {
-    local m
+    local m mode
     for m in "${CLUSTER2_MOUNTS[@]}"; do
         mounted "$R/$m" && continue
+        [[ -d /$m ]] || install -d -m 755 "/$m"   # the image directory, before scripts/build_image.sh fills it
         mkdir -p "$R/$m"
         mount --bind "/$m" "$R/$m"
-        log "mounted /$m on $R/$m"
+        mode=
+        if [[ " ${CLUSTER2_READ_ONLY[*]} " == *" $m "* ]]; then
+            mount -o remount,bind,ro "$R/$m"
+            mode=" read-only"
+        fi
+        log "mounted /$m on $R/$m$mode"
     done
 }
 unmount_all() {
@@ -163,9 +196,38 @@ if ((${#missing[@]})); then
     "${CHROOT[@]}" apt-get clean
     log "installed $("${CHROOT[@]}" dpkg-query -W -f='${Version}' slurmctld | sed 's/^/slurmctld /') and the rest"
 fi
+# the host's packages at the host's versions (CLUSTER2_HOST_PACKAGES in lib.sh says why), by the host's apt
+host_debs=()
+for p in "${CLUSTER2_HOST_PACKAGES[@]}"; do
+    host_pkg_missing "$p" && die "$p is not installed on the host: run cluster/up.sh first (cluster2 takes the host's)"
+    v=$(dpkg-query -W -f='${Version}' "$p")
+    [[ $("${CHROOT[@]}" dpkg-query -W -f='${db:Status-Status} ${Version}' "$p" 2>/dev/null) == "installed $v" ]] || \
+        host_debs+=("$p=$v")
+done
+if ((${#host_debs[@]})); then
+    log "installing the host's ${host_debs[*]} in the root"
+    debs=$(mktemp -d "$R/tmp/host-debs.XXXXXX")
+    chmod 755 "$debs"
+    download() { (cd "$debs" && apt-get download "${host_debs[@]}"); }
+    { download || { apt-get update -qq && download; }; } >>"$BUILD_LOG" 2>&1 || {
+        rm -rf "$debs"; tail -n 15 "$BUILD_LOG" >&2; die "apt-get download ${host_debs[*]} on the host failed (see $BUILD_LOG)"
+    }
+    files=("$debs"/*.deb)
+    {
+        "${CHROOT[@]}" apt-get update -q &&
+        "${CHROOT[@]}" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            --allow-downgrades "${files[@]#"$R"}" &&
+        "${CHROOT[@]}" apt-mark hold "${CLUSTER2_HOST_PACKAGES[@]}"
+    } >>"$BUILD_LOG" 2>&1 || {
+        rm -rf "$debs"; tail -n 15 "$BUILD_LOG" >&2; die "installing ${host_debs[*]} in $R failed (see $BUILD_LOG)"
+    }
+    rm -rf "$debs"
+    "${CHROOT[@]}" apt-get clean
+    log "installed $("${CHROOT[@]}" dpkg-query -W -f='charliecloud-runtime ${Version}' charliecloud-runtime) (the host's) in the root"
+fi
 if [[ ! -f $R$CLUSTER2_STAMP ]]; then
     printf 'Debian %s root for cluster2, built by cluster/cluster2/up.sh on %s from %s\npackages: %s\n' \
-        "$CLUSTER2_SUITE" "$(date -u +%FT%TZ)" "$CLUSTER2_MIRROR" "${CLUSTER2_PACKAGES[*]}" >"$R$CLUSTER2_STAMP"
+        "$CLUSTER2_SUITE" "$(date -u +%FT%TZ)" "$CLUSTER2_MIRROR" "${CLUSTER2_PACKAGES[*]} ${CLUSTER2_HOST_PACKAGES[*]}" >"$R$CLUSTER2_STAMP"
     BUILD_S=$(( ($(date +%s%N) - build_t0) / 1000000 ))
     BUILD_S=$(awk -v ms="$BUILD_S" 'BEGIN {printf "%.0f", ms / 1000}')
     log "root $R built in $BUILD_S s ($(du -sm --one-file-system "$R" | cut -f1) MB)"
@@ -392,12 +454,18 @@ else
 fi
 declare -A SLURMD_STARTED_AT=()
 for node in "${CLUSTER2_NODES[@]}"; do
-    if running_in_root "/run/slurm/slurmd-$node.pid" slurmd; then
-        log "slurmd $node running"
+    if slurmd_pid=$(pid_in_root "/run/slurm/slurmd-$node.pid" slurmd); then
+        if [[ $(root_of "$slurmd_pid") == "$R" ]]; then
+            # started chrooted by an older up.sh: left running; only a restart gives its jobs containers
+            log "slurmd $node running, chrooted: its jobs cannot start containers until cluster2 is restarted" \
+                "(cluster/cluster2/down.sh, then this script)"
+        else
+            log "slurmd $node running"
+        fi
     else
         SLURMD_STARTED_AT[$node]=$(date +%s)
-        start_in_root "slurmd-$node" /usr/sbin/slurmd -N "$node"
-        log "slurmd $node started"
+        start_pivoted "slurmd-$node" /usr/sbin/slurmd -N "$node"
+        log "slurmd $node started (in a mount namespace pivoted into the root)"
     fi
 done
 

@@ -35,11 +35,20 @@ def sh(*argv, check=True, **kw):
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
 
+def on_the_host(pid: str) -> bool:
+    """The process's root directory is the host's (by device and inode): cluster2's slurmd and its jobs
+    run in /srv/cluster2, pivoted into it, where ``/proc/PID/root`` reads "/" too. False once it is gone."""
+    try:
+        return os.path.samefile(f"/proc/{pid}/root/", "/")
+    except OSError:
+        return False
+
+
 def steps_of(job_id: int) -> list[str]:
     """The slurmstepd processes of cluster1's job ``job_id`` (``slurmstepd: [ID.batch]``…); cluster2's
     run in its own root (/srv/cluster2) on this host too, and its ids are its own."""
     out = sh("pgrep", "-af", rf"slurmstepd: \[{job_id}\.", check=False).stdout
-    return [line for line in out.splitlines() if os.path.realpath(f"/proc/{line.split()[0]}/root") == "/"]
+    return [line for line in out.splitlines() if on_the_host(line.split()[0])]
 
 
 def reset_controller(first_job_id: int) -> None:
