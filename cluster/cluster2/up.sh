@@ -454,14 +454,14 @@ else
 fi
 declare -A SLURMD_STARTED_AT=()
 for node in "${CLUSTER2_NODES[@]}"; do
-    if slurmd_pid=$(pid_in_root "/run/slurm/slurmd-$node.pid" slurmd); then
-        if [[ $(root_of "$slurmd_pid") == "$R" ]]; then
-            # started chrooted by an older up.sh: left running; only a restart gives its jobs containers
-            log "slurmd $node running, chrooted: its jobs cannot start containers until cluster2 is restarted" \
-                "(cluster/cluster2/down.sh, then this script)"
-        else
-            log "slurmd $node running"
-        fi
+    if slurmd_pid=$(pid_in_root "/run/slurm/slurmd-$node.pid" slurmd) && [[ $(root_of "$slurmd_pid") == "$R" ]]; then
+        # started chrooted by an up.sh before start_pivoted: its jobs cannot start containers. Stopped and started
+        # pivoted (slurmd's restart leaves running jobs alone: their slurmstepd go on).
+        log "slurmd $node runs chrooted (an older up.sh started it): restarting it pivoted into the root"
+        stop_in_root "slurmd $node|/run/slurm/slurmd-$node.pid|slurmd"
+    fi
+    if running_in_root "/run/slurm/slurmd-$node.pid" slurmd; then
+        log "slurmd $node running"
     else
         SLURMD_STARTED_AT[$node]=$(date +%s)
         start_pivoted "slurmd-$node" /usr/sbin/slurmd -N "$node"

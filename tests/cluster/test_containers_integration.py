@@ -8,15 +8,14 @@ task does (``test -r`` as the service user through that cluster's sshd)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from images.availability import image_probe
 from images.services import image_register
-from jobs.logs import job_log_tail
-from jobs.services import snapshot_refresh
+from jobs.reads.logs import job_log_tail
+from jobs.worker.services import snapshot_refresh
 from profiles.services import profile_run
 from slurm.states import JobState
 from tests.waiting import wait_for_job
@@ -24,17 +23,6 @@ from tests.waiting import wait_for_job
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
 DEMO_JSON = Path("/srv/gpuportal/images/debian12-sklearn.json")
-
-CLUSTER2_ROOT = Path("/srv/cluster2")
-
-
-def chrooted_slurmd(node: str) -> bool:
-    """cluster2's slurmd of ``node`` runs chrooted in its root, as an up.sh before start_pivoted started it
-    (``/proc/PID/root`` reads the root's path; pivoted into the root it reads "/"). Its jobs cannot start
-    a container: the kernel refuses a user namespace to a chrooted process."""
-    pid = (CLUSTER2_ROOT / "run" / "slurm" / f"slurmd-{node}.pid").read_text().strip()
-    return os.readlink(f"/proc/{pid}/root") == str(CLUSTER2_ROOT)
-
 
 PROFILE = """\
 version: 1
@@ -69,10 +57,7 @@ def demo(clean_cache, monkeypatch):
 
 
 @pytest.mark.parametrize("on", ["cluster1", "cluster2"])
-def test_a_profile_with_an_image_runs_inside_it(on, alice, demo, request, django_capture_on_commit_callbacks):
-    if on == "cluster2" and chrooted_slurmd("g2"):  # the small partition's node
-        reason = "cluster2's slurmd g2 runs chrooted (started before up.sh's start_pivoted): restart cluster2"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+def test_a_profile_with_an_image_runs_inside_it(on, alice, demo, django_capture_on_commit_callbacks):
     snapshot = snapshot_refresh(cluster=on)
     assert snapshot is not None and not snapshot.error, snapshot and snapshot.error
     state = image_probe(demo, on)

@@ -14,8 +14,8 @@ import pytest
 from images.availability import image_state_store
 from images.models import Image
 from jobs.models import IMAGE_GONE_EXIT, Job
-from jobs.submit.policy import JobRequest
 from jobs.submit import submit
+from jobs.submit.policy import JobRequest
 from jobs.worker.batch import render_batch_script
 from portal.refusals import Refused
 from slurm.states import JobState
