@@ -61,18 +61,33 @@ SERIAL = {
 }
 
 
+#: Shared-tier test modules that make test runs in the hub's process instead (marker ``hub``), to even
+#: out the two processes that run side by side (docs/testing.md, "With the tiers"): each uses the IdP
+#: and the live portal only and submits no Slurm job, so it neither waits for a node nor disturbs the
+#: hub's tests, which run one after another in that process.
+BESIDE_THE_HUB = (
+    "tests/e2e/test_accessibility_browser.py",
+    "tests/accounts/test_idp_faults.py",
+    "tests/accounts/test_login_oidc.py",
+    "tests/e2e/test_session_expiry_browser.py",
+    "tests/e2e/test_browser_login.py",
+    "tests/accounts/test_login_audit.py",
+    "tests/e2e/test_announcement_browser.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the marks
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of SERIAL ``serial``, and ``hub`` every test that uses the test JupyterHub
-    (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
-    beside the other shared ones, since they count alice's session jobs and single-user servers
-    and read the hub's one log (docs/testing.md)."""
+    (tests/interactive/conftest.py: ``jupyterhub``) and those of BESIDE_THE_HUB: make test runs the
+    hub's tests in one process beside the other shared ones, since they count alice's session jobs
+    and single-user servers and read the hub's one log (docs/testing.md)."""
     for item in items:
         path = Path(item.fspath).relative_to(REPO).as_posix()
         test = f"{path}::{getattr(item, 'originalname', item.name)}"
         if any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
             item.add_marker(pytest.mark.serial)
-        if "jupyterhub" in getattr(item, "fixturenames", ()):
+        if "jupyterhub" in getattr(item, "fixturenames", ()) or path in BESIDE_THE_HUB:
             item.add_marker(pytest.mark.hub)
 
 
