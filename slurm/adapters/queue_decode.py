@@ -26,7 +26,9 @@ poll fails with :class:`~slurm.poll_budget.PollTooBig` and the last good snapsho
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from dataclasses import fields
 
 import msgspec
 
@@ -205,6 +207,84 @@ def _gpus(raw: RawQueueJob, known: dict) -> dict[str, int]:
     return alloc
 
 
+#: How each :class:`QueueJob` field is read from a :class:`RawQueueJob` (one row per field, in the
+#: record's order): ``(field, what)``, ``what`` being ``"int:<attr>"`` (a Slurm number, missing:
+#: ``None``, :func:`_n`), ``"int0:<attr>"`` (missing: 0, :func:`_z`), ``"id:<attr>"`` (:func:`_n`
+#: with 0), ``"text:<attr>"`` (a string or ""), ``"shared:<attr>"`` (the same, one object for equal
+#: strings) or a Python expression over ``raw``, ``word``, ``exit_pair`` and ``alloc`` (the loop's
+#: own readings). :func:`_fields` is made from it once, at import.
+_FIELDS = (
+    ("job_id", "id:job_id"),
+    ("array_job_id", "int0:array_job_id"),
+    ("array_task_id", "int:array_task_id"),
+    ("array_task_string", "shared:array_task_string"),
+    ("name", "text:name"),
+    ("user", "shared:user_name"),
+    ("account", "shared:account"),
+    ("partition", "shared:partition"),
+    ("state", "word"),
+    ("reason", "shared:state_reason"),
+    ("priority", "int0:priority"),
+    ("submit_time", "int0:submit_time"),
+    ("start_time", "int0:start_time"),
+    ("end_time", "int0:end_time"),
+    ("time_limit", "int:time_limit"),
+    ("gpus", "alloc"),
+    ("comment", "text:comment"),
+    ("nodes", "shared:nodes"),
+    ("exit_code", "exit_pair[0]"),
+    ("signal", "exit_pair[1]"),
+    ("restart_count", "int0:restart_cnt"),
+    ("reason_description", "shared:state_description"),
+    ("memory_per_node", "int:memory_per_node"),
+    ("memory_per_cpu", "int:memory_per_cpu"),
+    ("memory_per_gpu", "parse_memory_per_gpu(raw.memory_per_tres) if raw.memory_per_tres else None"),
+    ("het_job_id", "int0:het_job_id"),
+    ("het_job_offset", "int:het_job_offset"),
+    ("cpus", "int0:cpus"),
+    ("stdout", "text:standard_output"),
+    ("stderr", "shared:standard_error"),
+    ("cwd", "shared:current_working_directory"),
+    ("array_max_tasks", "(int:array_max_tasks) or None"),
+)
+
+#: A number read without a call in the common cases: a plain int (22.05, 24.11 +complex) as it is, the
+#: int of a set, finite ``{set, infinite, number}`` object (23.11, 24.05); anything else through
+#: ``{fallback}`` (as :func:`slurm.values.number` would read it).
+_NUMBER = (
+    "(v if (c := (v := raw.{attr}).__class__) is int else v.number"
+    " if c is Num and v.set and not v.infinite and v.number.__class__ is int else {fallback})"
+)
+_READERS = {
+    "int": lambda attr: _NUMBER.format(attr=attr, fallback="_n(v)"),
+    "int0": lambda attr: _NUMBER.format(attr=attr, fallback="_z(v)"),
+    "id": lambda attr: _NUMBER.format(attr=attr, fallback="_n(v, 0)"),
+    "text": lambda attr: f'(raw.{attr} or "")',
+    "shared": lambda attr: f'same[raw.{attr} or ""]',
+}
+
+
+def _reader(what: str) -> str:
+    """The expression of one :data:`_FIELDS` row: its ``kind:attr`` parts replaced by their readers."""
+    return re.sub(r"\b(int0|int|id|text|shared):(\w+)", lambda m: _READERS[m[1]](m[2]), what)
+
+
+def _make_fields():
+    """``_fields(raw, same, word, exit_pair, alloc) -> dict``: one dict literal of every
+    :data:`_FIELDS` row, compiled once (a function call per job, none per field: the 100,000-job
+    poll reads some 3 million fields)."""
+    if [name for name, _ in _FIELDS] != [f.name for f in fields(QueueJob)]:  # a new field needs its row
+        raise RuntimeError("slurm.adapters.queue_decode._FIELDS does not list QueueJob's fields in order")
+    body = ",\n".join(f"        {name!r}: {_reader(what)}" for name, what in _FIELDS)
+    source = f"def _fields(raw, same, word, exit_pair, alloc):\n    return {{\n{body},\n    }}\n"
+    scope = {"Num": Num, "_n": _n, "_z": _z, "parse_memory_per_gpu": parse_memory_per_gpu}
+    exec(compile(source, "<slurm.adapters.queue_decode._FIELDS>", "exec"), scope)  # noqa: S102 - from the table above
+    return scope["_fields"]
+
+
+_fields = _make_fields()
+
+
 def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJob], consume: bool = False) -> list[QueueJob]:
     """The :class:`QueueJob` records of ``raws`` (:func:`decode_squeue`'s jobs), as the version's
     ``parse_jobs`` reads them: ``lists`` for the data_parser versions (23.11+: the state through
@@ -249,138 +329,7 @@ def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJo
         alloc = _gpus(raw, gpus_of)
         job = new(QueueJob)
         # the frozen dataclass's __init__ sets each field through object.__setattr__; the same
-        # fields, all of them, set at once (tests/slurm/test_queue_decode.py compares every field);
-        # a plain int (22.05, 24.11 +complex) is taken as it is, and so is the int of a set, finite
-        # {set, infinite, number} object (23.11, 24.05) without a call per field; anything else is
-        # read by _n (as slurm.values.number would)
-        object.__setattr__(
-            job,
-            "__dict__",
-            {
-                "job_id": (
-                    v
-                    if (c := (v := raw.job_id).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v, 0)
-                ),
-                "array_job_id": (
-                    v
-                    if (c := (v := raw.array_job_id).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "array_task_id": (
-                    v
-                    if (c := (v := raw.array_task_id).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                ),
-                "array_task_string": same[raw.array_task_string or ""],
-                "name": raw.name or "",
-                "user": same[raw.user_name or ""],
-                "account": same[raw.account or ""],
-                "partition": same[raw.partition or ""],
-                "state": word,
-                "reason": same[raw.state_reason or ""],
-                "priority": (
-                    v
-                    if (c := (v := raw.priority).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "submit_time": (
-                    v
-                    if (c := (v := raw.submit_time).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "start_time": (
-                    v
-                    if (c := (v := raw.start_time).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "end_time": (
-                    v
-                    if (c := (v := raw.end_time).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "time_limit": (
-                    v
-                    if (c := (v := raw.time_limit).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                ),
-                "gpus": alloc,
-                "comment": raw.comment or "",
-                "nodes": same[raw.nodes or ""],
-                "exit_code": exit_pair[0],
-                "signal": exit_pair[1],
-                "restart_count": (
-                    v
-                    if (c := (v := raw.restart_cnt).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "reason_description": same[raw.state_description or ""],
-                "memory_per_node": (
-                    v
-                    if (c := (v := raw.memory_per_node).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                ),
-                "memory_per_cpu": (
-                    v
-                    if (c := (v := raw.memory_per_cpu).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                ),
-                "memory_per_gpu": parse_memory_per_gpu(raw.memory_per_tres) if raw.memory_per_tres else None,
-                "het_job_id": (
-                    v
-                    if (c := (v := raw.het_job_id).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "het_job_offset": (
-                    v
-                    if (c := (v := raw.het_job_offset).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                ),
-                "cpus": (
-                    v
-                    if (c := (v := raw.cpus).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _z(v)
-                ),
-                "stdout": raw.standard_output or "",
-                "stderr": same[raw.standard_error or ""],
-                "cwd": same[raw.current_working_directory or ""],
-                "array_max_tasks": (
-                    v
-                    if (c := (v := raw.array_max_tasks).__class__) is int
-                    else v.number
-                    if c is Num and v.set and not v.infinite and v.number.__class__ is int
-                    else _n(v)
-                )
-                or None,
-            },
-        )
+        # fields, all of them, set at once (tests/slurm/test_queue_decode.py compares every field)
+        object.__setattr__(job, "__dict__", _fields(raw, same, word, exit_pair, alloc))
         jobs.append(job)
     return jobs
