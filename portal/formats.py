@@ -11,7 +11,7 @@ from django.utils import timezone as djtz
 from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 
-__all__ = ["duration", "from_now", "mib_to_gb", "ordinal", "ticking", "unix_time", "when"]
+__all__ = ["duration", "from_now", "limit_text", "mib_to_gb", "ordinal", "ticking", "unix_time", "when"]
 
 
 def unix_time(value, fmt: str = "Y-m-d H:i"):
@@ -81,6 +81,11 @@ def duration(seconds):
     if minutes:
         return f"{minutes} min" + (f" {secs:02d} s" if secs else "")
     return f"{secs} s"
+
+
+def limit_text(minutes: int) -> str:
+    """A time limit in minutes as the site's rules say it: whole hours as ``2 h``, else ``90 min``."""
+    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
 
 
 def from_now(value):

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from portal.formats import limit_text
+
 UNLIMITED = "unlimited"
 #: Not managed by the portal: the field is left out of the plan.
 NOT_MANAGED = object()
@@ -163,7 +165,7 @@ def policy_lines(policy: Policy | None = None, *, pool_nodes: str = "") -> list[
         lines.append(f"At most {_count(policy.caps.submit_cap, 'pending or running job')} per person (each array task counts).")
     if policy.pool.managed:
         lines.append(
-            f"Jobs of at most {_minutes(policy.pool.max_minutes)} and {_count(policy.pool.max_gpus, 'GPU')} may use "
+            f"Jobs of at most {limit_text(policy.pool.max_minutes)} and {_count(policy.pool.max_gpus, 'GPU')} may use "
             f"the small-job pool (partition {policy.pool.partition}{': ' + pool_nodes if pool_nodes else ''}), held back from big jobs."
         )
     return lines
@@ -171,7 +173,3 @@ def policy_lines(policy: Policy | None = None, *, pool_nodes: str = "") -> list[
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _minutes(minutes: int) -> str:
-    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"

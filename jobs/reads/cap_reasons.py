@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
+from portal.formats import limit_text
 from portal.refusals import Problem
 from slurm.queue_index import job_weight
 from slurm.snapshot import snapshot_load
@@ -142,10 +143,6 @@ def _at_submit_cap(jobs: int, cap: int, cluster: str) -> str:
     return f"You already have {jobs} {noun} pending or running on {cluster}, the most the site allows one person ({cap}; each array task counts)"
 
 
-def _minutes(minutes: int) -> str:
-    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
-
-
 def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None = None) -> Reason:
     """``reason`` in the site's figures when it is one of :data:`CAP_REASONS` and the policy names the
     cap (e.g. "Held by the per-person GPU cap: you already use 4 of your 4 GPUs at once on cluster1;
@@ -194,9 +191,9 @@ def cap_reason(reason: Reason, job: Job | HeldRequest, *, policy: Policy | None 
         return Reason(
             reason.code,
             ReasonGroup.BLOCKED,
-            f"The small-job pool (partition {pool.partition}) takes jobs of at most {_minutes(pool.max_minutes)}; "
-            f"this one asks for {_minutes(job.time_limit_min)}.",
-            f"Ask for at most {_minutes(pool.max_minutes)}, or use another partition for longer jobs.",
+            f"The small-job pool (partition {pool.partition}) takes jobs of at most {limit_text(pool.max_minutes)}; "
+            f"this one asks for {limit_text(job.time_limit_min)}.",
+            f"Ask for at most {limit_text(pool.max_minutes)}, or use another partition for longer jobs.",
         )
     return reason
 
@@ -225,7 +222,7 @@ def pool_problems(request, *, policy: Policy | None = None) -> list:
         problems.append(
             Problem(
                 "time_limit_min",
-                f"{where} {_minutes(pool.max_minutes)}; this one asks for {_minutes(request.time_limit_min)}. "
+                f"{where} {limit_text(pool.max_minutes)}; this one asks for {limit_text(request.time_limit_min)}. "
                 "Ask for less time, or use another partition.",
             )
         )

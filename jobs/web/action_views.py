@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -16,19 +16,12 @@ from portal.units import memory_text
 from slurm.clusters import clusters
 
 from ..reads.logs import job_batch_script
-from ..reads.selectors import job_for_viewer
 from ..submit.fields import JOB_FORM
 from ..submit.holds import hold_message, job_hold, job_release
 from ..submit.policy import SitePolicy
 from ..submit.rerun import job_run_again, run_again_initial, run_again_request, without_directives
 from .forms import JobForm
-
-
-def _visible_job(request: HttpRequest, key):
-    job = job_for_viewer(key=key, user=request.user)
-    if job is None:
-        raise Http404("No such job, or it is not yours.")
-    return job
+from .lookup import job_or_404
 
 
 def _forbidden(request: HttpRequest, job, what: str) -> HttpResponse:
@@ -37,7 +30,7 @@ def _forbidden(request: HttpRequest, job, what: str) -> HttpResponse:
 
 
 def _hold_or_release(request: HttpRequest, key, service, what: str) -> HttpResponse:
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     try:
         service(job=job, by=request.user)
     except PermissionDenied:
@@ -81,7 +74,7 @@ def job_run_again_view(request: HttpRequest, key) -> HttpResponse:
     job's batch script read as the owner now, its ``#SBATCH`` lines left to the form's fields).
     POST, "Run again": submit a finished portal job again as it was; a refusal shows the filled form
     with what to change (400)."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     if job.user_id != request.user.pk:
         return _forbidden(request, job, "run")
     notes, status = [], 200

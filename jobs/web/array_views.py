@@ -11,24 +11,17 @@ from django.views.decorators.http import require_POST
 
 from ..arrays import task_counts, task_lines
 from ..reads.logs import job_batch_script
-from ..reads.selectors import job_for_viewer
+from .lookup import job_or_404
 
 #: Most lines the tasks fragment lists (a line is a range of tasks in one state).
 TASK_LINES = 500
-
-
-def _visible_job(request: HttpRequest, key):
-    job = job_for_viewer(key=key, user=request.user)
-    if job is None:
-        raise Http404("No such job, or it is not yours.")
-    return job
 
 
 @login_required
 def job_tasks(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: an array's tasks by state (ranges of consecutive ids), at most
     :data:`TASK_LINES` lines; 404 for a job that is not an array."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     if not job.is_array:
         raise Http404("This job is not an array job.")
     lines = task_lines(job.array_tasks)
@@ -49,5 +42,5 @@ def job_tasks(request: HttpRequest, key) -> HttpResponse:
 def job_script(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the batch script of the job, read as its owner on its cluster (an admin sees
     it too, read as the owner); asked for by a button, never on a page view."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     return render(request, "jobs/_job_script.html", {"job": job, "script": job_batch_script(job)})

@@ -34,7 +34,6 @@ from ..reads.selectors import (
     MY_JOBS_ENDED_CAP,
     cluster_status,
     history_partitions,
-    job_for_viewer,
     job_history,
     my_jobs,
     partition_nodes,
@@ -47,6 +46,7 @@ from ..submit.policy import SitePolicy
 from ..submit.submit import job_cancel, job_check, job_create
 from .forms import JobForm
 from .fragment_etags import job_table_version, polled_fragment, weak_etag
+from .lookup import job_or_404
 from .usage_views import gpu_context
 
 
@@ -163,24 +163,17 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _visible_job(request: HttpRequest, key):
-    job = job_for_viewer(key=key, user=request.user)
-    if job is None:
-        raise Http404("No such job, or it is not yours.")
-    return job
-
-
 @login_required
 def job_detail(request: HttpRequest, key) -> HttpResponse:
     """Parameters, script, status and the live log tail of one job."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     return render(request, "jobs/job_detail.html", {**_status_context(job), **gpu_context(job)})
 
 
 @login_required
 def job_status(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the job's status block."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     return render(request, "jobs/_job_status.html", _status_context(job))
 
 
@@ -202,7 +195,7 @@ def _status_context(job) -> dict:
 @login_required
 def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
     """HTMX fragment: the last bytes of stdout (``out``) or stderr (``err``), read as the owner."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     if stream not in ("out", "err"):
         raise Http404("No such log.")
     path = log_path(job, stream) if job.is_outside else ""  # where Slurm's record says it writes
@@ -214,7 +207,7 @@ def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
 def job_cancel_view(request: HttpRequest, key) -> HttpResponse:
     """Owner only: ask Slurm to cancel the job (every task and component), or with POST ``task``
     one task of an array."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     task = request.POST.get("task", "").strip()
     if task and not (task.isascii() and task.isdigit() and len(task) < 10):
         messages.error(request, f"“{task[:20]}” is not a task number: give the number of one task of the array (e.g. 7).")

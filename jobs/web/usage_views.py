@@ -17,14 +17,7 @@ from teams.selectors import team_for_viewer
 
 from ..gpu.efficiency import team_gpu_efficiency
 from ..gpu.gpu_usage import job_gpu_usage
-from ..reads.selectors import job_for_viewer
-
-
-def _visible_job(request: HttpRequest, key):
-    job = job_for_viewer(key=key, user=request.user)
-    if job is None:
-        raise Http404("No such job, or it is not yours.")
-    return job
+from .lookup import job_or_404
 
 
 def gpu_context(job) -> dict:
@@ -35,7 +28,7 @@ def gpu_context(job) -> dict:
 @login_required
 def job_gpus(request: HttpRequest, key) -> HttpResponse:
     """HTMX fragment: the job's GPUs at the poller's last read (never asks Prometheus)."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     return render(request, "jobs/_job_gpus.html", {"job": job, **gpu_context(job)})
 
 
@@ -44,7 +37,7 @@ def job_gpu_series(request: HttpRequest, key) -> JsonResponse:
     """JSON for the chart: SM activity (percent) and memory used (MiB) of each of the job's GPUs from
     its start to its end (or now), :func:`gpuusage.series.job_series`'s shape; ``{"t": [], "gpus":
     []}`` when it has not started, holds no GPU or usage is not measured here."""
-    job = _visible_job(request, key)
+    job = job_or_404(request, key)
     if not (job.gpu_count and job.start_at and job.slurm_job_id and prometheus_configured()):
         return JsonResponse({"t": [], "gpus": [], "error": ""})
     end = job.end_at.timestamp() if job.end_at and job.is_final else time.time()
