@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .schema import MAX_PROFILE_BYTES
+from .document import MAX_PROFILE_BYTES
 
 
 class ProfileForm(forms.Form):

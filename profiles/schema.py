@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,30 +20,9 @@ from jobs.submit import policy
 from portal.refusals import Problem, Refused
 from portal.units import memory_mib
 
+from .document import apply_overrides, line_for, load_yaml, nul_paths
+
 SCHEMA_VERSION = 1
-MAX_PROFILE_BYTES = 64 * 1024
-MAX_DEPTH = 10
-#: More overrides than this in one request are refused at once (there are only a dozen fields to
-#: override; each unknown key would otherwise get an error of its own in the answer).
-MAX_OVERRIDES = 32
-#: Short names accepted in overrides ("run again with 4 GPUs": ``{"gpus": 4}``) -> dotted path.
-OVERRIDE_ALIASES = {
-    "name": "name",
-    "account": "account",
-    "cluster": "cluster",
-    "partition": "resources.partition",
-    "nodes": "resources.nodes",
-    "gpus": "resources.gpus_per_node",
-    "gpus_per_node": "resources.gpus_per_node",
-    "gpu_type": "resources.gpu_type",
-    "cpus": "resources.cpus",
-    "memory": "resources.memory",
-    "time_limit": "resources.time_limit",
-    "workdir": "run.workdir",
-    "args": "run.args",
-    "requeue": "run.requeue",
-    "image": "image",
-}
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
 #: A registered image's name (a slug, images.models.Image.name): never a path.
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -218,143 +196,6 @@ def time_limit_minutes(value: str | int) -> int:
     return policy.time_limit_minutes(str(value))
 
 
-# --- parsing -------------------------------------------------------------------------------------
-def _lines(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Dotted path (tuple) -> 1-based line of the value, from the composed YAML tree."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
-            out[(*path, name)] = key.start_mark.line + 1
-            _lines(value, (*path, name), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _lines(item, (*path, index), out)
-    return out
-
-
-def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
-    loc = tuple(loc)
-    while loc:
-        if loc in lines:
-            return lines[loc]
-        loc = loc[:-1]
-    return lines.get(())
-
-
-def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
-    """Parse the file (YAML 1.1, safe: no tags that build objects). Returns (document, lines).
-    Raises :class:`Refused` for text that is not a YAML mapping, with the line of a syntax error."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_PROFILE_BYTES:
-        raise Refused(Problem("", f"The profile is larger than {MAX_PROFILE_BYTES // 1024} KiB."))
-    if "\x00" in text:
-        raise Refused(Problem("", "The profile contains a NUL character; save it as plain UTF-8 text."))
-    try:
-        depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
-            if depth > MAX_DEPTH:
-                raise Refused(Problem("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1))
-            # Aliases can multiply a small file into billions of values (a "YAML bomb").
-            if isinstance(event, yaml.AliasEvent):
-                raise Refused(
-                    Problem(
-                        "",
-                        "Anchors and aliases (&name, *name) are not supported in profiles; write the values out.",
-                        event.start_mark.line + 1,
-                    )
-                )
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        document = yaml.safe_load(text)
-    except RecursionError:
-        raise Refused(Problem("", "The profile is nested too deeply.")) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = mark.line + 1 if mark else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise Refused(Problem("", f"This is not valid YAML: {problem}.", where)) from None
-    except yaml.YAMLError as exc:
-        raise Refused(Problem("", f"This is not valid YAML: {exc}.")) from None
-    if not isinstance(document, dict) or node is None:
-        raise Refused(Problem("", "A profile is a YAML mapping that starts with 'version: 1'. See docs/profiles.md.", 1))
-    return document, _lines(node)
-
-
-def _depth(value) -> int:
-    """How deeply lists and mappings nest in ``value`` (0 for a scalar); iterative, as the nesting
-    of an override comes from the request."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            deepest = max(deepest, level + 1)
-            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
-def _nul_paths(document) -> list[tuple]:
-    """The paths of every text (value or key) in ``document`` that holds a NUL character."""
-    found, stack = [], [((), document)]
-    while stack:
-        loc, item = stack.pop()
-        if isinstance(item, str) and "\x00" in item:
-            found.append(loc)
-        elif isinstance(item, dict):
-            for key, value in item.items():
-                if isinstance(key, str) and "\x00" in key:
-                    found.append((*loc, key))
-                stack.append(((*loc, key), value))
-        elif isinstance(item, list | tuple):
-            stack.extend(((*loc, i), v) for i, v in enumerate(item))
-    return sorted(found, key=lambda loc: [str(p) for p in loc])
-
-
-def apply_overrides(document: dict, overrides: dict | None) -> tuple[dict, list[Problem], set[tuple]]:
-    """A copy of ``document`` with ``overrides`` applied. Keys are short names (:data:`OVERRIDE_ALIASES`,
-    e.g. ``gpus``) or dotted paths (``resources.cpus``); at most :data:`MAX_OVERRIDES` of them, each
-    value nested at most :data:`MAX_DEPTH` levels. Returns (document, errors, overridden paths)."""
-    import copy
-
-    result = copy.deepcopy(document)
-    errors: list[Problem] = []
-    touched: set[tuple] = set()
-    if overrides is None:
-        return result, errors, touched
-    if not isinstance(overrides, dict):
-        return result, [Problem("overrides", 'Overrides are a mapping such as {"gpus": 4}.')], touched
-    if len(overrides) > MAX_OVERRIDES:
-        return (
-            result,
-            [
-                Problem(
-                    "overrides",
-                    f"At most {MAX_OVERRIDES} overrides at once (there are {len(overrides)}); name fields such as gpus or resources.cpus.",
-                )
-            ],
-            touched,
-        )
-    allowed = set(OVERRIDE_ALIASES.values())
-    for key, value in overrides.items():
-        path = OVERRIDE_ALIASES.get(str(key), str(key))
-        if path not in allowed:
-            names = ", ".join(sorted(OVERRIDE_ALIASES))
-            errors.append(Problem(f"overrides.{str(key)[:40]}", f"'{str(key)[:40]}' cannot be overridden. Overridable: {names}."))
-            continue
-        if _depth(value) > MAX_DEPTH:
-            errors.append(Problem(f"overrides.{str(key)[:40]}", f"The value is nested more than {MAX_DEPTH} levels deep."))
-            continue
-        parts = path.split(".")
-        target = result
-        for part in parts[:-1]:
-            if not isinstance(target.get(part), dict):
-                target[part] = {}
-            target = target[part]
-        target[parts[-1]] = value
-        touched.add(tuple(parts))
-    return result, errors, touched
-
-
 _FRIENDLY = {
     "missing": "This field is required.",
     "extra_forbidden": "Unknown field. Check the spelling against docs/profiles.md.",
@@ -397,13 +238,13 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
     """Like :func:`parse_profile` for an already parsed document (the API's JSON form)."""
     lines = lines or {}
     document, errors, touched = apply_overrides(document, overrides)
-    nul = _nul_paths(document)
+    nul = nul_paths(document)
     if nul:  # a YAML escape ("\0") or an override; PostgreSQL text (and JSON) columns cannot hold it
         errors += [
             Problem(
                 ".".join(str(p) for p in loc),
                 "Must not contain a NUL character (\\0).",
-                None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc),
+                None if any(loc[: len(t)] == t for t in touched) else line_for(lines, loc),
             )
             for loc in nul
         ]
@@ -415,7 +256,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
             loc = tuple(err.get("loc", ()))
             # pydantic puts union members into loc (time_limit: str | int -> ("resources","time_limit","str")).
             loc = tuple(p for p in loc if p not in ("str", "int"))
-            line = None if any(loc[: len(t)] == t for t in touched) else _line_for(lines, loc)
+            line = None if any(loc[: len(t)] == t for t in touched) else line_for(lines, loc)
             errors.append(Problem(".".join(str(p) for p in loc), _message(err, loc), line))
         raise Refused(*_dedupe(errors)) from None
     if errors:
@@ -425,7 +266,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
         minutes = time_limit_minutes(res.time_limit)
     except ValueError as exc:
         path = ("resources", "time_limit")
-        raise Refused(Problem("resources.time_limit", str(exc), None if path in touched else _line_for(lines, path))) from None
+        raise Refused(Problem("resources.time_limit", str(exc), None if path in touched else line_for(lines, path))) from None
     data = profile.model_dump(mode="json", exclude_none=True)
     env = profile.environment.model_dump(mode="json") if profile.environment else None
     return ProfileSpec(
@@ -457,20 +298,3 @@ def _dedupe(errors: list[Problem]) -> list[Problem]:
             seen.add((e.field, e.message))
             out.append(e)
     return out
-
-
-def line_of(lines: dict[tuple, int], dotted: str) -> int | None:
-    """The line of field ``dotted`` (``lines`` from :func:`load_yaml`), for errors found after parsing:
-    its own line, else its enclosing block's (``resources`` for a missing ``resources.gpus_per_node``);
-    ``None`` when the file has neither (a field left to its default at the top level, e.g. ``account``)."""
-    loc = tuple(dotted.split("."))
-    while loc:
-        if loc in lines:
-            return lines[loc]
-        loc = loc[:-1]
-    return None
-
-
-def dump_yaml(data: dict) -> str:
-    """A document as YAML in the schema's field order (for clones with overrides)."""
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)

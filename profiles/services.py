@@ -23,9 +23,10 @@ from jobs.submit.submit import CheckedRequest, job_check, job_create
 from portal.refusals import Problem, Refused
 from teams.models import Membership, Team
 
+from .document import apply_overrides, dump_yaml, line_of, load_yaml
 from .envscript import EnvImage, EnvSite, render_profile_script
 from .models import Profile
-from .schema import ProfileSpec, apply_overrides, dump_yaml, line_of, load_yaml, parse_profile
+from .schema import ProfileSpec, parse_profile
 
 
 def _path_error(path: str, field: str) -> str | None:

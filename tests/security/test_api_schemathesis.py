@@ -48,8 +48,9 @@ from api.tokens import token_create
 from interactive import hub
 from interactive.models import Session
 from jobs.models import Job
+from profiles.document import OVERRIDE_ALIASES
 from profiles.models import Profile
-from profiles.schema import OVERRIDE_ALIASES, parse_profile
+from profiles.schema import parse_profile
 from slurm import CommandResult
 from slurm.states import JobState
 from tests.profiles.conftest import EXAMPLE_TEXT, cluster, no_slurm, people  # noqa: F401  (fixtures)
