@@ -56,6 +56,12 @@ def test_the_table_covers_every_portal_setting_renamed_in_this_release():
     assert set(RENAMED) == renamed_here
 
 
+def test_the_admin_guide_lists_every_renamed_setting():
+    guide = (settings.BASE_DIR / "docs" / "admin-guide.md").read_text()
+    section = guide.split("## Settings renamed", 1)[1].split("\n## ", 1)[0]
+    assert [old for old, new in RENAMED.items() if f"| `{old}` | `{new}` |" not in section] == []
+
+
 def test_no_old_name_no_warning():
     assert w002() == []
 
