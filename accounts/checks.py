@@ -13,7 +13,7 @@ from portal.secrets import secret_problems
 def check_identity_provider(app_configs=None, **kwargs):
     """portal.E001: no IdP outside the development settings; portal.W001: no IdP in development
     (nobody can sign in)."""
-    oidc = settings.OIDC
+    oidc = settings.PORTAL_OIDC
     strict = getattr(settings, "PORTAL_ENVIRONMENT", "") != "development"
     missing = [
         name

@@ -105,4 +105,4 @@ def is_admin_by_claims(groups: list[str], override: bool | None) -> bool:
     any ``PORTAL_OIDC_ADMIN_GROUPS`` group (an admin's decision in the portal wins over the claim)."""
     if override is not None:
         return override
-    return bool(set(groups) & set(settings.OIDC["admin_groups"]))
+    return bool(set(groups) & set(settings.PORTAL_OIDC["admin_groups"]))

@@ -19,7 +19,7 @@ def conflict_of(*, claims: dict, refusal: LoginRefused) -> IdentityConflict:
     (``refusal.account``), which claim named it, the identity that account is linked to, and for a
     changed directory claim the account the identity is linked to now."""
     issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
-    conf = settings.OIDC
+    conf = settings.PORTAL_OIDC
     claim = next((c for c in (conf["link_claim"], conf["username_claim"]) if c and claims.get(c) == refusal.account), "")
     holder = User.objects.filter(username=refusal.account).exclude(oidc_issuer=issuer, oidc_sub=sub).first()
     current = User.objects.filter(oidc_issuer=issuer, oidc_sub=sub).values_list("username", flat=True).first()

@@ -45,7 +45,7 @@ class ClusterUser:
 
     @property
     def in_users_group(self) -> bool:
-        return settings.SLURM_GATEWAY["users_group"] in self.groups
+        return settings.PORTAL_SLURM_GATEWAY["users_group"] in self.groups
 
 
 def parse_id(text: str) -> tuple[int, tuple[str, ...]]:
@@ -63,7 +63,7 @@ def denied_account_names() -> frozenset[str]:
     """Names the portal never acts as: ``PORTAL_ACCOUNT_DENY`` and every configured cluster's
     service user (``ssh_user``; the global ``PORTAL_SSH_USER`` when the clusters file cannot be read,
     which the system check reports)."""
-    names = set(settings.PORTAL_ACCOUNT_DENY) | {settings.SLURM_GATEWAY["ssh_user"]}
+    names = set(settings.PORTAL_ACCOUNT_DENY) | {settings.PORTAL_SLURM_GATEWAY["ssh_user"]}
     try:
         names |= {c.gateway["ssh_user"] for c in clusters()}
     except ClusterConfigError:
@@ -154,7 +154,7 @@ def cluster_account_check(username: str, *, known: bool) -> ClusterUser | None:
         )
     if (reason := system_account_reason(username, cluster_user.uid)) is not None:
         raise system_account_refusal(username, reason)
-    group = settings.SLURM_GATEWAY["users_group"]
+    group = settings.PORTAL_SLURM_GATEWAY["users_group"]
     if not cluster_user.in_users_group:
         raise LoginRefused(
             "not_provisioned",

@@ -55,7 +55,7 @@ def login_refused_audit(*, claims: dict, refusal: LoginRefused) -> None:
     """Record a refused sign-in (a ``login.refused`` row): who tried (issuer + ``sub``, from claims the
     IdP signed), the refusal's code, and the names they claimed (``PORTAL_OIDC_USERNAME_CLAIM`` and
     ``PORTAL_OIDC_LINK_CLAIM``)."""
-    conf = settings.OIDC
+    conf = settings.PORTAL_OIDC
     claimed = {
         c: str(claims.get(c))[:80] for c in {conf["username_claim"], conf["link_claim"]} if c and claims.get(c) is not None
     }
@@ -88,7 +88,7 @@ def admin_from_claims_audit(*, user: User, was_admin: bool) -> None:
     named. Nothing when it did not change."""
     if bool(user.is_staff) == bool(was_admin):
         return
-    admin_groups = set(settings.OIDC["admin_groups"])
+    admin_groups = set(settings.PORTAL_OIDC["admin_groups"])
     audit(
         actor=None,
         action="user.admin.claims",
@@ -102,7 +102,7 @@ def _suggested_username(claims: dict) -> str:
     """The name the IdP suggests (``PORTAL_OIDC_USERNAME_CLAIM``), or ``""`` when absent or not a
     valid user name. Never trusted: an admin decides."""
     try:
-        return unix_username_from_claims(claims, claim=settings.OIDC["username_claim"])
+        return unix_username_from_claims(claims, claim=settings.PORTAL_OIDC["username_claim"])
     except LoginRefused:
         return ""
 
@@ -136,7 +136,7 @@ def login_check(*, claims: dict, existing: User | None) -> LoginIdentity:
     in the cluster's users group) or ``cluster_unreachable`` (first login while the submit host is
     down).
     """
-    conf = settings.OIDC
+    conf = settings.PORTAL_OIDC
     issuer, sub = str(claims.get("iss") or ""), str(claims.get("sub") or "")
     link_claim = conf["link_claim"]
     directory_name = (

@@ -29,8 +29,10 @@ def login_page(request: HttpRequest) -> HttpResponse:
     """The only sign-in page: one button that POSTs to the OIDC login view."""
     if request.user.is_authenticated:
         return HttpResponseRedirect(reverse("home"))
-    oidc = settings.OIDC
-    login_url = reverse("openid_connect_login", kwargs={"provider_id": settings.OIDC_PROVIDER_ID}) if oidc["issuer"] else None
+    oidc = settings.PORTAL_OIDC
+    login_url = (
+        reverse("openid_connect_login", kwargs={"provider_id": settings.PORTAL_OIDC_PROVIDER_ID}) if oidc["issuer"] else None
+    )
     return render(
         request,
         "accounts/login.html",
@@ -49,7 +51,7 @@ def login_page(request: HttpRequest) -> HttpResponse:
 def oidc_discovery() -> dict | None:
     """The IdP's discovery document, or ``None`` when it does not answer within 3 s. Fetched at each
     logout (rare), so a down IdP is noticed before the browser is sent there."""
-    issuer = settings.OIDC["issuer"]
+    issuer = settings.PORTAL_OIDC["issuer"]
     if not issuer:
         return None
     try:
@@ -73,9 +75,9 @@ def id_token_hint_is_usable(id_token: str, discovery: dict) -> bool:
         verify_id_token(
             id_token,
             jwks_uri=str(discovery["jwks_uri"]),
-            audience=settings.OIDC["client_id"],
-            issuer=discovery.get("issuer") or settings.OIDC["issuer"],
-            leeway_s=settings.OIDC["clock_leeway"],
+            audience=settings.PORTAL_OIDC["client_id"],
+            issuer=discovery.get("issuer") or settings.PORTAL_OIDC["issuer"],
+            leeway_s=settings.PORTAL_OIDC["clock_leeway"],
             current_keys=True,
         )
     except (IdTokenInvalid, KeyError) as exc:
@@ -94,7 +96,7 @@ def idp_logout_url(request: HttpRequest, id_token: str | None) -> str | None:
         return None
     params = {
         "post_logout_redirect_uri": request.build_absolute_uri("/"),
-        "client_id": settings.OIDC["client_id"],
+        "client_id": settings.PORTAL_OIDC["client_id"],
         "state": SIGNED_OUT_STATE,
     }
     if id_token and id_token_hint_is_usable(id_token, discovery):
@@ -106,14 +108,14 @@ def hub_logout_url() -> str | None:
     """JupyterHub's ``/hub/logout`` (it clears the hub's cookies in this browser, then sends it to
     ``/accounts/logout/done/``), or ``None`` when no hub is configured or its API does not answer
     within 2 s (the sign-out then goes on without it instead of stranding the browser)."""
-    if not settings.HUB_URL or not settings.HUB_API_URL:
+    if not settings.PORTAL_HUB_URL or not settings.PORTAL_HUB_API_URL:
         return None
     try:
-        requests.get(settings.HUB_API_URL + "/", timeout=2).raise_for_status()
+        requests.get(settings.PORTAL_HUB_API_URL + "/", timeout=2).raise_for_status()
     except requests.RequestException as exc:
         logger.warning("JupyterHub unreachable at logout: %s", exc)
         return None
-    return settings.HUB_URL + "/hub/logout"
+    return settings.PORTAL_HUB_URL + "/hub/logout"
 
 
 #: Session keys (of the anonymous session after logout): where the sign-out goes after the hub, and
@@ -132,7 +134,7 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     logout(request)  # the portal's own session ends first, whatever the hub and the IdP do
     request.session[SESSION_LOGOUT_NEXT] = idp_logout_url(request, id_token) or ""
     hub = hub_logout_url()
-    request.session[SESSION_LOGOUT_HUB] = HUB_SIGNED_OUT if hub else (HUB_UNREACHABLE if settings.HUB_URL else HUB_NONE)
+    request.session[SESSION_LOGOUT_HUB] = HUB_SIGNED_OUT if hub else (HUB_UNREACHABLE if settings.PORTAL_HUB_URL else HUB_NONE)
     return HttpResponseRedirect(hub) if hub else logout_done(request)
 
 
@@ -159,7 +161,7 @@ def admin_login(request: HttpRequest) -> HttpResponse:
             "not_admin",
             "The admin pages are for portal admins only.",
             "Admins are members of the IdP group(s) "
-            + ", ".join(settings.OIDC["admin_groups"])
+            + ", ".join(settings.PORTAL_OIDC["admin_groups"])
             + ". Ask an admin if you need access.",
         )
         return render(request, "accounts/login_refused.html", {"refusal": refusal, "show_home": True}, status=403)

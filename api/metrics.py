@@ -56,12 +56,12 @@ from slurm.states import JobState
 
 def metrics_allowed(request: HttpRequest) -> bool:
     """Whether ``request`` may read /metrics (the token, or an allowed address asking directly)."""
-    token = settings.METRICS_TOKEN
+    token = settings.PORTAL_METRICS_TOKEN
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token):
         return True
     direct = "X-Forwarded-For" not in request.headers and "Forwarded" not in request.headers
-    return direct and request.META.get("REMOTE_ADDR", "") in settings.METRICS_ALLOW
+    return direct and request.META.get("REMOTE_ADDR", "") in settings.PORTAL_METRICS_ALLOW
 
 
 class PortalCollector:

@@ -114,10 +114,10 @@ def main() -> None:
                 assert response.status_code == 200
             return times
 
-        settings.PROMETHEUS_URL = ""
+        settings.PORTAL_PROMETHEUS_URL = ""
         phase()  # warm up
         without = phase()
-        settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
+        settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
         before = counting.calls
         with_usage = phase()
         flags = client.get("/jobs/").content.decode().count('data-testid="low-use"')
@@ -131,11 +131,11 @@ def main() -> None:
         # 2. queries per minute: the poller's reads plus what the viewers' pages cause
         from jobs.gpu.gpu_usage import gpu_usage_refresh
 
-        interval = settings.SNAPSHOT_INTERVAL
+        interval = settings.PORTAL_SNAPSHOT_INTERVAL
         ticks = int(60 / interval)
         # One simulated interval is one pass of every viewer, however long 200 viewers take in this one
         # process; the chart's cache lives an interval, so it is emptied at each pass instead of by time.
-        settings.SNAPSHOT_INTERVAL = 600
+        settings.PORTAL_SNAPSHOT_INTERVAL = 600
         key = Job.objects.filter(user=alice).first().key
 
         def per_minute(viewers: int) -> int:

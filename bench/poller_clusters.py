@@ -345,7 +345,7 @@ def main(argv=None) -> int:
         print(f"--clusters needs two of the configured clusters ({', '.join(cluster_names())}); got {names}", file=sys.stderr)
         return 2
     first, second = names
-    interval = settings.SNAPSHOT_INTERVAL if args.interval is None else args.interval
+    interval = settings.PORTAL_SNAPSHOT_INTERVAL if args.interval is None else args.interval
     print(
         f"# {dt.datetime.now().astimezone().isoformat(timespec='seconds')} on {os.uname().nodename} "
         f"({os.cpu_count()} CPUs); {args.polls} polls per phase, one per {interval:g} s; clusters {first}, {second}; "

@@ -362,7 +362,7 @@ def ensure_portal_user(user: str, team: str) -> None:
     sub = next((u["claims"].get("sub", u["username"]) for u in users if u["username"] == user), user)
     code = (
         "from django.conf import settings; from accounts.models import User; from teams.models import Membership, Team\n"
-        f"u, _ = User.objects.get_or_create(username={user!r}, defaults={{'oidc_issuer': settings.OIDC['issuer'], 'oidc_sub': {sub!r}}})\n"
+        f"u, _ = User.objects.get_or_create(username={user!r}, defaults={{'oidc_issuer': settings.PORTAL_OIDC['issuer'], 'oidc_sub': {sub!r}}})\n"
         f"t = Team.objects.get(name={team!r}); Membership.objects.get_or_create(team=t, user=u)\n"
         f"u.slurm_accounts = sorted(set(u.slurm_accounts or []) | {{{team!r}}}); u.save()\n"
     )

@@ -351,7 +351,7 @@ def real_main(args) -> None:
 
     cluster = default_cluster().name
     gateway = get_gateway(cluster)
-    interval = float(settings.SNAPSHOT_INTERVAL)
+    interval = float(settings.PORTAL_SNAPSHOT_INTERVAL)
     name = args.name
     print(f"$ .venv/bin/python bench/snapshot_size.py --real-cluster --held {args.held} --polls {args.polls}")
     print(

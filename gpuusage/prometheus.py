@@ -44,17 +44,17 @@ def promql_string(text: str) -> str:
 
 def prometheus_configured() -> bool:
     """Whether this site measures GPU usage (``PORTAL_PROMETHEUS_URL`` is set)."""
-    return bool(settings.PROMETHEUS_URL)
+    return bool(settings.PORTAL_PROMETHEUS_URL)
 
 
 def _get(path: str, params: dict, promql: str) -> dict:
-    timeout = settings.PROMETHEUS_TIMEOUT
+    timeout = settings.PORTAL_PROMETHEUS_TIMEOUT
     try:
-        response = requests.get(f"{settings.PROMETHEUS_URL}{path}", params=params, timeout=timeout)
+        response = requests.get(f"{settings.PORTAL_PROMETHEUS_URL}{path}", params=params, timeout=timeout)
     except requests.Timeout as exc:
         raise PrometheusError(promql, f"no answer within {timeout:g} s") from exc
     except requests.RequestException as exc:
-        raise PrometheusError(promql, f"not answering at {settings.PROMETHEUS_URL}") from exc
+        raise PrometheusError(promql, f"not answering at {settings.PORTAL_PROMETHEUS_URL}") from exc
     try:
         body = response.json()
     except ValueError:

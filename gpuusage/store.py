@@ -122,7 +122,7 @@ def usage_read(cluster: str, *, now: float | None = None) -> ClusterUsage:
     now = time.time() if now is None else now
     selector = _selector(cluster)
     names = "|".join(FIGURES)
-    minutes = int(settings.GPU_LOW_USE_MINUTES)
+    minutes = int(settings.PORTAL_GPU_LOW_USE_MINUTES)
     latest = query(f'{{__name__=~"{names}",{selector}}}', at=now)
     window = query(f"avg_over_time(DCGM_FI_PROF_SM_ACTIVE{{{selector}}}[{minutes}m])", at=now)
     hosts = query(f"count by (Hostname) (DCGM_FI_DEV_FB_FREE{{cluster={promql_string(cluster)}}})", at=now)

@@ -67,7 +67,7 @@ c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_sec
 c.JupyterHub.pid_file = os.path.join(state_dir, "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = False  # a hub restart must not end running sessions
 c.JupyterHub.allow_named_servers = True
-# The portal reads the same variable (settings.SESSION_LIMIT) and refuses a start past it in its own words.
+# The portal reads the same variable (settings.PORTAL_SESSION_LIMIT) and refuses a start past it in its own words.
 c.JupyterHub.named_server_limit_per_user = int(env("PORTAL_SESSION_LIMIT", "4"))
 # Sessions are started from the portal (its form checks the options); the hub's own home page is
 # still there for "Stop" and tokens, but landing on the hub sends people to the portal's Sessions page.

@@ -12,7 +12,7 @@ from .kinds import HUB_REPORT_INTERVAL_S, idle_minutes_floor
 def check_idle_limit(app_configs=None, **kwargs):
     """portal.E010: ``PORTAL_SESSION_IDLE_MINUTES`` below what the sessions' activity signal can
     resolve (:func:`interactive.kinds.idle_minutes_floor`): a person still at work would be stopped."""
-    limit = settings.SESSION_IDLE_MINUTES
+    limit = settings.PORTAL_SESSION_IDLE_MINUTES
     cull = float(settings.CELERY_BEAT_SCHEDULE.get("sessions-cull-idle", {}).get("schedule", 60.0))  # seconds
     floor, kind = idle_minutes_floor(cull)
     if not limit or limit >= floor:
@@ -50,13 +50,13 @@ def check_gpu_idle_reclaim(app_configs=None, **kwargs):
     """portal.E012: ``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` or ``PORTAL_GPU_IDLE_WARN_MINUTES`` below 0:
     a negative limit would stop every measured GPU session at once (:mod:`interactive.gpu_idle`)."""
     errors = []
-    for name in ("GPU_IDLE_RECLAIM_MINUTES", "GPU_IDLE_WARN_MINUTES"):
+    for name in ("PORTAL_GPU_IDLE_RECLAIM_MINUTES", "PORTAL_GPU_IDLE_WARN_MINUTES"):
         value = getattr(settings, name)
         if value < 0:
             errors.append(
                 Error(
-                    f"PORTAL_{name}={value} is below 0: a GPU session cannot be idle for less than no time.",
-                    hint=f"Set PORTAL_{name} to a number of minutes, or to 0 (reclaim: never stop idle GPU sessions; "
+                    f"{name}={value} is below 0: a GPU session cannot be idle for less than no time.",
+                    hint=f"Set {name} to a number of minutes, or to 0 (reclaim: never stop idle GPU sessions; "
                     "warning: none before the stop).",
                     id="portal.E012",
                 )

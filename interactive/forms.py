@@ -40,17 +40,19 @@ class SessionForm(forms.Form):
             del self.fields["account"]
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
         self.fields["ide"].initial = kind_default().name
-        partitions = [p for p in settings.SESSION_PARTITIONS if p in policy.partitions] or list(settings.SESSION_PARTITIONS)
+        partitions = [p for p in settings.PORTAL_SESSION_PARTITIONS if p in policy.partitions] or list(
+            settings.PORTAL_SESSION_PARTITIONS
+        )
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [
-            (n, str(n)) for n in range(0, settings.SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)
+            (n, str(n)) for n in range(0, settings.PORTAL_SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)
         ]
-        self.fields["hours"].help_text = f"At most {settings.SESSION_MAX_HOURS} hours."
+        self.fields["hours"].help_text = f"At most {settings.PORTAL_SESSION_MAX_HOURS} hours."
         self.fields[
             "gpu_count"
-        ].help_text = f"Sessions have at most {settings.SESSION_MAX_GPUS} GPUs; submit a batch job for more."
+        ].help_text = f"Sessions have at most {settings.PORTAL_SESSION_MAX_GPUS} GPUs; submit a batch job for more."
         self.fields["image"].choices = image_choices()
         self.fields["image"].help_text = (
             "Only images that contain a session's server are offered, each with the IDEs it holds; "

@@ -52,7 +52,7 @@ class GpuLook:
 def reclaim_enabled() -> bool:
     """Whether this site reclaims idle GPU sessions (``PORTAL_GPU_IDLE_RECLAIM_MINUTES`` > 0 and
     GPU usage measured at all, ``PORTAL_PROMETHEUS_URL``)."""
-    return bool(settings.GPU_IDLE_RECLAIM_MINUTES) and prometheus_configured()
+    return bool(settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES) and prometheus_configured()
 
 
 def session_jobs(cluster: str) -> dict[str, int]:
@@ -127,7 +127,7 @@ def _minutes(seconds: float) -> str:
 
 
 def _percent() -> str:
-    return f"{settings.GPU_LOW_USE_PERCENT:g} %"
+    return f"{settings.PORTAL_GPU_LOW_USE_PERCENT:g} %"
 
 
 def gpu_reclaim_warning(session: Session, *, now: datetime | None = None) -> str:
@@ -136,10 +136,10 @@ def gpu_reclaim_warning(session: Session, *, now: datetime | None = None) -> str
     now = now or djtz.now()
     if not gpu_rule_applies(session, now=now) or session.gpu_low_since is None:
         return ""
-    limit_s = settings.GPU_IDLE_RECLAIM_MINUTES * 60
+    limit_s = settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES * 60
     low_for = max(0.0, (now - session.gpu_low_since).total_seconds())
     left = limit_s - low_for
-    if left > min(settings.GPU_IDLE_WARN_MINUTES * 60, limit_s):
+    if left > min(settings.PORTAL_GPU_IDLE_WARN_MINUTES * 60, limit_s):
         return ""
     them = "it is" if session.gpu_count == 1 else "they are"
     return (
@@ -164,7 +164,7 @@ def gpu_not_measured_note(session: Session, *, now: datetime | None = None) -> s
 
 def gpu_reclaim_message(session: Session, look: GpuLook) -> str:
     """Why the session was stopped, for its card."""
-    minutes = settings.GPU_IDLE_RECLAIM_MINUTES
+    minutes = settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES
     return (
         f"Stopped because its {gpus_text(session)} stayed below {_percent()} SM activity for {_minutes(look.low_for_s)} "
         f"(this site stops sessions whose GPUs are idle for {duration(minutes * 60)}), so "

@@ -47,17 +47,17 @@ class HubServer:
 
 
 def _url(path: str) -> str:
-    return settings.HUB_API_URL + path
+    return settings.PORTAL_HUB_API_URL + path
 
 
 def _call(method: str, path: str, *, body: dict | None = None, timeout=TIMEOUT) -> requests.Response:
-    if not settings.HUB_TOKEN:
+    if not settings.PORTAL_HUB_TOKEN:
         raise HubUnavailable("Sessions are not set up on this portal (PORTAL_HUB_TOKEN is empty); ask the admin.")
     try:
         response = requests.request(
             method,
             _url(path),
-            headers={"Authorization": f"token {settings.HUB_TOKEN}"},
+            headers={"Authorization": f"token {settings.PORTAL_HUB_TOKEN}"},
             data=json.dumps(body) if body is not None else None,
             timeout=timeout,
         )
@@ -154,13 +154,13 @@ def progress_message(username: str, server_name: str, *, read_for: float = 0.8) 
     import time
 
     path = f"{user_path(username)}/servers/{quote(server_name, safe='')}/progress"
-    if not settings.HUB_TOKEN:
+    if not settings.PORTAL_HUB_TOKEN:
         return ""
     latest = ""
     deadline = time.monotonic() + read_for
     try:
         with requests.get(
-            _url(path), headers={"Authorization": f"token {settings.HUB_TOKEN}"}, stream=True, timeout=(2, read_for)
+            _url(path), headers={"Authorization": f"token {settings.PORTAL_HUB_TOKEN}"}, stream=True, timeout=(2, read_for)
         ) as r:
             if r.status_code != 200:
                 return ""

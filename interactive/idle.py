@@ -87,7 +87,7 @@ def session_idle_seconds(session: Session, *, now: datetime | None = None) -> fl
 def idle_stop_in_seconds(session: Session, *, now: datetime | None = None) -> float | None:
     """Seconds until the idle limit stops the session, when that is near (within
     :data:`WARN_BEFORE_S`, or half the limit for a short limit); None otherwise."""
-    limit_s = settings.SESSION_IDLE_MINUTES * 60
+    limit_s = settings.PORTAL_SESSION_IDLE_MINUTES * 60
     if gpu_rule_applies(session, now=now):  # judged by its GPUs' use: gpu_idle.gpu_reclaim_warning
         return None
     idle = session_idle_seconds(session, now=now) if limit_s else None
@@ -109,8 +109,8 @@ def sessions_cull_idle(*, now: datetime | None = None) -> list[Session]:
     ``PORTAL_SESSION_IDLE_MINUTES`` with no person's activity, GPU work seen counting as activity
     (``session.culled``: old and new state, idle minutes). Sessions whose idle time is unknown, and
     hub errors, leave sessions alone until the next run."""
-    limit = settings.SESSION_IDLE_MINUTES
-    reclaim = settings.GPU_IDLE_RECLAIM_MINUTES if reclaim_enabled() else 0
+    limit = settings.PORTAL_SESSION_IDLE_MINUTES
+    reclaim = settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES if reclaim_enabled() else 0
     now = now or djtz.now()
     running = list(Session.objects.filter(state=SessionState.RUNNING).select_related("user"))
     looks = sessions_gpu_observe(running, now=now)

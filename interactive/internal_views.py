@@ -22,7 +22,7 @@ from .services import job_status_for_hub, session_event, spawn_check
 
 
 def _authorized(request: HttpRequest) -> bool:
-    expected = settings.HUB_TOKEN
+    expected = settings.PORTAL_HUB_TOKEN
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
 

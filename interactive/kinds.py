@@ -146,7 +146,7 @@ class SessionKind:
 
 
 def _code_server_bin() -> str:
-    return os.path.join(settings.CODE_SERVER_DIR, "bin")
+    return os.path.join(settings.PORTAL_CODE_SERVER_DIR, "bin")
 
 
 #: The registry, in the order the form offers the kinds; the first is the default.

@@ -97,7 +97,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
     if unknown:
         errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
-    default_partition = settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""
+    default_partition = settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else ""
     ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
     partition = _str(raw, "partition", default_partition, errors, "The partition")
     gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
@@ -111,24 +111,24 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
         errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
     elif not kind.available():
         errors.append(Problem("ide", _not_installed(kind)))
-    if partition not in settings.SESSION_PARTITIONS:
+    if partition not in settings.PORTAL_SESSION_PARTITIONS:
         errors.append(
             Problem(
                 "partition",
-                f"Sessions run in the interactive partition(s) only: {', '.join(settings.SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job.",
+                f"Sessions run in the interactive partition(s) only: {', '.join(settings.PORTAL_SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job.",
             )
         )
     if gpu_count < 0:
         errors.append(Problem("gpu_count", "The number of GPUs cannot be negative."))
-    elif gpu_count > settings.SESSION_MAX_GPUS:
+    elif gpu_count > settings.PORTAL_SESSION_MAX_GPUS:
         errors.append(
             Problem(
                 "gpu_count",
-                f"Sessions may have at most {settings.SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job.",
+                f"Sessions may have at most {settings.PORTAL_SESSION_MAX_GPUS} GPUs. For {gpu_count} GPUs, submit a batch job.",
             )
         )
-    if not 1 <= hours <= settings.SESSION_MAX_HOURS:
-        errors.append(Problem("hours", f"A session lasts 1 to {settings.SESSION_MAX_HOURS} hours."))
+    if not 1 <= hours <= settings.PORTAL_SESSION_MAX_HOURS:
+        errors.append(Problem("hours", f"A session lasts 1 to {settings.PORTAL_SESSION_MAX_HOURS} hours."))
     if errors:
         return None, errors
     request = JobRequest(
@@ -285,7 +285,7 @@ def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = No
 
     held = held or sessions_held(user=user)
     problems = []
-    limit = settings.SESSION_LIMIT
+    limit = settings.PORTAL_SESSION_LIMIT
     if limit > 0 and held.active >= limit:
         noun = "session" if held.active == 1 else "sessions"
         problems.append(

@@ -2,7 +2,7 @@
 
 A preset is a set of session options (kind, GPUs and type, CPUs, memory, hours, partition) with a
 label people read ("JupyterLab, 1 A100, 4 h"). The site configures them in
-``PORTAL_SESSION_PRESETS`` (``settings.SESSION_PRESETS``; unset: ``settings.SESSION_PRESETS_DEFAULT``),
+``PORTAL_SESSION_PRESETS`` (``settings.PORTAL_SESSION_PRESETS``; unset: ``settings.PORTAL_SESSION_PRESETS_DEFAULT``),
 in a compact text form, presets separated by ``;`` or new lines, each a kind's name followed by
 ``key=value`` words::
 
@@ -201,7 +201,7 @@ def _preset(raw: dict | str, source: str, number: int, *, rules: bool) -> Sessio
     ide = str(raw.get("kind", ""))
     if ide not in KINDS:
         raise PresetError(f"{where}: {ide[:20]!r} is not a session kind; use one of {', '.join(KINDS)}.")
-    partitions = settings.SESSION_PARTITIONS
+    partitions = settings.PORTAL_SESSION_PARTITIONS
     partition = str(raw.get("partition") or (partitions[0] if partitions else ""))
     gpu_type = str(raw.get("type", "")).strip()
     gpu_count = _whole(raw, "gpus", 0, where)
@@ -262,8 +262,8 @@ def parse_presets(text: str) -> list[SessionPreset]:
 
 def presets_text() -> str:
     """The configured text: ``PORTAL_SESSION_PRESETS``, or the site's default when it is unset."""
-    text = settings.SESSION_PRESETS
-    return settings.SESSION_PRESETS_DEFAULT if text is None else text
+    text = settings.PORTAL_SESSION_PRESETS
+    return settings.PORTAL_SESSION_PRESETS_DEFAULT if text is None else text
 
 
 @lru_cache(maxsize=8)
@@ -273,7 +273,7 @@ def _readable(text: str, default_partition: str) -> tuple[tuple[SessionPreset, .
 
 
 def _site() -> tuple[tuple[SessionPreset, ...], tuple[str, ...]]:
-    partitions = settings.SESSION_PARTITIONS
+    partitions = settings.PORTAL_SESSION_PARTITIONS
     return _readable(presets_text(), partitions[0] if partitions else "")
 
 

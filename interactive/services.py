@@ -151,7 +151,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         _apply(session, options)
         session.account = account
         session.state = SessionState.STARTING
-        session.give_up_at = djtz.now() + timedelta(minutes=settings.SESSION_MAX_QUEUE_MINUTES)
+        session.give_up_at = djtz.now() + timedelta(minutes=settings.PORTAL_SESSION_MAX_QUEUE_MINUTES)
         session.save()
     return {
         "key": str(session.key),
@@ -372,7 +372,7 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
     elif server is not None and server.ready:
         phase = SessionPhase.RUNNING
         kind = kind_get(session.ide)
-        open_url = settings.HUB_URL + server.url.rstrip("/") + (kind.default_url if kind else "")
+        open_url = settings.PORTAL_HUB_URL + server.url.rstrip("/") + (kind.default_url if kind else "")
         if job is not None and job.start_time:
             time_left = time_left_seconds(start=job.start_time, limit_minutes=job.time_limit, now=now)
         idle_stop_in = idle_stop_in_seconds(session)

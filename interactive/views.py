@@ -41,8 +41,8 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "hub_warning": warning,
         "kinds": offered,
         "missing_kinds": [k for k in kinds if k not in offered],
-        "idle_minutes": settings.SESSION_IDLE_MINUTES,
-        "max_gpus": settings.SESSION_MAX_GPUS,
+        "idle_minutes": settings.PORTAL_SESSION_IDLE_MINUTES,
+        "max_gpus": settings.PORTAL_SESSION_MAX_GPUS,
         "status": cluster_status(sessions_cluster().name),
         "low_use": sessions_low_use(cards),
         **_maintenance_ahead(form.data if form.is_bound else {}),
@@ -54,13 +54,15 @@ def _maintenance_ahead(data) -> dict:
     the form's 2 h when not given): ``maintenance``, the clash of that session with a maintenance
     reservation on every node of the partition, and ``maintenance_longest``, that of the longest
     session the site allows (``PORTAL_SESSION_MAX_HOURS``); each ``None`` when there is none."""
-    partition = str(data.get("partition") or (settings.SESSION_PARTITIONS[0] if settings.SESSION_PARTITIONS else ""))
+    partition = str(
+        data.get("partition") or (settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else "")
+    )
     raw = str(data.get("hours") or "2").strip()
     hours = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 4 else 0
     cluster = sessions_cluster().name
     return {
         "maintenance": session_maintenance(cluster=cluster, partition=partition, hours=hours) if hours else None,
-        "maintenance_longest": session_maintenance(cluster=cluster, partition=partition, hours=settings.SESSION_MAX_HOURS),
+        "maintenance_longest": session_maintenance(cluster=cluster, partition=partition, hours=settings.PORTAL_SESSION_MAX_HOURS),
     }
 
 

@@ -125,7 +125,7 @@ def waiting_ahead(cluster: str, taken_at: float) -> dict | None:
     snapshot = snapshot_load(with_jobs=True, cluster=cluster)
     if snapshot is None or snapshot.taken_at != taken_at:
         return None
-    summary = summarize_waiting(snapshot, set(settings.SESSION_PARTITIONS))
+    summary = summarize_waiting(snapshot, set(settings.PORTAL_SESSION_PARTITIONS))
     cache.set(key, {"taken_at": taken_at, "summary": summary}, timeout=SUMMARY_TTL_S)
     return summary
 

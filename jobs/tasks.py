@@ -36,9 +36,9 @@ def snapshot_poll(cluster: str | None = None) -> None:
     often than the interval."""
     if cluster is None:
         for name in cluster_names():
-            snapshot_poll.apply_async(args=[name], expires=settings.SNAPSHOT_INTERVAL)
+            snapshot_poll.apply_async(args=[name], expires=settings.PORTAL_SNAPSHOT_INTERVAL)
         return
-    snapshot_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
+    snapshot_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.PORTAL_SNAPSHOT_INTERVAL)
 
 
 @shared_task(soft_time_limit=20, time_limit=30, ignore_result=True, max_retries=0)
@@ -50,9 +50,9 @@ def gpu_usage_poll(cluster: str | None = None) -> None:
     retried: the next tick is the retry."""
     if cluster is None:
         for name in cluster_names():
-            gpu_usage_poll.apply_async(args=[name], expires=settings.SNAPSHOT_INTERVAL)
+            gpu_usage_poll.apply_async(args=[name], expires=settings.PORTAL_SNAPSHOT_INTERVAL)
         return
-    gpu_usage_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.SNAPSHOT_INTERVAL)
+    gpu_usage_refresh(cluster=cluster, min_gap_s=POLL_MIN_GAP * settings.PORTAL_SNAPSHOT_INTERVAL)
 
 
 @shared_task(bind=True, soft_time_limit=60, time_limit=90, ignore_result=True, acks_late=True, max_retries=10)

@@ -53,7 +53,7 @@ def backoff_seconds(attempts: int) -> int:
 
 
 def _lease_s() -> int:
-    return int(settings.NOTIFY_LEASE_SECONDS)
+    return int(settings.PORTAL_NOTIFY_LEASE_SECONDS)
 
 
 def notification_claim(*, notification_id: int, now: datetime | None = None) -> Notification | None:

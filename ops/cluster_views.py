@@ -49,7 +49,7 @@ def _body_context(request: HttpRequest, page: ClusterPage) -> dict:
         "service_user": page.cluster.gateway.get("ssh_user", ""),
         # every value in the kept rows was escaped where they were built (ops/cluster_html.py)
         "node_rows": mark_safe(page.rows_html.replace(CSRF_MARK, escape(get_token(request)))),  # noqa: S308
-        "refresh_seconds": max(2, int(settings.SNAPSHOT_INTERVAL)),
+        "refresh_seconds": max(2, int(settings.PORTAL_SNAPSHOT_INTERVAL)),
     }
 
 

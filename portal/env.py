@@ -92,7 +92,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_CODE_SERVER_DIR": (str, "/opt/gpuportal/code-server"),
     "PORTAL_SESSION_MAX_QUEUE_MINUTES": (int, 240),
     "PORTAL_SESSION_LIMIT": (int, 4),  # also the hub's named_server_limit_per_user (hub/jupyterhub_config.py)
-    "PORTAL_SESSION_PRESETS": (str, None),  # None: settings.SESSION_PRESETS_DEFAULT
+    "PORTAL_SESSION_PRESETS": (str, None),  # None: settings.PORTAL_SESSION_PRESETS_DEFAULT
     # Snapshot poller
     "PORTAL_SNAPSHOT_INTERVAL": (float, 5.0),
     "PORTAL_SNAPSHOT_MAX_AGE": (float, 60.0),

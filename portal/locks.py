@@ -14,8 +14,8 @@ logger = logging.getLogger(__name__)
 
 
 def redis_client() -> redis.Redis:
-    """A client for ``REDIS_URL`` (the same Redis as the cache and the Celery broker)."""
-    return redis.Redis.from_url(settings.REDIS_URL)
+    """A client for ``PORTAL_REDIS_URL`` (the same Redis as the cache and the Celery broker)."""
+    return redis.Redis.from_url(settings.PORTAL_REDIS_URL)
 
 
 @contextmanager

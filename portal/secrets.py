@@ -64,8 +64,8 @@ def _what_is_wrong(name: str, value: str, *, required: bool) -> str:
 
 
 def secret_problems(settings) -> list[SecretProblem]:
-    """The refused secrets among ``settings.SECRET_KEY``, ``settings.HUB_TOKEN`` and
-    ``settings.OIDC["client_secret"]``, in that order; ``[]`` under the development settings
+    """The refused secrets among ``settings.SECRET_KEY``, ``settings.PORTAL_HUB_TOKEN`` and
+    ``settings.PORTAL_OIDC["client_secret"]``, in that order; ``[]`` under the development settings
     (``settings.PORTAL_ENVIRONMENT == "development"``). A missing client secret is not repeated here:
     ``portal.E001`` names it with the rest of the IdP's settings. Never raises."""
     if getattr(settings, "PORTAL_ENVIRONMENT", "") == "development":
@@ -76,8 +76,8 @@ def secret_problems(settings) -> list[SecretProblem]:
         secret_key = ""
     values = (
         ("PORTAL_SECRET_KEY", secret_key, True),
-        ("PORTAL_HUB_TOKEN", getattr(settings, "HUB_TOKEN", "") or "", False),  # empty: sessions off
-        ("PORTAL_OIDC_CLIENT_SECRET", (getattr(settings, "OIDC", None) or {}).get("client_secret") or "", False),
+        ("PORTAL_HUB_TOKEN", getattr(settings, "PORTAL_HUB_TOKEN", "") or "", False),  # empty: sessions off
+        ("PORTAL_OIDC_CLIENT_SECRET", (getattr(settings, "PORTAL_OIDC", None) or {}).get("client_secret") or "", False),
     )
     problems = []
     for name, value, required in values:

@@ -3,7 +3,7 @@ poll lock and accounting. A job is (cluster, job id, key).
 
 Configured in a TOML file named by ``PORTAL_CLUSTERS_FILE`` (docs/clusters.md), one ``[[clusters]]``
 table per cluster; the first is the site's default. Without a file the portal serves one cluster,
-``PORTAL_CLUSTER_NAME``, reached through ``PORTAL_SSH_*`` (``settings.SLURM_GATEWAY``). Every key a
+``PORTAL_CLUSTER_NAME``, reached through ``PORTAL_SSH_*`` (``settings.PORTAL_SLURM_GATEWAY``). Every key a
 table leaves out takes that global value, so a second cluster usually names only what differs::
 
     [[clusters]]
@@ -36,7 +36,7 @@ from django.conf import settings
 #: cache keys, lock names, URLs and the CLI).
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
-#: Keys of a ``[[clusters]]`` table that override a ``settings.SLURM_GATEWAY`` value of the same name.
+#: Keys of a ``[[clusters]]`` table that override a ``settings.PORTAL_SLURM_GATEWAY`` value of the same name.
 GATEWAY_KEYS = (
     "transport",
     "ssh_host",
@@ -60,7 +60,7 @@ class ClusterConfigError(ValueError):
 class Cluster:
     """One configured cluster. ``name``: the portal's name for it; ``label``: what pages show
     (default ``name``); ``slurm_name``: Slurm's ``ClusterName`` (default ``name``); ``gateway``: the
-    ``SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
+    ``PORTAL_SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
     on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: JupyterHub
     starts sessions here; ``env_pythons``: Python versions profiles may ask for here."""
 
@@ -85,7 +85,7 @@ def _defaults() -> dict:
         "sbatch_helper": settings.PORTAL_SBATCH_HELPER,
         "partitions": list(settings.PORTAL_PARTITIONS),
         "env_pythons": list(settings.PORTAL_ENV_PYTHONS),
-        **settings.SLURM_GATEWAY,
+        **settings.PORTAL_SLURM_GATEWAY,
     }
 
 
@@ -151,7 +151,7 @@ def clusters() -> tuple[Cluster, ...]:
         (
             path,
             settings.PORTAL_CLUSTER_NAME,
-            settings.SLURM_GATEWAY,
+            settings.PORTAL_SLURM_GATEWAY,
             settings.PORTAL_SBATCH_HELPER,
             settings.PORTAL_PARTITIONS,
             settings.PORTAL_ENV_PYTHONS,

@@ -251,7 +251,7 @@ _gateway_lock = threading.Lock()
 
 
 def build_transport(conf: dict) -> Transport:
-    """A transport from a ``SLURM_GATEWAY`` settings dict (``transport`` is ``ssh`` or ``local``)."""
+    """A transport from a ``PORTAL_SLURM_GATEWAY`` settings dict (``transport`` is ``ssh`` or ``local``)."""
     if conf["transport"] == "local":
         from .transports.local import LocalTransport
 

@@ -1,17 +1,17 @@
 """Site policy the teams sync keeps in Slurm (docs/policy.md): per-person caps and
 the small-job pool, read from the portal's settings.
 
-* **Per-person caps** live on one QOS (``USER_CAPS_QOS``, ``normal`` by default: every association's
+* **Per-person caps** live on one QOS (``PORTAL_USER_CAPS_QOS``, ``normal`` by default: every association's
   default QOS, so every job of every account has it): ``MaxTRESPerUser=gres/gpu=N`` (GPUs one person
   uses at once) and ``MaxSubmitJobsPerUser=M`` (jobs one person has pending or running; each array
   task counts). A QOS limit per user counts a person's jobs in all their accounts together, which is
   what "per person" means for someone in two teams; an association limit would be per account
   (twice the cap for a member of two teams). Each cluster's slurmdbd has its own QOS, so a cap
   applies per cluster.
-* **The small-job pool** is a partition (``SMALL_POOL_PARTITION``, ``small`` on the local clusters)
+* **The small-job pool** is a partition (``PORTAL_SMALL_POOL_PARTITION``, ``small`` on the local clusters)
   on nodes held back from the big partition (slurm.conf), whose partition QOS of the same name
-  allows jobs of at most ``SMALL_POOL_MAX_GPUS`` GPUs (``MaxTRESPerJob``) and
-  ``SMALL_POOL_MAX_MINUTES`` minutes (``MaxWall``). A bigger job is accepted by sbatch and pends
+  allows jobs of at most ``PORTAL_SMALL_POOL_MAX_GPUS`` GPUs (``MaxTRESPerJob``) and
+  ``PORTAL_SMALL_POOL_MAX_MINUTES`` minutes (``MaxWall``). A bigger job is accepted by sbatch and pends
   (``QOSMaxGRESPerJob``, ``PartitionTimeLimit``): never started there, its page says why, and the
   portal's form refuses it before sending. (``DenyOnLimit`` would refuse it at submission, but on a
   partition QOS it also turns every association limit into a refusal: a job over its team's
@@ -45,7 +45,7 @@ def parse_cap(name: str, value: object) -> int | None | object:
         return None
     if text.isdigit() and int(text) >= 1:
         return int(text)
-    raise ValueError(f"PORTAL_{name}={text!r} is not a whole number of at least 1, 'unlimited' or empty")
+    raise ValueError(f"{name}={text!r} is not a whole number of at least 1, 'unlimited' or empty")
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,13 @@ class Policy:
 def site_policy() -> Policy:
     """The policy from settings. Raises ``ValueError`` on a value ``portal.E030`` refuses."""
     caps = UserCaps(
-        qos=settings.USER_CAPS_QOS,
-        max_gpus=parse_cap("USER_MAX_GPUS", settings.USER_MAX_GPUS),
-        max_submit=parse_cap("USER_MAX_SUBMIT_JOBS", settings.USER_MAX_SUBMIT_JOBS),
+        qos=settings.PORTAL_USER_CAPS_QOS,
+        max_gpus=parse_cap("PORTAL_USER_MAX_GPUS", settings.PORTAL_USER_MAX_GPUS),
+        max_submit=parse_cap("PORTAL_USER_MAX_SUBMIT_JOBS", settings.PORTAL_USER_MAX_SUBMIT_JOBS),
     )
-    pool = SmallPool(settings.SMALL_POOL_PARTITION, settings.SMALL_POOL_MAX_GPUS, settings.SMALL_POOL_MAX_MINUTES)
+    pool = SmallPool(
+        settings.PORTAL_SMALL_POOL_PARTITION, settings.PORTAL_SMALL_POOL_MAX_GPUS, settings.PORTAL_SMALL_POOL_MAX_MINUTES
+    )
     return Policy(caps, pool)
 
 
@@ -121,26 +123,26 @@ def policy_problems() -> list[str]:
     from .models import ACCOUNT_NAME_RE  # the same names sacctmgr cannot misread
 
     problems = []
-    for name in ("USER_MAX_GPUS", "USER_MAX_SUBMIT_JOBS"):
+    for name in ("PORTAL_USER_MAX_GPUS", "PORTAL_USER_MAX_SUBMIT_JOBS"):
         try:
             parse_cap(name, getattr(settings, name))
         except ValueError as exc:
             problems.append(f"{exc}.")
-    for name in ("USER_CAPS_QOS", "SMALL_POOL_PARTITION"):
+    for name in ("PORTAL_USER_CAPS_QOS", "PORTAL_SMALL_POOL_PARTITION"):
         value = getattr(settings, name)
         if value and not ACCOUNT_NAME_RE.fullmatch(value):
-            problems.append(f"PORTAL_{name}={value!r} is not a QOS/partition name (lower case letters, digits, _ . -).")
-    caps_set = any(str(getattr(settings, n) or "").strip() for n in ("USER_MAX_GPUS", "USER_MAX_SUBMIT_JOBS"))
-    if caps_set and not settings.USER_CAPS_QOS:
+            problems.append(f"{name}={value!r} is not a QOS/partition name (lower case letters, digits, _ . -).")
+    caps_set = any(str(getattr(settings, n) or "").strip() for n in ("PORTAL_USER_MAX_GPUS", "PORTAL_USER_MAX_SUBMIT_JOBS"))
+    if caps_set and not settings.PORTAL_USER_CAPS_QOS:
         problems.append("PORTAL_USER_CAPS_QOS is empty: the per-person caps need a QOS to live on.")
-    if settings.SMALL_POOL_PARTITION:
-        if settings.SMALL_POOL_MAX_GPUS < 0:
-            problems.append(f"PORTAL_SMALL_POOL_MAX_GPUS={settings.SMALL_POOL_MAX_GPUS} is below 0.")
-        if settings.SMALL_POOL_MAX_MINUTES < 1:
+    if settings.PORTAL_SMALL_POOL_PARTITION:
+        if settings.PORTAL_SMALL_POOL_MAX_GPUS < 0:
+            problems.append(f"PORTAL_SMALL_POOL_MAX_GPUS={settings.PORTAL_SMALL_POOL_MAX_GPUS} is below 0.")
+        if settings.PORTAL_SMALL_POOL_MAX_MINUTES < 1:
             problems.append(
-                f"PORTAL_SMALL_POOL_MAX_MINUTES={settings.SMALL_POOL_MAX_MINUTES} is below 1: no job could use the pool."
+                f"PORTAL_SMALL_POOL_MAX_MINUTES={settings.PORTAL_SMALL_POOL_MAX_MINUTES} is below 1: no job could use the pool."
             )
-        if settings.SMALL_POOL_PARTITION == settings.USER_CAPS_QOS:
+        if settings.PORTAL_SMALL_POOL_PARTITION == settings.PORTAL_USER_CAPS_QOS:
             problems.append(
                 "PORTAL_SMALL_POOL_PARTITION names the caps' QOS: the pool's partition QOS must be its own, "
                 "or its per-job limits would apply to every job."

@@ -477,13 +477,13 @@ def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cac
     from portal.settings.base import socialaccount_providers
 
     jwks_forget()
-    settings.OIDC = {
-        **settings.OIDC,
+    settings.PORTAL_OIDC = {
+        **settings.PORTAL_OIDC,
         "issuer": oidc_idp.issuer,
         "client_id": "portal",
         "client_secret": "portal-test-secret",
         "name": "Test IdP",
     }
-    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
-    settings.HUB_URL = ""  # no hub unless a test starts one (hub_portal): sign-out then skips the hub
+    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.PORTAL_OIDC)
+    settings.PORTAL_HUB_URL = ""  # no hub unless a test starts one (hub_portal): sign-out then skips the hub
     return live_server.url

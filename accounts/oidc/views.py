@@ -60,7 +60,7 @@ class PortalOIDCAdapter(OpenIDConnectOAuth2Adapter):
             jwks_uri=self.openid_config["jwks_uri"],
             issuer=self.openid_config["issuer"],
             audience=app.client_id,
-            leeway_s=settings.OIDC["clock_leeway"],
+            leeway_s=settings.PORTAL_OIDC["clock_leeway"],
         )
         jwtkit.verify_jti(claims)  # allauth's replay check
         return claims

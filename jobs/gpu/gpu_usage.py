@@ -127,7 +127,7 @@ def gpu_usage_refresh(*, cluster: str, lock_client: redis.Redis | None = None, m
         return None
     if not at_most_every(lock_name(cluster), seconds=min_gap_s, client=lock_client):
         return None
-    with single_run(lock_name(cluster), timeout=max(30.0, 4 * settings.SNAPSHOT_INTERVAL), client=lock_client) as acquired:
+    with single_run(lock_name(cluster), timeout=max(30.0, 4 * settings.PORTAL_SNAPSHOT_INTERVAL), client=lock_client) as acquired:
         if not acquired:
             return None
         started = time.monotonic()
@@ -150,7 +150,7 @@ def below_low_use(sm_active_percent: float) -> bool:
     """Whether a mean SM activity (percent) is low use: below ``PORTAL_GPU_LOW_USE_PERCENT``. The
     one definition, for the low-use flags and for reclaiming idle GPU sessions
     (:mod:`interactive.gpu_idle`)."""
-    return sm_active_percent < settings.GPU_LOW_USE_PERCENT
+    return sm_active_percent < settings.PORTAL_GPU_LOW_USE_PERCENT
 
 
 def low_use_sentence(gpus: list[GpuFigures], *, running_s: float, window_minutes: int) -> str:

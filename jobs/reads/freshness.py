@@ -182,14 +182,14 @@ class SnapshotStatus:
 def cache_reachable() -> bool:
     """Whether Redis answers a PING within half a second (asked only when no snapshot could be read)."""
     try:
-        return bool(redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
+        return bool(redis.Redis.from_url(settings.PORTAL_REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
     except redis.RedisError:
         return False
 
 
 def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: float, name: str = "") -> Notice | None:
     """The cluster's notice, naming it (``name``) when the portal serves several."""
-    interval = int(settings.SNAPSHOT_INTERVAL)
+    interval = int(settings.PORTAL_SNAPSHOT_INTERVAL)
     if snapshot is None and not cache_reachable():
         return Notice(
             "cache-unreachable",
@@ -210,7 +210,7 @@ def _cluster_notice(snapshot: ClusterSnapshot | None, age: float | None, now: fl
         if snapshot.taken_at
         else (".",)
     )
-    if now - attempted > settings.SNAPSHOT_MAX_AGE:
+    if now - attempted > settings.PORTAL_SNAPSHOT_MAX_AGE:
         return Notice(
             "snapshot-stale",
             attempted,
@@ -308,7 +308,7 @@ def snapshot_status(
     return SnapshotStatus(
         has_data=has_data,
         age=age,
-        stale=age is None or age > settings.SNAPSHOT_MAX_AGE,
+        stale=age is None or age > settings.PORTAL_SNAPSHOT_MAX_AGE,
         error=snapshot.error if snapshot else "",
         error_since=snapshot.error_since if snapshot else None,
         notices=notices,

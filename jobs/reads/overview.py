@@ -37,7 +37,7 @@ class ClusterGPUs:
 
     @property
     def busy_percent(self) -> float:
-        return settings.GPU_LOW_USE_PERCENT
+        return settings.PORTAL_GPU_LOW_USE_PERCENT
 
 
 def gpu_sections() -> dict:
@@ -60,7 +60,7 @@ def gpu_sections() -> dict:
     return {
         "sections": sections,
         "several_clusters": len(sections) > 1,
-        "refresh_seconds": max(2, int(settings.SNAPSHOT_INTERVAL)),
+        "refresh_seconds": max(2, int(settings.PORTAL_SNAPSHOT_INTERVAL)),
     }
 
 

@@ -62,7 +62,7 @@ def clock_bucket(now: float | None = None) -> int:
     prints relative times (Sessions' cards): as a part of its tag, they are re-rendered once per poll
     interval."""
     now = time.time() if now is None else now
-    return int(now // max(float(settings.SNAPSHOT_INTERVAL), 1.0))
+    return int(now // max(float(settings.PORTAL_SNAPSHOT_INTERVAL), 1.0))
 
 
 def _state_keys(names: list[str], gpu: bool) -> list[str]:
@@ -92,7 +92,7 @@ def clusters_state(names: Iterable[str], *, now: float | None = None, found: dic
     for name in names:
         head = found.get(snapshot_key(name, "head")) or {}
         taken, attempted = head.get("taken_at") or 0.0, head.get("attempted_at") or head.get("taken_at") or 0.0
-        stale = bool(attempted) and now - attempted > settings.SNAPSHOT_MAX_AGE
+        stale = bool(attempted) and now - attempted > settings.PORTAL_SNAPSHOT_MAX_AGE
         error = head.get("error", "")
         accounting = found.get(accounting_key(name)) or {}
         usage = (found.get(usage_key(name)) or {}) if gpu else {}

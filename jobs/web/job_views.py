@@ -69,7 +69,7 @@ def _rows(request: HttpRequest) -> dict:
 def job_list(request: HttpRequest) -> HttpResponse:
     """My jobs: active ones and those that ended in the last hour, and when the page last checked
     them (``checked_at``, Unix seconds; ``portal.js`` moves it to each answer of the polled table)."""
-    context = {**_rows(request), "checked_at": time.time(), "interval": f"{settings.SNAPSHOT_INTERVAL:g}"}
+    context = {**_rows(request), "checked_at": time.time(), "interval": f"{settings.PORTAL_SNAPSHOT_INTERVAL:g}"}
     return render(request, "jobs/job_list.html", context)
 
 

@@ -46,7 +46,7 @@ def job_gpu_series(request: HttpRequest, key) -> JsonResponse:
         job_id=str(job.slurm_job_id),
         start=job.start_at.timestamp(),
         end=end,
-        ttl_s=settings.SNAPSHOT_INTERVAL if not job.is_final else 300,
+        ttl_s=settings.PORTAL_SNAPSHOT_INTERVAL if not job.is_final else 300,
     )
     return JsonResponse(answer)
 

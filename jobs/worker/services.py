@@ -48,7 +48,7 @@ def snapshot_refresh(
         logger.info("snapshot poll skipped: %s: another one started less than %.1f s ago", name, min_gap_s)
         return None
     # held longer than the longest poll the budget allows, so a slow poll never overlaps the next
-    hold = max(30.0, 4 * settings.SNAPSHOT_INTERVAL, poll_budget().max_seconds + 10)
+    hold = max(30.0, 4 * settings.PORTAL_SNAPSHOT_INTERVAL, poll_budget().max_seconds + 10)
     with single_run(lock_name(name), timeout=hold, client=lock_client) as acquired:
         if not acquired:
             return None
@@ -99,7 +99,7 @@ def _paced(snapshot: ClusterSnapshot, name: str, seconds: float, lock_client: re
     says so in the log (WARNING) and in the snapshot's ``stretched_to``, which ``manage.py
     cluster_check`` and the freshness notices show. The first poll inside the interval again is
     guarded by the interval alone (``stretched_to`` 0)."""
-    interval = float(settings.SNAPSHOT_INTERVAL)
+    interval = float(settings.PORTAL_SNAPSHOT_INTERVAL)
     if seconds <= interval:
         return replace(snapshot, poll_seconds=round(seconds, 3), stretched_to=0.0)
     gap = STRETCH_FACTOR * seconds

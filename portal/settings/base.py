@@ -15,7 +15,7 @@ PORTAL_ENVIRONMENT = ""
 DEBUG = env("PORTAL_DEBUG")
 ALLOWED_HOSTS = env("PORTAL_ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env("PORTAL_CSRF_TRUSTED_ORIGINS")
-VAR_DIR = Path(env("PORTAL_VAR_DIR"))
+PORTAL_VAR_DIR = Path(env("PORTAL_VAR_DIR"))
 
 INSTALLED_APPS = [
     "audit.apps.AuditedAdminConfig",  # django.contrib.admin, with every admin edit audited (audit/admin.py)
@@ -87,11 +87,11 @@ DATABASES["default"]["CONN_MAX_AGE"] = 60
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env("REDIS_URL")
+PORTAL_REDIS_URL = env("REDIS_URL")
 CACHES = {
     "default": {
         "BACKEND": "portal.cache.ReadTolerantRedisCache",
-        "LOCATION": REDIS_URL,
+        "LOCATION": PORTAL_REDIS_URL,
         "KEY_PREFIX": "portal",
         "OPTIONS": {"IGNORE_EXCEPTIONS": True},  # django-redis: a Redis restart is a miss, not a 500
     }
@@ -132,8 +132,8 @@ SOCIALACCOUNT_QUERY_EMAIL = False
 SOCIALACCOUNT_STORE_TOKENS = False
 SOCIALACCOUNT_LOGIN_ON_GET = False
 
-OIDC_PROVIDER_ID = "idp"
-OIDC = {
+PORTAL_OIDC_PROVIDER_ID = "idp"
+PORTAL_OIDC = {
     "issuer": env("PORTAL_OIDC_ISSUER"),
     "client_id": env("PORTAL_OIDC_CLIENT_ID"),
     "client_secret": env("PORTAL_OIDC_CLIENT_SECRET"),
@@ -157,7 +157,7 @@ def oidc_apps(oidc: dict) -> list[dict]:
         return []
     return [
         {
-            "provider_id": OIDC_PROVIDER_ID,
+            "provider_id": PORTAL_OIDC_PROVIDER_ID,
             "name": oidc["name"],
             "client_id": oidc["client_id"],
             "secret": oidc["client_secret"],
@@ -182,20 +182,20 @@ def socialaccount_providers(oidc: dict) -> dict:
     }
 
 
-SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)
+SOCIALACCOUNT_PROVIDERS = socialaccount_providers(PORTAL_OIDC)
 
 # --- Slurm gateway --------------------------------------------------------------------------
 #: The clusters served (slurm/clusters.py): a TOML file, or (empty) one cluster named
-#: PORTAL_CLUSTER_NAME reached through SLURM_GATEWAY below, whose values are every cluster's defaults.
+#: PORTAL_CLUSTER_NAME reached through PORTAL_SLURM_GATEWAY below, whose values are every cluster's defaults.
 PORTAL_CLUSTERS_FILE = env("PORTAL_CLUSTERS_FILE")
 PORTAL_CLUSTER_NAME = env("PORTAL_CLUSTER_NAME")
-SLURM_GATEWAY = {
+PORTAL_SLURM_GATEWAY = {
     "transport": env("PORTAL_SLURM_TRANSPORT"),
     "ssh_host": env("PORTAL_SSH_HOST"),
     "ssh_port": env("PORTAL_SSH_PORT"),
     "ssh_user": env("PORTAL_SSH_USER"),
-    "ssh_key_file": env("PORTAL_SSH_KEY_FILE") or str(VAR_DIR / "ssh" / "portal_ed25519"),
-    "ssh_known_hosts": env("PORTAL_SSH_KNOWN_HOSTS") or str(VAR_DIR / "ssh" / "known_hosts"),
+    "ssh_key_file": env("PORTAL_SSH_KEY_FILE") or str(PORTAL_VAR_DIR / "ssh" / "portal_ed25519"),
+    "ssh_known_hosts": env("PORTAL_SSH_KNOWN_HOSTS") or str(PORTAL_VAR_DIR / "ssh" / "known_hosts"),
     "ssh_max_channels": env("PORTAL_SSH_MAX_CHANNELS"),
     "ssh_connect_timeout": env("PORTAL_SSH_CONNECT_TIMEOUT"),
     "command_timeout": env("PORTAL_SLURM_COMMAND_TIMEOUT"),
@@ -239,7 +239,7 @@ PORTAL_IMAGE_CHECK_INTERVAL = env("PORTAL_IMAGE_CHECK_INTERVAL")
 PORTAL_TEAM_GROUP = env("PORTAL_TEAM_GROUP")
 PORTAL_TEAM_LEAD_GROUP = env("PORTAL_TEAM_LEAD_GROUP")
 #: Seconds before a failed Slurm sync is tried again (doubled at each retry; teams.tasks).
-TEAMS_SYNC_RETRY_SECONDS = env("PORTAL_TEAMS_SYNC_RETRY_SECONDS")
+PORTAL_TEAMS_SYNC_RETRY_SECONDS = env("PORTAL_TEAMS_SYNC_RETRY_SECONDS")
 
 # --- snapshot poller + Celery ---------------------------------------------------------------
 #: Interactive sessions: the hub's public URL (links to sessions), its REST API, the portal
@@ -248,20 +248,20 @@ TEAMS_SYNC_RETRY_SECONDS = env("PORTAL_TEAMS_SYNC_RETRY_SECONDS")
 #: (minutes, 0 = never), the longest a session waits in the Slurm queue before the hub's spawner
 #: gives up (minutes) and where code-server is (VS Code is offered only when it is there); the sessions one person
 #: may have at once (0 = no limit; the hub's named_server_limit_per_user reads the same variable).
-HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
-HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
-HUB_TOKEN = env("PORTAL_HUB_TOKEN")
-SESSION_PARTITIONS = env("PORTAL_SESSION_PARTITIONS")
-SESSION_MAX_GPUS = env("PORTAL_SESSION_MAX_GPUS")
-SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
-SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
-CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
-SESSION_LIMIT = env("PORTAL_SESSION_LIMIT")
-SESSION_MAX_QUEUE_MINUTES = env("PORTAL_SESSION_MAX_QUEUE_MINUTES")
+PORTAL_HUB_URL = env("PORTAL_HUB_URL").rstrip("/")
+PORTAL_HUB_API_URL = env("PORTAL_HUB_API_URL").rstrip("/")
+PORTAL_HUB_TOKEN = env("PORTAL_HUB_TOKEN")
+PORTAL_SESSION_PARTITIONS = env("PORTAL_SESSION_PARTITIONS")
+PORTAL_SESSION_MAX_GPUS = env("PORTAL_SESSION_MAX_GPUS")
+PORTAL_SESSION_MAX_HOURS = env("PORTAL_SESSION_MAX_HOURS")
+PORTAL_SESSION_IDLE_MINUTES = env("PORTAL_SESSION_IDLE_MINUTES")
+PORTAL_CODE_SERVER_DIR = env("PORTAL_CODE_SERVER_DIR")
+PORTAL_SESSION_LIMIT = env("PORTAL_SESSION_LIMIT")
+PORTAL_SESSION_MAX_QUEUE_MINUTES = env("PORTAL_SESSION_MAX_QUEUE_MINUTES")
 #: The home page's one-click Start buttons (interactive/presets.py: "lab gpus=1 type=a100 hours=4;
-#: ..."; checked at start-up, portal.E011); unset: SESSION_PRESETS_DEFAULT, empty: none.
-SESSION_PRESETS = env("PORTAL_SESSION_PRESETS")
-SESSION_PRESETS_DEFAULT = "lab hours=2; lab gpus=1 hours=4"
+#: ..."; checked at start-up, portal.E011); unset: PORTAL_SESSION_PRESETS_DEFAULT, empty: none.
+PORTAL_SESSION_PRESETS = env("PORTAL_SESSION_PRESETS")
+PORTAL_SESSION_PRESETS_DEFAULT = "lab hours=2; lab gpus=1 hours=4"
 #: Job profiles (docs/profiles.md): the shared environment cache on the nodes, uv's path there, the
 #: Python versions offered, CUDA version -> environment module (``12.4=cuda/12.4``; empty = none),
 #: the container runtime ("" = none), the package index ("" = PyPI); API tokens' longest life (days).
@@ -274,18 +274,18 @@ PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
 PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 
 #: Site policy the teams sync keeps in Slurm (teams/site_policy.py, docs/policy.md; checked at start-up,
-#: portal.E030): per-person caps on USER_CAPS_QOS (MaxTRESPerUser gres/gpu, MaxSubmitJobsPerUser; "" = not
+#: portal.E030): per-person caps on PORTAL_USER_CAPS_QOS (MaxTRESPerUser gres/gpu, MaxSubmitJobsPerUser; "" = not
 #: managed, "unlimited" = no cap), and the small-job pool: its partition ("" = none) whose partition QOS of the
-#: same name allows jobs of at most SMALL_POOL_MAX_GPUS GPUs and SMALL_POOL_MAX_MINUTES minutes.
-USER_CAPS_QOS = env("PORTAL_USER_CAPS_QOS")
-USER_MAX_GPUS = env("PORTAL_USER_MAX_GPUS")
-USER_MAX_SUBMIT_JOBS = env("PORTAL_USER_MAX_SUBMIT_JOBS")
-SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION")
-SMALL_POOL_MAX_GPUS = env("PORTAL_SMALL_POOL_MAX_GPUS")
-SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
+#: same name allows jobs of at most PORTAL_SMALL_POOL_MAX_GPUS GPUs and PORTAL_SMALL_POOL_MAX_MINUTES minutes.
+PORTAL_USER_CAPS_QOS = env("PORTAL_USER_CAPS_QOS")
+PORTAL_USER_MAX_GPUS = env("PORTAL_USER_MAX_GPUS")
+PORTAL_USER_MAX_SUBMIT_JOBS = env("PORTAL_USER_MAX_SUBMIT_JOBS")
+PORTAL_SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION")
+PORTAL_SMALL_POOL_MAX_GPUS = env("PORTAL_SMALL_POOL_MAX_GPUS")
+PORTAL_SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
 
-SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
-SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
+PORTAL_SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
+PORTAL_SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
 #: The poll's budget (slurm/poll_budget.py): bytes of one command's output, jobs in squeue, seconds of
 #: the whole poll (0 = no limit). Past it the poll keeps the last good snapshot and says "cluster too
 #: big for the poll budget" (manage.py cluster_check, the freshness notices).
@@ -296,18 +296,18 @@ PORTAL_POLL_MAX_SECONDS = env("PORTAL_POLL_MAX_SECONDS")
 #: GPU usage (gpuusage/): Prometheus's base URL ("" = usage is not measured at this site: no reads,
 #: no notices), the longest one query may take (seconds), and when a running GPU job is flagged as
 #: barely using its GPUs (mean SM activity below this percent over the last this many minutes).
-PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
-PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
-GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
-GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
-#: A running GPU session whose GPUs stay below GPU_LOW_USE_PERCENT SM activity this many minutes is
+PORTAL_PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
+PORTAL_PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
+PORTAL_GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
+PORTAL_GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
+#: A running GPU session whose GPUs stay below PORTAL_GPU_LOW_USE_PERCENT SM activity this many minutes is
 #: stopped (0 = never), with a warning on its card this many minutes before (interactive/gpu_idle.py).
-GPU_IDLE_RECLAIM_MINUTES = env("PORTAL_GPU_IDLE_RECLAIM_MINUTES")
-GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
+PORTAL_GPU_IDLE_RECLAIM_MINUTES = env("PORTAL_GPU_IDLE_RECLAIM_MINUTES")
+PORTAL_GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
 #: /metrics (api/metrics.py): the addresses that may read it directly, and a bearer token that may
 #: read it from anywhere ("" = none).
-METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
-METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
+PORTAL_METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
+PORTAL_METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
 #: The key of the trace export's user and account hashes (HMAC-SHA256, adoption/trace.py); "" = one
 #: derived from SECRET_KEY.
 PORTAL_TRACE_SECRET = env("PORTAL_TRACE_SECRET")
@@ -325,9 +325,9 @@ EMAIL_USE_TLS = env("PORTAL_EMAIL_USE_TLS")
 EMAIL_TIMEOUT = env("PORTAL_EMAIL_TIMEOUT")
 DEFAULT_FROM_EMAIL = env("PORTAL_EMAIL_FROM")
 PORTAL_SITE_URL = env("PORTAL_SITE_URL")
-NOTIFY_LEASE_SECONDS = env("PORTAL_NOTIFY_LEASE_SECONDS")
+PORTAL_NOTIFY_LEASE_SECONDS = env("PORTAL_NOTIFY_LEASE_SECONDS")
 
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = PORTAL_REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -358,8 +358,8 @@ def _every(task: str, seconds: float) -> dict:
 
 
 CELERY_BEAT_SCHEDULE = {
-    "cluster-snapshot": _every("jobs.tasks.snapshot_poll", SNAPSHOT_INTERVAL),
-    "gpu-usage": _every("jobs.tasks.gpu_usage_poll", SNAPSHOT_INTERVAL),
+    "cluster-snapshot": _every("jobs.tasks.snapshot_poll", PORTAL_SNAPSHOT_INTERVAL),
+    "gpu-usage": _every("jobs.tasks.gpu_usage_poll", PORTAL_SNAPSHOT_INTERVAL),
     "jobs-resend-stuck": _every("jobs.tasks.jobs_resend_stuck_task", 30.0),
     "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
     "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
@@ -377,7 +377,7 @@ CELERY_BEAT_SCHEDULE = {
 #: holder renews it every loop (at most ``CELERY_BEAT_MAX_LOOP_INTERVAL`` s). portal.beat.Scheduler is
 #: RedBeat that outlives a Redis restart (takes the lock and installs the schedule again).
 CELERY_BEAT_SCHEDULER = "portal.beat.Scheduler"
-CELERY_REDBEAT_REDIS_URL = REDIS_URL
+CELERY_REDBEAT_REDIS_URL = PORTAL_REDIS_URL
 CELERY_REDBEAT_KEY_PREFIX = "portal:redbeat"
 CELERY_REDBEAT_LOCK_TIMEOUT = 30
 CELERY_BEAT_MAX_LOOP_INTERVAL = 5

@@ -1,7 +1,7 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, OIDC, PORTAL_CLUSTERS_FILE, env, socialaccount_providers
+from .base import BASE_DIR, PORTAL_CLUSTERS_FILE, PORTAL_OIDC, env, socialaccount_providers
 
 #: The development settings (and the tests'): public default secrets are accepted (portal/secrets.py).
 PORTAL_ENVIRONMENT = "development"
@@ -11,7 +11,7 @@ PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clust
 
 #: The local cluster's interactive partition (node1: 4 A100, 8 CPUs) gets these Start buttons unless
 #: PORTAL_SESSION_PRESETS says otherwise.
-SESSION_PRESETS_DEFAULT = "lab gpus=1 type=a100 hours=4; lab hours=2; vscode gpus=1 type=a100 hours=4"
+PORTAL_SESSION_PRESETS_DEFAULT = "lab gpus=1 type=a100 hours=4; lab hours=2; vscode gpus=1 type=a100 hours=4"
 
 # The portal's own 404 and 500 pages, as in production; PORTAL_DEBUG=true for Django's debug pages.
 DEBUG = env("PORTAL_DEBUG")
@@ -20,19 +20,19 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 
 #: The dev IdP of ``idp/dev-config.json`` unless the environment names another one.
-DEV_OIDC = {
+PORTAL_DEV_OIDC = {
     "issuer": "http://127.0.0.1:8800",
     "client_id": "portal",
     "client_secret": "portal-dev-secret",
     "name": "Dev IdP",
     # idp/users.json plays the site directory: its posix_username claims are not user-editable.
-    "link_claim": OIDC["link_claim"] or "posix_username",
+    "link_claim": PORTAL_OIDC["link_claim"] or "posix_username",
 }
-if not OIDC["issuer"]:
-    OIDC = {**OIDC, **DEV_OIDC}
-SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC)
+if not PORTAL_OIDC["issuer"]:
+    PORTAL_OIDC = {**PORTAL_OIDC, **PORTAL_DEV_OIDC}
+SOCIALACCOUNT_PROVIDERS = socialaccount_providers(PORTAL_OIDC)
 
-from .base import HUB_TOKEN  # noqa: E402
+from .base import PORTAL_HUB_TOKEN  # noqa: E402
 
 #: The dev hub (scripts/hub.sh) uses the same public dev value.
-HUB_TOKEN = HUB_TOKEN or "dev-hub-token-not-secret"
+PORTAL_HUB_TOKEN = PORTAL_HUB_TOKEN or "dev-hub-token-not-secret"

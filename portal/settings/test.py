@@ -13,10 +13,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # tests/production's stack), as pytest-django gives each worker its own PostgreSQL database.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _REDIS_DB = int(os.environ.get("PORTAL_TEST_REDIS_DB", "15")) - (int(_WORKER[2:]) if _WORKER.startswith("gw") else 0)
-REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/" + str(_REDIS_DB)
-CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": REDIS_URL, "KEY_PREFIX": "portal-test"}}
-CELERY_BROKER_URL = REDIS_URL
-CELERY_REDBEAT_REDIS_URL = REDIS_URL
+PORTAL_REDIS_URL = env("REDIS_URL").rsplit("/", 1)[0] + "/" + str(_REDIS_DB)
+CACHES = {**CACHES, "default": {**CACHES["default"], "LOCATION": PORTAL_REDIS_URL, "KEY_PREFIX": "portal-test"}}
+CELERY_BROKER_URL = PORTAL_REDIS_URL
+CELERY_REDBEAT_REDIS_URL = PORTAL_REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # Scripted-transport tests expect each getent call; the cache is tested on its own.

@@ -87,7 +87,7 @@ def protected_users(cluster: str | None = None) -> frozenset[str]:
     ``root`` and the service user (that cluster's ``ssh_user``, and the global one)."""
     found = cluster_get(cluster)
     own = (found.gateway.get("ssh_user") if found else "") or "portal"
-    return frozenset({ROOT, "portal", own, settings.SLURM_GATEWAY.get("ssh_user") or "portal"})
+    return frozenset({ROOT, "portal", own, settings.PORTAL_SLURM_GATEWAY.get("ssh_user") or "portal"})
 
 
 def plan(wanted: WantedState, actual: ActualState, *, protected: frozenset[str] = frozenset({ROOT, "portal"})) -> list[Action]:

@@ -33,7 +33,7 @@ SYNC_RETRIES = 5
 def sync_retry_delay(attempt: int) -> float:
     """Seconds before try ``attempt + 1``: ``PORTAL_TEAMS_SYNC_RETRY_SECONDS`` doubled at each try
     (15, 30, 60, 120, 240 s by default), at most 10 minutes."""
-    return min(600.0, settings.TEAMS_SYNC_RETRY_SECONDS * 2 ** (attempt - 1))
+    return min(600.0, settings.PORTAL_TEAMS_SYNC_RETRY_SECONDS * 2 ** (attempt - 1))
 
 
 #: A run still queued after this many seconds (beyond the task's hard time limit) has most likely

@@ -19,15 +19,20 @@ def ids(settings):
 
 def test_production_without_idp_is_an_error(settings):
     settings.PORTAL_ENVIRONMENT = "production"
-    settings.OIDC = {**settings.OIDC, "issuer": "", "client_id": "", "client_secret": ""}
+    settings.PORTAL_OIDC = {**settings.PORTAL_OIDC, "issuer": "", "client_id": "", "client_secret": ""}
     assert "portal.E001" in ids(settings)
 
 
 def test_production_with_idp_and_secret_passes(settings):
     settings.PORTAL_ENVIRONMENT = "production"
     settings.SECRET_KEY = "x" * 60
-    settings.HUB_TOKEN = secrets.token_hex(32)
-    settings.OIDC = {**settings.OIDC, "issuer": "https://idp.example.org", "client_id": "portal", "client_secret": "k" * 32}
+    settings.PORTAL_HUB_TOKEN = secrets.token_hex(32)
+    settings.PORTAL_OIDC = {
+        **settings.PORTAL_OIDC,
+        "issuer": "https://idp.example.org",
+        "client_id": "portal",
+        "client_secret": "k" * 32,
+    }
     assert not {"portal.E001", "portal.E002", "portal.E003", "portal.E004"} & ids(settings)
 
 
@@ -78,9 +83,9 @@ GOOD = {"SECRET_KEY": secrets.token_urlsafe(50), "HUB_TOKEN": secrets.token_hex(
 def configure(settings, environment: str, **changes) -> None:
     values = {**GOOD, **changes}
     settings.PORTAL_ENVIRONMENT = environment
-    settings.SECRET_KEY, settings.HUB_TOKEN = values["SECRET_KEY"], values["HUB_TOKEN"]
-    settings.OIDC = {
-        **settings.OIDC,
+    settings.SECRET_KEY, settings.PORTAL_HUB_TOKEN = values["SECRET_KEY"], values["HUB_TOKEN"]
+    settings.PORTAL_OIDC = {
+        **settings.PORTAL_OIDC,
         "issuer": "https://idp.example.org",
         "client_id": "portal",
         "client_secret": values["client_secret"],

@@ -79,7 +79,7 @@ def test_the_minimum_and_the_list_are_settings(settings):
 
 def test_each_clusters_service_user_is_denied(settings):
     settings.PORTAL_ACCOUNT_DENY = []
-    settings.SLURM_GATEWAY = {**settings.SLURM_GATEWAY, "ssh_user": "gpuportal-svc"}
+    settings.PORTAL_SLURM_GATEWAY = {**settings.PORTAL_SLURM_GATEWAY, "ssh_user": "gpuportal-svc"}
     assert "gpuportal-svc" in denied_account_names()
     assert system_account_reason("gpuportal-svc", uid=4000) is not None
 

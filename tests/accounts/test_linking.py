@@ -279,7 +279,7 @@ def test_hub_identity_answers_only_for_linked_identities(erin):
 
 @pytest.fixture
 def hub_settings(settings):
-    settings.HUB_TOKEN = "secret-hub-token"
+    settings.PORTAL_HUB_TOKEN = "secret-hub-token"
     return {"HTTP_AUTHORIZATION": "Bearer secret-hub-token"}
 
 

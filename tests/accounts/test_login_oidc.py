@@ -144,7 +144,7 @@ def test_a_conflict_reaches_the_portals_admins_once_a_day(portal_with_idp):
 
 def test_link_claim_is_configurable(portal_with_idp, settings, oidc_idp):
     """The directory claim (PORTAL_OIDC_LINK_CLAIM) links; without it a sign-in waits for an admin."""
-    settings.OIDC = {**settings.OIDC, "link_claim": "unix_name"}
+    settings.PORTAL_OIDC = {**settings.PORTAL_OIDC, "link_claim": "unix_name"}
     with oidc_idp.changed_claims("bob", unix_name="bob", posix_username="nobody"):
         _, page = sso_login(portal_with_idp, "bob")
         assert (

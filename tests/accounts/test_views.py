@@ -23,8 +23,8 @@ def test_unreachable_idp_gives_a_clear_page_not_a_500(client, settings, clean_ca
     from portal.settings.base import socialaccount_providers
     from tests.conftest import free_port
 
-    settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
-    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC)
+    settings.PORTAL_OIDC = {**settings.PORTAL_OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.PORTAL_OIDC)
     page = client.post("/accounts/oidc/idp/login/")
     assert page.status_code == HTTPStatus.SERVICE_UNAVAILABLE
     assert b"identity provider (the sign-in service) could not be reached" in page.content
@@ -62,8 +62,8 @@ def test_get_on_logout_asks_to_confirm(client, django_user_model):
 def test_logout_with_unreachable_idp_says_so(client, settings, django_user_model):
     from tests.conftest import free_port
 
-    settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
-    settings.HUB_URL = ""  # no hub: a dev hub running on this machine must not take part
+    settings.PORTAL_OIDC = {**settings.PORTAL_OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    settings.PORTAL_HUB_URL = ""  # no hub: a dev hub running on this machine must not take part
     client.force_login(django_user_model.objects.create(username="alice"))
     page = client.post("/accounts/logout/")
     assert page.status_code == HTTPStatus.OK and b"could not be reached" in page.content
@@ -76,9 +76,9 @@ def test_logout_with_hub_and_idp_unreachable_ends_the_portal_session_and_says_wh
 ):
     from tests.conftest import free_port
 
-    settings.OIDC = {**settings.OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
-    settings.HUB_URL = f"http://127.0.0.1:{free_port()}"
-    settings.HUB_API_URL = settings.HUB_URL + "/hub/api"
+    settings.PORTAL_OIDC = {**settings.PORTAL_OIDC, "issuer": f"http://127.0.0.1:{free_port()}"}
+    settings.PORTAL_HUB_URL = f"http://127.0.0.1:{free_port()}"
+    settings.PORTAL_HUB_API_URL = settings.PORTAL_HUB_URL + "/hub/api"
     client.force_login(django_user_model.objects.create(username="alice"))
     page = client.post("/accounts/logout/")
     assert "_auth_user_id" not in client.session  # the portal's session ended first

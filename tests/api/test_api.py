@@ -211,7 +211,11 @@ def test_a_refusal_a_router_raises_is_the_apis_json(client, people, tokens, path
 
 
 def test_a_session_refusal_names_the_fields_of_the_request_body(client, people, tokens, cluster, settings):
-    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 24
+    settings.PORTAL_SESSION_PARTITIONS, settings.PORTAL_SESSION_MAX_GPUS, settings.PORTAL_SESSION_MAX_HOURS = (
+        ["interactive"],
+        2,
+        24,
+    )
     r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "gpus": 4, "memory_gb": 4, "hours": 2})
     assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["detail"] == "The session cannot be started; see errors."
     assert [(e["field"], e["line"]) for e in r.json()["errors"]] == [("gpus", None)] and "at most 2 GPUs" in r.json()["errors"][

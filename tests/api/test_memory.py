@@ -22,9 +22,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def no_hub(settings):
-    settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
-    settings.HUB_TOKEN = "t"
-    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 8
+    settings.PORTAL_HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
+    settings.PORTAL_HUB_TOKEN = "t"
+    settings.PORTAL_SESSION_PARTITIONS, settings.PORTAL_SESSION_MAX_GPUS, settings.PORTAL_SESSION_MAX_HOURS = (
+        ["interactive"],
+        2,
+        8,
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def test_a_failed_poll_is_counted(client, world, monkeypatch):
     ],
 )
 def test_not_public(client, world, settings, meta, status):
-    settings.METRICS_TOKEN = "s3cret-token"
+    settings.PORTAL_METRICS_TOKEN = "s3cret-token"
     response = client.get("/metrics", **meta)
     assert response.status_code == status
     if status == 403:
@@ -101,7 +101,7 @@ def test_not_public(client, world, settings, meta, status):
 
 
 def test_no_token_configured_means_no_token_opens_it(client, world, settings):
-    settings.METRICS_TOKEN = ""
+    settings.PORTAL_METRICS_TOKEN = ""
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer ").status_code == 403
 
 

@@ -126,7 +126,7 @@ def login_refused_by_rule(w: World):
     erin = _pending()
     erin.link_state = LinkState.REFUSED
     erin.save()
-    conf = settings.OIDC
+    conf = settings.PORTAL_OIDC
     claimed = {c: "erin" for c in (conf["username_claim"], conf["link_claim"]) if c}
     try:
         _social_login(w, {"iss": ISS, "sub": "s-erin", **claimed}, erin)

@@ -49,7 +49,7 @@ def session_culled(w: World):
     from interactive import hub
     from interactive.idle import sessions_cull_idle
 
-    w.settings.SESSION_IDLE_MINUTES = 30
+    w.settings.PORTAL_SESSION_IDLE_MINUTES = 30
     w.monkeypatch.setattr(hub, "stop_server", lambda username, server: None)
     session = _session(w, "RUNNING")
     now = djtz.now()
@@ -69,8 +69,8 @@ def session_gpu_reclaimed(w: World):
     from interactive.idle import sessions_cull_idle
     from slurm.clusters import sessions_cluster
 
-    w.settings.PROMETHEUS_URL = "http://127.0.0.1:9"
-    w.settings.GPU_IDLE_RECLAIM_MINUTES = 30
+    w.settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"
+    w.settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = 30
     w.monkeypatch.setattr(hub, "stop_server", lambda username, server: None)
     session = _session(w, "RUNNING")
     type(session).objects.filter(pk=session.pk).update(gpu_count=1, started_at=djtz.now() - timedelta(minutes=50))

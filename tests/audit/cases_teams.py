@@ -233,14 +233,14 @@ def _sync_policy_first(w: World, qos_text: str, *commands: list[str]) -> None:
 
 
 def sync_add_qos(w: World):
-    w.settings.SMALL_POOL_PARTITION = "small"  # the pool's partition QOS is missing: created
+    w.settings.PORTAL_SMALL_POOL_PARTITION = "small"  # the pool's partition QOS is missing: created
     argv = [*SACCTMGR, "add", "qos", "name=small", "MaxTRESPerJob=gres/gpu=1", "MaxWall=60"]
     _sync_policy_first(w, "normal|||||\n", argv)
     return {}, {"max_gpus_per_job": 1, "max_wall_min": 60, **ON}
 
 
 def sync_set_qos(w: World):
-    w.settings.USER_MAX_GPUS, w.settings.USER_MAX_SUBMIT_JOBS = "4", "20"
+    w.settings.PORTAL_USER_MAX_GPUS, w.settings.PORTAL_USER_MAX_SUBMIT_JOBS = "4", "20"
     argv = [*SACCTMGR, "modify", "qos", "where", "name=normal", "set", "MaxTRESPerUser=gres/gpu=4", "MaxSubmitJobsPerUser=20"]
     _sync_policy_first(w, (FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text(), argv)
     return {"max_gpus_per_user": None, "max_submit_per_user": None}, {"max_gpus_per_user": 4, "max_submit_per_user": 20, **ON}

@@ -42,9 +42,13 @@ def test_notebook_memory_and_memory_gb_together_is_a_usage_error(env, capsys):
 @pytest.fixture
 def portal(live_server, transactional_db, clean_cache, cluster, no_slurm, django_user_model, settings, monkeypatch, tmp_path):  # noqa: F811
     """The CLI pointed at the live portal with alice's token; the hub's URL answers nothing."""
-    settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"
-    settings.HUB_TOKEN = "t"
-    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 8
+    settings.PORTAL_HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"
+    settings.PORTAL_HUB_TOKEN = "t"
+    settings.PORTAL_SESSION_PARTITIONS, settings.PORTAL_SESSION_MAX_GPUS, settings.PORTAL_SESSION_MAX_HOURS = (
+        ["interactive"],
+        2,
+        8,
+    )
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     _, raw = token_create(user=alice, name="cli", scopes=["read", "jobs", "sessions"], days=1)
     monkeypatch.setenv("GPUPORTAL_URL", live_server.url)

@@ -27,7 +27,7 @@ NUMBER_KEYS = {"set", "infinite", "number"}
 
 def cluster2_transport(**overrides):
     """The portal's SSH transport from its settings, aimed at cluster2's sshd."""
-    return build_transport({**settings.SLURM_GATEWAY, "ssh_port": PORT, "ssh_connect_timeout": 5.0, **overrides})
+    return build_transport({**settings.PORTAL_SLURM_GATEWAY, "ssh_port": PORT, "ssh_connect_timeout": 5.0, **overrides})
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_exit_code_3_reads_as_failed_with_its_return_code(cluster2):
 def test_cluster2_host_key_is_its_own_pin(tmp_path):
     """The portal's known_hosts pins 2223 by its own line: with only the host cluster's line, the same
     key file is refused on 2223 (the root's sshd has its own host key)."""
-    known = open(settings.SLURM_GATEWAY["ssh_known_hosts"]).read().splitlines()
+    known = open(settings.PORTAL_SLURM_GATEWAY["ssh_known_hosts"]).read().splitlines()
     assert any(line.startswith(f"[127.0.0.1]:{PORT} ") for line in known)
     only_host = tmp_path / "known_hosts"
     only_host.write_text("".join(f"{line}\n" for line in known if not line.startswith(f"[127.0.0.1]:{PORT} ")))

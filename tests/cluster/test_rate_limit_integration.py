@@ -56,7 +56,7 @@ def held_job():
 def test_a_burst_over_the_bucket_as_the_service_user_answers_every_call_with_the_queue(held_job):
     assert "rl_enable" in slurmctld_parameters(), "cluster2 must run with SlurmctldParameters=rl_enable (cluster/up.sh)"
     gw, job_id = held_job
-    user = settings.SLURM_GATEWAY["ssh_user"]
+    user = settings.PORTAL_SLURM_GATEWAY["ssh_user"]
     assert user == "portal"
     uid = in_root("id", "-u", user).strip()
     log_start = LOG.stat().st_size

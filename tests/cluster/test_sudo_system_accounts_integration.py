@@ -28,7 +28,7 @@ def members(group: str) -> list[str]:
 def root_in_users_group():
     """root is a member of the users group for the test only (gpasswd -a; removed again in finally,
     unless it was a member before)."""
-    group = settings.SLURM_GATEWAY["users_group"]
+    group = settings.PORTAL_SLURM_GATEWAY["users_group"]
     before = "root" in members(group)
     subprocess.run(["gpasswd", "-a", "root", group], capture_output=True, check=True)
     try:

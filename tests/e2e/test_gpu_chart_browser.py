@@ -46,7 +46,7 @@ COUNT_COLOUR = """([r, g, b]) => {
 def poll_with_gpu_usage(settings):
     """The poller's services for cluster1 every second in a thread: the queue's snapshot and the GPU
     usage read (what jobs.tasks.gpu_usage_poll runs), from the shared Prometheus."""
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
     assert query("up"), "Prometheus on 127.0.0.1:9090 (scripts/prometheus.sh) does not answer"
     snapshot = snapshot_refresh(cluster="cluster1")
     assert snapshot is not None and not snapshot.error, snapshot and snapshot.error

@@ -29,7 +29,7 @@ def notice(page, reason: str, *, timeout: float = 30_000) -> str:
 
 
 def test_a_stalled_poller_is_said_on_every_page(portal_with_idp, celery_stack, browser_page, settings):  # noqa: F811
-    settings.SNAPSHOT_MAX_AGE = 12  # seconds without a poll before pages say so (the default is 60)
+    settings.PORTAL_SNAPSHOT_MAX_AGE = 12  # seconds without a poll before pages say so (the default is 60)
     page = browser_page
     wait_for(
         "the poller's first poll",

@@ -12,8 +12,8 @@ from tests.gpuusage.fakes import fixture, install, requests
 
 
 def test_an_instant_query_reads_every_series_with_its_labels(monkeypatch, settings):
-    settings.PROMETHEUS_URL = "http://prom.example:9090"
-    settings.PROMETHEUS_TIMEOUT = 1.5
+    settings.PORTAL_PROMETHEUS_URL = "http://prom.example:9090"
+    settings.PORTAL_PROMETHEUS_TIMEOUT = 1.5
     fake = install(monkeypatch, [("SM_ACTIVE", fixture("window_two_jobs.json"))])
     samples = query('DCGM_FI_PROF_SM_ACTIVE{cluster="cluster1"}', at=1764590000.0)
     assert [(s.labels["hpc_job"], s.labels["gpu"], s.value) for s in samples] == [
@@ -60,8 +60,8 @@ def test_a_nan_value_is_kept_as_nan(monkeypatch):
     ],
 )
 def test_every_failure_is_one_error_type_saying_why(monkeypatch, settings, answer, reason):
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
-    settings.PROMETHEUS_TIMEOUT = 2.0
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
+    settings.PORTAL_PROMETHEUS_TIMEOUT = 2.0
     install(monkeypatch, [("up", answer)])
     with pytest.raises(PrometheusError) as caught:
         query("up")
@@ -71,9 +71,9 @@ def test_every_failure_is_one_error_type_saying_why(monkeypatch, settings, answe
 
 
 def test_an_empty_url_means_usage_is_not_measured_here(settings):
-    settings.PROMETHEUS_URL = ""
+    settings.PORTAL_PROMETHEUS_URL = ""
     assert prometheus_configured() is False
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
     assert prometheus_configured() is True
 
 

@@ -104,7 +104,7 @@ def prometheus(tmp_path_factory):
 
 
 def test_the_read_series_and_summary_queries_work_on_a_real_prometheus(prometheus, settings, clean_cache):
-    settings.PROMETHEUS_URL = prometheus
+    settings.PORTAL_PROMETHEUS_URL = prometheus
     usage = usage_read("cluster1")
     assert usage.hosts == ["node1"] and list(usage.jobs) == ["501"]  # GPU 2 has no job: not listed
     busy, idle = usage.jobs["501"]

@@ -16,7 +16,7 @@ ANSWERS = [
 
 
 def test_one_read_is_three_queries_for_the_whole_cluster(monkeypatch, settings):
-    settings.GPU_LOW_USE_MINUTES = 30
+    settings.PORTAL_GPU_LOW_USE_MINUTES = 30
     fake = install(monkeypatch, ANSWERS)
     usage = usage_read("cluster1", now=1764590000.0)
     assert len(fake.calls) == 3

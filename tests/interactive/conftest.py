@@ -186,9 +186,9 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
     poller's own service, in a thread). Returns the hub."""
     from jobs.worker.services import snapshot_refresh
 
-    settings.HUB_URL = jupyterhub.url
-    settings.HUB_API_URL = jupyterhub.api_url
-    settings.HUB_TOKEN = HUB_TOKEN
+    settings.PORTAL_HUB_URL = jupyterhub.url
+    settings.PORTAL_HUB_API_URL = jupyterhub.api_url
+    settings.PORTAL_HUB_TOKEN = HUB_TOKEN
     stop = threading.Event()
 
     def loop():

@@ -40,7 +40,7 @@ def running_session(user, slurm_json, monkeypatch, *, slurm_job_id: int, gpus: i
 
 @pytest.fixture
 def alice(django_user_model, clean_cache, settings):
-    settings.HUB_TOKEN = "t"
+    settings.PORTAL_HUB_TOKEN = "t"
     return django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t")
 
 

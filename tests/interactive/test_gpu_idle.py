@@ -30,12 +30,12 @@ JOB = 4242
 
 @pytest.fixture
 def site(settings, clean_cache, monkeypatch):
-    settings.HUB_TOKEN = "t"
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # configured; never asked (the read is filled by hand)
-    settings.GPU_LOW_USE_PERCENT = 5.0
-    settings.GPU_IDLE_RECLAIM_MINUTES = 30
-    settings.GPU_IDLE_WARN_MINUTES = 5
-    settings.SESSION_IDLE_MINUTES = 60
+    settings.PORTAL_HUB_TOKEN = "t"
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"  # configured; never asked (the read is filled by hand)
+    settings.PORTAL_GPU_LOW_USE_PERCENT = 5.0
+    settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = 30
+    settings.PORTAL_GPU_IDLE_WARN_MINUTES = 5
+    settings.PORTAL_SESSION_IDLE_MINUTES = 60
     stopped = []
     monkeypatch.setattr(hub, "stop_server", lambda username, server: stopped.append(server))
     return stopped
@@ -125,7 +125,7 @@ def test_an_idle_gpu_session_is_warned_then_stopped_with_its_reason_and_audit_ro
 
 
 def test_a_short_configured_threshold(site, alice, slurm_json, monkeypatch, settings):
-    settings.GPU_IDLE_RECLAIM_MINUTES, settings.GPU_IDLE_WARN_MINUTES = 2, 1
+    settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES, settings.PORTAL_GPU_IDLE_WARN_MINUTES = 2, 1
     session = gpu_session(alice, slurm_json, monkeypatch, gpus=2)
     t0 = djtz.now()
     assert cull_at(t0, load=0.0, gpus=2) == []
@@ -152,7 +152,7 @@ def test_use_of_the_gpus_starts_the_count_again(site, alice, slurm_json, monkeyp
 def test_a_session_using_its_gpus_is_never_culled_for_browser_idleness(
     site, alice, slurm_json, monkeypatch, settings, client, reclaim_minutes
 ):
-    settings.GPU_IDLE_RECLAIM_MINUTES = reclaim_minutes  # 0: reclaim off, GPU work still counts as activity
+    settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = reclaim_minutes  # 0: reclaim off, GPU work still counts as activity
     session = gpu_session(alice, slurm_json, monkeypatch, last_input_minutes=170)  # nobody at the browser
     t0 = djtz.now()
     for minutes in range(0, 241, 20):
@@ -213,7 +213,7 @@ def test_a_stale_read_is_not_measured(site, alice, slurm_json, monkeypatch):
 
 
 def test_a_cpu_only_session_keeps_the_activity_rule(site, alice, slurm_json, monkeypatch, settings):
-    settings.SESSION_IDLE_MINUTES = 30
+    settings.PORTAL_SESSION_IDLE_MINUTES = 30
     session = gpu_session(alice, slurm_json, monkeypatch, gpus=0, last_input_minutes=45)
     Session.objects.filter(pk=session.pk).update(gpu_type="")
     assert gpu_not_measured_note(session) == ""
@@ -221,9 +221,9 @@ def test_a_cpu_only_session_keeps_the_activity_rule(site, alice, slurm_json, mon
     assert AuditEvent.objects.get(action="session.culled").new["idle_minutes"] == 45
 
 
-@pytest.mark.parametrize("name", ["GPU_IDLE_RECLAIM_MINUTES", "GPU_IDLE_WARN_MINUTES"])
+@pytest.mark.parametrize("name", ["PORTAL_GPU_IDLE_RECLAIM_MINUTES", "PORTAL_GPU_IDLE_WARN_MINUTES"])
 def test_a_negative_limit_is_refused_at_start_up(settings, name):
     assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E012"] == []
     setattr(settings, name, -5)
     [error] = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E012"]
-    assert error.msg.startswith(f"PORTAL_{name}=-5 is below 0") and "or to 0" in error.hint
+    assert error.msg.startswith(f"{name}=-5 is below 0") and "or to 0" in error.hint

@@ -42,12 +42,12 @@ def gpu_index(job_id: int) -> str:
 
 
 def test_a_1_gpu_session_at_0_percent_is_warned_and_stopped_one_at_60_percent_is_not(alice, hub_portal, settings):  # noqa: F811
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
-    settings.GPU_LOW_USE_PERCENT = 5.0
-    settings.GPU_LOW_USE_MINUTES = 1
-    settings.GPU_IDLE_RECLAIM_MINUTES = 2
-    settings.GPU_IDLE_WARN_MINUTES = 1
-    settings.SESSION_IDLE_MINUTES = 3
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
+    settings.PORTAL_GPU_LOW_USE_PERCENT = 5.0
+    settings.PORTAL_GPU_LOW_USE_MINUTES = 1
+    settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = 2
+    settings.PORTAL_GPU_IDLE_WARN_MINUTES = 1
+    settings.PORTAL_SESSION_IDLE_MINUTES = 3
     assert query("up")  # Prometheus answers (scripts/prometheus.sh)
     cluster = sessions_cluster().name
     idle = session_start(user=alice, raw_options={**OPTIONS, "hours": 1})

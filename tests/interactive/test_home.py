@@ -34,10 +34,10 @@ def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     """alice (team vision) and nobody (no team); the recorded cluster polled just now; any Slurm
     call fails the test; the hub answers nothing unless a test says so (``started``)."""
     settings.PORTAL_PARTITIONS = []
-    settings.SESSION_PARTITIONS = ["interactive"]
-    settings.SESSION_PRESETS = PRESETS
-    settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
-    settings.HUB_TOKEN = "t"
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PRESETS = PRESETS
+    settings.PORTAL_HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
+    settings.PORTAL_HUB_TOKEN = "t"
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=time.time()))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))
     alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t", slurm_accounts=["vision"])
@@ -177,7 +177,7 @@ def test_a_refusal_is_shown_on_the_home_page_in_the_form_s_words(client, world, 
     form_error = BeautifulSoup(form.content.decode(), "html.parser").select_one("[data-testid=error-gpu_type]")
     assert form_error is not None and " ".join(form_error.get_text().split()) in words  # the same sentence
     # a rule lowered since the page was shown: refused by session_start itself
-    settings.SESSION_MAX_GPUS = 0
+    settings.PORTAL_SESSION_MAX_GPUS = 0
     words = refusal(client.post("/sessions/start/", {"preset": A100}))
     assert "Sessions may have at most 0 GPUs" in words
     assert buttons(client.get("/").content.decode())[A100]["disabled"]
@@ -244,7 +244,7 @@ def test_jobs_and_sessions_at_a_glance(client, world, monkeypatch, settings):
     """A pending job's place in line (queue_line's words), a running job's time left, a queued
     session's and a running session's card line with Open; an ended job is not listed."""
     alice, _ = world
-    settings.HUB_URL = "http://hub.example"
+    settings.PORTAL_HUB_URL = "http://hub.example"
     common = dict(user=alice, partition="train", gpu_type="a100", gpu_count=4, cpus=1, memory_mb=1000, time_limit_min=60)
     Job.objects.create(name="waits", slurm_job_id=4, state=JobState.PENDING, reason="Resources", script="x", **common)
     from django.utils import timezone as djtz

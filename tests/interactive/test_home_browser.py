@@ -25,7 +25,7 @@ def shot(page, name):
 
 
 def test_one_click_from_the_home_page_ends_in_jupyterlab(hub_portal, portal_with_idp, browser_page, settings):  # noqa: F811
-    settings.SESSION_PRESETS = "lab gpus=1 type=a100 hours=1 cpus=1 memory=1G; lab hours=1 cpus=1 memory=1G"
+    settings.PORTAL_SESSION_PRESETS = "lab gpus=1 type=a100 hours=1 cpus=1 memory=1G; lab hours=1 cpus=1 memory=1G"
     page = browser_page
     sign_in(page, portal_with_idp, "alice", start="/", landed="[data-testid=start-choices]")
     try:

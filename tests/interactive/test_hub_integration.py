@@ -224,7 +224,7 @@ def _slurmctld(action: str) -> None:
 
 def test_running_session_survives_the_controller_down_for_a_minute(alice, hub_portal, settings):
     hub = hub_portal
-    settings.SNAPSHOT_MAX_AGE = 15  # so the spawner's status reads turn UNKNOWN during the outage
+    settings.PORTAL_SNAPSHOT_MAX_AGE = 15  # so the spawner's status reads turn UNKNOWN during the outage
     session = session_start(user=alice, raw_options={"hours": 1, "cpus": 1, "memory_mb": 1024})
     server = wait_ready(hub, "alice", session.server_name)
     token = hub.user_token("alice")
@@ -432,7 +432,7 @@ def test_idle_session_is_stopped_and_the_user_told_why(alice, hub_portal, settin
     with nobody using it, the idle limit stops it, with a message and an audit row. The browser tests
     (test_sessions_idle_browser.py) cover a person at work and an open tab with nobody at it."""
     hub = hub_portal
-    settings.SESSION_IDLE_MINUTES = 3
+    settings.PORTAL_SESSION_IDLE_MINUTES = 3
     session = session_start(user=alice, raw_options={"hours": 2, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
     session_cards(user=alice)  # the page marks it running

@@ -27,8 +27,8 @@ TOKEN = "t"
 
 @pytest.fixture
 def running(django_user_model, settings, monkeypatch):
-    settings.HUB_TOKEN = TOKEN
-    settings.SESSION_IDLE_MINUTES = 30
+    settings.PORTAL_HUB_TOKEN = TOKEN
+    settings.PORTAL_SESSION_IDLE_MINUTES = 30
     stopped = []
     monkeypatch.setattr(hub, "stop_server", lambda username, server: stopped.append(server))
     alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
@@ -102,7 +102,7 @@ def test_without_any_input_a_session_is_idle_since_it_started(running):
     ],
 )
 def test_the_card_warns_before_the_stop(running, settings, limit, idle_min, warning):
-    settings.SESSION_IDLE_MINUTES = limit
+    settings.PORTAL_SESSION_IDLE_MINUTES = limit
     report(running, time.time() - idle_min * 60 - 1)
     left = idle_stop_in_seconds(running)
     card = SessionCard(running, SessionPhase.RUNNING, None, None, None, None, 2400, "", "https://hub/x", left)
@@ -113,7 +113,7 @@ def test_the_card_warns_before_the_stop(running, settings, limit, idle_min, warn
 
 
 def test_the_card_has_no_warning_when_the_site_never_stops_idle_sessions(running, settings):
-    settings.SESSION_IDLE_MINUTES = 0
+    settings.PORTAL_SESSION_IDLE_MINUTES = 0
     report(running, time.time() - 3600)
     assert idle_stop_in_seconds(running) is None and sessions_cull_idle() == []
 
@@ -152,7 +152,7 @@ def test_every_kind_says_what_counts_as_activity():
 
 @pytest.mark.parametrize("limit, refused", [(0, False), (1, True), (3, True), (4, False), (60, False)])
 def test_the_idle_limit_cannot_be_shorter_than_the_signal_resolves(settings, limit, refused):
-    settings.SESSION_IDLE_MINUTES = limit
+    settings.PORTAL_SESSION_IDLE_MINUTES = limit
     floor, kind = idle_minutes_floor(60)
     assert floor == 4 and kind.name == "lab"  # JupyterLab's autosave (120 s) + the hub's 30 s + the culler's 60 s
     errors = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E010"]

@@ -58,7 +58,7 @@ def test_the_registry_today():
 
 
 def test_availability_is_the_programs(settings, tmp_path):
-    settings.CODE_SERVER_DIR = str(tmp_path)
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
     vscode = KINDS["vscode"]
     assert not vscode.available() and vscode not in kinds_available()
     assert vscode.unavailable_reason() == f"VS Code is not offered: code-server is not installed in {tmp_path}/bin."

@@ -25,9 +25,9 @@ TOKEN = "unit-hub-token"
 @pytest.fixture
 def policy(slurm_json, settings):
     settings.PORTAL_PARTITIONS = []
-    settings.SESSION_PARTITIONS = ["interactive"]
-    settings.SESSION_MAX_GPUS = 2
-    settings.SESSION_MAX_HOURS = 8
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_MAX_GPUS = 2
+    settings.PORTAL_SESSION_MAX_HOURS = 8
     return SitePolicy.from_snapshot(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))
 
 
@@ -81,7 +81,7 @@ def test_not_a_dict(policy):
 
 
 def test_vscode_only_when_code_server_is_installed(policy, settings, tmp_path):
-    settings.CODE_SERVER_DIR = str(tmp_path)
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
     _, errors = errors_of({"ide": "vscode"}, policy)
     assert "VS Code is not installed" in errors["ide"]
     (tmp_path / "bin").mkdir()
@@ -106,10 +106,10 @@ def test_fuzz_options_never_crash_and_what_passes_is_within_the_cap(slurm_json, 
 
     with override_settings(
         PORTAL_PARTITIONS=[],
-        SESSION_PARTITIONS=["interactive"],
-        SESSION_MAX_GPUS=2,
-        SESSION_MAX_HOURS=8,
-        CODE_SERVER_DIR="/nonexistent",
+        PORTAL_SESSION_PARTITIONS=["interactive"],
+        PORTAL_SESSION_MAX_GPUS=2,
+        PORTAL_SESSION_MAX_HOURS=8,
+        PORTAL_CODE_SERVER_DIR="/nonexistent",
     ):
         policy = SitePolicy.from_snapshot(snapshot_take(SlurmGateway(scripted(slurm_json)), now=1000.0))
         options, errors = parse_session_options(raw, policy=policy)
@@ -123,7 +123,7 @@ def test_fuzz_options_never_crash_and_what_passes_is_within_the_cap(slurm_json, 
 # --- /hub-internal/ ------------------------------------------------------------------------------
 @pytest.fixture
 def hub_settings(settings, policy, slurm_json, clean_cache):
-    settings.HUB_TOKEN = TOKEN
+    settings.PORTAL_HUB_TOKEN = TOKEN
     snapshot_store(snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time()))
     return settings
 
@@ -138,7 +138,7 @@ def test_internal_endpoints_need_the_hub_token(client, hub_settings):
         r = post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "x", "options": {}}, token=token)
         assert r.status_code == 403
         assert "Not the hub" in r.json()["errors"][0]["message"]
-    hub_settings.HUB_TOKEN = ""  # sessions not set up: nothing is accepted, not even an empty token
+    hub_settings.PORTAL_HUB_TOKEN = ""  # sessions not set up: nothing is accepted, not even an empty token
     assert (
         post(client, "/hub-internal/spawn-check", {"user": "alice", "server_name": "x", "options": {}}, token="").status_code
         == 403
@@ -172,7 +172,7 @@ def test_spawn_check_refuses_with_messages_and_accepts_with_settings(client, hub
     assert settings_["key"] == str(session.key)
     # The spawner gives up at the site's limit for the queue; the card shows the same time.
     assert settings_["queue_deadline"] == session.give_up_at.timestamp()
-    assert abs(session.give_up_at.timestamp() - time.time() - settings.SESSION_MAX_QUEUE_MINUTES * 60) < 30
+    assert abs(session.give_up_at.timestamp() - time.time() - settings.PORTAL_SESSION_MAX_QUEUE_MINUTES * 60) < 30
     assert settings_ | {"key": None, "queue_deadline": None} == {
         "key": None,
         "queue_deadline": None,
@@ -253,7 +253,7 @@ def test_job_status_is_unknown_when_the_snapshot_is_stale(client, hub_settings, 
     from slurm.snapshot import snapshot_failed, snapshot_load
 
     snap = snapshot_load()
-    old = snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time() - settings.SNAPSHOT_MAX_AGE - 30)
+    old = snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time() - settings.PORTAL_SNAPSHOT_MAX_AGE - 30)
     snapshot_store(snapshot_failed(old, SlurmUnreachable(["squeue"], None, message="slurmctld down")))
     r = client.get(f"/hub-internal/job-status?job_id={snap.jobs[0].job_id}&since=0", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert r.json()["state"] == "UNKNOWN"

@@ -24,8 +24,8 @@ FIELDS = [*GOOD, "account"]
 @pytest.fixture
 def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     settings.PORTAL_PARTITIONS = []
-    settings.HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
-    settings.HUB_TOKEN = "t"
+    settings.PORTAL_HUB_API_URL = f"http://127.0.0.1:{free_port()}/hub/api"  # nothing listens there
+    settings.PORTAL_HUB_TOKEN = "t"
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))  # any Slurm call fails the test
     alice = django_user_model.objects.create(username="alice", oidc_sub="a", oidc_issuer="t", slurm_accounts=["vision"])

@@ -24,7 +24,7 @@ from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 
 # --- reading ------------------------------------------------------------------------------------
 def test_the_compact_form_and_json_read_the_same(settings):
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     text = 'lab gpus=1 type=a100 hours=4; lab hours=2\nvscode gpus=2 cpus=4 memory=8G hours=8 "label=Big VS Code"'
     compact = parse_presets(text)
     assert [p.label for p in compact] == ["JupyterLab, 1 A100, 4 h", "JupyterLab, no GPU, 2 h", "Big VS Code"]
@@ -74,8 +74,8 @@ def test_the_compact_form_and_json_read_the_same(settings):
     ],
 )
 def test_a_bad_preset_is_named_and_said_why(settings, text, words):
-    settings.SESSION_PARTITIONS = ["interactive"]
-    settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = 2, 8
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_MAX_GPUS, settings.PORTAL_SESSION_MAX_HOURS = 2, 8
     with pytest.raises(PresetError) as refused:
         parse_presets(text)
     for word in words:
@@ -83,22 +83,22 @@ def test_a_bad_preset_is_named_and_said_why(settings, text, words):
 
 
 def test_the_start_up_check_names_every_bad_preset(settings):
-    settings.SESSION_PRESETS = "lab gpus=1 type=a100 hours=4; lab gpus=4 hours=2; lab hours=2; vs"
+    settings.PORTAL_SESSION_PRESETS = "lab gpus=1 type=a100 hours=4; lab gpus=4 hours=2; lab hours=2; vs"
     errors = check_session_presets()
     assert [e.id for e in errors] == ["portal.E011", "portal.E011"]
     assert errors[0].msg.startswith("Preset 2 (JupyterLab, 4 GPUs, 2 h): Sessions may have at most 2 GPUs")
     assert errors[1].msg.startswith("Preset 4 (vs): 'vs' is not a session kind")
     assert "PORTAL_SESSION_PRESETS" in errors[0].hint
     assert {e.id for e in run_checks(tags=["portal"])} >= {"portal.E011"}  # registered with Django's checks
-    settings.SESSION_PRESETS = "lab gpus=1 type=a100 hours=4; lab hours=2"
+    settings.PORTAL_SESSION_PRESETS = "lab gpus=1 type=a100 hours=4; lab hours=2"
     assert check_session_presets() == []
-    settings.SESSION_PRESETS = ""  # no presets at all: fine
+    settings.PORTAL_SESSION_PRESETS = ""  # no presets at all: fine
     assert check_session_presets() == [] and site_presets() == []
 
 
 def test_unset_the_default_presets_are_used_and_pass_the_check(settings):
-    settings.SESSION_PRESETS = None
-    settings.SESSION_PRESETS_DEFAULT = "lab gpus=1 type=a100 hours=4; lab hours=2"
+    settings.PORTAL_SESSION_PRESETS = None
+    settings.PORTAL_SESSION_PRESETS_DEFAULT = "lab gpus=1 type=a100 hours=4; lab hours=2"
     assert check_session_presets() == []
     assert [p.label for p in site_presets()] == ["JupyterLab, 1 A100, 4 h", "JupyterLab, no GPU, 2 h"]
 
@@ -108,7 +108,7 @@ def test_the_shipped_defaults_pass_the_check():
     under the default session rules."""
     from portal.settings import base, dev
 
-    for text in (base.SESSION_PRESETS_DEFAULT, dev.SESSION_PRESETS_DEFAULT):
+    for text in (base.PORTAL_SESSION_PRESETS_DEFAULT, dev.PORTAL_SESSION_PRESETS_DEFAULT):
         assert parse_presets(text), text
 
 
@@ -117,7 +117,7 @@ def test_a_kind_that_is_not_installed_passes_the_check_but_is_not_offered(settin
     button says why it is not offered."""
     missing = SessionKind("ghost", "Ghost IDE", default_url="/ghost/", program=Program("ghost", lambda: "/nonexistent"))
     monkeypatch.setitem(KINDS, "ghost", missing)
-    settings.SESSION_PRESETS = "ghost hours=2"
+    settings.PORTAL_SESSION_PRESETS = "ghost hours=2"
     assert check_session_presets() == []
     choices = _choices(settings, monkeypatch, slurm_json, "ghost hours=2")
     assert not choices[0].offered and "Ghost IDE is not installed" in " ".join(choices[0].why_not)
@@ -128,7 +128,7 @@ def _choices(settings, monkeypatch, slurm_json, text, *, user=None, now=None):
     from accounts.models import User
 
     settings.PORTAL_PARTITIONS = []
-    settings.SESSION_PRESETS = text
+    settings.PORTAL_SESSION_PRESETS = text
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=now or time.time()))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))  # no Slurm call
     if user is None:
@@ -138,9 +138,9 @@ def _choices(settings, monkeypatch, slurm_json, text, *, user=None, now=None):
 
 @pytest.mark.django_db
 def test_a_preset_the_policy_refuses_is_offered_disabled_with_the_form_s_words(settings, monkeypatch, clean_cache, slurm_json):
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     text = "lab gpus=1 type=a100 hours=4; lab gpus=1 type=t4 hours=2; lab cpus=64 hours=1; lab gpus=2 hours=2"
-    settings.SESSION_MAX_GPUS = 1  # lowered since start-up: the 2-GPU preset is refused, not hidden
+    settings.PORTAL_SESSION_MAX_GPUS = 1  # lowered since start-up: the 2-GPU preset is refused, not hidden
     a100, t4, cpus, two = _choices(settings, monkeypatch, slurm_json, text)
     assert a100.offered and a100.why_not == ()
     assert not t4.offered and "t4" in " ".join(t4.why_not) and "a100" in " ".join(t4.why_not)  # the policy's sentence
@@ -159,7 +159,7 @@ def test_a_user_in_no_team_gets_every_button_disabled_with_why(settings, monkeyp
 @pytest.mark.django_db
 def test_the_last_session_s_settings_come_first(settings, monkeypatch, clean_cache, slurm_json, django_user_model):
     alice = django_user_model.objects.create(username="alice", oidc_sub="a", slurm_accounts=["vision"])
-    settings.SESSION_PRESETS = "lab hours=2"
+    settings.PORTAL_SESSION_PRESETS = "lab hours=2"
     assert [p.label for p in presets_for(user=alice)] == ["JupyterLab, no GPU, 2 h"]  # no session yet
     for cpus, created in ((4, "old"), (3, "new")):
         Session.objects.create(
@@ -213,7 +213,7 @@ def _wait(preset_text, nodes, jobs, *, now=None, current=True):
 
 
 def test_free_now_starts_at_once_only_when_it_fits_and_nothing_waits(settings):
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     a = _wait("lab gpus=1 type=a100 hours=4", [_node(free_gpus=2)], [])
     assert (a.free, a.wait, a.starts_now) == ("2 of 4 A100 free now", "free now: starts at once", True)
     # GPUs free but every CPU taken: it does not fit, and Slurm has no estimate for a job not queued
@@ -230,7 +230,7 @@ def test_free_now_starts_at_once_only_when_it_fits_and_nothing_waits(settings):
 
 
 def test_the_wait_is_slurm_s_estimate_for_the_jobs_waiting_ahead(settings):
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     now = time.time()
     soon, later = int(now + 1200), int(now + 2400)
     ahead = [_pending(10, gpus={"a100": 4}, start=soon), _pending(11, gpus={"a100": 2}, start=later)]
@@ -251,7 +251,7 @@ def test_what_waits_ahead(settings):
     """Held jobs (quota, holds), dependencies, --begin and array limits do not wait ahead; another
     GPU type does not; an untyped GPU request does; an array counts its pending tasks; another
     partition does not."""
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     free = [_node(free_gpus=2)]
     not_ahead = [
         _pending(1, gpus={"a100": 1}, reason="AssocGrpGRESMinutes"),
@@ -271,7 +271,7 @@ def test_what_waits_ahead(settings):
 
 
 def test_no_estimate_without_current_figures(settings):
-    settings.SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
     a = _wait("lab gpus=1 type=a100 hours=4", [_node(free_gpus=2)], [], current=False)
     assert a.wait == "no estimate: the cluster's figures are not current" and a.free == "2 of 4 A100 free now"
     preset = parse_presets("lab hours=2")[0]
@@ -282,7 +282,7 @@ def test_no_estimate_without_current_figures(settings):
 def test_the_recorded_queue_gives_slurm_s_estimate(settings, monkeypatch, clean_cache, slurm_json):
     """On the recorded 22.05 queue: job 4 waits in train for 4 A100 with Slurm's backfill start_time
     16:42 UTC; node1 (interactive) has no A100 free and 6 CPUs free."""
-    settings.SESSION_PARTITIONS = ["interactive", "train"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive", "train"]
     text = "lab gpus=1 type=a100 hours=4; lab hours=2; lab gpus=1 type=a100 hours=4 partition=train"
     interactive_a100, cpu_only, train_a100 = _choices(settings, monkeypatch, slurm_json, text, now=1795969870.0)
     # that snapshot is old by the clock, so the figures are not current: no estimate, the numbers still shown
@@ -305,7 +305,7 @@ def test_the_recorded_queue_gives_slurm_s_estimate(settings, monkeypatch, clean_
 def test_the_queue_is_summed_once_per_snapshot(settings, clean_cache, slurm_json):
     """Pages read the whole queue at most once per poll: the summary is kept with the snapshot's
     time; a newer snapshot is summed again; without the stored queue there is no summary."""
-    settings.SESSION_PARTITIONS = ["interactive", "train"]
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive", "train"]
     snapshot = snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1795969870.0)
     snapshot_store(snapshot)
     first = waiting_ahead("cluster1", snapshot.taken_at)

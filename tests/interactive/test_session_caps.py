@@ -41,10 +41,10 @@ def world(django_user_model, slurm_json, clean_cache, settings, monkeypatch):
     """alice (team vision) signed in nowhere yet; the recorded cluster polled just now; a GPU cap of 4
     and no other cap; any Slurm call fails the test; the hub accepts every start (``world.sent``)."""
     settings.PORTAL_PARTITIONS = []
-    settings.SESSION_PARTITIONS = ["interactive"]
-    settings.SESSION_PRESETS = PRESETS
-    settings.HUB_API_URL, settings.HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SESSION_LIMIT = "4", "", 0
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_PRESETS = PRESETS
+    settings.PORTAL_HUB_API_URL, settings.PORTAL_HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS, settings.PORTAL_SESSION_LIMIT = "4", "", 0
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=time.time()))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))
     sent = []
@@ -112,7 +112,7 @@ def test_at_the_gpu_cap_the_start_buttons_with_gpus_are_disabled_with_the_same_s
 
 def test_with_room_left_the_form_is_quiet_and_a_bigger_session_is_told_what_fits(client, world, settings):
     alice, sent = world
-    settings.USER_MAX_GPUS = "5"  # 4 in use: one more fits
+    settings.PORTAL_USER_MAX_GPUS = "5"  # 4 in use: one more fits
     client.force_login(alice)
     assert notice(client) == [] and buttons(client)[A100] == (False, "")
     status, errors = started(client, gpu_count="2")
@@ -135,7 +135,7 @@ def test_the_sessions_at_once_limit_everywhere_in_one_sentence(client, world, se
         "lab-b": hub.HubServer("lab-b", False, "spawn", "", "", None, None),
     }
     monkeypatch.setattr(hub, "servers", lambda username: servers)  # the hub has both
-    settings.USER_MAX_GPUS, settings.SESSION_LIMIT = "", 2
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_SESSION_LIMIT = "", 2
     for name, state in (("lab-a", SessionState.RUNNING), ("lab-b", SessionState.STARTING)):
         Session.objects.create(
             user=alice, server_name=name, ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state=state
@@ -160,7 +160,7 @@ def test_the_sessions_at_once_limit_everywhere_in_one_sentence(client, world, se
     assert api.status_code == HTTPStatus.BAD_REQUEST
     assert api.json()["errors"] == [{"field": "", "message": sentence, "line": None}]
     assert sent == [] and Session.objects.filter(state__in=["REQUESTED", "STARTING", "RUNNING"]).count() == 2
-    settings.SESSION_LIMIT = 0  # no limit, as the hub's 0
+    settings.PORTAL_SESSION_LIMIT = 0  # no limit, as the hub's 0
     assert notice(client) == [] and client.get("/api/v1/sessions/kinds", **auth).json()["caps"] == []
 
 
@@ -169,7 +169,7 @@ def test_the_pending_jobs_cap_counts_slurms_jobs_and_the_sessions_it_has_not_lis
     (a shell's batch jobs), and a session the snapshot cannot have listed yet counts too; one started
     before the snapshot was taken is among Slurm's jobs already and is not counted twice."""
     alice, _ = world
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS = "", "3"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS = "", "3"
     client.force_login(alice)
     assert sessions_held(user=alice).queue == InQueue(gpus=4, jobs=2) and notice(client) == []
     seen = Session.objects.create(
@@ -195,7 +195,7 @@ def test_the_figures_are_what_slurm_enforced_in_the_recording(clean_cache, setti
     same figures refuse a session; in another account of hers they count the same (a QOS limit per
     user), and each task of a pending array counts."""
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision", "nlp"])
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SESSION_LIMIT = "1", "2", 0
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS, settings.PORTAL_SESSION_LIMIT = "1", "2", 0
     queue = parse_jobs(json.loads((FIXTURES / "slurm" / "22.05" / "policy" / "squeue_qos_max_gres_per_user.json").read_text()))
     assert [(q.state, q.reason) for q in queue] == [("RUNNING", "None"), ("PENDING", "QOSMaxGRESPerUser")]
 

@@ -23,9 +23,9 @@ GPU_PRESET, CPU_PRESET = "preset-jupyterlab-1-a100-1-h", "preset-jupyterlab-no-g
 
 
 def test_at_the_gpu_cap_the_button_is_disabled_with_the_refusal_s_sentence(portal_with_idp, browser_page, settings, slurm_json):  # noqa: F811
-    settings.PORTAL_PARTITIONS, settings.SESSION_PARTITIONS = [], ["interactive"]
-    settings.SESSION_PRESETS = "lab gpus=1 type=a100 hours=1; lab hours=1"
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SESSION_LIMIT = "4", "", 0
+    settings.PORTAL_PARTITIONS, settings.PORTAL_SESSION_PARTITIONS = [], ["interactive"]
+    settings.PORTAL_SESSION_PRESETS = "lab gpus=1 type=a100 hours=1; lab hours=1"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS, settings.PORTAL_SESSION_LIMIT = "4", "", 0
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=time.time()))
     connection.close()
     page = browser_page

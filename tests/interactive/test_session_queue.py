@@ -64,7 +64,7 @@ def test_a_session_queued_longer_than_the_start_timeout_starts_when_the_blocker_
 
 def test_a_session_still_queued_at_the_site_limit_is_given_up_and_says_why(alice, hub_portal, settings):  # noqa: F811
     hub = hub_portal
-    settings.SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
+    settings.PORTAL_SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
     with interactive_blocker(300, time_min=10):
         session = session_start(user=alice, raw_options=WHOLE_NODE)
         # Slurm's backfill estimate (the blocker's end, 10 min away) is later than the give-up time.

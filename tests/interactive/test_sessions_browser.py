@@ -92,7 +92,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
 def test_a_queued_session_shows_when_it_gives_up_and_then_why(hub_portal, portal_with_idp, browser_page, settings):  # noqa: F811
     """The card shows the site's limit for the queue and warns when Slurm expects
     to start the session later than that; given up, it says why."""
-    settings.SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
+    settings.PORTAL_SESSION_MAX_QUEUE_MINUTES = 0.5  # 30 s
     page = browser_page
     sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")
     with interactive_blocker(300, time_min=10):

@@ -87,7 +87,7 @@ def work_then_leave(session, act, *, work_for: float, name: str, ide_page) -> No
 
 
 def test_jupyterlab_at_work_is_kept_and_left_open_is_stopped(hub_portal, portal_with_idp, browser_page, settings):  # noqa: F811
-    settings.SESSION_IDLE_MINUTES = LIMIT_S / 60
+    settings.PORTAL_SESSION_IDLE_MINUTES = LIMIT_S / 60
     page = browser_page
     sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")
     session, lab = open_session(page, "lab", ".jp-LabShell")
@@ -113,7 +113,7 @@ def test_jupyterlab_at_work_is_kept_and_left_open_is_stopped(hub_portal, portal_
 def test_vscode_at_work_is_kept_and_left_open_is_stopped(hub_portal, portal_with_idp, browser_page, settings, monkeypatch):  # noqa: F811
     if not KINDS["vscode"].available():
         pytest.fail("code-server is not installed: run scripts/install_code_server.sh (make test does)")
-    settings.SESSION_IDLE_MINUTES = LIMIT_S / 60
+    settings.PORTAL_SESSION_IDLE_MINUTES = LIMIT_S / 60
     # The portal's VS Code extension marks the window every 5 s here (30 s on a site).
     monkeypatch.setitem(KINDS, "vscode", dataclasses.replace(KINDS["vscode"], env={"GPUPORTAL_ACTIVITY_SECONDS": "5"}))
     page = browser_page

@@ -47,7 +47,7 @@ def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, 
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "code-server").chmod(0o755)
-    hub_settings.CODE_SERVER_DIR = str(tmp_path)
+    hub_settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
     [built] = spawner_scripts(spawn_settings(client, {"ide": "vscode"}))
     script = lines(built["script"])
     assert built["default_url"] == "/vscode/"

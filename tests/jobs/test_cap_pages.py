@@ -32,8 +32,8 @@ def alice(django_user_model):
 def site(settings, slurm_json, clean_cache, monkeypatch, client, alice):
     """The recorded cluster, no Slurm call allowed, the policy of docs/policy.md's example, alice signed in."""
     settings.PORTAL_PARTITIONS = []
-    settings.HUB_API_URL, settings.HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SMALL_POOL_PARTITION = "4", "20", "small"
+    settings.PORTAL_HUB_API_URL, settings.PORTAL_HUB_TOKEN = f"http://127.0.0.1:{free_port()}/hub/api", "t"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS, settings.PORTAL_SMALL_POOL_PARTITION = "4", "20", "small"
     snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(FakeTransport())))
     client.force_login(alice)
@@ -60,7 +60,7 @@ def test_a_site_of_one_cluster_names_only_the_pools_nodes(site, settings):
 
 
 def test_nothing_is_said_when_the_site_manages_nothing(site, settings):
-    settings.USER_MAX_GPUS = settings.USER_MAX_SUBMIT_JOBS = settings.SMALL_POOL_PARTITION = ""
+    settings.PORTAL_USER_MAX_GPUS = settings.PORTAL_USER_MAX_SUBMIT_JOBS = settings.PORTAL_SMALL_POOL_PARTITION = ""
     assert b"site-policy" not in site.get("/jobs/new/").content
 
 
@@ -88,14 +88,14 @@ def test_the_form_warns_before_sending_when_the_gpu_cap_is_reached(site):
 
 
 def test_room_left_is_said(site, settings):
-    settings.USER_MAX_GPUS = "6"  # 4 in use (recorded), 2 left
+    settings.PORTAL_USER_MAX_GPUS = "6"  # 4 in use (recorded), 2 left
     assert "You already use 4 of your 6 GPUs at once" in estimate(site, 4)
     assert "Ask for at most 2 GPUs to start now." in estimate(site, 4)
     assert "caps-warning" not in estimate(site, 2)  # 4 + 2 fits
 
 
 def test_the_form_warns_at_the_pending_jobs_cap(site, alice, settings):
-    settings.USER_MAX_SUBMIT_JOBS = "3"
+    settings.PORTAL_USER_MAX_SUBMIT_JOBS = "3"
     running(alice, 3, 0, state=JobState.PENDING)
     assert "You already have 3 jobs pending or running on cluster1, the most the site allows one person (3;" in estimate(site, 0)
 

@@ -36,7 +36,7 @@ def test_gpus_in_use_are_slurms_running_jobs_of_the_stored_snapshot(recorded_pai
     snapshot_store(ClusterSnapshot(taken_at=2000.0, jobs=[*queue, session_job], cluster="cluster1"))
     assert running_gpus("cluster1") == {"alice": 2}
     assert gpus_in_use(recorded_pair["pending"]) == 2  # the Job rows alone say 1
-    settings.USER_MAX_GPUS = "2"
+    settings.PORTAL_USER_MAX_GPUS = "2"
     assert "You already use 2 of your 2 GPUs at once" in job_row(recorded_pair["pending"], {}).reason.sentence
 
 
@@ -58,7 +58,7 @@ def recorded_pair(alice):
 
 
 def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
-    settings.USER_MAX_GPUS = "1"
+    settings.PORTAL_USER_MAX_GPUS = "1"
     pending = recorded_pair["pending"]
     assert pending.reason == "QOSMaxGRESPerUser"  # what Slurm 22.05 wrote
     reason = job_row(pending, {}).reason
@@ -71,7 +71,7 @@ def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
 
 
 def test_gpu_cap_with_room_left_says_how_many_fit(recorded_pair, settings):
-    settings.USER_MAX_GPUS = "4"
+    settings.PORTAL_USER_MAX_GPUS = "4"
     pending = recorded_pair["pending"]
     pending.gpu_count = 4
     reason = cap_reason(explain_reason(pending.reason), pending)
@@ -93,7 +93,7 @@ def test_without_a_managed_cap_slurms_sentence_stays(recorded_pair):
 )
 def test_jobs_too_big_for_the_pool_pend_and_say_the_pools_figures(alice, settings, name, code, words):
     """Recorded: a 2-GPU and a 90-min job sent to small pend with these codes (never started there)."""
-    settings.SMALL_POOL_PARTITION = "small"
+    settings.PORTAL_SMALL_POOL_PARTITION = "small"
     [q] = [j for j in parse_jobs(json.loads((POLICY / "squeue_pool_limits.json").read_text())) if j.name == name]
     assert (q.state, q.reason, q.partition) == ("PENDING", code, "small")
     job = Job.objects.create(
@@ -106,7 +106,7 @@ def test_jobs_too_big_for_the_pool_pend_and_say_the_pools_figures(alice, setting
 
 
 def test_submit_cap(recorded_pair, settings):
-    settings.USER_MAX_SUBMIT_JOBS = "20"
+    settings.PORTAL_USER_MAX_SUBMIT_JOBS = "20"
     code = (POLICY / "sbatch_qos_max_submit_stderr.txt").read_text().splitlines()[0].removeprefix("sbatch: error: ")
     reason = cap_reason(explain_reason(code), recorded_pair["pending"])
     assert (
@@ -121,14 +121,14 @@ def test_a_session_held_by_the_gpu_cap_says_it_on_its_card(recorded_pair, settin
     from interactive.models import Session
     from interactive.services import _cap_note
 
-    settings.USER_MAX_GPUS = "1"
+    settings.PORTAL_USER_MAX_GPUS = "1"
     session = Session.objects.create(
         user=alice, server_name="s1", ide="lab", partition="interactive", gpu_count=1, memory_mb=1000, time_limit_min=60
     )
     note = _cap_note(session, "QOSMaxGRESPerUser")
     assert note.startswith(" (You already use 1 of your 1 GPU at once on cluster1") and note.endswith("one of your jobs ends.)")
     assert _cap_note(session, "Resources") == ""
-    settings.USER_MAX_GPUS = ""
+    settings.PORTAL_USER_MAX_GPUS = ""
     assert _cap_note(session, "QOSMaxGRESPerUser") == ""  # no figures known: Slurm's code alone
 
 
@@ -142,7 +142,7 @@ def test_the_pending_notification_names_the_cap(recorded_pair, settings, alice):
     from notifications.models import Notification
     from notifications.services import preferences_set
 
-    settings.USER_MAX_GPUS = "1"
+    settings.PORTAL_USER_MAX_GPUS = "1"
     Job.objects.filter(pk=recorded_pair["pending"].pk).update(slurm_submit_at=djtz.now() - timedelta(minutes=45))
     preferences_set(user=alice, email={}, pending_minutes=30)
     assert jobs_pending_notify() == 1

@@ -102,7 +102,7 @@ def test_cluster_check_fails_without_the_submit_helper(settings):
 def test_cluster_check_names_an_unknown_host_key(settings, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    settings.SLURM_GATEWAY = {**settings.SLURM_GATEWAY, "ssh_known_hosts": str(empty)}
+    settings.PORTAL_SLURM_GATEWAY = {**settings.PORTAL_SLURM_GATEWAY, "ssh_known_hosts": str(empty)}
     from django.core.management.base import CommandError
 
     buf = io.StringIO()

@@ -171,7 +171,7 @@ def test_a_stopped_poller_is_said_once_it_is_stale_and_then_quiet(alice, _unit_c
     passed without a poll, and the stale fragment is then 304 itself (its age ticks in the browser)."""
     client, _ = alice
     tag = poll(client)["ETag"]
-    _unit_clock.shift(settings.SNAPSHOT_MAX_AGE - 5)
+    _unit_clock.shift(settings.PORTAL_SNAPSHOT_MAX_AGE - 5)
     assert poll(client, tag).status_code == 304
     _unit_clock.shift(10)
     stale = poll(client, tag)

@@ -157,8 +157,8 @@ def test_redis_not_answering_is_named_not_waiting_for_the_first_poll(alice_clien
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    settings.REDIS_URL = f"redis://127.0.0.1:{dead}/15"
+    settings.PORTAL_REDIS_URL = f"redis://127.0.0.1:{dead}/15"
     status = snapshot_status(None)
     assert status.reasons == ["cache-unreachable"] and "cache (Redis) is not answering" in status.warning
-    settings.REDIS_URL = settings.CELERY_BROKER_URL  # the test Redis, which answers
+    settings.PORTAL_REDIS_URL = settings.CELERY_BROKER_URL  # the test Redis, which answers
     assert snapshot_status(None).reasons == ["no-snapshot"]

@@ -58,7 +58,7 @@ def test_the_beat_task_reads_every_cluster_once(monkeypatch, clean_cache):
 
 
 def test_no_prometheus_configured_means_no_read_and_usage_off(monkeypatch, settings, clean_cache, alice):
-    settings.PROMETHEUS_URL = ""
+    settings.PORTAL_PROMETHEUS_URL = ""
     fake = install(monkeypatch, ANSWERS)
     gpu_usage_poll()
     assert fake.calls == [] and usage_load("cluster1") is None

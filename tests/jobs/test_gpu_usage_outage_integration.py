@@ -157,8 +157,8 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
 ):
     url, proc = own_prometheus
     monkeypatch.setattr("tests.cluster.test_gpu_usage_integration.SCRIPT", SCRIPT)
-    settings.PROMETHEUS_URL = url
-    settings.PROMETHEUS_TIMEOUT = 3
+    settings.PORTAL_PROMETHEUS_URL = url
+    settings.PORTAL_PROMETHEUS_TIMEOUT = 3
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     job_id = submit("cluster1", ["--partition=train", "--nodelist=node2", "--gres=gpu:a100:2"])
     job = Job.objects.create(
@@ -200,8 +200,8 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
         assert len(prometheus_calls) == calls  # no page asked Prometheus
 
         # A Prometheus that accepts and never answers: the read gives up within the timeout.
-        settings.PROMETHEUS_URL = silent_prometheus
-        settings.PROMETHEUS_TIMEOUT = 2
+        settings.PORTAL_PROMETHEUS_URL = silent_prometheus
+        settings.PORTAL_PROMETHEUS_TIMEOUT = 2
         host, port = silent_prometheus.removeprefix("http://").split(":")
         socket.create_connection((host, int(port)), timeout=1).close()  # it accepts
         started = time.monotonic()

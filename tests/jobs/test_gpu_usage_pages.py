@@ -68,7 +68,7 @@ def test_no_gpu_card_where_usage_is_not_measured_or_the_job_has_no_gpu(client, a
     client.force_login(alice)
     cpu_job = running_job(alice, gpus=0)
     assert soup(client.get(f"/jobs/{cpu_job.key}/")).select('[data-testid="gpu-card"]') == []
-    settings.PROMETHEUS_URL = ""
+    settings.PORTAL_PROMETHEUS_URL = ""
     assert soup(client.get(f"/jobs/{running_job(alice).key}/")).select('[data-testid="gpu-card"]') == []
 
 

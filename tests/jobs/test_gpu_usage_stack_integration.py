@@ -40,8 +40,8 @@ def test_a_2_gpu_job_low_then_at_80_and_0_percent_on_its_page_then_its_summary(
     client, django_user_model, settings, clean_cache, monkeypatch
 ):
     monkeypatch.setattr("tests.cluster.test_gpu_usage_integration.SCRIPT", SCRIPT)
-    settings.PROMETHEUS_URL = "http://127.0.0.1:9090"
-    settings.GPU_LOW_USE_MINUTES = 1
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9090"
+    settings.PORTAL_GPU_LOW_USE_MINUTES = 1
     assert query("up")
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     job_id = submit("cluster1", ["--partition=train", "--nodelist=node2", "--gres=gpu:a100:2"])

@@ -89,8 +89,8 @@ def test_the_api_submit_answers_with_the_warning_and_still_accepts_the_job(
 def test_the_session_form_says_how_long_a_session_may_be_to_start_now(client, alice, cluster, no_slurm, settings):  # noqa: F811
     from interactive.options import session_maintenance
 
-    settings.SESSION_PARTITIONS = ["interactive"]
-    settings.SESSION_MAX_HOURS = 8
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    settings.PORTAL_SESSION_MAX_HOURS = 8
     # 2 h 10 min away: the form's 2 h session fits with room for a slow machine (at exactly 2 h, a
     # page rendered a second later no longer fits: a CI failure)
     _maintenance(nodes=("node1",), start_in=2 * 3600 + 600, name="maint_node1")
@@ -140,8 +140,12 @@ def test_the_api_session_start_answers_with_the_warning(client, alice, cluster, 
     from teams.models import Membership, Role, Team
 
     Membership.objects.create(user=alice, team=Team.objects.create(name="vision"), role=Role.MEMBER)
-    settings.HUB_API_URL, settings.HUB_TOKEN = "http://127.0.0.1:9/hub/api", "t"
-    settings.SESSION_PARTITIONS, settings.SESSION_MAX_GPUS, settings.SESSION_MAX_HOURS = ["interactive"], 2, 8
+    settings.PORTAL_HUB_API_URL, settings.PORTAL_HUB_TOKEN = "http://127.0.0.1:9/hub/api", "t"
+    settings.PORTAL_SESSION_PARTITIONS, settings.PORTAL_SESSION_MAX_GPUS, settings.PORTAL_SESSION_MAX_HOURS = (
+        ["interactive"],
+        2,
+        8,
+    )
     monkeypatch.setattr(hub, "ensure_user", lambda username: None)
     monkeypatch.setattr(hub, "remove_stopped_servers", lambda username: 0)
     monkeypatch.setattr(hub, "start_server", lambda username, server, options: False)  # spawning in the background

@@ -116,7 +116,7 @@ def _timed(slurm_json, clock: Clock, seconds: float) -> FakeTransport:
 
 @pytest.mark.django_db
 def test_a_poll_slower_than_the_interval_stretches_it(good, slurm_json, monkeypatch, settings, caplog):
-    settings.SNAPSHOT_INTERVAL = 5
+    settings.PORTAL_SNAPSHOT_INTERVAL = 5
     clock = Clock()
     monkeypatch.setattr(services, "time", clock)
     guard = f"{services.lock_name(good.cluster)}:started"
@@ -146,7 +146,7 @@ def test_a_poll_slower_than_the_interval_stretches_it(good, slurm_json, monkeypa
 def test_a_slow_poll_never_overlaps_the_next(good, slurm_json, monkeypatch, settings):
     """The poll's lock outlives the longest poll the budget allows, so a second poller cannot start
     while a slow one still runs."""
-    settings.SNAPSHOT_INTERVAL = 5
+    settings.PORTAL_SNAPSHOT_INTERVAL = 5
     settings.PORTAL_POLL_MAX_SECONDS = 120
     seen = SimpleNamespace(ttl=None)
     fake = scripted(slurm_json, partitions=False)

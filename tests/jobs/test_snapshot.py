@@ -105,7 +105,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
 
 
 def test_status_marks_stale_and_missing(settings):
-    settings.SNAPSHOT_MAX_AGE = 60
+    settings.PORTAL_SNAPSHOT_MAX_AGE = 60
     assert snapshot_status(None).has_data is False
     assert snapshot_status(ClusterSnapshot(taken_at=1000.0), now=1030.0).stale is False
     assert snapshot_status(ClusterSnapshot(taken_at=1000.0), now=1100.0).stale is True

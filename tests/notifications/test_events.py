@@ -81,7 +81,7 @@ def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice,
 
 
 def test_a_session_near_its_time_limit_or_idle_stop_is_told_once(alice, settings):
-    settings.SESSION_IDLE_MINUTES = 60
+    settings.PORTAL_SESSION_IDLE_MINUTES = 60
     now = djtz.now()
     session = Session.objects.create(
         user=alice,

@@ -102,7 +102,7 @@ def test_a_claimed_row_is_not_claimed_again_until_its_lease_passes(alice, settin
     now = djtz.now()
     assert notification_claim(notification_id=row.pk, now=now) is not None
     assert notification_claim(notification_id=row.pk, now=now + timedelta(seconds=10)) is None
-    late = now + timedelta(seconds=settings.NOTIFY_LEASE_SECONDS + 1)
+    late = now + timedelta(seconds=settings.PORTAL_NOTIFY_LEASE_SECONDS + 1)
     again = notification_claim(notification_id=row.pk, now=late)
     assert again is not None and again.attempts == 2
 

@@ -30,14 +30,17 @@ def test_the_local_clusters_file_lists_both_clusters_the_first_by_default(settin
     assert (one.slurm_name, one.gateway["ssh_port"], one.sessions) == ("portal", 2222, True)
     assert (two.slurm_name, two.gateway["ssh_port"], two.sessions, two.env_pythons) == ("cluster2", 2223, False, ("3.13",))
     # keys a table leaves out take the global settings
-    assert two.gateway["ssh_user"] == settings.SLURM_GATEWAY["ssh_user"] and two.sbatch_helper == settings.PORTAL_SBATCH_HELPER
+    assert (
+        two.gateway["ssh_user"] == settings.PORTAL_SLURM_GATEWAY["ssh_user"]
+        and two.sbatch_helper == settings.PORTAL_SBATCH_HELPER
+    )
 
 
 def test_without_a_file_one_cluster_from_the_global_settings(settings):
     settings.PORTAL_CLUSTERS_FILE = ""
     settings.PORTAL_CLUSTER_NAME = "hpc"
     (only,) = clusters()
-    assert (only.name, only.sessions, only.gateway) == ("hpc", True, settings.SLURM_GATEWAY)
+    assert (only.name, only.sessions, only.gateway) == ("hpc", True, settings.PORTAL_SLURM_GATEWAY)
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.integration
 
 
 def transport(**overrides) -> SSHTransport:
-    """An SSH transport from the settings, with ``SLURM_GATEWAY`` keys overridden."""
-    return build_transport({**settings.SLURM_GATEWAY, "ssh_connect_timeout": 5.0, **overrides})
+    """An SSH transport from the settings, with ``PORTAL_SLURM_GATEWAY`` keys overridden."""
+    return build_transport({**settings.PORTAL_SLURM_GATEWAY, "ssh_connect_timeout": 5.0, **overrides})
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_unknown_host_key_is_refused_with_its_fingerprint(tmp_path):
 
 
 def test_changed_host_key_is_refused(tmp_path):
-    conf = settings.SLURM_GATEWAY
+    conf = settings.PORTAL_SLURM_GATEWAY
     other_pub = open(conf["ssh_key_file"] + ".pub").read().split()  # some other ed25519 key
     wrong = tmp_path / "known_hosts"
     wrong.write_text(f"[{conf['ssh_host']}]:{conf['ssh_port']} {other_pub[0]} {other_pub[1]}\n")
@@ -172,7 +172,7 @@ def other_key_line(pattern: str, tmp_path, name: str = "other") -> str:
 
 
 def host_pattern() -> str:
-    conf = settings.SLURM_GATEWAY
+    conf = settings.PORTAL_SLURM_GATEWAY
     return f"[{conf['ssh_host']}]:{conf['ssh_port']}"
 
 
@@ -203,10 +203,10 @@ def test_two_listed_keys_for_the_host_either_order_connects(tmp_path, order):
             "-o",
             "StrictHostKeyChecking=yes",
             "-p",
-            str(settings.SLURM_GATEWAY["ssh_port"]),
+            str(settings.PORTAL_SLURM_GATEWAY["ssh_port"]),
             "-i",
-            settings.SLURM_GATEWAY["ssh_key_file"],
-            f"{settings.SLURM_GATEWAY['ssh_user']}@{settings.SLURM_GATEWAY['ssh_host']}",
+            settings.PORTAL_SLURM_GATEWAY["ssh_key_file"],
+            f"{settings.PORTAL_SLURM_GATEWAY['ssh_user']}@{settings.PORTAL_SLURM_GATEWAY['ssh_host']}",
             "true",
         ],
         capture_output=True,

@@ -100,25 +100,29 @@ def test_plan_a_wall_limit_in_days_is_compared_in_minutes():
 )
 def test_cap_settings(value, expected):
     assert (
-        parse_cap("USER_MAX_GPUS", value) is expected
+        parse_cap("PORTAL_USER_MAX_GPUS", value) is expected
         if expected in (NOT_MANAGED, None)
-        else parse_cap("USER_MAX_GPUS", value) == 4
+        else parse_cap("PORTAL_USER_MAX_GPUS", value) == 4
     )
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "four", "2.5"])
 def test_nonsense_caps_are_refused_at_start_up(settings, value):
-    settings.USER_MAX_GPUS = value
+    settings.PORTAL_USER_MAX_GPUS = value
     [error] = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"]
     assert f"PORTAL_USER_MAX_GPUS='{value}' is not a whole number of at least 1" in error.msg
     assert "unlimited" in error.hint
 
 
 def test_pool_and_caps_qos_names_are_checked(settings):
-    settings.SMALL_POOL_PARTITION, settings.USER_CAPS_QOS, settings.SMALL_POOL_MAX_MINUTES = "small", "small", 0
+    settings.PORTAL_SMALL_POOL_PARTITION, settings.PORTAL_USER_CAPS_QOS, settings.PORTAL_SMALL_POOL_MAX_MINUTES = (
+        "small",
+        "small",
+        0,
+    )
     messages = [m.msg for m in run_checks(tags=["portal"]) if m.id == "portal.E030"]
     assert any("names the caps' QOS" in m for m in messages) and any("MAX_MINUTES=0 is below 1" in m for m in messages)
-    settings.USER_CAPS_QOS, settings.SMALL_POOL_MAX_MINUTES = "normal", 60
+    settings.PORTAL_USER_CAPS_QOS, settings.PORTAL_SMALL_POOL_MAX_MINUTES = "normal", 60
     assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"] == []
 
 
@@ -127,7 +131,7 @@ def test_defaults_manage_nothing(settings):
 
 
 def test_lines_people_read(settings):
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS, settings.SMALL_POOL_PARTITION = "4", "20", "small"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS, settings.PORTAL_SMALL_POOL_PARTITION = "4", "20", "small"
     assert policy_lines() == [
         "At most 4 GPUs at once per person.",
         "At most 20 pending or running jobs per person (each array task counts).",
@@ -145,7 +149,7 @@ def fake(monkeypatch, clean_cache):
 def test_sync_reads_the_qos_plans_and_audits_each_change(fake, settings):
     from audit.models import AuditEvent
 
-    settings.USER_MAX_GPUS, settings.USER_MAX_SUBMIT_JOBS = "4", "unlimited"
+    settings.PORTAL_USER_MAX_GPUS, settings.PORTAL_USER_MAX_SUBMIT_JOBS = "4", "unlimited"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")
     fake.expect(SHOW_USERS, stdout="")
     fake.expect(SHOW_QOS, stdout=(FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text())
@@ -164,7 +168,7 @@ def test_sync_reads_the_qos_plans_and_audits_each_change(fake, settings):
 def test_sync_creates_an_absent_pool_qos_and_audits_it(fake, settings):
     from audit.models import AuditEvent
 
-    settings.SMALL_POOL_PARTITION = "small"
+    settings.PORTAL_SMALL_POOL_PARTITION = "small"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")
     fake.expect(SHOW_USERS, stdout="")
     fake.expect(SHOW_QOS, stdout="normal|||||\n")
@@ -179,7 +183,7 @@ def test_sync_creates_an_absent_pool_qos_and_audits_it(fake, settings):
 
 
 def test_bad_policy_settings_are_a_skipped_line_not_an_exception(fake, settings):
-    settings.USER_MAX_GPUS = "lots"
+    settings.PORTAL_USER_MAX_GPUS = "lots"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")
     fake.expect(SHOW_USERS, stdout="")
     report = teams_sync(dry_run=True, clusters=["cluster1"])
@@ -194,7 +198,7 @@ def test_check_slurm_on_the_settings_page_shows_the_qos_change(fake, settings, c
     from teams.models import Team
     from teams.sync.runs import sync_run_perform, sync_run_queue
 
-    settings.USER_MAX_GPUS = "4"
+    settings.PORTAL_USER_MAX_GPUS = "4"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")
     fake.expect(SHOW_USERS, stdout="")
     fake.expect(SHOW_QOS, stdout=(FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text())
@@ -209,8 +213,8 @@ def test_check_slurm_on_the_settings_page_shows_the_qos_change(fake, settings, c
 
 
 def test_caps_without_a_qos_are_refused(settings):
-    settings.USER_CAPS_QOS = ""
+    settings.PORTAL_USER_CAPS_QOS = ""
     assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"] == []  # no caps: no QOS needed
-    settings.USER_MAX_GPUS = "4"
+    settings.PORTAL_USER_MAX_GPUS = "4"
     [error] = [m for m in run_checks(tags=["portal"]) if m.id == "portal.E030"]
     assert error.msg == "PORTAL_USER_CAPS_QOS is empty: the per-person caps need a QOS to live on."

@@ -97,14 +97,14 @@ def poll(job_id: int, predicate, what: str, timeout: float = 90, cluster: str = 
 def caps_qos(settings):
     """The test's caps QOS name; afterwards its limits are cleared by a sync, then it is deleted."""
     name = f"it-caps-{uuid.uuid4().hex[:6]}"
-    settings.USER_CAPS_QOS = name
+    settings.PORTAL_USER_CAPS_QOS = name
     jobs: list[int] = []
     try:
         yield name, jobs
     finally:
         for job_id in jobs:
             get_gateway("cluster1").run(["scancel", str(job_id)], as_user="alice", check=False)
-        settings.USER_MAX_GPUS = settings.USER_MAX_SUBMIT_JOBS = "unlimited"
+        settings.PORTAL_USER_MAX_GPUS = settings.PORTAL_USER_MAX_SUBMIT_JOBS = "unlimited"
         restored = teams_sync(clusters=["cluster1"])
         try:
             assert restored.ok, restored.lines
@@ -117,7 +117,7 @@ def caps_qos(settings):
 
 def test_a_gpu_cap_of_1_holds_alices_second_gpu_job_and_its_page_says_why(alice, caps_qos, settings, client):
     qos, jobs = caps_qos
-    settings.USER_MAX_GPUS = "1"
+    settings.PORTAL_USER_MAX_GPUS = "1"
     report = teams_sync(clusters=["cluster1"])
     assert report.ok and report.lines == [f"cluster1: + add QOS {qos} (MaxTRESPerUser gres/gpu=1)"], report.lines
     assert qos_line(qos) == f"{qos}|gres/gpu=1|"
@@ -145,7 +145,7 @@ def test_a_gpu_cap_of_1_holds_alices_second_gpu_job_and_its_page_says_why(alice,
 
 def test_a_pending_jobs_cap_refuses_the_extra_submission_with_slurms_words(alice, caps_qos, settings):
     qos, jobs = caps_qos
-    settings.USER_MAX_SUBMIT_JOBS = "2"
+    settings.PORTAL_USER_MAX_SUBMIT_JOBS = "2"
     report = teams_sync(clusters=["cluster1"])
     assert report.ok and report.lines == [f"cluster1: + add QOS {qos} (MaxSubmitJobsPerUser 2)"], report.lines
     sacctmgr("modify", "user", "where", "name=alice", "set", f"qos+={qos}")
@@ -157,7 +157,7 @@ def test_a_pending_jobs_cap_refuses_the_extra_submission_with_slurms_words(alice
     assert refused.returncode == 1
     assert "QOSMaxSubmitJobPerUserLimit" in refused.err and "Job violates accounting/QOS policy" in refused.err
     # lowered from 2 to 3: the sync modifies only that limit, and the third is accepted
-    settings.USER_MAX_SUBMIT_JOBS = "3"
+    settings.PORTAL_USER_MAX_SUBMIT_JOBS = "3"
     assert teams_sync(clusters=["cluster1"]).lines == [f"cluster1: ~ set QOS {qos} MaxSubmitJobsPerUser 3 (was 2)"]
     assert AuditEvent.objects.get(action="slurm.sync.set_qos", target=f"qos:{qos}").old == {"max_submit_per_user": 2}
     third = sbatch_in_qos(qos, "-p", "small", "-t", "2", "--hold", "--job-name=it-submit-cap-third")
@@ -202,7 +202,7 @@ def test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out(alic
     )
     assert job.partition == "small"
     # too big for the pool: accepted, but held (never started there), and its page says why in the pool's figures
-    settings.SMALL_POOL_PARTITION = "small"
+    settings.PORTAL_SMALL_POOL_PARTITION = "small"
     client.force_login(alice)
     for options, code, words in (
         ((f"--gres=gpu:{gpu}:2", "-t", "10"), "QOSMaxGRESPerJob", "takes jobs of at most 1 GPU; this one asks for 2."),

@@ -163,7 +163,7 @@ class Command(BaseCommand):
         failure: the pages show the last good figures), slower than the interval (said, with the
         stretched interval), or its duration."""
         snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
-        interval = settings.SNAPSHOT_INTERVAL
+        interval = settings.PORTAL_SNAPSHOT_INTERVAL
         if snapshot is None:
             self._ok("the poller: no poll recorded yet")
             return
