@@ -58,15 +58,22 @@ class CeleryStack:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
     def polls(self, since: float = 0.0, cluster: str = "cluster1") -> list[float]:
-        """Unix times of ``cluster``'s polls that ran (``snapshot poll: <cluster>: ...`` lines of the
-        poller's log) at or after ``since``; skipped and expired ones are not counted."""
+        """Unix times at which ``cluster``'s polls that ran *started*, at or after ``since``; skipped
+        and expired ones are not counted. A poll logs one ``snapshot poll: <cluster>: ... (D.DD s)``
+        line when it ends; its start is that line's time less its duration. The start is what the
+        interval guard spaces out: end times differ by the polls' durations too (a slow poll followed
+        by a quick one ends less than an interval after it, though it started a full one later)."""
         times = []
         for line in self.log("poller").splitlines():
-            m = re.search(rf"(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{{3}}).*\bsnapshot poll: {re.escape(cluster)}: ", line)
+            m = re.search(
+                rf"(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{{3}}).*\bsnapshot poll: {re.escape(cluster)}: .*\((\d+\.\d+) s\)$",
+                line,
+            )
             if m:
-                t = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
-                if t >= since:
-                    times.append(t)
+                ended = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000
+                started = ended - float(m.group(3))
+                if started >= since:
+                    times.append(started)
         return times
 
     def stop(self) -> None:
