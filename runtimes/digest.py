@@ -1,6 +1,8 @@
 """Content digest of a directory image (Charliecloud's format: a plain root file system).
 
-``python -m runtimes.digest DIR`` prints it (scripts/build_image.sh writes it to the image's JSON)."""
+``python -m runtimes.digest DIR`` prints it (scripts/build_image.sh writes it to the image's JSON);
+``python -m runtimes.digest --list DIR`` prints the line each entry adds, so ``diff`` of two builds' lists
+names the files that make their digests differ."""
 
 from __future__ import annotations
 
@@ -18,13 +20,21 @@ def directory_digest(root: str) -> str:
     Each entry contributes its relative path, its kind and permission bits, and then for a regular file the
     sha256 of its bytes, for a symbolic link its target (not followed). Owners and times are left out, so two
     builds of the same files give the same digest. Raises OSError when an entry cannot be read."""
+    total = hashlib.sha256()
+    for line in digest_lines(root):
+        total.update(line.encode("utf-8", "surrogateescape"))
+    return "sha256:" + total.hexdigest()
+
+
+def digest_lines(root: str):
+    """The lines :func:`directory_digest` hashes, one per entry in its order: ``"<path>\\0<mode, octal>\\0<body>\\n"``
+    (body: ``file <sha256>``, ``link <target>``, ``dir`` or ``special <type, octal>``). A generator of str."""
     entries: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in dirnames + filenames:
             entries.append(os.path.relpath(os.path.join(dirpath, name), root))
     entries.sort()
-    total = hashlib.sha256()
     for rel in entries:
         path = os.path.join(root, rel)
         st = os.lstat(path)
@@ -37,8 +47,7 @@ def directory_digest(root: str) -> str:
             body = "dir"
         else:
             body = f"special {stat.S_IFMT(st.st_mode):o}"
-        total.update(f"{rel}\0{mode:o}\0{body}\n".encode("utf-8", "surrogateescape"))
-    return "sha256:" + total.hexdigest()
+        yield f"{rel}\0{mode:o}\0{body}\n"
 
 
 def _file_sha256(path: str) -> str:
@@ -50,6 +59,14 @@ def _file_sha256(path: str) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised by scripts/build_image.sh
-    if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
-        sys.exit("usage: python -m runtimes.digest IMAGE_DIR")
-    print(directory_digest(sys.argv[1]))
+    args = sys.argv[1:]
+    listing = args[:1] == ["--list"]
+    if listing:
+        args = args[1:]
+    if len(args) != 1 or not os.path.isdir(args[0]):
+        sys.exit("usage: python -m runtimes.digest [--list] IMAGE_DIR")
+    if listing:
+        for entry in digest_lines(args[0]):
+            sys.stdout.write(entry.replace("\0", " "))
+    else:
+        print(directory_digest(args[0]))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from runtimes.digest import directory_digest
 
@@ -32,3 +34,19 @@ def test_digest_stable_and_sensitive(tmp_path):
     os.remove(b / "bin" / "bash")
     os.symlink("/bin/dash", b / "bin" / "bash")
     assert directory_digest(str(b)) != first  # link targets
+
+
+def test_listing_names_what_differs(tmp_path):
+    """``python -m runtimes.digest --list`` prints one line per entry; two builds' lists differ exactly
+    where their digests do, so ``diff`` names the file that changed."""
+    a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b")
+    (b / "etc" / "os-release").write_text("ID=ubuntu\n")
+
+    def listing(root):
+        done = subprocess.run([sys.executable, "-m", "runtimes.digest", "--list", str(root)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    first, second = listing(a), listing(b)
+    assert len(first) == 5 and first[0].startswith("bin 755 dir")
+    assert [line.split()[0] for line in set(first) ^ set(second)] == ["etc/os-release", "etc/os-release"]
