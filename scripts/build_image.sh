@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Build the demo container image: Debian 12 minimal ('debootstrap --variant=minbase bookworm' from the
-# Debian mirror) + python3, python3-numpy, python3-sklearn and python3-venv (Debian's packages), and for sessions
-# a venv at /opt/jupyter with what the hub's own Jupyter venv has (scripts/hub_setup.sh): hub/requirements.txt from
-# PyPI (jupyterlab, jupyterhub, batchspawner at its pins), the portal's session extension (hub/session: the
-# activity the idle limit reads) and the site's JupyterLab defaults. Nothing comes from a container registry.
+# Debian mirror) + python3 and python3-venv (Debian's packages, no recommended ones), numpy, scipy and
+# scikit-learn for /usr/bin/python3 from PyPI's wheels at the versions and hashes of
+# scripts/image/python-requirements.txt, and for sessions a venv at /opt/jupyter with what the hub's own Jupyter
+# venv has (scripts/hub_setup.sh): hub/requirements.txt from PyPI (jupyterlab, jupyterhub, batchspawner at its
+# pins; every other package at the version scripts/image/jupyter-constraints.txt pins), the portal's session
+# extension (hub/session: the activity the idle limit reads) and the site's JupyterLab defaults. Nothing comes
+# from a container registry.
+# Reproducible: the same inputs give the same digest (Python's byte code compiled with hash-based invalidation,
+# no build time in any file, fixed dates, logs and caches removed); only a newer Debian package on the mirror
+# (bookworm's point releases and security updates: the mirror keeps no older version) changes it.
 # The result is a Charliecloud directory image (a plain root file system: Charliecloud's own format, run with
 # 'ch-run DIR -- CMD') in the shared image directory:
 #     $PORTAL_IMAGES_DIR/debian12-sklearn/        the image (owned by root, readable by every user)
@@ -12,6 +18,7 @@
 # the site's CA certificates, the mount points); a second run with the same inputs does nothing and says "up to date". A new build is made beside the old one and renamed into place,
 # so jobs never see a half-built image. Prints its time. Run as root (debootstrap and chroot need it).
 # Settings (environment): PORTAL_IMAGES_DIR, IMAGE_MIRROR, IMAGE_FORCE=1 (build even if up to date),
+# IMAGE_RELOCK=1 (install the session venv without the constraints and write its versions to them afterwards),
 # PORTAL_ENV_CACHE_DIR and PORTAL_ENV_UV (mount points for the environment cache and uv's directory are made in the
 # image: ch-run cannot create a bind's target in a read-only image; see docs/containers.md).
 LOG_TAG=image
@@ -24,7 +31,13 @@ source "$(dirname "$0")/lib.sh"
 MOUNT_POINTS=("$PORTAL_ENV_CACHE_DIR" "$(dirname "$PORTAL_ENV_UV")")   # the binds a job adds besides the home
 NAME=debian12-sklearn
 SUITE=bookworm
-DEBS=python3,python3-numpy,python3-sklearn,python3-venv,ca-certificates
+DEBS=python3,python3-venv,ca-certificates
+PY_LOCK=$REPO_DIR/scripts/image/python-requirements.txt      # numpy, scipy, scikit-learn: versions and hashes
+JUPYTER_LOCK=$REPO_DIR/scripts/image/jupyter-constraints.txt # every package of /opt/jupyter at its version
+# The date every file of the image claims where a date is written into one (the password file's "last changed"):
+# fixed, so two builds on different days write the same bytes.
+IMAGE_EPOCH=1767225600   # 2026-01-01 00:00 UTC
+export SOURCE_DATE_EPOCH=$IMAGE_EPOCH   # pip and py_compile: hash-based .pyc files, no time stamps in them
 DEST=$PORTAL_IMAGES_DIR/$NAME
 JSON=$PORTAL_IMAGES_DIR/$NAME.json
 STAMP=$PORTAL_IMAGES_DIR/.$NAME.stamp
@@ -39,7 +52,7 @@ pin() {  # pin NAME: the 'NAME==VERSION' line of hub/requirements.txt (the hub a
     printf '%s\n' "$line"
 }
 PIP_SPECS=("$(pin jupyterhub)" "$(pin jupyterlab)" "$(pin batchspawner)")
-SESSION_FILES=("$REPO_DIR/hub/requirements.txt" "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json"
+SESSION_FILES=("$REPO_DIR/hub/requirements.txt" "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json" "$PY_LOCK" "$JUPYTER_LOCK"
                $(find "$REPO_DIR/hub/session" -path '*/vscode-activity' -prune -o -type f \( -name '*.py' -o -name '*.toml' -o -name '*.json' \) -print | LC_ALL=C sort))
 
 shopt -s nullglob
@@ -76,19 +89,37 @@ mkdir -p "$BUILD/run/host-certs"; mount --bind -o ro /etc/ssl/certs "$BUILD/run/
 cp /etc/resolv.conf "$BUILD/etc/resolv.conf"
 log "venv /opt/jupyter in the image: pip install -r hub/requirements.txt (${PIP_SPECS[*]} ...) and hub/session"
 mkdir -p "$BUILD/tmp/portal-build"
-cp "$REPO_DIR/hub/requirements.txt" "$BUILD/tmp/portal-build/"
+cp "$REPO_DIR/hub/requirements.txt" "$PY_LOCK" "$JUPYTER_LOCK" "$BUILD/tmp/portal-build/"
 cp -r "$REPO_DIR/hub/session" "$BUILD/tmp/portal-build/session"   # setuptools builds in the tree
 in_image_pip() {
     chroot "$BUILD" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root PIP_CERT=/run/host-certs/ca-certificates.crt \
-        /opt/jupyter/bin/pip install -q --no-cache-dir --disable-pip-version-check "$@"
+        SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" /opt/jupyter/bin/pip install -q --no-cache-dir --disable-pip-version-check "$@"
 }
+CONSTRAINTS=(-c /tmp/portal-build/jupyter-constraints.txt)
+[[ -n ${IMAGE_RELOCK:-} ]] && CONSTRAINTS=()
+SYS_SITE=/usr/local/lib/python3.11/dist-packages   # on Debian's /usr/bin/python3 path, apart from dpkg's files
 {
     chroot "$BUILD" /usr/bin/python3 -m venv /opt/jupyter &&
-    in_image_pip -r /tmp/portal-build/requirements.txt &&
+    in_image_pip -r /tmp/portal-build/requirements.txt ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} &&
     in_image_pip --no-deps /tmp/portal-build/session &&
-    chroot "$BUILD" /opt/jupyter/bin/python -c 'import gpuportal_session'
+    chroot "$BUILD" /opt/jupyter/bin/python -c 'import gpuportal_session' &&
+    in_image_pip --no-deps --only-binary=:all: --require-hashes --target "$SYS_SITE" -r /tmp/portal-build/python-requirements.txt &&
+    rm -rf "$BUILD$SYS_SITE/bin" &&   # f2py and the like, written for the venv's Python: not for jobs
+    chroot "$BUILD" /usr/bin/python3 -c 'import numpy, scipy, sklearn'
 } >>"$BUILD_LOG" 2>&1 || { tail -n 15 "$BUILD_LOG" >&2; die "pip install in the image failed (see $BUILD_LOG)"; }
+if [[ -n ${IMAGE_RELOCK:-} ]]; then
+    { sed -n '/^#/p' "$JUPYTER_LOCK"
+      chroot "$BUILD" /opt/jupyter/bin/pip freeze --all --disable-pip-version-check | grep -v -i -E '^(gpuportal.session|pip|setuptools)[=@ ]'
+    } >"$JUPYTER_LOCK.new" && mv "$JUPYTER_LOCK.new" "$JUPYTER_LOCK"
+    log "wrote $JUPYTER_LOCK ($(grep -vc '^#' "$JUPYTER_LOCK") packages): commit it"
+fi
 rm -rf "$BUILD/tmp/portal-build"
+# Byte code as every build writes it alike: pip's and dpkg's .pyc files are dropped and the whole tree compiled
+# again with hash-based invalidation ("unchecked": the image is read-only, its sources never change).
+find "$BUILD" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
+chroot "$BUILD" /usr/bin/python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
+    /usr/lib/python3.11 /usr/lib/python3/dist-packages "$SYS_SITE" /opt/jupyter/lib/python3.11/site-packages \
+    >>"$BUILD_LOG" 2>&1 || log "compileall left some files uncompiled (test data that is not Python 3; see $BUILD_LOG)"
 install -D -m 644 "$REPO_DIR/hub/session/jupyter_server_config.json" \
     "$BUILD/opt/jupyter/etc/jupyter/jupyter_server_config.d/gpuportal_session.json"
 install -D -m 644 "$REPO_DIR/hub/site-settings/jupyterlab-overrides.json" \
@@ -106,12 +137,16 @@ fi
 # Tidy up, then what ch-run needs in a read-only image: the files and directories it mounts over
 # (/etc/hosts, /etc/resolv.conf, /home, /tmp, /dev, /proc, /sys) and the mount points of the env cache and uv's
 # directory (bind targets must exist: ch-run cannot make them in a read-only image).
-rm -rf "$BUILD"/var/cache/apt/archives/*.deb "$BUILD"/var/lib/apt/lists/* "$BUILD"/var/log/*.log
+# What a build writes that differs from build to build: logs, caches, backups, the day of the password change.
+rm -rf "$BUILD"/var/cache/apt/archives/*.deb "$BUILD"/var/lib/apt/lists/* "$BUILD"/var/cache/ldconfig/aux-cache
+find "$BUILD/var/log" -type f -delete
+rm -f "$BUILD"/var/lib/dpkg/*-old "$BUILD"/var/cache/debconf/*-old "$BUILD"/etc/{passwd,group,shadow,gshadow}-
+sed -i -E "s/^([^:]*:[^:]*:)[0-9]+:/\1$((IMAGE_EPOCH / 86400)):/" "$BUILD/etc/shadow"
 : >"$BUILD/etc/resolv.conf"
 : >"$BUILD/etc/hosts"
 mkdir -p "$BUILD"/{home,tmp,dev,proc,sys,mnt,opt}
 for m in "${MOUNT_POINTS[@]}"; do mkdir -p "$BUILD$m"; done
-printf '%s\n' "name=$NAME" "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "inputs=$inputs_hash" >"$BUILD/etc/portal-image"
+printf '%s\n' "name=$NAME" "inputs=$inputs_hash" >"$BUILD/etc/portal-image"   # no build time: same inputs, same bytes
 # Readable by every user, writable by none but root (ch-run runs as the user; the image is mounted read-only).
 chown -R root:root "$BUILD"
 chmod -R u+rwX,go+rX,go-w "$BUILD"
@@ -131,8 +166,8 @@ mv "$BUILD" "$DEST"
 "$PYTHON" - "$JSON" "$NAME" "$osname" "$pyver" "$digest" "$DEST" <<'EOF'
 import json, os, sys
 path, name, os_name, python, digest, dest = sys.argv[1:]
-doc = {"name": name, "description": "Debian 12 minimal, Python 3.11 with numpy and scikit-learn (Debian's packages);"
-       " JupyterLab in /opt/jupyter", "os": os_name, "python": python, "cuda": None, "digest": digest,
+doc = {"name": name, "description": "Debian 12 minimal, Python 3.11 with numpy, scipy and scikit-learn (PyPI's wheels,"
+       " pinned); JupyterLab in /opt/jupyter", "os": os_name, "python": python, "cuda": None, "digest": digest,
        "path": dest, "runtime": "charliecloud", "offers": ["jupyterlab"]}
 tmp = path + ".tmp"
 with open(tmp, "w") as f:

@@ -143,7 +143,8 @@ environment:
 
 def test_the_venv_sees_the_images_own_packages(alice, policy, demo_image, django_capture_on_commit_callbacks):
     """No packages to install: the venv is made on the image's Python (no package index needed) and
-    the image's scikit-learn (Debian's, /usr/lib/python3/dist-packages) is imported through it."""
+    the image's scikit-learn (in /usr/local/lib/python3.11/dist-packages, on the image Python's path) is imported
+    through it."""
     text = IMAGE_ONLY.format(tag=uuid.uuid4().hex[:6])
     env_json = env_spec_json(parse_profile(text).environment, EnvSite.from_settings(), EnvImage.of(demo_image))
     hash_ = hashlib.sha256(f"{env_json}\n{platform.machine()}\n".encode()).hexdigest()[:16]
@@ -158,7 +159,9 @@ def test_the_venv_sees_the_images_own_packages(alice, policy, demo_image, django
         out = job_log_tail(done, "out").text
         assert done.state == JobState.COMPLETED, (out, job_log_tail(done, "err").text)
         assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in out, out
-        assert re.search(rf"^sklearn \S+ from /usr/lib/python3/dist-packages/sklearn/__init__\.py in {entry}$", out, re.M), out
+        assert re.search(
+            rf"^sklearn \S+ from /usr/local/lib/python3.11/dist-packages/sklearn/__init__\.py in {entry}$", out, re.M
+        ), out
         assert f"portal-env: cache miss {hash_}; building it (python 3.11 of image debian12-sklearn, 0 packages)" in out, out
     finally:
         remove_entry(entry)

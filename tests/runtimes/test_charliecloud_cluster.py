@@ -8,6 +8,7 @@ failing with ch-run's reason naming the path."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -21,6 +22,7 @@ from tests.waiting import scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
+REPO = Path(__file__).resolve().parents[2]
 IMAGES_DIR = Path(os.environ.get("PORTAL_IMAGES_DIR", "/srv/gpuportal/images"))
 IMAGE = IMAGES_DIR / "debian12-sklearn"
 ENV_CACHE = "/srv/gpuportal/envs"
@@ -128,7 +130,8 @@ def test_a_batch_job_runs_in_the_demo_image_with_its_gpus(image, job_dir):
     log = out.read_text()
     assert state == "COMPLETED", log
     assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in log
-    assert "sklearn 1.2" in log  # Debian 12's python3-sklearn 1.2.1
+    pinned = re.search(r"^scikit-learn==(\S+)", (REPO / "scripts" / "image" / "python-requirements.txt").read_text(), re.M)
+    assert f"sklearn {pinned.group(1)}" in log, log  # the image's, at the version its build pins
     outside = next(line for line in log.splitlines() if line.startswith("outside="))[len("outside=") :]
     inside_cvd = next(line for line in log.splitlines() if line.startswith("inside="))[len("inside=") :]
     assert outside and len(outside.split(",")) == 2 and inside_cvd == outside, log
