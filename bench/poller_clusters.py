@@ -238,6 +238,9 @@ def canned_outputs(release: str, jobs: int) -> dict[tuple[str, ...], bytes]:
             ("sinfo", "--json"): json.dumps(_doc("22.05", "sinfo")).encode(),
             ("squeue", "--json"): json.dumps(repeated_queue(_doc("22.05", "squeue"), jobs, 1_000_000)).encode(),
             ("scontrol", "show", "partition", "--oneliner"): PARTITIONS_TEXT.encode(),
+            ("env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "reservation", "--oneliner"): (
+                FIXTURES / "22.05" / "reservations" / "scontrol_show_reservation_two_epoch.txt"
+            ).read_bytes(),
         }
     from slurm.adapters import RELEASES
 
@@ -253,6 +256,10 @@ def canned_outputs(release: str, jobs: int) -> dict[tuple[str, ...], bytes]:
         ("scontrol", "show", "partition", "--oneliner"): (FIXTURES / release / "scontrol_show_partition_oneliner.txt")
         .read_text()
         .encode(),
+        # the two reservations every poll reads (the poll asks for them since reservations are shown)
+        tuple(adapter.RESERVATIONS): (
+            FIXTURES / release / "reservations" / f"scontrol_show_reservation_two{'_complex' if form else ''}.json"
+        ).read_bytes(),
     }
 
 
