@@ -1,7 +1,8 @@
-"""The Tokens page: create (the token is shown once), list and revoke personal access tokens."""
+"""The Tokens page and its form: create (the token is shown once), list and revoke personal access tokens."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -11,11 +12,25 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.refusals import Refused, refusal_to_form
 
-from .forms import TokenForm
-from .models import PersonalAccessToken
+from .models import PersonalAccessToken, Scope
 from .tokens import token_create, token_revoke
 
 NEW_TOKEN_KEY = "api:new-token"
+
+EXPIRY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
+
+
+class TokenForm(forms.Form):
+    """The "New token" form: a name, the scopes and how long the token lives (days)."""
+
+    name = forms.CharField(max_length=100, help_text="Where you will use it, e.g. 'laptop' or 'CI'.")
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[s.value for s in Scope],
+        help_text="What the token may do. Reading is needed by every CLI command.",
+    )
+    days = forms.TypedChoiceField(choices=EXPIRY_CHOICES, coerce=int, initial=90, label="Expires after")
 
 
 @login_required

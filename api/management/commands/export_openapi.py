@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from api.routers import register
+from api.urls import register
 
 
 class Command(BaseCommand):
