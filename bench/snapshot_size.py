@@ -11,7 +11,8 @@ My jobs' read: the heads and a user's positions). Prints per version: parse + st
 RSS of that process (``ru_maxrss``, the documents included as the poller holds them), a page's read
 in ms (the first after the store: the figure the goal is judged by; and, as "later reads", the median
 of 20 more until the next poll, from the process's own copy), and each figure's ratio to its goal
-(1.5 s CPU, 400 MB, 10 ms for a 100,000-job queue).
+(1.2 s CPU, 400 MB, 5 ms for a 100,000-job queue: tighter than the first goals of 1.5 s and 10 ms,
+which quiet runs met only just, so that a noisy machine still meets them).
 
     .venv/bin/python bench/snapshot_size.py [--jobs 100000] [--nodes 5000] [--versions v0.0.38,...]
 
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42")
-GOAL_CPU_S, GOAL_RSS_MB, GOAL_PAGE_MS = 1.5, 400.0, 10.0
+GOAL_CPU_S, GOAL_RSS_MB, GOAL_PAGE_MS = 1.2, 400.0, 5.0
 
 
 def _num(value, shape: str):
