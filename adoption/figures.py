@@ -196,6 +196,95 @@ def _failure_kind():
     )
 
 
+def _users_by_week(started, sessions, tz: tzinfo) -> tuple[dict[date, set], dict[date, set]]:
+    """(portal users, outside users) by week Monday: the ids of the users with a job of that origin in
+    ``started`` (a Job queryset) or, for the portal's side, a session in ``sessions`` that started that
+    week. One query per source (the distinct (week, user) pairs)."""
+    portal_users: dict[date, set] = defaultdict(set)
+    outside_users: dict[date, set] = defaultdict(set)
+    week = TruncWeek("start_at", tzinfo=tz)
+    for monday, origin, user in started.annotate(w=week).values_list("w", "origin", "user_id").distinct():
+        (portal_users if origin == JobOrigin.PORTAL else outside_users)[_week_of(monday, tz)].add(user)
+    for monday, user in sessions.annotate(w=TruncWeek("started_at", tzinfo=tz)).values_list("w", "user_id").distinct():
+        portal_users[_week_of(monday, tz)].add(user)
+    return portal_users, outside_users
+
+
+def _add_jobs(rows: dict[date, WeekFigures], started, tz: tzinfo, now: datetime) -> None:
+    """Set each week's jobs started and add their GPU-hours (:func:`_gpu_hours`), by origin, from
+    ``started`` (a Job queryset). One query."""
+    week = TruncWeek("start_at", tzinfo=tz)
+    for r in started.annotate(w=week).values("w", "origin").annotate(n=Count("id"), gpuh=Sum(_gpu_hours(now))):
+        fig = rows[_week_of(r["w"], tz)]
+        if r["origin"] == JobOrigin.PORTAL:
+            fig.jobs_portal, fig.gpu_hours_portal = r["n"], fig.gpu_hours_portal + (r["gpuh"] or 0.0)
+        else:
+            fig.jobs_outside, fig.gpu_hours_outside = r["n"], fig.gpu_hours_outside + (r["gpuh"] or 0.0)
+
+
+def _add_sessions(rows: dict[date, WeekFigures], sessions, tz: tzinfo, now: datetime) -> None:
+    """Set each week's sessions started and add their GPU-hours (``gpu_count`` x run time) to the
+    portal's, from ``sessions`` (a Session queryset). A session still running counts until ``now``;
+    one that ended without an end time (an old row) counts 0. One query."""
+    session_end = Coalesce(F("ended_at"), Case(When(state__in=ACTIVE_SESSION_STATES, then=Value(now)), default=F("started_at")))
+    session_hours = F("gpu_count") * Seconds(session_end - F("started_at")) / 3600.0
+    for r in (
+        sessions.annotate(w=TruncWeek("started_at", tzinfo=tz))
+        .values("w")
+        .annotate(n=Count("id"), gpuh=Sum(session_hours, output_field=FloatField()))
+    ):
+        fig = rows[_week_of(r["w"], tz)]
+        fig.sessions, fig.gpu_hours_portal = r["n"], fig.gpu_hours_portal + max(r["gpuh"] or 0.0, 0.0)
+
+
+def _add_waits(rows: dict[date, WeekFigures], started, tz: tzinfo) -> set[str]:
+    """Fill each week's :class:`Wait` per partition from ``started`` (a Job queryset; requeued jobs and
+    rows with no submit time left out), in seconds. Returns the partitions seen. One query."""
+    wait_s = Seconds(F("start_at") - Coalesce(F("slurm_submit_at"), F("submitted_at")))
+    waits = (
+        started.filter(Q(slurm_submit_at__isnull=False) | Q(submitted_at__isnull=False), restart_count=0)
+        .annotate(w=TruncWeek("start_at", tzinfo=tz), wait=wait_s)
+        .values("w", "partition")
+        .annotate(n=Count("id"), median=Percentile("wait", 0.5), p90=Percentile("wait", 0.9))
+    )
+    partitions = set()
+    for r in waits:
+        partitions.add(r["partition"])
+        rows[_week_of(r["w"], tz)].waits[r["partition"]] = Wait(
+            jobs=r["n"], median_s=max(r["median"], 0.0), p90_s=max(r["p90"], 0.0)
+        )
+    return partitions
+
+
+def _add_failures(rows: dict[date, WeekFigures], lo: datetime, hi: datetime, tz: tzinfo) -> None:
+    """Fill each week's failures by kind (:func:`_failure_kind`) from the jobs that ended in
+    [``lo``, ``hi``), in the week they ended. One query."""
+    ended = (
+        Job.objects.filter(end_at__gte=lo, end_at__lt=hi)
+        .annotate(failure=_failure_kind())
+        .exclude(failure="")
+        .annotate(w=TruncWeek("end_at", tzinfo=tz))
+        .values("w", "failure")
+        .annotate(n=Count("id"))
+    )
+    for r in ended:
+        rows[_week_of(r["w"], tz)].failures[r["failure"]] = r["n"]
+
+
+def _add_gpu_share(rows: dict[date, WeekFigures], lo: datetime, hi: datetime, tz: tzinfo) -> None:
+    """Set each week's GPU share (0-1) from the allocation samples taken in [``lo``, ``hi``): GPUs
+    allocated over GPUs in total, summed over the week's samples; left ``None`` with none. One query."""
+    samples = (
+        AllocationSample.objects.filter(at__gte=lo, at__lt=hi)
+        .annotate(w=TruncWeek("at", tzinfo=tz))
+        .values("w")
+        .annotate(allocated=Sum("gpus_allocated"), total=Sum("gpus_total"))
+    )
+    for r in samples:
+        if r["total"]:
+            rows[_week_of(r["w"], tz)].gpu_share = r["allocated"] / r["total"]
+
+
 def adoption_figures(*, weeks: int = DEFAULT_WEEKS, now: datetime | None = None, tz: tzinfo | None = None) -> Figures:
     """The figures of the last ``weeks`` ISO weeks up to and including the one of ``now`` (default:
     this moment), cut in ``tz`` (default: the site's ``TIME_ZONE``). Raises ``ValueError`` for
@@ -211,74 +300,13 @@ def adoption_figures(*, weeks: int = DEFAULT_WEEKS, now: datetime | None = None,
     rows = {m: WeekFigures(week="{}-W{:02d}".format(*m.isocalendar()[:2]), start=m) for m in mondays}
 
     started = Job.objects.filter(start_at__gte=lo, start_at__lt=hi, start_at__lte=now).exclude(state__in=_NOT_STARTED)
-    week = TruncWeek("start_at", tzinfo=tz)
-
-    # Users (one query per source: the distinct (week, user) pairs).
-    portal_users: dict[date, set] = defaultdict(set)
-    outside_users: dict[date, set] = defaultdict(set)
-    for monday, origin, user in started.annotate(w=week).values_list("w", "origin", "user_id").distinct():
-        (portal_users if origin == JobOrigin.PORTAL else outside_users)[_week_of(monday, tz)].add(user)
     sessions = Session.objects.filter(started_at__gte=lo, started_at__lt=hi)
-    for monday, user in sessions.annotate(w=TruncWeek("started_at", tzinfo=tz)).values_list("w", "user_id").distinct():
-        portal_users[_week_of(monday, tz)].add(user)
-
-    # Jobs started and their GPU-hours, by origin.
-    for r in started.annotate(w=week).values("w", "origin").annotate(n=Count("id"), gpuh=Sum(_gpu_hours(now))):
-        fig = rows[_week_of(r["w"], tz)]
-        if r["origin"] == JobOrigin.PORTAL:
-            fig.jobs_portal, fig.gpu_hours_portal = r["n"], fig.gpu_hours_portal + (r["gpuh"] or 0.0)
-        else:
-            fig.jobs_outside, fig.gpu_hours_outside = r["n"], fig.gpu_hours_outside + (r["gpuh"] or 0.0)
-
-    # Sessions started and their GPU-hours.
-    # A session still running counts until now; one that ended without an end time (an old row) counts 0.
-    session_end = Coalesce(F("ended_at"), Case(When(state__in=ACTIVE_SESSION_STATES, then=Value(now)), default=F("started_at")))
-    session_hours = F("gpu_count") * Seconds(session_end - F("started_at")) / 3600.0
-    for r in (
-        sessions.annotate(w=TruncWeek("started_at", tzinfo=tz))
-        .values("w")
-        .annotate(n=Count("id"), gpuh=Sum(session_hours, output_field=FloatField()))
-    ):
-        fig = rows[_week_of(r["w"], tz)]
-        fig.sessions, fig.gpu_hours_portal = r["n"], fig.gpu_hours_portal + max(r["gpuh"] or 0.0, 0.0)
-
-    # Waits per partition.
-    wait_s = Seconds(F("start_at") - Coalesce(F("slurm_submit_at"), F("submitted_at")))
-    waits = (
-        started.filter(Q(slurm_submit_at__isnull=False) | Q(submitted_at__isnull=False), restart_count=0)
-        .annotate(w=week, wait=wait_s)
-        .values("w", "partition")
-        .annotate(n=Count("id"), median=Percentile("wait", 0.5), p90=Percentile("wait", 0.9))
-    )
-    partitions = set()
-    for r in waits:
-        partitions.add(r["partition"])
-        rows[_week_of(r["w"], tz)].waits[r["partition"]] = Wait(
-            jobs=r["n"], median_s=max(r["median"], 0.0), p90_s=max(r["p90"], 0.0)
-        )
-
-    # Failures by kind, in the week they ended.
-    ended = (
-        Job.objects.filter(end_at__gte=lo, end_at__lt=hi)
-        .annotate(failure=_failure_kind())
-        .exclude(failure="")
-        .annotate(w=TruncWeek("end_at", tzinfo=tz))
-        .values("w", "failure")
-        .annotate(n=Count("id"))
-    )
-    for r in ended:
-        rows[_week_of(r["w"], tz)].failures[r["failure"]] = r["n"]
-
-    # GPU share from the allocation samples.
-    samples = (
-        AllocationSample.objects.filter(at__gte=lo, at__lt=hi)
-        .annotate(w=TruncWeek("at", tzinfo=tz))
-        .values("w")
-        .annotate(allocated=Sum("gpus_allocated"), total=Sum("gpus_total"))
-    )
-    for r in samples:
-        if r["total"]:
-            rows[_week_of(r["w"], tz)].gpu_share = r["allocated"] / r["total"]
+    portal_users, outside_users = _users_by_week(started, sessions, tz)
+    _add_jobs(rows, started, tz, now)
+    _add_sessions(rows, sessions, tz, now)
+    partitions = _add_waits(rows, started, tz)
+    _add_failures(rows, lo, hi, tz)
+    _add_gpu_share(rows, lo, hi, tz)
     first_sample = AllocationSample.objects.order_by("at").values_list("at", flat=True).first()
 
     shown = sorted(partitions)

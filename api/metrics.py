@@ -64,104 +64,159 @@ def metrics_allowed(request: HttpRequest) -> bool:
     return direct and request.META.get("REMOTE_ADDR", "") in settings.PORTAL_METRICS_ALLOW
 
 
+def _queue_families(names: list[str], snapshots: dict, now: float):
+    """``portal_snapshot_age_seconds`` (seconds since each cluster's last good poll, the snapshot's
+    ``taken_at``) and ``portal_jobs_pending`` (pending jobs per cluster and partition in the
+    snapshot's queue); a cluster with no snapshot has neither."""
+    age = GaugeMetricFamily("portal_snapshot_age_seconds", "Seconds since the last good poll", labels=["cluster"])
+    pending = GaugeMetricFamily("portal_jobs_pending", "Pending jobs in the queue", labels=["cluster", "partition"])
+    for name in names:
+        snapshot = snapshots.get(name)
+        if snapshot is None or not snapshot.taken_at:
+            continue
+        age.add_metric([name], max(0.0, now - snapshot.taken_at))
+        by_partition = Counter(j.partition for j in snapshot.jobs if j.state == JobState.PENDING)
+        for partition, count in sorted(by_partition.items()):
+            pending.add_metric([name, partition], count)
+    yield age
+    yield pending
+
+
+def _queue_wait_family(names: list[str], snapshots: dict, now: float) -> GaugeMetricFamily:
+    """``portal_queue_wait_seconds``: how long the jobs pending now have waited (``now`` minus
+    squeue's ``submit_time``, seconds), the median (quantile ``0.5``) and longest (``1``) per cluster
+    and partition."""
+    waits = GaugeMetricFamily(
+        "portal_queue_wait_seconds",
+        "How long the jobs pending now have waited: median (quantile 0.5) and longest (1)",
+        labels=["cluster", "partition", "quantile"],
+    )
+    for name in names:
+        snapshot = snapshots.get(name)
+        by_partition: dict[str, list[float]] = {}
+        for j in snapshot.jobs if snapshot else []:
+            if j.state == JobState.PENDING and j.submit_time:
+                by_partition.setdefault(j.partition, []).append(max(0.0, now - j.submit_time))
+        for partition, values in sorted(by_partition.items()):
+            waits.add_metric([name, partition, "0.5"], statistics.median(values))
+            waits.add_metric([name, partition, "1"], max(values))
+    return waits
+
+
+def _slurm_command_families():
+    """``portal_slurm_command_seconds`` (a summary: calls and seconds) and
+    ``portal_slurm_command_failures_total`` per cluster and command, from
+    :func:`jobs.worker.slurm_metrics.slurm_command_figures`."""
+    latency = SummaryMetricFamily(
+        "portal_slurm_command_seconds", "Wall time of the Slurm commands the portal ran", labels=["cluster", "command"]
+    )
+    command_failures = CounterMetricFamily(
+        "portal_slurm_command_failures", "Slurm commands that did not run or exited non-zero", labels=["cluster", "command"]
+    )
+    for (cluster, command), (calls, seconds, failed) in sorted(slurm_command_figures().items()):
+        latency.add_metric([cluster, command], count_value=calls, sum_value=seconds)
+        command_failures.add_metric([cluster, command], failed)
+    yield latency
+    yield command_failures
+
+
+def _rate_limit_families():
+    """``portal_slurm_command_throttled_total`` and ``portal_slurm_command_retries_total`` per
+    cluster and command, from :func:`jobs.worker.slurm_metrics.slurm_rate_limit_figures`."""
+    throttled = CounterMetricFamily(
+        "portal_slurm_command_throttled",
+        "Slurm answers refused by slurmctld's per-user RPC rate limit",
+        labels=["cluster", "command"],
+    )
+    retries = CounterMetricFamily(
+        "portal_slurm_command_retries",
+        "Slurm commands resent after a rate-limit back-off",
+        labels=["cluster", "command"],
+    )
+    for (cluster, command), (refused, resent) in sorted(slurm_rate_limit_figures().items()):
+        throttled.add_metric([cluster, command], refused)
+        retries.add_metric([cluster, command], resent)
+    yield throttled
+    yield retries
+
+
+def _poll_failure_family(names: list[str]) -> CounterMetricFamily:
+    """``portal_poll_failures_total`` per cluster, from the ``poll_failures`` counters (0 for a
+    cluster never counted)."""
+    failures = CounterMetricFamily("portal_poll_failures", "Snapshot polls that failed", labels=["cluster"])
+    counted = counters("poll_failures")
+    for name in names:
+        failures.add_metric([name], counted.get(name, 0))
+    return failures
+
+
+def _gpu_usage_age_family(names: list[str], now: float) -> GaugeMetricFamily:
+    """``portal_gpu_usage_age_seconds`` per cluster: seconds since the stored GPU usage's
+    ``read_at``; a cluster with no usage read that answered has none."""
+    usage_age = GaugeMetricFamily(
+        "portal_gpu_usage_age_seconds", "Seconds since the last GPU usage read that answered", labels=["cluster"]
+    )
+    for name, usage in usages_load(names).items():
+        if usage is not None and usage.read_at:
+            usage_age.add_metric([name], max(0.0, now - usage.read_at))
+    return usage_age
+
+
+def _submission_families():
+    """``portal_submissions_stuck`` (:func:`jobs.worker.send.jobs_stuck`) and
+    ``portal_submissions_total{outcome}``, counted from the portal's job rows."""
+    yield GaugeMetricFamily("portal_submissions_stuck", "Portal submissions waiting to be sent too long", value=len(jobs_stuck()))
+    outcomes = CounterMetricFamily("portal_submissions", "Portal job submissions by outcome", labels=["outcome"])
+    portal_jobs = Job.objects.filter(origin=JobOrigin.PORTAL)
+    outcomes.add_metric(["submitted"], portal_jobs.filter(slurm_job_id__isnull=False).count())
+    outcomes.add_metric(["failed"], portal_jobs.filter(state=JobState.SUBMIT_FAILED).count())
+    yield outcomes
+
+
+def _session_family() -> GaugeMetricFamily:
+    """``portal_sessions{phase}``: sessions not ended, by state (0 for a state with none)."""
+    sessions = GaugeMetricFamily("portal_sessions", "Sessions not ended, by phase", labels=["phase"])
+    found = dict(Session.objects.filter(state__in=ACTIVE_SESSION_STATES).values_list("state").annotate(n=Count("id")).order_by())
+    for state in ACTIVE_SESSION_STATES:
+        sessions.add_metric([state.label], found.get(state, 0))
+    return sessions
+
+
+def _mail_families():
+    """``portal_notification_mails{state}`` and, only while a mail waits,
+    ``portal_notification_mail_oldest_pending_seconds``, from
+    :func:`notifications.selectors.mail_figures`."""
+    counts, oldest = mail_figures()
+    mails = GaugeMetricFamily("portal_notification_mails", "Notifications by email state", labels=["state"])
+    for state, n in counts.items():
+        mails.add_metric([state], n)
+    yield mails
+    if oldest is not None:
+        yield GaugeMetricFamily(
+            "portal_notification_mail_oldest_pending_seconds",
+            "Age of the oldest notification mail not sent yet",
+            value=oldest,
+        )
+
+
 class PortalCollector:
     """Builds every metric family at scrape time."""
 
     def collect(self):
+        """Every family of the module's list, in that order, read now (generated: each source is
+        read when its families are reached)."""
         now = time.time()
         names = cluster_names()
         snapshots = snapshots_load(names, with_jobs=True)
-        age = GaugeMetricFamily("portal_snapshot_age_seconds", "Seconds since the last good poll", labels=["cluster"])
-        pending = GaugeMetricFamily("portal_jobs_pending", "Pending jobs in the queue", labels=["cluster", "partition"])
-        for name in names:
-            snapshot = snapshots.get(name)
-            if snapshot is None or not snapshot.taken_at:
-                continue
-            age.add_metric([name], max(0.0, now - snapshot.taken_at))
-            by_partition = Counter(j.partition for j in snapshot.jobs if j.state == JobState.PENDING)
-            for partition, count in sorted(by_partition.items()):
-                pending.add_metric([name, partition], count)
-        yield age
-        yield pending
-        waits = GaugeMetricFamily(
-            "portal_queue_wait_seconds",
-            "How long the jobs pending now have waited: median (quantile 0.5) and longest (1)",
-            labels=["cluster", "partition", "quantile"],
-        )
-        for name in names:
-            snapshot = snapshots.get(name)
-            by_partition: dict[str, list[float]] = {}
-            for j in snapshot.jobs if snapshot else []:
-                if j.state == JobState.PENDING and j.submit_time:
-                    by_partition.setdefault(j.partition, []).append(max(0.0, now - j.submit_time))
-            for partition, values in sorted(by_partition.items()):
-                waits.add_metric([name, partition, "0.5"], statistics.median(values))
-                waits.add_metric([name, partition, "1"], max(values))
-        yield waits
-        latency = SummaryMetricFamily(
-            "portal_slurm_command_seconds", "Wall time of the Slurm commands the portal ran", labels=["cluster", "command"]
-        )
-        command_failures = CounterMetricFamily(
-            "portal_slurm_command_failures", "Slurm commands that did not run or exited non-zero", labels=["cluster", "command"]
-        )
-        for (cluster, command), (calls, seconds, failed) in sorted(slurm_command_figures().items()):
-            latency.add_metric([cluster, command], count_value=calls, sum_value=seconds)
-            command_failures.add_metric([cluster, command], failed)
-        yield latency
-        yield command_failures
-        throttled = CounterMetricFamily(
-            "portal_slurm_command_throttled",
-            "Slurm answers refused by slurmctld's per-user RPC rate limit",
-            labels=["cluster", "command"],
-        )
-        retries = CounterMetricFamily(
-            "portal_slurm_command_retries",
-            "Slurm commands resent after a rate-limit back-off",
-            labels=["cluster", "command"],
-        )
-        for (cluster, command), (refused, resent) in sorted(slurm_rate_limit_figures().items()):
-            throttled.add_metric([cluster, command], refused)
-            retries.add_metric([cluster, command], resent)
-        yield throttled
-        yield retries
-        failures = CounterMetricFamily("portal_poll_failures", "Snapshot polls that failed", labels=["cluster"])
-        counted = counters("poll_failures")
-        for name in names:
-            failures.add_metric([name], counted.get(name, 0))
-        yield failures
-        usage_age = GaugeMetricFamily(
-            "portal_gpu_usage_age_seconds", "Seconds since the last GPU usage read that answered", labels=["cluster"]
-        )
-        for name, usage in usages_load(names).items():
-            if usage is not None and usage.read_at:
-                usage_age.add_metric([name], max(0.0, now - usage.read_at))
-        yield usage_age
-        yield GaugeMetricFamily(
-            "portal_submissions_stuck", "Portal submissions waiting to be sent too long", value=len(jobs_stuck())
-        )
-        outcomes = CounterMetricFamily("portal_submissions", "Portal job submissions by outcome", labels=["outcome"])
-        portal_jobs = Job.objects.filter(origin=JobOrigin.PORTAL)
-        outcomes.add_metric(["submitted"], portal_jobs.filter(slurm_job_id__isnull=False).count())
-        outcomes.add_metric(["failed"], portal_jobs.filter(state=JobState.SUBMIT_FAILED).count())
-        yield outcomes
-        sessions = GaugeMetricFamily("portal_sessions", "Sessions not ended, by phase", labels=["phase"])
-        found = dict(
-            Session.objects.filter(state__in=ACTIVE_SESSION_STATES).values_list("state").annotate(n=Count("id")).order_by()
-        )
-        for state in ACTIVE_SESSION_STATES:
-            sessions.add_metric([state.label], found.get(state, 0))
-        yield sessions
-        counts, oldest = mail_figures()
-        mails = GaugeMetricFamily("portal_notification_mails", "Notifications by email state", labels=["state"])
-        for state, n in counts.items():
-            mails.add_metric([state], n)
-        yield mails
-        if oldest is not None:
-            yield GaugeMetricFamily(
-                "portal_notification_mail_oldest_pending_seconds",
-                "Age of the oldest notification mail not sent yet",
-                value=oldest,
-            )
+        yield from _queue_families(names, snapshots, now)
+        yield _queue_wait_family(names, snapshots, now)
+        yield from _slurm_command_families()
+        yield from _rate_limit_families()
+        yield _poll_failure_family(names)
+        yield _gpu_usage_age_family(names, now)
+        yield from _submission_families()
+        yield _session_family()
+        yield from _mail_families()
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -85,28 +85,12 @@ def _str(raw: dict, key: str, default: str, errors: list[Problem], label: str) -
     return value.strip()
 
 
-def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOptions | None, list[Problem]]:
-    """``raw``: the ``user_options`` dict of a start request (values may be strings, from a form).
-    Returns ``(options, [])`` when allowed, else ``(None, problems)``; each problem names its option
-    key (``options`` for the dict as a whole; site policy's problems keep the policy's names, e.g.
-    ``time_limit_min`` for ``hours``: :mod:`jobs.submit.fields`) and says what is allowed. Unknown keys are
-    refused, never ignored."""
-    if not isinstance(raw, dict):
-        return None, [Problem("options", "The session options must be a JSON object.")]
+def _session_rule_problems(*, kind: SessionKind | None, partition: str, gpu_count: int, hours: int) -> list[Problem]:
+    """The session rules the site policy does not hold, one problem each (named by its option key):
+    ``ide`` a kind this site offers (``kind``: its registry entry, ``None`` for an unknown name), a
+    partition of ``PORTAL_SESSION_PARTITIONS``, 0 to ``PORTAL_SESSION_MAX_GPUS`` GPUs, 1 to
+    ``PORTAL_SESSION_MAX_HOURS`` hours. ``[]`` when all hold."""
     errors: list[Problem] = []
-    unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
-    if unknown:
-        errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
-    default_partition = settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else ""
-    ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
-    partition = _str(raw, "partition", default_partition, errors, "The partition")
-    gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
-    gpu_count = _int(raw, "gpu_count", 0, errors, "The number of GPUs")
-    cpus = _int(raw, "cpus", 2, errors, "CPUs")
-    memory_mb = _int(raw, "memory_mb", 4096, errors, "Memory (MiB)")
-    hours = _int(raw, "hours", 2, errors, "Hours")
-    image = _str(raw, "image", "", errors, "The image")
-    kind = KINDS.get(ide)
     if kind is None:
         errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
     elif not kind.available():
@@ -129,6 +113,32 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
         )
     if not 1 <= hours <= settings.PORTAL_SESSION_MAX_HOURS:
         errors.append(Problem("hours", f"A session lasts 1 to {settings.PORTAL_SESSION_MAX_HOURS} hours."))
+    return errors
+
+
+def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOptions | None, list[Problem]]:
+    """``raw``: the ``user_options`` dict of a start request (values may be strings, from a form).
+    Returns ``(options, [])`` when allowed, else ``(None, problems)``; each problem names its option
+    key (``options`` for the dict as a whole; site policy's problems keep the policy's names, e.g.
+    ``time_limit_min`` for ``hours``: :mod:`jobs.submit.fields`) and says what is allowed. Unknown keys are
+    refused, never ignored."""
+    if not isinstance(raw, dict):
+        return None, [Problem("options", "The session options must be a JSON object.")]
+    errors: list[Problem] = []
+    unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
+    if unknown:
+        errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
+    default_partition = settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else ""
+    ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
+    partition = _str(raw, "partition", default_partition, errors, "The partition")
+    gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
+    gpu_count = _int(raw, "gpu_count", 0, errors, "The number of GPUs")
+    cpus = _int(raw, "cpus", 2, errors, "CPUs")
+    memory_mb = _int(raw, "memory_mb", 4096, errors, "Memory (MiB)")
+    hours = _int(raw, "hours", 2, errors, "Hours")
+    image = _str(raw, "image", "", errors, "The image")
+    kind = KINDS.get(ide)
+    errors += _session_rule_problems(kind=kind, partition=partition, gpu_count=gpu_count, hours=hours)
     if errors:
         return None, errors
     request = JobRequest(

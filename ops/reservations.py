@@ -130,6 +130,53 @@ def _busy_until(cluster: str, nodes: list[str], start: datetime) -> int | None:
     return max(ends) if ends else None
 
 
+def _checked_name(name: str, start: datetime) -> str:
+    """The reservation's name: ``name`` stripped, or :func:`default_name` of ``start`` when empty.
+    Raises :class:`Refused` (field ``name``) for a name :data:`NAME_RE` does not match."""
+    name = (name or "").strip() or default_name(start)
+    if not NAME_RE.fullmatch(name):
+        raise Refused(
+            Problem(
+                "name",
+                "A reservation name has letters, digits, '_', '.' or '-' only (at most 64); leave it empty for maint_<start>.",
+            )
+        )
+    return name
+
+
+def _create_argv(name: str, start: datetime, end: datetime, node_list: str, flags: list[str]) -> list[str]:
+    """The ``scontrol create reservation`` argv, times written in UTC (``TZ=UTC`` set for scontrol),
+    ``node_list`` a comma-separated node list, for :data:`USERS`."""
+    return [
+        "env",
+        "TZ=UTC",
+        "scontrol",
+        "create",
+        "reservation",
+        f"ReservationName={name}",
+        f"StartTime={_slurm_time(start)}",
+        f"EndTime={_slurm_time(end)}",
+        f"Nodes={node_list}",
+        f"Users={USERS}",
+        f"Flags={','.join(flags)}",
+    ]
+
+
+def _busy_refusal(refused: Refused, cluster: str, names: list[str], start: datetime) -> Refused:
+    """Slurm's "nodes busy" refusal (``refused``) with the two ways out: ignore running jobs, or start
+    after the last job on ``names`` reaches its time limit (from the snapshot: :func:`_busy_until`,
+    said in UTC; "start later" when unknown). Field ``nodes``."""
+    until = _busy_until(cluster, names, start)
+    after = f"start after {unix_time(until)} UTC, when the last of them reaches its time limit" if until else "start later"
+    return Refused(
+        Problem(
+            "nodes",
+            f"{refused}. Jobs are running on these nodes during the window: tick 'ignore running jobs' (they keep "
+            f"running into the maintenance) or {after}.",
+        )
+    )
+
+
 def reservation_create(
     *,
     cluster: str,
@@ -149,46 +196,17 @@ def reservation_create(
     found = configured(cluster)
     now = djtz.now()
     _window(start, end, now)
-    name = (name or "").strip() or default_name(start)
-    if not NAME_RE.fullmatch(name):
-        raise Refused(
-            Problem(
-                "name",
-                "A reservation name has letters, digits, '_', '.' or '-' only (at most 64); leave it empty for maint_<start>.",
-            )
-        )
+    name = _checked_name(name, start)
     snapshot = current_snapshot(found)
     names = _nodes(nodes, [n.name for n in snapshot.nodes], found.label)
     flags = ["MAINT", *(["IGNORE_JOBS"] if ignore_jobs else [])]
     node_list = ",".join(names)
-    argv = [
-        "env",
-        "TZ=UTC",
-        "scontrol",
-        "create",
-        "reservation",
-        f"ReservationName={name}",
-        f"StartTime={_slurm_time(start)}",
-        f"EndTime={_slurm_time(end)}",
-        f"Nodes={node_list}",
-        f"Users={USERS}",
-        f"Flags={','.join(flags)}",
-    ]
+    argv = _create_argv(name, start, end, node_list, flags)
     try:
         said = run_scontrol(found, argv, field="nodes")
     except Refused as refused:
         if "busy" in str(refused).lower() and not ignore_jobs:
-            until = _busy_until(found.name, names, start)
-            after = (
-                f"start after {unix_time(until)} UTC, when the last of them reaches its time limit" if until else "start later"
-            )
-            raise Refused(
-                Problem(
-                    "nodes",
-                    f"{refused}. Jobs are running on these nodes during the window: tick 'ignore running jobs' (they keep "
-                    f"running into the maintenance) or {after}.",
-                )
-            ) from None
+            raise _busy_refusal(refused, found.name, names, start) from None
         raise
     new = {
         "name": name,

@@ -187,9 +187,45 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
     """A finished outside row from one job's sacct records (the latest run decides a plain job)."""
     group = sorted(group, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
     last = group[-1]
+    fields = _asked_fields(key, last, user, cluster, submitted)
+    starts = [f.start for f in group if f.start]
+    ends = [f.end for f in group if f.end]
+    if kind == "job":
+        state, exit_code, signal = last.state, last.exit_code, last.signal
+        elapsed, gpu_hours = last.elapsed, last.gpu_hours
+        start = last.start
+        fields["restart_count"] = min(SMALL_MAX, len(group) - 1)
+    else:
+        folded = fold_accounting(key, group)
+        states = [f.state for f in group] if kind == HET else [s for s, ids in folded.tasks.items() if ids]
+        state = derive_state(states)
+        failed = [f for f in group if f.state not in (JobState.COMPLETED, JobState.CANCELLED)]
+        worst = (failed or group)[0]
+        exit_code, signal = worst.exit_code, worst.signal
+        start = min(starts) if starts else None
+        elapsed = max(0, max(ends) - start) if start and ends else 0
+        gpu_hours = sum(f.gpu_hours for f in group)
+        fields.update(_parts_fields(kind, folded, group))
+    return Job(
+        **fields,
+        state=state,
+        slurm_state=clean(last.state_raw if kind == "job" else state.value, 64),
+        exit_code=exit_code,
+        signal=signal,
+        start_at=to_datetime(start),
+        end_at=to_datetime(max(ends)) if ends else None,
+        elapsed_s=elapsed,
+        gpu_hours=gpu_hours,
+    )
+
+
+def _asked_fields(key: int, last, user: User, cluster: str, submitted) -> dict:
+    """The row's fields for who submitted job ``key`` on ``cluster``, when (``submitted``, a
+    datetime) and what it asked for, as the job's latest sacct record ``last`` has them (texts cut
+    to their columns, counts capped at ``SMALL_MAX``, memory in MiB); Job keyword arguments."""
     gpus = last.gpus or last.gpus_requested
     gpu_type, gpu_count = _gpus(gpus)
-    fields = dict(
+    return dict(
         user=user,
         origin=JobOrigin.OUTSIDE,
         slurm_cluster=cluster,
@@ -212,51 +248,28 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         error_path=clean(_path(last, last.stderr or last.stdout), 1024),
         **slurm_memory_fields(last),
     )
-    starts = [f.start for f in group if f.start]
-    ends = [f.end for f in group if f.end]
-    if kind == "job":
-        state, exit_code, signal = last.state, last.exit_code, last.signal
-        elapsed, gpu_hours = last.elapsed, last.gpu_hours
-        start = last.start
-        fields["restart_count"] = min(SMALL_MAX, len(group) - 1)
-    else:
-        folded = fold_accounting(key, group)
-        states = [f.state for f in group] if kind == HET else [s for s, ids in folded.tasks.items() if ids]
-        state = derive_state(states)
-        failed = [f for f in group if f.state not in (JobState.COMPLETED, JobState.CANCELLED)]
-        worst = (failed or group)[0]
-        exit_code, signal = worst.exit_code, worst.signal
-        start = min(starts) if starts else None
-        elapsed = max(0, max(ends) - start) if start and ends else 0
-        gpu_hours = sum(f.gpu_hours for f in group)
-        if kind == ARRAY:
-            fields.update(kind=JobKind.ARRAY, array_tasks=dump_tasks(folded.tasks), array_spec=spec(folded.tasks, None))
-        else:
-            fields.update(
-                kind=JobKind.HET,
-                het_parts=[
-                    {
-                        "offset": f.het_job_offset or 0,
-                        "job_id": f.job_id,
-                        "state": f.state.value,
-                        "partition": f.partition,
-                        "nodes": f.nodes,
-                        "gpus": f.gpus,
-                        "cpus": f.cpus,
-                    }
-                    for f in sorted(group, key=lambda f: f.het_job_offset or 0)
-                ],
-            )
-    return Job(
-        **fields,
-        state=state,
-        slurm_state=clean(last.state_raw if kind == "job" else state.value, 64),
-        exit_code=exit_code,
-        signal=signal,
-        start_at=to_datetime(start),
-        end_at=to_datetime(max(ends)) if ends else None,
-        elapsed_s=elapsed,
-        gpu_hours=gpu_hours,
+
+
+def _parts_fields(kind: str, folded, group: list) -> dict:
+    """The row's fields for the parts of an array (``kind`` ARRAY: its tasks by state, from
+    ``folded``, the records folded by :func:`slurm.entries.fold_accounting`) or of a het job (HET:
+    one dict per component of ``group``, by offset); Job keyword arguments."""
+    if kind == ARRAY:
+        return dict(kind=JobKind.ARRAY, array_tasks=dump_tasks(folded.tasks), array_spec=spec(folded.tasks, None))
+    return dict(
+        kind=JobKind.HET,
+        het_parts=[
+            {
+                "offset": f.het_job_offset or 0,
+                "job_id": f.job_id,
+                "state": f.state.value,
+                "partition": f.partition,
+                "nodes": f.nodes,
+                "gpus": f.gpus,
+                "cpus": f.cpus,
+            }
+            for f in sorted(group, key=lambda f: f.het_job_offset or 0)
+        ],
     )
 
 

@@ -196,14 +196,24 @@ def _job_send_locked(job_id: int, timeout: float | None = None) -> Job:
             raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
         if found:
             return _adopt(job, found[0], action="job.adopted")
-    jobdir = posixpath.dirname(job.output_path)
-    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     try:  # a job in an image binds the user's home into it (cached: the look-up above)
         script = render_batch_script(job, home=user_home(job.user.username, cluster=job.cluster) if job.image_name else "")
     except (SlurmTimeout, SlurmUnreachable) as exc:
         raise SubmissionUncertain(str(exc)) from exc
     except (SlurmError, ValueError) as exc:
         return _fail(job, f"The job's image could not be prepared: {exc}.")
+    return _sbatch(job, script, timeout=timeout)
+
+
+def _sbatch(job: Job, script: str, *, timeout: float | None) -> Job:
+    """Send ``job`` (marked, its paths fixed) with its batch ``script`` through the cluster's sbatch
+    helper as the job's user: one sudo command that makes the job's directories and runs ``sbatch
+    --parsable``, ``timeout`` seconds at most (``None``: the gateway's command timeout). Returns the
+    row adopted with Slurm's job id, or failed with the helper's or sbatch's words; raises
+    :class:`SubmissionUncertain` (the row's ``submit_error`` saying why) when the answer was lost,
+    unreadable or slurmctld did not answer."""
+    jobdir = posixpath.dirname(job.output_path)
+    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     try:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
         cluster = cluster_get(job.cluster)

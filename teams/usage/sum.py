@@ -69,6 +69,37 @@ def _daily(parts: list[TeamUsage]) -> dict[str, dict[str, float]]:
     return {day: dict(sorted(daily[day].items())) for day in sorted(daily)}
 
 
+def _gpu_sums(tracked: list[TeamUsage], *, now: float, end: datetime | None) -> dict:
+    """The GPU figures of the clusters that track ``gres/gpu`` (``tracked``, at least one) added up,
+    as :class:`TeamUsage` keyword arguments: GPU-hours used and pending, GPUs running and the burn rate
+    (GPU-hours a day) over the clusters that know them, quota and GPU limit only when every cluster
+    has one, ``used_up`` when every cluster's is, the daily series; the hours left and the run-out
+    date computed again from the sums (:func:`teams.usage.compute.runout`, at ``now``, Unix seconds,
+    with the period ending at ``end``)."""
+    used = _sum_known([p.gpu_hours_used for p in tracked])
+    quota = _sum_all([p.gpu_hours_quota for p in tracked])
+    rate = _sum_known([p.burn_gpu_hours_per_day for p in tracked])
+    left, _, runout_date = runout(
+        quota_h=quota,
+        used_h=used,
+        rate_per_day=rate,
+        now=now,
+        reset_at=end.timestamp() if end else None,
+    )
+    return dict(
+        gpu_hours_used=used,
+        gpu_hours_quota=quota,
+        gpu_hours_left=left,
+        used_up=all(p.used_up for p in tracked),
+        gpu_limit=_sum_all([p.gpu_limit for p in tracked]),
+        gpus_running=_sum_known([p.gpus_running for p in tracked]),
+        pending_gpu_hours=_sum_known([p.pending_gpu_hours for p in tracked]),
+        burn_gpu_hours_per_day=rate,
+        runout_date=runout_date,
+        daily=_daily(tracked),
+    )
+
+
 def usage_sum(account: str, parts: list[TeamUsage], *, missing: dict[str, str] | None = None, labelled: bool = True) -> TeamUsage:
     """``account``'s :class:`TeamUsage` summed over ``parts`` (its figures on each cluster that has
     them, configured order; at least one), with ``clusters=parts`` and ``missing`` (cluster -> why it
@@ -109,26 +140,4 @@ def usage_sum(account: str, parts: list[TeamUsage], *, missing: dict[str, str] |
     )
     if not tracked:
         return usage
-    used = _sum_known([p.gpu_hours_used for p in tracked])
-    quota = _sum_all([p.gpu_hours_quota for p in tracked])
-    rate = _sum_known([p.burn_gpu_hours_per_day for p in tracked])
-    left, _, runout_date = runout(
-        quota_h=quota,
-        used_h=used,
-        rate_per_day=rate,
-        now=max(p.taken_at for p in parts),
-        reset_at=end.timestamp() if end else None,
-    )
-    return replace(
-        usage,
-        gpu_hours_used=used,
-        gpu_hours_quota=quota,
-        gpu_hours_left=left,
-        used_up=all(p.used_up for p in tracked),
-        gpu_limit=_sum_all([p.gpu_limit for p in tracked]),
-        gpus_running=_sum_known([p.gpus_running for p in tracked]),
-        pending_gpu_hours=_sum_known([p.pending_gpu_hours for p in tracked]),
-        burn_gpu_hours_per_day=rate,
-        runout_date=runout_date,
-        daily=_daily(tracked),
-    )
+    return replace(usage, **_gpu_sums(tracked, now=max(p.taken_at for p in parts), end=end))
