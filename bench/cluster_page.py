@@ -28,6 +28,7 @@ In process, one Python (its GIL): not a served portal's gunicorn workers; no net
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import json
 import os
@@ -145,25 +146,94 @@ def anchor() -> tuple[list[float], float, int]:
     return over_ssh, time.perf_counter() - t, jobs_now
 
 
-def client_loop(user, end: float, think: float, page: list, body: list, failures: list) -> None:
+def client_loop(get, end: float, think: float, page: list, body: list, failures: list) -> None:
+    """One client: the page, its body, a pause of ``think`` (0.5x-1.5x), until ``end``; ``get(path,
+    htmx)`` answers the status of one load."""
+    rng = random.Random()
+    time.sleep(rng.uniform(0, think))  # the clients start spread out, as people do
+    while time.monotonic() < end:
+        for path, into, htmx in (("/ops/cluster/cluster1/", page, False), ("/ops/cluster/cluster1/body/", body, True)):
+            t = time.perf_counter()
+            status = get(path, htmx)
+            into.append(time.perf_counter() - t)
+            if status != 200:
+                failures.append(f"{path} {status}")
+        time.sleep(think * rng.uniform(0.5, 1.5))
+
+
+def in_process(dana, *args) -> None:
+    """A client thread with Django's test client, signed in as ``dana``."""
     from django.db import connection
     from django.test import Client
 
     client = Client()
-    client.force_login(user)
-    rng = random.Random()
-    time.sleep(rng.uniform(0, think))  # the clients start spread out, as people do
+    client.force_login(dana)
     try:
-        while time.monotonic() < end:
-            for path, into in (("/ops/cluster/cluster1/", page), ("/ops/cluster/cluster1/body/", body)):
-                t = time.perf_counter()
-                status = client.get(path).status_code
-                into.append(time.perf_counter() - t)
-                if status != 200:
-                    failures.append(status)
-            time.sleep(think * rng.uniform(0.5, 1.5))
+        client_loop(lambda path, htmx: client.get(path, **({"HTTP_HX_REQUEST": "true"} if htmx else {})).status_code, *args)
     finally:
         connection.close()
+
+
+def over_http(base_url: str, session_key: str, *args) -> None:
+    """A client thread with ``requests``, the session cookie of a signed-in admin, reading every byte."""
+    import requests
+    from django.conf import settings
+
+    http = requests.Session()
+    http.cookies.set(settings.SESSION_COOKIE_NAME, session_key)
+
+    def get(path: str, htmx: bool) -> int:
+        response = http.get(base_url + path, headers={"HX-Request": "true"} if htmx else {}, timeout=60, allow_redirects=False)
+        _ = response.content
+        return 0 if response.headers.get("HX-Redirect") else response.status_code  # 0: sent to sign in
+
+    client_loop(get, *args)
+
+
+def admin_sessions(dana, n: int) -> list[str]:
+    """``n`` signed-in sessions of ``dana`` (the database session store, as a sign-in makes)."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    keys = []
+    for _ in range(n):
+        session = SessionStore()
+        session[SESSION_KEY] = str(dana.pk)
+        session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+        session[HASH_SESSION_KEY] = dana.get_session_auth_hash()
+        session.create()
+        keys.append(session.session_key)
+    return keys
+
+
+def live_server(database: str, port: int) -> subprocess.Popen:
+    """gunicorn as ``make dev`` serves the portal (2 workers x 8 threads) on this run's database and
+    Redis, answering once the cluster page does (at most 60 s)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "DATABASE_URL": _database_url(database)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--threads", "8",
+         "--log-level", "warning"],
+        cwd=REPO, env=env,
+    )  # fmt: skip
+    import requests
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=5)
+            return server
+        except requests.RequestException:
+            time.sleep(0.5)
+    server.terminate()
+    raise SystemExit("gunicorn did not answer within 60 s")
+
+
+def _database_url(database: str) -> str:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{database}"
 
 
 def portal_rows(snapshot):
@@ -182,8 +252,8 @@ def portal_rows(snapshot):
     return dana
 
 
-def pages(args, dana) -> tuple[list[float], list[float], list, int]:
-    """A check of one page's content, then the clients' run."""
+def pages(args, dana, base_url: str) -> tuple[list[float], list[float], list, int]:
+    """A check of one page's content, then the clients' run (over HTTP to ``base_url``, or in process)."""
     from django.test import Client
 
     client = Client()
@@ -193,9 +263,11 @@ def pages(args, dana) -> tuple[list[float], list[float], list, int]:
     assert html.count('href="/jobs/') >= 150, "the portal's rows are linked"
     page, body, failures = [], [], []
     end = time.monotonic() + args.seconds
-    threads = [
-        threading.Thread(target=client_loop, args=(dana, end, args.think, page, body, failures)) for _ in range(args.clients)
-    ]
+    if base_url:
+        targets = [(over_http, (base_url, key)) for key in admin_sessions(dana, args.clients)]
+    else:
+        targets = [(in_process, (dana,))] * args.clients
+    threads = [threading.Thread(target=target, args=(*first, end, args.think, page, body, failures)) for target, first in targets]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -216,6 +288,11 @@ def main() -> int:
     parser.add_argument(
         "--modes", default="poller", help="who builds the rows, in turn: poller (now), views (before); e.g. views,poller"
     )
+    parser.add_argument(
+        "--server", choices=["live", "inprocess"], default="live",
+        help="live: gunicorn 2 workers x 8 threads, clients over HTTP; inprocess: Django's test client in this process",
+    )  # fmt: skip
+    parser.add_argument("--port", type=int, default=8411)
     parser.add_argument("--poller-child", help=argparse.SUPPRESS)
     parser.add_argument("--views-build", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -276,7 +353,13 @@ def one_mode(args, mode: str, dana, database: str) -> tuple:
     try:
         first = poller.stdout.readline()  # the first poll is stored
         assert first.startswith("poll "), first
-        page, body, failures, size = pages(args, dana)
+        server = live_server(database, args.port) if args.server == "live" else None
+        try:
+            page, body, failures, size = pages(args, dana, f"http://127.0.0.1:{args.port}" if server else "")
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
     finally:
         poller.terminate()
         polls = [first, *poller.communicate(timeout=30)[0].splitlines()]
@@ -290,8 +373,8 @@ def report(args, mode, page, body, failures, size, polls, load, *, anchor_s: flo
     store = [float(line.split()[2]) for line in polls if line.startswith("poll ")]
     print(
         f"## rows built by {'the first view after each poll (before)' if mode == 'views' else 'the poller'}: page {size / 1e3:.0f} kB, "
-        f"{args.nodes} nodes, {args.jobs} jobs in the snapshot; {args.clients} clients (threads, Django's test client, "
-        f"in process) for {args.seconds:g} s, think {args.think:g} s; load average {load[0]:.2f} at its end"
+        f"{args.nodes} nodes, {args.jobs} jobs in the snapshot; {args.clients} clients ("
+        f"{'threads over HTTP to gunicorn, 2 workers x 8 threads' if args.server == 'live' else 'threads, Django test client, in process'}) for {args.seconds:g} s, think {args.think:g} s; load average {load[0]:.2f} at its end"
     )
     print(
         f"poller: {len(take)} polls; parse {statistics.median(take) * 1e3:.0f} ms, "
@@ -299,7 +382,9 @@ def report(args, mode, page, body, failures, size, polls, load, *, anchor_s: flo
     )
     print(f"page  p50 {statistics.median(page) * 1e3:7.1f} ms   p95 {p95(page) * 1e3:7.1f} ms   ({len(page)} loads)")
     print(f"body  p50 {statistics.median(body) * 1e3:7.1f} ms   p95 {p95(body) * 1e3:7.1f} ms   ({len(body)} loads)")
-    print(f"both  p95 {p95(both) * 1e3:7.1f} ms   max {max(both) * 1e3:.1f} ms; answers not 200: {len(failures)}")
+    print(
+        f"both  p95 {p95(both) * 1e3:7.1f} ms   max {max(both) * 1e3:.1f} ms; answers not 200: {len(failures)} {dict(collections.Counter(failures))}"
+    )
     ratio = p95(both) / anchor_s
     print(f"page p95 / squeue (fastest over ssh): {ratio:.3f}   goal: at most 0.25: {'met' if ratio <= 0.25 else 'MISSED'}")
 
