@@ -4,10 +4,12 @@ most a quarter of that squeue call.
 
 The anchor: cluster1's real queue holds ``--held`` (5,000) held jobs for the run, submitted as
 ``bench/page_latency.py`` does (root, ``--uid=bob --hold``) and cancelled at the end, also on Ctrl-C
-or SIGTERM. Before submitting, the script waits (at most ``--queue-wait`` seconds) while cluster1's
-queue already holds more than 1,000 jobs (another run's). Then ``squeue --json`` is timed as the
-poller makes it, as the service user over ssh through the portal's gateway (3 calls: the anchor is
-the fastest, the strictest choice), and once directly.
+or SIGTERM. Before submitting, the script waits (at most ``--queue-wait`` seconds in all) while
+cluster1's queue already holds more than 1,000 jobs (``squeue -h -r``: an array's tasks counted one
+by one; another run's), and again before the anchor while it holds more than 1,000 besides ours
+(another run may have come in meanwhile). The anchor: ``squeue --json`` as the poller makes it, as
+the service user over ssh through the portal's gateway, 3 calls, the fastest (the strictest choice);
+and one call directly.
 
 The page: the synthetic snapshot of ``bench/snapshot_size.py`` (Slurm 22.05's shape; every third job
 pending, the others running, one per node) with ``--jobs`` jobs and ``--nodes`` nodes plus two
@@ -16,10 +18,12 @@ portal rows (linked). A poller process polls it every ``PORTAL_SNAPSHOT_INTERVAL
 real one does (parses the canned outputs, then ``jobs.worker.services.snapshot_publish``: the page's
 rows built and stored with the snapshot; ``--modes views`` stores the snapshot alone, so the first
 view after each poll builds them, the design before; ``--modes views,poller`` runs both in turn
-against the same anchor). ``--clients`` threads in this process, each
-Django's test client signed in as an admin, each load the page (GET ``/ops/cluster/cluster1/``) and
-its HTMX body (``.../body/``), then wait ``--think`` seconds (uniform 0.5x-1.5x), for ``--seconds``.
-In process, one Python (its GIL): not a served portal's gunicorn workers; no network, no TLS.
+against the same anchor). ``--clients`` client threads, each signed in as an admin, load the page
+(GET ``/ops/cluster/cluster1/``) and its HTMX body (``.../body/``), then wait ``--think`` seconds
+(uniform 0.5x-1.5x), for ``--seconds``. ``--server live`` (default): the portal served by gunicorn
+as ``make dev`` serves it (2 workers x 8 threads) on this run's database and Redis, the clients over
+HTTP (``requests``, a database session each, every byte read); ``--server inprocess``: Django's test
+client in this process (one Python, its GIL shared by clients and pages; no network).
 
     DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/<db> PORTAL_TEST_REDIS_DB=<n> \\
         .venv/bin/python bench/cluster_page.py [--jobs 5000 --nodes 500 --clients 50 --seconds 30 --held 5000]
@@ -104,17 +108,25 @@ def poller_child(args) -> int:
 
 
 def queue_count() -> int:
-    return len(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout.split())
+    """Jobs in cluster1's queue, an array's tasks one by one; a very large number while squeue fails
+    (slurmctld stopped by another run's fault test), so that the callers wait."""
+    found = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True)
+    return len(found.stdout.split()) if found.returncode == 0 else sys.maxsize
+
+
+def wait_queue(args, most: int, why: str) -> int:
+    """Wait (at most ``args.queue_wait`` s in all) while cluster1's queue holds more than ``most`` jobs."""
+    while (found := queue_count()) > most:
+        if time.monotonic() > args.queue_deadline:
+            raise SystemExit(f"cluster1's queue held {found} jobs (more than {most}) until the deadline: another run; try later")
+        print(f"# cluster1's queue holds {found} jobs ({why}): waiting", flush=True)
+        time.sleep(15)
+    return found
 
 
 def hold_queue(args, name: str) -> int:
     """Wait while another run fills the queue, then submit ``args.held`` held jobs named ``name``."""
-    deadline = time.monotonic() + args.queue_wait
-    while (found := queue_count()) > BUSY_QUEUE:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"cluster1's queue held {found} jobs for {args.queue_wait} s: another run; try later")
-        print(f"# cluster1's queue holds {found} jobs (another run): waiting", flush=True)
-        time.sleep(15)
+    wait_queue(args, BUSY_QUEUE, "another run")
     t = time.monotonic()
     _bench_module("page_latency").submit_held(args.held, args.user, name)
     print(f"# submitted {args.held} held jobs in {time.monotonic() - t:.0f} s; queue {queue_count()} jobs", flush=True)
@@ -313,8 +325,11 @@ def main() -> int:
     load_before = os.getloadavg()
     old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
     try:
+        args.queue_deadline = time.monotonic() + args.queue_wait
         if args.held:
             held_now = hold_queue(args, name)
+            # another run's jobs submitted since would make the anchor slower than the goal's queue
+            held_now = wait_queue(args, args.held + BUSY_QUEUE, "another run's beside ours")
         over_ssh, direct, jobs_now = anchor()
         dana = portal_rows(snapshot_take(canned_gateway(args.jobs, args.nodes), cluster="cluster1"))
         for mode in args.modes.split(","):
