@@ -159,7 +159,11 @@ def anchor(args, most: int) -> tuple[list[float], float, int]:
             over_ssh.append(time.perf_counter() - t)
         if max(counts) <= most:
             break
-        print(f"# squeue --json answered {max(counts)} jobs, more than {most}: another run's; again", flush=True)
+        # squeue --json (22.05) also lists the jobs that ended in the last MinJobAge (300 s here)
+        print(f"# squeue --json answered {max(counts)} jobs, more than {most}: another run's; again in 15 s", flush=True)
+        if time.monotonic() > args.queue_deadline:
+            raise SystemExit(f"squeue --json still answered {max(counts)} jobs at the deadline: another run's; try later")
+        time.sleep(15)
         wait_queue(args, most, "another run's beside ours")
     t = time.perf_counter()
     subprocess.run(["squeue", "--json"], capture_output=True, check=True)
