@@ -334,7 +334,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally below cancels the held jobs
     name, held_now, results = f"bench-page-{uuid.uuid4().hex[:6]}", 0, []
     settings.ALLOWED_HOSTS = ["*"]
-    load_before = os.getloadavg()
+    load_before, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S %Z")
     old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
     try:
         args.queue_deadline = time.monotonic() + args.queue_wait
@@ -352,7 +352,7 @@ def main() -> int:
             print(f"# {release_queue(name)}", flush=True)
     print(f"$ .venv/bin/python bench/cluster_page.py {' '.join(sys.argv[1:])}".rstrip())
     print(
-        f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {platform.node()}, {os.cpu_count()} CPUs; load average {load_before[0]:.2f} at the start"
+        f"# started {started}, ended {time.strftime('%H:%M:%S')}; {platform.node()}, {os.cpu_count()} CPUs; load average {load_before[0]:.2f} at the start"
     )
     print(
         f"# squeue --json on cluster1 ({jobs_now} jobs in its queue, {held_now} at submission): over ssh as the "
