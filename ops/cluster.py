@@ -11,6 +11,7 @@ rows of the jobs shown (to link them); the freshness notice reads what every pag
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import hostlist
@@ -133,14 +134,18 @@ class ClusterPage:
     @property
     def counts(self) -> dict[str, int]:
         """How many nodes are available, drained or draining, and not responding/down."""
-        if self.node_counts is not None:
-            return self.node_counts
-        return {
-            "nodes": len(self.nodes),
-            "available": sum(1 for r in self.nodes if r.node.available),
-            "drained": sum(1 for r in self.nodes if r.drained),
-            "down": sum(1 for r in self.nodes if r.node.state == "down" or NOT_RESPONDING in r.node.flags),
-        }
+        return self.node_counts if self.node_counts is not None else node_counts(self.nodes)
+
+
+def node_counts(rows: list[NodeRow]) -> dict[str, int]:
+    """``{"nodes", "available", "drained", "down"}``: how many nodes of ``rows`` there are, take work
+    (:attr:`slurm.records.Node.available`), are drained or draining, and are down or not responding."""
+    return {
+        "nodes": len(rows),
+        "available": sum(1 for r in rows if r.node.available),
+        "drained": sum(1 for r in rows if r.drained),
+        "down": sum(1 for r in rows if r.node.state == "down" or NOT_RESPONDING in r.node.flags),
+    }
 
 
 def _compressed(nodes: tuple[str, ...]) -> str:
@@ -174,35 +179,40 @@ def cluster_page(name: str | None = None, *, now: float | None = None) -> Cluste
     lite_key, jobs_key = snapshot_key(chosen.name, "lite"), snapshot_key(chosen.name, "nodejobs")
     found = cache.get_many([lite_key, jobs_key])
     snapshot = ClusterSnapshot.from_dict(found[lite_key]) if found.get(lite_key) else None
-    on_nodes: dict = found.get(jobs_key) or {}
+    return ClusterPage(
+        cluster=chosen,
+        snapshot=snapshot,
+        status=snapshot_status(snapshot, now=now, cluster=chosen.name),
+        nodes=node_rows_of(snapshot, found.get(jobs_key) or {}, cluster=chosen.name),
+        partitions=list(snapshot.partitions) if snapshot else [],
+        reservations=reservations_of(snapshot),
+        others=[c for c in configured if c.name != chosen.name],
+        now=now,
+    )
+
+
+def node_rows_of(snapshot: ClusterSnapshot | None, on_nodes: Mapping, *, cluster: str) -> list[NodeRow]:
+    """Every node of ``snapshot`` (by name) as the page shows it, with its jobs from ``on_nodes``
+    (:func:`slurm.queue_index.node_jobs`: node -> ``[(job id, user, state, display id)]``), each
+    with its portal row's key where the portal has one (one query). ``[]`` for no snapshot."""
     ids = {entry[0] for entries in on_nodes.values() for entry in entries}
-    keys = _portal_keys(chosen.name, ids)
+    keys = _portal_keys(cluster, ids)
     rows = []
     for node in sorted(snapshot.nodes if snapshot else [], key=lambda n: n.name):
         jobs = tuple(
             JobOnNode(shown=shown, user=user, state=state, key=keys.get(row_id))
             for row_id, user, state, shown in on_nodes.get(node.name, ())
         )
+        words = tuple(FLAG_WORDS[f] for f in node.flags if f in FLAG_WORDS)
         rows.append(
-            NodeRow(
-                node=node,
-                state_text=node.state_text,
-                short=short_state(node),
-                words=tuple(FLAG_WORDS[f] for f in node.flags if f in FLAG_WORDS),
-                gpus=_gpus(node),
-                jobs=jobs,
-            )
+            NodeRow(node=node, state_text=node.state_text, short=short_state(node), words=words, gpus=_gpus(node), jobs=jobs)
         )
-    return ClusterPage(
-        cluster=chosen,
-        snapshot=snapshot,
-        status=snapshot_status(snapshot, now=now, cluster=chosen.name),
-        nodes=rows,
-        partitions=list(snapshot.partitions) if snapshot else [],
-        reservations=sorted(snapshot.reservations, key=lambda r: (r.start, r.name)) if snapshot else [],
-        others=[c for c in configured if c.name != chosen.name],
-        now=now,
-    )
+    return rows
+
+
+def reservations_of(snapshot: ClusterSnapshot | None) -> list[Reservation]:
+    """The snapshot's reservations as the page lists them: by start, then name."""
+    return sorted(snapshot.reservations, key=lambda r: (r.start, r.name)) if snapshot else []
 
 
 def _portal_keys(cluster: str, ids: set[int]) -> dict[int, str]:

@@ -1,11 +1,16 @@
-"""The cluster page's expensive part made once per snapshot: the node rows' HTML
-(500 nodes, ~10,000 jobs: tens of milliseconds to build, :mod:`ops.cluster_html`), the node names,
-the counts, the partitions and the reservations are kept in the cache under
-``ops:cluster:<name>:page`` with the ``taken_at`` (Unix seconds) of the snapshot they came from. A
-view reads that and the snapshot's head (``cluster:<name>:head``: no records, stored by
-:func:`slurm.snapshot.snapshot_store`) in one Redis round trip; while the head's ``taken_at`` is the
-kept one, nothing else is read or built. The freshness notice is always the head's (so a failed
-poll shows at once); the CSRF token goes into the kept rows per request (:data:`CSRF_MARK`).
+"""The cluster page's expensive part made once per poll, by the poller, for every viewer: the node rows'
+HTML (500 nodes, ~10,000 jobs: tens of milliseconds to build, :mod:`ops.cluster_html`), the drain
+form's options, the node names, the counts, the partitions and the reservations with their node lists
+compressed. :func:`kept_for_snapshot` receives :data:`slurm.snapshot.snapshot_storing` and returns them
+under ``ops:cluster:<name>:page`` with the ``taken_at`` (Unix seconds) of the snapshot they came from,
+stored in the same transaction as the snapshot's head. A view (:func:`cluster_page_kept`) reads that
+and the head (``cluster:<name>:head``: no records) in one Redis round trip; while the head's
+``taken_at`` is the kept one, nothing else is read or built. The freshness notice is always the
+head's (so a failed poll shows at once); the CSRF token goes into the kept rows per request
+(:data:`CSRF_MARK`).
+
+A snapshot stored without them (by anything but the poller's :func:`jobs.worker.services.snapshot_publish`,
+or when building them failed) is built by the first view that finds the head newer, and kept.
 
 What a kept rendering can miss until the next successful poll (seconds): a portal row that recorded its
 Slurm id after the poll (the job is listed, not yet linked) and a drain's audit row written after it
@@ -14,21 +19,23 @@ Slurm id after the poll (the job is listed, not yet linked) and a drain's audit 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Mapping
 
 from django.core.cache import cache
 
 from audit.models import AuditEvent
-from slurm.clusters import cluster_get, clusters
-from slurm.snapshot import ClusterSnapshot, snapshot_key
+from slurm.clusters import Cluster, cluster_get, clusters
+from slurm.queue_index import node_jobs
+from slurm.snapshot import ClusterSnapshot, node_jobs_load, snapshot_key
 
-from .cluster import ClusterPage, cluster_page
-from .cluster_html import node_options, node_rows
+from .cluster import ClusterPage, NodeRow, _compressed, node_counts, node_rows_of, reservations_of
+from .cluster_html import node_options_of, node_rows
 from .nodes import node_target
 
 #: Stands for the request's CSRF token in the kept rows (their Resume forms): replaced per view.
 CSRF_MARK = "__portal_csrf_token__"
-#: How long a kept rendering may outlive its snapshot in the cache (seconds); a newer poll replaces it.
+#: How long a rendering kept by a view may outlive its snapshot in the cache (seconds); the poller's
+#: has no expiry (the next poll replaces it, as the snapshot's own keys).
 KEEP_SECONDS = 3600
 
 
@@ -37,25 +44,65 @@ def page_key(cluster: str) -> str:
     return f"ops:cluster:{cluster}:page"
 
 
-def drained_by(page: ClusterPage) -> dict[str, AuditEvent]:
-    """node name -> the newest ``node.drain`` audit row of each drained node (who drained it through
-    the portal and when: Slurm's ``reason_set_by_user`` is then the service user). One query."""
-    names = [row.name for row in page.nodes if row.drained]
+def drained_by(cluster: str, rows: list[NodeRow]) -> dict[str, AuditEvent]:
+    """node name -> the newest ``node.drain`` audit row of each drained node of ``rows`` (who drained
+    it through the portal and when: Slurm's ``reason_set_by_user`` is then the service user). One query."""
+    names = [row.name for row in rows if row.drained]
     if not names:
         return {}
-    targets = {node_target(page.cluster.name, n): n for n in names}
+    targets = {node_target(cluster, n): n for n in names}
     found: dict[str, AuditEvent] = {}
-    rows = AuditEvent.objects.filter(action="node.drain", target__in=list(targets)).select_related("actor").order_by("-at", "-id")
-    for event in rows[: 5 * len(names)]:
+    events = (
+        AuditEvent.objects.filter(action="node.drain", target__in=list(targets)).select_related("actor").order_by("-at", "-id")
+    )
+    for event in events[: 5 * len(names)]:
         found.setdefault(targets[event.target], event)
     return found
 
 
+def page_kept_of(cluster: Cluster, snapshot: ClusterSnapshot, on_nodes: Mapping) -> dict:
+    """What the page keeps of ``snapshot`` with the jobs on its nodes (``on_nodes``,
+    :func:`slurm.queue_index.node_jobs`): ``taken_at``, ``rows_html`` (:func:`ops.cluster_html.node_rows`,
+    with :data:`CSRF_MARK`), ``options_html`` (the drain form's options, none selected), ``names``,
+    ``counts`` (:func:`ops.cluster.node_counts`), ``partitions``, ``reservations`` (by start) and their node lists
+    compressed (``partition_nodes``, ``reservation_nodes``). Two queries: the jobs' portal rows and
+    the drained nodes' audit rows."""
+    rows = node_rows_of(snapshot, on_nodes, cluster=cluster.name)
+    service_user = cluster.gateway.get("ssh_user", "")
+    html = node_rows(
+        cluster.name, rows, drained_by=drained_by(cluster.name, rows), service_user=service_user, csrf_token=CSRF_MARK
+    )
+    names = [row.name for row in rows]
+    reservations = reservations_of(snapshot)
+    return {
+        "taken_at": snapshot.taken_at,
+        "rows_html": str(html),
+        "names": names,
+        "counts": node_counts(rows),
+        "partitions": list(snapshot.partitions),
+        "reservations": reservations,
+        "partition_nodes": [_compressed(p.nodes) for p in snapshot.partitions],
+        "reservation_nodes": [_compressed(r.nodes) for r in reservations],
+        "options_html": node_options_of(names),
+    }
+
+
+def kept_for_snapshot(sender, *, snapshot: ClusterSnapshot, **kwargs) -> dict[str, dict]:
+    """Receiver of :data:`slurm.snapshot.snapshot_storing`: ``{page_key(cluster): page_kept_of(...)}``
+    for a configured cluster's snapshot with data, else ``{}``. The jobs on the nodes are the
+    snapshot's queue's (a failed poll without its queue: the stored index, as the store keeps it)."""
+    cluster = cluster_get(snapshot.cluster) if snapshot.cluster else None
+    if cluster is None or not snapshot.taken_at:
+        return {}
+    on_nodes = node_jobs(snapshot.jobs) if snapshot.jobs or not snapshot.error else node_jobs_load(cluster.name)
+    return {page_key(cluster.name): page_kept_of(cluster, snapshot, on_nodes)}
+
+
 def cluster_page_kept(name: str | None = None, *, now: float | None = None) -> ClusterPage | None:
     """The page of configured cluster ``name`` (``None``: the first configured), ``None`` for a name
-    that is not configured. Its ``rows_html`` holds :data:`CSRF_MARK` where the token goes. Built by
-    :func:`ops.cluster.cluster_page` and kept when the stored snapshot is newer than the kept
-    rendering (or there is none), else read back with the head's freshness."""
+    that is not configured. Its ``rows_html`` holds :data:`CSRF_MARK` where the token goes. From the
+    kept rendering of the head's snapshot; where there is none (see the module), built by
+    the snapshot's copy without the queue and its node -> jobs index, and kept."""
     now = time.time() if now is None else now
     chosen = cluster_get(name) if name else clusters()[0]
     if chosen is None:
@@ -64,51 +111,37 @@ def cluster_page_kept(name: str | None = None, *, now: float | None = None) -> C
     found = cache.get_many([head_key, kept_key])
     head, kept = found.get(head_key), found.get(kept_key)
     if head and head.get("taken_at") and kept and kept["taken_at"] == head["taken_at"]:
-        from jobs.reads.freshness import snapshot_status
+        return _from_kept(chosen, ClusterSnapshot.from_dict(head), kept, now=now)
+    lite_key, jobs_key = snapshot_key(chosen.name, "lite"), snapshot_key(chosen.name, "nodejobs")
+    found = cache.get_many([lite_key, jobs_key])
+    snapshot = ClusterSnapshot.from_dict(found[lite_key]) if found.get(lite_key) else None
+    if snapshot is None or not snapshot.taken_at:  # no poll yet: nothing to keep
+        return _from_kept(chosen, snapshot, page_kept_of(chosen, ClusterSnapshot(), {}), now=now)
+    kept = page_kept_of(chosen, snapshot, found.get(jobs_key) or {})
+    try:
+        cache.set(kept_key, kept, timeout=KEEP_SECONDS)
+    except Exception:  # noqa: BLE001 - a cache that does not answer: the next view builds again
+        pass
+    return _from_kept(chosen, snapshot, kept, now=now)
 
-        snapshot = ClusterSnapshot.from_dict(head)
-        return ClusterPage(
-            cluster=chosen,
-            snapshot=snapshot,
-            status=snapshot_status(snapshot, now=now, cluster=chosen.name),
-            nodes=[],
-            partitions=kept["partitions"],
-            reservations=kept["reservations"],
-            others=[c for c in clusters() if c.name != chosen.name],
-            now=now,
-            rows_html=kept["rows_html"],
-            names=tuple(kept["names"]),
-            node_counts=kept["counts"],
-            partition_nodes=tuple(kept["partition_nodes"]),
-            reservation_nodes=tuple(kept["reservation_nodes"]),
-            options_html=kept["options_html"],
-        )
-    page = cluster_page(chosen.name, now=now)
-    service_user = chosen.gateway.get("ssh_user", "")
-    rows = str(node_rows(page, drained_by=drained_by(page), service_user=service_user, csrf_token=CSRF_MARK))
-    page = replace(
-        page,
-        rows_html=rows,
-        names=tuple(page.node_names),
-        node_counts=page.counts,
-        partition_nodes=tuple(text for _, text in page.partition_rows),
-        reservation_nodes=tuple(text for _, text, _ in page.reservation_rows),
+
+def _from_kept(chosen: Cluster, snapshot: ClusterSnapshot | None, kept: dict, *, now: float) -> ClusterPage:
+    """The page from a kept rendering, with ``snapshot``'s (the head's) freshness at ``now``."""
+    from jobs.reads.freshness import snapshot_status
+
+    return ClusterPage(
+        cluster=chosen,
+        snapshot=snapshot,
+        status=snapshot_status(snapshot, now=now, cluster=chosen.name),
+        nodes=[],
+        partitions=kept["partitions"],
+        reservations=kept["reservations"],
+        others=[c for c in clusters() if c.name != chosen.name],
+        now=now,
+        rows_html=kept["rows_html"],
+        names=tuple(kept["names"]),
+        node_counts=kept["counts"],
+        partition_nodes=tuple(kept["partition_nodes"]),
+        reservation_nodes=tuple(kept["reservation_nodes"]),
+        options_html=kept["options_html"],
     )
-    page = replace(page, options_html=str(node_options(page, "")))
-    if page.snapshot is not None and page.snapshot.taken_at:
-        kept = {
-            "taken_at": page.snapshot.taken_at,
-            "rows_html": rows,
-            "names": list(page.names),
-            "counts": page.node_counts,
-            "partitions": page.partitions,
-            "reservations": page.reservations,
-            "partition_nodes": list(page.partition_nodes),
-            "reservation_nodes": list(page.reservation_nodes),
-            "options_html": page.options_html,
-        }
-        try:
-            cache.set(kept_key, kept, timeout=KEEP_SECONDS)
-        except Exception:  # noqa: BLE001 - a cache that does not answer: the next view builds again
-            pass
-    return page

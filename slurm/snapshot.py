@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
 from django.core.cache import cache
+from django.dispatch import Signal
 
 from .adapters import OtherVersion, adapter_for, adapter_named
 from .errors import SlurmError, SlurmVersionUnknown
@@ -300,9 +301,18 @@ def snapshots_load(names: list[str], *, with_jobs: bool = False, records: bool =
 _RECORD_LISTS = ("nodes", "partitions", "jobs", "reservations")
 
 
-def snapshot_store(snapshot: ClusterSnapshot) -> None:
+#: Sent by the poller (:func:`jobs.worker.services.snapshot_publish`) with ``snapshot=`` (the
+#: :class:`ClusterSnapshot`, queue included) before it stores it. A receiver returns ``{cache key:
+#: value}``: what its app's pages would otherwise derive from the snapshot per view (the cluster page's
+#: rows: :mod:`ops.cluster_cache`), stored with the snapshot in one transaction, so a reader that sees
+#: the new head sees them too. It may read the database; an exception is logged, never a failed poll.
+snapshot_storing = Signal()
+
+
+def snapshot_store(snapshot: ClusterSnapshot, *, derived: Mapping[str, object] | None = None) -> None:
     """Store the snapshot under its cluster's keys: it, its copy without jobs, its head (no records),
-    the queue positions and the node -> jobs index (one Redis round trip, one transaction). The copy
+    the queue positions, the node -> jobs index and ``derived`` (more cache entries made from this
+    snapshot: :data:`snapshot_storing`), in one Redis round trip, one transaction. The copy
     without jobs and the head carry a new token (``stored``): a process's own copy is current while
     the head's token is its own (:func:`_lites_load`)."""
     lite = {**replace(snapshot, jobs=[]).to_dict(), "stored": uuid.uuid4().hex}  # the token of _lites_load
@@ -316,6 +326,7 @@ def snapshot_store(snapshot: ClusterSnapshot) -> None:
         with gc_paused():
             values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot.jobs))
             values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot.jobs)
+    values.update(derived or {})
     cache.set_many(values, timeout=None)
 
 

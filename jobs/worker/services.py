@@ -16,7 +16,7 @@ from portal.locks import at_most_every, redis_client, single_run
 from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
 from slurm.poll_budget import poll_budget
-from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_take
+from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_storing, snapshot_take
 
 from .outside_import import outside_import
 from .sync import jobs_mark_unknown, jobs_sync
@@ -64,12 +64,12 @@ def snapshot_refresh(
             snapshot = snapshot_failed(snapshot_load(cluster=name), exc, now=time.time(), cluster=name)
             snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
             counter_add("poll_failures", name)  # /metrics: portal_poll_failures_total{cluster}
-            snapshot_store(snapshot)
+            snapshot_publish(snapshot)
             jobs_mark_unknown(since=snapshot.error_since, cluster=name)
             logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)
             return snapshot
         snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
-        snapshot_store(snapshot)
+        snapshot_publish(snapshot)
         jobs_sync(snapshot, gateway)
         try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
             outside_import(gateway, cluster=name)
@@ -83,6 +83,20 @@ def snapshot_refresh(
             time.monotonic() - started,
         )
         return snapshot
+
+
+def snapshot_publish(snapshot: ClusterSnapshot) -> None:
+    """Store ``snapshot`` (:func:`slurm.snapshot.snapshot_store`) with what the apps derive from it
+    once per poll for every viewer (:data:`slurm.snapshot.snapshot_storing`'s receivers: the cluster
+    page's rows), in the same transaction. A receiver that raises is logged (ERROR, with its
+    traceback) and left out: its pages build their part per view until the next poll."""
+    derived: dict[str, object] = {}
+    for receiver, result in snapshot_storing.send_robust(sender=ClusterSnapshot, snapshot=snapshot):
+        if isinstance(result, Exception):
+            logger.error("snapshot poll: %s: %r failed: %s", snapshot.cluster, receiver, result, exc_info=result)
+        elif result:
+            derived.update(result)
+    snapshot_store(snapshot, derived=derived)
 
 
 #: How many times its own duration a poll slower than the interval keeps between its start and the

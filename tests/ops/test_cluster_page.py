@@ -110,8 +110,8 @@ def test_the_page_shows_every_node_as_slurm_wrote_it_without_calling_slurm(clien
 
 
 def test_the_body_is_built_once_per_snapshot_and_then_read_back(client, people, snapshot, slurm):
-    """The first view of a snapshot builds the rows (one query for the jobs' links, one for the
-    drained nodes' audit rows) and keeps them; later views of the same snapshot make neither query
+    """A snapshot stored without the poller's rows (``snapshot_store`` alone): the first view builds
+    them (one query for the jobs' links, one for the drained nodes' audit rows) and keeps them; later views of the same snapshot make neither query
     and show the same rows with their own CSRF token; a newer poll's snapshot is built again."""
     _as(client, people["dana"])
     client.get("/ops/cluster/cluster1/body/")  # session and user loaded once
