@@ -19,7 +19,7 @@ from slurm.clusters import sessions_cluster
 
 from . import hub
 from .forms import SessionForm
-from .gpu_flags import sessions_low_use
+from .gpu_idle import sessions_low_use
 from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
 from .options import session_caps_now, session_maintenance
