@@ -24,12 +24,12 @@ from django.utils import timezone as djtz
 
 from gpuusage import prometheus_configured
 from gpuusage.store import ClusterUsage, usage_load
-from jobs.gpu.gpu_usage import below_low_use
+from jobs.gpu.gpu_usage import below_low_use, low_use_of
 from portal.formats import duration
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load
 
-from .models import Session
+from .models import Session, SessionPhase
 
 #: A GPU-usage read older than this (seconds) says nothing: the session's GPUs are not measured.
 FRESH_S = 300
@@ -171,3 +171,21 @@ def gpu_reclaim_message(session: Session, look: GpuLook) -> str:
         f"{'it goes' if session.gpu_count == 1 else 'they go'} back to others. Start a new one any time, "
         "or one without GPUs for work that does not need them."
     )
+
+
+# --- the cards' low-use flag -------------------------------------------------------------------
+def sessions_low_use(cards) -> dict:
+    """The cards' low-use flag: ``{session key: "1 GPU at 2 % SM activity for the last 30 min"}`` for the flagged cards
+    (running GPU sessions whose Slurm job the snapshot shows, below ``PORTAL_GPU_LOW_USE_PERCENT`` SM
+    activity for ``PORTAL_GPU_LOW_USE_MINUTES`` in the poller's read: never a Prometheus query); one
+    cache read for all of them."""
+    running = [c for c in cards if c.job is not None and c.session.gpu_count and c.phase == SessionPhase.RUNNING]
+    if not running or not prometheus_configured():
+        return {}
+    usage = usage_load(sessions_cluster().name)
+    flags = {}
+    for card in running:
+        sentence = low_use_of(slurm_job_id=card.job.job_id, start_s=card.job.start_time or None, usage=usage)
+        if sentence:
+            flags[card.session.key] = sentence
+    return flags

@@ -1,8 +1,8 @@
 """The home page: who you are, your running and queued jobs and sessions at a glance, one-click
 Start buttons for sessions, your teams' quota and each cluster's GPUs. It shows sessions, so it
 lives in the sessions app, which stands above jobs and teams (docs/architecture.md). Read from the
-snapshot and the database only; the one call out is the hub's list of the user's servers, as on the
-Sessions page, made only while they have a session."""
+snapshot, the database and what the periodic check stored of JupyterHub only
+(:mod:`interactive.hub_check`); no call out, no write but a Start's."""
 
 from __future__ import annotations
 

@@ -50,14 +50,18 @@ def _url(path: str) -> str:
     return settings.PORTAL_HUB_API_URL + path
 
 
-def _call(method: str, path: str, *, body: dict | None = None, timeout=TIMEOUT) -> requests.Response:
+#: The ``Accept`` header that asks the hub for a list with its ``_pagination`` (JupyterHub 2.0 and later).
+PAGINATED = "application/jupyterhub-pagination+json"
+
+
+def _call(method: str, path: str, *, body: dict | None = None, timeout=TIMEOUT, accept: str = "") -> requests.Response:
     if not settings.PORTAL_HUB_TOKEN:
         raise HubUnavailable("Sessions are not set up on this portal (PORTAL_HUB_TOKEN is empty); ask the admin.")
     try:
         response = requests.request(
             method,
             _url(path),
-            headers={"Authorization": f"token {settings.PORTAL_HUB_TOKEN}"},
+            headers={"Authorization": f"token {settings.PORTAL_HUB_TOKEN}", **({"Accept": accept} if accept else {})},
             data=json.dumps(body) if body is not None else None,
             timeout=timeout,
         )
@@ -89,8 +93,13 @@ def servers(username: str) -> dict[str, HubServer] | None:
         if exc.status == 404:
             return None
         raise
+    return _servers_of(data)
+
+
+def _servers_of(user_model: dict) -> dict[str, HubServer]:
+    """The named servers of one user model of the hub's REST API (its ``servers``), by name."""
     result = {}
-    for name, s in (data.get("servers") or {}).items():
+    for name, s in (user_model.get("servers") or {}).items():
         result[name] = HubServer(
             name,
             bool(s.get("ready")),
@@ -101,6 +110,30 @@ def servers(username: str) -> dict[str, HubServer] | None:
             s.get("started"),
         )
     return result
+
+
+#: Users per page of :func:`active_servers` (the hub's ``api_page_max_limit`` is 200 by default).
+PAGE = 200
+
+
+def active_servers() -> dict[str, dict[str, HubServer]]:
+    """Every user's active named servers (ready, or with a pending start or stop), by user name
+    then server name: ``GET /users?state=active``, the hub's paginated list (``Accept:
+    application/jupyterhub-pagination+json``), page by page of :data:`PAGE` users. A user the hub
+    lists with no active server, or does not list, has none. Raises :class:`HubUnavailable` or
+    :class:`HubRefused` as every call does."""
+    result: dict[str, dict[str, HubServer]] = {}
+    offset = 0
+    while True:
+        page = _call("GET", f"/users?state=active&offset={offset}&limit={PAGE}", accept=PAGINATED).json()
+        items = page.get("items", []) if isinstance(page, dict) else page  # a hub too old to paginate: one list
+        for user in items:
+            result[user["name"]] = _servers_of(user)
+        following = (page.get("_pagination") or {}).get("next") if isinstance(page, dict) else None
+        next_offset = int(following.get("offset", 0)) if following else 0
+        if not items or next_offset <= offset:
+            return result
+        offset = next_offset
 
 
 def ensure_user(username: str) -> None:

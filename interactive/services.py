@@ -1,10 +1,11 @@
 """Sessions: start, stop, the cards of the sessions page, what the hub's spawner asks (idle
 sessions are :mod:`interactive.idle`, state changes and their audit rows :mod:`interactive.transitions`).
 
-Sources of each figure: the server's readiness and pending spawn from the JupyterHub REST API
-(``GET /users/{name}``); the job's state, queue position, start estimate and time left from the
-portal's snapshot (``squeue --json``, matched by ``--comment=portal:<key>``); start-up progress from
-the hub's progress events; the idle warning from the spawner's activity reports.
+Sources of each figure: the server's readiness, URL and start-up progress from the JupyterHub REST
+API as the periodic check stored them (:mod:`interactive.hub_check`:
+``GET /users?state=active`` and the hub's progress events; the cards never ask the hub); the job's
+state, queue position, start estimate and time left from the portal's snapshot (``squeue --json``,
+matched by ``--comment=portal:<key>``); the idle warning from the spawner's activity reports.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from slurm.times import time_left_seconds
 
 from . import hub
 from .gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
+from .hub_check import StoredServer, hub_state_load, hub_state_note
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
 from .options import SessionOptions, image_settings, parse_session_options, session_account, session_cap_problems
-from .transitions import session_end, session_end_gone, session_mark_running
+from .transitions import session_end, session_mark_running
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +90,19 @@ def session_start(*, user: User, raw_options: dict) -> Session:
         raise
     if ready:
         session_mark_running(session)
+        _note_ready(user, session)
     return session
+
+
+def _note_ready(user: User, session: Session) -> None:
+    """Store the server of a start the hub answered ready at once, so that its card shows it
+    running (with its URL) before the next check; a hub that no longer answers leaves that to the check."""
+    try:
+        server = (hub.servers(user.username) or {}).get(session.server_name)
+    except hub.HubError:
+        return
+    if server is not None:
+        hub_state_note(user.username, session.server_name, StoredServer(server.ready, server.url))
 
 
 def session_stop(*, session: Session, by: User, reason: str = "") -> None:
@@ -316,17 +330,13 @@ def session_rows(*, user: User, recent_seconds: int = 3600):
 
 def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:
     """Cards for the user's active sessions and those ended in the last ``recent_seconds``, plus a
-    warning ("" when none) when the hub could not be asked. Active rows the hub no longer has are
-    marked ended here (with the reason the spawner gave, else a plain one)."""
+    warning ("" when none) when the hub's state is not known. A pure read: the rows, the sessions
+    cluster's snapshot and what the periodic check last stored of the hub
+    (:func:`interactive.hub_check.hub_state_load`); it asks the hub nothing and writes no row (the
+    check, :mod:`interactive.hub_check`, ends the sessions the hub no longer has)."""
     rows = list(session_rows(user=user, recent_seconds=recent_seconds))
     active = [s for s in rows if s.is_active]
-    warning = ""
-    servers: dict[str, hub.HubServer] | None = {}
-    if active:
-        try:
-            servers = hub.servers(user.username) or {}
-        except hub.HubError as exc:
-            servers, warning = None, f"JupyterHub is unreachable, so session states may be out of date: {exc}"
+    servers, warning = hub_state_load(user.username) if active else ({}, "")
     cluster = sessions_cluster().name
     snapshot = snapshot_load(with_jobs=True, cluster=cluster) if active else None
     by_key = {j.comment.removeprefix("portal:"): j for j in snapshot.jobs if j.comment.startswith("portal:")} if snapshot else {}
@@ -334,13 +344,8 @@ def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[Sessi
     now = time.time()
     cards = []
     for session in rows:
-        job = by_key.get(str(session.key))
         server = servers.get(session.server_name) if servers is not None else None
-        if session.is_active and servers is not None and server is None:
-            session = session_end_gone(session, job)
-        elif server is not None and server.ready and session.state != SessionState.RUNNING:
-            session_mark_running(session)
-        cards.append(_card(session, server, job, positions, now, hub_known=servers is not None))
+        cards.append(_card(session, server, by_key.get(str(session.key)), positions, now, hub_known=servers is not None))
     return cards, warning
 
 
@@ -362,7 +367,9 @@ def _cap_note(session: Session, code: str) -> str:
     return f" ({worded.sentence})" if worded != reason else ""
 
 
-def _card(session: Session, server, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool) -> SessionCard:
+def _card(
+    session: Session, server: StoredServer | None, job: QueueJob | None, positions: dict, now: float, *, hub_known: bool
+) -> SessionCard:
     position = in_line = estimate = time_left = idle_stop_in = None
     progress = open_url = gpu_warning = gpu_note = ""
     if not session.is_active:
@@ -382,10 +389,10 @@ def _card(session: Session, server, job: QueueJob | None, positions: dict, now: 
         position, in_line = positions.get(job.job_id, (None, None))
         if job.start_time and job.start_time > now:
             estimate = datetime.fromtimestamp(job.start_time, tz=djtz.get_current_timezone())
-        progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
+        progress = server.progress if server is not None else ""
     else:
         phase = SessionPhase.STARTING
-        progress = hub.progress_message(session.user.username, session.server_name) if server is not None else ""
+        progress = server.progress if server is not None else ""
     return SessionCard(
         session, phase, job, position, in_line, estimate, time_left, progress, open_url, idle_stop_in, gpu_warning, gpu_note
     )

@@ -19,7 +19,8 @@ from slurm.clusters import sessions_cluster
 
 from . import hub
 from .forms import SessionForm
-from .gpu_flags import sessions_low_use
+from .gpu_idle import sessions_low_use
+from .hub_check import hub_state_version
 from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
 from .options import session_caps_now, session_maintenance
@@ -116,20 +117,20 @@ def say_how_it_started(request: HttpRequest, session: Session) -> None:
 def session_cards_etag(request: HttpRequest) -> str | None:
     """The Sessions fragment's weak ETag (:mod:`jobs.web.fragment_etags`): the sessions cluster's snapshot
     head, accounting and GPU usage read times, the user's rows the cards show (their count and a
-    digest) and the clock bucket (the cards print relative times). ``None`` (always rendered in full) while one of them is active: an active card follows
-    JupyterHub's answer (ready, the start's progress), which the portal keeps no version of, and its
-    rendering is what notices a server the hub no longer has."""
+    digest), while one of them is active what the periodic check stored of JupyterHub for them
+    (:func:`interactive.hub_check.hub_state_version`: a check that finds a server ready, gone or
+    with a new progress message changes it), and the clock bucket (the cards print relative times)."""
     rows = rows_version(session_rows(user=request.user), columns=("state",))
-    if any(state in ACTIVE_SESSION_STATES for (state,) in rows[2]):
-        return None
-    return weak_etag(request, clusters_version([sessions_cluster().name]), rows, fragment_etags.clock_bucket())
+    active = any(state in ACTIVE_SESSION_STATES for (state,) in rows[2])
+    hub_version = hub_state_version(request.user.username) if active else None
+    return weak_etag(request, clusters_version([sessions_cluster().name]), rows, hub_version, fragment_etags.clock_bucket())
 
 
 @login_required
 @polled_fragment(session_cards_etag)
 def session_cards_view(request: HttpRequest) -> HttpResponse:
-    """HTMX fragment: the cards, refreshed every few seconds; ``304 Not Modified`` when no session is
-    active and its ETag (:func:`session_cards_etag`) matches the browser's ``If-None-Match``."""
+    """HTMX fragment: the cards, refreshed every few seconds; ``304 Not Modified`` when its ETag
+    (:func:`session_cards_etag`) matches the browser's ``If-None-Match``. A read: no hub call, no write."""
     cards, warning = session_cards(user=request.user)
     status = cluster_status(sessions_cluster().name)
     return render(

@@ -304,12 +304,10 @@ PORTAL_GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
 #: stopped (0 = never), with a warning on its card this many minutes before (interactive/gpu_idle.py).
 PORTAL_GPU_IDLE_RECLAIM_MINUTES = env("PORTAL_GPU_IDLE_RECLAIM_MINUTES")
 PORTAL_GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
-#: /metrics (api/metrics.py): the addresses that may read it directly, and a bearer token that may
-#: read it from anywhere ("" = none).
+#: /metrics (api/metrics.py): addresses that may read it directly, a bearer token that may read it from anywhere ("" = none).
 PORTAL_METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
 PORTAL_METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
-#: The key of the trace export's user and account hashes (HMAC-SHA256, adoption/trace.py); "" = one
-#: derived from SECRET_KEY.
+#: The key of the trace export's user and account hashes (HMAC-SHA256, adoption/trace.py); "" = one derived from SECRET_KEY.
 PORTAL_TRACE_SECRET = env("PORTAL_TRACE_SECRET")
 
 #: Notifications' email (notifications/mail.py): Django's SMTP backend to this server (make dev runs a
@@ -362,6 +360,8 @@ CELERY_BEAT_SCHEDULE = {
     "gpu-usage": _every("jobs.tasks.gpu_usage_poll", PORTAL_SNAPSHOT_INTERVAL),
     "jobs-resend-stuck": _every("jobs.tasks.jobs_resend_stuck_task", 30.0),
     "sessions-cull-idle": _every("interactive.tasks.sessions_cull_idle_task", 60.0),
+    #: Sessions checked against JupyterHub and what their cards show stored: cards never ask the hub (interactive/hub_check.py).
+    "sessions-hub-check": _every("interactive.tasks.sessions_hub_check_task", PORTAL_SNAPSHOT_INTERVAL),
     "teams-sync": _every("teams.tasks.teams_sync_task", env("PORTAL_TEAMS_SYNC_INTERVAL")),
     "teams-usage": _every("teams.tasks.usage_refresh_task", env("PORTAL_USAGE_INTERVAL")),
     "notifications-sweep": _every("notifications.tasks.notifications_sweep_task", 30.0),

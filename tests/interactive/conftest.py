@@ -21,6 +21,8 @@ import pytest
 import requests
 from django.db import connection
 
+from interactive import hub as hub_client
+from interactive.hub_check import HubCheck, sessions_hub_check
 from tests.conftest import REPO, free_port
 from tests.waiting import log_tail, scontrol_show_job, wait_for
 
@@ -182,8 +184,11 @@ def jupyterhub(oidc_idp):
 
 @pytest.fixture
 def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
-    """The live portal pointed at the test hub, with the snapshot refreshed every second (the
-    poller's own service, in a thread). Returns the hub."""
+    """The live portal pointed at the test hub, with the snapshot refreshed and the sessions checked
+    against the hub every second, as Celery beat has them done (the poller's own service and the
+    sessions' check task, :func:`interactive.tasks.sessions_hub_check_task`, in a thread: the cards
+    only read what the check stored). Returns the hub."""
+    from interactive.tasks import sessions_hub_check_task
     from jobs.worker.services import snapshot_refresh
 
     settings.PORTAL_HUB_URL = jupyterhub.url
@@ -198,11 +203,16 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
                     snapshot_refresh()
                 except Exception:  # noqa: BLE001 - a failed poll is recorded in the snapshot itself
                     pass
+                try:
+                    sessions_hub_check_task()
+                except Exception:  # noqa: BLE001 - as a failed task in the worker: the next run tries again
+                    pass
                 stop.wait(1.0)
         finally:
             connection.close()
 
     snapshot_refresh()
+    sessions_hub_check_task()
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     yield jupyterhub
@@ -263,3 +273,13 @@ def interactive_blocker(seconds: int, *, time_min: int) -> Iterator[str]:
 def job_state(job_id: str) -> str:
     """The job's state in ``squeue`` ("" once it left the queue)."""
     return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+
+
+def hub_checked(monkeypatch, servers: dict[str, dict[str, hub_client.HubServer]], *, progress: str = "") -> HubCheck:
+    """Run the periodic check once (:func:`interactive.hub_check.sessions_hub_check`, as Celery beat
+    does) against a hub that lists ``servers`` (user name -> server name -> server) as active, each
+    not ready yet with ``progress`` as its latest progress message; the cards read what it stored.
+    The patches stay for the rest of the test."""
+    monkeypatch.setattr(hub_client, "active_servers", lambda: servers)
+    monkeypatch.setattr(hub_client, "progress_message", lambda *a, **k: progress)
+    return sessions_hub_check()

@@ -1,18 +1,23 @@
-"""The Sessions fragment answers 304 Not Modified when no session is active and nothing its user
-sees changed, and never hides a change."""
+"""The Sessions fragment answers 304 Not Modified when nothing its user sees changed, and never hides
+a change: of its rows, the snapshot, or what the periodic check stored of JupyterHub."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from django.utils import timezone as djtz
 
+from interactive import hub
+from interactive.hub_check import sessions_hub_check
 from interactive.models import Session, SessionState
 from jobs.web import fragment_etags
 from slurm import SlurmUnreachable
 from slurm.clusters import sessions_cluster
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_store
+
+from .conftest import hub_checked
 
 pytestmark = pytest.mark.django_db
 
@@ -76,11 +81,28 @@ def test_a_failed_poll_shows_its_notice(alice):
     assert 'data-testid="cluster-unreachable"' in after.content.decode()
 
 
-def test_an_active_session_is_always_rendered(alice, monkeypatch):
-    """An active card follows JupyterHub's answer, of which the portal keeps no version."""
+def test_an_active_session_is_304_until_the_hub_check_finds_a_change(alice, monkeypatch):
+    """An active card follows what the periodic check stored of JupyterHub: the same check is a 304,
+    a server found ready (or a new progress message, or the hub not answering) a 200 with the change."""
     client, session = alice
+    Session.objects.filter(pk=session.pk).update(state=SessionState.STARTING, ended_at=None, message="")
+    starting = hub.HubServer("lab-x", False, "spawn", "/user/alice/lab-x/", "", None, None)
+    hub_checked(monkeypatch, {"alice": {"lab-x": starting}}, progress="Slurm job 7 queued")
     tag = poll(client)["ETag"]
-    Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, ended_at=None)
-    monkeypatch.setattr("interactive.hub.servers", lambda username: {})
-    answer = poll(client, tag)
-    assert answer.status_code == 200 and not answer.has_header("ETag")
+    hub_checked(monkeypatch, {"alice": {"lab-x": starting}}, progress="Slurm job 7 queued")  # the same again
+    assert poll(client, tag).status_code == 304
+    hub_checked(monkeypatch, {"alice": {"lab-x": starting}}, progress="Slurm job 7 running on node1")
+    moved = poll(client, tag)
+    assert moved.status_code == 200 and "Slurm job 7 running on node1" in moved.content.decode()
+    tag = moved["ETag"]
+    hub_checked(monkeypatch, {"alice": {"lab-x": replace(starting, ready=True, pending=None)}})
+    ready = poll(client, tag)
+    assert ready.status_code == 200 and 'data-phase="running"' in ready.content.decode() and ready["ETag"] != tag
+
+    def down():
+        raise hub.HubUnavailable("JupyterHub did not answer (ConnectTimeout). Try again in a minute.")
+
+    monkeypatch.setattr(hub, "active_servers", down)
+    sessions_hub_check()
+    unknown = poll(client, ready["ETag"])
+    assert unknown.status_code == 200 and "JupyterHub is unreachable" in unknown.content.decode()

@@ -19,6 +19,8 @@ from tests.fakes import cluster_transport
 from tests.gpuusage.fakes import install
 from tests.jobs.test_gpu_usage import ANSWERS
 
+from .conftest import hub_checked
+
 pytestmark = pytest.mark.django_db
 
 
@@ -34,7 +36,7 @@ def running_session(user, slurm_json, monkeypatch, *, slurm_job_id: int, gpus: i
     )
     snapshot_store(replace(snapshot, jobs=[job], cluster=sessions_cluster().name))
     server = hub.HubServer(session.server_name, True, None, f"/user/{user.username}/{session.server_name}/", "", None, None)
-    monkeypatch.setattr("interactive.services.hub.servers", lambda username: {session.server_name: server})
+    hub_checked(monkeypatch, {user.username: {session.server_name: server}})
     return session
 
 

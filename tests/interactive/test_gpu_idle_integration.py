@@ -18,6 +18,7 @@ from django.utils import timezone as djtz
 
 from audit.models import AuditEvent
 from interactive.gpu_idle import session_jobs
+from interactive.hub_check import sessions_hub_check
 from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start
@@ -54,7 +55,7 @@ def test_a_1_gpu_session_at_0_percent_is_warned_and_stopped_one_at_60_percent_is
     busy = session_start(user=alice, raw_options={**OPTIONS, "hours": 1})
     for session in (idle, busy):
         wait_ready(hub_portal, "alice", session.server_name)
-    session_cards(user=alice)  # the page marks them running
+    sessions_hub_check()  # the periodic check marks them running
 
     def both_jobs():
         found = session_jobs(cluster)

@@ -23,6 +23,8 @@ from tests.conftest import free_port
 from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 from tests.security.test_bad_input import CORPUS
 
+from .conftest import hub_checked
+
 pytestmark = pytest.mark.django_db
 
 PRESETS = "lab gpus=1 type=a100 hours=4; lab hours=2; lab gpus=1 type=t4 hours=2"
@@ -255,8 +257,7 @@ def test_jobs_and_sessions_at_a_glance(client, world, monkeypatch, settings):
         user=alice, server_name="lab-run", ide="lab", partition="interactive", memory_mb=1024, time_limit_min=60, state="RUNNING"
     )
     server = hub.HubServer("lab-run", True, None, "/user/alice/lab-run/", "", None, None)
-    monkeypatch.setattr(hub, "servers", lambda username: {"lab-run": server})
-    monkeypatch.setattr(hub, "progress_message", lambda *a, **k: "")
+    hub_checked(monkeypatch, {"alice": {"lab-run": server}})
     client.force_login(alice)
     html = client.get("/home/now/").content.decode()
     page = BeautifulSoup(html, "html.parser")

@@ -16,6 +16,7 @@ from django.utils import timezone as djtz
 from accounts.models import User
 from audit.models import AuditEvent
 from interactive import hub as hub_client
+from interactive.hub_check import sessions_hub_check
 from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start, session_stop
@@ -104,7 +105,9 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     )
     assert r.status_code in (302, 403), r.status_code
 
-    # The page's card says running, with the time left and an Open link to JupyterLab.
+    # The page's card says running, with the time left and an Open link to JupyterLab (once the
+    # periodic check has seen the server ready: run here rather than waited for).
+    sessions_hub_check()
     cards, warning = session_cards(user=alice)
     assert warning == ""
     card = next(c for c in cards if c.session.pk == session.pk)
@@ -435,7 +438,7 @@ def test_idle_session_is_stopped_and_the_user_told_why(alice, hub_portal, settin
     settings.PORTAL_SESSION_IDLE_MINUTES = 3
     session = session_start(user=alice, raw_options={"hours": 2, "cpus": 1, "memory_mb": 1024})
     wait_ready(hub, "alice", session.server_name)
-    session_cards(user=alice)  # the page marks it running
+    sessions_hub_check()  # the periodic check marks it running
     wait_for(  # the test hub polls every 5 s
         "the hub's first activity report of the session",
         lambda: session.refresh_from_db() or session.activity_reported_at is not None,

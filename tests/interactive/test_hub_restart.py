@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from interactive.hub_check import sessions_hub_check
 from interactive.services import session_cards, session_start, session_stop
 from tests.waiting import log_tail, wait_for
 
@@ -101,6 +102,7 @@ def test_a_hub_restart_leaves_open_sessions_connected(alice, hub_portal, tmp_pat
     assert result["ws_ok"][-1] > up_again and result["http_ok"][-1] > up_again
     # The restarted hub still has the server, and the portal's card says running.
     assert hub.api("GET", "/users/alice").json()["servers"][session.server_name]["ready"]
+    sessions_hub_check()  # the periodic check, run now rather than waited for
     cards, warning = session_cards(user=alice)
     assert warning == "" and next(c for c in cards if c.session.pk == session.pk).phase == "running"
     session.refresh_from_db()

@@ -18,7 +18,7 @@ from interactive.models import Session, SessionPhase, SessionState
 from interactive.services import session_cards
 from tests.cli.fake_api import TOKEN, FakeAPI
 
-from .conftest import spawner_scripts
+from .conftest import hub_checked, spawner_scripts
 from .test_options_and_internal import hub_settings, policy, post  # noqa: F401  (fixtures)
 from .test_pages import GOOD, world  # noqa: F401  (fixture)
 
@@ -109,7 +109,7 @@ def test_a_new_kind_is_offered_by_the_form_and_labelled_on_its_card(client, worl
 
     Session.objects.filter(pk=session.pk).update(state=SessionState.RUNNING, message="")
     server = hub.HubServer(session.server_name, True, None, f"/user/alice/{session.server_name}/", "", None, None)
-    monkeypatch.setattr("interactive.services.hub.servers", lambda username: {session.server_name: server})
+    hub_checked(monkeypatch, {"alice": {session.server_name: server}})
     [card] = session_cards(user=alice)[0]
     assert card.phase == SessionPhase.RUNNING and card.open_url.endswith(f"/user/alice/{session.server_name}/rstudio/")
     cards = client.get("/sessions/cards/").content.decode()

@@ -8,6 +8,7 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
+from interactive.hub_check import sessions_hub_check
 from interactive.models import Session, SessionState
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
@@ -74,6 +75,7 @@ def test_hub_down_is_said_plainly(client, world):
         time_limit_min=60,
         state=SessionState.RUNNING,
     )
+    assert "JupyterHub did not answer" in sessions_hub_check().error  # the periodic check, as beat runs it
     resp = client.get("/sessions/")
     assert resp.status_code == 200
     assert "JupyterHub is unreachable" in resp.content.decode()

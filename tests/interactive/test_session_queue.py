@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from interactive.hub_check import sessions_hub_check
 from interactive.models import SessionState
 from interactive.services import session_cards, session_start, session_stop
 from tests.waiting import log_tail, pause, wait_for
@@ -57,6 +58,7 @@ def test_a_session_queued_longer_than_the_start_timeout_starts_when_the_blocker_
         wait_ready(hub, "alice", session.server_name, timeout=120)
     waited = time.monotonic() - submitted
     assert waited > START_TIMEOUT, waited
+    sessions_hub_check()  # the periodic check, run now rather than waited for
     assert card_of(alice, session).phase == "running"
     session.refresh_from_db()
     session_stop(session=session, by=alice)
