@@ -30,7 +30,7 @@ from slurm.health import accounting_answered, accounting_failed
 from slurm.states import FINAL_STATES, JobState
 from slurm.times import start_bound
 
-from ..arrays import dump_tasks, spec
+from ..arrays import array_fields
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .finish import exit_codes, exit_hidden
 from .identity import REQUEUE_STATES
@@ -230,7 +230,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         elapsed = max(0, max(ends) - start) if start and ends else 0
         gpu_hours = sum(f.gpu_hours for f in group)
         if kind == ARRAY:
-            fields.update(kind=JobKind.ARRAY, array_tasks=dump_tasks(folded.tasks), array_spec=spec(folded.tasks, None))
+            fields.update(kind=JobKind.ARRAY, **array_fields(folded.tasks, None))
         else:
             fields.update(
                 kind=JobKind.HET,
