@@ -51,7 +51,7 @@ from ..models import Job, cluster_of
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
 from ..reads.reasons import explain_reason
-from ..reads.selectors import my_jobs_rows
+from ..reads.selectors import my_jobs_ended_count, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
@@ -239,12 +239,13 @@ def _reads_more(code: str, description: str) -> bool:
 
 
 def job_table_version(*, user, now: float | None = None) -> tuple:
-    """``(clusters' state, (count, digest), places in line, estimates ahead, reasons' words, GPU
+    """``(clusters' state, (count, digest, ended in the window), places in line, estimates ahead, reasons' words, GPU
     reads)`` for ``user``'s My jobs table at ``now`` (Unix seconds), equal for two polls exactly when
     the table reads the same. The table prints no relative time (run times, times left, start
     estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
     ticks), so what it shows follows from: the clusters' notices (:func:`clusters_state`); the
-    user's rows (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text); each pending job's
+    user's rows it lists (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text; the
+    ended ones up to the cap only) and how many ended in the window (its "N more ended" line); each pending job's
     place in line (the snapshot's stored positions; not the line's length, which the table does not
     print); whether its start estimate is still ahead (a
     past one is not shown); the words of each pending reason that reads more than the row (a node's
@@ -256,6 +257,7 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     now = time.time() if now is None else now
     names = cluster_names()
     count, digest, rows = rows_version(my_jobs_rows(user=user), columns=_COLUMNS)
+    ended = my_jobs_ended_count(user=user)  # the "N more ended" line
     pending = [r for r in rows if r[1] == JobState.PENDING]
     positions = positions_all(names) if pending else {}
     places, ahead, wordy = [], [], []
@@ -276,4 +278,4 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     gpu_reads = None
     if gpu and any(r[1] in _RUNNING for r in rows):
         gpu_reads = [(found.get(usage_key(name)) or {}).get("read_at") for name in names]
-    return clusters_state(names, now=now, found=found), (count, digest), places, ahead, words, gpu_reads
+    return clusters_state(names, now=now, found=found), (count, digest, ended), places, ahead, words, gpu_reads
