@@ -251,7 +251,7 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     past one is not shown); the words of each pending reason that reads more than the row (a node's
     trouble, a cap, the team's quota figures: :func:`jobs.reads.queue.job_row` for those rows only); and,
     on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
-    follows each). One PostgreSQL query and one or two Redis round trips; one more query only for
+    follows each). Two PostgreSQL queries and one or two Redis round trips; one more query only for
     pending jobs whose reason reads more than their row. Raises the cache's and the database's
     errors."""
     now = time.time() if now is None else now
