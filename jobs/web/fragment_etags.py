@@ -51,7 +51,7 @@ from ..models import Job, cluster_of
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
 from ..reads.reasons import explain_reason
-from ..reads.selectors import my_jobs_ended_count, my_jobs_rows
+from ..reads.selectors import MY_JOBS_DEFERRED, my_jobs_ended_count, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
@@ -270,7 +270,7 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
             wordy.append(pk)
     words = []
     if wordy:
-        for job in Job.objects.filter(pk__in=wordy).order_by("pk"):
+        for job in Job.objects.filter(pk__in=wordy).defer(*MY_JOBS_DEFERRED).order_by("pk"):
             row = job_row(job, positions.get(job.cluster, {}), now=now, usage_for=team_usage)
             words.append((row.reason.text if row.reason else "", row.quota_note))
     gpu = prometheus_configured()
