@@ -48,9 +48,10 @@ from slurm.states import JobState
 from teams.usage.cache import team_usage
 
 from ..models import Job, cluster_of
+from ..reads.cap_reasons import CAP_REASONS
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
-from ..reads.reasons import explain_reason
+from ..reads.reasons import ReasonGroup, explain_reason
 from ..reads.selectors import MY_JOBS_DEFERRED, my_jobs_ended_count, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
@@ -232,10 +233,18 @@ _RUNNING = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURIN
 
 
 def _reads_more(code: str, description: str) -> bool:
-    """Whether a pending reason's words read more than the job's row: a node's trouble
-    (``ReqNodeNotAvail``), or a reason that holds the job (quota, a cap, blocked nodes)."""
+    """Whether a pending reason's words read more than the job's row, as
+    :func:`jobs.reads.queue.job_row` words them: a node's trouble (``ReqNodeNotAvail``, and
+    ``Resources`` on blocked nodes), a per-person cap in the site's figures, the team's quota
+    figures. Any other reason (a hold, a dependency) reads its code and description only, which the
+    row's digest covers: a held sweep costs the tag no read of its row."""
     reason = explain_reason(code, description=description or "")
-    return reason.code in NODE_REASONS or reason.holds
+    return (
+        reason.code in NODE_REASONS
+        or (reason.code == "Resources" and reason.holds)
+        or reason.code in CAP_REASONS
+        or reason.group == ReasonGroup.QUOTA
+    )
 
 
 def job_table_version(*, user, now: float | None = None) -> tuple:

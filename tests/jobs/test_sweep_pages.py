@@ -140,3 +140,11 @@ def test_the_tables_tag_follows_the_listed_rows_and_the_count_of_the_rest(dana):
     assert changed != before
     _ended(dana, 1)
     assert job_table_version(user=dana) != changed
+
+
+def test_the_tag_of_a_held_sweep_reads_no_row_whole(dana):
+    poll(5000)  # held by the user: its words are its code's, in the row's digest
+    with CaptureQueriesContext(connection) as queries:
+        job_table_version(user=dana)
+    assert len(queries) == 2, [q["sql"][:80] for q in queries.captured_queries]  # the digest and the count
+    assert not [q for q in queries.captured_queries if q["sql"].startswith('SELECT "jobs_job"."id"')]
