@@ -23,7 +23,7 @@ fragment are loaded in turn by one client, ``--requests`` times each; the anchor
 three direct ``squeue --json`` calls with the sweep in the queue, in the same run; the load average
 is printed with the figure:
 
-    DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/<db> PORTAL_TEST_REDIS_DB=<n> PORTAL_VAR_DIR=/work/main/var \\
+    DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/<db> PORTAL_TEST_REDIS_DB=<n> PORTAL_VAR_DIR=<checkout>/var \\
         nice -n 0 .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks 5000 --ended 2000 --requests 200
 """
 
@@ -209,6 +209,9 @@ def in_process(args) -> int:
         f"user {args.user}: a held sweep of {args.tasks} tasks (job {array_id}, one entry: {entry.array_counts}) and "
         f"{args.ended} ended jobs; {len(doc['jobs'])} records in squeue --json"
     )
+    others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
+    if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
+        print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
     print(f"My jobs: {rows} rows; page {len(page.content)} bytes, fragment {len(fragment.content)} bytes")
     print(
         f"My jobs (page + fragment, in process, one client): p50 {statistics.median(times) * 1e3:.1f} ms, "
