@@ -125,11 +125,13 @@ def ended_rows(user, name: str, n: int) -> None:
 
 
 def quiet_queue(seconds: float, most: int = 20) -> float:
-    """Wait up to ``seconds`` until ``squeue`` lists at most ``most`` jobs (on a shared machine,
-    another benchmark's held jobs would make the anchor that queue's); the seconds waited."""
+    """Wait up to ``seconds`` until ``squeue`` lists at most ``most`` records in any state (``squeue
+    --json`` lists the ended ones too: a cancelled sweep's 5,000 tasks stay for ``MinJobAge``, 300 s
+    here, and another benchmark's held jobs would make the anchor that queue's); the seconds waited."""
     start = time.monotonic()
     while time.monotonic() - start < seconds:
-        listed = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=False).stdout
+        argv = ["squeue", "-h", "-t", "all", "-o", "%i"]
+        listed = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
         if len(listed.split()) <= most:
             break
         time.sleep(2)
@@ -225,7 +227,7 @@ def in_process(args) -> int:
     others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
     if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
         print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
-    print(f"waited {waited:.0f} s for a queue of at most 20 other jobs before submitting")
+    print(f"waited {waited:.0f} s for a queue of at most 20 other records before submitting")
     print(f"My jobs: {rows} rows; page {len(page.content)} bytes, fragment {len(fragment.content)} bytes")
     print(
         f"My jobs (page + fragment, in process, one client): p50 {statistics.median(times) * 1e3:.1f} ms, "
