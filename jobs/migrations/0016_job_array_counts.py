@@ -8,12 +8,13 @@ def fill(apps, schema_editor):
     from jobs.arrays import load_tasks, task_totals
 
     Job = apps.get_model("jobs", "Job")
-    arrays = Job.objects.filter(kind="array").exclude(array_tasks={}).only("pk", "array_tasks")
+    db = schema_editor.connection.alias  # the database being migrated, not the default one
+    arrays = Job.objects.using(db).filter(kind="array").exclude(array_tasks={}).only("pk", "array_tasks")
     changed = []
     for job in arrays.iterator(chunk_size=500):
         job.array_counts = task_totals(load_tasks(job.array_tasks))
         changed.append(job)
-    Job.objects.bulk_update(changed, ["array_counts"], batch_size=500)
+    Job.objects.using(db).bulk_update(changed, ["array_counts"], batch_size=500)
 
 
 class Migration(migrations.Migration):

@@ -148,3 +148,21 @@ def test_the_tag_of_a_held_sweep_reads_no_row_whole(dana):
         job_table_version(user=dana)
     assert len(queries) == 2, [q["sql"][:80] for q in queries.captured_queries]  # the digest and the count
     assert not [q for q in queries.captured_queries if q["sql"].startswith('SELECT "jobs_job"."id"')]
+
+
+def test_the_migration_fills_the_counts_of_arrays_already_stored(dana):
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    from django.apps import apps
+
+    old = Job.objects.create(
+        user=dana, name="old sweep", partition="train", memory_mb=1, time_limit_min=1, script="", state=JobState.RUNNING,
+        kind=JobKind.ARRAY, array_tasks={"PENDING": "3-9", "RUNNING": "0-2", "FAILED": "10,12"}, array_counts={},
+    )  # fmt: skip
+    plain = Job.objects.create(user=dana, name="plain", partition="train", memory_mb=1, time_limit_min=1, script="")
+    import_module("jobs.migrations.0016_job_array_counts").fill(apps, SimpleNamespace(connection=connection))
+    old.refresh_from_db()
+    plain.refresh_from_db()
+    assert old.array_counts == {"running": 3, "pending": 7, "failed": 2}
+    assert plain.array_counts == {}
