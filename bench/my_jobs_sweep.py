@@ -13,6 +13,18 @@ submitted by root as ``--uid=<user>`` (default dana, a demo user) and cancelled 
 ended rows deleted (also on Ctrl-C).
 
     .venv/bin/python bench/my_jobs_sweep.py --tasks 5000 --ended 2000 --clients 50 --seconds 30
+
+``--in-process`` needs no ``make dev``: the portal runs in this process (Django's test client on a
+fresh test database, the test settings' Redis, as ``bench/cluster_page.py``), and its poller's store
+is one ``snapshot_refresh`` of the real cluster in this process (over ssh through the portal's
+gateway: ``PORTAL_VAR_DIR`` names the folder with its key and known_hosts), after the same held sweep
+is submitted (as root, ``--uid=<user>``; cancelled at the end, also on Ctrl-C or SIGTERM). Page and
+fragment are loaded in turn by one client, ``--requests`` times each; the anchor is the median of
+three direct ``squeue --json`` calls with the sweep in the queue, in the same run; the load average
+is printed with the figure:
+
+    DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/<db> PORTAL_TEST_REDIS_DB=<n> PORTAL_VAR_DIR=<checkout>/var \\
+        nice -n 0 .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks 5000 --ended 2000 --requests 200
 """
 
 from __future__ import annotations
@@ -76,6 +88,164 @@ def poller_cpu(cluster: str, rounds: int, interval: float) -> tuple[float, float
     return statistics.median(cpu), statistics.median(wall)
 
 
+def submit_sweep(user: str, name: str, tasks: int) -> int:
+    """Submit the held sweep as root for ``user`` (``sbatch --uid``), as from a shell; its job id."""
+    out = subprocess.run(
+        ["sbatch", "--parsable", "--hold", f"--uid={user}", "--chdir=/tmp", f"--array=0-{tasks - 1}",
+         "--partition=train", "--time=1", "--mem=50M", f"--job-name={name}", "--output=/dev/null", "--wrap", "true"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return int(out.strip().split(";")[0])
+
+
+def ended_rows(user, name: str, n: int) -> None:
+    """``n`` ended Job rows of ``user``, all ended within the hour My jobs covers."""
+    from django.utils import timezone
+
+    from jobs.models import Job
+    from slurm.states import JobState
+
+    now = timezone.now()
+    Job.objects.bulk_create(
+        Job(
+            user=user,
+            name=f"{name}-ended-{i}",
+            partition="train",
+            cpus=1,
+            memory_mb=100,
+            time_limit_min=5,
+            script="true\n",
+            state=JobState.COMPLETED if i % 4 else JobState.FAILED,
+            exit_code=0 if i % 4 else 1,
+            elapsed_s=60,
+            end_at=now - timedelta(seconds=3000 * i / max(1, n)),
+        )
+        for i in range(n)
+    )
+
+
+def quiet_queue(seconds: float, most: int = 20) -> float:
+    """Wait up to ``seconds`` until ``squeue`` lists at most ``most`` records in any state (``squeue
+    --json`` lists the ended ones too: a cancelled sweep's 5,000 tasks stay for ``MinJobAge``, 300 s
+    here, and another benchmark's held jobs would make the anchor that queue's); the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        argv = ["squeue", "-h", "-t", "all", "-o", "%i"]
+        listed = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+        if len(listed.split()) <= most:
+            break
+        time.sleep(2)
+    return time.monotonic() - start
+
+
+def p95(values: list[float]) -> float:
+    import statistics
+
+    return statistics.quantiles(values, n=20)[-1]
+
+
+def _sigterm(*_):
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def in_process(args) -> int:
+    """The ``--in-process`` run (module docstring): prints the figures, returns 0 when p95 <= anchor / 4."""
+    import os
+    import signal
+    import statistics
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test import Client
+
+    from accounts.models import LinkState, User
+    from jobs.models import Job, JobOrigin
+    from jobs.worker.services import snapshot_refresh
+    from slurm.snapshot import KINDS, snapshot_key
+
+    signal.signal(signal.SIGTERM, _sigterm)
+    settings.ALLOWED_HOSTS = ["*"]  # no setup_test_environment(): a served page pays no template signals
+    name = f"bench-sweep-{uuid.uuid4().hex[:6]}"
+    old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
+    array_id = None
+    try:
+        user = User.objects.create(username=args.user, link_state=LinkState.LINKED, slurm_accounts=[args.account])
+        empty_cpu, empty_wall = poller_cpu(args.cluster, args.rounds, 0.5)
+        ended_rows(user, name, args.ended)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE jobs_job")  # as autovacuum would after a bulk insert
+        waited = quiet_queue(args.quiet_wait)
+        array_id = submit_sweep(args.user, name, args.tasks)
+        squeue_times = []  # the anchor at once, before anyone else's jobs can come
+        for _ in range(3):
+            t = time.perf_counter()
+            doc = json.loads(subprocess.run(["squeue", "--json"], capture_output=True, check=True).stdout)
+            squeue_times.append(time.perf_counter() - t)
+        snapshot_refresh(cluster=args.cluster)  # the poller's store, with the sweep in the queue
+        entry = Job.objects.get(slurm_job_id=array_id, origin=JobOrigin.OUTSIDE, user=user)
+        client = Client()
+        client.force_login(user)
+        page, fragment = client.get("/jobs/"), client.get("/jobs/table/", HTTP_HX_REQUEST="true")
+        assert page.status_code == fragment.status_code == 200, (page.status_code, fragment.status_code)
+        rows = fragment.content.decode().count("<tr data-job=")
+        times = []
+        for _ in range(args.requests):
+            for url, headers in (("/jobs/", {}), ("/jobs/table/", {"HTTP_HX_REQUEST": "true"})):
+                t = time.perf_counter()
+                assert client.get(url, **headers).status_code == 200
+                times.append(time.perf_counter() - t)
+        etag, polls = fragment["ETag"], []  # then a viewer's open page: the fragment revalidated
+        for _ in range(args.requests):
+            t = time.perf_counter()
+            assert client.get("/jobs/table/", HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag).status_code == 304
+            polls.append(time.perf_counter() - t)
+        load = os.getloadavg()
+        sweep_cpu, sweep_wall = poller_cpu(args.cluster, args.rounds, 0.5)
+    finally:
+        if array_id:
+            subprocess.run(["scancel", str(array_id)], check=False)
+        cache.delete_many([snapshot_key(args.cluster, kind) for kind in KINDS])
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    anchor = statistics.median(squeue_times)
+    ratio = p95(times) / anchor
+    print(
+        f"$ .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks {args.tasks} --ended {args.ended} --requests {args.requests}"
+    )
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {os.cpu_count()} CPUs; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    print(
+        f"user {args.user}: a held sweep of {args.tasks} tasks (job {array_id}, one entry: {entry.array_counts}) and "
+        f"{args.ended} ended jobs; {len(doc['jobs'])} records in squeue --json"
+    )
+    others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
+    if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
+        print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
+    print(f"waited {waited:.0f} s for a queue of at most 20 other records before submitting")
+    print(f"My jobs: {rows} rows; page {len(page.content)} bytes, fragment {len(fragment.content)} bytes")
+    print(
+        f"My jobs (page + fragment, in process, one client): p50 {statistics.median(times) * 1e3:.1f} ms, "
+        f"p95 {p95(times) * 1e3:.1f} ms over {len(times)} requests"
+    )
+    print(f"squeue --json, direct: {', '.join(f'{t * 1e3:.0f} ms' for t in squeue_times)} (median {anchor * 1e3:.0f} ms)")
+    print(f"ratio page p95 / squeue call: {ratio:.3f}  (goal: at most 0.25: {'met' if ratio <= 0.25 else 'MISSED'})")
+    print(
+        f"the fragment revalidated (304, If-None-Match): p50 {statistics.median(polls) * 1e3:.1f} ms, "
+        f"p95 {p95(polls) * 1e3:.1f} ms over {len(polls)} polls; p95 / squeue call {p95(polls) / anchor:.3f}"
+    )
+    print(
+        f"poller per interval ({args.rounds} rounds each, median): CPU {sweep_cpu * 1000:.0f} ms with the sweep and the "
+        f"ended jobs, {empty_cpu * 1000:.0f} ms before them; wall {sweep_wall * 1000:.0f} / {empty_wall * 1000:.0f} ms"
+    )
+    return 0 if ratio <= 0.25 else 1
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--tasks", type=int, default=5000, help="array tasks in the held sweep")
@@ -89,14 +259,18 @@ def main(argv=None) -> int:
     p.add_argument("--client", choices=["wrk", "python"], default="wrk", help="load generator (default wrk)")
     p.add_argument("--base-url", default="http://127.0.0.1:8000")
     p.add_argument("--settings", default="portal.settings.dev")
+    p.add_argument("--in-process", action="store_true", help="the portal in this process on a fresh test database")
+    p.add_argument("--requests", type=int, default=200, help="--in-process: loads of the page and of the fragment, each")
+    p.add_argument("--quiet-wait", type=float, default=600, help="--in-process: seconds to wait for a quiet queue")
+    p.add_argument("--account", default="nlp", help="--in-process: the Slurm account of the portal user")
     args = p.parse_args(argv)
+    if args.in_process:
+        return in_process(args)
     sdiag_users.django_setup(args.settings)
     from django.conf import settings
-    from django.utils import timezone
 
     from accounts.models import LinkState, User
     from jobs.models import Job, JobOrigin
-    from slurm.states import JobState
 
     user, _ = User.objects.get_or_create(username=args.user, defaults={"display_name": args.user.title()})
     if user.link_state != LinkState.LINKED:
@@ -106,29 +280,8 @@ def main(argv=None) -> int:
     try:
         empty_cpu, empty_wall = poller_cpu(args.cluster, args.rounds, 0.5)
         queue_before = len(json.loads(subprocess.run(["squeue", "--json"], capture_output=True, check=True).stdout)["jobs"])
-        now = timezone.now()
-        Job.objects.bulk_create(
-            Job(
-                user=user,
-                name=f"{name}-ended-{i}",
-                partition="train",
-                cpus=1,
-                memory_mb=100,
-                time_limit_min=5,
-                script="true\n",
-                state=JobState.COMPLETED if i % 4 else JobState.FAILED,
-                exit_code=0 if i % 4 else 1,
-                elapsed_s=60,
-                end_at=now - timedelta(seconds=3000 * i / max(1, args.ended)),
-            )
-            for i in range(args.ended)
-        )
-        out = subprocess.run(
-            ["sbatch", "--parsable", "--hold", f"--uid={args.user}", "--chdir=/tmp", f"--array=0-{args.tasks - 1}",
-             "--partition=train", "--time=1", "--mem=50M", f"--job-name={name}", "--output=/dev/null", "--wrap", "true"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        array_id = int(out.strip().split(";")[0])
+        ended_rows(user, name, args.ended)
+        array_id = submit_sweep(args.user, name, args.tasks)
         deadline = time.monotonic() + 120
         while not Job.objects.filter(slurm_job_id=array_id, origin=JobOrigin.OUTSIDE, user=user).exists():
             if time.monotonic() > deadline:

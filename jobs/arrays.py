@@ -123,9 +123,7 @@ class TaskCount:
     ids: str
 
 
-def task_counts(stored: dict) -> list[TaskCount]:
-    """An array row's tasks by group (:data:`GROUPS` order; empty groups left out)."""
-    tasks = load_tasks(stored)
+def _grouped(tasks: dict[JobState, TaskSet]) -> list[TaskCount]:
     counts = []
     for group, label, states in GROUPS:
         ids = TaskSet()
@@ -134,6 +132,44 @@ def task_counts(stored: dict) -> list[TaskCount]:
         if ids:
             counts.append(TaskCount(group, label, len(ids), ids.text))
     return counts
+
+
+def task_counts(stored: dict) -> list[TaskCount]:
+    """An array row's tasks by group (:data:`GROUPS` order; empty groups left out), with their ids:
+    parses every range of ``Job.array_tasks`` (what the API and the tasks fragment show). Pages that
+    show only the numbers read :func:`totals_shown` of the stored ``Job.array_counts`` instead."""
+    return _grouped(load_tasks(stored))
+
+
+def task_totals(tasks: dict[JobState, TaskSet]) -> dict[str, int]:
+    """``{group: number of tasks}`` of :data:`GROUPS` (their order; empty groups left out), as the
+    poller stores it in ``Job.array_counts`` beside the ranges: a few numbers per array, whatever its
+    task count or how scattered its task ids are."""
+    return {c.group: c.count for c in _grouped(tasks)}
+
+
+#: Each group's words on pages (:data:`GROUPS`).
+_LABELS = {group: label for group, label, _ in GROUPS}
+
+
+def totals_shown(counts: dict) -> list[TaskCount]:
+    """``Job.array_counts`` (:func:`task_totals`) as :class:`TaskCount` lines in :data:`GROUPS`
+    order, without ids (``ids`` ""); unknown groups and counts that are not positive whole numbers
+    are left out. No range is parsed: My jobs' cost per array does not grow with its tasks."""
+    return [
+        TaskCount(group, _LABELS[group], n, "") for group in _LABELS if isinstance(n := (counts or {}).get(group), int) and n > 0
+    ]
+
+
+def array_fields(tasks: dict[JobState, TaskSet], throttle: int | None) -> dict:
+    """The fields of an array row the poller writes together from its tasks by state:
+    ``array_tasks`` (:func:`dump_tasks`), ``array_spec`` (:func:`spec`, at most 255 characters) and
+    ``array_counts`` (:func:`task_totals`)."""
+    return {
+        "array_tasks": dump_tasks(tasks),
+        "array_spec": spec(tasks, throttle)[:255],
+        "array_counts": task_totals(tasks),
+    }
 
 
 @dataclass(frozen=True)
@@ -157,10 +193,9 @@ def task_lines(stored: dict) -> list[TaskLine]:
 
 
 def queue_array_fields(entry: QueueEntry, stored: dict) -> dict:
-    """The array fields of a row after a poll that lists ``entry``: ``array_tasks`` (merged with the
-    stored view) and ``array_spec``."""
-    tasks = merge_queue(load_tasks(stored), entry.tasks)
-    return {"array_tasks": dump_tasks(tasks), "array_spec": spec(tasks, entry.throttle)[:255]}
+    """The array fields of a row after a poll that lists ``entry`` (:func:`array_fields`): its tasks
+    merged with the stored view."""
+    return array_fields(merge_queue(load_tasks(stored), entry.tasks), entry.throttle)
 
 
 def het_parts(entry: QueueEntry) -> list[dict]:

@@ -186,6 +186,10 @@ class Job(models.Model):
     #: outcome not read yet), from the queue and then accounting (:mod:`jobs.arrays`).
     array_spec = models.CharField(max_length=255, blank=True, default="")
     array_tasks = models.JSONField(default=dict, blank=True)
+    #: An array's tasks counted by group (``{"pending": 4990, "running": 10}``: the groups of
+    #: :data:`jobs.arrays.GROUPS`), written by the poller with ``array_tasks`` (:func:`jobs.arrays.array_fields`):
+    #: what My jobs shows of an array, a few numbers however many tasks it has.
+    array_counts = models.JSONField(default=dict, blank=True)
     #: A heterogeneous job's components, by offset: ``[{"offset", "job_id", "state", "partition",
     #: "nodes", "gpus", "cpus"}]`` (``gpus``: type -> count).
     het_parts = models.JSONField(default=list, blank=True)
@@ -263,6 +267,18 @@ class Job(models.Model):
         from .arrays import task_counts
 
         return task_counts(self.array_tasks) if self.is_array else []
+
+    @property
+    def task_totals(self) -> list:
+        """An array's tasks by group as :attr:`task_counts` without their ids (``ids`` ""), from the
+        counts the poller stored (``array_counts``, :func:`jobs.arrays.totals_shown`): no range is
+        parsed. A row whose counts were never stored (written before they were) counts its
+        ``array_tasks``. ``[]`` for a job that is not an array."""
+        from .arrays import task_counts, totals_shown
+
+        if not self.is_array:
+            return []
+        return totals_shown(self.array_counts) if self.array_counts else task_counts(self.array_tasks)
 
     @property
     def slurm_ref(self) -> str:

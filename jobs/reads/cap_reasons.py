@@ -234,7 +234,7 @@ def _submitted(job: Job) -> int:
     array task (from the stored task ranges), else 1."""
     if not job.is_array:
         return 1
-    return max(sum(c.count for c in job.task_counts if c.group in ("pending", "running")), 1)
+    return max(sum(c.count for c in job.task_totals if c.group in ("pending", "running")), 1)
 
 
 _ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SUBMITTING")

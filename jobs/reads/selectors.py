@@ -11,7 +11,7 @@ from django.utils import timezone as djtz
 
 from portal.dates import between_dates
 from slurm.snapshot import ClusterSnapshot
-from slurm.states import FINAL_STATES
+from slurm.states import FINAL_STATES, JobState
 
 from ..models import Job, on_cluster
 from .freshness import (  # noqa: F401 (pages of other apps read them from here)
@@ -130,24 +130,53 @@ class MyJobs:
         return [*self.active, *self.ended]
 
 
-def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP) -> MyJobs:
-    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third to count the
-    ended ones past the cap). The page's size grows with the user's active entries only."""
+#: Fields My jobs never reads, left in the database: an array's tasks as range text grow with its
+#: tasks (a scattered sweep of 5,000 tasks holds some 10 KB); the table shows the counts the poller
+#: stored beside them (``Job.array_counts``).
+MY_JOBS_DEFERRED = ("array_tasks",)
+
+
+#: Every state a row has before it ends (:class:`~slurm.states.JobState` less the final ones), named
+#: so that the read of a user's active rows is a look-up in the ``(user, state)`` index rather than a
+#: walk over every row they ever had.
+NOT_ENDED_STATES = tuple(sorted(s.value for s in JobState if s not in FINAL_STATES))
+
+
+def _my_window(user, recent_seconds: int):
+    """(the user's rows not ended, those ended within ``recent_seconds``): two querysets, each read
+    through an index (``(user, state)``; ``jobs_job_user_ended``)."""
     recent = djtz.now() - timedelta(seconds=recent_seconds)
     mine = Job.objects.filter(user=user)
-    active = list(mine.exclude(state__in=FINAL_STATES).order_by("-created_at", "-id"))
-    ended_qs = mine.filter(state__in=FINAL_STATES, end_at__gte=recent)
-    ended = list(ended_qs.order_by("-end_at", "-id")[: ended_cap + 1])
+    return mine.filter(state__in=NOT_ENDED_STATES), mine.filter(state__in=FINAL_STATES, end_at__gte=recent)
+
+
+def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP) -> MyJobs:
+    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third to count the
+    ended ones past the cap; the ended ones read newest end first through the ``jobs_job_user_ended``
+    index, at most ``ended_cap + 1`` rows). The page's size grows with the user's active entries only:
+    an array is one row, read without its task ranges (:data:`MY_JOBS_DEFERRED`)."""
+    active_qs, ended_qs = _my_window(user, recent_seconds)
+    active = list(active_qs.defer(*MY_JOBS_DEFERRED).order_by("-created_at", "-id"))
+    ended = list(ended_qs.defer(*MY_JOBS_DEFERRED).order_by("-end_at", "-id")[: ended_cap + 1])
     more = ended_qs.count() - ended_cap if len(ended) > ended_cap else 0
     return MyJobs(active=active, ended=ended[:ended_cap], ended_more=more)
 
 
-def my_jobs_rows(*, user, recent_seconds: int = 3600):
-    """Every row :func:`my_jobs` lists from (before its cap on ended ones), as one queryset: the
-    user's active jobs and those that ended in the last ``recent_seconds``. The My jobs fragment's
-    ETag counts it."""
-    recent = djtz.now() - timedelta(seconds=recent_seconds)
-    return Job.objects.filter(user=user).filter(~Q(state__in=FINAL_STATES) | Q(end_at__gte=recent))
+def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP):
+    """The ids of the rows :func:`my_jobs` lists, as one queryset (``{"pk": id}`` values, a
+    ``UNION ALL``): the user's active jobs and the ``ended_cap`` latest of those that ended in the
+    last ``recent_seconds``, plus the next one (whether there are more). The My jobs fragment's ETag reads it with :func:`my_jobs_ended_count`: a bounded number
+    of rows however many ended in the window."""
+    active_qs, ended_qs = _my_window(user, recent_seconds)
+    latest = ended_qs.order_by("-end_at", "-id").values("pk")[: ended_cap + 1]
+    return active_qs.order_by().values("pk").union(latest, all=True)  # each part through its index
+
+
+def my_jobs_ended_count(*, user, recent_seconds: int = 3600) -> int:
+    """How many of the user's jobs ended within the last ``recent_seconds`` (My jobs prints how many
+    past its cap: "N more ended in the last hour"). One ``count(*)`` over the ``jobs_job_user_ended``
+    index."""
+    return _my_window(user, recent_seconds)[1].count()
 
 
 def job_history(*, user, state: str = "", since=None, until=None, cluster: str = "", partition: str = "", name: str = ""):

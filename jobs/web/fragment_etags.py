@@ -48,10 +48,11 @@ from slurm.states import JobState
 from teams.usage.cache import team_usage
 
 from ..models import Job, cluster_of
+from ..reads.cap_reasons import CAP_REASONS
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
-from ..reads.reasons import explain_reason
-from ..reads.selectors import my_jobs_rows
+from ..reads.reasons import ReasonGroup, explain_reason
+from ..reads.selectors import MY_JOBS_DEFERRED, my_jobs_ended_count, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
@@ -232,30 +233,40 @@ _RUNNING = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.CONFIGURIN
 
 
 def _reads_more(code: str, description: str) -> bool:
-    """Whether a pending reason's words read more than the job's row: a node's trouble
-    (``ReqNodeNotAvail``), or a reason that holds the job (quota, a cap, blocked nodes)."""
+    """Whether a pending reason's words read more than the job's row, as
+    :func:`jobs.reads.queue.job_row` words them: a node's trouble (``ReqNodeNotAvail``, and
+    ``Resources`` on blocked nodes), a per-person cap in the site's figures, the team's quota
+    figures. Any other reason (a hold, a dependency) reads its code and description only, which the
+    row's digest covers: a held sweep costs the tag no read of its row."""
     reason = explain_reason(code, description=description or "")
-    return reason.code in NODE_REASONS or reason.holds
+    return (
+        reason.code in NODE_REASONS
+        or (reason.code == "Resources" and reason.holds)
+        or reason.code in CAP_REASONS
+        or reason.group == ReasonGroup.QUOTA
+    )
 
 
 def job_table_version(*, user, now: float | None = None) -> tuple:
-    """``(clusters' state, (count, digest), places in line, estimates ahead, reasons' words, GPU
+    """``(clusters' state, (count, digest, ended in the window), places in line, estimates ahead, reasons' words, GPU
     reads)`` for ``user``'s My jobs table at ``now`` (Unix seconds), equal for two polls exactly when
     the table reads the same. The table prints no relative time (run times, times left, start
     estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
     ticks), so what it shows follows from: the clusters' notices (:func:`clusters_state`); the
-    user's rows (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text); each pending job's
+    user's rows it lists (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text; the
+    ended ones up to the cap only) and how many ended in the window (its "N more ended" line); each pending job's
     place in line (the snapshot's stored positions; not the line's length, which the table does not
     print); whether its start estimate is still ahead (a
     past one is not shown); the words of each pending reason that reads more than the row (a node's
     trouble, a cap, the team's quota figures: :func:`jobs.reads.queue.job_row` for those rows only); and,
     on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
-    follows each). One PostgreSQL query and one or two Redis round trips; one more query only for
+    follows each). Two PostgreSQL queries and one or two Redis round trips; one more query only for
     pending jobs whose reason reads more than their row. Raises the cache's and the database's
     errors."""
     now = time.time() if now is None else now
     names = cluster_names()
     count, digest, rows = rows_version(my_jobs_rows(user=user), columns=_COLUMNS)
+    ended = my_jobs_ended_count(user=user)  # the "N more ended" line
     pending = [r for r in rows if r[1] == JobState.PENDING]
     positions = positions_all(names) if pending else {}
     places, ahead, wordy = [], [], []
@@ -268,7 +279,7 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
             wordy.append(pk)
     words = []
     if wordy:
-        for job in Job.objects.filter(pk__in=wordy).order_by("pk"):
+        for job in Job.objects.filter(pk__in=wordy).defer(*MY_JOBS_DEFERRED).order_by("pk"):
             row = job_row(job, positions.get(job.cluster, {}), now=now, usage_for=team_usage)
             words.append((row.reason.text if row.reason else "", row.quota_note))
     gpu = prometheus_configured()
@@ -276,4 +287,4 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     gpu_reads = None
     if gpu and any(r[1] in _RUNNING for r in rows):
         gpu_reads = [(found.get(usage_key(name)) or {}).get("read_at") for name in names]
-    return clusters_state(names, now=now, found=found), (count, digest), places, ahead, words, gpu_reads
+    return clusters_state(names, now=now, found=found), (count, digest, ended), places, ahead, words, gpu_reads

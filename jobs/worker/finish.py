@@ -22,13 +22,12 @@ from slurm.values import parse_exit
 
 from ..arrays import (
     all_final,
-    dump_tasks,
+    array_fields,
     het_parts_final,
     load_tasks,
     merge_accounting,
     merge_queue,
     never_started,
-    spec,
     throttle_of,
 )
 from ..models import Job, JobKind
@@ -186,8 +185,9 @@ def apply_final_entry(job: Job, found: AccountingEntry) -> None:
     old_state = job.state
     if found.kind == ARRAY:
         tasks = never_started(merge_accounting(_gone(job), found.tasks))
-        job.array_tasks = dump_tasks(tasks)
-        job.array_spec = spec(tasks, throttle_of(job.array_spec))[:255]  # every task, the first seen in accounting too
+        # every task, the first seen in accounting too
+        for name, value in array_fields(tasks, throttle_of(job.array_spec)).items():
+            setattr(job, name, value)
         job.state = derive_state(s for s, ids in tasks.items() if ids)
     else:
         job.het_parts = het_parts_final(job.het_parts, found)

@@ -30,7 +30,7 @@ from slurm.health import accounting_answered, accounting_failed
 from slurm.states import FINAL_STATES, JobState
 from slurm.times import start_bound
 
-from ..arrays import dump_tasks, spec
+from ..arrays import array_fields
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .finish import exit_codes, exit_hidden
 from .identity import REQUEUE_STATES
@@ -251,11 +251,11 @@ def _asked_fields(key: int, last, user: User, cluster: str, submitted) -> dict:
 
 
 def _parts_fields(kind: str, folded, group: list) -> dict:
-    """The row's fields for the parts of an array (``kind`` ARRAY: its tasks by state, from
-    ``folded``, the records folded by :func:`slurm.entries.fold_accounting`) or of a het job (HET:
+    """The row's fields for the parts of an array (``kind`` ARRAY: its tasks by state, their spec and
+    counts, from ``folded``, the records folded by :func:`slurm.entries.fold_accounting`) or of a het job (HET:
     one dict per component of ``group``, by offset); Job keyword arguments."""
     if kind == ARRAY:
-        return dict(kind=JobKind.ARRAY, array_tasks=dump_tasks(folded.tasks), array_spec=spec(folded.tasks, None))
+        return dict(kind=JobKind.ARRAY, **array_fields(folded.tasks, None))
     return dict(
         kind=JobKind.HET,
         het_parts=[
