@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+#: A skipped test fails under make test (tests/no_skip.py).
+pytest_plugins = ["tests.no_skip"]
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 
