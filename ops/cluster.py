@@ -116,14 +116,14 @@ class ClusterPage:
     @property
     def partition_rows(self) -> list[tuple[Partition, str]]:
         """``(partition, its nodes as a compressed Slurm node list)``: ``node[1-3]``, not 500 names."""
-        texts = self.partition_nodes if self.partition_nodes is not None else [_compressed(p.nodes) for p in self.partitions]
+        texts = self.partition_nodes if self.partition_nodes is not None else [node_list_text(p.nodes) for p in self.partitions]
         return list(zip(self.partitions, texts, strict=True))
 
     @property
     def reservation_rows(self) -> list[tuple[Reservation, str, bool]]:
         """``(reservation, its nodes compressed, whether its window holds now)``."""
         texts = (
-            self.reservation_nodes if self.reservation_nodes is not None else [_compressed(r.nodes) for r in self.reservations]
+            self.reservation_nodes if self.reservation_nodes is not None else [node_list_text(r.nodes) for r in self.reservations]
         )
         return [(r, text, r.active(self.now)) for r, text in zip(self.reservations, texts, strict=True)]
 
@@ -148,7 +148,7 @@ def node_counts(rows: list[NodeRow]) -> dict[str, int]:
     }
 
 
-def _compressed(nodes: tuple[str, ...]) -> str:
+def node_list_text(nodes: tuple[str, ...]) -> str:
     """Node names as one Slurm node list (``node[1-3]``; "" for none), by python-hostlist."""
     return hostlist.collect_hostlist(list(nodes)) if nodes else ""
 

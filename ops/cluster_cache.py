@@ -28,7 +28,7 @@ from slurm.clusters import Cluster, cluster_get, clusters
 from slurm.queue_index import node_jobs
 from slurm.snapshot import ClusterSnapshot, node_jobs_load, snapshot_key
 
-from .cluster import ClusterPage, NodeRow, _compressed, node_counts, node_rows_of, reservations_of
+from .cluster import ClusterPage, NodeRow, node_counts, node_list_text, node_rows_of, reservations_of
 from .cluster_html import node_options_of, node_rows
 from .nodes import node_target
 
@@ -81,8 +81,8 @@ def page_kept_of(cluster: Cluster, snapshot: ClusterSnapshot, on_nodes: Mapping)
         "counts": node_counts(rows),
         "partitions": list(snapshot.partitions),
         "reservations": reservations,
-        "partition_nodes": [_compressed(p.nodes) for p in snapshot.partitions],
-        "reservation_nodes": [_compressed(r.nodes) for r in reservations],
+        "partition_nodes": [node_list_text(p.nodes) for p in snapshot.partitions],
+        "reservation_nodes": [node_list_text(r.nodes) for r in reservations],
         "options_html": node_options_of(names),
     }
 
