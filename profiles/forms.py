@@ -44,7 +44,9 @@ class OverridesForm(forms.Form):
 
     gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per node")
     partition = forms.CharField(required=False, max_length=64)
-    time_limit = forms.CharField(required=False, max_length=20, help_text="HH:MM:SS, D-HH:MM:SS or minutes")
+    time_limit = forms.CharField(
+        required=False, max_length=20, help_text="Minutes (90), MM:SS (2:00 is 2 minutes), HH:MM:SS or D-HH:MM:SS"
+    )
     #: A site image to run in instead of the profile's; "" keeps the profile's.
     image = forms.ChoiceField(required=False, help_text="The site image the job runs in (its environment is built there).")
     name = forms.CharField(required=False, max_length=200, label="New name", help_text="For a copy (clone) only.")

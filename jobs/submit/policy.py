@@ -269,23 +269,23 @@ def format_minutes(minutes: int) -> str:
 
 
 #: The time-limit forms a person may type (Slurm's, less ``MM:SS``: see :func:`time_limit_minutes`).
-TIME_LIMIT_FORMS = "whole minutes (90), HH:MM:SS (02:00:00), D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)"
-
-_MINUTES_SECONDS = re.compile(r"[0-9]+:[0-9]+")
+TIME_LIMIT_FORMS = (
+    "whole minutes (90), MM:SS (90:30, minutes and seconds: 2:00 is 2 minutes), HH:MM:SS (02:00:00), "
+    "D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)"
+)
 
 
 def time_limit_minutes(text: str) -> int:
     """A time limit as a person types it (the job form, a profile's ``resources.time_limit``, the
     API's and the CLI's overrides) -> whole minutes, seconds rounded up as Slurm does
-    (``time_str2mins``). Slurm's forms, read strictly by :func:`slurm.times.parse_time_limit`
-    (ASCII digits, fields in range), except ``MM:SS``: ``2:00`` is refused as ambiguous, since people
-    write it for two hours and Slurm reads two minutes. No limit (``0``, ``UNLIMITED``) is refused too.
-    Raises ``ValueError`` whose text is the refusal: what is wrong and the forms accepted. The
-    partition's ``MaxTime`` is :meth:`SitePolicy.check`'s."""
+    (``time_str2mins``). Slurm's forms (``man sbatch --time``), read strictly by
+    :func:`slurm.times.parse_time_limit` (ASCII digits, fields in range). ``MM:SS`` means what it means
+    to Slurm, minutes and seconds (``2:00`` is 2 minutes, ``90:30`` is 91), so a limit the portal
+    accepts is the limit Slurm enforces; the forms list says so wherever it is shown. No limit
+    (``0``, ``UNLIMITED``) is refused. Raises ``ValueError`` whose text is the refusal: what is wrong
+    and the forms accepted. The partition's ``MaxTime`` is :meth:`SitePolicy.check`'s."""
     text = (text or "").strip()
     shown = repr(text[:20])
-    if _MINUTES_SECONDS.fullmatch(text):
-        raise ValueError(f"{shown} is ambiguous (Slurm reads it as minutes:seconds). Write 2 hours as 02:00:00 or 120.")
     try:
         seconds = parse_time_limit(text)
     except SlurmTimeError as exc:

@@ -95,7 +95,9 @@ class JobForm(forms.Form):
     cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
     memory_gb = MemoryField()
     time_limit = forms.CharField(
-        max_length=20, initial="01:00:00", help_text="Whole minutes (90), HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+        max_length=20,
+        initial="01:00:00",
+        help_text="Whole minutes (90), MM:SS (2:00 is 2 minutes), HH:MM:SS (02:00:00 is 2 hours), D-HH, D-HH:MM or D-HH:MM:SS",
     )
     requeue = forms.BooleanField(
         required=False,

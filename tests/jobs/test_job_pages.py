@@ -86,7 +86,7 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"gpu_count": "3"}, "gpu_count", "Allowed: 0, 1, 2, 4"),
         ({"time_limit": "3-00:00:00"}, "time_limit", "longer than train's maximum of 2 days"),
         ({"time_limit": "soon"}, "time_limit", "'soon' is not a time limit: it is not one of Slurm's forms"),
-        ({"time_limit": "2:00"}, "time_limit", "is ambiguous"),
+        ({"time_limit": "2:60"}, "time_limit", "'2:60' is not a time limit: minutes and seconds after a colon go up to 59"),
         ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # it once read "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
         ({"memory_gb": "lots"}, "memory_gb", "'lots' is not an amount of memory. Give memory as 4G, 4000M or 1.5T"),

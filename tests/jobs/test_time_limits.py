@@ -23,6 +23,9 @@ pytestmark = pytest.mark.django_db
     [
         ("90", 90),  # minutes
         ("1", 1),
+        ("2:00", 2),  # MM:SS, as Slurm reads it: 2 minutes, not 2 hours
+        ("90:30", 91),  # minutes of MM:SS are not bounded; seconds round up
+        ("0:30", 1),
         ("02:00:00", 120),  # HH:MM:SS
         ("48:00:00", 2880),  # hours of HH:MM:SS are not bounded (Slurm reads 48 hours)
         ("00:00:30", 1),  # seconds round up to the minute, as Slurm's time_str2mins does
@@ -60,6 +63,8 @@ def test_slurm_forms_are_read(text, minutes):
         ("soon", "not one of Slurm's forms"),
         ("1-", "not one of Slurm's forms"),
         (":30", "not one of Slurm's forms"),
+        ("2:60", "minutes and seconds after a colon go up to 59"),
+        ("2:", "not one of Slurm's forms"),
         ("99999999999", "longer than Slurm can hold"),
     ],
 )
@@ -69,13 +74,10 @@ def test_other_texts_are_refused_with_the_forms(text, words):
     message = str(caught.value)
     assert f"{text[:20]!r} is not a time limit: " in message and words in message, message
     assert message.endswith(f"Write it as {TIME_LIMIT_FORMS}.")
-    assert "whole minutes (90), HH:MM:SS (02:00:00), D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)" in message
-
-
-@pytest.mark.parametrize("text", ["2:00", "90:00", "1:30"])
-def test_minutes_seconds_is_refused_as_ambiguous(text):
-    with pytest.raises(ValueError, match="is ambiguous .Slurm reads it as minutes:seconds.. Write 2 hours as 02:00:00 or 120"):
-        time_limit_minutes(text)
+    assert (
+        "whole minutes (90), MM:SS (90:30, minutes and seconds: 2:00 is 2 minutes), HH:MM:SS (02:00:00), "
+        "D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)"
+    ) in message
 
 
 @pytest.mark.parametrize("text, words", [("0", "'0' (no limit at all to Slurm)"), ("UNLIMITED", "no limit"), ("", "An empty")])
@@ -89,9 +91,9 @@ def test_no_limit_is_refused(text, words):
     "text, seconds",
     [("10:30", 630), ("1-2", 93600), ("48:00:00", 172800), ("UNLIMITED", None), ("NONE", None), ("", None)],
 )
-def test_slurm_reader_keeps_minutes_seconds(text, seconds):
-    """Slurm's own output (MaxTime, DefaultTime, MaxWall) is read by the same strict reader, which
-    keeps MM:SS: only people's input refuses it."""
+def test_slurm_reader_reads_slurms_own_output(text, seconds):
+    """Slurm's own output (MaxTime, DefaultTime, MaxWall) is read by the same strict reader as
+    people's input, MM:SS included."""
     assert parse_time_limit(text) == seconds
 
 
@@ -108,6 +110,31 @@ def test_form_refuses_with_the_forms(client, people, cluster, no_slurm, text):  
     page = client.post("/jobs/new/", {**FORM, "time_limit": text}).content.decode()
     assert "is not a time limit" in page and "D-HH:MM:SS (1-00:00:00)" in page
     assert Job.objects.count() == 0
+
+
+def test_minutes_seconds_means_minutes_on_every_surface(
+    client,
+    people,
+    tokens,
+    cluster,
+    no_slurm,
+    django_capture_on_commit_callbacks,  # noqa: F811
+):
+    """``2:00`` is what Slurm makes of it, two minutes, on the form, in a profile and in the API's
+    (and so the CLI's) override; the form's help says so before anyone submits."""
+    client.force_login(people["alice"])
+    assert "MM:SS (2:00 is 2 minutes), HH:MM:SS (02:00:00 is 2 hours)" in client.get("/jobs/new/").content.decode()
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "time_limit": "2:00"})
+    profile = EXAMPLE_TEXT.replace('time_limit: "00:10:00"', 'time_limit: "2:00"')
+    with django_capture_on_commit_callbacks():
+        r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": profile, "filename": "train.yaml"})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    with django_capture_on_commit_callbacks():
+        r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"time_limit": "50:30"}})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    assert sorted(Job.objects.values_list("time_limit_min", flat=True)) == [2, 2, 51]
+    assert no_slurm.calls == []
 
 
 @pytest.mark.parametrize(

@@ -62,10 +62,10 @@ environment:
         ("version: 1\nname: [x\n", "", 3, "not valid YAML"),
         ("- just\n- a list\n", "", 1, "YAML mapping"),
         (
-            "version: 1\nname: x\nresources: {partition: p, time_limit: '2:00'}\nrun: {command: x}\n",
+            "version: 1\nname: x\nresources: {partition: p, time_limit: '2:60'}\nrun: {command: x}\n",
             "resources.time_limit",
             3,
-            "ambiguous",
+            "minutes and seconds after a colon go up to 59",
         ),
         (
             "version: 1\nname: x\nresources: {partition: p}\nrun: {command: x, args: [a]}\n",
