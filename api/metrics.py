@@ -18,7 +18,7 @@ site's Prometheus (and the alert rules in cluster/etc/prometheus-rules.yml):
 - ``portal_slurm_command_seconds{cluster,command}``: a summary of the wall time of every Slurm
   command the portal ran (``squeue``, ``sinfo``, ``sacct`` by the poller, ``sbatch`` per submission...;
   ``_sum`` seconds, ``_count`` calls), and ``portal_slurm_command_failures_total{cluster,command}``
-  (:mod:`jobs.worker.slurm_metrics`);
+  (:mod:`portal.slurm_metrics`);
 - ``portal_slurm_command_throttled_total{cluster,command}``: answers refused by slurmctld's per-user
   RPC rate limit (``SlurmctldParameters=rl_enable``), and ``portal_slurm_command_retries_total``: the
   attempts the gateway resent after its back-off (docs/clusters.md, "Slurm's RPC rate limit"; goal 0).
@@ -46,9 +46,9 @@ from gpuusage.store import usages_load
 from interactive.models import ACTIVE_SESSION_STATES, Session
 from jobs.models import Job, JobOrigin
 from jobs.worker.send import jobs_stuck
-from jobs.worker.slurm_metrics import slurm_command_figures, slurm_rate_limit_figures
 from notifications.selectors import mail_figures
 from portal.counters import counters
+from portal.slurm_metrics import slurm_command_figures, slurm_rate_limit_figures
 from slurm.clusters import cluster_names
 from slurm.snapshot import snapshots_load
 from slurm.states import JobState
@@ -106,7 +106,7 @@ def _queue_wait_family(names: list[str], snapshots: dict, now: float) -> GaugeMe
 def _slurm_command_families():
     """``portal_slurm_command_seconds`` (a summary: calls and seconds) and
     ``portal_slurm_command_failures_total`` per cluster and command, from
-    :func:`jobs.worker.slurm_metrics.slurm_command_figures`."""
+    :func:`portal.slurm_metrics.slurm_command_figures`."""
     latency = SummaryMetricFamily(
         "portal_slurm_command_seconds", "Wall time of the Slurm commands the portal ran", labels=["cluster", "command"]
     )
@@ -122,7 +122,7 @@ def _slurm_command_families():
 
 def _rate_limit_families():
     """``portal_slurm_command_throttled_total`` and ``portal_slurm_command_retries_total`` per
-    cluster and command, from :func:`jobs.worker.slurm_metrics.slurm_rate_limit_figures`."""
+    cluster and command, from :func:`portal.slurm_metrics.slurm_rate_limit_figures`."""
     throttled = CounterMetricFamily(
         "portal_slurm_command_throttled",
         "Slurm answers refused by slurmctld's per-user RPC rate limit",

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     sdiag_users.django_setup(args.settings)
     from django.conf import settings
 
-    from jobs.worker.slurm_metrics import slurm_rate_limit_figures
+    from portal.slurm_metrics import slurm_rate_limit_figures
     from slurm.gateway import get_gateway
 
     try:

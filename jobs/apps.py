@@ -6,10 +6,9 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
+        from portal.slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
+        from slurm import checks  # noqa: F401  (registers system checks)
         from slurm.gateway import command_observers, rate_limit_observers
-
-        from . import checks  # noqa: F401  (registers system checks)
-        from .worker.slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
 
         if slurm_command_observed not in command_observers:  # /metrics: Slurm command latency
             command_observers.append(slurm_command_observed)

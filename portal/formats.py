@@ -1,4 +1,4 @@
-"""Display formats shared by pages (as template filters, ``jobs/templatetags/portal_extras.py``) and
+"""Display formats shared by pages (as template filters, ``portal/templatetags/portal_extras.py``) and
 the API: times, durations, ordinals, sizes. Pure functions of their argument (and the clock, for
 :func:`from_now`)."""
 

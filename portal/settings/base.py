@@ -9,8 +9,7 @@ from portal.env import BASE_DIR, read_env
 env = read_env()
 
 SECRET_KEY = env("PORTAL_SECRET_KEY")
-#: "production" (portal.settings.production), "development" (portal.settings.dev and test). Anything
-#: but "development" is held to production's start-up checks (accounts.checks, portal/secrets.py).
+#: "production" or "development" (portal.settings.dev, test); anything else gets production's checks (portal/secrets.py).
 PORTAL_ENVIRONMENT = ""
 DEBUG = env("PORTAL_DEBUG")
 ALLOWED_HOSTS = env("PORTAL_ALLOWED_HOSTS")
@@ -25,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",  # ordinal (portal.formats)
+    "portal",  # the pages' template filters ({% load portal_extras %}, portal/templatetags/)
     "allauth",
     "allauth.account",
     "allauth.socialaccount",

@@ -7,7 +7,7 @@ import os
 
 from django.core.checks import Error, Warning, register
 
-from slurm.clusters import clusters, config_problems
+from .clusters import clusters, config_problems
 
 
 @register("portal")

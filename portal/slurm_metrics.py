@@ -2,15 +2,16 @@
 ``squeue``/``sinfo``/``sacct``, a submission's ``sbatch``, ``scancel``...) adds its wall time and
 one call to Redis counters (``portal.counters``), read by ``api.metrics`` as the summary
 ``portal_slurm_command_seconds{cluster,command}`` (``_sum`` seconds, ``_count`` calls) and the
-counter ``portal_slurm_command_failures_total{cluster,command}``. Registered on
-``slurm.gateway.command_observers`` by ``jobs.apps``; and slurmctld's rate limit:
+counter ``portal_slurm_command_failures_total{cluster,command}``; and slurmctld's rate limit:
 ``portal_slurm_command_throttled_total{cluster,command}`` (answers refused by the limit) and
 ``portal_slurm_command_retries_total{cluster,command}`` (attempts the gateway resent after its
-back-off), from ``slurm.gateway.rate_limit_observers``."""
+back-off). Both observers are registered on ``slurm.gateway.command_observers`` and
+``rate_limit_observers`` by ``jobs.apps``. They live in ``portal/``, not ``slurm/``, because the
+counters are the portal's Redis and ``slurm/`` imports nothing of the portal."""
 
 from __future__ import annotations
 
-from portal.counters import counters, counters_add
+from .counters import counters, counters_add
 
 #: Counter names in portal.counters (labels ``<cluster>|<command>``).
 MILLISECONDS, CALLS, FAILURES = "slurm_command_ms", "slurm_command_calls", "slurm_command_failures"
