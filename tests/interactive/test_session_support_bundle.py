@@ -20,7 +20,7 @@ from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
 from tests.conftest import FIXTURES
-from tests.fakes import EveryCluster, FakeTransport, cluster_transport
+from tests.fakes import ANY, EveryCluster, FakeTransport, cluster_transport
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +121,30 @@ def test_a_running_session_s_bundle_has_slurm_s_view_and_its_log_without_tokens(
     for absent in (HUB_TOKEN, "JUPYTERHUB_API_TOKEN", "t4-eval", "bob"):
         assert absent not in everything, absent
     assert not fake.script
+
+
+def test_an_ended_session_s_job_is_found_in_accounting_and_read_there(client, people, slurm_json, clean_cache, monkeypatch):
+    session = running_session(people["alice"])
+    Session.objects.filter(pk=session.pk).update(state=SessionState.STOPPED)
+    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))  # no job of it queued
+    sacct = copy.deepcopy(slurm_json("22.05", "sacct"))
+    ended = next(j for j in sacct["jobs"] if j["job_id"] == 2)
+    ended.update(job_id=JOB_ID, comment={**ended["comment"], "job": f"portal:{session.key}"})
+    fake = FakeTransport()
+    fake.expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps(sacct))
+    fake.expect(
+        [*SUDO, "scontrol", "show", "job", str(JOB_ID)],
+        stderr=(RECORDED / "scontrol_show_job_gone.stderr.txt").read_bytes(),
+        returncode=1,
+    )
+    fake.expect([*SUDO, "sacct", "-j", str(JOB_ID), "--parsable2", ANY], stdout=(RECORDED / "sacct.txt").read_bytes())
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
+    client.force_login(people["alice"])
+    members = opened(client.get(f"/sessions/{session.key}/support-bundle/").content)
+    assert f"\n{JOB_ID}|bundle-rec|alice|vision|small|COMPLETED|" in members["slurm/sacct.txt"]
+    readme = members["README.txt"]
+    assert "the job is no longer in Slurm's memory" in readme and "logs/stdout.txt (the stdout log): no path is known" in readme
+    assert members["nodes.txt"].startswith("NodeName=node3 ") and not fake.script
 
 
 def test_token_values_are_replaced_in_any_case():
