@@ -3,7 +3,8 @@ pure function of its inputs, so a test builds it from recorded outputs and opens
 
 Only the inputs of :class:`Gathered` go in. They hold the owner's own things (the settings they
 submitted, their script, their logs, Slurm's record of their job as Slurm shows it to them), the
-portal's rows about that one job, the state of the nodes it ran on and two version strings. Nothing
+portal's rows about that one job, the state of the nodes it ran on (a drain's reason, not who
+set it) and two version strings. Nothing
 the portal itself keeps secret (API tokens, OIDC client secrets, SSH keys, settings' values) and no
 other person's data (other jobs on the node, other people's names in the audit rows) is an input.
 """
@@ -90,7 +91,7 @@ def _node_text(nodes: list[Node]) -> str:
             f"NodeName={n.name} State={n.state_text} Partitions={','.join(n.partitions)}",
             f"   CPUs={n.cpus} CPUsAllocated={n.alloc_cpus} RealMemoryMiB={n.real_memory} AllocatedMemoryMiB={n.alloc_memory}",
             f"   GPUs={gpus} GPUsUsed={used}",
-            f"   Reason={n.reason or 'none'}" + (f" (set by {n.reason_set_by})" if n.reason_set_by else ""),
+            f"   Reason={n.reason or 'none'}",
             "",
         ]
     return "\n".join(lines)
