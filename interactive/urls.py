@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/cards/", views.session_cards_view, name="session_cards"),
     path("sessions/maintenance/", views.session_maintenance_view, name="session_maintenance"),
     path("sessions/<uuid:key>/stop/", views.session_stop_view, name="session_stop"),
+    path("sessions/<uuid:key>/support-bundle/", views.session_support_bundle, name="session_support_bundle"),
     path("hub-internal/identity", internal_views.identity_view, name="hub_identity"),
     path("hub-internal/spawn-check", internal_views.spawn_check_view, name="hub_spawn_check"),
     path("hub-internal/job-status", internal_views.job_status_view, name="hub_job_status"),

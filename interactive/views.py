@@ -8,11 +8,16 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone as djtz
 from django.views.decorators.http import require_http_methods, require_POST
 
 from jobs.reads.selectors import cluster_status
 from jobs.submit.fields import SESSION_FORM
+from jobs.support.bundle import bundle_zip
+from jobs.support.gather import may_download
+from jobs.support.session import session_gathered
 from jobs.web import fragment_etags
+from jobs.web.bundle_views import zip_response
 from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import sessions_cluster
@@ -159,3 +164,17 @@ def session_stop_view(request: HttpRequest, key) -> HttpResponse:
     else:
         messages.success(request, f"{session.ide_label} session stopped.")
     return redirect("session_list")
+
+
+@login_required
+def session_support_bundle(request: HttpRequest, key) -> HttpResponse:
+    """The session's support bundle (:mod:`jobs.support.session`),
+    ``support-<cluster>-session-<Slurm job id or key>.zip``: for its owner, the leads of its team and
+    portal admins; 404 for anyone else. Slurm being unreachable leaves parts out, never a 500."""
+    session = Session.objects.filter(key=key).select_related("user").first()
+    if session is None or not may_download(request.user, owner_id=session.user_id, account=session.account):
+        raise Http404("No such session, or it is not yours.")
+    cluster = sessions_cluster().name
+    gathered = session_gathered(session, cluster=cluster)
+    name = gathered.settings.get("slurm_job_id") or session.key
+    return zip_response(bundle_zip(gathered, made_at=djtz.now()), f"support-{cluster}-session-{name}.zip")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .web import action_views, array_views, job_views, usage_views, views
+from .web import action_views, array_views, bundle_views, job_views, usage_views, views
 
 urlpatterns = [
     path("cluster/gpus/", views.gpu_table, name="gpu_table"),
@@ -21,4 +21,5 @@ urlpatterns = [
     path("teams/<str:name>/gpu-efficiency/", usage_views.team_gpu_efficiency_view, name="team_gpu_efficiency"),
     path("jobs/<uuid:key>/tasks/", array_views.job_tasks, name="job_tasks"),
     path("jobs/<uuid:key>/script/", array_views.job_script, name="job_script"),
+    path("jobs/<uuid:key>/support-bundle/", bundle_views.job_support_bundle, name="job_support_bundle"),
 ]

@@ -18,6 +18,7 @@ from slurm import SlurmError, get_gateway
 from ..models import Job
 
 ACTIVE_CACHE_SECONDS = 3
+_UNREACHED = "The log could not be read right now"
 FINAL_CACHE_SECONDS = 60
 
 
@@ -60,21 +61,24 @@ def job_log_tail(job: Job, stream: str) -> LogTail:
     cached = cache.get(key)
     if cached is not None:
         return LogTail(**cached)
-    limit = settings.PORTAL_LOG_TAIL_BYTES
-    try:
-        result = get_gateway(job.cluster).run(
-            ["tail", "-c", str(limit + 1), "--", path], as_user=job.user.username, check=False, timeout=10
-        )
-    except SlurmError as exc:
-        return LogTail(error=f"The log could not be read right now ({exc.message}).")
-    if result.returncode != 0:
-        tail = LogTail(missing=True) if "No such file" in result.err else LogTail(error=result.err.strip()[:300])
-    else:
-        data = result.stdout
-        truncated = len(data) > limit
-        tail = LogTail(text=data[-limit:].decode("utf-8", errors="replace"), truncated=truncated)
-    cache.set(key, tail.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    tail = log_tail_read(job.cluster, path, as_user=job.user.username, limit=settings.PORTAL_LOG_TAIL_BYTES)
+    if not tail.error.startswith(_UNREACHED):  # a failure to reach the cluster is asked again next time
+        cache.set(key, tail.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
     return tail
+
+
+def log_tail_read(cluster: str, path: str, *, as_user: str, limit: int) -> LogTail:
+    """The last ``limit`` bytes of the file ``path`` on ``cluster``, read as ``as_user`` with ``tail -c
+    <limit+1> -- <path>`` (one byte more tells whether the file is longer), uncached. Never raises:
+    a failure comes back in ``error`` (``missing`` when there is no such file)."""
+    try:
+        result = get_gateway(cluster).run(["tail", "-c", str(limit + 1), "--", path], as_user=as_user, check=False, timeout=10)
+    except SlurmError as exc:
+        return LogTail(error=f"{_UNREACHED} ({exc.message}).")
+    if result.returncode != 0:
+        return LogTail(missing=True) if "No such file" in result.err else LogTail(error=result.err.strip()[:300])
+    data = result.stdout
+    return LogTail(text=data[-limit:].decode("utf-8", errors="replace"), truncated=len(data) > limit)
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,16 @@ def _job_send_locked(job_id: int, timeout: float | None = None) -> Job:
     return _sbatch(job, script, timeout=timeout)
 
 
+def sbatch_argv(job: Job, helper: str) -> list[str]:
+    """The command a job (its paths fixed) is sent with, run as its owner with the batch script on
+    stdin: the cluster's sbatch ``helper`` (``PORTAL_SBATCH_HELPER``, cluster/etc/gpuportal-sbatch),
+    the directories it makes first (the job's, then ``--chdir``'s when it differs), ``--``, and
+    sbatch's own arguments (``--parsable``; every other option is an ``#SBATCH`` line of the script)."""
+    jobdir = posixpath.dirname(job.output_path)
+    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
+    return [helper, *dirs, "--", "--parsable"]
+
+
 def _sbatch(job: Job, script: str, *, timeout: float | None) -> Job:
     """Send ``job`` (marked, its paths fixed) with its batch ``script`` through the cluster's sbatch
     helper as the job's user: one sudo command that makes the job's directories and runs ``sbatch
@@ -212,13 +222,10 @@ def _sbatch(job: Job, script: str, *, timeout: float | None) -> Job:
     row adopted with Slurm's job id, or failed with the helper's or sbatch's words; raises
     :class:`SubmissionUncertain` (the row's ``submit_error`` saying why) when the answer was lost,
     unreadable or slurmctld did not answer."""
-    jobdir = posixpath.dirname(job.output_path)
-    dirs = [jobdir] if job.workdir == jobdir else [jobdir, job.workdir]
     try:
         # One sudo command: the helper makes the directories as the user, then runs sbatch (exit 3: a directory).
-        cluster = cluster_get(job.cluster)
         result = get_gateway(job.cluster).run(
-            [cluster.sbatch_helper, *dirs, "--", "--parsable"],
+            sbatch_argv(job, cluster_get(job.cluster).sbatch_helper),
             as_user=job.user.username,
             stdin=script,
             check=False,
