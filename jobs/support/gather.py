@@ -13,7 +13,7 @@ from slurm.clusters import cluster_get
 from slurm.job_view import sacct_job, scontrol_show_job
 from slurm.snapshot import snapshot_load
 from slurm.values import expand_nodes
-from teams.models import Membership, Role
+from teams.selectors import team_for_viewer
 
 from ..models import Job
 from ..reads.logs import LogTail, job_batch_script, log_path, log_tail_read
@@ -146,9 +146,10 @@ def job_gathered(job: Job) -> Gathered:
 
 def may_download(user, *, owner_id: int, account: str) -> bool:
     """Whether ``user`` may download the bundle of a job or session of ``owner_id`` charged to
-    ``account`` (a team's Slurm account): its owner, a portal admin, or a lead of that team."""
+    ``account`` (a team's Slurm account): its owner, a portal admin, or a lead of that team (those who
+    may open the team's page, :func:`teams.selectors.team_for_viewer`)."""
     if not user.is_authenticated:
         return False
-    if user.pk == owner_id or user.is_staff:
+    if user.pk == owner_id:
         return True
-    return bool(account) and Membership.objects.filter(team__name=account, user=user, role=Role.LEAD).exists()
+    return user.is_staff or (bool(account) and team_for_viewer(name=account, user=user) is not None)
