@@ -31,7 +31,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
@@ -103,6 +103,22 @@ def _default() -> str:
     return default_cluster().name
 
 
+@dataclass
+class _Left:
+    """The rows one poll found out of the queue (to be finished from accounting), those Slurm ran
+    again since the last poll, and the exit codes already known by Slurm job id (from the queue)."""
+
+    jobs: list[Job] = field(default_factory=list)
+    restarted: list[Job] = field(default_factory=list)
+    exits: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
+
+    def add_pending(self, job: Job) -> None:
+        """A row ended from the queue's word whose accounting record is still due."""
+        self.jobs.append(job)
+        if job.exit_code is not None:
+            self.exits[job.slurm_job_id] = (job.exit_code, job.signal)
+
+
 def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     """Apply a successful snapshot of one cluster (``snapshot.cluster``; "" = the default) to that
     cluster's active Job rows, with ``gateway`` to that cluster (see module docstring). A failing
@@ -111,99 +127,119 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
     cluster = snapshot.cluster or _default()
     entries = queue_entries(snapshot.jobs)  # arrays and het jobs folded: one entry each
     queue = {key: entry.record for key, entry in entries.items()}
-    by_comment = {q.comment: q for q in queue.values() if q.comment.startswith("portal:")}
-    left: list[Job] = []
-    restarted: list[Job] = []  # squeue says Slurm ran it again since the last poll
-    exits: dict[int, tuple[int | None, int | None]] = {}
     waiting = Q(accounting_pending=True, end_at__gte=djtz.now() - timedelta(seconds=ACCOUNTING_WAIT_S))
+    left, claimed = _sync_own(cluster, entries, queue, waiting, result)
+    _sync_outside(cluster, {k: e for k, e in entries.items() if k not in claimed}, waiting, left, result)
+    if left.restarted:
+        record_restarts(gateway, left.restarted, queue, cluster=cluster)
+    jobs = left.jobs
+    if len(jobs) > SACCT_MAX_JOBS:  # the rest stay as they are, asked for at the next polls
+        logger.info("sacct: %d jobs left the queue on %s; asking for %d this poll", len(jobs), cluster, SACCT_MAX_JOBS)
+        jobs = sorted(jobs, key=lambda j: j.pk)[:SACCT_MAX_JOBS]
+    if jobs:
+        _finish_from_accounting(gateway, jobs, queue, left.exits, result, cluster=cluster)
+    return result
+
+
+def _sync_own(cluster: str, entries: dict, queue: dict, waiting: Q, result: SyncResult) -> tuple[_Left, set[int]]:
+    """The portal's own active rows of ``cluster`` (and those ended from the queue's word, still
+    ``waiting`` for accounting) brought up to the queue, one transaction each. Returns what left the
+    queue and the Slurm job ids these rows hold (the queue entries that are the portal's)."""
+    left = _Left()
     rows = (  # OTHER too: it may end later
         Job.objects.filter(on_cluster(cluster))
         .exclude(origin=JobOrigin.OUTSIDE)
         .filter(~Q(state__in=FINAL_STATES) | waiting)
         .select_related("user")
     )
+    by_comment = {q.comment: q for q in queue.values() if q.comment.startswith("portal:")}
     for job in rows:
         try:  # one job's trouble never stops the poll for the others
             with transaction.atomic():
                 if job.accounting_pending:  # ended from the queue's word: accounting's record is still due
-                    left.append(job)
-                    if job.exit_code is not None:
-                        exits[job.slurm_job_id] = (job.exit_code, job.signal)
+                    left.add_pending(job)
                 else:
-                    _sync_one(job, queue, by_comment, result, left, restarted, exits, entries)
+                    _sync_one(job, queue, by_comment, result, left.jobs, left.restarted, left.exits, entries)
         except Exception:  # noqa: BLE001 - logged with its traceback; the row is tried again next poll
             logger.exception("sync of job %s (Slurm id %s) failed; the other jobs go on", job.key, job.slurm_job_id)
             result.failed += 1
     # A queue entry a portal row holds is the portal's (every portal job carries its comment; this
     # keeps a record Slurm wrote without it from becoming a second row).
-    claimed = {j.slurm_job_id for j in rows if j.slurm_job_id}
-    try:  # jobs submitted outside the portal: made and updated in bulk, finished below with the others
-        outside = outside_sync({k: e for k, e in entries.items() if k not in claimed}, cluster=cluster, waiting=waiting)
+    return left, {j.slurm_job_id for j in rows if j.slurm_job_id}
+
+
+def _sync_outside(cluster: str, entries: dict, waiting: Q, left: _Left, result: SyncResult) -> None:
+    """Jobs submitted outside the portal (``entries``: the queue's entries no portal row holds): made
+    and updated in bulk (:func:`outside_sync`); those that left the queue join ``left``, to be
+    finished with the others. A failure is logged and counted; the portal's own jobs still finish."""
+    try:
+        outside = outside_sync(entries, cluster=cluster, waiting=waiting)
     except Exception:  # noqa: BLE001 - logged; the portal's own jobs still finish, tried again next poll
         logger.exception("sync of the jobs submitted outside the portal failed on %s", cluster)
         result.failed += 1
-    else:
-        result.outside_created, result.outside_updated = outside.created, outside.updated
-        left += outside.left
-        restarted += outside.restarted
-        for job in outside.left:
-            if job.accounting_pending and job.exit_code is not None:
-                exits[job.slurm_job_id] = (job.exit_code, job.signal)
-        exits.update(outside.exits)
-    if restarted:
-        record_restarts(gateway, restarted, queue, cluster=cluster)
-    if len(left) > SACCT_MAX_JOBS:  # the rest stay as they are, asked for at the next polls
-        logger.info("sacct: %d jobs left the queue on %s; asking for %d this poll", len(left), cluster, SACCT_MAX_JOBS)
-        left = sorted(left, key=lambda j: j.pk)[:SACCT_MAX_JOBS]
-    if left:
-        ids = ",".join(str(i) for j in left for i in sacct_ids(j))
-        argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
+        return
+    result.outside_created, result.outside_updated = outside.created, outside.updated
+    left.restarted += outside.restarted
+    for job in outside.left:
+        if job.accounting_pending:
+            left.add_pending(job)
+        else:
+            left.jobs.append(job)
+    left.exits.update(outside.exits)
+
+
+def _finish_from_accounting(
+    gateway: SlurmGateway, left: list[Job], queue: dict, exits: dict, result: SyncResult, *, cluster: str
+) -> None:
+    """ONE ``sacct --json -j <ids>`` for the rows that ``left`` the queue: each finished from its own
+    final record (exit codes 22.05's JSON hides asked for once more); one without a final record yet
+    takes the queue's word or becomes unknown. A failing ``sacct`` finishes none: they take the
+    queue's word where it has one, the others are marked unknown (:mod:`slurm.health` records it)."""
+    ids = ",".join(str(i) for j in left for i in sacct_ids(j))
+    argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
+    try:
+        doc = gateway.run_json(argv)
+        adapter = adapter_for(doc, argv=argv)
+    except (SlurmError, ValueError) as exc:
+        logger.warning("sacct for %s failed: %s", ids, exc)
+        accounting_failed(exc, cluster=cluster)
+        unseen = [j.pk for j in left if not j.accounting_pending and not _end_from_queue(j, queue, exits, result)]
+        # left the queue unseen: unknown, never assumed finished
+        Job.objects.filter(pk__in=unseen, status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
+        result.unknown += len(unseen)
+        return
+    accounting_answered(cluster=cluster)
+    index = records_by_id(adapter.parse_sacct_jobs(doc))
+    own = {j.pk: records_of_job(j, index) for j in left}  # each job's candidates, not all records
+    finished = {j.pk: f for j in left if (f := record_of(j, own[j.pk])) is not None and is_final(j, f)}
+    hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it
+        j.slurm_job_id: finished[j.pk].comment
+        for j in left
+        if j.pk in finished and j.kind == JobKind.JOB and j.slurm_job_id not in exits and exit_hidden(finished[j.pk])
+    }
+    if hidden:
+        exits.update(exit_codes(gateway, hidden))
+    for job in left:
+        f = finished.get(job.pk)
+        if f is None:
+            # slurmdbd has not caught up yet (no record of this job, or no end time in it): the
+            # queue's word for now if it has one, accounting's record at a later poll. A job that
+            # left the queue unseen (a controller that lost it, a reset) is unknown meanwhile.
+            if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
+                result.unknown += Job.objects.filter(pk=job.pk, status_unknown_since__isnull=True).update(
+                    status_unknown_since=djtz.now()
+                )
+            continue
         try:
-            doc = gateway.run_json(argv)
-            adapter = adapter_for(doc, argv=argv)
-        except (SlurmError, ValueError) as exc:
-            logger.warning("sacct for %s failed: %s", ids, exc)
-            accounting_failed(exc, cluster=cluster)
-            unseen = []
-            for job in left:
-                if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
-                    unseen.append(job.pk)  # left the queue unseen: unknown, never assumed finished
-            Job.objects.filter(pk__in=unseen, status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
-            result.unknown += len(unseen)
-            return result
-        accounting_answered(cluster=cluster)
-        index = records_by_id(adapter.parse_sacct_jobs(doc))
-        own = {j.pk: records_of_job(j, index) for j in left}  # each job's candidates, not all records
-        finished = {j.pk: f for j in left if (f := record_of(j, own[j.pk])) is not None and is_final(j, f)}
-        hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it
-            j.slurm_job_id: finished[j.pk].comment
-            for j in left
-            if j.pk in finished and j.kind == JobKind.JOB and j.slurm_job_id not in exits and exit_hidden(finished[j.pk])
-        }
-        if hidden:
-            exits.update(exit_codes(gateway, hidden))
-        for job in left:
-            f = finished.get(job.pk)
-            if f is None:
-                # slurmdbd has not caught up yet (no record of this job, or no end time in it): the
-                # queue's word for now if it has one, accounting's record at a later poll. A job that
-                # left the queue unseen (a controller that lost it, a reset) is unknown meanwhile.
-                if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
-                    result.unknown += Job.objects.filter(pk=job.pk, status_unknown_since__isnull=True).update(
-                        status_unknown_since=djtz.now()
-                    )
-                continue
-            try:
-                if job.kind == JobKind.JOB:
-                    _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, own[job.pk], f))
-                else:
-                    apply_final_entry(job, f)
-            except Exception:  # noqa: BLE001 - as above: the others go on
-                logger.exception("finishing job %s (Slurm id %s) failed", job.key, job.slurm_job_id)
-                result.failed += 1
-                continue
-            result.finished += 1
-    return result
+            if job.kind == JobKind.JOB:
+                _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, own[job.pk], f))
+            else:
+                apply_final_entry(job, f)
+        except Exception:  # noqa: BLE001 - as above: the others go on
+            logger.exception("finishing job %s (Slurm id %s) failed", job.key, job.slurm_job_id)
+            result.failed += 1
+            continue
+        result.finished += 1
 
 
 def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> bool:
