@@ -275,6 +275,16 @@ def test_job_form_estimate_says_it_will_wait_for_quota(client, world):
     assert estimate("1", "never") == ""
 
 
+def test_job_form_estimate_is_only_for_the_persons_own_teams(client, world):
+    """bob is in nlp, not vision: asking for vision's figures shows none (another team's quota is not
+    his to see); alice, in vision, sees them."""
+    users, *_ = world
+    form = {"account": "vision", "gpu_count": "1", "time_limit": "60"}
+    answer = as_(client, users["bob"]).post("/jobs/new/estimate/", form)
+    assert answer.status_code == HTTPStatus.OK and b"quota-estimate" not in answer.content
+    assert b"Team vision: used 7.5 h" in as_(client, users["alice"]).post("/jobs/new/estimate/", form).content
+
+
 def test_quota_held_job_shows_the_teams_numbers(client, world):
     users, *_ = world
     Job.objects.create(
