@@ -303,7 +303,10 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     )
     html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
     assert "quota" in html.lower()
-    assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html
+    assert (
+        "Team vision has used 7.5 of 10.0 GPU-hours this period, and 1.5 are promised to its running jobs; "
+        "2 of its 4 concurrent GPUs are in use." in html
+    )
     assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
 
 
