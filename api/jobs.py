@@ -1,6 +1,12 @@
 """``/api/v1/jobs``: list, submit (a profile file or a saved profile), show, cancel, hold, release,
 read logs. Same rules as the pages: you see and change your own jobs; an admin may see anyone's
-(not change them)."""
+(not change them).
+
+A submission's answer (and ``POST /profiles/validate``'s) carries a ``quota`` object
+(:class:`QuotaOut`): whether the job fits its team's GPU quota on its cluster, counted as Slurm's
+``AccountingStorageEnforce=safe`` counts it (used + promised to the team's running jobs + this
+job's GPUs x time limit, against ``GrpTRESMins``), with the New job form's sentence; read from the
+usage cache only (:func:`teams.usage.cache.job_quota_estimate`), no Slurm call."""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from http import HTTPStatus
 from django.conf import settings
 from django.db.models.functions import Coalesce
 from django.http import Http404
-from ninja import Query, Router, Status
+from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
@@ -31,11 +37,11 @@ from profiles.services import profile_run
 from slurm.clusters import cluster_names
 from slurm.snapshot import positions_all, positions_load
 from slurm.states import JobState
-from teams.usage.cache import team_usage
+from teams.usage.cache import job_quota_estimate, team_usage
 
 from .base import need_scope
 from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
-from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut
+from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, ValidateOut
 
 router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
@@ -49,6 +55,51 @@ class JobActionOut(JobOut):
         'tasks and that the running ones go on, e.g. "Holding 2 pending tasks (3-4) of “sweep”: they will not start '
         'until you release them. The 1 running task (2) goes on."',
     )
+
+
+class QuotaOut(Schema):
+    team: str = Field(description="The Slurm account (team) the job is billed to")
+    cluster: str = Field(description="The cluster whose quota it is (each cluster enforces its own)")
+    gpu_hours_quota: float = Field(description="The team's quota this period (sshare GrpTRESMins gres/gpu / 60)")
+    gpu_hours_used: float = Field(description="Used this period (sshare GrpTRESRaw gres/gpu / 60)")
+    gpu_hours_promised: float = Field(
+        description="What the team's running jobs still hold: GPUs x time limit less run time "
+        "(scontrol show assoc_mgr GrpTRESRunMins gres/gpu / 60)"
+    )
+    promised_jobs: int | None = Field(None, description="The team's running GPU jobs (None: not known)")
+    gpu_hours_left: float = Field(description="quota - used - promised: what a new job may take (negative when over)")
+    gpu_hours_max: float = Field(description="This job's GPUs x time limit")
+    will_wait: bool = Field(description="It does not fit: Slurm holds it (pending reason AssocGrpGRESMinutes)")
+    frozen: bool = Field(description="The team's quota is 0 GPU-hours")
+    fit: str = Field(description='How it would start now, e.g. "ask for at most 30 min, or 1 GPU for 60 min"; "" for none')
+    taken_at: float = Field(description="When the usage figures were read (Unix seconds)")
+    error_since: float | None = Field(None, description="Since when refreshing them fails (Unix seconds); None: current")
+    sentence: str = Field(
+        description='In words, e.g. "Team vision: used 80 h, 12 h promised to 3 running jobs, 8 h left; '
+        'this job needs 16 h: it will wait for quota (...)."'
+    )
+
+
+class JobSubmitOut(JobOut):
+    """The answer of a submission: the job, and whether it fits its team's quota."""
+
+    quota: QuotaOut | None = Field(
+        None, description="Whether it fits the team's GPU quota (None: no quota, no GPUs, no time limit or no figures yet)"
+    )
+
+
+class ValidateQuotaOut(ValidateOut):
+    """The check of a profile file without submitting it, and whether the job would fit its team's quota."""
+
+    quota: QuotaOut | None = Field(None, description="As a submission's quota; None also when the file is not valid")
+
+
+def quota_of(*, account: str, gpu_count: int, time_limit_min: int | None, cluster: str) -> dict | None:
+    """The :class:`QuotaOut` document of a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes
+    billed to ``account`` on ``cluster``; ``None`` when there is nothing to say (see
+    :func:`teams.usage.cache.job_quota_estimate`)."""
+    estimate = job_quota_estimate(team=account, gpu_count=gpu_count, time_limit_min=time_limit_min, cluster=cluster)
+    return estimate.as_dict() if estimate else None
 
 
 def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
@@ -181,7 +232,7 @@ def list_jobs(
     }
 
 
-@router.post("", response={201: JobOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")
+@router.post("", response={201: JobSubmitOut, **ERRORS}, summary="Submit a job from a profile file or a saved profile")
 def submit_job(request, body: JobSubmitIn):
     need_scope(request, "jobs")
     if (body.profile_yaml is None) == (body.profile_id is None):
@@ -207,8 +258,8 @@ def submit_job(request, body: JobSubmitIn):
 
 
 def run_profile(request, *, text: str, overrides: dict, profile, what: str):
-    """Submit a profile (``profiles.services.profile_run``) and answer 201 with the job, or 400 with
-    every error (``what`` names the profile in the sentence)."""
+    """Submit a profile (``profiles.services.profile_run``) and answer 201 with the job and its
+    ``quota`` (:class:`QuotaOut`), or 400 with every error (``what`` names the profile in the sentence)."""
     try:
         job = profile_run(user=request.user, text=text, overrides=overrides, profile=profile)
     except Refused as refused:
@@ -218,7 +269,8 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     clash = job_maintenance_warning(job)
     caps = cap_warning(user=request.user, cluster=job.cluster, gpu_count=job.gpu_count, exclude=job)  # per-person caps
     warnings = ([clash.text] if clash else []) + ([caps] if caps else [])
-    return Status(HTTPStatus.CREATED, {**out, "warnings": warnings})
+    quota = quota_of(account=job.account, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min, cluster=job.cluster)
+    return Status(HTTPStatus.CREATED, {**out, "warnings": warnings, "quota": quota})
 
 
 @router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")

@@ -14,10 +14,9 @@ from profiles.selectors import profile_for_viewer, profiles_for_user
 from profiles.services import profile_check, profile_clone, profile_delete, profile_save, profile_share
 
 from .base import need_scope
-from .jobs import _base, run_profile
+from .jobs import JobSubmitOut, ValidateQuotaOut, _base, quota_of, run_profile
 from .schemas import (
     ErrorOut,
-    JobOut,
     OverridesIn,
     ProfileCloneIn,
     ProfileIn,
@@ -25,7 +24,6 @@ from .schemas import (
     ProfileOut,
     ProfileShareIn,
     ValidateIn,
-    ValidateOut,
 )
 
 router = Router(tags=["profiles"])
@@ -77,7 +75,9 @@ def create_profile(request, body: ProfileIn):
 
 
 @router.post(
-    "/validate", response={200: ValidateOut, **ERRORS}, summary="Check a profile file as submitting it would, without submitting"
+    "/validate",
+    response={200: ValidateQuotaOut, **ERRORS},
+    summary="Check a profile file as submitting it would, without submitting",
 )
 def validate_profile(request, body: ValidateIn):
     need_scope(request, "read")
@@ -85,7 +85,9 @@ def validate_profile(request, body: ValidateIn):
         spec, checked = profile_check(user=request.user, text=body.yaml, overrides=body.overrides)
     except Refused as refused:
         return {"valid": False, "errors": [p.as_dict() for p in refused.problems], "spec": None, "script": None}
-    return {"valid": True, "errors": [], "spec": spec.data, "script": checked.request.script}
+    job = checked.request
+    quota = quota_of(account=checked.account, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min, cluster=checked.cluster)
+    return {"valid": True, "errors": [], "spec": spec.data, "script": job.script, "quota": quota}
 
 
 @router.get("/{int:pk}", response={200: ProfileOut, **ERRORS}, summary="One profile")
@@ -131,7 +133,9 @@ def clone_profile(request, pk: int, body: ProfileCloneIn):
     return Status(HTTPStatus.CREATED, profile_out(profile, base_url=_base(request)))
 
 
-@router.post("/{int:pk}/submit", response={201: JobOut, **ERRORS}, summary='Run a profile ("run again with 4 GPUs": overrides)')
+@router.post(
+    "/{int:pk}/submit", response={201: JobSubmitOut, **ERRORS}, summary='Run a profile ("run again with 4 GPUs": overrides)'
+)
 def submit_profile(request, pk: int, body: OverridesIn):
     need_scope(request, "jobs")
     profile = _get(request, pk)

@@ -174,9 +174,36 @@ def parse_assoc_mgr(text: str, tres: str = GPU_TRES) -> dict[tuple[str, str], tu
     return result
 
 
+def parse_assoc_run_minutes(text: str, tres: str = GPU_TRES) -> dict[tuple[str, str], int | None]:
+    """``scontrol show assoc_mgr flags=assoc`` -> (account, user) -> the TRES-minutes of ``tres``
+    that the association's running jobs still hold: the count in brackets of
+    ``GrpTRESRunMins=...gres/gpu=N(16)...`` (Slurm's ``grp_used_tres_run_secs`` / 60: for each
+    running job, its TRES count x its time limit less its run time, lowered every
+    ``PriorityCalcPeriod``; an account's row includes its sub-accounts' and users' jobs). This is
+    the figure ``AccountingStorageEnforce=safe`` adds to the used TRES-minutes before it lets a job
+    start under ``GrpTRESMins``. ``None`` when the line or the TRES is missing (user ``""`` for the
+    account's row, ``alice(1001)`` -> ``alice``)."""
+    result: dict[tuple[str, str], int | None] = {}
+    key = None
+    for line in text.splitlines():
+        fields = dict(_ASSOC_FIELD.findall(line))
+        if "ClusterName" in fields:
+            key = (fields.get("Account", ""), fields.get("UserName", "").split("(", 1)[0])
+            result[key] = None
+        elif key and "GrpTRESRunMins" in fields:
+            result[key] = parse_tres_limit_used(fields["GrpTRESRunMins"], tres)[1]
+    return result
+
+
 def read_assoc_mgr(gateway: SlurmGateway) -> dict[tuple[str, str], tuple[int | None, int | None]]:
     """:data:`SHOW_ASSOC_MGR`, parsed for ``gres/gpu``. Raises :class:`~slurm.SlurmError`."""
     return parse_assoc_mgr(gateway.run(SHOW_ASSOC_MGR).out)
+
+
+def read_assoc_mgr_text(gateway: SlurmGateway) -> str:
+    """:data:`SHOW_ASSOC_MGR`'s text, for :func:`parse_assoc_mgr` and :func:`parse_assoc_run_minutes`
+    from one call. Raises :class:`~slurm.SlurmError`."""
+    return gateway.run(SHOW_ASSOC_MGR).out
 
 
 # --- sacctmgr --------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ SERIAL = {
     "tests/cluster/test_cluster_page_integration.py": "drains nodes and makes reservations",
     "tests/cluster/test_rate_limit_integration.py": "fills the portal user's RPC rate-limit bucket on cluster2",
     "tests/teams/test_quota_integration.py": "changes bob's default account and team limits",
+    "tests/teams/test_quota_promised_integration.py": "makes an account with a GPU-minute quota and uses node3's t4s",
     "tests/teams/test_site_policy_integration.py": "adds QOS to alice",
     "tests/teams/test_slurm_sync_integration.py": "creates and changes accounts and associations",
     "tests/teams/test_usage_integration.py": "reads every account's usage on both clusters",

@@ -202,6 +202,12 @@ class Client:
             body["image"] = image
         return self.request("POST", "/jobs", body=body)
 
+    def validate_profile(self, profile_yaml: str, overrides: dict) -> dict:
+        """``POST /profiles/validate``: checks a profile's YAML text as submitting it would, without
+        submitting; returns ``{"valid", "errors", "spec", "script", "quota"}`` (HTTP 200 also when it
+        is not valid; ``quota``: whether the job would fit its team's GPU quota, or ``None``)."""
+        return self.request("POST", "/profiles/validate", body={"yaml": profile_yaml, "overrides": overrides})
+
     def list_images(self, cluster: str = "", partition: str = "", session_kind: str = "") -> dict:
         """``GET /images``: ``{"items": [{"name", "description", "os", "python_version", "cuda_version",
         "runtime", "path", "digest", "clusters", "partitions", "offers", "states": [{"cluster",

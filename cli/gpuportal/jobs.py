@@ -8,6 +8,7 @@ import time
 
 from .args import add_overrides, positive_float
 from .base import Commands, Context, UsageError, err, list_out, out, read_text
+from .errors import ApiError
 from .logs import CLUSTER_HELP, follow_log
 from .output import duration, gpus, key_values
 
@@ -51,6 +52,11 @@ def add_commands(commands: Commands) -> None:
     p.add_argument("file", metavar="FILE.yaml")
     add_overrides(p, "override a profile field (repeatable), e.g. --set gpus=4")
     p.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check the file as submitting it would and say whether the job fits the team's GPU quota; submit nothing",
+    )
     p.add_argument("--interval", type=positive_float, default=2.0, help=argparse.SUPPRESS)
     p.add_argument(
         "--cluster", metavar="NAME", help="the cluster to run it on (see `gpuportal clusters`); same as --set cluster=NAME"
@@ -111,13 +117,15 @@ def submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
     ``job``), once Slurm has its id; then follow its output when ``follow``. Returns 1 when the
     submission failed (or the followed job did not complete), else 0."""
     # Only the submit's answer has them (already on stderr: Context.warnings); --json keeps them.
-    warnings = list(job.get("warnings") or [])
+    warnings, quota = list(job.get("warnings") or []), job.get("quota")
     job = _with_slurm_id(ctx, job, interval)
     ref = job_ref(job)
     if ctx.json:
-        ctx.emit({**job, "warnings": warnings})
+        ctx.emit({**job, "warnings": warnings, "quota": quota})
     else:
         out(f'Submitted job {ref} "{job.get("name", "")}" ({job.get("state", "?")})')
+        if quota:
+            out(quota["sentence"])
     if job.get("state") == "SUBMIT_FAILED":
         err(f"error: the submission failed: {job.get('submit_error') or job.get('explanation') or 'no reason given'}")
         return 1
@@ -131,16 +139,35 @@ def submitted(ctx: Context, job: dict, follow: bool, interval: float) -> int:
 
 
 def cmd_submit(ctx: Context) -> int:
-    """``submit FILE [--set K=V ...] [-f]``: ``POST /jobs`` with the file's text; returns 1 when the
-    submission failed (or, with ``-f``, the job did not complete). Raises :class:`UsageError` for an
-    unreadable file."""
+    """``submit FILE [--set K=V ...] [-f] [--check]``: ``POST /jobs`` with the file's text; returns 1
+    when the submission failed (or, with ``-f``, the job did not complete). With ``--check``:
+    ``POST /profiles/validate`` instead, nothing submitted (:func:`checked`). Raises
+    :class:`UsageError` for an unreadable file."""
     text = read_text(ctx.args.file)
     client = ctx.client()
     overrides = dict(ctx.args.overrides)
     if ctx.args.cluster:
         overrides["cluster"] = ctx.args.cluster
+    if ctx.args.check:  # the image as POST /jobs takes it: an override of the profile's image:
+        with_image = overrides if ctx.args.image is None else {**overrides, "image": ctx.args.image}
+        return checked(ctx, client.validate_profile(text, with_image))
     job = client.submit_job(text, os.path.basename(ctx.args.file), overrides, image=ctx.args.image)
     return submitted(ctx, job, ctx.args.follow, ctx.args.interval)
+
+
+def checked(ctx: Context, answer: dict) -> int:
+    """Report ``submit --check``'s answer (``POST /profiles/validate``): the profile is valid and
+    the quota sentence when there is one, then 0; not valid: raises :class:`ApiError` with its
+    errors (each with its field and line), so it reads as a refused submission (exit 1)."""
+    if not answer.get("valid"):
+        raise ApiError(400, "The profile is not valid; nothing was submitted.", errors=answer.get("errors") or [])
+    if ctx.json:
+        ctx.emit(answer)
+        return 0
+    out("The profile is valid; nothing was submitted (drop --check to submit it).")
+    if answer.get("quota"):
+        out(answer["quota"]["sentence"])
+    return 0
 
 
 def _job_time(job: dict) -> str:

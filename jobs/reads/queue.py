@@ -116,9 +116,11 @@ def queue_line(row: JobRow) -> QueueLine:
 
 def quota_note(account: str, usage, job: Job | None = None) -> str:
     """The team's numbers for a job held by quota, e.g. "Team vision has used 10.3 of 10.0 GPU-hours
-    this period; 2 of its 2 concurrent GPUs are in use.", and for ``job`` how it could fit now ("To
-    start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 4.0 GPU-hours).") or that
-    a quota of 0 is frozen ("" without usage figures)."""
+    this period; 2 of its 2 concurrent GPUs are in use.", with what its running jobs are promised
+    when they are (", and 1.5 are promised to its running jobs": Slurm's safe enforcement counts it
+    as spent, :attr:`teams.usage.records.TeamUsage.gpu_hours_promised`), and for ``job`` how it
+    could fit now beside that promise ("To start now, ask for at most 30 min, or 1 GPU for 60 min
+    (it needs up to 4.0 GPU-hours).") or that a quota of 0 is frozen ("" without usage figures)."""
     if usage is None or not usage.tracked:
         return ""
 
@@ -126,19 +128,21 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
         return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
 
     parts = []
+    promised = usage.gpu_hours_promised or 0.0
     if usage.gpu_hours_quota is not None:
-        parts.append(
+        used = (
             f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period"
         )
+        parts.append(used + (f", and {hours(promised)} are promised to its running jobs" if promised > 0 else ""))
     if usage.gpu_limit is not None:
         parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
     note = ("; ".join(parts) + ".") if parts else ""
     if usage.gpu_hours_quota == 0:
         return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
     if job is not None and job.gpu_count and usage.gpu_hours_left is not None:
-        needs = job.gpu_count * job.time_limit_min / 60
-        fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
-        if needs > usage.gpu_hours_left and fit:
+        needs, left = job.gpu_count * job.time_limit_min / 60, usage.gpu_hours_left - promised
+        fit = how_to_fit(gpu_hours_left=left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
+        if needs > left and fit:
             note += f" To start now, {fit} (it needs up to {hours(needs)} GPU-hours)."
     return note
 

@@ -133,9 +133,10 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     """HTMX fragment under the job form, before anything is sent: a warning when no node of the
     chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), when
     the time limit crosses a maintenance reservation on every node of it (:mod:`jobs.reads.maintenance`), and
-    the most GPU-hours this job may use against the team's remaining quota ("it will wait for quota"
-    when it does not fit), and when the person is already at a per-person cap (:func:`jobs.reads.cap_reasons.cap_warning`,
-    from the stored jobs). Empty when there is nothing to say."""
+    the quota sentence of :class:`teams.usage.records.QuotaEstimate` (used, promised to running jobs,
+    left; what this job needs: it fits or it will wait for quota) for one of the person's own teams,
+    and when the person is already at a per-person cap (:func:`jobs.reads.cap_reasons.cap_warning`, from
+    the stored jobs). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
     cluster = cluster_get(str(data.get("cluster", ""))) or default_cluster()
     snapshot = snapshot_load(with_jobs=False, cluster=cluster.name)
@@ -146,10 +147,11 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
         minutes = JobForm.parse_time_minutes(data.get("time_limit", ""))
     except (TypeError, ValueError):
         gpus, minutes = 0, 0
-    team = data.get("account") or (request.user.slurm_accounts[0] if request.user.slurm_accounts else "")
-    estimate = (
+    accounts = request.user.slurm_accounts
+    team = data.get("account") or (accounts[0] if accounts else "")
+    estimate = (  # only the person's own teams' figures: another team's quota is not theirs to see
         job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name)
-        if gpus and team and minutes
+        if gpus and team in accounts and minutes
         else None
     )
     maintenance = maintenance_clash(snapshot, partition=str(data.get("partition", "")), time_limit=minutes * 60)

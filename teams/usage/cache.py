@@ -231,26 +231,35 @@ def usage_refresh(
 def job_quota_estimate(
     *, team: str, gpu_count: int, time_limit_min: int | None, cluster: str | None = None
 ) -> QuotaEstimate | None:
-    """The most GPU-hours a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes may use, against
-    what ``team`` has left this period on ``cluster``, the job's (``None``: the default cluster):
-    each cluster holds jobs against its own quota, so another cluster's figures never count here
-    (cache only). ``None`` when the team's usage there is unknown or untracked, it has no quota
-    there, or the job has no GPUs or no time limit."""
+    """Whether a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes fits what ``team`` has left
+    on ``cluster``, the job's (``None``: the default cluster), counted as Slurm's
+    ``AccountingStorageEnforce=safe`` counts it: used GPU-minutes + those the team's running jobs
+    still hold (:attr:`TeamUsage.gpu_hours_promised`) + this job's GPUs x time limit, against the
+    quota. Each cluster holds jobs against its own quota, so another cluster's figures never count
+    here (cache only: the figures of the last usage refresh, every ``PORTAL_USAGE_INTERVAL``).
+    ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
+    has no GPUs or no time limit."""
     name = _cluster(cluster)
     usage = team_usage(team, cluster=name)
     if usage is None or not usage.tracked or usage.gpu_hours_left is None or gpu_count <= 0 or not time_limit_min:
         return None
     most = gpu_count * time_limit_min / 60
-    will_wait = most > usage.gpu_hours_left
-    fit = how_to_fit(gpu_hours_left=usage.gpu_hours_left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
+    promised = usage.gpu_hours_promised or 0.0
+    left = usage.gpu_hours_left - promised
+    will_wait = most > left + 1e-9
+    fit = how_to_fit(gpu_hours_left=left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
     return QuotaEstimate(
         team=team,
         gpu_hours_max=most,
-        gpu_hours_left=usage.gpu_hours_left,
+        gpu_hours_left=left,
         will_wait=will_wait,
         taken_at=usage.taken_at,
         fit=fit,
         frozen=usage.gpu_hours_quota == 0,
         error_since=usage.error_since if usage.error else None,
         cluster=name,
+        gpu_hours_used=usage.gpu_hours_used or 0.0,
+        gpu_hours_quota=usage.gpu_hours_quota or 0.0,
+        gpu_hours_promised=promised,
+        promised_jobs=usage.promised_jobs,
     )

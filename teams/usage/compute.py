@@ -128,6 +128,41 @@ def queue_demand(snapshot: ClusterSnapshot | None) -> dict[str, tuple[int, float
     return demand
 
 
+def queue_promises(snapshot: ClusterSnapshot | None, *, now: float) -> dict[str, tuple[int, float]]:
+    """account -> (RUNNING jobs with GPUs, GPU-minutes they still hold: for each, GPUs x (``time_limit``
+    minutes less its run time since ``start_time``, at ``now``, Unix seconds), never below 0), from
+    the snapshot (squeue) only. A job without a time limit holds nothing countable and is left out of
+    the minutes, not of the count. Slurm's own figure of the same (assoc_mgr ``GrpTRESRunMins``) is
+    preferred where the reading has it (:func:`usage_compute`)."""
+    promises: dict[str, tuple[int, float]] = {}
+    for job in snapshot.jobs if snapshot else []:
+        gpus = sum(job.gpus.values())
+        if job.state != "RUNNING" or not gpus:
+            continue
+        count, minutes = promises.get(job.account, (0, 0.0))
+        if job.time_limit:
+            ran_min = max(0.0, now - job.start_time) / 60 if job.start_time else 0.0
+            minutes += gpus * max(0.0, job.time_limit - ran_min)
+        promises[job.account] = (count + 1, minutes)
+    return promises
+
+
+def promised(
+    reading: UsageReading, account: str, promises: dict[str, tuple[int, float]], snapshot: ClusterSnapshot | None
+) -> tuple[int | None, float | None]:
+    """(running GPU jobs of ``account``, GPU-hours they still hold). The hours are Slurm's figure,
+    assoc_mgr's ``GrpTRESRunMins`` ``gres/gpu`` of the account's association, when the reading has
+    it: it is the one ``AccountingStorageEnforce=safe`` checks, it counts sub-accounts' jobs too and
+    it moves when Slurm's does (every ``PriorityCalcPeriod``); else the snapshot's
+    (:func:`queue_promises`). The count is the snapshot's (assoc_mgr counts no jobs per TRES);
+    ``None`` without a snapshot. Both ``None`` when neither source has them."""
+    count, minutes = promises.get(account, (0, 0.0)) if snapshot else (None, None)
+    slurm_minutes = reading.run_minutes.get((account, ""))
+    if slurm_minutes is not None:
+        minutes = float(slurm_minutes)
+    return count, (minutes / 60 if minutes is not None else None)
+
+
 # --- one team's figures ---------------------------------------------------------------------------
 
 
@@ -156,14 +191,16 @@ def _lag_note(config: ClusterConfig, live_h: float | None, history_h: float, run
 def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = None, cluster: str = "") -> dict[str, TeamUsage]:
     """Every account's :class:`TeamUsage` (accounts in sshare's order) from one reading of
     ``cluster``, with the running and queued GPUs from that cluster's ``snapshot`` when there is one."""
-    demand = queue_demand(snapshot)
+    demand, promises = queue_demand(snapshot), queue_promises(snapshot, now=reading.now)
     teams = {}
     for account in dict.fromkeys(row.account for row in reading.shares if not row.user):
         gpu_limit, in_use = reading.limits.get((account, ""), (None, None))
         running, pending = demand.get(account, (0, 0.0)) if snapshot else (in_use, None)
-        teams[account] = team_usage_compute(
-            reading, account, gpu_limit=gpu_limit, running=running, pending=pending, cluster=cluster
-        )
+        usage = team_usage_compute(reading, account, gpu_limit=gpu_limit, running=running, pending=pending, cluster=cluster)
+        if usage.tracked:
+            jobs, hours = promised(reading, account, promises, snapshot)
+            usage = replace(usage, promised_jobs=jobs, gpu_hours_promised=hours)
+        teams[account] = usage
     return teams
 
 

@@ -5,7 +5,9 @@
   ``PriorityCalcPeriod`` and ``PriorityDecayHalfLife`` (how the live figure lags or decays);
 - ``sshare -a -P -o Account,User,GrpTRESMins,GrpTRESRaw``: quota (``GrpTRESMins`` ``gres/gpu``) and
   live use this period (``GrpTRESRaw`` ``gres/gpu``), both in GPU-minutes, per account and per user;
-- ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``);
+- ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``)
+  and the GPU-minutes the running jobs still hold (``GrpTRESRunMins=gres/gpu=N(held)``: what Slurm's
+  ``safe`` enforcement promises them, :func:`slurm.accounting.parse_assoc_run_minutes`);
 - ``sacct --json -X -a -S now-<N>seconds -E now``: the jobs of the period, for per-member
   GPU-hours, jobs, failures, waits and the GPU-hours per day. The start bound is relative
   (:func:`slurm.times.start_bound`, the same as the poller's), so it means the period's start in
@@ -18,11 +20,20 @@ The text outputs are read by :mod:`slurm.accounting`, the sacct document by its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from slurm import SlurmGateway
-from slurm.accounting import ClusterConfig, ShareRow, period_start, read_assoc_mgr, read_config, read_shares
+from slurm.accounting import (
+    ClusterConfig,
+    ShareRow,
+    parse_assoc_mgr,
+    parse_assoc_run_minutes,
+    period_start,
+    read_assoc_mgr_text,
+    read_config,
+    read_shares,
+)
 from slurm.adapters import adapter_for
 from slurm.states import ACTIVE_STATES, is_failure
 from slurm.times import start_bound
@@ -50,7 +61,8 @@ class Run:
 class UsageReading:
     """What one refresh read from Slurm at ``now`` (Unix seconds): the config, sshare's rows,
     assoc_mgr's (account, user) -> (GPU limit, GPUs in use), the accounting period's start (UTC)
-    and the sacct jobs that ended in the period or run on."""
+    and the sacct jobs that ended in the period or run on. ``run_minutes``: assoc_mgr's (account,
+    user) -> GPU-minutes its running jobs still hold (``GrpTRESRunMins`` in use; ``None`` unknown)."""
 
     now: float
     config: ClusterConfig
@@ -58,6 +70,7 @@ class UsageReading:
     limits: dict[tuple[str, str], tuple[int | None, int | None]]
     period_start: datetime
     runs: list[Run]
+    run_minutes: dict[tuple[str, str], int | None] = field(default_factory=dict)
 
 
 def runs_of(doc: dict, now: float, *, argv: list[str] | None = None) -> list[Run]:
@@ -85,9 +98,12 @@ def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
     (from the gateway) or ``ValueError`` (output we cannot read)."""
     config = read_config(gateway)
     shares = read_shares(gateway)
-    limits = read_assoc_mgr(gateway)
+    assoc = read_assoc_mgr_text(gateway)
+    limits, run_minutes = parse_assoc_mgr(assoc), parse_assoc_run_minutes(assoc)
     start = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
     argv = ["sacct", "--json", "-X", "-a", "-S", start_bound(start, now=datetime.fromtimestamp(now, UTC)), "-E", "now"]
     doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
     runs = [r for r in runs_of(doc, now, argv=argv) if r.end >= start.timestamp()]
-    return UsageReading(now=now, config=config, shares=shares, limits=limits, period_start=start, runs=runs)
+    return UsageReading(
+        now=now, config=config, shares=shares, limits=limits, period_start=start, runs=runs, run_minutes=run_minutes
+    )

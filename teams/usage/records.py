@@ -47,6 +47,12 @@ class TeamUsage:
     - ``gpus_running``: GPUs of the account's RUNNING jobs in the snapshot (squeue); without a
       snapshot, assoc_mgr's in-use count. ``pending_gpu_hours``: sum over PENDING jobs of GPUs x time
       limit (minutes / 60) x array tasks; jobs without a time limit are not counted.
+    - ``gpu_hours_promised``: GPU-hours the account's RUNNING jobs still hold (GPUs x time limit
+      less run time), Slurm's ``scontrol show assoc_mgr`` ``GrpTRESRunMins`` ``gres/gpu`` / 60, or
+      the snapshot's when assoc_mgr has none (:func:`teams.usage.compute.promised`); under
+      ``AccountingStorageEnforce=safe`` a job starts only if used + promised + its own GPUs x time
+      limit fit under the quota. ``promised_jobs``: those running GPU jobs in the snapshot.
+      Both ``None`` when unknown or not tracked.
     - ``burn_gpu_hours_per_day``: sacct GPU-hours of the last 7 days (or since ``period_start``, at
       least one hour) per day; ``runout_date``: UTC day when ``gpu_hours_left`` reaches 0 at that
       rate (``None``: no quota, rate 0, ``used_up``, or not before ``period_end``, when Slurm
@@ -77,6 +83,8 @@ class TeamUsage:
     gpu_limit: int | None = None
     gpus_running: int | None = None
     pending_gpu_hours: float | None = None
+    gpu_hours_promised: float | None = None
+    promised_jobs: int | None = None
     burn_gpu_hours_per_day: float | None = None
     runout_date: date | None = None
     members: list[MemberUsage] = field(default_factory=list)
@@ -126,13 +134,32 @@ class TeamUsage:
         )
 
 
+def hours_text(hours: float) -> str:
+    """GPU-hours as the quota sentence writes them: "80 h", "12.5 h", under an hour in minutes
+    ("15 min")."""
+    if 0 < abs(hours) < 1:
+        return f"{round(hours * 60)} min"
+    return f"{hours:.1f}".rstrip("0").rstrip(".") + " h"
+
+
 @dataclass(frozen=True)
 class QuotaEstimate:
-    """ "This job may use up to ``gpu_hours_max`` GPU-hours; your team has ``gpu_hours_left`` left."
-    ``gpu_hours_max`` = GPUs x time limit; ``will_wait``: it does not fit, so Slurm will hold it
-    (pending reason ``AssocGrpGRESMinutes``) until the next period or a higher quota. ``taken_at``:
-    when the usage figures were read (Unix seconds); ``error_since``: since when refreshing them fails
-    (Unix seconds; ``None`` while they are current), so the form says the figures are old."""
+    """Whether a job fits its team's GPU quota on its cluster, counted as Slurm counts it under
+    ``AccountingStorageEnforce=safe``: a job starts only if used + promised + its own GPUs x time
+    limit fit under ``GrpTRESMins``; otherwise Slurm holds it (pending reason
+    ``AssocGrpGRESMinutes``). All figures in GPU-hours:
+
+    - ``gpu_hours_used``: sshare ``GrpTRESRaw`` ``gres/gpu`` / 60; ``gpu_hours_quota``: sshare
+      ``GrpTRESMins`` ``gres/gpu`` / 60;
+    - ``gpu_hours_promised``: what the team's ``promised_jobs`` running jobs still hold (assoc_mgr
+      ``GrpTRESRunMins`` ``gres/gpu`` / 60, see :class:`TeamUsage`; 0 when unknown);
+      ``promised_jobs`` ``None`` when the count is unknown (no snapshot);
+    - ``gpu_hours_left`` = quota - used - promised (negative when over), what a new job may take;
+    - ``gpu_hours_max`` = this job's GPUs x time limit; ``will_wait``: it is more than left.
+
+    ``taken_at``: when the usage figures were read (Unix seconds); ``error_since``: since when
+    refreshing them fails (Unix seconds; ``None`` while they are current), so the form says the
+    figures are old."""
 
     team: str
     gpu_hours_max: float
@@ -146,6 +173,47 @@ class QuotaEstimate:
     error_since: float | None = None
     #: The cluster whose figures these are (the job's: each cluster enforces its own quota).
     cluster: str = ""
+    gpu_hours_used: float = 0.0
+    gpu_hours_quota: float = 0.0
+    gpu_hours_promised: float = 0.0
+    promised_jobs: int | None = None
+
+    @property
+    def summary(self) -> str:
+        """The figures and the verdict without the way to fit: "Team vision: used 80 h, 12 h
+        promised to 3 running jobs, 8 h left; this job needs 16 h: it will wait for quota (...)"."""
+        if self.promised_jobs:
+            jobs = f"{self.promised_jobs} running job{'s' if self.promised_jobs != 1 else ''}"
+            promised = f"{hours_text(self.gpu_hours_promised)} promised to {jobs}"
+        elif self.gpu_hours_promised > 0:
+            promised = f"{hours_text(self.gpu_hours_promised)} promised to running jobs"
+        else:
+            promised = "nothing promised to running jobs"
+        left = f"{hours_text(self.gpu_hours_left)} left" if self.gpu_hours_left > 0 else "nothing left"
+        head = (
+            f"Team {self.team}: used {hours_text(self.gpu_hours_used)}, {promised}, {left}; "
+            f"this job needs {hours_text(self.gpu_hours_max)}: "
+        )
+        if self.frozen:
+            return head + (
+                "the team's quota is 0 GPU-hours (frozen), so GPU jobs wait until a portal admin sets a quota; "
+                "a job without GPUs can run now"
+            )
+        if not self.will_wait:
+            return head + "it fits"
+        if self.gpu_hours_max <= self.gpu_hours_quota - self.gpu_hours_used:
+            return head + "it will wait for quota (until running jobs end early, the next period or a higher quota)"
+        return head + "it will wait for quota (until the next period or a higher quota)"
+
+    @property
+    def sentence(self) -> str:
+        """:attr:`summary`, then how to start now when something would fit, as one sentence."""
+        fit = f". To start now, {self.fit}" if self.fit and not self.frozen else ""
+        return f"{self.summary}{fit}."
+
+    def as_dict(self) -> dict:
+        """The API's ``quota`` object: the figures above, ``cluster``, ``team`` and ``sentence``."""
+        return {**asdict(self), "sentence": self.sentence}
 
 
 @dataclass(frozen=True)

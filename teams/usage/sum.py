@@ -4,6 +4,7 @@ sets the same on each), so the sum is the team's total across the site, and the 
 stay beside it (``TeamUsage.clusters``) for what only a cluster can say: whether a job there will wait.
 
 What is summed: GPU-hours used, quota and left, GPUs at once (limit) and running now, pending demand,
+the GPU-hours running jobs still hold (promised) and their count,
 the burn rate, each member's GPU-hours, jobs and failures (and their waits, whose median is taken
 again), and the daily series. A cluster that does not track ``gres/gpu`` adds its job counts but no
 GPU figure (it is shown as untracked, never as 0). A quota or limit is summed only when every tracked
@@ -94,6 +95,8 @@ def _gpu_sums(tracked: list[TeamUsage], *, now: float, end: datetime | None) -> 
         gpu_limit=_sum_all([p.gpu_limit for p in tracked]),
         gpus_running=_sum_known([p.gpus_running for p in tracked]),
         pending_gpu_hours=_sum_known([p.pending_gpu_hours for p in tracked]),
+        gpu_hours_promised=_sum_known([p.gpu_hours_promised for p in tracked]),
+        promised_jobs=_sum_known([p.promised_jobs for p in tracked]),
         burn_gpu_hours_per_day=rate,
         runout_date=runout_date,
         daily=_daily(tracked),

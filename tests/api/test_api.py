@@ -279,6 +279,56 @@ def test_duplicate_name_and_invalid_profile_are_400(client, people, tokens, clus
     assert v["valid"] is True and "train_digits.py" in v["script"]
 
 
+def _vision_usage(clean_cache):
+    """vision on the default cluster: quota 10 h, used 7.5 h, 1.5 h promised to 1 running job (1 h left)."""
+    from datetime import datetime
+
+    from teams.usage.cache import TeamUsage, UsageStatus, _store
+
+    usage = TeamUsage(
+        account="vision",
+        tracked=True,
+        period_start=datetime(2026, 11, 1, tzinfo=UTC),
+        period_end=None,
+        taken_at=1795970000.0,
+        gpu_hours_used=7.5,
+        gpu_hours_quota=10.0,
+        gpu_hours_left=2.5,
+        gpu_hours_promised=1.5,
+        promised_jobs=1,
+    )
+    _store({"vision": usage}, UsageStatus(taken_at=1795970000.0))
+
+
+def test_submit_and_validate_say_whether_the_job_fits_the_quota(client, people, tokens, cluster, no_slurm, clean_cache):
+    """The answer's quota object has the form's figures and sentence; a job of 4 GPUs for 2 h
+    needs 8 h of the 1 h left beside the running job's promise."""
+    _vision_usage(clean_cache)
+    big = {"gpus": 4, "partition": "train", "time_limit": "02:00:00"}
+    checked = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": EXAMPLE_TEXT, "overrides": big}).json()
+    assert checked["valid"] is True and Job.objects.count() == 0
+    quota = checked["quota"]
+    assert (quota["team"], quota["gpu_hours_left"], quota["gpu_hours_promised"], quota["will_wait"]) == ("vision", 1.0, 1.5, True)
+    assert quota["sentence"].startswith(
+        "Team vision: used 7.5 h, 1.5 h promised to 1 running job, 1 h left; this job needs 8 h: it will wait for quota"
+    )
+    small = {"gpus": 1, "partition": "train", "time_limit": "00:30:00"}
+    r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": small})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    assert r.json()["quota"]["sentence"].endswith("this job needs 30 min: it fits.")
+    no_gpus = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT}).json()
+    assert no_gpus["quota"] is None  # a job without GPUs uses no GPU quota
+
+
+def test_another_teams_quota_is_not_told(client, people, tokens, cluster, no_slurm, clean_cache):
+    """bob (nlp) checks a job billed to vision: refused as a submission would be, and no quota figures."""
+    _vision_usage(clean_cache)
+    body = {"yaml": EXAMPLE_TEXT, "overrides": {"gpus": 1, "partition": "train", "account": "vision"}}
+    checked = call(client, "post", "/profiles/validate", tokens["bob"], body).json()
+    assert checked["valid"] is False and checked["quota"] is None
+    assert any(e["field"] == "account" for e in checked["errors"]), checked["errors"]
+
+
 # --- jobs: list, show, cancel, log ---------------------------------------------------------------
 def _job(user, **kw):
     fields = dict(

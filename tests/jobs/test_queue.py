@@ -1,5 +1,6 @@
 """Queue position, estimate and time left, from the snapshot only."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -209,6 +210,11 @@ def test_a_job_held_by_quota_is_told_how_to_fit_and_a_frozen_quota_says_so():
     assert note.endswith("To start now, ask for at most 30 min, or 1 GPU for 60 min (it needs up to 2.0 GPU-hours).")
     frozen = job_row(held, {}, now=1000, usage_for=lambda account, cluster=None: usage(0.0, 0.0)).line.quota_note
     assert "frozen, so the next period will not help" in frozen and "To start now" not in frozen
+    # 5.5 of the 6 h not used are promised to running jobs: Slurm counts them, and so does the way to fit
+    promised = replace(usage(10.0, 4.0), gpu_hours_promised=5.5, promised_jobs=2)
+    note = job_row(held, {}, now=1000, usage_for=lambda account, cluster=None: promised).line.quota_note
+    assert note.startswith("Team vision has used 4.0 of 10.0 GPU-hours this period, and 5.5 are promised to its running jobs.")
+    assert note.endswith("To start now, ask for at most 15 min, or 1 GPU for 30 min (it needs up to 2.0 GPU-hours).")
 
 
 def test_a_job_held_by_quota_is_told_its_own_clusters_figures():

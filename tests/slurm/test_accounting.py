@@ -13,6 +13,7 @@ from slurm.accounting import (
     SHOW_ACCOUNTS,
     gpu_tracked,
     parse_assoc_mgr,
+    parse_assoc_run_minutes,
     parse_config,
     parse_sshare,
     period_end,
@@ -93,6 +94,16 @@ def test_assoc_mgr_gives_gpu_limit_and_gpus_in_use():
     assert running[("fx-lab", "")][0] == 4
     assert parse_assoc_mgr(text("assoc_mgr_final.txt"))[("vision", "")] == (6, 0)
     assert parse_assoc_mgr("") == {}
+
+
+def test_assoc_mgr_gives_gpu_minutes_running_jobs_still_hold():
+    """``GrpTRESRunMins=...gres/gpu=N(5)``: the bracket, per association; an account's row holds its users'."""
+    running = parse_assoc_run_minutes(text("assoc_mgr_running.txt"))
+    assert running[("vision", "")] == 5 and running[("vision", "alice")] == 5 and running[("vision", "carol")] == 0
+    assert running[("nlp", "")] == 11 and running[("root", "")] == 16
+    assert set(parse_assoc_run_minutes(text("assoc_mgr_final.txt")).values()) == {0}
+    assert parse_assoc_run_minutes("ClusterName=c Account=a UserName= Partition=\n") == {("a", ""): None}
+    assert parse_assoc_run_minutes("") == {}
 
 
 # --- periods -------------------------------------------------------------------------------------

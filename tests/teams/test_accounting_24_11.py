@@ -16,6 +16,7 @@ from slurm.accounting import (
     SHOW_SHARES,
     SHOW_USERS,
     parse_assoc_mgr,
+    parse_assoc_run_minutes,
     parse_config,
     parse_descriptions,
     parse_sshare,
@@ -92,6 +93,10 @@ def test_config_shares_and_assoc_mgr_of_24_11():
     limits = parse_assoc_mgr(recorded("24.11", "assoc_mgr_running.txt"))
     assert limits[(ACCOUNT, "")] == (4, 3)  # GrpTRES gres/gpu=4(3): alice's two h100 and bob's l40s running
     assert limits[("vision", "")] == (None, 0) and limits[(ACCOUNT, "alice")] == (None, 2)
+    # GrpTRESRunMins gres/gpu: the GPU-minutes the running jobs still hold, the account's row the sum of its users'
+    held = parse_assoc_run_minutes(recorded("24.11", "assoc_mgr_running.txt"))
+    assert (held[(ACCOUNT, "")], held[(ACCOUNT, "alice")], held[(ACCOUNT, "bob")]) == (14, 9, 4)
+    assert parse_assoc_run_minutes(recorded("24.11", "assoc_mgr_final.txt"))[(ACCOUNT, "")] == 0
 
 
 @pytest.mark.parametrize("moment", ["running", "final"])

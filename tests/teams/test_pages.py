@@ -63,6 +63,8 @@ def world(django_user_model, clean_cache):
                 gpu_limit=4,
                 gpus_running=2,
                 pending_gpu_hours=4.0,
+                gpu_hours_promised=1.5,
+                promised_jobs=1,
                 runout_date=datetime(2026, 11, 30).date(),
                 members=[MemberUsage("alice", 5.0, 5.0, 3, 1, 120.0), MemberUsage("carol", 2.5, 2.5, 1, 0, None)],
                 daily={"2026-11-27": {"alice": 3.0, "carol": 2.5}, "2026-11-28": {"alice": 2.0}},
@@ -253,16 +255,34 @@ def test_unknown_user_cannot_be_added(client, world):
 
 
 def test_job_form_estimate_says_it_will_wait_for_quota(client, world):
+    """vision: quota 10 h, used 7.5 h, 1.5 h promised to its one running job: 1 h left for a new job,
+    as Slurm's safe enforcement counts it."""
     users, *_ = world
-    html = (
-        as_(client, users["alice"])
-        .post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "4", "time_limit": "60"})
-        .content.decode()
-    )
-    assert "may use up to 4.0 GPU-hours" in html and "has 2.5 left" in html and "it will wait for quota" in html
-    ok = client.post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "1", "time_limit": "60"}).content.decode()
-    assert "may use up to 1.0 GPU-hours" in ok and "will wait" not in ok
-    assert client.post("/jobs/new/estimate/", {"account": "vision", "gpu_count": "1", "time_limit": "never"}).content == b""
+    alice = as_(client, users["alice"])
+
+    def estimate(gpus: str, time_limit: str) -> str:
+        form = {"account": "vision", "gpu_count": gpus, "time_limit": time_limit}
+        return alice.post("/jobs/new/estimate/", form).content.decode()
+
+    head = "Team vision: used 7.5 h, 1.5 h promised to 1 running job, 1 h left; this job needs"
+    too_big = estimate("4", "60")
+    assert f"{head} 4 h: it will wait for quota (until the next period or a higher quota)" in too_big
+    assert "ask for at most 15 min, or 1 GPU for 60 min" in too_big  # what fits beside the promise
+    held_by_promise = estimate("1", "90")  # fits the 2.5 h not used, not the 1 h not promised
+    assert f"{head} 1 h 30 min" not in held_by_promise  # hours, as the other figures
+    assert f"{head} 1.5 h: it will wait for quota (until running jobs end early," in held_by_promise
+    assert f"{head} 1 h: it fits</span>." in estimate("1", "60")  # exactly what is left fits, as in Slurm
+    assert estimate("1", "never") == ""
+
+
+def test_job_form_estimate_is_only_for_the_persons_own_teams(client, world):
+    """bob is in nlp, not vision: asking for vision's figures shows none (another team's quota is not
+    his to see); alice, in vision, sees them."""
+    users, *_ = world
+    form = {"account": "vision", "gpu_count": "1", "time_limit": "60"}
+    answer = as_(client, users["bob"]).post("/jobs/new/estimate/", form)
+    assert answer.status_code == HTTPStatus.OK and b"quota-estimate" not in answer.content
+    assert b"Team vision: used 7.5 h" in as_(client, users["alice"]).post("/jobs/new/estimate/", form).content
 
 
 def test_quota_held_job_shows_the_teams_numbers(client, world):
@@ -283,7 +303,10 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     )
     html = as_(client, users["alice"]).get("/jobs/table/").content.decode()
     assert "quota" in html.lower()
-    assert "Team vision has used 7.5 of 10.0 GPU-hours this period; 2 of its 4 concurrent GPUs are in use." in html
+    assert (
+        "Team vision has used 7.5 of 10.0 GPU-hours this period, and 1.5 are promised to its running jobs; "
+        "2 of its 4 concurrent GPUs are in use." in html
+    )
     assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
 
 

@@ -39,7 +39,8 @@ from teams.usage.cache import (
     usage_refresh,
     usage_status,
 )
-from teams.usage.compute import queue_demand, runout
+from teams.usage.compute import queue_demand, queue_promises, runout
+from teams.usage.records import QuotaEstimate, TeamUsage
 from tests.conftest import FIXTURES
 from tests.fakes import FakeTransport
 from tests.fakes import cluster_transport as scripted_snapshot
@@ -229,6 +230,95 @@ def test_pending_array_counts_each_task_and_unlimited_jobs_nothing(slurm_json):
     demand = queue_demand(replace(snapshot, jobs=[pending, array, unlimited]))
     assert demand["vision"] == (0, pytest.approx(4 * 5 / 60 + 4 * 60 / 60 * 4))
     assert queue_demand(None) == {}
+
+
+def test_running_jobs_promise_is_slurms_own_figure():
+    """At 17:25:37 assoc_mgr said ``GrpTRESRunMins`` ``gres/gpu=N(5)`` for vision (70: 1 t4) and
+    ``N(11)`` for nlp (71: 1 t4, 74: 2 a100): GPU-minutes their running jobs still hold. Without a
+    snapshot the jobs are not counted, the minutes are."""
+    teams, _ = collect(
+        now=RUNNING_NOW, sshare="sshare_running.txt", assoc="assoc_mgr_running.txt", sacct="sacct_team_running.json"
+    )
+    assert teams["vision"].gpu_hours_promised == pytest.approx(5 / 60) and teams["vision"].promised_jobs is None
+    assert teams["nlp"].gpu_hours_promised == pytest.approx(11 / 60)
+    ended, _ = collect()  # every job ended: nothing promised
+    assert ended["vision"].gpu_hours_promised == 0.0
+
+
+def test_running_jobs_are_counted_from_the_snapshot(slurm_json):
+    """The recorded queue: vision's job 2 (4 a100) runs, nlp's 3 (4 a100) and 5 (1 t4). The count
+    is the snapshot's; the GPU-minutes stay assoc_mgr's (0 in the final recording)."""
+    snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
+    teams, _ = collect(snapshot=snapshot)
+    assert (teams["vision"].promised_jobs, teams["vision"].gpu_hours_promised) == (1, 0.0)
+    assert teams["nlp"].promised_jobs == 2
+    without_slurms, _ = collect(snapshot=snapshot, assoc="assoc_mgr_running.txt")
+    assert without_slurms["vision"].gpu_hours_promised == pytest.approx(5 / 60)  # Slurm's figure wins
+
+
+def test_promise_from_the_snapshot_is_gpus_times_time_left(slurm_json):
+    """GPUs x (time limit - run time) for each RUNNING job, never below 0; a job without a time
+    limit is counted but holds no countable minutes; pending jobs promise nothing."""
+    snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
+    running = next(j for j in snapshot.jobs if j.job_id == 2)  # 4 a100
+    now = 1_000_000.0
+    half = replace(running, time_limit=60, start_time=int(now - 20 * 60))  # 40 min left
+    over = replace(running, job_id=92, time_limit=10, start_time=int(now - 20 * 60))  # past its limit
+    unlimited = replace(running, job_id=93, time_limit=None)
+    pending = replace(running, job_id=94, state="PENDING")
+    promises = queue_promises(replace(snapshot, jobs=[half, over, unlimited, pending]), now=now)
+    assert promises == {"vision": (3, pytest.approx(4 * 40))}
+    assert queue_promises(None, now=now) == {}
+
+
+def estimate(**figures) -> QuotaEstimate:
+    base = dict(team="vision", gpu_hours_max=16.0, gpu_hours_left=8.0, will_wait=True, taken_at=0.0, cluster="cluster1")
+    return QuotaEstimate(**{**base, "gpu_hours_used": 80.0, "gpu_hours_quota": 100.0, **figures})
+
+
+def test_quota_sentence_says_used_promised_left_and_the_verdict():
+    """The issue's example: used 80 h, 12 h promised to 3 running jobs, 8 h left, a 16 h job waits."""
+    waits = estimate(gpu_hours_promised=12.0, promised_jobs=3)
+    assert waits.sentence == (  # 16 h fit the 20 h not used: it starts if the running jobs end early
+        "Team vision: used 80 h, 12 h promised to 3 running jobs, 8 h left; this job needs 16 h: "
+        "it will wait for quota (until running jobs end early, the next period or a higher quota)."
+    )
+    too_big = estimate(gpu_hours_max=24.0, gpu_hours_promised=12.0, promised_jobs=1, fit="ask for at most 2 h 00 min")
+    assert too_big.sentence.endswith(
+        "12 h promised to 1 running job, 8 h left; this job needs 24 h: it will wait for quota "
+        "(until the next period or a higher quota). To start now, ask for at most 2 h 00 min."
+    )
+    fits = estimate(gpu_hours_max=0.5, gpu_hours_left=20.0, will_wait=False, gpu_hours_promised=0.0, promised_jobs=0)
+    assert fits.sentence == "Team vision: used 80 h, nothing promised to running jobs, 20 h left; this job needs 30 min: it fits."
+    over = estimate(gpu_hours_left=-2.5, gpu_hours_used=102.5, gpu_hours_promised=1.25)
+    assert "used 102.5 h, 1.2 h promised to running jobs, nothing left;" in over.sentence
+    frozen = estimate(gpu_hours_quota=0.0, gpu_hours_used=0.0, gpu_hours_left=0.0, frozen=True, fit="ask for less")
+    assert frozen.sentence.endswith(
+        "the team's quota is 0 GPU-hours (frozen), so GPU jobs wait until a portal admin sets a quota; a job without GPUs can run now."
+    )
+    assert frozen.as_dict()["sentence"] == frozen.sentence and frozen.as_dict()["gpu_hours_quota"] == 0.0
+
+
+def test_estimate_takes_what_running_jobs_hold_from_what_is_left(clean_cache):
+    """quota 100 h, used 80 h, 12 h promised: 8 h are left for a new job, as Slurm's safe enforcement counts."""
+    figures = TeamUsage(
+        account="vision",
+        tracked=True,
+        period_start=datetime(2026, 11, 1, tzinfo=UTC),
+        period_end=None,
+        taken_at=FINAL_NOW,
+        gpu_hours_used=80.0,
+        gpu_hours_quota=100.0,
+        gpu_hours_left=20.0,
+        gpu_hours_promised=12.0,
+        promised_jobs=3,
+    )
+    usage._store({"vision": figures}, usage.UsageStatus(taken_at=FINAL_NOW))
+    waits = job_quota_estimate(team="vision", gpu_count=4, time_limit_min=240)
+    assert (waits.gpu_hours_left, waits.will_wait, waits.promised_jobs) == (8.0, True, 3)
+    assert waits.fit == "ask for at most 2 h 00 min, or 1 GPU for 4 h 00 min"
+    exactly = job_quota_estimate(team="vision", gpu_count=4, time_limit_min=120)  # 8 h: fits, as in Slurm (not over)
+    assert exactly.will_wait is False and exactly.sentence.endswith("this job needs 8 h: it fits.")
 
 
 # --- history on made-up jobs (recorded shape) --------------------------------------------------------

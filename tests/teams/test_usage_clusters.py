@@ -203,8 +203,8 @@ def test_the_job_form_asks_for_the_estimate_of_the_cluster_it_names(stored, clie
     form = {"account": "vision", "gpu_count": "4", "time_limit": "60"}
     one = client.post("/jobs/new/estimate/", {**form, "cluster": "cluster1"}).content.decode()
     two = client.post("/jobs/new/estimate/", {**form, "cluster": "cluster2"}).content.decode()
-    assert "has 2.5 left" in one and "it will wait for quota" in one
-    assert "has 9.0 left" in two and "will wait" not in two
+    assert "2.5 h left; this job needs 4 h: it will wait for quota" in one
+    assert "9 h left; this job needs 4 h: it fits" in two and "will wait" not in two
 
 
 def test_untracked_cluster_is_shown_as_such_and_adds_no_gpu_figure(clean_cache, client, django_user_model):
