@@ -88,6 +88,9 @@ class JobPriority:
         return abs(self.priority - max(self.parts_sum, 0)) > 9
 
 
+#: Field name -> its place in a stored row (:func:`priority_entry`'s tuples): what a page filters
+#: the rows by before it makes records of the few it needs.
+ROW = {f.name: i for i, f in enumerate(fields(JobPriority))}
 _FIELDS = [f.name for f in fields(JobPriority)][:13]
 
 
