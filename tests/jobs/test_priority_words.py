@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 
+from api.tokens import token_create
 from jobs.models import Job
 from jobs.reads.priority import job_priority, priority_explain, waited_text
 from slurm.adapters import RELEASES
@@ -119,7 +120,7 @@ def test_a_pending_jobs_explanation_comes_from_the_stored_poll(clean_cache, djan
 
 
 @pytest.mark.django_db
-def test_the_job_page_shows_it_to_the_owner_only(clean_cache, django_user_model, client):
+def test_the_job_page_and_the_api_show_it_to_the_owner_only(clean_cache, django_user_model, client):
     store_recorded("cluster2")
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     bob = django_user_model.objects.create(username="bob", slurm_accounts=["nlp"])
@@ -127,12 +128,21 @@ def test_the_job_page_shows_it_to_the_owner_only(clean_cache, django_user_model,
         user=alice, name="w", partition="small", memory_mb=1, time_limit_min=5, script="", state=JobState.PENDING,
         slurm_job_id=roles()["waiting"], slurm_cluster="cluster2", account="vision",
     )  # fmt: skip
+    sentence = job_priority(job).text
     client.force_login(alice)
     for path in (f"/jobs/{job.key}/", f"/jobs/{job.key}/status/"):
         page = client.get(path)
         assert page.status_code == 200 and 'data-testid="job-priority"' in page.content.decode()
         assert "Your job&#x27;s priority is 2,666: 1,667 from your team&#x27;s fair share" in page.content.decode()
+    token = token_create(user=alice, name="t", scopes=["read"], days=7)[1]
+    answer = client.get(f"/api/v1/jobs/{job.key}", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    assert answer["priority"]["text"] == sentence and answer["priority"]["total"] == 2666
+    assert [p["factor"] for p in answer["priority"]["parts"]] == ["fairshare", "partition_part"]
+    assert answer["priority"]["teams_ahead"] == [{"team": "nlp", "count": 3, "less_used_share": True}]
 
-    client.force_login(bob)  # another team's member: neither the page nor its fragment shows it
+    client.force_login(bob)  # another team's member: neither the page, its fragment nor the API shows it
     for path in (f"/jobs/{job.key}/", f"/jobs/{job.key}/status/"):
         assert client.get(path).status_code == 404
+    token = token_create(user=bob, name="t", scopes=["read"], days=7)[1]
+    refused = client.get(f"/api/v1/jobs/{job.key}", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert refused.status_code == 404 and "priority" not in refused.json()
