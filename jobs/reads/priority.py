@@ -194,6 +194,32 @@ def priority_explain(record: JobPriority, others: list[JobPriority], *, read_at:
     )
 
 
+#: This process's copy of each cluster's stored sprio entry, ``{cluster: (the snapshot head's token,
+#: entry)}``: the poller stores the entry and a new head token in one transaction, so while the head's
+#: token is the copy's, the copy is the stored entry, and a page view costs one small read instead of
+#: unpickling every pending job's figures again (10,000 pending jobs: about 570 kB, some 8 ms).
+_ENTRY_MEMO: dict[str, tuple[str, object]] = {}
+
+
+def _entry_load(cluster: str):
+    """``cluster``'s stored :func:`slurm.priority.priority_entry` (``None`` before the first poll that
+    stored one): this process's copy while the snapshot head's token is unchanged, else the head and
+    the entry in one round trip (one ``MGET``, consistent with the poller's transaction)."""
+    head_key, entry_key = snapshot_key(cluster, "head"), snapshot_key(cluster, "priority")
+    held = _ENTRY_MEMO.get(cluster)
+    if held is not None:
+        head = cache.get(head_key) or {}
+        if head.get("stored") == held[0]:
+            return held[1]
+    found = cache.get_many([head_key, entry_key])
+    token, entry = (found.get(head_key) or {}).get("stored"), found.get(entry_key)
+    if token:
+        _ENTRY_MEMO[cluster] = (token, entry)
+    else:
+        _ENTRY_MEMO.pop(cluster, None)
+    return entry
+
+
 def job_priority(job: Job, *, now: float | None = None) -> PriorityExplanation | None:
     """The explanation of a pending job's priority from the last poll's sprio figures, or ``None``: the
     job is not pending, is held (no priority), has no Slurm id yet, or sprio did not list it (not read
@@ -201,7 +227,7 @@ def job_priority(job: Job, *, now: float | None = None) -> PriorityExplanation |
     in the one where its priority is highest. Reads one cache entry (no Slurm call)."""
     if job.state != JobState.PENDING or not job.slurm_job_id or job.reason in HELD_REASONS:
         return None
-    entry = cache.get(snapshot_key(job.cluster, "priority"))
+    entry = _entry_load(job.cluster)
     try:
         rows, read_at = entry["rows"], float(entry["taken_at"])
         mine = [JobPriority(*row) for row in rows if row[ROW["job_id"]] == job.slurm_job_id]

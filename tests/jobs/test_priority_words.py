@@ -11,10 +11,10 @@ from django.core.cache import cache
 
 from api.tokens import token_create
 from jobs.models import Job
-from jobs.reads.priority import job_priority, priority_explain, waited_text
+from jobs.reads.priority import _entry_load, job_priority, priority_explain, waited_text
 from slurm.adapters import RELEASES
 from slurm.priority import JobPriority, parse_sprio, priority_entry
-from slurm.snapshot import snapshot_key
+from slurm.snapshot import ClusterSnapshot, snapshot_key, snapshot_store
 from slurm.states import JobState
 
 PRIORITY = Path(__file__).resolve().parent.parent / "fixtures" / "slurm" / "24.11" / "priority"
@@ -146,3 +146,16 @@ def test_the_job_page_and_the_api_show_it_to_the_owner_only(clean_cache, django_
     token = token_create(user=bob, name="t", scopes=["read"], days=7)[1]
     refused = client.get(f"/api/v1/jobs/{job.key}", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert refused.status_code == 404 and "priority" not in refused.json()
+
+
+def test_a_process_reads_the_stored_figures_once_per_poll(clean_cache):
+    key, records = snapshot_key("cluster2", "priority"), parse_sprio((PRIORITY / "sprio.txt").read_text())
+    snapshot_store(ClusterSnapshot(cluster="cluster2", taken_at=NOW), derived={key: priority_entry(records[:1], taken_at=NOW)})
+    first = _entry_load("cluster2")
+    assert len(first["rows"]) == 1
+    cache.set(key, {"taken_at": NOW, "rows": []})  # not a poller's store (no new head): this process keeps its copy
+    assert _entry_load("cluster2") is first
+    snapshot_store(
+        ClusterSnapshot(cluster="cluster2", taken_at=NOW + 5), derived={key: priority_entry(records, taken_at=NOW + 5)}
+    )
+    assert len(_entry_load("cluster2")["rows"]) == len(records)  # the next poll's store is read
