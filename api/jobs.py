@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime
 from http import HTTPStatus
+from typing import Literal
 
 from django.conf import settings
 from django.db.models.functions import Coalesce
@@ -26,6 +28,7 @@ from jobs.models import Job, on_cluster
 from jobs.reads.cap_reasons import cap_warning
 from jobs.reads.logs import job_log_read
 from jobs.reads.maintenance import job_maintenance_warning
+from jobs.reads.priority import job_priority
 from jobs.reads.queue import job_row
 from jobs.reads.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
 from jobs.submit.holds import hold_message, job_hold, job_release
@@ -100,6 +103,42 @@ def quota_of(*, account: str, gpu_count: int, time_limit_min: int | None, cluste
     :func:`teams.usage.cache.job_quota_estimate`)."""
     estimate = job_quota_estimate(team=account, gpu_count=gpu_count, time_limit_min=time_limit_min, cluster=cluster)
     return estimate.as_dict() if estimate else None
+
+
+class PriorityPartOut(Schema):
+    factor: Literal["fairshare", "age", "partition_part", "qos", "job_size", "assoc", "site", "tres", "nice"] = Field(
+        description="Which of Slurm's priority factors (sprio's weighted columns); nice is what is taken off the total"
+    )
+    value: int = Field(description="Its weighted part of the total, as sprio prints it (PriorityWeight* x the factor)")
+    words: str = Field(description='In words, e.g. "3,000 from your team\'s fair share"')
+
+
+class TeamAheadOut(Schema):
+    team: str = Field(description="A Slurm account (team) with pending jobs of a higher priority in the same partition")
+    count: int = Field(description="How many of its pending jobs are ahead (an array not split yet counts once)")
+    less_used_share: bool = Field(description="Each of them gets more from fair share: the team has used less of its share")
+
+
+class PriorityOut(Schema):
+    """Present while the job is pending and sprio listed it at the last poll; null otherwise (running,
+    held, a begin time ahead, or sprio could not be read)."""
+
+    total: int = Field(description="Slurm's priority (sprio PRIORITY)")
+    partition: str = Field(description="The partition it is explained in (the job's highest priority among several)")
+    set_by_hand: bool = Field(description="An administrator set the priority (scontrol update Priority=): the parts do not count")
+    parts: list[PriorityPartOut] = Field(description="The non-zero parts, largest first")
+    ahead: int = Field(description="Pending jobs in the same partition with a higher priority")
+    teams_ahead: list[TeamAheadOut] = Field(description="Those jobs by team, most first")
+    read_at: datetime | None = Field(None, description="When the poller read sprio")
+    text: str = Field(description="The same in plain words, as the job page says it")
+
+
+class JobDetailOut(JobOut):
+    """The answer of ``GET /jobs/{ref}``: the job, with a pending job's priority explained."""
+
+    priority: PriorityOut | None = Field(
+        None, description="A pending job's Slurm priority and its parts, from the poller's last sprio (null otherwise)"
+    )
 
 
 def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
@@ -273,12 +312,18 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     return Status(HTTPStatus.CREATED, {**out, "warnings": warnings, "quota": quota})
 
 
-@router.get("/{ref}", response={200: JobOut, **ERRORS}, summary="One job, by Slurm job id or key")
+@router.get("/{ref}", response={200: JobDetailOut, **ERRORS}, summary="One job, by Slurm job id or key")
 def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "read")
     job = job_by_ref(request, ref, cluster)
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
-    return {**out, "freshness": cluster_status(job.cluster).as_api(), "gpu_usage": job_gpu_usage(job).as_api()}
+    priority = job_priority(job)  # the poller's last sprio, from the cache
+    return {
+        **out,
+        "freshness": cluster_status(job.cluster).as_api(),
+        "gpu_usage": job_gpu_usage(job).as_api(),
+        "priority": priority.as_api() if priority else None,
+    }
 
 
 @router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")

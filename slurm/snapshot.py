@@ -35,8 +35,9 @@ from .records import Node, Partition, QueueJob, Reservation
 #: (:func:`slurm.queue_index.queue_positions`, packed: :mod:`slurm.positions`); ``reread`` the flag of
 #: :func:`reread_soon`; ``nodejobs`` the jobs on each node (:func:`slurm.queue_index.node_jobs`: what the cluster page
 #: lists per node without loading the queue); ``head`` the snapshot without its records (the
-#: freshness). The queue under ``snapshot`` is packed: :mod:`slurm.record_pack`.
-KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs", "head")
+#: freshness); ``priority`` the pending jobs' sprio figures (:mod:`slurm.priority`, stored by the poller
+#: with the snapshot). The queue under ``snapshot`` is packed: :mod:`slurm.record_pack`.
+KINDS = ("snapshot", "lite", "positions", "reread", "nodejobs", "head", "priority")
 
 
 def _name(cluster: str | None) -> str:

@@ -66,15 +66,24 @@ RESERVATIONS_ARGV = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "reserva
 NO_RESERVATIONS_TEXT = "No reservations in the system\n"
 
 
-def cluster_transport(slurm_json, *, partitions: bool = True, squeue: dict | None = None) -> FakeTransport:
+def cluster_transport(
+    slurm_json, *, partitions: bool = True, squeue: dict | None = None, sprio: str | None = None
+) -> FakeTransport:
     """A fake transport scripted with one snapshot poll of the recorded 22.05 cluster (sinfo,
-    squeue, and the partitions unless ``partitions=False``); ``squeue`` replaces the recorded queue."""
+    squeue, and the partitions unless ``partitions=False``); ``squeue`` replaces the recorded queue.
+    ``sprio``: what the poller's priority read (``slurm.priority.SPRIO_ARGV``, run by
+    ``snapshot_refresh`` after a good poll with jobs pending) answers; ``None``: not scripted (a bare
+    ``snapshot_take``)."""
+    from slurm.priority import SPRIO_ARGV
+
     fake = FakeTransport()
     fake.expect(["sinfo", "--json"], stdout=json.dumps(slurm_json("22.05", "sinfo")))
     fake.expect(["squeue", "--json"], stdout=json.dumps(squeue if squeue is not None else slurm_json("22.05", "squeue")))
     if partitions:
         fake.expect(["scontrol", "show", "partition", "--oneliner"], stdout=PARTITIONS_TEXT)
         fake.expect(RESERVATIONS_ARGV, stdout=NO_RESERVATIONS_TEXT)
+    if sprio is not None:
+        fake.expect(SPRIO_ARGV, stdout=sprio)
     return fake
 
 

@@ -25,6 +25,7 @@ _JOB_FIELDS = [
     "state_label",
     "reason",
     "explanation",
+    "priority",
     "position",
     "estimated_start",
     "partition",
@@ -229,6 +230,8 @@ def cmd_show(ctx: Context) -> int:
             value = f"{duration(value)} ({value} s)"
         elif k == "time_limit_min" and value:
             value = f"{duration(value * 60)} ({value} min)"
+        elif k == "priority" and isinstance(value, dict):
+            value = value.get("text", "")  # why it waits: the priority's parts and the jobs ahead
         pairs.append((k, value))
     out(key_values(pairs))
     return 0

@@ -28,6 +28,7 @@ from ..gpu.gpu_usage import low_use_flags
 from ..reads.cap_reasons import cap_warning
 from ..reads.logs import job_log_tail, log_path
 from ..reads.maintenance import job_maintenance_warning, maintenance_clash
+from ..reads.priority import job_priority
 from ..reads.queue import job_row
 from ..reads.selectors import (
     HISTORY_PAGE_SIZE,
@@ -191,6 +192,7 @@ def _status_context(job) -> dict:
         "can_release": can_release(job),
         "partly_running": partly_running(job),
         "held_tasks": held_tasks_note(job),
+        "priority": job_priority(job),  # a pending job's sprio figures from the last poll (no Slurm call)
     }
 
 

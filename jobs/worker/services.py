@@ -16,7 +16,16 @@ from portal.locks import at_most_every, redis_client, single_run
 from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
 from slurm.poll_budget import poll_budget
-from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_load, snapshot_store, snapshot_storing, snapshot_take
+from slurm.priority import priorities_read, priority_entry
+from slurm.snapshot import (
+    ClusterSnapshot,
+    snapshot_failed,
+    snapshot_key,
+    snapshot_load,
+    snapshot_store,
+    snapshot_storing,
+    snapshot_take,
+)
 
 from .outside_import import outside_import
 from .sync import jobs_mark_unknown, jobs_sync
@@ -68,8 +77,9 @@ def snapshot_refresh(
             jobs_mark_unknown(since=snapshot.error_since, cluster=name)
             logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)
             return snapshot
+        priorities = priorities_derived(gateway, snapshot)  # one sprio call at most, never a failed poll
         snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
-        snapshot_publish(snapshot)
+        snapshot_publish(snapshot, priorities=priorities)
         jobs_sync(snapshot, gateway)
         try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
             outside_import(gateway, cluster=name)
@@ -85,18 +95,46 @@ def snapshot_refresh(
         return snapshot
 
 
-def snapshot_publish(snapshot: ClusterSnapshot) -> None:
+def snapshot_publish(snapshot: ClusterSnapshot, *, priorities: dict[str, object] | None = None) -> None:
     """Store ``snapshot`` (:func:`slurm.snapshot.snapshot_store`) with what the apps derive from it
     once per poll for every viewer (:data:`slurm.snapshot.snapshot_storing`'s receivers: the cluster
-    page's rows), in the same transaction. A receiver that raises is logged (ERROR, with its
-    traceback) and left out: its pages build their part per view until the next poll."""
-    derived: dict[str, object] = {}
+    page's rows) and the same poll's ``priorities`` (:func:`priorities_derived`), in the same
+    transaction. A receiver that raises is logged (ERROR, with its traceback) and left out: its pages
+    build their part per view until the next poll."""
+    derived: dict[str, object] = dict(priorities or {})
     for receiver, result in snapshot_storing.send_robust(sender=ClusterSnapshot, snapshot=snapshot):
         if isinstance(result, Exception):
             logger.error("snapshot poll: %s: %r failed: %s", snapshot.cluster, receiver, result, exc_info=result)
         elif result:
             derived.update(result)
     snapshot_store(snapshot, derived=derived)
+
+
+#: The clusters whose last sprio read failed (in this process): the warning is logged once per failure
+#: streak, not every poll.
+_SPRIO_FAILING: set[str] = set()
+
+
+def priorities_derived(gateway, snapshot: ClusterSnapshot) -> dict[str, object]:
+    """``{cluster:<name>:priority: entry}`` for :func:`snapshot_publish`: the pending jobs' priorities
+    from one ``sprio`` (:func:`slurm.priority.priorities_read`; no call when nothing is pending), as
+    :func:`slurm.priority.priority_entry` stores them. A failed read (sprio refused, unreachable, over
+    the poll's byte budget, or output the parser refuses) never fails the poll: it stores an entry
+    with no rows and the error, so the job pages simply have no explanation until a read succeeds,
+    and logs one WARNING per failure streak (INFO when sprio answers again)."""
+    name = snapshot.cluster
+    key = snapshot_key(name, "priority")
+    try:
+        records = priorities_read(gateway, snapshot.jobs)
+    except (SlurmError, ValueError) as exc:
+        if name not in _SPRIO_FAILING:
+            logger.warning("snapshot poll: %s: sprio failed, job pages explain no priority until it answers: %s", name, exc)
+            _SPRIO_FAILING.add(name)
+        return {key: priority_entry([], taken_at=snapshot.taken_at, error=str(exc)[:300])}
+    if name in _SPRIO_FAILING:
+        logger.info("snapshot poll: %s: sprio answers again", name)
+        _SPRIO_FAILING.discard(name)
+    return {key: priority_entry(records, taken_at=snapshot.taken_at)}
 
 
 #: How many times its own duration a poll slower than the interval keeps between its start and the

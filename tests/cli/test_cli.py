@@ -776,3 +776,14 @@ def test_submit_prints_the_portals_warning_on_stderr(env, tmp_path, capsys, monk
     env.script("GET", f"/jobs/{submitting['key']}", (200, make_job(id=4242, state="PENDING")))
     assert main(["--json", "submit", str(f)]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
+
+
+def test_show_prints_a_pending_jobs_priority_in_words(env, capsys):
+    text = (
+        "Your job's priority is 4,210: 3,000 from your team's fair share, 900 from waiting 9 h, 310 from the partition. "
+        "2 jobs ahead of it in gpu have higher priority: both from team nlp."
+    )
+    env.jobs[0]["priority"] = {"total": 4210, "partition": "gpu", "parts": [], "ahead": 2, "text": text}
+    assert main(["show", KEY_1]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("priority:") and line.endswith(f" {text}") for line in lines), lines

@@ -31,7 +31,7 @@ def _refresh(monkeypatch, fake, **kwargs):
 @pytest.fixture
 def good(slurm_json, clean_cache, monkeypatch):
     """A first, good poll of the recorded 22.05 cluster (5 jobs), stored."""
-    first = _refresh(monkeypatch, scripted(slurm_json))
+    first = _refresh(monkeypatch, scripted(slurm_json, sprio=""))
     assert first is not None and not first.error and len(first.jobs) == 5
     redis_client().delete(f"{services.lock_name(first.cluster)}:started")
     return first
@@ -63,7 +63,7 @@ def test_output_over_the_byte_budget_is_never_read(good, slurm_json, monkeypatch
 @pytest.mark.django_db
 def test_a_poll_over_the_time_budget_is_thrown_away(good, slurm_json, monkeypatch, settings):
     settings.PORTAL_POLL_MAX_SECONDS = 0.05
-    fake = scripted(slurm_json, partitions=False)
+    fake = scripted(slurm_json, partitions=False, sprio="")
     answer = fake.execute
 
     def slow(argv, **kwargs):
@@ -102,7 +102,7 @@ class Clock:
 
 def _timed(slurm_json, clock: Clock, seconds: float) -> FakeTransport:
     """The scripted poll, its squeue taking ``seconds`` on ``clock``."""
-    fake = scripted(slurm_json, partitions=False)
+    fake = scripted(slurm_json, partitions=False, sprio="")
     answer = fake.execute
 
     def execute(argv, **kwargs):
@@ -149,7 +149,7 @@ def test_a_slow_poll_never_overlaps_the_next(good, slurm_json, monkeypatch, sett
     settings.PORTAL_SNAPSHOT_INTERVAL = 5
     settings.PORTAL_POLL_MAX_SECONDS = 120
     seen = SimpleNamespace(ttl=None)
-    fake = scripted(slurm_json, partitions=False)
+    fake = scripted(slurm_json, partitions=False, sprio="")
     answer = fake.execute
 
     def execute(argv, **kwargs):

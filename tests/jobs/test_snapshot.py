@@ -80,7 +80,7 @@ def test_only_one_poller_runs_at_a_time(slurm_json, clean_cache, monkeypatch):
             release.wait(10)
             return super().execute(argv, stdin=stdin, timeout=timeout)
 
-    slow = SlowTransport(script=scripted(slurm_json).script)
+    slow = SlowTransport(script=scripted(slurm_json, sprio="").script)
     monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(slow))
     client = redis_client()
     client.delete(services.LOCK_NAME)

@@ -151,7 +151,9 @@ def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None
     assert done.status_unknown_since is None
     # The next good poll clears the mark.
-    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(cluster_transport(slurm_json, partitions=True)))
+    monkeypatch.setattr(
+        services, "get_gateway", lambda *_a, **_k: SlurmGateway(cluster_transport(slurm_json, partitions=True, sprio=""))
+    )
     services.snapshot_refresh()
     row.refresh_from_db()
     assert row.status_unknown_since is None and row.state == JobState.RUNNING
