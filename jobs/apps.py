@@ -7,7 +7,7 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from portal.slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
-        from slurm import checks  # noqa: F401  (registers system checks)
+        from slurm import clusters  # noqa: F401  (registers its system checks)
         from slurm.gateway import command_observers, rate_limit_observers
 
         if slurm_command_observed not in command_observers:  # /metrics: Slurm command latency

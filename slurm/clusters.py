@@ -18,12 +18,14 @@ table leaves out takes that global value, so a second cluster usually names only
     partitions = ["gpu", "small"]   # offered to users (empty: every partition that is UP)
     env_pythons = ["3.13"]          # Python versions a profile's environment may ask for here
 
-The file is read once per process, on first use (:func:`clusters`), and checked at start-up by a
-system check (:func:`config_problems`).
+The file is read once per process, on first use (:func:`clusters`), and checked at start-up by the
+system checks of :func:`check_clusters` (the file's problems, :func:`config_problems`; each cluster's
+SSH key and known_hosts present; no network: ``manage.py cluster_check`` tests the path itself).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import tomllib
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.core.checks import Error, Warning, register
 
 #: A cluster's name: lower case letters, digits and ``-``, starting with a letter (it is used in
 #: cache keys, lock names, URLs and the CLI).
@@ -201,3 +204,36 @@ def config_problems() -> list[str]:
     except ClusterConfigError as exc:
         return [str(exc)]
     return []
+
+
+# --- system checks (manage.py check, start-up) -----------------------------------------------------
+
+
+@register("portal")
+def check_clusters(app_configs=None, **kwargs):
+    """portal.E020: the clusters configuration (``PORTAL_CLUSTERS_FILE``) cannot be used.
+    portal.W010: a cluster's SSH key or known_hosts file is missing (the cluster set-up creates both)."""
+    problems = config_problems()
+    if problems:
+        return [
+            Error(
+                problem, hint="Fix the file (docs/clusters.md shows its keys), or unset PORTAL_CLUSTERS_FILE.", id="portal.E020"
+            )
+            for problem in problems
+        ]
+    messages = []
+    for cluster in clusters():
+        conf = cluster.gateway
+        if conf["transport"] != "ssh":
+            continue
+        for label, path in (("PORTAL_SSH_KEY_FILE", conf["ssh_key_file"]), ("PORTAL_SSH_KNOWN_HOSTS", conf["ssh_known_hosts"])):
+            if not os.path.exists(path):
+                messages.append(
+                    Warning(
+                        f"{label} of cluster {cluster.name} points at {path}, which does not exist; the portal cannot reach its Slurm.",
+                        hint="Run `make cluster` for the local clusters, or set it to the service user's key / "
+                        "the submit host's known_hosts file. `python manage.py cluster_check` tests the whole path.",
+                        id="portal.W010",
+                    )
+                )
+    return messages

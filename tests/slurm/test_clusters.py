@@ -64,7 +64,7 @@ def test_a_bad_file_is_refused_saying_what_to_change(tmp_path, text, words):
 
 
 def test_the_system_check_reports_a_bad_file(settings, tmp_path):
-    from slurm.checks import check_clusters
+    from slurm.clusters import check_clusters
 
     settings.PORTAL_CLUSTERS_FILE = str(tmp_path / "missing.toml")
     (error,) = check_clusters()
