@@ -69,7 +69,7 @@ SHOW_ASSOCIATIONS = [*SHOW, "association", "format=Account,User,ParentName,GrpTR
 SHOW_USERS = [*SHOW, "user", "format=User,DefaultAccount,AdminLevel"]
 SHOW_ACCOUNTS = [*SHOW, "account", "format=Account,Description"]
 SHOW_CONFIG = ["scontrol", "show", "config"]
-SHOW_SHARES = ["sshare", "-a", "-P", "-o", "Account,User,GrpTRESMins,GrpTRESRaw"]
+SHOW_SHARES = ["sshare", "-a", "-P", "-o", "Account,User,GrpTRESMins,GrpTRESRaw,NormShares,EffectvUsage,FairShare,LevelFS"]
 SHOW_ASSOC_MGR = ["scontrol", "show", "assoc_mgr", "flags=assoc"]
 SACCTMGR = ["sacctmgr", "-i"]
 START_MARGIN_S = 600  # slurm/times.py START_MARGIN

@@ -102,7 +102,11 @@ def period_end(start: datetime, reset_period: str = "MONTHLY") -> datetime | Non
 
 # --- sshare ----------------------------------------------------------------------------------------
 
-SSHARE_FIELDS = ("Account", "User", "GrpTRESMins", "GrpTRESRaw")
+#: The columns asked of sshare: the quota and its use, then the fair-share figures (Slurm's names).
+SSHARE_FIELDS = ("Account", "User", "GrpTRESMins", "GrpTRESRaw", "NormShares", "EffectvUsage", "FairShare", "LevelFS")
+#: The columns asked for before the fair-share ones: an output of those alone (recorded before) is
+#: read too, its fair-share figures ``None``.
+_SSHARE_NEEDED = SSHARE_FIELDS[:4]
 SHOW_SHARES = ["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]
 
 
@@ -110,12 +114,25 @@ SHOW_SHARES = ["sshare", "-a", "-P", "-o", ",".join(SSHARE_FIELDS)]
 class ShareRow:
     """One sshare line: ``user`` ``""`` for the account's own row. ``grp_tres_mins``: the quota
     (``GrpTRESMins``), ``grp_tres_raw``: the usage this period (``GrpTRESRaw``), both TRES ->
-    TRES-minutes (:func:`slurm.tres.parse_tres`)."""
+    TRES-minutes (:func:`slurm.tres.parse_tres`). The fair-share figures (``None`` when sshare
+    printed none, as for the account rows' ``FairShare`` under Fair Tree):
+
+    - ``norm_shares``: ``NormShares``, the association's shares over its siblings' (0-1);
+    - ``effective_usage``: ``EffectvUsage``, its usage over its siblings' (0-1; decayed by
+      ``PriorityDecayHalfLife`` and cleared at ``PriorityUsageResetPeriod``);
+    - ``fairshare``: ``FairShare``, a user's fair-share factor (0-1, 1 the best), which
+      ``PriorityWeightFairshare`` multiplies into a job's priority;
+    - ``level_fs``: ``LevelFS`` (Fair Tree), ``norm_shares / effective_usage``: above 1, the
+      association used less than its share; ``inf`` when it used nothing."""
 
     account: str
     user: str
     grp_tres_mins: dict[str, int] = field(default_factory=dict)
     grp_tres_raw: dict[str, int] = field(default_factory=dict)
+    norm_shares: float | None = None
+    effective_usage: float | None = None
+    fairshare: float | None = None
+    level_fs: float | None = None
 
     @property
     def gpu_minutes_limit(self) -> int | None:
@@ -128,22 +145,47 @@ class ShareRow:
         return self.grp_tres_raw.get(GPU_TRES)
 
 
+def _share_figure(text: str, column: str, line: str) -> float | None:
+    """A fair-share column's number (``0.250000``, ``inf``); ``None`` when empty. ``ValueError``
+    naming the column otherwise."""
+    if not text:
+        return None
+    try:
+        return float(text)  # sshare prints inf for a LevelFS of no usage
+    except ValueError:
+        raise ValueError(f"sshare {column} {text!r} is not a number: {line!r}") from None
+
+
 def parse_sshare(text: str) -> list[ShareRow]:
-    """Rows of ``sshare -a -P -o Account,User,GrpTRESMins,GrpTRESRaw`` (header line first, as
-    asked). Slurm indents ``Account`` by its depth in the tree (``" vision"``, ``"  vision"``); the
-    spaces are stripped. The ``root`` account is left out. ``ValueError`` when the header is not
-    the fields asked for or a line has another number of fields."""
+    """Rows of :data:`SHOW_SHARES` (header line first, as asked; or the first four columns alone,
+    whose fair-share figures are then ``None``). Slurm indents ``Account`` by its depth in the tree
+    (``" vision"``, ``"  vision"``); the spaces are stripped. The ``root`` account is left out.
+    ``ValueError`` when the header is not the columns asked for, a line has another number of fields
+    than the header or a fair-share figure is not a number."""
     lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or tuple(h.strip() for h in lines[0].split("|")) != SSHARE_FIELDS:
+    header = [h.strip() for h in lines[0].split("|")] if lines else []
+    if tuple(header) not in (SSHARE_FIELDS, _SSHARE_NEEDED):
         raise ValueError(f"sshare header is not {'|'.join(SSHARE_FIELDS)}: {lines[:1]!r}")
     rows = []
     for line in lines[1:]:
-        fields = line.split("|")
-        if len(fields) != len(SSHARE_FIELDS):
-            raise ValueError(f"sshare line has {len(fields)} fields, not {len(SSHARE_FIELDS)}: {line!r}")
-        account, user, limits, used = (f.strip() for f in fields)
-        if account != "root":
-            rows.append(ShareRow(account, user, parse_tres(limits), parse_tres(used)))
+        values = [f.strip() for f in line.split("|")]
+        if len(values) != len(header):
+            raise ValueError(f"sshare line has {len(values)} fields, not {len(header)}: {line!r}")
+        row = dict(zip(header, values, strict=True))
+        if row["Account"] == "root":
+            continue
+        figures = {
+            name: _share_figure(row.get(column, ""), column, line)
+            for name, column in (
+                ("norm_shares", "NormShares"),
+                ("effective_usage", "EffectvUsage"),
+                ("fairshare", "FairShare"),
+                ("level_fs", "LevelFS"),
+            )
+        }
+        rows.append(
+            ShareRow(row["Account"], row["User"], parse_tres(row["GrpTRESMins"]), parse_tres(row["GrpTRESRaw"]), **figures)
+        )
     return rows
 
 

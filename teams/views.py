@@ -59,7 +59,8 @@ def _team(request: HttpRequest, name: str) -> Team:
 
 @login_required
 def team_detail(request: HttpRequest, name: str) -> HttpResponse:
-    """Quota, use, burn rate and run-out date, a chart of GPU-hours per day per member, per-member table."""
+    """Quota, use, burn rate and run-out date, a chart of GPU-hours per day per member, per-member table,
+    and the team's fair share on each cluster (:mod:`teams.usage.fairshare`)."""
     team = _team(request, name)
     usage = team_usage(team.name)
     by_member = {m.username: m for m in (usage.members if usage else [])}
@@ -72,10 +73,12 @@ def team_detail(request: HttpRequest, name: str) -> HttpResponse:
     daily = usage.daily if usage and usage.tracked else {}
     days = [d for d in sorted(daily) if any(daily[d].values())]  # the table lists days with use only
     series = sorted({name for values in daily.values() for name in values})  # everyone who used the account
+    fair_shares = [part.fair_share for part in usage.clusters if part.fair_share] if usage else []  # one per cluster
     return render(
         request,
         "teams/team_detail.html",
-        {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series},
+        {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series}
+        | {"fair_shares": fair_shares},
     )
 
 

@@ -16,6 +16,7 @@ from slurm.accounting import RESET_PERIODS, ClusterConfig, period_end
 from slurm.snapshot import ClusterSnapshot
 from slurm.values import parse_array_tasks
 
+from .fairshare import fair_share_of
 from .read import Run, UsageReading
 from .records import MemberUsage, TeamUsage
 
@@ -230,6 +231,7 @@ def team_usage_compute(
         taken_at=now,
         members=_members(team_runs, users, live, start, now, config.tracked),
         cluster=cluster,
+        fair_share=fair_share_of(rows, account, config, cluster=cluster),
     )
     if not config.tracked:
         return usage

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 
+from .fairshare import FairShare
+
 #: What an admin must do when ``gres/gpu`` is not in ``AccountingStorageTRES``.
 GPU_NOT_TRACKED = (
     "GPU usage is not tracked by this cluster: add gres/gpu (and gres/gpu:<type> for each type) to "
@@ -69,6 +71,9 @@ class TeamUsage:
       own), ``""`` for a team's figures summed over the clusters (:func:`teams.usage.sum.usage_sum`),
       which then has each cluster's own in ``clusters`` (configured order) and, in ``missing``, the
       configured clusters that have no figures for the team, each with why (cluster -> sentence).
+    - ``fair_share``: the team's fair-share standing on ``cluster`` (:class:`teams.usage.fairshare.FairShare`,
+      from the same sshare); ``None`` for a sum over several clusters (each part has its own) or when sshare
+      printed no fair-share figures.
     """
 
     account: str
@@ -94,6 +99,7 @@ class TeamUsage:
     error_since: float | None = None
     cluster: str = ""
     clusters: list[TeamUsage] = field(default_factory=list)
+    fair_share: FairShare | None = None
     missing: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -130,6 +136,7 @@ class TeamUsage:
                 "members": [MemberUsage(**{**m, "waits_s": tuple(m.get("waits_s", ()))}) for m in data.get("members", [])],
                 "clusters": [TeamUsage.from_dict(part) for part in data.get("clusters", [])],
                 "missing": dict(data.get("missing", {})),
+                "fair_share": FairShare(**data["fair_share"]) if data.get("fair_share") else None,
             }
         )
 

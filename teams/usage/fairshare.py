@@ -1,0 +1,98 @@
+"""A team's place in Slurm's fair share on one cluster, and what it means for its next jobs, from the
+usage refresh's ``sshare`` (its fair-share columns, :data:`slurm.accounting.SHOW_SHARES`) and
+``scontrol show config``: no Slurm call of its own, and pages read it from the usage cache.
+
+Slurm's Fair Tree (the default of priority/multifactor) ranks associations level by level by
+``LevelFS`` = ``NormShares`` / ``EffectvUsage``: a team that used less than its share of the
+cluster (``LevelFS`` above 1) gets a higher fair-share factor for its members' jobs than a team that
+used more. A job's fair-share part of its priority is ``PriorityWeightFairshare`` x the user's
+``FairShare`` factor (0-1), the figure the pending job's page shows as "from your team's fair share".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from slurm.accounting import ClusterConfig, ShareRow
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """A team's fair-share standing on ``cluster``:
+
+    - ``norm_shares``: sshare ``NormShares`` of the account's row, its shares over its siblings' (0-1);
+    - ``effective_usage``: ``EffectvUsage``, its usage over its siblings' (0-1) this period;
+    - ``level_fs``: ``LevelFS``, ``norm_shares / effective_usage`` (``math.inf`` when it used nothing);
+      ``None`` when sshare printed none (not Fair Tree);
+    - ``members``: user -> their ``FairShare`` factor (0-1, 1 the best), sshare's user rows;
+    - ``decay_half_life_s``: ``PriorityDecayHalfLife`` in seconds (0 or ``None``: usage does not fade);
+    - ``reset_period``: ``PriorityUsageResetPeriod`` (``MONTHLY``..., ``NONE``: never cleared)."""
+
+    cluster: str
+    norm_shares: float
+    effective_usage: float
+    level_fs: float | None
+    members: dict[str, float] = field(default_factory=dict)
+    decay_half_life_s: int | None = None
+    reset_period: str = "MONTHLY"
+
+    @property
+    def standing(self) -> str:
+        """What the figures mean for the team's next jobs, in one sentence."""
+        shares, used = f"{self.norm_shares:.0%}", f"{self.effective_usage:.0%}"
+        head = f"On {self.cluster} the team holds {shares} of the shares at its level and has used {used} of its level's usage"
+        if self.level_fs is None:
+            return head + "."
+        if math.isinf(self.level_fs):
+            return head + ": nothing yet, so its jobs get the most from fair share."
+        if self.level_fs >= 1:
+            return (
+                f"{head}, less than its share (LevelFS {self.level_fs:.2f}, above 1): its jobs get more from fair "
+                "share than those of teams that used more."
+            )
+        return (
+            f"{head}, more than its share (LevelFS {self.level_fs:.2f}, below 1): its jobs get less from fair share "
+            "than those of teams that used less, until their usage catches up or fades."
+        )
+
+    @property
+    def fading(self) -> str:
+        """How usage stops counting: "Past usage counts half after 7 days, and all of it is cleared
+        monthly." (Slurm's ``PriorityDecayHalfLife`` and ``PriorityUsageResetPeriod``)."""
+        half = self.decay_half_life_s or 0
+        decay = (
+            f"Past usage counts half after {_days(half)} (PriorityDecayHalfLife)"
+            if half
+            else "Past usage does not fade (PriorityDecayHalfLife is 0)"
+        )
+        if self.reset_period in {"", "NONE"}:
+            return decay + ", and it is never cleared (PriorityUsageResetPeriod NONE)."
+        return f"{decay}, and all of it is cleared {self.reset_period.lower()} (PriorityUsageResetPeriod)."
+
+
+def _days(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return f"{days} day{'s' if days != 1 else ''}"
+    hours = seconds / 3600
+    return f"{hours:g} hours"
+
+
+def fair_share_of(rows: list[ShareRow], account: str, config: ClusterConfig, *, cluster: str) -> FairShare | None:
+    """``account``'s :class:`FairShare` from sshare's ``rows`` (its own row and its users') and the
+    cluster's ``config``; ``None`` when sshare printed no fair-share figures for it (an output without
+    those columns)."""
+    own = next((r for r in rows if r.account == account and not r.user), None)
+    if own is None or own.norm_shares is None or own.effective_usage is None:
+        return None
+    members = {r.user: r.fairshare for r in rows if r.account == account and r.user and r.fairshare is not None}
+    return FairShare(
+        cluster=cluster,
+        norm_shares=own.norm_shares,
+        effective_usage=own.effective_usage,
+        level_fs=own.level_fs,
+        members=members,
+        decay_half_life_s=config.decay_half_life_s,
+        reset_period=config.reset_period,
+    )
