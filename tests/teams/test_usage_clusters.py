@@ -231,6 +231,7 @@ def test_untracked_cluster_is_shown_as_such_and_adds_no_gpu_figure(clean_cache, 
     row = html.split('data-cluster="cluster2"', 1)[1].split("</tr>", 1)[0]
     # cluster2's row says untracked and shows no GPU figure (never a 0); cluster1's has its figures
     assert "GPU usage is not tracked by this cluster" in row and "AccountingStorageTRES" in row and "GPU-hours" not in row
+    assert row.rstrip().endswith("its GPU use cannot be.</td>")  # the cell is closed: the row has no stray text
 
 
 def test_a_failing_cluster_keeps_its_figures_marked_stale_and_the_other_stays_current(both, client, django_user_model):
