@@ -1,6 +1,6 @@
 """End to end in headless Chromium: a team lead signs in and reads the team page (usage chart and
-table, from a real usage refresh of both clusters, with a row per cluster); the Teams link is not
-offered to a researcher."""
+table, from a real usage refresh of both clusters, with a row per cluster, and the team's fair share on
+each); the Teams link is not offered to a researcher."""
 
 from __future__ import annotations
 
@@ -33,6 +33,12 @@ def test_team_lead_reads_the_team_page(portal_with_idp, browser_page):  # noqa: 
     for cluster in ("cluster1", "cluster2"):
         assert page.locator(f'[data-testid=usage-clusters] tr[data-cluster="{cluster}"]').is_visible()
     assert page.locator('[data-testid=members] tr[data-member="carol"]').is_visible()
+    # the team's fair share on each cluster, from the same refresh's sshare, in words
+    fair = page.get_by_test_id("fair-share")
+    for cluster in ("cluster1", "cluster2"):
+        standing = fair.locator(f'[data-cluster="{cluster}"] [data-testid=fair-share-standing]').inner_text()
+        assert standing.startswith(f"On {cluster} the team holds ") and "(PriorityUsageResetPeriod)" in standing, standing
+        assert fair.locator(f'[data-cluster="{cluster}"] tr[data-member="carol"]').is_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "e2e-team-page.png"), full_page=True)
     page.get_by_role("button", name="Sign out").click()
