@@ -1,10 +1,12 @@
 """End to end in headless Chromium: submit the example training job from the form, watch it wait in
-line, run, finish with its metrics in the log tail, and find it in History."""
+line (with Slurm's priority of it explained), run, finish with its metrics in the log tail, download its
+support bundle, and find it in History."""
 
 from __future__ import annotations
 
 import re
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,10 @@ def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_pa
     line = page.get_by_test_id("queue-line").inner_text()
     assert re.search(r"\d+(st|nd|rd|th) in line in small", line), line
     assert "estimated start" in line or "not estimated yet" in line
+    # Why it waits: Slurm's priority of it, from the poll's sprio, in words
+    page.wait_for_selector("[data-testid=job-priority]", timeout=30_000)
+    priority = page.get_by_test_id("job-priority").inner_text()
+    assert priority.startswith("Your job's priority is ") and "in small" in priority, priority
     shot(page, "2-pending")
     page.get_by_role("link", name="My jobs").first.click()
     row = page.locator("tr", has_text="digits $(id) demo")
@@ -128,6 +134,14 @@ def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_pa
     assert "epoch 8/8" in log and "final val_acc=" in log
     assert page.get_by_test_id("job-exit").inner_text().startswith("code 0")
     shot(page, "3-completed")
+    # The support bundle downloads as a zip whose log tail holds the job's output
+    with page.expect_download() as download:
+        page.get_by_test_id("support-bundle").click()
+    bundle = Path(download.value.path())
+    assert re.fullmatch(r"support-cluster1-\d+\.zip", download.value.suggested_filename), download.value.suggested_filename
+    with zipfile.ZipFile(bundle) as archive:
+        assert archive.read("README.txt").decode().startswith("Support bundle of job ")
+        assert "final val_acc=" in archive.read("logs/stdout.txt").decode()
 
     page.get_by_role("link", name="History").first.click()
     history = page.get_by_test_id("history-table").inner_text()
