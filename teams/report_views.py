@@ -32,8 +32,10 @@ def team_report_latest(request: HttpRequest, name: str) -> HttpResponse:
     team = team_for_viewer(name=name, user=request.user)
     if team is None:
         raise Http404("No such team, or it is not yours to see.")
-    month = request.GET.get("month") or str(month_of(time.time()).previous())
-    return redirect("team_report", name=team.name, month=month)
+    month = parse_month(request.GET["month"]) if request.GET.get("month") else month_of(time.time()).previous()
+    if month is None:
+        raise Http404(f"There is no report for {request.GET['month']!r}: pick a month in YYYY-MM form.")
+    return redirect("team_report", name=team.name, month=str(month))
 
 
 @login_required

@@ -113,10 +113,11 @@ def test_current_month_on_24_11_counts_every_run_of_a_requeued_job(world, slurmd
 def test_measured_jobs_give_energy_idle_gpu_hours_and_utilization(world, slurmdbds, settings):
     settings.PORTAL_GPU_LOW_USE_PERCENT = 20
     alice = world["alice"]
-    for job_id, sm, wh in [(19, 10.0, 500.0), (20, 80.0, None)]:
+    # 23: the array's row, one figure for five tasks that each have their own job id: not matched
+    for job_id, sm, wh, array in [(19, 10.0, 500.0, ""), (20, 80.0, None, ""), (23, 50.0, 9.0, "1-5%2")]:
         Job.objects.create(
-            user=alice, name=f"j{job_id}", partition="gpu", slurm_job_id=job_id, slurm_cluster="cluster2", memory_mb=1000, time_limit_min=5,
-            gpu_summary=GpuSummary.MEASURED, gpu_sm_mean=sm, gpu_energy_wh=wh,
+            user=alice, name=f"j{job_id}", partition="gpu", slurm_job_id=job_id, slurm_cluster="cluster2", memory_mb=1000,
+            time_limit_min=5, gpu_summary=GpuSummary.MEASURED, gpu_sm_mean=sm, gpu_energy_wh=wh, array_spec=array,
         )  # fmt: skip
     script(slurmdbds, "sacct_requeued", "sacct")
     alice_row = row(part(team_report(Team.objects.get(name="vision"), DEC), "cluster2"), "alice")
@@ -179,6 +180,9 @@ def test_admin_sees_any_team_and_a_month_to_come_is_refused(world, slurmdbds, cl
     assert client.get("/teams/vision/report/2026-13/").status_code == HTTPStatus.NOT_FOUND
     picked = client.get("/teams/vision/report/", {"month": "2026-11"})
     assert picked.status_code == HTTPStatus.FOUND and picked["Location"] == "/teams/vision/report/2026-11/"
+    assert client.get("/teams/vision/report/", {"month": "../x"}).status_code == HTTPStatus.NOT_FOUND
+    latest = client.get("/teams/vision/report/")
+    assert latest["Location"] == "/teams/vision/report/2026-11/"  # last month, complete
     script(slurmdbds, "sacct_requeued", "sacct")
     assert client.get("/teams/vision/report/2026-12/").status_code == HTTPStatus.OK
 
