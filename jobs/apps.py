@@ -14,3 +14,9 @@ class JobsConfig(AppConfig):
             command_observers.append(slurm_command_observed)
         if slurm_rate_limit_observed not in rate_limit_observers:  # /metrics: slurmctld's rate limit
             rate_limit_observers.append(slurm_rate_limit_observed)
+
+        from teams.report.measures import measure_source_set
+
+        from .reads.report_measures import job_measures
+
+        measure_source_set(job_measures)  # the team report's energy and GPU utilization

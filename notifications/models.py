@@ -22,6 +22,7 @@ class NotificationKind(models.TextChoices):
     JOB_PENDING = "job_pending", "Job pending longer than your chosen time"
     SESSION_STOPPING = "session_stopping", "Session about to be stopped"
     TEAM_QUOTA = "team_quota", "Team GPU-hour quota at 80 % or 100 % (team leads)"
+    TEAM_REPORT = "team_report", "Team's monthly report (team leads)"
     IDENTITY_CONFLICT = "identity_conflict", "Sign-in identity conflict (portal admins)"
 
 
@@ -33,6 +34,7 @@ EMAIL_DEFAULTS: dict[str, bool] = {
     NotificationKind.JOB_PENDING: True,
     NotificationKind.SESSION_STOPPING: True,
     NotificationKind.TEAM_QUOTA: True,
+    NotificationKind.TEAM_REPORT: True,
     NotificationKind.IDENTITY_CONFLICT: True,
 }
 

@@ -6,8 +6,10 @@ from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from portal.locks import single_run
 from slurm.clusters import cluster_names
 
+from .report.send import monthly_reports_send
 from .sync.runs import SYNC_RETRIES, retry_clusters, retryable, sync_retry_delay, sync_run_perform
 from .usage.cache import usage_refresh
 
@@ -71,3 +73,13 @@ def usage_refresh_task(cluster: str | None = None) -> None:
         usage_refresh(cluster=cluster)
     else:
         logger.warning("usage refresh: no cluster named %r is configured any more; nothing done", cluster)
+
+
+@shared_task(soft_time_limit=1500, time_limit=1800, ignore_result=True, max_retries=0)
+def team_reports_task() -> None:
+    """Beat task, every hour; on the first day of each month it mails every team lead last month's
+    report (:func:`teams.report.send.monthly_reports_send`). One run at a time (a Redis lock); a second
+    run, or a run after beat restarted, mails nobody twice (one notification per team, month and lead)."""
+    with single_run("portal:lock:team-reports", timeout=1800) as acquired:
+        if acquired:
+            monthly_reports_send()

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from . import views
+from . import report_views, views
 
 
 class TeamNameConverter:
@@ -22,6 +22,9 @@ urlpatterns = [
     path("teams/<team:name>/", views.team_detail, name="team_detail"),
     path("teams/<team:name>/usage.csv", views.team_usage_csv, name="team_usage_csv"),
     path("teams/<team:name>/members.csv", views.team_members_csv, name="team_members_csv"),
+    path("teams/<team:name>/report/", report_views.team_report_latest, name="team_report_latest"),
+    path("teams/<team:name>/report/<str:month>/", report_views.team_report_page, name="team_report"),
+    path("teams/<team:name>/report/<str:month>.csv", report_views.team_report_csv, name="team_report_csv"),
     path("teams/<team:name>/settings/", views.team_settings, name="team_settings"),
     path("teams/<team:name>/settings/limits/", views.team_limits_set, name="team_limits_set"),
     path("teams/<team:name>/settings/members/", views.team_member_set, name="team_member_set"),

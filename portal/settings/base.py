@@ -110,7 +110,6 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -370,6 +369,7 @@ CELERY_BEAT_SCHEDULE = {
     "adoption-allocation-sample": _every("adoption.tasks.allocation_sample_task", 300.0),
     #: Whether each registered image is readable on each cluster (images/availability.py).
     "images-availability": _every("images.tasks.images_availability_task", PORTAL_IMAGE_CHECK_INTERVAL),
+    "teams-monthly-report": _every("teams.tasks.team_reports_task", 3600.0),  # acts on the 1st (teams/report/send.py)
 }
 #: One scheduler however many ``celery beat`` processes run (a deploy, or by mistake): RedBeat keeps
 #: the schedule in Redis and lets only the holder of its lock send tasks; a second beat waits for the

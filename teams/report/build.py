@@ -1,0 +1,115 @@
+"""A team's report for one month: one :class:`ClusterReport` per configured cluster, built from
+that cluster's cached month read (:func:`.read.month_reading`) and the portal's measurements; and
+the CSV of the same rows."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from slurm import SlurmError, get_gateway
+from slurm.clusters import cluster_names
+
+from ..models import Membership, Team
+from .figures import ReportRow, account_gpu_hours, parse_rate, report_row, share_and_rank
+from .measures import measures
+from .period import Month
+from .read import MonthReading, month_reading
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """The team's month on one cluster. ``members``: one row per user who ran jobs under the account
+    or is a member of the team (sorted by GPU-hours, most first); ``total``: the account's row
+    (``username`` ``""``); ``cluster_gpu_hours``: every account's GPU-hours that month on the
+    cluster; ``share`` (0..1, ``None`` when the cluster used none), ``rank`` (1 = most GPU-hours,
+    ``None`` when the team used none) of ``ranked`` accounts; ``currency`` of ``cost`` (``""``: no
+    price); ``taken_at`` when sacct was read (Unix seconds); ``error``: why there are no figures
+    (Slurm unreachable, output not understood), ``""`` when there are."""
+
+    cluster: str
+    taken_at: float = 0.0
+    members: list[ReportRow] = field(default_factory=list)
+    total: ReportRow | None = None
+    cluster_gpu_hours: float = 0.0
+    share: float | None = None
+    rank: int | None = None
+    ranked: int = 0
+    currency: str = ""
+    error: str = ""
+
+    @property
+    def share_percent(self) -> float | None:
+        """:attr:`share` in percent."""
+        return None if self.share is None else self.share * 100
+
+
+@dataclass(frozen=True)
+class TeamReport:
+    """``team``'s report for ``month``, a cluster each (configured order); ``complete``: the month
+    is over (figures final)."""
+
+    team: str
+    month: Month
+    clusters: list[ClusterReport]
+    complete: bool
+
+
+def _member_names(team: Team) -> list[str]:
+    return list(Membership.objects.filter(team=team).values_list("user__username", flat=True))
+
+
+def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: list[str]) -> ClusterReport:
+    """The team's :class:`ClusterReport` from one cluster's month read."""
+    bounds = month.bounds()
+    rate = parse_rate(getattr(settings, "PORTAL_BILLING_RATE", ""))
+    runs = [run for run in reading.runs if run.account == team.name]
+    found = measures(reading.cluster, {run.job_id for run in runs if run.gpus})
+    options = {"bounds": bounds, "now": reading.taken_at, "found": found, "rate": rate}
+    options["low_use_percent"] = float(settings.PORTAL_GPU_LOW_USE_PERCENT)
+    by_user: dict[str, list] = defaultdict(list)
+    for run in runs:
+        by_user[run.user].append(run)
+    for name in members:
+        by_user.setdefault(name, [])
+    rows = [report_row(user, user_runs, **options) for user, user_runs in by_user.items()]
+    rows.sort(key=lambda row: (-row.gpu_hours, row.username))
+    by_account = account_gpu_hours(reading.runs, bounds, reading.taken_at)
+    share, rank, ranked = share_and_rank(team.name, by_account)
+    return ClusterReport(
+        cluster=reading.cluster,
+        taken_at=reading.taken_at,
+        members=rows,
+        total=report_row("", runs, **options),
+        cluster_gpu_hours=sum(by_account.values()),
+        share=share,
+        rank=rank,
+        ranked=ranked,
+        currency=rate[1] if rate else "",
+    )
+
+
+def team_report(team: Team, month: Month, *, now: float | None = None) -> TeamReport:
+    """Build ``team``'s report of ``month`` on every configured cluster. A cluster whose read fails
+    gets a :class:`ClusterReport` with ``error`` (in words: what failed and that the page may be
+    reloaded later); never raises for Slurm."""
+    now = time.time() if now is None else now
+    members = _member_names(team)
+    parts = []
+    for name in cluster_names():
+        try:
+            reading = month_reading(get_gateway(name), cluster=name, month=month, now=now)
+        except (SlurmError, ValueError) as exc:
+            logger.warning("team report: %s's sacct for %s could not be read: %s", name, month, exc)
+            parts.append(
+                ClusterReport(cluster=name, error=f"{name}'s accounting (sacct) could not be read: {exc}. Try again later.")
+            )
+            continue
+        parts.append(cluster_report(team, reading, month=month, members=members))
+    return TeamReport(team=team.name, month=month, clusters=parts, complete=now >= month.end.timestamp())

@@ -1,0 +1,92 @@
+"""The report as the page, the CSV and the mail write it: the same rounding everywhere
+(GPU-hours and billed unit-hours to 2 decimals, cost to 2, energy in whole Wh, utilization in whole
+percent, the median wait in whole seconds)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from portal.formats import duration
+
+from .build import ClusterReport, TeamReport
+from .figures import ReportRow
+
+CSV_HEADER = [
+    "cluster",
+    "member",
+    "gpu_hours",
+    "billed_unit_hours",
+    "cost",
+    "currency",
+    "jobs",
+    "failed_jobs",
+    "median_wait_s",
+    "energy_wh",
+    "idle_gpu_hours",
+    "mean_gpu_util_percent",
+    "gpu_jobs_not_measured",
+    "team_share_percent",
+    "team_rank",
+]
+#: The ``member`` of a cluster's total row in the CSV.
+TEAM_ROW = "(team total)"
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
+    """One CSV row: figures rounded as shown; an empty cell is "none" (no price, nothing measured,
+    no run started)."""
+    total = not row.username
+    return [
+        part.cluster,
+        row.username or TEAM_ROW,
+        _num(row.gpu_hours, 2),
+        _num(row.billed_unit_hours, 2),
+        _num(row.cost, 2),
+        part.currency,
+        str(row.jobs),
+        str(row.failed_jobs),
+        _num(row.median_wait_s, 0),
+        _num(row.energy_wh, 0),
+        _num(row.idle_gpu_hours, 2),
+        _num(row.gpu_util_percent, 0),
+        str(row.not_measured),
+        _num(part.share * 100 if total and part.share is not None else None, 1),
+        str(part.rank) if total and part.rank else "",
+    ]
+
+
+def report_csv(report: TeamReport) -> str:
+    """The CSV: :data:`CSV_HEADER`, then per cluster its members' rows and its total row."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_HEADER)
+    for part in report.clusters:
+        if part.total is None:
+            continue
+        for row in [*part.members, part.total]:
+            writer.writerow(row_cells(part, row))
+    return out.getvalue()
+
+
+def summary_lines(report: TeamReport) -> list[str]:
+    """The mail's lines: per cluster the team's totals, share and rank, or why it has none."""
+    lines = []
+    for part in report.clusters:
+        total = part.total
+        if total is None:
+            lines.append(f"{part.cluster}: no figures ({part.error})")
+            continue
+        cost = f", cost {total.cost:.2f} {part.currency}" if total.cost is not None else ""
+        wait = duration(total.median_wait_s) if total.median_wait_s is not None else "none started"
+        share = f"{part.share * 100:.1f} % of the cluster's GPU-hours" if part.share is not None else "the cluster used no GPUs"
+        rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
+        lines.append(
+            f"{part.cluster}: {total.gpu_hours:.2f} GPU-hours, {total.billed_unit_hours:.2f} billed unit-hours{cost}, "
+            f"{total.jobs} jobs ({total.failed_jobs} failed), median wait {wait}; {share}{rank}"
+        )
+    return lines

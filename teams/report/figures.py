@@ -1,0 +1,152 @@
+"""The report's figures for one account on one cluster and month, from the month's sacct records
+(:mod:`.read`) and the portal's GPU measurements (:mod:`.measures`). Plain computation, no I/O.
+
+Each figure and its source (every time clipped to the month, in seconds, then shown in hours):
+
+- **GPU-hours**: allocated GPUs (``tres.allocated`` ``gres/gpu``) x the run's time inside the month
+  (``time.start`` .. ``time.end``, or now while running) / 3600, summed over every run (``sacct -D``).
+- **Billed unit-hours**: the run's ``billing`` TRES (``tres.allocated`` ``billing``: Slurm's
+  ``TRESBillingWeights``; a site that sets none bills the job's CPUs) x the same time / 3600.
+- **Cost**: billed unit-hours x ``PORTAL_BILLING_RATE`` (``"<amount> <currency>"`` per billed
+  unit-hour); ``None`` when the site sets no price.
+- **Jobs**: distinct job ids among the records (a requeued job is one job; array tasks and
+  heterogeneous components have ids of their own); **failed jobs**: those with a run that
+  :func:`slurm.states.is_failure` calls failed.
+- **Median wait**: median over runs that started in the month of ``time.start`` - ``time.eligible``
+  (``time.submission`` when sacct has no eligible time), seconds.
+- **Energy** (Wh), **idle GPU-hours** and **mean GPU utilization**: over the GPU jobs the portal
+  measured (:class:`.measures.Measure`): energy summed; idle GPU-hours = the GPU-hours of jobs whose
+  mean SM activity was below ``PORTAL_GPU_LOW_USE_PERCENT``; utilization = their mean SM activity
+  weighted by GPU-hours. GPU jobs not measured (outside the portal, Prometheus down) are counted in
+  ``not_measured``, never as 0; with none measured the three are ``None``."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from slurm.adapters.sacct_runs import AccountedRun
+
+from .measures import Measure
+
+_RATE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s+([A-Za-z]{3}|[^\s0-9]{1,3})\s*")
+
+
+def parse_rate(text: str) -> tuple[float, str] | None:
+    """``"0.12 EUR"`` -> ``(0.12, "EUR")``: the price of one billed unit-hour; ``None`` for ``""``
+    or text not of that form."""
+    match = _RATE_RE.fullmatch(text or "")
+    return (float(match.group(1)), match.group(2)) if match else None
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One member's (or, ``username`` ``""``, the team's) figures; see the module for sources.
+    Hours are GPU-hours / billed unit-hours; ``median_wait_s`` seconds (``None``: no run started);
+    ``cost`` in the rate's currency (``None``: no price set); ``energy_wh``, ``idle_gpu_hours``,
+    ``gpu_util_percent`` ``None`` when no GPU job was measured; ``gpu_jobs`` jobs with GPUs,
+    ``not_measured`` of them without measurements."""
+
+    username: str
+    gpu_hours: float
+    billed_unit_hours: float
+    cost: float | None
+    jobs: int
+    failed_jobs: int
+    median_wait_s: float | None
+    energy_wh: float | None
+    idle_gpu_hours: float | None
+    gpu_util_percent: float | None
+    gpu_jobs: int
+    not_measured: int
+
+
+def clipped_seconds(run: AccountedRun, start: float, end: float, now: float) -> float:
+    """Seconds of ``run``'s allocation inside [start, end) (0 for a run that never started)."""
+    ran = run.ran(now)
+    if ran is None:
+        return 0.0
+    return max(0.0, min(ran[1], end) - max(ran[0], start))
+
+
+def waits(runs: list[AccountedRun], start: float, end: float) -> list[float]:
+    """Seconds from eligible (else submitted) to start of the runs that started in [start, end)."""
+    found = []
+    for run in runs:
+        since = run.eligible or run.submit
+        if run.start is not None and start <= run.start < end and since is not None:
+            found.append(float(max(0, run.start - since)))
+    return sorted(found)
+
+
+def gpu_hours_by_job(runs: list[AccountedRun], start: float, end: float, now: float) -> dict[int, float]:
+    """Job id -> GPU-hours in the month, every run of it added (jobs without GPUs left out)."""
+    hours: dict[int, float] = defaultdict(float)
+    for run in runs:
+        if run.gpus:
+            hours[run.job_id] += run.gpus * clipped_seconds(run, start, end, now) / 3600
+    return dict(hours)
+
+
+def _measured(by_job: dict[int, float], found: dict[int, Measure], low_use_percent: float) -> dict:
+    measured = {job: found[job] for job in by_job if job in found}
+    if not measured:
+        return {"energy_wh": None, "idle_gpu_hours": None, "gpu_util_percent": None}
+    with_sm = [(by_job[job], m.sm_mean) for job, m in measured.items() if m.sm_mean is not None]
+    weight = sum(hours for hours, _ in with_sm)
+    return {
+        "energy_wh": sum(m.energy_wh for m in measured.values() if m.energy_wh is not None),
+        "idle_gpu_hours": sum(hours for hours, sm in with_sm if sm < low_use_percent),
+        "gpu_util_percent": sum(hours * sm for hours, sm in with_sm) / weight if weight else None,
+    }
+
+
+def report_row(
+    username: str,
+    runs: list[AccountedRun],
+    *,
+    bounds: tuple[float, float],
+    now: float,
+    found: dict[int, Measure],
+    rate: tuple[float, str] | None,
+    low_use_percent: float,
+) -> ReportRow:
+    """The figures of ``runs`` (one member's, or the whole account's) for the month ``bounds``."""
+    start, end = bounds
+    by_job = gpu_hours_by_job(runs, start, end, now)
+    billed = sum((run.billing or 0) * clipped_seconds(run, start, end, now) / 3600 for run in runs)
+    wait = waits(runs, start, end)
+    return ReportRow(
+        username=username,
+        gpu_hours=sum(by_job.values()),
+        billed_unit_hours=billed,
+        cost=billed * rate[0] if rate else None,
+        jobs=len({run.job_id for run in runs}),
+        failed_jobs=len({run.job_id for run in runs if run.failed}),
+        median_wait_s=statistics.median(wait) if wait else None,
+        gpu_jobs=len(by_job),
+        not_measured=len([job for job in by_job if job not in found]),
+        **_measured(by_job, found, low_use_percent),
+    )
+
+
+def account_gpu_hours(runs: list[AccountedRun], bounds: tuple[float, float], now: float) -> dict[str, float]:
+    """Account -> GPU-hours in the month, over every account in the read (the cluster's whole use)."""
+    hours: dict[str, float] = defaultdict(float)
+    for run in runs:
+        if run.gpus:
+            hours[run.account] += run.gpus * clipped_seconds(run, *bounds, now) / 3600
+    return dict(hours)
+
+
+def share_and_rank(account: str, by_account: dict[str, float]) -> tuple[float | None, int | None, int]:
+    """(share, rank, accounts ranked): the account's GPU-hours / every account's (``None`` when the
+    cluster used none), its place among the accounts that used GPUs (1 = most; ``None`` when it used
+    none) and how many did."""
+    total = sum(by_account.values())
+    used = by_account.get(account, 0.0)
+    ranked = [hours for hours in by_account.values() if hours > 0]
+    rank = 1 + sum(1 for hours in ranked if hours > used) if used > 0 else None
+    return (used / total if total > 0 else None), rank, len(ranked)

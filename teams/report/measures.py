@@ -1,0 +1,41 @@
+"""What the portal measured of a job's GPUs while it ran, for the report: energy and mean SM
+activity, read from the jobs app's rows (``Job.gpu_energy_wh``, ``Job.gpu_sm_mean``, set at the job's
+end by :mod:`jobs.gpu.gpu_summary` from dcgm-exporter's series in Prometheus).
+
+The jobs app stands above teams, so it registers its reader here (:func:`measure_source_set`, in
+``jobs.apps``); with none registered no job is measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One job's end-of-job GPU figures: ``energy_wh`` (Wh over all its GPUs, ``None`` when the
+    exporter has no energy counter) and ``sm_mean`` (mean SM activity over its GPUs and run, percent)."""
+
+    energy_wh: float | None
+    sm_mean: float | None
+
+
+#: (cluster, Slurm job ids) -> job id -> Measure, for the jobs that were measured.
+MeasureSource = Callable[[str, Iterable[int]], dict[int, Measure]]
+_sources: list[MeasureSource] = []
+
+
+def measure_source_set(source: MeasureSource) -> None:
+    """Register the reader of measured jobs (the jobs app does, once)."""
+    if source not in _sources:
+        _sources.append(source)
+
+
+def measures(cluster: str, job_ids: Iterable[int]) -> dict[int, Measure]:
+    """The measured jobs among ``job_ids`` of ``cluster`` (job id -> :class:`Measure`); a job absent
+    from the answer was not measured."""
+    ids = list(job_ids)
+    found: dict[int, Measure] = {}
+    for source in _sources:
+        found.update(source(cluster, ids))
+    return found

@@ -1,0 +1,60 @@
+"""The monthly report's pages: ``/teams/<name>/report/<YYYY-MM>/`` and its CSV. Leads of the team
+and admins only; anyone else gets the team page's 404 (the selector is the team page's)."""
+
+from __future__ import annotations
+
+import time
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from .models import Team
+from .report.build import team_report
+from .report.export import report_csv
+from .report.period import Month, month_of, months_offered, parse_month
+from .selectors import team_for_viewer
+
+
+def _team_month(request: HttpRequest, name: str, month_text: str) -> tuple[Team, Month]:
+    team = team_for_viewer(name=name, user=request.user)
+    if team is None:
+        raise Http404("No such team, or it is not yours to see.")
+    month = parse_month(month_text)
+    if month is None or month > month_of(time.time()):
+        raise Http404(f"There is no report for {month_text!r}: pick a month in YYYY-MM form, this month or one before it.")
+    return team, month
+
+
+@login_required
+def team_report_latest(request: HttpRequest, name: str) -> HttpResponse:
+    """The month picker's target: ``?month=YYYY-MM`` goes to that month's page, no month to last month's."""
+    team = team_for_viewer(name=name, user=request.user)
+    if team is None:
+        raise Http404("No such team, or it is not yours to see.")
+    month = parse_month(request.GET["month"]) if request.GET.get("month") else month_of(time.time()).previous()
+    if month is None:
+        raise Http404(f"There is no report for {request.GET['month']!r}: pick a month in YYYY-MM form.")
+    return redirect("team_report", name=team.name, month=str(month))
+
+
+@login_required
+def team_report_page(request: HttpRequest, name: str, month: str) -> HttpResponse:
+    """Per member and per cluster: GPU-hours, billed unit-hours, cost, jobs, failures, median wait,
+    energy, idle GPU-hours, utilization; the team's share of each cluster and its rank."""
+    team, chosen = _team_month(request, name, month)
+    report = team_report(team, chosen)
+    return render(
+        request,
+        "teams/team_report.html",
+        {"team": team, "report": report, "months": months_offered(time.time()), "chosen": chosen},
+    )
+
+
+@login_required
+def team_report_csv(request: HttpRequest, name: str, month: str) -> HttpResponse:
+    """The page's rows as CSV (teams/report/export.py ``CSV_HEADER``), a total row per cluster."""
+    team, chosen = _team_month(request, name, month)
+    response = HttpResponse(report_csv(team_report(team, chosen)), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{team.name}-report-{chosen}.csv"'
+    return response
