@@ -75,6 +75,26 @@ def usage_refresh_task(cluster: str | None = None) -> None:
         logger.warning("usage refresh: no cluster named %r is configured any more; nothing done", cluster)
 
 
+@shared_task(soft_time_limit=150, time_limit=180, ignore_result=True, max_retries=0)
+def team_report_read_task(cluster: str, month: str) -> None:
+    """Read ``cluster``'s sacct for ``month`` (``YYYY-MM``) into the cache for the report pages
+    (:func:`teams.report.read.month_reading`), which show "being read" until it is there. A failure
+    is logged; the page's next request asks again."""
+    from slurm import SlurmError, get_gateway
+
+    from .report.period import parse_month
+    from .report.read import month_reading
+
+    chosen = parse_month(month)
+    if chosen is None or cluster not in cluster_names():
+        logger.warning("team report read: no cluster %r or month %r; nothing read", cluster, month)
+        return
+    try:
+        month_reading(get_gateway(cluster), cluster=cluster, month=chosen)
+    except (SlurmError, ValueError) as exc:
+        logger.warning("team report read: %s's sacct for %s failed: %s", cluster, month, exc)
+
+
 @shared_task(soft_time_limit=1500, time_limit=1800, ignore_result=True, max_retries=0)
 def team_reports_task() -> None:
     """Beat task, every hour; on the first day of each month it mails every team lead last month's

@@ -18,7 +18,7 @@ from ..models import Membership, Team
 from .figures import ReportRow, account_gpu_hours, parse_rate, report_row, share_and_rank
 from .measures import measures
 from .period import Month
-from .read import MonthReading, month_reading
+from .read import MonthReading, month_reading, month_reading_cached
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ class ClusterReport:
     cluster; ``share`` (0..1, ``None`` when the cluster used none), ``rank`` (1 = most GPU-hours,
     ``None`` when the team used none) of ``ranked`` accounts; ``currency`` of ``cost`` (``""``: no
     price); ``taken_at`` when sacct was read (Unix seconds); ``error``: why there are no figures
-    (Slurm unreachable, output not understood), ``""`` when there are."""
+    (Slurm unreachable, output not understood), ``""`` when there are; ``pending``: no figures yet,
+    the month's sacct read is still to come (a page's report, :func:`team_report` with ``read=False``)."""
 
     cluster: str
     taken_at: float = 0.0
@@ -43,6 +44,7 @@ class ClusterReport:
     ranked: int = 0
     currency: str = ""
     error: str = ""
+    pending: bool = False
 
     @property
     def share_percent(self) -> float | None:
@@ -59,6 +61,11 @@ class TeamReport:
     month: Month
     clusters: list[ClusterReport]
     complete: bool
+
+    @property
+    def pending(self) -> list[str]:
+        """The clusters whose month is still to be read from sacct."""
+        return [part.cluster for part in self.clusters if part.pending]
 
 
 def _member_names(team: Team) -> list[str]:
@@ -95,21 +102,29 @@ def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: 
     )
 
 
-def team_report(team: Team, month: Month, *, now: float | None = None) -> TeamReport:
+def team_report(team: Team, month: Month, *, now: float | None = None, read: bool = True) -> TeamReport:
     """Build ``team``'s report of ``month`` on every configured cluster. A cluster whose read fails
     gets a :class:`ClusterReport` with ``error`` (in words: what failed and that the page may be
-    reloaded later); never raises for Slurm."""
+    reloaded later); never raises for Slurm. With ``read=False`` (pages) nothing calls Slurm: a
+    cluster whose month is not in the cache yet is ``pending``."""
     now = time.time() if now is None else now
     members = _member_names(team)
     parts = []
     for name in cluster_names():
         try:
-            reading = month_reading(get_gateway(name), cluster=name, month=month, now=now)
+            reading = (
+                month_reading(get_gateway(name), cluster=name, month=month, now=now)
+                if read
+                else month_reading_cached(cluster=name, month=month)
+            )
         except (SlurmError, ValueError) as exc:
             logger.warning("team report: %s's sacct for %s could not be read: %s", name, month, exc)
             parts.append(
                 ClusterReport(cluster=name, error=f"{name}'s accounting (sacct) could not be read: {exc}. Try again later.")
             )
+            continue
+        if reading is None:
+            parts.append(ClusterReport(cluster=name, pending=True))
             continue
         parts.append(cluster_report(team, reading, month=month, members=members))
     return TeamReport(team=team.name, month=month, clusters=parts, complete=now >= month.end.timestamp())

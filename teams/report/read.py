@@ -13,8 +13,9 @@ The command, through the cluster's gateway as the portal's service user::
   (run inside it, or pending in it) and every figure is clipped to it by :mod:`.figures`.
 
 A past month's read (one taken at least :data:`FINAL_AFTER_S` after the month's end) is kept without
-expiry: a page view of a past month never calls sacct again. The current month's is kept
-:data:`CURRENT_TTL_S` seconds."""
+expiry; the current month's is kept :data:`CURRENT_TTL_S` seconds. Pages only read the cache
+(:func:`month_reading_cached`); a month not read yet is read by a Celery task
+(``teams.tasks.team_report_read_task``) while the page says so and polls."""
 
 from __future__ import annotations
 
@@ -90,6 +91,13 @@ def _pack(reading: MonthReading) -> dict:
 def _unpack(cluster: str, month: str, data: dict) -> MonthReading:
     runs = [AccountedRun(*row[:3], JobState(row[3]), *row[4:]) for row in data["runs"]]
     return MonthReading(cluster, month, data["taken_at"], data["final"], runs, data["argv"])
+
+
+def month_reading_cached(*, cluster: str, month: Month) -> MonthReading | None:
+    """The cached read of (``cluster``, ``month``), or ``None`` when there is none (never read, or
+    the current month's expired): what a page shows, which never calls sacct itself."""
+    data = cache.get(_KEY.format(cluster=cluster, month=month))
+    return _unpack(cluster, str(month), data) if data is not None else None
 
 
 def month_reading(gateway: SlurmGateway, *, cluster: str, month: Month, now: float | None = None) -> MonthReading:

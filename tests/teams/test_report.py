@@ -221,3 +221,29 @@ def test_the_monthly_task_sends_nothing_on_other_days(world, smtp_sink, django_c
     with django_capture_on_commit_callbacks(execute=True):
         team_reports_task()  # UNIT_CLOCK is the 4th: no sacct call (none is scripted), no mail
     assert smtp_sink.messages == []
+
+
+# --- pages read the cache only --------------------------------------------------------------------
+
+
+def test_a_month_not_read_yet_is_read_by_the_worker_while_the_page_says_so(world, slurmdbds, client, monkeypatch):
+    """The page and the CSV never call sacct: they ask the Celery task once and say the month is being
+    read (the CSV with 503 and Retry-After); once the task has run, both show the figures."""
+    from teams import report_views
+
+    asked: list[tuple[str, str]] = []
+    monkeypatch.setattr(report_views.team_report_read_task, "delay", lambda *args: asked.append(args))
+    client.force_login(world["carol"])
+    page = client.get("/teams/vision/report/2026-11/").content.decode()  # no sacct scripted: a call would fail
+    assert page.count('data-testid="report-pending"') == 2 and "Reading November 2026 from cluster1's accounting" in page
+    assert 'hx-trigger="every 3s"' in page
+    waiting = client.get("/teams/vision/report/2026-11.csv")
+    assert waiting.status_code == HTTPStatus.SERVICE_UNAVAILABLE and waiting["Retry-After"] == "30"
+    assert waiting.content.decode().startswith("The report of November 2026 is being read from Slurm's accounting (sacct)")
+    assert asked == [("cluster1", "2026-11"), ("cluster2", "2026-11")]  # asked once, not at every poll
+    script(slurmdbds, "sacct", "sacct_nothing_found")
+    for args in asked:
+        report_views.team_report_read_task(*args)  # what the worker runs
+    done = client.get("/teams/vision/report/2026-11/").content.decode()
+    assert "report-pending" not in done and "rank 2 of 2 accounts" in done and 'hx-trigger="every 3s"' not in done
+    assert client.get("/teams/vision/report/2026-11.csv").status_code == HTTPStatus.OK
