@@ -157,6 +157,8 @@ class Job(models.Model):
     signal = models.IntegerField(null=True, blank=True)
     elapsed_s = models.PositiveIntegerField(null=True, blank=True)
     gpu_hours = models.FloatField(null=True, blank=True)
+    #: Slurm's ``billing`` TRES x elapsed minutes (sacct ``tres.allocated``), summed over the job's records.
+    billed_unit_minutes = models.FloatField(null=True, blank=True)
     status_unknown_since = models.DateTimeField(null=True, blank=True)
     #: Ended as the queue (squeue) reported it while accounting (sacct) had no final record of it yet
     #: (slurmdbd down or behind): state, exit, start and end are the controller's; ``gpu_hours`` is
