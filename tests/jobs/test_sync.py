@@ -139,6 +139,7 @@ def test_billed_units_are_slurms_billing_tres_times_elapsed(alice, slurm_json, r
     row.refresh_from_db()
     assert row.state == JobState.COMPLETED and row.elapsed_s == 4
     assert row.billed_unit_minutes == pytest.approx(billing * 4 / 60)  # sacct's billing x elapsed minutes
+    assert row.billed_units == pytest.approx(billing * 4 / 3600)
 
 
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):

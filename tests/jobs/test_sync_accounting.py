@@ -61,7 +61,7 @@ def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_sta
     assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
     assert int(row.end_at.timestamp()) == RECORDED_END and row.elapsed_s == 2  # the controller's own times
     assert row.accounting_pending and row.gpu_hours is None  # GPU-hours only from accounting
-    assert row.billed_unit_minutes is None  # billed units too
+    assert row.billed_unit_minutes is None and row.billed_units is None  # billed units too
     assert row.status_unknown_since is None
     status = accounting_status()
     assert status.unavailable and "Problem talking to the database" in status.error and status.error_since
