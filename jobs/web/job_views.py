@@ -25,7 +25,7 @@ from slurm.states import FINAL_STATES, JobState
 from teams.usage.cache import job_quota_estimate, team_usage
 
 from ..arrays import partly_running
-from ..figures import FIELDS, sum_figures
+from ..figures import sum_query
 from ..gpu.gpu_usage import low_use_flags
 from ..reads.cap_reasons import cap_warning
 from ..reads.logs import job_log_tail, log_path
@@ -260,7 +260,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "jobs/history.html",
         {
             "jobs": jobs,
-            "sums": sum_figures(matching.only(*FIELDS)),
+            "sums": sum_query(matching),
             "rate": billing_rate(),
             "page": page,
             "total": page.paginator.count,
