@@ -262,6 +262,7 @@ def history(request: HttpRequest) -> HttpResponse:
             "jobs": jobs,
             "sums": sum_query(matching),
             "rate": billing_rate(),
+            "low_use_percent": settings.PORTAL_GPU_LOW_USE_PERCENT,
             "page": page,
             "total": page.paginator.count,
             "partition": partition,

@@ -87,11 +87,14 @@ def test_history_shows_them_per_job_and_summed(client, people, jobs, settings):
     sums = page.select_one('[data-testid="figure-sums"]').get_text(" ", strip=True)
     assert "12.50 billed units" in sums and "GPU energy 120.5 Wh" in sums and "2.00 idle GPU-hours" in sums
     assert "1 of 2 GPU jobs not measured" in sums
+    sources = page.select_one('[data-testid="figure-sources"]').get_text(" ", strip=True)
+    assert "from accounting" in sources and "energy counter" in sources and "below 5 %" in sources and "cost" not in sources
     assert "EUR" not in page.get_text() and not page.select('[data-testid="cost"]')  # no rate: no currency
     settings.PORTAL_BILLING_RATE = "0.12 EUR"
     page = BeautifulSoup(client.get("/jobs/history/").content, "html.parser")
     assert page.select_one(f'tr[data-job="{jobs["half"].key}"] [data-testid="cost"]').get_text() == "1.20 EUR"
     assert "12.50 billed units (1.50 EUR)" in page.select_one('[data-testid="figure-sums"]').get_text(" ", strip=True)
+    assert "cost at 0.12 EUR per billed unit-hour" in page.select_one('[data-testid="figure-sources"]').get_text(" ", strip=True)
 
 
 def test_the_job_page_shows_billed_units_cost_and_idle_gpu_hours(client, people, jobs, settings):
