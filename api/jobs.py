@@ -45,6 +45,7 @@ from teams.usage.cache import job_quota_estimate, team_usage
 from .base import need_scope
 from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
 from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, ValidateOut
+from .teams import job_figures
 
 router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
@@ -185,6 +186,7 @@ def job_out(job: Job, positions: dict, *, base_url: str = "") -> dict:
             {k: p.get(k, "") for k in ("offset", "job_id", "state", "partition", "nodes")} for p in job.het_parts if job.is_het
         ],
         "gpu_summary": _gpu_summary(job),
+        **job_figures(job),
         "image": job.image_name,
         "image_digest": job.image_digest,
         "environment": job.environment_text,
@@ -200,6 +202,7 @@ def _gpu_summary(job: Job) -> dict | None:
         "sm_max_percent": job.gpu_sm_max,
         "memory_peak_mib": job.gpu_memory_peak_mib,
         "energy_wh": job.gpu_energy_wh,
+        "idle_gpu_hours": job.idle_gpu_hours,
     }
 
 

@@ -137,6 +137,12 @@ class GpuSummaryOut(Schema):
     sm_max_percent: float | None = None
     memory_peak_mib: float | None = Field(None, description="The most memory used on one of its GPUs")
     energy_wh: float | None = Field(None, description="Energy its GPUs used (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)")
+    idle_gpu_hours: float | None = Field(None, description="GPU-hours of its GPUs below PORTAL_GPU_LOW_USE_PERCENT SM activity")
+
+
+class CostOut(Schema):
+    amount: float = Field(description="Billed unit-hours x the site's PORTAL_BILLING_RATE, to the cent")
+    currency: str = Field(description="ISO 4217 code of PORTAL_BILLING_RATE")
 
 
 class JobOut(Schema):
@@ -171,9 +177,7 @@ class JobOut(Schema):
     submit_error: str
     profile_id: int | None = None
     url: str
-    accounting_pending: bool = Field(
-        False, description="Ended as the queue reported it; accounting has no record yet (GPU-hours follow)"
-    )
+    accounting_pending: bool = Field(False, description="Ended as the queue reported it; accounting has not recorded it yet")
     origin: Literal["portal", "outside"] = Field(
         "portal", description="portal: submitted through the portal; outside: submitted outside it (sbatch in a terminal)"
     )
@@ -184,6 +188,9 @@ class JobOut(Schema):
     tasks: list[TaskCountOut] = Field(default_factory=list, description="An array's tasks by state (empty for other jobs)")
     components: list[HetPartOut] = Field(default_factory=list, description="A het job's components (empty for other jobs)")
     gpu_summary: GpuSummaryOut | None = Field(None, description="End-of-job GPU usage (GPU jobs that ended)")
+    gpu_hours: float | None = Field(None, description="Allocated GPUs x run time, from accounting (null until read)")
+    billed_units: float | None = Field(None, description="Slurm's billing TRES (sacct AllocTRES) x run hours (null until read)")
+    cost: CostOut | None = Field(None, description="billed_units x PORTAL_BILLING_RATE; null where the site set no rate")
     image: str = Field("", description='The image it runs in (GET /images), "" for none: the node\'s own system')
     image_digest: str = Field("", description="The image's content digest when it was submitted")
     environment: str = Field("", description="Which environment the script runs in, in words")

@@ -1,11 +1,15 @@
 """``/api/v1/me`` and ``/api/v1/teams``: who you are, your teams' quota left, and (for team leads and
-admins, as on the team page) a team's usage per member and per day."""
+admins, as on the team page) a team's usage per member and per day, and its billed units, cost, GPU
+energy and idle GPU-hours per member (figures and sources: :mod:`jobs.figures`)."""
 
 from __future__ import annotations
 
 from django.http import Http404
-from ninja import Router
+from ninja import Router, Schema
+from pydantic import Field
 
+from jobs.figures import FigureSums
+from jobs.gpu.efficiency import team_gpu_efficiency
 from slurm.clusters import cluster_names
 from teams.models import Membership
 from teams.selectors import team_for_viewer, teams_visible_to
@@ -13,7 +17,30 @@ from teams.usage.cache import team_usage
 
 from .base import need_scope
 from .models import Scope
-from .schemas import ErrorOut, MeOut, TeamOut, TeamUsageOut
+from .schemas import CostOut, ErrorOut, MeOut, TeamOut, TeamUsageOut
+
+
+class FigureSumsOut(Schema):
+    """Sums over finished jobs (jobs/figures.py): jobs without a figure are counted apart, never as 0."""
+
+    username: str | None = Field(None, description="The member (null: the whole team)")
+    jobs: int
+    gpu_hours: float = Field(description="Allocated GPUs x run time (sacct)")
+    billed_units: float | None = Field(None, description="Slurm's billing TRES x run hours (sacct AllocTRES billing)")
+    billed_missing: int = Field(description="Jobs accounting has not billed yet (left out of billed_units)")
+    cost: CostOut | None = Field(None, description="Only where the site set PORTAL_BILLING_RATE")
+    energy_wh: float | None = Field(None, description="GPU energy of the measured GPU jobs (DCGM energy counter)")
+    idle_gpu_hours: float | None = Field(None, description="Idle GPU-hours of the measured GPU jobs")
+    gpu_jobs: int
+    not_measured: int = Field(description="GPU jobs whose GPU usage was not measured (left out of energy and idle)")
+
+
+class TeamFiguresOut(Schema):
+    team: str
+    days: int = Field(description="The span: jobs that ended in the last this many days")
+    members: list[FigureSumsOut]
+    total: FigureSumsOut
+
 
 router = Router(tags=["me and teams"])
 ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
@@ -76,3 +103,37 @@ def get_team_usage(request, name: str):
         key=lambda part: order.get(part["cluster"], len(order)),
     )
     return data
+
+
+def job_figures(job) -> dict:
+    """A finished job's ``gpu_hours``, ``billed_units`` (unit-hours) and ``cost`` (null without a rate) for ``JobOut``."""
+    billed, cost = job.billed_units, job.cost
+    return {
+        "gpu_hours": job.gpu_hours,
+        "billed_units": None if billed is None else round(billed, 4),
+        "cost": cost and cost.to_dict(),
+    }
+
+
+def _sums_out(username: str | None, sums: FigureSums) -> dict:
+    cost = sums.cost
+    return {"username": username, **{k: getattr(sums, k) for k in SUM_FIELDS}, "cost": cost.to_dict() if cost else None}
+
+
+SUM_FIELDS = ("jobs", "gpu_hours", "billed_units", "billed_missing", "energy_wh", "idle_gpu_hours", "gpu_jobs", "not_measured")
+
+
+@router.get(
+    "/teams/{name}/figures",
+    response={200: TeamFiguresOut, **ERRORS},
+    summary="A team's billed units, cost, GPU energy and idle GPU-hours per member (team leads and admins)",
+)
+def get_team_figures(request, name: str):
+    """The team's jobs that ended in the last 30 days, summed per member (most billed first) and for the team."""
+    need_scope(request, "read")
+    team = team_for_viewer(name=name, user=request.user)
+    if team is None:
+        raise Http404("No such team, or you are not its lead.")
+    eff = team_gpu_efficiency(team=team.name)
+    members = [_sums_out(member, sums) for member, sums in eff.figures]
+    return {"team": team.name, "days": eff.days, "members": members, "total": _sums_out(None, eff.team_figures)}

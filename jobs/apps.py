@@ -6,6 +6,7 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
+        from portal import billing  # noqa: F401  (registers the billing rate's system check)
         from portal.slurm_metrics import slurm_command_observed, slurm_rate_limit_observed
         from slurm import clusters  # noqa: F401  (registers its system checks)
         from slurm.gateway import command_observers, rate_limit_observers

@@ -14,6 +14,8 @@ from portal.units import memory_text
 from slurm.clusters import cluster_names, default_cluster
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 
+from .figures import JobFigures
+
 
 def cluster_of(stored: str) -> str:
     """The configured cluster a stored ``slurm_cluster`` value names: itself when configured, else
@@ -101,7 +103,7 @@ class GpuSummary(models.TextChoices):
     NOT_MEASURED = "not-measured", "not measured"
 
 
-class Job(models.Model):
+class Job(JobFigures, models.Model):
     """One batch job. The row (with its unique ``key``) exists before any Slurm call; the Slurm job
     carries ``--comment=portal:<key>`` so a retried submission can find it instead of submitting twice.
 
@@ -157,6 +159,8 @@ class Job(models.Model):
     signal = models.IntegerField(null=True, blank=True)
     elapsed_s = models.PositiveIntegerField(null=True, blank=True)
     gpu_hours = models.FloatField(null=True, blank=True)
+    #: Slurm's ``billing`` TRES x elapsed minutes (sacct ``tres.allocated``), summed over the job's records.
+    billed_unit_minutes = models.FloatField(null=True, blank=True)
     status_unknown_since = models.DateTimeField(null=True, blank=True)
     #: Ended as the queue (squeue) reported it while accounting (sacct) had no final record of it yet
     #: (slurmdbd down or behind): state, exit, start and end are the controller's; ``gpu_hours`` is
@@ -203,6 +207,8 @@ class Job(models.Model):
     gpu_sm_max = models.FloatField(null=True, blank=True)
     gpu_memory_peak_mib = models.FloatField(null=True, blank=True)
     gpu_energy_wh = models.FloatField(null=True, blank=True)
+    #: Each GPU's mean SM activity over the run (percent, one per GPU series); [] in rows read before.
+    gpu_sm_means = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

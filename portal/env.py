@@ -106,6 +106,8 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_GPU_LOW_USE_MINUTES": (int, 30),
     "PORTAL_GPU_IDLE_RECLAIM_MINUTES": (int, 30),
     "PORTAL_GPU_IDLE_WARN_MINUTES": (int, 5),
+    # Billing (portal/billing.py): the price of one billed unit-hour, "<amount> <ISO currency>"; "" = none
+    "PORTAL_BILLING_RATE": (str, ""),
     # Notifications (notifications/): the SMTP server mail goes through, the sender, the portal's own
     # address in mails, and how long a sender holds a row (seconds)
     "PORTAL_EMAIL_HOST": (str, "127.0.0.1"),

@@ -262,8 +262,29 @@ class FinishedJob:
     cwd: str = ""
     stdout: str = ""
     stderr: str = ""
+    #: Slurm's ``billing`` TRES of the allocation (``tres.allocated``): billed units per hour of run,
+    #: the sum of the allocated TRES weighed by the partition's ``TRESBillingWeights`` (with no
+    #: weights, the CPU count); ``None`` when accounting has none (a job never allocated).
+    billing: int | None = None
 
     @property
     def gpu_hours(self) -> float:
         """Allocated GPUs (all types together) x ``elapsed`` / 3600."""
         return sum(self.gpus.values()) * self.elapsed / 3600
+
+    @property
+    def billed_unit_minutes(self) -> float | None:
+        """``billing`` x ``elapsed`` / 60: the billed unit-minutes Slurm charges the job's association
+        (its ``billing`` TRES-minutes, what ``GrpTRESMins=billing=N`` is counted in). 0 for a job that
+        never ran; ``None`` when it ran and accounting has no ``billing``."""
+        if not self.elapsed:
+            return 0.0
+        return None if self.billing is None else self.billing * self.elapsed / 60
+
+
+def billed_unit_minutes(records) -> float | None:
+    """The billed unit-minutes of a job's sacct records (an array's tasks, a het job's components,
+    a requeued job's runs): the sum of each :attr:`FinishedJob.billed_unit_minutes`; ``None`` when
+    one of them ran without a ``billing`` figure (never a partial sum shown as the whole)."""
+    minutes = [f.billed_unit_minutes for f in records]
+    return None if any(m is None for m in minutes) else sum(minutes)

@@ -80,6 +80,18 @@ def parse_memory_per_gpu(text: str | None) -> int | None:
     return None
 
 
+def tres_list_count(value: list | None, kind: str) -> int | None:
+    """The count of TRES ``kind`` (``billing``, ``cpu``, ``node``; untyped TRES only) in a sacct
+    ``--json`` TRES list such as ``tres.allocated`` (``[{"type": "billing", "count": 6}, ...]``);
+    ``None`` when it is not there or its count is not a whole number of at least 0 (24.11 writes
+    ``-2`` for a TRES it does not count, as ``energy``). Never raises."""
+    for entry in value if isinstance(value, list) else []:
+        if isinstance(entry, dict) and entry.get("type") == kind and not entry.get("name"):
+            count = number(entry.get("count"))
+            return count if count is not None and count >= 0 else None
+    return None
+
+
 # --- GPUs ----------------------------------------------------------------------------------------
 
 

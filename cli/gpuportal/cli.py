@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from . import __version__, account, catalog, jobs, logs, notifications, profiles, sessions
+from . import __version__, account, catalog, figures, jobs, logs, notifications, profiles, sessions
 from .args import parse_override, parse_value
 from .base import (
     ArgumentParser,
@@ -41,7 +41,7 @@ from .errors import ApiError, ConnectionFailed
 __all__ = ["build_parser", "main", "parse_override", "parse_value"]
 
 #: The command groups, in the order ``gpuportal --help`` lists their commands.
-GROUPS = (account, jobs, logs, catalog, sessions, notifications, profiles)
+GROUPS = (account, jobs, logs, catalog, sessions, notifications, profiles, figures)
 
 
 def _global_options() -> ArgumentParser:

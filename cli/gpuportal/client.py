@@ -172,6 +172,10 @@ class Client:
         """``GET /me``: ``{"username", "teams", "scopes", "token_expires_at"}``."""
         return self.request("GET", "/me")
 
+    def team_figures(self, team: str) -> dict:
+        """``GET /teams/{team}/figures``: ``{"team", "days", "members": [sums], "total": sums}``."""
+        return self.request("GET", f"/teams/{quote(team, safe='')}/figures")
+
     def list_jobs(self, scope: str = "active", cluster: str = "", *, most: int | None = None) -> dict:
         """``GET /jobs?scope=active|history|all[&cluster=NAME]``, following ``next_cursor`` page by
         page (the API's default page size) until the last page, or until ``most`` jobs:

@@ -9,6 +9,7 @@ import time
 from .args import add_overrides, positive_float
 from .base import Commands, Context, UsageError, err, list_out, out, read_text
 from .errors import ApiError
+from .figures import billed_text, cost_text, energy_text, idle_text
 from .logs import CLUSTER_HELP, follow_log
 from .output import duration, gpus, key_values
 
@@ -39,6 +40,9 @@ _JOB_FIELDS = [
     "start_at",
     "end_at",
     "elapsed_s",
+    "gpu_hours",
+    "billed_units",
+    "cost",
     "exit_code",
     "signal",
     "submit_error",
@@ -199,11 +203,12 @@ def cmd_ls(ctx: Context) -> int:
     doc = ctx.client().list_jobs(ctx.args.scope or "active", ctx.args.cluster or "", most=limit)
     if doc.get("more") and not ctx.json:
         err(f"(the newest {limit} jobs; more match: raise -n, or leave it out for every job)")
+    ended = ctx.args.scope == "history"
     return list_out(
         ctx,
         doc,
         empty="No jobs.",
-        headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", "NOTE"],
+        headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", *(_ENDED if ended else ()), "NOTE"],
         row=lambda j: (
             j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8]),
             j.get("name"),
@@ -211,9 +216,20 @@ def cmd_ls(ctx: Context) -> int:
             j.get("partition"),
             gpus(j.get("gpu_count"), j.get("gpu_type")),
             _job_time(j),
+            *(_ended(j) if ended else ()),
             _job_note(j),
         ),
     )
+
+
+#: ``ls --history``'s columns of what an ended job cost and left unused (:mod:`gpuportal.figures`).
+_ENDED = ("GPU-H", "BILLED", "GPU ENERGY", "IDLE GPU-H")
+
+
+def _ended(job: dict) -> tuple[str, ...]:
+    hours = job.get("gpu_hours")
+    billed = billed_text(job.get("billed_units"), job.get("cost"))
+    return ("-" if hours is None else f"{hours:.2f}", billed, energy_text(job), idle_text(job))
 
 
 def cmd_show(ctx: Context) -> int:
@@ -232,6 +248,8 @@ def cmd_show(ctx: Context) -> int:
             value = f"{duration(value * 60)} ({value} min)"
         elif k == "priority" and isinstance(value, dict):
             value = value.get("text", "")  # why it waits: the priority's parts and the jobs ahead
+        elif k == "cost":
+            value = cost_text(value) or "no price set (billed units only)"
         pairs.append((k, value))
     out(key_values(pairs))
     return 0

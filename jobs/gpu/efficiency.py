@@ -1,6 +1,7 @@
 """A team's GPU efficiency: GPU-hours used against GPU-hours busy per member, and the
 jobs that left most of their GPU-hours idle, from the jobs' rows (accounting's GPU-hours and the
-end-of-job SM activity of :mod:`jobs.gpu.gpu_summary`), over the last :data:`DAYS` days."""
+end-of-job SM activity of :mod:`jobs.gpu.gpu_summary`), over the last :data:`DAYS` days; with each
+member's and the team's billed units, cost, GPU energy and idle GPU-hours (:mod:`jobs.figures`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from ..figures import FIELDS, FigureSums, sum_figures
 from ..models import GpuSummary, Job
 
 #: The span the figures cover (days back from now, by the jobs' end).
@@ -38,6 +40,10 @@ class TeamEfficiency:
     members: list[MemberEfficiency]
     worst: list[tuple[Job, float]]  # (job, idle GPU-hours), most idle first
     days: int
+    #: Every job of the team that ended in the span (with or without GPUs), summed per member
+    #: (by username, most billed first) and for the whole team.
+    figures: list[tuple[str, FigureSums]] = ()
+    team_figures: FigureSums | None = None
 
 
 def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
@@ -62,4 +68,18 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     members = [MemberEfficiency(name, *map(lambda v: round(v, 2), vals)) for name, vals in per.items()]
     members.sort(key=lambda m: (-m.used_h, m.username))
     idle.sort(key=lambda pair: -pair[1])
-    return TeamEfficiency(members, [(j, round(h, 2)) for j, h in idle[:WORST] if h > 0], DAYS)
+    figures, team_figures = _figures(team, since=now - timedelta(days=DAYS))
+    worst = [(j, round(h, 2)) for j, h in idle[:WORST] if h > 0]
+    return TeamEfficiency(members, worst, DAYS, figures, team_figures)
+
+
+def _figures(team: str, *, since) -> tuple[list[tuple[str, FigureSums]], FigureSums]:
+    """:class:`~jobs.figures.FigureSums` of each member's jobs of ``team`` that ended since ``since``
+    (most billed first), and of them all."""
+    jobs = list(Job.objects.filter(account=team, end_at__gte=since).select_related("user").only("user__username", *FIELDS))
+    by_member: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_member.setdefault(job.user.username, []).append(job)
+    sums = [(name, sum_figures(rows)) for name, rows in by_member.items()]
+    sums.sort(key=lambda pair: (-(pair[1].billed_units or 0.0), -pair[1].gpu_hours, pair[0]))
+    return sums, sum_figures(jobs)

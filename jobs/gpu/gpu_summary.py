@@ -78,6 +78,7 @@ def gpu_summary_read(job: Job) -> dict:
     return {
         "gpu_summary": GpuSummary.MEASURED,
         "gpu_sm_mean": round(100.0 * sum(means) / len(means), 2),
+        "gpu_sm_means": [round(100.0 * m, 2) for m in means],
         "gpu_sm_max": round(100.0 * max(maxes), 2) if maxes else None,
         "gpu_memory_peak_mib": max(memory) if memory else None,
         "gpu_energy_wh": round(energy[0] / MJ_PER_WH, 3) if energy else None,

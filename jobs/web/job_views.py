@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from gpuusage import prometheus_configured
 from gpuusage.store import usages_load
+from portal.billing import billing_rate
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
@@ -24,6 +25,7 @@ from slurm.states import FINAL_STATES, JobState
 from teams.usage.cache import job_quota_estimate, team_usage
 
 from ..arrays import partly_running
+from ..figures import sum_query
 from ..gpu.gpu_usage import low_use_flags
 from ..reads.cap_reasons import cap_warning
 from ..reads.logs import job_log_tail, log_path
@@ -258,6 +260,9 @@ def history(request: HttpRequest) -> HttpResponse:
         "jobs/history.html",
         {
             "jobs": jobs,
+            "sums": sum_query(matching),
+            "rate": billing_rate(),
+            "low_use_percent": settings.PORTAL_GPU_LOW_USE_PERCENT,
             "page": page,
             "total": page.paginator.count,
             "partition": partition,

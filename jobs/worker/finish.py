@@ -16,6 +16,7 @@ from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
 from slurm.entries import ARRAY, HET, AccountingEntry, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
+from slurm.records import billed_unit_minutes
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
 from slurm.values import parse_exit
@@ -201,6 +202,7 @@ def apply_final_entry(job: Job, found: AccountingEntry) -> None:
     job.end_at = to_datetime(max(f.end for f in latest if f.end))
     job.elapsed_s = max(0, max(f.end for f in latest if f.end) - min(starts)) if starts else 0
     job.gpu_hours = sum(f.gpu_hours for f in found.records)
+    job.billed_unit_minutes = billed_unit_minutes(found.records)
     job.reason = job.reason_description = ""
     job.status_unknown_since = None
     job.accounting_pending = False

@@ -27,6 +27,7 @@ from slurm import SlurmError, SlurmGateway, paths
 from slurm.adapters import adapter_for
 from slurm.entries import ARRAY, HET, accounting_entries, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
+from slurm.records import billed_unit_minutes
 from slurm.states import FINAL_STATES, JobState
 from slurm.times import start_bound
 
@@ -192,7 +193,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
     ends = [f.end for f in group if f.end]
     if kind == "job":
         state, exit_code, signal = last.state, last.exit_code, last.signal
-        elapsed, gpu_hours = last.elapsed, last.gpu_hours
+        elapsed, gpu_hours, billed = last.elapsed, last.gpu_hours, last.billed_unit_minutes
         start = last.start
         fields["restart_count"] = min(SMALL_MAX, len(group) - 1)
     else:
@@ -204,7 +205,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         exit_code, signal = worst.exit_code, worst.signal
         start = min(starts) if starts else None
         elapsed = max(0, max(ends) - start) if start and ends else 0
-        gpu_hours = sum(f.gpu_hours for f in group)
+        gpu_hours, billed = sum(f.gpu_hours for f in group), billed_unit_minutes(group)
         fields.update(_parts_fields(kind, folded, group))
     return Job(
         **fields,
@@ -216,6 +217,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         end_at=to_datetime(max(ends)) if ends else None,
         elapsed_s=elapsed,
         gpu_hours=gpu_hours,
+        billed_unit_minutes=billed,
     )
 
 

@@ -261,7 +261,7 @@ def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> b
     job.start_at = to_datetime(q.start_time) or job.start_at
     job.end_at = to_datetime(q.end_time)
     job.elapsed_s = max(0, q.end_time - q.start_time) if q.start_time else 0
-    job.gpu_hours = None
+    job.gpu_hours = job.billed_unit_minutes = None
     job.reason = job.reason_description = ""
     job.status_unknown_since = None
     job.accounting_pending = True
@@ -356,6 +356,7 @@ def _apply_final(job: Job, f, exit_signal: tuple[int | None, int | None] | None,
     job.exit_code, job.signal = exit_signal if exit_signal else (f.exit_code, f.signal)
     job.elapsed_s = f.elapsed
     job.gpu_hours = f.gpu_hours
+    job.billed_unit_minutes = f.billed_unit_minutes
     job.start_at = to_datetime(f.start) or job.start_at
     job.end_at = to_datetime(f.end)
     job.reason = job.reason_description = ""

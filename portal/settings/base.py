@@ -292,9 +292,8 @@ PORTAL_POLL_MAX_BYTES = env("PORTAL_POLL_MAX_BYTES")
 PORTAL_POLL_MAX_JOBS = env("PORTAL_POLL_MAX_JOBS")
 PORTAL_POLL_MAX_SECONDS = env("PORTAL_POLL_MAX_SECONDS")
 
-#: GPU usage (gpuusage/): Prometheus's base URL ("" = usage is not measured at this site: no reads,
-#: no notices), the longest one query may take (seconds), and when a running GPU job is flagged as
-#: barely using its GPUs (mean SM activity below this percent over the last this many minutes).
+#: GPU usage (gpuusage/): Prometheus's URL ("" = not measured here: no reads, no notices), the longest query (seconds), and when
+#: a GPU counts as barely used (mean SM activity below this percent over the last this many minutes; ended jobs: jobs/figures.py).
 PORTAL_PROMETHEUS_URL = env("PORTAL_PROMETHEUS_URL").rstrip("/")
 PORTAL_PROMETHEUS_TIMEOUT = env("PORTAL_PROMETHEUS_TIMEOUT")
 PORTAL_GPU_LOW_USE_PERCENT = env("PORTAL_GPU_LOW_USE_PERCENT")
@@ -303,6 +302,7 @@ PORTAL_GPU_LOW_USE_MINUTES = env("PORTAL_GPU_LOW_USE_MINUTES")
 #: stopped (0 = never), with a warning on its card this many minutes before (interactive/gpu_idle.py).
 PORTAL_GPU_IDLE_RECLAIM_MINUTES = env("PORTAL_GPU_IDLE_RECLAIM_MINUTES")
 PORTAL_GPU_IDLE_WARN_MINUTES = env("PORTAL_GPU_IDLE_WARN_MINUTES")
+PORTAL_BILLING_RATE = env("PORTAL_BILLING_RATE")  # "0.12 EUR" per billed unit-hour; "" = none (portal/billing.py)
 #: /metrics (api/metrics.py): addresses that may read it directly, a bearer token that may read it from anywhere ("" = none).
 PORTAL_METRICS_ALLOW = env("PORTAL_METRICS_ALLOW")
 PORTAL_METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")

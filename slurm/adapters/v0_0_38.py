@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
 from ..times import parse_limit_minutes, parse_time_limit, parse_timestamp
-from ..tres import parse_gpus, parse_memory_per_gpu
+from ..tres import parse_gpus, parse_memory_per_gpu, tres_list_count
 from ..values import NO_NODES, classify_state, exit_or_none, expand_nodes, first_state, number, parse_exit
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
@@ -244,7 +244,8 @@ def sacct_extras(raw: dict) -> dict:
     """The fields of a ``sacct --json`` job that every version writes alike, by name: the het job
     component, the tasks a never-started array record stands for (``array.task``), what was asked
     for (``required.CPUs``, ``tres.requested``), the working directory and (24.11) the stdout/stderr
-    paths (``stdout_expanded``, else ``stdout``)."""
+    paths (``stdout_expanded``, else ``stdout``) and Slurm's ``billing`` TRES of the allocation
+    (``tres.allocated``: billed units, as the partition's ``TRESBillingWeights`` weigh it)."""
     het = raw.get("het") if isinstance(raw.get("het"), dict) else {}
     array = raw.get("array") if isinstance(raw.get("array"), dict) else {}
     required = raw.get("required") if isinstance(raw.get("required"), dict) else {}
@@ -255,6 +256,7 @@ def sacct_extras(raw: dict) -> dict:
         "array_tasks": _text(array.get("task")),
         "cpus": number(required.get("CPUs"), 0) or 0,
         "gpus_requested": parse_gpus(tres.get("requested")),
+        "billing": tres_list_count(tres.get("allocated"), "billing"),
         "cwd": _text(raw.get("working_directory")),
         "stdout": _text(raw.get("stdout_expanded") or raw.get("stdout")),
         "stderr": _text(raw.get("stderr_expanded") or raw.get("stderr")),

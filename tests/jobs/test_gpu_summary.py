@@ -52,6 +52,7 @@ def test_an_ended_jobs_summary_is_read_and_stored(monkeypatch, alice):
     job.refresh_from_db()
     assert job.gpu_summary == GpuSummary.MEASURED
     assert (job.gpu_sm_mean, job.gpu_sm_max, job.gpu_memory_peak_mib, job.gpu_energy_wh) == (40.0, 95.0, 30720.0, 2.0)
+    assert job.gpu_sm_means == [80.0, 0.0]  # each GPU's mean: one of the two idle
     assert len(fake.calls) == 4
     at = float(fake.calls[0][1]["time"])
     assert at == pytest.approx(job.end_at.timestamp() + 30, abs=1)  # evaluated at its end, not now
@@ -116,6 +117,7 @@ def test_the_summary_on_the_job_page_history_and_api(client, monkeypatch, alice,
         "sm_max_percent": 95.0,
         "memory_peak_mib": 30720.0,
         "energy_wh": 2.0,
+        "idle_gpu_hours": None,  # its GPU-hours are accounting's, not read in this test
     }
     assert api["gpu_usage"]["state"] == "not-running"
     listed = {j["key"]: j for j in client.get("/api/v1/jobs?scope=all").json()["items"]}

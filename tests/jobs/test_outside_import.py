@@ -39,6 +39,7 @@ def test_ended_jobs_become_finished_outside_rows_once(alice, release):
     assert (plain.state, plain.exit_code, plain.user, plain.is_final) == (JobState.COMPLETED, 0, alice, True)
     # slurmdbd keeps the name its own way (recorded on both releases): invalid bytes as "?", '"' as "`"
     assert plain.name == "odd ?? name | a,b ; 'q' `dq` $(id) end" and plain.elapsed_s > 0 and plain.gpu_hours == 0
+    assert plain.billed_unit_minutes == pytest.approx(plain.elapsed_s * 1 / 60)  # billing 1 (one CPU, no weights)
     assert plain.slurm_submit_at == plain.created_at
     assert rec.ids["long"] not in by_id  # held, then cancelled: never eligible, so sacct -S does not list it
     assert (array.kind, array.array_tasks, array.state) == (JobKind.ARRAY, {"COMPLETED": "1-4,6"}, JobState.COMPLETED)

@@ -128,6 +128,20 @@ def test_gpu_hours_from_allocated_tres(alice, slurm_json):
     assert row.gpu_hours == pytest.approx(4 * 45 / 3600)
 
 
+@pytest.mark.parametrize("release, slurm_id, billing", [("22.05", 36, 10), ("24.11", 37, 14)])
+def test_billed_units_are_slurms_billing_tres_times_elapsed(alice, slurm_json, release, slurm_id, billing):
+    """Both clusters' recorded jobs with TRESBillingWeights set (tests/fixtures/slurm/*/billing/)."""
+    row = job(alice, slurm_id, JobState.RUNNING, gpu_count=2)
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-D", "-S", ANY, "-j", str(slurm_id)], stdout=json.dumps(slurm_json(release, "billing/sacct"))
+    )
+    jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.COMPLETED and row.elapsed_s == 4
+    assert row.billed_unit_minutes == pytest.approx(billing * 4 / 60)  # sacct's billing x elapsed minutes
+    assert row.billed_units == pytest.approx(billing * 4 / 3600)
+
+
 def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     fake = FakeTransport().expect(

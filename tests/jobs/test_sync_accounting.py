@@ -61,6 +61,7 @@ def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_sta
     assert (row.state, row.exit_code, row.signal) == (JobState.FAILED, 3, 0)
     assert int(row.end_at.timestamp()) == RECORDED_END and row.elapsed_s == 2  # the controller's own times
     assert row.accounting_pending and row.gpu_hours is None  # GPU-hours only from accounting
+    assert row.billed_unit_minutes is None and row.billed_units is None  # billed units too
     assert row.status_unknown_since is None
     status = accounting_status()
     assert status.unavailable and "Problem talking to the database" in status.error and status.error_since
@@ -82,7 +83,7 @@ def test_accountings_record_replaces_the_queues_figures_when_it_arrives(
     result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
     row.refresh_from_db()
     assert result.finished == 1 and len(fake.calls) == 1  # the exit code is the queue's: no ExitCode call
-    assert not row.accounting_pending and row.gpu_hours is not None
+    assert not row.accounting_pending and row.gpu_hours is not None and row.billed_unit_minutes is not None
     assert (row.state, row.exit_code, row.elapsed_s) == (JobState.FAILED, 3, 2)
     assert not accounting_status().unavailable and accounting_status().ok_at
     # and it is not asked for again

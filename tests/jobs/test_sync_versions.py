@@ -113,6 +113,7 @@ def test_jobs_that_left_the_queue_are_finished_from_accounting(alice, rec):
         done = rows["running"]
         assert done.state == JobState.COMPLETED and done.elapsed_s > 0
         assert done.gpu_hours == pytest.approx(sum(rec.role("running").gpus.values()) * done.elapsed_s / 3600)
+        assert done.billed_unit_minutes is not None and done.billed_unit_minutes > 0  # sacct's billing x elapsed
 
 
 def test_with_accounting_down_a_job_the_queue_saw_end_takes_the_queues_final_state(alice, rec):
