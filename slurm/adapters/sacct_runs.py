@@ -2,9 +2,10 @@
 ``sacct --json -X -D`` (with ``-D`` a requeued job has one record per run), with what the team
 report needs beyond :class:`slurm.records.FinishedJob`: the ``billing`` TRES and the eligible time.
 
-Read from the document's version's adapter (the job fields) and from the same record's
-``tres.allocated`` list (``{"type": "billing", "count": N}``) and ``time.eligible``, which both
-22.05 (``dbv0.0.38``) and 24.11 (``v0.0.42``) write in this shape (``tests/fixtures/slurm/``). No I/O."""
+Read from the document's version's adapter (the job fields, ``billing`` included: the record's
+``tres.allocated`` ``{"type": "billing", "count": N}``, :func:`slurm.tres.tres_list_count`) and from
+the same record's ``time.eligible``, which both 22.05 (``dbv0.0.38``) and 24.11 (``v0.0.42``) write in
+this shape (``tests/fixtures/slurm/``). No I/O."""
 
 from __future__ import annotations
 
@@ -13,11 +14,7 @@ from dataclasses import dataclass
 
 from ..states import ACTIVE_STATES, JobState, is_failure
 from ..times import parse_timestamp
-from ..values import number
 from . import adapter_for
-
-#: The TRES Slurm bills jobs in (``TRESBillingWeights``; without weights: the job's CPUs).
-BILLING_TRES = "billing"
 
 
 @dataclass(frozen=True)
@@ -57,13 +54,6 @@ class AccountedRun:
         return float(self.start), float(max(self.start, min(end, now)))
 
 
-def _billing(raw: dict) -> int | None:
-    for entry in (raw.get("tres") or {}).get("allocated") or []:
-        if isinstance(entry, dict) and entry.get("type") == BILLING_TRES:
-            return number(entry.get("count"))
-    return None
-
-
 def accounted_runs(doc: dict, *, argv: Sequence[str] = ("sacct", "--json")) -> list[AccountedRun]:
     """The records of a ``sacct --json`` document, in its order. Raises
     :class:`~slurm.errors.SlurmVersionUnknown` for a version no adapter reads and ``ValueError``
@@ -82,7 +72,7 @@ def accounted_runs(doc: dict, *, argv: Sequence[str] = ("sacct", "--json")) -> l
                 account=job.account,
                 state=job.state,
                 gpus=sum(job.gpus.values()),
-                billing=_billing(raw),
+                billing=job.billing,
                 elapsed=job.elapsed,
                 submit=job.submit,
                 eligible=parse_timestamp(times.get("eligible")),

@@ -9,13 +9,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
+from portal.billing import billing_rate
 from slurm import SlurmError, get_gateway
 from slurm.clusters import cluster_names
 
 from ..models import Membership, Team
-from .figures import ReportRow, account_gpu_hours, parse_rate, report_row, share_and_rank
+from .figures import ReportRow, account_gpu_hours, report_row, share_and_rank
 from .measures import measures
 from .period import Month
 from .read import MonthReading, month_reading, month_reading_cached
@@ -75,11 +74,10 @@ def _member_names(team: Team) -> list[str]:
 def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: list[str]) -> ClusterReport:
     """The team's :class:`ClusterReport` from one cluster's month read."""
     bounds = month.bounds()
-    rate = parse_rate(getattr(settings, "PORTAL_BILLING_RATE", ""))
+    rate = billing_rate()
     runs = [run for run in reading.runs if run.account == team.name]
     found = measures(reading.cluster, {run.job_id for run in runs if run.gpus})
     options = {"bounds": bounds, "now": reading.taken_at, "found": found, "rate": rate}
-    options["low_use_percent"] = float(settings.PORTAL_GPU_LOW_USE_PERCENT)
     by_user: dict[str, list] = defaultdict(list)
     for run in runs:
         by_user[run.user].append(run)
@@ -98,7 +96,7 @@ def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: 
         share=share,
         rank=rank,
         ranked=ranked,
-        currency=rate[1] if rate else "",
+        currency=rate.currency if rate else "",
     )
 
 

@@ -15,30 +15,22 @@ Each figure and its source (every time clipped to the month, in seconds, then sh
 - **Median wait**: median over runs that started in the month of ``time.start`` - ``time.eligible``
   (``time.submission`` when sacct has no eligible time), seconds.
 - **Energy** (Wh), **idle GPU-hours** and **mean GPU utilization**: over the GPU jobs the portal
-  measured (:class:`.measures.Measure`): energy summed; idle GPU-hours = the GPU-hours of jobs whose
-  mean SM activity was below ``PORTAL_GPU_LOW_USE_PERCENT``; utilization = their mean SM activity
+  measured (:class:`.measures.Measure`): energy summed; idle GPU-hours = each job's GPU-hours in the
+  month x its idle share (the share of its GPUs whose mean SM activity was below
+  ``PORTAL_GPU_LOW_USE_PERCENT``, as the jobs app counts idle GPU-hours); utilization = their mean SM activity
   weighted by GPU-hours. GPU jobs not measured (outside the portal, Prometheus down) are counted in
   ``not_measured``, never as 0; with none measured the three are ``None``."""
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
+from portal.billing import Rate, cost_of
 from slurm.adapters.sacct_runs import AccountedRun
 
 from .measures import Measure
-
-_RATE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s+([A-Za-z]{3}|[^\s0-9]{1,3})\s*")
-
-
-def parse_rate(text: str) -> tuple[float, str] | None:
-    """``"0.12 EUR"`` -> ``(0.12, "EUR")``: the price of one billed unit-hour; ``None`` for ``""``
-    or text not of that form."""
-    match = _RATE_RE.fullmatch(text or "")
-    return (float(match.group(1)), match.group(2)) if match else None
 
 
 @dataclass(frozen=True)
@@ -90,7 +82,7 @@ def gpu_hours_by_job(runs: list[AccountedRun], start: float, end: float, now: fl
     return dict(hours)
 
 
-def _measured(by_job: dict[int, float], found: dict[int, Measure], low_use_percent: float) -> dict:
+def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
     measured = {job: found[job] for job in by_job if job in found}
     if not measured:
         return {"energy_wh": None, "idle_gpu_hours": None, "gpu_util_percent": None}
@@ -98,7 +90,7 @@ def _measured(by_job: dict[int, float], found: dict[int, Measure], low_use_perce
     weight = sum(hours for hours, _ in with_sm)
     return {
         "energy_wh": sum(m.energy_wh for m in measured.values() if m.energy_wh is not None),
-        "idle_gpu_hours": sum(hours for hours, sm in with_sm if sm < low_use_percent),
+        "idle_gpu_hours": sum(by_job[job] * m.idle_share for job, m in measured.items() if m.idle_share is not None),
         "gpu_util_percent": sum(hours * sm for hours, sm in with_sm) / weight if weight else None,
     }
 
@@ -110,8 +102,7 @@ def report_row(
     bounds: tuple[float, float],
     now: float,
     found: dict[int, Measure],
-    rate: tuple[float, str] | None,
-    low_use_percent: float,
+    rate: Rate | None,
 ) -> ReportRow:
     """The figures of ``runs`` (one member's, or the whole account's) for the month ``bounds``."""
     start, end = bounds
@@ -122,13 +113,13 @@ def report_row(
         username=username,
         gpu_hours=sum(by_job.values()),
         billed_unit_hours=billed,
-        cost=billed * rate[0] if rate else None,
+        cost=float(cost.amount) if (cost := cost_of(billed, rate) if rate else None) else None,
         jobs=len({run.job_id for run in runs}),
         failed_jobs=len({run.job_id for run in runs if run.failed}),
         median_wait_s=statistics.median(wait) if wait else None,
         gpu_jobs=len(by_job),
         not_measured=len([job for job in by_job if job not in found]),
-        **_measured(by_job, found, low_use_percent),
+        **_measured(by_job, found),
     )
 
 

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Measure:
     """One job's end-of-job GPU figures: ``energy_wh`` (Wh over all its GPUs, ``None`` when the
-    exporter has no energy counter) and ``sm_mean`` (mean SM activity over its GPUs and run, percent)."""
+    exporter has no energy counter), ``sm_mean`` (mean SM activity over its GPUs and run, percent)
+    and ``idle_share``: the part of its GPU-hours that were idle (0-1), its idle GPU-hours over its
+    GPU-hours as the jobs app counts them (:attr:`jobs.figures.JobFigures.idle_gpu_hours`: the share
+    of its GPUs whose mean SM activity was below ``PORTAL_GPU_LOW_USE_PERCENT``); ``None`` unknown."""
 
     energy_wh: float | None
     sm_mean: float | None
+    idle_share: float | None = None
 
 
 #: (cluster, Slurm job ids) -> job id -> Measure, for the jobs that were measured.

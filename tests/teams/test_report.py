@@ -16,7 +16,6 @@ from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.report.build import team_report
 from teams.report.export import CSV_HEADER, TEAM_ROW
-from teams.report.figures import parse_rate
 from teams.report.period import Month, parse_month
 from tests.conftest import FIXTURES
 from tests.fakes import ANY
@@ -94,7 +93,7 @@ def test_past_month_on_22_05_per_member_share_and_rank(world, slurmdbds):
 
 
 def test_current_month_on_24_11_counts_every_run_of_a_requeued_job(world, slurmdbds, settings):
-    settings.PORTAL_BILLING_RATE = "0.50 EUR"
+    settings.PORTAL_BILLING_RATE = "900 EUR"  # a price that makes these few seconds' cost whole cents
     script(slurmdbds, "sacct_requeued", "sacct")
     report = team_report(Team.objects.get(name="nlp"), DEC)
     two = part(report, "cluster2")
@@ -102,7 +101,7 @@ def test_current_month_on_24_11_counts_every_run_of_a_requeued_job(world, slurmd
     # job 21: 4 GPUs x 6 s, billing 1; job 24 ran twice (5 s each, billing 1, no GPUs)
     assert bob.gpu_hours == pytest.approx(24 / 3600)
     assert bob.billed_unit_hours == pytest.approx(16 / 3600)
-    assert bob.cost == pytest.approx(0.5 * 16 / 3600) and two.currency == "EUR"
+    assert bob.cost == 4.0 and two.currency == "EUR"  # 900 x 16 / 3600, to the cent as everywhere (portal.billing)
     assert (bob.jobs, bob.failed_jobs) == (2, 0)
     assert bob.median_wait_s == 3  # waits 66 s (job 21), 3 s and 1 s (job 24's runs, from eligible)
     vision = part(team_report(Team.objects.get(name="vision"), DEC), "cluster2")  # cached: no second read
@@ -113,17 +112,25 @@ def test_current_month_on_24_11_counts_every_run_of_a_requeued_job(world, slurmd
 def test_measured_jobs_give_energy_idle_gpu_hours_and_utilization(world, slurmdbds, settings):
     settings.PORTAL_GPU_LOW_USE_PERCENT = 20
     alice = world["alice"]
-    # 23: the array's row, one figure for five tasks that each have their own job id: not matched
-    for job_id, sm, wh, array in [(19, 10.0, 500.0, ""), (20, 80.0, None, ""), (23, 50.0, 9.0, "1-5%2")]:
+    hours19, hours20 = 4 * 60 / 3600, 4 * 5 / 3600  # job 19: 4 GPUs x 60 s, job 20: 4 GPUs x 5 s
+    # 23: the array's row, one figure for five tasks that each have their own job id: not matched.
+    # Job 20 kept each GPU's mean: one of its four was below 20 %, so a quarter of its GPU-hours were idle.
+    for job_id, sm, means, wh, array, hours in [
+        (19, 10.0, [], 500.0, "", hours19),
+        (20, 80.0, [95.0, 2.0, 90.0, 85.0], None, "", hours20),
+        (23, 50.0, [], 9.0, "1-5%2", None),
+    ]:
         Job.objects.create(
             user=alice, name=f"j{job_id}", partition="gpu", slurm_job_id=job_id, slurm_cluster="cluster2", memory_mb=1000,
-            time_limit_min=5, gpu_summary=GpuSummary.MEASURED, gpu_sm_mean=sm, gpu_energy_wh=wh, array_spec=array,
+            time_limit_min=5, gpu_summary=GpuSummary.MEASURED, gpu_sm_mean=sm, gpu_sm_means=means, gpu_energy_wh=wh,
+            array_spec=array, gpu_count=4, gpu_hours=hours,
         )  # fmt: skip
     script(slurmdbds, "sacct_requeued", "sacct")
     alice_row = row(part(team_report(Team.objects.get(name="vision"), DEC), "cluster2"), "alice")
-    hours19, hours20 = 4 * 60 / 3600, 4 * 5 / 3600  # job 19: 4 GPUs x 60 s, job 20: 4 GPUs x 5 s
     assert alice_row.energy_wh == 500.0
-    assert alice_row.idle_gpu_hours == pytest.approx(hours19)  # mean SM 10 % < 20 %
+    # as History and the team page count idle GPU-hours (jobs.figures): job 19 all (mean 10 % < 20 %), job 20 a quarter
+    assert alice_row.idle_gpu_hours == pytest.approx(hours19 + hours20 / 4)
+    assert Job.objects.get(slurm_job_id=20).idle_gpu_hours == pytest.approx(hours20 / 4)
     assert alice_row.gpu_util_percent == pytest.approx((10 * hours19 + 80 * hours20) / (hours19 + hours20))
     assert (alice_row.gpu_jobs, alice_row.not_measured) == (7, 5)  # the five array tasks have no row
 
@@ -138,8 +145,7 @@ def test_a_cluster_that_cannot_be_read_says_so_and_the_other_still_counts(world,
     assert part(report, "cluster2").total.jobs == 9
 
 
-def test_rate_and_month_texts():
-    assert parse_rate("0.12 EUR") == (0.12, "EUR") and parse_rate("") is None and parse_rate("cheap") is None
+def test_month_texts():
     assert parse_month("2026-11") == NOV and parse_month("2026-13") is None and parse_month("26-1") is None
     assert (str(Month(2026, 1).previous()), str(DEC.next())) == ("2025-12", "2027-01")
 
