@@ -132,12 +132,13 @@ def session_cancel_view(request: HttpRequest) -> JsonResponse:
 @_guard
 @require_GET
 def session_status_view(request: HttpRequest) -> JsonResponse:
-    """``?user=U&key=K[&log=1]`` -> the session's job state from its cluster's snapshot
+    """``?user=U&key=K[&log=1][&node=1]`` -> the session's job state from its cluster's snapshot
     (:func:`interactive.job.send.session_job_status`) or 400."""
     if (who := _user_key(request.GET.dict())) is None:
         return JsonResponse({"errors": [{"field": "key", "message": "Expected user and key."}]}, status=400)
     try:
-        return JsonResponse(session_job_status(username=who[0], key=who[1], with_log=request.GET.get("log") == "1"))
+        asked = {"with_log": request.GET.get("log") == "1", "with_node": request.GET.get("node") == "1"}
+        return JsonResponse(session_job_status(username=who[0], key=who[1], **asked))
     except Refused as refused:
         return _refusal(refused)
 

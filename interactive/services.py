@@ -104,8 +104,8 @@ def _note_ready(user: User, session: Session) -> None:
 
 
 def session_stop(*, session: Session, by: User, reason: str = "") -> None:
-    """Stop a running session or cancel a pending one (the hub's spawner runs ``scancel``). Only the
-    owner may. Raises ``PermissionDenied`` or :class:`hub.HubUnavailable`."""
+    """Stop a running session or cancel a pending one (the hub's spawner asks the portal to run
+    ``scancel`` through the gateway: :func:`interactive.job.send.session_cancel`). Only the owner may. Raises ``PermissionDenied`` or :class:`hub.HubUnavailable`."""
     if by.pk != session.user_id:
         raise PermissionDenied("Only the session's owner can stop it.")
     if not session.is_active:

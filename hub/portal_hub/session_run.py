@@ -110,7 +110,8 @@ class SessionRun:
             payload = {"user": self.user, "key": self.key, **hub}
             self.job = await self.portal.call("POST", "/hub-internal/session-submit", payload, timeout=SUBMIT_TIMEOUT)
         except PortalError as exc:
-            raise StartFailed(await self._failed(self._refused(exc.message)), "submit_refused") from None
+            why = self._refused(exc.message) if exc.status == 400 else f"The session's job could not be sent: {exc.message}"
+            raise StartFailed(await self._failed(why), "submit_refused") from None
         except UNREACHABLE as exc:
             raise StartFailed(
                 await self._failed(f"The portal could not be reached to start the session ({exc})."), "submit_refused"
@@ -122,15 +123,16 @@ class SessionRun:
 
     def _refused(self, words: str) -> str:
         return (
-            f"Slurm refused the session's job, billed to the team {self.settings.get('account')}: {words} If your teams "
+            f"Slurm refused the session's job, billed to the team {self.settings.get('account')}: {words.rstrip('.')}. If your teams "
             "changed, sign out of the portal and in again (it reads them from Slurm then), else ask your team lead."
         )
 
-    async def read_status(self, *, with_log: bool = False) -> JobStatus:
-        """The job's status from the portal's snapshot; ``UNKNOWN`` when it cannot be had."""
+    async def read_status(self, *, with_log: bool = False, with_node: bool = False) -> JobStatus:
+        """The job's status from the portal's snapshot; ``UNKNOWN`` when it cannot be had. ``with_log``:
+        with the log's last lines; ``with_node``: the node even before the snapshot has it (the port came)."""
         if not self.job_id:
             return JobStatus("NOT_FOUND", ended=True)
-        query = {"user": self.user, "key": self.key, **({"log": "1"} if with_log else {})}
+        query = {"user": self.user, "key": self.key, **({"log": "1"} if with_log else {}), **({"node": "1"} if with_node else {})}
         try:
             data = await self.portal.call("GET", "/hub-internal/session-status", query=query)
         except (PortalError, *UNREACHABLE) as exc:
@@ -142,13 +144,15 @@ class SessionRun:
         """Wait while the job is pending (until ``queue_deadline``), then until the server has
         reported its ``port()`` and ``accepts(address, port)``, at most ``server_timeout`` seconds
         from the job running. Returns the node's address (``resolve(node)``). Raises :class:`StartFailed`."""
-        deadline, last_read, running_since = float(self.settings["queue_deadline"]), 0.0, None
+        deadline, last_read, running_since, port_seen = float(self.settings["queue_deadline"]), 0.0, None, False
         while True:
+            if port() and not port_seen:  # the server listens: read its node now
+                port_seen, last_read = True, 0.0
             node = self.status.node if self.status else ""
             if port() and node and await accepts(resolve(node), port()):
                 return resolve(node)
             if time.monotonic() - last_read >= self.poll_interval:
-                last_read, status = time.monotonic(), await self.read_status()
+                last_read, status = time.monotonic(), await self.read_status(with_node=bool(port()))
                 if status.state != "UNKNOWN":
                     self.status = status
                 if status.ended:

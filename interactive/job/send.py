@@ -126,10 +126,12 @@ def session_cancel(*, username: str, key: str) -> bool:
     return True
 
 
-def session_job_status(*, username: str, key: str, with_log: bool = False) -> dict:
+def session_job_status(*, username: str, key: str, with_log: bool = False, with_node: bool = False) -> dict:
     """The state of the session's job from its cluster's snapshot (:func:`job_status_for_hub`), with
     ``ended`` (a final Slurm state, or ``NOT_FOUND``) and, with ``with_log``, ``log_path`` and
-    ``log_tail`` (the job log's last :data:`LOG_TAIL_LINES` lines, ``tail`` run as the owner).
+    ``log_tail`` (the job log's last :data:`LOG_TAIL_LINES` lines, ``tail`` run as the owner); with
+    ``with_node`` (the server reported its port: the job runs) and no node in the snapshot yet, the
+    node from one ``squeue -h -j <id> -o %B`` (the batch host) through the gateway, as the owner.
     Raises :class:`Refused` (not the owner)."""
     session = hub_session(username=username, key=key)
     if not session.slurm_job_id and not _adopt_from_snapshot(session):
@@ -139,7 +141,18 @@ def session_job_status(*, username: str, key: str, with_log: bool = False) -> di
     status["ended"] = status["state"] == "NOT_FOUND" or status["state"] in FINAL_STATES
     if with_log:
         status.update(_log_tail(session))
+    if with_node and not status.get("node") and not status["ended"]:
+        status.update(_batch_host(session))
     return status
+
+
+def _batch_host(session: Session) -> dict:
+    argv = ["squeue", "-h", "-j", str(session.slurm_job_id), "-o", "%B"]
+    try:
+        out = get_gateway(_cluster(session)).run(argv, as_user=session.user.username, check=False).out.strip()
+    except SlurmError as exc:
+        return {"message": f"squeue for the node failed: {exc.message}"}
+    return {"node": out} if out and " " not in out and out != "n/a" else {}
 
 
 def _adopt_from_snapshot(session: Session) -> bool:

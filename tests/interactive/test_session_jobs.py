@@ -169,3 +169,34 @@ def test_the_session_endpoints_need_the_hub_token(client, hub_settings, people, 
     r = client.get(f"/hub-internal/session-status?user=alice&key={answer['key']}", HTTP_AUTHORIZATION="Bearer wrong")
     assert r.status_code == 403
     assert fake.calls == []
+
+
+def test_a_session_is_sent_cancelled_and_read_on_its_own_cluster(client, hub_settings, people, monkeypatch, settings):
+    """Each cluster has its gateway: a session whose row says cluster2 goes to cluster2's, never cluster1's."""
+    settings.PORTAL_HOME_CACHE_SECONDS = 0
+    one, two = FakeTransport(), FakeTransport()
+    monkeypatch.setattr("slurm.gateway._gateways", {"cluster1": SlurmGateway(one), "cluster2": SlurmGateway(two)})
+    answer = started(client)
+    Session.objects.filter(key=answer["key"]).update(cluster="cluster2")
+    two.expect(["getent", "passwd", "alice"], stdout=PASSWD)
+    two.expect([*sudo("alice"), HELPER, "/home/alice/.gpuportal/sessions", "--", "--parsable"], stdout="77;cluster2\n")
+    r = submit(client, "alice", answer["key"])
+    assert r.status_code == 200 and (r.json()["job_id"], r.json()["cluster"]) == (77, "cluster2")
+    two.expect([*sudo("alice"), "scancel", "77"])
+    assert post(client, "/hub-internal/session-cancel", {"user": "alice", "key": answer["key"]}).json() == {"cancelled": True}
+    assert one.calls == [] and two.script == []
+    # Its state is cluster2's snapshot's: none stored here, so not known (never "ended").
+    assert status(client, "alice", answer["key"]).json()["state"] == "UNKNOWN"
+
+
+def test_once_the_server_reported_its_port_the_node_is_asked_for_if_the_snapshot_lacks_it(client, hub_settings, people, fake):
+    answer = started(client)
+    pending = next(j for j in snapshot_load().jobs if j.state == "PENDING")
+    Session.objects.filter(key=answer["key"]).update(slurm_job_id=pending.job_id)
+    fake.expect([*sudo("alice"), "squeue", "-h", "-j", str(pending.job_id), "-o", "%B"], stdout="node1\n")
+    query = f"user=alice&key={answer['key']}&node=1"
+    r = client.get(f"/hub-internal/session-status?{query}", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert r.json()["node"] == "node1" and fake.script == []
+    assert (
+        "node" not in status(client, "alice", answer["key"]).json() or not status(client, "alice", answer["key"]).json()["node"]
+    )
