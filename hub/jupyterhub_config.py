@@ -30,10 +30,9 @@ sys.path.insert(0, HERE)
 # image; appended, so nothing in the repository shadows a module the hub imports.
 sys.path.append(os.path.dirname(HERE))
 
-import batchspawner  # noqa: E402,F401  (registers /hub/api/batchspawner; replaced below)
 from portal_hub import api as portal_api  # noqa: E402
 
-portal_api.install()
+portal_api.install()  # /hub/api/batchspawner: the servers report their port there
 
 
 def env(name, default=None):

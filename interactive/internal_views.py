@@ -18,7 +18,9 @@ from accounts.services import hub_identity
 from portal.refusals import Refused
 
 from .idle import session_activity_record
-from .services import job_status_for_hub, session_event, spawn_check
+from .job.script import hub_part
+from .job.send import SessionSlurmUnavailable, session_cancel, session_job_status, session_submit
+from .services import session_event, spawn_check
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -80,16 +82,65 @@ def spawn_check_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"settings": result})
 
 
+def _refusal(refused: Refused) -> JsonResponse:
+    return JsonResponse({"errors": [{"field": p.field, "message": p.message} for p in refused.problems]}, status=400)
+
+
+def _unavailable(exc: Exception) -> JsonResponse:
+    return JsonResponse({"errors": [{"field": "cluster", "message": f"{exc} Try again shortly."}]}, status=503)
+
+
+def _user_key(data: dict | None) -> tuple[str, str] | None:
+    if data is None or not isinstance(data.get("user"), str) or not isinstance(data.get("key"), str):
+        return None
+    return data["user"][:64], data["key"][:64]
+
+
+@_guard
+@require_POST
+def session_submit_view(request: HttpRequest) -> JsonResponse:
+    """``{"user", "key", "env", "args", "venv", "image_venv"}`` -> 200 ``{"job_id", "cluster",
+    "submitted_at", "log_path"}`` (:func:`interactive.job.send.session_submit`), 400 ``{"errors"}``
+    (another user's session, a hub part of the wrong shape, Slurm's refusal) or 503 (the cluster
+    could not be asked)."""
+    data = _json(request)
+    if (who := _user_key(data)) is None:
+        return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with user, key, env and args."}]}, status=400)
+    try:
+        return JsonResponse(session_submit(username=who[0], key=who[1], hub=hub_part(data)))
+    except Refused as refused:
+        return _refusal(refused)
+    except SessionSlurmUnavailable as exc:
+        return _unavailable(exc)
+
+
+@_guard
+@require_POST
+def session_cancel_view(request: HttpRequest) -> JsonResponse:
+    """``{"user", "key"}`` -> 200 ``{"cancelled": bool}`` (``scancel`` through the gateway; False: no
+    job), 400 or 503."""
+    if (who := _user_key(_json(request))) is None:
+        return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with user and key."}]}, status=400)
+    try:
+        return JsonResponse({"cancelled": session_cancel(username=who[0], key=who[1])})
+    except Refused as refused:
+        return _refusal(refused)
+    except SessionSlurmUnavailable as exc:
+        return _unavailable(exc)
+
+
 @_guard
 @require_GET
-def job_status_view(request: HttpRequest) -> JsonResponse:
-    """``?job_id=N&since=T`` -> the job's state from the snapshot (see services.job_status_for_hub)."""
+def session_status_view(request: HttpRequest) -> JsonResponse:
+    """``?user=U&key=K[&log=1][&node=1]`` -> the session's job state from its cluster's snapshot
+    (:func:`interactive.job.send.session_job_status`) or 400."""
+    if (who := _user_key(request.GET.dict())) is None:
+        return JsonResponse({"errors": [{"field": "key", "message": "Expected user and key."}]}, status=400)
     try:
-        job_id = int(request.GET["job_id"])
-        since = float(request.GET.get("since", "0"))
-    except (KeyError, ValueError):
-        return JsonResponse({"errors": [{"field": "job_id", "message": "job_id must be a number."}]}, status=400)
-    return JsonResponse(job_status_for_hub(job_id=job_id, since=since))
+        asked = {"with_log": request.GET.get("log") == "1", "with_node": request.GET.get("node") == "1"}
+        return JsonResponse(session_job_status(username=who[0], key=who[1], **asked))
+    except Refused as refused:
+        return _refusal(refused)
 
 
 @_guard

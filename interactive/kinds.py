@@ -2,9 +2,9 @@
 
 Everything else reads this registry: the sessions form offers the available entries, the options
 check (:mod:`interactive.options`) accepts their names, the cards, messages and the API label them,
-``GET /api/v1/sessions/kinds`` lists them (the ``gpuportal`` CLI reads that), and the hub's spawner
-builds the batch script from what an entry declares, sent to it in the ``/hub-internal/spawn-check``
-answer (:meth:`SessionKind.spawn_settings`).
+``GET /api/v1/sessions/kinds`` lists them (the ``gpuportal`` CLI reads that), and the portal
+renders a session's batch script from what an entry declares (:mod:`interactive.job.script`,
+:meth:`SessionKind.spawn_settings`; the hub's spawner gets its ``label`` and ``default_url``).
 
 What the single-user server runs: every kind runs ``jupyterhub-singleuser`` from the Jupyter venv
 (through the portal's ``gpuportal-singleuser``, hub/session/gpuportal_launch.py; in a site image
@@ -41,11 +41,11 @@ from django.conf import settings
 #: A kind's name: it is the ``ide`` option, ``Session.ide`` (16 characters), the named server's
 #: prefix (``<name>-<8 hex>``) and the Slurm job name (``session-<name>``).
 _NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
-#: A URL path below the single-user server (the spawner checks it again).
+#: A URL path below the single-user server.
 _URL_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-#: Environment the spawner sets itself; a kind may not change it.
-_RESERVED_ENV = ("HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY")
+#: Environment the batch script sets itself (interactive.job.script), or JupyterHub's; a kind may not change it.
+_RESERVED_ENV = ("HOME", "USER", "SHELL", "PATH", "GPUPORTAL_SESSION_KEY", "GPUPORTAL_REPORT_PORT")
 _RESERVED_ENV_PREFIXES = ("JUPYTERHUB_", "JPY_", "SLURM_")
 
 #: What the portal's jupyter-server extension counts in every session (hub/session/gpuportal_session).
@@ -92,11 +92,11 @@ class SessionKind:
     """One kind of session. ``name``: the option value (see ``_NAME``); ``label``: what people read;
     ``default_url``: the path the single-user server opens, and where the card's *Open* goes;
     ``program``: what must be installed for the kind to be offered (``None``: always offered);
-    ``env``: extra environment of the single-user server (names the spawner sets are refused);
+    ``env``: extra environment of the single-user server (names the script sets are refused);
     ``activity``: what counts as a person's activity in it (a sentence, for the documentation and
     the sessions page); ``activity_lag_s``: seconds, at most, from a person's last input until the
     session's server reports it (not counting the hub's report interval and the culler's period).
-    Raises ``ValueError`` for an entry the spawner would refuse."""
+    Raises ``ValueError`` for an entry of the wrong shape."""
 
     name: str
     label: str
@@ -135,7 +135,7 @@ class SessionKind:
         return f"{self.label} is not offered: {self.program.name} is not installed in {self.program.directory}."
 
     def spawn_settings(self) -> dict:
-        """What the spawner needs to run it: ``label`` (for its messages), ``default_url``, ``path``
+        """What the batch script needs to run it (:mod:`interactive.job.script`): ``label`` (for its messages), ``default_url``, ``path``
         (absolute directories added to ``PATH`` after the Jupyter venv's) and ``env`` (name -> value)."""
         return {
             "label": self.label,

@@ -45,7 +45,9 @@ class Session(models.Model):
     ``gpu_seen_at`` the last GPU-usage read that had figures of its GPUs, ``gpu_low_since`` since
     when every such read has had them below ``PORTAL_GPU_LOW_USE_PERCENT`` SM activity (None: not
     low at the last look, or not measured), ``gpu_busy_at`` the last read that had them at or above
-    it (:mod:`interactive.gpu_idle`)."""
+    it (:mod:`interactive.gpu_idle`); ``cluster`` the portal's cluster (:mod:`slurm.clusters`) its
+    Slurm job runs on, ``slurm_job_id`` that job's id (sbatch's answer, through the cluster's
+    gateway: :mod:`interactive.job.send`) and ``submitted_at`` when it was sent (None before)."""
 
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ide_sessions")
@@ -72,6 +74,9 @@ class Session(models.Model):
     gpu_low_since = models.DateTimeField(null=True, blank=True)
     gpu_busy_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    cluster = models.CharField(max_length=64, blank=True, default="")
+    slurm_job_id = models.PositiveBigIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

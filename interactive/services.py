@@ -25,14 +25,12 @@ from accounts.models import User
 from audit.services import audit
 from jobs.reads.cap_reasons import CAP_REASONS, HeldRequest, cap_reason
 from jobs.reads.reasons import explain_reason
-from jobs.reads.selectors import snapshot_status
 from jobs.submit.policy import SitePolicy
 from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
 from slurm.clusters import sessions_cluster
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
-from slurm.states import FINAL_STATES as ENDED_JOB_STATES  # squeue states compare equal to JobState values
 from slurm.times import time_left_seconds
 
 from . import hub
@@ -106,8 +104,8 @@ def _note_ready(user: User, session: Session) -> None:
 
 
 def session_stop(*, session: Session, by: User, reason: str = "") -> None:
-    """Stop a running session or cancel a pending one (the hub's spawner runs ``scancel``). Only the
-    owner may. Raises ``PermissionDenied`` or :class:`hub.HubUnavailable`."""
+    """Stop a running session or cancel a pending one (the hub's spawner asks the portal to run
+    ``scancel`` through the gateway: :func:`interactive.job.send.session_cancel`). Only the owner may. Raises ``PermissionDenied`` or :class:`hub.HubUnavailable`."""
     if by.pk != session.user_id:
         raise PermissionDenied("Only the session's owner can stop it.")
     if not session.is_active:
@@ -131,7 +129,7 @@ def _apply(session: Session, options: SessionOptions) -> None:
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
-    the settings the batch script is built from (``key`` for ``--comment=portal:<key>``, ``account``
+    the settings the session is started with (``key`` for ``--comment=portal:<key>``, ``account``
     for sbatch's ``--account``: the team it is billed to, :func:`interactive.options.session_account`,
     ``time_limit_min`` minutes, ``memory_mb`` MiB), ``queue_deadline`` (Unix seconds: the spawner
     gives up if the Slurm job is still pending then; now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``,
@@ -163,7 +161,7 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         if session is None:  # started with the user's own hub token, not from the portal
             session = Session(user=user, server_name=server_name)
         _apply(session, options)
-        session.account = account
+        session.account, session.cluster = account, sessions_cluster().name  # where interactive.job.send sends it
         session.state = SessionState.STARTING
         session.give_up_at = djtz.now() + timedelta(minutes=settings.PORTAL_SESSION_MAX_QUEUE_MINUTES)
         session.save()
@@ -181,33 +179,6 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "queue_deadline": session.give_up_at.timestamp(),
         "image": image_settings(options.image),
         **KINDS[options.ide].spawn_settings(),
-    }
-
-
-def job_status_for_hub(*, job_id: int, since: float, now: float | None = None) -> dict:
-    """One job's state from the snapshot, for the spawner's poll. ``UNKNOWN`` when the snapshot is
-    stale (controller unreachable: the hub keeps the server) or was taken before ``since`` (Unix
-    seconds of the submission); ``NOT_FOUND`` when a fresh snapshot taken after the submission no
-    longer lists the job."""
-    now = time.time() if now is None else now
-    cluster = sessions_cluster().name
-    snapshot = snapshot_load(with_jobs=True, cluster=cluster)
-    status = snapshot_status(snapshot, now=now, cluster=cluster)
-    if not status.has_data or status.stale:
-        return {"state": "UNKNOWN", "message": snapshot.error if snapshot else "no snapshot yet"}
-    job = next((j for j in snapshot.jobs if j.job_id == job_id), None)
-    if job is None:
-        return {"state": "NOT_FOUND" if snapshot.taken_at > since + 1 else "UNKNOWN"}
-    position, in_line = positions_load(cluster).get(job_id, (None, None))
-    exit_code = f"{job.exit_code}:{job.signal or 0}" if job.exit_code is not None and job.state in ENDED_JOB_STATES else ""
-    return {
-        "state": job.state,
-        "node": job.nodes,
-        "reason": job.reason,
-        "exit_code": exit_code,
-        "position": position,
-        "in_line": in_line,
-        "estimated_start": job.start_time if job.state == "PENDING" and job.start_time > now else None,
     }
 
 

@@ -14,7 +14,9 @@ urlpatterns = [
     path("sessions/<uuid:key>/support-bundle/", views.session_support_bundle, name="session_support_bundle"),
     path("hub-internal/identity", internal_views.identity_view, name="hub_identity"),
     path("hub-internal/spawn-check", internal_views.spawn_check_view, name="hub_spawn_check"),
-    path("hub-internal/job-status", internal_views.job_status_view, name="hub_job_status"),
+    path("hub-internal/session-submit", internal_views.session_submit_view, name="hub_session_submit"),
+    path("hub-internal/session-cancel", internal_views.session_cancel_view, name="hub_session_cancel"),
+    path("hub-internal/session-status", internal_views.session_status_view, name="hub_session_status"),
     path("hub-internal/session-event", internal_views.session_event_view, name="hub_session_event"),
     path("hub-internal/session-activity", internal_views.session_activity_view, name="hub_session_activity"),
 ]

@@ -4,7 +4,8 @@ batchspawner 1.3's handler sets *any* spawner attribute named in the JSON the si
 posts with its token (``setattr(spawner, key, value)`` for every key the spawner has). That token is
 in the user's job, so the user could set ``exec_prefix``, ``batch_script`` or ``settings`` on the
 spawner that the hub runs with sudo rights. This handler accepts only ``{"port": <1..65535>}``, for
-the server that owns the token. :func:`install` swaps it in place of batchspawner's.
+the server that owns the token. :func:`install` puts it at that route (the hub no longer uses
+batchspawner's spawner).
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ class PortOnlyBatchSpawnerHandler(APIHandler):
 
 
 def install() -> None:
-    """Replace batchspawner's handler in JupyterHub's handler list (call from the hub config after
-    ``import batchspawner``)."""
-    import batchspawner.api  # noqa: F401  (registers the stock handler, which we replace)
-
+    """Put this handler in JupyterHub's handler list at batchspawner's route (the single-user
+    servers post their port there: the portal's session extension, batchspawner's wrapper in a
+    site image), in place of batchspawner's own should it be imported."""
     default_handlers[:] = [h for h in default_handlers if h[0] != ROUTE]
     default_handlers.append((ROUTE, PortOnlyBatchSpawnerHandler))

@@ -44,6 +44,14 @@ def gres_option(gpu_type: str, gpu_count: int) -> str | None:
     return f"gpu:{gpu_type}:{gpu_count}" if gpu_type else f"gpu:{gpu_count}"
 
 
+def sbatch_directives(options: list[tuple[str, str]]) -> list[str]:
+    """The ``#SBATCH --name="value"`` lines of ``options`` ((long option name, value) pairs, in
+    order), each value quoted by :func:`sbatch_quote`: the one place the portal writes ``#SBATCH``
+    lines, for batch jobs (:func:`render_batch_script`) and sessions
+    (:func:`interactive.job.script.session_script`). Raises ``ValueError`` as :func:`sbatch_quote`."""
+    return [f"#SBATCH --{name}={sbatch_quote(value)}" for name, value in options]
+
+
 def render_batch_script(job: Job, *, home: str = "") -> str:
     """The whole script sent to ``sbatch`` on stdin. Requires ``job.workdir``, ``job.output_path``
     and ``job.error_path`` to be set, and for a job with an image the user's ``home`` on the cluster
@@ -71,7 +79,7 @@ def render_batch_script(job: Job, *, home: str = "") -> str:
         ("error", job.error_path),
         ("comment", job.comment),
     ]
-    header = ["#!/bin/bash"] + [f"#SBATCH --{name}={sbatch_quote(value)}" for name, value in options]
+    header = ["#!/bin/bash", *sbatch_directives(options)]
     header.append("#SBATCH --requeue" if job.requeue else "#SBATCH --no-requeue")
     body = _SHEBANG.sub("", job.script.lstrip("\ufeff"), count=1) if job.script.startswith(("#!", "\ufeff#!")) else job.script
     body = body.replace("\r\n", "\n")

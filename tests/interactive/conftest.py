@@ -1,13 +1,11 @@
 """A real JupyterHub for the session tests: the project's config (hub/jupyterhub_config.py) and
 spawner, run as the portal's service user by scripts/hub.sh, on free ports, against the test IdP and
-the live test portal, submitting to the real local Slurm. And, without a hub, the spawner's batch
-script built from spawn-check answers (:func:`spawner_scripts`)."""
+the live test portal, which submits to the real local Slurm. And, without a hub, the portal's batch
+script of a session (:func:`session_scripts`)."""
 
 from __future__ import annotations
 
-import json
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -220,21 +218,28 @@ def hub_portal(settings, jupyterhub, portal_with_idp, clean_cache):
     thread.join(10)
 
 
-def spawner_scripts(*settings: dict) -> list[dict]:
-    """The project's spawner (hub/portal_hub, under the Jupyter venv's Python) given each of these
-    spawn-check answers: per answer ``{"script", "default_url", "sbatch"}`` (``sbatch``: its argv), or ``{"refused": why}``. Fails the
-    test, saying what to install, when there is no Jupyter venv (:func:`jupyter_python`)."""
-    python = jupyter_python()
-    request = {"user": pwd.getpwuid(os.getuid()).pw_name, "settings": list(settings)}
-    done = subprocess.run(
-        [str(python), str(Path(__file__).with_name("spawner_script.py"))],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+#: The hub's part of a test submit request (what JupyterHub's get_env/get_args give a server).
+TEST_HUB_PART = {
+    "env": {"JUPYTERHUB_API_TOKEN": "test-api-token", "JUPYTERHUB_CLIENT_ID": "jupyterhub-user-test"},
+    "args": [],
+    "venv": "/opt/test-jupyter",
+    "image_venv": "/opt/jupyter",
+}
+
+
+def session_scripts(*answers: dict, home: str = "/home/alice") -> list[str]:
+    """The portal's batch script (:func:`interactive.job.script.session_script`) of the session of each
+    spawn-check answer (its ``key``), for the hub part :data:`TEST_HUB_PART` with JupyterHub's
+    ``JUPYTERHUB_DEFAULT_URL`` (the kind's URL) added, its owner's home ``home``."""
+    from interactive.job.script import hub_part, session_script
+    from interactive.models import Session
+
+    scripts = []
+    for answer in answers:
+        session = Session.objects.select_related("user").get(key=answer["key"])
+        part = {**TEST_HUB_PART, "env": {**TEST_HUB_PART["env"], "JUPYTERHUB_DEFAULT_URL": answer["default_url"]}}
+        scripts.append(session_script(session, home=home, hub=hub_part(part), username=session.user.username))
+    return scripts
 
 
 def squeue_session_jobs(user: str) -> list[dict]:

@@ -66,6 +66,11 @@ def wait_ready(hub, user: str, server: str, timeout: float = 120) -> dict:
 def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     hub = hub_portal
     started = time.monotonic()
+    from slurm import gateway
+
+    slurm_calls = []  # the gateway's record of its Slurm commands (what feeds portal_slurm_command_seconds)
+    record = lambda cluster, command, seconds, ok: slurm_calls.append((cluster, command, ok))  # noqa: E731
+    gateway.command_observers.append(record)
     session = session_start(
         user=alice,
         raw_options={
@@ -90,6 +95,10 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     assert job["Partition"] == "interactive"
     assert "gres/gpu:a100=1" in job["TRES"] or "gres/gpu=1" in job["TRES"]
     assert job["TimeLimit"] == "01:00:00"
+    # Sent by the portal through its gateway, as alice, on the session's cluster; not by the hub.
+    session.refresh_from_db()
+    assert session.slurm_job_id == int(job["JobId"]) and (session.cluster, "sbatch", True) in slurm_calls
+    assert job["UserId"].startswith("alice(")
 
     # The single-user server answers through the proxy, for alice's own token.
     token = hub.user_token("alice")
@@ -131,6 +140,8 @@ def test_spawn_reach_through_proxy_and_stop(alice, hub_portal):
     assert session.server_name not in hub.api("GET", "/users/alice").json()["servers"]
     session.refresh_from_db()
     assert session.state == SessionState.STOPPED and session.message == "Stopped by you."
+    gateway.command_observers.remove(record)
+    assert (session.cluster, "scancel", True) in slurm_calls  # the stop went through the portal's gateway too
 
 
 def test_the_session_job_is_billed_to_the_team_the_portal_chose(alice, hub_portal):

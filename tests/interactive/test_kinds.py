@@ -1,7 +1,7 @@
 """The session kinds registry (interactive/kinds.py): its entries are checked, and a kind added to it
 and nothing else (a fake RStudio, registered by the ``rstudio`` fixture) is offered by the sessions
 form, labelled on its card, listed by the API and the CLI, and gets its own batch script from the
-spawner."""
+portal."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from interactive.models import Session, SessionPhase, SessionState
 from interactive.services import session_cards
 from tests.cli.fake_api import TOKEN, FakeAPI
 
-from .conftest import hub_checked, spawner_scripts
+from .conftest import hub_checked, session_scripts
 from .test_options_and_internal import hub_settings, policy, post  # noqa: F401  (fixtures)
 from .test_pages import GOOD, world  # noqa: F401  (fixture)
 
@@ -83,7 +83,7 @@ def test_availability_is_the_programs(settings, tmp_path):
         ({"env": {"lower": "x"}}, "'lower'"),
     ],
 )
-def test_an_entry_the_spawner_would_refuse_is_refused_here_first(fields, text):
+def test_an_entry_of_the_wrong_shape_is_refused(fields, text):
     with pytest.raises(ValueError, match=text.replace("(", r"\(")):
         SessionKind(**{"name": "rstudio", "label": "RStudio", "default_url": "/rstudio/", **fields})
 
@@ -184,10 +184,9 @@ def test_a_new_kind_gets_its_batch_script(client, hub_settings, rstudio, django_
         "path": [str(bin_dir)],
         "env": {"RSESSION_PROXY_RSTUDIO_1_4": "yes"},
     }
-    [built] = spawner_scripts(settings_)
-    script = built["script"].splitlines()
-    assert built["default_url"] == "/rstudio/"
-    assert "#SBATCH --job-name=session-rstudio" in script
+    [built] = session_scripts(settings_)
+    script = built.splitlines()
+    assert '#SBATCH --job-name="session-rstudio"' in script
     assert "export JUPYTERHUB_DEFAULT_URL=/rstudio/" in script
     assert "export RSESSION_PROXY_RSTUDIO_1_4=yes" in script
     assert f"export PATH=/opt/test-jupyter/bin:{bin_dir}:/usr/local/bin:/usr/bin:/bin" in script

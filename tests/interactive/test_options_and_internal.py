@@ -230,37 +230,6 @@ def test_spawn_check_bad_json_is_a_400(client, hub_settings, body):
 
 
 @pytest.mark.django_db
-def test_job_status_from_the_snapshot(client, hub_settings, slurm_json):
-    from slurm.snapshot import snapshot_load
-
-    snap = snapshot_load()
-    job = snap.jobs[0]
-    r = client.get(f"/hub-internal/job-status?job_id={job.job_id}&since=0", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert r.status_code == 200
-    assert r.json()["state"] == job.state
-    # not listed in a snapshot taken after the submission: ended (gone); taken before: not yet seen
-    r = client.get(f"/hub-internal/job-status?job_id=999999&since={snap.taken_at - 60}", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert r.json()["state"] == "NOT_FOUND"
-    r = client.get(f"/hub-internal/job-status?job_id=999999&since={snap.taken_at + 5}", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert r.json()["state"] == "UNKNOWN"
-    r = client.get("/hub-internal/job-status?job_id=abc", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert r.status_code == 400
-
-
-@pytest.mark.django_db
-def test_job_status_is_unknown_when_the_snapshot_is_stale(client, hub_settings, slurm_json, settings):
-    from slurm import SlurmUnreachable
-    from slurm.snapshot import snapshot_failed, snapshot_load
-
-    snap = snapshot_load()
-    old = snapshot_take(SlurmGateway(scripted(slurm_json)), now=time.time() - settings.PORTAL_SNAPSHOT_MAX_AGE - 30)
-    snapshot_store(snapshot_failed(old, SlurmUnreachable(["squeue"], None, message="slurmctld down")))
-    r = client.get(f"/hub-internal/job-status?job_id={snap.jobs[0].job_id}&since=0", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
-    assert r.json()["state"] == "UNKNOWN"
-    assert "slurmctld down" in r.json()["message"]
-
-
-@pytest.mark.django_db
 def test_session_event_records_why(client, hub_settings, django_user_model):
     alice = django_user_model.objects.create(username="alice", oidc_issuer="t", oidc_sub="a")
     s = Session.objects.create(

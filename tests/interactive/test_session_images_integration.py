@@ -1,5 +1,5 @@
 """A JupyterLab session from the demo image on the real hub and the real cluster:
-the spawner runs the image's /opt/jupyter single-user server inside it (Charliecloud), and it
+the session's job (sent by the portal) runs the image's /opt/jupyter single-user server inside it (Charliecloud), and it
 answers through the proxy for alice's own token; the log says which image. And the identity rule on
 the real hub: the user is the hub's verified one (issuer + sub); a start with alice's own hub token
 naming another user, or another user's image directory, is refused before any job is made."""

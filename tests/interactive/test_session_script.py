@@ -1,7 +1,6 @@
-"""The spawner's batch script (hub/portal_hub/spawner.py), built from what the portal's spawn check
-answers: what each session kind runs comes from the portal's registry (interactive/kinds.py), and
-the spawner refuses a kind's part of the answer that is not of the expected shape. No hub, no Slurm:
-the spawner runs under the Jupyter venv's Python (tests/interactive/spawner_script.py)."""
+"""A session's batch script, rendered by the portal (interactive/job/script.py) from the session's row,
+the kind's registry entry (interactive/kinds.py) and the hub's part of the submit request, with the
+batch jobs' ``#SBATCH`` renderer. No hub, no Jupyter venv, no Slurm."""
 
 from __future__ import annotations
 
@@ -9,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import spawner_scripts
+from interactive.job.script import hub_part
+from jobs.worker.batch import sbatch_quote
+from portal.refusals import Refused
+
+from .conftest import TEST_HUB_PART, session_scripts
 from .test_options_and_internal import hub_settings, policy, post  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -33,14 +36,36 @@ def lines(script: str) -> list[str]:
 
 
 def test_jupyterlab_script(client, hub_settings, alice):
-    [built] = spawner_scripts(spawn_settings(client, {"gpu_count": 1, "gpu_type": "a100", "hours": 1}))
-    script = lines(built["script"])
-    assert built["default_url"] == "/lab"
-    assert "#SBATCH --job-name=session-lab" in script
-    assert "#SBATCH --gres=gpu:a100:1" in script and "#SBATCH --time=60" in script
-    assert "export JUPYTERHUB_DEFAULT_URL=/lab" in script
+    [built] = session_scripts(spawn_settings(client, {"gpu_count": 1, "gpu_type": "a100", "hours": 1}))
+    script = lines(built)
+    assert '#SBATCH --job-name="session-lab"' in script
+    assert '#SBATCH --gres="gpu:a100:1"' in script and '#SBATCH --time="60"' in script
+    assert '#SBATCH --export="NONE"' in script and '#SBATCH --chdir="/home/alice"' in script
+    assert "export JUPYTERHUB_DEFAULT_URL=/lab" in script and "export JUPYTERHUB_API_TOKEN=test-api-token" in script
     assert VENV_PATH in script  # nothing but the Jupyter venv and the system's
     assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
+
+
+def test_the_sbatch_lines_are_the_batch_jobs_renderer(client, hub_settings, alice):
+    """One renderer: every directive is ``#SBATCH --name="value"``, quoted by the batch jobs' sbatch_quote."""
+    answer = spawn_settings(client, {"cpus": 2, "memory_mb": 2048})
+    script = lines(session_scripts(answer)[0])
+    directives = [line for line in script if line.startswith("#SBATCH ")]
+    expected = {
+        "job-name": "session-lab",
+        "partition": "interactive",
+        "account": "vision",
+        "nodes": "1",
+        "ntasks": "1",
+        "cpus-per-task": "2",
+        "mem": "2048M",
+        "time": "120",
+        "chdir": "/home/alice",
+        "output": f"/home/alice/.gpuportal/sessions/{answer['key']}.log",
+        "comment": f"portal:{answer['key']}",
+        "export": "NONE",
+    }
+    assert directives == [f"#SBATCH --{k}={sbatch_quote(v)}" for k, v in expected.items()]
 
 
 def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, tmp_path):
@@ -48,64 +73,63 @@ def test_vscode_script_has_code_server_on_the_path(client, hub_settings, alice, 
     (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "code-server").chmod(0o755)
     hub_settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
-    [built] = spawner_scripts(spawn_settings(client, {"ide": "vscode"}))
-    script = lines(built["script"])
-    assert built["default_url"] == "/vscode/"
-    assert "#SBATCH --job-name=session-vscode" in script
+    [built] = session_scripts(spawn_settings(client, {"ide": "vscode"}))
+    script = lines(built)
+    assert '#SBATCH --job-name="session-vscode"' in script
     assert "export JUPYTERHUB_DEFAULT_URL=/vscode/" in script
     assert f"export PATH=/opt/test-jupyter/bin:{tmp_path}/bin:/usr/local/bin:/usr/bin:/bin" in script
     assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
 
 
-def test_sbatch_is_billed_to_the_team_the_portal_chose_as_its_own_argument(client, hub_settings, alice):
+def test_the_job_is_billed_to_the_team_the_portal_chose(client, hub_settings, alice):
     alice.slurm_accounts = ["vision", "nlp"]
     alice.save()
-    good = spawn_settings(client, {"account": "nlp"})
-    bad = [{**good, "account": a} for a in ("nlp; scancel -u alice", "--qos=high", "", 5)]
-    built, *refused = spawner_scripts(good, *bad, {k: v for k, v in good.items() if k != "account"})
-    assert built["sbatch"] == ["sbatch", "--parsable", "--account=nlp"]
-    assert not any("--account" in line for line in lines(built["script"]))  # argv only, never the script's text
-    assert all("refused" in r for r in refused), refused
+    [built] = session_scripts(spawn_settings(client, {"account": "nlp"}))
+    assert '#SBATCH --account="nlp"' in lines(built)
 
 
-#: A kind's part of a spawn-check answer, changed -> what the spawner's refusal names.
-BAD_KINDS = [
-    ({"default_url": "/lab; rm -rf ~"}, "default_url"),
-    ({"default_url": "lab"}, "default_url"),
-    ({"default_url": "/lab\nexport X=1"}, "default_url"),
-    ({"path": ["relative/bin"]}, "path entry"),
-    ({"path": ["/opt/a:/tmp/evil"]}, "path entry"),
-    ({"path": ["/opt/$(id)"]}, "path entry"),
-    ({"path": "/opt/bin"}, "path must be a list"),
-    ({"env": {"PATH": "/tmp/evil"}}, "'PATH'"),
-    ({"env": {"JUPYTERHUB_API_TOKEN": "stolen"}}, "'JUPYTERHUB_API_TOKEN'"),
-    ({"env": {"GPUPORTAL_REPORT_PORT": "0"}}, "'GPUPORTAL_REPORT_PORT'"),
-    ({"env": {"LD_PRELOAD x": "1"}}, "'LD_PRELOAD x'"),
-    ({"env": {"X": 1}}, "'X'"),
-    ({"env": ["X=1"]}, "env an object"),
+#: The hub's part of a submit request, changed -> the field the portal's refusal names.
+BAD_HUB_PARTS = [
+    ({"env": {"PATH": "/tmp/evil"}}, "env"),
+    ({"env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
+    ({"env": {"GPUPORTAL_REPORT_PORT": "0"}}, "env"),
+    ({"env": {"JUPYTERHUB_X": 1}}, "env"),
+    ({"env": ["JUPYTERHUB_X=1"]}, "env"),
+    ({"args": ["; rm -rf ~"]}, "args"),
+    ({"args": ["--ok", "--x=a\nexport X=1"]}, "args"),
+    ({"args": "--debug"}, "args"),
+    ({"venv": "relative/venv"}, "venv"),
+    ({"venv": "/opt/$(id)"}, "venv"),
+    ({"image_venv": "/opt/a b"}, "image_venv"),
 ]
 
 
-def test_the_spawner_refuses_a_kind_of_the_wrong_shape(client, hub_settings, alice):
-    good = spawn_settings(client, {})
-    ok, *refused = spawner_scripts(good, *({**good, **change} for change, _ in BAD_KINDS))  # one interpreter for all
-    assert "script" in ok
-    for (change, why), result in zip(BAD_KINDS, refused, strict=True):
-        assert why in result.get("refused", ""), (change, result)
+@pytest.mark.parametrize("change, field", BAD_HUB_PARTS)
+def test_the_portal_refuses_a_hub_part_of_the_wrong_shape(change, field):
+    with pytest.raises(Refused) as refused:
+        hub_part({**TEST_HUB_PART, **change})
+    assert [p.field for p in refused.value.problems] == [field]
 
 
-def test_the_spawner_refuses_an_answer_without_the_kind(client, hub_settings, alice):
-    good = spawn_settings(client, {})
-    results = spawner_scripts(*({k: v for k, v in good.items() if k != key} for key in ("default_url", "path", "env")))
-    assert all("refused" in r for r in results), results
+def test_the_hub_part_is_quoted_and_cannot_change_the_portals_own_variables(client, hub_settings, alice):
+    answer = spawn_settings(client, {})
+    from interactive.job.script import session_script
+    from interactive.models import Session
+
+    part = hub_part({**TEST_HUB_PART, "env": {"JUPYTERHUB_API_TOKEN": "a b'$(id)"}, "args": ["--debug", "--x=$(id) y"]})
+    session = Session.objects.get(key=answer["key"])
+    script = lines(session_script(session, home="/home/alice", hub=part, username="alice"))
+    assert "export JUPYTERHUB_API_TOKEN='a b'\"'\"'$(id)'" in script
+    assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0 --debug '--x=$(id) y'"
+    assert "export USER=alice" in script and "export HOME=/home/alice" in script
 
 
 def test_the_server_reports_its_own_port_once_it_listens(client, hub_settings, alice):
     """Not batchspawner's wrapper, which reports a port it picked before the server even imports (the
     hub then polls until something listens): the portal's launcher with ``--port=0`` and the session
     extension's report (GPUPORTAL_REPORT_PORT=1), stamps for the bench just before the exec."""
-    [built] = spawner_scripts(spawn_settings(client, {}))
-    script = lines(built["script"])
+    [built] = session_scripts(spawn_settings(client, {}))
+    script = lines(built)
     assert "export GPUPORTAL_REPORT_PORT=1" in script
     assert script[-2] == 'echo "gpuportal-t exec=$(date +%s.%N)"'
     assert script[-1] == "exec /opt/test-jupyter/bin/gpuportal-singleuser --port=0"
@@ -142,13 +166,13 @@ def test_the_launcher_skips_only_the_slow_optional_import():
     assert "jupyterhub.singleuser True" in out
 
 
-def test_without_the_jupyter_venv_the_spawner_tests_fail_with_what_to_install(monkeypatch, tmp_path):
-    """Never a skip: a run without the venv must not pass with the spawner's tests unrun."""
+def test_without_the_jupyter_venv_the_launcher_test_fails_with_what_to_install(monkeypatch, tmp_path):
+    """Never a skip: a run without the venv must not pass with the launcher's test unrun."""
     from . import conftest
 
     monkeypatch.setattr(conftest, "JUPYTER_VENV", tmp_path / "no-venv")
     with pytest.raises(pytest.fail.Exception) as failed:
-        conftest.spawner_scripts({})
+        conftest.jupyter_python()
     message = str(failed.value)
     assert f"No Jupyter venv in {tmp_path / 'no-venv'}" in message and "bash scripts/hub_setup.sh" in message
     assert f"python3 -m venv {tmp_path / 'no-venv'} && {tmp_path / 'no-venv'}/bin/pip install -r hub/requirements.txt" in message
