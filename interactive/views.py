@@ -174,7 +174,7 @@ def session_support_bundle(request: HttpRequest, key) -> HttpResponse:
     session = Session.objects.filter(key=key).select_related("user").first()
     if session is None or not may_download(request.user, owner_id=session.user_id, account=session.account):
         raise Http404("No such session, or it is not yours.")
-    cluster = sessions_cluster().name
+    cluster = session.cluster or sessions_cluster().name  # where the portal sent its job
     gathered = session_gathered(session, cluster=cluster)
     name = gathered.settings.get("slurm_job_id") or session.key
     return zip_response(bundle_zip(gathered, made_at=djtz.now()), f"support-{cluster}-session-{name}.zip")

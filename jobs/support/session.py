@@ -39,9 +39,13 @@ def redact_tokens(text: str) -> str:
 
 
 def session_job_id(session, cluster: str) -> tuple[int | None, str]:
-    """``(Slurm job id, why none)`` of ``session``'s job on ``cluster``: the snapshot's job whose
-    ``comment`` is ``portal:<key>``, else (an ended session) ``sacct --json -D -u <owner> -S <asked>``
-    read by its version's adapter. Never raises: Slurm's failure comes back as the reason."""
+    """``(Slurm job id, why none)`` of ``session``'s job on ``cluster``: the one the portal sent
+    (``Session.slurm_job_id``, sbatch's answer), else (a session the hub's spawner sent before the
+    portal did) the snapshot's job whose ``comment`` is ``portal:<key>``, else (an ended session)
+    ``sacct --json -D -u <owner> -S <asked>`` read by its version's adapter. Never raises: Slurm's
+    failure comes back as the reason."""
+    if session.slurm_job_id:
+        return session.slurm_job_id, ""
     comment = f"portal:{session.key}"
     snapshot = snapshot_load(cluster=cluster)
     for job in snapshot.jobs if snapshot else []:

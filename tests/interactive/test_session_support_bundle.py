@@ -179,3 +179,23 @@ def test_the_session_card_links_to_its_bundle(client, people, clean_cache, monke
     client.force_login(people["alice"])
     page = client.get("/sessions/cards/").content.decode()
     assert f'href="/sessions/{session.key}/support-bundle/"' in page and "Download support bundle" in page
+
+
+def test_a_session_the_portal_sent_is_read_on_its_own_cluster_by_its_job_id(client, people, clean_cache, monkeypatch):
+    """The portal keeps the job id and cluster of a session it sent (interactive/job/send.py): the
+    bundle asks that cluster for that job, with no look-up by comment."""
+    session = running_session(people["alice"])
+    Session.objects.filter(pk=session.pk).update(cluster="cluster2", slurm_job_id=JOB_ID, state=SessionState.STOPPED)
+    fake = FakeTransport()
+    fake.expect(
+        [*SUDO, "scontrol", "show", "job", str(JOB_ID)],
+        stderr=(RECORDED / "scontrol_show_job_gone.stderr.txt").read_bytes(),
+        returncode=1,
+    )
+    fake.expect([*SUDO, "sacct", "-j", str(JOB_ID), "--parsable2", ANY], stdout=(RECORDED / "sacct.txt").read_bytes())
+    gateways = {"cluster2": SlurmGateway(fake)}
+    monkeypatch.setattr("slurm.gateway._gateways", gateways)
+    client.force_login(people["alice"])
+    response = client.get(f"/sessions/{session.key}/support-bundle/")
+    assert response["Content-Disposition"] == f'attachment; filename="support-cluster2-session-{JOB_ID}.zip"'
+    assert f"\n{JOB_ID}|bundle-rec|alice|" in opened(response.content)["slurm/sacct.txt"] and not fake.script
