@@ -92,12 +92,14 @@ def session_submit(*, username: str, key: str, hub: HubPart) -> dict:
     except ValueError as exc:
         raise SessionSlurmUnavailable(str(exc)) from exc
     with transaction.atomic():
+        before = {"cluster": session.cluster, "slurm_job_id": session.slurm_job_id}
         Session.objects.filter(pk=session.pk).update(cluster=cluster, slurm_job_id=job_id, submitted_at=djtz.now())
         session.refresh_from_db()
         audit(
             actor=None,
             action="session.submitted",
             target=f"session:{session.key}",
+            old=before,
             new={"cluster": cluster, "slurm_job_id": job_id},
         )
     return _submitted(session, home=home)

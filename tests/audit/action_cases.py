@@ -79,6 +79,7 @@ CASES: list[Case] = [
     Case("session.stop", sessions.session_stop),
     Case("session.culled", sessions.session_culled),
     Case("session.gpu_reclaimed", sessions.session_gpu_reclaimed),
+    Case("session.submitted", sessions.session_submitted),
     Case("session.running", sessions.session_running),
     Case("session.failed", sessions.session_failed),
     Case("session.ended", sessions.session_ended),

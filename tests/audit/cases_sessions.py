@@ -116,3 +116,21 @@ def session_ended(w: World):
     before = read(session, "state")
     session_event(username="alice", key=str(session.key), event="ended", message="Reached its time limit.")
     return before, read(session, "state")
+
+
+def session_submitted(w: World):
+    """The hub asks the portal to send a starting session's job: sbatch through the gateway as alice."""
+    from django.conf import settings
+
+    from interactive.job.script import HubPart
+    from interactive.job.send import session_submit
+
+    session = _session(w, "STARTING")
+    before = read(session, "cluster", "slurm_job_id")
+    w.slurm.expect(["getent", "passwd", "alice"], stdout="alice:x:1001:1001::/home/alice:/bin/bash\n")
+    w.slurm.expect(
+        ["sudo", "-n", "-u", "alice", "--", settings.PORTAL_SBATCH_HELPER, "/home/alice/.gpuportal/sessions", "--", "--parsable"],
+        stdout="4243\n",
+    )
+    session_submit(username="alice", key=str(session.key), hub=HubPart(env={"JUPYTERHUB_API_TOKEN": "t"}))
+    return before, read(session, "cluster", "slurm_job_id")
