@@ -230,6 +230,11 @@ class Job(JobFigures, models.Model):
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
 
     @property
+    def preempted_runs(self) -> int:
+        """How many of its earlier runs (``runs``, from sacct) Slurm preempted (state PREEMPTED)."""
+        return sum(1 for run in self.runs or () if run.get("state") == "PREEMPTED")
+
+    @property
     def cluster(self) -> str:
         """The configured name of the cluster it runs on (the default cluster for an old row)."""
         return cluster_of(self.slurm_cluster)
