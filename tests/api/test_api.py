@@ -552,3 +552,12 @@ def test_submit_with_a_priority_class_override_and_its_refusal(
         r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"priority": "scavenger"}})
     assert r.status_code == HTTPStatus.CREATED, r.content
     assert Job.objects.get().priority_class == "scavenger"
+
+
+def test_a_jobs_runs_and_preemptions_are_in_its_api_object_for_its_owner_only(client, people, tokens, cluster, no_slurm):
+    preempted = {"state": "PREEMPTED", "why": "preempted at 14:02 UTC by a higher class, requeued", "elapsed_s": 240}
+    job = _job(people["alice"], priority_class="scavenger", restart_count=1, runs=[preempted])
+    body = call(client, "get", f"/jobs/{job.key}", tokens["alice"]).json()
+    assert (body["priority_class"], body["restart_count"], body["preempted_runs"]) == ("scavenger", 1, 1)
+    assert body["runs"] == [preempted]
+    assert call(client, "get", f"/jobs/{job.key}", tokens["bob"]).status_code in (HTTPStatus.FORBIDDEN, HTTPStatus.NOT_FOUND)
