@@ -11,8 +11,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 
 def _has_nul(value: Any) -> bool:
-    """Whether any text in ``value`` (JSON: nested dicts, lists, keys) holds a NUL (no recursion:
-    the nesting is the sender's)."""
+    """Whether any text in ``value`` (JSON: nested dicts, lists, keys) holds a NUL (no recursion)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -188,6 +187,10 @@ class JobOut(Schema):
     tasks: list[TaskCountOut] = Field(default_factory=list, description="An array's tasks by state (empty for other jobs)")
     components: list[HetPartOut] = Field(default_factory=list, description="A het job's components (empty for other jobs)")
     gpu_summary: GpuSummaryOut | None = Field(None, description="End-of-job GPU usage (GPU jobs that ended)")
+    priority_class: str = Field("", description="The priority class chosen (sent as --qos); empty: none")
+    restart_count: int = Field(0, description="How often Slurm started it again (squeue restart_cnt)")
+    preempted_runs: int = Field(0, description="How many of its earlier runs Slurm preempted (sacct state PREEMPTED)")
+    runs: list[dict] = Field(default_factory=list, description="Earlier runs, oldest first: state, why, start, end, nodes")
     gpu_hours: float | None = Field(None, description="Allocated GPUs x run time, from accounting (null until read)")
     billed_units: float | None = Field(None, description="Slurm's billing TRES (sacct AllocTRES) x run hours (null until read)")
     cost: CostOut | None = Field(None, description="billed_units x PORTAL_BILLING_RATE; null where the site set no rate")
@@ -207,8 +210,7 @@ class JobOut(Schema):
 
 
 class JobList(Schema):
-    """One page of jobs: ``items`` (at most ``limit``), ``count`` (items on this page) and
-    ``next_cursor`` (pass it as ``cursor`` for the next page; null on the last page)."""
+    """One page of jobs: ``items`` (at most ``limit``), ``count`` (on this page), ``next_cursor`` (null on the last)."""
 
     items: list[JobOut]
     count: int = Field(description="Jobs on this page")
@@ -316,9 +318,8 @@ class TeamOut(Schema):
 
 
 class ClusterUsageOut(Schema):
-    """A team's figures on one cluster (each cluster counts and enforces the team's quota and limit
-    on its own). ``measured`` false: the cluster has no figures for the team (``note`` says why) and
-    the figure fields are null."""
+    """A team's figures on one cluster (which counts and enforces its quota and limit on its own). ``measured``
+    false: the cluster has no figures for the team (``note`` says why) and the figure fields are null."""
 
     cluster: str
     measured: bool
@@ -340,8 +341,7 @@ class ClusterUsageOut(Schema):
 
 
 class TeamUsageOut(Schema):
-    """A team's usage summed over the clusters (GPU-hours, quota, left, GPUs, pending demand, members,
-    the daily series), with each cluster's own figures in ``clusters``."""
+    """A team's usage summed over the clusters (GPU-hours, quota, left, GPUs, demand, members, daily), per cluster in ``clusters``."""
 
     account: str
     tracked: bool

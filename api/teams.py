@@ -106,9 +106,14 @@ def get_team_usage(request, name: str):
 
 
 def job_figures(job) -> dict:
-    """A finished job's ``gpu_hours``, ``billed_units`` (unit-hours) and ``cost`` (null without a rate) for ``JobOut``."""
+    """A finished job's ``gpu_hours``, ``billed_units`` (unit-hours) and ``cost`` (null without a rate) for ``JobOut``,
+    with its priority class and runs (:class:`api.run_schemas.JobRunsOut`)."""
     billed, cost = job.billed_units, job.cost
     return {
+        "priority_class": job.priority_class,
+        "restart_count": job.restart_count,
+        "preempted_runs": job.preempted_runs,
+        "runs": job.runs or [],
         "gpu_hours": job.gpu_hours,
         "billed_units": None if billed is None else round(billed, 4),
         "cost": cost and cost.to_dict(),

@@ -126,6 +126,9 @@ class Job(JobFigures, models.Model):
     requeue = models.BooleanField(
         default=True, help_text="--requeue (run again after a node failure or preemption) or --no-requeue"
     )
+    priority_class = models.CharField(
+        max_length=20, blank=True, default="", help_text="--qos: the priority class chosen (teams.priority_classes); '' = none"
+    )
     output_path = models.CharField(max_length=1024, blank=True, default="")
     error_path = models.CharField(max_length=1024, blank=True, default="")
 
@@ -225,6 +228,11 @@ class Job(JobFigures, models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slurm_job_id or 'unsubmitted'})"
+
+    @property
+    def preempted_runs(self) -> int:
+        """How many of its earlier runs (``runs``, from sacct) Slurm preempted (state PREEMPTED)."""
+        return sum(1 for run in self.runs or () if run.get("state") == "PREEMPTED")
 
     @property
     def cluster(self) -> str:

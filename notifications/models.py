@@ -20,6 +20,7 @@ class NotificationKind(models.TextChoices):
     JOB_FINISHED = "job_finished", "Job finished"
     JOB_FAILED = "job_failed", "Job failed"
     JOB_PENDING = "job_pending", "Job pending longer than your chosen time"
+    JOB_PREEMPTED = "job_preempted", "Job preempted and requeued"
     SESSION_STOPPING = "session_stopping", "Session about to be stopped"
     TEAM_QUOTA = "team_quota", "Team GPU-hour quota at 80 % or 100 % (team leads)"
     TEAM_REPORT = "team_report", "Team's monthly report (team leads)"
@@ -32,6 +33,7 @@ EMAIL_DEFAULTS: dict[str, bool] = {
     NotificationKind.JOB_FINISHED: False,
     NotificationKind.JOB_FAILED: True,
     NotificationKind.JOB_PENDING: True,
+    NotificationKind.JOB_PREEMPTED: True,
     NotificationKind.SESSION_STOPPING: True,
     NotificationKind.TEAM_QUOTA: True,
     NotificationKind.TEAM_REPORT: True,

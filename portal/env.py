@@ -63,6 +63,11 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_SMALL_POOL_PARTITION": (str, ""),
     "PORTAL_SMALL_POOL_MAX_GPUS": (int, 1),
     "PORTAL_SMALL_POOL_MAX_MINUTES": (int, 60),
+    # Priority classes high / normal / scavenger (teams/priority_classes.py, docs/policy.md): QOS kept by the
+    # teams sync, chosen on the job form, in profiles (run.priority), the API and the CLI
+    "PORTAL_PRIORITY_CLASSES": (bool, False),
+    "PORTAL_HIGH_MAX_GPUS_PER_TEAM": (int, 2),
+    "PORTAL_SCAVENGER_GRACE_SECONDS": (int, 60),
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),

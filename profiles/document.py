@@ -30,6 +30,7 @@ OVERRIDE_ALIASES = {
     "workdir": "run.workdir",
     "args": "run.args",
     "requeue": "run.requeue",
+    "priority": "run.priority",
     "image": "image",
 }
 

@@ -82,6 +82,8 @@ class Run(_Strict):
     image: str = Field(default="", max_length=512)
     #: Slurm's --requeue: run again after a node failure or preemption (resume from a checkpoint).
     requeue: bool = True
+    #: A priority class (high, normal, scavenger: teams.priority_classes), sent as --qos; "" = none.
+    priority: str = Field(default="", max_length=20)
 
     @field_validator("image")
     @classmethod
@@ -186,6 +188,7 @@ class ProfileSpec:
     environment: dict | None = field(default=None)
     requeue: bool = True
     cluster: str = ""
+    priority: str = ""
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -287,6 +290,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
         image=profile.image,
         environment=env,
         requeue=profile.run.requeue,
+        priority=profile.run.priority,
         cluster=profile.cluster,
     )
 

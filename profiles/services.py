@@ -127,6 +127,7 @@ def job_request_for(spec: ProfileSpec, *, site: EnvSite | None = None, image: En
         workdir=spec.workdir,
         account=spec.account,
         requeue=spec.requeue,
+        priority=spec.priority,
         cluster=spec.cluster,
         image=spec.image,
     )

@@ -8,6 +8,7 @@ so many viewers or HTMX refreshes cost one read.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -35,6 +36,18 @@ class LogTail:
     #: No path is known: a job submitted outside the portal that ended unseen on a Slurm whose
     #: accounting does not keep the paths (22.05's sacct has none).
     where_unknown: bool = False
+
+
+#: A line a checkpointing job prints when it starts again from its checkpoint ("resuming from epoch 4", as
+#: examples/train_digits_job.sh does; "resumed from step 1200"): the unit and where.
+RESUME_LINE = re.compile(r"\bresum(?:ing|ed) from (epoch|step|iteration|checkpoint) (\w+)", re.IGNORECASE)
+
+
+def resumed_from(text: str) -> str:
+    """Where the job's latest run resumed, as its log says it (the last :data:`RESUME_LINE` in
+    ``text``): ``"epoch 4"``; ``""`` when the log says nothing of it."""
+    found = RESUME_LINE.findall(text or "")
+    return " ".join(found[-1]).lower() if found else ""
 
 
 def log_path(job: Job, stream: str) -> str:

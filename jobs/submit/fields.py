@@ -24,6 +24,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "workdir":        ("workdir",    "run.workdir",             "",          ""),
     "script":         ("script",     "run.command",             "",          ""),
     "requeue":        ("requeue",    "run.requeue",             "",          ""),
+    "priority":       ("priority",   "run.priority",            "",          ""),
     "cluster":        ("cluster",    "cluster",                 "",          ""),
     "image":          ("image",      "image",                   "image",     "image"),
     "options":        ("",           "",                        "",          ""),

@@ -23,6 +23,8 @@ from slurm.clusters import cluster_get, cluster_names, clusters
 from slurm.snapshot import ClusterSnapshot, snapshots_load
 from slurm.times import SlurmTimeError, parse_time_limit
 
+from .classes import class_problems
+
 #: GPU counts per job/node are powers of two (a job runs on one node in this version).
 GPU_COUNTS = (1, 2, 4, 8)
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -52,6 +54,9 @@ class JobRequest:
     cluster: str = ""
     #: A registered image's name (:mod:`images`) to run the script in; ``""``: none, the node's own system.
     image: str = ""
+    #: A priority class (:mod:`teams.priority_classes`: ``high``, ``normal``, ``scavenger``), sent as
+    #: ``--qos``; ``""``: none chosen (the association's default QOS).
+    priority: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ class SitePolicy:
 
     def check(self, req: JobRequest) -> list[Problem]:
         """Every problem with ``req`` (empty = allowed), each named by a :class:`JobRequest` field."""
-        errors = _check_text(req)
+        errors = _check_text(req) + class_problems(req.priority, requeue=req.requeue, gpu_count=req.gpu_count)
         part = self.partitions.get(req.partition)
         if part is None:
             offered = ", ".join(sorted(self.partitions)) or "none (the cluster has not been seen yet; try again in a minute)"

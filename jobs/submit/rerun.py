@@ -38,6 +38,7 @@ def run_again_request(job: Job) -> JobRequest:
         workdir=_chosen_workdir(job),
         account=job.account,
         requeue=job.requeue,
+        priority=job.priority_class,
         cluster=job.cluster,
         image=job.image_name,
     )
@@ -104,5 +105,6 @@ def run_again_initial(job: Job, *, script: str | None = None) -> dict:
     }
     if not job.is_outside:
         values["requeue"] = job.requeue
+        values["priority"] = job.priority_class
         values["image"] = job.image_name
     return {k: v for k, v in values.items() if v not in ("", None)}

@@ -91,6 +91,7 @@ def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | No
             script=request.script,
             workdir=request.workdir,
             requeue=request.requeue,
+            priority_class=request.priority,
             slurm_cluster=checked.cluster,
             profile=profile,
             profile_spec=profile_spec or {},

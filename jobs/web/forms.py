@@ -15,6 +15,7 @@ from images.selectors import images_for
 from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
 
+from ..submit.classes import class_choices
 from ..submit.policy import GPU_COUNTS, JobRequest, SitePolicy, time_limit_minutes
 
 
@@ -106,6 +107,12 @@ class JobForm(forms.Form):
         help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
         "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.",
     )
+    priority = forms.ChoiceField(
+        required=False,
+        label="Priority class",
+        help_text="high: deadlines, may stop scavenger jobs; normal: today's jobs; scavenger: idle GPUs only, "
+        "costs no quota, may be stopped and resumed from its checkpoint.",
+    )
     workdir = forms.CharField(
         required=False,
         max_length=512,
@@ -146,6 +153,11 @@ class JobForm(forms.Form):
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
         self.fields["image"].widget.choices = image_choices(policy.cluster)
+        choices = class_choices()
+        if choices:
+            self.fields["priority"].choices = choices
+        else:
+            del self.fields["priority"]  # the site offers no classes
         types = sorted({t for p in policy.partitions.values() for t in p.gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
         self.fields["gpu_count"].widget.choices = [(n, str(n)) for n in (0, *GPU_COUNTS)]
@@ -182,6 +194,7 @@ class JobForm(forms.Form):
             script=data["script"],
             workdir=(data.get("workdir") or "").strip(),
             requeue=bool(data.get("requeue")),
+            priority=data.get("priority") or "",
             account=data.get("account") or "",
             cluster=data.get("cluster") or self.policy.cluster,
             image=(data.get("image") or "").strip(),

@@ -28,7 +28,7 @@ from ..arrays import partly_running
 from ..figures import sum_query
 from ..gpu.gpu_usage import low_use_flags
 from ..reads.cap_reasons import cap_warning
-from ..reads.logs import job_log_tail, log_path
+from ..reads.logs import job_log_tail, log_path, resumed_from
 from ..reads.maintenance import job_maintenance_warning, maintenance_clash
 from ..reads.priority import job_priority
 from ..reads.queue import job_row
@@ -205,7 +205,10 @@ def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
     if stream not in ("out", "err"):
         raise Http404("No such log.")
     path = log_path(job, stream) if job.is_outside else ""  # where Slurm's record says it writes
-    return render(request, "jobs/_job_log.html", {"job": job, "stream": stream, "tail": job_log_tail(job, stream), "path": path})
+    tail = job_log_tail(job, stream)
+    resumed = resumed_from(tail.text) if job.restart_count and stream == "out" else ""
+    context = {"job": job, "stream": stream, "tail": tail, "path": path, "resumed": resumed}
+    return render(request, "jobs/_job_log.html", context)
 
 
 @login_required

@@ -55,7 +55,7 @@ def sbatch_directives(options: list[tuple[str, str]]) -> list[str]:
 def render_batch_script(job: Job, *, home: str = "") -> str:
     """The whole script sent to ``sbatch`` on stdin. Requires ``job.workdir``, ``job.output_path``
     and ``job.error_path`` to be set, and for a job with an image the user's ``home`` on the cluster
-    (bound into the image). Options: name, partition, account (when known), GRES,
+    (bound into the image). Options: name, partition, account (when known), QOS (the priority class, when chosen), GRES,
     CPUs per task, memory (MiB), time (minutes), chdir, output/error files, ``--comment=portal:<key>``,
     and ``--requeue`` or ``--no-requeue`` (``job.requeue``). Raises ``ValueError`` when the image's
     runtime cannot take a path (:mod:`runtimes`)."""
@@ -65,6 +65,8 @@ def render_batch_script(job: Job, *, home: str = "") -> str:
     ]
     if job.account:
         options.append(("account", job.account))
+    if job.priority_class:  # the class's QOS (teams.priority_classes: named as the class)
+        options.append(("qos", job.priority_class))
     gres = gres_option(job.gpu_type, job.gpu_count)
     if gres:
         options.append(("gres", gres))

@@ -33,7 +33,7 @@ from ..arrays import (
 )
 from ..models import Job, JobKind
 from .identity import accounting_records, records_by_id, records_of_job
-from .notify import job_state_notify
+from .notify import job_preempted_notify, job_state_notify
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +90,19 @@ def _latest(found: AccountingEntry) -> list:
 RESTART_WHY = {
     JobState.REQUEUED: "requeued by an administrator",
     JobState.NODE_FAIL: "its node failed",
-    JobState.PREEMPTED: "preempted by more urgent work",
+    JobState.PREEMPTED: "preempted by a higher class, requeued",
     JobState.BOOT_FAIL: "its node failed to boot",
 }
 
 
 def run_of(f) -> dict:
     """One earlier run of a job (``Job.runs``), from its sacct record."""
+    why = RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}")
+    if f.state == JobState.PREEMPTED and f.end:  # sacct says when, not by whom nor which class
+        why = f"preempted at {to_datetime(f.end):%H:%M} UTC by a higher class, requeued"
     return {
         "state": f.state_raw,
-        "why": RESTART_WHY.get(f.state, f"it ended {f.state_raw.lower()}"),
+        "why": why,
         "start": to_datetime(f.start).isoformat() if f.start else None,
         "end": to_datetime(f.end).isoformat() if f.end else None,
         "elapsed_s": f.elapsed,
@@ -138,9 +141,10 @@ def record_restarts(gateway: SlurmGateway, jobs: list[Job], queue: dict, *, clus
             mine = accounting_records(job, records_of_job(job, index))
             runs = [run_of(f) for f in mine if f.state not in ACTIVE_STATES or f.state == JobState.REQUEUED]
             runs = runs[: q.restart_count] or job.runs
-        old = {"restart_count": job.restart_count}
+        old, runs_before = {"restart_count": job.restart_count}, len(job.runs)
         Job.objects.filter(pk=job.pk).update(restart_count=q.restart_count, runs=runs)
         job.restart_count, job.runs = q.restart_count, runs
+        job_preempted_notify(job, runs_before)
         audit(
             actor=None,
             action="job.restarted",

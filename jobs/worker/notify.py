@@ -104,6 +104,25 @@ def job_state_notify(job: Job, old_state: str) -> None:
         )
 
 
+def job_preempted_notify(job: Job, runs_before: int) -> None:
+    """Tell ``job``'s owner of each run in ``job.runs`` past the first ``runs_before`` that Slurm
+    preempted (sacct's state PREEMPTED): when, by a higher class (sacct does not say whose job nor
+    which class) and that it was requeued. One row per run (event ``preempted-<run number>``); call
+    inside the transaction that records the runs."""
+    for number, run in enumerate(job.runs[runs_before:], runs_before + 1):
+        if run.get("state") != JobState.PREEMPTED:
+            continue
+        notify(
+            user=job.user,
+            kind=NotificationKind.JOB_PREEMPTED,
+            key=event_key(job, f"preempted-{number}"),
+            subject=f"Preempted: {_label(job)} (run {number}), requeued",
+            body=f"Your {_label(job)} was {run['why']}: Slurm runs it again when GPUs are free, and a job that writes "
+            "checkpoints resumes from its last one. Its page lists the runs.",
+            link=_link(job),
+        )
+
+
 def _enqueue_detail(job_id: int, notification_id: int) -> None:
     # By its registered name: jobs.tasks imports this module (no import cycle between siblings).
     try:

@@ -272,22 +272,22 @@ PORTAL_CONTAINER_RUNTIME = env("PORTAL_CONTAINER_RUNTIME")
 PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
 PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 
-#: Site policy the teams sync keeps in Slurm (teams/site_policy.py, docs/policy.md; checked at start-up,
-#: portal.E030): per-person caps on PORTAL_USER_CAPS_QOS (MaxTRESPerUser gres/gpu, MaxSubmitJobsPerUser; "" = not
-#: managed, "unlimited" = no cap), and the small-job pool: its partition ("" = none) whose partition QOS of the
-#: same name allows jobs of at most PORTAL_SMALL_POOL_MAX_GPUS GPUs and PORTAL_SMALL_POOL_MAX_MINUTES minutes.
+#: Site policy the teams sync keeps in Slurm (docs/policy.md; checked at start-up, portal.E030): per-person caps on
+#: PORTAL_USER_CAPS_QOS ("" = not managed, "unlimited" = no cap), the small-job pool's partition ("" = none) and its QOS's
+#: limits (teams/site_policy.py); the priority classes' QOS, high's GPUs per team, scavenger's GraceTime (teams/priority_classes.py).
 PORTAL_USER_CAPS_QOS = env("PORTAL_USER_CAPS_QOS")
 PORTAL_USER_MAX_GPUS = env("PORTAL_USER_MAX_GPUS")
 PORTAL_USER_MAX_SUBMIT_JOBS = env("PORTAL_USER_MAX_SUBMIT_JOBS")
 PORTAL_SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION")
 PORTAL_SMALL_POOL_MAX_GPUS = env("PORTAL_SMALL_POOL_MAX_GPUS")
 PORTAL_SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
-
+PORTAL_PRIORITY_CLASSES = env("PORTAL_PRIORITY_CLASSES")
+PORTAL_HIGH_MAX_GPUS_PER_TEAM = env("PORTAL_HIGH_MAX_GPUS_PER_TEAM")
+PORTAL_SCAVENGER_GRACE_SECONDS = env("PORTAL_SCAVENGER_GRACE_SECONDS")
 PORTAL_SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 PORTAL_SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
-#: The poll's budget (slurm/poll_budget.py): bytes of one command's output, jobs in squeue, seconds of
-#: the whole poll (0 = no limit). Past it the poll keeps the last good snapshot and says "cluster too
-#: big for the poll budget" (manage.py cluster_check, the freshness notices).
+#: The poll's budget (slurm/poll_budget.py): bytes of one command's output, jobs in squeue, seconds of the whole poll
+#: (0 = no limit). Past it the poll keeps the last good snapshot and says "cluster too big for the poll budget".
 PORTAL_POLL_MAX_BYTES = env("PORTAL_POLL_MAX_BYTES")
 PORTAL_POLL_MAX_JOBS = env("PORTAL_POLL_MAX_JOBS")
 PORTAL_POLL_MAX_SECONDS = env("PORTAL_POLL_MAX_SECONDS")

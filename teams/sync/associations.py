@@ -47,6 +47,8 @@ from slurm.accounting import read_descriptions
 from slurm.clusters import cluster_get, cluster_names
 
 from ..models import Membership, Role, Source, Team
+from ..priority_classes import enabled as classes_enabled
+from ..priority_classes import priority_classes
 from ..site_policy import site_policy
 from .actions import (  # noqa: F401  (re-exported)
     SACCTMGR,
@@ -60,6 +62,7 @@ from .actions import (  # noqa: F401  (re-exported)
     SetLimits,
     SetQos,
 )
+from .classes import plan_classes, read_class_state
 from .policy import WantedQos, plan_policy, read_qos_state, wanted_qos
 from .report import ActionResult, ClusterSync, SyncReport  # noqa: F401  (re-exported)
 from .state import (  # noqa: F401  (re-exported)
@@ -215,19 +218,23 @@ def cluster_sync(
     cluster: str, wanted: WantedState, *, dry_run: bool = False, actor=None, qos: dict[str, WantedQos] | None = None
 ) -> ClusterSync:
     """Read ``cluster``'s slurmdbd through its gateway, plan against ``wanted`` (and, with ``qos``,
-    the site policy's QOS limits, :mod:`teams.sync.policy`: planned after the teams' actions) and
+    the site policy's QOS limits, :mod:`teams.sync.policy`: planned after the teams' actions; with
+    ``PORTAL_PRIORITY_CLASSES`` on, the classes' QOS and the teams' QOS lists, :mod:`teams.sync.classes`) and
     (unless ``dry_run``) apply there. Never raises for Slurm failures: an unreadable slurmdbd is the
     part's ``error``, a refused action its ``failed``."""
     gateway = get_gateway(cluster)
     try:
         actual = read_actual(gateway)
         qos_actual = read_qos_state(gateway) if qos else {}
+        classes_actual = read_class_state(gateway) if classes_enabled() else None
     except (SlurmError, ValueError) as exc:
         logger.warning("teams sync: cannot read Slurm on %s: %s", cluster, exc)
         return ClusterSync(cluster, error=f"reading Slurm: {exc}")
     actions = plan(wanted, actual, protected=protected_users(cluster))
     if qos:
         actions += plan_policy(qos, qos_actual)
+    if classes_actual is not None:
+        actions += plan_classes(priority_classes(), *classes_actual, accounts=tuple(wanted.accounts))
     if dry_run:
         return ClusterSync(cluster, [ActionResult(a) for a in actions])
     return ClusterSync(cluster, apply_actions(actions, gateway, actor=actor, cluster=cluster))

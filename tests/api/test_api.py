@@ -530,3 +530,34 @@ def test_openapi_schema_is_served_and_the_committed_copy_is_current(client, peop
         "/api/v1/profiles/{pk}/submit",
         "/api/v1/teams/{name}/usage",
     } <= set(served["paths"])
+
+
+def test_submit_with_a_priority_class_override_and_its_refusal(
+    client, people, tokens, cluster, no_slurm, settings, django_capture_on_commit_callbacks
+):
+    """The API (and the CLI's --set, which sends the same overrides) takes the class as ``priority``
+    (run.priority); a refusal names the field and what to change."""
+    settings.PORTAL_PRIORITY_CLASSES = True
+    r = call(
+        client,
+        "post",
+        "/jobs",
+        tokens["alice"],
+        {"profile_yaml": EXAMPLE_TEXT, "overrides": {"priority": "scavenger", "requeue": False}},
+    )
+    assert r.status_code == HTTPStatus.BAD_REQUEST and Job.objects.count() == 0
+    [error] = r.json()["errors"]
+    assert error["field"] == "run.requeue" and "turn requeue on" in error["message"]
+    with django_capture_on_commit_callbacks():
+        r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": {"priority": "scavenger"}})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    assert Job.objects.get().priority_class == "scavenger"
+
+
+def test_a_jobs_runs_and_preemptions_are_in_its_api_object_for_its_owner_only(client, people, tokens, cluster, no_slurm):
+    preempted = {"state": "PREEMPTED", "why": "preempted at 14:02 UTC by a higher class, requeued", "elapsed_s": 240}
+    job = _job(people["alice"], priority_class="scavenger", restart_count=1, runs=[preempted])
+    body = call(client, "get", f"/jobs/{job.key}", tokens["alice"]).json()
+    assert (body["priority_class"], body["restart_count"], body["preempted_runs"]) == ("scavenger", 1, 1)
+    assert body["runs"] == [preempted]
+    assert call(client, "get", f"/jobs/{job.key}", tokens["bob"]).status_code in (HTTPStatus.FORBIDDEN, HTTPStatus.NOT_FOUND)

@@ -170,3 +170,22 @@ def test_an_idle_gpu_session_is_told_once_before_the_reclaim(alice, slurm_json, 
     assert n.key == f"session:{session.key}:gpu-idle:{int(session.gpu_low_since.timestamp())}"
     assert n.kind == NotificationKind.SESSION_STOPPING and n.email_state == "pending"
     assert "your 1 A100 has been below 5 % SM activity for 25 min; the session stops in 5 min unless it is used" in n.body
+
+
+def test_a_preempted_run_is_told_once_and_other_restarts_are_not(alice):
+    """``Job.runs`` as record_restarts writes it from sacct (the real run's fields: see
+    tests/jobs/test_preemption_integration.py): one row per preempted run, none for a node failure."""
+    from jobs.worker.notify import job_preempted_notify
+
+    row = job(alice, 41, JobState.RUNNING)
+    row.runs = [{"state": "NODE_FAIL", "why": "its node failed", "start": None, "end": None, "elapsed_s": 5, "nodes": "node3"}]
+    job_preempted_notify(row, 0)
+    assert not Notification.objects.exists()
+    preempted = {"state": "PREEMPTED", "why": "preempted at 14:02 UTC by a higher class, requeued", "elapsed_s": 30}
+    row.runs = [*row.runs, preempted]
+    for _ in range(2):
+        job_preempted_notify(row, 1)
+        job_preempted_notify(row, 0)
+    (n,) = Notification.objects.filter(kind=NotificationKind.JOB_PREEMPTED)
+    assert n.key == event_key(row, "preempted-2") and n.subject == "Preempted: job 41 (j41) (run 2), requeued"
+    assert "preempted at 14:02 UTC by a higher class, requeued" in n.body and n.email_state == "pending"

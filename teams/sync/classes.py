@@ -1,0 +1,168 @@
+"""The priority classes' part of the teams sync (:mod:`teams.priority_classes`): one QOS per class
+with its ``Priority``, ``Preempt``, ``PreemptMode``, ``UsageFactor``, ``GraceTime`` and
+``MaxTRESPerAccount`` gres/gpu, read from slurmdbd (:data:`SHOW_CLASS_QOS`) and kept with
+``sacctmgr add qos`` / ``modify qos`` (:class:`KeepClassQos`); and every team account's QOS list
+holding them all (:class:`GrantClassQos`: ``sacctmgr modify account ... set qos+=...``; its users'
+associations inherit it). Planned after the teams' actions and the site policy's QOS, only when
+``PORTAL_PRIORITY_CLASSES`` is on. No QOS is ever deleted, no other QOS field touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from slurm import SlurmGateway
+from slurm.times import parse_time_limit
+from slurm.tres import GPU_TRES, parse_tres_count
+
+from ..priority_classes import PriorityClass
+from .actions import SACCTMGR, Action
+
+_SHOW = ["sacctmgr", "--noheader", "--parsable2", "show"]
+#: Names both 22.05 and 24.11 accept; split on ``|`` by position.
+CLASS_QOS_FIELDS = ("Name", "Priority", "Preempt", "PreemptMode", "UsageFactor", "GraceTime", "MaxTRESPerAccount")
+SHOW_CLASS_QOS = [*_SHOW, "qos", "format=" + ",".join(CLASS_QOS_FIELDS)]
+#: Every association's account, user (``""`` on the account's own) and QOS list (inherited ones shown).
+SHOW_ASSOCIATION_QOS = [*_SHOW, "association", "format=Account,User,QOS"]
+
+#: Field -> how sacctmgr takes it: the class's value as the argument's text.
+_FIELDS = ("Priority", "Preempt", "PreemptMode", "UsageFactor", "GraceTime", "MaxTRESPerAccount")
+
+
+def class_fields(cls: PriorityClass) -> dict[str, str]:
+    """The QOS fields the sync keeps for ``cls``, as sacctmgr takes them (``GraceTime`` in seconds,
+    ``MaxTRESPerAccount`` ``gres/gpu=N`` or ``gres/gpu=-1`` for none)."""
+    return {
+        "Priority": str(cls.priority),
+        "Preempt": ",".join(cls.preempts),
+        "PreemptMode": cls.preempt_mode,
+        "UsageFactor": f"{cls.usage_factor:g}",
+        "GraceTime": str(cls.grace_s),
+        "MaxTRESPerAccount": f"gres/gpu={-1 if cls.max_gpus_per_team is None else cls.max_gpus_per_team}",
+    }
+
+
+def parse_class_qos(text: str) -> dict[str, dict[str, str]]:
+    """:data:`SHOW_CLASS_QOS` -> QOS name -> its fields normalised as :func:`class_fields` writes
+    them (``GraceTime`` ``00:01:00`` -> ``60``, ``UsageFactor`` ``0.000000`` -> ``0``, ``Preempt`` sorted).
+    Raises ``ValueError`` on a line without the fields asked for or a value it cannot read."""
+    rows = {}
+    for line in filter(None, text.splitlines()):
+        parts = line.split("|")
+        if len(parts) != len(CLASS_QOS_FIELDS):
+            raise ValueError(f"unexpected line from {' '.join(SHOW_CLASS_QOS)}: {line!r}")
+        name, priority, preempt, mode, factor, grace, per_account = parts
+        gpus = parse_tres_count(per_account, GPU_TRES)
+        rows[name] = {
+            "Priority": str(int(priority or 0)),
+            "Preempt": ",".join(sorted(p for p in preempt.split(",") if p)),
+            "PreemptMode": mode.lower() or "cluster",
+            "UsageFactor": f"{float(factor or 1):g}",
+            "GraceTime": str(parse_time_limit(grace) or 0),
+            "MaxTRESPerAccount": f"gres/gpu={-1 if gpus is None else gpus}",
+        }
+    return rows
+
+
+def parse_association_qos(text: str) -> dict[str, list[set[str]]]:
+    """:data:`SHOW_ASSOCIATION_QOS` -> account -> the QOS set of each of its associations."""
+    by_account: dict[str, list[set[str]]] = {}
+    for line in filter(None, text.splitlines()):
+        account, _user, qos = (line.split("|") + ["", ""])[:3]
+        by_account.setdefault(account, []).append({q for q in qos.split(",") if q})
+    return by_account
+
+
+@dataclass(frozen=True)
+class KeepClassQos(Action):
+    """Create (``exists=False``) or change a class's QOS: ``changes`` (field, old, new) as sacctmgr
+    takes them; ``old`` is ``""`` for a new QOS."""
+
+    kind: ClassVar[str] = "keep_class_qos"
+    qos: str
+    exists: bool
+    changes: tuple[tuple[str, str, str], ...]
+
+    @property
+    def argv(self) -> list[str]:
+        sets = [f"{field}={new if new else chr(39) * 2}" for field, _, new in self.changes]
+        if self.exists:
+            return [*SACCTMGR, "modify", "qos", "where", f"name={self.qos}", "set", *sets]
+        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *[s for s in sets if not s.endswith("''")]]
+
+    @property
+    def target(self) -> str:
+        return f"qos:{self.qos}"
+
+    @property
+    def old(self) -> dict:
+        return {field: old for field, old, _ in self.changes} if self.exists else {}
+
+    @property
+    def new(self) -> dict:
+        return {field: new for field, _, new in self.changes}
+
+    def describe(self) -> str:
+        if not self.exists:
+            return f"+ add QOS {self.qos} (" + ", ".join(f"{f} {n or 'none'}" for f, _, n in self.changes) + ")"
+        return f"~ set QOS {self.qos} " + ", ".join(f"{f} {n or 'none'} (was {o or 'none'})" for f, o, n in self.changes)
+
+
+@dataclass(frozen=True)
+class GrantClassQos(Action):
+    """Add ``qos`` (the classes' QOS an association of ``account`` lacks) to the account's QOS list;
+    its users' associations inherit it."""
+
+    kind: ClassVar[str] = "grant_class_qos"
+    account: str
+    qos: tuple[str, ...]
+
+    @property
+    def argv(self) -> list[str]:
+        return [*SACCTMGR, "modify", "account", "where", f"name={self.account}", "set", f"qos+={','.join(self.qos)}"]
+
+    @property
+    def target(self) -> str:
+        return f"team:{self.account}"
+
+    @property
+    def new(self) -> dict:
+        return {"qos_added": list(self.qos)}
+
+    def describe(self) -> str:
+        return f"~ let {self.account} use QOS {', '.join(self.qos)}"
+
+
+def plan_classes(
+    classes: dict[str, PriorityClass],
+    actual_qos: dict[str, dict[str, str]],
+    accounts_qos: dict[str, list[set[str]]],
+    accounts: list[str] | tuple[str, ...],
+) -> list[Action]:
+    """The least actions: each class's QOS created or given the fields that differ (in class order,
+    ``scavenger`` before the QOS that preempt it: sacctmgr refuses a ``Preempt`` naming a QOS that
+    does not exist yet), then each of ``accounts`` (the managed teams) whose associations lack one of
+    the classes' QOS granted them. ``accounts_qos``: :func:`parse_association_qos`."""
+    actions: list[Action] = []
+    for cls in sorted(classes.values(), key=lambda c: len(c.preempts)):
+        want, have = class_fields(cls), actual_qos.get(cls.qos)
+        if have is None:
+            actions.append(KeepClassQos(cls.qos, False, tuple((f, "", want[f]) for f in _FIELDS)))
+            continue
+        changes = tuple((f, have[f], want[f]) for f in _FIELDS if have[f] != want[f])
+        if changes:
+            actions.append(KeepClassQos(cls.qos, True, changes))
+    names = [c.qos for c in classes.values()]
+    for account in sorted(accounts):
+        lists = accounts_qos.get(account) or [set()]  # none yet: the sync adds the account before this
+        missing = tuple(q for q in names if any(q not in have for have in lists))
+        if missing:
+            actions.append(GrantClassQos(account, missing))
+    return actions
+
+
+def read_class_state(gateway: SlurmGateway) -> tuple[dict[str, dict[str, str]], dict[str, list[set[str]]]]:
+    """The classes' QOS and the associations' QOS lists (two sacctmgr calls). Raises
+    :class:`~slurm.SlurmError` or ``ValueError``."""
+    return parse_class_qos(gateway.run(SHOW_CLASS_QOS).out), parse_association_qos(gateway.run(SHOW_ASSOCIATION_QOS).out)
