@@ -112,11 +112,13 @@ class KeepClassQos(Action):
 @dataclass(frozen=True)
 class GrantClassQos(Action):
     """Add ``qos`` (the classes' QOS an association of ``account`` lacks) to the account's QOS list;
-    its users' associations inherit it."""
+    its users' associations inherit it. ``had``: the QOS every association of the account had before
+    (sorted; the audit row's old value)."""
 
     kind: ClassVar[str] = "grant_class_qos"
     account: str
     qos: tuple[str, ...]
+    had: tuple[str, ...] = ()
 
     @property
     def argv(self) -> list[str]:
@@ -127,8 +129,12 @@ class GrantClassQos(Action):
         return f"team:{self.account}"
 
     @property
+    def old(self) -> dict:
+        return {"qos": list(self.had)}
+
+    @property
     def new(self) -> dict:
-        return {"qos_added": list(self.qos)}
+        return {"qos": sorted(set(self.had) | set(self.qos))}
 
     def describe(self) -> str:
         return f"~ let {self.account} use QOS {', '.join(self.qos)}"
@@ -158,7 +164,7 @@ def plan_classes(
         lists = accounts_qos.get(account) or [set()]  # none yet: the sync adds the account before this
         missing = tuple(q for q in names if any(q not in have for have in lists))
         if missing:
-            actions.append(GrantClassQos(account, missing))
+            actions.append(GrantClassQos(account, missing, tuple(sorted(set.intersection(*map(set, lists))))))
     return actions
 
 

@@ -67,6 +67,8 @@ CASES: list[Case] = [
     Case("slurm.sync.delete_user", teams.sync_delete_user),
     Case("slurm.sync.add_qos", teams.sync_add_qos, CREATED),
     Case("slurm.sync.set_qos", teams.sync_set_qos),
+    Case("slurm.sync.keep_class_qos", teams.sync_keep_class_qos),
+    Case("slurm.sync.grant_class_qos", teams.sync_grant_class_qos),
     Case("slurm.import.team", teams.slurm_import_team, CREATED),
     Case("slurm.import.membership", teams.slurm_import_membership, CREATED),
     Case("profile.save", people.profile_save_new, CREATED, name="new"),

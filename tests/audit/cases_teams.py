@@ -244,3 +244,44 @@ def sync_set_qos(w: World):
     argv = [*SACCTMGR, "modify", "qos", "where", "name=normal", "set", "MaxTRESPerUser=gres/gpu=4", "MaxSubmitJobsPerUser=20"]
     _sync_policy_first(w, (FIXTURES / "slurm" / "22.05" / "policy" / "sacctmgr_show_qos.txt").read_text(), argv)
     return {"max_gpus_per_user": None, "max_submit_per_user": None}, {"max_gpus_per_user": 4, "max_submit_per_user": 20, **ON}
+
+
+def _class_qos_recorded(name: str) -> str:
+    return (FIXTURES / "slurm" / "22.05" / "policy" / name).read_text()
+
+
+def sync_keep_class_qos(w: World):
+    """Priority classes on: the sync reads the classes' QOS (recorded after a sync, scavenger's GraceTime
+    changed to 30 s since) and sets GraceTime back to the setting's 60 s."""
+    from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
+    from teams.sync.associations import teams_sync
+    from teams.sync.classes import SHOW_ASSOCIATION_QOS, SHOW_CLASS_QOS
+
+    w.settings.PORTAL_CLUSTERS_FILE, w.settings.PORTAL_PRIORITY_CLASSES = "", True
+    w.slurm.expect(SHOW_ASSOCIATIONS, stdout="")
+    w.slurm.expect(SHOW_USERS, stdout="")
+    w.slurm.expect(
+        SHOW_CLASS_QOS, stdout=_class_qos_recorded("sacctmgr_show_class_qos_after.txt").replace("00:01:00", "00:00:30")
+    )
+    w.slurm.expect(SHOW_ASSOCIATION_QOS, stdout=_class_qos_recorded("sacctmgr_show_association_qos_after.txt"))
+    w.slurm.expect([*SACCTMGR, "modify", "qos", "where", "name=scavenger", "set", "GraceTime=60"])
+    report = teams_sync(actor=w.dana)
+    assert report.ok and not w.slurm.script, report.lines
+    return {"GraceTime": "30"}, {"GraceTime": "60", **ON}
+
+
+def sync_grant_class_qos(w: World):
+    """The classes' plan on the recorded associations of a cluster without classes (each has QOS
+    normal only), applied as the sync applies it: vision is given high and scavenger."""
+    from slurm import get_gateway
+    from teams.priority_classes import priority_classes
+    from teams.sync.associations import apply_actions
+    from teams.sync.classes import GrantClassQos, parse_association_qos, parse_class_qos, plan_classes
+
+    qos = parse_class_qos(_class_qos_recorded("sacctmgr_show_class_qos_after.txt"))
+    lists = parse_association_qos(_class_qos_recorded("sacctmgr_show_association_qos_before.txt"))
+    [grant] = [a for a in plan_classes(priority_classes(), qos, lists, accounts=("vision",)) if isinstance(a, GrantClassQos)]
+    w.slurm.expect(grant.argv)
+    apply_actions([grant], get_gateway("cluster1"), actor=w.dana, cluster="cluster1")
+    assert not w.slurm.script
+    return {"qos": ["normal"]}, {"qos": ["high", "normal", "scavenger"], **ON}

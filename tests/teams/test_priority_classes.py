@@ -42,7 +42,7 @@ def test_plan_on_a_cluster_without_classes_creates_the_qos_and_grants_them(versi
     assert normal.argv == [
         "sacctmgr", "-i", "modify", "qos", "where", "name=normal", "set", "Priority=100", "Preempt=scavenger"
     ]  # fmt: skip
-    assert nlp == GrantClassQos("nlp", ("high", "scavenger"))
+    assert nlp == GrantClassQos("nlp", ("high", "scavenger"), ("normal",))
     assert nlp.argv == ["sacctmgr", "-i", "modify", "account", "where", "name=nlp", "set", "qos+=high,scavenger"]
 
 
@@ -69,7 +69,7 @@ def test_a_changed_cap_and_grace_time_are_set_back_and_other_qos_are_never_touch
     assert actions == [
         KeepClassQos("scavenger", True, (("GraceTime", "60", "30"),)),
         KeepClassQos("high", True, (("MaxTRESPerAccount", "gres/gpu=2", "gres/gpu=-1"),)),
-        GrantClassQos("newteam", ("high", "normal", "scavenger")),
+        GrantClassQos("newteam", ("high", "normal", "scavenger"), ()),
     ]
     assert actions[1].argv[-1] == "MaxTRESPerAccount=gres/gpu=-1"
     assert actions[1].describe() == "~ set QOS high MaxTRESPerAccount gres/gpu=-1 (was gres/gpu=2)"
