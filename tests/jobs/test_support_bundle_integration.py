@@ -14,7 +14,7 @@ from jobs.submit.submit import job_check, job_create
 from jobs.worker.services import snapshot_refresh
 from slurm.clusters import cluster_get
 from slurm.states import JobState
-from tests.waiting import wait_for_job
+from tests.waiting import wait_for, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -44,15 +44,32 @@ def test_a_finished_job_s_bundle_has_slurm_s_view_of_it_and_its_output(
     done = wait_for_job(job, {JobState.COMPLETED, JobState.FAILED}, timeout=120)
     assert done.state == JobState.COMPLETED
     client.force_login(alice)
-    response = client.get(f"/jobs/{job.key}/support-bundle/")
-    assert response.status_code == 200
-    assert response["Content-Disposition"] == f'attachment; filename="support-{on}-{done.slurm_job_id}.zip"'
-    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
-        members = {name: archive.read(name).decode() for name in archive.namelist()}
     jid = done.slurm_job_id
+    ended = f"\n{jid}|bundle-it-{on}|alice|vision|small|COMPLETED|0:0|"
+
+    def bundle() -> dict[str, str]:
+        response = client.get(f"/jobs/{job.key}/support-bundle/")
+        assert response.status_code == 200
+        assert response["Content-Disposition"] == f'attachment; filename="support-{on}-{jid}.zip"'
+        with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+            return {name: archive.read(name).decode() for name in archive.namelist()}
+
+    def final_bundle() -> dict[str, str] | None:
+        members = bundle()
+        return members if ended in members.get("slurm/sacct.txt", "") else None
+
+    # The portal may have the job's end from the queue before slurmdbd has its final record: each
+    # download asks sacct afresh, so download until accounting's record says COMPLETED.
+    members = wait_for(
+        "a bundle whose sacct member has the job's final record",
+        final_bundle,
+        timeout=60,
+        every=2,
+        seen=lambda: bundle().get("slurm/sacct.txt", "(no sacct member)")[-600:],
+    )
     scontrol, sacct = members.get("slurm/scontrol-show-job.txt", ""), members.get("slurm/sacct.txt", "")
     assert f"JobId={jid} JobName=bundle-it-{on}" in scontrol or f"\n{jid}|bundle-it-{on}|alice|" in sacct, members["README.txt"]
-    assert sacct and f"\n{jid}|bundle-it-{on}|alice|vision|small|COMPLETED|0:0|" in sacct  # ended: sacct is asked too
+    assert ended in sacct  # ended: sacct is asked too
     assert members["logs/stdout.txt"] == f"bundle output from alice in {jid}\n"
     assert members["sbatch.txt"].startswith(f"{cluster_get(on).sbatch_helper} /home/alice/portal-jobs/")
     assert members["sbatch.txt"].endswith(" -- --parsable\n") and members["script.sh"].startswith(
