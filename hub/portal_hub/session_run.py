@@ -138,7 +138,10 @@ class SessionRun:
         except (PortalError, *UNREACHABLE) as exc:
             self.log.warning("Status of job %s unknown (portal: %s); keeping the session", self.job_id, exc)
             return JobStatus("UNKNOWN", message=str(exc))
-        return JobStatus(**{k: data[k] for k in JobStatus.__dataclass_fields__ if k in data})
+        status = JobStatus(**{k: data[k] for k in JobStatus.__dataclass_fields__ if k in data})
+        if status.state == "UNKNOWN":  # the portal's snapshot is stale (controller down): never "ended"
+            self.log.warning("Status of job %s unknown (portal: %s); keeping the session", self.job_id, status.message)
+        return status
 
     async def wait_until_up(self, port: Callable[[], int], reported: asyncio.Event, accepts, resolve) -> str:
         """Wait while the job is pending (until ``queue_deadline``), then until the server has
