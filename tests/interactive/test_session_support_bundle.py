@@ -6,9 +6,7 @@ who may download it; an unreachable cluster still gives a bundle."""
 from __future__ import annotations
 
 import copy
-import io
 import json
-import zipfile
 from http import HTTPStatus
 
 import pytest
@@ -16,11 +14,12 @@ import pytest
 from interactive.models import Session, SessionState
 from jobs.support.bundle import BUNDLE_LOG_BYTES
 from jobs.support.session import redact_tokens
-from slurm import SlurmGateway, SlurmUnreachable
+from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
 from tests.conftest import FIXTURES
 from tests.fakes import ANY, EveryCluster, FakeTransport, cluster_transport
+from tests.jobs.test_support_bundle import Unreachable, opened
 
 pytestmark = pytest.mark.django_db
 
@@ -62,19 +61,6 @@ def with_session_job(slurm_json, session: Session) -> dict:
     job = next(j for j in squeue["jobs"] if j["job_id"] == 2)
     job.update(job_id=JOB_ID, comment=f"portal:{session.key}", nodes="node3")
     return squeue
-
-
-class Unreachable:
-    def execute(self, argv, *, stdin, timeout):
-        raise SlurmUnreachable(list(argv), None, message="ssh: connect to host 127.0.0.1 port 2222: Connection refused")
-
-    def close(self):
-        pass
-
-
-def opened(data: bytes) -> dict[str, str]:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        return {name: archive.read(name).decode() for name in archive.namelist()}
 
 
 def test_a_running_session_s_bundle_has_slurm_s_view_and_its_log_without_tokens(
