@@ -15,7 +15,7 @@ import pytest
 
 from slurm import get_gateway
 from slurm.clusters import cluster_names
-from slurm.times import start_bound
+from slurm.times import parse_time_limit, start_bound
 from slurm.tres import parse_tres_count
 from teams.models import Membership, Role, Source, Team
 from teams.report.build import team_report
@@ -45,6 +45,15 @@ def state_of(job_id: str) -> str:
     return lines[0].removeprefix("JobState=") if lines else ""
 
 
+def run_seconds(job_id: str) -> int:
+    """How long the job has run, in seconds: ``scontrol show job``'s ``RunTime`` ([D-]HH:MM:SS); 0 unless
+    it is RUNNING."""
+    fields = [f for f in scontrol_show_job(job_id, cluster=CLUSTER).split() if f.startswith("RunTime=")]
+    if state_of(job_id) != "RUNNING" or not fields:
+        return 0
+    return parse_time_limit(fields[0].removeprefix("RunTime=")) or 0
+
+
 def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model, clean_cache):
     name = f"it-rep-{uuid.uuid4().hex[:8]}"
     alice = django_user_model.objects.create(username="alice")
@@ -56,7 +65,9 @@ def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model,
         known_to_slurmctld(name, "alice", CLUSTER)
         short = run_gpu_job("alice", name, 10, CLUSTER)
         requeued = run_gpu_job("alice", name, 20, CLUSTER)
-        wait_for(f"job {requeued} to run", lambda: state_of(requeued) == "RUNNING", timeout=120, every=1,
+        # Requeued only once its first run has lasted a few seconds: requeued in the second it starts, that
+        # run's ElapsedRaw is 0 and the first run's figures would prove nothing.
+        wait_for(f"job {requeued} to have run 3 s", lambda: run_seconds(requeued) >= 3, timeout=120, every=1,
                  seen=lambda: scontrol_show_job(requeued, cluster=CLUSTER))  # fmt: skip
         subprocess.run(["scontrol", "requeue", requeued], check=True)  # as an administrator would
         wait_done([short, requeued], CLUSTER, timeout=360)  # Slurm holds a requeued job about 2 min
