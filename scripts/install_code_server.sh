@@ -93,7 +93,9 @@ setsid "${as_user[@]}" "${cs_env[@]}" "$STAGE/bin/code-server" --auth none --bin
 srv=$!
 for _ in $(seq 100); do curl -fsS -o /dev/null "$url/healthz" 2>/dev/null && break; sleep 0.3; done
 curl -fsS "$url/healthz" >/dev/null 2>&1 || fail "code-server did not answer on $url/healthz"
-curl -fsSL "$url/" 2>>"$INSTALL_LOG" | grep -q 'workbench' || fail "$url/ is not the VS Code workbench"
+# the whole page first: 'curl | grep -q' fails under pipefail when grep stops reading early (curl: (23))
+page=$(curl -fsSL "$url/" 2>>"$INSTALL_LOG") || fail "code-server's page $url/ did not load"
+[[ $page == *workbench* ]] || fail "$url/ is not the VS Code workbench"
 kill -- "-$srv" 2>/dev/null || true; srv=
 log "verified: $url/ serves the workbench"
 
