@@ -16,10 +16,13 @@ from pathlib import Path
 
 #: How many failed tests are listed (the rest are counted).
 SHOWN = 30
+#: How many of each tier's slowest tests are listed, with their seconds (where a tier's time goes).
+SLOWEST = 5
 
 
-def _tests(path: Path) -> list[tuple[str, str, str]]:
-    """(test id, outcome, first line of its message) per test case; outcome: passed, failed, error, skipped."""
+def _tests(path: Path) -> list[tuple[str, str, str, float]]:
+    """(test id, outcome, first line of its message, seconds) per test case; outcome: passed, failed, error,
+    skipped; seconds: JUnit's ``time``, set-up, call and teardown together (pytest's default)."""
     cases = []
     for case in ET.parse(path).getroot().iter("testcase"):
         file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
@@ -32,13 +35,14 @@ def _tests(path: Path) -> list[tuple[str, str, str]]:
                 text = found.get("message") or found.text or ""
                 message = next((line.strip() for line in text.splitlines() if line.strip()), "")
                 break
-        cases.append((test_id, outcome, message))
+        cases.append((test_id, outcome, message, float(case.get("time") or 0)))
     return cases
 
 
 def main(artifacts: Path) -> int:
-    failed: list[tuple[str, str, str]] = []
+    failed: list[tuple[str, str, str, float]] = []
     totals: dict[str, int] = {}
+    slowest: list[str] = []
     print("== test summary ==")
     for xml in sorted(artifacts.glob("junit-*.xml")):
         tier = xml.stem.removeprefix("junit-")
@@ -48,16 +52,21 @@ def main(artifacts: Path) -> int:
             print(f"{tier:>10}: {xml} could not be read ({exc}): the run stopped inside this tier")
             continue
         counts: dict[str, int] = {}
-        for _, outcome, _ in cases:
+        for _, outcome, _, _ in cases:
             counts[outcome] = counts.get(outcome, 0) + 1
             totals[outcome] = totals.get(outcome, 0) + 1
         seconds = artifacts / f"{tier}.seconds"
         wall = f" in {int(seconds.read_text())} s" if seconds.exists() else ""
         print(f"{tier:>10}: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + wall)
         failed += [c for c in cases if c[1] in ("failed", "error")]
+        top = sorted(cases, key=lambda c: -c[3])[:SLOWEST]
+        slowest.append(f"{tier:>10}: " + "; ".join(f"{c[0].rsplit('/', 1)[-1]} {c[3]:.0f} s" for c in top))
+    if slowest:
+        print(f"== the {SLOWEST} slowest tests of each tier ==")
+        print("\n".join(slowest))
     if failed:
         print(f"== {len(failed)} failed ==")
-        for test_id, outcome, message in failed[:SHOWN]:
+        for test_id, outcome, message, _ in failed[:SHOWN]:
             print(f"{outcome.upper()} {test_id}\n    {message[:300]}")
         if len(failed) > SHOWN:
             print(f"... and {len(failed) - SHOWN} more (the JUnit files above list them all)")
