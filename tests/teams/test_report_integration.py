@@ -70,7 +70,7 @@ def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model,
         wait_for(f"job {requeued} to have run 3 s", lambda: run_seconds(requeued) >= 3, timeout=120, every=1,
                  seen=lambda: scontrol_show_job(requeued, cluster=CLUSTER))  # fmt: skip
         subprocess.run(["scontrol", "requeue", requeued], check=True)  # as an administrator would
-        wait_done([short, requeued], CLUSTER, timeout=360)  # Slurm holds a requeued job about 2 min
+        wait_done([short, requeued], CLUSTER, timeout=360)  # Slurm holds a requeued job 31 s here (cred_expire)
         wait_for(
             f"accounting to hold both runs of {requeued}",
             lambda: [r[4] for r in sacct_lines(name, month.start, requeued)] == ["REQUEUED", "COMPLETED"],
