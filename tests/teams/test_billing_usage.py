@@ -142,7 +142,7 @@ def test_held_jobs_note_and_quota_mail_use_the_unit():
 # --- the team page and the API ------------------------------------------------------------------------
 @pytest.fixture
 def admin(django_user_model, client, clean_cache):
-    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    dana = django_user_model.objects.create(username="dana", is_staff=True, slurm_accounts=["vision"])
     team = Team.objects.create(name="vision", billing_minutes_quota=12000)
     Membership.objects.create(team=team, user=dana, role=Role.LEAD)
     usage_cache._store({"vision": figures()}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
@@ -170,3 +170,9 @@ def test_api_teams_and_usage_carry_the_unit(client, admin):
     body = client.get("/api/v1/teams/vision/usage").json()
     assert (body["quota_unit"], body["billed_hours_quota"]) == ("billing", 200.0)
     assert body["clusters"][0]["quota_unit"] == "billing"
+
+
+def test_job_form_estimate_in_billed_units(client, admin):
+    form = {"account": "vision", "gpu_count": "1", "time_limit": "60"}
+    html = client.post("/jobs/new/estimate/", form).content.decode()
+    assert "Team vision: used 80 of 200 billed unit-hours, 120 left; this job&#x27;s billed units: Slurm computes them" in html
