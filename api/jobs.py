@@ -44,7 +44,7 @@ from teams.usage.cache import job_quota_estimate, team_usage
 
 from .base import need_scope
 from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
-from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, ValidateOut
+from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, QuotaOut, ValidateOut
 from .teams import job_figures
 
 router = Router(tags=["jobs"])
@@ -58,29 +58,6 @@ class JobActionOut(JobOut):
         description="What was asked of Slurm, in words: for an array whose tasks are partly running, how many pending "
         'tasks and that the running ones go on, e.g. "Holding 2 pending tasks (3-4) of “sweep”: they will not start '
         'until you release them. The 1 running task (2) goes on."',
-    )
-
-
-class QuotaOut(Schema):
-    team: str = Field(description="The Slurm account (team) the job is billed to")
-    cluster: str = Field(description="The cluster whose quota it is (each cluster enforces its own)")
-    gpu_hours_quota: float = Field(description="The team's quota this period (sshare GrpTRESMins gres/gpu / 60)")
-    gpu_hours_used: float = Field(description="Used this period (sshare GrpTRESRaw gres/gpu / 60)")
-    gpu_hours_promised: float = Field(
-        description="What the team's running jobs still hold: GPUs x time limit less run time "
-        "(scontrol show assoc_mgr GrpTRESRunMins gres/gpu / 60)"
-    )
-    promised_jobs: int | None = Field(None, description="The team's running GPU jobs (None: not known)")
-    gpu_hours_left: float = Field(description="quota - used - promised: what a new job may take (negative when over)")
-    gpu_hours_max: float = Field(description="This job's GPUs x time limit")
-    will_wait: bool = Field(description="It does not fit: Slurm holds it (pending reason AssocGrpGRESMinutes)")
-    frozen: bool = Field(description="The team's quota is 0 GPU-hours")
-    fit: str = Field(description='How it would start now, e.g. "ask for at most 30 min, or 1 GPU for 60 min"; "" for none')
-    taken_at: float = Field(description="When the usage figures were read (Unix seconds)")
-    error_since: float | None = Field(None, description="Since when refreshing them fails (Unix seconds); None: current")
-    sentence: str = Field(
-        description='In words, e.g. "Team vision: used 80 h, 12 h promised to 3 running jobs, 8 h left; '
-        'this job needs 16 h: it will wait for quota (...)."'
     )
 
 

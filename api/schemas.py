@@ -298,70 +298,39 @@ class ValidateOut(Schema):
     script: str | None = Field(None, description="The job script it would run")
 
 
-class MemberUsageOut(Schema):
-    username: str
-    gpu_hours: float | None = None
-    gpu_hours_live: float | None = None
-    jobs: int
-    failed_jobs: int
-    median_wait_s: float | None = None
-
-
-class TeamOut(Schema):
-    name: str
-    role: str | None = Field(None, description="Your role: MEMBER or LEAD (None for an admin not in it)")
-    gpu_hours_used: float | None = None
-    gpu_hours_quota: float | None = None
-    gpu_hours_left: float | None = None
-    gpu_limit: int | None = None
-    gpus_running: int | None = None
-
-
-class ClusterUsageOut(Schema):
-    """A team's figures on one cluster (which counts and enforces its quota and limit on its own). ``measured``
-    false: the cluster has no figures for the team (``note`` says why) and the figure fields are null."""
-
-    cluster: str
-    measured: bool
-    note: str = ""
-    tracked: bool | None = Field(None, description="gres/gpu is in the cluster's AccountingStorageTRES")
-    period_start: datetime | None = None
-    period_end: datetime | None = None
-    gpu_hours_used: float | None = None
-    gpu_hours_quota: float | None = None
-    gpu_hours_left: float | None = None
-    used_up: bool | None = None
-    gpu_limit: int | None = None
-    gpus_running: int | None = None
-    pending_gpu_hours: float | None = None
-    burn_gpu_hours_per_day: float | None = None
-    taken_at: float | None = Field(None, description="Unix seconds the figures were read")
-    error: str = Field("", description="Why the last refresh of this cluster failed ('' while current)")
-    error_since: float | None = None
-
-
-class TeamUsageOut(Schema):
-    """A team's usage summed over the clusters (GPU-hours, quota, left, GPUs, demand, members, daily), per cluster in ``clusters``."""
-
-    account: str
-    tracked: bool
-    period_start: datetime
-    period_end: datetime | None = None
-    gpu_hours_used: float | None = None
-    gpu_hours_quota: float | None = None
-    gpu_hours_left: float | None = None
-    used_up: bool
-    gpu_limit: int | None = None
-    gpus_running: int | None = None
-    pending_gpu_hours: float | None = None
-    burn_gpu_hours_per_day: float | None = None
-    runout_date: str | None = None
-    members: list[MemberUsageOut]
-    daily: dict[str, dict[str, float]]
-    lag_note: str
-    error: str
-    taken_at: float | None = None
-    clusters: list[ClusterUsageOut] = Field(default_factory=list, description="Each configured cluster's figures")
+class QuotaOut(Schema):
+    team: str = Field(description="The Slurm account (team) the job is billed to")
+    cluster: str = Field(description="The cluster whose quota it is (each cluster enforces its own)")
+    gpu_hours_quota: float = Field(description="The team's quota this period (sshare GrpTRESMins gres/gpu / 60)")
+    gpu_hours_used: float = Field(description="Used this period (sshare GrpTRESRaw gres/gpu / 60)")
+    gpu_hours_promised: float = Field(
+        description="What the team's running jobs still hold: GPUs x time limit less run time "
+        "(scontrol show assoc_mgr GrpTRESRunMins gres/gpu / 60)"
+    )
+    promised_jobs: int | None = Field(None, description="The team's running GPU jobs (None: not known)")
+    gpu_hours_left: float = Field(description="quota - used - promised: what a new job may take (negative when over)")
+    gpu_hours_max: float = Field(description="This job's GPUs x time limit")
+    will_wait: bool = Field(description="It does not fit: Slurm holds it (pending reason AssocGrpGRESMinutes)")
+    frozen: bool = Field(description="The team's quota is 0 GPU-hours")
+    fit: str = Field(description='How it would start now, e.g. "ask for at most 30 min, or 1 GPU for 60 min"; "" for none')
+    taken_at: float = Field(description="When the usage figures were read (Unix seconds)")
+    error_since: float | None = Field(None, description="Since when refreshing them fails (Unix seconds); None: current")
+    unit: Literal["gpu", "billing"] = Field(
+        "gpu",
+        description='What the quota counts: "gpu" GPU-minutes (GrpTRESMins=gres/gpu) or "billing" billed unit-minutes '
+        "(GrpTRESMins=billing). With billing, the billed_hours_* fields hold the figures, gpu_hours_quota/left/promised are 0 "
+        "and will_wait is true only when nothing is left (a job's billed units are its partition's TRESBillingWeights, "
+        "applied by Slurm at the start)",
+    )
+    billed_hours_used: float | None = Field(
+        None, description="Used this period (sshare GrpTRESRaw billing / 60); null: GPU quota"
+    )
+    billed_hours_quota: float | None = Field(None, description="The quota (sshare GrpTRESMins billing / 60); null: GPU quota")
+    billed_hours_left: float | None = Field(None, description="quota - used, billed unit-hours; null: GPU quota")
+    sentence: str = Field(
+        description='In words, e.g. "Team vision: used 80 h, 12 h promised to 3 running jobs, 8 h left; '
+        'this job needs 16 h: it will wait for quota (...)."'
+    )
 
 
 class ImagesQuery(Schema):

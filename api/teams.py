@@ -4,6 +4,9 @@ energy and idle GPU-hours per member (figures and sources: :mod:`jobs.figures`).
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
+
 from django.http import Http404
 from ninja import Router, Schema
 from pydantic import Field
@@ -17,7 +20,88 @@ from teams.usage.cache import team_usage
 
 from .base import need_scope
 from .models import Scope
-from .schemas import CostOut, ErrorOut, MeOut, TeamOut, TeamUsageOut
+from .schemas import CostOut, ErrorOut, MeOut
+
+
+class QuotaUnitOut(Schema):
+    """The quota's unit and, for a quota in billed units, its figures (billed unit-hours: Slurm's
+    ``billing`` TRES, each partition's ``TRESBillingWeights`` weighing what a job holds, x hours)."""
+
+    quota_unit: Literal["gpu", "billing"] = Field(
+        "gpu",
+        description='What the quota counts: "gpu" GPU-minutes (GrpTRESMins=gres/gpu; also with no quota) or "billing" '
+        "billed unit-minutes (GrpTRESMins=billing), whose figures are the billed_hours_* fields",
+    )
+    billed_hours_used: float | None = Field(None, description="sshare GrpTRESRaw billing / 60; null without a billing quota")
+    billed_hours_quota: float | None = Field(None, description="sshare GrpTRESMins billing / 60; null without a billing quota")
+    billed_hours_left: float | None = Field(None, description="billed_hours_quota - billed_hours_used (negative when over)")
+
+
+class MemberUsageOut(Schema):
+    username: str
+    gpu_hours: float | None = None
+    gpu_hours_live: float | None = None
+    jobs: int
+    failed_jobs: int
+    median_wait_s: float | None = None
+
+
+class TeamOut(QuotaUnitOut):
+    name: str
+    role: str | None = Field(None, description="Your role: MEMBER or LEAD (None for an admin not in it)")
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+
+
+class ClusterUsageOut(QuotaUnitOut):
+    """A team's figures on one cluster (which counts and enforces its quota and limit on its own). ``measured``
+    false: the cluster has no figures for the team (``note`` says why) and the figure fields are null."""
+
+    cluster: str
+    measured: bool
+    note: str = ""
+    quota_unit: Literal["gpu", "billing"] | None = Field(None, description="As the team's quota_unit; null when not measured")
+    tracked: bool | None = Field(None, description="gres/gpu is in the cluster's AccountingStorageTRES")
+    period_start: datetime | None = None
+    period_end: datetime | None = None
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    used_up: bool | None = None
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+    pending_gpu_hours: float | None = None
+    burn_gpu_hours_per_day: float | None = None
+    taken_at: float | None = Field(None, description="Unix seconds the figures were read")
+    error: str = Field("", description="Why the last refresh of this cluster failed ('' while current)")
+    error_since: float | None = None
+
+
+class TeamUsageOut(QuotaUnitOut):
+    """A team's usage summed over the clusters (GPU-hours, quota, left, GPUs, demand, members, daily), per cluster in ``clusters``."""
+
+    account: str
+    tracked: bool
+    period_start: datetime
+    period_end: datetime | None = None
+    gpu_hours_used: float | None = None
+    gpu_hours_quota: float | None = None
+    gpu_hours_left: float | None = None
+    used_up: bool
+    gpu_limit: int | None = None
+    gpus_running: int | None = None
+    pending_gpu_hours: float | None = None
+    burn_gpu_hours_per_day: float | None = None
+    runout_date: str | None = None
+    members: list[MemberUsageOut]
+    daily: dict[str, dict[str, float]]
+    lag_note: str
+    error: str
+    taken_at: float | None = None
+    clusters: list[ClusterUsageOut] = Field(default_factory=list, description="Each configured cluster's figures")
 
 
 class FigureSumsOut(Schema):
@@ -75,7 +159,17 @@ def list_teams(request):
                 **(
                     {
                         k: getattr(usage, k)
-                        for k in ("gpu_hours_used", "gpu_hours_quota", "gpu_hours_left", "gpu_limit", "gpus_running")
+                        for k in (
+                            "gpu_hours_used",
+                            "gpu_hours_quota",
+                            "gpu_hours_left",
+                            "gpu_limit",
+                            "gpus_running",
+                            "quota_unit",
+                            "billed_hours_used",
+                            "billed_hours_quota",
+                            "billed_hours_left",
+                        )
                     }
                     if usage
                     else {}

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from .gateway import SlurmGateway
 from .times import parse_time_limit
-from .tres import GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
+from .tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
 
 # --- scontrol show config ------------------------------------------------------------------------
 
@@ -143,6 +143,17 @@ class ShareRow:
     def gpu_minutes_used(self) -> int | None:
         """``GrpTRESRaw`` ``gres/gpu``: GPU-minutes used this period; ``None`` when not tracked."""
         return self.grp_tres_raw.get(GPU_TRES)
+
+    @property
+    def billing_minutes_limit(self) -> int | None:
+        """``GrpTRESMins`` ``billing``: a quota in billed unit-minutes; ``None`` = none."""
+        return self.grp_tres_mins.get(BILLING_TRES)
+
+    @property
+    def billing_minutes_used(self) -> int | None:
+        """``GrpTRESRaw`` ``billing``: billed unit-minutes used this period (Slurm always tracks
+        ``billing``); ``None`` when sshare printed none."""
+        return self.grp_tres_raw.get(BILLING_TRES)
 
 
 def _share_figure(text: str, column: str, line: str) -> float | None:

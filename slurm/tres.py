@@ -18,6 +18,10 @@ _GRES_ITEM = re.compile(r"([^,(]+)(?:\([^)]*\))?")
 #: The TRES Slurm counts GPUs in (``GrpTRES=gres/gpu=4``); typed GPUs are ``gres/gpu:<type>``.
 GPU_TRES = "gres/gpu"
 
+#: Slurm's billed units (``GrpTRESMins=billing=N``): the allocated TRES weighed by the partition's
+#: ``TRESBillingWeights`` (without weights, the CPU count).
+BILLING_TRES = "billing"
+
 
 def tres_items(text: str | None) -> list[tuple[str, str]]:
     """A TRES list's ``(name, value)`` pairs as written: ``cpu=10,gres/gpu:a100=2,mem=1G`` ->

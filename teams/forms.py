@@ -15,6 +15,16 @@ class LimitsForm(forms.Form):
         help_text="Per accounting period (Slurm's PriorityUsageResetPeriod, e.g. monthly), on each cluster. "
         "Slurm GrpTRESMins=gres/gpu, stored in GPU-minutes. Empty: no quota.",
     )
+    billed_hours_quota = forms.DecimalField(
+        required=False,
+        min_value=0,
+        max_value=100_000_000,
+        decimal_places=1,
+        label="Or: billed unit-hour quota per period",
+        help_text="Instead of GPU-hours, for a site that charges by Slurm's billed units (each partition's "
+        "TRESBillingWeights weigh what a job holds). Slurm GrpTRESMins=billing, stored in billed unit-minutes. "
+        "Set this or the GPU-hour quota, not both. Empty: no quota in billed units.",
+    )
     gpu_limit = forms.IntegerField(
         required=False,
         min_value=0,

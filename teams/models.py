@@ -1,5 +1,6 @@
 """Teams are Slurm accounts. The portal's rows are the wanted state; ``teams.sync.associations`` makes
-slurmdbd match them (associations, ``GrpTRESMins=gres/gpu=N``, ``GrpTRES=gres/gpu=N``)."""
+slurmdbd match them (associations, ``GrpTRESMins=gres/gpu=N`` or ``GrpTRESMins=billing=N``,
+``GrpTRES=gres/gpu=N``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
 class Team(models.Model):
     """One Slurm account. ``gpu_minutes_quota``: GPU-minutes per accounting period (Slurm's
     ``GrpTRESMins=gres/gpu=N``; the period is ``PriorityUsageResetPeriod``), ``None`` = no quota.
+    ``billing_minutes_quota``: the quota in billed unit-minutes instead (Slurm's ``billing`` TRES,
+    weighed by each partition's ``TRESBillingWeights``: ``GrpTRESMins=billing=N``); at most one of
+    the two is set (:func:`teams.services.team_set_limits` refuses both), :attr:`quota_unit` says which.
     ``gpu_limit``: GPUs in use at once (``GrpTRES=gres/gpu=N``), ``None`` = no limit. ``managed``:
     the sync may create the account and change its users and limits."""
 
     name = models.CharField(max_length=64, unique=True, help_text="Slurm account name")
     description = models.CharField(max_length=200, blank=True, default="")
     gpu_minutes_quota = models.PositiveIntegerField(null=True, blank=True)
+    billing_minutes_quota = models.PositiveIntegerField(null=True, blank=True)
     gpu_limit = models.PositiveIntegerField(null=True, blank=True)
     managed = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -36,6 +41,16 @@ class Team(models.Model):
     @property
     def gpu_hours_quota(self) -> float | None:
         return self.gpu_minutes_quota / 60 if self.gpu_minutes_quota is not None else None
+
+    @property
+    def billed_hours_quota(self) -> float | None:
+        """``billing_minutes_quota`` in billed unit-hours; ``None`` = no quota in billed units."""
+        return self.billing_minutes_quota / 60 if self.billing_minutes_quota is not None else None
+
+    @property
+    def quota_unit(self) -> str:
+        """``"billing"`` when the quota is in billed unit-minutes, else ``"gpu"`` (also with no quota)."""
+        return "billing" if self.billing_minutes_quota is not None else "gpu"
 
 
 class Role(models.TextChoices):

@@ -135,26 +135,41 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
     return changes
 
 
-def team_set_limits(*, team: Team, gpu_hours_quota: float | None, gpu_limit: int | None, by) -> Team:
-    """Admin: set the team's GPU-hour quota per period (stored as GPU-minutes, Slurm's
-    ``GrpTRESMins=gres/gpu``) and concurrent GPU limit (``GrpTRES=gres/gpu``); ``None`` = none.
+#: The refusal of a quota in both units (the settings form's ``billed_hours_quota`` field).
+BOTH_UNITS = (
+    "A team's quota is in GPU-hours or in billed unit-hours, not both: empty one of the two quota fields "
+    "(Slurm enforces one GrpTRESMins quota per team here)."
+)
+
+
+def team_set_limits(
+    *, team: Team, gpu_hours_quota: float | None, gpu_limit: int | None, by, billed_hours_quota: float | None = None
+) -> Team:
+    """Admin: set the team's quota per period, either in GPU-hours (stored as GPU-minutes, Slurm's
+    ``GrpTRESMins=gres/gpu``) or in billed unit-hours (stored as billed unit-minutes,
+    ``GrpTRESMins=billing``), and the concurrent GPU limit (``GrpTRES=gres/gpu``); ``None`` = none.
     Raises ``PermissionDenied`` for non-admins and :class:`Refused` for a negative value (on
-    ``gpu_hours_quota`` or ``gpu_limit``, the settings form's fields)."""
+    ``gpu_hours_quota``, ``billed_hours_quota`` or ``gpu_limit``, the settings form's fields) or a
+    quota in both units (:data:`BOTH_UNITS`, on ``billed_hours_quota``)."""
     _require_admin(by)
     minutes = None if gpu_hours_quota is None else round(gpu_hours_quota * 60)
-    negative = [
-        name for name, value in (("gpu_hours_quota", minutes), ("gpu_limit", gpu_limit)) if value is not None and value < 0
-    ]
+    billed = None if billed_hours_quota is None else round(billed_hours_quota * 60)
+    values = (("gpu_hours_quota", minutes), ("billed_hours_quota", billed), ("gpu_limit", gpu_limit))
+    negative = [name for name, value in values if value is not None and value < 0]
     if negative:
         raise Refused(*(Problem(name, "Quotas and limits cannot be negative.") for name in negative))
+    if minutes is not None and billed is not None:
+        raise Refused(Problem("billed_hours_quota", BOTH_UNITS))
     with transaction.atomic():
         team = Team.objects.select_for_update().get(pk=team.pk)
         old = {"gpu_minutes_quota": team.gpu_minutes_quota, "gpu_limit": team.gpu_limit}
         new = {"gpu_minutes_quota": minutes, "gpu_limit": gpu_limit}
+        if team.billing_minutes_quota is not None or billed is not None:  # a GPU-only team's rows read as before
+            old["billing_minutes_quota"], new["billing_minutes_quota"] = team.billing_minutes_quota, billed
         if old == new:
             return team
-        team.gpu_minutes_quota, team.gpu_limit = minutes, gpu_limit
-        team.save(update_fields=["gpu_minutes_quota", "gpu_limit", "updated_at"])
+        team.gpu_minutes_quota, team.gpu_limit, team.billing_minutes_quota = minutes, gpu_limit, billed
+        team.save(update_fields=["gpu_minutes_quota", "billing_minutes_quota", "gpu_limit", "updated_at"])
         audit(actor=by, action="team.limits", target=f"team:{team.name}", old=old, new=new)
         _sync_on_commit(teams=[team.name], by=by)
     return team

@@ -145,7 +145,13 @@ def _settings_page(
     request: HttpRequest, team: Team, *, limits: LimitsForm | None = None, member_form: MemberForm | None = None
 ) -> HttpResponse:
     """The settings page; a bound form with errors makes it a 400."""
-    limits = limits or LimitsForm(initial={"gpu_hours_quota": team.gpu_hours_quota, "gpu_limit": team.gpu_limit})
+    limits = limits or LimitsForm(
+        initial={
+            "gpu_hours_quota": team.gpu_hours_quota,
+            "billed_hours_quota": team.billed_hours_quota,
+            "gpu_limit": team.gpu_limit,
+        }
+    )
     member_form = member_form or MemberForm()
     status = 400 if limits.errors or member_form.errors else 200
     context = {
@@ -193,12 +199,17 @@ def _settings_action(request: HttpRequest, team: Team, form, page_key: str, appl
 @require_POST
 @_admin_team_page
 def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
-    """Admin: save the GPU-hour quota and the GPU limit; the Slurm sync follows in a worker."""
+    """Admin: save the quota (GPU-hours or billed unit-hours) and the GPU limit; the Slurm sync
+    follows in a worker."""
 
     def apply(data) -> str:
-        quota = data["gpu_hours_quota"]
+        quota, billed = data["gpu_hours_quota"], data["billed_hours_quota"]
         team_set_limits(
-            team=team, gpu_hours_quota=float(quota) if quota is not None else None, gpu_limit=data["gpu_limit"], by=request.user
+            team=team,
+            gpu_hours_quota=float(quota) if quota is not None else None,
+            billed_hours_quota=float(billed) if billed is not None else None,
+            gpu_limit=data["gpu_limit"],
+            by=request.user,
         )
         return f"Limits of {team.name} saved; the Slurm sync is on its way."
 

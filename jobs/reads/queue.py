@@ -120,7 +120,10 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     when they are (", and 1.5 are promised to its running jobs": Slurm's safe enforcement counts it
     as spent, :attr:`teams.usage.records.TeamUsage.gpu_hours_promised`), and for ``job`` how it
     could fit now beside that promise ("To start now, ask for at most 30 min, or 1 GPU for 60 min
-    (it needs up to 4.0 GPU-hours).") or that a quota of 0 is frozen ("" without usage figures)."""
+    (it needs up to 4.0 GPU-hours).") or that a quota of 0 is frozen ("" without usage figures). A
+    quota in billed units (``usage.quota_unit`` ``"billing"``) is said in billed unit-hours ("Team
+    vision has used 201.0 of 200.0 billed unit-hours this period"), with no way to fit: a job's billed
+    units are its partition's TRESBillingWeights, applied by Slurm."""
     if usage is None or not usage.tracked:
         return ""
 
@@ -129,7 +132,13 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
 
     parts = []
     promised = usage.gpu_hours_promised or 0.0
-    if usage.gpu_hours_quota is not None:
+    billed = getattr(usage, "quota_unit", "gpu") == "billing"
+    if billed and usage.billed_hours_quota is not None:
+        parts.append(
+            f"Team {account} has used {hours(usage.billed_hours_used or 0)} of {hours(usage.billed_hours_quota)} "
+            "billed unit-hours this period"
+        )
+    elif usage.gpu_hours_quota is not None:
         used = (
             f"Team {account} has used {hours(usage.gpu_hours_used or 0)} of {hours(usage.gpu_hours_quota)} GPU-hours this period"
         )
@@ -137,6 +146,12 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     if usage.gpu_limit is not None:
         parts.append(f"{usage.gpus_running} of its {usage.gpu_limit} concurrent GPUs are in use")
     note = ("; ".join(parts) + ".") if parts else ""
+    if billed:
+        if usage.billed_hours_quota == 0:
+            note += (
+                " The quota is 0 billed unit-hours: frozen, so the next period will not help; a portal admin must set a quota."
+            )
+        return note
     if usage.gpu_hours_quota == 0:
         return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
     if job is not None and job.gpu_count and usage.gpu_hours_left is not None:

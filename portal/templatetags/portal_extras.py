@@ -31,9 +31,11 @@ def day_member(daily, day):
 
 @register.filter
 def quota_percent(usage):
-    if not usage or not usage.gpu_hours_quota:
+    """Percent of the quota used, in the quota's unit (``TeamUsage.quota_hours``: GPU-hours or billed unit-hours)."""
+    quota = getattr(usage, "quota_hours", None) if usage else None
+    if not quota:
         return 0
-    return round(100 * usage.gpu_hours_used / usage.gpu_hours_quota)
+    return round(100 * (usage.quota_hours_used or 0) / quota)
 
 
 @register.filter

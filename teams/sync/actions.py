@@ -86,7 +86,8 @@ def _limit_text(tres: str, value: int | None) -> str:
 @dataclass(frozen=True)
 class SetLimits(Action):
     """Set the changed limits of an account (:meth:`Limits.changes`); ``-1`` clears one (other
-    TRES in the same field are kept)."""
+    TRES in the same field are kept). Changes to one field are one argument, e.g. a quota moved
+    from GPU-minutes to billed units: ``GrpTRESMins=gres/gpu=-1,billing=12000``."""
 
     kind: ClassVar[str] = "set_limits"
     account: str
@@ -95,7 +96,10 @@ class SetLimits(Action):
 
     @property
     def argv(self) -> list[str]:
-        sets = [f"{name}={tres}={-1 if new is None else new}" for name, tres, _, new in self.before.changes(self.after)]
+        fields: dict[str, list[str]] = {}
+        for name, tres, _, new in self.before.changes(self.after):
+            fields.setdefault(name, []).append(f"{tres}={-1 if new is None else new}")
+        sets = [f"{name}={','.join(items)}" for name, items in fields.items()]
         return [*SACCTMGR, "modify", "account", "where", f"name={self.account}", "set", *sets]
 
     @property
@@ -103,18 +107,32 @@ class SetLimits(Action):
         return f"team:{self.account}"
 
     @property
+    def _billing(self) -> bool:
+        return self.before.billing_minutes is not None or self.after.billing_minutes is not None
+
+    @property
     def old(self) -> dict:
-        return self.before.team_fields()
+        return self.before.team_fields(billing=self._billing)
 
     @property
     def new(self) -> dict:
-        return self.after.team_fields()
+        return self.after.team_fields(billing=self._billing)
 
     def describe(self) -> str:
         changes = self.before.changes(self.after)
-        return f"~ set {self.account} " + ", ".join(
+        text = f"~ set {self.account} " + ", ".join(
             f"{name} {_limit_text(tres, new)} (was {_limit_text(tres, old)})" for name, tres, old, new in changes
         )
+        return text + _unit_note(self.before, self.after)
+
+
+def _unit_note(before: Limits, after: Limits) -> str:
+    """``": the quota is now in billed unit-minutes"`` (or GPU-minutes) when the quota's TRES changed."""
+    if before.gpu_minutes is not None and after.billing_minutes is not None and after.gpu_minutes is None:
+        return ": the quota is now in billed unit-minutes (Slurm's billing TRES), no longer GPU-minutes"
+    if before.billing_minutes is not None and after.gpu_minutes is not None and after.billing_minutes is None:
+        return ": the quota is now in GPU-minutes, no longer billed unit-minutes"
+    return ""
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ administrator (``AdminLevel=Administrator``, see ``cluster/up.sh``), never throu
 What the sync never does: touch an account that is not a managed team (``Team.managed=True``), the
 ``root`` account, or the users ``root`` and the service user (``portal``); delete an account (an
 admin deletes accounts by hand, once nothing needs their usage records); change the description of
-an account that exists; touch TRES limits other than ``gres/gpu`` (``gres/gpu:a100=2`` and
-``cpu=10`` stay as they are).
+an account that exists; touch TRES limits other than ``gres/gpu`` and, in ``GrpTRESMins``,
+``billing`` (a team's quota in billed units; ``gres/gpu:a100=2`` and ``cpu=10`` stay as they are).
 
 Every configured cluster (:mod:`slurm.clusters`) has its own slurmdbd, and the sync runs
 on each in turn, through that cluster's gateway: each gets the managed teams' accounts, associations
-and the same ``gres/gpu`` limits (a team's quota and GPU limit apply on each cluster, counted and
+and the same ``gres/gpu`` (and ``billing``) limits (a team's quota and GPU limit apply on each cluster, counted and
 enforced by that cluster's Slurm). A cluster whose slurmdbd cannot be read, or refuses an action,
 fails only its own part (:class:`ClusterSync`); the other clusters' changes are applied, and a retry
 runs the failed clusters only (``clusters=``). One Redis lock covers the whole sync. Each cluster's
@@ -293,7 +293,7 @@ def _wanted_policy() -> tuple[dict[str, WantedQos], tuple[str, ...]]:
 
 def teams_import(*, actor=None) -> int:
     """Create a managed Team for each Slurm account the portal does not know (not ``root``), with
-    its ``gres/gpu`` limits and description, and SLURM-sourced MEMBER rows for the account's users
+    its ``gres/gpu`` limits, its ``billing`` quota and description, and SLURM-sourced MEMBER rows for the account's users
     that are portal users. Returns how many teams were created. Meant for a new install, before the
     first sync (which would otherwise find nothing to manage).
 

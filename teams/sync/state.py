@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from accounts.claims import POSIX_USERNAME_RE
 from slurm import SlurmGateway
 from slurm.accounting import AssociationRow, UserRow, parse_associations, parse_users, read_associations, read_users
-from slurm.tres import GPU_TRES, parse_tres_count
+from slurm.tres import BILLING_TRES, GPU_TRES, parse_tres_count
 
 from ..models import ACCOUNT_NAME_RE, Team  # noqa: F401  (ACCOUNT_NAME_RE re-exported)
 
@@ -24,32 +24,46 @@ LOCK_WAIT_S = 30
 # --- states --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Limits:
-    """An account's ``gres/gpu`` limits: ``gpu_limit`` GPUs at once (``GrpTRES``), ``gpu_minutes``
-    GPU-minutes per accounting period (``GrpTRESMins``); ``None`` = no limit."""
+    """An account's team limits: ``gpu_limit`` GPUs at once (``GrpTRES=gres/gpu=N``), the quota per
+    accounting period as ``gpu_minutes`` GPU-minutes (``GrpTRESMins=gres/gpu=N``) or
+    ``billing_minutes`` billed unit-minutes (``GrpTRESMins=billing=N``: Slurm's ``billing`` TRES,
+    weighed by the partition's ``TRESBillingWeights``); ``None`` = no limit."""
 
     gpu_limit: int | None = None
     gpu_minutes: int | None = None
+    billing_minutes: int | None = None
 
     @classmethod
     def from_association(cls, row: AssociationRow) -> Limits:
         """An account's limits from its own association (``GrpTRES``, ``GrpTRESMins``). Raises
         ``ValueError`` on a count that is not a whole number (:func:`slurm.tres.parse_tres_count`)."""
-        return cls(gpu_limit=parse_tres_count(row.grp_tres, GPU_TRES), gpu_minutes=parse_tres_count(row.grp_tres_mins, GPU_TRES))
+        return cls(
+            gpu_limit=parse_tres_count(row.grp_tres, GPU_TRES),
+            gpu_minutes=parse_tres_count(row.grp_tres_mins, GPU_TRES),
+            billing_minutes=parse_tres_count(row.grp_tres_mins, BILLING_TRES),
+        )
 
     @classmethod
     def from_team(cls, team: Team) -> Limits:
-        return cls(gpu_limit=team.gpu_limit, gpu_minutes=team.gpu_minutes_quota)
+        return cls(gpu_limit=team.gpu_limit, gpu_minutes=team.gpu_minutes_quota, billing_minutes=team.billing_minutes_quota)
 
-    def team_fields(self) -> dict[str, int | None]:
-        """``Team`` field -> value: what a new team is created with and what an audit row shows."""
-        return {"gpu_limit": self.gpu_limit, "gpu_minutes_quota": self.gpu_minutes}
+    def team_fields(self, *, billing: bool | None = None) -> dict[str, int | None]:
+        """``Team`` field -> value: what a new team is created with and what an audit row shows.
+        ``billing_minutes_quota`` is in it when ``billing`` (default: when this has one), so the rows
+        of a team without a billed-unit quota read as before."""
+        fields = {"gpu_limit": self.gpu_limit, "gpu_minutes_quota": self.gpu_minutes}
+        if billing if billing is not None else self.billing_minutes is not None:
+            fields["billing_minutes_quota"] = self.billing_minutes
+        return fields
 
     def changes(self, after: Limits) -> list[tuple[str, str, int | None, int | None]]:
         """(sacctmgr field, TRES, old, new) for each limit that differs in ``after``: what
-        ``sacctmgr modify account ... set <field>=<TRES>=<new>`` must change."""
+        ``sacctmgr modify account ... set <field>=<TRES>=<new>`` must change. A quota whose unit
+        changed is two changes: the new TRES set, the old one cleared."""
         pairs = [
             ("GrpTRES", GPU_TRES, self.gpu_limit, after.gpu_limit),
             ("GrpTRESMins", GPU_TRES, self.gpu_minutes, after.gpu_minutes),
+            ("GrpTRESMins", BILLING_TRES, self.billing_minutes, after.billing_minutes),
         ]
         return [p for p in pairs if p[2] != p[3]]
 

@@ -237,11 +237,16 @@ def job_quota_estimate(
     still hold (:attr:`TeamUsage.gpu_hours_promised`) + this job's GPUs x time limit, against the
     quota. Each cluster holds jobs against its own quota, so another cluster's figures never count
     here (cache only: the figures of the last usage refresh, every ``PORTAL_USAGE_INTERVAL``).
+    A quota in billed units gives its figures without a verdict (:func:`_billed_estimate`).
     ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
     has no GPUs or no time limit."""
     name = _cluster(cluster)
     usage = team_usage(team, cluster=name)
-    if usage is None or not usage.tracked or usage.gpu_hours_left is None or gpu_count <= 0 or not time_limit_min:
+    if usage is None or not usage.tracked or gpu_count <= 0 or not time_limit_min:
+        return None
+    if usage.quota_unit == "billing":
+        return _billed_estimate(usage, team=team, cluster=name, most=gpu_count * time_limit_min / 60)
+    if usage.gpu_hours_left is None:
         return None
     most = gpu_count * time_limit_min / 60
     promised = usage.gpu_hours_promised or 0.0
@@ -262,4 +267,27 @@ def job_quota_estimate(
         gpu_hours_quota=usage.gpu_hours_quota or 0.0,
         gpu_hours_promised=promised,
         promised_jobs=usage.promised_jobs,
+    )
+
+
+def _billed_estimate(usage: TeamUsage, *, team: str, cluster: str, most: float) -> QuotaEstimate | None:
+    """The estimate of a team whose quota is in billed units (``GrpTRESMins=billing``): its figures
+    (sshare ``billing`` / 60), and a wait only when nothing is left; whether a job fits is not said,
+    since its billed units per minute are the partition's ``TRESBillingWeights`` applied by Slurm
+    at the start (no per-partition weights are read here). ``None`` without figures."""
+    if usage.billed_hours_quota is None or usage.billed_hours_left is None:
+        return None
+    return QuotaEstimate(
+        team=team,
+        gpu_hours_max=most,
+        gpu_hours_left=0.0,
+        will_wait=usage.billed_hours_left <= 0,
+        taken_at=usage.taken_at,
+        frozen=usage.billed_hours_quota == 0,
+        error_since=usage.error_since if usage.error else None,
+        cluster=cluster,
+        unit="billing",
+        billed_hours_used=usage.billed_hours_used or 0.0,
+        billed_hours_quota=usage.billed_hours_quota,
+        billed_hours_left=usage.billed_hours_left,
     )

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from slurm.accounting import RESET_PERIODS, ClusterConfig, period_end
+from slurm.accounting import RESET_PERIODS, ClusterConfig, ShareRow, period_end
 from slurm.snapshot import ClusterSnapshot
 from slurm.values import parse_array_tasks
 
@@ -232,6 +232,7 @@ def team_usage_compute(
         members=_members(team_runs, users, live, start, now, config.tracked),
         cluster=cluster,
         fair_share=fair_share_of(rows, account, config, cluster=cluster),
+        **billed_figures(own),
     )
     if not config.tracked:
         return usage
@@ -251,7 +252,7 @@ def team_usage_compute(
         gpu_hours_used=used_h,
         gpu_hours_quota=quota_h,
         gpu_hours_left=left,
-        used_up=used_up,
+        used_up=used_up or usage.used_up,
         gpu_limit=gpu_limit,
         gpus_running=running,
         pending_gpu_hours=pending,
@@ -260,6 +261,24 @@ def team_usage_compute(
         daily=_daily(team_runs, start_dt, now),
         lag_note=_lag_note(config, used_h, history_h, running or 0, len(rows)),
     )
+
+
+def billed_figures(own: ShareRow) -> dict:
+    """The quota's unit and, with a ``billing`` quota (sshare ``GrpTRESMins`` ``billing=N``), its
+    figures in billed unit-hours from the account's own sshare row (``GrpTRESRaw`` ``billing``), as
+    :class:`TeamUsage` keyword arguments; ``{}`` without one. The unit is ``"billing"`` when the
+    account has no ``gres/gpu`` quota beside it (a quota set by hand in both stays a GPU one here)."""
+    limit = own.billing_minutes_limit
+    if limit is None:
+        return {}
+    used_h, quota_h = (own.billing_minutes_used or 0) / 60, limit / 60
+    return {
+        "quota_unit": "billing" if own.gpu_minutes_limit is None else "gpu",
+        "billed_hours_used": used_h,
+        "billed_hours_quota": quota_h,
+        "billed_hours_left": quota_h - used_h,
+        "used_up": own.gpu_minutes_limit is None and quota_h - used_h <= 0,
+    }
 
 
 def how_to_fit(*, gpu_hours_left: float, gpu_count: int, time_limit_min: int) -> str:

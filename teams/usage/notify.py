@@ -28,10 +28,12 @@ THRESHOLDS = (80, 100)
 
 def threshold_reached(usage: TeamUsage) -> int | None:
     """The highest of :data:`THRESHOLDS` the team's use has reached (percent), or None (no quota, not
-    tracked, below 80 %). A quota of 0 GPU-hours (frozen) counts as 100 %."""
-    if not usage.tracked or usage.gpu_hours_quota is None or usage.gpu_hours_used is None:
+    tracked, below 80 %), in the quota's unit (GPU-hours or billed unit-hours,
+    :attr:`TeamUsage.quota_hours`). A quota of 0 (frozen) counts as 100 %."""
+    quota, used = usage.quota_hours, usage.quota_hours_used
+    if not usage.tracked or quota is None or used is None:
         return None
-    share = 100.0 if usage.gpu_hours_quota <= 0 else 100.0 * usage.gpu_hours_used / usage.gpu_hours_quota
+    share = 100.0 if quota <= 0 else 100.0 * used / quota
     reached = [t for t in THRESHOLDS if share >= t]
     return max(reached) if reached else None
 
@@ -48,9 +50,10 @@ def quota_notify(teams: dict[str, TeamUsage], *, cluster: str) -> int:
             leads = Membership.objects.filter(team__name=account, role=Role.LEAD).select_related("user", "team")
             period = usage.period_start.date().isoformat()
             for membership in leads:
-                left = max(0.0, (usage.gpu_hours_quota or 0) - (usage.gpu_hours_used or 0))
+                quota, used = usage.quota_hours or 0.0, usage.quota_hours_used or 0.0
+                left = max(0.0, quota - used)
                 body = (
-                    f"Team {account} has used {usage.gpu_hours_used:.1f} of its {usage.gpu_hours_quota:.1f} GPU-hours "
+                    f"Team {account} has used {used:.1f} of its {quota:.1f} {usage.unit_label} "
                     f"on {cluster} this period ({percent} % or more; {left:.1f} left)."
                 )
                 if percent >= 100:
@@ -60,7 +63,7 @@ def quota_notify(teams: dict[str, TeamUsage], *, cluster: str) -> int:
                         user=membership.user,
                         kind=NotificationKind.TEAM_QUOTA,
                         key=f"team:{account}:{cluster}:{period}:quota:{percent}:{membership.user.username}",
-                        subject=f"Team {account} at {percent} % of its GPU-hour quota on {cluster}",
+                        subject=f"Team {account} at {percent} % of its {usage.unit_label[:-1]} quota on {cluster}",
                         body=body,
                         link=reverse("team_detail", args=[membership.team.name]),
                     )

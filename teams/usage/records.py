@@ -16,6 +16,10 @@ GPU_NOT_TRACKED = (
 )
 
 
+#: A quota's unit (``TeamUsage.quota_unit``) in words.
+UNIT_LABELS = {"gpu": "GPU-hours", "billing": "billed unit-hours"}
+
+
 @dataclass(frozen=True)
 class MemberUsage:
     """One user of the account this period. ``gpu_hours``: allocated GPUs x run time inside the
@@ -71,6 +75,12 @@ class TeamUsage:
       own), ``""`` for a team's figures summed over the clusters (:func:`teams.usage.sum.usage_sum`),
       which then has each cluster's own in ``clusters`` (configured order) and, in ``missing``, the
       configured clusters that have no figures for the team, each with why (cluster -> sentence).
+    - ``quota_unit``: what the team's quota counts, ``"gpu"`` (GPU-minutes, ``GrpTRESMins=gres/gpu``;
+      also with no quota) or ``"billing"`` (billed unit-minutes, ``GrpTRESMins=billing``, and no
+      ``gres/gpu`` quota); ``billed_hours_used``: sshare ``GrpTRESRaw`` ``billing`` / 60,
+      ``billed_hours_quota``: sshare ``GrpTRESMins`` ``billing`` / 60, ``billed_hours_left`` = quota -
+      used; the three only when a ``billing`` quota is set (else ``None``). :attr:`quota_hours` and
+      its siblings give the figures in the quota's unit, :attr:`unit_label` its name.
     - ``fair_share``: the team's fair-share standing on ``cluster`` (:class:`teams.usage.fairshare.FairShare`,
       from the same sshare); ``None`` for a sum over several clusters (each part has its own) or when sshare
       printed no fair-share figures.
@@ -101,6 +111,30 @@ class TeamUsage:
     clusters: list[TeamUsage] = field(default_factory=list)
     fair_share: FairShare | None = None
     missing: dict[str, str] = field(default_factory=dict)
+    quota_unit: str = "gpu"
+    billed_hours_used: float | None = None
+    billed_hours_quota: float | None = None
+    billed_hours_left: float | None = None
+
+    @property
+    def unit_label(self) -> str:
+        """The quota's unit in words: "GPU-hours" or "billed unit-hours"."""
+        return UNIT_LABELS[self.quota_unit]
+
+    @property
+    def quota_hours(self) -> float | None:
+        """The quota in its unit (:attr:`unit_label`); ``None`` = no quota."""
+        return self.billed_hours_quota if self.quota_unit == "billing" else self.gpu_hours_quota
+
+    @property
+    def quota_hours_used(self) -> float | None:
+        """Used this period in the quota's unit (sshare ``GrpTRESRaw``)."""
+        return self.billed_hours_used if self.quota_unit == "billing" else self.gpu_hours_used
+
+    @property
+    def quota_hours_left(self) -> float | None:
+        """Left this period in the quota's unit (quota - used; negative when over)."""
+        return self.billed_hours_left if self.quota_unit == "billing" else self.gpu_hours_left
 
     @property
     def stale(self) -> bool:
@@ -149,6 +183,11 @@ def hours_text(hours: float) -> str:
     return f"{hours:.1f}".rstrip("0").rstrip(".") + " h"
 
 
+def _units(value: float) -> str:
+    """Billed unit-hours as the quota sentence writes them: "80", "12.5"."""
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
 @dataclass(frozen=True)
 class QuotaEstimate:
     """Whether a job fits its team's GPU quota on its cluster, counted as Slurm counts it under
@@ -166,7 +205,14 @@ class QuotaEstimate:
 
     ``taken_at``: when the usage figures were read (Unix seconds); ``error_since``: since when
     refreshing them fails (Unix seconds; ``None`` while they are current), so the form says the
-    figures are old."""
+    figures are old.
+
+    ``unit`` ``"billing"``: the team's quota is in billed unit-minutes (``GrpTRESMins=billing``);
+    ``billed_hours_used``/``_quota``/``_left`` are then its figures (sshare ``GrpTRESRaw`` and
+    ``GrpTRESMins`` ``billing`` / 60), the ``gpu_hours_*`` ones other than ``gpu_hours_max`` are 0,
+    and ``will_wait`` is True only when nothing is left: a job's billed units per minute come from
+    its partition's ``TRESBillingWeights``, which the portal does not read, so Slurm computes them
+    when the job starts and the sentence says so rather than a guess."""
 
     team: str
     gpu_hours_max: float
@@ -184,11 +230,17 @@ class QuotaEstimate:
     gpu_hours_quota: float = 0.0
     gpu_hours_promised: float = 0.0
     promised_jobs: int | None = None
+    unit: str = "gpu"
+    billed_hours_used: float | None = None
+    billed_hours_quota: float | None = None
+    billed_hours_left: float | None = None
 
     @property
     def summary(self) -> str:
         """The figures and the verdict without the way to fit: "Team vision: used 80 h, 12 h
         promised to 3 running jobs, 8 h left; this job needs 16 h: it will wait for quota (...)"."""
+        if self.unit == "billing":
+            return self._billed_summary()
         if self.promised_jobs:
             jobs = f"{self.promised_jobs} running job{'s' if self.promised_jobs != 1 else ''}"
             promised = f"{hours_text(self.gpu_hours_promised)} promised to {jobs}"
@@ -211,6 +263,22 @@ class QuotaEstimate:
         if self.gpu_hours_max <= self.gpu_hours_quota - self.gpu_hours_used:
             return head + "it will wait for quota (until running jobs end early, the next period or a higher quota)"
         return head + "it will wait for quota (until the next period or a higher quota)"
+
+    def _billed_summary(self) -> str:
+        """:attr:`summary` of a quota in billed units: "Team vision: used 80 of 200 billed unit-hours,
+        120 left; this job's billed units: Slurm computes them at the start (...)"."""
+        used, quota, left = self.billed_hours_used or 0.0, self.billed_hours_quota or 0.0, self.billed_hours_left or 0.0
+        head = f"Team {self.team}: used {_units(used)} of {_units(quota)} billed unit-hours"
+        if self.frozen:
+            return head + (
+                "; the team's quota is 0 billed unit-hours (frozen), so its jobs wait until a portal admin sets a quota"
+            )
+        if self.will_wait:
+            return head + "; nothing left: this job will wait for quota (until the next period or a higher quota)"
+        return head + (
+            f", {_units(left)} left; this job's billed units: Slurm computes them at the start "
+            "(from the partition's TRESBillingWeights), so the portal cannot say whether it fits"
+        )
 
     @property
     def sentence(self) -> str:

@@ -141,6 +141,26 @@ def usage_sum(account: str, parts: list[TeamUsage], *, missing: dict[str, str] |
         clusters=list(parts),
         missing=dict(missing or {}),
     )
+    usage = replace(usage, **_billed_sums(parts))
     if not tracked:
         return usage
     return replace(usage, **_gpu_sums(tracked, now=max(p.taken_at for p in parts), end=end))
+
+
+def _billed_sums(parts: list[TeamUsage]) -> dict:
+    """The billed-unit quota's figures added up (:func:`teams.usage.compute.billed_figures`): the
+    unit is ``"billing"`` when a cluster's is (the sync sets the same quota on each); used over the
+    clusters that know it, the quota only when every cluster has one; ``used_up`` when every
+    cluster's is. ``{}`` when no cluster has a ``billing`` quota."""
+    if all(p.billed_hours_quota is None for p in parts):
+        return {}
+    used = _sum_known([p.billed_hours_used for p in parts])
+    quota = _sum_all([p.billed_hours_quota for p in parts])
+    unit = "billing" if any(p.quota_unit == "billing" for p in parts) else "gpu"
+    return {
+        "quota_unit": unit,
+        "billed_hours_used": used,
+        "billed_hours_quota": quota,
+        "billed_hours_left": quota - (used or 0.0) if quota is not None else None,
+        "used_up": unit == "billing" and all(p.used_up for p in parts),
+    }

@@ -256,3 +256,37 @@ def test_cluster2s_slurmdbd_down_fails_only_its_part_and_the_retry_applies_it(dj
         assert teams_sync().results == []  # both clusters match now
     finally:
         remove_account(account_name, {})
+
+
+def quota_lines(account: str, cluster: str) -> list[str]:
+    """``sacctmgr -nP show assoc account=<account> format=Account,User,GrpTRESMins`` on ``cluster``."""
+    out = get_gateway(cluster).run(["sacctmgr", "-nP", "show", "assoc", f"account={account}", "format=Account,User,GrpTRESMins"])
+    return sorted(line for line in out.out.splitlines() if line)
+
+
+def test_a_quota_in_billed_units_is_set_then_moved_back_to_gpu_minutes(account_name, demo_unchanged):
+    """GrpTRESMins=billing=N on both clusters for a team whose quota is in billed unit-minutes, read back
+    as the same (the next sync plans nothing); back to GPU-minutes, billing is cleared and gres/gpu set."""
+    team = Team.objects.create(name=account_name, billing_minutes_quota=600)
+    try:
+        report = teams_sync()
+        assert report.ok, report.lines
+        for cluster in ("cluster1", "cluster2"):
+            assert f"{cluster}: ~ set {account_name} GrpTRESMins billing=600 (was none)" in report.lines
+            assert quota_lines(account_name, cluster) == [f"{account_name}||billing=600"]
+        assert teams_sync().results == []  # read back as billing=600: nothing left to do
+
+        Team.objects.filter(pk=team.pk).update(billing_minutes_quota=None, gpu_minutes_quota=60)
+        report = teams_sync()
+        assert report.ok, report.lines
+        assert report.lines == [
+            f"{cluster}: ~ set {account_name} GrpTRESMins gres/gpu=60 (was none), GrpTRESMins none (was billing=600): "
+            "the quota is now in GPU-minutes, no longer billed unit-minutes"
+            for cluster in ("cluster1", "cluster2")
+        ]
+        for cluster in ("cluster1", "cluster2"):
+            (line,) = quota_lines(account_name, cluster)
+            assert "billing" not in line and line == f"{account_name}||gres/gpu=60"
+        assert teams_sync().results == []
+    finally:
+        remove_account(account_name, {})

@@ -1,0 +1,193 @@
+"""A team's quota in billed units (``GrpTRESMins=billing=N``) instead of GPU-minutes: the settings
+form and its refusal, and the teams sync's sacctmgr argv both ways, on the recorded demo cluster
+(tests/fixtures/slurm/22.05/sacctmgr_show_association.txt, vision with ``GrpTRESMins=gres/gpu=6000``)
+and a scripted transport. The quota's figures: test_billing_usage.py."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from audit.models import AuditEvent
+from portal.refusals import Refused
+from slurm import SlurmGateway
+from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS, SHOW_USERS
+from teams.models import Membership, Role, Source, Team
+from teams.services import BOTH_UNITS, team_set_limits
+from teams.sync import associations as sync_module
+from teams.sync.associations import Limits, SetLimits, parse_actual, plan
+from tests.conftest import FIXTURES
+from tests.fakes import FakeTransport
+from tests.teams.test_slurm_sync import demo, demo_wanted
+
+pytestmark = pytest.mark.django_db
+
+RECORDED = FIXTURES / "slurm" / "22.05"
+MODIFY_VISION = ["sacctmgr", "-i", "modify", "account", "where", "name=vision", "set"]
+
+
+def recorded(name: str) -> str:
+    return (RECORDED / f"sacctmgr_{name}.txt").read_text()
+
+
+def billed_demo_text() -> str:
+    """The recorded associations with vision's quota in billed units, as sacctmgr prints a TRES list
+    (``cpu=...,billing=...``: Slurm writes TRES in id order, billing after cpu, before gres/)."""
+    return recorded("show_association").replace("|gres/gpu=6|gres/gpu=6000", "|gres/gpu=6|cpu=1000,billing=12000")
+
+
+# --- reading ----------------------------------------------------------------------------------------
+def test_a_billing_quota_is_read_back_beside_the_gpu_one():
+    actual = parse_actual(billed_demo_text(), recorded("show_user"))
+    assert actual.accounts["vision"].limits == Limits(gpu_limit=6, gpu_minutes=None, billing_minutes=12000)
+    assert demo().accounts["vision"].limits == Limits(6, 6000, None)  # the recorded GPU quota: no billing
+
+
+def test_a_billing_quota_that_is_not_a_number_is_refused():
+    with pytest.raises(ValueError, match="billing"):
+        parse_actual(recorded("show_association").replace("gres/gpu=6000", "billing=lots"), recorded("show_user"))
+
+
+# --- planning: argv both ways ------------------------------------------------------------------------
+def test_moving_the_quota_to_billed_units_sets_billing_and_clears_the_gpu_minutes():
+    (action,) = plan(demo_wanted(vision=({"alice", "carol"}, Limits(6, None, 12000))), demo())
+    assert isinstance(action, SetLimits)
+    assert action.argv == [*MODIFY_VISION, "GrpTRESMins=gres/gpu=-1,billing=12000"]  # one field, one argument
+    assert action.describe() == (
+        "~ set vision GrpTRESMins none (was gres/gpu=6000), GrpTRESMins billing=12000 (was none): "
+        "the quota is now in billed unit-minutes (Slurm's billing TRES), no longer GPU-minutes"
+    )
+    assert action.old == {"gpu_limit": 6, "gpu_minutes_quota": 6000, "billing_minutes_quota": None}
+    assert action.new == {"gpu_limit": 6, "gpu_minutes_quota": None, "billing_minutes_quota": 12000}
+
+
+def test_moving_the_quota_back_to_gpu_minutes_clears_billing():
+    actual = parse_actual(billed_demo_text(), recorded("show_user"))
+    (action,) = plan(demo_wanted(vision=({"alice", "carol"}, Limits(6, 6000))), actual)
+    assert action.argv == [*MODIFY_VISION, "GrpTRESMins=gres/gpu=6000,billing=-1"]
+    assert action.describe().endswith(": the quota is now in GPU-minutes, no longer billed unit-minutes")
+
+
+def test_a_billing_quota_changed_or_removed_touches_billing_only():
+    actual = parse_actual(billed_demo_text(), recorded("show_user"))
+    (more,) = plan(demo_wanted(vision=({"alice", "carol"}, Limits(6, None, 18000))), actual)
+    assert more.argv == [*MODIFY_VISION, "GrpTRESMins=billing=18000"]
+    assert more.describe() == "~ set vision GrpTRESMins billing=18000 (was billing=12000)"
+    (gone,) = plan(demo_wanted(vision=({"alice", "carol"}, Limits(6))), actual)
+    assert gone.argv == [*MODIFY_VISION, "GrpTRESMins=billing=-1"]
+    assert plan(demo_wanted(vision=({"alice", "carol"}, Limits(6, None, 12000))), actual) == []  # as it is: nothing
+
+
+def test_a_gpu_limit_and_a_unit_change_are_one_command_with_two_fields():
+    (action,) = plan(demo_wanted(vision=({"alice", "carol"}, Limits(8, None, 600))), demo())
+    assert action.argv == [*MODIFY_VISION, "GrpTRES=gres/gpu=8", "GrpTRESMins=gres/gpu=-1,billing=600"]
+
+
+# --- the sync, scripted ------------------------------------------------------------------------------
+@pytest.fixture
+def fake(monkeypatch, clean_cache, settings):
+    settings.PORTAL_CLUSTERS_FILE = ""
+    transport = FakeTransport()
+    monkeypatch.setattr(sync_module, "get_gateway", lambda *_a, **_k: SlurmGateway(transport))
+    return transport
+
+
+@pytest.fixture
+def vision(django_user_model):
+    team = Team.objects.create(name="vision", description="vision team", gpu_limit=6, billing_minutes_quota=12000)
+    for name in ("alice", "carol"):
+        Membership.objects.create(team=team, user=django_user_model.objects.create(username=name), source=Source.ADMIN)
+    Team.objects.create(name="nlp", description="nlp team")
+    for name in ("bob", "dana"):
+        user = django_user_model.objects.create(username=name)
+        Membership.objects.create(team=Team.objects.get(name="nlp"), user=user, source=Source.ADMIN)
+    return team
+
+
+def test_sync_writes_the_billing_quota_reports_and_audits_it(fake, vision):
+    fake.expect(SHOW_ASSOCIATIONS, stdout=recorded("show_association"))
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect([*MODIFY_VISION, "GrpTRESMins=gres/gpu=-1,billing=12000"])
+    report = sync_module.teams_sync()
+    assert report.ok and not fake.script
+    assert report.lines == [
+        "~ set vision GrpTRESMins none (was gres/gpu=6000), GrpTRESMins billing=12000 (was none): "
+        "the quota is now in billed unit-minutes (Slurm's billing TRES), no longer GPU-minutes"
+    ]
+    event = AuditEvent.objects.get(action="slurm.sync.set_limits")
+    assert event.new == {"gpu_limit": 6, "gpu_minutes_quota": None, "billing_minutes_quota": 12000, "cluster": "cluster1"}
+
+
+def test_sync_back_to_gpu_minutes_clears_billing(fake, vision):
+    Team.objects.filter(pk=vision.pk).update(billing_minutes_quota=None, gpu_minutes_quota=6000)
+    fake.expect(SHOW_ASSOCIATIONS, stdout=billed_demo_text())
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect([*MODIFY_VISION, "GrpTRESMins=gres/gpu=6000,billing=-1"])
+    report = sync_module.teams_sync()
+    assert report.ok and not fake.script
+    assert report.lines[0].endswith("the quota is now in GPU-minutes, no longer billed unit-minutes")
+
+
+def test_import_keeps_a_billing_quota(fake, vision):
+    Team.objects.all().delete()
+    fake.expect(SHOW_ASSOCIATIONS, stdout=billed_demo_text())
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect(SHOW_ACCOUNTS, stdout="")
+    sync_module.teams_import()
+    team = Team.objects.get(name="vision")
+    assert (team.gpu_minutes_quota, team.billing_minutes_quota, team.quota_unit) == (None, 12000, "billing")
+
+
+# --- settings: the form and the service --------------------------------------------------------------
+@pytest.fixture
+def admin(django_user_model, client):
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    client.force_login(dana)
+    return dana
+
+
+def test_an_admin_sets_a_quota_in_billed_unit_hours(client, admin, _no_incidental_slurm_sync):
+    team = Team.objects.create(name="vision", gpu_minutes_quota=600, gpu_limit=4)
+    page = client.get("/teams/vision/settings/").content.decode()
+    assert "billed unit-hour quota per period" in page and "GrpTRESMins=billing" in page
+    resp = client.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "", "billed_hours_quota": "200", "gpu_limit": "4"})
+    assert resp.status_code == HTTPStatus.FOUND and _no_incidental_slurm_sync == [1]
+    team.refresh_from_db()
+    assert (team.gpu_minutes_quota, team.billing_minutes_quota, team.billed_hours_quota, team.quota_unit) == (
+        None,
+        12000,
+        200.0,
+        "billing",
+    )
+    event = AuditEvent.objects.get(action="team.limits")
+    assert event.old == {"gpu_minutes_quota": 600, "gpu_limit": 4, "billing_minutes_quota": None}
+    assert event.new == {"gpu_minutes_quota": None, "gpu_limit": 4, "billing_minutes_quota": 12000}
+    assert 'value="200.0"' in client.get("/teams/vision/settings/").content.decode()  # shown again in its unit
+
+
+def test_a_quota_in_both_units_is_refused_with_what_to_change(client, admin):
+    team = Team.objects.create(name="vision", gpu_minutes_quota=600)
+    resp = client.post("/teams/vision/settings/limits/", {"gpu_hours_quota": "10", "billed_hours_quota": "200", "gpu_limit": ""})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert "in GPU-hours or in billed unit-hours, not both: empty one of the two quota fields" in resp.content.decode()
+    team.refresh_from_db()
+    assert (team.gpu_minutes_quota, team.billing_minutes_quota) == (600, None)
+
+
+def test_the_service_refuses_both_units_and_a_negative_billed_quota(admin):
+    team = Team.objects.create(name="vision")
+    with pytest.raises(Refused) as both:
+        team_set_limits(team=team, gpu_hours_quota=1, billed_hours_quota=2, gpu_limit=None, by=admin)
+    assert [(p.field, p.message) for p in both.value.problems] == [("billed_hours_quota", BOTH_UNITS)]
+    with pytest.raises(Refused) as negative:
+        team_set_limits(team=team, gpu_hours_quota=None, billed_hours_quota=-1, gpu_limit=None, by=admin)
+    assert [p.field for p in negative.value.problems] == ["billed_hours_quota"]
+
+
+def test_a_gpu_only_change_audits_as_before(admin, _no_incidental_slurm_sync):
+    team = Team.objects.create(name="vision", gpu_minutes_quota=600)
+    Membership.objects.create(team=team, user=admin, role=Role.LEAD)
+    team_set_limits(team=team, gpu_hours_quota=20, gpu_limit=None, by=admin)
+    event = AuditEvent.objects.get(action="team.limits")
+    assert event.new == {"gpu_minutes_quota": 1200, "gpu_limit": None}  # no billing key for a GPU quota
