@@ -10,7 +10,7 @@ table leaves out takes that global value, so a second cluster usually names only
     name = "cluster1"            # what people see and type (form, profiles' cluster:, API, CLI --cluster)
     slurm_name = "portal"        # Slurm's ClusterName, if it differs
     ssh_port = 2222
-    sessions = true              # JupyterHub starts its sessions on this cluster
+    sessions = true              # sessions may run here (the first such is their default)
 
     [[clusters]]
     name = "cluster2"
@@ -64,8 +64,8 @@ class Cluster:
     """One configured cluster. ``name``: the portal's name for it; ``label``: what pages show
     (default ``name``); ``slurm_name``: Slurm's ``ClusterName`` (default ``name``); ``gateway``: the
     ``PORTAL_SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
-    on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: JupyterHub
-    starts sessions here; ``env_pythons``: Python versions profiles may ask for here."""
+    on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: sessions
+    may run here (:func:`session_clusters`); ``env_pythons``: Python versions profiles may ask for here."""
 
     name: str
     label: str
@@ -186,10 +186,19 @@ def cluster_get(name: str | None) -> Cluster | None:
     return next((c for c in clusters() if c.name == name), None)
 
 
-def sessions_cluster() -> Cluster:
-    """The cluster JupyterHub starts sessions on (the first with ``sessions = true``; the default
-    cluster when none says so, as with a single cluster)."""
-    return next((c for c in clusters() if c.sessions), default_cluster())
+def session_clusters() -> list[Cluster]:
+    """The clusters a new session may be started on, the default session cluster first: every one
+    with ``sessions = true``, in the file's order (the default cluster alone when none says so, as
+    with a single cluster). A session's owner chooses among them as a batch job's cluster is
+    chosen; an existing session stays on its own (``Session.cluster``)."""
+    return [c for c in clusters() if c.sessions] or [default_cluster()]
+
+
+def default_sessions_cluster() -> Cluster:
+    """The cluster a new session runs on when its owner names none: the first with
+    ``sessions = true`` (the default cluster when none says so). Only for choosing the cluster of a
+    new session: a session's own is its row's ``cluster``."""
+    return session_clusters()[0]
 
 
 def cluster_names() -> list[str]:
