@@ -7,6 +7,7 @@ from django import forms
 
 from jobs.submit.policy import SitePolicy
 from jobs.web.forms import MemoryField, offer_clusters
+from slurm.clusters import session_partitions
 
 from .kinds import kind_default, kinds_available
 
@@ -54,9 +55,8 @@ class SessionForm(forms.Form):
             del self.fields["account"]
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
         self.fields["ide"].initial = kind_default().name
-        partitions = [p for p in settings.PORTAL_SESSION_PARTITIONS if p in policy.partitions] or list(
-            settings.PORTAL_SESSION_PARTITIONS
-        )
+        offered = session_partitions(policy.cluster)
+        partitions = [p for p in offered if p in policy.partitions] or offered
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]

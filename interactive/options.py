@@ -1,6 +1,6 @@
 """Session options: the keys a start request may carry, parsed and checked against the site policy
 (the same :class:`jobs.submit.policy.SitePolicy` the job form uses) plus the session rules: only the
-partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
+partitions sessions may use on the chosen cluster (``PORTAL_SESSION_PARTITIONS``, or its ``session_partitions``), at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
 ``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
 that this site offers. Used by the sessions form and by the hub's spawner (through
 ``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer. The per-person
@@ -22,7 +22,7 @@ from jobs.reads.maintenance import MaintenanceClash, maintenance_warning
 from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
-from slurm.clusters import cluster_get, default_sessions_cluster, session_clusters
+from slurm.clusters import cluster_get, default_sessions_cluster, session_clusters, session_partitions
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
@@ -87,21 +87,24 @@ def _str(raw: dict, key: str, default: str, errors: list[Problem], label: str) -
     return value.strip()
 
 
-def _session_rule_problems(*, kind: SessionKind | None, partition: str, gpu_count: int, hours: int) -> list[Problem]:
+def _session_rule_problems(
+    *, kind: SessionKind | None, partition: str, gpu_count: int, hours: int, cluster: str
+) -> list[Problem]:
     """The session rules the site policy does not hold, one problem each (named by its option key):
     ``ide`` a kind this site offers (``kind``: its registry entry, ``None`` for an unknown name), a
-    partition of ``PORTAL_SESSION_PARTITIONS``, 0 to ``PORTAL_SESSION_MAX_GPUS`` GPUs, 1 to
+    partition sessions may use on ``cluster`` (:func:`slurm.clusters.session_partitions`), 0 to ``PORTAL_SESSION_MAX_GPUS`` GPUs, 1 to
     ``PORTAL_SESSION_MAX_HOURS`` hours. ``[]`` when all hold."""
     errors: list[Problem] = []
     if kind is None:
         errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
     elif not kind.available():
         errors.append(Problem("ide", _not_installed(kind)))
-    if partition not in settings.PORTAL_SESSION_PARTITIONS:
+    allowed = session_partitions(cluster)
+    if partition not in allowed:
         errors.append(
             Problem(
                 "partition",
-                f"Sessions run in the interactive partition(s) only: {', '.join(settings.PORTAL_SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job.",
+                f"Sessions run in the interactive partition(s) only: {', '.join(allowed)}. For '{partition[:40]}', submit a batch job.",
             )
         )
     if gpu_count < 0:
@@ -131,7 +134,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
     if unknown:
         errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
-    default_partition = settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else ""
+    default_partition = next(iter(session_partitions(policy.cluster)), "")
     ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
     partition = _str(raw, "partition", default_partition, errors, "The partition")
     gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
@@ -141,7 +144,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     hours = _int(raw, "hours", 2, errors, "Hours")
     image = _str(raw, "image", "", errors, "The image")
     kind = KINDS.get(ide)
-    errors += _session_rule_problems(kind=kind, partition=partition, gpu_count=gpu_count, hours=hours)
+    errors += _session_rule_problems(kind=kind, partition=partition, gpu_count=gpu_count, hours=hours, cluster=policy.cluster)
     if errors:
         return None, errors
     request = JobRequest(

@@ -20,7 +20,7 @@ from jobs.web import fragment_etags
 from jobs.web.bundle_views import zip_response
 from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
-from slurm.clusters import session_clusters
+from slurm.clusters import session_clusters, session_partitions
 
 from . import hub
 from .forms import SessionForm
@@ -61,9 +61,7 @@ def _maintenance_ahead(data, *, cluster: str) -> dict:
     the form's 2 h when not given): ``maintenance``, the clash of that session with a maintenance
     reservation on every node of the partition, and ``maintenance_longest``, that of the longest
     session the site allows (``PORTAL_SESSION_MAX_HOURS``); each ``None`` when there is none."""
-    partition = str(
-        data.get("partition") or (settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else "")
-    )
+    partition = str(data.get("partition") or next(iter(session_partitions(cluster)), ""))
     raw = str(data.get("hours") or "2").strip()
     hours = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 4 else 0
     return {

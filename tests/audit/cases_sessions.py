@@ -78,7 +78,9 @@ def session_gpu_reclaimed(w: World):
 
     def read_at(now):
         gpus = [GpuFigures(host="node1", gpu="0", sm_active=1.0)]
-        usage = ClusterUsage(cluster=default_sessions_cluster().name, read_at=now.timestamp(), jobs={"4242": gpus}, hosts=["node1"])
+        usage = ClusterUsage(
+            cluster=default_sessions_cluster().name, read_at=now.timestamp(), jobs={"4242": gpus}, hosts=["node1"]
+        )
         cache.set(usage_key(default_sessions_cluster().name), usage.to_dict(), timeout=None)
 
     start = djtz.now()
