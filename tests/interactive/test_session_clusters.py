@@ -258,3 +258,17 @@ def test_the_last_sessions_button_keeps_its_cluster(client, world):
 
     _preset, again = session_start_preset(user=world["alice"], key=last.key)
     assert again.cluster == "cluster2"
+
+
+def test_the_local_cluster2_offers_its_own_session_partitions(client, world, settings):
+    """cluster/clusters.toml: cluster2 has no interactive partition; its sessions use small and gpu."""
+    from tests.conftest import REPO
+
+    settings.PORTAL_CLUSTERS_FILE = str(REPO / "cluster" / "clusters.toml")
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    client.force_login(world["alice"])
+    assert [o["value"] for o in page(client, cluster="cluster2").select("#id_partition option")] == ["small", "gpu"]
+    assert [o["value"] for o in page(client).select("#id_partition option")] == ["interactive"]
+    resp = client.post("/sessions/", {**ON_CLUSTER2, "partition": "interactive"})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert "Sessions run in the interactive partition(s) only: small, gpu." in resp.content.decode()
