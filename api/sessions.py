@@ -44,6 +44,7 @@ class SessionOut(Schema):
     memory_mb: int
     time_limit_min: int
     image: str = Field("", description="The site image the server runs in (GET /images); empty: the node's own system")
+    cluster: str = Field("", description="The cluster it runs on (chosen at the start: POST /sessions cluster)")
     account: str = Field(
         "", description="The team (Slurm account) it is billed to (empty: started before sessions were billed to a team)"
     )
@@ -156,6 +157,7 @@ def session_out(card: SessionCard) -> dict:
         "time_limit_min": s.time_limit_min,
         "image": s.image_name,
         "account": s.account,
+        "cluster": s.on_cluster,
         "message": s.message,
         "explanation": card.line,
         "position": card.position,

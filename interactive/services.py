@@ -81,7 +81,7 @@ def session_start(*, user: User, raw_options: dict) -> Session:
     _apply(session, options)
     session.save()
     asked = {**options.as_user_options(), "account": account}
-    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=asked)
+    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new={**asked, "cluster": cluster})
     try:
         hub.ensure_user(user.username)
         hub.remove_stopped_servers(user.username)

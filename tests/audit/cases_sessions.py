@@ -30,7 +30,7 @@ def session_start_requested(w: World):
     session = session_start(
         user=w.alice, raw_options={"ide": "lab", "partition": "interactive", "cpus": 2, "memory_mb": 4096, "hours": 2}
     )
-    after = read(session, "ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "account")
+    after = read(session, "ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "account", "cluster")
     return {}, after | {"hours": read(session, "time_limit_min")["time_limit_min"] // 60}
 
 

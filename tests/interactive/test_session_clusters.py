@@ -214,7 +214,8 @@ def test_the_api_starts_a_session_on_cluster2(client, world):
         content_type="application/json",
     )
     assert r.status_code == HTTPStatus.CREATED, r.content
-    assert Session.objects.get().cluster == "cluster2"
+    assert Session.objects.get().cluster == r.json()["cluster"] == "cluster2"
+    assert client.get("/api/v1/sessions").json()["items"][0]["cluster"] == "cluster2"
     # cluster1's policy would refuse an L40S: the check was cluster2's
     r = client.post(
         "/api/v1/sessions",
