@@ -18,9 +18,16 @@ from teams.report.export import report_csv, summary_lines
 from teams.report.figures import report_row
 from teams.usage.borrow import scavenger_hours
 from tests.conftest import FIXTURES
-from tests.teams.test_borrowing import classes_on, gpu_usage, store  # noqa: F401  (shared fixture)
+from tests.teams.test_borrowing import gpu_usage, store
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def classes_on(settings):
+    """Priority classes offered, on the test settings' two clusters."""
+    settings.PORTAL_PRIORITY_CLASSES = True
+    return settings
 
 
 # --- the team page -----------------------------------------------------------------------------------
@@ -96,3 +103,22 @@ def test_report_page_mail_and_csv_say_the_scavenger_hours():
     )
     header, row = report_csv(report).splitlines()
     assert header.endswith(",scavenger_gpu_hours") and row.endswith(",3.50")
+
+
+def test_report_page_and_csv_say_the_scavenger_hours_of_a_recorded_month(slurmdbds, client, django_user_model):
+    """22.05's recorded month with alice's job 2 (4 GPUs x 45 s) in the scavenger QOS."""
+    from tests.teams.test_report import SACCT, recording
+
+    doc = json.loads(recording("22.05", "sacct"))
+    for raw in doc["jobs"]:
+        raw["qos"] = "scavenger" if raw["job_id"] == 2 else raw["qos"]
+    slurmdbds["cluster1"].expect(SACCT, stdout=json.dumps(doc))
+    slurmdbds["cluster2"].expect(SACCT, stdout=recording("24.11", "sacct_nothing_found"))
+    carol = django_user_model.objects.create(username="carol")
+    Membership.objects.create(user=carol, team=Team.objects.create(name="vision"), role=Role.LEAD)
+    client.force_login(carol)
+    rows = client.get("/teams/vision/report/2026-11.csv").content.decode().splitlines()
+    assert rows[0].endswith(",scavenger_gpu_hours")
+    assert [r for r in rows if r.startswith("cluster1,alice,")][0].endswith(",0.05")
+    page = client.get("/teams/vision/report/2026-11/").content.decode()
+    assert "of which 0.05 GPU-hours as scavenger, not counted against the quota" in page
