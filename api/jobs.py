@@ -75,11 +75,13 @@ class ValidateQuotaOut(ValidateOut):
     quota: QuotaOut | None = Field(None, description="As a submission's quota; None also when the file is not valid")
 
 
-def quota_of(*, account: str, gpu_count: int, time_limit_min: int | None, cluster: str) -> dict | None:
+def quota_of(*, account: str, gpu_count: int, time_limit_min: int | None, cluster: str, priority_class: str = "") -> dict | None:
     """The :class:`QuotaOut` document of a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes
-    billed to ``account`` on ``cluster``; ``None`` when there is nothing to say (see
-    :func:`teams.usage.cache.job_quota_estimate`)."""
-    estimate = job_quota_estimate(team=account, gpu_count=gpu_count, time_limit_min=time_limit_min, cluster=cluster)
+    in class ``priority_class`` billed to ``account`` on ``cluster``; ``None`` when there is nothing
+    to say (see :func:`teams.usage.cache.job_quota_estimate`)."""
+    estimate = job_quota_estimate(
+        team=account, gpu_count=gpu_count, time_limit_min=time_limit_min, cluster=cluster, priority_class=priority_class
+    )
     return estimate.as_dict() if estimate else None
 
 
@@ -288,7 +290,13 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     clash = job_maintenance_warning(job)
     caps = cap_warning(user=request.user, cluster=job.cluster, gpu_count=job.gpu_count, exclude=job)  # per-person caps
     warnings = ([clash.text] if clash else []) + ([caps] if caps else [])
-    quota = quota_of(account=job.account, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min, cluster=job.cluster)
+    quota = quota_of(
+        account=job.account,
+        gpu_count=job.gpu_count,
+        time_limit_min=job.time_limit_min,
+        cluster=job.cluster,
+        priority_class=job.priority_class,
+    )
     return Status(HTTPStatus.CREATED, {**out, "warnings": warnings, "quota": quota})
 
 

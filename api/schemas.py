@@ -329,6 +329,14 @@ class QuotaOut(Schema):
     )
     billed_hours_quota: float | None = Field(None, description="The quota (sshare GrpTRESMins billing / 60); null: GPU quota")
     billed_hours_left: float | None = Field(None, description="quota - used, billed unit-hours; null: GPU quota")
+    scavenger: bool = Field(
+        False, description="The job is in the scavenger class: it costs no quota and the team's quota never holds it"
+    )
+    offer: str = Field(
+        "",
+        description="When it will wait for quota and the site offers priority classes: the offer to run it as scavenger "
+        '("Your team\'s GPU-hours are used up. Run as scavenger: ..."); "" otherwise. Also the sentence\'s end',
+    )
     sentence: str = Field(
         description='In words, e.g. "Team vision: used 80 h, 12 h promised to 3 running jobs, 8 h left; '
         'this job needs 16 h: it will wait for quota (...)."'

@@ -21,3 +21,9 @@ class JobsConfig(AppConfig):
         from .reads.report_measures import job_measures
 
         measure_source_set(job_measures)  # the team report's energy and GPU utilization
+
+        from teams.usage.borrow import scavenger_source_set
+
+        from .reads.scavenger_hours import scavenger_gpu_hours
+
+        scavenger_source_set(scavenger_gpu_hours)  # the team page's GPU-hours run as scavenger

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.dates import parse_iso_date
@@ -27,6 +28,7 @@ from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
 from .services import membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
 from .sync.runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
+from .usage.borrow import scavenger_hours
 from .usage.cache import team_usage
 
 
@@ -59,8 +61,9 @@ def _team(request: HttpRequest, name: str) -> Team:
 
 @login_required
 def team_detail(request: HttpRequest, name: str) -> HttpResponse:
-    """Quota, use, burn rate and run-out date, a chart of GPU-hours per day per member, per-member table,
-    and the team's fair share on each cluster (:mod:`teams.usage.fairshare`)."""
+    """Quota, use, burn rate and run-out date, the GPU-hours run as scavenger this period
+    (:func:`teams.usage.borrow.scavenger_hours`), a chart of GPU-hours per day per member, per-member
+    table, and the team's fair share on each cluster (:mod:`teams.usage.fairshare`)."""
     team = _team(request, name)
     usage = team_usage(team.name)
     by_member = {m.username: m for m in (usage.members if usage else [])}
@@ -74,11 +77,13 @@ def team_detail(request: HttpRequest, name: str) -> HttpResponse:
     days = [d for d in sorted(daily) if any(daily[d].values())]  # the table lists days with use only
     series = sorted({name for values in daily.values() for name in values})  # everyone who used the account
     fair_shares = [part.fair_share for part in usage.clusters if part.fair_share] if usage else []  # one per cluster
+    # GPU-hours run as scavenger since the period began: the quota does not count them (portal's job rows)
+    borrowed = scavenger_hours(team.name, usage.period_start, timezone.now()) if usage else None
     return render(
         request,
         "teams/team_detail.html",
         {"team": team, "usage": usage, "members": members, "chart": chart, "days": days, "series": series}
-        | {"fair_shares": fair_shares},
+        | {"fair_shares": fair_shares, "scavenger_hours": borrowed},
     )
 
 

@@ -60,6 +60,7 @@ SERIAL = {
     "tests/teams/test_usage_integration.py": "reads every account's usage on both clusters",
     "tests/teams/test_report_integration.py": "creates an account on both clusters and requeues a job on cluster1",
     "tests/jobs/test_preemption_integration.py": "creates an account and preempts its scavenger job holding node3's CPUs",
+    "tests/jobs/test_borrowing_integration.py": "sets the scavenger QOS's GrpTRESMins, creates two accounts, uses node3's t4s",
     "tests/e2e/test_preemption_browser.py": "preempts alice's scavenger job holding node3's CPUs",
     "tests/accounts/test_linking_integration.py": "adds users' associations",
     "tests/cluster/test_sudo_system_accounts_integration.py": "puts root in the users group for a moment",

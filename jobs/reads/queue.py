@@ -11,6 +11,7 @@ from portal.formats import from_now, ordinal
 from slurm.queue_index import HELD_REASONS
 from slurm.states import JobState
 from slurm.times import time_left_seconds
+from teams.usage.borrow import QUOTA_SPENT_REASONS, scavenger_offer
 from teams.usage.compute import how_to_fit
 
 from ..models import Job
@@ -162,6 +163,17 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     return note
 
 
+def with_scavenger_offer(note: str, job: Job, reason_code: str, usage) -> str:
+    """``note`` with the offer to run as scavenger appended (:func:`teams.usage.borrow.scavenger_offer`,
+    in the quota's unit, ``usage.quota_unit``) for a GPU job held by its team's spent quota (pending
+    reason ``AssocGrpGRESMinutes`` or ``AssocGrpBillingMinutes``) that is not scavenger, when the
+    site offers classes; else ``note`` as it is."""
+    if reason_code not in QUOTA_SPENT_REASONS or not job.gpu_count:
+        return note
+    offer = scavenger_offer(getattr(usage, "quota_unit", "gpu"), job.priority_class)
+    return f"{note} {offer}".strip() if offer else note
+
+
 def _with_node_note(reason: Reason, job: Job) -> Reason:
     """``reason`` with what the snapshot says about the job's unavailable nodes appended to its
     sentence (:func:`jobs.reads.node_trouble.job_node_trouble_note`: the maintenance reservation, or each
@@ -205,5 +217,6 @@ def job_row(job: Job, positions: dict[int, tuple[int, int]], *, now: float | Non
         elapsed = job.elapsed_s
     note = ""
     if reason is not None and reason.group == "QUOTA" and usage_for is not None:
-        note = quota_note(job.account, usage_for(job.account, cluster=job.cluster), job)  # its cluster's quota
+        usage = usage_for(job.account, cluster=job.cluster)  # its cluster's quota
+        note = with_scavenger_offer(quota_note(job.account, usage, job), job, reason.code, usage)
     return JobRow(job, position, in_line, estimate, reason, elapsed, time_left, note)

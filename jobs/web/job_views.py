@@ -137,7 +137,8 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     chosen partition can start a job now (drained, down, reserved: from the snapshot's nodes), when
     the time limit crosses a maintenance reservation on every node of it (:mod:`jobs.reads.maintenance`), and
     the quota sentence of :class:`teams.usage.records.QuotaEstimate` (used, promised to running jobs,
-    left; what this job needs: it fits or it will wait for quota) for one of the person's own teams,
+    left; what this job needs: it fits or it will wait for quota, with the offer to run it as scavenger
+    and a button that chooses that class; a scavenger job costs none) for one of the person's own teams,
     and when the person is already at a per-person cap (:func:`jobs.reads.cap_reasons.cap_warning`, from
     the stored jobs). Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
@@ -153,7 +154,9 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     accounts = request.user.slurm_accounts
     team = data.get("account") or (accounts[0] if accounts else "")
     estimate = (  # only the person's own teams' figures: another team's quota is not theirs to see
-        job_quota_estimate(team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name)
+        job_quota_estimate(
+            team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name, priority_class=str(data.get("priority", ""))
+        )
         if gpus and team in accounts and minutes
         else None
     )

@@ -1,10 +1,10 @@
 """sacct's job records as accounting counts them: one :class:`AccountedRun` per ``jobs[]`` entry of
 ``sacct --json -X -D`` (with ``-D`` a requeued job has one record per run), with what the team
-report needs beyond :class:`slurm.records.FinishedJob`: the ``billing`` TRES and the eligible time.
+report needs beyond :class:`slurm.records.FinishedJob`: the ``billing`` TRES, the eligible time and the QOS.
 
 Read from the document's version's adapter (the job fields, ``billing`` included: the record's
 ``tres.allocated`` ``{"type": "billing", "count": N}``, :func:`slurm.tres.tres_list_count`) and from
-the same record's ``time.eligible``, which both 22.05 (``dbv0.0.38``) and 24.11 (``v0.0.42``) write in
+the same record's ``time.eligible`` and ``qos``, which both 22.05 (``dbv0.0.38``) and 24.11 (``v0.0.42``) write in
 this shape (``tests/fixtures/slurm/``). No I/O."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ class AccountedRun:
     ``submit`` (``time.submission``), ``eligible`` (``time.eligible``; ``None`` unknown), ``start``
     (``None``: never started) and ``end`` (``None``: still running or pending); ``elapsed``:
     ``time.elapsed`` seconds; ``failed``: :func:`slurm.states.is_failure` of the record's state and
-    exit code (a run that was requeued is not a failure)."""
+    exit code (a run that was requeued is not a failure); ``qos``: the record's ``qos`` (the QOS it
+    ran in, a plain string in 22.05's ``dbv0.0.38`` and 24.11's ``v0.0.42`` alike; ``scavenger``: a
+    priority class that costs no quota), ``""`` when the record has none."""
 
     job_id: int
     user: str
@@ -39,6 +41,7 @@ class AccountedRun:
     start: int | None
     end: int | None
     failed: bool
+    qos: str = ""
 
     @property
     def active(self) -> bool:
@@ -79,6 +82,7 @@ def accounted_runs(doc: dict, *, argv: Sequence[str] = ("sacct", "--json")) -> l
                 start=job.start,
                 end=job.end,
                 failed=is_failure(job.state, job.exit_code, job.signal),
+                qos=str(raw.get("qos") or ""),
             )
         )
     return runs

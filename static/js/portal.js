@@ -38,6 +38,19 @@ document.addEventListener("DOMContentLoaded", function () {
   update();
 });
 
+// The job form's "Run as scavenger" (in the quota estimate, <button data-set-priority="scavenger">):
+// chooses that class and turns requeue on (a scavenger job must be requeued when stopped); the
+// change event asks for the estimate again.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button[data-set-priority]");
+  var form = button && button.closest("form");
+  var select = form && form.elements.priority;
+  if (!select) return;
+  select.value = button.getAttribute("data-set-priority");
+  if (form.elements.requeue) form.elements.requeue.checked = true;
+  select.dispatchEvent(new Event("change", { bubbles: true }));
+});
+
 // Copy buttons: <button data-copy="ID"> copies the text of element ID and says so.
 document.addEventListener("click", function (event) {
   var button = event.target.closest && event.target.closest("button[data-copy]");

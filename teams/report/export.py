@@ -28,6 +28,7 @@ CSV_HEADER = [
     "gpu_jobs_not_measured",
     "team_share_percent",
     "team_rank",
+    "scavenger_gpu_hours",
 ]
 #: The ``member`` of a cluster's total row in the CSV.
 TEAM_ROW = "(team total)"
@@ -57,7 +58,15 @@ def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
         str(row.not_measured),
         _num(part.share * 100 if total and part.share is not None else None, 1),
         str(part.rank) if total and part.rank else "",
+        _num(row.scavenger_gpu_hours, 2),
     ]
+
+
+def scavenger_words(row: ReportRow) -> str:
+    """ " (of which 3.50 GPU-hours as scavenger, not counted against the quota)", or "" when none."""
+    if not row.scavenger_gpu_hours:
+        return ""
+    return f" (of which {row.scavenger_gpu_hours:.2f} GPU-hours as scavenger, not counted against the quota)"
 
 
 def report_csv(report: TeamReport) -> str:
@@ -86,7 +95,8 @@ def summary_lines(report: TeamReport) -> list[str]:
         share = f"{part.share * 100:.1f} % of the cluster's GPU-hours" if part.share is not None else "the cluster used no GPUs"
         rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
         lines.append(
-            f"{part.cluster}: {total.gpu_hours:.2f} GPU-hours, {total.billed_unit_hours:.2f} billed unit-hours{cost}, "
+            f"{part.cluster}: {total.gpu_hours:.2f} GPU-hours{scavenger_words(total)}, "
+            f"{total.billed_unit_hours:.2f} billed unit-hours{cost}, "
             f"{total.jobs} jobs ({total.failed_jobs} failed), median wait {wait}; {share}{rank}"
         )
     return lines

@@ -9,6 +9,8 @@ Each figure and its source (every time clipped to the month, in seconds, then sh
   ``TRESBillingWeights``; a site that sets none bills the job's CPUs) x the same time / 3600.
 - **Cost**: billed unit-hours x ``PORTAL_BILLING_RATE`` (``"<amount> <currency>"`` per billed
   unit-hour); ``None`` when the site sets no price.
+- **As scavenger**: the GPU-hours of the runs in the ``scavenger`` QOS (the record's ``qos``), part
+  of the GPU-hours above; the class costs no quota (``UsageFactor=0``), so the quota did not count them.
 - **Jobs**: distinct job ids among the records (a requeued job is one job; array tasks and
   heterogeneous components have ids of their own); **failed jobs**: those with a run that
   :func:`slurm.states.is_failure` calls failed.
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from portal.billing import Rate, cost_of
 from slurm.adapters.sacct_runs import AccountedRun
 
+from ..priority_classes import SCAVENGER
 from .measures import Measure
 
 
@@ -39,7 +42,8 @@ class ReportRow:
     Hours are GPU-hours / billed unit-hours; ``median_wait_s`` seconds (``None``: no run started);
     ``cost`` in the rate's currency (``None``: no price set); ``energy_wh``, ``idle_gpu_hours``,
     ``gpu_util_percent`` ``None`` when no GPU job was measured; ``gpu_jobs`` jobs with GPUs,
-    ``not_measured`` of them without measurements."""
+    ``not_measured`` of them without measurements; ``scavenger_gpu_hours``: the part of ``gpu_hours``
+    run as scavenger, which the quota does not count."""
 
     username: str
     gpu_hours: float
@@ -53,6 +57,7 @@ class ReportRow:
     gpu_util_percent: float | None
     gpu_jobs: int
     not_measured: int
+    scavenger_gpu_hours: float = 0.0
 
 
 def clipped_seconds(run: AccountedRun, start: float, end: float, now: float) -> float:
@@ -112,6 +117,7 @@ def report_row(
     return ReportRow(
         username=username,
         gpu_hours=sum(by_job.values()),
+        scavenger_gpu_hours=sum(gpu_hours_by_job([r for r in runs if r.qos == SCAVENGER], start, end, now).values()),
         billed_unit_hours=billed,
         cost=float(cost.amount) if (cost := cost_of(billed, rate) if rate else None) else None,
         jobs=len({run.job_id for run in runs}),

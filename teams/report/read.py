@@ -37,7 +37,8 @@ SACCT_TIMEOUT_S = 120.0
 CURRENT_TTL_S = 300
 #: A read this long after the month's end is final (accounting has every record of the month).
 FINAL_AFTER_S = 900
-_KEY = "teams:report:runs:v1:{cluster}:{month}"
+#: v2: each run carries its QOS (reads kept before it have none: read again).
+_KEY = "teams:report:runs:v2:{cluster}:{month}"
 
 
 @dataclass(frozen=True)

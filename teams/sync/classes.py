@@ -1,6 +1,7 @@
 """The priority classes' part of the teams sync (:mod:`teams.priority_classes`): one QOS per class
 with its ``Priority``, ``Preempt``, ``PreemptMode``, ``UsageFactor``, ``GraceTime`` and
-``MaxTRESPerAccount`` gres/gpu, read from slurmdbd (:data:`SHOW_CLASS_QOS`) and kept with
+``MaxTRESPerAccount`` gres/gpu, and on a class that costs no quota (``scavenger``) ``GrpTRESMins``
+``billing`` and ``gres/gpu`` (:data:`BORROW_MINUTES`), read from slurmdbd (:data:`SHOW_CLASS_QOS`) and kept with
 ``sacctmgr add qos`` / ``modify qos`` (:class:`KeepClassQos`); and every team account's QOS list
 holding them all (:class:`GrantClassQos`: ``sacctmgr modify account ... set qos+=...``; its users'
 associations inherit it). Planned after the teams' actions and the site policy's QOS, only when
@@ -14,26 +15,40 @@ from typing import ClassVar
 
 from slurm import SlurmGateway
 from slurm.times import parse_time_limit
-from slurm.tres import GPU_TRES, parse_tres_count
+from slurm.tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_count
 
 from ..priority_classes import PriorityClass
 from .actions import SACCTMGR, Action
 
 _SHOW = ["sacctmgr", "--noheader", "--parsable2", "show"]
 #: Names both 22.05 and 24.11 accept; split on ``|`` by position.
-CLASS_QOS_FIELDS = ("Name", "Priority", "Preempt", "PreemptMode", "UsageFactor", "GraceTime", "MaxTRESPerAccount")
+CLASS_QOS_FIELDS = (
+    "Name", "Priority", "Preempt", "PreemptMode", "UsageFactor", "GraceTime", "MaxTRESPerAccount", "GrpTRESMins"
+)  # fmt: skip
 SHOW_CLASS_QOS = [*_SHOW, "qos", "format=" + ",".join(CLASS_QOS_FIELDS)]
 #: Every association's account, user (``""`` on the account's own) and QOS list (inherited ones shown).
 SHOW_ASSOCIATION_QOS = [*_SHOW, "association", "format=Account,User,QOS"]
 
-#: Field -> how sacctmgr takes it: the class's value as the argument's text.
-_FIELDS = ("Priority", "Preempt", "PreemptMode", "UsageFactor", "GraceTime", "MaxTRESPerAccount")
+#: The QOS's ``GrpTRESMins`` on a class that costs no quota, per TRES: so high that it is never
+#: reached. A QOS limit takes precedence over the association's, so a team's spent quota
+#: (``GrpTRESMins=gres/gpu=N`` or ``billing=N`` on its account, pending reason ``AssocGrpGRESMinutes``
+#: / ``AssocGrpBillingMinutes``) does not hold a job in it (seen on cluster1, docs/policy.md).
+BORROW_MINUTES = {BILLING_TRES: 1_000_000_000, GPU_TRES: 1_000_000_000}
+
+
+def tres_text(tres: dict[str, int]) -> str:
+    """``{"gres/gpu": 5, "billing": 5}`` -> ``billing=5,gres/gpu=5``: the TRES this sync keeps in
+    :data:`BORROW_MINUTES`' order (sacctmgr's, by TRES id: ``billing`` is 5, ``gres/gpu`` later), others
+    left out; ``""`` for none. Values are compared in this one form, never as Slurm's text."""
+    return ",".join(f"{name}={tres[name]}" for name in BORROW_MINUTES if name in tres)
 
 
 def class_fields(cls: PriorityClass) -> dict[str, str]:
     """The QOS fields the sync keeps for ``cls``, as sacctmgr takes them (``GraceTime`` in seconds,
-    ``MaxTRESPerAccount`` ``gres/gpu=N`` or ``gres/gpu=-1`` for none)."""
-    return {
+    ``MaxTRESPerAccount`` ``gres/gpu=N`` or ``gres/gpu=-1`` for none); ``GrpTRESMins``
+    (:data:`BORROW_MINUTES`) only for a class that costs no quota (``UsageFactor`` 0): other classes'
+    ``GrpTRESMins`` is not the sync's."""
+    fields = {
         "Priority": str(cls.priority),
         "Preempt": ",".join(cls.preempts),
         "PreemptMode": cls.preempt_mode,
@@ -41,18 +56,22 @@ def class_fields(cls: PriorityClass) -> dict[str, str]:
         "GraceTime": str(cls.grace_s),
         "MaxTRESPerAccount": f"gres/gpu={-1 if cls.max_gpus_per_team is None else cls.max_gpus_per_team}",
     }
+    if cls.usage_factor == 0:
+        fields["GrpTRESMins"] = tres_text(BORROW_MINUTES)
+    return fields
 
 
 def parse_class_qos(text: str) -> dict[str, dict[str, str]]:
     """:data:`SHOW_CLASS_QOS` -> QOS name -> its fields normalised as :func:`class_fields` writes
-    them (``GraceTime`` ``00:01:00`` -> ``60``, ``UsageFactor`` ``0.000000`` -> ``0``, ``Preempt`` sorted).
+    them (``GraceTime`` ``00:01:00`` -> ``60``, ``UsageFactor`` ``0.000000`` -> ``0``, ``Preempt`` sorted,
+    ``GrpTRESMins`` its ``billing`` and ``gres/gpu`` parsed and written back by :func:`tres_text`).
     Raises ``ValueError`` on a line without the fields asked for or a value it cannot read."""
     rows = {}
     for line in filter(None, text.splitlines()):
         parts = line.split("|")
         if len(parts) != len(CLASS_QOS_FIELDS):
             raise ValueError(f"unexpected line from {' '.join(SHOW_CLASS_QOS)}: {line!r}")
-        name, priority, preempt, mode, factor, grace, per_account = parts
+        name, priority, preempt, mode, factor, grace, per_account, group_minutes = parts
         gpus = parse_tres_count(per_account, GPU_TRES)
         rows[name] = {
             "Priority": str(int(priority or 0)),
@@ -61,6 +80,7 @@ def parse_class_qos(text: str) -> dict[str, dict[str, str]]:
             "UsageFactor": f"{float(factor or 1):g}",
             "GraceTime": str(parse_time_limit(grace) or 0),
             "MaxTRESPerAccount": f"gres/gpu={-1 if gpus is None else gpus}",
+            "GrpTRESMins": tres_text(parse_tres(group_minutes)),
         }
     return rows
 
@@ -154,9 +174,9 @@ def plan_classes(
     for cls in sorted(classes.values(), key=lambda c: len(c.preempts)):
         want, have = class_fields(cls), actual_qos.get(cls.qos)
         if have is None:
-            actions.append(KeepClassQos(cls.qos, False, tuple((f, "", want[f]) for f in _FIELDS)))
+            actions.append(KeepClassQos(cls.qos, False, tuple((f, "", want[f]) for f in want)))
             continue
-        changes = tuple((f, have[f], want[f]) for f in _FIELDS if have[f] != want[f])
+        changes = tuple((f, have[f], want[f]) for f in want if have[f] != want[f])
         if changes:
             actions.append(KeepClassQos(cls.qos, True, changes))
     names = [c.qos for c in classes.values()]

@@ -29,6 +29,7 @@ from slurm.clusters import cluster_get, cluster_names, default_cluster
 from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
+from .borrow import is_scavenger, scavenger_offer
 from .compute import how_to_fit, usage_compute
 from .notify import quota_notify
 from .read import usage_read
@@ -229,7 +230,7 @@ def usage_refresh(
 
 
 def job_quota_estimate(
-    *, team: str, gpu_count: int, time_limit_min: int | None, cluster: str | None = None
+    *, team: str, gpu_count: int, time_limit_min: int | None, cluster: str | None = None, priority_class: str = ""
 ) -> QuotaEstimate | None:
     """Whether a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes fits what ``team`` has left
     on ``cluster``, the job's (``None``: the default cluster), counted as Slurm's
@@ -238,14 +239,16 @@ def job_quota_estimate(
     quota. Each cluster holds jobs against its own quota, so another cluster's figures never count
     here (cache only: the figures of the last usage refresh, every ``PORTAL_USAGE_INTERVAL``).
     A quota in billed units gives its figures without a verdict (:func:`_billed_estimate`).
-    ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
+    ``priority_class``: the job's (``""``: none); a scavenger job never waits for quota, and a job
+    that would is offered scavenger (:func:`_borrowing`). ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
     has no GPUs or no time limit."""
     name = _cluster(cluster)
     usage = team_usage(team, cluster=name)
     if usage is None or not usage.tracked or gpu_count <= 0 or not time_limit_min:
         return None
     if usage.quota_unit == "billing":
-        return _billed_estimate(usage, team=team, cluster=name, most=gpu_count * time_limit_min / 60)
+        billed = _billed_estimate(usage, team=team, cluster=name, most=gpu_count * time_limit_min / 60)
+        return _borrowing(billed, priority_class)
     if usage.gpu_hours_left is None:
         return None
     most = gpu_count * time_limit_min / 60
@@ -253,7 +256,7 @@ def job_quota_estimate(
     left = usage.gpu_hours_left - promised
     will_wait = most > left + 1e-9
     fit = how_to_fit(gpu_hours_left=left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
-    return QuotaEstimate(
+    estimate = QuotaEstimate(
         team=team,
         gpu_hours_max=most,
         gpu_hours_left=left,
@@ -268,6 +271,20 @@ def job_quota_estimate(
         gpu_hours_promised=promised,
         promised_jobs=usage.promised_jobs,
     )
+    return _borrowing(estimate, priority_class)
+
+
+def _borrowing(estimate: QuotaEstimate | None, priority_class: str) -> QuotaEstimate | None:
+    """``estimate`` of a scavenger job: no wait and no way to fit (the class costs no quota and the
+    team's ``GrpTRESMins`` does not hold it, :mod:`teams.usage.borrow`); of another job that will
+    wait for quota: with the offer to run as scavenger when the site offers classes."""
+    if estimate is None:
+        return None
+    if is_scavenger(priority_class):
+        return replace(estimate, will_wait=False, fit="", scavenger=True)
+    if estimate.will_wait:
+        return replace(estimate, offer=scavenger_offer(estimate.unit, priority_class))
+    return estimate
 
 
 def _billed_estimate(usage: TeamUsage, *, team: str, cluster: str, most: float) -> QuotaEstimate | None:

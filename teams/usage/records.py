@@ -19,6 +19,9 @@ GPU_NOT_TRACKED = (
 #: A quota's unit (``TeamUsage.quota_unit``) in words.
 UNIT_LABELS = {"gpu": "GPU-hours", "billing": "billed unit-hours"}
 
+#: What a scavenger job's quota estimate says instead of a verdict (``UsageFactor=0``: it costs none).
+COSTS_NO_QUOTA = "as scavenger it costs no quota"
+
 
 @dataclass(frozen=True)
 class MemberUsage:
@@ -212,7 +215,12 @@ class QuotaEstimate:
     ``GrpTRESMins`` ``billing`` / 60), the ``gpu_hours_*`` ones other than ``gpu_hours_max`` are 0,
     and ``will_wait`` is True only when nothing is left: a job's billed units per minute come from
     its partition's ``TRESBillingWeights``, which the portal does not read, so Slurm computes them
-    when the job starts and the sentence says so rather than a guess."""
+    when the job starts and the sentence says so rather than a guess.
+
+    ``scavenger``: the job asks for the scavenger class, which costs no quota (``UsageFactor=0``) and
+    which the team's quota does not hold: ``will_wait`` is False and the sentence says so.
+    ``offer``: the sentence offering scavenger to a job that will wait for quota
+    (:func:`teams.usage.borrow.scavenger_offer`); ``""`` when not offered."""
 
     team: str
     gpu_hours_max: float
@@ -234,6 +242,8 @@ class QuotaEstimate:
     billed_hours_used: float | None = None
     billed_hours_quota: float | None = None
     billed_hours_left: float | None = None
+    scavenger: bool = False
+    offer: str = ""
 
     @property
     def summary(self) -> str:
@@ -253,6 +263,8 @@ class QuotaEstimate:
             f"Team {self.team}: used {hours_text(self.gpu_hours_used)}, {promised}, {left}; "
             f"this job needs {hours_text(self.gpu_hours_max)}: "
         )
+        if self.scavenger:
+            return head + COSTS_NO_QUOTA
         if self.frozen:
             return head + (
                 "the team's quota is 0 GPU-hours (frozen), so GPU jobs wait until a portal admin sets a quota; "
@@ -269,6 +281,8 @@ class QuotaEstimate:
         120 left; this job's billed units: Slurm computes them at the start (...)"."""
         used, quota, left = self.billed_hours_used or 0.0, self.billed_hours_quota or 0.0, self.billed_hours_left or 0.0
         head = f"Team {self.team}: used {_units(used)} of {_units(quota)} billed unit-hours"
+        if self.scavenger:
+            return f"{head}; {COSTS_NO_QUOTA}"
         if self.frozen:
             return head + (
                 "; the team's quota is 0 billed unit-hours (frozen), so its jobs wait until a portal admin sets a quota"
@@ -282,9 +296,10 @@ class QuotaEstimate:
 
     @property
     def sentence(self) -> str:
-        """:attr:`summary`, then how to start now when something would fit, as one sentence."""
+        """:attr:`summary`, then how to start now when something would fit, as one sentence; then
+        the :attr:`offer` when there is one."""
         fit = f". To start now, {self.fit}" if self.fit and not self.frozen else ""
-        return f"{self.summary}{fit}."
+        return f"{self.summary}{fit}." + (f" {self.offer}" if self.offer else "")
 
     def as_dict(self) -> dict:
         """The API's ``quota`` object: the figures above, ``cluster``, ``team`` and ``sentence``."""

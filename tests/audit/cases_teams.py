@@ -247,7 +247,10 @@ def sync_set_qos(w: World):
 
 
 def _class_qos_recorded(name: str) -> str:
-    return (FIXTURES / "slurm" / "22.05" / "policy" / name).read_text()
+    """A recorded class QOS output; the scavenger QOS with the GrpTRESMins the sync keeps (appended, see the README)."""
+    text = (FIXTURES / "slurm" / "22.05" / "policy" / name).read_text()
+    kept = "scavenger|0||requeue|0.000000|00:01:00||billing=1000000000,gres/gpu=1000000000"
+    return text.replace("scavenger|0||requeue|0.000000|00:01:00||", kept)
 
 
 def sync_keep_class_qos(w: World):

@@ -15,11 +15,25 @@ from teams.sync.classes import (
 )
 from tests.conftest import FIXTURES
 
+#: The scavenger line once the sync keeps its GrpTRESMins, as sacctmgr writes a TRES list (by TRES id).
+BORROWING = "scavenger|0||requeue|0.000000|00:01:00||billing=1000000000,gres/gpu=1000000000"
+BORROW_SET = "GrpTRESMins=billing=1000000000,gres/gpu=1000000000"
+
+
+def recorded_text(version: str, when: str) -> str:
+    """The recorded class QOS; "kept" is "after" with the scavenger QOS's GrpTRESMins as the sync keeps it."""
+    text = (
+        FIXTURES / "slurm" / version / "policy" / f"sacctmgr_show_class_qos_{'after' if when == 'kept' else when}.txt"
+    ).read_text()
+    return text.replace("scavenger|0||requeue|0.000000|00:01:00||", BORROWING) if when == "kept" else text
+
 
 def recorded(version: str, when: str):
     folder = FIXTURES / "slurm" / version / "policy"
-    qos = parse_class_qos((folder / f"sacctmgr_show_class_qos_{when}.txt").read_text())
-    assoc = parse_association_qos((folder / f"sacctmgr_show_association_qos_{when}.txt").read_text())
+    qos = parse_class_qos(recorded_text(version, when))
+    assoc = parse_association_qos(
+        (folder / f"sacctmgr_show_association_qos_{'after' if when == 'kept' else when}.txt").read_text()
+    )
     return qos, assoc
 
 
@@ -27,7 +41,8 @@ def recorded(version: str, when: str):
 def test_plan_on_a_cluster_without_classes_creates_the_qos_and_grants_them(version):
     actions = plan_classes(priority_classes(), *recorded(version, "before"), accounts=("nlp", "vision"))
     assert [a.describe() for a in actions] == [
-        "+ add QOS scavenger (Priority 0, Preempt none, PreemptMode requeue, UsageFactor 0, GraceTime 60, MaxTRESPerAccount gres/gpu=-1)",
+        "+ add QOS scavenger (Priority 0, Preempt none, PreemptMode requeue, UsageFactor 0, GraceTime 60, MaxTRESPerAccount gres/gpu=-1, "
+        "GrpTRESMins billing=1000000000,gres/gpu=1000000000)",
         "+ add QOS high (Priority 1000, Preempt scavenger, PreemptMode cluster, UsageFactor 1, GraceTime 0, MaxTRESPerAccount gres/gpu=2)",
         "~ set QOS normal Priority 100 (was 0), Preempt scavenger (was none)",
         "~ let nlp use QOS high, scavenger",
@@ -36,7 +51,7 @@ def test_plan_on_a_cluster_without_classes_creates_the_qos_and_grants_them(versi
     scavenger, high, normal, nlp, _ = actions
     assert scavenger.argv == [
         "sacctmgr", "-i", "add", "qos", "name=scavenger", "Priority=0", "PreemptMode=requeue", "UsageFactor=0",
-        "GraceTime=60", "MaxTRESPerAccount=gres/gpu=-1",
+        "GraceTime=60", "MaxTRESPerAccount=gres/gpu=-1", BORROW_SET,
     ]  # fmt: skip
     assert high.argv[-1] == "MaxTRESPerAccount=gres/gpu=2" and "Preempt=scavenger" in high.argv
     assert normal.argv == [
@@ -48,7 +63,7 @@ def test_plan_on_a_cluster_without_classes_creates_the_qos_and_grants_them(versi
 
 @pytest.mark.parametrize("version", ["22.05", "24.11"])
 def test_plan_after_the_sync_applied_is_empty(version):
-    qos, assoc = recorded(version, "after")
+    qos, assoc = recorded(version, "kept")
     assert qos["scavenger"] == {
         "Priority": "0",
         "Preempt": "",
@@ -56,15 +71,46 @@ def test_plan_after_the_sync_applied_is_empty(version):
         "UsageFactor": "0",
         "GraceTime": "60",
         "MaxTRESPerAccount": "gres/gpu=-1",
+        "GrpTRESMins": "billing=1000000000,gres/gpu=1000000000",
     }
+    assert qos["high"]["GrpTRESMins"] == "" and qos["normal"]["GrpTRESMins"] == ""  # read, never kept
     assert assoc["vision"] == [{"high", "normal", "scavenger"}] * 3  # the account's and its two users'
     assert plan_classes(priority_classes(), qos, assoc, accounts=("nlp", "vision")) == []
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_a_scavenger_qos_without_grp_tres_mins_gets_it_so_no_team_quota_holds_its_jobs(version):
+    """The recorded state before the sync kept GrpTRESMins: one modify of the scavenger QOS, the other QOS untouched."""
+    qos, assoc = recorded(version, "after")
+    [action] = plan_classes(priority_classes(), qos, assoc, accounts=("nlp", "vision"))
+    assert action == KeepClassQos("scavenger", True, (("GrpTRESMins", "", "billing=1000000000,gres/gpu=1000000000"),))
+    assert action.argv == ["sacctmgr", "-i", "modify", "qos", "where", "name=scavenger", "set", BORROW_SET]
+    assert action.describe() == "~ set QOS scavenger GrpTRESMins billing=1000000000,gres/gpu=1000000000 (was none)"
+    assert (action.old, action.new) == ({"GrpTRESMins": ""}, {"GrpTRESMins": "billing=1000000000,gres/gpu=1000000000"})
+
+
+def test_grp_tres_mins_is_compared_as_tres_not_as_text():
+    """Another TRES order, another TRES beside them (an admin's cpu limit: kept, not the sync's), or only
+    the GPU-minutes one (the probe's value): read as TRES; the last one lacks billing, so it is set."""
+    text = recorded_text("22.05", "kept")
+    qos = parse_class_qos(
+        text.replace(
+            BORROWING, BORROWING.replace("billing=1000000000,gres/gpu=1000000000", "cpu=5,gres/gpu=1000000000,billing=1000000000")
+        )
+    )
+    assert qos["scavenger"]["GrpTRESMins"] == "billing=1000000000,gres/gpu=1000000000"
+    probe = parse_class_qos(text.replace("billing=1000000000,gres/gpu=1000000000", "gres/gpu=1000000000"))
+    assoc = recorded("22.05", "kept")[1]
+    [action] = plan_classes(priority_classes(), probe, assoc, accounts=("nlp", "vision"))
+    assert action.describe() == (
+        "~ set QOS scavenger GrpTRESMins billing=1000000000,gres/gpu=1000000000 (was gres/gpu=1000000000)"
+    )
 
 
 def test_a_changed_cap_and_grace_time_are_set_back_and_other_qos_are_never_touched(settings):
     settings.PORTAL_HIGH_MAX_GPUS_PER_TEAM = 0
     settings.PORTAL_SCAVENGER_GRACE_SECONDS = 30
-    qos, assoc = recorded("24.11", "after")
+    qos, assoc = recorded("24.11", "kept")
     actions = plan_classes(priority_classes(), qos, assoc, accounts=("nlp", "vision", "newteam"))
     assert actions == [
         KeepClassQos("scavenger", True, (("GraceTime", "60", "30"),)),
@@ -79,7 +125,9 @@ def test_a_qos_line_it_cannot_read_is_an_error_not_a_guess():
     with pytest.raises(ValueError):
         parse_class_qos("high|1000|scavenger|cluster\n")
     with pytest.raises(ValueError):
-        parse_class_qos("high|many|scavenger|cluster|1.0|00:00:00|\n")
+        parse_class_qos("high|many|scavenger|cluster|1.0|00:00:00||\n")
+    with pytest.raises(ValueError):  # the line of the format before GrpTRESMins was read
+        parse_class_qos("high|1000|scavenger|cluster|1.000000|00:00:00|gres/gpu=2\n")
 
 
 def test_class_lines_say_what_each_means(settings):
@@ -112,7 +160,7 @@ def test_sync_with_classes_on_keeps_the_qos_and_audits_each_change(monkeypatch, 
     folder = FIXTURES / "slurm" / "22.05" / "policy"
     fake.expect(SHOW_ASSOCIATIONS, stdout="")
     fake.expect(SHOW_USERS, stdout="")
-    after = (folder / "sacctmgr_show_class_qos_after.txt").read_text().replace("00:01:00", "00:00:30")
+    after = recorded_text("22.05", "kept").replace("00:01:00", "00:00:30")
     fake.expect(SHOW_CLASS_QOS, stdout=after)
     fake.expect(SHOW_ASSOCIATION_QOS, stdout=(folder / "sacctmgr_show_association_qos_after.txt").read_text())
     fake.expect(
@@ -138,3 +186,34 @@ def test_sync_with_classes_off_asks_slurm_for_no_class_qos(monkeypatch, clean_ca
     fake.expect(SHOW_USERS, stdout="")
     report = teams_sync(clusters=["cluster1"])
     assert report.ok and report.lines == []
+
+
+def test_sync_sets_the_scavenger_grp_tres_mins_and_audits_it(monkeypatch, clean_cache, settings, db):
+    """The recorded 24.11 state (no GrpTRESMins yet) on a scripted transport: one modify, one line, one audit row."""
+    from audit.models import AuditEvent
+    from slurm import SlurmGateway
+    from slurm.accounting import SHOW_ASSOCIATIONS, SHOW_USERS
+    from teams.sync import associations as sync_module
+    from teams.sync.associations import teams_sync
+    from teams.sync.classes import SHOW_ASSOCIATION_QOS, SHOW_CLASS_QOS
+    from tests.fakes import FakeTransport
+
+    fake = FakeTransport()
+    monkeypatch.setattr(sync_module, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
+    settings.PORTAL_PRIORITY_CLASSES = True
+    folder = FIXTURES / "slurm" / "24.11" / "policy"
+    fake.expect(SHOW_ASSOCIATIONS, stdout="")
+    fake.expect(SHOW_USERS, stdout="")
+    fake.expect(SHOW_CLASS_QOS, stdout=recorded_text("24.11", "after"))
+    fake.expect(SHOW_ASSOCIATION_QOS, stdout=(folder / "sacctmgr_show_association_qos_after.txt").read_text())
+    fake.expect(["sacctmgr", "-i", "modify", "qos", "where", "name=scavenger", "set", BORROW_SET], stdout=" Modified qos...\n")
+    report = teams_sync(clusters=["cluster1"])
+    assert report.ok and report.lines == [
+        "cluster1: ~ set QOS scavenger GrpTRESMins billing=1000000000,gres/gpu=1000000000 (was none)"
+    ], report.lines
+    row = AuditEvent.objects.get(action="slurm.sync.keep_class_qos")
+    assert (row.target, row.old, row.new) == (
+        "qos:scavenger",
+        {"GrpTRESMins": ""},
+        {"GrpTRESMins": "billing=1000000000,gres/gpu=1000000000", "cluster": "cluster1"},
+    )
