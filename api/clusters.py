@@ -7,7 +7,7 @@ from ninja import Router
 
 from jobs.reads.selectors import snapshot_status
 from jobs.submit.policy import SitePolicy
-from slurm.clusters import clusters, default_cluster, sessions_cluster
+from slurm.clusters import clusters, default_cluster, session_clusters
 from slurm.snapshot import snapshots_load
 
 from .base import need_scope
@@ -21,7 +21,7 @@ def list_clusters(request):
     need_scope(request, "read")
     configured = clusters()
     snapshots = snapshots_load([c.name for c in configured])
-    default, sessions = default_cluster().name, sessions_cluster().name
+    default, sessions = default_cluster().name, {c.name for c in session_clusters()}
     out = []
     for cluster in configured:
         snapshot = snapshots[cluster.name]
@@ -31,7 +31,7 @@ def list_clusters(request):
                 "name": cluster.name,
                 "label": cluster.label,
                 "default": cluster.name == default,
-                "sessions": cluster.name == sessions,
+                "sessions": cluster.name in sessions,
                 "slurm_version": snapshot.slurm_version if snapshot else "",
                 "partitions": sorted(policy.partitions),
                 "gpu_types": sorted({t for p in policy.partitions.values() for t in p.gpu_types}),

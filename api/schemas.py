@@ -77,7 +77,9 @@ class ClusterOut(Schema):
     name: str = Field(description="What jobs, profiles (cluster:) and the CLI (--cluster) call it")
     label: str
     default: bool = Field(description="Jobs that name no cluster run here")
-    sessions: bool = Field(description="Sessions (JupyterLab, VS Code) start here")
+    sessions: bool = Field(
+        description="Sessions (JupyterLab, VS Code) may run here (POST /sessions cluster); the first such is their default"
+    )
     slurm_version: str = Field(description="As its last poll saw it; empty before one")
     partitions: list[str] = Field(description="Offered to jobs")
     gpu_types: list[str]

@@ -17,13 +17,12 @@ from pydantic import field_validator
 from interactive import hub
 from interactive.kinds import SessionKind, kind_default, kinds_all
 from interactive.models import Session
-from interactive.options import session_caps_now, session_images, session_maintenance
-from interactive.services import SessionCard, session_cards, session_start, session_stop
+from interactive.options import session_caps_now, session_cluster_choice, session_images, session_maintenance
+from interactive.services import SessionCard, cards_cluster, session_cards, session_start, session_stop
 from jobs.reads.selectors import cluster_status
 from jobs.submit.fields import SESSION_API
 from portal.refusals import Problem, Refused
 from portal.units import MemoryRefusal, memory_mib
-from slurm.clusters import sessions_cluster
 
 from .base import need_scope
 from .schemas import ErrorOut, FreshnessOut, In
@@ -45,6 +44,7 @@ class SessionOut(Schema):
     memory_mb: int
     time_limit_min: int
     image: str = Field("", description="The site image the server runs in (GET /images); empty: the node's own system")
+    cluster: str = Field("", description="The cluster it runs on (chosen at the start: POST /sessions cluster)")
     account: str = Field(
         "", description="The team (Slurm account) it is billed to (empty: started before sessions were billed to a team)"
     )
@@ -99,6 +99,12 @@ class SessionIn(In):
         description="The team (Slurm account) to bill it to, one of your teams (GET /me); omitted: your first team, as for a job",
     )
 
+    cluster: str | None = Field(
+        None,
+        max_length=64,
+        description="A cluster sessions run on (GET /clusters: sessions); omitted: the default one (the first of them)",
+    )
+
     @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, value: Any) -> Any:
@@ -151,6 +157,7 @@ def session_out(card: SessionCard) -> dict:
         "time_limit_min": s.time_limit_min,
         "image": s.image_name,
         "account": s.account,
+        "cluster": s.on_cluster,
         "message": s.message,
         "explanation": card.line,
         "position": card.position,
@@ -174,27 +181,31 @@ def _card(request, name: str) -> SessionCard:
 def list_sessions(request):
     need_scope(request, "read")
     cards, hub_warning = session_cards(user=request.user)
-    status = cluster_status(sessions_cluster().name)
+    status = cluster_status(cards_cluster(cards))
     warning = " ".join(w for w in (status.unreachable, hub_warning) if w)
     return {"items": [session_out(c) for c in cards], "count": len(cards), "warning": warning, "freshness": status.as_api()}
 
 
-def kind_out(kind: SessionKind) -> dict:
+def kind_out(kind: SessionKind, cluster: str = "") -> dict:
     return {
         "name": kind.name,
         "label": kind.label,
         "available": kind.available(),
         "note": kind.unavailable_reason(),
-        "images": [image.name for image in session_images(kind)],
+        "images": [image.name for image in session_images(kind, cluster=cluster)],
     }
 
 
 @router.get("/kinds", response={200: SessionKindList, **ERRORS}, summary="The kinds of session this site has (the ide values)")
-def list_kinds(request):
+def list_kinds(request, cluster: str = ""):
+    """``cluster``: the images and caps of a session there (omitted: the default session cluster)."""
     need_scope(request, "read")
+    cluster, refused = session_cluster_choice({"cluster": cluster})
+    if refused:
+        raise Refused(*refused, detail="No such cluster for sessions; see errors.")
     kinds = kinds_all()
-    caps = session_caps_now(user=request.user)  # from the Session rows and the stored snapshot
-    return {"items": [kind_out(k) for k in kinds], "count": len(kinds), "default": kind_default().name, "caps": caps}
+    caps = session_caps_now(user=request.user, cluster=cluster)  # from the Session rows and the stored snapshot
+    return {"items": [kind_out(k, cluster) for k in kinds], "count": len(kinds), "default": kind_default().name, "caps": caps}
 
 
 def _memory_mib(body: SessionIn) -> int:
@@ -228,13 +239,15 @@ def start_session(request, body: SessionIn):
         options["image"] = body.image
     if body.account is not None:
         options["account"] = body.account
+    if body.cluster is not None:
+        options["cluster"] = body.cluster
     try:
         session = session_start(user=request.user, raw_options=options)
     except Refused as refused:
         raise Refused(*refused.renamed(SESSION_API).problems, detail="The session cannot be started; see errors.") from None
     except hub.HubUnavailable as exc:
         raise HttpError(503, f"JupyterHub could not be reached, so the session was not started: {exc}") from None
-    clash = session_maintenance(cluster=sessions_cluster().name, partition=session.partition, hours=session.time_limit_min // 60)
+    clash = session_maintenance(cluster=session.on_cluster, partition=session.partition, hours=session.time_limit_min // 60)
     out = session_out(_card(request, session.server_name))
     return Status(HTTPStatus.CREATED, {**out, "warnings": [clash.text] if clash else []})
 

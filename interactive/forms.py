@@ -6,12 +6,19 @@ from __future__ import annotations
 from django import forms
 
 from jobs.submit.policy import SitePolicy
-from jobs.web.forms import MemoryField
+from jobs.web.forms import MemoryField, offer_clusters
+from slurm.clusters import session_partitions
 
 from .kinds import kind_default, kinds_available
 
 
 class SessionForm(forms.Form):
+    #: One of the clusters sessions run on (slurm.clusters.session_clusters); left out when there is one.
+    cluster = forms.CharField(
+        required=False,
+        widget=forms.Select,
+        help_text="The cluster it runs on; the partitions, GPU types and images below are that cluster's.",
+    )
     ide = forms.ChoiceField(label="IDE", widget=forms.RadioSelect)
     partition = forms.CharField(widget=forms.Select)
     gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
@@ -30,19 +37,26 @@ class SessionForm(forms.Form):
         help_text="The team (Slurm account) the session is billed to: its GPU-hours count against that team's quota.",
     )
 
-    def __init__(self, *args, policy: SitePolicy, accounts: list[str] = (), **kwargs):
+    def __init__(self, *args, policy: SitePolicy, accounts: list[str] = (), clusters: list[tuple[str, str]] = (), **kwargs):
+        """``policy``: the chosen cluster's; ``clusters``: (name, label) of the clusters sessions
+        run on, the default first (one: no cluster field)."""
         from django.conf import settings
+        from django.urls import reverse
 
         super().__init__(*args, **kwargs)
+        if len(clusters) > 1:
+            offer_clusters(self.fields["cluster"], clusters, reload_url=reverse("session_list"))
+            self.fields["cluster"].initial = policy.cluster
+        else:
+            del self.fields["cluster"]
         if accounts:
             self.fields["account"].widget.choices = [(a, a) for a in accounts]
         else:  # no team to choose: the page says why and whom to ask
             del self.fields["account"]
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
         self.fields["ide"].initial = kind_default().name
-        partitions = [p for p in settings.PORTAL_SESSION_PARTITIONS if p in policy.partitions] or list(
-            settings.PORTAL_SESSION_PARTITIONS
-        )
+        offered = session_partitions(policy.cluster)
+        partitions = [p for p in offered if p in policy.partitions] or offered
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
@@ -53,7 +67,7 @@ class SessionForm(forms.Form):
         self.fields[
             "gpu_count"
         ].help_text = f"Sessions have at most {settings.PORTAL_SESSION_MAX_GPUS} GPUs; submit a batch job for more."
-        self.fields["image"].choices = image_choices()
+        self.fields["image"].choices = image_choices(policy.cluster)
         self.fields["image"].help_text = (
             "Only images that contain a session's server are offered, each with the IDEs it holds; "
             "the session runs its server inside the image."
@@ -73,12 +87,13 @@ class SessionForm(forms.Form):
             "hours": hours,
             **({"image": d["image"]} if d.get("image") else {}),
             **({"account": d["account"]} if d.get("account") else {}),
+            **({"cluster": d["cluster"]} if d.get("cluster") else {}),
         }
 
 
-def image_choices() -> list[tuple[str, str]]:
+def image_choices(cluster: str = "") -> list[tuple[str, str]]:
     """The form's image choices: "none: the node's own system" (where the site allows it:
-    ``PORTAL_IMAGE_NONE_ALLOWED``), then every site image on the sessions cluster that holds the server
+    ``PORTAL_IMAGE_NONE_ALLOWED``), then every site image on ``cluster`` ("": the default session cluster) that holds the server
     of a session kind offered here (:func:`interactive.options.session_images`), labelled with its
     OS, Python and those kinds. An image without any (no ``offers``) is not offered."""
     from django.conf import settings
@@ -87,7 +102,7 @@ def image_choices() -> list[tuple[str, str]]:
 
     by_name: dict[str, tuple[object, list[str]]] = {}
     for kind in kinds_available():
-        for image in session_images(kind):
+        for image in session_images(kind, cluster=cluster):
             by_name.setdefault(image.name, (image, []))[1].append(kind.label)
     choices = [("", "none: the node's own system")] if settings.PORTAL_IMAGE_NONE_ALLOWED else []
     for name, (image, labels) in sorted(by_name.items()):

@@ -26,7 +26,6 @@ from gpuusage import prometheus_configured
 from gpuusage.store import ClusterUsage, usage_load
 from jobs.gpu.gpu_usage import below_low_use, low_use_of
 from portal.formats import duration
-from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load
 
 from .models import Session, SessionPhase
@@ -91,14 +90,17 @@ def session_gpu_observe(session: Session, *, usage: ClusterUsage | None, slurm_j
 
 
 def sessions_gpu_observe(sessions: list[Session], *, now: datetime) -> dict[int, GpuLook]:
-    """Look at the running GPU sessions among ``sessions`` (one cache read and one snapshot read for
-    all of them): ``{session pk: look}``. Empty when GPU usage is not measured at this site."""
+    """Look at the running GPU sessions among ``sessions`` (one cache read and one snapshot read per
+    cluster they run on: ``Session.on_cluster``): ``{session pk: look}``. Empty when GPU usage is not measured at this site."""
     gpu_sessions = [s for s in sessions if s.gpu_count]
     if not gpu_sessions or not prometheus_configured():
         return {}
-    cluster = sessions_cluster().name
-    usage, jobs = usage_load(cluster), session_jobs(cluster)
-    return {s.pk: session_gpu_observe(s, usage=usage, slurm_job_id=jobs.get(str(s.key)), now=now) for s in gpu_sessions}
+    looks = {}
+    for cluster in sorted({s.on_cluster for s in gpu_sessions}):  # each session on its own cluster's figures
+        usage, jobs = usage_load(cluster), session_jobs(cluster)
+        for s in (s for s in gpu_sessions if s.on_cluster == cluster):
+            looks[s.pk] = session_gpu_observe(s, usage=usage, slurm_job_id=jobs.get(str(s.key)), now=now)
+    return looks
 
 
 def gpu_measured(session: Session, *, now: datetime | None = None) -> bool:
@@ -177,14 +179,15 @@ def gpu_reclaim_message(session: Session, look: GpuLook) -> str:
 def sessions_low_use(cards) -> dict:
     """The cards' low-use flag: ``{session key: "1 GPU at 2 % SM activity for the last 30 min"}`` for the flagged cards
     (running GPU sessions whose Slurm job the snapshot shows, below ``PORTAL_GPU_LOW_USE_PERCENT`` SM
-    activity for ``PORTAL_GPU_LOW_USE_MINUTES`` in the poller's read: never a Prometheus query); one
-    cache read for all of them."""
+    activity for ``PORTAL_GPU_LOW_USE_MINUTES`` in the poller's read of the session's cluster: never a
+    Prometheus query); one cache read per cluster."""
     running = [c for c in cards if c.job is not None and c.session.gpu_count and c.phase == SessionPhase.RUNNING]
     if not running or not prometheus_configured():
         return {}
-    usage = usage_load(sessions_cluster().name)
+    usages = {c: usage_load(c) for c in {card.session.on_cluster for card in running}}
     flags = {}
     for card in running:
+        usage = usages[card.session.on_cluster]
         sentence = low_use_of(slurm_job_id=card.job.job_id, start_s=card.job.start_time or None, usage=usage)
         if sentence:
             flags[card.session.key] = sentence

@@ -15,7 +15,7 @@ from accounts.decorators import sign_in_page_when_anonymous
 from jobs.reads.overview import active_job_rows, gpu_sections
 from jobs.reads.selectors import cluster_status
 from portal.refusals import Refused
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from teams.selectors import teams_of
 from teams.usage.cache import team_usage
 
@@ -39,7 +39,11 @@ def _now_context(request: HttpRequest) -> dict:
 
 def _starts_context(request: HttpRequest) -> dict:
     choices, presets_problem = start_choices(user=request.user)
-    return {"choices": choices, "presets_problem": presets_problem, "sessions_status": cluster_status(sessions_cluster().name)}
+    return {
+        "choices": choices,
+        "presets_problem": presets_problem,
+        "sessions_status": cluster_status(default_sessions_cluster().name),
+    }
 
 
 def _page(request: HttpRequest, *, refused: list[str] | None = None, tried: str = "", status: int = 200) -> HttpResponse:

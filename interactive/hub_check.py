@@ -26,7 +26,6 @@ from django.conf import settings
 from django.core.cache import cache
 
 from portal.formats import duration
-from slurm.clusters import sessions_cluster
 from slurm.snapshot import snapshot_load
 
 from . import hub
@@ -132,8 +131,8 @@ class HubCheck:
 def sessions_hub_check(*, now: float | None = None) -> HubCheck:
     """Check every active session (all users) against one list of the hub's active servers
     (:func:`hub.active_servers`): a session whose server the hub no longer has is ended
-    (:func:`interactive.transitions.session_end_gone`, with its Slurm job from the sessions
-    cluster's snapshot for the reason), one whose server is ready is marked running
+    (:func:`interactive.transitions.session_end_gone`, with its Slurm job from its own
+    cluster's snapshot for the reason, ``Session.on_cluster``), one whose server is ready is marked running
     (:func:`~interactive.transitions.session_mark_running`); then each user's servers, with the
     latest progress message of those not ready yet, are stored for the cards
     (:func:`hub_state_store`). With no active session the hub is not asked and
@@ -151,15 +150,18 @@ def sessions_hub_check(*, now: float | None = None) -> HubCheck:
         log.warning("sessions not checked: %s", exc)
         hub_state_failed(str(exc), now=now)
         return HubCheck(error=str(exc))
-    snapshot = snapshot_load(with_jobs=True, cluster=sessions_cluster().name)
-    jobs = {j.comment.removeprefix("portal:"): j for j in snapshot.jobs if j.comment.startswith("portal:")} if snapshot else {}
+    jobs = {}  # each session's job in its own cluster's snapshot: (cluster, key) -> job
+    for cluster in {s.on_cluster for s in rows}:
+        snapshot = snapshot_load(with_jobs=True, cluster=cluster)
+        portal_jobs = [j for j in (snapshot.jobs if snapshot else []) if j.comment.startswith("portal:")]
+        jobs.update({(cluster, j.comment.removeprefix("portal:")): j for j in portal_jobs})
     ended = running = 0
     found: dict[str, dict[str, hub.HubServer]] = {}
     for session in rows:
         server = servers.get(session.user.username, {}).get(session.server_name)
         found.setdefault(session.user.username, {})
         if server is None:
-            ended += not session_end_gone(session, jobs.get(str(session.key))).is_active
+            ended += not session_end_gone(session, jobs.get((session.on_cluster, str(session.key)))).is_active
             continue
         if server.ready and session.state != SessionState.RUNNING:
             running += session_mark_running(session)

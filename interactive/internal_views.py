@@ -99,11 +99,14 @@ def _user_key(data: dict | None) -> tuple[str, str] | None:
 @_guard
 @require_POST
 def session_submit_view(request: HttpRequest) -> JsonResponse:
-    """``{"user", "key", "env", "args", "venv", "image_venv"}`` -> 200 ``{"job_id", "cluster",
+    """``{"user", "key", "env", "args", "venv", "image_venv"}`` (no ``cluster``: the Session row's) -> 200 ``{"job_id", "cluster",
     "submitted_at", "log_path"}`` (:func:`interactive.job.send.session_submit`), 400 ``{"errors"}``
     (another user's session, a hub part of the wrong shape, Slurm's refusal) or 503 (the cluster
     could not be asked)."""
     data = _json(request)
+    if isinstance(data, dict) and "cluster" in data:  # the portal sends it where the Session row says
+        message = "The hub names the session only; the portal sends its job to the cluster chosen when it was started."
+        return JsonResponse({"errors": [{"field": "cluster", "message": message + " Leave cluster out."}]}, status=400)
     if (who := _user_key(data)) is None:
         return JsonResponse({"errors": [{"field": "", "message": "Expected JSON with user, key, env and args."}]}, status=400)
     try:

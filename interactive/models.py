@@ -9,6 +9,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from slurm.clusters import default_sessions_cluster
+
 from .kinds import kind_label
 
 
@@ -93,6 +95,14 @@ class Session(models.Model):
     @property
     def failed(self) -> bool:
         return self.state == SessionState.FAILED
+
+    @property
+    def on_cluster(self) -> str:
+        """The portal's name of the cluster this session runs on: ``cluster``, chosen when it was
+        started (a row from before the portal recorded it, blank: the default session cluster,
+        :func:`slurm.clusters.default_sessions_cluster`, where such sessions ran). What acts on an
+        existing session (its job, cards, idle limits, bundle) asks this, never the default."""
+        return self.cluster or default_sessions_cluster().name
 
     @property
     def ide_label(self) -> str:

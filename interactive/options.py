@@ -1,6 +1,6 @@
 """Session options: the keys a start request may carry, parsed and checked against the site policy
 (the same :class:`jobs.submit.policy.SitePolicy` the job form uses) plus the session rules: only the
-partitions in ``PORTAL_SESSION_PARTITIONS``, at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
+partitions sessions may use on the chosen cluster (``PORTAL_SESSION_PARTITIONS``, or its ``session_partitions``), at most ``PORTAL_SESSION_MAX_GPUS`` GPUs, at most
 ``PORTAL_SESSION_MAX_HOURS`` hours; the ``ide`` option names a kind from :mod:`interactive.kinds`
 that this site offers. Used by the sessions form and by the hub's spawner (through
 ``/hub-internal/spawn-check``), so a user's own hub token gets exactly the same answer. The per-person
@@ -17,15 +17,17 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from jobs.reads.cap_reasons import InQueue, in_queue, start_cap_problems
+from jobs.reads.freshness import cluster_status
 from jobs.reads.maintenance import MaintenanceClash, maintenance_warning
 from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
+from slurm.clusters import cluster_get, default_sessions_cluster, session_clusters, session_partitions
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
 #: Every key a start request may carry.
-ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account")
+ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account", "cluster")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
 #: A site image's name (images.models.Image.name, a slug): anything else is no image, without a query.
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -85,21 +87,24 @@ def _str(raw: dict, key: str, default: str, errors: list[Problem], label: str) -
     return value.strip()
 
 
-def _session_rule_problems(*, kind: SessionKind | None, partition: str, gpu_count: int, hours: int) -> list[Problem]:
+def _session_rule_problems(
+    *, kind: SessionKind | None, partition: str, gpu_count: int, hours: int, cluster: str
+) -> list[Problem]:
     """The session rules the site policy does not hold, one problem each (named by its option key):
     ``ide`` a kind this site offers (``kind``: its registry entry, ``None`` for an unknown name), a
-    partition of ``PORTAL_SESSION_PARTITIONS``, 0 to ``PORTAL_SESSION_MAX_GPUS`` GPUs, 1 to
+    partition sessions may use on ``cluster`` (:func:`slurm.clusters.session_partitions`), 0 to ``PORTAL_SESSION_MAX_GPUS`` GPUs, 1 to
     ``PORTAL_SESSION_MAX_HOURS`` hours. ``[]`` when all hold."""
     errors: list[Problem] = []
     if kind is None:
         errors.append(Problem("ide", f"The IDE must be one of: {', '.join(KINDS)}."))
     elif not kind.available():
         errors.append(Problem("ide", _not_installed(kind)))
-    if partition not in settings.PORTAL_SESSION_PARTITIONS:
+    allowed = session_partitions(cluster)
+    if partition not in allowed:
         errors.append(
             Problem(
                 "partition",
-                f"Sessions run in the interactive partition(s) only: {', '.join(settings.PORTAL_SESSION_PARTITIONS)}. For '{partition[:40]}', submit a batch job.",
+                f"Sessions run in the interactive partition(s) only: {', '.join(allowed)}. For '{partition[:40]}', submit a batch job.",
             )
         )
     if gpu_count < 0:
@@ -121,14 +126,15 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     Returns ``(options, [])`` when allowed, else ``(None, problems)``; each problem names its option
     key (``options`` for the dict as a whole; site policy's problems keep the policy's names, e.g.
     ``time_limit_min`` for ``hours``: :mod:`jobs.submit.fields`) and says what is allowed. Unknown keys are
-    refused, never ignored."""
+    refused, never ignored; ``cluster`` is the one :func:`session_cluster_choice` read, whose policy
+    ``policy`` is (its images are offered)."""
     if not isinstance(raw, dict):
         return None, [Problem("options", "The session options must be a JSON object.")]
     errors: list[Problem] = []
     unknown = sorted(str(k)[:40] for k in raw if k not in ALLOWED_KEYS)
     if unknown:
         errors.append(Problem("options", f"Unknown session option(s): {', '.join(unknown)}. Allowed: {', '.join(ALLOWED_KEYS)}."))
-    default_partition = settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else ""
+    default_partition = next(iter(session_partitions(policy.cluster)), "")
     ide = _str(raw, "ide", kind_default().name, errors, "The IDE")
     partition = _str(raw, "partition", default_partition, errors, "The partition")
     gpu_type = _str(raw, "gpu_type", "", errors, "The GPU type")
@@ -138,7 +144,7 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     hours = _int(raw, "hours", 2, errors, "Hours")
     image = _str(raw, "image", "", errors, "The image")
     kind = KINDS.get(ide)
-    errors += _session_rule_problems(kind=kind, partition=partition, gpu_count=gpu_count, hours=hours)
+    errors += _session_rule_problems(kind=kind, partition=partition, gpu_count=gpu_count, hours=hours, cluster=policy.cluster)
     if errors:
         return None, errors
     request = JobRequest(
@@ -154,10 +160,55 @@ def parse_session_options(raw: object, *, policy: SitePolicy) -> tuple[SessionOp
     errors = policy.check(request)
     if errors:
         return None, errors
-    found, errors = session_image(image, kind=kind, partition=partition)
+    found, errors = session_image(image, kind=kind, partition=partition, cluster=policy.cluster)
     if errors:
         return None, errors
     return SessionOptions(ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours, found.name if found else ""), []
+
+
+def session_cluster_choice(raw: object) -> tuple[str, list[Problem]]:
+    """The cluster a new session asks for: ``raw["cluster"]`` (the form's or the API's), one of
+    :func:`slurm.clusters.session_clusters`; omitted or "": the default session cluster. Returns
+    ``(name, [])``, or ``(the default's name, problems)`` (field ``cluster``) for a name that is not
+    a cluster, a cluster where sessions do not run, or one whose queue poll has failed for longer
+    than ``PORTAL_SNAPSHOT_MAX_AGE`` (down: its stored snapshot's ``error``), each naming what to choose."""
+    default = default_sessions_cluster().name
+    requested = raw.get("cluster") if isinstance(raw, dict) else None
+    if not requested:
+        return default, []
+    names = [c.name for c in session_clusters()]
+    choose = f"Choose one of: {', '.join(names)} (the default is {default})."
+    if not isinstance(requested, str) or len(requested) > 64 or cluster_get(requested) is None:
+        shown = requested[:40] if isinstance(requested, str) else str(requested)[:40]
+        return default, [Problem("cluster", f"There is no cluster called '{shown}'. {choose}")]
+    if requested not in names:
+        return default, [Problem("cluster", f"Sessions do not run on {requested}: for {requested}, submit a batch job. {choose}")]
+    status = cluster_status(requested)
+    if status.stale and status.error:
+        others = [n for n in names if n != requested]
+        instead = f"choose {' or '.join(others)}" if others else "try again later"
+        return default, [Problem("cluster", f"{requested} cannot be reached now ({status.unreachable}); {instead}.")]
+    return requested, []
+
+
+def spawn_cluster(row, raw: object) -> tuple[str, list[Problem]]:
+    """The cluster of the session the hub spawns (its spawn check): the one the portal's Session
+    ``row`` recorded when it was started (the hub only names the session; the portal decides), or
+    the default session cluster for a start with the user's own hub token (``row`` ``None``).
+    Returns ``(name, [])``, or ``(name, problems)`` (field ``cluster``) when the hub's options
+    ``raw`` name another cluster."""
+    cluster = row.on_cluster if row is not None else default_sessions_cluster().name
+    asked = raw.get("cluster") if isinstance(raw, dict) else None
+    if asked is None or asked == cluster:
+        return cluster, []
+    where = "it was started on" if row is not None else "a start outside the portal runs on"
+    return cluster, [
+        Problem(
+            "cluster",
+            f"A session's cluster is chosen on the portal's Sessions page or its API, not here: {where} {cluster}. "
+            "Start it from the portal to choose another cluster.",
+        )
+    ]
 
 
 def session_account(*, user, raw: object) -> tuple[str, list[Problem]]:
@@ -172,28 +223,27 @@ def session_account(*, user, raw: object) -> tuple[str, list[Problem]]:
     return account_for(user=user, requested=(requested or "").strip(), billed="sessions")
 
 
-def session_images(kind: SessionKind, *, partition: str | None = None) -> list:
-    """The site images a session of ``kind`` may run in on the sessions cluster (enabled, allowed
-    there and on ``partition``, and whose ``offers`` hold the kind's :attr:`SessionKind.offer`):
-    :func:`images.selectors.images_for`. What the form and the API offer."""
+def session_images(kind: SessionKind, *, partition: str | None = None, cluster: str = "") -> list:
+    """The site images a session of ``kind`` may run in on ``cluster`` ("": the default session
+    cluster; enabled, allowed there and on ``partition``, and whose ``offers`` hold the kind's
+    :attr:`SessionKind.offer`): :func:`images.selectors.images_for`. What the form and the API offer."""
     from images.selectors import images_for
-    from slurm.clusters import sessions_cluster
 
-    return images_for(cluster=sessions_cluster().name, partition=partition, session_kind=kind.offer)
+    cluster = cluster or default_sessions_cluster().name
+    return images_for(cluster=cluster, partition=partition, session_kind=kind.offer)
 
 
-def session_image(name: str, *, kind: SessionKind, partition: str):
+def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str = ""):
     """The checked image of a session request: ``(image, [])``, ``(None, [])`` for the node's own
     system ("" or "none", where the site allows it: ``PORTAL_IMAGE_NONE_ALLOWED``), or ``(None,
-    problems)`` (field ``image``): unknown, not for the partition, missing or unreadable on the
-    cluster (:func:`images.services.image_choice_check`, from the availability cache), or an image
+    problems)`` (field ``image``): unknown, not for the partition, missing or unreadable on
+    ``cluster`` ("": the default session cluster) (:func:`images.services.image_choice_check`, from the availability cache), or an image
     without the kind's server (its ``offers``)."""
     from images.services import image_choice_check
-    from slurm.clusters import sessions_cluster
 
-    cluster = sessions_cluster().name
+    cluster = cluster or default_sessions_cluster().name
     if name not in ("", "none") and not _IMAGE_NAME.fullmatch(name):  # a path, or text no name can hold (NUL)
-        names = ", ".join(i.name for i in session_images(kind, partition=partition)) or "none here"
+        names = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster)) or "none here"
         return None, [
             Problem(
                 "image",
@@ -206,7 +256,7 @@ def session_image(name: str, *, kind: SessionKind, partition: str):
     except Refused as refused:
         return None, [Problem("image", p.message) for p in refused.problems]
     if image is not None and kind.offer not in (image.offers or []):
-        others = ", ".join(i.name for i in session_images(kind, partition=partition)) or "none here"
+        others = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster)) or "none here"
         return None, [
             Problem(
                 "image",
@@ -258,19 +308,19 @@ class SessionsHeld:
     queue: InQueue | None
 
 
-def sessions_held(*, user) -> SessionsHeld:
-    """``user``'s :class:`SessionsHeld` now: one query of their Session rows and the stored snapshot
-    (no Slurm call, no hub call)."""
+def sessions_held(*, user, cluster: str = "") -> SessionsHeld:
+    """``user``'s :class:`SessionsHeld` now for one more session on ``cluster`` ("": the default
+    session cluster): one query of their Session rows and that cluster's stored snapshot (no Slurm
+    call, no hub call)."""
     from datetime import UTC, datetime
 
     from django.db.models import Count, Q
 
-    from slurm.clusters import sessions_cluster
     from slurm.snapshot import snapshot_load
 
     from .models import ACTIVE_SESSION_STATES, Session, SessionState
 
-    cluster = sessions_cluster().name
+    cluster = cluster or default_sessions_cluster().name
     lite = snapshot_load(with_jobs=False, cluster=cluster)
     queue = in_queue(username=user.username, cluster=cluster) if lite is not None else None
     seen_until = datetime.fromtimestamp(lite.taken_at if lite is not None else 0, UTC)
@@ -283,17 +333,17 @@ def sessions_held(*, user) -> SessionsHeld:
     return SessionsHeld(counts["active"], queue)
 
 
-def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = None) -> list[Problem]:
+def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = None, cluster: str = "") -> list[Problem]:
     """Why one more session of ``gpu_count`` GPUs for ``user`` is refused by a per-person cap now,
     one :class:`Problem` each (``[]`` when none): the sessions one person may have at once
     (``PORTAL_SESSION_LIMIT``, JupyterHub's ``named_server_limit_per_user``; 0 = none; field ``""``),
-    then the site's caps on the sessions cluster (:func:`jobs.reads.cap_reasons.start_cap_problems`: jobs
-    pending or running, GPUs at once), from ``held`` (default :func:`sessions_held`). The one source
+    then the site's caps on ``cluster`` ("": the default session cluster;
+    :func:`jobs.reads.cap_reasons.start_cap_problems`: jobs pending or running, GPUs at once), from
+    ``held`` (default :func:`sessions_held` on that cluster). The one source
     of these sentences: :func:`interactive.services.session_start` refuses with them, and the form,
     the home page's Start buttons and the API say them before a start."""
-    from slurm.clusters import sessions_cluster
-
-    held = held or sessions_held(user=user)
+    cluster = cluster or default_sessions_cluster().name
+    held = held or sessions_held(user=user, cluster=cluster)
     problems = []
     limit = settings.PORTAL_SESSION_LIMIT
     if limit > 0 and held.active >= limit:
@@ -306,17 +356,17 @@ def session_cap_problems(*, user, gpu_count: int, held: SessionsHeld | None = No
             )
         )
     if held.queue is not None:
-        problems += start_cap_problems(cluster=sessions_cluster().name, mine=held.queue, gpu_count=gpu_count)
+        problems += start_cap_problems(cluster=cluster, mine=held.queue, gpu_count=gpu_count)
     return problems
 
 
-def session_caps_now(*, user, held: SessionsHeld | None = None) -> list[str]:
+def session_caps_now(*, user, held: SessionsHeld | None = None, cluster: str = "") -> list[str]:
     """The per-person caps ``user`` is at now, before choosing anything: the sentences
     :func:`session_cap_problems` refuses a one-GPU session with (every session at the sessions or
     jobs cap, every session with GPUs at the GPU cap; the GPU sentence then names no count, so it is
     the refusal's word for word). ``[]`` when none: the session form's notice and the API's
     ``GET /sessions/kinds`` ``caps``."""
-    return [p.message for p in session_cap_problems(user=user, gpu_count=1, held=held)]
+    return [p.message for p in session_cap_problems(user=user, gpu_count=1, held=held, cluster=cluster)]
 
 
 def _not_installed(kind: SessionKind) -> str:

@@ -41,6 +41,7 @@ from django.utils.text import slugify
 from jobs.submit.policy import SitePolicy
 from portal.refusals import Problem
 from portal.units import MemoryRefusal, memory_mib, memory_text
+from slurm.clusters import default_sessions_cluster, session_clusters
 
 from .kinds import KINDS, kind_label
 from .models import Session
@@ -74,7 +75,9 @@ class SessionPreset:
     MiB, ``hours`` whole hours, ``gpu_type`` "" for any type. ``key`` identifies it in a click
     (``preset-<slug of the label>``, or ``last-<session key>``); ``label`` is what the button says.
     ``account``: the team to bill (the last session's, while the person is still in it); "": the
-    person's first team (:func:`interactive.options.session_account`)."""
+    person's first team (:func:`interactive.options.session_account`). ``cluster``: the last session's,
+    while sessions still run there ("": the default session cluster); ``note``: why it is not (said
+    under the button)."""
 
     key: str
     label: str
@@ -86,6 +89,8 @@ class SessionPreset:
     memory_mb: int
     hours: int
     account: str = ""
+    cluster: str = ""
+    note: str = ""
 
     @property
     def options(self) -> dict:
@@ -100,6 +105,7 @@ class SessionPreset:
             "memory_mb": self.memory_mb,
             "hours": self.hours,
             **({"account": self.account} if self.account else {}),
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
     @property
@@ -107,7 +113,8 @@ class SessionPreset:
         """The rest of the settings, e.g. "2 CPUs · 4G memory · partition interactive" (memory as the
         Sessions form takes it: :func:`portal.units.memory_text`)."""
         cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
-        return f"{cpus} · {memory_text(self.memory_mb)} memory · partition {self.partition}"
+        where = f" · cluster {self.cluster}" if self.cluster else ""
+        return f"{cpus} · {memory_text(self.memory_mb)} memory · partition {self.partition}{where}{self.note}"
 
 
 def preset_label(ide: str, gpu_count: int, gpu_type: str, hours: int) -> str:
@@ -123,7 +130,9 @@ def preset_label(ide: str, gpu_count: int, gpu_type: str, hours: int) -> str:
 
 class _NoSitePolicy:
     """Site policy that allows everything: the start-up check knows no cluster figures (those are
-    checked when a preset is offered), only the session rules."""
+    checked when a preset is offered), only the session rules (on the default session cluster)."""
+
+    cluster = ""
 
     def check(self, request) -> list[Problem]:
         return []
@@ -299,6 +308,9 @@ def preset_problems() -> list[str]:
 
 def _from_session(session: Session) -> SessionPreset:
     hours = max(1, session.time_limit_min // 60)
+    cluster, note = session.on_cluster, ""
+    if cluster not in {c.name for c in session_clusters()}:  # sessions no longer run there: the default
+        cluster, note = "", f" · {cluster} no longer runs sessions, so it starts on {default_sessions_cluster().name}"
     return SessionPreset(
         f"last-{session.key}",
         "Your last session: " + preset_label(session.ide, session.gpu_count, session.gpu_type, hours),
@@ -310,12 +322,14 @@ def _from_session(session: Session) -> SessionPreset:
         session.memory_mb,
         hours,
         session.account if session.account in session.user.slurm_accounts else "",
+        cluster if len(session_clusters()) > 1 else "",
+        note,
     )
 
 
 def last_session_preset(*, user) -> SessionPreset | None:
     """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type,
-    CPUs, memory, hours, and its team while they are still in it), as a preset labelled "Your last session: …", or ``None`` when they have
+    CPUs, memory, hours, its team while they are still in it and its cluster while sessions still run there), as a preset labelled "Your last session: …", or ``None`` when they have
     started none."""
     session = Session.objects.filter(user=user).select_related("user").order_by("-created_at").first()
     return _from_session(session) if session is not None else None
@@ -344,6 +358,6 @@ def preset_get(*, user, key: str) -> SessionPreset | None:
 
 def preset_refusals(preset: SessionPreset, *, policy: SitePolicy) -> list[Problem]:
     """What the session form's checks would say to ``preset`` now ([] when it would start):
-    :func:`interactive.options.parse_session_options` against ``policy`` (the sessions cluster's)."""
+    :func:`interactive.options.parse_session_options` against ``policy`` (its cluster's)."""
     _options, problems = parse_session_options(preset.options, policy=policy)
     return problems

@@ -28,7 +28,7 @@ from jobs.reads.reasons import explain_reason
 from jobs.submit.policy import SitePolicy
 from portal.formats import duration, ordinal
 from portal.refusals import Problem, Refused
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from slurm.records import QueueJob
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.times import time_left_seconds
@@ -39,37 +39,49 @@ from .hub_check import StoredServer, hub_state_load, hub_state_note
 from .idle import idle_stop_in_seconds
 from .kinds import KINDS, kind_get
 from .models import Session, SessionPhase, SessionState
-from .options import SessionOptions, image_settings, parse_session_options, session_account, session_cap_problems
+from .options import (
+    SessionOptions,
+    image_settings,
+    parse_session_options,
+    session_account,
+    session_cap_problems,
+    session_cluster_choice,
+    spawn_cluster,
+)
 from .transitions import session_end, session_mark_running
 
 log = logging.getLogger(__name__)
 
 
-def current_policy() -> SitePolicy:
-    """The site policy for this moment on the cluster JupyterHub starts sessions on
-    (:func:`slurm.clusters.sessions_cluster`; the same object the job form uses for that cluster)."""
-    return SitePolicy.for_cluster(sessions_cluster().name)
+def current_policy(cluster: str = "") -> SitePolicy:
+    """The site policy for this moment on ``cluster`` ("": the default session cluster,
+    :func:`slurm.clusters.default_sessions_cluster`; the same object the job form uses for that cluster)."""
+    return SitePolicy.for_cluster(cluster or default_sessions_cluster().name)
 
 
 # --- start / stop ------------------------------------------------------------------------------
 def session_start(*, user: User, raw_options: dict) -> Session:
-    """Check ``raw_options`` (the form's or the API's), the team it is billed to
+    """Check ``raw_options`` (the form's or the API's) against the policy of the cluster they choose
+    (:func:`interactive.options.session_cluster_choice`, kept as ``Session.cluster``), the team it is billed to
     (:func:`interactive.options.session_account`, kept as ``Session.account``) and the per-person caps the user is at,
     write the row, ask the hub to start a named server. Returns the row: ``REQUESTED``/``STARTING`` while the hub starts it, ``RUNNING`` when
     ready at once, ``FAILED`` when its job ended during the hub's first seconds (the spawner's message, with the exit
     code and the log's last lines, is the row's ``message``). Raises :class:`Refused` (no team, policy, a cap:
     :func:`interactive.options.session_cap_problems`, or the hub's 400 message) or :class:`hub.HubUnavailable` (the
     row is then marked failed, with the reason)."""
-    options, errors = parse_session_options(raw_options, policy=current_policy())
+    cluster, errors = session_cluster_choice(raw_options)
+    if errors:
+        raise Refused(*errors)  # the other options are checked against the chosen cluster's policy
+    options, errors = parse_session_options(raw_options, policy=current_policy(cluster))
     account, team = session_account(user=user, raw=raw_options)
-    if (errors := team + errors) or (errors := session_cap_problems(user=user, gpu_count=options.gpu_count)):
+    if (errors := team + errors) or (errors := session_cap_problems(user=user, gpu_count=options.gpu_count, cluster=cluster)):
         raise Refused(*errors)  # the team and the options first, then the caps
-    session = Session(user=user, ide=options.ide, account=account)
+    session = Session(user=user, ide=options.ide, account=account, cluster=cluster)
     session.server_name = f"{options.ide}-{session.key.hex[:8]}"
     _apply(session, options)
     session.save()
     asked = {**options.as_user_options(), "account": account}
-    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new=asked)
+    audit(actor=user, action="session.start_requested", target=f"session:{session.key}", new={**asked, "cluster": cluster})
     try:
         hub.ensure_user(user.username)
         hub.remove_stopped_servers(user.username)
@@ -129,7 +141,7 @@ def _apply(session: Session, options: SessionOptions) -> None:
 # --- the hub's spawner asks (/hub-internal/) ---------------------------------------------------------
 def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict:
     """The spawner's ``apply_user_options``: check the options exactly as the form does and return
-    the settings the session is started with (``key`` for ``--comment=portal:<key>``, ``account``
+    the settings the session is started with on the cluster its row recorded (:func:`interactive.options.spawn_cluster`; ``key`` for ``--comment=portal:<key>``, ``account``
     for sbatch's ``--account``: the team it is billed to, :func:`interactive.options.session_account`,
     ``time_limit_min`` minutes, ``memory_mb`` MiB), ``queue_deadline`` (Unix seconds: the spawner
     gives up if the Slurm job is still pending then; now + ``PORTAL_SESSION_MAX_QUEUE_MINUTES``,
@@ -147,21 +159,18 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         raise Refused(
             Problem("user", f"'{username[:40]}' is not linked to a cluster account; an administrator must link it first.")
         )
-    options, errors = parse_session_options(raw_options, policy=current_policy())
-    account, team = session_account(user=user, raw=raw_options)
-    if team or errors:
-        raise Refused(*team, *errors)
+    cluster, errors = spawn_cluster(_requested(user, server_name), raw_options)
+    raw = {k: v for k, v in raw_options.items() if k != "cluster"} if isinstance(raw_options, dict) else raw_options
+    options, parsed = parse_session_options(raw, policy=current_policy(cluster))
+    account, team = session_account(user=user, raw=raw)
+    if team or errors or parsed:
+        raise Refused(*team, *errors, *parsed)
     with transaction.atomic():
-        session = (
-            Session.objects.select_for_update()
-            .filter(user=user, server_name=server_name, state=SessionState.REQUESTED)
-            .order_by("-created_at")
-            .first()
-        )
+        session = _requested(user, server_name, lock=True)
         if session is None:  # started with the user's own hub token, not from the portal
             session = Session(user=user, server_name=server_name)
         _apply(session, options)
-        session.account, session.cluster = account, sessions_cluster().name  # where interactive.job.send sends it
+        session.account, session.cluster = account, cluster  # where interactive.job.send sends it
         session.state = SessionState.STARTING
         session.give_up_at = djtz.now() + timedelta(minutes=settings.PORTAL_SESSION_MAX_QUEUE_MINUTES)
         session.save()
@@ -180,6 +189,12 @@ def spawn_check(*, username: str, server_name: str, raw_options: object) -> dict
         "image": image_settings(options.image),
         **KINDS[options.ide].spawn_settings(),
     }
+
+
+def _requested(user: User, server_name: str, *, lock: bool = False) -> Session | None:
+    """The portal's row of the start the hub is spawning (``REQUESTED``, the newest), or ``None``."""
+    rows = Session.objects.select_for_update() if lock else Session.objects
+    return rows.filter(user=user, server_name=server_name, state=SessionState.REQUESTED).order_by("-created_at").first()
 
 
 def session_event(*, username: str, key: str, event: str, message: str) -> None:
@@ -301,23 +316,32 @@ def session_rows(*, user: User, recent_seconds: int = 3600):
 
 def session_cards(*, user: User, recent_seconds: int = 3600) -> tuple[list[SessionCard], str]:
     """Cards for the user's active sessions and those ended in the last ``recent_seconds``, plus a
-    warning ("" when none) when the hub's state is not known. A pure read: the rows, the sessions
-    cluster's snapshot and what the periodic check last stored of the hub
+    warning ("" when none) when the hub's state is not known. A pure read: the rows, the snapshot of
+    each active session's cluster (``Session.on_cluster``) and what the periodic check last stored of the hub
     (:func:`interactive.hub_check.hub_state_load`); it asks the hub nothing and writes no row (the
     check, :mod:`interactive.hub_check`, ends the sessions the hub no longer has)."""
     rows = list(session_rows(user=user, recent_seconds=recent_seconds))
     active = [s for s in rows if s.is_active]
     servers, warning = hub_state_load(user.username) if active else ({}, "")
-    cluster = sessions_cluster().name
-    snapshot = snapshot_load(with_jobs=True, cluster=cluster) if active else None
-    by_key = {j.comment.removeprefix("portal:"): j for j in snapshot.jobs if j.comment.startswith("portal:")} if snapshot else {}
-    positions = positions_load(cluster) if active else {}
+    by_key, positions = {}, {}
+    for cluster in {s.on_cluster for s in active}:  # each session's job in its own cluster's snapshot
+        snapshot = snapshot_load(with_jobs=True, cluster=cluster)
+        jobs = snapshot.jobs if snapshot else []
+        by_key[cluster] = {j.comment.removeprefix("portal:"): j for j in jobs if j.comment.startswith("portal:")}
+        positions[cluster] = positions_load(cluster)
     now = time.time()
     cards = []
     for session in rows:
         server = servers.get(session.server_name) if servers is not None else None
-        cards.append(_card(session, server, by_key.get(str(session.key)), positions, now, hub_known=servers is not None))
+        job = by_key.get(session.on_cluster, {}).get(str(session.key))
+        cards.append(_card(session, server, job, positions.get(session.on_cluster, {}), now, hub_known=servers is not None))
     return cards, warning
+
+
+def cards_cluster(cards: list[SessionCard], *, default: str = "") -> str:
+    """The cluster whose freshness goes with ``cards``: the first active session's
+    (``Session.on_cluster``), else ``default`` ("": the default session cluster)."""
+    return next((c.session.on_cluster for c in cards if c.session.is_active), default or default_sessions_cluster().name)
 
 
 def _cap_note(session: Session, code: str) -> str:
@@ -328,7 +352,7 @@ def _cap_note(session: Session, code: str) -> str:
     held = HeldRequest(
         session.user_id,
         session.user.username,
-        sessions_cluster().name,
+        session.on_cluster,
         session.gpu_count,
         session.partition,
         session.time_limit_min,

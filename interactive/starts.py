@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 from accounts.models import User
 from jobs.reads.selectors import snapshot_status
+from jobs.submit.policy import SitePolicy
 from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
-from slurm.clusters import sessions_cluster
-from slurm.snapshot import snapshot_load
+from slurm.snapshot import ClusterSnapshot, snapshot_load
 
 from .models import Session
-from .options import session_cap_problems, sessions_held
+from .options import SessionsHeld, session_cap_problems, session_cluster_choice, sessions_held
 from .presets import SessionPreset, preset_get, preset_refusals, presets_for, unreadable_presets
 from .services import current_policy, session_start
 from .waits import Availability, availability, waiting_ahead
@@ -45,34 +45,52 @@ class StartChoice:
         return not self.why_not
 
 
+@dataclass(frozen=True)
+class _ClusterLook:
+    """What the buttons of one cluster are checked against, read once: its policy, snapshot head,
+    whether that is current, the wait ahead, and the person's figures for the caps there."""
+
+    policy: SitePolicy
+    snapshot: ClusterSnapshot | None
+    current: bool
+    summary: object  # interactive.waits.waiting_ahead's, or None
+    held: SessionsHeld
+
+
+def _look(user: User, cluster: str) -> _ClusterLook:
+    snapshot = snapshot_load(with_jobs=False, cluster=cluster)
+    status = snapshot_status(snapshot, cluster=cluster)
+    current = status.has_data and not status.stale and not status.error
+    summary = waiting_ahead(cluster, snapshot.taken_at) if snapshot and current else None
+    return _ClusterLook(current_policy(cluster), snapshot, current, summary, sessions_held(user=user, cluster=cluster))
+
+
 def start_choices(*, user: User) -> tuple[list[StartChoice], str]:
     """``user``'s Start buttons (:func:`interactive.presets.presets_for`), each checked now by the
-    session form's checks against the sessions cluster's policy and by the per-person caps the
-    person is at (:func:`interactive.options.session_cap_problems`, in the words a click would be
-    refused with), with its availability from that cluster's snapshot (never Slurm); and "" or,
+    session form's checks against its cluster's policy (the default session cluster's, or the last
+    session's: :attr:`SessionPreset.cluster`) and by the per-person caps the person is at there
+    (:func:`interactive.options.session_cap_problems`, in the words a click would be refused with), with its availability from that cluster's snapshot (never Slurm); and "" or,
     when some of the site's presets cannot be read, why (they are left out)."""
     presets = presets_for(user=user)
     unreadable = unreadable_presets()
     problem = (
         ("Some of the site's session presets cannot be read and are left out: " + " ".join(unreadable)) if unreadable else ""
     )
-    cluster = sessions_cluster().name
-    snapshot = snapshot_load(with_jobs=False, cluster=cluster)
-    status = snapshot_status(snapshot, cluster=cluster)
-    current = status.has_data and not status.stale and not status.error
-    summary = waiting_ahead(cluster, snapshot.taken_at) if snapshot and current else None
-    policy = current_policy()
     team = no_team_problem(user)
-    held = sessions_held(user=user)  # the per-person caps' figures, once for every button
+    looks: dict[str, _ClusterLook] = {}
     choices = []
     for preset in presets:
-        problems = ([team] if team else []) + preset_refusals(preset, policy=policy)
-        problems += session_cap_problems(user=user, gpu_count=preset.gpu_count, held=held)
+        cluster, problems = session_cluster_choice(preset.options)
+        if cluster not in looks:
+            looks[cluster] = _look(user, cluster)
+        look = looks[cluster]
+        problems = ([team] if team else []) + problems + preset_refusals(preset, policy=look.policy)
+        problems += session_cap_problems(user=user, gpu_count=preset.gpu_count, held=look.held, cluster=cluster)
         choices.append(
             StartChoice(
                 preset,
                 tuple(p.message for p in problems),
-                availability(preset, snapshot=snapshot, current=current, summary=summary),
+                availability(preset, snapshot=look.snapshot, current=look.current, summary=look.summary),
             )
         )
     return choices, problem

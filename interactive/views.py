@@ -20,7 +20,7 @@ from jobs.web import fragment_etags
 from jobs.web.bundle_views import zip_response
 from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
-from slurm.clusters import sessions_cluster
+from slurm.clusters import session_clusters, session_partitions
 
 from . import hub
 from .forms import SessionForm
@@ -28,18 +28,19 @@ from .gpu_idle import sessions_low_use
 from .hub_check import hub_state_version
 from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
-from .options import session_caps_now, session_maintenance
-from .services import current_policy, session_cards, session_rows, session_start, session_stop
+from .options import session_caps_now, session_cluster_choice, session_maintenance
+from .services import cards_cluster, current_policy, session_cards, session_rows, session_start, session_stop
 from .starts import no_team_problem
 
 
-def _context(request: HttpRequest, form: SessionForm) -> dict:
+def _context(request: HttpRequest, form: SessionForm, cluster: str) -> dict:
+    """The Sessions page's context for ``form`` of a new session on ``cluster``."""
     cards, warning = session_cards(user=request.user)
     kinds = kinds_all()
     offered = [k for k in kinds if k.available()]
     refused = {e for errors in form.errors.values() for e in errors} if form.is_bound else set()
     team = no_team_problem(request.user)
-    caps = ([team.message] if team else []) + session_caps_now(user=request.user)  # why a start would be refused now
+    caps = ([team.message] if team else []) + session_caps_now(user=request.user, cluster=cluster)  # why a start is refused now
     return {
         "caps": [s for s in caps if s not in refused],  # said once after a refusal
         "form": form,
@@ -49,23 +50,20 @@ def _context(request: HttpRequest, form: SessionForm) -> dict:
         "missing_kinds": [k for k in kinds if k not in offered],
         "idle_minutes": settings.PORTAL_SESSION_IDLE_MINUTES,
         "max_gpus": settings.PORTAL_SESSION_MAX_GPUS,
-        "status": cluster_status(sessions_cluster().name),
+        "status": cluster_status(cards_cluster(cards, default=cluster)),
         "low_use": sessions_low_use(cards),
-        **_maintenance_ahead(form.data if form.is_bound else {}),
+        **_maintenance_ahead(form.data if form.is_bound else {}, cluster=cluster),
     }
 
 
-def _maintenance_ahead(data) -> dict:
-    """Before a start, from the form's ``partition`` and ``hours`` (the first session partition and
+def _maintenance_ahead(data, *, cluster: str) -> dict:
+    """Before a start on ``cluster``, from the form's ``partition`` and ``hours`` (the first session partition and
     the form's 2 h when not given): ``maintenance``, the clash of that session with a maintenance
     reservation on every node of the partition, and ``maintenance_longest``, that of the longest
     session the site allows (``PORTAL_SESSION_MAX_HOURS``); each ``None`` when there is none."""
-    partition = str(
-        data.get("partition") or (settings.PORTAL_SESSION_PARTITIONS[0] if settings.PORTAL_SESSION_PARTITIONS else "")
-    )
+    partition = str(data.get("partition") or next(iter(session_partitions(cluster)), ""))
     raw = str(data.get("hours") or "2").strip()
     hours = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 4 else 0
-    cluster = sessions_cluster().name
     return {
         "maintenance": session_maintenance(cluster=cluster, partition=partition, hours=hours) if hours else None,
         "maintenance_longest": session_maintenance(cluster=cluster, partition=partition, hours=settings.PORTAL_SESSION_MAX_HOURS),
@@ -78,15 +76,28 @@ def session_maintenance_view(request: HttpRequest) -> HttpResponse:
     (``partition``, ``hours``; POSTed by the form as the job form's estimate is, or GET) would run into maintenance (:mod:`jobs.reads.maintenance`, from the
     snapshot), and how long one may be to start now. Empty when there is nothing to say."""
     data = request.POST if request.method == "POST" else request.GET
-    return render(request, "interactive/_session_maintenance.html", _maintenance_ahead(data))
+    cluster, _refused = session_cluster_choice({"cluster": data.get("cluster", "")})  # a refused one: the default's
+    return render(request, "interactive/_session_maintenance.html", _maintenance_ahead(data, cluster=cluster))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def session_list(request: HttpRequest) -> HttpResponse:
     """Sessions: the launch form and one card per session. POST starts one; a refusal keeps the
-    form as typed and says what to change."""
-    form = SessionForm(request.POST or None, policy=current_policy(), accounts=request.user.slurm_accounts)
+    form as typed and says what to change. ``?cluster=`` (with the other fields, as the cluster select
+    sends them) shows that cluster's partitions, GPU types and images and keeps what was typed; the
+    cluster a POST names is checked by :func:`interactive.services.session_start`."""
+    data = request.POST or request.GET
+    cluster, _refused = session_cluster_choice({"cluster": data.get("cluster", "")})  # a refused one: said at the start
+    initial = {k: v for k, v in request.GET.items() if k in SessionForm.base_fields} if request.method == "GET" else None
+    choices = [(c.name, c.label) for c in session_clusters()]
+    form = SessionForm(
+        request.POST or None,
+        initial=initial,
+        policy=current_policy(cluster),
+        accounts=request.user.slurm_accounts,
+        clusters=choices,
+    )
     if request.method == "POST":
         if form.is_valid():
             try:
@@ -98,13 +109,13 @@ def session_list(request: HttpRequest) -> HttpResponse:
             else:
                 say_how_it_started(request, session)
                 clash = session_maintenance(
-                    cluster=sessions_cluster().name, partition=session.partition, hours=session.time_limit_min // 60
+                    cluster=session.on_cluster, partition=session.partition, hours=session.time_limit_min // 60
                 )
                 if clash:
                     messages.warning(request, clash.html)
                 return redirect("session_list")
-        return render(request, "interactive/session_list.html", _context(request, form), status=400)
-    return render(request, "interactive/session_list.html", _context(request, form))
+        return render(request, "interactive/session_list.html", _context(request, form, cluster), status=400)
+    return render(request, "interactive/session_list.html", _context(request, form, cluster))
 
 
 def say_how_it_started(request: HttpRequest, session: Session) -> None:
@@ -128,7 +139,8 @@ def session_cards_etag(request: HttpRequest) -> str | None:
     rows = rows_version(session_rows(user=request.user), columns=("state",))
     active = any(state in ACTIVE_SESSION_STATES for (state,) in rows[2])
     hub_version = hub_state_version(request.user.username) if active else None
-    return weak_etag(request, clusters_version([sessions_cluster().name]), rows, hub_version, fragment_etags.clock_bucket())
+    clusters = sorted({s.on_cluster for s in session_rows(user=request.user)} or {session_clusters()[0].name})
+    return weak_etag(request, clusters_version(clusters), rows, hub_version, fragment_etags.clock_bucket())
 
 
 @login_required
@@ -137,7 +149,7 @@ def session_cards_view(request: HttpRequest) -> HttpResponse:
     """HTMX fragment: the cards, refreshed every few seconds; ``304 Not Modified`` when its ETag
     (:func:`session_cards_etag`) matches the browser's ``If-None-Match``. A read: no hub call, no write."""
     cards, warning = session_cards(user=request.user)
-    status = cluster_status(sessions_cluster().name)
+    status = cluster_status(cards_cluster(cards))
     return render(
         request,
         "interactive/_cards.html",
@@ -174,7 +186,7 @@ def session_support_bundle(request: HttpRequest, key) -> HttpResponse:
     session = Session.objects.filter(key=key).select_related("user").first()
     if session is None or not may_download(request.user, owner_id=session.user_id, account=session.account):
         raise Http404("No such session, or it is not yours.")
-    cluster = session.cluster or sessions_cluster().name  # where the portal sent its job
+    cluster = session.on_cluster  # where the portal sent its job
     gathered = session_gathered(session, cluster=cluster)
     name = gathered.settings.get("slurm_job_id") or session.key
     return zip_response(bundle_zip(gathered, made_at=djtz.now()), f"support-{cluster}-session-{name}.zip")

@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone as djtz
 
 from jobs.reads.reasons import explain_reason
 from jobs.reads.selectors import gpu_rows
 from portal.formats import from_now
+from slurm.clusters import session_partitions
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.values import parse_array_tasks
 
@@ -125,7 +125,7 @@ def waiting_ahead(cluster: str, taken_at: float) -> dict | None:
     snapshot = snapshot_load(with_jobs=True, cluster=cluster)
     if snapshot is None or snapshot.taken_at != taken_at:
         return None
-    summary = summarize_waiting(snapshot, set(settings.PORTAL_SESSION_PARTITIONS))
+    summary = summarize_waiting(snapshot, set(session_partitions(cluster)))
     cache.set(key, {"taken_at": taken_at, "summary": summary}, timeout=SUMMARY_TTL_S)
     return summary
 

@@ -29,8 +29,8 @@ export PORTAL_HUB_OIDC_CLIENT_SECRET=${PORTAL_HUB_OIDC_CLIENT_SECRET:-jupyterhub
 export PORTAL_JUPYTER_VENV
 : "${PORTAL_HUB_PROXY_LOG:=$LOG_DIR/hub-proxy.log}"
 PROXY_PID=$PORTAL_HUB_STATE_DIR/proxy.pid
-# The local cluster's nodes are slurmd instances on this machine.
-export PORTAL_HUB_NODE_ADDRESSES=${PORTAL_HUB_NODE_ADDRESSES:-node1=127.0.0.1,node2=127.0.0.1,node3=127.0.0.1}
+# The local clusters' nodes are slurmd instances on this machine (cluster1's node1-3, cluster2's g1 and g2).
+export PORTAL_HUB_NODE_ADDRESSES=${PORTAL_HUB_NODE_ADDRESSES:-node1=127.0.0.1,node2=127.0.0.1,node3=127.0.0.1,g1=127.0.0.1,g2=127.0.0.1}
 
 # start_proxy: configurable-http-proxy in its own session, as the service user; waits for its API.
 start_proxy() {

@@ -10,12 +10,13 @@ table leaves out takes that global value, so a second cluster usually names only
     name = "cluster1"            # what people see and type (form, profiles' cluster:, API, CLI --cluster)
     slurm_name = "portal"        # Slurm's ClusterName, if it differs
     ssh_port = 2222
-    sessions = true              # JupyterHub starts its sessions on this cluster
+    sessions = true              # sessions may run here (the first such is their default)
 
     [[clusters]]
     name = "cluster2"
     ssh_port = 2223
     partitions = ["gpu", "small"]   # offered to users (empty: every partition that is UP)
+    session_partitions = ["small"]  # sessions' partitions here (default PORTAL_SESSION_PARTITIONS)
     env_pythons = ["3.13"]          # Python versions a profile's environment may ask for here
 
 The file is read once per process, on first use (:func:`clusters`), and checked at start-up by the
@@ -52,7 +53,7 @@ GATEWAY_KEYS = (
     "command_timeout",
     "users_group",
 )
-OTHER_KEYS = ("name", "label", "slurm_name", "sbatch_helper", "partitions", "sessions", "env_pythons")
+OTHER_KEYS = ("name", "label", "slurm_name", "sbatch_helper", "partitions", "sessions", "session_partitions", "env_pythons")
 
 
 class ClusterConfigError(ValueError):
@@ -64,8 +65,9 @@ class Cluster:
     """One configured cluster. ``name``: the portal's name for it; ``label``: what pages show
     (default ``name``); ``slurm_name``: Slurm's ``ClusterName`` (default ``name``); ``gateway``: the
     ``PORTAL_SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
-    on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: JupyterHub
-    starts sessions here; ``env_pythons``: Python versions profiles may ask for here."""
+    on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: sessions
+    may run here (:func:`session_clusters`), ``session_partitions`` in these partitions (default
+    ``PORTAL_SESSION_PARTITIONS``); ``env_pythons``: Python versions profiles may ask for here."""
 
     name: str
     label: str
@@ -75,6 +77,7 @@ class Cluster:
     partitions: tuple[str, ...] = ()
     sessions: bool = False
     env_pythons: tuple[str, ...] = ()
+    session_partitions: tuple[str, ...] = ()
 
 
 _lock = threading.Lock()
@@ -88,6 +91,7 @@ def _defaults() -> dict:
         "sbatch_helper": settings.PORTAL_SBATCH_HELPER,
         "partitions": list(settings.PORTAL_PARTITIONS),
         "env_pythons": list(settings.PORTAL_ENV_PYTHONS),
+        "session_partitions": list(settings.PORTAL_SESSION_PARTITIONS),
         **settings.PORTAL_SLURM_GATEWAY,
     }
 
@@ -102,7 +106,7 @@ def _build(table: dict, defaults: dict, *, where: str) -> Cluster:
             f"{where}: name must be lower-case letters, digits and '-', starting with a letter; got {name!r}"
         )
     conf = {**defaults, **table}
-    for key in ("partitions", "env_pythons"):
+    for key in ("partitions", "env_pythons", "session_partitions"):
         if not isinstance(conf[key], list) or not all(isinstance(v, str) for v in conf[key]):
             raise ClusterConfigError(f"{where} ({name}): {key} must be a list of strings")
     if conf["transport"] not in ("ssh", "local"):
@@ -116,6 +120,7 @@ def _build(table: dict, defaults: dict, *, where: str) -> Cluster:
         partitions=tuple(conf["partitions"]),
         sessions=bool(conf.get("sessions", False)),
         env_pythons=tuple(conf["env_pythons"]),
+        session_partitions=tuple(conf["session_partitions"]),
     )
 
 
@@ -158,6 +163,7 @@ def clusters() -> tuple[Cluster, ...]:
             settings.PORTAL_SBATCH_HELPER,
             settings.PORTAL_PARTITIONS,
             settings.PORTAL_ENV_PYTHONS,
+            settings.PORTAL_SESSION_PARTITIONS,
         )
     )
     with _lock:
@@ -186,10 +192,26 @@ def cluster_get(name: str | None) -> Cluster | None:
     return next((c for c in clusters() if c.name == name), None)
 
 
-def sessions_cluster() -> Cluster:
-    """The cluster JupyterHub starts sessions on (the first with ``sessions = true``; the default
-    cluster when none says so, as with a single cluster)."""
-    return next((c for c in clusters() if c.sessions), default_cluster())
+def session_clusters() -> list[Cluster]:
+    """The clusters a new session may be started on, the default session cluster first: every one
+    with ``sessions = true``, in the file's order (the default cluster alone when none says so, as
+    with a single cluster). A session's owner chooses among them as a batch job's cluster is
+    chosen; an existing session stays on its own (``Session.cluster``)."""
+    return [c for c in clusters() if c.sessions] or [default_cluster()]
+
+
+def default_sessions_cluster() -> Cluster:
+    """The cluster a new session runs on when its owner names none: the first with
+    ``sessions = true`` (the default cluster when none says so). Only for choosing the cluster of a
+    new session: a session's own is its row's ``cluster``."""
+    return session_clusters()[0]
+
+
+def session_partitions(name: str = "") -> list[str]:
+    """The partitions sessions may use on cluster ``name`` ("" or not configured: the default session
+    cluster's): its ``session_partitions``, by default ``PORTAL_SESSION_PARTITIONS``."""
+    found = cluster_get(name) if name else None
+    return list((found or default_sessions_cluster()).session_partitions)
 
 
 def cluster_names() -> list[str]:

@@ -23,7 +23,7 @@ from jobs.reads.selectors import snapshot_status
 from jobs.worker.send import HELPER_PREFIX, parse_sbatch_parsable, user_home
 from portal.refusals import Problem, Refused
 from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
-from slurm.clusters import cluster_get, sessions_cluster
+from slurm.clusters import cluster_get
 from slurm.errors import controller_unreachable
 from slurm.snapshot import positions_load, snapshot_load
 from slurm.states import FINAL_STATES
@@ -56,10 +56,6 @@ def hub_session(*, username: str, key: str) -> Session:
     return session
 
 
-def _cluster(session: Session) -> str:
-    return session.cluster or sessions_cluster().name
-
-
 def session_submit(*, username: str, key: str, hub: HubPart) -> dict:
     """Send the session's job (once: a session that has one answers with it) and return
     ``{"job_id", "cluster", "submitted_at": Unix seconds, "log_path"}``. The cluster's sbatch
@@ -71,7 +67,7 @@ def session_submit(*, username: str, key: str, hub: HubPart) -> dict:
         return _submitted(session, home="")
     if session.state != SessionState.STARTING:
         raise Refused(Problem("key", f"This session is {session.get_state_display()}; start a new one from the portal."))
-    cluster = _cluster(session)
+    cluster = session.on_cluster
     owner = session.user.username
     try:
         home = user_home(owner, cluster=cluster)
@@ -122,7 +118,7 @@ def session_cancel(*, username: str, key: str) -> bool:
     if not session.slurm_job_id:
         return False
     try:
-        get_gateway(_cluster(session)).run(["scancel", str(session.slurm_job_id)], as_user=session.user.username)
+        get_gateway(session.on_cluster).run(["scancel", str(session.slurm_job_id)], as_user=session.user.username)
     except SlurmError as exc:
         raise SessionSlurmUnavailable(f"scancel of job {session.slurm_job_id} failed: {exc.message}") from exc
     return True
@@ -139,7 +135,7 @@ def session_job_status(*, username: str, key: str, with_log: bool = False, with_
     if not session.slurm_job_id and not _adopt_from_snapshot(session):
         return {"state": "NOT_FOUND", "ended": True}
     since = session.submitted_at.timestamp() if session.submitted_at else 0.0
-    status = job_status_for_hub(job_id=session.slurm_job_id, since=since, cluster=_cluster(session))
+    status = job_status_for_hub(job_id=session.slurm_job_id, since=since, cluster=session.on_cluster)
     status["ended"] = status["state"] == "NOT_FOUND" or status["state"] in FINAL_STATES
     if with_log:
         status.update(_log_tail(session))
@@ -151,7 +147,7 @@ def session_job_status(*, username: str, key: str, with_log: bool = False, with_
 def _batch_host(session: Session) -> dict:
     argv = ["squeue", "-h", "-j", str(session.slurm_job_id), "-o", "%B"]
     try:
-        out = get_gateway(_cluster(session)).run(argv, as_user=session.user.username, check=False).out.strip()
+        out = get_gateway(session.on_cluster).run(argv, as_user=session.user.username, check=False).out.strip()
     except SlurmError as exc:
         return {"message": f"squeue for the node failed: {exc.message}"}
     return {"node": out} if out and " " not in out and out != "n/a" else {}
@@ -160,17 +156,17 @@ def _batch_host(session: Session) -> dict:
 def _adopt_from_snapshot(session: Session) -> bool:
     """A session whose job the hub's spawner sent itself (before the portal sent them): take its
     job id from the snapshot's ``--comment=portal:<key>``. True when found."""
-    snapshot = snapshot_load(with_jobs=True, cluster=_cluster(session))
+    snapshot = snapshot_load(with_jobs=True, cluster=session.on_cluster)
     job = next((j for j in snapshot.jobs if j.comment == f"portal:{session.key}"), None) if snapshot else None
     if job is None:
         return False
-    Session.objects.filter(pk=session.pk).update(cluster=_cluster(session), slurm_job_id=job.job_id)
+    Session.objects.filter(pk=session.pk).update(cluster=session.on_cluster, slurm_job_id=job.job_id)
     session.refresh_from_db()
     return True
 
 
 def _log_tail(session: Session) -> dict:
-    owner, cluster = session.user.username, _cluster(session)
+    owner, cluster = session.user.username, session.on_cluster
     try:
         path = session_log_path(session, user_home(owner, cluster=cluster))
         tail = get_gateway(cluster).run(["tail", "-n", str(LOG_TAIL_LINES), path], as_user=owner).out.strip()

@@ -25,7 +25,7 @@ NAMES: dict[str, tuple[str, str, str, str]] = {
     "script":         ("script",     "run.command",             "",          ""),
     "requeue":        ("requeue",    "run.requeue",             "",          ""),
     "priority":       ("priority",   "run.priority",            "",          ""),
-    "cluster":        ("cluster",    "cluster",                 "",          ""),
+    "cluster":        ("cluster",    "cluster",                 "cluster",   "cluster"),
     "image":          ("image",      "image",                   "image",     "image"),
     "options":        ("",           "",                        "",          ""),
 }  # fmt: skip

@@ -72,7 +72,7 @@ def _log(cluster: str, scontrol, owner: str) -> list[Log]:
 
 
 def session_gathered(session, *, cluster: str) -> Gathered:
-    """The bundle's inputs for ``session`` on ``cluster`` (the sessions' cluster): its settings, its
+    """The bundle's inputs for ``session`` on ``cluster`` (its own: ``Session.on_cluster``): its settings, its
     audit rows (``target`` ``session:<key>``), Slurm's view of its job, the last
     :data:`BUNDLE_LOG_BYTES` of its log (tokens replaced), its nodes' state and the versions."""
     owner = session.user.username

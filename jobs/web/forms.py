@@ -76,6 +76,25 @@ def image_choices(cluster: str) -> list[tuple[str, str]]:
     return choices
 
 
+def offer_clusters(field: forms.Field, clusters: list[tuple[str, str]], *, reload_url: str) -> None:
+    """Make ``field`` (a ``CharField`` with a ``Select``) a form's cluster select: the (name, label)
+    ``clusters``, the default first. Choosing another reloads the form from ``reload_url`` (GET, with
+    what was typed) with that cluster's partitions and GPU types. The New job and Sessions forms'."""
+    field.widget.choices = list(clusters)
+    field.widget.attrs.update(
+        {
+            "hx-get": reload_url,
+            "hx-trigger": "change",
+            "hx-include": "closest form",
+            "hx-params": "not csrfmiddlewaretoken",
+            "hx-target": "main",
+            "hx-select": "main",
+            "hx-swap": "outerHTML",
+            "hx-push-url": "true",
+        }
+    )
+
+
 class JobForm(forms.Form):
     cluster = forms.CharField(
         required=False,
@@ -133,20 +152,7 @@ class JobForm(forms.Form):
         self.policy = policy
         cluster = self.fields["cluster"]
         if len(clusters) > 1:
-            cluster.widget.choices = list(clusters)
-            # Choosing another cluster reloads the form with its partitions, keeping what was typed.
-            cluster.widget.attrs.update(
-                {
-                    "hx-get": reverse("job_new"),
-                    "hx-trigger": "change",
-                    "hx-include": "closest form",
-                    "hx-params": "not csrfmiddlewaretoken",
-                    "hx-target": "main",
-                    "hx-select": "main",
-                    "hx-swap": "outerHTML",
-                    "hx-push-url": "true",
-                }
-            )
+            offer_clusters(cluster, clusters, reload_url=reverse("job_new"))
         else:
             cluster.widget = forms.HiddenInput()
         cluster.initial = policy.cluster

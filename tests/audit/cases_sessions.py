@@ -30,7 +30,7 @@ def session_start_requested(w: World):
     session = session_start(
         user=w.alice, raw_options={"ide": "lab", "partition": "interactive", "cpus": 2, "memory_mb": 4096, "hours": 2}
     )
-    after = read(session, "ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "account")
+    after = read(session, "ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "account", "cluster")
     return {}, after | {"hours": read(session, "time_limit_min")["time_limit_min"] // 60}
 
 
@@ -67,7 +67,7 @@ def session_gpu_reclaimed(w: World):
     from gpuusage.store import ClusterUsage, GpuFigures, usage_key
     from interactive import hub
     from interactive.idle import sessions_cull_idle
-    from slurm.clusters import sessions_cluster
+    from slurm.clusters import default_sessions_cluster
 
     w.settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"
     w.settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = 30
@@ -78,8 +78,10 @@ def session_gpu_reclaimed(w: World):
 
     def read_at(now):
         gpus = [GpuFigures(host="node1", gpu="0", sm_active=1.0)]
-        usage = ClusterUsage(cluster=sessions_cluster().name, read_at=now.timestamp(), jobs={"4242": gpus}, hosts=["node1"])
-        cache.set(usage_key(sessions_cluster().name), usage.to_dict(), timeout=None)
+        usage = ClusterUsage(
+            cluster=default_sessions_cluster().name, read_at=now.timestamp(), jobs={"4242": gpus}, hosts=["node1"]
+        )
+        cache.set(usage_key(default_sessions_cluster().name), usage.to_dict(), timeout=None)
 
     start = djtz.now()
     read_at(start)

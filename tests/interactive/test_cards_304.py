@@ -14,7 +14,7 @@ from interactive.hub_check import sessions_hub_check
 from interactive.models import Session, SessionState
 from jobs.web import fragment_etags
 from slurm import SlurmUnreachable
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from slurm.snapshot import ClusterSnapshot, snapshot_failed, snapshot_store
 
 from .conftest import hub_checked
@@ -39,7 +39,7 @@ def alice(client, django_user_model, clean_cache, monkeypatch):
         ended_at=djtz.now(),
         message="stopped by you",
     )
-    name = sessions_cluster().name
+    name = default_sessions_cluster().name
     snapshot_store(ClusterSnapshot(taken_at=time.time() - 1, attempted_at=time.time() - 1, cluster=name))
     client.force_login(user)
     return client, session
@@ -74,7 +74,7 @@ def test_a_changed_row_is_200_with_its_change(alice):
 def test_a_failed_poll_shows_its_notice(alice):
     client, _ = alice
     tag = poll(client)["ETag"]
-    good = ClusterSnapshot(taken_at=time.time() - 1, attempted_at=time.time() - 1, cluster=sessions_cluster().name)
+    good = ClusterSnapshot(taken_at=time.time() - 1, attempted_at=time.time() - 1, cluster=default_sessions_cluster().name)
     snapshot_store(snapshot_failed(good, SlurmUnreachable(["squeue"], None, message="no route"), now=time.time()))
     after = poll(client, tag)
     assert after.status_code == 200

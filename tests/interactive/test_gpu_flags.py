@@ -13,7 +13,7 @@ from gpuusage.store import usage_refresh
 from interactive import hub
 from interactive.models import Session, SessionState
 from slurm import SlurmGateway
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from slurm.snapshot import snapshot_store, snapshot_take
 from tests.fakes import cluster_transport
 from tests.gpuusage.fakes import install
@@ -34,7 +34,7 @@ def running_session(user, slurm_json, monkeypatch, *, slurm_job_id: int, gpus: i
     job = replace(
         snapshot.jobs[0], job_id=slurm_job_id, comment=f"portal:{session.key}", state="RUNNING", start_time=int(now - 3600)
     )
-    snapshot_store(replace(snapshot, jobs=[job], cluster=sessions_cluster().name))
+    snapshot_store(replace(snapshot, jobs=[job], cluster=default_sessions_cluster().name))
     server = hub.HubServer(session.server_name, True, None, f"/user/{user.username}/{session.server_name}/", "", None, None)
     hub_checked(monkeypatch, {user.username: {session.server_name: server}})
     return session
@@ -54,7 +54,7 @@ def flags(client, url: str) -> list[str]:
 def test_a_session_barely_using_its_gpu_is_flagged_on_its_card(client, alice, slurm_json, monkeypatch):
     running_session(alice, slurm_json, monkeypatch, slurm_job_id=102)  # 3 % over the window in the answers
     install(monkeypatch, ANSWERS)
-    usage_refresh(sessions_cluster().name)
+    usage_refresh(default_sessions_cluster().name)
     fake = install(monkeypatch, [])
     client.force_login(alice)
     for url in ("/sessions/", "/sessions/cards/"):
@@ -68,14 +68,14 @@ def test_a_busy_session_or_one_without_figures_is_not_flagged(client, alice, slu
     client.force_login(alice)
     assert flags(client, "/sessions/cards/") == []  # no read yet: nothing claimed
     install(monkeypatch, ANSWERS)
-    usage_refresh(sessions_cluster().name)
+    usage_refresh(default_sessions_cluster().name)
     assert flags(client, "/sessions/cards/") == []
 
 
 def test_another_users_session_card_shows_nothing(client, alice, slurm_json, monkeypatch, django_user_model):
     running_session(alice, slurm_json, monkeypatch, slurm_job_id=102)
     install(monkeypatch, ANSWERS)
-    usage_refresh(sessions_cluster().name)
+    usage_refresh(default_sessions_cluster().name)
     bob = django_user_model.objects.create(username="bob", oidc_sub="b", oidc_issuer="t")
     client.force_login(bob)
     assert flags(client, "/sessions/cards/") == [] and flags(client, "/sessions/") == []

@@ -21,7 +21,7 @@ from interactive import hub
 from interactive.gpu_idle import gpu_not_measured_note, gpu_reclaim_warning
 from interactive.idle import idle_stop_in_seconds, sessions_cull_idle
 from interactive.models import Session, SessionState
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from tests.interactive.test_gpu_flags import running_session
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def read(at, *, load: float | None, job: int = JOB, error: str = "", gpus: int =
     activity (None: the job has no series, its node has no exporter), or a failed read (``error``)."""
     figures = [GpuFigures(host="node1", gpu=str(i), sm_active=load) for i in range(gpus)] if load is not None else []
     usage = ClusterUsage(
-        cluster=sessions_cluster().name,
+        cluster=default_sessions_cluster().name,
         read_at=at.timestamp(),
         attempted_at=at.timestamp(),
         error=error,
@@ -76,7 +76,7 @@ def read(at, *, load: float | None, job: int = JOB, error: str = "", gpus: int =
         hosts=["node1"] if figures else [],
         window_minutes=30,
     )
-    cache.set(usage_key(sessions_cluster().name), usage.to_dict(), timeout=None)
+    cache.set(usage_key(default_sessions_cluster().name), usage.to_dict(), timeout=None)
 
 
 def cull_at(at, **load) -> list[Session]:

@@ -23,7 +23,7 @@ from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start
 from jobs.gpu.gpu_usage import gpu_usage_refresh
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from tests.cluster.test_gpu_usage_integration import query
 from tests.waiting import pause, wait_for
 
@@ -50,7 +50,7 @@ def test_a_1_gpu_session_at_0_percent_is_warned_and_stopped_one_at_60_percent_is
     settings.PORTAL_GPU_IDLE_WARN_MINUTES = 1
     settings.PORTAL_SESSION_IDLE_MINUTES = 3
     assert query("up")  # Prometheus answers (scripts/prometheus.sh)
-    cluster = sessions_cluster().name
+    cluster = default_sessions_cluster().name
     idle = session_start(user=alice, raw_options={**OPTIONS, "hours": 1})
     busy = session_start(user=alice, raw_options={**OPTIONS, "hours": 1})
     for session in (idle, busy):

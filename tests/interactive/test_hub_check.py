@@ -21,7 +21,7 @@ from interactive.services import session_cards
 from interactive.tasks import sessions_hub_check_task
 from portal.locks import redis_client
 from slurm import SlurmGateway
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from slurm.snapshot import snapshot_store, snapshot_take
 from tests.fakes import cluster_transport
 
@@ -53,7 +53,7 @@ def with_jobs(slurm_json, *jobs: tuple[Session, int, str]) -> None:
         replace(snapshot.jobs[0], job_id=job_id, comment=f"portal:{s.key}", state=state, start_time=int(time.time() - 600))
         for s, job_id, state in jobs
     ]
-    snapshot_store(replace(snapshot, jobs=queue, cluster=sessions_cluster().name))
+    snapshot_store(replace(snapshot, jobs=queue, cluster=default_sessions_cluster().name))
 
 
 def server(name: str, *, ready: bool) -> hub.HubServer:

@@ -21,7 +21,7 @@ from interactive.idle import sessions_cull_idle
 from interactive.models import Session, SessionState
 from interactive.services import session_cards, session_start, session_stop
 from portal.refusals import Refused
-from slurm.clusters import sessions_cluster
+from slurm.clusters import default_sessions_cluster
 from slurm.snapshot import snapshot_load
 from tests.waiting import log_tail, pause, scontrol_show_job, wait_for
 
@@ -259,7 +259,7 @@ def test_running_session_survives_the_controller_down_for_a_minute(alice, hub_po
         _slurmctld("start")
     # A poll after the controller is back: a good snapshot taken since it came back, then the hub's
     # next poll (its status read from that snapshot, then the activity report that follows it).
-    back_at, cluster = time.time(), sessions_cluster().name
+    back_at, cluster = time.time(), default_sessions_cluster().name
 
     def fresh_snapshot() -> float | None:
         snapshot = snapshot_load(with_jobs=True, cluster=cluster)

@@ -19,7 +19,7 @@ from tests.security.test_bad_input import CORPUS
 pytestmark = pytest.mark.django_db
 
 GOOD = dict(ide="lab", partition="interactive", gpu_count="1", gpu_type="a100", cpus="2", memory_gb="4", hours="2")
-FIELDS = [*GOOD, "account"]
+FIELDS = [*GOOD, "account", "cluster"]  # cluster: the local clusters file has two session clusters
 
 
 @pytest.fixture

@@ -186,6 +186,7 @@ def test_the_last_session_s_settings_come_first(settings, monkeypatch, clean_cac
         "cpus": 3,
         "memory_mb": 3072,
         "hours": 3,
+        "cluster": "cluster1",  # kept: the local clusters file has two session clusters
     }
     assert [c.preset.label for c in choices[1:]] == ["JupyterLab, no GPU, 2 h"]
 

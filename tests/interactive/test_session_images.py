@@ -32,7 +32,7 @@ def alice(django_user_model):
 
 def image(name: str, *, offers: list[str], path: str | None = None, available: bool = True, **kw) -> Image:
     """A registered image, checked on the sessions cluster (as the availability task stores it)."""
-    from slurm.clusters import sessions_cluster
+    from slurm.clusters import default_sessions_cluster
 
     made = Image.objects.create(
         name=name,
@@ -44,7 +44,7 @@ def image(name: str, *, offers: list[str], path: str | None = None, available: b
         offers=offers,
         **kw,
     )
-    image_state_store(made, sessions_cluster().name, available=available, reason="" if available else "it is not there")
+    image_state_store(made, default_sessions_cluster().name, available=available, reason="" if available else "it is not there")
     return made
 
 

@@ -27,12 +27,12 @@ def test_pick_the_image_in_the_session_form_and_open_jupyterlab(hub_portal, port
     from images.availability import image_probe, image_state_store
     from images.models import Image
     from images.services import image_register
-    from slurm.clusters import sessions_cluster
+    from slurm.clusters import default_sessions_cluster
 
     image, _ = image_register(doc=json.loads(DEMO_JSON.read_text()))
-    assert image_probe(image, sessions_cluster().name).available
+    assert image_probe(image, default_sessions_cluster().name).available
     batch_only = Image.objects.create(name="batch-only", runtime="charliecloud", path=image.path, digest=image.digest, offers=[])
-    image_state_store(batch_only, sessions_cluster().name, available=True)
+    image_state_store(batch_only, default_sessions_cluster().name, available=True)
 
     page = browser_page
     sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")

@@ -33,10 +33,10 @@ def demo_image(hub_portal):
         pytest.skip(f"no demo image ({DEMO_JSON}): scripts/build_image.sh builds it")
     from images.availability import image_probe
     from images.services import image_register
-    from slurm.clusters import sessions_cluster
+    from slurm.clusters import default_sessions_cluster
 
     image, _ = image_register(doc=json.loads(DEMO_JSON.read_text()))
-    state = image_probe(image, sessions_cluster().name)
+    state = image_probe(image, default_sessions_cluster().name)
     assert state.available, state.reason
     return image
 
@@ -107,7 +107,7 @@ def test_an_image_gone_after_the_check_fails_the_session_with_its_sentence(alice
     from images.availability import image_probe
     from images.models import Image
     from interactive.models import SessionState
-    from slurm.clusters import sessions_cluster
+    from slurm.clusters import default_sessions_cluster
 
     doomed = Path("/srv/gpuportal/images") / f"gone-{tmp_path.name[-8:]}"
     doomed.mkdir(mode=0o755)
@@ -115,7 +115,7 @@ def test_an_image_gone_after_the_check_fails_the_session_with_its_sentence(alice
         name="gone-lab", runtime="charliecloud", path=str(doomed), digest=demo_image.digest, offers=["jupyterlab"]
     )
     try:
-        assert image_probe(gone, sessions_cluster().name).available  # the check saw it
+        assert image_probe(gone, default_sessions_cluster().name).available  # the check saw it
     finally:
         doomed.rmdir()  # and then it went away
     session = session_start(

@@ -11,8 +11,11 @@ from slurm.clusters import (
     cluster_names,
     clusters,
     default_cluster,
+    default_sessions_cluster,
     forget_clusters,
     load_clusters,
+    session_clusters,
+    session_partitions,
 )
 
 
@@ -28,7 +31,11 @@ def test_the_local_clusters_file_lists_both_clusters_the_first_by_default(settin
     one, two = clusters()
     assert default_cluster() is one and cluster_get("") is one and cluster_get("cluster2") is two and cluster_get("x") is None
     assert (one.slurm_name, one.gateway["ssh_port"], one.sessions) == ("portal", 2222, True)
-    assert (two.slurm_name, two.gateway["ssh_port"], two.sessions, two.env_pythons) == ("cluster2", 2223, False, ("3.13",))
+    assert (two.slurm_name, two.gateway["ssh_port"], two.sessions, two.env_pythons) == ("cluster2", 2223, True, ("3.13",))
+    # sessions run on both, cluster1 by default, each in its own partitions
+    assert [c.name for c in session_clusters()] == ["cluster1", "cluster2"] and default_sessions_cluster() is one
+    assert session_partitions("cluster1") == list(settings.PORTAL_SESSION_PARTITIONS)
+    assert session_partitions("cluster2") == ["small", "gpu"]
     # keys a table leaves out take the global settings
     assert (
         two.gateway["ssh_user"] == settings.PORTAL_SLURM_GATEWAY["ssh_user"]
