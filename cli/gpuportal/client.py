@@ -253,8 +253,8 @@ class Client:
     def create_session(self, **fields: Any) -> dict:
         """``POST /sessions`` with ``ide`` and optional ``partition``, ``gpus``, ``gpu_type``, ``cpus``,
         ``memory`` (text as typed, ``4G``; the portal reads it), ``memory_gb`` (older), ``hours``,
-        ``image`` (a site image's name), ``account`` (the team to bill it to) (``None`` values are left
-        out): the session (HTTP 201)."""
+        ``image`` (a site image's name), ``account`` (the team to bill it to), ``cluster`` (one that runs
+        sessions) (``None`` values are left out): the session (HTTP 201)."""
         return self.request("POST", "/sessions", body={k: v for k, v in fields.items() if v is not None})
 
     def get_session(self, name: str) -> dict:

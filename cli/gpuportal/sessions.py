@@ -40,6 +40,11 @@ def _add_notebook(commands: Commands) -> None:
         metavar="TEAM",
         help="the team (Slurm account) to bill it to, one of yours (`gpuportal whoami`); default: your first team",
     )
+    p.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="the cluster to run it on, one that runs sessions (`gpuportal clusters`); default: the portal's",
+    )
     p.add_argument("--partition")
     p.add_argument("--gpus", type=non_negative_int, metavar="N")
     p.add_argument("--gpu-type", metavar="TYPE")
@@ -71,6 +76,7 @@ def _session_pairs(s: dict) -> list[tuple[str, Any]]:
         "explanation",
         "partition",
         "account",
+        "cluster",
         "gpu_type",
         "gpu_count",
         "cpus",
@@ -105,6 +111,7 @@ def cmd_notebook(ctx: Context) -> int:
         hours=_number(a.hours),
         image=a.image,
         account=a.account,
+        cluster=a.cluster,
     )
     if a.no_wait:
         if ctx.json:

@@ -532,6 +532,17 @@ def test_notebook_bills_the_team_asked_for(env, capsys):
     assert env.calls("POST", "/sessions")[0].body == {"ide": "lab", "account": "nlp"}
 
 
+def test_notebook_runs_on_the_cluster_asked_for_and_prints_the_portals_refusal_of_another(env, capsys):
+    env.session_states = [make_session(state="RUNNING", url="https://hub/x", cluster="cluster2")]
+    assert main(["notebook", "--cluster", "cluster2", "--interval", "0.01"]) == 0
+    assert env.calls("POST", "/sessions")[0].body == {"ide": "lab", "cluster": "cluster2"}
+    assert capsys.readouterr().out == "https://hub/x\n"
+    refused = "There is no cluster called 'nope'. Choose one of: cluster1, cluster2 (the default is cluster1)."
+    env.script("POST", "/sessions", (400, {"detail": "The session cannot be started; see errors.", "errors": [{"field": "cluster", "message": refused, "line": None}]}))  # fmt: skip
+    assert main(["notebook", "--cluster", "nope", "--interval", "0.01"]) == 1
+    assert f"  cluster: {refused}" in capsys.readouterr().err.splitlines()
+
+
 def test_notebook_prints_the_portals_refusal_of_someone_in_no_team(env, capsys):
     no_team = "You are not in any team (Slurm account), so sessions cannot be billed to one. Ask your team lead to add you."
     detail = "The session cannot be started; see errors."
