@@ -23,13 +23,13 @@ from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.submit.submit import job_check, job_create
 from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
-from slurm.clusters import cluster_names
 from slurm.states import JobState
 from slurm.tres import parse_tres_limit_used
 from teams.models import Membership, Role, Source, Team
 from teams.sync.associations import teams_sync
 from teams.sync.classes import SHOW_CLASS_QOS, parse_class_qos
 from teams.usage.cache import team_usage, usage_refresh
+from tests.teams.test_quota_promised_integration import remove_account_and_jobs, sacctmgr_show
 from tests.teams.test_usage_integration import known_to_slurmctld
 from tests.waiting import scontrol_show_job, wait_for, wait_for_job
 
@@ -41,27 +41,6 @@ OFFER = (
     "and may be stopped and resumed later."
 )
 _FIELD = re.compile(r"([\w/]+)=(\S*)")  # UsageRaw/Norm/Efctv=... is one field
-
-
-def sacctmgr_show(*args: str, cluster: str) -> str:
-    return get_gateway(cluster).run(["sacctmgr", "-nP", "show", *args]).out
-
-
-def remove(name: str) -> None:
-    """Cancel the account's jobs on every cluster, wait for its queue to empty, delete the account."""
-    for cluster in cluster_names():  # the sync made the account on every cluster
-        gw = get_gateway(cluster)
-        gw.run(["scancel", "--account", name], check=False)
-
-        def queued(gw=gw) -> str:
-            return gw.run(["squeue", "-h", "--account", name], check=False).out.strip()
-
-        wait_for(  # Slurm refuses to delete an association with active jobs
-            f"no job of account {name} left in {cluster}'s queue", lambda: not queued(), timeout=30, every=1, seen=queued
-        )
-        gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
-        assert not sacctmgr_show("association", f"account={name}", cluster=cluster).strip(), f"{name} left on {cluster}"
-        assert sacctmgr_show("user", "alice", "format=DefaultAccount", cluster=cluster).strip() == "vision"
 
 
 @pytest.fixture
@@ -76,8 +55,8 @@ def teams_of_alice(django_user_model, clean_cache):
     try:
         yield spent, control, alice
     finally:
-        remove(spent)
-        remove(control)
+        remove_account_and_jobs(spent)
+        remove_account_and_jobs(control)
 
 
 def gpu_job(alice, account: str, capture, **kw) -> Job:

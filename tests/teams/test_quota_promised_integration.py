@@ -38,6 +38,24 @@ def sacctmgr_show(*args: str, cluster: str) -> str:
     return get_gateway(cluster).run(["sacctmgr", "-nP", "show", *args]).out
 
 
+def remove_account_and_jobs(name: str) -> None:
+    """Cancel the account's jobs on every cluster, wait for its queue to empty, delete the account;
+    alice's default account is still ``vision`` after."""
+    for cluster in cluster_names():  # the sync made the account on every cluster
+        gw = get_gateway(cluster)
+        gw.run(["scancel", "--account", name], check=False)
+
+        def queued(gw=gw) -> str:
+            return gw.run(["squeue", "-h", "--account", name], check=False).out.strip()
+
+        wait_for(  # Slurm refuses to delete an association with active jobs
+            f"no job of account {name} left in {cluster}'s queue", lambda: not queued(), timeout=30, every=1, seen=queued
+        )
+        gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
+        assert not sacctmgr_show("association", f"account={name}", cluster=cluster).strip(), f"{name} left on {cluster}"
+        assert sacctmgr_show("user", "alice", "format=DefaultAccount", cluster=cluster).strip() == "vision"
+
+
 @pytest.fixture
 def promised_team(django_user_model, clean_cache):
     """A new team (Slurm account on every cluster, through the sync) with alice, a quota of
@@ -49,19 +67,7 @@ def promised_team(django_user_model, clean_cache):
     try:
         yield team, alice
     finally:
-        for cluster in cluster_names():  # the sync made the account on every cluster
-            gw = get_gateway(cluster)
-            gw.run(["scancel", "--account", name], check=False)
-
-            def queued(gw=gw) -> str:
-                return gw.run(["squeue", "-h", "--account", name], check=False).out.strip()
-
-            wait_for(  # Slurm refuses to delete an association with active jobs
-                f"no job of account {name} left in {cluster}'s queue", lambda: not queued(), timeout=30, every=1, seen=queued
-            )
-            gw.run(["sacctmgr", "-i", "delete", "account", f"name={name}"], check=False)
-            assert not sacctmgr_show("association", f"account={name}", cluster=cluster).strip(), f"{name} left on {cluster}"
-            assert sacctmgr_show("user", "alice", "format=DefaultAccount", cluster=cluster).strip() == "vision"
+        remove_account_and_jobs(name)
 
 
 def gpu_job(alice, account: str, *, minutes: int, name: str) -> Job:
