@@ -273,7 +273,7 @@ def format_minutes(minutes: int) -> str:
     return " ".join(parts) or "0 min"
 
 
-#: The time-limit forms a person may type (Slurm's, less ``MM:SS``: see :func:`time_limit_minutes`).
+#: The time-limit forms a person may type: Slurm's own (``man sbatch --time``), read as Slurm reads them.
 TIME_LIMIT_FORMS = (
     "whole minutes (90), MM:SS (90:30, minutes and seconds: 2:00 is 2 minutes), HH:MM:SS (02:00:00), "
     "D-HH (1-12), D-HH:MM (1-12:30) or D-HH:MM:SS (1-00:00:00)"
