@@ -3,8 +3,9 @@ which accounts the portal never acts as (system accounts).
 
 Asked once per login through the Slurm gateway as the service user (no sudo):
 ``env LC_ALL=C id -- <user>`` (uid and Unix groups, in the C locale so the labels are coreutils'
-``uid=``/``gid=``/``groups=``) and ``sacctmgr --noheader --parsable2 show association where
-user=<user> format=Account`` (Slurm accounts = teams).
+``uid=``/``gid=``/``groups=``), ``sacctmgr --noheader --parsable2 show association where
+user=<user> format=Account`` (Slurm accounts = teams) and, unless the site set
+``PORTAL_ACCOUNT_UID_MIN``, ``cat /etc/login.defs`` (its ``UID_MIN``: where personal accounts start).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ logger = logging.getLogger(__name__)
 #: The command asked for one user (the name is appended after ``--``).
 ID_ARGV = ("env", "LC_ALL=C", "id", "--")
 
+#: The file whose ``UID_MIN`` says where the submit host's personal accounts start (shadow's
+#: login.defs(5); ``useradd`` gives new users uids from there).
+LOGIN_DEFS_ARGV = ("cat", "/etc/login.defs")
+#: ``UID_MIN`` when login.defs names none or cannot be read: shadow's own default.
+DEFAULT_UID_MIN = 1000
+_UID_MIN_RE = re.compile(r"^[ \t]*UID_MIN[ \t]+(\d+)[ \t]*$", re.MULTILINE)
+
 #: ``uid=1001(alice) gid=1002(alice) groups=1002(alice),1001(slurmusers)``, optionally followed by
 #: `` context=...`` (SELinux). A group name may hold spaces (sssd: ``domain users``), never ``)``.
 _ID_RE = re.compile(r"^uid=(\d+)(?:\([^)]*\))? gid=\d+(?:\([^)]*\))?(?: groups=(.*?))?(?: context=\S+)?$")
@@ -42,6 +50,8 @@ class ClusterUser:
     groups: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
     uid: int | None = None
+    #: Where personal accounts start on the submit host (:func:`uid_min`); ``None`` when not asked.
+    uid_min: int | None = None
 
     @property
     def in_users_group(self) -> bool:
@@ -71,18 +81,49 @@ def denied_account_names() -> frozenset[str]:
     return frozenset(n for n in names if n)
 
 
-def system_account_reason(username: str, uid: int | None = None) -> str | None:
+def parse_uid_min(text: str) -> int | None:
+    """``UID_MIN`` from the text of a login.defs (the first uncommented ``UID_MIN <digits>`` line),
+    or ``None`` when it names none."""
+    match = _UID_MIN_RE.search(text)
+    return int(match.group(1)) if match else None
+
+
+def uid_min(gateway) -> int:
+    """Where personal accounts start on ``gateway``'s submit host: ``PORTAL_ACCOUNT_UID_MIN`` when
+    the site set it, else ``UID_MIN`` of the host's /etc/login.defs (one ``cat`` through the gateway),
+    else :data:`DEFAULT_UID_MIN` (1000, shadow's default) when the file names none or cannot be read
+    (logged). Never raises for an unreadable file; :class:`~slurm.SlurmError` only when the host
+    cannot be reached."""
+    if settings.PORTAL_ACCOUNT_UID_MIN is not None:
+        return int(settings.PORTAL_ACCOUNT_UID_MIN)
+    defs = gateway.run(list(LOGIN_DEFS_ARGV), check=False)
+    found = parse_uid_min(defs.out) if defs.returncode == 0 else None
+    if found is None:
+        logger.warning(
+            "UID_MIN not read from the submit host's /etc/login.defs (exit %s: %s); using %s",
+            defs.returncode,
+            defs.err.strip()[:200] or "no UID_MIN line",
+            DEFAULT_UID_MIN,
+        )
+        return DEFAULT_UID_MIN
+    return found
+
+
+def system_account_reason(username: str, uid: int | None = None, minimum: int | None = None) -> str | None:
     """Why ``username`` is a system account the portal never links or acts as, in a few words (for
     parentheses after "is a system account"), or ``None`` when it may be a person's account.
 
-    ``uid``: from ``id`` on the submit host (``None``: not asked yet, only the name is checked).
-    A system account is one named in :func:`denied_account_names`, or one whose uid is below
-    ``PORTAL_ACCOUNT_UID_MIN`` (the cluster's ``UID_MIN`` in /etc/login.defs, 1000 by default)."""
+    ``uid``: from ``id`` on the submit host (``None``: not asked yet, only the name is checked);
+    ``minimum``: where personal accounts start there (:func:`uid_min`; ``None``: the site's
+    ``PORTAL_ACCOUNT_UID_MIN``, else 1000). A system account is one named in
+    :func:`denied_account_names`, or one whose uid is below that minimum."""
     if username in denied_account_names():
         return "named in the portal's list of system and service accounts: root, Slurm, munge, databases, the portal's own"
-    uid_min = int(settings.PORTAL_ACCOUNT_UID_MIN)
-    if uid is not None and uid < uid_min:
-        return f"uid {uid}, below {uid_min}, where personal accounts start on this cluster"
+    if minimum is None:
+        site = settings.PORTAL_ACCOUNT_UID_MIN
+        minimum = int(site) if site is not None else DEFAULT_UID_MIN
+    if uid is not None and uid < minimum:
+        return f"uid {uid}, below {minimum}, where personal accounts start on this cluster"
     return None
 
 
@@ -104,7 +145,7 @@ def cluster_user_lookup(username: str) -> ClusterUser:
         ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={username}", "format=Account"]
     )
     accounts = sorted({line.strip() for line in assoc.out.splitlines() if line.strip()})
-    return ClusterUser(username=username, exists=True, groups=groups, accounts=tuple(accounts), uid=uid)
+    return ClusterUser(username=username, exists=True, groups=groups, accounts=tuple(accounts), uid=uid, uid_min=uid_min(gateway))
 
 
 #: What a person refused a system account is told to do (at sign-in, and by the hub).
@@ -152,7 +193,7 @@ def cluster_account_check(username: str, *, known: bool) -> ClusterUser | None:
             f"There is no account named '{username}' on the cluster.",
             "Ask the cluster staff to create your cluster account; then sign in again.",
         )
-    if (reason := system_account_reason(username, cluster_user.uid)) is not None:
+    if (reason := system_account_reason(username, cluster_user.uid, cluster_user.uid_min)) is not None:
         raise system_account_refusal(username, reason)
     group = settings.PORTAL_SLURM_GATEWAY["users_group"]
     if not cluster_user.in_users_group:

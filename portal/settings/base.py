@@ -202,11 +202,11 @@ PORTAL_SLURM_GATEWAY = {
 }
 
 # --- which cluster accounts a sign-in may act as (accounts/directory.py, docs/identity.md) ---
-#: Accounts whose uid (``id`` on the submit host) is below this are system accounts and never linked:
-#: set it to ``UID_MIN`` of the cluster's /etc/login.defs (1000 on Debian, Ubuntu and RHEL 7+).
+#: Accounts whose uid (``id`` on the submit host) is below this are system accounts and never linked.
+#: ``None``: ``UID_MIN`` of the submit host's /etc/login.defs, read at each lookup (1000 if it has none).
 #: Site values, not environment variables: a site's settings module overrides them
 #: (``from portal.settings.production import *``).
-PORTAL_ACCOUNT_UID_MIN = 1000
+PORTAL_ACCOUNT_UID_MIN = None
 #: Accounts never linked whatever their uid and groups: root, the Slurm, munge and database service
 #: accounts (Debian's ``slurm`` has uid 64030, above UID_MIN) and nobody. Each cluster's service user
 #: (``ssh_user``) is refused too. The sudo rule names the same accounts (cluster/etc/sudoers-portal).

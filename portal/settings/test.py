@@ -21,3 +21,6 @@ CELERY_TASK_ALWAYS_EAGER = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 # Scripted-transport tests expect each getent call; the cache is tested on its own.
 PORTAL_HOME_CACHE_SECONDS = 0
+# Scripted-transport tests script `id` and sacctmgr only; reading UID_MIN from the submit host's
+# login.defs (the default, None) is tested on its own, on recorded files and on the real host.
+PORTAL_ACCOUNT_UID_MIN = 1000

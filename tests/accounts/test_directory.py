@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.directory import cluster_user_lookup, denied_account_names, parse_id, system_account_reason
+from accounts.directory import (
+    DEFAULT_UID_MIN,
+    cluster_user_lookup,
+    denied_account_names,
+    parse_id,
+    parse_uid_min,
+    system_account_reason,
+)
 from slurm import SlurmError
 from slurm.gateway import SlurmGateway
 from tests.conftest import FIXTURES
@@ -114,3 +121,55 @@ def test_lookup_of_a_missing_user_and_of_an_unreadable_answer(slurm):
     slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout="alice slurmusers\n")
     with pytest.raises(SlurmError, match="not the output of id"):
         cluster_user_lookup("alice")
+
+
+LOGIN_DEFS = ["cat", "/etc/login.defs"]
+
+
+def test_uid_min_is_read_from_the_recorded_login_defs():
+    assert parse_uid_min((ID_DIR / "login.defs").read_text()) == 1000  # Debian 12's shadow
+    assert parse_uid_min("# UID_MIN 100\n#SYS_UID_MIN 100\nUID_MIN\t\t\t 500\nUID_MAX 60000\n") == 500
+    assert parse_uid_min("SYS_UID_MIN 100\nSUB_UID_MIN 100000\n") is None
+    assert parse_uid_min("UID_MIN 10x0\n") is None
+
+
+def expect_alice(slurm, uid_line=None):
+    slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=uid_line or recorded("alice"))
+    slurm.expect(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice", "format=Account"],
+        stdout="vision\n",
+    )
+
+
+def test_without_a_site_value_the_minimum_is_the_submit_hosts_uid_min(slurm, settings):
+    settings.PORTAL_ACCOUNT_UID_MIN = None
+    expect_alice(slurm)
+    slurm.expect(LOGIN_DEFS, stdout=(ID_DIR / "login.defs").read_text())
+    alice = cluster_user_lookup("alice")
+    assert (alice.uid, alice.uid_min) == (1001, 1000)
+    assert system_account_reason("alice", alice.uid, alice.uid_min) is None
+    # A host whose personal accounts start at 2000: alice's uid 1001 is a system account there.
+    expect_alice(slurm)
+    slurm.expect(LOGIN_DEFS, stdout="UID_MIN 2000\n")
+    alice = cluster_user_lookup("alice")
+    assert alice.uid_min == 2000
+    assert system_account_reason("alice", alice.uid, alice.uid_min) == (
+        "uid 1001, below 2000, where personal accounts start on this cluster"
+    )
+
+
+def test_an_unreadable_or_silent_login_defs_gives_shadows_default(slurm, settings, caplog):
+    settings.PORTAL_ACCOUNT_UID_MIN = None
+    expect_alice(slurm)
+    slurm.expect(LOGIN_DEFS, stderr="cat: /etc/login.defs: No such file or directory\n", returncode=1)
+    assert cluster_user_lookup("alice").uid_min == DEFAULT_UID_MIN == 1000
+    assert "No such file or directory" in caplog.text
+    expect_alice(slurm)
+    slurm.expect(LOGIN_DEFS, stdout="# nothing about uids\n")
+    assert cluster_user_lookup("alice").uid_min == 1000
+
+
+def test_a_site_value_replaces_the_file_which_is_not_read(slurm, settings):
+    settings.PORTAL_ACCOUNT_UID_MIN = 500
+    expect_alice(slurm)  # no cat scripted: the scripted transport fails on a command it was not told of
+    assert cluster_user_lookup("alice").uid_min == 500

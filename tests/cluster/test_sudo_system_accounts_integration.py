@@ -6,11 +6,13 @@ lookup refuses root by its uid even with the deny list emptied. The group is res
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from accounts.claims import LoginRefused
+from accounts.directory import cluster_user_lookup, parse_uid_min
 from accounts.services import login_check
 from slurm import get_gateway
 
@@ -52,7 +54,13 @@ def test_the_service_user_cannot_run_a_command_as_root_even_in_the_users_group(r
 
 def test_the_portal_refuses_root_by_its_uid_from_the_real_id(root_in_users_group, settings):
     settings.PORTAL_ACCOUNT_DENY = []  # only the uid from the submit host's id is left to catch it
+    settings.PORTAL_ACCOUNT_UID_MIN = None  # the minimum is UID_MIN of the submit host's own login.defs
     with pytest.raises(LoginRefused) as refused:
         login_check(claims={"iss": "https://idp.example.org", "sub": "s-x", "posix_username": "root"}, existing=None)
     assert refused.value.code == "system_account"
     assert "(uid 0, below 1000," in refused.value.message and "to the group" not in refused.value.hint
+    # The minimum came from the submit host's login.defs (the lab's submit host is this machine).
+    host_uid_min = parse_uid_min(Path("/etc/login.defs").read_text())
+    assert host_uid_min == 1000
+    daemon = cluster_user_lookup("daemon")
+    assert (daemon.uid, daemon.uid_min) == (1, host_uid_min)
