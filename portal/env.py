@@ -68,6 +68,7 @@ SCHEMA: dict[str, tuple[type, object]] = {
     "PORTAL_PRIORITY_CLASSES": (bool, False),
     "PORTAL_HIGH_MAX_GPUS_PER_TEAM": (int, 2),
     "PORTAL_SCAVENGER_GRACE_SECONDS": (int, 60),
+    "PORTAL_SESSION_PRIORITY_CLASS": (str, ""),
     # Batch jobs
     "PORTAL_PARTITIONS": (list, []),
     "PORTAL_JOB_DIR": (str, "{home}/portal-jobs/{key}"),

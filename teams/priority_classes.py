@@ -87,9 +87,32 @@ def priority_classes() -> dict[str, PriorityClass]:
     return {c.name: c for c in classes}
 
 
+def session_class() -> PriorityClass | None:
+    """The class interactive sessions are sent in (``--qos``), or ``None``: the association's default
+    QOS (``normal``), which nothing preempts. Only when the site offers classes and names one in
+    ``PORTAL_SESSION_PRIORITY_CLASS``; a site that puts sessions in ``scavenger`` lets them be
+    preempted (a preempted session is cancelled, never requeued: the session script says
+    ``--no-requeue``, and a notebook cannot resume)."""
+    name = settings.PORTAL_SESSION_PRIORITY_CLASS
+    if not name or not enabled():
+        return None
+    return priority_classes().get(name)
+
+
 def class_problems() -> list[str]:
     """What is wrong with the classes' settings, one sentence each ([] when fine)."""
     problems = []
+    session = settings.PORTAL_SESSION_PRIORITY_CLASS
+    if session and session not in priority_classes():
+        problems.append(
+            f"PORTAL_SESSION_PRIORITY_CLASS={session!r} is not a priority class: "
+            f"write one of {', '.join(priority_classes())}, or leave it empty (sessions keep the default QOS)."
+        )
+    elif session and not enabled():
+        problems.append(
+            f"PORTAL_SESSION_PRIORITY_CLASS={session!r} needs PORTAL_PRIORITY_CLASSES on (the classes' QOS exist "
+            "only then): turn it on, or leave PORTAL_SESSION_PRIORITY_CLASS empty."
+        )
     if settings.PORTAL_HIGH_MAX_GPUS_PER_TEAM < 0:
         problems.append(f"PORTAL_HIGH_MAX_GPUS_PER_TEAM={settings.PORTAL_HIGH_MAX_GPUS_PER_TEAM} is below 0 (0 = no cap).")
     if settings.PORTAL_SCAVENGER_GRACE_SECONDS < 0:

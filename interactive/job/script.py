@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from jobs.worker.batch import gres_option, sbatch_directives
 from portal.refusals import Problem, Refused
 from runtimes import command_line, default_binds, runtime_get
+from teams.priority_classes import session_class
 
 from ..kinds import KINDS
 from ..models import Session
@@ -75,12 +76,15 @@ def session_log_path(session: Session, home: str) -> str:
 
 def session_directives(session: Session, *, home: str) -> list[tuple[str, str]]:
     """The session's sbatch options, in the order of a batch job's (:func:`jobs.worker.batch.render_batch_script`):
-    name ``session-<kind>``, partition, account (the team it is billed to), GRES, one task, CPUs,
-    memory (MiB), time (minutes), ``--chdir`` the home, ``--output`` the log, ``--comment=portal:<key>``,
-    ``--export=NONE``."""
+    name ``session-<kind>``, partition, account (the team it is billed to), QOS (the site's session
+    class, :func:`teams.priority_classes.session_class`; none: the association's default), GRES, one
+    task, CPUs, memory (MiB), time (minutes), ``--chdir`` the home, ``--output`` the log,
+    ``--comment=portal:<key>``, ``--export=NONE``."""
     options = [("job-name", f"session-{session.ide}"), ("partition", session.partition)]
     if session.account:
         options.append(("account", session.account))
+    if (priority := session_class()) is not None:
+        options.append(("qos", priority.qos))
     if gres := gres_option(session.gpu_type, session.gpu_count):
         options.append(("gres", gres))
     return options + [
@@ -120,6 +124,8 @@ def session_script(session: Session, *, home: str, hub: HubPart, username: str) 
     lines = [
         "#!/bin/bash",
         *sbatch_directives(session_directives(session, home=home)),
+        # Preempted, a session is cancelled rather than requeued: a notebook's kernel cannot resume.
+        *(["#SBATCH --no-requeue"] if (priority := session_class()) is not None and priority.preemptible else []),
         "set -eu",
         # Unix seconds to the nanosecond: bench/session_start.py reads where a start's time goes.
         'echo "session job $SLURM_JOB_ID on $(hostname) as $USER, started $(date -Is) (gpuportal-t script=$(date +%s.%N))"',

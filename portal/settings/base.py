@@ -204,8 +204,7 @@ PORTAL_SLURM_GATEWAY = {
 # --- which cluster accounts a sign-in may act as (accounts/directory.py, docs/identity.md) ---
 #: Accounts whose uid (``id`` on the submit host) is below this are system accounts and never linked.
 #: ``None``: ``UID_MIN`` of the submit host's /etc/login.defs, read at each lookup (1000 if it has none).
-#: Site values, not environment variables: a site's settings module overrides them
-#: (``from portal.settings.production import *``).
+#: Site values, not environment variables: a site's settings module overrides them (docs/identity.md).
 PORTAL_ACCOUNT_UID_MIN = None
 #: Accounts never linked whatever their uid and groups: root, the Slurm, munge and database service
 #: accounts (Debian's ``slurm`` has uid 64030, above UID_MIN) and nobody. Each cluster's service user
@@ -272,9 +271,9 @@ PORTAL_CONTAINER_RUNTIME = env("PORTAL_CONTAINER_RUNTIME")
 PORTAL_ENV_INDEX_URL = env("PORTAL_ENV_INDEX_URL")
 PORTAL_TOKEN_MAX_DAYS = env("PORTAL_TOKEN_MAX_DAYS")
 
-#: Site policy the teams sync keeps in Slurm (docs/policy.md; checked at start-up, portal.E030): per-person caps on
-#: PORTAL_USER_CAPS_QOS ("" = not managed, "unlimited" = no cap), the small-job pool's partition ("" = none) and its QOS's
-#: limits (teams/site_policy.py); the priority classes' QOS, high's GPUs per team, scavenger's GraceTime (teams/priority_classes.py).
+#: Site policy the sync keeps in Slurm (docs/policy.md; checked at start-up, portal.E030): per-person caps on PORTAL_USER_CAPS_QOS
+#: ("" = not managed, "unlimited" = no cap), the small-job pool (teams/site_policy.py); the priority classes, high's GPUs per
+#: team, scavenger's GraceTime, sessions' class ("" = default QOS, never preempted) (teams/priority_classes.py).
 PORTAL_USER_CAPS_QOS = env("PORTAL_USER_CAPS_QOS")
 PORTAL_USER_MAX_GPUS = env("PORTAL_USER_MAX_GPUS")
 PORTAL_USER_MAX_SUBMIT_JOBS = env("PORTAL_USER_MAX_SUBMIT_JOBS")
@@ -284,6 +283,7 @@ PORTAL_SMALL_POOL_MAX_MINUTES = env("PORTAL_SMALL_POOL_MAX_MINUTES")
 PORTAL_PRIORITY_CLASSES = env("PORTAL_PRIORITY_CLASSES")
 PORTAL_HIGH_MAX_GPUS_PER_TEAM = env("PORTAL_HIGH_MAX_GPUS_PER_TEAM")
 PORTAL_SCAVENGER_GRACE_SECONDS = env("PORTAL_SCAVENGER_GRACE_SECONDS")
+PORTAL_SESSION_PRIORITY_CLASS = env("PORTAL_SESSION_PRIORITY_CLASS")
 PORTAL_SNAPSHOT_INTERVAL = env("PORTAL_SNAPSHOT_INTERVAL")
 PORTAL_SNAPSHOT_MAX_AGE = env("PORTAL_SNAPSHOT_MAX_AGE")
 #: The poll's budget (slurm/poll_budget.py): bytes of one command's output, jobs in squeue, seconds of the whole poll

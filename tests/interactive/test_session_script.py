@@ -176,3 +176,25 @@ def test_without_the_jupyter_venv_the_launcher_test_fails_with_what_to_install(m
     message = str(failed.value)
     assert f"No Jupyter venv in {tmp_path / 'no-venv'}" in message and "bash scripts/hub_setup.sh" in message
     assert f"python3 -m venv {tmp_path / 'no-venv'} && {tmp_path / 'no-venv'}/bin/pip install -r hub/requirements.txt" in message
+
+
+def test_sessions_keep_the_default_qos_unless_the_site_names_a_class(client, hub_settings, alice, settings):
+    """Sessions are never preempted unless the site says so: no ``--qos`` (the association's
+    default, ``normal``, which nothing preempts) until ``PORTAL_SESSION_PRIORITY_CLASS`` names one."""
+    settings.PORTAL_PRIORITY_CLASSES = True
+    settings.PORTAL_SESSION_PRIORITY_CLASS = ""
+    script = lines(session_scripts(spawn_settings(client, {}))[0])
+    assert not [line for line in script if "--qos" in line or "requeue" in line]
+    settings.PORTAL_SESSION_PRIORITY_CLASS = "high"
+    script = lines(session_scripts(spawn_settings(client, {}))[0])
+    assert '#SBATCH --qos="high"' in script and "#SBATCH --no-requeue" not in script
+
+
+def test_sessions_the_site_puts_in_scavenger_are_cancelled_not_requeued_when_preempted(client, hub_settings, alice, settings):
+    settings.PORTAL_PRIORITY_CLASSES = True
+    settings.PORTAL_SESSION_PRIORITY_CLASS = "scavenger"
+    script = lines(session_scripts(spawn_settings(client, {}))[0])
+    assert '#SBATCH --qos="scavenger"' in script and "#SBATCH --no-requeue" in script
+    settings.PORTAL_PRIORITY_CLASSES = False  # the classes' QOS are not kept: no class for sessions either
+    script = lines(session_scripts(spawn_settings(client, {}))[0])
+    assert not [line for line in script if "--qos" in line or "requeue" in line]

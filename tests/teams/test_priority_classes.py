@@ -217,3 +217,21 @@ def test_sync_sets_the_scavenger_grp_tres_mins_and_audits_it(monkeypatch, clean_
         {"GrpTRESMins": ""},
         {"GrpTRESMins": "billing=1000000000,gres/gpu=1000000000", "cluster": "cluster1"},
     )
+
+
+def test_a_session_class_that_is_not_a_class_or_without_classes_is_refused_at_start_up(settings):
+    from teams.priority_classes import class_problems, session_class
+
+    settings.PORTAL_PRIORITY_CLASSES = True
+    settings.PORTAL_SESSION_PRIORITY_CLASS = "urgent"
+    [problem] = class_problems()
+    assert problem == (
+        "PORTAL_SESSION_PRIORITY_CLASS='urgent' is not a priority class: write one of high, normal, scavenger, "
+        "or leave it empty (sessions keep the default QOS)."
+    )
+    assert session_class() is None
+    settings.PORTAL_SESSION_PRIORITY_CLASS = "scavenger"
+    assert class_problems() == [] and session_class().preemptible
+    settings.PORTAL_PRIORITY_CLASSES = False
+    [problem] = class_problems()
+    assert "needs PORTAL_PRIORITY_CLASSES on" in problem and session_class() is None
