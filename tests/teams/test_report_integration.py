@@ -1,4 +1,5 @@
-"""The monthly report against the real cluster1 (Slurm 22.05, through the gateway): a fresh account
+"""The monthly report against each real lab cluster (cluster1, Slurm 22.05; cluster2, 24.11; through
+the gateway): a fresh account
 runs two small GPU jobs, one requeued (``scontrol requeue``, as an administrator would) while it runs;
 each member's GPU-hours, billed unit-hours and jobs in the report equal what ``sacct -D -X`` says for
 the same account and month, to the rounding the page shows."""
@@ -24,37 +25,37 @@ from teams.sync.associations import teams_sync
 from tests.teams.test_quota_integration import run_gpu_job, wait_done
 from tests.teams.test_slurm_sync_integration import remove_account
 from tests.teams.test_usage_integration import known_to_slurmctld
-from tests.waiting import scontrol_show_job, wait_for
+from tests.waiting import CLUSTER_ROOT, scontrol_show_job, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, pytest.mark.timeout(600)]
-CLUSTER = "cluster1"
 
 
-def sacct_lines(account: str, since: datetime, job_id: str = "") -> list[list[str]]:
+def sacct_lines(cluster: str, account: str, since: datetime, job_id: str = "") -> list[list[str]]:
     """``sacct -D -X -a -A <account> -S <month start> -E now`` as text, one list of fields per run."""
     argv = ["sacct", "-D", "-X", "-a", "-n", "-P", "-A", account, "-S", start_bound(since)]
     argv += ["-E", "now", "-o", "JobIDRaw,User,ElapsedRaw,AllocTRES,State"]
     if job_id:
         argv += ["-j", job_id]
-    out = get_gateway(CLUSTER).run(argv).out
+    out = get_gateway(cluster).run(argv).out
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
-def state_of(job_id: str) -> str:
-    lines = [line for line in scontrol_show_job(job_id, cluster=CLUSTER).split() if line.startswith("JobState=")]
+def state_of(cluster: str, job_id: str) -> str:
+    lines = [line for line in scontrol_show_job(job_id, cluster=cluster).split() if line.startswith("JobState=")]
     return lines[0].removeprefix("JobState=") if lines else ""
 
 
-def run_seconds(job_id: str) -> int:
+def run_seconds(cluster: str, job_id: str) -> int:
     """How long the job has run, in seconds: ``scontrol show job``'s ``RunTime`` ([D-]HH:MM:SS); 0 unless
     it is RUNNING."""
-    fields = [f for f in scontrol_show_job(job_id, cluster=CLUSTER).split() if f.startswith("RunTime=")]
-    if state_of(job_id) != "RUNNING" or not fields:
+    fields = [f for f in scontrol_show_job(job_id, cluster=cluster).split() if f.startswith("RunTime=")]
+    if state_of(cluster, job_id) != "RUNNING" or not fields:
         return 0
     return parse_time_limit(fields[0].removeprefix("RunTime=")) or 0
 
 
-def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model, clean_cache):
+@pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])
+def test_report_equals_sacct_with_every_run_of_a_requeued_job(cluster, django_user_model, clean_cache):
     name = f"it-rep-{uuid.uuid4().hex[:8]}"
     alice = django_user_model.objects.create(username="alice")
     team = Team.objects.create(name=name, description="monthly report test")
@@ -62,26 +63,27 @@ def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model,
     month = month_of(time.time())
     try:
         assert teams_sync().ok
-        known_to_slurmctld(name, "alice", CLUSTER)
-        short = run_gpu_job("alice", name, 10, CLUSTER)
-        requeued = run_gpu_job("alice", name, 20, CLUSTER)
+        known_to_slurmctld(name, "alice", cluster)
+        short = run_gpu_job("alice", name, 10, cluster)
+        requeued = run_gpu_job("alice", name, 20, cluster)
         # Requeued only once its first run has lasted a few seconds: requeued in the second it starts, that
         # run's ElapsedRaw is 0 and the first run's figures would prove nothing.
-        wait_for(f"job {requeued} to have run 3 s", lambda: run_seconds(requeued) >= 3, timeout=120, every=1,
-                 seen=lambda: scontrol_show_job(requeued, cluster=CLUSTER))  # fmt: skip
-        subprocess.run(["scontrol", "requeue", requeued], check=True)  # as an administrator would
-        wait_done([short, requeued], CLUSTER, timeout=360)  # Slurm holds a requeued job 31 s here (cred_expire)
+        wait_for(f"job {requeued} to have run 3 s", lambda: run_seconds(cluster, requeued) >= 3, timeout=120, every=1,
+                 seen=lambda: scontrol_show_job(requeued, cluster=cluster))  # fmt: skip
+        as_admin = ["chroot", root] if (root := CLUSTER_ROOT.get(cluster)) else []
+        subprocess.run([*as_admin, "scontrol", "requeue", requeued], check=True)  # as an administrator would
+        wait_done([short, requeued], cluster, timeout=360)  # Slurm holds a requeued job 31 s here (cred_expire)
         wait_for(
             f"accounting to hold both runs of {requeued}",
-            lambda: [r[4] for r in sacct_lines(name, month.start, requeued)] == ["REQUEUED", "COMPLETED"],
+            lambda: [r[4] for r in sacct_lines(cluster, name, month.start, requeued)] == ["REQUEUED", "COMPLETED"],
             timeout=60,
             every=2,
-            seen=lambda: sacct_lines(name, month.start, requeued),
+            seen=lambda: sacct_lines(cluster, name, month.start, requeued),
         )
-        part = next(p for p in team_report(team, month).clusters if p.cluster == CLUSTER)
+        part = next(p for p in team_report(team, month).clusters if p.cluster == cluster)
         assert part.error == ""
         expected: dict[str, dict] = defaultdict(lambda: {"gpu": 0.0, "billed": 0.0, "jobs": set()})
-        for job_id, user, elapsed, tres, _state in sacct_lines(name, month.start):
+        for job_id, user, elapsed, tres, _state in sacct_lines(cluster, name, month.start):
             expected[user]["gpu"] += (parse_tres_count(tres) or 0) * int(elapsed) / 3600
             expected[user]["billed"] += (parse_tres_count(tres, "billing") or 0) * int(elapsed) / 3600
             expected[user]["jobs"].add(job_id)
@@ -91,10 +93,10 @@ def test_report_equals_sacct_with_every_run_of_a_requeued_job(django_user_model,
         assert f"{mine.billed_unit_hours:.2f}" == f"{expected['alice']['billed']:.2f}"
         assert mine.jobs == 2 and mine.failed_jobs == 0
         # Both runs of the requeued job are in the figures (without -D sacct shows the last one only).
-        first, last = sacct_lines(name, month.start, requeued)
+        first, last = sacct_lines(cluster, name, month.start, requeued)
         assert int(first[2]) > 0 and int(last[2]) >= 15
         assert part.total.gpu_hours == pytest.approx(mine.gpu_hours) and part.rank is not None
     finally:
-        for cluster in cluster_names():
-            get_gateway(cluster).run(["scancel", "--account", name], check=False)
+        for each in cluster_names():
+            get_gateway(each).run(["scancel", "--account", name], check=False)
         remove_account(name, {})
