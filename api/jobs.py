@@ -32,7 +32,7 @@ from jobs.reads.priority import job_priority
 from jobs.reads.queue import job_row
 from jobs.reads.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
 from jobs.submit.holds import hold_message, job_hold, job_release
-from jobs.submit.policy import unknown_cluster
+from jobs.submit.policy import JobRequest, unknown_cluster
 from jobs.submit.submit import job_cancel
 from portal.refusals import Problem, Refused
 from profiles.selectors import profile_for_viewer
@@ -75,12 +75,21 @@ class ValidateQuotaOut(ValidateOut):
     quota: QuotaOut | None = Field(None, description="As a submission's quota; None also when the file is not valid")
 
 
-def quota_of(*, account: str, gpu_count: int, time_limit_min: int | None, cluster: str, priority_class: str = "") -> dict | None:
-    """The :class:`QuotaOut` document of a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes
-    in class ``priority_class`` billed to ``account`` on ``cluster``; ``None`` when there is nothing
-    to say (see :func:`teams.usage.cache.job_quota_estimate`)."""
+def quota_of(*, account: str, job: Job | JobRequest, cluster: str, priority_class: str = "") -> dict | None:
+    """The :class:`QuotaOut` document of ``job`` (a ``Job`` row or a ``JobRequest``: its GPUs, time
+    limit in minutes, partition, GPU type, CPUs and memory in MiB) in class ``priority_class`` billed
+    to ``account`` on ``cluster``; ``None`` when there is nothing to say (see
+    :func:`teams.usage.cache.job_quota_estimate`)."""
     estimate = job_quota_estimate(
-        team=account, gpu_count=gpu_count, time_limit_min=time_limit_min, cluster=cluster, priority_class=priority_class
+        team=account,
+        gpu_count=job.gpu_count,
+        time_limit_min=job.time_limit_min,
+        cluster=cluster,
+        priority_class=priority_class,
+        partition=job.partition,
+        gpu_type=job.gpu_type,
+        cpus=job.cpus,
+        memory_mb=job.memory_mb,
     )
     return estimate.as_dict() if estimate else None
 
@@ -290,13 +299,7 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
     clash = job_maintenance_warning(job)
     caps = cap_warning(user=request.user, cluster=job.cluster, gpu_count=job.gpu_count, exclude=job)  # per-person caps
     warnings = ([clash.text] if clash else []) + ([caps] if caps else [])
-    quota = quota_of(
-        account=job.account,
-        gpu_count=job.gpu_count,
-        time_limit_min=job.time_limit_min,
-        cluster=job.cluster,
-        priority_class=job.priority_class,
-    )
+    quota = quota_of(account=job.account, job=job, cluster=job.cluster, priority_class=job.priority_class)
     return Status(HTTPStatus.CREATED, {**out, "warnings": warnings, "quota": quota})
 
 

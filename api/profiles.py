@@ -86,13 +86,7 @@ def validate_profile(request, body: ValidateIn):
     except Refused as refused:
         return {"valid": False, "errors": [p.as_dict() for p in refused.problems], "spec": None, "script": None}
     job = checked.request
-    quota = quota_of(
-        account=checked.account,
-        gpu_count=job.gpu_count,
-        time_limit_min=job.time_limit_min,
-        cluster=checked.cluster,
-        priority_class=job.priority,
-    )
+    quota = quota_of(account=checked.account, job=job, cluster=checked.cluster, priority_class=job.priority)
     return {"valid": True, "errors": [], "spec": spec.data, "script": job.script, "quota": quota}
 
 

@@ -309,10 +309,14 @@ class QuotaOut(Schema):
         description="What the team's running jobs still hold: GPUs x time limit less run time "
         "(scontrol show assoc_mgr GrpTRESRunMins gres/gpu / 60)"
     )
-    promised_jobs: int | None = Field(None, description="The team's running GPU jobs (None: not known)")
+    promised_jobs: int | None = Field(
+        None, description="The team's running GPU jobs (with a billing quota: all its running jobs; None: not known)"
+    )
     gpu_hours_left: float = Field(description="quota - used - promised: what a new job may take (negative when over)")
     gpu_hours_max: float = Field(description="This job's GPUs x time limit")
-    will_wait: bool = Field(description="It does not fit: Slurm holds it (pending reason AssocGrpGRESMinutes)")
+    will_wait: bool = Field(
+        description="It does not fit: Slurm holds it (pending reason AssocGrpGRESMinutes; AssocGrpBillingMinutes for billing)"
+    )
     frozen: bool = Field(description="The team's quota is 0 GPU-hours")
     fit: str = Field(description='How it would start now, e.g. "ask for at most 30 min, or 1 GPU for 60 min"; "" for none')
     taken_at: float = Field(description="When the usage figures were read (Unix seconds)")
@@ -320,15 +324,33 @@ class QuotaOut(Schema):
     unit: Literal["gpu", "billing"] = Field(
         "gpu",
         description='What the quota counts: "gpu" GPU-minutes (GrpTRESMins=gres/gpu) or "billing" billed unit-minutes '
-        "(GrpTRESMins=billing). With billing, the billed_hours_* fields hold the figures, gpu_hours_quota/left/promised are 0 "
-        "and will_wait is true only when nothing is left (a job's billed units are its partition's TRESBillingWeights, "
-        "applied by Slurm at the start)",
+        "(GrpTRESMins=billing). With billing, the billed_hours_* fields hold the figures and gpu_hours_quota/left/promised "
+        "are 0; the job's billed units per minute (billing) are computed as Slurm does from its partition's "
+        "TRESBillingWeights, and will_wait compares billing x time limit with what is left (without them: true only when "
+        "nothing is left)",
     )
     billed_hours_used: float | None = Field(
         None, description="Used this period (sshare GrpTRESRaw billing / 60); null: GPU quota"
     )
     billed_hours_quota: float | None = Field(None, description="The quota (sshare GrpTRESMins billing / 60); null: GPU quota")
-    billed_hours_left: float | None = Field(None, description="quota - used, billed unit-hours; null: GPU quota")
+    billed_hours_promised: float = Field(
+        0.0,
+        description="What the team's running jobs still hold, billed unit-hours (scontrol show assoc_mgr GrpTRESRunMins "
+        "billing / 60); 0 for a GPU quota or when unknown",
+    )
+    billed_hours_left: float | None = Field(None, description="quota - used - promised, billed unit-hours; null: GPU quota")
+    billing: int | None = Field(
+        None,
+        description="This job's billed units per minute of run (Slurm's billing TRES: the partition's TRESBillingWeights "
+        "x its CPUs, memory and GPUs, rounded down; the CPUs without weights); null: GPU quota or the partition is not "
+        "known yet",
+    )
+    billed_hours_max: float | None = Field(None, description="billing x time limit, billed unit-hours; null as billing")
+    partition: str = Field("", description='The partition whose TRESBillingWeights gave billing; "" when none')
+    billing_weights: str = Field(
+        "",
+        description='That partition\'s TRESBillingWeights as Slurm prints them (e.g. "CPU=0.5,Mem=0.25G,GRES/gpu:a100=4.0"); "" for none',
+    )
     scavenger: bool = Field(
         False, description="The job is in the scavenger class: it costs no quota and the team's quota never holds it"
     )

@@ -29,12 +29,15 @@ RESET_PERIODS = frozenset({"DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"})
 class ClusterConfig:
     """From ``scontrol show config``: ``tracked`` (``gres/gpu`` in ``AccountingStorageTRES``),
     ``reset_period`` (``PriorityUsageResetPeriod`` upper-cased), ``calc_period_s``
-    (``PriorityCalcPeriod``) and ``decay_half_life_s`` (``PriorityDecayHalfLife``), seconds."""
+    (``PriorityCalcPeriod``) and ``decay_half_life_s`` (``PriorityDecayHalfLife``), seconds;
+    ``max_tres``: ``PriorityFlags`` holds ``MAX_TRES`` (a job's billing is then the largest of its
+    weighted per-node TRES, :func:`slurm.tres.billable_tres`)."""
 
     tracked: bool
     reset_period: str = "MONTHLY"
     calc_period_s: int | None = None
     decay_half_life_s: int | None = None
+    max_tres: bool = False
 
 
 _CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$", re.MULTILINE)
@@ -58,6 +61,7 @@ def parse_config(config_text: str) -> ClusterConfig:
         reset_period=(values.get("PriorityUsageResetPeriod") or "MONTHLY").upper(),
         calc_period_s=_seconds(values.get("PriorityCalcPeriod")),
         decay_half_life_s=_seconds(values.get("PriorityDecayHalfLife")),
+        max_tres="MAX_TRES" in {flag.strip().upper() for flag in (values.get("PriorityFlags") or "").split(",")},
     )
 
 

@@ -100,6 +100,10 @@ class Partition:
     oversubscribe: str = "NO"
     max_mem_per_node: int | None = None
     def_mem_per_node: int | None = None
+    #: ``TRESBillingWeights`` as the text writes it (``CPU=0.5,Mem=0.25G,GRES/gpu:a100=4.0``; read by
+    #: :func:`slurm.tres.parse_billing_weights`); ``""`` when the partition has none (Slurm then bills
+    #: the allocated CPUs).
+    billing_weights: str = ""
 
 
 @dataclass(frozen=True)

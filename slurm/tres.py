@@ -1,12 +1,14 @@
 """Slurm's TRES lists and GPU counts, parsed once for every reader: a TRES list's items
 (:func:`tres_items`), its whole-number counts (:func:`parse_tres`, :func:`parse_tres_count`,
 :func:`parse_tres_limit_used`), memory per GPU (:func:`parse_memory_per_gpu`) and GPUs by type in any
-GRES or TRES form (:func:`parse_gpus`). No I/O; numbers are read by :mod:`slurm.values`.
+GRES or TRES form (:func:`parse_gpus`), and a partition's ``TRESBillingWeights`` applied as Slurm applies
+them (:func:`parse_billing_weights`, :func:`billable_tres`). No I/O; numbers are read by :mod:`slurm.values`.
 
 Based on outputs recorded from Slurm 22.05.8 and 24.11 (``tests/fixtures/slurm/``)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from .values import number
@@ -147,3 +149,60 @@ def parse_gpus(value: str | list | None) -> dict[str, int]:
     for gtype, count in (typed or ({"": untyped} if untyped else {})).items():
         gres[gtype] = gres.get(gtype, 0) + count
     return gres
+
+
+# --- billing ---------------------------------------------------------------------------------------
+
+#: A ``TRESBillingWeights`` weight: a number as ``strtod`` reads it, then an optional unit.
+_WEIGHT = re.compile(r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)([A-Za-z]?)")
+#: A weight's unit -> MiB in it: Slurm counts memory in MB, so ``Mem=0.25G`` is 0.25 per GiB, 0.25/1024 per MiB.
+_WEIGHT_UNITS = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+#: The TRES that ``PriorityFlags=MAX_TRES`` counts per node (the others, e.g. licenses, are added).
+_NODE_TRES = ("cpu", "mem", "node")
+
+
+def parse_billing_weights(text: str | None) -> dict[str, float]:
+    """A partition's ``TRESBillingWeights`` as ``scontrol show partition --oneliner`` prints it
+    (``CPU=0.5,Mem=0.25G,GRES/gpu:a100=4.0,GRES/gpu:t4=1.0``, the same on 22.05 and 24.11) -> TRES
+    name lower-cased (``cpu``, ``mem``, ``gres/gpu:a100``; Slurm matches names without case) ->
+    billed units per unit of that TRES's count: per CPU, per node, per GPU, per MiB of memory (a
+    unit suffix K, M, G, T or P divides the weight by that many MiB: ``Mem=0.25G`` -> 0.25/1024).
+    ``{}`` for none (``None``, ``""``). An item that is not a weight is left out. Never raises."""
+    weights: dict[str, float] = {}
+    for key, value in tres_items(text):
+        match = _WEIGHT.fullmatch(value)
+        if match and match.group(2).upper() in _WEIGHT_UNITS:
+            weights[key.lower()] = float(match.group(1)) / _WEIGHT_UNITS[match.group(2).upper()]
+    return weights
+
+
+def job_tres(*, cpus: int, memory_mib: int, gpus: int, gpu_type: str = "", nodes: int = 1) -> dict[str, float]:
+    """The TRES Slurm allocates a job of ``nodes`` nodes, ``cpus`` CPUs, ``memory_mib`` MiB per node
+    and ``gpus`` GPUs of ``gpu_type`` (``""``: untyped), as Slurm names them (``cpu``, ``mem`` in MiB,
+    ``node``, ``gres/gpu`` for every GPU and ``gres/gpu:<type>`` for the typed ones), for
+    :func:`billable_tres`."""
+    tres = {"cpu": float(cpus), "mem": float(memory_mib * nodes), "node": float(nodes), GPU_TRES: float(gpus)}
+    if gpu_type and gpus:
+        tres[f"{GPU_TRES}:{gpu_type.lower()}"] = float(gpus)
+    return tres
+
+
+def billable_tres(weights: dict[str, float], tres: dict[str, float], *, max_tres: bool = False) -> int:
+    """Slurm's ``billing`` TRES of an allocation ``tres`` (:func:`job_tres`) on a partition with
+    ``weights`` (:func:`parse_billing_weights`), as slurm.conf(5) ``TRESBillingWeights`` describes it
+    (the same text in 22.05 and 24.11): the sum over the TRES of weight x count; with
+    ``PriorityFlags=MAX_TRES`` (``max_tres``) the largest of the per-node TRES (CPU, memory, node,
+    GRES) plus the sum of the others; without weights (``{}``) "the job is billed against the total
+    number of allocated CPUs". Slurm keeps the result as a whole number, rounded down (1.75 is billed
+    1: recorded in ``tests/fixtures/slurm/*/billing/``), never below 0. These are the billed units
+    per minute of run the job's association is charged (``GrpTRESMins=billing`` counts unit-minutes)."""
+    if not weights:
+        return int(tres.get("cpu", 0))
+    per_node, other = 0.0, 0.0
+    for name, count in tres.items():
+        value = count * weights.get(name.lower(), 0.0)
+        if max_tres and (name in _NODE_TRES or name.startswith("gres/")):
+            per_node = max(per_node, value)
+        else:
+            other += value
+    return max(0, math.floor(per_node + other + 1e-9))

@@ -157,7 +157,7 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
         return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
     if job is not None and job.gpu_count and usage.gpu_hours_left is not None:
         needs, left = job.gpu_count * job.time_limit_min / 60, usage.gpu_hours_left - promised
-        fit = how_to_fit(gpu_hours_left=left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
+        fit = how_to_fit(hours_left=left, gpu_count=job.gpu_count, time_limit_min=job.time_limit_min)
         if needs > left and fit:
             note += f" To start now, {fit} (it needs up to {hours(needs)} GPU-hours)."
     return note

@@ -19,6 +19,7 @@ from gpuusage.store import usages_load
 from portal.billing import billing_rate
 from portal.dates import parse_iso_date
 from portal.refusals import Refused, refusal_to_form
+from portal.units import MemoryRefusal, memory_mib
 from slurm.clusters import cluster_get, cluster_names, clusters, default_cluster
 from slurm.snapshot import positions_all, positions_load, snapshot_load
 from slurm.states import FINAL_STATES, JobState
@@ -155,7 +156,12 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
     team = data.get("account") or (accounts[0] if accounts else "")
     estimate = (  # only the person's own teams' figures: another team's quota is not theirs to see
         job_quota_estimate(
-            team=team, gpu_count=gpus, time_limit_min=minutes, cluster=cluster.name, priority_class=str(data.get("priority", ""))
+            team=team,
+            gpu_count=gpus,
+            time_limit_min=minutes,
+            cluster=cluster.name,
+            priority_class=str(data.get("priority", "")),
+            **_billing_shape(data),
         )
         if gpus and team in accounts and minutes
         else None
@@ -169,6 +175,26 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
         "jobs/_estimate.html",
         {"estimate": estimate, "team": team, "partition_warning": warning, "maintenance": maintenance, "caps_warning": caps},
     )
+
+
+def _billing_shape(data) -> dict:
+    """What a job's billed units depend on besides its GPUs, from the form's fields as typed:
+    partition, GPU type, CPUs and memory (MiB, :func:`portal.units.memory_mib`); a CPU count or
+    memory that is not read yet is 0, so the estimate gives no billed-unit verdict."""
+    try:
+        cpus = int(data.get("cpus", "0"))
+    except (TypeError, ValueError):
+        cpus = 0
+    try:
+        memory = memory_mib(str(data.get("memory_gb", "")))
+    except MemoryRefusal:
+        memory = 0
+    return {
+        "partition": str(data.get("partition", "")),
+        "gpu_type": str(data.get("gpu_type", "")),
+        "cpus": cpus,
+        "memory_mb": memory,
+    }
 
 
 @login_required

@@ -134,6 +134,7 @@ def parse_partitions(oneliner: str) -> list[Partition]:
                 oversubscribe=fields.get("OverSubscribe", "NO"),
                 max_mem_per_node=_limit(fields.get("MaxMemPerNode")),
                 def_mem_per_node=_limit(fields.get("DefMemPerNode")),
+                billing_weights=fields.get("TRESBillingWeights", ""),
             )
         )
     return partitions

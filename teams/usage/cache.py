@@ -29,6 +29,7 @@ from slurm.clusters import cluster_get, cluster_names, default_cluster
 from slurm.health import accounting_answered, accounting_failed, is_accounting_error
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 
+from .billing import JobBilling, job_billing
 from .borrow import is_scavenger, scavenger_offer
 from .compute import how_to_fit, usage_compute
 from .notify import quota_notify
@@ -230,7 +231,16 @@ def usage_refresh(
 
 
 def job_quota_estimate(
-    *, team: str, gpu_count: int, time_limit_min: int | None, cluster: str | None = None, priority_class: str = ""
+    *,
+    team: str,
+    gpu_count: int,
+    time_limit_min: int | None,
+    cluster: str | None = None,
+    priority_class: str = "",
+    partition: str = "",
+    gpu_type: str = "",
+    cpus: int = 0,
+    memory_mb: int = 0,
 ) -> QuotaEstimate | None:
     """Whether a job of ``gpu_count`` GPUs and ``time_limit_min`` minutes fits what ``team`` has left
     on ``cluster``, the job's (``None``: the default cluster), counted as Slurm's
@@ -238,7 +248,9 @@ def job_quota_estimate(
     still hold (:attr:`TeamUsage.gpu_hours_promised`) + this job's GPUs x time limit, against the
     quota. Each cluster holds jobs against its own quota, so another cluster's figures never count
     here (cache only: the figures of the last usage refresh, every ``PORTAL_USAGE_INTERVAL``).
-    A quota in billed units gives its figures without a verdict (:func:`_billed_estimate`).
+    A quota in billed units is counted the same way in billed unit-minutes, with the job's billing
+    TRES from ``partition`` (``""``: the default one), ``gpu_type`` (``""``: any), ``cpus`` and
+    ``memory_mb`` (MiB per node; 0: unknown) in place of its GPUs (:func:`_billed_estimate`).
     ``priority_class``: the job's (``""``: none); a scavenger job never waits for quota, and a job
     that would is offered scavenger (:func:`_borrowing`). ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
     has no GPUs or no time limit."""
@@ -247,31 +259,44 @@ def job_quota_estimate(
     if usage is None or not usage.tracked or gpu_count <= 0 or not time_limit_min:
         return None
     if usage.quota_unit == "billing":
-        billed = _billed_estimate(usage, team=team, cluster=name, most=gpu_count * time_limit_min / 60)
+        billing = job_billing(
+            cluster=name,
+            partition=partition,
+            gpu_type=gpu_type,
+            gpu_count=gpu_count,
+            cpus=cpus,
+            memory_mb=memory_mb,
+            max_tres=usage.billing_max_tres,
+        )
+        billed = _billed_estimate(usage, team=team, cluster=name, gpu_count=gpu_count, minutes=time_limit_min, billing=billing)
         return _borrowing(billed, priority_class)
+    return _borrowing(_gpu_estimate(usage, team=team, cluster=name, gpu_count=gpu_count, minutes=time_limit_min), priority_class)
+
+
+def _gpu_estimate(usage: TeamUsage, *, team: str, cluster: str, gpu_count: int, minutes: int) -> QuotaEstimate | None:
+    """The estimate of a team whose quota is in GPU-hours: left = quota - used - promised, and the job
+    waits when its GPUs x ``minutes`` are more. ``None`` without a quota."""
     if usage.gpu_hours_left is None:
         return None
-    most = gpu_count * time_limit_min / 60
+    most = gpu_count * minutes / 60
     promised = usage.gpu_hours_promised or 0.0
     left = usage.gpu_hours_left - promised
     will_wait = most > left + 1e-9
-    fit = how_to_fit(gpu_hours_left=left, gpu_count=gpu_count, time_limit_min=time_limit_min) if will_wait else ""
-    estimate = QuotaEstimate(
+    return QuotaEstimate(
         team=team,
         gpu_hours_max=most,
         gpu_hours_left=left,
         will_wait=will_wait,
         taken_at=usage.taken_at,
-        fit=fit,
+        fit=how_to_fit(hours_left=left, gpu_count=gpu_count, time_limit_min=minutes) if will_wait else "",
         frozen=usage.gpu_hours_quota == 0,
         error_since=usage.error_since if usage.error else None,
-        cluster=name,
+        cluster=cluster,
         gpu_hours_used=usage.gpu_hours_used or 0.0,
         gpu_hours_quota=usage.gpu_hours_quota or 0.0,
         gpu_hours_promised=promised,
         promised_jobs=usage.promised_jobs,
     )
-    return _borrowing(estimate, priority_class)
 
 
 def _borrowing(estimate: QuotaEstimate | None, priority_class: str) -> QuotaEstimate | None:
@@ -287,24 +312,48 @@ def _borrowing(estimate: QuotaEstimate | None, priority_class: str) -> QuotaEsti
     return estimate
 
 
-def _billed_estimate(usage: TeamUsage, *, team: str, cluster: str, most: float) -> QuotaEstimate | None:
-    """The estimate of a team whose quota is in billed units (``GrpTRESMins=billing``): its figures
-    (sshare ``billing`` / 60), and a wait only when nothing is left; whether a job fits is not said,
-    since its billed units per minute are the partition's ``TRESBillingWeights`` applied by Slurm
-    at the start (no per-partition weights are read here). ``None`` without figures."""
+def _billed_estimate(
+    usage: TeamUsage, *, team: str, cluster: str, gpu_count: int, minutes: int, billing: JobBilling | None
+) -> QuotaEstimate | None:
+    """The estimate of a team whose quota is in billed units (``GrpTRESMins=billing``), counted as for
+    GPUs: left = quota - used - promised (sshare ``billing`` and assoc_mgr ``GrpTRESRunMins``
+    ``billing``, / 60), and the job waits when its billed units per minute (``billing``, from its
+    partition's ``TRESBillingWeights``: :func:`teams.usage.billing.job_billing`) x ``minutes`` are
+    more than left. Without ``billing`` (no snapshot or partition) no verdict: a wait only when
+    nothing is left. ``None`` without figures."""
     if usage.billed_hours_quota is None or usage.billed_hours_left is None:
         return None
+    promised = usage.billed_hours_promised or 0.0
+    left = usage.billed_hours_left - promised
+    most = billing.per_minute * minutes / 60 if billing else None
+    will_wait = most > left + 1e-9 if most is not None else left <= 0
+    fit = ""
+    if billing and will_wait:
+        fit = how_to_fit(
+            hours_left=left,
+            gpu_count=gpu_count,
+            time_limit_min=minutes,
+            per_minute=billing.per_minute,
+            one_gpu_per_minute=billing.one_gpu_per_minute,
+        )
     return QuotaEstimate(
         team=team,
-        gpu_hours_max=most,
+        gpu_hours_max=gpu_count * minutes / 60,
         gpu_hours_left=0.0,
-        will_wait=usage.billed_hours_left <= 0,
+        will_wait=will_wait,
         taken_at=usage.taken_at,
+        fit=fit,
         frozen=usage.billed_hours_quota == 0,
         error_since=usage.error_since if usage.error else None,
         cluster=cluster,
+        promised_jobs=usage.billed_promised_jobs,
         unit="billing",
         billed_hours_used=usage.billed_hours_used or 0.0,
         billed_hours_quota=usage.billed_hours_quota,
-        billed_hours_left=usage.billed_hours_left,
+        billed_hours_left=left,
+        billed_hours_promised=promised,
+        billing=billing.per_minute if billing else None,
+        billed_hours_max=most,
+        partition=billing.partition if billing else "",
+        billing_weights=billing.weights if billing else "",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -148,6 +149,11 @@ def queue_promises(snapshot: ClusterSnapshot | None, *, now: float) -> dict[str,
     return promises
 
 
+def running_jobs(snapshot: ClusterSnapshot | None) -> dict[str, int]:
+    """account -> its RUNNING jobs in the snapshot (squeue), with or without GPUs."""
+    return dict(Counter(job.account for job in snapshot.jobs if job.state == "RUNNING")) if snapshot else {}
+
+
 def promised(
     reading: UsageReading, account: str, promises: dict[str, tuple[int, float]], snapshot: ClusterSnapshot | None
 ) -> tuple[int | None, float | None]:
@@ -193,6 +199,7 @@ def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = N
     """Every account's :class:`TeamUsage` (accounts in sshare's order) from one reading of
     ``cluster``, with the running and queued GPUs from that cluster's ``snapshot`` when there is one."""
     demand, promises = queue_demand(snapshot), queue_promises(snapshot, now=reading.now)
+    running_by_account = running_jobs(snapshot)
     teams = {}
     for account in dict.fromkeys(row.account for row in reading.shares if not row.user):
         gpu_limit, in_use = reading.limits.get((account, ""), (None, None))
@@ -201,6 +208,13 @@ def usage_compute(reading: UsageReading, *, snapshot: ClusterSnapshot | None = N
         if usage.tracked:
             jobs, hours = promised(reading, account, promises, snapshot)
             usage = replace(usage, promised_jobs=jobs, gpu_hours_promised=hours)
+        if usage.billed_hours_quota is not None:
+            minutes = reading.billing_run_minutes.get((account, ""))
+            usage = replace(
+                usage,
+                billed_hours_promised=minutes / 60 if minutes is not None else None,
+                billed_promised_jobs=running_by_account.get(account, 0) if snapshot else None,
+            )
         teams[account] = usage
     return teams
 
@@ -232,6 +246,7 @@ def team_usage_compute(
         members=_members(team_runs, users, live, start, now, config.tracked),
         cluster=cluster,
         fair_share=fair_share_of(rows, account, config, cluster=cluster),
+        billing_max_tres=config.max_tres,
         **billed_figures(own),
     )
     if not config.tracked:
@@ -281,19 +296,32 @@ def billed_figures(own: ShareRow) -> dict:
     }
 
 
-def how_to_fit(*, gpu_hours_left: float, gpu_count: int, time_limit_min: int) -> str:
-    """How a GPU job that needs more GPU-hours than the team has left could fit now, e.g. "ask for
-    at most 30 min, or 1 GPU for 60 min" (whole minutes, rounded down; only what is shorter or
-    smaller than asked). "" when it fits as asked, or nothing would (less than a GPU-minute left)."""
-    left_minutes = math.floor(gpu_hours_left * 60 + 1e-9)
-    if left_minutes < 1 or gpu_count < 1 or gpu_count * time_limit_min <= left_minutes:
+def how_to_fit(
+    *,
+    hours_left: float,
+    gpu_count: int,
+    time_limit_min: int,
+    per_minute: int | None = None,
+    one_gpu_per_minute: int | None = None,
+) -> str:
+    """How a GPU job that needs more than its team has left could fit now, e.g. "ask for at most
+    30 min, or 1 GPU for 60 min" (whole minutes, rounded down; only what is shorter or smaller than
+    asked). ``hours_left`` is in the quota's unit: GPU-hours, or billed unit-hours. What the job takes
+    per minute of run: ``per_minute`` (default ``gpu_count``: GPU-minutes; for a billed-unit quota its
+    billing TRES, billed unit-minutes a minute) and ``one_gpu_per_minute`` the same with 1 GPU
+    (default 1). "" when it fits as asked, or nothing would (less than a minute of the unit left)."""
+    rate = gpu_count if per_minute is None else per_minute
+    one = 1 if one_gpu_per_minute is None else one_gpu_per_minute
+    left_minutes = math.floor(hours_left * 60 + 1e-9)
+    if left_minutes < 1 or gpu_count < 1 or rate * time_limit_min <= left_minutes:
         return ""  # nothing fits, or it fits as asked
     options = []
-    same_gpus = left_minutes // gpu_count
+    same_gpus = left_minutes // rate
     if 1 <= same_gpus < time_limit_min:
         options.append(f"ask for at most {_minutes(same_gpus)}")
-    if gpu_count > 1:
-        options.append(f"1 GPU for {_minutes(min(left_minutes, time_limit_min))}")
+    one_gpu = left_minutes // one if one > 0 else time_limit_min
+    if gpu_count > 1 and one_gpu >= 1:
+        options.append(f"1 GPU for {_minutes(min(one_gpu, time_limit_min))}")
     return ", or ".join(options)
 
 

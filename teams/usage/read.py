@@ -7,7 +7,8 @@
   live use this period (``GrpTRESRaw`` ``gres/gpu``), both in GPU-minutes, per account and per user;
 - ``scontrol show assoc_mgr flags=assoc``: the limit on GPUs at once (``GrpTRES=gres/gpu=N(used)``)
   and the GPU-minutes the running jobs still hold (``GrpTRESRunMins=gres/gpu=N(held)``: what Slurm's
-  ``safe`` enforcement promises them, :func:`slurm.accounting.parse_assoc_run_minutes`);
+  ``safe`` enforcement promises them, :func:`slurm.accounting.parse_assoc_run_minutes`), and the
+  billed unit-minutes they still hold (the same line's ``billing=N(held)``), for a quota in billed units;
 - ``sacct --json -X -a -S now-<N>seconds -E now``: the jobs of the period, for per-member
   GPU-hours, jobs, failures, waits and the GPU-hours per day. The start bound is relative
   (:func:`slurm.times.start_bound`, the same as the poller's), so it means the period's start in
@@ -37,6 +38,7 @@ from slurm.accounting import (
 from slurm.adapters import adapter_for
 from slurm.states import ACTIVE_STATES, is_failure
 from slurm.times import start_bound
+from slurm.tres import BILLING_TRES
 
 SACCT_TIMEOUT_S = 120.0
 
@@ -62,7 +64,8 @@ class UsageReading:
     """What one refresh read from Slurm at ``now`` (Unix seconds): the config, sshare's rows,
     assoc_mgr's (account, user) -> (GPU limit, GPUs in use), the accounting period's start (UTC)
     and the sacct jobs that ended in the period or run on. ``run_minutes``: assoc_mgr's (account,
-    user) -> GPU-minutes its running jobs still hold (``GrpTRESRunMins`` in use; ``None`` unknown)."""
+    user) -> GPU-minutes its running jobs still hold (``GrpTRESRunMins`` in use; ``None`` unknown);
+    ``billing_run_minutes``: the same for billed unit-minutes (``GrpTRESRunMins`` ``billing``)."""
 
     now: float
     config: ClusterConfig
@@ -71,6 +74,7 @@ class UsageReading:
     period_start: datetime
     runs: list[Run]
     run_minutes: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    billing_run_minutes: dict[tuple[str, str], int | None] = field(default_factory=dict)
 
 
 def runs_of(doc: dict, now: float, *, argv: list[str] | None = None) -> list[Run]:
@@ -105,5 +109,12 @@ def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
     doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
     runs = [r for r in runs_of(doc, now, argv=argv) if r.end >= start.timestamp()]
     return UsageReading(
-        now=now, config=config, shares=shares, limits=limits, period_start=start, runs=runs, run_minutes=run_minutes
+        now=now,
+        config=config,
+        shares=shares,
+        limits=limits,
+        period_start=start,
+        runs=runs,
+        run_minutes=run_minutes,
+        billing_run_minutes=parse_assoc_run_minutes(assoc, BILLING_TRES),
     )

@@ -84,6 +84,12 @@ class TeamUsage:
       ``billed_hours_quota``: sshare ``GrpTRESMins`` ``billing`` / 60, ``billed_hours_left`` = quota -
       used; the three only when a ``billing`` quota is set (else ``None``). :attr:`quota_hours` and
       its siblings give the figures in the quota's unit, :attr:`unit_label` its name.
+      ``billed_hours_promised``: billed unit-hours the account's running jobs still hold, assoc_mgr
+      ``GrpTRESRunMins`` ``billing`` / 60 (what ``safe`` enforcement adds to used, as for GPUs;
+      ``None`` unknown or no ``billing`` quota); ``billed_promised_jobs``: the account's RUNNING jobs
+      in the snapshot, with or without GPUs (Slurm bills each; ``None`` without a snapshot).
+      ``billing_max_tres``: the cluster's ``PriorityFlags`` holds ``MAX_TRES`` (``scontrol show
+      config``), which changes how Slurm weighs a job's TRES (:func:`slurm.tres.billable_tres`).
     - ``fair_share``: the team's fair-share standing on ``cluster`` (:class:`teams.usage.fairshare.FairShare`,
       from the same sshare); ``None`` for a sum over several clusters (each part has its own) or when sshare
       printed no fair-share figures.
@@ -118,6 +124,9 @@ class TeamUsage:
     billed_hours_used: float | None = None
     billed_hours_quota: float | None = None
     billed_hours_left: float | None = None
+    billed_hours_promised: float | None = None
+    billed_promised_jobs: int | None = None
+    billing_max_tres: bool = False
 
     @property
     def unit_label(self) -> str:
@@ -210,12 +219,19 @@ class QuotaEstimate:
     refreshing them fails (Unix seconds; ``None`` while they are current), so the form says the
     figures are old.
 
-    ``unit`` ``"billing"``: the team's quota is in billed unit-minutes (``GrpTRESMins=billing``);
-    ``billed_hours_used``/``_quota``/``_left`` are then its figures (sshare ``GrpTRESRaw`` and
-    ``GrpTRESMins`` ``billing`` / 60), the ``gpu_hours_*`` ones other than ``gpu_hours_max`` are 0,
-    and ``will_wait`` is True only when nothing is left: a job's billed units per minute come from
-    its partition's ``TRESBillingWeights``, which the portal does not read, so Slurm computes them
-    when the job starts and the sentence says so rather than a guess.
+    ``unit`` ``"billing"``: the team's quota is in billed unit-minutes (``GrpTRESMins=billing``),
+    which Slurm counts the same way with the job's ``billing`` TRES in place of its GPUs. The
+    ``billed_hours_*`` fields are then its figures, in billed unit-hours: ``used`` and ``quota``
+    (sshare ``GrpTRESRaw`` and ``GrpTRESMins`` ``billing`` / 60), ``promised`` (assoc_mgr
+    ``GrpTRESRunMins`` ``billing`` / 60; 0 when unknown) to ``promised_jobs`` running jobs (with or
+    without GPUs), ``left`` = quota - used - promised; ``billing``: this job's billed units per minute
+    of run, Slurm's ``billing`` TRES computed from its ``partition``'s ``TRESBillingWeights``
+    (``billing_weights`` as written, ``""``: none, so Slurm bills its CPUs) and the cluster's
+    ``PriorityFlags`` (:mod:`teams.usage.billing`), and ``billed_hours_max`` = billing x time limit;
+    ``will_wait``: it is more than left, with ``fit`` a shorter time limit (or 1 GPU) that would fit.
+    Without the partition's figures (``billing`` ``None``: no snapshot yet, unknown partition) the
+    sentence says Slurm computes the units at the start and ``will_wait`` is True only when nothing
+    is left. The ``gpu_hours_*`` fields other than ``gpu_hours_max`` are 0.
 
     ``scavenger``: the job asks for the scavenger class, which costs no quota (``UsageFactor=0``) and
     which the team's quota does not hold: ``will_wait`` is False and the sentence says so.
@@ -244,6 +260,11 @@ class QuotaEstimate:
     billed_hours_left: float | None = None
     scavenger: bool = False
     offer: str = ""
+    billed_hours_promised: float = 0.0
+    billing: int | None = None
+    billed_hours_max: float | None = None
+    partition: str = ""
+    billing_weights: str = ""
 
     @property
     def summary(self) -> str:
@@ -251,13 +272,7 @@ class QuotaEstimate:
         promised to 3 running jobs, 8 h left; this job needs 16 h: it will wait for quota (...)"."""
         if self.unit == "billing":
             return self._billed_summary()
-        if self.promised_jobs:
-            jobs = f"{self.promised_jobs} running job{'s' if self.promised_jobs != 1 else ''}"
-            promised = f"{hours_text(self.gpu_hours_promised)} promised to {jobs}"
-        elif self.gpu_hours_promised > 0:
-            promised = f"{hours_text(self.gpu_hours_promised)} promised to running jobs"
-        else:
-            promised = "nothing promised to running jobs"
+        promised = self._promised(hours_text(self.gpu_hours_promised), self.gpu_hours_promised)
         left = f"{hours_text(self.gpu_hours_left)} left" if self.gpu_hours_left > 0 else "nothing left"
         head = (
             f"Team {self.team}: used {hours_text(self.gpu_hours_used)}, {promised}, {left}; "
@@ -270,15 +285,33 @@ class QuotaEstimate:
                 "the team's quota is 0 GPU-hours (frozen), so GPU jobs wait until a portal admin sets a quota; "
                 "a job without GPUs can run now"
             )
-        if not self.will_wait:
-            return head + "it fits"
-        if self.gpu_hours_max <= self.gpu_hours_quota - self.gpu_hours_used:
-            return head + "it will wait for quota (until running jobs end early, the next period or a higher quota)"
-        return head + "it will wait for quota (until the next period or a higher quota)"
+        return head + self._verdict(self.gpu_hours_max, self.gpu_hours_quota - self.gpu_hours_used)
+
+    def _promised(self, amount: str, value: float) -> str:
+        """What running jobs still hold, in words: "12 h promised to 3 running jobs"."""
+        if self.promised_jobs:
+            jobs = f"{self.promised_jobs} running job{'s' if self.promised_jobs != 1 else ''}"
+            return f"{amount} promised to {jobs}"
+        if value > 0:
+            return f"{amount} promised to running jobs"
+        return "nothing promised to running jobs"
+
+    def _verdict(self, needs: float, unpromised: float) -> str:
+        """ "it fits", or "it " and :meth:`_waits`."""
+        return "it " + self._waits(needs, unpromised) if self.will_wait else "it fits"
+
+    @staticmethod
+    def _waits(needs: float, unpromised: float) -> str:
+        """Until when a job that needs ``needs`` waits: running jobs ending early help only when it fits
+        in quota - used (``unpromised``)."""
+        if needs <= unpromised:
+            return "will wait for quota (until running jobs end early, the next period or a higher quota)"
+        return "will wait for quota (until the next period or a higher quota)"
 
     def _billed_summary(self) -> str:
         """:attr:`summary` of a quota in billed units: "Team vision: used 80 of 200 billed unit-hours,
-        120 left; this job's billed units: Slurm computes them at the start (...)"."""
+        12 promised to 3 running jobs, 108 left; this job needs 28 (14 billed units an hour, from
+        partition train's TRESBillingWeights): it fits"."""
         used, quota, left = self.billed_hours_used or 0.0, self.billed_hours_quota or 0.0, self.billed_hours_left or 0.0
         head = f"Team {self.team}: used {_units(used)} of {_units(quota)} billed unit-hours"
         if self.scavenger:
@@ -287,11 +320,23 @@ class QuotaEstimate:
             return head + (
                 "; the team's quota is 0 billed unit-hours (frozen), so its jobs wait until a portal admin sets a quota"
             )
-        if self.will_wait:
-            return head + "; nothing left: this job will wait for quota (until the next period or a higher quota)"
-        return head + (
-            f", {_units(left)} left; this job's billed units: Slurm computes them at the start "
-            "(from the partition's TRESBillingWeights), so the portal cannot say whether it fits"
+        promised = self._promised(_units(self.billed_hours_promised), self.billed_hours_promised)
+        head += f", {promised}, " + (f"{_units(left)} left" if left > 0 else "nothing left")
+        if self.billing is None or self.billed_hours_max is None:
+            if self.will_wait:
+                return f"{head}: this job {self._waits(1e-9, quota - used)}"  # needs more than nothing
+            return head + (
+                "; this job's billed units: Slurm computes them at the start "
+                "(from the partition's TRESBillingWeights), so the portal cannot say whether it fits"
+            )
+        source = (
+            f"from partition {self.partition}'s TRESBillingWeights"
+            if self.billing_weights
+            else f"partition {self.partition} has no TRESBillingWeights, so Slurm bills its CPUs"
+        )
+        return (
+            f"{head}; this job needs {_units(self.billed_hours_max)} ({self.billing} billed units an hour, {source}): "
+            + self._verdict(self.billed_hours_max, quota - used)
         )
 
     @property

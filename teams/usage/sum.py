@@ -149,8 +149,8 @@ def usage_sum(account: str, parts: list[TeamUsage], *, missing: dict[str, str] |
 
 def _billed_sums(parts: list[TeamUsage]) -> dict:
     """The billed-unit quota's figures added up (:func:`teams.usage.compute.billed_figures`): the
-    unit is ``"billing"`` when a cluster's is (the sync sets the same quota on each); used over the
-    clusters that know it, the quota only when every cluster has one; ``used_up`` when every
+    unit is ``"billing"`` when a cluster's is (the sync sets the same quota on each); used, and what
+    running jobs are promised (and their count), over the clusters that know it, the quota only when every cluster has one; ``used_up`` when every
     cluster's is. ``{}`` when no cluster has a ``billing`` quota."""
     if all(p.billed_hours_quota is None for p in parts):
         return {}
@@ -162,5 +162,7 @@ def _billed_sums(parts: list[TeamUsage]) -> dict:
         "billed_hours_used": used,
         "billed_hours_quota": quota,
         "billed_hours_left": quota - (used or 0.0) if quota is not None else None,
+        "billed_hours_promised": _sum_known([p.billed_hours_promised for p in parts]),
+        "billed_promised_jobs": _sum_known([p.billed_promised_jobs for p in parts]),
         "used_up": unit == "billing" and all(p.used_up for p in parts),
     }

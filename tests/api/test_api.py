@@ -320,6 +320,62 @@ def test_submit_and_validate_say_whether_the_job_fits_the_quota(client, people, 
     assert no_gpus["quota"] is None  # a job without GPUs uses no GPU quota
 
 
+def test_a_billed_unit_quota_says_whether_the_job_fits_from_its_partitions_weights(
+    client, people, tokens, cluster, no_slurm, clean_cache
+):
+    """vision's quota is 200 billed unit-hours, 80 used, 12 promised to 3 running jobs: 108 left. The
+    profile's 2 CPUs and 2G with 2 GPUs of any type in train (A100s, weighed as on the lab's
+    clusters) are billed 9 units an hour (8 + 1 + 0.5, rounded down): 13 h need 117 and wait; 12 h
+    would fit, or 1 GPU (5 an hour) for the 13 h."""
+    from dataclasses import replace
+    from datetime import datetime
+
+    from slurm.snapshot import snapshot_load, snapshot_store
+    from teams.usage.cache import TeamUsage, UsageStatus, _store
+
+    weights = "CPU=0.5,Mem=0.25G,GRES/gpu:a100=4.0,GRES/gpu:t4=1.0"
+    polled = snapshot_load()  # the cluster fixture's, its partitions given the lab's weights
+    snapshot_store(replace(polled, partitions=[replace(p, billing_weights=weights) for p in polled.partitions]))
+    usage = TeamUsage(
+        account="vision",
+        tracked=True,
+        period_start=datetime(2026, 11, 1, tzinfo=UTC),
+        period_end=None,
+        taken_at=1795970000.0,
+        quota_unit="billing",
+        billed_hours_used=80.0,
+        billed_hours_quota=200.0,
+        billed_hours_left=120.0,
+        billed_hours_promised=12.0,
+        billed_promised_jobs=3,
+    )
+    _store({"vision": usage}, UsageStatus(taken_at=1795970000.0))
+    long = {"gpus": 2, "partition": "train", "time_limit": "13:00:00"}
+    quota = call(client, "post", "/profiles/validate", tokens["alice"], {"yaml": EXAMPLE_TEXT, "overrides": long}).json()["quota"]
+    assert (quota["unit"], quota["billing"], quota["billed_hours_max"], quota["billed_hours_left"]) == (
+        "billing",
+        9,
+        117.0,
+        108.0,
+    )
+    assert (quota["billed_hours_promised"], quota["promised_jobs"], quota["will_wait"]) == (12.0, 3, True)
+    assert (quota["partition"], quota["billing_weights"], quota["fit"]) == (
+        "train",
+        weights,
+        "ask for at most 12 h 00 min, or 1 GPU for 13 h 00 min",
+    )
+    assert quota["sentence"].startswith(
+        "Team vision: used 80 of 200 billed unit-hours, 12 promised to 3 running jobs, 108 left; this job needs 117 "
+        "(9 billed units an hour, from partition train's TRESBillingWeights): it will wait for quota"
+    )
+    short = {"gpus": 2, "partition": "train", "time_limit": "12:00:00"}
+    r = call(client, "post", "/jobs", tokens["alice"], {"profile_yaml": EXAMPLE_TEXT, "overrides": short})
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    assert r.json()["quota"]["sentence"].endswith(
+        "this job needs 108 (9 billed units an hour, from partition train's TRESBillingWeights): it fits."
+    )
+
+
 def test_another_teams_quota_is_not_told(client, people, tokens, cluster, no_slurm, clean_cache):
     """bob (nlp) checks a job billed to vision: refused as a submission would be, and no quota figures."""
     _vision_usage(clean_cache)

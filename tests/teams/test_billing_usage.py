@@ -18,6 +18,10 @@ from api.schemas import QuotaOut
 from jobs.reads.queue import quota_note
 from slurm import SlurmGateway
 from slurm.accounting import parse_sshare
+from slurm.adapters.v0_0_38 import parse_partitions
+from slurm.clusters import default_cluster
+from slurm.records import Node
+from slurm.snapshot import ClusterSnapshot, snapshot_store
 from teams.models import Membership, Role, Team
 from teams.usage import cache as usage_cache
 from teams.usage.cache import job_quota_estimate, usage_collect
@@ -105,13 +109,14 @@ def test_billed_figures_add_up_over_clusters():
 
 
 # --- the estimate, the held job's note, the mails ---------------------------------------------------
-def test_estimate_in_billed_units_says_slurm_computes_them(clean_cache):
+def test_estimate_in_billed_units_without_the_partitions_weights_says_slurm_computes_them(clean_cache):
     usage_cache._store({"vision": figures()}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
-    estimate = job_quota_estimate(team="vision", gpu_count=2, time_limit_min=60)
-    assert (estimate.unit, estimate.will_wait, estimate.billed_hours_left) == ("billing", False, 120.0)
+    estimate = job_quota_estimate(team="vision", gpu_count=2, time_limit_min=60)  # no snapshot: no weights
+    assert (estimate.unit, estimate.will_wait, estimate.billed_hours_left, estimate.billing) == ("billing", False, 120.0, None)
     assert estimate.sentence == (
-        "Team vision: used 80 of 200 billed unit-hours, 120 left; this job's billed units: Slurm computes them "
-        "at the start (from the partition's TRESBillingWeights), so the portal cannot say whether it fits."
+        "Team vision: used 80 of 200 billed unit-hours, nothing promised to running jobs, 120 left; this job's billed "
+        "units: Slurm computes them at the start (from the partition's TRESBillingWeights), so the portal cannot say "
+        "whether it fits."
     )
     document = QuotaOut(**estimate.as_dict())  # the API's quota object: additive fields
     assert (document.unit, document.billed_hours_quota, document.gpu_hours_quota) == ("billing", 200.0, 0.0)
@@ -123,10 +128,108 @@ def test_estimate_in_billed_units_waits_when_nothing_is_left_and_says_frozen(cle
     usage_cache._store({"vision": over, "nlp": frozen}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
     waits = job_quota_estimate(team="vision", gpu_count=1, time_limit_min=10)
     assert waits.will_wait and waits.summary.endswith(
-        "used 210 of 200 billed unit-hours; nothing left: this job will wait for quota (until the next period or a higher quota)"
+        "used 210 of 200 billed unit-hours, nothing promised to running jobs, nothing left: this job will wait for "
+        "quota (until the next period or a higher quota)"
     )
     stuck = job_quota_estimate(team="nlp", gpu_count=1, time_limit_min=10)
     assert stuck.frozen and "quota is 0 billed unit-hours (frozen)" in stuck.sentence
+
+
+# --- the verdict: the job's billed units from its partition's TRESBillingWeights ----------------------
+def store_partitions(*, weights: bool = True) -> None:
+    """The default cluster's snapshot with the partitions the 22.05 poll read from the lab cluster
+    (``billing/scontrol_show_partition_oneliner.txt``: ``TRESBillingWeights`` on each; ``weights=False``:
+    taken out, as on a site without them) and its three nodes."""
+    recorded = (FIXTURES / "slurm" / "22.05" / "billing" / "scontrol_show_partition_oneliner.txt").read_text()
+    partitions = parse_partitions(recorded)
+    if not weights:
+        partitions = [replace(p, billing_weights="") for p in partitions]
+    nodes = [
+        Node(name, "idle", (), (), cpus, 0, memory, 0, gpus=gpus)
+        for name, cpus, memory, gpus in (
+            ("node1", 8, 16000, {"a100": 4}),
+            ("node2", 8, 16000, {"a100": 4}),
+            ("node3", 4, 8000, {"t4": 2}),
+        )
+    ]
+    snapshot_store(ClusterSnapshot(cluster=default_cluster().name, taken_at=FINAL_NOW, nodes=nodes, partitions=partitions))
+
+
+#: The job of billing/README.md's job 36: 2 A100s, 2 CPUs, 4 GB in train: Slurm billed it 10.
+JOB_36 = dict(partition="train", gpu_type="a100", gpu_count=2, cpus=2, memory_mb=4096)
+
+
+def test_a_billed_quota_estimate_counts_promised_and_says_whether_the_job_fits(clean_cache):
+    """80 of 200 used, 12 promised to 3 running jobs: 108 left. Job 36's shape is billed 10 units an
+    hour (Slurm's own figure for it): 10 h need 100 and fit; 12 h need 120 and wait (they fit in the
+    120 not promised, so until running jobs end early), and 10 h 48 min would fit (108 x 60 / 10 =
+    648 min), or 1 GPU (6 units an hour) for the whole 12 h."""
+    store_partitions()
+    usage_cache._store(
+        {"vision": figures(billed_hours_promised=12.0, billed_promised_jobs=3)}, usage_cache.UsageStatus(taken_at=FINAL_NOW)
+    )
+    fits = job_quota_estimate(team="vision", time_limit_min=600, **JOB_36)
+    assert (fits.billing, fits.billed_hours_max, fits.billed_hours_left, fits.will_wait) == (10, 100.0, 108.0, False)
+    assert fits.sentence == (
+        "Team vision: used 80 of 200 billed unit-hours, 12 promised to 3 running jobs, 108 left; this job needs 100 "
+        "(10 billed units an hour, from partition train's TRESBillingWeights): it fits."
+    )
+    waits = job_quota_estimate(team="vision", time_limit_min=720, **JOB_36)
+    assert waits.will_wait and waits.fit == "ask for at most 10 h 48 min, or 1 GPU for 12 h 00 min"
+    assert waits.sentence.startswith(
+        "Team vision: used 80 of 200 billed unit-hours, 12 promised to 3 running jobs, 108 left; this job needs 120 "
+        "(10 billed units an hour, from partition train's TRESBillingWeights): it will wait for quota (until running "
+        "jobs end early, the next period or a higher quota). To start now, ask for at most 10 h 48 min, or 1 GPU for "
+        "12 h 00 min."
+    )
+    document = QuotaOut(**waits.as_dict())  # the API's quota object
+    assert (document.billing, document.billed_hours_max, document.billed_hours_promised, document.partition) == (
+        10,
+        120.0,
+        12.0,
+        "train",
+    )
+    assert document.billing_weights == "CPU=0.5,Mem=0.25G,GRES/gpu:a100=4.0,GRES/gpu:t4=1.0"
+
+
+def test_a_job_that_fits_once_running_jobs_end_early_is_told_so(clean_cache):
+    store_partitions()
+    usage_cache._store({"vision": figures(billed_hours_promised=100.0, billed_promised_jobs=1)}, usage_cache.UsageStatus())
+    waits = job_quota_estimate(team="vision", time_limit_min=600, **JOB_36)  # 100 of the 120 unpromised, 20 left
+    assert waits.will_wait and "it will wait for quota (until running jobs end early, the next period" in waits.sentence
+
+
+def test_a_job_of_any_gpu_type_is_counted_at_the_dearest_type_of_its_partition(clean_cache):
+    store_partitions()
+    usage_cache._store({"vision": figures()}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    small = job_quota_estimate(team="vision", time_limit_min=60, **{**JOB_36, "partition": "small", "gpu_type": ""})
+    assert small.billing == 4  # node3's T4s only: 2 x 1 + 2 x 0.5 + 4 x 0.25
+    train = job_quota_estimate(team="vision", time_limit_min=60, **{**JOB_36, "gpu_type": ""})
+    assert train.billing == 10  # A100s
+    default = job_quota_estimate(team="vision", time_limit_min=60, **{**JOB_36, "partition": ""})
+    assert default.partition == "train"  # the default partition
+
+
+def test_without_weights_slurm_bills_the_cpus_and_max_tres_is_followed(clean_cache):
+    store_partitions(weights=False)
+    usage_cache._store({"vision": figures()}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    cpus = job_quota_estimate(team="vision", time_limit_min=60, **JOB_36)
+    assert (
+        cpus.billing == 2
+        and "(2 billed units an hour, partition train has no TRESBillingWeights, so Slurm bills its CPUs)" in (cpus.sentence)
+    )
+    store_partitions()
+    usage_cache._store({"vision": figures(billing_max_tres=True)}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    assert job_quota_estimate(team="vision", time_limit_min=60, **JOB_36).billing == 8  # the A100s' 8 alone
+
+
+def test_the_refresh_reads_what_running_jobs_are_promised_in_billed_units():
+    """assoc_mgr's ``GrpTRESRunMins`` ``billing=N(5)`` of vision while its jobs ran (22.05 recording)."""
+    fake = scripted(sshare=billed_sshare(), assoc="assoc_mgr_running.txt")
+    vision = usage_collect(SlurmGateway(fake), now=FINAL_NOW)["vision"]
+    assert vision.billed_hours_promised == pytest.approx(5 / 60)
+    assert vision.billed_promised_jobs is None  # no snapshot: the count is not known
+    assert not vision.billing_max_tres
 
 
 def test_held_jobs_note_and_quota_mail_use_the_unit():
@@ -174,5 +277,20 @@ def test_api_teams_and_usage_carry_the_unit(client, admin):
 
 def test_job_form_estimate_in_billed_units(client, admin):
     form = {"account": "vision", "gpu_count": "1", "time_limit": "60"}
-    html = client.post("/jobs/new/estimate/", form).content.decode()
-    assert "Team vision: used 80 of 200 billed unit-hours, 120 left; this job&#x27;s billed units: Slurm computes them" in html
+    html = client.post("/jobs/new/estimate/", form).content.decode()  # no snapshot yet: no weights
+    assert (
+        "Team vision: used 80 of 200 billed unit-hours, nothing promised to running jobs, 120 left; this job&#x27;s "
+        "billed units: Slurm computes them"
+    ) in html
+
+
+def test_job_form_estimate_in_billed_units_says_whether_it_fits_from_the_form_fields(client, admin):
+    store_partitions()
+    form = {"account": "vision", "partition": "train", "gpu_type": "a100", "gpu_count": "2", "cpus": "2", "memory_gb": "4G"}
+    fits = client.post("/jobs/new/estimate/", {**form, "time_limit": "10:00:00"}).content.decode()
+    assert "this job needs 100 (10 billed units an hour, from partition train&#x27;s TRESBillingWeights): it fits" in fits
+    waits = client.post("/jobs/new/estimate/", {**form, "time_limit": "13:00:00"}).content.decode()
+    assert "this job needs 130 (10 billed units an hour" in waits and "it will wait for quota" in waits
+    assert '<span data-testid="quota-fit">ask for at most 12 h 00 min, or 1 GPU for 13 h 00 min</span>' in waits
+    unread = client.post("/jobs/new/estimate/", {**form, "memory_gb": "lots", "time_limit": "60"}).content.decode()
+    assert "Slurm computes them at the start" in unread  # memory not read yet: no verdict, no guess

@@ -559,4 +559,4 @@ def test_refresh_reads_the_stored_snapshot(clean_cache, slurm_json):
 def test_how_a_job_could_fit_the_quota_left(left, gpus, minutes, fit):
     from teams.usage.compute import how_to_fit
 
-    assert how_to_fit(gpu_hours_left=left, gpu_count=gpus, time_limit_min=minutes) == fit
+    assert how_to_fit(hours_left=left, gpu_count=gpus, time_limit_min=minutes) == fit
