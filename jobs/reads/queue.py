@@ -11,6 +11,7 @@ from portal.formats import from_now, ordinal
 from slurm.queue_index import HELD_REASONS
 from slurm.states import JobState
 from slurm.times import time_left_seconds
+from teams.usage.billing import job_billing
 from teams.usage.borrow import QUOTA_SPENT_REASONS, scavenger_offer
 from teams.usage.compute import how_to_fit
 
@@ -115,6 +116,34 @@ def queue_line(row: JobRow) -> QueueLine:
     return QueueLine("")
 
 
+def _billed_fit(usage, job: Job, left: float, hours) -> str:
+    """ " To start now, ask for at most 30 min (it needs up to 12.0 billed unit-hours, 6 an hour)." for
+    a job held by a quota in billed units with ``left`` billed unit-hours not used nor promised; ""
+    when it fits, nothing would, or its partition's weights are not stored yet."""
+    billing = job_billing(
+        cluster=job.cluster,
+        partition=job.partition,
+        gpu_type=job.gpu_type,
+        gpu_count=job.gpu_count,
+        cpus=job.cpus,
+        memory_mb=job.memory_mb,
+        max_tres=getattr(usage, "billing_max_tres", False),
+    )
+    if billing is None or not job.time_limit_min:
+        return ""
+    needs = billing.per_minute * job.time_limit_min / 60
+    fit = how_to_fit(
+        hours_left=left,
+        gpu_count=job.gpu_count,
+        time_limit_min=job.time_limit_min,
+        per_minute=billing.per_minute,
+        one_gpu_per_minute=billing.one_gpu_per_minute,
+    )
+    if needs <= left or not fit:
+        return ""
+    return f" To start now, {fit} (it needs up to {hours(needs)} billed unit-hours, {billing.per_minute} an hour)."
+
+
 def quota_note(account: str, usage, job: Job | None = None) -> str:
     """The team's numbers for a job held by quota, e.g. "Team vision has used 10.3 of 10.0 GPU-hours
     this period; 2 of its 2 concurrent GPUs are in use.", with what its running jobs are promised
@@ -123,8 +152,10 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     could fit now beside that promise ("To start now, ask for at most 30 min, or 1 GPU for 60 min
     (it needs up to 4.0 GPU-hours).") or that a quota of 0 is frozen ("" without usage figures). A
     quota in billed units (``usage.quota_unit`` ``"billing"``) is said in billed unit-hours ("Team
-    vision has used 201.0 of 200.0 billed unit-hours this period"), with no way to fit: a job's billed
-    units are its partition's TRESBillingWeights, applied by Slurm."""
+    vision has used 201.0 of 200.0 billed unit-hours this period, and 2.0 are promised to its running
+    jobs"), and how ``job`` could fit is counted with its billed units an hour, computed as Slurm does
+    from its partition's ``TRESBillingWeights`` as the poller stored them
+    (:func:`teams.usage.billing.job_billing`; nothing said when they are not stored yet)."""
     if usage is None or not usage.tracked:
         return ""
 
@@ -134,10 +165,12 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     parts = []
     promised = usage.gpu_hours_promised or 0.0
     billed = getattr(usage, "quota_unit", "gpu") == "billing"
+    billed_promised = (getattr(usage, "billed_hours_promised", None) or 0.0) if billed else 0.0
     if billed and usage.billed_hours_quota is not None:
         parts.append(
             f"Team {account} has used {hours(usage.billed_hours_used or 0)} of {hours(usage.billed_hours_quota)} "
             "billed unit-hours this period"
+            + (f", and {hours(billed_promised)} are promised to its running jobs" if billed_promised > 0 else "")
         )
     elif usage.gpu_hours_quota is not None:
         used = (
@@ -149,10 +182,12 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     note = ("; ".join(parts) + ".") if parts else ""
     if billed:
         if usage.billed_hours_quota == 0:
-            note += (
+            return note + (
                 " The quota is 0 billed unit-hours: frozen, so the next period will not help; a portal admin must set a quota."
             )
-        return note
+        if job is None or usage.billed_hours_left is None:
+            return note
+        return note + _billed_fit(usage, job, usage.billed_hours_left - billed_promised, hours)
     if usage.gpu_hours_quota == 0:
         return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
     if job is not None and job.gpu_count and usage.gpu_hours_left is not None:

@@ -163,7 +163,7 @@ def job_estimate(request: HttpRequest) -> HttpResponse:
             priority_class=str(data.get("priority", "")),
             **_billing_shape(data),
         )
-        if gpus and team in accounts and minutes
+        if team in accounts and minutes
         else None
     )
     maintenance = maintenance_clash(snapshot, partition=str(data.get("partition", "")), time_limit=minutes * 60)

@@ -253,10 +253,13 @@ def job_quota_estimate(
     ``memory_mb`` (MiB per node; 0: unknown) in place of its GPUs (:func:`_billed_estimate`).
     ``priority_class``: the job's (``""``: none); a scavenger job never waits for quota, and a job
     that would is offered scavenger (:func:`_borrowing`). ``None`` when the team's usage there is unknown or untracked, it has no quota there, or the job
-    has no GPUs or no time limit."""
+    has no time limit, or no GPUs under a GPU-hour quota (a quota in billed units counts a CPU job
+    too: Slurm bills its CPUs and memory)."""
     name = _cluster(cluster)
     usage = team_usage(team, cluster=name)
-    if usage is None or not usage.tracked or gpu_count <= 0 or not time_limit_min:
+    if usage is None or not usage.tracked or not time_limit_min:
+        return None
+    if gpu_count <= 0 and usage.quota_unit != "billing":
         return None
     if usage.quota_unit == "billing":
         billing = job_billing(

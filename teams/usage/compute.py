@@ -304,7 +304,7 @@ def how_to_fit(
     per_minute: int | None = None,
     one_gpu_per_minute: int | None = None,
 ) -> str:
-    """How a GPU job that needs more than its team has left could fit now, e.g. "ask for at most
+    """How a job that needs more than its team has left could fit now, e.g. "ask for at most
     30 min, or 1 GPU for 60 min" (whole minutes, rounded down; only what is shorter or smaller than
     asked). ``hours_left`` is in the quota's unit: GPU-hours, or billed unit-hours. What the job takes
     per minute of run: ``per_minute`` (default ``gpu_count``: GPU-minutes; for a billed-unit quota its
@@ -313,8 +313,8 @@ def how_to_fit(
     rate = gpu_count if per_minute is None else per_minute
     one = 1 if one_gpu_per_minute is None else one_gpu_per_minute
     left_minutes = math.floor(hours_left * 60 + 1e-9)
-    if left_minutes < 1 or gpu_count < 1 or rate * time_limit_min <= left_minutes:
-        return ""  # nothing fits, or it fits as asked
+    if left_minutes < 1 or rate < 1 or rate * time_limit_min <= left_minutes:
+        return ""  # nothing fits, or it costs nothing (no GPUs for a GPU quota), or it fits as asked
     options = []
     same_gpus = left_minutes // rate
     if 1 <= same_gpus < time_limit_min:

@@ -234,7 +234,8 @@ def test_the_refresh_reads_what_running_jobs_are_promised_in_billed_units():
 
 def test_held_jobs_note_and_quota_mail_use_the_unit():
     over = figures(billed_hours_used=201.0, billed_hours_left=-1.0, used_up=True)
-    job = SimpleNamespace(gpu_count=1, time_limit_min=60)
+    job = SimpleNamespace(**JOB_36, cluster=default_cluster().name, time_limit_min=60)
+    # nothing left: no way to fit (and no snapshot is stored here, so no partition weights either)
     assert quota_note("vision", over, job) == "Team vision has used 201.0 of 200.0 billed unit-hours this period."
     frozen = figures(billed_hours_quota=0.0, billed_hours_used=0.0, billed_hours_left=0.0)
     assert "The quota is 0 billed unit-hours: frozen" in quota_note("vision", frozen)
@@ -294,3 +295,33 @@ def test_job_form_estimate_in_billed_units_says_whether_it_fits_from_the_form_fi
     assert '<span data-testid="quota-fit">ask for at most 12 h 00 min, or 1 GPU for 13 h 00 min</span>' in waits
     unread = client.post("/jobs/new/estimate/", {**form, "memory_gb": "lots", "time_limit": "60"}).content.decode()
     assert "Slurm computes them at the start" in unread  # memory not read yet: no verdict, no guess
+
+
+def test_a_job_held_by_a_billed_quota_is_told_what_is_promised_and_how_it_would_fit(clean_cache):
+    """The held job's note counts as the form does: 108 left after the 12 promised; job 36's shape
+    for 12 h needs 120 (10 an hour)."""
+    store_partitions()
+    usage = figures(billed_hours_promised=12.0, billed_promised_jobs=3)
+    job = SimpleNamespace(**JOB_36, cluster=default_cluster().name, time_limit_min=720)
+    assert quota_note("vision", usage, job) == (
+        "Team vision has used 80.0 of 200.0 billed unit-hours this period, and 12.0 are promised to its running jobs. "
+        "To start now, ask for at most 10 h 48 min, or 1 GPU for 12 h 00 min (it needs up to 120.0 billed unit-hours, "
+        "10 an hour)."
+    )
+    short = SimpleNamespace(**JOB_36, cluster=default_cluster().name, time_limit_min=600)  # 100: it fits, nothing to add
+    assert quota_note("vision", usage, short).endswith("promised to its running jobs.")
+
+
+def test_a_job_without_gpus_is_counted_against_a_billed_quota(clean_cache):
+    """Slurm bills a CPU job's CPUs and memory: 4 CPUs x 0.5 + 8 GB x 0.25 = 4 units an hour in
+    train. A GPU-hour quota says nothing of it (it costs no GPU-hours)."""
+    store_partitions()
+    usage_cache._store({"vision": figures()}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    cpu_job = dict(partition="train", gpu_type="", gpu_count=0, cpus=4, memory_mb=8192)
+    fits = job_quota_estimate(team="vision", time_limit_min=600, **cpu_job)
+    assert (fits.billing, fits.billed_hours_max, fits.will_wait) == (4, 40.0, False)
+    waits = job_quota_estimate(team="vision", time_limit_min=2880, **cpu_job)  # 2 days: 192 > 120
+    assert waits.will_wait and waits.fit == "ask for at most 30 h 00 min"
+    gpu_quota = figures(quota_unit="gpu", gpu_hours_quota=100.0, gpu_hours_left=88.0, billed_hours_quota=None)
+    usage_cache._store({"vision": gpu_quota}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    assert job_quota_estimate(team="vision", time_limit_min=600, **cpu_job) is None
