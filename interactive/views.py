@@ -52,6 +52,7 @@ def _context(request: HttpRequest, form: SessionForm, cluster: str) -> dict:
         "max_gpus": settings.PORTAL_SESSION_MAX_GPUS,
         "status": cluster_status(cards_cluster(cards, default=cluster)),
         "low_use": sessions_low_use(cards),
+        "several_clusters": len(session_clusters()) > 1,  # each card then names its cluster
         **_maintenance_ahead(form.data if form.is_bound else {}, cluster=cluster),
     }
 
@@ -153,7 +154,13 @@ def session_cards_view(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "interactive/_cards.html",
-        {"cards": cards, "hub_warning": warning, "status": status, "low_use": sessions_low_use(cards)},
+        {
+            "cards": cards,
+            "hub_warning": warning,
+            "status": status,
+            "low_use": sessions_low_use(cards),
+            "several_clusters": len(session_clusters()) > 1,
+        },
     )
 
 

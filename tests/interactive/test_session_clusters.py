@@ -17,7 +17,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from interactive import hub
-from interactive.models import Session
+from interactive.models import Session, SessionState
 from interactive.presets import last_session_preset
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_load, snapshot_store, snapshot_take
@@ -273,3 +273,19 @@ def test_the_local_cluster2_offers_its_own_session_partitions(client, world, set
     resp = client.post("/sessions/", {**ON_CLUSTER2, "partition": "interactive"})
     assert resp.status_code == HTTPStatus.BAD_REQUEST
     assert "Sessions run in the interactive partition(s) only: small, gpu." in resp.content.decode()
+
+
+def test_each_card_names_its_cluster_when_sessions_run_on_several(client, world, settings, tmp_path):
+    alice = world["alice"]
+    for name, cluster in (("lab-1", "cluster1"), ("lab-2", "cluster2")):
+        Session.objects.create(user=alice, server_name=name, ide="lab", partition="small", memory_mb=1024,
+                               time_limit_min=60, state=SessionState.RUNNING, cluster=cluster)  # fmt: skip
+    client.force_login(alice)
+    for html in (page(client), BeautifulSoup(client.get("/sessions/cards/").content.decode(), "html.parser")):
+        named = {
+            card["data-session"]: card.select_one("[data-testid=session-cluster]").get_text()
+            for card in html.select("[data-testid=session-card]")
+        }
+        assert sorted(named.values()) == ["cluster1", "cluster2"], named
+    settings.PORTAL_CLUSTERS_FILE = clusters_file(tmp_path, "cluster1", name="one.toml")  # one session cluster
+    assert page(client).select("[data-testid=session-cluster]") == []
