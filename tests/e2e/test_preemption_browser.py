@@ -58,7 +58,7 @@ def test_a_scavenger_job_is_preempted_by_a_high_job_and_resumes_as_its_page_says
         page.check("#id_requeue")
         page.get_by_test_id("submit-job").click()
         page.wait_for_selector('[data-testid=job-state][data-state="RUNNING"]', timeout=120_000)
-        assert "scavenger" in page.get_by_test_id("job-priority").inner_text()
+        assert "scavenger" in page.get_by_test_id("job-priority-class").inner_text()
         scavenger_url = page.url
         page.wait_for_function(
             "() => (document.querySelector('[data-testid=log-out]') || {}).textContent?.includes('step 5/150')",

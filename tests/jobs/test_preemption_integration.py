@@ -127,7 +127,7 @@ def test_a_high_job_preempts_a_scavenger_job_that_resumes_from_its_checkpoint(
         assert Notification.objects.filter(user=alice, kind=NotificationKind.JOB_PREEMPTED).count() == 1  # once per run
         client.force_login(alice)
         page = client.get(f"/jobs/{scavenger.key}/").content.decode()
-        assert runs[0]["why"] in page and 'data-testid="job-priority">scavenger' in page
+        assert runs[0]["why"] in page and 'data-testid="job-priority-class">scavenger' in page
         log = client.get(f"/jobs/{scavenger.key}/log/out/").content.decode()
         assert "Run 2 resumed from " in log, log
     finally:

@@ -58,7 +58,8 @@ def test_the_job_page_history_and_log_say_preempted_and_resumed(client, alice, c
     client.force_login(alice)
     page = client.get(f"/jobs/{job.key}/").content.decode()
     assert "restarted (run 2): preempted at 14:02 UTC by a higher class, requeued" in page
-    assert 'data-testid="job-priority">scavenger' in page
+    assert 'data-testid="job-priority-class">scavenger' in page
+    assert 'data-testid="job-priority"' not in page  # that one is sprio's sentence, for a pending job only
     log = client.get(f"/jobs/{job.key}/log/out/").content.decode()
     assert "Run 2 resumed from epoch 4 (its log says so)." in log
     bob = django_user_model.objects.create(username="bob", slurm_accounts=["nlp"])
