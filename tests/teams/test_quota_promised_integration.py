@@ -1,5 +1,5 @@
-"""The quota check counts what running jobs are promised, as the real Slurm does (cluster1, 22.05,
-``AccountingStorageEnforce=associations,limits,qos,safe``): a team with a 20 GPU-minute quota runs
+"""The quota check counts what running jobs are promised, as the real Slurm does (on cluster1, 22.05,
+and cluster2, 24.11, both ``AccountingStorageEnforce=associations,limits,qos,safe``): a team with a 20 GPU-minute quota runs
 one job of 1 GPU x 15 min, so 15 GPU-minutes are promised to it and about 5 are left. The New job
 form then says a 1 GPU x 10 min job "will wait for quota", and Slurm holds that job for the quota
 (``AssocGrpGRESMinutes``: used + running jobs' remaining minutes + the job's own over
@@ -27,7 +27,8 @@ from tests.waiting import scontrol_show_job, wait_for, wait_for_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-CLUSTER = "cluster1"  # node3, partition small: two t4 GPUs
+#: Each cluster's partition small and its GPU type: node3's two t4s on cluster1, g2's two l40s on cluster2.
+SMALL_GPU = {"cluster1": "t4", "cluster2": "l40s"}
 QUOTA_MIN = 20
 #: The pending reasons Slurm gives a job its GPU-minute quota holds (the run-minutes one on a Slurm
 #: that names the running jobs' share apart).
@@ -70,74 +71,78 @@ def promised_team(django_user_model, clean_cache):
         remove_account_and_jobs(name)
 
 
-def gpu_job(alice, account: str, *, minutes: int, name: str) -> Job:
-    """A 1 t4 GPU job of ``minutes`` through the portal (checked, created, sent to Slurm)."""
+def gpu_job(alice, account: str, *, minutes: int, name: str, cluster: str) -> Job:
+    """A 1-GPU job of ``minutes`` in ``cluster``'s partition small through the portal (checked,
+    created, sent to Slurm)."""
     request = JobRequest(
         name=name,
         partition="small",
-        gpu_type="t4",
+        gpu_type=SMALL_GPU[cluster],
         gpu_count=1,
         cpus=1,
         memory_mb=500,
         time_limit_min=minutes,
         script="sleep 600\n",
         account=account,
-        cluster=CLUSTER,
+        cluster=cluster,
     )
-    return job_create(checked=job_check(user=alice, policy=SitePolicy.for_cluster(CLUSTER), request=request))
+    return job_create(checked=job_check(user=alice, policy=SitePolicy.for_cluster(cluster), request=request))
 
 
-def form_estimate(client, team: str, minutes: int) -> str:
-    form = {"cluster": CLUSTER, "partition": "small", "account": team, "gpu_count": "1", "time_limit": str(minutes)}
+def form_estimate(client, team: str, minutes: int, cluster: str) -> str:
+    form = {"cluster": cluster, "partition": "small", "account": team, "gpu_count": "1", "time_limit": str(minutes)}
     return client.post("/jobs/new/estimate/", form).content.decode()
 
 
-def test_the_form_says_what_slurm_does_with_running_jobs_promise(promised_team, client, django_capture_on_commit_callbacks):
+@pytest.mark.parametrize("cluster", ["cluster1", "cluster2"])
+def test_the_form_says_what_slurm_does_with_running_jobs_promise(
+    cluster, promised_team, client, django_capture_on_commit_callbacks
+):
     team, alice = promised_team
     report = teams_sync()
     assert report.ok, report.lines
-    assert f"gres/gpu={QUOTA_MIN}" in sacctmgr_show("association", f"account={team.name}", "format=GrpTRESMins", cluster=CLUSTER)
+    assert f"gres/gpu={QUOTA_MIN}" in sacctmgr_show("association", f"account={team.name}", "format=GrpTRESMins", cluster=cluster)
     client.force_login(alice)
-    assert snapshot_refresh(cluster=CLUSTER) is not None  # the partitions the site policy offers
+    assert snapshot_refresh(cluster=cluster) is not None  # the partitions the site policy offers
 
     # 1 GPU x 15 min running: 15 GPU-minutes promised to it, about 5 left of the 20.
     with django_capture_on_commit_callbacks(execute=True):
-        running = gpu_job(alice, team.name, minutes=15, name="promised")
+        running = gpu_job(alice, team.name, minutes=15, name="promised", cluster=cluster)
     wait_for_job(running, {JobState.RUNNING}, timeout=60)
-    snapshot_refresh(cluster=CLUSTER)
-    usage_refresh(cluster=CLUSTER)
-    figures = team_usage(team.name, cluster=CLUSTER)
+    snapshot_refresh(cluster=cluster)
+    usage_refresh(cluster=cluster)
+    figures = team_usage(team.name, cluster=cluster)
     assert figures.promised_jobs == 1 and 13 / 60 <= figures.gpu_hours_promised <= 15 / 60, figures
     # used + promised: what Slurm adds up, in whole minutes, never more than the running job's 15
     assert figures.gpu_hours_used * 60 + figures.gpu_hours_promised * 60 <= 15 + 1e-6, figures
 
     # 1 GPU x 10 min: fits the 20 minutes not used, not the ~5 not promised: the form says it waits ...
-    waits = job_quota_estimate(team=team.name, gpu_count=1, time_limit_min=10, cluster=CLUSTER)
+    waits = job_quota_estimate(team=team.name, gpu_count=1, time_limit_min=10, cluster=cluster)
     assert waits.will_wait and waits.gpu_hours_max <= waits.gpu_hours_quota - waits.gpu_hours_used, waits
-    html = form_estimate(client, team.name, 10)
+    html = form_estimate(client, team.name, 10, cluster)
     assert "promised to 1 running job" in html and "this job needs 10 min: it will wait for quota" in html, html
-    # ... and Slurm holds it for the quota, though the node has the second t4 free.
+    # ... and Slurm holds it for the quota, though the node has its second GPU free.
     with django_capture_on_commit_callbacks(execute=True):
-        held = gpu_job(alice, team.name, minutes=10, name="over-promise")
+        held = gpu_job(alice, team.name, minutes=10, name="over-promise", cluster=cluster)
 
     def held_by_quota() -> bool:
-        snapshot_refresh(cluster=CLUSTER)
+        snapshot_refresh(cluster=cluster)
         held.refresh_from_db()
         return held.state == JobState.PENDING and held.reason in QUOTA_REASONS
 
     wait_for(
-        f"job {held.slurm_job_id} held by the GPU-minute quota on {CLUSTER}",
+        f"job {held.slurm_job_id} held by the GPU-minute quota on {cluster}",
         held_by_quota,
         timeout=60,
         every=1,
-        seen=lambda: f"portal: {held.state} ({held.reason})\n{scontrol_show_job(held.slurm_job_id, cluster=CLUSTER)}",
+        seen=lambda: f"portal: {held.state} ({held.reason})\n{scontrol_show_job(held.slurm_job_id, cluster=cluster)}",
     )
-    get_gateway(CLUSTER).run(["scancel", str(held.slurm_job_id)], as_user="alice")
+    get_gateway(cluster).run(["scancel", str(held.slurm_job_id)], as_user="alice")
 
     # 1 GPU x 3 min fits beside the promise: the form says so, and Slurm starts it.
-    fits = job_quota_estimate(team=team.name, gpu_count=1, time_limit_min=3, cluster=CLUSTER)
+    fits = job_quota_estimate(team=team.name, gpu_count=1, time_limit_min=3, cluster=cluster)
     assert not fits.will_wait, fits
-    assert "this job needs 3 min: it fits" in form_estimate(client, team.name, 3)
+    assert "this job needs 3 min: it fits" in form_estimate(client, team.name, 3, cluster)
     with django_capture_on_commit_callbacks(execute=True):
-        starts = gpu_job(alice, team.name, minutes=3, name="fits")
+        starts = gpu_job(alice, team.name, minutes=3, name="fits", cluster=cluster)
     wait_for_job(starts, {JobState.RUNNING}, timeout=60)
