@@ -4,6 +4,7 @@ energy and idle GPU-hours per member (figures and sources: :mod:`jobs.figures`).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal
 
@@ -56,6 +57,40 @@ class TeamOut(QuotaUnitOut):
     gpus_running: int | None = None
 
 
+class FairShareOut(Schema):
+    """A team's fair-share standing on one cluster, from the usage refresh's own ``sshare`` and
+    ``scontrol show config`` (the team page's "Fair share")."""
+
+    norm_shares: float = Field(description="sshare NormShares: the team's shares over its siblings' (0-1)")
+    effective_usage: float = Field(description="sshare EffectvUsage: its usage over its siblings' this period (0-1)")
+    level_fs: float | None = Field(
+        None,
+        description="sshare LevelFS = norm_shares / effective_usage (above 1: it used less than its share); null when "
+        "sshare printed none or the team used nothing yet (then its jobs get the most from fair share)",
+    )
+    members: dict[str, float] = Field(description="member -> sshare FairShare factor (0-1, 1 the best)")
+    decay_half_life_s: int | None = Field(None, description="PriorityDecayHalfLife, seconds (0 or null: usage does not fade)")
+    reset_period: str = Field(description="PriorityUsageResetPeriod (MONTHLY, ..., NONE: never cleared)")
+    sentence: str = Field(description="What it means for the team's next jobs, as the team page says it")
+
+
+def fair_share_out(fs) -> dict | None:
+    """:class:`FairShareOut` of a :class:`teams.usage.fairshare.FairShare` (``None`` for none); an
+    infinite LevelFS (nothing used) is null, JSON having no infinity."""
+    if fs is None:
+        return None
+    level = None if fs.level_fs is None or math.isinf(fs.level_fs) else fs.level_fs
+    return {
+        "norm_shares": fs.norm_shares,
+        "effective_usage": fs.effective_usage,
+        "level_fs": level,
+        "members": dict(fs.members),
+        "decay_half_life_s": fs.decay_half_life_s,
+        "reset_period": fs.reset_period,
+        "sentence": f"{fs.standing} {fs.fading}".strip(),
+    }
+
+
 class ClusterUsageOut(QuotaUnitOut):
     """A team's figures on one cluster (which counts and enforces its quota and limit on its own). ``measured``
     false: the cluster has no figures for the team (``note`` says why) and the figure fields are null."""
@@ -78,6 +113,7 @@ class ClusterUsageOut(QuotaUnitOut):
     taken_at: float | None = Field(None, description="Unix seconds the figures were read")
     error: str = Field("", description="Why the last refresh of this cluster failed ('' while current)")
     error_since: float | None = None
+    fair_share: FairShareOut | None = Field(None, description="The team's fair share on this cluster; null when not read")
 
 
 class TeamUsageOut(QuotaUnitOut):
@@ -191,8 +227,9 @@ def get_team_usage(request, name: str):
     data = usage.to_dict()
     data["taken_at"] = usage.taken_at
     order = {name: i for i, name in enumerate(cluster_names())}
+    shares = {part.cluster: fair_share_out(part.fair_share) for part in usage.clusters}
     data["clusters"] = sorted(
-        [{**part, "measured": True} for part in data["clusters"]]
+        [{**part, "measured": True, "fair_share": shares.get(part["cluster"])} for part in data["clusters"]]
         + [{"cluster": name, "measured": False, "note": why} for name, why in usage.missing.items()],
         key=lambda part: order.get(part["cluster"], len(order)),
     )

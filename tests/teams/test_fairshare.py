@@ -93,3 +93,24 @@ def test_without_fair_share_figures_the_page_has_no_card(client, world):  # noqa
     client.force_login(users["carol"])
     page = client.get("/teams/vision/").content.decode()
     assert 'data-testid="usage-summary"' in page and 'data-testid="fair-share"' not in page
+
+
+def test_the_api_gives_each_clusters_fair_share_with_the_pages_sentence(client, world):  # noqa: F811
+    users, *_ = world
+    vision = team_usage("vision").clusters[0]
+    standing = fair_shares("22.05")["vision"]
+    _store({"vision": replace(vision, fair_share=standing)}, UsageStatus(taken_at=1795970000.0))
+    client.force_login(users["carol"])  # vision's lead, as the team page
+    body = client.get("/api/v1/teams/vision/usage").json()
+    [part] = [p for p in body["clusters"] if p["measured"]]
+    share = part["fair_share"]
+    assert share["level_fs"] == pytest.approx(standing.level_fs) and share["members"]["alice"] == pytest.approx(0.17, abs=0.005)
+    assert share["sentence"] == f"{standing.standing} {standing.fading}" and "LevelFS 0.26, below 1" in share["sentence"]
+    assert "fair_share" not in body  # the sum over clusters has none of its own: each cluster's is in its part
+    # A team that used nothing has an infinite LevelFS: null in JSON, and the sentence says what it means.
+    fresh = replace(standing, effective_usage=0.0, level_fs=math.inf)
+    _store({"vision": replace(vision, fair_share=fresh)}, UsageStatus(taken_at=1795970000.0))
+    share = client.get("/api/v1/teams/vision/usage").json()["clusters"][0]["fair_share"]
+    assert share["level_fs"] is None and "nothing yet, so its jobs get the most from fair share" in share["sentence"]
+    client.force_login(users["alice"])  # a member, not a lead: the team's usage is not hers to read
+    assert client.get("/api/v1/teams/vision/usage").status_code == 404
