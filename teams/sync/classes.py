@@ -106,10 +106,13 @@ class KeepClassQos(Action):
 
     @property
     def argv(self) -> list[str]:
-        sets = [f"{field}={new if new else chr(39) * 2}" for field, _, new in self.changes]
+        # An empty value clears the field (``Preempt=``): sacctmgr(1)'s ``''`` is that empty value once a
+        # shell has removed the quotes, and this argv reaches sacctmgr without a shell parsing it there
+        # (a literal ``''`` is refused: "You gave me an empty qos list"; seen on 22.05 and 24.11).
+        sets = [f"{field}={new}" for field, _, new in self.changes]
         if self.exists:
             return [*SACCTMGR, "modify", "qos", "where", f"name={self.qos}", "set", *sets]
-        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *[s for s in sets if not s.endswith("''")]]
+        return [*SACCTMGR, "add", "qos", f"name={self.qos}", *[s for s in sets if not s.endswith("=")]]
 
     @property
     def target(self) -> str:

@@ -121,6 +121,17 @@ def test_a_changed_cap_and_grace_time_are_set_back_and_other_qos_are_never_touch
     assert actions[1].describe() == "~ set QOS high MaxTRESPerAccount gres/gpu=-1 (was gres/gpu=2)"
 
 
+def test_a_preempt_list_the_class_must_not_have_is_cleared_with_an_empty_value():
+    """scavenger preempts nothing: a Preempt someone gave it is cleared with ``Preempt=`` as one argv
+    element (sacctmgr refuses a literal ``''``, its man page's form for a shell), and a new QOS is
+    added without the empty field."""
+    action = KeepClassQos("scavenger", True, (("Preempt", "normal", ""),))
+    assert action.argv[-2:] == ["set", "Preempt="]
+    assert action.describe() == "~ set QOS scavenger Preempt none (was normal)"
+    new = KeepClassQos("scavenger", False, (("Priority", "", "0"), ("Preempt", "", "")))
+    assert new.argv[-2:] == ["name=scavenger", "Priority=0"]
+
+
 def test_a_qos_line_it_cannot_read_is_an_error_not_a_guess():
     with pytest.raises(ValueError):
         parse_class_qos("high|1000|scavenger|cluster\n")
