@@ -209,7 +209,7 @@ class Client:
     def validate_profile(self, profile_yaml: str, overrides: dict) -> dict:
         """``POST /profiles/validate``: checks a profile's YAML text as submitting it would, without
         submitting; returns ``{"valid", "errors", "spec", "script", "quota"}`` (HTTP 200 also when it
-        is not valid; ``quota``: whether the job would fit its team's GPU quota, or ``None``)."""
+        is not valid; ``quota``: whether the job would fit its team's quota, in GPU-hours or billed units, or ``None``)."""
         return self.request("POST", "/profiles/validate", body={"yaml": profile_yaml, "overrides": overrides})
 
     def list_images(self, cluster: str = "", partition: str = "", session_kind: str = "") -> dict:

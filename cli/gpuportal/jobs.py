@@ -60,7 +60,7 @@ def add_commands(commands: Commands) -> None:
     p.add_argument(
         "--check",
         action="store_true",
-        help="check the file as submitting it would and say whether the job fits the team's GPU quota; submit nothing",
+        help="check the file as submitting it would and say whether the job fits the team's quota (GPU-hours or billed units); submit nothing",
     )
     p.add_argument("--interval", type=positive_float, default=2.0, help=argparse.SUPPRESS)
     p.add_argument(

@@ -93,3 +93,22 @@ def test_check_of_a_bad_profile_names_each_field_and_fails(env, profile, capsys)
         "error: The profile is not valid; nothing was submitted.",
         "  gpus (line 3): at most 8 GPUs per job",
     ]
+
+
+def test_check_says_whether_the_job_fits_a_quota_in_billed_units(env, profile, capsys):
+    """A team whose quota is in billed units: the API's sentence and figures (billed unit-hours, the job's
+    billing from its partition's TRESBillingWeights) reach the terminal and --json as they are."""
+    sentence = (
+        "Team vision: used 80 of 200 billed unit-hours, 12 promised to 3 running jobs, 108 left; this job needs 117 "
+        "(9 billed units an hour, from partition train's TRESBillingWeights): it will wait for quota (until the next "
+        "period or a higher quota). To start now, ask for at most 12 h 00 min, or 1 GPU for 13 h 00 min."
+    )
+    billed = {**QUOTA, "unit": "billing", "billing": 9, "billed_hours_max": 117.0, "billed_hours_left": 108.0,
+              "billed_hours_promised": 12.0, "partition": "train", "sentence": sentence}  # fmt: skip
+    answer = {"valid": True, "errors": [], "spec": {"name": "train"}, "script": "#!/bin/bash\n", "quota": billed}
+    env.script("POST", "/profiles/validate", (200, answer))
+    assert main(["submit", str(profile), "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == sentence
+    env.script("POST", "/profiles/validate", (200, answer))
+    assert main(["--json", "submit", str(profile), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["quota"] == billed
