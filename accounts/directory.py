@@ -3,8 +3,9 @@ which accounts the portal never acts as (system accounts).
 
 Asked once per login through the Slurm gateway as the service user (no sudo):
 ``env LC_ALL=C id -- <user>`` (uid and Unix groups, in the C locale so the labels are coreutils'
-``uid=``/``gid=``/``groups=``), ``sacctmgr --noheader --parsable2 show association where
-user=<user> format=Account`` (Slurm accounts = teams) and, unless the site set
+``uid=``/``gid=``/``groups=``), ``sacctmgr --noheader --parsable2 show user where name=<user>
+withassoc format=DefaultAccount,Account`` (Slurm accounts = teams, and which is the user's default) and,
+unless the site set
 ``PORTAL_ACCOUNT_UID_MIN``, ``cat /etc/login.defs`` (its ``UID_MIN``: where personal accounts start).
 """
 
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: The command asked for one user (the name is appended after ``--``).
 ID_ARGV = ("env", "LC_ALL=C", "id", "--")
+#: One user's Slurm associations and default account (``name=<user>`` goes after ``where``).
+ASSOC_ARGV = ("sacctmgr", "--noheader", "--parsable2", "show", "user", "where", "withassoc", "format=DefaultAccount,Account")
 
 #: The file whose ``UID_MIN`` says where the submit host's personal accounts start (shadow's
 #: login.defs(5); ``useradd`` gives new users uids from there).
@@ -43,7 +46,9 @@ _GROUP_RE = re.compile(r"\d+\(([^)]*)\)")
 class ClusterUser:
     """A user name as the cluster sees it. ``exists``: a Unix account; ``uid``: its user id
     (``id``; ``None`` when it does not exist); ``groups``: its Unix group names (those ``id`` could
-    name, primary group included); ``accounts``: Slurm accounts it has an association in (sorted)."""
+    name, primary group included); ``accounts``: Slurm accounts it has an association in, its Slurm
+    ``DefaultAccount`` first (what ``sbatch`` without ``--account`` bills, and the team the portal's
+    forms choose first), then the others sorted."""
 
     username: str
     exists: bool
@@ -127,6 +132,17 @@ def system_account_reason(username: str, uid: int | None = None, minimum: int | 
     return None
 
 
+def accounts_default_first(text: str) -> tuple[str, ...]:
+    """The accounts of ``sacctmgr --parsable2 show user ... withassoc format=DefaultAccount,Account``
+    (``<default>|<account>`` per association): the default first when the user has an association
+    in it, then the others sorted. A sort alone put a team named ``a-...`` before the one the user's
+    jobs go to by default, so a new team silently became the forms' first choice."""
+    rows = [line.strip().split("|") for line in text.splitlines() if line.strip()]
+    accounts = sorted({row[1] for row in rows if len(row) > 1 and row[1]})
+    default = rows[0][0] if rows else ""
+    return tuple([default] if default in accounts else []) + tuple(a for a in accounts if a != default)
+
+
 def cluster_user_lookup(username: str) -> ClusterUser:
     """Look ``username`` up on the submit host of the default cluster. Raises
     :class:`~slurm.SlurmError` when the host cannot answer or ``id`` answers something that is not
@@ -141,10 +157,8 @@ def cluster_user_lookup(username: str) -> ClusterUser:
         uid, groups = parse_id(ident.out)
     except ValueError as exc:
         raise SlurmError(ident.argv, ident.returncode, ident.out, ident.err, message=str(exc)) from None
-    assoc = gateway.run(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={username}", "format=Account"]
-    )
-    accounts = sorted({line.strip() for line in assoc.out.splitlines() if line.strip()})
+    assoc = gateway.run([*ASSOC_ARGV[:6], f"name={username}", *ASSOC_ARGV[6:]])
+    accounts = accounts_default_first(assoc.out)
     return ClusterUser(username=username, exists=True, groups=groups, accounts=tuple(accounts), uid=uid, uid_min=uid_min(gateway))
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from accounts.directory import (
     DEFAULT_UID_MIN,
+    accounts_default_first,
     cluster_user_lookup,
     denied_account_names,
     parse_id,
@@ -101,8 +102,18 @@ def slurm(monkeypatch):
 def test_lookup_reads_uid_and_groups_from_one_id_call(slurm):
     slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=recorded("alice"))
     slurm.expect(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice", "format=Account"],
-        stdout="vision\n",
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "user",
+            "where",
+            "name=alice",
+            "withassoc",
+            "format=DefaultAccount,Account",
+        ],
+        stdout="vision|vision\n",
     )
     alice = cluster_user_lookup("alice")
     assert (alice.exists, alice.uid, alice.groups, alice.accounts, alice.in_users_group) == (
@@ -136,8 +147,18 @@ def test_uid_min_is_read_from_the_recorded_login_defs():
 def expect_alice(slurm, uid_line=None):
     slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=uid_line or recorded("alice"))
     slurm.expect(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice", "format=Account"],
-        stdout="vision\n",
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "user",
+            "where",
+            "name=alice",
+            "withassoc",
+            "format=DefaultAccount,Account",
+        ],
+        stdout="vision|vision\n",
     )
 
 
@@ -173,3 +194,13 @@ def test_a_site_value_replaces_the_file_which_is_not_read(slurm, settings):
     settings.PORTAL_ACCOUNT_UID_MIN = 500
     expect_alice(slurm)  # no cat scripted: the scripted transport fails on a command it was not told of
     assert cluster_user_lookup("alice").uid_min == 500
+
+
+def test_the_default_account_comes_first_then_the_others_sorted():
+    """As ``sacctmgr show user alice withassoc format=DefaultAccount,Account`` printed on the lab
+    cluster while a test team existed: sorted alone, ``it-rb-...`` came before ``vision``, her default,
+    and a new team became the forms' first choice and the one sessions were billed to."""
+    recorded = "vision|it-cls-71fbdad2\nvision|it-rb-27646c6a\nvision|vision\n"
+    assert accounts_default_first(recorded) == ("vision", "it-cls-71fbdad2", "it-rb-27646c6a")
+    assert accounts_default_first("") == ()
+    assert accounts_default_first("gone|nlp\ngone|vision\n") == ("nlp", "vision")  # a default without an association

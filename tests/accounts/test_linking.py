@@ -48,9 +48,20 @@ def host_knows(fake: FakeTransport, user: str, *, groups: str = "slurmusers", ac
         ["env", "LC_ALL=C", "id", "--", user],
         stdout=f"uid={uid}({user}) gid={uid}({user}) groups={uid}({user}){',' + listed if listed else ''}\n",
     )
+    names = accounts.split()  # the first is the user's DefaultAccount
     fake.expect(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"],
-        stdout=accounts,
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "user",
+            "where",
+            f"name={user}",
+            "withassoc",
+            "format=DefaultAccount,Account",
+        ],
+        stdout="".join(f"{names[0]}|{name}\n" for name in names),
     )
 
 

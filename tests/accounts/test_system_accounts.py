@@ -35,7 +35,17 @@ def slurm(monkeypatch):
 
 
 def assoc(user: str) -> list[str]:
-    return ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"]
+    return [
+        "sacctmgr",
+        "--noheader",
+        "--parsable2",
+        "show",
+        "user",
+        "where",
+        f"name={user}",
+        "withassoc",
+        "format=DefaultAccount,Account",
+    ]
 
 
 def assert_system_words(text: str, name: str) -> None:
@@ -93,7 +103,7 @@ def test_the_minimum_follows_the_setting(slurm, settings):
     assert "(uid 1001, below 2000," in refused.value.message
     settings.PORTAL_ACCOUNT_UID_MIN = 1000
     slurm.expect([*ID, "alice"], stdout=(FIXTURES / "id" / "alice.txt").read_text())
-    slurm.expect(assoc("alice"), stdout="vision\n")
+    slurm.expect(assoc("alice"), stdout="vision|vision\n")
     assert login_check(claims=claims("s-alice", posix_username="alice"), existing=None).username == "alice"
 
 

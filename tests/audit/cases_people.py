@@ -85,9 +85,20 @@ def _host_knows(w: World, user: str, accounts: str = "") -> None:
     w.slurm.expect(
         ["env", "LC_ALL=C", "id", "--", user], stdout=f"uid=1005({user}) gid=1006({user}) groups=1006({user}),1001(slurmusers)\n"
     )
+    names = accounts.split()  # the first is the user's DefaultAccount
     w.slurm.expect(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "association", "where", f"user={user}", "format=Account"],
-        stdout=accounts,
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "user",
+            "where",
+            f"name={user}",
+            "withassoc",
+            "format=DefaultAccount,Account",
+        ],
+        stdout="".join(f"{names[0]}|{name}\n" for name in names),
     )
 
 
