@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.template.defaultfilters import floatformat
 
+from jobs.models import Job
 from jobs.worker.services import snapshot_refresh
 from slurm import get_gateway
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page  # noqa: F401  (fixture)
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -146,4 +149,18 @@ def test_submit_example_job_and_follow_it_to_history(portal_with_idp, browser_pa
     page.get_by_role("link", name="History").first.click()
     history = page.get_by_test_id("history-table").inner_text()
     assert "digits $(id) demo" in history and "Completed" in history
+    # Its billed units once the poller has read accounting's record (Slurm's billing TRES x run time):
+    # a CPU job, billed for its 2 CPUs and 2 GB by the partition's TRESBillingWeights.
+    row = page.locator("tr", has_text="digits $(id) demo")
+
+    def billed_shown() -> str:
+        page.reload()
+        cell = row.locator("[data-testid=billed-units]")
+        return cell.inner_text() if cell.count() else ""
+
+    shown = wait_for("the job's billed units in History", billed_shown, timeout=60, every=2, seen=row.inner_text)
+    job = Job.objects.get(name="digits $(id) demo")
+    connection.close()
+    assert job.billed_units and shown == floatformat(job.billed_units, 2), (shown, job.billed_unit_minutes)
+    assert "not measured" not in row.inner_text()  # no GPUs: energy and idle GPU-hours are "–", not a gap
     shot(page, "4-history")
