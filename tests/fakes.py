@@ -100,3 +100,26 @@ class EveryCluster(dict):
 
     def values(self):
         return []
+
+
+def sacctmgr_user_argv(user: str) -> list[str]:
+    """The association query of the account lookup (:func:`accounts.directory.cluster_user_lookup`)
+    for ``user``, as a scripted transport expects it."""
+    return [
+        "sacctmgr",
+        "--noheader",
+        "--parsable2",
+        "show",
+        "user",
+        "where",
+        f"name={user}",
+        "withassoc",
+        "format=DefaultAccount,Account",
+    ]
+
+
+def sacctmgr_user_answer(accounts: str) -> str:
+    """That query's answer for ``accounts`` (names separated by blanks, the first the user's
+    ``DefaultAccount``): ``<default>|<account>`` per association."""
+    names = accounts.split()
+    return "".join(f"{names[0]}|{name}\n" for name in names)

@@ -17,7 +17,7 @@ from accounts.directory import (
 from slurm import SlurmError
 from slurm.gateway import SlurmGateway
 from tests.conftest import FIXTURES
-from tests.fakes import EveryCluster, FakeTransport
+from tests.fakes import EveryCluster, FakeTransport, sacctmgr_user_answer, sacctmgr_user_argv
 
 ID_DIR = FIXTURES / "id"
 
@@ -101,20 +101,7 @@ def slurm(monkeypatch):
 
 def test_lookup_reads_uid_and_groups_from_one_id_call(slurm):
     slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=recorded("alice"))
-    slurm.expect(
-        [
-            "sacctmgr",
-            "--noheader",
-            "--parsable2",
-            "show",
-            "user",
-            "where",
-            "name=alice",
-            "withassoc",
-            "format=DefaultAccount,Account",
-        ],
-        stdout="vision|vision\n",
-    )
+    slurm.expect(sacctmgr_user_argv("alice"), stdout=sacctmgr_user_answer("vision"))
     alice = cluster_user_lookup("alice")
     assert (alice.exists, alice.uid, alice.groups, alice.accounts, alice.in_users_group) == (
         True,
@@ -146,20 +133,7 @@ def test_uid_min_is_read_from_the_recorded_login_defs():
 
 def expect_alice(slurm, uid_line=None):
     slurm.expect(["env", "LC_ALL=C", "id", "--", "alice"], stdout=uid_line or recorded("alice"))
-    slurm.expect(
-        [
-            "sacctmgr",
-            "--noheader",
-            "--parsable2",
-            "show",
-            "user",
-            "where",
-            "name=alice",
-            "withassoc",
-            "format=DefaultAccount,Account",
-        ],
-        stdout="vision|vision\n",
-    )
+    slurm.expect(sacctmgr_user_argv("alice"), stdout=sacctmgr_user_answer("vision"))
 
 
 def test_without_a_site_value_the_minimum_is_the_submit_hosts_uid_min(slurm, settings):

@@ -25,7 +25,7 @@ from audit.models import AuditEvent
 from portal.refusals import Refused
 from slurm.gateway import SlurmGateway
 from teams.models import Membership, Team
-from tests.fakes import EveryCluster, FakeTransport
+from tests.fakes import EveryCluster, FakeTransport, sacctmgr_user_answer, sacctmgr_user_argv
 
 pytestmark = pytest.mark.django_db
 
@@ -48,21 +48,7 @@ def host_knows(fake: FakeTransport, user: str, *, groups: str = "slurmusers", ac
         ["env", "LC_ALL=C", "id", "--", user],
         stdout=f"uid={uid}({user}) gid={uid}({user}) groups={uid}({user}){',' + listed if listed else ''}\n",
     )
-    names = accounts.split()  # the first is the user's DefaultAccount
-    fake.expect(
-        [
-            "sacctmgr",
-            "--noheader",
-            "--parsable2",
-            "show",
-            "user",
-            "where",
-            f"name={user}",
-            "withassoc",
-            "format=DefaultAccount,Account",
-        ],
-        stdout="".join(f"{names[0]}|{name}\n" for name in names),
-    )
+    fake.expect(sacctmgr_user_argv(user), stdout=sacctmgr_user_answer(accounts))
 
 
 def claims(sub: str, **more) -> dict:

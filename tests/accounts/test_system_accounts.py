@@ -16,7 +16,7 @@ from audit.models import AuditEvent
 from portal.refusals import Refused
 from slurm.gateway import SlurmGateway
 from tests.conftest import FIXTURES
-from tests.fakes import EveryCluster, FakeTransport
+from tests.fakes import EveryCluster, FakeTransport, sacctmgr_user_argv
 
 pytestmark = pytest.mark.django_db
 
@@ -35,17 +35,7 @@ def slurm(monkeypatch):
 
 
 def assoc(user: str) -> list[str]:
-    return [
-        "sacctmgr",
-        "--noheader",
-        "--parsable2",
-        "show",
-        "user",
-        "where",
-        f"name={user}",
-        "withassoc",
-        "format=DefaultAccount,Account",
-    ]
+    return sacctmgr_user_argv(user)
 
 
 def assert_system_words(text: str, name: str) -> None:

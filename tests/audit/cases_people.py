@@ -8,6 +8,7 @@ from django.test import RequestFactory
 
 from tests.audit.cases_teams import make_team
 from tests.audit.world import ISS, World, read
+from tests.fakes import sacctmgr_user_answer, sacctmgr_user_argv
 
 
 # --- profiles and tokens ---------------------------------------------------------------------------
@@ -85,21 +86,7 @@ def _host_knows(w: World, user: str, accounts: str = "") -> None:
     w.slurm.expect(
         ["env", "LC_ALL=C", "id", "--", user], stdout=f"uid=1005({user}) gid=1006({user}) groups=1006({user}),1001(slurmusers)\n"
     )
-    names = accounts.split()  # the first is the user's DefaultAccount
-    w.slurm.expect(
-        [
-            "sacctmgr",
-            "--noheader",
-            "--parsable2",
-            "show",
-            "user",
-            "where",
-            f"name={user}",
-            "withassoc",
-            "format=DefaultAccount,Account",
-        ],
-        stdout="".join(f"{names[0]}|{name}\n" for name in names),
-    )
+    w.slurm.expect(sacctmgr_user_argv(user), stdout=sacctmgr_user_answer(accounts))
 
 
 def _social_login(w: World, claims: dict, existing):
