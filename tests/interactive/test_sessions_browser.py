@@ -1,10 +1,12 @@
 """End to end in headless Chromium: sign in to the portal through the IdP, start a JupyterLab session
 from the Sessions page, open it (the hub signs in through the same IdP without asking again), see
-JupyterLab, stop it. The same for VS Code where code-server is installed."""
+JupyterLab, download its support bundle from its card, stop it. The same for VS Code where code-server is installed."""
 
 from __future__ import annotations
 
 import json
+import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from django.db import connection
 
 from interactive.kinds import KINDS
 from interactive.models import Session, SessionState
+from jobs.support.session import redact_tokens
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401 (fixture)
 
 from .conftest import interactive_blocker
@@ -61,6 +64,33 @@ def start_and_open(page, ide: str, ready_selector: str, name: str):
     return card
 
 
+def check_support_bundle(page, card):
+    """The running lab's "Download support bundle" on its card gives cluster1's view of its Slurm job,
+    its log's tail as alice reads it (tokens left out) and no batch script."""
+    with page.expect_download() as download:
+        card.get_by_test_id("session-support-bundle").click()
+    lab = Session.objects.get(user__username="alice", ide="lab", state=SessionState.RUNNING)
+    connection.close()
+    jid = lab.slurm_job_id
+    assert jid and download.value.suggested_filename == f"support-cluster1-session-{jid}.zip", (
+        jid,
+        download.value.suggested_filename,
+    )
+    with zipfile.ZipFile(download.value.path()) as archive:
+        members = {name: archive.read(name).decode() for name in archive.namelist()}
+    assert members["README.txt"].startswith(f"Support bundle of JupyterLab session {jid} on cluster1\n"), members["README.txt"]
+    scontrol = members["slurm/scontrol-show-job.txt"]
+    assert re.search(rf"JobId={jid} JobName=\S+\s+UserId=alice\(", scontrol) and "JobState=RUNNING" in scontrol, scontrol[:600]
+    log = (Path("/home/alice/.gpuportal/sessions") / f"{lab.key}.log").read_text()
+    first = redact_tokens(log.splitlines()[0])
+    assert first and first in members["logs/stdout.txt"], (first, members["logs/stdout.txt"][:600])
+    assert json.loads(members["settings.json"])["slurm_job_id"] == jid
+    assert members["versions.txt"].splitlines()[1].startswith("slurm 22.05"), members["versions.txt"]
+    assert "script.sh" not in members
+    everything = "\n".join(members.values())
+    assert not re.search(r"(?i)token[=:]\s*(?!\[left out\])[^\s&\"']+", everything), "a token's value is in the bundle"
+
+
 def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, browser_page):  # noqa: F811
     page = browser_page
     sign_in(page, portal_with_idp, "alice", start="/sessions/", landed="[data-testid=start-session]")
@@ -73,6 +103,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
     assert "at most 2 GPUs" in page.get_by_test_id("error-gpu_count").inner_text()
 
     card = start_and_open(page, "lab", "#jp-main-dock-panel .jp-DirListing-content, .jp-DirListing-content", "lab")
+    check_support_bundle(page, card)
     if KINDS["vscode"].available():
         start_and_open(page, "vscode", ".monaco-workbench", "vscode")
     else:
