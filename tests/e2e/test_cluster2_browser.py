@@ -1,10 +1,13 @@
 """End to end in headless Chromium with both real clusters polled: a researcher
 sees cluster2's H100s in the GPU table, picks cluster2 in the job form (its partitions replace
 cluster1's, what was typed stays), sends an H100 job, and follows it on its page to Completed with
-its output, and finds it in History under cluster2."""
+its output, and finds it in History under cluster2. And a job sent there that must wait: its page
+explains Slurm's priority of it, from cluster2's sprio, and names the team whose job is ahead."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 import threading
 
 import pytest
@@ -14,6 +17,7 @@ from jobs.worker.services import snapshot_refresh
 from slurm.clusters import cluster_names
 from tests.e2e.test_batch_job_browser import shot
 from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)
+from tests.jobs.test_priority_integration import ROOT, as_root, bob_ahead
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -83,3 +87,50 @@ def test_a_researcher_runs_an_h100_job_on_cluster2(portal_with_idp, poll_both, b
     row = page.locator("tr", has_text="h100 on cluster2")
     assert "cluster2" in row.inner_text() and "Completed" in row.inner_text()
     connection.close()
+
+
+def test_a_waiting_job_on_cluster2_explains_its_priority(portal_with_idp, poll_both, browser_page):  # noqa: F811
+    """bob's job holds every CPU of g2 (cluster2's partition small); alice sends a job there from the
+    form; bob's second job, of team nlp, waits there too with an operator's Nice=-20000. Alice's
+    job page says why hers waits, in words, from the poll's one sprio call on cluster2 (Slurm 24.11)."""
+    name = "waits on cluster2"
+    blocker = as_root(
+        "cluster2",
+        *("runuser", "-u", "bob", "--", "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null"),
+        *("-p", "small", "-c", "4", "--mem=500", "-t", "5", "--job-name=e2e-c2-blocker", "--wrap", "sleep 300"),
+    ).strip()
+    ahead = None
+    try:
+        page = browser_page
+        sign_in(page, portal_with_idp, "alice")
+        page.get_by_role("link", name="New job").first.click()
+        page.wait_for_selector("[data-testid=limits]")
+        page.select_option("#id_cluster", "cluster2")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#id_partition option')].map(o => o.value).join() === 'gpu,small'"
+        )
+        page.fill("#id_name", name)
+        page.select_option("#id_partition", "small")
+        page.select_option("#id_gpu_count", "0")
+        page.fill("#id_cpus", "1")
+        page.fill("#id_memory_gb", "1")
+        page.fill("#id_time_limit", "00:05:00")
+        page.fill("#id_script", "#!/bin/bash\necho done\n")
+        page.get_by_test_id("submit-job").click()
+        page.wait_for_selector("[data-testid=job-name]")
+        assert page.get_by_test_id("job-cluster").inner_text() == "cluster2"
+        ahead = bob_ahead("cluster2")
+        # The poller's next sprio on cluster2 lists both; HTMX refreshes the block every 5 s.
+        page.wait_for_function(
+            "() => /from team nlp/.test((document.querySelector('[data-testid=job-priority]') || {}).textContent || '')",
+            timeout=60_000,
+        )
+        priority = page.get_by_test_id("job-priority").inner_text()
+        assert priority.startswith("Your job's priority is ") and "in small" in priority, priority
+        assert re.search(r"priority is [\d,]+: [\d,]+ from ", priority), priority
+        assert "in line in small" in page.get_by_test_id("queue-line").inner_text()
+        shot(page, "cluster2-4-priority")
+    finally:
+        subprocess.run([*ROOT["cluster2"], "scancel", blocker, *([str(ahead)] if ahead else [])], capture_output=True)
+        subprocess.run([*ROOT["cluster2"], "scancel", "-u", "alice", "-n", name], capture_output=True)
+        connection.close()
