@@ -57,17 +57,17 @@ def test_a_2_gpu_job_low_then_at_80_and_0_percent_on_its_page_then_its_summary(
     alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
     partition, node, gres = ON[cluster]
     job_id = submit(cluster, [f"--partition={partition}", f"--nodelist={node}", gres])
-    job = Job.objects.create(
-        user=alice,
-        name="gpu-usage",
-        slurm_cluster=cluster,
-        partition=partition,
-        memory_mb=100,
-        time_limit_min=5,
-        script=SCRIPT,
-        gpu_count=2,
-    )
-    try:
+    try:  # from here on, whatever fails, the 2-GPU job is cancelled
+        job = Job.objects.create(
+            user=alice,
+            name="gpu-usage",
+            slurm_cluster=cluster,
+            partition=partition,
+            memory_mb=100,
+            time_limit_min=5,
+            script=SCRIPT,
+            gpu_count=2,
+        )
         wait_running(cluster, job_id)
         Job.objects.filter(pk=job.pk).update(
             state=JobState.RUNNING, slurm_job_id=int(job_id), nodes=node, start_at=timezone.now() - timedelta(hours=1)
