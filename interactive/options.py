@@ -171,24 +171,35 @@ def session_cluster_choice(raw: object) -> tuple[str, list[Problem]]:
     :func:`slurm.clusters.session_clusters`; omitted or "": the default session cluster. Returns
     ``(name, [])``, or ``(the default's name, problems)`` (field ``cluster``) for a name that is not
     a cluster, a cluster where sessions do not run, or one whose queue poll has failed for longer
-    than ``PORTAL_SNAPSHOT_MAX_AGE`` (down: its stored snapshot's ``error``), each naming what to choose."""
+    than ``PORTAL_SNAPSHOT_MAX_AGE`` (down: its stored snapshot's ``error``), each naming what to choose.
+    A start that names no cluster is checked the same way on the default: when the default is down it
+    is refused, naming the clusters that may be chosen instead (never moved to another cluster unasked:
+    homes, data and modules differ between clusters)."""
     default = default_sessions_cluster().name
     requested = raw.get("cluster") if isinstance(raw, dict) else None
-    if not requested:
-        return default, []
     names = [c.name for c in session_clusters()]
+    if not requested:
+        return default, _down(default, names, f"{default}, the default cluster for sessions,")
     choose = f"Choose one of: {', '.join(names)} (the default is {default})."
     if not isinstance(requested, str) or len(requested) > 64 or cluster_get(requested) is None:
         shown = requested[:40] if isinstance(requested, str) else str(requested)[:40]
         return default, [Problem("cluster", f"There is no cluster called '{shown}'. {choose}")]
     if requested not in names:
         return default, [Problem("cluster", f"Sessions do not run on {requested}: for {requested}, submit a batch job. {choose}")]
-    status = cluster_status(requested)
-    if status.stale and status.error:
-        others = [n for n in names if n != requested]
-        instead = f"choose {' or '.join(others)}" if others else "try again later"
-        return default, [Problem("cluster", f"{requested} cannot be reached now ({status.unreachable}); {instead}.")]
-    return requested, []
+    problems = _down(requested, names, requested)
+    return (default, problems) if problems else (requested, [])
+
+
+def _down(name: str, names: list[str], said: str) -> list[Problem]:
+    """``[Problem("cluster", ...)]`` when cluster ``name``'s queue poll has failed for longer than
+    ``PORTAL_SNAPSHOT_MAX_AGE`` (:func:`jobs.reads.freshness.cluster_status`), else ``[]``; ``said`` names it
+    in the sentence, which offers the other session clusters of ``names``."""
+    status = cluster_status(name)
+    if not (status.stale and status.error):
+        return []
+    others = [n for n in names if n != name]
+    instead = f"choose {' or '.join(others)}" if others else "try again later"
+    return [Problem("cluster", f"{said} cannot be reached now ({status.unreachable}); {instead}.")]
 
 
 def spawn_cluster(row, raw: object) -> tuple[str, list[Problem]]:

@@ -289,3 +289,38 @@ def test_each_card_names_its_cluster_when_sessions_run_on_several(client, world,
         assert sorted(named.values()) == ["cluster1", "cluster2"], named
     settings.PORTAL_CLUSTERS_FILE = clusters_file(tmp_path, "cluster1", name="one.toml")  # one session cluster
     assert page(client).select("[data-testid=session-cluster]") == []
+
+
+def test_a_start_naming_no_cluster_is_refused_when_the_default_is_down(client, world):
+    """The API and the CLI may name no cluster: the default's being down is said at once, with the
+    clusters to choose instead, and nothing is started there or moved elsewhere unasked. Listing the
+    kinds still answers."""
+    snapshot = snapshot_load(with_jobs=True, cluster="cluster1")  # cluster1 (the default)'s poll fails for an hour
+    snapshot_store(
+        replace(snapshot, taken_at=time.time() - 3600, error="ssh: connection refused", error_since=time.time() - 3600)
+    )
+    client.force_login(world["alice"])
+    r = client.post(
+        "/api/v1/sessions", {"partition": "small", "hours": 1, "cpus": 1, "memory": "2G"}, content_type="application/json"
+    )
+    assert r.status_code == HTTPStatus.BAD_REQUEST, r.content
+    [error] = r.json()["errors"]
+    assert error["field"] == "cluster"
+    assert error["message"].startswith("cluster1, the default cluster for sessions, cannot be reached now (")
+    assert error["message"].endswith("; choose cluster2."), error["message"]
+    assert not Session.objects.exists() and world["sent"] == []
+    assert client.get("/api/v1/sessions/kinds").status_code == HTTPStatus.OK
+    # The preset buttons of the default cluster say the same and start nothing.
+    from interactive.starts import start_choices
+
+    choices, _ = start_choices(user=world["alice"])
+    on_default = [c for c in choices if "cluster" not in c.preset.options]
+    assert on_default and all(any("cannot be reached now" in w for w in c.why_not) for c in on_default), choices
+    # Named, cluster2 starts as before.
+    r = client.post(
+        "/api/v1/sessions",
+        {"cluster": "cluster2", "partition": "small", "hours": 1, "cpus": 1, "memory": "2G"},
+        content_type="application/json",
+    )
+    assert r.status_code == HTTPStatus.CREATED, r.content
+    assert Session.objects.get().cluster == "cluster2"
