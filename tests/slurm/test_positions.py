@@ -5,7 +5,7 @@ release before these stored is still read."""
 import random
 import sys
 from array import array
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -98,9 +98,10 @@ def test_nodes_read_back_equal_and_old_shaped_nodes_too(slurm_json, clean_cache)
     lite = snapshot_load(with_jobs=False, cluster=snap.cluster)
     assert lite.nodes == snap.nodes and all(isinstance(n.flags, tuple) for n in lite.nodes)
     assert lite.nodes[0].available == snap.nodes[0].available and lite.nodes[0].state_text == snap.nodes[0].state_text
-    # nodes stored with lists (JSON) or without a field added since: read by name
+    # nodes stored as field dicts (a release before the rows), with lists (JSON) or without a field
+    # added since: read by name
     data = clean_cache.get(snapshot_key(snap.cluster, "lite"))
-    data["nodes"] = [{**n, "flags": list(n["flags"]), "partitions": list(n["partitions"])} for n in data["nodes"]]
+    data["nodes"] = [{**asdict(n), "flags": list(n.flags), "partitions": list(n.partitions)} for n in snap.nodes]
     for n in data["nodes"]:
         del n["reason_changed_at"]
     # as an older release stored them: no token in the copy or its head (so no process keeps a copy)
