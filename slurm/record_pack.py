@@ -130,7 +130,10 @@ def nodes_pack(nodes: list[Node]) -> dict:
         shared = []
         for value in column:
             key = tuple(value.items()) if isinstance(value, dict) else (type(value), value)
-            shared.append(seen.setdefault(key, value))
+            try:
+                shared.append(seen.setdefault(key, value))
+            except TypeError:  # an unhashable value (a list where a tuple belongs): stored unshared
+                shared.append(value)
         columns.append(shared)
     return {"fields": NODE_FIELDS, "rows": list(zip(*columns, strict=True))}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,9 +47,9 @@ class Node(msgspec.Struct, frozen=True, gc=False):
     a 5,000-node cluster's records in C from the stored rows (:func:`slurm.record_pack.nodes_unpack`)
     and the garbage collector never tracks them (``gc=False``: a node holds only text, numbers,
     tuples of text and dicts of text to numbers, so it is never in a cycle): ~1 ms against ~5 ms for
-    the pickled field dicts made dataclasses and their collection after (bench/snapshot_size.py). It keeps the dataclass interface the rest of the
-    code and the tests use: keyword or positional construction, equality by fields, ``repr``, and
-    ``dataclasses.fields``/``replace``/``asdict`` (:func:`_as_dataclass`)."""
+    the pickled field dicts made dataclasses and their collection after (bench/snapshot_size.py).
+    Keyword or positional construction, equality by fields and ``repr`` are as a dataclass's; a copy
+    with changes is ``msgspec.structs.replace(node, ...)``, its fields ``Node.__struct_fields__``."""
 
     name: str
     state: str
@@ -81,28 +80,6 @@ class Node(msgspec.Struct, frozen=True, gc=False):
         """The state as Slurm shows it: base state and flags, ``IDLE+DRAIN``, ``MIXED+DRAIN``,
         ``DOWN+NOT_RESPONDING``."""
         return "+".join([self.state.upper(), *self.flags])
-
-
-def _as_dataclass(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
-    """``cls`` (a frozen msgspec struct) described as a dataclass too: ``__dataclass_fields__`` of a
-    frozen dataclass with the same fields, types and defaults, so that ``dataclasses.fields(cls)``,
-    ``dataclasses.replace(record, ...)`` (which makes ``cls(**fields)``) and ``dataclasses.asdict``
-    work on its records as they did when it was a dataclass. Returns ``cls``."""
-    specs = []
-    for info in msgspec.structs.fields(cls):
-        if info.default_factory is not msgspec.NODEFAULT:
-            specs.append((info.name, info.type, field(default_factory=info.default_factory)))
-        elif info.default is not msgspec.NODEFAULT:
-            specs.append((info.name, info.type, field(default=info.default)))
-        else:
-            specs.append((info.name, info.type))
-    twin = dataclasses.make_dataclass(cls.__name__, specs, frozen=True)
-    cls.__dataclass_fields__ = twin.__dataclass_fields__
-    cls.__dataclass_params__ = twin.__dataclass_params__
-    return cls
-
-
-_as_dataclass(Node)
 
 
 @dataclass(frozen=True)
