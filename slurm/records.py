@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
+
 if TYPE_CHECKING:
     from .states import JobState
 
@@ -33,14 +35,21 @@ UNAVAILABLE_NODE_FLAGS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(msgspec.Struct, frozen=True, gc=False):
     """One node from ``nodes[]`` of ``sinfo --json`` (22.05) or ``scontrol show node --json`` (23.11+,
     whose sinfo has no per-node entries). ``gpus``/``gpus_used``: GPU type -> count, from the ``gres``
     and ``gres_used`` strings (``gpu:a100:4``, ``gpu:a100:1(IDX:0)``); memory in MiB (``real_memory``,
     ``alloc_memory``); ``state`` the base state lower-cased (``idle``, ``mixed``, ``allocated``,
     ``down``...), ``flags`` e.g. ``["DRAIN"]`` (22.05's ``state_flags``; 23.11+: the state list after
-    its first element, e.g. ``["PLANNED"]``, ``["NOT_RESPONDING"]``)."""
+    its first element, e.g. ``["PLANNED"]``, ``["NOT_RESPONDING"]``).
+
+    A frozen msgspec struct rather than a dataclass, so that a page's first read after a poll makes
+    a 5,000-node cluster's records in C from the stored rows (:func:`slurm.record_pack.nodes_unpack`)
+    and the garbage collector never tracks them (``gc=False``: a node holds only text, numbers,
+    tuples of text and dicts of text to numbers, so it is never in a cycle): ~1 ms against ~5 ms for
+    the pickled field dicts made dataclasses and their collection after (bench/snapshot_size.py).
+    Keyword or positional construction, equality by fields and ``repr`` are as a dataclass's; a copy
+    with changes is ``msgspec.structs.replace(node, ...)``, its fields ``Node.__struct_fields__``."""
 
     name: str
     state: str
@@ -50,8 +59,8 @@ class Node:
     alloc_cpus: int
     real_memory: int
     alloc_memory: int
-    gpus: dict[str, int] = field(default_factory=dict)
-    gpus_used: dict[str, int] = field(default_factory=dict)
+    gpus: dict[str, int] = msgspec.field(default_factory=dict)
+    gpus_used: dict[str, int] = msgspec.field(default_factory=dict)
     reason: str = ""
     #: Who set ``reason`` (``reason_set_by_user``: the Unix user who drained it, ``root`` or the
     #: service user; ``slurm`` for one Slurm set itself, e.g. "Not responding") and when

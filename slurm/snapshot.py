@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
+import msgspec
 from django.core.cache import cache
 from django.dispatch import Signal
 
@@ -26,7 +27,7 @@ from .gateway import SlurmGateway
 from .poll_budget import PollTooBig, check_elapsed, poll_budget
 from .positions import QueuePositions, positions_pack
 from .queue_index import node_jobs, queue_positions
-from .record_pack import jobs_pack, jobs_unpack, records_from_dicts
+from .record_pack import jobs_pack, jobs_unpack, nodes_pack, nodes_unpack
 from .records import Node, Partition, QueueJob, Reservation
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
@@ -93,12 +94,14 @@ class ClusterSnapshot:
 
     def to_dict(self) -> dict:
         """The snapshot as plain data for the cache (what :meth:`from_dict` reads). The records hold
-        only numbers, text, tuples and small dicts, so each is copied with ``vars`` instead of
-        ``dataclasses.asdict``'s recursive deep copy: the same data, several times faster for a big
-        queue (bench/poller_clusters.py, bench/snapshot_size.py)."""
+        only numbers, text, tuples and small dicts, so each is copied with ``vars`` (the nodes, msgspec
+        structs: ``msgspec.structs.asdict``) instead of ``dataclasses.asdict``'s recursive deep copy:
+        the same data, several times faster for a big queue (bench/poller_clusters.py,
+        bench/snapshot_size.py). :func:`snapshot_store` stores the queue and the nodes packed instead."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("nodes", "partitions", "jobs", "reservations"):
+        for key in ("partitions", "jobs", "reservations"):
             data[key] = [dict(vars(record)) for record in data[key]]
+        data["nodes"] = [msgspec.structs.asdict(node) for node in self.nodes]
         return data
 
     @classmethod
@@ -122,19 +125,14 @@ class ClusterSnapshot:
         )
 
 
-_NODE_FIELDS = frozenset(f.name for f in fields(Node))
-
-
-def _nodes_from(stored: list[dict]) -> list[Node]:
-    """The nodes from the field dicts :meth:`ClusterSnapshot.to_dict` stored (``vars`` of each record).
-    When they hold exactly :class:`Node`'s fields with tuples where it has tuples (written by this
-    release: one check, on the first), each unpickled dict becomes its record's ``__dict__`` as it
-    is, without the frozen dataclass's per-field ``__setattr__`` (5,000 nodes: ~15 ms -> ~1 ms;
-    bench/snapshot_size.py's page read); otherwise each is read by name through ``Node(...)``."""
-    first = stored[0] if stored else None
-    if first is None or first.keys() != _NODE_FIELDS or not isinstance(first["flags"], tuple):
-        return [Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in stored]
-    return records_from_dicts(Node, stored)
+def _nodes_from(stored) -> list[Node]:
+    """The nodes from what a snapshot's ``nodes`` holds: :func:`~slurm.record_pack.nodes_pack`'s rows
+    (as :func:`snapshot_store` writes them: 5,000 records made in ~1 ms), or field dicts
+    (:meth:`ClusterSnapshot.to_dict`'s, and a release's before the packing), each read by name through
+    ``Node(...)``."""
+    if isinstance(stored, dict):
+        return nodes_unpack(stored)
+    return [Node(**{**n, "flags": tuple(n["flags"]), "partitions": tuple(n["partitions"])}) for n in stored]
 
 
 def _jobs_from(stored) -> list[QueueJob]:
@@ -316,7 +314,9 @@ def snapshot_store(snapshot: ClusterSnapshot, *, derived: Mapping[str, object] |
     snapshot: :data:`snapshot_storing`), in one Redis round trip, one transaction. The copy
     without jobs and the head carry a new token (``stored``): a process's own copy is current while
     the head's token is its own (:func:`_lites_load`)."""
-    lite = {**replace(snapshot, jobs=[]).to_dict(), "stored": uuid.uuid4().hex}  # the token of _lites_load
+    # the nodes packed once for both copies (a page's first read makes them in C: nodes_unpack)
+    lite = {**replace(snapshot, jobs=[], nodes=[]).to_dict(), "stored": uuid.uuid4().hex}  # the token of _lites_load
+    lite["nodes"] = nodes_pack(snapshot.nodes)
     name = _name(snapshot.cluster)
     with gc_paused():
         values = {snapshot_key(name, "snapshot"): {**lite, "jobs": jobs_pack(snapshot.jobs)}, snapshot_key(name, "lite"): lite}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import msgspec
 import pytest
 from django.core.checks import run_checks
 
@@ -222,7 +223,7 @@ def test_free_now_starts_at_once_only_when_it_fits_and_nothing_waits(settings):
     assert a.wait == "no estimate: not enough free now, and Slurm estimates a start only for a job that waits"
     assert not a.starts_now
     # a node that is drained takes nothing; its GPUs are not free
-    drained = replace(_node(free_gpus=4), state="drained")
+    drained = msgspec.structs.replace(_node(free_gpus=4), state="drained")
     a = _wait("lab gpus=1 type=a100 hours=4", [drained], [])
     assert a.free == "0 of 4 A100 free now" and a.wait.startswith("no estimate")
     assert _wait("lab hours=2", [_node(free_gpus=0)], []).wait == "free now: starts at once"  # no GPU asked

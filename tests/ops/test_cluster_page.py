@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 
+import msgspec
 import pytest
 from bs4 import BeautifulSoup
 from django.core.cache import cache
@@ -138,7 +139,8 @@ def test_the_body_is_built_once_per_snapshot_and_then_read_back(client, people, 
     newer = replace(
         snapshot,
         taken_at=snapshot.taken_at + 5,
-        nodes=[replace(node3, state="idle", flags=(), reason="")] + [n for n in snapshot.nodes if n.name != "node3"],
+        nodes=[msgspec.structs.replace(node3, state="idle", flags=(), reason="")]
+        + [n for n in snapshot.nodes if n.name != "node3"],
     )
     snapshot_store(newer)
     fresh, own = body()

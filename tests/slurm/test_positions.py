@@ -7,6 +7,7 @@ import sys
 from array import array
 from dataclasses import replace
 
+import msgspec
 import pytest
 
 from slurm import SlurmGateway
@@ -98,9 +99,10 @@ def test_nodes_read_back_equal_and_old_shaped_nodes_too(slurm_json, clean_cache)
     lite = snapshot_load(with_jobs=False, cluster=snap.cluster)
     assert lite.nodes == snap.nodes and all(isinstance(n.flags, tuple) for n in lite.nodes)
     assert lite.nodes[0].available == snap.nodes[0].available and lite.nodes[0].state_text == snap.nodes[0].state_text
-    # nodes stored with lists (JSON) or without a field added since: read by name
+    # nodes stored as field dicts (a release before the rows), with lists (JSON) or without a field
+    # added since: read by name
     data = clean_cache.get(snapshot_key(snap.cluster, "lite"))
-    data["nodes"] = [{**n, "flags": list(n["flags"]), "partitions": list(n["partitions"])} for n in data["nodes"]]
+    data["nodes"] = [{**msgspec.structs.asdict(n), "flags": list(n.flags), "partitions": list(n.partitions)} for n in snap.nodes]
     for n in data["nodes"]:
         del n["reason_changed_at"]
     # as an older release stored them: no token in the copy or its head (so no process keeps a copy)
@@ -109,5 +111,5 @@ def test_nodes_read_back_equal_and_old_shaped_nodes_too(slurm_json, clean_cache)
     del head["stored"]
     clean_cache.set_many({snapshot_key(snap.cluster, "lite"): data, snapshot_key(snap.cluster, "head"): head})
     old = snapshot_load(with_jobs=False, cluster=snap.cluster)
-    assert [replace(n, reason_changed_at=None) for n in snap.nodes] == old.nodes
+    assert [msgspec.structs.replace(n, reason_changed_at=None) for n in snap.nodes] == old.nodes
     assert all(isinstance(n.flags, tuple) and isinstance(n.partitions, tuple) for n in old.nodes)

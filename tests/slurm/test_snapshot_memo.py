@@ -4,6 +4,8 @@ the poller's read, and never used for data without a token (an older release's).
 
 from dataclasses import replace
 
+import msgspec
+
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_key, snapshot_load, snapshot_store, snapshot_take, snapshots_load
 from tests.fakes import cluster_transport as scripted
@@ -17,7 +19,7 @@ def test_the_copy_is_used_until_a_new_poll_stores_another(slurm_json, clean_cach
     assert snapshot_load(with_jobs=False, cluster=snap.cluster) is first  # nothing read again
     assert snapshots_load([snap.cluster])[snap.cluster] is first
     # the next poll: one node drained, the same taken_at (a test's clock), a new token
-    drained = replace(snap.nodes[0], state="DRAIN", reason="disk")
+    drained = msgspec.structs.replace(snap.nodes[0], state="DRAIN", reason="disk")
     snapshot_store(replace(snap, nodes=[drained, *snap.nodes[1:]]))
     after = snapshot_load(with_jobs=False, cluster=snap.cluster)
     assert after is not first and after.nodes[0].state == "DRAIN" and after.nodes[0].reason == "disk"
