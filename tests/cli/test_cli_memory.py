@@ -59,7 +59,8 @@ def portal(live_server, transactional_db, clean_cache, cluster, no_slurm, django
     return profile
 
 
-def test_submit_set_memory_is_read_by_the_portal(portal: Path, capsys):
+def test_submit_set_memory_is_read_by_the_portal(portal: Path, capsys, monkeypatch):
+    monkeypatch.setattr("gpuportal.jobs.ID_WAIT_S", 0)  # no Slurm here: the id never comes, so do not wait 10 s for it
     assert main(["submit", str(portal), "--set", "memory=4000M"]) == 0, capsys.readouterr().err
     assert Job.objects.get().memory_mb == 4000
 
