@@ -10,6 +10,8 @@ case, so a new audited action without a test fails CI. The audit page shows both
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -49,15 +51,19 @@ def _sync_action_kinds() -> set[str]:
 FSTRINGS = {"f'slurm.sync.{action.kind}'": _sync_action_kinds}
 
 
+@functools.cache
 def source_files() -> dict[str, str]:
-    """Path (relative to the repository) -> text of every Python file of the portal."""
+    """Path (relative to the repository) -> text of every Python file of the portal. Folders of
+    NOT_SOURCE and hidden ones (``.venv``: tens of thousands of files) are never entered; read once
+    per test process."""
     files = {}
-    for path in sorted(REPO.rglob("*.py")):
-        parts = path.relative_to(REPO).parts
-        if any(p.startswith(".") or p in NOT_SOURCE for p in parts[:-1]):
-            continue
-        files[str(path.relative_to(REPO))] = path.read_text()
-    return files
+    for top, dirs, names in os.walk(REPO):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in NOT_SOURCE)
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = Path(top) / name
+                files[str(path.relative_to(REPO))] = path.read_text()
+    return dict(sorted(files.items()))
 
 
 #: The functions that write audit rows: one row (``audit``), or one per change in one INSERT
