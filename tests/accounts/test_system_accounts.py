@@ -34,10 +34,6 @@ def slurm(monkeypatch):
     return fake
 
 
-def assoc(user: str) -> list[str]:
-    return sacctmgr_user_argv(user)
-
-
 def assert_system_words(text: str, name: str) -> None:
     """The refusal says what is wrong and what to do, and never says to add the account to a group."""
     assert f"The cluster account '{name}' is a system account" in text
@@ -65,7 +61,7 @@ def test_root_in_the_users_group_is_still_refused(slurm, settings):
     that it would pass."""
     settings.PORTAL_ACCOUNT_DENY = []
     slurm.expect([*ID, "root"], stdout=ROOT_IN_GROUP)
-    slurm.expect(assoc("root"))
+    slurm.expect(sacctmgr_user_argv("root"))
     with pytest.raises(LoginRefused) as refused:
         login_check(claims=claims("s-x", posix_username="root"), existing=None)
     assert refused.value.code == "system_account"
@@ -77,7 +73,7 @@ def test_a_uid_below_the_minimum_is_refused_before_the_group_check(slurm):
     """daemon (uid 1, recorded) is in no users group: the refusal is about the system account, never
     "ask the staff to add it to the group"."""
     slurm.expect([*ID, "daemon"], stdout=(FIXTURES / "id" / "daemon.txt").read_text())
-    slurm.expect(assoc("daemon"))
+    slurm.expect(sacctmgr_user_argv("daemon"))
     with pytest.raises(LoginRefused) as refused:
         login_check(claims=claims("s-x", posix_username="daemon"), existing=None)
     assert refused.value.code == "system_account"
@@ -87,13 +83,13 @@ def test_a_uid_below_the_minimum_is_refused_before_the_group_check(slurm):
 def test_the_minimum_follows_the_setting(slurm, settings):
     settings.PORTAL_ACCOUNT_UID_MIN = 2000
     slurm.expect([*ID, "alice"], stdout=(FIXTURES / "id" / "alice.txt").read_text())
-    slurm.expect(assoc("alice"))
+    slurm.expect(sacctmgr_user_argv("alice"))
     with pytest.raises(LoginRefused) as refused:
         login_check(claims=claims("s-alice", posix_username="alice"), existing=None)
     assert "(uid 1001, below 2000," in refused.value.message
     settings.PORTAL_ACCOUNT_UID_MIN = 1000
     slurm.expect([*ID, "alice"], stdout=(FIXTURES / "id" / "alice.txt").read_text())
-    slurm.expect(assoc("alice"), stdout="vision|vision\n")
+    slurm.expect(sacctmgr_user_argv("alice"), stdout="vision|vision\n")
     assert login_check(claims=claims("s-alice", posix_username="alice"), existing=None).username == "alice"
 
 
@@ -134,7 +130,7 @@ def test_an_admin_cannot_link_a_system_account(slurm, settings, dana, waiting, n
     if answer is not None:  # caught by the uid from id, with the deny list emptied
         settings.PORTAL_ACCOUNT_DENY = []
         slurm.expect([*ID, name], stdout=answer)
-        slurm.expect(assoc(name))
+        slurm.expect(sacctmgr_user_argv(name))
     with pytest.raises(Refused) as refused:
         account_link_approve(user=waiting, username=name, by=dana)
     [problem] = refused.value.problems

@@ -47,6 +47,14 @@ def poll_both():
     thread.join(30)
 
 
+def choose_cluster2(page) -> None:
+    """Pick cluster2 in the job form and wait until HTMX has reloaded it with cluster2's partitions."""
+    page.select_option("#id_cluster", "cluster2")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#id_partition option')].map(o => o.value).join() === 'gpu,small'"
+    )
+
+
 def test_a_researcher_runs_an_h100_job_on_cluster2(portal_with_idp, poll_both, browser_page):  # noqa: F811
     page = browser_page
     sign_in(page, portal_with_idp, "alice")
@@ -59,10 +67,7 @@ def test_a_researcher_runs_an_h100_job_on_cluster2(portal_with_idp, poll_both, b
     page.get_by_role("link", name="New job").first.click()
     page.wait_for_selector("[data-testid=limits]")
     page.fill("#id_name", "h100 on cluster2")
-    page.select_option("#id_cluster", "cluster2")  # HTMX reloads the form with cluster2's partitions
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('#id_partition option')].map(o => o.value).join() === 'gpu,small'"
-    )
+    choose_cluster2(page)
     assert page.input_value("#id_name") == "h100 on cluster2"  # what was typed stays
     assert "cluster=cluster2" in page.url
     page.select_option("#id_partition", "gpu")
@@ -105,10 +110,7 @@ def test_a_waiting_job_on_cluster2_explains_its_priority(portal_with_idp, poll_b
         sign_in(page, portal_with_idp, "alice")
         page.get_by_role("link", name="New job").first.click()
         page.wait_for_selector("[data-testid=limits]")
-        page.select_option("#id_cluster", "cluster2")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('#id_partition option')].map(o => o.value).join() === 'gpu,small'"
-        )
+        choose_cluster2(page)
         page.fill("#id_name", name)
         page.select_option("#id_partition", "small")
         page.select_option("#id_gpu_count", "0")
