@@ -18,6 +18,7 @@ Slurm id after the poll (the job is listed, not yet linked) and a drain's audit 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 
@@ -65,8 +66,9 @@ def page_kept_of(cluster: Cluster, snapshot: ClusterSnapshot, on_nodes: Mapping)
     :func:`slurm.queue_index.node_jobs`): ``taken_at``, ``rows_html`` (:func:`ops.cluster_html.node_rows`,
     with :data:`CSRF_MARK`), ``options_html`` (the drain form's options, none selected), ``names``,
     ``counts`` (:func:`ops.cluster.node_counts`), ``partitions``, ``reservations`` (by start) and their node lists
-    compressed (``partition_nodes``, ``reservation_nodes``). Two queries: the jobs' portal rows and
-    the drained nodes' audit rows."""
+    compressed (``partition_nodes``, ``reservation_nodes``), and ``digest`` (:func:`kept_digest`: the
+    same for two polls whose page reads the same). Two queries: the jobs' portal rows and the drained
+    nodes' audit rows."""
     rows = node_rows_of(snapshot, on_nodes, cluster=cluster.name)
     service_user = cluster.gateway.get("ssh_user", "")
     html = node_rows(
@@ -74,7 +76,7 @@ def page_kept_of(cluster: Cluster, snapshot: ClusterSnapshot, on_nodes: Mapping)
     )
     names = [row.name for row in rows]
     reservations = reservations_of(snapshot)
-    return {
+    kept = {
         "taken_at": snapshot.taken_at,
         "rows_html": str(html),
         "names": names,
@@ -85,6 +87,50 @@ def page_kept_of(cluster: Cluster, snapshot: ClusterSnapshot, on_nodes: Mapping)
         "reservation_nodes": [node_list_text(r.nodes) for r in reservations],
         "options_html": node_options_of(names),
     }
+    kept["digest"] = kept_digest(kept)
+    return kept
+
+
+def kept_digest(kept: Mapping) -> str:
+    """A BLAKE2b digest (32 hex digits) of everything ``kept`` (:func:`page_kept_of`) puts on the page
+    but its ``taken_at``: two polls that leave every node, partition and reservation as they were give
+    the same digest, so the page's polled body can answer 304 (:mod:`ops.cluster_views`). Partitions and
+    reservations go in by their ``repr`` (every field)."""
+    text = repr(
+        (
+            kept["rows_html"],
+            kept["counts"],
+            kept["partitions"],
+            kept["reservations"],
+            kept["partition_nodes"],
+            kept["reservation_nodes"],
+        )
+    )
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def body_version(name: str, *, now: float | None = None) -> tuple | None:
+    """What the cluster page's polled body (``templates/ops/_cluster_body.html``) of configured cluster
+    ``name`` shows, as plain data with no clock in it, in one Redis round trip; ``None`` for a name
+    that is not configured. Its parts: the notices' state (:func:`jobs.web.fragment_etags.clusters_state`:
+    the poll's, accounting's and GPU usage's errors, stale as a yes/no), the kept rendering's
+    :func:`kept_digest` while it is the head's (else the head's ``taken_at``: the body changes with each
+    poll until a view or the poller keeps one), and whether each reservation's window holds at ``now``
+    (Unix seconds). Raises the cache's errors (Redis down)."""
+    from jobs.web.fragment_etags import clusters_state, state_keys
+
+    chosen = cluster_get(name)
+    if chosen is None:
+        return None
+    now = time.time() if now is None else now
+    head_key, kept_key = snapshot_key(chosen.name, "head"), page_key(chosen.name)
+    found = cache.get_many([kept_key, *state_keys([chosen.name])])
+    head, kept = found.get(head_key) or {}, found.get(kept_key)
+    if kept and head.get("taken_at") and kept["taken_at"] == head["taken_at"] and kept.get("digest"):
+        content = (kept["digest"], tuple(r.active(now) for r in kept["reservations"]))
+    else:
+        content = ("head", head.get("taken_at"))
+    return (clusters_state([chosen.name], now=now, found=found), content)
 
 
 def kept_for_snapshot(sender, *, snapshot: ClusterSnapshot, **kwargs) -> dict[str, dict]:

@@ -1,12 +1,14 @@
 """The cluster page (admins): one configured cluster's nodes, partitions and reservations from the
 snapshot (:mod:`ops.cluster`), its HTMX body refreshed every snapshot interval, and the forms that
 drain or resume a node and plan or delete a maintenance reservation (:mod:`ops.nodes`,
-:mod:`ops.reservations`). A GET never calls Slurm; each POST runs one bounded ``scontrol`` as the
+:mod:`ops.reservations`). The body answers ``304 Not Modified`` while what it shows has not changed
+(:func:`cluster_body_etag`), as My jobs' table does. A GET never calls Slurm; each POST runs one bounded ``scontrol`` as the
 service user. A refusal shows on the page (400) in its own words or Slurm's; anyone but a portal
 admin gets 403, a cluster that is not configured 404."""
 
 from __future__ import annotations
 
+import time
 from functools import wraps
 
 from django.conf import settings
@@ -20,10 +22,11 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
+from jobs.web.fragment_etags import polled_fragment, weak_etag
 from portal.refusals import Refused, refusal_to_form
 
 from .cluster import ClusterPage
-from .cluster_cache import CSRF_MARK, cluster_page_kept
+from .cluster_cache import CSRF_MARK, body_version, cluster_page_kept
 from .cluster_forms import DrainForm, ReservationForm
 from .cluster_html import node_options
 from .nodes import node_drain, node_resume
@@ -50,6 +53,7 @@ def _body_context(request: HttpRequest, page: ClusterPage) -> dict:
         # every value in the kept rows was escaped where they were built (ops/cluster_html.py)
         "node_rows": mark_safe(page.rows_html.replace(CSRF_MARK, escape(get_token(request)))),  # noqa: S308
         "refresh_seconds": max(2, int(settings.PORTAL_SNAPSHOT_INTERVAL)),
+        "checked_at": time.time(),
     }
 
 
@@ -71,10 +75,27 @@ def cluster_view(request: HttpRequest, name: str | None = None) -> HttpResponse:
     return _render(request, _page(name))
 
 
+def cluster_body_etag(request: HttpRequest) -> str | None:
+    """The body's weak ETag (:mod:`jobs.web.fragment_etags`): a digest of
+    :func:`ops.cluster_cache.body_version` (no clock in it: the body prints no relative time; the
+    page's "Checked 3 s ago" is ticked by ``portal.js``) and of the request's CSRF secret, which the
+    body's Resume and Delete forms carry (a 304 keeps the forms' masked tokens, valid while the
+    secret is the same). ``None`` (render in full) for anyone but an admin and for a cluster that is
+    not configured."""
+    name = request.resolver_match.kwargs.get("name", "") if request.resolver_match else ""
+    version = body_version(name) if request.user.is_staff else None
+    if version is None:
+        return None
+    get_token(request)  # the secret is read (or made) here, as the body's forms would
+    return weak_etag(request, version, request.META.get("CSRF_COOKIE", ""))
+
+
 @login_required
 @require_GET
+@polled_fragment(cluster_body_etag)
 def cluster_body(request: HttpRequest, name: str) -> HttpResponse:
-    """HTMX fragment: the page's body (freshness, nodes, partitions, reservations)."""
+    """HTMX fragment: the page's body (freshness, nodes, partitions, reservations); ``304`` when the
+    browser's ``If-None-Match`` is the body's :func:`cluster_body_etag`."""
     if not request.user.is_staff:
         return _forbidden(request)
     return render(request, "ops/_cluster_body.html", _body_context(request, _page(name)))

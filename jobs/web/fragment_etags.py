@@ -66,9 +66,10 @@ def clock_bucket(now: float | None = None) -> int:
     return int(now // max(float(settings.PORTAL_SNAPSHOT_INTERVAL), 1.0))
 
 
-def _state_keys(names: list[str], gpu: bool) -> list[str]:
+def state_keys(names: list[str], gpu: bool | None = None) -> list[str]:
     """The cache keys :func:`clusters_state` reads: each cluster's head, accounting status and (on a
-    GPU site) usage store."""
+    GPU site, ``gpu``; ``None``: whether Prometheus is configured) usage store."""
+    gpu = prometheus_configured() if gpu is None else gpu
     keys = []
     for name in names:
         keys += [snapshot_key(name, "head"), accounting_key(name)] + ([usage_key(name)] if gpu else [])
@@ -88,7 +89,7 @@ def clusters_state(names: Iterable[str], *, now: float | None = None, found: dic
     now = time.time() if now is None else now
     names = list(names)
     gpu = prometheus_configured()
-    found = cache.get_many(_state_keys(names, gpu)) if found is None else found
+    found = cache.get_many(state_keys(names, gpu)) if found is None else found
     state = []
     for name in names:
         head = found.get(snapshot_key(name, "head")) or {}
@@ -283,7 +284,7 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
             row = job_row(job, positions.get(job.cluster, {}), now=now, usage_for=team_usage)
             words.append((row.reason.text if row.reason else "", row.quota_note))
     gpu = prometheus_configured()
-    found = cache.get_many(_state_keys(names, gpu))
+    found = cache.get_many(state_keys(names, gpu))
     gpu_reads = None
     if gpu and any(r[1] in _RUNNING for r in rows):
         gpu_reads = [(found.get(usage_key(name)) or {}).get("read_at") for name in names]

@@ -11,6 +11,7 @@ import logging
 from dataclasses import replace
 from http import HTTPStatus
 
+import msgspec
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -20,7 +21,7 @@ from audit.models import AuditEvent
 from jobs.models import Job
 from jobs.worker.services import snapshot_publish
 from ops.cluster import cluster_page
-from ops.cluster_cache import CSRF_MARK, kept_for_snapshot, page_key
+from ops.cluster_cache import CSRF_MARK, body_version, kept_for_snapshot, page_key
 from ops.cluster_html import node_options_of, node_rows
 from ops.nodes import node_target
 from slurm import SlurmGateway
@@ -130,3 +131,67 @@ def test_a_receiver_that_fails_never_fails_the_poll(client, dana, snapshot, capl
     assert cache.get(snapshot_key("cluster1", "head"))["taken_at"] == snapshot.taken_at  # stored all the same
     assert cache.get(page_key("cluster1"))["taken_at"] == snapshot.taken_at  # the other receivers' too
     assert any("boom" in r.getMessage() for r in caplog.records)
+
+
+def _body(client, tag=""):
+    headers = {"HTTP_IF_NONE_MATCH": tag} if tag else {}
+    return client.get("/ops/cluster/cluster1/body/", HTTP_HX_REQUEST="true", **headers)
+
+
+def test_an_unchanged_body_is_answered_304_until_a_poll_changes_what_it_shows(client, django_user_model, dana, snapshot):
+    """The polled body answers 304 (no body) while the polls leave every node, partition, reservation
+    and notice as they were, a newer ``taken_at`` included; a node that changes, or a failed poll's
+    notice, gives a new tag and the full body. The tag is an admin's own: a researcher sending it
+    gets 403, another sign-in of the same admin (another CSRF secret) the full body."""
+    snapshot_publish(snapshot)
+    client.force_login(dana)
+    first = _body(client)
+    tag = first["ETag"]
+    assert first.status_code == HTTPStatus.OK and tag.startswith('W/"') and "no-cache" in first["Cache-Control"]
+    assert "Updated" not in first.content.decode()  # no relative age: the page's "Checked" line ticks instead
+    again = _body(client, tag)
+    assert again.status_code == HTTPStatus.NOT_MODIFIED and again.content == b"" and again["ETag"] == tag
+
+    snapshot_publish(replace(snapshot, taken_at=snapshot.taken_at + 5))  # a poll that found nothing new
+    assert _body(client, tag).status_code == HTTPStatus.NOT_MODIFIED
+
+    node3 = next(n for n in snapshot.nodes if n.name == "node3")
+    resumed = replace(
+        snapshot,
+        taken_at=snapshot.taken_at + 10,
+        nodes=[msgspec.structs.replace(node3, state="idle", flags=(), reason="")]
+        + [n for n in snapshot.nodes if n.name != "node3"],
+    )
+    snapshot_publish(resumed)
+    changed = _body(client, tag)
+    assert changed.status_code == HTTPStatus.OK and changed["ETag"] != tag
+    assert 'data-node="node3" data-state="IDLE"' in changed.content.decode()
+    tag = changed["ETag"]
+
+    snapshot_publish(snapshot_failed(resumed, ValueError("slurmctld down"), now=resumed.taken_at + 5, cluster="cluster1"))
+    failed = _body(client, tag)
+    assert failed.status_code == HTTPStatus.OK and failed["ETag"] != tag and "cluster-unreachable" in failed.content.decode()
+    tag = failed["ETag"]
+
+    alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    other = client_class_for(client)
+    other.force_login(alice)
+    assert _body(other, tag).status_code == HTTPStatus.FORBIDDEN
+    second = client_class_for(client)
+    second.force_login(dana)
+    assert _body(second, tag).status_code == HTTPStatus.OK  # its own CSRF secret: its own tag
+
+
+def client_class_for(client):
+    """A new client of the same kind as ``client`` (its own cookies: session and CSRF secret)."""
+    return type(client)()
+
+
+def test_a_reservation_whose_window_opens_changes_the_body(dana, snapshot):
+    """A reservation's "(now)" follows the clock, so its window's start changes the body's version."""
+    snapshot_publish(snapshot)
+    reservation = snapshot.reservations[0]
+    before = body_version("cluster1", now=reservation.start - 1)
+    assert body_version("cluster1", now=reservation.start - 2) == before
+    assert body_version("cluster1", now=reservation.start + 1) != before
+    assert body_version("nope") is None
