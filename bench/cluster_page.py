@@ -18,7 +18,9 @@ portal rows (linked). A poller process polls it every ``PORTAL_SNAPSHOT_INTERVAL
 real one does (parses the canned outputs, then ``jobs.worker.services.snapshot_publish``: the page's
 rows built and stored with the snapshot; ``--modes views`` stores the snapshot alone, so the first
 view after each poll builds them, the design before; ``--modes views,poller`` runs both in turn
-against the same anchor). ``--clients`` client threads, each signed in as an admin, load the page
+against the same anchor; ``--modes etag``: as ``poller``, and each client's body loads send the
+last ETag it was given as ``If-None-Match``, as a browser's HTTP cache revalidates HTMX's poll, so an
+unchanged body is answered 304; ``--modes poller,etag`` measures both in turn). ``--clients`` client threads, each signed in as an admin, load the page
 (GET ``/ops/cluster/cluster1/``) and its HTMX body (``.../body/``), then wait ``--think`` seconds
 (uniform 0.5x-1.5x), for ``--seconds``. ``--server live`` (default): the portal served by gunicorn
 as ``make dev`` serves it (2 workers x 8 threads) on this run's database and Redis, the clients over
@@ -170,19 +172,32 @@ def anchor(args, most: int) -> tuple[list[float], float, int]:
     return over_ssh, time.perf_counter() - t, max(counts)
 
 
-def client_loop(get, end: float, think: float, page: list, body: list, failures: list) -> None:
+def client_loop(get, end: float, think: float, page: list, body: list, failures: list, revalidate: bool = False) -> None:
     """One client: the page, its body, a pause of ``think`` (0.5x-1.5x), until ``end``; ``get(path,
-    htmx)`` answers the status of one load."""
+    htmx, tag)`` answers ``(status, ETag)`` of one load. ``revalidate``: the body's loads send the last
+    ETag it was given as ``If-None-Match``, as a browser's HTTP cache does for HTMX's poll of a
+    ``Cache-Control: no-cache`` answer (200 or 304 are then both right)."""
     rng = random.Random()
+    tag = ""
     time.sleep(rng.uniform(0, think))  # the clients start spread out, as people do
     while time.monotonic() < end:
         for path, into, htmx in (("/ops/cluster/cluster1/", page, False), ("/ops/cluster/cluster1/body/", body, True)):
             t = time.perf_counter()
-            status = get(path, htmx)
+            status, etag = get(path, htmx, tag if (htmx and revalidate) else "")
             into.append(time.perf_counter() - t)
+            if htmx and revalidate and status in (200, 304):
+                tag = etag or tag
+                with COUNTING:
+                    NOT_MODIFIED[status == 304] += 1
+                continue
             if status != 200:
                 failures.append(f"{path} {status}")
         time.sleep(think * rng.uniform(0.5, 1.5))
+
+
+#: The body's revalidated loads: [answered 200, answered 304] (``--modes etag``).
+NOT_MODIFIED = [0, 0]
+COUNTING = threading.Lock()
 
 
 def in_process(dana, *args) -> None:
@@ -192,8 +207,16 @@ def in_process(dana, *args) -> None:
 
     client = Client()
     client.force_login(dana)
+
+    def get(path: str, htmx: bool, tag: str) -> tuple[int, str]:
+        headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+        if tag:
+            headers["HTTP_IF_NONE_MATCH"] = tag
+        response = client.get(path, **headers)
+        return response.status_code, response.get("ETag", "")
+
     try:
-        client_loop(lambda path, htmx: client.get(path, **({"HTTP_HX_REQUEST": "true"} if htmx else {})).status_code, *args)
+        client_loop(get, *args)
     finally:
         connection.close()
 
@@ -206,10 +229,14 @@ def over_http(base_url: str, session_key: str, *args) -> None:
     http = requests.Session()
     http.cookies.set(settings.SESSION_COOKIE_NAME, session_key)
 
-    def get(path: str, htmx: bool) -> int:
-        response = http.get(base_url + path, headers={"HX-Request": "true"} if htmx else {}, timeout=60, allow_redirects=False)
+    def get(path: str, htmx: bool, tag: str) -> tuple[int, str]:
+        headers = {"HX-Request": "true"} if htmx else {}
+        if tag:
+            headers["If-None-Match"] = tag
+        response = http.get(base_url + path, headers=headers, timeout=60, allow_redirects=False)
         _ = response.content
-        return 0 if response.headers.get("HX-Redirect") else response.status_code  # 0: sent to sign in
+        status = 0 if response.headers.get("HX-Redirect") else response.status_code  # 0: sent to sign in
+        return status, response.headers.get("ETag", "")
 
     client_loop(get, *args)
 
@@ -276,8 +303,9 @@ def portal_rows(snapshot):
     return dana
 
 
-def pages(args, dana, base_url: str) -> tuple[list[float], list[float], list, int]:
-    """A check of one page's content, then the clients' run (over HTTP to ``base_url``, or in process)."""
+def pages(args, dana, base_url: str, revalidate: bool = False) -> tuple[list[float], list[float], list, int, tuple]:
+    """A check of one page's content, then the clients' run (over HTTP to ``base_url``, or in process;
+    ``revalidate``: the body's loads send ``If-None-Match``, :func:`client_loop`)."""
     from django.test import Client
 
     client = Client()
@@ -286,17 +314,21 @@ def pages(args, dana, base_url: str) -> tuple[list[float], list[float], list, in
     assert html.count("<tr data-node=") == args.nodes, "every node is a row"
     assert html.count('href="/jobs/') >= 150, "the portal's rows are linked"
     page, body, failures = [], [], []
+    NOT_MODIFIED[:] = [0, 0]
     end = time.monotonic() + args.seconds
     if base_url:
         targets = [(over_http, (base_url, key)) for key in admin_sessions(dana, args.clients)]
     else:
         targets = [(in_process, (dana,))] * args.clients
-    threads = [threading.Thread(target=target, args=(*first, end, args.think, page, body, failures)) for target, first in targets]
+    threads = [
+        threading.Thread(target=target, args=(*first, end, args.think, page, body, failures, revalidate))
+        for target, first in targets
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return page, body, failures, len(html)
+    return page, body, failures, len(html), tuple(NOT_MODIFIED)
 
 
 def main() -> int:
@@ -310,7 +342,10 @@ def main() -> int:
     parser.add_argument("--user", default="bob", help="Unix owner of the held jobs")
     parser.add_argument("--queue-wait", type=float, default=900, help="longest wait for another run's queue")
     parser.add_argument(
-        "--modes", default="poller", help="who builds the rows, in turn: poller (now), views (before); e.g. views,poller"
+        "--modes",
+        default="poller",
+        help="in turn: poller (the poller builds the rows), views (the first view after a poll does: the design before), "
+        "etag (as poller, and the body's loads revalidate with If-None-Match as a browser does); e.g. poller,etag",
     )
     parser.add_argument(
         "--server", choices=["live", "inprocess"], default="live",
@@ -365,7 +400,7 @@ def main() -> int:
 
 def one_mode(args, mode: str, dana, database: str) -> tuple:
     """One poller process (``mode`` ``views``: it stores the snapshot alone) and the clients' run;
-    returns (page, body, failures, page size, the poller's lines)."""
+    returns (page, body, failures, page size, the poller's lines, the body's [200, 304] when revalidated)."""
     from django.core.cache import cache
 
     from slurm.snapshot import KINDS, snapshot_key
@@ -382,7 +417,9 @@ def one_mode(args, mode: str, dana, database: str) -> tuple:
         assert first.startswith("poll "), first
         server = live_server(database, args.port) if args.server == "live" else None
         try:
-            page, body, failures, size = pages(args, dana, f"http://127.0.0.1:{args.port}" if server else "")
+            page, body, failures, size, revalidated = pages(
+                args, dana, f"http://127.0.0.1:{args.port}" if server else "", revalidate=mode == "etag"
+            )
         finally:
             if server is not None:
                 server.terminate()
@@ -391,15 +428,20 @@ def one_mode(args, mode: str, dana, database: str) -> tuple:
         poller.terminate()
         polls = [first, *poller.communicate(timeout=30)[0].splitlines()]
         cache.delete_many(keys)
-    return page, body, failures, size, polls
+    return page, body, failures, size, polls, revalidated
 
 
-def report(args, mode, page, body, failures, size, polls, load, *, anchor_s: float) -> None:
+def report(args, mode, page, body, failures, size, polls, revalidated, load, *, anchor_s: float) -> None:
     both = page + body
     take = [float(line.split()[1]) for line in polls if line.startswith("poll ")]
     store = [float(line.split()[2]) for line in polls if line.startswith("poll ")]
+    built = {
+        "views": "the first view after each poll (before)",
+        "poller": "the poller",
+        "etag": "the poller, the body revalidated",
+    }
     print(
-        f"## rows built by {'the first view after each poll (before)' if mode == 'views' else 'the poller'}: page {size / 1e3:.0f} kB, "
+        f"## rows built by {built[mode]}: page {size / 1e3:.0f} kB, "
         f"{args.nodes} nodes, {args.jobs} jobs in the snapshot; {args.clients} clients ("
         f"{'threads over HTTP to gunicorn, 2 workers x 8 threads' if args.server == 'live' else 'threads, Django test client, in process'}) for {args.seconds:g} s, think {args.think:g} s; load average {load[0]:.2f} at its end"
     )
@@ -409,6 +451,8 @@ def report(args, mode, page, body, failures, size, polls, load, *, anchor_s: flo
     )
     print(f"page  p50 {statistics.median(page) * 1e3:7.1f} ms   p95 {p95(page) * 1e3:7.1f} ms   ({len(page)} loads)")
     print(f"body  p50 {statistics.median(body) * 1e3:7.1f} ms   p95 {p95(body) * 1e3:7.1f} ms   ({len(body)} loads)")
+    if mode == "etag":
+        print(f"body  revalidated: {revalidated[1]} answered 304 (unchanged), {revalidated[0]} answered 200")
     print(
         f"both  p95 {p95(both) * 1e3:7.1f} ms   max {max(both) * 1e3:.1f} ms; answers not 200: {len(failures)} {dict(collections.Counter(failures))}"
     )
