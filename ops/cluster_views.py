@@ -2,9 +2,9 @@
 snapshot (:mod:`ops.cluster`), its HTMX body refreshed every snapshot interval, and the forms that
 drain or resume a node and plan or delete a maintenance reservation (:mod:`ops.nodes`,
 :mod:`ops.reservations`). The body answers ``304 Not Modified`` while what it shows has not changed
-(:func:`cluster_body_etag`), as My jobs' table does. A GET never calls Slurm; each POST runs one bounded ``scontrol`` as the
-service user. A refusal shows on the page (400) in its own words or Slurm's; anyone but a portal
-admin gets 403, a cluster that is not configured 404."""
+(:func:`cluster_body_etag`), as My jobs' table does. A GET never calls Slurm; each POST runs one
+bounded ``scontrol`` as the service user. A refusal shows on the page (400) in its own words or
+Slurm's; anyone but a portal admin gets 403, a cluster that is not configured 404."""
 
 from __future__ import annotations
 
