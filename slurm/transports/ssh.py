@@ -7,7 +7,8 @@
 - At most ``max_channels`` commands run at once on the connection (sshd's ``MaxSessions``);
   further callers wait for a free channel within their own deadline.
 - stdin is written, and stdout and stderr are read, concurrently, so a command that writes
-  megabytes to both never blocks on a full window.
+  megabytes to both never blocks on a full window. stdin and its EOF never reach sshd after the
+  channel's CLOSE (:mod:`slurm.transports.ssh_writes`): sshd would drop the whole connection.
 - A dropped connection is re-opened before a command starts; a command that was already sent is
   never re-sent. A channel sshd refused on a live connection never closes that connection: the
   other commands running on it go on.
@@ -28,6 +29,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 from ..errors import SlurmTimeout, SlurmUnreachable
 from .base import CommandResult
 from .known_hosts import HostKeyRefused, KnownHost, check_host_key, expected_key_types, parse_known_hosts
+from .ssh_writes import write_stdin_and_eof
 
 logger = logging.getLogger(__name__)
 
@@ -227,16 +229,8 @@ class SSHTransport:
                 failure.append(exc)
 
         def feed():
-            try:
-                if stdin:
-                    view = memoryview(stdin)
-                    while view and time.monotonic() < deadline:
-                        try:
-                            sent = chan.send(view[:READ_CHUNK])
-                        except TimeoutError:
-                            continue
-                        view = view[sent:]
-                chan.shutdown_write()
+            try:  # never after the channel's CLOSE: sshd would drop the connection (ssh_writes)
+                write_stdin_and_eof(chan, stdin, deadline)
             except Exception as exc:  # noqa: BLE001
                 failure.append(exc)
 

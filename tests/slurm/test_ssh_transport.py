@@ -83,6 +83,45 @@ def test_twenty_commands_at_once_share_one_pooled_connection(channels):
         gw.close()
 
 
+@pytest.mark.parametrize("stdin", [None, b"x" * 100, os.urandom(3 * 1024 * 1024)], ids=["no-stdin", "100-bytes", "3-MiB"])
+def test_commands_that_end_before_their_stdin_is_written_never_drop_the_connection(stdin):
+    """400 commands on eight threads, each ending without reading its stdin (``true``; a 3 MiB
+    stdin outlasts the send window): a write that reached sshd after the channel's CLOSE made sshd
+    drop the whole connection ("ieof packet referred to nonexistent channel"), and the commands
+    running on it ended with no exit status (-1). Before the writes were ordered with the CLOSE
+    (slurm/transports/ssh_writes.py) 3 to 29 of 400 failed and the connection was opened 2 to 5
+    times. Every command now answers 0, on one connection."""
+    count = 400 if stdin is None or len(stdin) < 1024 else 80
+    t = transport(ssh_max_channels=8)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            codes = list(pool.map(lambda _: t.execute(["true"], stdin=stdin, timeout=60).returncode, range(count)))
+        assert codes == [0] * count, f"{count - codes.count(0)} of {count} commands failed: {sorted(set(codes))}"
+        assert t.connections_opened == 1
+    finally:
+        t.close()
+
+
+def test_stdin_is_written_whole_while_other_commands_end_beside_it():
+    """A 3 MiB stdin on one channel arrives whole (``wc -c``) while ``head -c 10`` on the channels
+    beside it stops reading theirs and ends: the ordered writes keep every byte and the EOF."""
+    data = os.urandom(3 * 1024 * 1024)
+    t = transport(ssh_max_channels=8)
+
+    def one(i: int):
+        argv = ["wc", "-c"] if i % 2 else ["head", "-c", "10"]
+        result = t.execute(argv, stdin=data, timeout=60)
+        return result.returncode, result.out.strip() if i % 2 else len(result.stdout)
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = set(pool.map(one, range(40)))
+        assert results == {(0, str(len(data))), (0, 10)}
+        assert t.connections_opened == 1
+    finally:
+        t.close()
+
+
 def test_unknown_host_key_is_refused_with_its_fingerprint(tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")

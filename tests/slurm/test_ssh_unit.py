@@ -92,3 +92,71 @@ def test_a_connection_is_replaced_only_while_it_is_still_the_pooled_one(monkeypa
     assert ssh._transport(replace=old.transport) is new.transport and old.closed
     assert ssh._transport(replace=old.transport) is new.transport and not new.closed
     assert ssh._transport() is new.transport
+
+
+def test_the_paramiko_internals_the_ordered_writes_use_are_there():
+    """slurm/transports/ssh_writes.py takes paramiko's send lock and builds its own data and EOF
+    packets; a paramiko without these names must fail here, not drop connections in production."""
+    import threading
+
+    from paramiko.common import cMSG_CHANNEL_DATA
+
+    transport = paramiko.Transport(__import__("socket").socket())
+    try:
+        assert isinstance(transport.clear_to_send, threading.Event)
+        assert hasattr(transport.clear_to_send_lock, "acquire") and callable(transport._send_message)
+    finally:
+        transport.close()
+    chan = paramiko.Channel(1)
+    assert {"closed", "eof_sent", "out_window_size", "out_max_packet_size", "remote_chanid"} <= set(vars(chan))
+    assert isinstance(chan.out_buffer_cv, threading.Condition) and callable(chan._send_eof)
+    assert cMSG_CHANNEL_DATA == bytes([94])  # SSH_MSG_CHANNEL_DATA (RFC 4254)
+
+
+class _Wire:
+    """A paramiko transport's send side as ssh_writes uses it: records each packet sent."""
+
+    def __init__(self, active=True):
+        import threading
+
+        self.clear_to_send, self.clear_to_send_lock, self.sent, self.active = threading.Event(), threading.Lock(), [], active
+        self.clear_to_send.set()
+
+    def is_active(self):
+        return self.active
+
+    def _send_message(self, message):
+        self.sent.append(message.asbytes()[:1])
+
+
+def _channel(wire, window=1 << 20, closed=False):
+    chan = paramiko.Channel(7)
+    chan.transport, chan.remote_chanid, chan.active, chan.closed = wire, 9, True, closed
+    chan.out_window_size, chan.out_max_packet_size = window, 32768
+    return chan
+
+
+def test_stdin_then_eof_go_out_in_packets_the_window_allows():
+    import time
+
+    from slurm.transports.ssh_writes import write_stdin_and_eof
+
+    wire = _Wire()
+    chan = _channel(wire)
+    write_stdin_and_eof(chan, b"x" * 70000, time.monotonic() + 5)
+    data, eof = bytes([94]), bytes([96])  # SSH_MSG_CHANNEL_DATA, SSH_MSG_CHANNEL_EOF
+    assert wire.sent == [data, data, data, eof]  # 32704 + 32704 + 4592 bytes, then the EOF
+    assert chan.eof_sent and chan.out_window_size == (1 << 20) - 70000
+
+
+@pytest.mark.parametrize("wire_active, closed", [(True, True), (False, False)])
+def test_nothing_is_written_once_the_channel_or_connection_is_closed(wire_active, closed):
+    """A command that ended (sshd's CLOSE handled) before its stdin was written: no packet goes out,
+    and the caller gets no error (the command's exit status says how it ended)."""
+    import time
+
+    from slurm.transports.ssh_writes import write_stdin_and_eof
+
+    wire = _Wire(active=wire_active)
+    write_stdin_and_eof(_channel(wire, closed=closed), b"script", time.monotonic() + 5)
+    assert wire.sent == []
