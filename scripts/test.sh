@@ -16,6 +16,7 @@
 # Extra arguments run one plain pytest instead, e.g. scripts/test.sh tests/jobs -m "not e2e" -x
 LOG_TAG=test
 source "$(dirname "$0")/lib.sh"
+unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
 : "${TEST_WORKERS:=1}"   # workers for the shared tier (beside the hub's process); more than one made its jobs wait for each other on the small lab nodes
 bash "$REPO_DIR/scripts/bootstrap.sh"
 bash "$REPO_DIR/cluster/up.sh"
