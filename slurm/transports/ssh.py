@@ -1,6 +1,10 @@
 """The SSH transport (paramiko): one pooled connection per process, strict host keys.
 
 - The socket has TCP_NODELAY (measured: 12.8 ms per sbatch instead of 93 ms).
+- AES-GCM is offered first (:func:`_gcm_first`): authenticated encryption, with no HMAC pass of its own
+  over every byte received. A poll's ``squeue --json`` of 8.3 MB cost 17-18 ms of CPU to receive instead
+  of 24-25 ms with paramiko's first choice (AES-CTR + HMAC-SHA2-256). An sshd without it gets paramiko's
+  usual order.
 - The server's host key must already be in the configured known_hosts file, read as OpenSSH reads
   it (:mod:`slurm.transports.known_hosts`: several keys per host, hashed names, ``@revoked``); an unknown or
   changed key is refused with its SHA256 fingerprint and is never added.
@@ -65,6 +69,21 @@ def _disabled_host_key_algorithms(expected: set[str]) -> list[str]:
     return [alg for alg in paramiko.Transport._preferred_keys if _KEY_TYPE_OF_ALGORITHM.get(alg, alg) not in expected]
 
 
+#: Ciphers offered first, in this order (OpenSSH's sshd has enabled both by default since 6.2).
+GCM_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def _gcm_first(sock, **kwargs) -> paramiko.Transport:
+    """A :class:`paramiko.Transport` on ``sock`` (``SSHClient.connect``'s ``transport_factory``; ``kwargs``
+    as it passes them) that offers :data:`GCM_CIPHERS` before paramiko's other ciphers, which it
+    still offers after them, in paramiko's order."""
+    transport = paramiko.Transport(sock, **kwargs)
+    options = transport.get_security_options()
+    offered = tuple(options.ciphers)
+    options.ciphers = tuple(c for c in GCM_CIPHERS if c in offered) + tuple(c for c in offered if c not in GCM_CIPHERS)
+    return transport
+
+
 class SSHTransport:
     """Runs commands over one pooled SSH connection as the portal's service user.
 
@@ -123,6 +142,7 @@ class SSHTransport:
                 look_for_keys=False,
                 allow_agent=False,
                 disabled_algorithms={"keys": disabled} if disabled else None,
+                transport_factory=_gcm_first,
             )
         except SlurmUnreachable:
             client.close()

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -18,7 +19,7 @@ from django.conf import settings
 
 from slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.gateway import build_transport
-from slurm.transports.ssh import SSHTransport
+from slurm.transports.ssh import GCM_CIPHERS, SSHTransport, _gcm_first
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -140,6 +141,30 @@ def test_changed_host_key_is_refused(tmp_path):
     wrong.write_text(f"[{conf['ssh_host']}]:{conf['ssh_port']} {other_pub[0]} {other_pub[1]}\n")
     with pytest.raises(SlurmUnreachable, match="CHANGED"):
         SlurmGateway(transport(ssh_known_hosts=str(wrong))).run(["true"])
+
+
+def test_aes_gcm_is_offered_first_and_chosen_by_the_lab_sshd(gateway):
+    """AES-GCM first (no HMAC pass over every byte received), paramiko's other ciphers after it."""
+    gateway.run(["true"])
+    negotiated = gateway.transport._client.get_transport()
+    assert (negotiated.local_cipher, negotiated.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
+    with socket.socket() as sock:
+        offered = _gcm_first(sock).get_security_options().ciphers
+    rest = [c for c in paramiko.Transport._preferred_ciphers if c not in GCM_CIPHERS]
+    assert list(offered) == [*GCM_CIPHERS, *rest], offered
+
+
+def test_without_aes_gcm_the_next_cipher_is_chosen():
+    """A server (here: a client told not to offer it) without AES-GCM gets paramiko's usual first choice."""
+    with socket.create_connection(
+        (settings.PORTAL_SLURM_GATEWAY["ssh_host"], int(settings.PORTAL_SLURM_GATEWAY["ssh_port"])), timeout=5
+    ) as sock:
+        t = _gcm_first(sock, disabled_algorithms={"ciphers": list(GCM_CIPHERS)})
+        try:
+            t.start_client(timeout=5)
+            assert (t.local_cipher, t.remote_cipher) == ("aes128-ctr", "aes128-ctr")
+        finally:
+            t.close()
 
 
 def test_wrong_port_is_unreachable_not_a_hang():
