@@ -44,6 +44,11 @@ LOGS=(/var/log/slurm/*.log /srv/cluster2/var/log/slurm/*.log /var/log/prometheus
 declare -A LOG_START=()
 for f in "${LOGS[@]}"; do [[ -f $f ]] && LOG_START[$f]=$(stat -c %s "$f"); done
 RUN_START=$(date +%s)
+# The machine's CPU time every 5 s (the cpu line of /proc/stat): the summary says how busy the CPUs were in
+# each tier, which tells whether a tier waits (and could run beside another) or computes.
+( while :; do echo "$(date +%s) $(head -1 /proc/stat)"; sleep 5; done ) >"$ART/cpu.log" 2>/dev/null &
+cpu_sampler=$!
+trap 'kill "$cpu_sampler" 2>/dev/null || true' EXIT
 
 # tier NAME MARK_EXPRESSION PYTEST_ARGS...: one pytest run; its JUnit file, exit status, wall time and
 # coverage data go to $ART (a coverage file per tier: two tiers run at once).
@@ -51,6 +56,7 @@ tier() {
     local name=$1 mark=$2 t0 rc=0
     shift 2
     t0=$(date +%s)
+    echo "$t0" >"$ART/$name.start"
     log "tier $name: pytest -m \"$mark\" $*"
     COVERAGE_FILE=$ART/.coverage.$name "$VENV/bin/pytest" -m "$mark" --junitxml="$ART/junit-$name.xml" --cov --cov-report= "$@" || rc=$?
     echo "$rc" >"$ART/$name.rc"

@@ -5,7 +5,11 @@ and their first error line, and where the run's logs are.
 
 Reads the JUnit XML files pytest wrote for each tier (``junit-<tier>.xml``, with ``<tier>.seconds``
 beside it: the tier's wall time, written by scripts/test.sh) and lists the logs collected into
-``test-artifacts/logs/``. Standard library only: it runs with any Python 3.
+``test-artifacts/logs/``. Where scripts/test.sh also wrote ``<tier>.start`` (the tier's start, Unix
+seconds) and ``cpu.log`` (a sample of the machine's ``/proc/stat`` every 5 s), each tier's line says how
+busy the machine's CPUs were meanwhile: a tier that waits on Slurm with the CPUs mostly idle can gain
+from running beside another; one that keeps them busy cannot. Standard library only: it runs with any
+Python 3.
 """
 
 from __future__ import annotations
@@ -39,6 +43,28 @@ def _tests(path: Path) -> list[tuple[str, str, str, float]]:
     return cases
 
 
+def cpu_busy(cpu_log: Path, start: float, end: float) -> float | None:
+    """The share (0 to 1) of all CPUs' time that was busy between ``start`` and ``end`` (Unix
+    seconds), from ``cpu_log``'s samples (``<unix seconds> cpu <user> <nice> <system> <idle> <iowait>
+    ...``: the ``cpu`` line of ``/proc/stat``, in clock ticks): busy is everything but idle and iowait,
+    between the first sample at or after ``start`` and the last at or before ``end``. ``None``
+    without two such samples or with a log that cannot be read."""
+    try:
+        samples = []
+        for line in cpu_log.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 6 and words[1] == "cpu":
+                at, ticks = float(words[0]), [int(w) for w in words[2:]]
+                if start <= at <= end:
+                    samples.append((sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0)))
+    except (OSError, ValueError):
+        return None
+    if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+        return None
+    total = samples[-1][0] - samples[0][0]
+    return 1 - (samples[-1][1] - samples[0][1]) / total
+
+
 def main(artifacts: Path) -> int:
     failed: list[tuple[str, str, str, float]] = []
     totals: dict[str, int] = {}
@@ -55,8 +81,12 @@ def main(artifacts: Path) -> int:
         for _, outcome, _, _ in cases:
             counts[outcome] = counts.get(outcome, 0) + 1
             totals[outcome] = totals.get(outcome, 0) + 1
-        seconds = artifacts / f"{tier}.seconds"
+        seconds, start = artifacts / f"{tier}.seconds", artifacts / f"{tier}.start"
         wall = f" in {int(seconds.read_text())} s" if seconds.exists() else ""
+        if wall and start.exists():
+            t0 = int(start.read_text())
+            busy = cpu_busy(artifacts / "cpu.log", t0, t0 + int(seconds.read_text()))
+            wall += f", CPUs {busy:.0%} busy" if busy is not None else ""
         print(f"{tier:>10}: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + wall)
         failed += [c for c in cases if c[1] in ("failed", "error")]
         top = sorted(cases, key=lambda c: -c[3])[:SLOWEST]
