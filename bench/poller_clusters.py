@@ -2,11 +2,12 @@
 """Benchmark: the poller's CPU per interval with two clusters against one (goal: at most 2.1).
 
 In one process, the way the poller's worker does it (``jobs.worker.services.snapshot_refresh(cluster=...)``,
-the real SSH gateway of each cluster, the real clusters): K polls of the first cluster alone, then K
-of the second alone, then K rounds of both side by side in two threads (as the poller's threaded
-worker runs the beat's fan-out), one poll or round per interval. It measures the process's CPU time
-(``time.process_time``: every thread, paramiko's included) over each phase and prints the CPU per
-interval of each phase and the ratios
+the real SSH gateway of each cluster, the real clusters): K polls of the first cluster alone, K of
+the second alone, K rounds of both side by side in two threads (as the poller's threaded worker runs
+the beat's fan-out) and K of both one after the other, one poll or round per interval, the four
+phases interleaved interval by interval (:func:`run_phases`). It measures the process's CPU time
+(``time.process_time``: every thread, paramiko's included) over each phase's intervals and prints
+the CPU per interval of each phase and the ratios
 
     both / first alone                         (the goal: at most 2.1)
     both / (first alone + second alone)        (what polling them together adds to polling each)
@@ -136,45 +137,49 @@ class PhaseResult:
         return self.cpu_s / self.polls if self.polls else 0.0
 
 
-def run_phase(
-    name: str, clusters: list[str], poll, *, polls: int, interval: float, pool: ThreadPoolExecutor | None
-) -> PhaseResult:
-    """Call ``poll(cluster, i)`` for each of ``clusters`` ``polls`` times, one round per ``interval``
-    seconds: side by side in ``pool``'s threads, or one after the other in this thread when ``pool``
-    is None. ``poll`` returns the snapshot or None."""
-    result = PhaseResult(name)
-    start_wall, start_cpu = time.perf_counter(), time.process_time()
+def run_phases(
+    specs: list[tuple[str, list[str], bool]], poll, *, polls: int, interval: float, pool: ThreadPoolExecutor
+) -> list[PhaseResult]:
+    """The phases of ``specs`` (``(name, clusters, side_by_side)``) interleaved: ``polls`` rounds, each
+    one interval of every phase in turn, so that a drift of the machine's load or of Slurm's state
+    during the run falls on every phase alike (in blocks of 12 polls each, the same run's cluster1
+    alone varied by up to 16 % from run to run, more than the margin the goal leaves). In its interval a
+    phase calls ``poll(cluster, i)`` for each of its clusters, side by side in ``pool``'s threads or
+    one after the other in this thread, then waits for the interval's end; the interval's CPU (process
+    time: every thread's) is the phase's. ``poll`` returns the snapshot or None."""
+    results = [PhaseResult(name) for name, _, _ in specs]
     for i in range(polls):
-        c0, w0 = time.process_time(), time.perf_counter()
-        if len(clusters) == 1 or pool is None:
-            outcomes = [(c, _safe(poll, c, i)) for c in clusters]
+        for (_, clusters, side_by_side), result in zip(specs, results, strict=True):
+            _one_interval(result, clusters, poll, i, interval=interval, pool=pool if side_by_side else None)
+    return results
+
+
+def _one_interval(result: PhaseResult, clusters: list[str], poll, i: int, *, interval: float, pool) -> None:
+    """One interval of a phase (:func:`run_phases`), added to ``result``."""
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    if len(clusters) == 1 or pool is None:
+        outcomes = [(c, _safe(poll, c, i)) for c in clusters]
+    else:
+        futures = [(c, pool.submit(_safe, poll, c, i)) for c in clusters]
+        outcomes = [(c, f.result()) for c, f in futures]
+    result.poll_cpu.append(time.process_time() - start_cpu)
+    result.poll_wall.append(time.perf_counter() - start_wall)
+    for cluster, snap in outcomes:
+        if isinstance(snap, Exception):
+            result.problems.append(f"poll {i + 1} of {cluster}: {type(snap).__name__}: {snap}")
+        elif snap is None:
+            result.problems.append(f"poll {i + 1} of {cluster}: skipped (its lock was held)")
+        elif snap.error:
+            result.problems.append(f"poll {i + 1} of {cluster}: {snap.error}")
         else:
-            futures = [(c, pool.submit(_safe, poll, c, i)) for c in clusters]
-            outcomes = [(c, f.result()) for c, f in futures]
-        result.poll_cpu.append(time.process_time() - c0)
-        result.poll_wall.append(time.perf_counter() - w0)
-        for cluster, snap in outcomes:
-            if isinstance(snap, Exception):
-                result.problems.append(f"poll {i + 1} of {cluster}: {type(snap).__name__}: {snap}")
-            elif snap is None:
-                result.problems.append(f"poll {i + 1} of {cluster}: skipped (its lock was held)")
-            elif snap.error:
-                result.problems.append(f"poll {i + 1} of {cluster}: {snap.error}")
-            else:
-                result.jobs[cluster] = len(snap.jobs)
-        result.polls += 1
-        if interval and i + 1 < polls:
-            delay = start_wall + (i + 1) * interval - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-    # The phase ends one interval after its last poll started, as the poller's would.
-    if interval:
-        delay = start_wall + polls * interval - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-    result.cpu_s = time.process_time() - start_cpu
-    result.wall_s = time.perf_counter() - start_wall
-    return result
+            result.jobs[cluster] = len(snap.jobs)
+    result.polls += 1
+    # The interval ends one interval after its poll started, as the poller's would.
+    delay = start_wall + interval - time.perf_counter()
+    if interval and delay > 0:
+        time.sleep(delay)
+    result.cpu_s += time.process_time() - start_cpu
+    result.wall_s += time.perf_counter() - start_wall
 
 
 def _safe(poll, cluster, i):
@@ -406,12 +411,13 @@ def main(argv=None) -> int:
     touched = set()
 
     def phases(poll, pace: float) -> list[PhaseResult]:
-        return [
-            run_phase(f"{first} alone", [first], poll, polls=args.polls, interval=pace, pool=pool),
-            run_phase(f"{second} alone", [second], poll, polls=args.polls, interval=pace, pool=pool),
-            run_phase("both, side by side", [first, second], poll, polls=args.polls, interval=pace, pool=pool),
-            run_phase("both, one after other", [first, second], poll, polls=args.polls, interval=pace, pool=None),
+        specs = [
+            (f"{first} alone", [first], True),
+            (f"{second} alone", [second], True),
+            ("both, side by side", [first, second], True),
+            ("both, one after other", [first, second], False),
         ]
+        return run_phases(specs, poll, polls=args.polls, interval=pace, pool=pool)
 
     try:
         if not args.skip_real:
