@@ -116,8 +116,10 @@ fi
 rm -rf "$BUILD/tmp/portal-build"
 # Byte code as every build writes it alike: pip's and dpkg's .pyc files are dropped and the whole tree compiled
 # again with hash-based invalidation ("unchecked": the image is read-only, its sources never change).
+# PYTHONDONTWRITEBYTECODE=1 whatever the caller's environment: compileall's own imports (-j0's process pool)
+# would otherwise write timestamped .pyc files first, which compileall then takes as up to date; -f as well.
 find "$BUILD" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
-chroot "$BUILD" /usr/bin/python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
+chroot "$BUILD" /usr/bin/env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m compileall -f -q -j0 --invalidation-mode unchecked-hash \
     /usr/lib/python3.11 /usr/lib/python3/dist-packages "$SYS_SITE" /opt/jupyter/lib/python3.11/site-packages \
     >>"$BUILD_LOG" 2>&1 || log "compileall left some files uncompiled (test data that is not Python 3; see $BUILD_LOG)"
 install -D -m 644 "$REPO_DIR/hub/session/jupyter_server_config.json" \
@@ -154,7 +156,7 @@ chmod 1777 "$BUILD/tmp" "$BUILD/var/tmp"   # as on any Debian system (ch-run bin
 
 log "digest (sha256 over the sorted file list and contents)"
 digest=$(PYTHONPATH=$REPO_DIR "$PYTHON" -m runtimes.digest "$BUILD") || die "could not compute the image digest"
-pyver=$(chroot "$BUILD" /usr/bin/python3 -c 'import platform; print(platform.python_version())')
+pyver=$(chroot "$BUILD" /usr/bin/env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import platform; print(platform.python_version())')
 osname=$(. "$BUILD/etc/os-release" && printf '%s' "$PRETTY_NAME")
 
 # Swap in: the image before the previous one is removed, the previous one is renamed aside (kept until the next
