@@ -118,8 +118,8 @@ def redis_url_with_db(url: str, db: int) -> str:
 # --------------------------------------------------------------------------------------------------------
 @dataclass
 class PhaseResult:
-    """One phase: ``polls`` intervals, ``cpu_s`` the process CPU over the whole phase (its sleeps
-    included), ``poll_cpu`` / ``poll_wall`` per interval (seconds) from each poll's start to its end,
+    """One phase: ``polls`` intervals, ``cpu_s`` / ``wall_s`` the process CPU and the wall time summed over
+    its intervals (each from its poll's start to the interval's end, the sleep included), ``poll_cpu`` / ``poll_wall`` per interval (seconds) from each poll's start to its end,
     ``jobs`` the queue length each cluster's last snapshot had, ``problems`` polls that did not give
     a good snapshot."""
 
