@@ -16,17 +16,20 @@
 # Extra arguments run one plain pytest instead, e.g. scripts/test.sh tests/jobs -m "not e2e" -x
 LOG_TAG=test
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/test_lock.sh"
+take_test_lock  # one run at a time on the lab clusters; under CI=true a leftover run is stopped
 unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
 : "${TEST_WORKERS:=1}"   # workers for the shared tier (beside the hub's process); more than one made its jobs wait for each other on the small lab nodes
-bash "$REPO_DIR/scripts/bootstrap.sh"
-bash "$REPO_DIR/cluster/up.sh"
-bash "$REPO_DIR/scripts/prometheus.sh"  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
-bash "$REPO_DIR/scripts/hub_setup.sh"   # the tests start their own hub from it
-bash "$REPO_DIR/scripts/build_image.sh" # the demo container image (docs/containers.md); "up to date" in a second after the first
-apt_install chromium fonts-dejavu-core
+bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-
+bash "$REPO_DIR/cluster/up.sh" 9>&-
+bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
+bash "$REPO_DIR/scripts/hub_setup.sh" 9>&-   # the tests start their own hub from it
+bash "$REPO_DIR/scripts/build_image.sh" 9>&- # the demo container image (docs/containers.md); "up to date" in a second after the first
+apt_install chromium fonts-dejavu-core 9>&-
 cd "$REPO_DIR"
-bash "$REPO_DIR/scripts/lint.sh"
-bash "$REPO_DIR/scripts/cli_clean_install.sh"  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
+bash "$REPO_DIR/scripts/lint.sh" 9>&-
+bash "$REPO_DIR/scripts/cli_clean_install.sh" 9>&-  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
+export PORTAL_TEST_RUN
 if (( $# )); then
     log "running pytest $*"
     exec "$VENV/bin/pytest" "$@"
@@ -46,7 +49,7 @@ for f in "${LOGS[@]}"; do [[ -f $f ]] && LOG_START[$f]=$(stat -c %s "$f"); done
 RUN_START=$(date +%s)
 # The machine's CPU time every 5 s (the cpu line of /proc/stat): the summary says how busy the CPUs were in
 # each tier, which tells whether a tier waits (and could run beside another) or computes.
-( while :; do echo "$(date +%s) $(head -1 /proc/stat)"; sleep 5; done ) >"$ART/cpu.log" 2>/dev/null &
+( while :; do echo "$(date +%s) $(head -1 /proc/stat)"; sleep 5; done ) >"$ART/cpu.log" 2>/dev/null 9>&- &
 cpu_sampler=$!
 trap 'kill "$cpu_sampler" 2>/dev/null || true' EXIT
 
