@@ -25,3 +25,16 @@ def test_dev_404_is_the_portals_page_unless_debug_is_asked_for(debug, expected):
         env["PORTAL_DEBUG"] = debug
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().splitlines()[-1] == expected, out.stderr[-2000:]
+
+
+def test_dev_manages_the_local_clusters_small_job_pool_and_the_tests_start_without_it():
+    """The lab's QOS ``small`` allows 1 GPU per job (cluster/up.sh): under ``make dev`` the form must know
+    it, or a 2-GPU job in ``small`` is accepted and pends forever."""
+    probe = "import django; django.setup(); from django.conf import settings; print(repr(settings.PORTAL_SMALL_POOL_PARTITION))"
+    env = {k: v for k, v in os.environ.items() if k != "PORTAL_SMALL_POOL_PARTITION"}
+    seen = {}
+    for module in ("portal.settings.dev", "portal.settings.test"):
+        env["DJANGO_SETTINGS_MODULE"] = module
+        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        seen[module] = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-2000:]
+    assert seen == {"portal.settings.dev": "'small'", "portal.settings.test": "''"}

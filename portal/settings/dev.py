@@ -1,13 +1,17 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, PORTAL_CLUSTERS_FILE, PORTAL_OIDC, env, socialaccount_providers
+from .base import BASE_DIR, PORTAL_CLUSTERS_FILE, PORTAL_OIDC, PORTAL_SMALL_POOL_PARTITION, env, socialaccount_providers
 
 #: The development settings (and the tests'): public default secrets are accepted (portal/secrets.py).
 PORTAL_ENVIRONMENT = "development"
 
 #: The two local clusters of cluster/up.sh (22.05 and 24.11) unless the environment names a file.
 PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clusters.toml")
+
+#: The local clusters' small-job pool (node3 / g2, whose QOS "small" cluster/up.sh limits to 1 GPU per job):
+#: managed and shown, so the job form refuses a job the pool would keep pending forever.
+PORTAL_SMALL_POOL_PARTITION = PORTAL_SMALL_POOL_PARTITION or "small"
 
 #: The local cluster's interactive partition (node1: 4 A100, 8 CPUs) gets these Start buttons unless
 #: PORTAL_SESSION_PRESETS says otherwise.

@@ -24,3 +24,5 @@ PORTAL_HOME_CACHE_SECONDS = 0
 # Scripted-transport tests script `id` and sacctmgr only; reading UID_MIN from the submit host's
 # login.defs (the default, None) is tested on its own, on recorded files and on the real host.
 PORTAL_ACCOUNT_UID_MIN = 1000
+# The small-job pool is dev's default; the tests that need it turn it on (they also test it off).
+PORTAL_SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION")
