@@ -238,7 +238,7 @@ def _sbatch(job: Job, script: str, *, timeout: float | None) -> Job:
         detail = [line for line in result.err.strip().splitlines() if HELPER_PREFIX not in line]
         return _fail(
             job,
-            "The job's directory could not be created: "
+            "The job's directory could not be made or used: "
             + (detail[-1] if detail else "unknown error")
             + ". Choose a working directory you can write to (relative to your home).",
         )

@@ -103,7 +103,9 @@ def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reas
 ):
     job = submit(alice, policy, django_capture_on_commit_callbacks, workdir="/etc/portal-it-forbidden", gpu_count=0, gpu_type="")
     assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
-    assert job.submit_error.startswith("The job's directory could not be created: ") and "Permission denied" in job.submit_error
+    assert (
+        job.submit_error.startswith("The job's directory could not be made or used: ") and "Permission denied" in job.submit_error
+    )
     assert "Choose a working directory you can write to" in job.submit_error
     assert not os.path.exists("/etc/portal-it-forbidden")
     import json
@@ -111,6 +113,18 @@ def test_a_working_directory_the_user_cannot_write_fails_at_submit_with_the_reas
     from slurm import get_gateway
 
     assert all(j.get("comment") != job.comment for j in json.loads(get_gateway().run(["squeue", "--json"]).out)["jobs"])
+
+
+def test_a_working_directory_the_user_cannot_enter_fails_at_submit_instead_of_running_in_tmp(
+    alice, policy, django_capture_on_commit_callbacks
+):
+    """/root exists, so mkdir -p succeeds, but alice cannot enter it: slurmd would run the job in /tmp."""
+    job = submit(alice, policy, django_capture_on_commit_callbacks, workdir="/root", gpu_count=0, gpu_type="")
+    assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
+    assert job.submit_error == (
+        "The job's directory could not be made or used: /root: Permission denied: alice cannot enter and write there. "
+        "Choose a working directory you can write to (relative to your home)."
+    )
 
 
 def test_submit_helper_makes_nothing_without_the_separator(alice):

@@ -355,7 +355,7 @@ def test_a_directory_the_user_cannot_make_fails_with_mkdirs_words(alice, fake):
     failed = send.job_send(job_id=job.pk)
     assert failed.state == JobState.SUBMIT_FAILED and failed.slurm_job_id is None
     assert failed.submit_error == (
-        "The job's directory could not be created: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
+        "The job's directory could not be made or used: /usr/bin/mkdir: cannot create directory '/etc/forbidden': "
         "Permission denied. Choose a working directory you can write to (relative to your home)."
     )
 
