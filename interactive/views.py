@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone as djtz
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -18,6 +19,7 @@ from jobs.support.gather import may_download
 from jobs.support.session import session_gathered
 from jobs.web import fragment_etags
 from jobs.web.bundle_views import zip_response
+from jobs.web.forms import reload_initial, reloaded
 from jobs.web.fragment_etags import clusters_version, polled_fragment, rows_version, weak_etag
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import session_clusters, session_partitions
@@ -85,21 +87,22 @@ def session_maintenance_view(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def session_list(request: HttpRequest) -> HttpResponse:
     """Sessions: the launch form and one card per session. POST starts one; a refusal keeps the
-    form as typed and says what to change. ``?cluster=`` (with the other fields, as the cluster select
-    sends them) shows that cluster's partitions, GPU types and images and keeps what was typed; the
-    cluster a POST names is checked by :func:`interactive.services.session_start`."""
+    form as typed and says what to change. The cluster select's reload (a POST with
+    ``form_reload=cluster``, :func:`jobs.web.forms.offer_clusters`) and ``?cluster=`` show that cluster's
+    partitions, GPU types and images, keeping what was typed, and start nothing; the cluster a start
+    names is checked by :func:`interactive.services.session_start`."""
     data = request.POST or request.GET
     cluster, _refused = session_cluster_choice({"cluster": data.get("cluster", "")})  # a refused one: said at the start
-    initial = {k: v for k, v in request.GET.items() if k in SessionForm.base_fields} if request.method == "GET" else None
+    initial = reload_initial(request, SessionForm)
     choices = [(c.name, c.label) for c in session_clusters()]
     form = SessionForm(
-        request.POST or None,
+        request.POST if initial is None else None,
         initial=initial,
         policy=current_policy(cluster),
         accounts=request.user.slurm_accounts,
         clusters=choices,
     )
-    if request.method == "POST":
+    if initial is None:
         if form.is_valid():
             try:
                 session = session_start(user=request.user, raw_options=form.user_options())
@@ -116,7 +119,8 @@ def session_list(request: HttpRequest) -> HttpResponse:
                     messages.warning(request, clash.html)
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form, cluster), status=400)
-    return render(request, "interactive/session_list.html", _context(request, form, cluster))
+    response = render(request, "interactive/session_list.html", _context(request, form, cluster))
+    return reloaded(response, request, reverse("session_list"))
 
 
 def say_how_it_started(request: HttpRequest, session: Session) -> None:

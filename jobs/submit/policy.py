@@ -206,13 +206,14 @@ class SitePolicy:
         if max_cpus and not 1 <= req.cpus <= max_cpus:
             errors.append(Problem("cpus", f"CPUs must be between 1 and {max_cpus} (the largest suitable node in {part.name})."))
         if max_mem and not 1 <= req.memory_mb <= max_mem:
-            errors.append(
-                Problem(
-                    "memory_mb",
-                    f"Memory must be at most {max_mem / 1024:.1f} GB ({max_mem} MiB, the largest suitable node in {part.name}).",
-                )
-            )
+            errors.append(Problem("memory_mb", memory_over(part.name, max_mem)))
         return errors
+
+
+def memory_over(partition: str, max_mib: int) -> str:
+    """The refusal of memory above ``max_mib`` (MiB: the largest suitable node of ``partition``, from
+    :meth:`PartitionPolicy.node_limits`, Slurm's ``RealMemory``)."""
+    return f"Memory must be at most {max_mib / 1024:.1f} GB ({max_mib} MiB, the largest suitable node in {partition})."
 
 
 def unknown_cluster(name: str) -> Problem:

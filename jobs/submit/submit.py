@@ -10,6 +10,7 @@ what it returns, writes the row and on commit sends it at once from the same pro
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
@@ -72,13 +73,16 @@ def job_check(*, user: User, request: JobRequest, policy: SitePolicy | None = No
     return CheckedRequest(user=user, request=request, account=account, cluster=cluster.name, image=image)
 
 
-def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None) -> Job:
+def job_create(*, checked: CheckedRequest, profile=None, profile_spec: dict | None = None, key: uuid.UUID | None = None) -> Job:
     """Write the Job row of a checked request (state SUBMITTING) and send it on commit
     (:func:`jobs.tasks.job_submit_now`: here, or through the worker when that fails). ``profile``/``profile_spec``: the saved profile and the document it was run from (jobs
-    from a profile file)."""
+    from a profile file). ``key``: the row's key when the caller chose it (the New job form's, so that
+    the same form sent twice makes one job); a key already taken raises ``django.db.IntegrityError``
+    and writes nothing."""
     user, request = checked.user, checked.request
     with transaction.atomic():
         job = Job.objects.create(
+            **({"key": key} if key else {}),
             user=user,
             account=checked.account,
             name=request.name,

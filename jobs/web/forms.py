@@ -5,6 +5,8 @@ field keeps its name ``memory_gb`` (pages, tests and bookmarks post it) though i
 from __future__ import annotations
 
 import json
+import uuid
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
@@ -16,7 +18,7 @@ from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
 
 from ..submit.classes import class_choices
-from ..submit.policy import GPU_COUNTS, JobRequest, SitePolicy, time_limit_minutes
+from ..submit.policy import GPU_COUNTS, JobRequest, SitePolicy, memory_over, time_limit_minutes
 
 
 class MemoryField(forms.Field):
@@ -76,23 +78,52 @@ def image_choices(cluster: str) -> list[tuple[str, str]]:
     return choices
 
 
+#: The field the cluster select adds to its POST: "show the form again for this cluster", never "submit".
+FORM_RELOAD = "form_reload"
+
+
 def offer_clusters(field: forms.Field, clusters: list[tuple[str, str]], *, reload_url: str) -> None:
     """Make ``field`` (a ``CharField`` with a ``Select``) a form's cluster select: the (name, label)
-    ``clusters``, the default first. Choosing another reloads the form from ``reload_url`` (GET, with
-    what was typed) with that cluster's partitions and GPU types. The New job and Sessions forms'."""
+    ``clusters``, the default first. Choosing another POSTs what was typed to ``reload_url`` with
+    ``form_reload=cluster``, and the form comes back unbound (:func:`reload_initial`) with that
+    cluster's partitions and GPU types. A POST, not a GET: a job script of any length travels in the
+    body, never in the URL (a long one got 414 URI Too Long) or the browser's history; the view pushes
+    only ``?cluster=`` to the address bar (:func:`reloaded`). The New job and Sessions forms'."""
     field.widget.choices = list(clusters)
     field.widget.attrs.update(
         {
-            "hx-get": reload_url,
+            "hx-post": reload_url,
             "hx-trigger": "change",
             "hx-include": "closest form",
-            "hx-params": "not csrfmiddlewaretoken",
+            "hx-vals": json.dumps({FORM_RELOAD: "cluster"}),
             "hx-target": "main",
             "hx-select": "main",
             "hx-swap": "outerHTML",
-            "hx-push-url": "true",
         }
     )
+
+
+def is_reload(request) -> bool:
+    """The request is the cluster select's reload (:func:`offer_clusters`), not a submission."""
+    return request.method == "POST" and request.POST.get(FORM_RELOAD) == "cluster"
+
+
+def reload_initial(request, form_class: type[forms.Form]) -> dict | None:
+    """The values an unbound form shows: what a cluster reload POSTs, or the URL's (a GET, e.g.
+    ``?cluster=cluster2``), only ``form_class``'s fields; ``None`` for a submission (the form is bound)."""
+    if request.method != "GET" and not is_reload(request):
+        return None
+    source = request.GET if request.method == "GET" else request.POST
+    return {k: v for k, v in source.items() if k in form_class.base_fields}
+
+
+def reloaded(response, request, url: str):
+    """``response`` with ``HX-Push-Url: url?cluster=NAME`` when ``request`` is a cluster reload: the address
+    bar names the cluster (a reload of the page keeps it), never what was typed. Returns ``response``."""
+    if is_reload(request):
+        cluster = request.POST.get("cluster", "")
+        response["HX-Push-Url"] = f"{url}?{urlencode({'cluster': cluster})}" if cluster else url
+    return response
 
 
 class JobForm(forms.Form):
@@ -101,9 +132,20 @@ class JobForm(forms.Form):
         widget=forms.Select,
         help_text="The cluster it runs on; the partitions below are that cluster's.",
     )
-    name = forms.CharField(max_length=200, strip=False, help_text="Any text; shown in My jobs and in squeue.")
+    name = forms.CharField(
+        max_length=200,
+        strip=False,
+        help_text="Any text; shown in My jobs and in squeue.",
+        error_messages={
+            "required": "Give the job a name: any text, shown in My jobs and in squeue.",
+            "max_length": "The name is %(show_value)d characters long: keep it to %(limit_value)d.",
+        },
+    )
     account = forms.CharField(required=False, widget=forms.Select, help_text="The team (Slurm account) the job is billed to.")
-    partition = forms.CharField(widget=forms.Select)
+    partition = forms.CharField(
+        widget=forms.Select,
+        error_messages={"required": "Choose a partition: the table below says what each one allows."},
+    )
     image = forms.CharField(
         required=False,
         widget=forms.Select,
@@ -111,12 +153,39 @@ class JobForm(forms.Form):
         help_text="The site's container image the script runs in (its OS, Python and libraries), or the node's own system.",
     )
     gpu_type = forms.CharField(required=False, widget=forms.Select, label="GPU type")
-    gpu_count = forms.IntegerField(min_value=0, max_value=64, initial=1, widget=forms.Select, label="GPUs")
-    cpus = forms.IntegerField(min_value=1, max_value=1024, initial=2, label="CPUs")
-    memory_gb = MemoryField()
+    gpu_count = forms.IntegerField(
+        min_value=0,
+        max_value=64,
+        initial=1,
+        widget=forms.Select,
+        label="GPUs",
+        error_messages={
+            "required": "Choose how many GPUs: 0 for none, or 1, 2, 4 or 8.",
+            "invalid": "GPUs must be a whole number: 0 for none, or 1, 2, 4 or 8.",
+            "min_value": "GPUs cannot be fewer than 0: choose 0 for a job without GPUs.",
+            "max_value": "GPUs must be at most %(limit_value)s per job: the table below says how many a node has.",
+        },
+    )
+    cpus = forms.IntegerField(
+        min_value=1,
+        max_value=1024,
+        initial=2,
+        label="CPUs",
+        error_messages={
+            "required": "Give the number of CPUs, such as 2.",
+            "invalid": "CPUs must be a whole number, such as 2.",
+            "min_value": "A job needs at least 1 CPU.",
+            "max_value": "CPUs must be at most %(limit_value)s: the table below says how many a node has.",
+        },
+    )
+    memory_gb = MemoryField(error_messages={"required": f"Give the memory the job needs. {ACCEPTED}"})
     time_limit = forms.CharField(
         max_length=20,
         initial="01:00:00",
+        error_messages={
+            "required": "Give a time limit, such as 01:00:00 for one hour: Slurm stops the job then.",
+            "max_length": "The time limit is too long to read: write it as 90, 2:00:00 or 1-12:00:00.",
+        },
         help_text="Whole minutes (90), MM:SS (2:00 is 2 minutes), HH:MM:SS (02:00:00 is 2 hours), D-HH, D-HH:MM or D-HH:MM:SS",
     )
     requeue = forms.BooleanField(
@@ -137,12 +206,17 @@ class JobForm(forms.Form):
         max_length=512,
         strip=False,
         label="Working directory",
+        error_messages={"max_length": "The working directory is %(show_value)d characters long: at most %(limit_value)d."},
         help_text="Optional: a path relative to your home (or absolute). Default: a new directory for this job.",
     )
+    #: The key of the job this form makes, chosen when the form is shown: the same form sent twice (a
+    #: double click, a browser that resends the POST) makes one job, and the second answer shows it.
+    submission = forms.UUIDField(required=False, widget=forms.HiddenInput)
     script = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
         strip=False,
         help_text="A bash script or a command. Use the fields above instead of #SBATCH lines.",
+        error_messages={"required": "Give the script to run: a bash script, or a command such as python train.py."},
     )
 
     def __init__(self, *args, policy: SitePolicy, accounts: list[str], clusters: list[tuple[str, str]] = (), **kwargs):
@@ -156,6 +230,7 @@ class JobForm(forms.Form):
         else:
             cluster.widget = forms.HiddenInput()
         cluster.initial = policy.cluster
+        self.fields["submission"].initial = uuid.uuid4()
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
         self.fields["image"].widget.choices = image_choices(policy.cluster)
@@ -185,6 +260,17 @@ class JobForm(forms.Form):
             return self.parse_time_minutes(self.cleaned_data["time_limit"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        """A memory too big for any node (``1000T``) is refused with the chosen partition's own maximum,
+        as ``100G`` is by the policy, rather than with the 64T every amount is capped at."""
+        data = super().clean()
+        part = self.policy.partitions.get(data.get("partition") or "")
+        if part and self.has_error("memory_gb", "too_big"):
+            _, max_mib = part.node_limits(data.get("gpu_type") or "", data.get("gpu_count") or 0)
+            if max_mib:
+                self.errors["memory_gb"] = self.error_class([f"{memory_over(part.name, max_mib)} {ACCEPTED}"])
+        return data
 
     def job_request(self) -> JobRequest:
         """The validated fields as a :class:`JobRequest` (call after ``is_valid()``)."""

@@ -10,8 +10,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from gpuusage import prometheus_configured
@@ -28,6 +30,7 @@ from teams.usage.cache import job_quota_estimate, team_usage
 from ..arrays import partly_running
 from ..figures import sum_query
 from ..gpu.gpu_usage import low_use_flags
+from ..models import Job
 from ..reads.cap_reasons import cap_warning
 from ..reads.logs import job_log_tail, log_path, resumed_from
 from ..reads.maintenance import job_maintenance_warning, maintenance_clash
@@ -47,8 +50,8 @@ from ..reads.selectors import (
 from ..submit.fields import JOB_FORM
 from ..submit.holds import can_hold, can_release, held_tasks_note
 from ..submit.policy import SitePolicy
-from ..submit.submit import job_cancel, job_check, job_create
-from .forms import JobForm
+from ..submit.submit import CheckedRequest, job_cancel, job_check, job_create
+from .forms import JobForm, reload_initial, reloaded
 from .fragment_etags import job_table_version, polled_fragment, weak_etag
 from .lookup import job_or_404
 from .usage_views import gpu_context
@@ -103,13 +106,13 @@ def _form_policy(request: HttpRequest) -> tuple[SitePolicy, Refused | None]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
-    """The New job form; a refusal keeps everything typed and says what to change. ``?cluster=``
-    (with the other fields, as the cluster select sends them) shows that cluster's partitions and
-    keeps what was typed."""
+    """The New job form; a refusal keeps everything typed and says what to change. The cluster select's
+    reload (a POST with ``form_reload=cluster``, :func:`jobs.web.forms.offer_clusters`) and ``?cluster=``
+    show that cluster's partitions, keeping what was typed, and submit nothing."""
     policy, bad_cluster = _form_policy(request)
-    initial = {k: v for k, v in request.GET.items() if k in JobForm.base_fields} if request.method == "GET" else None
+    initial = reload_initial(request, JobForm)
     form = JobForm(
-        request.POST or None,
+        request.POST if initial is None else None,
         initial=initial,
         policy=policy,
         accounts=request.user.slurm_accounts,
@@ -118,18 +121,55 @@ def job_new(request: HttpRequest) -> HttpResponse:
     if bad_cluster is not None:
         form.is_valid()
         refusal_to_form(form, bad_cluster.renamed(JOB_FORM))
-    elif request.method == "POST" and form.is_valid():
+    elif initial is None and form.is_valid():
+        key = form.cleaned_data.get("submission")
+        if sent := _already_sent(request, key):
+            return sent
         try:
-            job = job_create(checked=job_check(user=request.user, request=form.job_request(), policy=policy))
+            job = _create_once(request, job_check(user=request.user, request=form.job_request(), policy=policy), key)
         except Refused as refused:
             refusal_to_form(form, refused.renamed(JOB_FORM))
+        except AlreadySent as sent:
+            return sent.response
         else:
             messages.success(request, f"Job “{job.name}” created; the status below follows it.")
             if clash := job_maintenance_warning(job):
                 messages.warning(request, clash.html)
             return redirect("job_detail", key=job.key)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
+    status = 400 if initial is None else 200  # a reload's 200 (htmx swaps no 4xx) may still show a refusal
+    response = render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
+    return reloaded(response, request, reverse("job_new"))
+
+
+class AlreadySent(Exception):
+    """The same form was sent twice at the same moment and the other request made the job: ``response``
+    shows it."""
+
+    def __init__(self, response: HttpResponse):
+        super().__init__("already sent")
+        self.response = response
+
+
+def _create_once(request: HttpRequest, checked: CheckedRequest, key) -> Job:
+    """:func:`job_create` with the form's ``key``. Raises :class:`AlreadySent` when the same form, sent
+    twice at once, made the job in the other request; a key taken by another person's job (copied from
+    their page) gets the job a key of its own."""
+    try:
+        return job_create(checked=checked, key=key)
+    except IntegrityError:
+        if sent := _already_sent(request, key):
+            raise AlreadySent(sent) from None
+        return job_create(checked=checked)
+
+
+def _already_sent(request: HttpRequest, key) -> HttpResponse | None:
+    """The redirect to the person's job made from this form (its ``submission`` key) when the form was
+    already sent, saying so; ``None`` when it was not."""
+    job = Job.objects.filter(key=key, user=request.user).first() if key else None
+    if job is None:
+        return None
+    messages.info(request, f"This form was already sent: job “{job.name}” was created then, and this is it.")
+    return redirect("job_detail", key=job.key)
 
 
 @login_required

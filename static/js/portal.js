@@ -18,12 +18,15 @@ document.addEventListener("htmx:afterSwap", function (event) {
   box.scrollTop = box.dataset.atBottom === "false" ? Number(box.dataset.scrollTop || 0) : box.scrollHeight;
 });
 
-// Job form: offer only the GPU types and counts the chosen partition has (the server checks anyway).
-document.addEventListener("DOMContentLoaded", function () {
-  var partition = document.getElementById("id_partition");
-  var gpuType = document.getElementById("id_gpu_type");
-  var gpuCount = document.getElementById("id_gpu_count");
-  if (!partition || !gpuType || !gpuCount || !partition.dataset.gpuTypes) return;
+// Job form: offer only the GPU types and counts the chosen partition has (the server
+// checks anyway). Run on every piece of content htmx loads as well as on the page: the cluster select
+// swaps in a new <main> whose partition select carries the other cluster's offers.
+function portalGpuChoices(root) {
+  var partition = root.querySelector && root.querySelector("#id_partition");
+  var gpuType = root.querySelector && root.querySelector("#id_gpu_type");
+  var gpuCount = root.querySelector && root.querySelector("#id_gpu_count");
+  if (!partition || !gpuType || !gpuCount || !partition.dataset.gpuTypes || partition.dataset.gpuChoices) return;
+  partition.dataset.gpuChoices = "on";  // once per select: htmx also fires htmx:load for the first page
   var offers = JSON.parse(partition.dataset.gpuTypes);
   function update() {
     var types = offers[partition.value] || {};
@@ -36,7 +39,9 @@ document.addEventListener("DOMContentLoaded", function () {
   partition.addEventListener("change", update);
   gpuType.addEventListener("change", update);
   update();
-});
+}
+document.addEventListener("DOMContentLoaded", function () { portalGpuChoices(document); });
+document.addEventListener("htmx:load", function (event) { portalGpuChoices(event.detail.elt); });
 
 // The job form's "Run as scavenger" (in the quota estimate, <button data-set-priority="scavenger">):
 // chooses that class and turns requeue on (a scavenger job must be requeued when stopped); the

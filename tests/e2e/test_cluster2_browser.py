@@ -67,11 +67,17 @@ def test_a_researcher_runs_an_h100_job_on_cluster2(portal_with_idp, poll_both, b
     page.get_by_role("link", name="New job").first.click()
     page.wait_for_selector("[data-testid=limits]")
     page.fill("#id_name", "h100 on cluster2")
+    long_script = "#!/bin/bash\n" + "".join(f"echo line {i} of a long script\n" for i in range(300))  # > 8 KB
+    page.fill("#id_script", long_script)
     choose_cluster2(page)
-    assert page.input_value("#id_name") == "h100 on cluster2"  # what was typed stays
-    assert "cluster=cluster2" in page.url
+    assert page.input_value("#id_name") == "h100 on cluster2"  # what was typed stays, a long script too
+    assert page.input_value("#id_script") == long_script
+    assert page.url.endswith("/jobs/new/?cluster=cluster2")  # only the cluster in the URL (the script is POSTed)
     page.select_option("#id_partition", "gpu")
+    # the swapped-in form still offers only what the partition has: gpu (g1) has h100s, no l40s
+    assert page.locator('#id_gpu_type option[value="l40s"]').is_disabled()
     page.select_option("#id_gpu_type", "h100")
+    assert page.locator('#id_gpu_count option[value="8"]').is_disabled()  # g1 has 4
     page.select_option("#id_gpu_count", "1")
     page.fill("#id_cpus", "1")
     page.fill("#id_memory_gb", "1")

@@ -9,6 +9,7 @@ cluster1 (partitions interactive, small, train) and the 24.11 one as cluster2 (g
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from http import HTTPStatus
@@ -103,6 +104,19 @@ def test_the_form_offers_the_cluster_only_with_two_session_clusters(client, worl
     types = {o["value"] for o in html.select("#id_gpu_type option")}
     assert "l40s" in types and "a100" not in types
     assert html.select_one("#id_cpus")["value"] == "3"
+
+
+def test_the_cluster_select_reloads_the_session_form_by_post_and_starts_nothing(client, world, settings, tmp_path):
+    client.force_login(world["alice"])
+    settings.PORTAL_CLUSTERS_FILE = clusters_file(tmp_path, "cluster1", "cluster2", name="two.toml")
+    select = page(client).select_one("#id_cluster")
+    assert (select["hx-post"], json.loads(select["hx-vals"])) == ("/sessions/", {"form_reload": "cluster"})
+    resp = client.post("/sessions/", {"cluster": "cluster2", "cpus": "3", "form_reload": "cluster"})
+    assert resp.status_code == 200 and resp["HX-Push-Url"] == "/sessions/?cluster=cluster2"
+    html = BeautifulSoup(resp.content.decode(), "html.parser")
+    assert [o["value"] for o in html.select("#id_partition option")] == ["small"]
+    assert html.select_one("#id_cpus")["value"] == "3"
+    assert Session.objects.count() == 0 and world["sent"] == []
 
 
 def test_a_session_on_cluster2_is_sent_cancelled_and_polled_on_cluster2(client, world):

@@ -6,6 +6,7 @@ exists."""
 
 from __future__ import annotations
 
+import json
 import time
 from http import HTTPStatus
 
@@ -66,6 +67,33 @@ def test_the_form_offers_both_clusters_and_shows_the_chosen_ones_partitions(clie
     assert {o["value"] for o in page.select("#id_gpu_type option")} == {"", "h100", "l40s"}
     assert page.select_one("#id_name")["value"] == "kept"
     assert page.select_one("#id_cluster option[selected]")["value"] == "cluster2"
+
+
+def test_the_cluster_select_reloads_the_form_by_post_keeping_a_long_script_out_of_the_url(
+    client, alice, two_clusters, captured_sends
+):
+    """The select POSTs what was typed with form_reload=cluster (jobs.web.forms.offer_clusters): an 8 KB
+    script, which a GET got "414 URI Too Long" for, comes back in the form; nothing is submitted, and only
+    the cluster goes to the address bar."""
+    select = BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser").select_one("#id_cluster")
+    assert (select["hx-post"], json.loads(select["hx-vals"])) == ("/jobs/new/", {"form_reload": "cluster"})
+    assert not select.has_attr("hx-get") and not select.has_attr("hx-push-url")
+    script = "#!/bin/bash\n" + "".join(f"echo line {i} of a long script\n" for i in range(300))
+    assert len(script) > 8000
+    resp = client.post(
+        "/jobs/new/", {**FORM, "script": script, "cluster": "cluster2", "partition": "train", "form_reload": "cluster"}
+    )
+    assert resp.status_code == HTTPStatus.OK  # htmx swaps no 4xx
+    assert resp["HX-Push-Url"] == "/jobs/new/?cluster=cluster2"
+    page = BeautifulSoup(resp.content.decode(), "html.parser")
+    assert page.select_one("#id_cluster option[selected]")["value"] == "cluster2"
+    assert [o["value"] for o in page.select("#id_partition option")] == ["gpu", "small"]
+    assert page.select_one("#id_script").get_text().strip() == script.strip()
+    assert page.select_one("#id_name")["value"] == "h100-run"
+    assert page.select("[data-testid^=error-]") == [] and page.select("[data-testid=form-errors]") == []  # unbound
+    assert Job.objects.count() == 0 and captured_sends == []
+    # a plain GET (a bookmark, the pushed URL) still shows that cluster's form
+    assert "HX-Push-Url" not in client.get("/jobs/new/", {"cluster": "cluster2"})
 
 
 def test_a_job_sent_to_cluster2_belongs_to_it(client, alice, two_clusters, captured_sends):

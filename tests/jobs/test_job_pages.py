@@ -9,6 +9,7 @@ from datetime import UTC
 from http import HTTPStatus
 
 import pytest
+from bs4 import BeautifulSoup
 
 from jobs.models import Job
 from jobs.reads import logs
@@ -68,6 +69,73 @@ FORM = dict(
 )
 
 
+@pytest.mark.parametrize(
+    "field, typed, sentence",
+    [
+        ("name", "", "Give the job a name: any text, shown in My jobs and in squeue."),
+        ("partition", "", "Choose a partition: the table below says what each one allows."),
+        ("gpu_count", "", "Choose how many GPUs: 0 for none, or 1, 2, 4 or 8."),
+        ("gpu_count", "65", "GPUs must be at most 64 per job: the table below says how many a node has."),
+        ("gpu_count", "-1", "GPUs cannot be fewer than 0: choose 0 for a job without GPUs."),
+        ("cpus", "", "Give the number of CPUs, such as 2."),
+        ("cpus", "two", "CPUs must be a whole number, such as 2."),
+        ("cpus", "0", "A job needs at least 1 CPU."),
+        ("cpus", "2000", "CPUs must be at most 1024: the table below says how many a node has."),
+        ("time_limit", "", "Give a time limit, such as 01:00:00 for one hour: Slurm stops the job then."),
+        ("script", "", "Give the script to run: a bash script, or a command such as python train.py."),
+    ],
+)
+def test_each_field_refusal_says_what_to_give(client, alice, cluster, no_slurm, field, typed, sentence):
+    """Not Django's generic "This field is required." or "Ensure this value is ..."."""
+    client.force_login(alice)
+    resp = client.post("/jobs/new/", {**FORM, field: typed})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert resp.context["form"].errors[field] == [sentence]
+    assert not Job.objects.exists()
+
+
+def test_memory_left_empty_says_which_units_are_accepted(client, alice, cluster, no_slurm):
+    client.force_login(alice)
+    resp = client.post("/jobs/new/", {**FORM, "memory_gb": ""})
+    assert resp.context["form"].errors["memory_gb"] == [
+        "Give the memory the job needs. Give memory as 4G, 4000M or 1.5T (a bare number means GB)."
+    ]
+
+
+def test_the_same_form_sent_twice_makes_one_job_and_the_second_answer_shows_it(
+    client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
+):
+    """A double click or a resent POST (same body, same token): the form's submission key is the job's key."""
+    client.force_login(alice)
+    page = BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser")
+    key = page.select_one("input[type=hidden][name=submission]")["value"]
+    assert page.select_one("label[for=id_submission]") is None  # hidden, without a label
+    with django_capture_on_commit_callbacks() as callbacks:
+        first = client.post("/jobs/new/", {**FORM, "submission": key})
+        second = client.post("/jobs/new/", {**FORM, "submission": key}, follow=True)
+    job = Job.objects.get()
+    assert str(job.key) == key and first["Location"] == f"/jobs/{job.key}/" and len(callbacks) == 1
+    assert second.redirect_chain == [(f"/jobs/{job.key}/", HTTPStatus.FOUND)]
+    assert "This form was already sent: job “digits” was created then, and this is it." in second.content.decode()
+    # a new form has a new key
+    assert BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser").select_one("[name=submission]")["value"] != key
+
+
+def test_another_persons_submission_key_neither_shows_their_job_nor_loses_the_form(
+    client, alice, cluster, no_slurm, django_user_model, django_capture_on_commit_callbacks
+):
+    client.force_login(alice)
+    key = str(uuid.uuid4())
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "submission": key})
+    mallory = django_user_model.objects.create(username="mallory", slurm_accounts=["vision"])
+    client.force_login(mallory)
+    with django_capture_on_commit_callbacks():
+        resp = client.post("/jobs/new/", {**FORM, "name": "mine", "submission": key})
+    mine = Job.objects.get(user=mallory)
+    assert resp["Location"] == f"/jobs/{mine.key}/" and str(mine.key) != key and mine.name == "mine"
+
+
 def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, django_capture_on_commit_callbacks):
     client.force_login(alice)
     assert client.get("/jobs/new/").status_code == HTTPStatus.OK
@@ -90,11 +158,11 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # it once read "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
         ({"memory_gb": "lots"}, "memory_gb", "'lots' is not an amount of memory. Give memory as 4G, 4000M or 1.5T"),
-        ({"cpus": "99999"}, "cpus", "less than or equal to 1024"),
+        ({"cpus": "99999"}, "cpus", "CPUs must be at most 1024"),
         ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),
         ({"script": "#!/bin/bash\n#SBATCH --gres=gpu:8\n"}, "script", "#SBATCH line"),
         ({"account": "nlp"}, "account", "not in the team"),
-        ({"gpu_count": "x"}, "gpu_count", "Enter a whole number"),
+        ({"gpu_count": "x"}, "gpu_count", "GPUs must be a whole number"),
     ],
 )
 def test_refusals_say_what_to_change_and_keep_the_input(client, alice, cluster, no_slurm, changes, field, words):
