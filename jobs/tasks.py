@@ -15,7 +15,7 @@ from slurm.clusters import cluster_names
 
 from .gpu.gpu_usage import gpu_usage_refresh
 from .worker.notify import job_failed_detail, jobs_pending_notify
-from .worker.send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_stuck
+from .worker.send import SubmissionUncertain, job_cancel_send, job_hold_send, job_send, jobs_cancel_unfinished, jobs_stuck
 from .worker.services import snapshot_refresh
 
 logger = logging.getLogger(__name__)
@@ -88,8 +88,9 @@ def job_hold_task(self, job_id: int, command: str) -> None:
 
 @shared_task(soft_time_limit=30, time_limit=45, ignore_result=True, max_retries=0)
 def jobs_resend_stuck_task() -> int:
-    """Beat task (every 30 s): queue again the submissions whose task was lost. Returns how many."""
-    return len(jobs_resend_stuck())
+    """Beat task (every 30 s): queue again the submissions and the cancels whose task was lost
+    (:func:`jobs_resend_stuck`, :func:`jobs_recancel_stuck`). Returns how many."""
+    return len(jobs_resend_stuck()) + len(jobs_recancel_stuck())
 
 
 def enqueue(task, job_id: int, *args, countdown: float | None = None) -> bool:
@@ -161,6 +162,14 @@ def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
     lost (:func:`jobs.worker.send.jobs_stuck`). Safe to repeat: job_send is idempotent and serialised per
     job. Returns the job ids queued."""
     return [job_id for job_id in jobs_stuck(older_than_s=older_than_s) if enqueue(job_submit_task, job_id)]
+
+
+def jobs_recancel_stuck(*, older_than_s: int = 60) -> list[int]:
+    """Queue the cancel task again for jobs still active ``older_than_s`` seconds after their owner
+    asked to cancel them (:func:`jobs.worker.send.jobs_cancel_unfinished`): the page would otherwise
+    say "Cancelling..." for good. Safe to repeat: scancel of a job that is ending or ended changes
+    nothing. Returns the job ids queued."""
+    return [job_id for job_id in jobs_cancel_unfinished(older_than_s=older_than_s) if enqueue(job_cancel_task, job_id)]
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)

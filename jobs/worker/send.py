@@ -10,7 +10,8 @@ which the task retries later through the same key check.
 Two runs for one job never overlap: ``job_send`` holds a PostgreSQL advisory lock on the job for the
 whole send (released by the database if the worker dies). Tasks lost with the broker (a Redis
 restart, a killed worker) are sent again by ``jobs.tasks.jobs_resend_stuck`` (Celery beat) for the
-rows :func:`jobs_stuck` lists, through the same key check.
+rows :func:`jobs_stuck` lists, through the same key check; cancels whose job is still active a minute
+later (:func:`jobs_cancel_unfinished`) are sent again by ``jobs.tasks.jobs_recancel_stuck``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from slurm import SlurmError, SlurmTimeout, SlurmUnreachable, get_gateway
 from slurm.adapters import adapter_for
 from slurm.clusters import cluster_get
 from slurm.errors import controller_unreachable
-from slurm.states import JobState
+from slurm.states import ACTIVE_STATES, JobState
 from slurm.times import start_bound
 
 from ..arrays import partly_running
@@ -62,6 +63,23 @@ def jobs_stuck(*, older_than_s: int = 45) -> list[int]:
             slurm_job_id__isnull=True,
             created_at__lt=now - timedelta(seconds=older_than_s),
             updated_at__lt=now - timedelta(seconds=30),
+        ).values_list("id", flat=True)[:500]
+    )
+
+
+def jobs_cancel_unfinished(*, older_than_s: int = 60, within_s: int = 3600) -> list[int]:
+    """Ids of jobs whose owner asked to cancel them (``cancel_requested_at``) between ``within_s`` and
+    ``older_than_s`` seconds ago, that reached Slurm and that the last poll still shows active: their
+    scancel task may have been lost (a broker that restarted and kept nothing, or its retries spent
+    during a long controller outage). At most 500. A cancel older than ``within_s`` is not tried again:
+    one that Slurm keeps refusing stops there."""
+    now = djtz.now()
+    return list(
+        Job.objects.filter(
+            cancel_requested_at__lt=now - timedelta(seconds=older_than_s),
+            cancel_requested_at__gt=now - timedelta(seconds=within_s),
+            slurm_job_id__isnull=False,
+            state__in=ACTIVE_STATES,
         ).values_list("id", flat=True)[:500]
     )
 

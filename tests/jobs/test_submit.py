@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -441,6 +442,26 @@ def test_only_the_owner_can_cancel(alice, django_user_model, fake, django_captur
     fake.expect([*SUDO, "scancel", "4242"])
     send.job_cancel_send(job_id=job.pk)
     assert fake.calls[-1][0] == [*SUDO, "scancel", "4242"]
+
+
+@pytest.mark.django_db
+def test_a_cancel_whose_task_was_lost_is_sent_again_by_the_sweep(alice, fake):
+    """Redis restarted during the cancel's retries and kept nothing: the job still runs a minute later,
+    so the beat sweep queues scancel again (run at once here: CELERY_TASK_ALWAYS_EAGER)."""
+    from django.utils import timezone as djtz
+
+    from jobs.tasks import jobs_recancel_stuck
+
+    now = djtz.now()
+    ago = lambda seconds: now - timedelta(seconds=seconds)  # noqa: E731
+    lost = make_job(alice, state=JobState.RUNNING, slurm_job_id=4242, cancel_requested_at=ago(90))
+    make_job(alice, key=uuid.uuid4(), state=JobState.RUNNING, slurm_job_id=4243, cancel_requested_at=ago(20))  # in flight
+    make_job(alice, key=uuid.uuid4(), state=JobState.CANCELLED, slurm_job_id=4244, cancel_requested_at=ago(90))  # done
+    make_job(alice, key=uuid.uuid4(), state=JobState.RUNNING, slurm_job_id=4245, cancel_requested_at=ago(7200))  # given up
+    make_job(alice, key=uuid.uuid4(), state=JobState.PENDING, slurm_job_id=4246)  # never asked
+    fake.expect([*SUDO, "scancel", "4242"])
+    assert jobs_recancel_stuck() == [lost.pk]
+    assert [c[0] for c in fake.calls] == [[*SUDO, "scancel", "4242"]]
 
 
 @pytest.mark.django_db
