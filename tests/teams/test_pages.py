@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bs4 import BeautifulSoup
 
 from audit.models import AuditEvent
 from jobs.models import Job
@@ -183,6 +184,11 @@ def test_team_page_shows_quota_burn_chart_and_members(client, world):
     assert "<svg" in html and 'data-testid="usage-chart"' in html and 'data-testid="daily-table"' in html
     assert 'data-member="alice"' in html and "2 min" in html  # median wait 120 s
     assert "bob" not in html  # another team's member never shows
+    running = BeautifulSoup(html, "html.parser").select_one("[data-testid=gpus-running]").get_text(" ", strip=True)
+    assert (
+        running
+        == "2 GPUs of a limit of 4 at once (the clusters' limits added up) (as of 16:33 UTC : counted about once a minute)"
+    )
 
 
 def test_csv_export(client, world):
