@@ -6,9 +6,10 @@
 #
 # take_test_lock: holds an exclusive flock(1) on $TEST_LOCK on file descriptor 9 for the rest of the
 # run, and sets PORTAL_TEST_RUN (this run's pid and checkout), which scripts/test.sh exports before
-# pytest: an orphaned pytest still holds the lock, and the processes the tests start, which do not
-# inherit the descriptor (Python's subprocess closes it), still carry the name. The set-up scripts run
-# with 9>&- and before the export: the lab's daemons they start outlive the run and are not part of it.
+# pytest: test.sh and an orphaned pytest still hold the lock, and the processes the tests start, which
+# do not inherit the descriptor (Python's subprocess closes it), still carry the name. The set-up
+# scripts run with 9>&- and before the export: the lab's daemons they start outlive the run. Daemons a
+# serial test restarts carry the name but are the lab's too (LAB_DAEMONS): never stopped here.
 #
 # Where another run holds the lock:
 #   - under CI=true, the machine is CI's alone, so the other run is a leftover: its processes get
@@ -19,12 +20,25 @@
 : "${TEST_LOCK:=/run/lock/gpuportal-tests.lock}"
 : "${TEST_LOCK_WAIT_S:=0}"
 
-# _run_pids RUN: pids of the processes whose environment has PORTAL_TEST_RUN=RUN (/proc/PID/environ).
+# Daemons a run may have (re)started with its name in their environment (the serial tier restarts
+# Redis, and the Slurm daemons through cluster/up.sh): the lab's, not the run's, so never stopped here.
+LAB_DAEMONS=" slurmctld slurmd slurmdbd slurmstepd munged sshd redis-server mariadbd mysqld prometheus "
+
+# _run_pids RUN: pids of the other run's processes: those that hold $TEST_LOCK open (its test.sh, whose
+# own environment never had the name: bash's export changes only its children's) and those whose
+# environment has PORTAL_TEST_RUN=RUN (/proc/PID/environ, as the process started), but the lab's
+# daemons. No pipes and no child processes: each would inherit descriptor 9 and be listed.
 _run_pids() {
-    local p
-    [[ -n $1 ]] || return 0
+    local p pid fd comm
     for p in /proc/[0-9]*; do
-        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "PORTAL_TEST_RUN=$1" && echo "${p#/proc/}"
+        pid=${p#/proc/}
+        [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+        read -r comm <"$p/comm" 2>/dev/null || continue
+        [[ $LAB_DAEMONS == *" $comm "* ]] && continue
+        for fd in "$p"/fd/*; do
+            if [[ $fd -ef $TEST_LOCK ]]; then echo "$pid"; continue 2; fi
+        done 2>/dev/null
+        if [[ -n $1 ]] && grep -qzxF "PORTAL_TEST_RUN=$1" "$p/environ" 2>/dev/null; then echo "$pid"; fi
     done
     return 0
 }
