@@ -31,10 +31,16 @@ def test_dev_manages_the_local_clusters_small_job_pool_and_the_tests_start_witho
     """The lab's QOS ``small`` allows 1 GPU per job (cluster/up.sh): under ``make dev`` the form must know
     it, or a 2-GPU job in ``small`` is accepted and pends forever."""
     probe = "import django; django.setup(); from django.conf import settings; print(repr(settings.PORTAL_SMALL_POOL_PARTITION))"
-    env = {k: v for k, v in os.environ.items() if k != "PORTAL_SMALL_POOL_PARTITION"}
     seen = {}
-    for module in ("portal.settings.dev", "portal.settings.test"):
+    for module, setting in [("portal.settings.dev", None), ("portal.settings.test", None), ("portal.settings.dev", "")]:
+        env = {k: v for k, v in os.environ.items() if k != "PORTAL_SMALL_POOL_PARTITION"}
         env["DJANGO_SETTINGS_MODULE"] = module
+        if setting is not None:
+            env["PORTAL_SMALL_POOL_PARTITION"] = setting  # set, and empty: no pool, as the admin guide says
         out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-        seen[module] = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-2000:]
-    assert seen == {"portal.settings.dev": "'small'", "portal.settings.test": "''"}
+        seen[module, setting] = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-2000:]
+    assert seen == {
+        ("portal.settings.dev", None): "'small'",
+        ("portal.settings.test", None): "''",
+        ("portal.settings.dev", ""): "''",
+    }

@@ -1,7 +1,7 @@
 """Development: the dev IdP from ``idp/`` and the local cluster from ``cluster/`` are the defaults."""
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, PORTAL_CLUSTERS_FILE, PORTAL_OIDC, PORTAL_SMALL_POOL_PARTITION, env, socialaccount_providers
+from .base import BASE_DIR, PORTAL_CLUSTERS_FILE, PORTAL_OIDC, env, socialaccount_providers
 
 #: The development settings (and the tests'): public default secrets are accepted (portal/secrets.py).
 PORTAL_ENVIRONMENT = "development"
@@ -10,8 +10,9 @@ PORTAL_ENVIRONMENT = "development"
 PORTAL_CLUSTERS_FILE = PORTAL_CLUSTERS_FILE or str(BASE_DIR / "cluster" / "clusters.toml")
 
 #: The local clusters' small-job pool (node3 / g2, whose QOS "small" cluster/up.sh limits to 1 GPU per job):
-#: managed and shown, so the job form refuses a job the pool would keep pending forever.
-PORTAL_SMALL_POOL_PARTITION = PORTAL_SMALL_POOL_PARTITION or "small"
+#: managed and shown, so the job form refuses a job the pool would keep pending forever. Set
+#: PORTAL_SMALL_POOL_PARTITION= (empty) to manage no pool, as elsewhere.
+PORTAL_SMALL_POOL_PARTITION = env("PORTAL_SMALL_POOL_PARTITION", default="small")
 
 #: The local cluster's interactive partition (node1: 4 A100, 8 CPUs) gets these Start buttons unless
 #: PORTAL_SESSION_PRESETS says otherwise.
