@@ -122,7 +122,7 @@ def test_a_working_directory_the_user_cannot_enter_fails_at_submit_instead_of_ru
     job = submit(alice, policy, django_capture_on_commit_callbacks, workdir="/root", gpu_count=0, gpu_type="")
     assert (job.state, job.slurm_job_id) == (JobState.SUBMIT_FAILED, None)
     assert job.submit_error == (
-        "The job's directory could not be made or used: /root: Permission denied: alice cannot enter and write there. "
+        "The job's directory could not be made or used: /root: Permission denied: alice cannot enter it. "
         "Choose a working directory you can write to (relative to your home)."
     )
 
