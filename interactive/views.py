@@ -120,7 +120,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form, cluster), status=400)
     response = render(request, "interactive/session_list.html", _context(request, form, cluster))
-    return reloaded(response, request, reverse("session_list"))
+    return reloaded(response, request, reverse("session_list"), cluster)
 
 
 def say_how_it_started(request: HttpRequest, session: Session) -> None:

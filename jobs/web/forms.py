@@ -117,13 +117,16 @@ def reload_initial(request, form_class: type[forms.Form]) -> dict | None:
     return {k: v for k, v in source.items() if k in form_class.base_fields}
 
 
-def reloaded(response, request, url: str):
+def reloaded(response, request, url: str, cluster: str):
     """``response`` with ``HX-Push-Url: url?cluster=NAME`` when ``request`` is a cluster reload: the address
-    bar names the cluster (a reload of the page keeps it), never what was typed. Returns ``response``."""
+    bar names the ``cluster`` the form now shows (a reload of the page keeps it), never what was typed.
+    Returns ``response``."""
     if is_reload(request):
-        cluster = request.POST.get("cluster", "")
         response["HX-Push-Url"] = f"{url}?{urlencode({'cluster': cluster})}" if cluster else url
     return response
+
+
+_COUNTS_TEXT = ", ".join(str(n) for n in GPU_COUNTS[:-1]) + f" or {GPU_COUNTS[-1]}"  # "1, 2, 4 or 8"
 
 
 class JobForm(forms.Form):
@@ -160,8 +163,8 @@ class JobForm(forms.Form):
         widget=forms.Select,
         label="GPUs",
         error_messages={
-            "required": "Choose how many GPUs: 0 for none, or 1, 2, 4 or 8.",
-            "invalid": "GPUs must be a whole number: 0 for none, or 1, 2, 4 or 8.",
+            "required": f"Choose how many GPUs: 0 for none, or {_COUNTS_TEXT}.",
+            "invalid": f"GPUs must be a whole number: 0 for none, or {_COUNTS_TEXT}.",
             "min_value": "GPUs cannot be fewer than 0: choose 0 for a job without GPUs.",
             "max_value": "GPUs must be at most %(limit_value)s per job: the table below says how many a node has.",
         },
@@ -211,7 +214,7 @@ class JobForm(forms.Form):
     )
     #: The key of the job this form makes, chosen when the form is shown: the same form sent twice (a
     #: double click, a browser that resends the POST) makes one job, and the second answer shows it.
-    submission = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    submission = forms.CharField(required=False, widget=forms.HiddenInput)
     script = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
         strip=False,
@@ -254,6 +257,14 @@ class JobForm(forms.Form):
         (the one reader of the form, profiles, the API and the CLI). Raises ``ValueError`` with the
         refusal's sentence."""
         return time_limit_minutes(text)
+
+    def clean_submission(self) -> uuid.UUID | None:
+        """The form's key, or ``None`` (a new one) for anything that is not a UUID: the field is hidden,
+        so an error on it could not be fixed."""
+        try:
+            return uuid.UUID(self.cleaned_data.get("submission") or "")
+        except ValueError:
+            return None
 
     def clean_time_limit(self) -> int:
         try:

@@ -49,7 +49,7 @@ from ..reads.selectors import (
 )
 from ..submit.fields import JOB_FORM
 from ..submit.holds import can_hold, can_release, held_tasks_note
-from ..submit.policy import SitePolicy
+from ..submit.policy import JobRequest, SitePolicy
 from ..submit.submit import CheckedRequest, job_cancel, job_check, job_create
 from .forms import JobForm, reload_initial, reloaded
 from .fragment_etags import job_table_version, polled_fragment, weak_etag
@@ -111,6 +111,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
     show that cluster's partitions, keeping what was typed, and submit nothing."""
     policy, bad_cluster = _form_policy(request)
     initial = reload_initial(request, JobForm)
+    if bad_cluster is not None and initial is not None:  # a reload or a link: the default's form, and why
+        initial.pop("cluster", None)
+        messages.warning(request, str(bad_cluster))
     form = JobForm(
         request.POST if initial is None else None,
         initial=initial,
@@ -119,14 +122,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
         clusters=[(c.name, c.label) for c in clusters()],
     )
     if bad_cluster is not None:
-        form.is_valid()
-        refusal_to_form(form, bad_cluster.renamed(JOB_FORM))
+        if initial is None:  # a submission naming it: said on the form (a reload's was said above)
+            form.is_valid()
+            refusal_to_form(form, bad_cluster.renamed(JOB_FORM))
     elif initial is None and form.is_valid():
-        key = form.cleaned_data.get("submission")
-        if sent := _already_sent(request, key):
+        key, asked = form.cleaned_data.get("submission"), form.job_request()
+        if sent := _already_sent(request, key, asked):
             return sent
         try:
-            job = _create_once(request, job_check(user=request.user, request=form.job_request(), policy=policy), key)
+            job = _create_once(request, job_check(user=request.user, request=asked, policy=policy), key)
         except Refused as refused:
             refusal_to_form(form, refused.renamed(JOB_FORM))
         except AlreadySent as sent:
@@ -136,9 +140,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
             if clash := job_maintenance_warning(job):
                 messages.warning(request, clash.html)
             return redirect("job_detail", key=job.key)
-    status = 400 if initial is None else 200  # a reload's 200 (htmx swaps no 4xx) may still show a refusal
-    response = render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=status)
-    return reloaded(response, request, reverse("job_new"))
+    response = render(request, "jobs/job_new.html", {"form": form, "policy": policy}, status=400 if initial is None else 200)
+    return reloaded(response, request, reverse("job_new"), policy.cluster)
 
 
 class AlreadySent(Exception):
@@ -152,24 +155,36 @@ class AlreadySent(Exception):
 
 def _create_once(request: HttpRequest, checked: CheckedRequest, key) -> Job:
     """:func:`job_create` with the form's ``key``. Raises :class:`AlreadySent` when the same form, sent
-    twice at once, made the job in the other request; a key taken by another person's job (copied from
-    their page) gets the job a key of its own."""
+    twice at once, made the job in the other request; a key taken by a different job (the form sent
+    again after an edit, or another person's key copied from their page) gets this one a key of its own."""
     try:
         return job_create(checked=checked, key=key)
     except IntegrityError:
-        if sent := _already_sent(request, key):
+        if sent := _already_sent(request, key, checked.request):
             raise AlreadySent(sent) from None
         return job_create(checked=checked)
 
 
-def _already_sent(request: HttpRequest, key) -> HttpResponse | None:
+def _already_sent(request: HttpRequest, key, asked: JobRequest) -> HttpResponse | None:
     """The redirect to the person's job made from this form (its ``submission`` key) when the form was
-    already sent, saying so; ``None`` when it was not."""
+    already sent as it is now (a double click, a resent POST), saying so; ``None`` when it was not, or
+    when what it asks differs from that job (Back, an edit, Submit again: a new job)."""
     job = Job.objects.filter(key=key, user=request.user).first() if key else None
-    if job is None:
+    if job is None or _asked_of(job) != _asked(asked):
         return None
     messages.info(request, f"This form was already sent: job “{job.name}” was created then, and this is it.")
     return redirect("job_detail", key=job.key)
+
+
+def _asked(req: JobRequest) -> tuple:
+    """What a form asks that its job keeps as asked: name, script, partition, GPUs, CPUs, memory, time
+    (not the working directory: the send replaces it with the absolute one)."""
+    gpu_type = req.gpu_type if req.gpu_count else ""
+    return (req.name, req.script, req.partition, gpu_type, req.gpu_count, req.cpus, req.memory_mb, req.time_limit_min)
+
+
+def _asked_of(job: Job) -> tuple:
+    return (job.name, job.script, job.partition, job.gpu_type, job.gpu_count, job.cpus, job.memory_mb, job.time_limit_min)
 
 
 @login_required

@@ -21,12 +21,15 @@ document.addEventListener("htmx:afterSwap", function (event) {
 // Job form: offer only the GPU types and counts the chosen partition has (the server
 // checks anyway). Run on every piece of content htmx loads as well as on the page: the cluster select
 // swaps in a new <main> whose partition select carries the other cluster's offers.
+// Once per select (htmx also fires htmx:load for the first page): remembered here, not in the DOM, which
+// htmx saves in its history, so that a page restored by Back gets its listeners again.
+var portalGpuChoicesDone = new WeakSet();
 function portalGpuChoices(root) {
   var partition = root.querySelector && root.querySelector("#id_partition");
   var gpuType = root.querySelector && root.querySelector("#id_gpu_type");
   var gpuCount = root.querySelector && root.querySelector("#id_gpu_count");
-  if (!partition || !gpuType || !gpuCount || !partition.dataset.gpuTypes || partition.dataset.gpuChoices) return;
-  partition.dataset.gpuChoices = "on";  // once per select: htmx also fires htmx:load for the first page
+  if (!partition || !gpuType || !gpuCount || !partition.dataset.gpuTypes || portalGpuChoicesDone.has(partition)) return;
+  portalGpuChoicesDone.add(partition);
   var offers = JSON.parse(partition.dataset.gpuTypes);
   function update() {
     var types = offers[partition.value] || {};

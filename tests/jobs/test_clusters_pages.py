@@ -96,6 +96,22 @@ def test_the_cluster_select_reloads_the_form_by_post_keeping_a_long_script_out_o
     assert "HX-Push-Url" not in client.get("/jobs/new/", {"cluster": "cluster2"})
 
 
+@pytest.mark.parametrize("how", ["link", "reload"])
+def test_an_unknown_cluster_in_a_link_or_a_reload_shows_the_default_clusters_form_and_says_why(client, alice, two_clusters, how):
+    """A stale page's select or an old bookmark: never a 500 (an unbound form cannot hold an error)."""
+    if how == "link":
+        resp = client.get("/jobs/new/", {"cluster": "cluster9", "name": "kept"})
+    else:
+        resp = client.post("/jobs/new/", {**FORM, "name": "kept", "cluster": "cluster9", "form_reload": "cluster"})
+        assert resp["HX-Push-Url"] == "/jobs/new/?cluster=cluster1"
+    assert resp.status_code == HTTPStatus.OK
+    page = BeautifulSoup(resp.content.decode(), "html.parser")
+    assert "Cluster 'cluster9' is not served by this portal. Choose one of: cluster1, cluster2." in page.get_text()
+    assert page.select_one("#id_cluster option[selected]")["value"] == "cluster1"
+    assert page.select_one("#id_name")["value"] == "kept"
+    assert Job.objects.count() == 0
+
+
 def test_a_job_sent_to_cluster2_belongs_to_it(client, alice, two_clusters, captured_sends):
     resp = client.post("/jobs/new/", {**FORM, "cluster": "cluster2", "partition": "gpu"})
     assert resp.status_code == HTTPStatus.FOUND, resp.content.decode()[:3000]

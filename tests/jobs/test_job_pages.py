@@ -121,6 +121,46 @@ def test_the_same_form_sent_twice_makes_one_job_and_the_second_answer_shows_it(
     assert BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser").select_one("[name=submission]")["value"] != key
 
 
+def test_the_form_sent_again_after_an_edit_makes_a_second_job(
+    client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
+):
+    """Back, change the script, Submit: the browser restores the same hidden key, but it is a new job."""
+    client.force_login(alice)
+    key = str(uuid.uuid4())
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "submission": key})
+        resp = client.post("/jobs/new/", {**FORM, "script": "echo edited\n", "submission": key})
+    edited = Job.objects.get(script="echo edited\n")
+    assert resp["Location"] == f"/jobs/{edited.key}/" and str(edited.key) != key and Job.objects.count() == 2
+
+
+@pytest.mark.parametrize("value", ["not-a-uuid", "'; drop table", ""])
+def test_a_submission_key_that_is_not_one_gets_a_new_key_and_no_error(client, alice, cluster, no_slurm, value):
+    client.force_login(alice)
+    resp = client.post("/jobs/new/", {**FORM, "submission": value})
+    job = Job.objects.get()
+    assert resp.status_code == HTTPStatus.FOUND and resp["Location"] == f"/jobs/{job.key}/"
+
+
+def test_two_sends_of_one_form_at_the_same_moment_make_one_job(client, alice, cluster, no_slurm, monkeypatch):
+    """The second request passes the first check before the first commits; the key's uniqueness decides."""
+    from jobs.web import job_views
+
+    client.force_login(alice)
+    key = str(uuid.uuid4())
+    client.post("/jobs/new/", {**FORM, "submission": key})
+    real, calls = job_views._already_sent, []
+
+    def first_check_misses(request, k, asked):
+        calls.append(k)
+        return None if len(calls) == 1 else real(request, k, asked)
+
+    monkeypatch.setattr(job_views, "_already_sent", first_check_misses)
+    resp = client.post("/jobs/new/", {**FORM, "submission": key})
+    job = Job.objects.get()
+    assert len(calls) == 2 and resp["Location"] == f"/jobs/{job.key}/" and str(job.key) == key
+
+
 def test_another_persons_submission_key_neither_shows_their_job_nor_loses_the_form(
     client, alice, cluster, no_slurm, django_user_model, django_capture_on_commit_callbacks
 ):
