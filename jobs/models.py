@@ -8,6 +8,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone as djtz
 
 from portal.formats import mib_to_gb
 from portal.units import memory_text
@@ -30,6 +31,9 @@ def on_cluster(name: str) -> models.Q:
         return models.Q(slurm_cluster=name)
     return ~models.Q(slurm_cluster__in=[n for n in cluster_names() if n != name])
 
+
+#: Seconds a cancel is sent again while its job stays active (jobs.tasks) and "Cancelling..." shown.
+CANCEL_RETRY_S = 3600
 
 #: The exit code of a batch script whose image is gone when the job starts (:mod:`jobs.worker.batch`).
 IMAGE_GONE_EXIT = 97
@@ -314,6 +318,11 @@ class Job(JobFigures, models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def cancelling(self) -> bool:
+        """Cancel asked less than :data:`CANCEL_RETRY_S` s ago (still being sent); later it may be asked again."""
+        return self.cancel_requested_at is not None and (djtz.now() - self.cancel_requested_at).total_seconds() < CANCEL_RETRY_S
 
     @property
     def is_final(self) -> bool:

@@ -164,12 +164,22 @@ def jobs_resend_stuck(*, older_than_s: int = 45) -> list[int]:
     return [job_id for job_id in jobs_stuck(older_than_s=older_than_s) if enqueue(job_submit_task, job_id)]
 
 
+#: Seconds between two cancels the sweep sends for one job: fewer than the task's own retries (10 at 15 s)
+#: would pile chains of retries up during a controller outage.
+RECANCEL_EVERY_S = 300
+
+
 def jobs_recancel_stuck(*, older_than_s: int = 60) -> list[int]:
-    """Queue the cancel task again for jobs still active ``older_than_s`` seconds after their owner
-    asked to cancel them (:func:`jobs.worker.send.jobs_cancel_unfinished`): the page would otherwise
-    say "Cancelling..." for good. Safe to repeat: scancel of a job that is ending or ended changes
-    nothing. Returns the job ids queued."""
-    return [job_id for job_id in jobs_cancel_unfinished(older_than_s=older_than_s) if enqueue(job_cancel_task, job_id)]
+    """Queue the cancel task again, at most once per :data:`RECANCEL_EVERY_S` per job (a cache key), for
+    jobs still active ``older_than_s`` seconds after their owner asked to cancel them
+    (:func:`jobs.worker.send.jobs_cancel_unfinished`): the page would otherwise say "Cancelling..." for
+    good. Safe to repeat: scancel of a job that is ending or ended changes nothing. Returns the job ids
+    queued."""
+    return [
+        job_id
+        for job_id in jobs_cancel_unfinished(older_than_s=older_than_s)
+        if cache.add(f"recancel:{job_id}", True, RECANCEL_EVERY_S) and enqueue(job_cancel_task, job_id)
+    ]
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)

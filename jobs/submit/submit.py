@@ -166,9 +166,10 @@ def job_cancel(*, job: Job, by: User, task: int | None = None) -> Job:
         return _task_cancel(job=job, by=by, task=task)
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        if not job.is_active or job.cancel_requested_at:
+        if not job.is_active or job.cancelling:
             return job
-        old = {"state": job.state, "cancel_requested_at": job.cancel_requested_at}  # before the change: None
+        asked = job.cancel_requested_at  # None, or a cancel of over an hour ago that did not end the job
+        old = {"state": job.state, "cancel_requested_at": asked.isoformat() if asked else None}
         job.cancel_requested_at = djtz.now()
         job.save(update_fields=["cancel_requested_at", "updated_at"])
         audit(

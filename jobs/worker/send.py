@@ -34,7 +34,7 @@ from slurm.states import ACTIVE_STATES, JobState
 from slurm.times import start_bound
 
 from ..arrays import partly_running
-from ..models import Job
+from ..models import CANCEL_RETRY_S, Job
 from .batch import render_batch_script
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def jobs_stuck(*, older_than_s: int = 45) -> list[int]:
     )
 
 
-def jobs_cancel_unfinished(*, older_than_s: int = 60, within_s: int = 3600) -> list[int]:
+def jobs_cancel_unfinished(*, older_than_s: int = 60, within_s: int = CANCEL_RETRY_S) -> list[int]:
     """Ids of jobs whose owner asked to cancel them (``cancel_requested_at``) between ``within_s`` and
     ``older_than_s`` seconds ago, that reached Slurm and that the last poll still shows active: their
     scancel task may have been lost (a broker that restarted and kept nothing, or its retries spent
@@ -281,12 +281,17 @@ def job_cancel_send(*, job_id: int, task: int | None = None) -> Job:
     """Run ``scancel <id>`` as the job's owner (the task's body): every task of an array and every
     component of a het job with it; with ``task``, ``scancel <id>_<task>`` (one task of an array). A
     job not yet submitted is marked cancelled by :func:`job_send`. Raises :class:`SlurmError` when
-    Slurm cannot be reached (retried)."""
+    Slurm cannot be reached (retried); a refusal by Slurm is logged, not retried (the beat sweep,
+    :func:`jobs_cancel_unfinished`, tries again while the job stays active)."""
     job = Job.objects.select_related("user").get(pk=job_id)
     if not job.slurm_job_id or not job.is_active:
         return job
     target = f"{job.slurm_job_id}_{int(task)}" if task is not None else str(job.slurm_job_id)
-    get_gateway(job.cluster).run(["scancel", target], as_user=job.user.username)
+    result = get_gateway(job.cluster).run(["scancel", target], as_user=job.user.username, check=False)
+    if result.returncode != 0:
+        if controller_unreachable(result.err):
+            raise SlurmError(["scancel", target], result.returncode, result.out, result.err)
+        logger.warning("job %s: scancel %s refused: %s", job.pk, target, result.err.strip()[:300])
     return job
 
 

@@ -445,7 +445,7 @@ def test_only_the_owner_can_cancel(alice, django_user_model, fake, django_captur
 
 
 @pytest.mark.django_db
-def test_a_cancel_whose_task_was_lost_is_sent_again_by_the_sweep(alice, fake):
+def test_a_cancel_whose_task_was_lost_is_sent_again_by_the_sweep(alice, fake, clean_cache):
     """Redis restarted during the cancel's retries and kept nothing: the job still runs a minute later,
     so the beat sweep queues scancel again (run at once here: CELERY_TASK_ALWAYS_EAGER)."""
     from django.utils import timezone as djtz
@@ -462,6 +462,39 @@ def test_a_cancel_whose_task_was_lost_is_sent_again_by_the_sweep(alice, fake):
     fake.expect([*SUDO, "scancel", "4242"])
     assert jobs_recancel_stuck() == [lost.pk]
     assert [c[0] for c in fake.calls] == [[*SUDO, "scancel", "4242"]]
+    assert jobs_recancel_stuck() == []  # the next sweep, 30 s on: not again within 5 minutes
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.django_db
+def test_a_cancel_slurm_refuses_is_logged_not_retried(alice, fake, caplog):
+    job = make_job(alice, state=JobState.RUNNING, slurm_job_id=4242)
+    fake.expect(
+        [*SUDO, "scancel", "4242"],
+        stderr="scancel: error: Kill job error on job id 4242: Access/permission denied\n",
+        returncode=1,
+    )
+    assert send.job_cancel_send(job_id=job.pk).pk == job.pk  # no SlurmError: the task does not retry it
+    assert "scancel 4242 refused: scancel: error: Kill job error on job id 4242: Access/permission denied" in caplog.text
+
+
+@pytest.mark.django_db
+def test_an_hour_after_a_cancel_that_did_not_end_the_job_it_may_be_cancelled_again(
+    alice, fake, client, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone as djtz
+
+    job = make_job(alice, state=JobState.RUNNING, slurm_job_id=4242, output_path="/o/x.out", error_path="/o/x.err")
+    client.force_login(alice)
+    Job.objects.filter(pk=job.pk).update(cancel_requested_at=djtz.now() - timedelta(minutes=10))
+    page = client.get(f"/jobs/{job.key}/").content.decode()
+    assert 'data-testid="cancelling"' in page and 'data-testid="cancel-job"' not in page
+    Job.objects.filter(pk=job.pk).update(cancel_requested_at=djtz.now() - timedelta(minutes=61))
+    page = client.get(f"/jobs/{job.key}/").content.decode()
+    assert 'data-testid="cancel-not-done"' in page and 'data-testid="cancel-job"' in page
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit.job_cancel(job=Job.objects.get(pk=job.pk), by=alice)
+    assert len(callbacks) == 1 and Job.objects.get(pk=job.pk).cancelling
 
 
 @pytest.mark.django_db
