@@ -187,7 +187,7 @@ def test_team_page_shows_quota_burn_chart_and_members(client, world):
     running = BeautifulSoup(html, "html.parser").select_one("[data-testid=gpus-running]").get_text(" ", strip=True)
     assert (
         running
-        == "2 GPUs of a limit of 4 at once (the clusters' limits added up) (as of 16:33 UTC : counted about once a minute)"
+        == "2 GPUs of a limit of 4 at once (the clusters' limits added up) (as of 2026-11-29 16:33 UTC , the last usage refresh)"
     )
 
 
