@@ -46,7 +46,7 @@ def test_requeued_job_says_restarted_and_why_then_completes(portal_with_idp, bro
     )
     assert "start time it asked for" not in page.get_by_test_id("queue-line").inner_text()
     shot(page, "requeue-1-restarted")
-    # Slurm holds a requeued job for cred_expire + 1 s (BeginTime; 31 s on the lab clusters), then runs it again.
+    # Slurm holds a requeued job for cred_expire + 1 s (BeginTime; 16 s on the lab clusters), then runs it again.
     page.wait_for_selector('[data-testid=job-state][data-state="COMPLETED"]', timeout=300_000)
     assert "run 1: requeued" in page.get_by_test_id("job-runs").inner_text()
     shot(page, "requeue-2-completed")

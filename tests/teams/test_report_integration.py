@@ -72,7 +72,7 @@ def test_report_equals_sacct_with_every_run_of_a_requeued_job(cluster, django_us
                  seen=lambda: scontrol_show_job(requeued, cluster=cluster))  # fmt: skip
         as_admin = ["chroot", root] if (root := CLUSTER_ROOT.get(cluster)) else []
         subprocess.run([*as_admin, "scontrol", "requeue", requeued], check=True)  # as an administrator would
-        wait_done([short, requeued], cluster, timeout=360)  # Slurm holds a requeued job 31 s here (cred_expire)
+        wait_done([short, requeued], cluster, timeout=360)  # Slurm holds a requeued job 16 s here (cred_expire)
         wait_for(
             f"accounting to hold both runs of {requeued}",
             lambda: [r[4] for r in sacct_lines(cluster, name, month.start, requeued)] == ["REQUEUED", "COMPLETED"],
