@@ -42,6 +42,9 @@ def test_a_scavenger_job_is_preempted_by_a_high_job_and_resumes_as_its_page_says
     settings,
 ):
     settings.PORTAL_PRIORITY_CLASSES = True
+    # Slurm kills a preempted job at slurmctld's first time-limit check after its GraceTime (the checks run
+    # every 30 s): 10 s of grace, not the site default's 60, is enough for a job that checkpoints each step
+    settings.PORTAL_SCAVENGER_GRACE_SECONDS = 10
     gateway = get_gateway("cluster1")  # the classes' QOS and vision's access to them, as the sync keeps them
     actions = plan_classes(priority_classes(), *read_class_state(gateway), accounts=("vision",))
     assert all(r.ok for r in apply_actions(actions, gateway, cluster="cluster1"))

@@ -57,7 +57,7 @@ def submit(user, account: str, capture, cluster: str, **kw) -> Job:
         cpus=1,
         memory_mb=1000,
         time_limit_min=15,
-        script="sleep 30\n",
+        script="sleep 10\n",
         account=account,
         cluster=cluster,
     )
@@ -76,7 +76,9 @@ def log_text(job: Job) -> str:
     return job_log_tail(job, "out").text or ""
 
 
-@override_settings(PORTAL_PRIORITY_CLASSES=True, PORTAL_SCAVENGER_GRACE_SECONDS=30)
+# 10 s of grace: Slurm kills the preempted job at slurmctld's first periodic time-limit check (every 30 s)
+# after it, and the job checkpoints every step; the site default (60 s) would only make the test wait
+@override_settings(PORTAL_PRIORITY_CLASSES=True, PORTAL_SCAVENGER_GRACE_SECONDS=10)
 @pytest.mark.parametrize("cluster", sorted(CASES))
 def test_a_high_job_preempts_a_scavenger_job_that_resumes_from_its_checkpoint(
     cluster, client, django_user_model, clean_cache, django_capture_on_commit_callbacks
@@ -90,7 +92,7 @@ def test_a_high_job_preempts_a_scavenger_job_that_resumes_from_its_checkpoint(
         report = teams_sync()
         assert report.ok, report.lines
         qos = get_gateway(cluster).run(SHOW_CLASS_QOS).out
-        assert "scavenger|0||requeue|0.000000|00:00:30|" in qos and "high|1000|scavenger|" in qos, qos
+        assert "scavenger|0||requeue|0.000000|00:00:10|" in qos and "high|1000|scavenger|" in qos, qos
         known_to_slurmctld(name, "alice", cluster)
         capture = django_capture_on_commit_callbacks
         scavenger = submit(alice, name, capture, cluster, priority="scavenger", cpus=4, script=script, gpu_type=gpu_type)
