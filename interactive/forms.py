@@ -7,6 +7,7 @@ from django import forms
 
 from jobs.submit.policy import SitePolicy
 from jobs.web.forms import MemoryField, offer_clusters
+from portal.units import ACCEPTED
 from slurm.clusters import session_partitions
 
 from .kinds import kind_default, kinds_available
@@ -19,16 +20,57 @@ class SessionForm(forms.Form):
         widget=forms.Select,
         help_text="The cluster it runs on; the partitions, GPU types and images below are that cluster's.",
     )
-    ide = forms.ChoiceField(label="IDE", widget=forms.RadioSelect)
-    partition = forms.CharField(widget=forms.Select)
-    gpu_count = forms.IntegerField(label="GPUs", min_value=0, max_value=64, initial=0, widget=forms.Select)
+    ide = forms.ChoiceField(
+        label="IDE",
+        widget=forms.RadioSelect,
+        error_messages={
+            "required": "Choose the IDE the session opens.",
+            "invalid_choice": "'%(value)s' is not an IDE offered here: choose one of the list.",
+        },
+    )
+    partition = forms.CharField(widget=forms.Select, error_messages={"required": "Choose a partition for the session."})
+    gpu_count = forms.IntegerField(
+        label="GPUs",
+        min_value=0,
+        max_value=64,
+        initial=0,
+        widget=forms.Select,
+        error_messages={
+            "required": "Choose how many GPUs: 0 for none.",
+            "invalid": "GPUs must be a whole number: 0 for none.",
+            "min_value": "GPUs cannot be fewer than 0: choose 0 for a session without GPUs.",
+            "max_value": "GPUs must be at most %(limit_value)s: submit a batch job for more.",
+        },
+    )
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)
-    cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=1024, initial=2)
-    memory_gb = MemoryField(minimum_mib=512)
+    cpus = forms.IntegerField(
+        label="CPUs",
+        min_value=1,
+        max_value=1024,
+        initial=2,
+        error_messages={
+            "required": "Give the number of CPUs, such as 2.",
+            "invalid": "CPUs must be a whole number, such as 2.",
+            "min_value": "A session needs at least 1 CPU.",
+            "max_value": "CPUs must be at most %(limit_value)s.",
+        },
+    )
+    memory_gb = MemoryField(minimum_mib=512, error_messages={"required": f"Give the memory the session needs. {ACCEPTED}"})
     # No bounds here: the session rules (interactive.options) say "A session lasts 1 to N hours".
-    hours = forms.IntegerField(label="Hours", initial=2)
+    hours = forms.IntegerField(
+        label="Hours",
+        initial=2,
+        error_messages={
+            "required": "Give how many hours the session may last, such as 2.",
+            "invalid": "Hours must be a whole number, such as 2.",
+        },
+    )
     #: A site image whose offers hold a session kind offered here; "": the node's own system.
-    image = forms.ChoiceField(label="Image", required=False)
+    image = forms.ChoiceField(
+        label="Image",
+        required=False,
+        error_messages={"invalid_choice": "'%(value)s' is not an image offered here: choose one of the list."},
+    )
     #: One of the person's teams (the batch job form's choice); left out for someone in no team.
     account = forms.CharField(
         label="Team",

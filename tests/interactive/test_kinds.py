@@ -124,7 +124,7 @@ def test_a_new_kind_not_installed_is_listed_as_not_offered(client, world, rstudi
     assert 'value="rstudio"' not in page
     assert 'data-testid="rstudio-missing"' in page and "RStudio is not offered: rserver is not installed in" in page
     body = client.post("/sessions/", {**GOOD, "ide": "rstudio"}).content.decode()
-    assert "Select a valid choice" in body  # the form does not offer it
+    assert "&#x27;rstudio&#x27; is not an IDE offered here: choose one of the list." in body  # not offered
     assert not Session.objects.exists()
 
 

@@ -58,3 +58,33 @@ def test_the_field_says_what_a_bare_number_means(client, world):  # noqa: F811
     client.force_login(alice)
     body = client.get("/sessions/").content.decode()
     assert "4G, 4000M or 1.5T (a bare number means GB)" in body and 'name="memory_gb" value="4G"' in body
+
+
+@pytest.mark.parametrize(
+    "field, typed, sentence",
+    [
+        ("ide", "", "Choose the IDE the session opens."),
+        ("ide", "emacs", "'emacs' is not an IDE offered here: choose one of the list."),
+        ("partition", "", "Choose a partition for the session."),
+        ("gpu_count", "", "Choose how many GPUs: 0 for none."),
+        ("gpu_count", "two", "GPUs must be a whole number: 0 for none."),
+        ("gpu_count", "-1", "GPUs cannot be fewer than 0: choose 0 for a session without GPUs."),
+        ("gpu_count", "65", "GPUs must be at most 64: submit a batch job for more."),
+        ("cpus", "", "Give the number of CPUs, such as 2."),
+        ("cpus", "2.5", "CPUs must be a whole number, such as 2."),
+        ("cpus", "0", "A session needs at least 1 CPU."),
+        ("cpus", "2000", "CPUs must be at most 1024."),
+        ("memory_gb", "", f"Give the memory the session needs. {ACCEPTED}"),
+        ("hours", "", "Give how many hours the session may last, such as 2."),
+        ("hours", "two", "Hours must be a whole number, such as 2."),
+        ("image", "no-such-image", "'no-such-image' is not an image offered here: choose one of the list."),
+    ],
+)
+def test_each_session_field_refusal_says_what_to_give(client, world, field, typed, sentence):  # noqa: F811
+    """Not Django's generic "This field is required.", "Enter a whole number." or "Select a valid choice"."""
+    alice, _ = world
+    client.force_login(alice)
+    resp = client.post("/sessions/", {**GOOD, field: typed})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert resp.context["form"].errors[field] == [sentence]
+    assert not Session.objects.exists()
