@@ -14,6 +14,12 @@ class LimitsForm(forms.Form):
         label="GPU-hour quota per period",
         help_text="Per accounting period (Slurm's PriorityUsageResetPeriod, e.g. monthly), on each cluster. "
         "Slurm GrpTRESMins=gres/gpu, stored in GPU-minutes. Empty: no quota.",
+        error_messages={
+            "invalid": "Give the quota in GPU-hours, such as 500 or 12.5, or leave it empty for no quota.",
+            "min_value": "A quota cannot be below 0 GPU-hours: leave it empty for no quota.",
+            "max_value": "A quota must be at most %(limit_value)s GPU-hours.",
+            "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 GPU-hours.",
+        },
     )
     billed_hours_quota = forms.DecimalField(
         required=False,
@@ -24,6 +30,12 @@ class LimitsForm(forms.Form):
         help_text="Instead of GPU-hours, for a site that charges by Slurm's billed units (each partition's "
         "TRESBillingWeights weigh what a job holds). Slurm GrpTRESMins=billing, stored in billed unit-minutes. "
         "Set this or the GPU-hour quota, not both. Empty: no quota in billed units.",
+        error_messages={
+            "invalid": "Give the quota in billed unit-hours, such as 2000 or 12.5, or leave it empty.",
+            "min_value": "A quota cannot be below 0 billed unit-hours: leave it empty for no quota.",
+            "max_value": "A quota must be at most %(limit_value)s billed unit-hours.",
+            "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 billed unit-hours.",
+        },
     )
     gpu_limit = forms.IntegerField(
         required=False,
@@ -31,9 +43,27 @@ class LimitsForm(forms.Form):
         max_value=100_000,
         label="GPUs in use at once",
         help_text="On each cluster. Slurm GrpTRES=gres/gpu. Empty: no limit.",
+        error_messages={
+            "invalid": "Give the GPUs in use at once as a whole number, such as 4, or leave it empty for no limit.",
+            "min_value": "The GPUs in use at once cannot be below 0: leave it empty for no limit.",
+            "max_value": "The GPUs in use at once must be at most %(limit_value)s.",
+        },
     )
 
 
 class MemberForm(forms.Form):
-    username = forms.CharField(max_length=32, label="Cluster user name")
-    role = forms.ChoiceField(choices=Role.choices)
+    username = forms.CharField(
+        max_length=32,
+        label="Cluster user name",
+        error_messages={
+            "required": "Give the person's cluster user name (their Slurm and Unix login).",
+            "max_length": "A cluster user name is at most %(limit_value)d characters (this one has %(show_value)d).",
+        },
+    )
+    role = forms.ChoiceField(
+        choices=Role.choices,
+        error_messages={
+            "required": "Choose the person's role in the team.",
+            "invalid_choice": "'%(value)s' is not a role: choose one of the list.",
+        },
+    )

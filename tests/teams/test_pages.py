@@ -249,9 +249,53 @@ def test_bad_quota_input_is_refused_clearly(client, world):
     users, vision, *_ = world
     resp = as_(client, users["dana"]).post("/teams/vision/settings/limits/", {"gpu_hours_quota": "-5", "gpu_limit": "x"})
     assert resp.status_code == HTTPStatus.BAD_REQUEST
-    assert b"greater than or equal to 0" in resp.content and b"Enter a whole number" in resp.content
+    errors = resp.context["limits"].errors
+    assert errors["gpu_hours_quota"] == ["A quota cannot be below 0 GPU-hours: leave it empty for no quota."]
+    assert errors["gpu_limit"] == ["Give the GPUs in use at once as a whole number, such as 4, or leave it empty for no limit."]
     vision.refresh_from_db()
     assert vision.gpu_minutes_quota == 600
+
+
+@pytest.mark.parametrize(
+    "url, post, field, sentence",
+    [
+        (
+            "limits/",
+            {"gpu_hours_quota": "12.25"},
+            "gpu_hours_quota",
+            "Give the quota to at most one decimal place, such as 12.5 GPU-hours.",
+        ),
+        (
+            "limits/",
+            {"gpu_hours_quota": "lots"},
+            "gpu_hours_quota",
+            "Give the quota in GPU-hours, such as 500 or 12.5, or leave it empty for no quota.",
+        ),
+        (
+            "limits/",
+            {"billed_hours_quota": "-1"},
+            "billed_hours_quota",
+            "A quota cannot be below 0 billed unit-hours: leave it empty for no quota.",
+        ),
+        ("limits/", {"gpu_limit": "100001"}, "gpu_limit", "The GPUs in use at once must be at most 100000."),
+        (
+            "members/",
+            {"username": "", "role": "MEMBER"},
+            "username",
+            "Give the person's cluster user name (their Slurm and Unix login).",
+        ),
+        ("members/", {"username": "bob", "role": "OWNER"}, "role", "'OWNER' is not a role: choose one of the list."),
+    ],
+)
+def test_each_settings_refusal_says_what_to_give(client, world, url, post, field, sentence):
+    """Not Django's generic "Enter a number." or "Select a valid choice"."""
+    users, vision, *_ = world
+    resp = as_(client, users["dana"]).post(f"/teams/vision/settings/{url}", post)
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    form = resp.context["limits" if url == "limits/" else "member_form"]
+    assert form.errors[field] == [sentence]
+    vision.refresh_from_db()
+    assert vision.gpu_minutes_quota == 600 and not vision.memberships.filter(user__username="bob").exists()
 
 
 def test_unknown_user_cannot_be_added(client, world):
