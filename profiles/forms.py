@@ -17,7 +17,10 @@ class ProfileForm(forms.Form):
     )
     upload = forms.FileField(required=False, label="…or upload a file", help_text="A .yaml file; it replaces the text above.")
     team = forms.ChoiceField(
-        required=False, label="Share with team", help_text="Team members may see, run and clone it; only you change it."
+        required=False,
+        label="Share with team",
+        help_text="Team members may see, run and clone it; only you change it.",
+        error_messages={"invalid_choice": "'%(value)s' is not one of your teams: choose one of the list, or not shared."},
     )
 
     def __init__(self, *args, teams: list[str], **kwargs):
@@ -42,14 +45,41 @@ class ProfileForm(forms.Form):
 class OverridesForm(forms.Form):
     """ "Run again with 4 GPUs": each filled field overrides the profile's value."""
 
-    gpus = forms.IntegerField(required=False, min_value=0, max_value=64, label="GPUs per node")
-    partition = forms.CharField(required=False, max_length=64)
+    gpus = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=64,
+        label="GPUs per node",
+        error_messages={
+            "invalid": "GPUs per node must be a whole number, such as 4, or empty to keep the profile's.",
+            "min_value": "GPUs per node cannot be fewer than 0: give 0 for none.",
+            "max_value": "GPUs per node must be at most %(limit_value)s.",
+        },
+    )
+    partition = forms.CharField(
+        required=False,
+        max_length=64,
+        error_messages={"max_length": "A partition name is at most %(limit_value)d characters (this one has %(show_value)d)."},
+    )
     time_limit = forms.CharField(
-        required=False, max_length=20, help_text="Minutes (90), MM:SS (2:00 is 2 minutes), HH:MM:SS or D-HH:MM:SS"
+        required=False,
+        max_length=20,
+        help_text="Minutes (90), MM:SS (2:00 is 2 minutes), HH:MM:SS or D-HH:MM:SS",
+        error_messages={"max_length": "The time limit is too long to read: write it as 90, 2:00:00 or 1-12:00:00."},
     )
     #: A site image to run in instead of the profile's; "" keeps the profile's.
-    image = forms.ChoiceField(required=False, help_text="The site image the job runs in (its environment is built there).")
-    name = forms.CharField(required=False, max_length=200, label="New name", help_text="For a copy (clone) only.")
+    image = forms.ChoiceField(
+        required=False,
+        help_text="The site image the job runs in (its environment is built there).",
+        error_messages={"invalid_choice": "'%(value)s' is not an image offered on this cluster: choose one of the list."},
+    )
+    name = forms.CharField(
+        required=False,
+        max_length=200,
+        label="New name",
+        help_text="For a copy (clone) only.",
+        error_messages={"max_length": "The name is %(show_value)d characters long: keep it to %(limit_value)d."},
+    )
 
     def __init__(self, *args, cluster: str = "", current_image: str = "", **kwargs):
         """``cluster``: the profile's (``""``: the default one), whose images are offered;

@@ -277,13 +277,19 @@ def test_detail_run_with_a_gpu_count_the_partition_does_not_allow(client, people
 
 
 @pytest.mark.parametrize(
-    "data, field", [({"gpus": "x"}, "gpus"), ({"gpus": "-1"}, "gpus"), ({"time_limit": "x" * 30}, "time_limit")]
+    "data, field, sentence",
+    [
+        ({"gpus": "x"}, "gpus", "GPUs per node must be a whole number, such as 4, or empty to keep the profile's."),
+        ({"gpus": "-1"}, "gpus", "GPUs per node cannot be fewer than 0: give 0 for none."),
+        ({"time_limit": "x" * 30}, "time_limit", "The time limit is too long to read: write it as 90, 2:00:00 or 1-12:00:00."),
+        ({"image": "no-such-image"}, "image", "'no-such-image' is not an image offered on this cluster: choose one of the list."),
+    ],
 )
-def test_detail_run_with_malformed_overrides_is_400(client, people, cluster, no_slurm, data, field):
+def test_detail_run_with_malformed_overrides_is_400(client, people, cluster, no_slurm, data, field, sentence):
     profile = make(people["alice"])
     client.force_login(people["alice"])
     r = client.post(f"/profiles/{profile.pk}/run/", data)
-    assert r.status_code == HTTPStatus.BAD_REQUEST and r.context["form"].errors[field]
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.context["form"].errors[field] == [sentence]
     assert Job.objects.count() == 0
 
 
