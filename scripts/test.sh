@@ -19,7 +19,10 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/test_lock.sh"
 take_test_lock  # one run at a time on the lab clusters; under CI=true a leftover run is stopped
 unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
-: "${TEST_WORKERS:=1}"   # workers for the shared tier (beside the hub's process); more than one made its jobs wait for each other on the small lab nodes
+# Workers for the shared tier (beside the hub's process): under --dist loadgroup one of them runs the
+# tests of the xdist group "scarce" one after another (their jobs need node3 or cluster2's nodes within a
+# deadline), the others the tests of tests/conftest.py's SPREAD (docs/testing.md)
+: "${TEST_WORKERS:=2}"
 bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-
 bash "$REPO_DIR/cluster/up.sh" 9>&-
 bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
@@ -71,7 +74,7 @@ tier unit "not integration and not e2e" -n 2
 # tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
 tier hub "(integration or e2e) and not serial and hub" >"$ART/hub.out" 2>&1 &
 hub_tier=$!
-PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS"
+PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS" --dist loadgroup
 wait "$hub_tier" || true
 cat "$ART/hub.out"
 tier serial "(integration or e2e) and serial"

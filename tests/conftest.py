@@ -69,11 +69,31 @@ SERIAL = {
 }
 
 
-#: Shared-tier test modules that make test runs in the hub's process instead (marker ``hub``), to even
-#: out the two processes that run side by side (docs/testing.md, "With the tiers"): each uses the IdP
-#: and the live portal only and submits no Slurm job, so it neither waits for a node nor disturbs the
-#: hub's tests, which run one after another in that process.
-BESIDE_THE_HUB = (
+#: Shared-tier test modules checked to need nothing scarce, so make test spreads them over the shared
+#: tier's workers: their jobs (if any) go to cluster1's partition train, which has room for several at
+#: once, and they run no teams sync (a sync plans from its own process's database). Every other
+#: shared-tier test is in one xdist group, ``scarce``, which one worker runs test after test: those
+#: tests wait within a deadline for node3 (partition small), cluster2's two nodes, or an account's
+#: associations, and two workers' jobs there made each other's tests time out (docs/testing.md). A new
+#: module is scarce until someone checks it and lists it here.
+SPREAD = (
+    "tests/slurm/test_ssh_transport.py",
+    "tests/images/test_demo_image.py",
+    "tests/production/test_production_path.py",
+    "tests/runtimes/test_charliecloud_cluster.py",
+    "tests/profiles/test_env_cache_setup.py",
+    "tests/notifications/test_worker_killed.py",
+    "tests/jobs/test_gpu_usage_outage_integration.py",
+    "tests/interactive/test_session_caps_browser.py",
+    "tests/images/test_cli_e2e.py",
+    "tests/gpuusage/test_real_prometheus.py",
+    "tests/e2e/test_requeue_browser.py",
+    "tests/e2e/test_profile_browser.py",
+    "tests/e2e/test_notifications_browser.py",
+    "tests/e2e/test_image_job_browser.py",
+    "tests/e2e/test_gpu_chart_browser.py",
+    "tests/e2e/test_adoption_browser.py",
+    # the IdP and the live portal only, no Slurm job
     "tests/e2e/test_accessibility_browser.py",
     "tests/accounts/test_idp_faults.py",
     "tests/accounts/test_login_oidc.py",
@@ -87,16 +107,19 @@ BESIDE_THE_HUB = (
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the marks
 def pytest_collection_modifyitems(config, items):
     """Marks the tests of SERIAL ``serial``, and ``hub`` every test that uses the test JupyterHub
-    (tests/interactive/conftest.py: ``jupyterhub``) and those of BESIDE_THE_HUB: make test runs the
-    hub's tests in one process beside the other shared ones, since they count alice's session jobs
-    and single-user servers and read the hub's one log (docs/testing.md)."""
+    (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
+    beside the other shared ones, since they count alice's session jobs
+    and single-user servers and read the hub's one log (docs/testing.md); every other integration or
+    browser test not in SPREAD goes in the xdist group ``scarce``."""
     for item in items:
         path = Path(item.fspath).relative_to(REPO).as_posix()
         test = f"{path}::{getattr(item, 'originalname', item.name)}"
         if any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
             item.add_marker(pytest.mark.serial)
-        if "jupyterhub" in getattr(item, "fixturenames", ()) or path in BESIDE_THE_HUB:
+        if "jupyterhub" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.hub)
+        elif path not in SPREAD and (item.get_closest_marker("integration") or item.get_closest_marker("e2e")):
+            item.add_marker(pytest.mark.xdist_group("scarce"))  # one worker under --dist loadgroup
 
 
 #: Users of the local clusters whose jobs tests submit (cluster/lib.sh: DEMO_USERS, NEWCOMER_USER).
