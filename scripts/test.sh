@@ -20,7 +20,7 @@ source "$(dirname "$0")/test_lock.sh"
 take_test_lock  # one run at a time on the lab clusters; under CI=true a leftover run is stopped
 unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
 # Workers for the shared tier (beside the hub's process): under --dist loadgroup one of them runs the
-# tests of the xdist group "scarce" one after another (their jobs need node3 or cluster2's nodes within a
+# work unit "scarce" (tests/conftest.py: pytest_xdist_make_scheduler) one after another (their jobs need node3 or cluster2's nodes within a
 # deadline), the others the tests of tests/conftest.py's SPREAD (docs/testing.md)
 : "${TEST_WORKERS:=2}"
 bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-

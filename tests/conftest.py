@@ -70,20 +70,20 @@ SERIAL = {
 
 
 #: Shared-tier test modules checked to need nothing scarce, so make test spreads them over the shared
-#: tier's workers: their jobs (if any) go to cluster1's partition train, which has room for several at
-#: once, and they run no teams sync (a sync plans from its own process's database). Every other
-#: shared-tier test is in one xdist group, ``scarce``, which one worker runs test after test: those
+#: tier's workers: their jobs (if any) go to cluster1's partition train without naming a node (the
+#: tests that pin 2 of node2's 4 A100s stay scarce), and they start no teams sync (a sync plans from
+#: its own process's database; the production-path test's beat runs one). Every other
+#: shared-tier test is in one xdist work unit, ``scarce`` (pytest_xdist_make_scheduler below), which
+#: one worker runs test after test: those
 #: tests wait within a deadline for node3 (partition small), cluster2's two nodes, or an account's
 #: associations, and two workers' jobs there made each other's tests time out (docs/testing.md). A new
 #: module is scarce until someone checks it and lists it here.
 SPREAD = (
     "tests/slurm/test_ssh_transport.py",
     "tests/images/test_demo_image.py",
-    "tests/production/test_production_path.py",
     "tests/runtimes/test_charliecloud_cluster.py",
     "tests/profiles/test_env_cache_setup.py",
     "tests/notifications/test_worker_killed.py",
-    "tests/jobs/test_gpu_usage_outage_integration.py",
     "tests/interactive/test_session_caps_browser.py",
     "tests/images/test_cli_e2e.py",
     "tests/gpuusage/test_real_prometheus.py",
@@ -91,7 +91,6 @@ SPREAD = (
     "tests/e2e/test_profile_browser.py",
     "tests/e2e/test_notifications_browser.py",
     "tests/e2e/test_image_job_browser.py",
-    "tests/e2e/test_gpu_chart_browser.py",
     "tests/e2e/test_adoption_browser.py",
     # the IdP and the live portal only, no Slurm job
     "tests/e2e/test_accessibility_browser.py",
@@ -109,8 +108,7 @@ def pytest_collection_modifyitems(config, items):
     """Marks the tests of SERIAL ``serial``, and ``hub`` every test that uses the test JupyterHub
     (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
     beside the other shared ones, since they count alice's session jobs
-    and single-user servers and read the hub's one log (docs/testing.md); every other integration or
-    browser test not in SPREAD goes in the xdist group ``scarce``."""
+    and single-user servers and read the hub's one log (docs/testing.md)."""
     for item in items:
         path = Path(item.fspath).relative_to(REPO).as_posix()
         test = f"{path}::{getattr(item, 'originalname', item.name)}"
@@ -118,8 +116,53 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serial)
         if "jupyterhub" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.hub)
-        elif path not in SPREAD and (item.get_closest_marker("integration") or item.get_closest_marker("e2e")):
-            item.add_marker(pytest.mark.xdist_group("scarce"))  # one worker under --dist loadgroup
+
+
+def _scope(nodeid: str) -> str:
+    """The xdist work unit of a test under ``--dist loadgroup`` (make test's shared tier): ``scarce`` for
+    one in a module not listed in SPREAD, else the test alone."""
+    return nodeid if nodeid.split("::")[0] in SPREAD else "scarce"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadgroup``, xdist's load-scope scheduling with the work units of :func:`_scope`:
+    the ``scarce`` tests are one unit, which one worker runs one after another, the SPREAD tests one
+    unit each. Decided here, on the controller, from the test ids: an ``xdist_group`` mark does not
+    group anything with pytest 9, whose test ids no longer take the group xdist appends to them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScarceTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ScarceTogether(config, log)
+
+
+_SCARCE_WORKERS: set[str] = set()
+
+
+def pytest_runtest_logreport(report):
+    """On the xdist controller: notes which workers ran a ``scarce`` test (see pytest_sessionfinish)."""
+    worker = getattr(getattr(report, "node", None), "workerid", None) or getattr(
+        getattr(getattr(report, "node", None), "gateway", None), "id", None
+    )
+    if worker and report.when == "call" and _scope(report.nodeid) == "scarce":
+        _SCARCE_WORKERS.add(str(worker))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under ``--dist loadgroup``, a run whose ``scarce`` tests ran on more than one worker fails: their
+    jobs would wait for each other's on node3 and cluster2 (the grouping is what makes the tier safe)."""
+    if session.config.getvalue("dist") == "loadgroup" and len(_SCARCE_WORKERS) > 1:
+        session.config.get_terminal_writer().line(
+            f"the scarce tests ran on {len(_SCARCE_WORKERS)} workers ({sorted(_SCARCE_WORKERS)}), not one: "
+            "tests/conftest.py's pytest_xdist_make_scheduler was not used",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 #: Users of the local clusters whose jobs tests submit (cluster/lib.sh: DEMO_USERS, NEWCOMER_USER).
