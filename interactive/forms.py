@@ -39,7 +39,7 @@ class SessionForm(forms.Form):
             "required": "Choose how many GPUs: 0 for none.",
             "invalid": "GPUs must be a whole number: 0 for none.",
             "min_value": "GPUs cannot be fewer than 0: choose 0 for a session without GPUs.",
-            "max_value": "GPUs must be at most %(limit_value)s: submit a batch job for more.",
+            "max_value": "GPUs must be at most %(limit_value)s: choose a number from the list.",
         },
     )
     gpu_type = forms.CharField(label="GPU type", required=False, widget=forms.Select)

@@ -69,7 +69,7 @@ def test_the_field_says_what_a_bare_number_means(client, world):  # noqa: F811
         ("gpu_count", "", "Choose how many GPUs: 0 for none."),
         ("gpu_count", "two", "GPUs must be a whole number: 0 for none."),
         ("gpu_count", "-1", "GPUs cannot be fewer than 0: choose 0 for a session without GPUs."),
-        ("gpu_count", "65", "GPUs must be at most 64: submit a batch job for more."),
+        ("gpu_count", "65", "GPUs must be at most 64: choose a number from the list."),
         ("cpus", "", "Give the number of CPUs, such as 2."),
         ("cpus", "2.5", "CPUs must be a whole number, such as 2."),
         ("cpus", "0", "A session needs at least 1 CPU."),
