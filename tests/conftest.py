@@ -146,9 +146,7 @@ _SCARCE_WORKERS: set[str] = set()
 
 def pytest_runtest_logreport(report):
     """On the xdist controller: notes which workers ran a ``scarce`` test (see pytest_sessionfinish)."""
-    worker = getattr(getattr(report, "node", None), "workerid", None) or getattr(
-        getattr(getattr(report, "node", None), "gateway", None), "id", None
-    )
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)  # "gw0"
     if worker and report.when == "call" and _scope(report.nodeid) == "scarce":
         _SCARCE_WORKERS.add(str(worker))
 
