@@ -66,6 +66,25 @@ def job_seen(job: Job) -> str:
     return f"row: {row}\n" + (scontrol_show_job(row["slurm_job_id"]) if row and row["slurm_job_id"] else "")
 
 
+def accounting_seen(job: Job, tmp: Path) -> str:
+    """For the wait on accounting's record: the poller's last lines, then (kept last, as a long
+    message is cut from the front) what sacct holds of the job, slurmctld's last errors and words
+    about slurmdbd, and the job's row."""
+    row = Job.objects.filter(pk=job.pk).values("state", "slurm_job_id", "accounting_pending", "end_at").first()
+    sacct = sh("sacct", "-n", "-P", "-o", "JobID,State,Submit,Start,End,Comment", "-j", str(job.slurm_job_id), check=False)
+    ctld = [line for line in log_tail("/var/log/slurm/slurmctld.log", 400).splitlines() if re.search("dbd|error", line, re.I)]
+    return "\n".join(
+        [
+            "poller log:",
+            log_tail(tmp / "poller.log", 6),
+            f"sacct: rc {sacct.returncode}: {(sacct.stdout + sacct.stderr).strip()}",
+            "slurmctld's last errors and words on slurmdbd:",
+            *ctld[-10:],
+            f"row: {row}",
+        ]
+    )
+
+
 def slurmdbd_stop() -> None:
     os.kill(int(DBD_PID.read_text().strip()), signal.SIGTERM)
     wait_for(
@@ -166,7 +185,7 @@ def test_slurmdbd_down_while_a_gpu_job_ends(celery_stack, accounts):
         lambda: Job.objects.filter(pk=job.pk, accounting_pending=False).exists(),
         timeout=180,
         every=2,
-        seen=lambda: job_seen(job) + "\npoller log:\n" + log_tail(tmp / "poller.log"),
+        seen=lambda: accounting_seen(job, tmp),
     )
     job.refresh_from_db()
     out = sh(
