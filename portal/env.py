@@ -13,6 +13,11 @@ import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+#: Whether :func:`read_env` also loads ``<repo>/.env``. ``portal.settings.test`` turns it off before
+#: any settings are read: a developer's ``.env`` (written for ``make dev`` or docker-compose) must not
+#: change what the tests run with; they take the process environment only.
+LOAD_DOTENV = True
+
 #: name -> (type, default). ``environ.Env.NOTSET`` means required (only production enforces that).
 SCHEMA: dict[str, tuple[type, object]] = {
     # Django
@@ -134,9 +139,10 @@ SCHEMA: dict[str, tuple[type, object]] = {
 
 
 def read_env() -> environ.Env:
-    """Return an ``environ.Env`` bound to :data:`SCHEMA`; also loads ``<repo>/.env`` if present."""
+    """Return an ``environ.Env`` bound to :data:`SCHEMA`; also loads ``<repo>/.env`` if present and
+    :data:`LOAD_DOTENV` (its values never override the process environment)."""
     env = environ.Env(**SCHEMA)
     dotenv = BASE_DIR / ".env"
-    if dotenv.exists():
+    if LOAD_DOTENV and dotenv.exists():
         environ.Env.read_env(str(dotenv), overwrite=False)
     return env

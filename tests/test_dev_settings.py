@@ -44,3 +44,26 @@ def test_dev_manages_the_local_clusters_small_job_pool_and_the_tests_start_witho
         ("portal.settings.test", None): "''",
         ("portal.settings.dev", ""): "''",
     }
+
+
+def test_the_test_settings_read_the_environment_never_a_developers_dotenv():
+    """``make dev`` and docker-compose may read ``<repo>/.env``; the tests run with the process
+    environment only, so a developer's ``.env`` cannot change what they check."""
+    probe = "import portal.settings.test, portal.env; print(portal.env.LOAD_DOTENV)"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1:] == ["False"], out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("load, expected", [(True, "small"), (False, "")])
+def test_read_env_loads_dotenv_only_when_asked(tmp_path, monkeypatch, load, expected):
+    from portal import env as env_module
+
+    (tmp_path / ".env").write_text("PORTAL_SMALL_POOL_PARTITION=small\n")
+    monkeypatch.delenv("PORTAL_SMALL_POOL_PARTITION", raising=False)
+    monkeypatch.setattr(env_module, "BASE_DIR", tmp_path)
+    monkeypatch.setattr(env_module, "LOAD_DOTENV", load)
+    try:
+        assert env_module.read_env()("PORTAL_SMALL_POOL_PARTITION") == expected
+    finally:
+        os.environ.pop("PORTAL_SMALL_POOL_PARTITION", None)  # read_env writes .env's values into os.environ

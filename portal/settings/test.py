@@ -2,8 +2,14 @@
 
 import os
 
-from .dev import *  # noqa: F401,F403
-from .dev import CACHES, DATABASES, env
+from portal import env as _env_module
+
+# Before anything reads the environment: the tests take the process environment, never a
+# developer's .env (written for make dev or docker-compose).
+_env_module.LOAD_DOTENV = False
+
+from .dev import *  # noqa: E402,F401,F403
+from .dev import CACHES, DATABASES, env  # noqa: E402
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
