@@ -12,13 +12,34 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from celery import current_app
+from django.conf import settings
 
 from tests.conftest import database_url_of_this_process
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def redis_port() -> int:
+    """The port of the Redis server this process's tests use (``settings.PORTAL_REDIS_URL``, from
+    ``REDIS_URL``): 6379 by default; ``scripts/test.sh`` gives the serial tier a server of its own, so
+    that the tests that stop Redis stop only theirs, not the one the unit tests beside them use."""
+    return urlsplit(settings.PORTAL_REDIS_URL).port or 6379
+
+
+def redis_start_argv() -> list[str]:
+    """Start the tests' Redis again as ``scripts/bootstrap.sh`` and ``scripts/test.sh`` start it: no
+    persistence, so a restart loses every key (what the Redis fault tests are about)."""
+    port = str(redis_port())
+    return ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"]
+
+
+def redis_shutdown_argv() -> list[str]:
+    """Stop the tests' Redis at once, keeping nothing."""
+    return ["redis-cli", "-h", "127.0.0.1", "-p", str(redis_port()), "shutdown", "nosave"]
 
 
 @dataclass

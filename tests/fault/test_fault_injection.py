@@ -25,6 +25,7 @@ from django.test import Client
 from jobs.models import Job
 from slurm.states import JobState
 from teams.models import Membership, Role, Team
+from tests.fault.conftest import redis_port, redis_shutdown_argv, redis_start_argv
 from tests.waiting import log_tail, pause, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -43,7 +44,6 @@ FORM = dict(
     workdir="",
     script="sleep 1\n",
 )
-REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "", "--appendonly", "no"]
 
 
 def sh(*argv, check=True, **kw):
@@ -79,7 +79,7 @@ def listening(port: int) -> bool:
 
 
 def redis_up() -> bool:
-    return sh("redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping", check=False).stdout.strip() == "PONG"
+    return sh("redis-cli", "-h", "127.0.0.1", "-p", str(redis_port()), "ping", check=False).stdout.strip() == "PONG"
 
 
 def still_waiting() -> list[tuple]:
@@ -189,9 +189,9 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
             )
             events.append("restart redis")
             connected = (tmp / "worker.log").read_text(errors="replace").count("Connected to redis")
-            sh("redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave", check=False)
-            wait_for("Redis to let go of port 6379", lambda: not listening(6379), timeout=30, every=0.1)
-            sh(*REDIS_START)
+            sh(*redis_shutdown_argv(), check=False)
+            wait_for(f"Redis to let go of port {redis_port()}", lambda: not listening(redis_port()), timeout=30, every=0.1)
+            sh(*redis_start_argv())
             wait_for("Redis to answer PONG again", redis_up, timeout=10, every=0.1)
             wait_for(
                 "the Celery worker to reconnect to the restarted Redis",
@@ -227,7 +227,7 @@ def test_200_submissions_through_four_faults(celery_stack, django_user_model):
         except BaseException as exc:  # a wait that timed out, a step that failed: the test fails with it below
             fault_errors.append(exc)
             if not redis_up():
-                sh(*REDIS_START, check=False)
+                sh(*redis_start_argv(), check=False)
             sh("bash", str(REPO / "cluster" / "up.sh"), check=False, timeout=180)  # never leave the cluster down
 
     threads = [threading.Thread(target=f, daemon=True) for f in (submitter, observer, faults)]

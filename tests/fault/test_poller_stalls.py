@@ -15,6 +15,7 @@ from django.conf import settings
 
 from jobs.tasks import POLL_MIN_GAP
 from slurm.snapshot import snapshot_load
+from tests.fault.conftest import redis_shutdown_argv, redis_start_argv
 from tests.waiting import log_tail, pause, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -87,9 +88,6 @@ def test_a_second_beat_changes_nothing_and_takes_over_when_the_first_dies(celery
     assert min(gaps(polls), default=INTERVAL) >= POLL_MIN_GAP * INTERVAL - 0.1, gaps(polls)
 
 
-REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "", "--appendonly", "no"]
-
-
 def test_beat_outlives_a_redis_restart_that_loses_its_lock_and_schedule(celery_stack):
     """Redis restarts without persistence (as the 200-submission fault test does): RedBeat's lock and
     schedule are gone. As shipped, the beat died there (LockNotOwnedError) and nothing was polled or
@@ -98,7 +96,7 @@ def test_beat_outlives_a_redis_restart_that_loses_its_lock_and_schedule(celery_s
     stack = celery_stack
     wait_for_polls(stack, 2, since=0)
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], check=False, capture_output=True)
+    subprocess.run(redis_shutdown_argv(), check=False, capture_output=True)
     down_since = time.monotonic()
     try:
         wait_for(
@@ -109,7 +107,7 @@ def test_beat_outlives_a_redis_restart_that_loses_its_lock_and_schedule(celery_s
         )
         pause(max(0.0, 4 * INTERVAL - (time.monotonic() - down_since)), "Redis stays down 4 intervals: the beat keeps trying")
     finally:  # Redis comes back whatever happened
-        subprocess.run(REDIS_START, check=True, capture_output=True)
+        subprocess.run(redis_start_argv(), check=True, capture_output=True)
     wait_for("Redis to answer again", broker.ping, timeout=10, every=0.2)
     back = time.time()
     polls = wait_for_polls(stack, 3, since=back, timeout=60)
