@@ -6,10 +6,10 @@
 # The import layers and ruff are checked first (scripts/lint.sh), then that the CLI installs alone in an empty
 # venv (scripts/cli_clean_install.sh).
 #
-# Then pytest runs in tiers (docs/testing.md): the unit tests on two workers (pytest-xdist); the
-# integration and browser tests that can share the clusters on TEST_WORKERS workers, and beside them
-# the hub's tests in one process; then the ones marked `serial` (they stop a daemon, drain a node or
-# change Slurm's limits) alone. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
+# Then pytest runs in tiers (docs/testing.md): the integration and browser tests that can share the
+# clusters on TEST_WORKERS workers, and beside them the hub's tests in one process; then the ones
+# marked `serial` (they stop a daemon or Redis, drain a node or change Slurm's limits), with the unit
+# tests on one worker beside them. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
 # tier's count and time, the failed tests and their first error line) and the run's logs in
 # test-artifacts/.
 #
@@ -69,7 +69,6 @@ tier() {
     echo $(( $(date +%s) - t0 )) >"$ART/$name.seconds"
     log "tier $name: exit $rc in $(cat "$ART/$name.seconds") s"
 }
-tier unit "not integration and not e2e" -n 2
 # The hub's tests in one process (Redis database 15, PostgreSQL test_portal) beside the other shared
 # tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
 tier hub "(integration or e2e) and not serial and hub" >"$ART/hub.out" 2>&1 &
@@ -77,7 +76,21 @@ hub_tier=$!
 PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS" --dist loadgroup
 wait "$hub_tier" || true
 cat "$ART/hub.out"
-tier serial "(integration or e2e) and serial"
+# The serial tier mostly waits (its CPUs about 12 % busy): the unit tests run beside it, on one worker
+# (test_portal_gw0, Redis database 15 of port 6379), leaving the other CPU to the serial tests. The
+# serial tier has a Redis server of its own (port 6380, database 15): its fault tests stop and restart
+# Redis (tests/fault/conftest.py: redis_port), which must not touch the one the unit tests use.
+SERIAL_REDIS_PORT=6380
+if ! redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1; then
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$SERIAL_REDIS_PORT" --save "" --appendonly no \
+        --dir /tmp --logfile "$LOG_DIR/redis-serial.log" 9>&-
+    for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
+fi
+tier unit "not integration and not e2e" -n 1 >"$ART/unit.out" 2>&1 &
+unit_tier=$!
+REDIS_URL=redis://127.0.0.1:$SERIAL_REDIS_PORT/0 tier serial "(integration or e2e) and serial"
+wait "$unit_tier" || true
+cat "$ART/unit.out"
 
 # This run's part of each daemon's log, the test hubs' logs, and the IdP logs (already in $ART).
 for f in "${LOGS[@]}"; do
