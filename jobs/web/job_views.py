@@ -170,21 +170,24 @@ def _already_sent(request: HttpRequest, key, asked: JobRequest) -> HttpResponse 
     already sent as it is now (a double click, a resent POST), saying so; ``None`` when it was not, or
     when what it asks differs from that job (Back, an edit, Submit again: a new job)."""
     job = Job.objects.filter(key=key, user=request.user).first() if key else None
-    if job is None or _asked_of(job) != _asked(asked):
+    if job is None or _asked(job) != _asked(asked):
         return None
     messages.info(request, f"This form was already sent: job “{job.name}” was created then, and this is it.")
     return redirect("job_detail", key=job.key)
 
 
-def _asked(req: JobRequest) -> tuple:
-    """What a form asks that its job keeps as asked: name, script, partition, GPUs, CPUs, memory, time
-    (not the working directory: the send replaces it with the absolute one)."""
-    gpu_type = req.gpu_type if req.gpu_count else ""
-    return (req.name, req.script, req.partition, gpu_type, req.gpu_count, req.cpus, req.memory_mb, req.time_limit_min)
+#: What a form asks that its job keeps as asked (not the working directory: the send replaces it with
+#: the absolute one).
+ASKED = ("name", "script", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "time_limit_min")
 
 
-def _asked_of(job: Job) -> tuple:
-    return (job.name, job.script, job.partition, job.gpu_type, job.gpu_count, job.cpus, job.memory_mb, job.time_limit_min)
+def _asked(source: JobRequest | Job) -> tuple:
+    """``source``'s values of :data:`ASKED`, from a form's request or from a job alike (a GPU type
+    counts only with GPUs), so that a resent form and the job it made compare equal."""
+    values = {name: getattr(source, name) for name in ASKED}
+    if not values["gpu_count"]:
+        values["gpu_type"] = ""
+    return tuple(values.values())
 
 
 @login_required
