@@ -46,13 +46,22 @@ def test_dev_manages_the_local_clusters_small_job_pool_and_the_tests_start_witho
     }
 
 
-def test_the_test_settings_read_the_environment_never_a_developers_dotenv():
+@pytest.mark.parametrize(
+    "module, expected", [("portal.settings.dev", "http://dotenv.example"), ("portal.settings.test", "http://127.0.0.1:8000")]
+)
+def test_the_test_settings_read_the_environment_never_a_developers_dotenv(tmp_path, module, expected):
     """``make dev`` and docker-compose may read ``<repo>/.env``; the tests run with the process
-    environment only, so a developer's ``.env`` cannot change what they check."""
-    probe = "import portal.settings.test, portal.env; print(portal.env.LOAD_DOTENV)"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    environment only, so a developer's ``.env`` cannot change the settings they run with. The probe
+    points ``portal.env`` at a folder whose ``.env`` sets the site URL, then imports the settings."""
+    (tmp_path / ".env").write_text("PORTAL_SITE_URL=http://dotenv.example\n")
+    probe = (
+        f"import pathlib, portal.env; portal.env.BASE_DIR = pathlib.Path({str(tmp_path)!r}); "
+        f"import {module} as s; print(s.PORTAL_SITE_URL)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PORTAL_SITE_URL"}
+    env["DJANGO_SETTINGS_MODULE"] = module
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip().splitlines()[-1:] == ["False"], out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1:] == [expected], out.stderr[-2000:]
 
 
 @pytest.mark.parametrize("load, expected", [(True, "small"), (False, "")])
