@@ -44,7 +44,8 @@ def pytest_configure(config):
 
 
 #: Test modules (a path prefix, or path::test) that change what every other test shares, with why:
-#: make test runs them alone, after the others (marker ``serial``, docs/testing.md). A new test that
+#: make test runs them in one process after the others, with only the unit tests beside them (on their
+#: own Redis server; marker ``serial``, docs/testing.md). A new test that
 #: stops a daemon, drains a node or changes an account, QOS or Slurm's configuration belongs here.
 SERIAL = {
     "tests/fault/": "stop slurmctld, slurmdbd, Redis or the poller, and reconfigure Slurm",
