@@ -45,6 +45,16 @@ export TEST_ARTIFACTS=$ART          # the IdP fixture writes its log here
 export COVERAGE_FILE=$ART/.coverage # each tier's data (.coverage.<tier>) is combined into it at the end
 export PORTAL_TESTS_NO_SKIP=1       # a test that skips fails, with its reason (tests/no_skip.py): nothing vanishes from a green run
 
+# The serial tier's own Redis server (see below): started before the logs are listed, so its log is among them.
+: "${SERIAL_REDIS_PORT:=6380}"
+if ! redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1; then
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$SERIAL_REDIS_PORT" --save "" --appendonly no \
+        --dir /tmp --logfile "$LOG_DIR/redis-$SERIAL_REDIS_PORT.log" 9>&-
+    for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
+    redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping 2>/dev/null | grep -qx PONG \
+        || die "the serial tier's Redis does not answer on port $SERIAL_REDIS_PORT (see $LOG_DIR/redis-$SERIAL_REDIS_PORT.log; SERIAL_REDIS_PORT= picks another)"
+fi
+
 # The logs the run appends to, and their sizes now: what is past that size is this run's.
 LOGS=(/var/log/slurm/*.log /srv/cluster2/var/log/slurm/*.log /var/log/prometheus/*.log "$LOG_DIR"/*.log)
 declare -A LOG_START=()
@@ -64,7 +74,9 @@ tier() {
     t0=$(date +%s)
     echo "$t0" >"$ART/$name.start"
     log "tier $name: pytest -m \"$mark\" $*"
-    COVERAGE_FILE=$ART/.coverage.$name "$VENV/bin/pytest" -m "$mark" --junitxml="$ART/junit-$name.xml" --cov --cov-report= "$@" || rc=$?
+    local prefix=()  # TIER_NICE=N: the tier's pytest at a lower CPU priority (nice -n N)
+    [[ -n ${TIER_NICE:-} ]] && prefix=(nice -n "$TIER_NICE")
+    COVERAGE_FILE=$ART/.coverage.$name "${prefix[@]}" "$VENV/bin/pytest" -m "$mark" --junitxml="$ART/junit-$name.xml" --cov --cov-report= "$@" || rc=$?
     echo "$rc" >"$ART/$name.rc"
     echo $(( $(date +%s) - t0 )) >"$ART/$name.seconds"
     log "tier $name: exit $rc in $(cat "$ART/$name.seconds") s"
@@ -76,17 +88,11 @@ hub_tier=$!
 PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS" --dist loadgroup
 wait "$hub_tier" || true
 cat "$ART/hub.out"
-# The serial tier mostly waits (its CPUs about 12 % busy): the unit tests run beside it, on one worker
-# (test_portal_gw0, Redis database 15 of port 6379), leaving the other CPU to the serial tests. The
-# serial tier has a Redis server of its own (port 6380, database 15): its fault tests stop and restart
-# Redis (tests/fault/conftest.py: redis_port), which must not touch the one the unit tests use.
-SERIAL_REDIS_PORT=6380
-if ! redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1; then
-    redis-server --daemonize yes --bind 127.0.0.1 --port "$SERIAL_REDIS_PORT" --save "" --appendonly no \
-        --dir /tmp --logfile "$LOG_DIR/redis-serial.log" 9>&-
-    for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
-fi
-tier unit "not integration and not e2e" -n 1 >"$ART/unit.out" 2>&1 &
+# The serial tier mostly waits (its CPUs about 12-25 % busy): the unit tests run beside it, on one
+# worker at a lower priority (test_portal_gw0, Redis database 15 of port 6379), leaving the other CPU
+# to the serial tests. The serial tier has a Redis server of its own (started above): its fault tests
+# stop and restart Redis (tests/fault/conftest.py: redis_port), never the one the unit tests use.
+TIER_NICE=10 tier unit "not integration and not e2e" -n 1 >"$ART/unit.out" 2>&1 &
 unit_tier=$!
 REDIS_URL=redis://127.0.0.1:$SERIAL_REDIS_PORT/0 tier serial "(integration or e2e) and serial"
 wait "$unit_tier" || true

@@ -31,10 +31,15 @@ def redis_port() -> int:
 
 
 def redis_start_argv() -> list[str]:
-    """Start the tests' Redis again as ``scripts/bootstrap.sh`` and ``scripts/test.sh`` start it: no
-    persistence, so a restart loses every key (what the Redis fault tests are about)."""
-    port = str(redis_port())
-    return ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"]
+    """Start the tests' Redis again as ``scripts/bootstrap.sh`` (port 6379) and ``scripts/test.sh`` (the
+    serial tier's, 6380) start it: no persistence, so a restart loses every key (what the Redis fault
+    tests are about), and the same log file (``$PORTAL_VAR_DIR/log/redis.log``, ``redis-<port>.log``)."""
+    port = redis_port()
+    log = Path(settings.PORTAL_VAR_DIR) / "log" / ("redis.log" if port == 6379 else f"redis-{port}.log")
+    return [
+        *("redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(port)),
+        *("--save", "", "--appendonly", "no", "--dir", "/tmp", "--logfile", str(log)),
+    ]
 
 
 def redis_shutdown_argv() -> list[str]:
