@@ -68,15 +68,17 @@ def job_seen(job: Job) -> str:
 
 def accounting_seen(job: Job, tmp: Path) -> str:
     """For the wait on accounting's record: the poller's last lines, then (kept last, as a long
-    message is cut from the front) what sacct holds of the job, slurmctld's last errors and words
-    about slurmdbd, and the job's row."""
+    message is cut from the front) the first line of ``scontrol show job``, what sacct holds of the
+    job, slurmctld's last errors and words about slurmdbd, and the job's row."""
     row = Job.objects.filter(pk=job.pk).values("state", "slurm_job_id", "accounting_pending", "end_at").first()
-    sacct = sh("sacct", "-n", "-P", "-o", "JobID,State,Submit,Start,End,Comment", "-j", str(job.slurm_job_id), check=False)
+    argv = ("sacct", "-n", "-P", "-o", "JobID,State,Submit,Start,End,Comment", "-j", str(job.slurm_job_id))
+    sacct = sh(*argv, check=False, timeout=30)
     ctld = [line for line in log_tail("/var/log/slurm/slurmctld.log", 400).splitlines() if re.search("dbd|error", line, re.I)]
     return "\n".join(
         [
             "poller log:",
             log_tail(tmp / "poller.log", 6),
+            "scontrol: " + scontrol_show_job(job.slurm_job_id).split("\n", 1)[0],
             f"sacct: rc {sacct.returncode}: {(sacct.stdout + sacct.stderr).strip()}",
             "slurmctld's last errors and words on slurmdbd:",
             *ctld[-10:],
