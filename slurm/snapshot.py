@@ -10,11 +10,9 @@ unreachable. Every function takes the cluster's name (``None``: the site's defau
 
 from __future__ import annotations
 
-import gc
 import time
 import uuid
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
 import msgspec
@@ -27,7 +25,7 @@ from .gateway import SlurmGateway
 from .poll_budget import PollTooBig, check_elapsed, poll_budget
 from .positions import QueuePositions, positions_pack
 from .queue_index import node_jobs, queue_positions
-from .record_pack import jobs_pack, jobs_unpack, nodes_pack, nodes_unpack
+from .record_pack import gc_paused, jobs_pack, jobs_unpack, nodes_pack, nodes_unpack
 from .records import Node, Partition, QueueJob, Reservation
 
 #: What each of a cluster's cache keys holds: ``snapshot`` the whole :class:`ClusterSnapshot`;
@@ -142,20 +140,6 @@ def _jobs_from(stored) -> list[QueueJob]:
         with gc_paused():  # 100,000 records: the collector would walk them again and again
             return jobs_unpack(bytes(stored))
     return [QueueJob(**j) for j in stored]
-
-
-@contextmanager
-def gc_paused():
-    """The cyclic garbage collector off while a poll builds its records (100,000 jobs are some
-    3 million objects, none in a cycle: each collection pass would walk them all again), back as it
-    was after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 #: The command whose JSON names the cluster's output version when the last snapshot does not (every

@@ -17,6 +17,7 @@ from slurm import SlurmError, get_gateway
 from slurm.clusters import default_cluster
 from slurm.poll_budget import poll_budget
 from slurm.priority import priorities_read, priority_entry
+from slurm.record_pack import gc_paused
 from slurm.snapshot import (
     ClusterSnapshot,
     snapshot_failed,
@@ -61,38 +62,48 @@ def snapshot_refresh(
     with single_run(lock_name(name), timeout=hold, client=lock_client) as acquired:
         if not acquired:
             return None
-        started = time.monotonic()
-        # the copy without the queue: the poll needs the version, partitions and reservations only
-        previous = snapshot_load(with_jobs=False, cluster=name, memo=False)  # read once a poll: keep no copy
-        gateway = get_gateway(name)
-        try:
-            snapshot = snapshot_take(gateway, previous=previous, cluster=name)
-        except (SlurmError, ValueError) as exc:
-            logger.warning("snapshot poll failed: %s: %s", name, exc)
-            # the last good snapshot, queue included, marked with the failure
-            snapshot = snapshot_failed(snapshot_load(cluster=name), exc, now=time.time(), cluster=name)
-            snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
-            counter_add("poll_failures", name)  # /metrics: portal_poll_failures_total{cluster}
-            snapshot_publish(snapshot)
-            jobs_mark_unknown(since=snapshot.error_since, cluster=name)
-            logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)
-            return snapshot
-        priorities = priorities_derived(gateway, snapshot)  # one sprio call at most, never a failed poll
+        # The poll's records (a 5,000-job queue is some 100,000 objects) die by their reference counts
+        # when it ends; with the collector on, its passes walked them, and a full pass the whole
+        # process, in about two polls of five (docs/benchmarks-log.md).
+        with gc_paused():
+            return _refresh(name, lock_client)
+
+
+def _refresh(name: str, lock_client: redis.Redis | None) -> ClusterSnapshot:
+    """The body of :func:`snapshot_refresh` once its lock is held: take, publish and apply one poll
+    of cluster ``name``."""
+    started = time.monotonic()
+    # the copy without the queue: the poll needs the version, partitions and reservations only
+    previous = snapshot_load(with_jobs=False, cluster=name, memo=False)  # read once a poll: keep no copy
+    gateway = get_gateway(name)
+    try:
+        snapshot = snapshot_take(gateway, previous=previous, cluster=name)
+    except (SlurmError, ValueError) as exc:
+        logger.warning("snapshot poll failed: %s: %s", name, exc)
+        # the last good snapshot, queue included, marked with the failure
+        snapshot = snapshot_failed(snapshot_load(cluster=name), exc, now=time.time(), cluster=name)
         snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
-        snapshot_publish(snapshot, priorities=priorities)
-        jobs_sync(snapshot, gateway)
-        try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
-            outside_import(gateway, cluster=name)
-        except Exception:  # noqa: BLE001 - logged; the snapshot and the rows are already stored
-            logger.exception("import of the jobs submitted outside the portal failed on %s", name)
-        logger.info(
-            "snapshot poll: %s: %d jobs, %d nodes (%.2f s)",
-            name,
-            len(snapshot.jobs),
-            len(snapshot.nodes),
-            time.monotonic() - started,
-        )
+        counter_add("poll_failures", name)  # /metrics: portal_poll_failures_total{cluster}
+        snapshot_publish(snapshot)
+        jobs_mark_unknown(since=snapshot.error_since, cluster=name)
+        logger.info("snapshot poll: %s: cluster unreachable (%.2f s)", name, time.monotonic() - started)
         return snapshot
+    priorities = priorities_derived(gateway, snapshot)  # one sprio call at most, never a failed poll
+    snapshot = _paced(snapshot, name, time.monotonic() - started, lock_client)
+    snapshot_publish(snapshot, priorities=priorities)
+    jobs_sync(snapshot, gateway)
+    try:  # the ended jobs of the portal's users it never saw queued (at most once a minute)
+        outside_import(gateway, cluster=name)
+    except Exception:  # noqa: BLE001 - logged; the snapshot and the rows are already stored
+        logger.exception("import of the jobs submitted outside the portal failed on %s", name)
+    logger.info(
+        "snapshot poll: %s: %d jobs, %d nodes (%.2f s)",
+        name,
+        len(snapshot.jobs),
+        len(snapshot.nodes),
+        time.monotonic() - started,
+    )
+    return snapshot
 
 
 def snapshot_publish(snapshot: ClusterSnapshot, *, priorities: dict[str, object] | None = None) -> None:

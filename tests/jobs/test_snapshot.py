@@ -1,5 +1,6 @@
 """The snapshot: taken through the gateway, stored in Redis, read by pages without Slurm calls."""
 
+import gc
 import threading
 import time
 from datetime import UTC, datetime
@@ -67,6 +68,28 @@ def test_refresh_records_failure_instead_of_raising(slurm_json, clean_cache, mon
     snap = services.snapshot_refresh()
     assert snap.error and snap.error_since
     assert snapshot_load().error == snap.error
+
+
+@pytest.mark.django_db
+def test_a_poll_runs_with_the_collector_paused(slurm_json, clean_cache, monkeypatch):
+    """The whole poll, the sync of the rows included, runs with the cyclic collector off (its records die
+    by their reference counts), and the collector is on again after it, whether the poll worked or failed."""
+    seen = []
+    real_sync, real_mark = services.jobs_sync, services.jobs_mark_unknown
+    monkeypatch.setattr(services, "jobs_sync", lambda *a, **k: (seen.append(("sync", gc.isenabled())), real_sync(*a, **k))[1])
+    monkeypatch.setattr(
+        services, "jobs_mark_unknown", lambda *a, **k: (seen.append(("mark", gc.isenabled())), real_mark(*a, **k))[1]
+    )
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(scripted(slurm_json, sprio="")))
+    assert gc.isenabled()
+    assert not services.snapshot_refresh().error
+    assert gc.isenabled()
+    fake = FakeTransport().expect(["sinfo", "--json"], raises=SlurmUnreachable(["sinfo"], None, message="cannot reach sshd"))
+    monkeypatch.setattr(services, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
+    monkeypatch.setattr(services, "snapshot_load", lambda **_k: None)  # no version known: the poll probes first
+    assert services.snapshot_refresh().error
+    assert gc.isenabled()
+    assert seen == [("sync", False), ("mark", False)]
 
 
 @pytest.mark.django_db
