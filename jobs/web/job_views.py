@@ -50,7 +50,7 @@ from ..reads.selectors import (
 from ..submit.fields import JOB_FORM
 from ..submit.holds import can_hold, can_release, held_tasks_note
 from ..submit.policy import JobRequest, SitePolicy
-from ..submit.submit import CheckedRequest, job_cancel, job_check, job_create
+from ..submit.submit import CheckedRequest, account_for, job_cancel, job_check, job_create
 from .forms import JobForm, reload_initial, reloaded
 from .fragment_etags import job_table_version, polled_fragment, weak_etag
 from .lookup import job_or_404
@@ -170,7 +170,7 @@ def _already_sent(request: HttpRequest, key, asked: JobRequest) -> HttpResponse 
     already sent as it is now (a double click, a resent POST), saying so; ``None`` when it was not, or
     when what it asks differs from that job (Back, an edit, Submit again: a new job)."""
     job = Job.objects.filter(key=key, user=request.user).first() if key else None
-    if job is None or _asked(job) != _asked(asked):
+    if job is None or _asked(job) != _asked(asked, user=request.user):
         return None
     messages.info(request, f"This form was already sent: job “{job.name}” was created then, and this is it.")
     return redirect("job_detail", key=job.key)
@@ -178,16 +178,25 @@ def _already_sent(request: HttpRequest, key, asked: JobRequest) -> HttpResponse 
 
 #: What a form asks that its job keeps as asked (not the working directory: the send replaces it with
 #: the absolute one).
-ASKED = ("name", "script", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "time_limit_min")
+ASKED = ("name", "script", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "time_limit_min", "requeue")
 
 
-def _asked(source: JobRequest | Job) -> tuple:
-    """``source``'s values of :data:`ASKED`, from a form's request or from a job alike (a GPU type
-    counts only with GPUs), so that a resent form and the job it made compare equal."""
+def _asked(source: JobRequest | Job, *, user=None) -> tuple:
+    """``source``'s values of :data:`ASKED` and where and how it runs (account, cluster, image,
+    priority class), from a form's request or from a job alike, so that a resent form and the job it
+    made compare equal and a form sent again with any of them changed does not. A GPU type counts
+    only with GPUs; a request's empty account or cluster is the one its job would get (``user``'s
+    first team, the site's default cluster), as :func:`~jobs.submit.submit.job_check` decides."""
     values = {name: getattr(source, name) for name in ASKED}
     if not values["gpu_count"]:
         values["gpu_type"] = ""
-    return tuple(values.values())
+    if isinstance(source, Job):
+        where = (source.account, source.slurm_cluster, source.image_name, source.priority_class)
+    else:
+        cluster = cluster_get(source.cluster)
+        account = account_for(user=user, requested=source.account)[0]
+        where = (account, cluster.name if cluster else source.cluster, source.image, source.priority)
+    return tuple(values.values()) + where
 
 
 @login_required

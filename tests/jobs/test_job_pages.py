@@ -134,6 +134,56 @@ def test_the_form_sent_again_after_an_edit_makes_a_second_job(
     assert resp["Location"] == f"/jobs/{edited.key}/" and str(edited.key) != key and Job.objects.count() == 2
 
 
+@pytest.mark.parametrize(
+    "first, then",
+    [({}, {"account": "physics"}), ({"requeue": "on"}, {"requeue": "on", "priority": "scavenger"}), ({"requeue": "on"}, {})],
+    ids=["account", "priority class", "requeue"],
+)
+def test_the_form_sent_again_with_where_or_how_it_runs_changed_makes_a_second_job(
+    client, alice, cluster, no_slurm, settings, first, then, django_capture_on_commit_callbacks
+):
+    """Back, choose another team or class, Submit: the same hidden key, but not the same job (before,
+    only the script and the resources were compared, and this answered with the first job)."""
+    settings.PORTAL_PRIORITY_CLASSES = True
+    alice.slurm_accounts = ["vision", "physics"]
+    alice.save()
+    client.force_login(alice)
+    key = str(uuid.uuid4())
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "submission": key, **first})
+        again = client.post("/jobs/new/", {**FORM, "submission": key, **then}, follow=True)
+    assert "This form was already sent" not in again.content.decode()
+    assert Job.objects.count() == 2, again.context and again.context.get("form") and again.context["form"].errors
+    made = Job.objects.get(key=key)
+    other = Job.objects.exclude(pk=made.pk).get()
+    assert (made.account, made.priority_class, made.requeue) != (other.account, other.priority_class, other.requeue)
+
+
+def test_a_job_and_the_same_request_on_another_cluster_differ(alice, cluster):
+    """The cluster counts too (the page test above cannot send to cluster2 without its snapshot)."""
+    from jobs.submit.policy import JobRequest
+    from jobs.web.job_views import _asked
+
+    job = make(alice, gpu_count=1, cpus=2, account="vision", slurm_cluster="cluster1")
+    asked = {name: getattr(job, name) for name in ("name", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb")}
+    same = JobRequest(**asked, time_limit_min=job.time_limit_min, script=job.script, requeue=job.requeue)
+    assert _asked(job) == _asked(same, user=alice)  # no cluster named: the default, cluster1
+    assert _asked(job) != _asked(JobRequest(**{**vars(same), "cluster": "cluster2"}), user=alice)
+
+
+def test_the_form_sent_again_with_its_default_account_named_is_the_same_job(
+    client, alice, cluster, no_slurm, django_capture_on_commit_callbacks
+):
+    """An empty account is the person's first team: naming that team is the same form."""
+    client.force_login(alice)
+    key = str(uuid.uuid4())
+    with django_capture_on_commit_callbacks():
+        client.post("/jobs/new/", {**FORM, "account": "", "submission": key})
+        again = client.post("/jobs/new/", {**FORM, "account": "vision", "submission": key}, follow=True)
+    assert Job.objects.count() == 1
+    assert "This form was already sent" in again.content.decode()
+
+
 @pytest.mark.parametrize("value", ["not-a-uuid", "'; drop table", ""])
 def test_a_submission_key_that_is_not_one_gets_a_new_key_and_no_error(client, alice, cluster, no_slurm, value):
     client.force_login(alice)
