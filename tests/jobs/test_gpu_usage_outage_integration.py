@@ -121,12 +121,12 @@ def pages(job: Job) -> list[str]:
     return ["/", "/jobs/", f"/jobs/{job.key}/", f"/jobs/{job.key}/gpus/", f"/api/v1/jobs/{job.key}"]
 
 
-def visit(client, url: str, *, within_s: float) -> str:
-    started = time.monotonic()
+def visit(client, url: str) -> str:
+    """The page's body, after checking it answered 200. That no page waits for Prometheus is shown by
+    :func:`prometheus_calls` (no call while the pages are read), not by timing them: a loaded CI
+    machine would make a timed check fail by chance."""
     response = client.get(url)
-    took = time.monotonic() - started
     assert response.status_code == 200, (url, response.status_code)
-    assert took < within_s, f"{url} took {took:.2f} s"
     return response.content.decode()
 
 
@@ -135,9 +135,9 @@ def sm_cells(html: str) -> list[str]:
     return [td.get_text() for td in soup.select('[data-testid="gpu-usage"] [data-testid="sm-active"]')]
 
 
-def assert_unavailable_everywhere(client, job: Job, *, within_s: float) -> None:
+def assert_unavailable_everywhere(client, job: Job) -> None:
     for url in pages(job):
-        text = visit(client, url, within_s=within_s)
+        text = visit(client, url)
         if url.startswith("/api/"):
             api = json.loads(text)
             assert "gpu-usage-unavailable" in api["freshness"]["reasons"], api["freshness"]
@@ -184,8 +184,8 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
             seen=lambda: job_gpu_usage(Job.objects.get(pk=job.pk)),
         )
         assert usage.unavailable_since is None
-        assert sm_cells(visit(client, f"/jobs/{job.key}/", within_s=3)) == ["80 %", "40 %"]
-        assert not UNAVAILABLE.search(visit(client, "/jobs/", within_s=3))
+        assert sm_cells(visit(client, f"/jobs/{job.key}/")) == ["80 %", "40 %"]
+        assert not UNAVAILABLE.search(visit(client, "/jobs/"))
 
         # Prometheus stopped: the next read fails at once (connection refused) and says so.
         proc.send_signal(signal.SIGTERM)
@@ -196,7 +196,7 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
         assert failed is not None and "not answering" in failed.error and failed.error_since
         assert job_gpu_usage(Job.objects.get(pk=job.pk)).state is UsageState.MEASURED  # the last figures stay
         calls = len(prometheus_calls)
-        assert_unavailable_everywhere(client, job, within_s=3)
+        assert_unavailable_everywhere(client, job)
         assert len(prometheus_calls) == calls  # no page asked Prometheus
 
         # A Prometheus that accepts and never answers: the read gives up within the timeout.
@@ -208,11 +208,13 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
         slow = gpu_usage_refresh(cluster="cluster1")
         took = time.monotonic() - started
         assert slow is not None and "no answer within 2 s" in slow.error, slow
-        assert 2 <= took < 3.5, f"the read took {took:.2f} s with a 2 s timeout"
+        # it waited for the timeout, then gave up instead of waiting on (the bound is loose: a loaded
+        # machine must not fail it; a read without the timeout would wait for the test's own)
+        assert 2 <= took < 15, f"the read took {took:.2f} s with a 2 s timeout"
         assert slow.error_since == failed.error_since  # still the same outage
         calls = len(prometheus_calls)
-        assert_unavailable_everywhere(client, job, within_s=2)  # a page asking it would wait 2 s
-        assert len(prometheus_calls) == calls
+        assert_unavailable_everywhere(client, job)
+        assert len(prometheus_calls) == calls  # a page asking it would have waited 2 s
     finally:
         get_gateway("cluster1").run(["scancel", job_id], as_user="alice")
     wait_for(
