@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,10 +34,16 @@ from .records import Node, QueueJob
 
 R = TypeVar("R")
 
-#: The pauses of :func:`gc_paused` now open in this process, and whether the collector was on when
-#: the first of them began (the poller's threads poll clusters side by side, each in its own pause).
-_PAUSES = {"open": 0, "was_enabled": False}
+#: The pauses of :func:`gc_paused` now open in this process, whether the collector was on when the
+#: first of them began, and since when (``time.monotonic``) it has been off (the poller's threads poll
+#: clusters side by side, each in its own pause; a web process's threads read snapshots in theirs).
+_PAUSES = {"open": 0, "was_enabled": False, "off_since": 0.0}
 _PAUSES_LOCK = threading.Lock()
+#: The longest the collector stays off while pauses keep overlapping (seconds): past it, a pause
+#: beginning or ending runs one collection of the young objects (a poll stuck on a hung call, or
+#: threads whose pauses never all end at once, would otherwise keep it off for good).
+GC_MAX_OFF_S = 60.0
+_clock = time.monotonic
 
 
 @contextmanager
@@ -46,19 +53,36 @@ def gc_paused() -> Iterator[None]:
     again, and a full one the whole process), back as it was when the last pause open in this
     process ends: pauses nest and overlap across threads (two clusters polled side by side), and
     one ending never turns the collector on under another. The records a poll drops are freed by
-    their reference counts meanwhile; only objects in a cycle wait for the collector's next pass."""
-    with _PAUSES_LOCK:
-        if _PAUSES["open"] == 0:
-            _PAUSES["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _PAUSES["open"] += 1
+    their reference counts meanwhile; objects in a cycle wait for the collector's next pass, at the
+    latest :data:`GC_MAX_OFF_S` after it was turned off if pauses are still open."""
+    entered = False
     try:
+        with _PAUSES_LOCK:
+            if _PAUSES["open"] == 0:
+                _PAUSES["was_enabled"], _PAUSES["off_since"] = gc.isenabled(), _clock()
+                gc.disable()
+            _PAUSES["open"] += 1
+            entered = True
+        _collect_if_off_too_long()
         yield
     finally:
-        with _PAUSES_LOCK:
-            _PAUSES["open"] -= 1
-            if _PAUSES["open"] == 0 and _PAUSES["was_enabled"]:
-                gc.enable()
+        if entered:
+            with _PAUSES_LOCK:
+                _PAUSES["open"] -= 1
+                if _PAUSES["open"] == 0 and _PAUSES["was_enabled"]:
+                    gc.enable()
+            _collect_if_off_too_long()
+
+
+def _collect_if_off_too_long() -> None:
+    """One collection of the young generations (0 and 1) when pauses have kept the collector off for
+    more than :data:`GC_MAX_OFF_S`; the clock starts again from it."""
+    with _PAUSES_LOCK:
+        due = _PAUSES["open"] > 0 and _PAUSES["was_enabled"] and _clock() - _PAUSES["off_since"] > GC_MAX_OFF_S
+        if due:
+            _PAUSES["off_since"] = _clock()
+    if due:
+        gc.collect(1)
 
 
 class RecordPacker(Generic[R]):

@@ -560,3 +560,14 @@ def portal_with_idp(settings, oidc_idp, live_server, transactional_db, clean_cac
     settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.PORTAL_OIDC)
     settings.PORTAL_HUB_URL = ""  # no hub unless a test starts one (hub_portal): sign-out then skips the hub
     return live_server.url
+
+
+@pytest.fixture
+def collector_on():
+    """The cyclic garbage collector on for the test (whatever an earlier test left), as it was after."""
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    (gc.enable if was else gc.disable)()
