@@ -186,16 +186,18 @@ def _asked(source: JobRequest | Job, *, user=None) -> tuple:
     priority class), from a form's request or from a job alike, so that a resent form and the job it
     made compare equal and a form sent again with any of them changed does not. A GPU type counts
     only with GPUs; a request's empty account or cluster is the one its job would get (``user``'s
-    first team, the site's default cluster), as :func:`~jobs.submit.submit.job_check` decides."""
+    first team as their teams are now, the site's default cluster), as
+    :func:`~jobs.submit.submit.job_check` decides, and its image ``"none"`` is a job's ``""``."""
     values = {name: getattr(source, name) for name in ASKED}
     if not values["gpu_count"]:
         values["gpu_type"] = ""
     if isinstance(source, Job):
-        where = (source.account, source.slurm_cluster, source.image_name, source.priority_class)
+        where = (source.account, source.cluster, source.image_name, source.priority_class)
     else:
         cluster = cluster_get(source.cluster)
         account = account_for(user=user, requested=source.account)[0]
-        where = (account, cluster.name if cluster else source.cluster, source.image, source.priority)
+        image = "" if source.image == "none" else source.image  # "none": the node's own system, as ""
+        where = (account, cluster.name if cluster else source.cluster, image, source.priority)
     return tuple(values.values()) + where
 
 

@@ -18,7 +18,6 @@ import socket
 import socketserver
 import subprocess
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -204,13 +203,9 @@ def test_prometheus_stopped_then_silent_pages_still_200_with_the_unavailable_lin
         settings.PORTAL_PROMETHEUS_TIMEOUT = 2
         host, port = silent_prometheus.removeprefix("http://").split(":")
         socket.create_connection((host, int(port)), timeout=1).close()  # it accepts
-        started = time.monotonic()
         slow = gpu_usage_refresh(cluster="cluster1")
-        took = time.monotonic() - started
+        # only a requests.Timeout is worded so (gpuusage/prometheus.py): it gave up, it did not wait on
         assert slow is not None and "no answer within 2 s" in slow.error, slow
-        # it waited for the timeout, then gave up instead of waiting on (the bound is loose: a loaded
-        # machine must not fail it; a read without the timeout would wait for the test's own)
-        assert 2 <= took < 15, f"the read took {took:.2f} s with a 2 s timeout"
         assert slow.error_since == failed.error_since  # still the same outage
         calls = len(prometheus_calls)
         assert_unavailable_everywhere(client, job)

@@ -160,15 +160,21 @@ def test_the_form_sent_again_with_where_or_how_it_runs_changed_makes_a_second_jo
 
 
 def test_a_job_and_the_same_request_on_another_cluster_differ(alice, cluster):
-    """The cluster counts too (the page test above cannot send to cluster2 without its snapshot)."""
+    """The cluster counts too (the page test above cannot send to cluster2 without its snapshot); a row
+    from before there were several clusters (``""``) is on the default one; an image ``none`` is none."""
     from jobs.submit.policy import JobRequest
     from jobs.web.job_views import _asked
+    from slurm.clusters import cluster_get
 
-    job = make(alice, gpu_count=1, cpus=2, account="vision", slurm_cluster="cluster1")
+    assert cluster_get("cluster2") is not None
+    job = make(alice, gpu_count=1, cpus=2, account="vision", slurm_cluster="")
     asked = {name: getattr(job, name) for name in ("name", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb")}
     same = JobRequest(**asked, time_limit_min=job.time_limit_min, script=job.script, requeue=job.requeue)
     assert _asked(job) == _asked(same, user=alice)  # no cluster named: the default, cluster1
-    assert _asked(job) != _asked(JobRequest(**{**vars(same), "cluster": "cluster2"}), user=alice)
+    for named in ({"cluster": "cluster1"}, {"image": "none"}, {"account": "vision"}):
+        assert _asked(job) == _asked(JobRequest(**{**vars(same), **named}), user=alice), named
+    for other in ({"cluster": "cluster2"}, {"image": "pytorch"}, {"account": "physics"}):
+        assert _asked(job) != _asked(JobRequest(**{**vars(same), **other}), user=alice), other
 
 
 def test_the_form_sent_again_with_its_default_account_named_is_the_same_job(
