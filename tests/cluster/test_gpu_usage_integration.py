@@ -74,9 +74,16 @@ def test_a_2_gpu_job_at_80_and_0_percent_reads_back_from_prometheus_and_its_mapp
     map_dir = MAP_DIRS[cluster] / node
     try:
         wait_running(cluster, job_id)
+
+        def mapped() -> list[str] | None:
+            """The job's mapping files once there are two: the prolog writes one GPU's file, then the
+            other's (a CI run read the directory between the two)."""
+            files = sorted(p.name for p in map_dir.iterdir() if p.read_text().split() == [job_id])
+            return files if len(files) == 2 else None
+
         files = wait_for(
-            "the prolog's mapping files",
-            lambda: sorted(p.name for p in map_dir.iterdir() if p.read_text().split() == [job_id]),
+            "the prolog's two mapping files",
+            mapped,
             timeout=30,
             every=1,
             seen=lambda: {p.name: p.read_text() for p in map_dir.iterdir()},
