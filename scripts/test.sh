@@ -18,6 +18,38 @@ LOG_TAG=test
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/test_lock.sh"
 take_test_lock  # one run at a time on the lab clusters; under CI=true a leftover run is stopped
+
+# cancel_leftover_jobs: the jobs already in the lab clusters' queues (cluster1 on this machine, cluster2
+# in ${CLUSTER2_ROOT:-/srv/cluster2}), counted; under CI=true, where the machine is CI's alone, they are
+# leftovers (a run cut short, a benchmark's held jobs kept in slurmctld's saved state) and are cancelled
+# as root, waiting up to 30 s until none is pending or running. They would change what the tests see:
+# a test that signs in as alice gets every job of hers in My jobs (5,000 held ones made a page too tall
+# to screenshot in 20 s), and each poll reads them all. Their ended records stay in squeue for
+# MinJobAge (300 s) as any ended job's do. Otherwise the count is only logged.
+cancel_leftover_jobs() {
+    local name prefix ids
+    for name in cluster1 cluster2; do
+        prefix=()
+        if [[ $name == cluster2 ]]; then
+            [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || continue
+            prefix=(chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
+        fi
+        # %A: a job's own id, a pending array's as one; scancel of it takes every task
+        ids=$("${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED -o %A 2>/dev/null | sort -u) || continue
+        [[ -n $ids ]] || continue
+        if [[ ${CI:-} != true ]]; then
+            log "$name: $(wc -w <<<"$ids") job(s) already queued; the tests see them (CI=true would cancel them)"
+            continue
+        fi
+        log "CI=true: cancelling $(wc -w <<<"$ids") leftover job(s) in $name's queue"
+        xargs -n 500 "${prefix[@]}" scancel <<<"$ids" || true
+        local deadline=$(( $(date +%s) + 30 ))
+        while [[ -n $("${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,COMPLETING -o %A 2>/dev/null) ]]; do
+            (( $(date +%s) < deadline )) || { log "$name: jobs still queued after 30 s (see squeue)"; break; }
+            sleep 0.5
+        done
+    done
+}
 unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
 # Workers for the shared tier (beside the hub's process): under --dist loadgroup one of them runs the
 # work unit "scarce" (tests/conftest.py: pytest_xdist_make_scheduler) one after another (their jobs need node3 or cluster2's nodes within a
@@ -25,6 +57,7 @@ unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Cel
 : "${TEST_WORKERS:=2}"
 bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-
 bash "$REPO_DIR/cluster/up.sh" 9>&-
+cancel_leftover_jobs 9>&-  # under CI=true: the lab queues start empty
 bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
 bash "$REPO_DIR/scripts/hub_setup.sh" 9>&-   # the tests start their own hub from it
 bash "$REPO_DIR/scripts/build_image.sh" 9>&- # the demo container image (docs/containers.md); "up to date" in a second after the first
