@@ -6,6 +6,8 @@ on demand."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from slurm import get_gateway
@@ -33,30 +35,32 @@ def from_a_shell():
 
 def test_outside_jobs_and_an_array_in_the_browser(portal_with_idp, poll_both, browser_page, from_a_shell):  # noqa: F811
     page = browser_page
+    # Names of this run's own: a run within MinJobAge (300 s) of another still sees that one's jobs.
+    typed, swept = f"typed in a terminal {secrets.token_hex(3)}", f"sweep from a terminal {secrets.token_hex(3)}"
     sign_in(page, portal_with_idp, "alice")  # the portal knows alice from here on: her jobs follow
     plain = from_a_shell(
-        "cluster1", "-p", "small", "--mem=50M", "-t", "3", "--job-name=typed in a terminal",
+        "cluster1", "-p", "small", "--mem=50M", "-t", "3", f"--job-name={typed}",
         script="#!/bin/bash\necho hello from the terminal\nsleep 90\n",
     )  # fmt: skip
     array = from_a_shell(
-        "cluster2", "-p", "gpu", "--mem=50M", "-t", "3", "--array=1-8%2", "--job-name=sweep from a terminal",
+        "cluster2", "-p", "gpu", "--mem=50M", "-t", "3", "--array=1-8%2", f"--job-name={swept}",
         script="#!/bin/bash\necho task $SLURM_ARRAY_TASK_ID\nsleep 6\n",
     )  # fmt: skip
 
     page.goto(portal_with_idp + "/jobs/")
-    row = page.locator("tr", has_text="typed in a terminal")
+    row = page.locator("tr", has_text=typed)
     row.wait_for(timeout=30_000)  # the poller's next snapshot, then HTMX's refresh of the table
     assert row.get_by_test_id("outside-mark").inner_text() == "submitted outside the portal"
     assert f"#{plain}" in row.inner_text()
-    sweep = page.locator("tr", has_text="sweep from a terminal")
+    sweep = page.locator("tr", has_text=swept)
     sweep.wait_for(timeout=30_000)
     assert f"#{array}_[1-8%2]" in sweep.inner_text() and sweep.get_by_test_id("outside-mark").count() == 1
     counts = sweep.get_by_test_id("array-counts")
     assert "running" in counts.inner_text() or "pending" in counts.inner_text()
-    assert page.locator("tr", has_text="sweep from a terminal").count() == 1  # one row for eight tasks
+    assert page.locator("tr", has_text=swept).count() == 1  # one row for eight tasks
     shot(page, "outside-1-my-jobs")
 
-    row.get_by_role("link", name="typed in a terminal").click()
+    row.get_by_role("link", name=typed).click()
     page.wait_for_selector("[data-testid=job-origin]")
     assert "submitted outside the portal" in page.get_by_test_id("job-origin").inner_text()
     page.wait_for_function(
@@ -71,7 +75,7 @@ def test_outside_jobs_and_an_array_in_the_browser(portal_with_idp, poll_both, br
     shot(page, "outside-2-job-page")
 
     page.goto(portal_with_idp + "/jobs/")
-    page.locator("tr", has_text="sweep from a terminal").get_by_role("link", name="sweep from a terminal").click()
+    page.locator("tr", has_text=swept).get_by_role("link", name=swept).click()
     page.wait_for_selector("[data-testid=array-counts]")
     page.wait_for_selector('[data-testid=array-counts] [data-group="completed"]', timeout=90_000)  # counts move
     page.get_by_test_id("show-tasks").click()
