@@ -71,7 +71,8 @@ def _with_busy(rows: list, busy: dict) -> list:
 def active_job_rows(*, user, limit: int = 10) -> tuple[list[JobRow], int]:
     """``user``'s jobs that have not ended (submitting, pending, running, or in a state the portal
     does not know), newest first, as rows with their place in line from each job's own cluster;
-    at most ``limit`` of them, and how many there are in all (My jobs lists every one)."""
+    at most ``limit`` of them, and how many there are in all (My jobs lists up to
+    :data:`~jobs.reads.selectors.MY_JOBS_ACTIVE_CAP` of them and says where to see the rest)."""
     jobs = Job.objects.filter(user=user).exclude(state__in=FINAL_STATES).order_by("-created_at")
     total = jobs.count()
     positions = positions_all(cluster_names())

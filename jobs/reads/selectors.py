@@ -102,6 +102,10 @@ def partition_nodes(snapshot: ClusterSnapshot | None) -> dict[str, PartitionNode
 # --- jobs ---------------------------------------------------------------------------------------
 #: Most ended jobs My jobs lists below the active ones (newest end first); History has them all.
 MY_JOBS_ENDED_CAP = 25
+#: Most jobs that have not ended My jobs lists (newest first). A researcher who sent thousands of
+#: separate jobs from a shell loop still gets a page of bounded size, refreshed every few seconds;
+#: ``gpuportal ls`` and ``GET /api/v1/jobs`` list them all, a page at a time.
+MY_JOBS_ACTIVE_CAP = 200
 #: Rows per History page.
 HISTORY_PAGE_SIZE = 50
 
@@ -116,14 +120,16 @@ def jobs_for_user(*, user, recent_seconds: int = 3600):
 
 @dataclass(frozen=True)
 class MyJobs:
-    """What My jobs lists. ``active``: every job of the user that has not ended, newest first (an
-    array or a het job is one entry, however many tasks it has). ``ended``: those that ended within
-    the recent window, newest end first, at most :data:`MY_JOBS_ENDED_CAP`. ``ended_more``: how many
-    more ended in that window (the page links to History for them)."""
+    """What My jobs lists. ``active``: the user's jobs that have not ended, newest first, at most
+    :data:`MY_JOBS_ACTIVE_CAP` (an array or a het job is one entry, however many tasks it has).
+    ``ended``: those that ended within the recent window, newest end first, at most
+    :data:`MY_JOBS_ENDED_CAP`. ``ended_more``, ``active_more``: how many more of each are not listed
+    (the page names where to see them)."""
 
     active: list
     ended: list
     ended_more: int
+    active_more: int = 0
 
     @property
     def jobs(self) -> list:
@@ -150,26 +156,32 @@ def _my_window(user, recent_seconds: int):
     return mine.filter(state__in=NOT_ENDED_STATES), mine.filter(state__in=FINAL_STATES, end_at__gte=recent)
 
 
-def my_jobs(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP) -> MyJobs:
-    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third to count the
-    ended ones past the cap; the ended ones read newest end first through the ``jobs_job_user_ended``
-    index, at most ``ended_cap + 1`` rows). The page's size grows with the user's active entries only:
-    an array is one row, read without its task ranges (:data:`MY_JOBS_DEFERRED`)."""
+def my_jobs(
+    *, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP, active_cap: int = MY_JOBS_ACTIVE_CAP
+) -> MyJobs:
+    """My jobs for ``user``: :class:`MyJobs`, from the Job rows (two queries, a third and a fourth to
+    count the ones past each cap; the ended ones read newest end first through the
+    ``jobs_job_user_ended`` index, at most ``ended_cap + 1`` rows, the active ones at most
+    ``active_cap + 1``). The page's size is bounded: an array is one row, read without its task
+    ranges (:data:`MY_JOBS_DEFERRED`)."""
     active_qs, ended_qs = _my_window(user, recent_seconds)
-    active = list(active_qs.defer(*MY_JOBS_DEFERRED).order_by("-created_at", "-id"))
+    active = list(active_qs.defer(*MY_JOBS_DEFERRED).order_by("-created_at", "-id")[: active_cap + 1])
     ended = list(ended_qs.defer(*MY_JOBS_DEFERRED).order_by("-end_at", "-id")[: ended_cap + 1])
     more = ended_qs.count() - ended_cap if len(ended) > ended_cap else 0
-    return MyJobs(active=active, ended=ended[:ended_cap], ended_more=more)
+    active_more = active_qs.count() - active_cap if len(active) > active_cap else 0
+    return MyJobs(active=active[:active_cap], ended=ended[:ended_cap], ended_more=more, active_more=active_more)
 
 
-def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP):
+def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_ENDED_CAP, active_cap: int = MY_JOBS_ACTIVE_CAP):
     """The ids of the rows :func:`my_jobs` lists, as one queryset (``{"pk": id}`` values, a
-    ``UNION ALL``): the user's active jobs and the ``ended_cap`` latest of those that ended in the
-    last ``recent_seconds``, plus the next one (whether there are more). The My jobs fragment's ETag reads it with :func:`my_jobs_ended_count`: a bounded number
-    of rows however many ended in the window."""
+    ``UNION ALL``): the ``active_cap`` newest of the user's jobs that have not ended and the
+    ``ended_cap`` latest of those that ended in the last ``recent_seconds``, each plus the next one
+    (whether there are more). The My jobs fragment's ETag reads it with :func:`my_jobs_ended_count`
+    and :func:`my_jobs_active_count`: a bounded number of rows however many jobs the user has."""
     active_qs, ended_qs = _my_window(user, recent_seconds)
+    newest = active_qs.order_by("-created_at", "-id").values("pk")[: active_cap + 1]
     latest = ended_qs.order_by("-end_at", "-id").values("pk")[: ended_cap + 1]
-    return active_qs.order_by().values("pk").union(latest, all=True)  # each part through its index
+    return newest.union(latest, all=True)  # each part through its index
 
 
 def my_jobs_ended_count(*, user, recent_seconds: int = 3600) -> int:
@@ -177,6 +189,12 @@ def my_jobs_ended_count(*, user, recent_seconds: int = 3600) -> int:
     past its cap: "N more ended in the last hour"). One ``count(*)`` over the ``jobs_job_user_ended``
     index."""
     return _my_window(user, recent_seconds)[1].count()
+
+
+def my_jobs_active_count(*, user) -> int:
+    """How many of the user's jobs have not ended (My jobs prints how many past its cap: "N more
+    have not ended"). One ``count(*)`` over the ``(user, state)`` index."""
+    return _my_window(user, 0)[0].count()
 
 
 def job_history(*, user, state: str = "", since=None, until=None, cluster: str = "", partition: str = "", name: str = ""):

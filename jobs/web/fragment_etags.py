@@ -44,7 +44,7 @@ from slurm.clusters import cluster_names
 from slurm.health import accounting_key
 from slurm.queue_index import HELD_REASONS
 from slurm.snapshot import positions_all, snapshot_key
-from slurm.states import JobState
+from slurm.states import FINAL_STATES, JobState
 from teams.usage.cache import team_usage
 
 from ..models import Job, cluster_of
@@ -52,7 +52,7 @@ from ..reads.cap_reasons import CAP_REASONS
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
 from ..reads.reasons import ReasonGroup, explain_reason
-from ..reads.selectors import MY_JOBS_DEFERRED, my_jobs_ended_count, my_jobs_rows
+from ..reads.selectors import MY_JOBS_ACTIVE_CAP, MY_JOBS_DEFERRED, my_jobs_active_count, my_jobs_ended_count, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
@@ -255,7 +255,8 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
     ticks), so what it shows follows from: the clusters' notices (:func:`clusters_state`); the
     user's rows it lists (:func:`~jobs.reads.selectors.my_jobs_rows`: count and whole text; the
-    ended ones up to the cap only) and how many ended in the window (its "N more ended" line); each pending job's
+    active and the ended ones up to their caps only), how many ended in the window (its "N more
+    ended" line) and, past the active cap, how many have not ended (one more query); each pending job's
     place in line (the snapshot's stored positions; not the line's length, which the table does not
     print); whether its start estimate is still ahead (a
     past one is not shown); the words of each pending reason that reads more than the row (a node's
@@ -268,6 +269,9 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     names = cluster_names()
     count, digest, rows = rows_version(my_jobs_rows(user=user), columns=_COLUMNS)
     ended = my_jobs_ended_count(user=user)  # the "N more ended" line
+    not_ended = sum(1 for r in rows if r[1] not in FINAL_STATES)
+    if not_ended > MY_JOBS_ACTIVE_CAP:  # past the cap: the "N more have not ended" line (one more count)
+        ended = (ended, my_jobs_active_count(user=user))
     pending = [r for r in rows if r[1] == JobState.PENDING]
     positions = positions_all(names) if pending else {}
     places, ahead, wordy = [], [], []

@@ -38,6 +38,7 @@ from ..reads.priority import job_priority
 from ..reads.queue import job_row
 from ..reads.selectors import (
     HISTORY_PAGE_SIZE,
+    MY_JOBS_ACTIVE_CAP,
     MY_JOBS_ENDED_CAP,
     cluster_status,
     history_partitions,
@@ -67,6 +68,8 @@ def _rows(request: HttpRequest) -> dict:
         "low_use": low_use_flags(mine.jobs, usages_load(names)) if prometheus_configured() else {},
         "ended_more": mine.ended_more,
         "ended_cap": MY_JOBS_ENDED_CAP,
+        "active_more": mine.active_more,
+        "active_cap": MY_JOBS_ACTIVE_CAP,
         "status": status_all(),
         "several_clusters": len(names) > 1,
     }
