@@ -32,19 +32,25 @@ cancel_leftover_jobs() {
         prefix=()
         if [[ $name == cluster2 ]]; then
             [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || continue
-            prefix=(chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
+            # as cluster/cluster2/lib.sh's in_root: none of this shell's environment (SLURM_CONF...) goes in
+            prefix=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+                chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
         fi
         # %A: a job's own id, a pending array's as one; scancel of it takes every task
-        ids=$("${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED -o %A 2>/dev/null | sort -u) || continue
+        if ! ids=$(cd / && "${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED -o %A | sort -u); then
+            log "$name: squeue failed (above); jobs left in its queue, if any, stay"
+            continue
+        fi
         [[ -n $ids ]] || continue
         if [[ ${CI:-} != true ]]; then
             log "$name: $(wc -w <<<"$ids") job(s) already queued; the tests see them (CI=true would cancel them)"
             continue
         fi
         log "CI=true: cancelling $(wc -w <<<"$ids") leftover job(s) in $name's queue"
-        xargs -n 500 "${prefix[@]}" scancel <<<"$ids" || true
+        # 2>/dev/null: a running array's tasks go with it, and scancel names each as already gone
+        (cd / && xargs -n 500 "${prefix[@]}" scancel <<<"$ids" 2>/dev/null) || true
         local deadline=$(( $(date +%s) + 30 ))
-        while [[ -n $("${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,COMPLETING -o %A 2>/dev/null) ]]; do
+        while [[ -n $(cd / && "${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,COMPLETING -o %A || echo failed) ]]; do
             (( $(date +%s) < deadline )) || { log "$name: jobs still queued after 30 s (see squeue)"; break; }
             sleep 0.5
         done

@@ -199,8 +199,8 @@ def _no_leftover_jobs(request):
     running on the local clusters (a fresh-ish CI machine keeps Slurm's saved state) hold the nodes
     those jobs need: CI once saw cluster2's only L40S node taken and a one-GPU job pending for 120 s.
     Once per session that has such tests, the test users' jobs submitted over LEFTOVER_AGE_S ago are
-    cancelled on both clusters (never a younger job, which may be another session's). Under CI=true
-    ``scripts/test.sh`` has already cancelled every queued job, whatever its age, before the first tier."""
+    cancelled on both clusters (never a younger job, which may be another session's). A run through
+    ``scripts/test.sh`` under CI=true has already cancelled every queued job, whatever its age."""
     import subprocess
     import time
 
