@@ -27,7 +27,7 @@ from .views import say_how_it_started
 #: Ended sessions stay on the home page this long (seconds), so that a start that failed at once
 #: shows why there; the Sessions page keeps them an hour.
 RECENT_SESSIONS_S = 600
-#: Active jobs shown on the home page; My jobs lists every one.
+#: Active jobs shown on the home page; My jobs lists up to MY_JOBS_ACTIVE_CAP (jobs.reads.selectors).
 JOBS_SHOWN = 10
 
 

@@ -167,8 +167,9 @@ def my_jobs(
     active_qs, ended_qs = _my_window(user, recent_seconds)
     active = list(active_qs.defer(*MY_JOBS_DEFERRED).order_by("-created_at", "-id")[: active_cap + 1])
     ended = list(ended_qs.defer(*MY_JOBS_DEFERRED).order_by("-end_at", "-id")[: ended_cap + 1])
-    more = ended_qs.count() - ended_cap if len(ended) > ended_cap else 0
-    active_more = active_qs.count() - active_cap if len(active) > active_cap else 0
+    # max(0, ...): jobs may end between the read and the count
+    more = max(0, ended_qs.count() - ended_cap) if len(ended) > ended_cap else 0
+    active_more = max(0, active_qs.count() - active_cap) if len(active) > active_cap else 0
     return MyJobs(active=active[:active_cap], ended=ended[:ended_cap], ended_more=more, active_more=active_more)
 
 

@@ -249,7 +249,7 @@ def _reads_more(code: str, description: str) -> bool:
 
 
 def job_table_version(*, user, now: float | None = None) -> tuple:
-    """``(clusters' state, (count, digest, ended in the window), places in line, estimates ahead, reasons' words, GPU
+    """``(clusters' state, (count, digest, ended in the window or, past the active cap, (that, not ended)), places in line, estimates ahead, reasons' words, GPU
     reads)`` for ``user``'s My jobs table at ``now`` (Unix seconds), equal for two polls exactly when
     the table reads the same. The table prints no relative time (run times, times left, start
     estimates and "last figures from" are ``<time datetime>`` elements that ``portal.js`` words and
@@ -263,7 +263,9 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     trouble, a cap, the team's quota figures: :func:`jobs.reads.queue.job_row` for those rows only); and,
     on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
     follows each). Two PostgreSQL queries and one or two Redis round trips; one more query only for
-    pending jobs whose reason reads more than their row. Raises the cache's and the database's
+    pending jobs whose reason reads more than their row, and one past the active cap. A change to
+    the one row read past a cap (to know there are more) changes the tag too: a render, never a
+    wrong 304. Raises the cache's and the database's
     errors."""
     now = time.time() if now is None else now
     names = cluster_names()

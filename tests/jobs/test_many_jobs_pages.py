@@ -77,7 +77,7 @@ def test_my_jobs_lists_the_newest_not_ended_up_to_its_cap_and_says_how_many_more
         page = BeautifulSoup(client.get(url).content.decode(), "html.parser")
         ids = [int(tr["data-slurm-id"]) for tr in page.select("[data-testid=job-table] tbody tr")]
         newest = FIRST_ID + MY_JOBS_ACTIVE_CAP + extra - 1
-        assert len(ids) == MY_JOBS_ACTIVE_CAP and ids[0] == newest and FIRST_ID not in ids, url
+        assert len(ids) == MY_JOBS_ACTIVE_CAP and ids[0] == newest and ids[-1] == newest - MY_JOBS_ACTIVE_CAP + 1, url
         note = page.select_one("[data-testid=active-more]").get_text(" ", strip=True)
         assert f"The {MY_JOBS_ACTIVE_CAP} newest" in note and f"{extra} more have not ended" in note, note
         assert "gpuportal ls" in note and page.select_one("[data-testid=active-more] a")["href"] == "/account/tokens/"
@@ -100,10 +100,11 @@ def test_the_tables_tag_follows_the_listed_jobs_and_the_count_of_the_rest(erin):
         before = job_table_version(user=erin)
     assert len(queries) == 3  # past the cap, one more count
     # a job past the cap is not on the page: a change to it leaves the tag alone
-    Job.objects.filter(user=erin, slurm_job_id=FIRST_ID).update(name="renamed past the cap")
+    # (the 201st newest, FIRST_ID + 29, is read to know there are more; the 202nd is not)
+    assert Job.objects.filter(user=erin, slurm_job_id=FIRST_ID + 28).update(name="renamed past the cap") == 1
     assert job_table_version(user=erin) == before
     # one that is listed changes it, and so does one more job past the cap (the "N more" line)
-    Job.objects.filter(user=erin, slurm_job_id=FIRST_ID + len(records) - 1).update(name="renamed on the page")
+    assert Job.objects.filter(user=erin, slurm_job_id=FIRST_ID + len(records) - 1).update(name="renamed on the page") == 1
     changed = job_table_version(user=erin)
     assert changed != before
     oldest = Job.objects.filter(user=erin).order_by("created_at").first().created_at
