@@ -101,6 +101,7 @@ SPREAD = (
     "tests/e2e/test_browser_login.py",
     "tests/accounts/test_login_audit.py",
     "tests/e2e/test_announcement_browser.py",
+    "tests/e2e/test_job_form_reload_browser.py",
 )
 
 

@@ -1,0 +1,76 @@
+// What was typed in a form marked data-draft survives a reload of its page. Pressing Submit and then
+// reloading while the answer is still on its way (a slow sbatch, a cluster under load) reloads the
+// page as a GET answers it: an empty form, which Chromium does not fill in again. So at Submit the
+// form's fields are kept in sessionStorage (this tab only, gone with it, and the script with them: the
+// page says so nowhere else, docs/user-guide.md does); a reload of that form's page within
+// DRAFT_MAX_AGE_MS puts them back, the form's submission key included, and shows the form's note that
+// the first Submit may have gone through (My jobs shows it; the same form sent again unchanged shows
+// that job rather than making a second). Every other page load forgets them: a plain visit, any other
+// page (the job's page after a good Submit), a form the server sent back with what was typed
+// (data-bound="1": a refusal), or one for another cluster than the draft's (the address bar names the
+// cluster, jobs/web/forms.py reloaded, so a reload keeps it). The CSRF token and files are never kept.
+(function () {
+  var KEY = "portal:form-draft";
+  var DRAFT_MAX_AGE_MS = 30 * 60 * 1000;
+
+  function storage() {
+    try { return window.sessionStorage; } catch (e) { return null; }  // blocked: no draft, no harm
+  }
+
+  function fields(form) {
+    return Array.prototype.filter.call(form.elements, function (el) {
+      return el.name && el.name !== "csrfmiddlewaretoken" && !el.disabled &&
+        ["submit", "button", "reset", "file", "password"].indexOf(el.type) < 0;
+    });
+  }
+
+  function save(form) {
+    var store = storage();
+    if (!store) return;
+    var values = fields(form).map(function (el) {
+      return { name: el.name, type: el.type, value: el.value, checked: !!el.checked };
+    });
+    try {
+      store.setItem(KEY, JSON.stringify({ form: form.dataset.draft, path: location.pathname, at: Date.now(), values: values }));
+    } catch (e) { /* full or blocked: the form is sent all the same */ }
+  }
+
+  function wasReload() {
+    var nav = performance.getEntriesByType && performance.getEntriesByType("navigation")[0];
+    return !!nav && nav.type === "reload";
+  }
+
+  function restore(form, draft) {
+    draft.values.forEach(function (saved) {
+      fields(form).forEach(function (el) {
+        if (el.name !== saved.name) return;
+        if (el.type === "checkbox" || el.type === "radio") { if (el.value === saved.value) el.checked = saved.checked; }
+        else if (el.value !== saved.value) el.value = saved.value;
+      });
+    });
+    var note = document.querySelector("[data-draft-note]");  // the form's note, hidden until now
+    if (note) note.hidden = false;
+    // portal.js's GPU choices and the form's quota estimate follow the restored partition and GPUs
+    if (form.elements.partition) form.elements.partition.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form && form.dataset && form.dataset.draft) save(form);
+  }, true);
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var store = storage();
+    if (!store) return;
+    var form = document.querySelector("form[data-draft]");
+    var draft = null;
+    try { draft = JSON.parse(store.getItem(KEY) || "null"); } catch (e) { draft = null; }
+    var cluster = form && form.elements.cluster ? form.elements.cluster.value : "";
+    var saved = draft && Array.isArray(draft.values) ? draft.values.filter(function (v) { return v.name === "cluster"; })[0] : null;
+    var keep = form && draft && Array.isArray(draft.values) && draft.form === form.dataset.draft &&
+      draft.path === location.pathname && form.dataset.bound !== "1" && wasReload() &&
+      Date.now() - draft.at <= DRAFT_MAX_AGE_MS && (!saved || saved.value === cluster);
+    if (keep) restore(form, draft);
+    else store.removeItem(KEY);
+  });
+})();
