@@ -56,12 +56,12 @@ def test_a_reload_while_submit_is_on_its_way_keeps_what_was_typed(portal_with_id
     # the first form's key: should that Submit have gone through, sending again shows its job
     assert page.input_value("input[name=submission]") == key
 
-    page.goto(portal_with_idp + "/jobs/new/")  # a visit, not a reload
+    page.goto(portal_with_idp + "/jobs/new/")  # a visit, not a reload: nothing restored, and the draft forgotten
     page.wait_for_selector("[data-testid=limits]")
     assert page.get_by_test_id("draft-restored").is_hidden() and page.input_value("#id_name") == ""
 
-    page.goto(portal_with_idp + "/jobs/")  # another page forgets the draft
+    page.goto(portal_with_idp + "/jobs/")
     page.goto(portal_with_idp + "/jobs/new/")
-    page.reload()
+    page.reload()  # a reload with no draft kept
     page.wait_for_selector("[data-testid=limits]")
     assert page.get_by_test_id("draft-restored").is_hidden() and page.input_value("#id_name") == ""
