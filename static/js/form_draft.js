@@ -1,8 +1,8 @@
 // What was typed in a form marked data-draft survives a reload of its page. Pressing Submit and then
 // reloading while the answer is still on its way (a slow sbatch, a cluster under load) reloads the
 // page as a GET answers it: an empty form, which Chromium does not fill in again. So at Submit the
-// form's fields are kept in sessionStorage (this tab only, gone with it, and the script with them: the
-// page says so nowhere else, docs/user-guide.md does); a reload of that form's page within
+// form's fields, the job script among them, are kept in sessionStorage (this tab only, gone when it
+// closes; docs/user-guide.md tells users so); a reload of that form's page within
 // DRAFT_MAX_AGE_MS puts them back, the form's submission key included, and shows the form's note that
 // the first Submit may have gone through (My jobs shows it; the same form sent again unchanged shows
 // that job rather than making a second). Every other page load forgets them: a plain visit, any other
