@@ -111,3 +111,17 @@ def test_the_tables_tag_follows_the_listed_jobs_and_the_count_of_the_rest(erin):
     older = Job.objects.create(user=erin, name="older", partition="train", memory_mb=1, time_limit_min=1, script="")
     Job.objects.filter(pk=older.pk).update(created_at=oldest - timedelta(seconds=1))  # listed last, past the cap
     assert job_table_version(user=erin) != changed
+
+
+def test_the_home_page_counts_the_jobs_not_ended_without_promising_my_jobs_lists_them_all(client, erin):
+    """The home page lists a few jobs and counts the rest that have not ended; past My jobs' cap it
+    must not say they are all "in My jobs" (My jobs names where to see those past its cap)."""
+    extra = 30
+    poll(loop_of_jobs(MY_JOBS_ACTIVE_CAP + extra))
+    client.force_login(erin)
+    page = BeautifulSoup(client.get("/").content.decode(), "html.parser")
+    shown = len(page.select("[data-testid=home-job]"))
+    more = page.select_one("[data-testid=home-jobs-more]")
+    assert shown > 0 and more is not None
+    assert more.get_text(" ", strip=True) == f"{MY_JOBS_ACTIVE_CAP + extra - shown} more jobs not ended: see My jobs"
+    assert more.a["href"] == "/jobs/"
