@@ -4,12 +4,16 @@ from django import forms
 
 from .models import Role
 
+#: Quotas are stored in minutes in PostgreSQL integer columns (at most 2,147,483,647): the largest
+#: quota in hours the forms take, a round number below 2,147,483,647 / 60.
+MAX_QUOTA_HOURS = 35_000_000
+
 
 class LimitsForm(forms.Form):
     gpu_hours_quota = forms.DecimalField(
         required=False,
         min_value=0,
-        max_value=10_000_000,
+        max_value=MAX_QUOTA_HOURS,
         decimal_places=1,
         label="GPU-hour quota per period",
         help_text="Per accounting period (Slurm's PriorityUsageResetPeriod, e.g. monthly), on each cluster. "
@@ -24,7 +28,7 @@ class LimitsForm(forms.Form):
     billed_hours_quota = forms.DecimalField(
         required=False,
         min_value=0,
-        max_value=100_000_000,
+        max_value=MAX_QUOTA_HOURS,
         decimal_places=1,
         label="Or: billed unit-hour quota per period",
         help_text="Instead of GPU-hours, for a site that charges by Slurm's billed units (each partition's "

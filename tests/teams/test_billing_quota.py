@@ -13,6 +13,7 @@ from audit.models import AuditEvent
 from portal.refusals import Refused
 from slurm import SlurmGateway
 from slurm.accounting import SHOW_ACCOUNTS, SHOW_ASSOCIATIONS, SHOW_USERS
+from teams.forms import MAX_QUOTA_HOURS
 from teams.models import Membership, Role, Source, Team
 from teams.services import BOTH_UNITS, team_set_limits
 from teams.sync import associations as sync_module
@@ -173,6 +174,26 @@ def test_a_quota_in_both_units_is_refused_with_what_to_change(client, admin):
     assert "in GPU-hours or in billed unit-hours, not both: empty one of the two quota fields" in resp.content.decode()
     team.refresh_from_db()
     assert (team.gpu_minutes_quota, team.billing_minutes_quota) == (600, None)
+
+
+@pytest.mark.parametrize("field", ["gpu_hours_quota", "billed_hours_quota"])
+def test_a_quota_too_big_to_store_is_refused_and_the_largest_taken_is_stored(client, admin, field, _no_incidental_slurm_sync):
+    """Quotas are stored in minutes in an integer column: 50,000,000 hours (3e9 minutes) once gave a 500."""
+    team = Team.objects.create(name="vision")
+    resp = client.post(
+        "/teams/vision/settings/limits/", {"gpu_hours_quota": "", "billed_hours_quota": "", "gpu_limit": ""} | {field: "50000000"}
+    )
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert f"A quota must be at most {MAX_QUOTA_HOURS}" in resp.content.decode()
+    team.refresh_from_db()
+    assert (team.gpu_minutes_quota, team.billing_minutes_quota) == (None, None)
+    resp = client.post(
+        "/teams/vision/settings/limits/",
+        {"gpu_hours_quota": "", "billed_hours_quota": "", "gpu_limit": ""} | {field: str(MAX_QUOTA_HOURS)},
+    )
+    assert resp.status_code == HTTPStatus.FOUND
+    team.refresh_from_db()
+    assert MAX_QUOTA_HOURS * 60 in (team.gpu_minutes_quota, team.billing_minutes_quota)
 
 
 def test_the_service_refuses_both_units_and_a_negative_billed_quota(admin):
