@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from bs4 import BeautifulSoup
 
 from api.schemas import QuotaOut
 from jobs.reads.queue import quota_note
@@ -260,6 +261,15 @@ def test_team_page_says_used_of_billed_unit_hours(client, admin):
     assert "120.0 billed unit-hours" in page and 'data-unit="billing"' in page
     assert "12.0 GPU-hours" in page  # the GPU use is still shown, as such
     assert "not estimated for a quota in billed units" in page
+
+
+def test_teams_list_gives_the_billed_quota_in_its_unit(client, admin):
+    """The Teams list once read "12.0 / none" under a GPU-hours heading for a team with a billed quota."""
+    page = BeautifulSoup(client.get("/teams/").content.decode(), "html.parser")
+    assert page.select_one("[data-team=vision] [data-testid=team-quota]").get_text(strip=True) == "80.0 / 200.0 billed unit-hours"
+    usage_cache._store({}, usage_cache.UsageStatus(taken_at=FINAL_NOW))  # not read yet: the team's own quota
+    page = BeautifulSoup(client.get("/teams/").content.decode(), "html.parser")
+    assert page.select_one("[data-team=vision] [data-testid=team-quota]").get_text(strip=True) == "– / 200.0 billed unit-hours"
 
 
 def test_api_teams_and_usage_carry_the_unit(client, admin):
