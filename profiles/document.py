@@ -5,6 +5,8 @@ applied (short names or dotted paths), and written back (:func:`dump_yaml`). Eve
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from portal.refusals import Problem, Refused
@@ -62,16 +64,46 @@ def line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
     return lines.get(())
 
 
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without YAML 1.1's base-60 numbers: an unquoted ``1:30`` is the text
+    "1:30" (a time limit, 1 minute 30 seconds as Slurm and the New job form read it), not the integer
+    90, and ``2:00:00`` is two hours, not 7,200. The other numbers are read as before."""
+
+
+_ProfileLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# PyYAML's own patterns (yaml/resolver.py) less their base-60 alternatives.
+_ProfileLoader.add_implicit_resolver(
+    _INT,
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"),
+)
+_ProfileLoader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
 def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
-    """Parse the file (YAML 1.1, safe: no tags that build objects). Returns (document, lines).
-    Raises :class:`Refused` for text that is not a YAML mapping, with the line of a syntax error."""
+    """Parse the file (YAML 1.1, safe: no tags that build objects; no base-60 numbers, so ``1:30`` is
+    text: :class:`_ProfileLoader`). Returns (document, lines). Raises :class:`Refused` for text that
+    is not a YAML mapping, with the line of a syntax error, and for a number too long to read."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_PROFILE_BYTES:
         raise Refused(Problem("", f"The profile is larger than {MAX_PROFILE_BYTES // 1024} KiB."))
     if "\x00" in text:
         raise Refused(Problem("", "The profile contains a NUL character; save it as plain UTF-8 text."))
     try:
         depth = 0
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_ProfileLoader):
             depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
             if depth > MAX_DEPTH:
                 raise Refused(Problem("", f"The profile is nested more than {MAX_DEPTH} levels deep.", event.start_mark.line + 1))
@@ -84,10 +116,12 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
                         event.start_mark.line + 1,
                     )
                 )
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        document = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_ProfileLoader)
+        document = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 (a SafeLoader)
     except RecursionError:
         raise Refused(Problem("", "The profile is nested too deeply.")) from None
+    except ValueError:  # int() of a number past Python's 4,300 digits
+        raise Refused(Problem("", "A number in the profile has more than 4,300 digits; write a shorter one.")) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = mark.line + 1 if mark else None

@@ -233,3 +233,22 @@ def test_requeue_is_on_by_default_and_can_be_turned_off_in_the_file_or_by_an_ove
     assert parse_profile(base).requeue is True and job_request_for(parse_profile(base)).requeue is True
     assert parse_profile(base.replace("command: python train.py", "command: python train.py\n  requeue: false")).requeue is False
     assert parse_profile(base, overrides={"requeue": "false"}).requeue is False
+
+
+TIME_FILE = MEMORY_FILE.replace("  memory: {memory}", "  time_limit: {time_limit}")
+
+
+@pytest.mark.parametrize(
+    "written, minutes",
+    # unquoted as quoted, as Slurm and the New job form read them: YAML 1.1's base-60 numbers once
+    # made 30:00 thirty hours and 2:00:00 five days
+    [("30:00", 30), ('"30:00"', 30), ("1:30", 2), ("2:00:00", 120), ("1-12:00", 2160), ("45", 45)],
+)
+def test_an_unquoted_time_limit_reads_as_slurm_reads_it(written, minutes):
+    assert parse_profile(TIME_FILE.format(time_limit=written)).time_limit_min == minutes
+
+
+def test_a_number_too_long_to_read_is_refused_not_an_error():
+    assert errors_of("version: 1\nname: demo\nresources:\n  cpus: " + "9" * 5000 + "\n") == [
+        ("", None, "A number in the profile has more than 4,300 digits; write a shorter one.")
+    ]
