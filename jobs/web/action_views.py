@@ -122,5 +122,7 @@ def _as_data(job) -> dict:
         "time_limit": str(request.time_limit_min),
         "workdir": request.workdir,
         "script": request.script,
+        "priority": request.priority,
+        "image": request.image,
     }
     return data | ({"requeue": "on"} if request.requeue else {})

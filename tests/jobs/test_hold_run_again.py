@@ -207,8 +207,9 @@ def test_run_again_keeps_a_chosen_working_directory(client, alice, cluster, no_s
     assert Job.objects.exclude(pk=old.pk).get().workdir == "/home/alice/data"
 
 
-def test_run_again_refused_by_policy_shows_the_filled_form(client, alice, cluster, no_slurm):
-    old = finished(alice, partition="retired")
+def test_run_again_refused_by_policy_shows_the_filled_form(client, alice, cluster, no_slurm, settings):
+    settings.PORTAL_PRIORITY_CLASSES = True
+    old = finished(alice, partition="retired", priority_class="scavenger", requeue=True)
     client.force_login(alice)
     resp = client.post(f"/jobs/{old.key}/run-again/")
     assert resp.status_code == HTTPStatus.BAD_REQUEST and Job.objects.count() == 1
@@ -216,6 +217,8 @@ def test_run_again_refused_by_policy_shows_the_filled_form(client, alice, cluste
     assert page.select_one("[data-testid=form-errors]") and "retired" in page.get_text()
     assert textarea(page, "script") == old.script.replace("\r\n", "\n")
     assert page.select_one("input[name=name]")["value"] == "resnet"
+    # the priority class too (it once fell back to the default: a fixed resubmit would bill the quota)
+    assert page.select_one("select[name=priority] option[selected]")["value"] == "scavenger"
 
 
 def test_run_again_with_changes_opens_the_form_filled_in(client, alice, cluster, no_slurm):
