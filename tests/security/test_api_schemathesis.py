@@ -653,6 +653,23 @@ def test_nul_characters_are_refused(client, api_world, method, path, body):
     assert Session.objects.get(server_name="lab-0001").state == "RUNNING"
 
 
+#: A lone surrogate (JSON "\\ud800" without its pair) in any text: no character, and PostgreSQL's UTF-8
+#: cannot store it (in overrides.args it once reached the job row: an HTTP 500).
+SURROGATE = [
+    ("/jobs", {"profile_yaml": PROFILE, "overrides": {"args": ["\ud800"]}}),
+    ("/jobs", {"profile_yaml": PROFILE, "overrides": {"name": "a\udfffb"}}),
+    ("/jobs", {"profile_yaml": PROFILE, "overrides": {"run.args": ["x", "\ud800"]}}),
+    (f"/profiles/{PROFILE_PK}/submit", {"overrides": {"args": ["\ud800"]}}),
+    (f"/profiles/{PROFILE_PK}/clone", {"name": "copy\ud800"}),
+]
+
+
+@pytest.mark.parametrize("path, body", SURROGATE, ids=[f"{p} {json.dumps(b)[-40:]}" for p, b in SURROGATE])
+def test_lone_surrogates_are_refused_saying_why(client, api_world, path, body):
+    answer = _assert_refused(_send(client, "post", path, api_world.fuzz_token, body), _rows())
+    assert "surrogate pair" in json.dumps(answer), answer
+
+
 def test_non_json_errors_under_the_api_are_json_too(client, api_world):
     """Answers the API's handlers never see: no route (``pk`` is a number), a method the path lacks."""
     for method, path in [
