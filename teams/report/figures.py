@@ -100,6 +100,22 @@ def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
     }
 
 
+def failed_job_ids(runs: list[AccountedRun]) -> set[int]:
+    """The job ids whose last run (sacct ``-D`` lists each run of a requeued job) ended failed: an
+    earlier run that Slurm ran again (preempted, requeued, a node failure) is not the job's failure.
+    The last run is the one still going, else the one that ended last."""
+    last: dict[int, AccountedRun] = {}
+    for run in runs:
+        seen = last.get(run.job_id)
+        if seen is None or _run_order(run) >= _run_order(seen):
+            last[run.job_id] = run
+    return {job_id for job_id, run in last.items() if run.failed}
+
+
+def _run_order(run: AccountedRun) -> tuple[bool, int, int]:
+    return (run.end is None, run.end or 0, run.start or 0)
+
+
 def report_row(
     username: str,
     runs: list[AccountedRun],
@@ -121,7 +137,7 @@ def report_row(
         billed_unit_hours=billed,
         cost=float(cost.amount) if (cost := cost_of(billed, rate) if rate else None) else None,
         jobs=len({run.job_id for run in runs}),
-        failed_jobs=len({run.job_id for run in runs if run.failed}),
+        failed_jobs=len(failed_job_ids(runs)),
         median_wait_s=statistics.median(wait) if wait else None,
         gpu_jobs=len(by_job),
         not_measured=len([job for job in by_job if job not in found]),

@@ -253,3 +253,27 @@ def test_a_month_not_read_yet_is_read_by_the_worker_while_the_page_says_so(world
     done = client.get("/teams/vision/report/2026-11/").content.decode()
     assert "report-pending" not in done and "rank 2 of 2 accounts" in done and 'hx-trigger="every 3s"' not in done
     assert client.get("/teams/vision/report/2026-11.csv").status_code == HTTPStatus.OK
+
+
+def _run(job_id: int, state: JobState, start: int, end: int | None, failed: bool):
+    from slurm.adapters.sacct_runs import AccountedRun
+
+    return AccountedRun(job_id, "alice", "vision", state, 1, 1, 10, start - 5, start - 5, start, end, failed)
+
+
+def test_a_job_fails_by_its_last_run_not_by_a_run_slurm_ran_again():
+    """sacct -D lists a preempted (or node-failed) run that Slurm requeued as PREEMPTED (NODE_FAIL),
+    a failing state: the job once counted as failed though its next run completed."""
+    from teams.report.figures import failed_job_ids
+
+    runs = [
+        _run(1, JobState.PREEMPTED, 100, 200, True),
+        _run(1, JobState.COMPLETED, 300, 400, False),  # preempted, then ran to the end
+        _run(2, JobState.COMPLETED, 100, 200, False),
+        _run(2, JobState.FAILED, 300, 400, True),  # requeued by hand, then failed
+        _run(3, JobState.NODE_FAIL, 100, 200, True),
+        _run(3, JobState.RUNNING, 300, None, False),  # running again
+        _run(4, JobState.TIMEOUT, 100, 200, True),  # one run, failed
+    ]
+    assert failed_job_ids(runs) == {2, 4}
+    assert failed_job_ids(list(reversed(runs))) == {2, 4}  # whatever order sacct lists them in
