@@ -2,7 +2,8 @@
 and admins only; anyone else gets the team page's 404 (the selector is the team page's). They read
 the cache only: a month a cluster has not been read for is read by a Celery task
 (:func:`teams.tasks.team_report_read_task`) while the page says so and polls, and the CSV answers 503
-with when to try again."""
+with when to try again; a cluster whose read failed shows why on the page (the others' figures beside
+it), and the CSV answers 503 with that reason rather than leave the cluster out."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .models import Team
 from .report.build import TeamReport, team_report
 from .report.export import report_csv
 from .report.period import Month, month_of, months_offered, parse_month
+from .report.read import READ_FAILED_S
 from .selectors import team_for_viewer
 from .tasks import team_report_read_task
 
@@ -86,6 +88,15 @@ def team_report_csv(request: HttpRequest, name: str, month: str) -> HttpResponse
             content_type="text/plain; charset=utf-8",
         )
         response["Retry-After"] = "30"
+        return response
+    failed = [part for part in report.clusters if part.error]
+    if failed:  # never a CSV that leaves a cluster out without a word
+        response = HttpResponse(
+            "".join(f"{part.error}\n" for part in failed) + "The report page shows the other clusters' figures.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = str(READ_FAILED_S)
         return response
     response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{team.name}-report-{chosen}.csv"'

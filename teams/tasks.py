@@ -3,6 +3,7 @@
 import logging
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
@@ -79,11 +80,12 @@ def usage_refresh_task(cluster: str | None = None) -> None:
 def team_report_read_task(cluster: str, month: str) -> None:
     """Read ``cluster``'s sacct for ``month`` (``YYYY-MM``) into the cache for the report pages
     (:func:`teams.report.read.month_reading`), which show "being read" until it is there. A failure
-    is logged; the page's next request asks again."""
+    is logged and noted (:func:`teams.report.read.month_read_failed`): the pages show why for a minute,
+    then ask again."""
     from slurm import SlurmError, get_gateway
 
     from .report.period import parse_month
-    from .report.read import month_reading
+    from .report.read import month_read_failed, month_reading
 
     chosen = parse_month(month)
     if chosen is None or cluster not in cluster_names():
@@ -91,8 +93,9 @@ def team_report_read_task(cluster: str, month: str) -> None:
         return
     try:
         month_reading(get_gateway(cluster), cluster=cluster, month=chosen)
-    except (SlurmError, ValueError) as exc:
+    except (SlurmError, ValueError, SoftTimeLimitExceeded) as exc:
         logger.warning("team report read: %s's sacct for %s failed: %s", cluster, month, exc)
+        month_read_failed(cluster=cluster, month=chosen, error=str(exc) or "it took too long")
 
 
 @shared_task(soft_time_limit=1500, time_limit=1800, ignore_result=True, max_retries=0)

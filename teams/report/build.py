@@ -17,7 +17,7 @@ from ..models import Membership, Team
 from .figures import ReportRow, account_gpu_hours, report_row, share_and_rank
 from .measures import measures
 from .period import Month
-from .read import MonthReading, month_reading, month_reading_cached
+from .read import READ_FAILED_S, MonthReading, month_read_error, month_reading, month_reading_cached
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,8 @@ def team_report(team: Team, month: Month, *, now: float | None = None, read: boo
     """Build ``team``'s report of ``month`` on every configured cluster. A cluster whose read fails
     gets a :class:`ClusterReport` with ``error`` (in words: what failed and that the page may be
     reloaded later); never raises for Slurm. With ``read=False`` (pages) nothing calls Slurm: a
-    cluster whose month is not in the cache yet is ``pending``."""
+    cluster whose month is not in the cache yet is ``pending``, or has ``error`` when the Celery task's
+    read of it failed within the last :data:`.read.READ_FAILED_S` seconds."""
     now = time.time() if now is None else now
     members = _member_names(team)
     parts = []
@@ -122,7 +123,16 @@ def team_report(team: Team, month: Month, *, now: float | None = None, read: boo
             )
             continue
         if reading is None:
-            parts.append(ClusterReport(cluster=name, pending=True))
+            error = month_read_error(cluster=name, month=month)
+            parts.append(
+                ClusterReport(
+                    cluster=name,
+                    error=f"{name}'s accounting (sacct) could not be read: {error.rstrip('.')}. "
+                    f"Reload the page in {READ_FAILED_S} s to try again.",
+                )
+                if error
+                else ClusterReport(cluster=name, pending=True)
+            )
             continue
         parts.append(cluster_report(team, reading, month=month, members=members))
     return TeamReport(team=team.name, month=month, clusters=parts, complete=now >= month.end.timestamp())

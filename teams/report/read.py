@@ -15,7 +15,9 @@ The command, through the cluster's gateway as the portal's service user::
 A past month's read (one taken at least :data:`FINAL_AFTER_S` after the month's end) is kept without
 expiry; the current month's is kept :data:`CURRENT_TTL_S` seconds. Pages only read the cache
 (:func:`month_reading_cached`); a month not read yet is read by a Celery task
-(``teams.tasks.team_report_read_task``) while the page says so and polls."""
+(``teams.tasks.team_report_read_task``) while the page says so and polls. A read that failed is
+noted for :data:`READ_FAILED_S` seconds (:func:`month_read_failed`), so the page shows why instead of
+"being read" for ever, and asks again after that."""
 
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ CURRENT_TTL_S = 300
 FINAL_AFTER_S = 900
 #: v2: each run carries its QOS (reads kept before it have none: read again).
 _KEY = "teams:report:runs:v2:{cluster}:{month}"
+_FAILED_KEY = "teams:report:read-failed:{cluster}:{month}"
+#: Seconds a failed read's reason stands in for the cluster's figures; a page request after that asks
+#: for a read again.
+READ_FAILED_S = 60
 
 
 @dataclass(frozen=True)
@@ -112,3 +118,15 @@ def month_reading(gateway: SlurmGateway, *, cluster: str, month: Month, now: flo
     reading = month_read(gateway, cluster=cluster, month=month, now=now)
     cache.set(key, _pack(reading), None if reading.final else CURRENT_TTL_S)
     return reading
+
+
+def month_read_failed(*, cluster: str, month: Month, error: str) -> None:
+    """Note that the read of (``cluster``, ``month``) failed, with why (words), for
+    :data:`READ_FAILED_S` seconds."""
+    cache.set(_FAILED_KEY.format(cluster=cluster, month=month), error, READ_FAILED_S)
+
+
+def month_read_error(*, cluster: str, month: Month) -> str | None:
+    """Why the last read of (``cluster``, ``month``) failed, within :data:`READ_FAILED_S` seconds of
+    it; ``None`` otherwise."""
+    return cache.get(_FAILED_KEY.format(cluster=cluster, month=month))

@@ -255,6 +255,38 @@ def test_a_month_not_read_yet_is_read_by_the_worker_while_the_page_says_so(world
     assert client.get("/teams/vision/report/2026-11.csv").status_code == HTTPStatus.OK
 
 
+def test_a_cluster_whose_read_failed_shows_why_beside_the_others_figures(world, slurmdbds, client, monkeypatch):
+    """A failed read once left the page "Reading..." and polling for ever, and the CSV at 503 "being
+    read" for ever, although the other cluster's figures were there: the page now says why, stops
+    polling and shows the other cluster; the CSV says why; a minute later a request asks again."""
+    from django.core.cache import cache
+
+    from slurm import SlurmUnreachable
+    from teams import report_views
+    from teams.report.read import _FAILED_KEY
+
+    asked: list[tuple[str, str]] = []
+    monkeypatch.setattr(report_views.team_report_read_task, "delay", lambda *args: asked.append(args))
+    client.force_login(world["carol"])
+    client.get("/teams/vision/report/2026-11/")
+    slurmdbds["cluster1"].expect(SACCT, raises=SlurmUnreachable(["sacct"], None, message="connection refused"))
+    slurmdbds["cluster2"].expect(SACCT, stdout=recording("24.11", "sacct"))
+    for args in asked:
+        report_views.team_report_read_task(*args)  # what the worker runs
+    page = client.get("/teams/vision/report/2026-11/").content.decode()
+    assert "report-pending" not in page and 'hx-trigger="every 3s"' not in page
+    assert page.count('data-testid="report-error"') == 1 and "cluster1&#x27;s accounting (sacct) could not be read" in page
+    assert "connection refused" in page and "Reload the page in 60 s to try again." in page
+    csv_answer = client.get("/teams/vision/report/2026-11.csv")
+    assert csv_answer.status_code == HTTPStatus.SERVICE_UNAVAILABLE and csv_answer["Retry-After"] == "60"
+    assert "cluster1's accounting (sacct) could not be read" in csv_answer.content.decode()
+    assert len(asked) == 2
+    cache.delete(_FAILED_KEY.format(cluster="cluster1", month="2026-11"))  # a minute on: the note is gone
+    cache.delete("teams:report:read-asked:cluster1:2026-11")
+    again = client.get("/teams/vision/report/2026-11/").content.decode()
+    assert 'data-testid="report-pending"' in again and asked[-1] == ("cluster1", "2026-11")
+
+
 def _run(job_id: int, state: JobState, start: int, end: int | None, failed: bool):
     from slurm.adapters.sacct_runs import AccountedRun
 
