@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import time
 import uuid
+from decimal import ROUND_HALF_UP, Decimal
 from functools import wraps
 
 from django.contrib import messages
@@ -146,14 +147,31 @@ def _admin_team_page(view):
     return wrapper
 
 
+def _hours_shown(minutes: int | None) -> Decimal | None:
+    """A quota stored in minutes as the settings form shows it: hours to one decimal place (the
+    form's precision; a quota read from Slurm, 1000 GPU-minutes, is 16.7, not 16.666666666666668)."""
+    return None if minutes is None else (Decimal(minutes) / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+
+
+def _hours_sent(value: Decimal | None, minutes: int | None) -> float | None:
+    """The quota in hours to save from the form's ``value``: the stored ``minutes`` exactly when the
+    value is what :func:`_hours_shown` showed of them (a form saved for its GPU limit alone leaves
+    the quota as Slurm has it)."""
+    if value is None:
+        return None
+    if minutes is not None and value == _hours_shown(minutes):
+        return minutes / 60
+    return float(value)
+
+
 def _settings_page(
     request: HttpRequest, team: Team, *, limits: LimitsForm | None = None, member_form: MemberForm | None = None
 ) -> HttpResponse:
     """The settings page; a bound form with errors makes it a 400."""
     limits = limits or LimitsForm(
         initial={
-            "gpu_hours_quota": team.gpu_hours_quota,
-            "billed_hours_quota": team.billed_hours_quota,
+            "gpu_hours_quota": _hours_shown(team.gpu_minutes_quota),
+            "billed_hours_quota": _hours_shown(team.billing_minutes_quota),
             "gpu_limit": team.gpu_limit,
         }
     )
@@ -208,11 +226,10 @@ def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
     follows in a worker."""
 
     def apply(data) -> str:
-        quota, billed = data["gpu_hours_quota"], data["billed_hours_quota"]
         team_set_limits(
             team=team,
-            gpu_hours_quota=float(quota) if quota is not None else None,
-            billed_hours_quota=float(billed) if billed is not None else None,
+            gpu_hours_quota=_hours_sent(data["gpu_hours_quota"], team.gpu_minutes_quota),
+            billed_hours_quota=_hours_sent(data["billed_hours_quota"], team.billing_minutes_quota),
             gpu_limit=data["gpu_limit"],
             by=request.user,
         )

@@ -196,6 +196,24 @@ def test_a_quota_too_big_to_store_is_refused_and_the_largest_taken_is_stored(cli
     assert MAX_QUOTA_HOURS * 60 in (team.gpu_minutes_quota, team.billing_minutes_quota)
 
 
+@pytest.mark.parametrize(
+    "field, stored", [("gpu_hours_quota", "gpu_minutes_quota"), ("billed_hours_quota", "billing_minutes_quota")]
+)
+def test_a_quota_read_from_slurm_is_shown_to_the_form_precision_and_kept_when_saved_as_shown(client, admin, field, stored):
+    """1000 minutes (a quota imported from Slurm) once showed as 16.666666666666668, which the form
+    refuses (one decimal place): the GPU limit could not be saved without changing the quota."""
+    team = Team.objects.create(name="vision", gpu_limit=4, **{stored: 1000})
+    page = client.get("/teams/vision/settings/").content.decode()
+    assert f'name="{field}" value="16.7"' in page
+    form = {"gpu_hours_quota": "", "billed_hours_quota": "", "gpu_limit": "8"} | {field: "16.7"}
+    assert client.post("/teams/vision/settings/limits/", form).status_code == HTTPStatus.FOUND
+    team.refresh_from_db()
+    assert (getattr(team, stored), team.gpu_limit) == (1000, 8)  # the quota as Slurm has it, the limit changed
+    client.post("/teams/vision/settings/limits/", form | {field: "16.8"})
+    team.refresh_from_db()
+    assert getattr(team, stored) == 1008  # a changed quota is saved as typed
+
+
 def test_the_service_refuses_both_units_and_a_negative_billed_quota(admin):
     team = Team.objects.create(name="vision")
     with pytest.raises(Refused) as both:
