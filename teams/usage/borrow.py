@@ -23,17 +23,16 @@ def is_scavenger(priority_class: str) -> bool:
     return enabled() and priority_class == SCAVENGER
 
 
-def scavenger_offer(unit: str, priority_class: str) -> str:
-    """The sentence offering scavenger to a job whose team's quota is used up (``unit`` ``"gpu"``:
+def scavenger_offer(unit: str, priority_class: str, *, used_up: bool = True) -> str:
+    """The sentence offering scavenger to a job that waits for its team's quota (``unit`` ``"gpu"``:
     GPU-hours; ``"billing"``: billed unit-hours), or ``""`` when the site offers no classes or the job
-    is already scavenger. The caller says whether the quota is used up."""
+    is already scavenger. ``used_up``: nothing is left (else what is left is too little for this job),
+    which the sentence says."""
     if not enabled() or priority_class == SCAVENGER:
         return ""
     what = "billed unit-hours" if unit == "billing" else "GPU-hours"
-    return (
-        f"Your team's {what} are used up. Run as scavenger: it starts when GPUs are free, costs no quota, "
-        "and may be stopped and resumed later."
-    )
+    why = f"Your team's {what} are used up." if used_up else f"Your team has too few {what} left for this job."
+    return f"{why} Run as scavenger: it starts when GPUs are free, costs no quota, and may be stopped and resumed later."
 
 
 #: (team, since, until) -> GPU-hours its portal jobs ran as scavenger in [since, until), all clusters.

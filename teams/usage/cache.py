@@ -311,7 +311,9 @@ def _borrowing(estimate: QuotaEstimate | None, priority_class: str) -> QuotaEsti
     if is_scavenger(priority_class):
         return replace(estimate, will_wait=False, fit="", scavenger=True)
     if estimate.will_wait:
-        return replace(estimate, offer=scavenger_offer(estimate.unit, priority_class))
+        left = estimate.billed_hours_left if estimate.unit == "billing" else estimate.gpu_hours_left
+        used_up = left is None or left <= 0
+        return replace(estimate, offer=scavenger_offer(estimate.unit, priority_class, used_up=used_up))
     return estimate
 
 

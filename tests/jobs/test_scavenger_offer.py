@@ -54,6 +54,14 @@ def test_a_scavenger_jobs_box_says_it_costs_no_quota_and_offers_nothing(client, 
     assert BUTTON not in html and "will wait" not in html and 'class="banner warn"' not in html
 
 
+def test_a_job_too_big_for_what_is_left_is_not_told_the_quota_is_used_up(client, alice):
+    """8 GPU-hours left and a job of 16 once read "8 h left ... Your team's GPU-hours are used up"."""
+    store(vision=gpu_usage(10.0, 2.0))
+    html = estimate(client, gpu_count="2", time_limit="480")
+    assert "it will wait for quota" in html and BUTTON in html and "are used up" not in html
+    assert "Your team has too few GPU-hours left for this job. Run as scavenger: it starts when GPUs are free" in html
+
+
 def test_a_job_that_fits_is_offered_nothing(client, alice):
     store(vision=gpu_usage(10.0, 2.0))
     html = estimate(client)
