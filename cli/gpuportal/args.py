@@ -28,13 +28,22 @@ def parse_value(text: str) -> Any:
     return text
 
 
+#: Overrides whose value is always text (a short name, or the last part of a dotted path such as
+#: ``resources.partition``): ``--set name=2024`` names a job "2024", and ``python=3.10`` is not 3.1.
+#: The shell takes quotes away, so the number could not be written as text otherwise.
+TEXT_KEYS = frozenset(
+    {"name", "account", "cluster", "partition", "gpu_type", "workdir", "priority", "image", "script", "command", "python"}
+)
+
+
 def parse_override(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as ``(key, parse_value(value))``; raises ``argparse.ArgumentTypeError`` otherwise."""
+    """``KEY=VALUE`` as ``(key, value)``: the text unchanged for a key of :data:`TEXT_KEYS`, else
+    ``parse_value(value)``; raises ``argparse.ArgumentTypeError`` otherwise."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key or any(c.isspace() for c in key):
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. gpus=4), got {text!r}")
-    return key, parse_value(value)
+    return key, value if key.rsplit(".", 1)[-1] in TEXT_KEYS else parse_value(value)
 
 
 def positive_float(text: str) -> float:

@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from gpuportal import __version__, config
-from gpuportal.cli import main, parse_value
+from gpuportal.cli import main, parse_override, parse_value
 
 from .fake_api import KEY_1, KEY_2, TOKEN, dead_url, make_job, make_session
 
@@ -57,6 +57,24 @@ def test_usage_error_exits_2(capsys):
 def test_parse_value(text, value):
     parsed = parse_value(text)
     assert parsed == value and type(parsed) is type(value)
+
+
+@pytest.mark.parametrize(
+    "text, pair",
+    [
+        ("name=2024", ("name", "2024")),  # the shell takes quotes away: '"2024"' would keep them
+        ("partition=7", ("partition", "7")),
+        ("resources.partition=7", ("resources.partition", "7")),
+        ("python=3.10", ("python", "3.10")),
+        ("priority=true", ("priority", "true")),
+        ("gpus=4", ("gpus", 4)),
+        ("requeue=false", ("requeue", False)),
+        ("time_limit=90", ("time_limit", 90)),
+    ],
+)
+def test_text_overrides_stay_text_and_the_others_are_typed(text, pair):
+    parsed = parse_override(text)
+    assert parsed == pair and type(parsed[1]) is type(pair[1])
 
 
 # --- configuration ---------------------------------------------------------------------------------
