@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from portal.billing import billing_rate
 from slurm import SlurmError, get_gateway
@@ -87,11 +87,14 @@ def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: 
     rows.sort(key=lambda row: (-row.gpu_hours, row.username))
     by_account = account_gpu_hours(reading.runs, bounds, reading.taken_at)
     share, rank, ranked = share_and_rank(team.name, by_account)
+    total = report_row("", runs, **options)
+    if total.cost is not None:  # the rows' costs, each to the cent, add up to the total shown
+        total = replace(total, cost=round(sum(row.cost or 0.0 for row in rows), 2))
     return ClusterReport(
         cluster=reading.cluster,
         taken_at=reading.taken_at,
         members=rows,
-        total=report_row("", runs, **options),
+        total=total,
         cluster_gpu_hours=sum(by_account.values()),
         share=share,
         rank=rank,

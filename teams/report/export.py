@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from decimal import ROUND_HALF_UP, Decimal
 
 from portal.formats import duration
 
@@ -35,7 +36,12 @@ TEAM_ROW = "(team total)"
 
 
 def _num(value: float | None, digits: int) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
+    """``value`` to ``digits`` decimals, half up on its decimal text, as the page's ``floatformat``
+    rounds (Python's ``f"{2.675:.2f}"`` gives 2.67: the float is a hair below 2.675); ``""`` for
+    ``None``."""
+    if value is None:
+        return ""
+    return str(Decimal(str(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 
 def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
@@ -66,7 +72,7 @@ def scavenger_words(row: ReportRow) -> str:
     """ " (of which 3.50 GPU-hours as scavenger, not counted against the quota)", or "" when none."""
     if not row.scavenger_gpu_hours:
         return ""
-    return f" (of which {row.scavenger_gpu_hours:.2f} GPU-hours as scavenger, not counted against the quota)"
+    return f" (of which {_num(row.scavenger_gpu_hours, 2)} GPU-hours as scavenger, not counted against the quota)"
 
 
 def report_csv(report: TeamReport) -> str:
@@ -90,13 +96,15 @@ def summary_lines(report: TeamReport) -> list[str]:
         if total is None:
             lines.append(f"{part.cluster}: no figures ({part.error})")
             continue
-        cost = f", cost {total.cost:.2f} {part.currency}" if total.cost is not None else ""
+        cost = f", cost {_num(total.cost, 2)} {part.currency}" if total.cost is not None else ""
         wait = duration(total.median_wait_s) if total.median_wait_s is not None else "none started"
-        share = f"{part.share * 100:.1f} % of the cluster's GPU-hours" if part.share is not None else "the cluster used no GPUs"
+        share = (
+            f"{_num(part.share * 100, 1)} % of the cluster's GPU-hours" if part.share is not None else "the cluster used no GPUs"
+        )
         rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
         lines.append(
-            f"{part.cluster}: {total.gpu_hours:.2f} GPU-hours{scavenger_words(total)}, "
-            f"{total.billed_unit_hours:.2f} billed unit-hours{cost}, "
+            f"{part.cluster}: {_num(total.gpu_hours, 2)} GPU-hours{scavenger_words(total)}, "
+            f"{_num(total.billed_unit_hours, 2)} billed unit-hours{cost}, "
             f"{total.jobs} jobs ({total.failed_jobs} failed), median wait {wait}; {share}{rank}"
         )
     return lines

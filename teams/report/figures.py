@@ -28,6 +28,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 from portal.billing import Rate, cost_of
 from slurm.adapters.sacct_runs import AccountedRun
@@ -100,6 +101,12 @@ def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
     }
 
 
+def _whole_seconds(seconds: float) -> float:
+    """A median wait (11.5 s of two runs) in whole seconds, half up: what the page (which prints whole
+    seconds), the CSV and the mail all show."""
+    return float(Decimal(str(seconds)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
 def failed_job_ids(runs: list[AccountedRun]) -> set[int]:
     """The job ids whose last run (sacct ``-D`` lists each run of a requeued job) ended failed: an
     earlier run that Slurm ran again (preempted, requeued, a node failure) is not the job's failure.
@@ -138,7 +145,7 @@ def report_row(
         cost=float(cost.amount) if (cost := cost_of(billed, rate) if rate else None) else None,
         jobs=len({run.job_id for run in runs}),
         failed_jobs=len(failed_job_ids(runs)),
-        median_wait_s=statistics.median(wait) if wait else None,
+        median_wait_s=_whole_seconds(statistics.median(wait)) if wait else None,
         gpu_jobs=len(by_job),
         not_measured=len([job for job in by_job if job not in found]),
         **_measured(by_job, found),

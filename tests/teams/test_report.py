@@ -9,6 +9,7 @@ import io
 from http import HTTPStatus
 
 import pytest
+from bs4 import BeautifulSoup
 
 from jobs.models import GpuSummary, Job
 from slurm.adapters.sacct_runs import accounted_runs
@@ -79,7 +80,7 @@ def test_past_month_on_22_05_per_member_share_and_rank(world, slurmdbds):
     # jobs 2 (4 GPUs x 45 s, billing 2) and 4 (4 GPUs x 5 s, billing 1); waits 0 s and 45 s
     assert alice.gpu_hours == pytest.approx(4 * 50 / 3600)
     assert alice.billed_unit_hours == pytest.approx((2 * 45 + 5) / 3600)
-    assert (alice.jobs, alice.failed_jobs, alice.median_wait_s) == (2, 0, 22.5)
+    assert (alice.jobs, alice.failed_jobs, alice.median_wait_s) == (2, 0, 23.0)  # 22.5 s, in whole seconds half up
     assert alice.cost is None and one.currency == ""  # no PORTAL_BILLING_RATE
     assert (alice.energy_wh, alice.gpu_util_percent, alice.not_measured) == (None, None, 2)  # never 0
     assert row(one, "carol").jobs == 0  # a member without jobs has a row of zeros
@@ -162,7 +163,9 @@ def test_the_csv_has_the_pages_rows_for_the_lead(world, slurmdbds, client):
     assert rows[0] == CSV_HEADER
     by = {(r[0], r[1]): dict(zip(CSV_HEADER, r, strict=True)) for r in rows[1:]}
     alice = by[("cluster1", "alice")]
-    assert (alice["gpu_hours"], alice["jobs"], alice["median_wait_s"], alice["energy_wh"]) == ("0.06", "2", "22", "")
+    assert (alice["gpu_hours"], alice["jobs"], alice["median_wait_s"], alice["energy_wh"]) == ("0.06", "2", "23", "")
+    alice_page = BeautifulSoup(client.get("/teams/vision/report/2026-11/").content.decode(), "html.parser")
+    assert "23 s" in alice_page.select_one("[data-member=alice]").get_text()  # the page's wait is the CSV's
     total = by[("cluster1", TEAM_ROW)]
     assert (total["team_share_percent"], total["team_rank"]) == ("47.1", "2")
     page = client.get("/teams/vision/report/2026-11/")  # the same month's page: from the cache, no sacct
@@ -285,6 +288,33 @@ def test_a_cluster_whose_read_failed_shows_why_beside_the_others_figures(world, 
     cache.delete("teams:report:read-asked:cluster1:2026-11")
     again = client.get("/teams/vision/report/2026-11/").content.decode()
     assert 'data-testid="report-pending"' in again and asked[-1] == ("cluster1", "2026-11")
+
+
+def test_the_csv_and_the_mail_round_as_the_page_does():
+    """Half up on the decimal text, as the page's floatformat: 2.675 once was 2.67 in the CSV and
+    2.68 on the page (the float is a hair below 2.675)."""
+    from teams.report.export import _num
+
+    assert [_num(2.675, 2), _num(0.125, 2), _num(47.05, 1), _num(11.5, 0), _num(None, 2)] == ["2.68", "0.13", "47.1", "12", ""]
+
+
+def test_the_team_total_cost_is_the_sum_of_the_rows_costs(world, settings):
+    """Each row's cost is to the cent: two members' 0.0375 billed unit-hours at 0.12 EUR are 0.00 each,
+    and a total from the unrounded billed units once read 0.01 beside them."""
+    from slurm.adapters.sacct_runs import AccountedRun
+    from teams.report.build import cluster_report
+    from teams.report.read import MonthReading
+
+    settings.PORTAL_BILLING_RATE = "0.12 EUR"
+    start = int(NOV.bounds()[0]) + 3600
+    runs = [
+        AccountedRun(job_id, user, "vision", JobState.COMPLETED, 0, 1, 135, start, start, start, start + 135, False)
+        for job_id, user in [(1, "alice"), (2, "carol")]
+    ]
+    reading = MonthReading("cluster1", str(NOV), start + 86400, False, runs, [])
+    report = cluster_report(Team.objects.get(name="vision"), reading, month=NOV, members=["alice", "carol"])
+    assert [r.cost for r in report.members] == [0.0, 0.0]
+    assert report.total.billed_unit_hours == pytest.approx(0.075) and report.total.cost == 0.0
 
 
 def _run(job_id: int, state: JobState, start: int, end: int | None, failed: bool):
