@@ -15,12 +15,12 @@ def job_measures(cluster: str, job_ids: Iterable[int]) -> dict[int, Measure]:
     """Slurm job id -> :class:`Measure` for the portal's jobs of ``cluster`` among ``job_ids`` whose
     GPU usage was measured (``gpu_summary`` measured); energy ``Job.gpu_energy_wh`` (Wh), SM activity
     ``Job.gpu_sm_mean`` (percent) and the idle share of its GPU-hours (:attr:`Job.idle_gpu_hours` /
-    ``Job.gpu_hours``, the one definition of idle GPU-hours). Jobs submitted outside the portal have
+    ``Job.gpu_hours``, the one definition of idle GPU-hours) and its GPU-hours (``Job.gpu_hours``). Jobs submitted outside the portal have
     no row, and an array's row (one measurement for all its tasks, each task its own Slurm job id) is
     left out: not measured."""
     rows = Job.objects.filter(on_cluster(cluster), slurm_job_id__in=list(job_ids), gpu_summary=GpuSummary.MEASURED)
     rows = rows.filter(array_spec="").only("slurm_job_id", *FIELDS)
-    return {job.slurm_job_id: Measure(job.gpu_energy_wh, job.gpu_sm_mean, _idle_share(job)) for job in rows}
+    return {job.slurm_job_id: Measure(job.gpu_energy_wh, job.gpu_sm_mean, _idle_share(job), job.gpu_hours) for job in rows}
 
 
 def _idle_share(job: Job) -> float | None:

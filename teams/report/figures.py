@@ -88,6 +88,15 @@ def gpu_hours_by_job(runs: list[AccountedRun], start: float, end: float, now: fl
     return dict(hours)
 
 
+def _month_part(month_gpu_hours: float, measure: Measure) -> float:
+    """The part (0-1) of a measured job's energy that falls in the month: its GPU-hours in the month
+    over its GPU-hours in all (a job from October 30 to November 2 gives each month its share);
+    all of it when its whole GPU-hours are not known."""
+    if not measure.gpu_hours:
+        return 1.0
+    return min(1.0, month_gpu_hours / measure.gpu_hours)
+
+
 def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
     measured = {job: found[job] for job in by_job if job in found}
     if not measured:
@@ -95,7 +104,7 @@ def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
     with_sm = [(by_job[job], m.sm_mean) for job, m in measured.items() if m.sm_mean is not None]
     weight = sum(hours for hours, _ in with_sm)
     return {
-        "energy_wh": sum(m.energy_wh for m in measured.values() if m.energy_wh is not None),
+        "energy_wh": sum(m.energy_wh * _month_part(by_job[job], m) for job, m in measured.items() if m.energy_wh is not None),
         "idle_gpu_hours": sum(by_job[job] * m.idle_share for job, m in measured.items() if m.idle_share is not None),
         "gpu_util_percent": sum(hours * sm for hours, sm in with_sm) / weight if weight else None,
     }

@@ -22,6 +22,9 @@ class Measure:
     energy_wh: float | None
     sm_mean: float | None
     idle_share: float | None = None
+    #: The job's GPU-hours over its whole run (``Job.gpu_hours``), to give a month its part of the
+    #: energy; ``None`` unknown (the month then counts all of it).
+    gpu_hours: float | None = None
 
 
 #: (cluster, Slurm job ids) -> job id -> Measure, for the jobs that were measured.

@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from jobs.models import GpuSummary, Job
-from slurm.adapters.sacct_runs import accounted_runs
+from slurm.adapters.sacct_runs import AccountedRun, accounted_runs
 from slurm.states import JobState
 from teams.models import Membership, Role, Source, Team
 from teams.report.build import team_report
@@ -134,6 +134,23 @@ def test_measured_jobs_give_energy_idle_gpu_hours_and_utilization(world, slurmdb
     assert Job.objects.get(slurm_job_id=20).idle_gpu_hours == pytest.approx(hours20 / 4)
     assert alice_row.gpu_util_percent == pytest.approx((10 * hours19 + 80 * hours20) / (hours19 + hours20))
     assert (alice_row.gpu_jobs, alice_row.not_measured) == (7, 5)  # the five array tasks have no row
+
+
+def test_a_job_over_two_months_gives_each_month_its_part_of_the_energy(world):
+    """Energy is measured once, for the whole job; it was counted in full in both months' reports."""
+    from teams.report.figures import report_row
+    from teams.report.measures import Measure
+
+    start = int(NOV.bounds()[0]) - 3 * 3600  # three hours in October, one in November, 1 GPU
+    run = AccountedRun(7, "alice", "vision", JobState.COMPLETED, 1, 1, 4 * 3600, start, start, start, start + 4 * 3600, False)
+    found = {7: Measure(energy_wh=400.0, sm_mean=50.0, idle_share=0.0, gpu_hours=4.0)}
+    options = {"now": start + 86400, "found": found, "rate": None}
+    october = report_row("alice", [run], bounds=Month(2026, 10).bounds(), **options)
+    november = report_row("alice", [run], bounds=NOV.bounds(), **options)
+    assert (october.gpu_hours, november.gpu_hours) == (pytest.approx(3.0), pytest.approx(1.0))
+    assert (october.energy_wh, november.energy_wh) == (pytest.approx(300.0), pytest.approx(100.0))
+    unknown = {7: Measure(energy_wh=400.0, sm_mean=50.0)}  # its whole GPU-hours not known: all of it
+    assert report_row("alice", [run], bounds=NOV.bounds(), **(options | {"found": unknown})).energy_wh == 400.0
 
 
 def test_a_cluster_that_cannot_be_read_says_so_and_the_other_still_counts(world, slurmdbds):
