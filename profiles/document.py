@@ -68,25 +68,23 @@ _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 
 
 class _ProfileLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without YAML 1.1's base-60 numbers: an unquoted ``1:30`` is the text
-    "1:30" (a time limit, 1 minute 30 seconds as Slurm and the New job form read it), not the integer
-    90, and ``2:00:00`` is two hours, not 7,200. The other numbers are read as before."""
+    """PyYAML's safe loader with whole numbers in decimal only, as Slurm and the forms read them: an
+    unquoted ``1:30`` (YAML 1.1's base 60) is the text "1:30", a time limit of 1 minute 30 seconds, not
+    the integer 90, and ``2:00:00`` two hours, not 7,200; ``017`` is the text "017" (17 minutes as a
+    time limit), not octal 15, and ``0x1F``, ``0b11`` and ``1_0`` are text, which a number field refuses
+    with why. Floats are read as PyYAML reads them, less base 60."""
 
 
 _ProfileLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-# PyYAML's own patterns (yaml/resolver.py) less their base-60 alternatives.
-_ProfileLoader.add_implicit_resolver(
-    _INT,
-    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
-    list("-+0123456789"),
-)
+_ProfileLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+# PyYAML's own pattern (yaml/resolver.py) less its base-60 alternative.
 _ProfileLoader.add_implicit_resolver(
     _FLOAT,
     re.compile(
-        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
     ),
     list("-+0123456789."),
@@ -120,8 +118,10 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
         document = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 (a SafeLoader)
     except RecursionError:
         raise Refused(Problem("", "The profile is nested too deeply.")) from None
-    except ValueError:  # int() of a number past Python's 4,300 digits
-        raise Refused(Problem("", "A number in the profile has more than 4,300 digits; write a shorter one.")) from None
+    except ValueError as exc:  # int() past Python's 4,300 digits, a date that does not exist (2024-02-30)
+        if "digits" in str(exc):
+            raise Refused(Problem("", "A number in the profile has more than 4,300 digits; write a shorter one.")) from None
+        raise Refused(Problem("", f"A value could not be read ({exc}); put it in quotes to keep it as text.")) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = mark.line + 1 if mark else None

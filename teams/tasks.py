@@ -95,7 +95,8 @@ def team_report_read_task(cluster: str, month: str) -> None:
         month_reading(get_gateway(cluster), cluster=cluster, month=chosen)
     except (SlurmError, ValueError, SoftTimeLimitExceeded) as exc:
         logger.warning("team report read: %s's sacct for %s failed: %s", cluster, month, exc)
-        month_read_failed(cluster=cluster, month=chosen, error=str(exc) or "it took too long")
+        why = "it took longer than the worker allows" if isinstance(exc, SoftTimeLimitExceeded) else str(exc)
+        month_read_failed(cluster=cluster, month=chosen, error=why)
 
 
 @shared_task(soft_time_limit=1500, time_limit=1800, ignore_result=True, max_retries=0)

@@ -29,11 +29,9 @@ def parse_value(text: str) -> Any:
 
 
 #: Overrides whose value is always text (a short name, or the last part of a dotted path such as
-#: ``resources.partition``): ``--set name=2024`` names a job "2024", and ``python=3.10`` is not 3.1.
-#: The shell takes quotes away, so the number could not be written as text otherwise.
-TEXT_KEYS = frozenset(
-    {"name", "account", "cluster", "partition", "gpu_type", "workdir", "priority", "image", "script", "command", "python"}
-)
+#: ``resources.partition``): ``--set name=2024`` names a job "2024". The shell takes quotes away, so
+#: the number could not be written as text otherwise.
+TEXT_KEYS = frozenset({"name", "account", "cluster", "partition", "gpu_type", "workdir", "priority", "image"})
 
 
 def parse_override(text: str) -> tuple[str, Any]:

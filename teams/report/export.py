@@ -35,7 +35,7 @@ CSV_HEADER = [
 TEAM_ROW = "(team total)"
 
 
-def _num(value: float | None, digits: int) -> str:
+def figure_text(value: float | None, digits: int) -> str:
     """``value`` to ``digits`` decimals, half up on its decimal text, as the page's ``floatformat``
     rounds (Python's ``f"{2.675:.2f}"`` gives 2.67: the float is a hair below 2.675); ``""`` for
     ``None``."""
@@ -51,20 +51,20 @@ def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
     return [
         part.cluster,
         row.username or TEAM_ROW,
-        _num(row.gpu_hours, 2),
-        _num(row.billed_unit_hours, 2),
-        _num(row.cost, 2),
+        figure_text(row.gpu_hours, 2),
+        figure_text(row.billed_unit_hours, 2),
+        figure_text(row.cost, 2),
         part.currency,
         str(row.jobs),
         str(row.failed_jobs),
-        _num(row.median_wait_s, 0),
-        _num(row.energy_wh, 0),
-        _num(row.idle_gpu_hours, 2),
-        _num(row.gpu_util_percent, 0),
+        figure_text(row.median_wait_s, 0),
+        figure_text(row.energy_wh, 0),
+        figure_text(row.idle_gpu_hours, 2),
+        figure_text(row.gpu_util_percent, 0),
         str(row.not_measured),
-        _num(part.share * 100 if total and part.share is not None else None, 1),
+        figure_text(part.share * 100 if total and part.share is not None else None, 1),
         str(part.rank) if total and part.rank else "",
-        _num(row.scavenger_gpu_hours, 2),
+        figure_text(row.scavenger_gpu_hours, 2),
     ]
 
 
@@ -72,7 +72,7 @@ def scavenger_words(row: ReportRow) -> str:
     """ " (of which 3.50 GPU-hours as scavenger, not counted against the quota)", or "" when none."""
     if not row.scavenger_gpu_hours:
         return ""
-    return f" (of which {_num(row.scavenger_gpu_hours, 2)} GPU-hours as scavenger, not counted against the quota)"
+    return f" (of which {figure_text(row.scavenger_gpu_hours, 2)} GPU-hours as scavenger, not counted against the quota)"
 
 
 def report_csv(report: TeamReport) -> str:
@@ -96,15 +96,17 @@ def summary_lines(report: TeamReport) -> list[str]:
         if total is None:
             lines.append(f"{part.cluster}: no figures ({part.error})")
             continue
-        cost = f", cost {_num(total.cost, 2)} {part.currency}" if total.cost is not None else ""
+        cost = f", cost {figure_text(total.cost, 2)} {part.currency}" if total.cost is not None else ""
         wait = duration(total.median_wait_s) if total.median_wait_s is not None else "none started"
         share = (
-            f"{_num(part.share * 100, 1)} % of the cluster's GPU-hours" if part.share is not None else "the cluster used no GPUs"
+            f"{figure_text(part.share * 100, 1)} % of the cluster's GPU-hours"
+            if part.share is not None
+            else "the cluster used no GPUs"
         )
         rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
         lines.append(
-            f"{part.cluster}: {_num(total.gpu_hours, 2)} GPU-hours{scavenger_words(total)}, "
-            f"{_num(total.billed_unit_hours, 2)} billed unit-hours{cost}, "
+            f"{part.cluster}: {figure_text(total.gpu_hours, 2)} GPU-hours{scavenger_words(total)}, "
+            f"{figure_text(total.billed_unit_hours, 2)} billed unit-hours{cost}, "
             f"{total.jobs} jobs ({total.failed_jobs} failed), median wait {wait}; {share}{rank}"
         )
     return lines

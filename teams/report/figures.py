@@ -12,12 +12,13 @@ Each figure and its source (every time clipped to the month, in seconds, then sh
 - **As scavenger**: the GPU-hours of the runs in the ``scavenger`` QOS (the record's ``qos``), part
   of the GPU-hours above; the class costs no quota (``UsageFactor=0``), so the quota did not count them.
 - **Jobs**: distinct job ids among the records (a requeued job is one job; array tasks and
-  heterogeneous components have ids of their own); **failed jobs**: those with a run that
-  :func:`slurm.states.is_failure` calls failed.
+  heterogeneous components have ids of their own); **failed jobs**: those whose last run in the
+  read :func:`slurm.states.is_failure` calls failed, unless Slurm preempted it (:func:`failed_job_ids`).
 - **Median wait**: median over runs that started in the month of ``time.start`` - ``time.eligible``
   (``time.submission`` when sacct has no eligible time), seconds.
 - **Energy** (Wh), **idle GPU-hours** and **mean GPU utilization**: over the GPU jobs the portal
-  measured (:class:`.measures.Measure`): energy summed; idle GPU-hours = each job's GPU-hours in the
+  measured (:class:`.measures.Measure`): energy summed, each job's prorated by its GPU-hours in the
+  month over its whole GPU-hours (``Measure.gpu_hours``); idle GPU-hours = each job's GPU-hours in the
   month x its idle share (the share of its GPUs whose mean SM activity was below
   ``PORTAL_GPU_LOW_USE_PERCENT``, as the jobs app counts idle GPU-hours); utilization = their mean SM activity
   weighted by GPU-hours. GPU jobs not measured (outside the portal, Prometheus down) are counted in
@@ -32,6 +33,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from portal.billing import Rate, cost_of
 from slurm.adapters.sacct_runs import AccountedRun
+from slurm.states import JobState
 
 from ..priority_classes import SCAVENGER
 from .measures import Measure
@@ -117,15 +119,17 @@ def _whole_seconds(seconds: float) -> float:
 
 
 def failed_job_ids(runs: list[AccountedRun]) -> set[int]:
-    """The job ids whose last run (sacct ``-D`` lists each run of a requeued job) ended failed: an
-    earlier run that Slurm ran again (preempted, requeued, a node failure) is not the job's failure.
-    The last run is the one still going, else the one that ended last."""
+    """The job ids whose last run among ``runs`` (sacct ``-D`` lists each run of a requeued job) ended
+    failed: an earlier run that Slurm ran again (preempted, requeued, a node failure) is not the
+    job's failure. The last run is the one still going, else the one that ended last. A last run
+    that was PREEMPTED is not a failure either: preemption is not the job's doing, and a run that
+    Slurm requeued at the month's end starts again after it, outside the month's read."""
     last: dict[int, AccountedRun] = {}
     for run in runs:
         seen = last.get(run.job_id)
         if seen is None or _run_order(run) >= _run_order(seen):
             last[run.job_id] = run
-    return {job_id for job_id, run in last.items() if run.failed}
+    return {job_id for job_id, run in last.items() if run.failed and run.state != JobState.PREEMPTED}
 
 
 def _run_order(run: AccountedRun) -> tuple[bool, int, int]:

@@ -65,7 +65,7 @@ def test_parse_value(text, value):
         ("name=2024", ("name", "2024")),  # the shell takes quotes away: '"2024"' would keep them
         ("partition=7", ("partition", "7")),
         ("resources.partition=7", ("resources.partition", "7")),
-        ("python=3.10", ("python", "3.10")),
+        ("image=3.10", ("image", "3.10")),
         ("priority=true", ("priority", "true")),
         ("gpus=4", ("gpus", 4)),
         ("requeue=false", ("requeue", False)),

@@ -18,6 +18,7 @@ from django.db import connection
 from jobs.worker.services import snapshot_refresh
 from slurm.tres import parse_tres_count
 from teams.models import Membership, Role, Source, Team
+from teams.report.export import figure_text
 from teams.report.period import month_of
 from teams.sync.associations import teams_sync
 from tests.e2e.test_browser_login import ARTIFACTS, browser_page, sign_in  # noqa: F401  (fixture)
@@ -63,7 +64,9 @@ def test_a_team_lead_reads_the_months_report_and_its_csv(portal_with_idp, browse
         page.wait_for_selector(f"[data-testid=report-{CLUSTER}] [data-testid=report-table]", timeout=60_000)
         row = page.locator(f"[data-testid=report-{CLUSTER}] tr[data-member=alice]")
         cells = [c.strip() for c in row.locator("td").all_inner_texts()]
-        assert cells[0] == "alice" and cells[1] == f"{gpu_hours:.2f}" and cells[2] == f"{billed:.2f}", cells
+        # rounded as the page and the CSV round (half up on the decimal text; f"{0.015:.2f}" is 0.01)
+        gpu_text, billed_text = figure_text(gpu_hours, 2), figure_text(billed, 2)
+        assert cells[0] == "alice" and cells[1] == gpu_text and cells[2] == billed_text, cells
         assert cells[3] == "1" and cells[4] == "0", cells  # one job, none failed
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "e2e-monthly-report.png"), full_page=True)
@@ -71,6 +74,6 @@ def test_a_team_lead_reads_the_months_report_and_its_csv(portal_with_idp, browse
             page.get_by_test_id("report-csv").click()
         rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
         [mine] = [r for r in rows if (r["cluster"], r["member"]) == (CLUSTER, "alice")]
-        assert (mine["gpu_hours"], mine["billed_unit_hours"], mine["jobs"]) == (f"{gpu_hours:.2f}", f"{billed:.2f}", "1")
+        assert (mine["gpu_hours"], mine["billed_unit_hours"], mine["jobs"]) == (gpu_text, billed_text, "1")
     finally:
         remove_account(name, {})

@@ -242,7 +242,7 @@ TIME_FILE = MEMORY_FILE.replace("  memory: {memory}", "  time_limit: {time_limit
     "written, minutes",
     # unquoted as quoted, as Slurm and the New job form read them: YAML 1.1's base-60 numbers once
     # made 30:00 thirty hours and 2:00:00 five days
-    [("30:00", 30), ('"30:00"', 30), ("1:30", 2), ("2:00:00", 120), ("1-12:00", 2160), ("45", 45)],
+    [("30:00", 30), ('"30:00"', 30), ("1:30", 2), ("2:00:00", 120), ("1-12:00", 2160), ("45", 45), ("017", 17)],
 )
 def test_an_unquoted_time_limit_reads_as_slurm_reads_it(written, minutes):
     assert parse_profile(TIME_FILE.format(time_limit=written)).time_limit_min == minutes
@@ -251,4 +251,15 @@ def test_an_unquoted_time_limit_reads_as_slurm_reads_it(written, minutes):
 def test_a_number_too_long_to_read_is_refused_not_an_error():
     assert errors_of("version: 1\nname: demo\nresources:\n  cpus: " + "9" * 5000 + "\n") == [
         ("", None, "A number in the profile has more than 4,300 digits; write a shorter one.")
+    ]
+    assert errors_of("version: 1\nname: 2024-02-30\n") == [
+        ("", None, "A value could not be read (day is out of range for month); put it in quotes to keep it as text.")
+    ]
+
+
+@pytest.mark.parametrize("written", ["0x10", "0b11", "1:30"])
+def test_only_decimal_whole_numbers_are_numbers(written):
+    """YAML 1.1 reads these as 16, 3 and 90; the forms and Slurm never would: text, refused here."""
+    assert [field for field, _, _ in errors_of(MEMORY_FILE.replace("  memory: {memory}", f"  cpus: {written}"))] == [
+        "resources.cpus"
     ]

@@ -310,9 +310,15 @@ def test_a_cluster_whose_read_failed_shows_why_beside_the_others_figures(world, 
 def test_the_csv_and_the_mail_round_as_the_page_does():
     """Half up on the decimal text, as the page's floatformat: 2.675 once was 2.67 in the CSV and
     2.68 on the page (the float is a hair below 2.675)."""
-    from teams.report.export import _num
+    from teams.report.export import figure_text
 
-    assert [_num(2.675, 2), _num(0.125, 2), _num(47.05, 1), _num(11.5, 0), _num(None, 2)] == ["2.68", "0.13", "47.1", "12", ""]
+    assert [figure_text(2.675, 2), figure_text(0.125, 2), figure_text(47.05, 1), figure_text(11.5, 0), figure_text(None, 2)] == [
+        "2.68",
+        "0.13",
+        "47.1",
+        "12",
+        "",
+    ]
 
 
 def test_the_team_total_cost_is_the_sum_of_the_rows_costs(world, settings):
@@ -353,6 +359,7 @@ def test_a_job_fails_by_its_last_run_not_by_a_run_slurm_ran_again():
         _run(3, JobState.NODE_FAIL, 100, 200, True),
         _run(3, JobState.RUNNING, 300, None, False),  # running again
         _run(4, JobState.TIMEOUT, 100, 200, True),  # one run, failed
+        _run(5, JobState.PREEMPTED, 100, 200, True),  # preempted at the month's end: its next run is in the next
     ]
     assert failed_job_ids(runs) == {2, 4}
     assert failed_job_ids(list(reversed(runs))) == {2, 4}  # whatever order sacct lists them in
