@@ -1,5 +1,6 @@
 """The REST API's frame: the ``NinjaAPI`` object, authentication (personal access tokens as
-``Authorization: Bearer gpp_…``, or the browser's session with its CSRF token), scopes, and errors.
+``Authorization: Bearer gpp_…``, or the browser's session with its CSRF token), scopes, errors, and
+the base of every request body (:class:`In`: no unknown field, no NUL or lone surrogate in any text).
 
 Every error is JSON ``{"detail": "<sentence>", "errors": [{"field": …, "message": …, "line": …}]}``
 with the status the pages would use: 400 (a body that does not fit its schema, or a
@@ -12,15 +13,53 @@ the NUL guard, an oversized body) are turned into the same document by :mod:`api
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
+from pydantic import ConfigDict, field_validator
 
 from portal.refusals import Refused
 
 from .tokens import token_authenticate
+
+#: A NUL, or a lone surrogate (JSON's ``"\\ud800"`` without its pair: no character, not UTF-8).
+_BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+
+
+def _text_problem(value: Any) -> str | None:
+    """What is wrong with any text in ``value`` (JSON: nested dicts, lists, keys; no recursion), else ``None``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and (bad := _BAD_CHARACTER.search(item)):
+            if bad.group() == "\x00":
+                return "Must not contain a NUL character (\\u0000)."
+            return "Must be valid Unicode text: a \\ud800-\\udfff escape must be one of a surrogate pair."
+        if isinstance(item, dict):
+            stack.extend([*item.keys(), *item.values()])
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
+class In(Schema):
+    """A request body: unknown fields are refused, and so is a NUL or a lone surrogate in any text (also
+    in ``overrides``): PostgreSQL text cannot hold them, and no name, path or option contains one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if problem := _text_problem(value):
+            raise ValueError(problem)
+        return value
+
 
 TOKEN_HINT = "Send 'Authorization: Bearer <token>' with a personal access token; create one on the portal's Tokens page (/account/tokens/)."
 

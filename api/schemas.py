@@ -7,45 +7,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field
 
-
-def _text_problem(value: Any) -> str | None:
-    """What is wrong with any text in ``value`` (JSON: nested dicts, lists, keys; no recursion), or
-    ``None``: a NUL character, or a lone surrogate (JSON's ``"\\ud800"`` alone, which is no
-    character and cannot be stored as UTF-8)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "Must not contain a NUL character (\\u0000)."
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "Must be valid Unicode text: a \\ud800-\\udfff escape must be one of a surrogate pair."
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return None
-
-
-class In(Schema):
-    """A request body: unknown fields are refused, and so is a NUL character or a lone surrogate in
-    any text (also inside ``overrides``): PostgreSQL text cannot hold them, and no name, path or
-    option contains one."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_nul(cls, value: Any) -> Any:
-        problem = _text_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+from .base import In
 
 
 class FieldErrorOut(Schema):
