@@ -269,8 +269,19 @@ def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
     ``jobs[]`` entry; steps (nested ``steps``, or entries carrying a ``step`` key) are not jobs.
     A FAILED job whose JSON says exit 0 without a signal gets ``exit_code=None``: 22.05 writes
     every normal exit as 0 (see :func:`parse_exit`), so the real code is unknown. ``ValueError``
-    only when a field holds something Slurm does not write (e.g. a time limit ``"soon"``)."""
-    return [_finished_job(raw) for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
+    when a field holds something Slurm does not write (e.g. a time limit ``"soon"``), and when the
+    document was cut short: 22.05 stops writing at a job whose QOS has since been deleted (its record
+    ends at ``"qos"``, with no ``state``; every later job is missing, the exit status is 0 and
+    ``errors`` empty), and figures read from the rest would be short without a word."""
+    jobs = [raw for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
+    cut = next((raw for raw in jobs if "state" not in raw), None)
+    if cut is not None:
+        raise ValueError(
+            f"sacct --json stopped at job {cut.get('job_id')}: Slurm 22.05 cannot write a job whose QOS was deleted "
+            '(sacct: "_parser_dump: failed on field qos"), so the jobs after it are missing. Figures cannot be read '
+            "while such a job is in the period asked for: never delete a QOS that jobs ran in (set its limits to none)."
+        )
+    return [_finished_job(raw) for raw in jobs]
 
 
 def _text(value: object) -> str:

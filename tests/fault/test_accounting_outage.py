@@ -67,24 +67,48 @@ def job_seen(job: Job) -> str:
 
 
 def accounting_seen(job: Job, tmp: Path) -> str:
-    """For the wait on accounting's record: the poller's last lines, then (kept last, as a long
-    message is cut from the front) the first line of ``scontrol show job``, what sacct holds of the
-    job, slurmctld's last errors and words about slurmdbd, and the job's row."""
+    """For the wait on accounting's record (kept short and its telling part last, as a long message
+    is cut from the front): the first line of ``scontrol show job``, what sacct holds of the job (every
+    record of its id, ``-D``), slurmctld's last errors and words about slurmdbd, the poller's last
+    lines about sacct, accounting or an error (its sync's own reading of the job), and the job's row."""
     row = Job.objects.filter(pk=job.pk).values("state", "slurm_job_id", "accounting_pending", "end_at").first()
-    argv = ("sacct", "-n", "-P", "-o", "JobID,State,Submit,Start,End,Comment", "-j", str(job.slurm_job_id))
+    argv = ("sacct", "-n", "-P", "-D", "-o", "JobID,State,Submit,Start,End,Comment", "-j", str(job.slurm_job_id))
     sacct = sh(*argv, check=False, timeout=30)
     ctld = [line for line in log_tail("/var/log/slurm/slurmctld.log", 400).splitlines() if re.search("dbd|error", line, re.I)]
+    pattern = re.compile(r"sacct|accounting|error|traceback|exception", re.I)
+    poller = [line for line in log_tail(tmp / "poller.log", 2000).splitlines() if pattern.search(line)]
     return "\n".join(
         [
-            "poller log:",
-            log_tail(tmp / "poller.log", 6),
             "scontrol: " + scontrol_show_job(job.slurm_job_id).split("\n", 1)[0],
-            f"sacct: rc {sacct.returncode}: {(sacct.stdout + sacct.stderr).strip()}",
+            f"sacct -D: rc {sacct.returncode}: {(sacct.stdout + sacct.stderr).strip()}",
             "slurmctld's last errors and words on slurmdbd:",
-            *ctld[-10:],
+            *ctld[-6:],
+            "the poller's last lines on sacct, accounting or errors:",
+            *[line[:300] for line in poller[-12:]],
+            f"the portal's reading: {portal_reading(job)}",
             f"row: {row}",
         ]
     )
+
+
+def portal_reading(job: Job) -> str:
+    """What the poller's sync makes of accounting's records of ``job`` now (the same calls as
+    ``jobs.worker.sync._finish_from_accounting``): its record, and whether that is final."""
+    from jobs.worker.finish import is_final, record_of
+    from jobs.worker.identity import records_by_id, records_of_job
+    from slurm import get_gateway
+    from slurm.adapters import adapter_for
+
+    try:
+        argv = ["sacct", "--json", "-D", "-S", "now-3600seconds", "-j", str(job.slurm_job_id)]
+        doc = get_gateway("cluster1").run_json(argv)
+        records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)
+        row = Job.objects.get(pk=job.pk)
+        found = record_of(row, records_of_job(row, records_by_id(records)))
+        final = is_final(row, found) if found is not None else None
+        return f"{len(records)} record(s) of the id; the job's: {found}; final: {final}"
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: never hides the wait's own failure
+        return f"could not be read: {exc!r}"
 
 
 def slurmdbd_stop() -> None:

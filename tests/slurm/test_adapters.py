@@ -220,3 +220,15 @@ def test_a_snapshot_of_an_unknown_version_is_a_failed_poll_not_an_empty_cluster(
     fake.expect(["squeue", "--json"], stdout=json.dumps(slurm_json("22.05", "squeue")))
     with pytest.raises(SlurmVersionUnknown, match="v0.0.44"):
         snapshot_take(SlurmGateway(fake), now=1000.0)
+
+
+def test_a_sacct_document_cut_short_at_a_deleted_qos_is_refused_not_read_short():
+    """Slurm 22.05's sacct --json stops at a job whose QOS was deleted: the record ends at "qos" (as
+    sacct wrote it on the lab's cluster1 after a test deleted a QOS its jobs ran in), every later job
+    is missing, and the exit status is 0. Usage read from the rest was short without a word."""
+    meta = {"plugin": {"type": "openapi/dbv0.0.38"}, "Slurm": {"release": "22.05.8"}}
+    cut = {"account": "vision", "job_id": 141, "name": "it-cap-first", "partition": "train", "priority": 2428, "qos": None}
+    whole = {**cut, "job_id": 140, "qos": "normal", "state": {"current": "COMPLETED", "reason": "None"}, "user": "alice"}
+    with pytest.raises(ValueError, match="sacct --json stopped at job 141: Slurm 22.05 cannot write a job whose QOS was deleted"):
+        v0_0_38.parse_sacct_jobs({"meta": meta, "errors": [], "jobs": [whole, cut]})
+    assert [j.job_id for j in v0_0_38.parse_sacct_jobs({"meta": meta, "errors": [], "jobs": [whole]})] == [140]
