@@ -199,7 +199,7 @@ def _finish_from_accounting(
     argv = ["sacct", "--json", "-D", "-S", start_bound(min(j.created_at for j in left)), "-j", ids]
     try:
         doc = gateway.run_json(argv)
-        adapter = adapter_for(doc, argv=argv)
+        records = adapter_for(doc, argv=argv).parse_sacct_jobs(doc)  # a cut document too (v0_0_38)
     except (SlurmError, ValueError) as exc:
         logger.warning("sacct for %s failed: %s", ids, exc)
         accounting_failed(exc, cluster=cluster)
@@ -209,7 +209,7 @@ def _finish_from_accounting(
         result.unknown += len(unseen)
         return
     accounting_answered(cluster=cluster)
-    index = records_by_id(adapter.parse_sacct_jobs(doc))
+    index = records_by_id(records)
     own = {j.pk: records_of_job(j, index) for j in left}  # each job's candidates, not all records
     finished = {j.pk: f for j in left if (f := record_of(j, own[j.pk])) is not None and is_final(j, f)}
     hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it

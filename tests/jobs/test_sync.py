@@ -152,6 +152,18 @@ def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
 
 
+def test_a_sacct_document_cut_at_a_deleted_qos_is_a_failed_sacct_not_a_failed_poll(alice):
+    """22.05 stops writing at a job whose QOS was deleted (slurm/adapters/v0_0_38.py refuses the cut
+    document): the rows that left the queue stay as they were, marked unknown, and the poll goes on."""
+    row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
+    meta = {"plugin": {"type": "openapi/dbv0.0.38"}, "Slurm": {"release": "22.05.8"}}
+    cut = {"meta": meta, "errors": [], "jobs": [{"account": "vision", "job_id": 18, "qos": None}]}
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", "18"], stdout=json.dumps(cut))
+    result = jobs_sync(snap({"jobs": []}), SlurmGateway(fake))
+    row.refresh_from_db()
+    assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
+
+
 def test_failed_poll_marks_active_jobs_unknown_and_finishes_nothing(
     alice, slurm_json, clean_cache, monkeypatch, portal_rows_only
 ):
