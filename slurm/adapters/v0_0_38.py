@@ -9,6 +9,8 @@ were told apart; :func:`slurm.adapters.adapter_for` sends only 22.05 documents h
 
 from __future__ import annotations
 
+import logging
+
 from ..records import FinishedJob, Node, Partition, QueueJob, Reservation
 from ..states import JobState
 from ..times import parse_limit_minutes, parse_time_limit, parse_timestamp
@@ -21,6 +23,8 @@ from .queue_decode import is_raw, queue_jobs, squeue_decoder
 #: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
 #: matched nothing (an unknown job id, a period without jobs). Recorded: ``sacct_nothing_found.json``.
 EMPTY_RESULT_ERRORS = frozenset({9003})
+
+logger = logging.getLogger(__name__)
 
 
 def failure_errors(document: dict) -> list:
@@ -269,18 +273,22 @@ def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
     ``jobs[]`` entry; steps (nested ``steps``, or entries carrying a ``step`` key) are not jobs.
     A FAILED job whose JSON says exit 0 without a signal gets ``exit_code=None``: 22.05 writes
     every normal exit as 0 (see :func:`parse_exit`), so the real code is unknown. ``ValueError``
-    when a field holds something Slurm does not write (e.g. a time limit ``"soon"``), and when the
-    document was cut short: 22.05 stops writing at a job whose QOS has since been deleted (its record
-    ends at ``"qos"``, with no ``state``; every later job is missing, the exit status is 0 and
-    ``errors`` empty), and figures read from the rest would be short without a word."""
+    only when a field holds something Slurm does not write (e.g. a time limit ``"soon"``).
+
+    A document cut short is read up to the cut, with a warning in the log: 22.05 stops writing at a
+    job whose QOS has since been deleted (its record ends at ``"qos"``, with no ``state``; every later
+    job is missing, sacct exits 0 and ``errors`` is empty). The jobs before the cut are right; refusing
+    the whole document would stop the poller finishing any job of the batch and the outside-jobs import
+    moving on (docs/clusters.md: never delete a QOS that jobs ran in)."""
     jobs = [raw for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
-    cut = next((raw for raw in jobs if "state" not in raw), None)
+    cut = next((i for i, raw in enumerate(jobs) if "state" not in raw), None)
     if cut is not None:
-        raise ValueError(
-            f"sacct --json stopped at job {cut.get('job_id')}: Slurm 22.05 cannot write a job whose QOS was deleted "
-            '(sacct: "_parser_dump: failed on field qos"), so the jobs after it are missing. Figures cannot be read '
-            "while such a job is in the period asked for: never delete a QOS that jobs ran in (set its limits to none)."
+        logger.warning(
+            "sacct --json stopped at job %s: Slurm 22.05 cannot write a job whose QOS was deleted (sacct: "
+            '"_parser_dump: failed on field qos"), so the jobs after it are missing from this read',
+            jobs[cut].get("job_id"),
         )
+        jobs = jobs[:cut]
     return [_finished_job(raw) for raw in jobs]
 
 

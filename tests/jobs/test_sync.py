@@ -152,9 +152,9 @@ def test_failed_sacct_keeps_state_and_marks_unknown(alice):
     assert row.state == JobState.RUNNING and row.status_unknown_since is not None and result.unknown == 1
 
 
-def test_a_sacct_document_cut_at_a_deleted_qos_is_a_failed_sacct_not_a_failed_poll(alice):
-    """22.05 stops writing at a job whose QOS was deleted (slurm/adapters/v0_0_38.py refuses the cut
-    document): the rows that left the queue stay as they were, marked unknown, and the poll goes on."""
+def test_a_sacct_document_cut_at_a_deleted_qos_leaves_its_job_unknown_and_the_poll_goes_on(alice):
+    """22.05 stops writing at a job whose QOS was deleted (slurm/adapters/v0_0_38.py reads up to the
+    cut): the row with no record left stays as it was, marked unknown, and the poll goes on."""
     row = job(alice, 18, JobState.RUNNING, key=JOB_18_KEY)
     meta = {"plugin": {"type": "openapi/dbv0.0.38"}, "Slurm": {"release": "22.05.8"}}
     cut = {"meta": meta, "errors": [], "jobs": [{"account": "vision", "job_id": 18, "qos": None}]}
