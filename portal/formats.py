@@ -5,6 +5,7 @@ the API: times, durations, ordinals, sizes. Pure functions of their argument (an
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib.humanize.templatetags.humanize import ordinal  # 1st, 2nd, 3rd, 11th: humanize's own
 from django.utils import timezone as djtz
@@ -109,3 +110,9 @@ def from_now(value):
 def mib_to_gb(mib):
     """MiB -> GB with one decimal (``16000`` -> ``15.6``)."""
     return f"{int(mib) / 1024:.1f}".rstrip("0").rstrip(".") if mib is not None else ""
+
+
+def half_up(value: float | Decimal, digits: int = 0) -> Decimal:
+    """``value`` rounded to ``digits`` decimals half up on its decimal text, as the templates'
+    ``floatformat`` rounds (``f"{2.675:.2f}"`` gives 2.67: the float is a hair below 2.675; this, 2.68)."""
+    return Decimal(str(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)

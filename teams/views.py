@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import time
 import uuid
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from functools import wraps
 
 from django.contrib import messages
@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.dates import parse_iso_date
+from portal.formats import half_up
 from portal.refusals import Refused, refusal_to_form
 from slurm.clusters import cluster_names
 
@@ -150,7 +151,7 @@ def _admin_team_page(view):
 def _hours_shown(minutes: int | None) -> Decimal | None:
     """A quota stored in minutes as the settings form shows it: hours to one decimal place (the
     form's precision; a quota read from Slurm, 1000 GPU-minutes, is 16.7, not 16.666666666666668)."""
-    return None if minutes is None else (Decimal(minutes) / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return None if minutes is None else half_up(Decimal(minutes) / 60, 1)
 
 
 def _hours_sent(value: Decimal | None, minutes: int | None) -> float | None:

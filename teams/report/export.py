@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
-from decimal import ROUND_HALF_UP, Decimal
 
-from portal.formats import duration
+from portal.formats import duration, half_up
 
 from .build import ClusterReport, TeamReport
 from .figures import ReportRow
@@ -41,7 +40,7 @@ def figure_text(value: float | None, digits: int) -> str:
     ``None``."""
     if value is None:
         return ""
-    return str(Decimal(str(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+    return str(half_up(value, digits))
 
 
 def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:

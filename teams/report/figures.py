@@ -29,9 +29,9 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 
 from portal.billing import Rate, cost_of
+from portal.formats import half_up
 from slurm.adapters.sacct_runs import AccountedRun
 from slurm.states import JobState
 
@@ -115,7 +115,7 @@ def _measured(by_job: dict[int, float], found: dict[int, Measure]) -> dict:
 def _whole_seconds(seconds: float) -> float:
     """A median wait (11.5 s of two runs) in whole seconds, half up: what the page (which prints whole
     seconds), the CSV and the mail all show."""
-    return float(Decimal(str(seconds)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    return float(half_up(seconds))
 
 
 def failed_job_ids(runs: list[AccountedRun]) -> set[int]:
