@@ -205,8 +205,9 @@ def with_scavenger_offer(note: str, job: Job, reason_code: str, usage) -> str:
     site offers classes; else ``note`` as it is."""
     if reason_code not in QUOTA_SPENT_REASONS or not job.gpu_count:
         return note
-    left = getattr(usage, "quota_hours_left", None)
-    offer = scavenger_offer(getattr(usage, "quota_unit", "gpu"), job.priority_class, used_up=left is None or left <= 0)
+    offer = scavenger_offer(
+        getattr(usage, "quota_unit", "gpu"), job.priority_class, left=getattr(usage, "quota_hours_left", None)
+    )
     return f"{note} {offer}".strip() if offer else note
 
 

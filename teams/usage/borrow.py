@@ -23,14 +23,15 @@ def is_scavenger(priority_class: str) -> bool:
     return enabled() and priority_class == SCAVENGER
 
 
-def scavenger_offer(unit: str, priority_class: str, *, used_up: bool = True) -> str:
+def scavenger_offer(unit: str, priority_class: str, *, left: float | None = None) -> str:
     """The sentence offering scavenger to a job that waits for its team's quota (``unit`` ``"gpu"``:
     GPU-hours; ``"billing"``: billed unit-hours), or ``""`` when the site offers no classes or the job
-    is already scavenger. ``used_up``: nothing is left (else what is left is too little for this job),
-    which the sentence says."""
+    is already scavenger. ``left``: the quota left in that unit (``None``: not known); the sentence
+    says "used up" when nothing is, else that what is left is too little for this job."""
     if not enabled() or priority_class == SCAVENGER:
         return ""
     what = "billed unit-hours" if unit == "billing" else "GPU-hours"
+    used_up = left is None or left <= 0
     why = f"Your team's {what} are used up." if used_up else f"Your team has too few {what} left for this job."
     return f"{why} Run as scavenger: it starts when GPUs are free, costs no quota, and may be stopped and resumed later."
 

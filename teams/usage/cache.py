@@ -312,8 +312,7 @@ def _borrowing(estimate: QuotaEstimate | None, priority_class: str) -> QuotaEsti
         return replace(estimate, will_wait=False, fit="", scavenger=True)
     if estimate.will_wait:
         left = estimate.billed_hours_left if estimate.unit == "billing" else estimate.gpu_hours_left
-        used_up = left is None or left <= 0
-        return replace(estimate, offer=scavenger_offer(estimate.unit, priority_class, used_up=used_up))
+        return replace(estimate, offer=scavenger_offer(estimate.unit, priority_class, left=left))
     return estimate
 
 
