@@ -22,7 +22,7 @@ from teams.usage.cache import team_usage
 from . import hub
 from .services import session_cards
 from .starts import session_start_preset, start_choices
-from .views import say_how_it_started
+from .views import say_how_it_started, say_maintenance
 
 #: Ended sessions stay on the home page this long (seconds), so that a start that failed at once
 #: shows why there; the Sessions page keeps them an hour.
@@ -75,7 +75,8 @@ def home_starts(request: HttpRequest) -> HttpResponse:
 def session_start_one_click(request: HttpRequest) -> HttpResponse:
     """A Start button's click (POST ``preset``: the button's key): the session starts as from the
     session form, and the home page follows it; a refusal (or the hub not answering) is shown on the
-    home page (400), in the words of the session form's checks."""
+    home page (400), in the words of the session form's checks; a start that runs into maintenance is
+    warned of as the session form warns."""
     key = str(request.POST.get("preset", ""))[:80]
     try:
         _preset, session = session_start_preset(user=request.user, key=key)
@@ -84,4 +85,5 @@ def session_start_one_click(request: HttpRequest) -> HttpResponse:
     except hub.HubUnavailable as exc:
         return _page(request, refused=[str(exc)], tried=key, status=400)
     say_how_it_started(request, session)
+    say_maintenance(request, session)  # as the Sessions form warns
     return redirect("home")

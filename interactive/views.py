@@ -112,11 +112,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
                 form.add_error(None, str(exc))
             else:
                 say_how_it_started(request, session)
-                clash = session_maintenance(
-                    cluster=session.on_cluster, partition=session.partition, hours=session.time_limit_min // 60
-                )
-                if clash:
-                    messages.warning(request, clash.html)
+                say_maintenance(request, session)
                 return redirect("session_list")
         return render(request, "interactive/session_list.html", _context(request, form, cluster), status=400)
     response = render(request, "interactive/session_list.html", _context(request, form, cluster))
@@ -133,6 +129,15 @@ def say_how_it_started(request: HttpRequest, session: Session) -> None:
         messages.success(request, f"{session.ide_label} session is running: open it from its card.")
     else:
         messages.success(request, f"{session.ide_label} session is starting.")
+
+
+def say_maintenance(request: HttpRequest, session: Session) -> None:
+    """The warning after a start whose hours run into a maintenance reservation on every node of its
+    partition (:func:`interactive.options.session_maintenance`, from the snapshot): Slurm holds it
+    until the window is over. Nothing when it does not."""
+    clash = session_maintenance(cluster=session.on_cluster, partition=session.partition, hours=session.time_limit_min // 60)
+    if clash:
+        messages.warning(request, clash.html)
 
 
 def session_cards_etag(request: HttpRequest) -> str | None:

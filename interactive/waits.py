@@ -12,7 +12,12 @@ or drained nodes are not free). *The wait* is never a guess of the portal's own:
   about 40 min), Slurm's estimate for the 2 jobs waiting ahead for A100s"); a new session queues
   behind them;
 - otherwise "no estimate", with why (Slurm has not estimated the jobs ahead; nothing is free and
-  Slurm estimates a start only for a job that waits; the figures are not current).
+  Slurm estimates a start only for a job that waits; the figures are not current);
+- whatever of these it would be, when the preset's hours run into a maintenance reservation on
+  every node of its partition (:func:`jobs.reads.maintenance.maintenance_clash`, from the snapshot's
+  reservations), Slurm holds the session until the window is over: the button says the Sessions
+  form's sentence ("This session cannot start before ... because it would run into maintenance
+  ..."), unless Slurm's own estimate for the jobs ahead is later still.
 
 A pending job waits ahead unless it will not start anyway: held (its team's quota, a hold, a
 request Slurm will not run: :attr:`jobs.reads.reasons.Reason.holds`), waiting for a dependency, a
@@ -26,12 +31,13 @@ reads the whole queue at most once per poll, however many people look.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from django.core.cache import cache
 from django.utils import timezone as djtz
 
+from jobs.reads.maintenance import maintenance_clash
 from jobs.reads.reasons import explain_reason
 from jobs.reads.selectors import gpu_rows
 from portal.formats import from_now
@@ -181,13 +187,23 @@ def _jobs(n: int) -> str:
 
 def availability(preset: SessionPreset, *, snapshot: ClusterSnapshot | None, current: bool, summary: dict | None) -> Availability:
     """What ``preset``'s button says now. ``snapshot``: the sessions cluster's snapshot without its
-    queue (nodes); ``current``: its figures are fresh (:class:`jobs.reads.freshness.SnapshotStatus`, not
+    queue (nodes, reservations); ``current``: its figures are fresh (:class:`jobs.reads.freshness.SnapshotStatus`, not
     stale); ``summary``: :func:`waiting_ahead` for it (``None`` when the queue could not be read)."""
     free = free_text(snapshot, preset)
     if snapshot is None or not snapshot.taken_at:
         return Availability(free, "no estimate: no figures from the cluster yet")
     if not current or summary is None:
         return Availability(free, "no estimate: the cluster's figures are not current")
+    said = _wait(preset, snapshot, summary, free)
+    clash = maintenance_clash(snapshot, partition=preset.partition, time_limit=preset.hours * 3600)
+    if clash is None or (said.estimate and said.estimate.timestamp() >= clash.earliest_start):
+        return said
+    at = datetime.fromtimestamp(clash.earliest_start, tz=djtz.get_current_timezone())
+    return Availability(free, replace(clash, what="session").text, estimate=at)
+
+
+def _wait(preset: SessionPreset, snapshot: ClusterSnapshot, summary: dict, free: str) -> Availability:
+    """:func:`availability` from current figures, leaving maintenance aside."""
     ahead = _ahead(summary, preset)
     what = (f" for {preset.gpu_type.upper()}s" if preset.gpu_type else " for GPUs") if preset.gpu_count else ""
     if not ahead.jobs:

@@ -6,6 +6,7 @@ test_home_browser.py."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from http import HTTPStatus
 
 import pytest
@@ -16,8 +17,10 @@ from audit.models import AuditEvent
 from interactive import hub
 from interactive.models import Session, SessionState
 from jobs.models import Job
+from jobs.reads.maintenance import partition_node_names
 from slurm import SlurmGateway
-from slurm.snapshot import snapshot_store, snapshot_take
+from slurm.records import Reservation
+from slurm.snapshot import snapshot_load, snapshot_store, snapshot_take
 from slurm.states import JobState
 from tests.conftest import free_port
 from tests.fakes import EveryCluster, FakeTransport, cluster_transport
@@ -123,6 +126,27 @@ def test_a_click_starts_the_session_exactly_as_the_form_does(client, world, star
     last = Session.objects.order_by("-created_at").first()
     assert list(buttons(html))[0] == f"last-{last.key}"
     assert buttons(html)[f"last-{last.key}"]["label"] == "Start Your last session: JupyterLab, 1 A100, 4 h"
+
+
+def test_a_start_that_runs_into_maintenance_says_so_on_the_button_and_after_the_click(client, world, started):
+    """A maintenance window an hour ahead on every node of the partition: the 2 h CPU-only preset
+    is free now but Slurm holds it until the window is over, so its button says the Sessions form's
+    sentence instead of "starts at once", and a click warns as the Sessions form does."""
+    alice, _ = world
+    now = int(time.time())
+    snapshot = snapshot_load()
+    nodes = partition_node_names(snapshot, "interactive")
+    window = Reservation("maint_tonight", now + 3600, now + 5 * 3600, nodes, flags=("MAINT",))
+    snapshot_store(replace(snapshot, reservations=[*snapshot.reservations, window]))
+    client.force_login(alice)
+    cpu = buttons(client.get("/").content.decode())[CPU_ONLY]
+    assert "free now: starts at once" not in cpu["text"] and not cpu["disabled"]
+    assert "This session cannot start before" in cpu["text"] and "maint_tonight" in cpu["text"]
+    response = client.post("/sessions/start/", {"preset": CPU_ONLY}, follow=True)
+    assert response.redirect_chain == [("/", HTTPStatus.FOUND)] and len(started) == 1
+    said = [" ".join(m.get_text(" ").split()) for m in BeautifulSoup(response.content, "html.parser").select("ul.messages li")]
+    assert "JupyterLab session is starting." in said[0]
+    assert any("This session cannot start before" in m and "maint_tonight" in m for m in said[1:]), said
 
 
 def test_the_last_session_button_starts_that_session_s_settings(client, world, started):

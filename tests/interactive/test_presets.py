@@ -18,7 +18,7 @@ from interactive.presets import PresetError, parse_presets, presets_for, site_pr
 from interactive.starts import start_choices
 from interactive.waits import availability, summarize_waiting, waiting_ahead
 from slurm import SlurmGateway
-from slurm.records import Node, QueueJob
+from slurm.records import Node, QueueJob, Reservation
 from slurm.snapshot import ClusterSnapshot, snapshot_key, snapshot_store, snapshot_take
 from tests.fakes import EveryCluster, FakeTransport, cluster_transport
 
@@ -205,9 +205,11 @@ def _pending(job_id, *, gpus=None, start=0, reason="Resources", partition="inter
     )
 
 
-def _wait(preset_text, nodes, jobs, *, now=None, current=True):
+def _wait(preset_text, nodes, jobs, *, now=None, current=True, reservations=()):
     now = now or time.time()
-    snapshot = ClusterSnapshot(taken_at=now, attempted_at=now, cluster="cluster1", nodes=nodes, jobs=jobs)
+    snapshot = ClusterSnapshot(
+        taken_at=now, attempted_at=now, cluster="cluster1", nodes=nodes, jobs=jobs, reservations=list(reservations)
+    )
     preset = parse_presets(preset_text)[0]
     return availability(
         preset, snapshot=replace(snapshot, jobs=[]), current=current, summary=summarize_waiting(snapshot, {"interactive"})
@@ -247,6 +249,27 @@ def test_the_wait_is_slurm_s_estimate_for_the_jobs_waiting_ahead(settings):
     a = _wait("lab gpus=1 type=a100 hours=4", [_node(free_gpus=0)], [_pending(12, gpus={"a100": 1})], now=now)
     assert a.wait == "no estimate: 1 job waits ahead for A100s, and Slurm has not estimated their start"
     assert a.estimate is None
+
+
+def test_a_preset_that_runs_into_maintenance_says_when_it_can_start(settings):
+    """Free now, but the preset's 4 h cross a maintenance window on every node of its partition:
+    Slurm holds the session until the window is over, so the button says the Sessions form's
+    sentence, never "starts at once"; a preset short enough to end before it still starts at once;
+    Slurm's own estimate for the jobs ahead, when later than the window's end, stays the wait."""
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    now = int(time.time())
+    window = Reservation("maint_tonight", now + 3600, now + 6 * 3600, ("node1",), flags=("MAINT",))
+    a = _wait("lab gpus=1 type=a100 hours=4", [_node(free_gpus=2)], [], now=now, reservations=[window])
+    assert a.free == "2 of 4 A100 free now" and not a.starts_now
+    assert a.wait.startswith("This session cannot start before ") and "would run into maintenance" in a.wait
+    assert "(reservation maint_tonight on partition interactive)" in a.wait
+    assert a.estimate is not None and int(a.estimate.timestamp()) == now + 6 * 3600
+    short = _wait("lab gpus=1 type=a100 hours=1", [_node(free_gpus=2)], [], now=now, reservations=[window])
+    assert short.wait == "free now: starts at once" and short.starts_now
+    later = now + 8 * 3600
+    ahead = [_pending(10, gpus={"a100": 1}, start=later)]
+    a = _wait("lab gpus=1 type=a100 hours=4", [_node(free_gpus=0)], ahead, now=now, reservations=[window])
+    assert a.wait.startswith("likely wait: until about ") and int(a.estimate.timestamp()) == later
 
 
 def test_what_waits_ahead(settings):
