@@ -36,6 +36,8 @@ class MaintenanceClash:
     the partition is free of maintenance for the whole limit (Unix seconds; Slurm holds the job until
     then at least). ``longest_now``: the longest limit that could start at ``now`` on some node
     (seconds, rounded down to whole minutes; ``0`` while maintenance is under way on every node).
+    ``one_hour_start``: the first moment a limit of 1 h could start (Unix seconds; ``0`` when not
+    computed): the soonest a session, which takes whole hours, can.
     ``windows``: the maintenance reservations on the partition's nodes that are in the way (they
     begin before ``earliest_start``), by start. ``what``: what the sentence calls it ("job",
     "session")."""
@@ -47,37 +49,58 @@ class MaintenanceClash:
     longest_now: int
     windows: tuple[Reservation, ...]
     what: str = "job"
+    one_hour_start: int = 0
 
     def _where(self) -> str:
         noun = "reservation" if len(self.windows) == 1 else "reservations"
         return f"({noun} {', '.join(r.name for r in self.windows)} on partition {self.partition})"
 
-    def _advice(self) -> str:
+    def _advice(self, *, html: bool) -> str:
+        say = format_html if html else str.format
+        if self.what == "session":
+            return self._session_advice(say, when if html else _utc)
         if self.longest_now >= 60:
-            return f"; ask for at most {duration(self.longest_now)} to start now."
-        return f": maintenance is under way on every node of partition {self.partition}."
+            return say("; ask for at most {} to start now.", duration(self.longest_now))
+        return say(": maintenance is under way on every node of partition {}.", self.partition)
+
+    def _session_advice(self, say, moment) -> str:
+        """A session takes whole hours, 1 h at least: the advice in whole hours, rounded down; under
+        1 h, that none can start before the maintenance and when one of 1 h can."""
+        if self.longest_now >= 3600:
+            return say("; ask for at most {} h to start now.", self.longest_now // 3600)
+        if self.longest_now >= 60:
+            head = "; sessions take whole hours (1 h at least), so none can start before the maintenance"
+        else:
+            head = say(": maintenance is under way on every node of partition {}", self.partition)
+        if self.one_hour_start in (0, self.earliest_start):
+            return say("{}.", head)
+        return say("{}; a 1 h session can start at {}.", head, moment(self.one_hour_start))
 
     @property
     def text(self) -> str:
         """The sentence as plain text (the API, the CLI), times in UTC as the portal writes them:
         "This job cannot start before 2026-12-03 12:00 UTC because it would run into maintenance
         (reservation maint_node3 on partition small); ask for at most 3 h to start now." """
-        start = f"{unix_time(self.earliest_start)} UTC"
         return (
-            f"This {self.what} cannot start before {start} because it would run into maintenance {self._where()}{self._advice()}"
+            f"This {self.what} cannot start before {_utc(self.earliest_start)} because it would run into maintenance "
+            f"{self._where()}{self._advice(html=False)}"
         )
 
     @property
     def html(self) -> SafeString:
-        """The same sentence for a page, its time a ``<time>`` element the browser rewrites in the
+        """The same sentence for a page, its times ``<time>`` elements the browser rewrites in the
         reader's own zone (:func:`portal.formats.when`)."""
         return format_html(
             "This {} cannot start before {} because it would run into maintenance {}{}",
             self.what,
             when(self.earliest_start),
             self._where(),
-            self._advice(),
+            self._advice(html=True),
         )
+
+
+def _utc(moment: int) -> str:
+    return f"{unix_time(moment)} UTC"
 
 
 def partition_node_names(snapshot: ClusterSnapshot, partition: str) -> tuple[str, ...]:
@@ -145,6 +168,7 @@ def maintenance_clash(
         earliest_start=earliest,
         longest_now=longest // 60 * 60,
         windows=in_way,
+        one_hour_start=min(node_free_at(w, now=now, time_limit=3600) for w in windows.values()),
     )
 
 

@@ -4,9 +4,12 @@ that starts now, on snapshots built by hand (Unix seconds throughout)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobs.reads.maintenance import maintenance_clash, node_free_at
+from portal.formats import unix_time
 from slurm.records import Node, Partition, Reservation
 from slurm.snapshot import ClusterSnapshot
 
@@ -67,6 +70,33 @@ def test_a_window_already_running_says_maintenance_is_under_way():
     got = clash(snap, 10 * MIN)
     assert got.earliest_start == NOW + 1 * H and got.longest_now == 0
     assert got.text.endswith("maintenance is under way on every node of partition small.")
+
+
+def test_a_session_is_advised_in_whole_hours_and_told_when_none_fits():
+    """Sessions take whole hours (1 h at least): 1 h 30 min free before the window advises 1 h, not
+    1 h 30 min; 45 min free says no session starts before the window, and when one of 1 h can."""
+    snap = snapshot([maint("maint", ["node3"], 90 * MIN, 2 * H + 30 * MIN)])
+    for hours in (2, 4):
+        got = replace(clash(snap, hours * H), what="session")
+        assert got.text.endswith("(reservation maint on partition small); ask for at most 1 h to start now."), got.text
+        assert got.html.endswith("; ask for at most 1 h to start now.")
+    assert clash(snap, 2 * H).text.endswith("ask for at most 1 h 30 min to start now.")  # a job: to the minute
+    snap = snapshot([maint("maint", ["node3"], 45 * MIN, 2 * H + 30 * MIN)])
+    got = replace(clash(snap, 1 * H), what="session")
+    assert got.text.startswith(f"This session cannot start before {unix_time(NOW + 2 * H + 30 * MIN)} UTC because")
+    assert got.text.endswith("; sessions take whole hours (1 h at least), so none can start before the maintenance.")
+    # a 4 h session waits past a second window; one of 1 h fits between the two
+    snap = snapshot([maint("a", ["node3"], 45 * MIN, 105 * MIN), maint("b", ["node3"], 3 * H, 5 * H)])
+    got = replace(clash(snap, 4 * H), what="session")
+    assert got.earliest_start == NOW + 5 * H and got.one_hour_start == NOW + 105 * MIN
+    assert got.text.endswith(
+        f"so none can start before the maintenance; a 1 h session can start at {unix_time(NOW + 105 * MIN)} UTC."
+    )
+    assert '<time datetime="' in got.html.split("a 1 h session can start at")[1]
+    under_way = replace(clash(snapshot([maint("now", ["node3"], -1 * H, 1 * H)]), 2 * H), what="session")
+    assert under_way.text.endswith(
+        "(reservation now on partition small): maintenance is under way on every node of partition small."
+    )
 
 
 def test_a_window_that_ended_is_ignored():
