@@ -15,13 +15,15 @@ import logging
 from datetime import datetime, timedelta
 
 from celery import current_app
-from django.db import transaction
+from django.db import models, transaction
+from django.db.models.functions import Cast, Coalesce, Concat, Left
 from django.urls import reverse
 from django.utils import timezone as djtz
 
-from notifications.models import Notification, NotificationKind
-from notifications.services import notification_detail_add, notify, preferences_get
+from notifications.models import PENDING_MINUTES_DEFAULT, Notification, NotificationKind
+from notifications.services import notification_detail_add, notify
 from portal.formats import duration
+from slurm.clusters import cluster_names, default_cluster
 from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
 from ..models import Job, cluster_of
@@ -37,7 +39,7 @@ FAILED_DETAIL_WAIT_S = 120
 LOG_LINES = 20
 #: A job its owner held waits by their own choice: not told (one an administrator held is).
 USER_HELD = "JobHeldUser"
-#: Pending rows looked at per run of the beat task (the longest waiting first).
+#: Pending rows told per run of the beat task (the longest waiting first); the rest wait for the next run.
 PENDING_BATCH = 2000
 
 
@@ -46,6 +48,19 @@ def event_key(job: Job, event: str) -> str:
     failed, pending)."""
     short = str(job.key).replace("-", "")[:8]
     return f"job:{cluster_of(job.slurm_cluster)}:{job.slurm_job_id}:{short}:{event}"
+
+
+def _event_key_sql(event: str) -> models.Expression:
+    """:func:`event_key` of a Job row as SQL, for a query that leaves out the events already told
+    (a UUID's text begins with its first 8 hex digits)."""
+    cluster = models.Case(
+        models.When(slurm_cluster__in=cluster_names(), then="slurm_cluster"), default=models.Value(default_cluster().name)
+    )
+    parts = [cluster, Cast("slurm_job_id", models.TextField()), Left(Cast("key", models.TextField()), 8)]
+    pieces = [models.Value("job:")]
+    for part in parts:
+        pieces += [part, models.Value(":")]
+    return Concat(*pieces, models.Value(event), output_field=models.CharField())
 
 
 def _link(job: Job) -> str:
@@ -161,23 +176,25 @@ def jobs_pending_notify(*, now: datetime | None = None) -> int:
     One notification per job (key ``...:pending``); a job its owner held (``JobHeldUser``) is not told.
     Returns how many were made."""
     now = now or djtz.now()
-    rows = list(
+    # Everything that decides whether a row is told is in the query: rows of people who chose never, rows
+    # not yet due and rows already told, however many and however old, cannot crowd out the others.
+    told = Notification.objects.filter(key=models.OuterRef("pending_key"))
+    due = (
         Job.objects.filter(state=JobState.PENDING, slurm_job_id__isnull=False)
         .exclude(reason=USER_HELD)
-        .select_related("user", "user__notification_preferences")
-        .order_by("slurm_submit_at", "pk")[:PENDING_BATCH]
+        .annotate(
+            since=Coalesce("slurm_submit_at", "submitted_at", "created_at"),
+            minutes=Coalesce("user__notification_preferences__pending_minutes", PENDING_MINUTES_DEFAULT),
+            pending_key=_event_key_sql("pending"),
+        )
+        .filter(minutes__gt=0, since__lte=now - models.F("minutes") * timedelta(minutes=1))
+        .exclude(models.Exists(told))
+        .select_related("user")
+        .order_by("since", "pk")[:PENDING_BATCH]
     )
-    due = []
-    for job in rows:
-        minutes = preferences_get(user=job.user).pending_minutes
-        since = job.slurm_submit_at or job.submitted_at or job.created_at
-        if minutes and since is not None and now - since >= timedelta(minutes=minutes):
-            due.append((job, minutes, since))
-    told = set(Notification.objects.filter(key__in=[event_key(j, "pending") for j, _, _ in due]).values_list("key", flat=True))
     made = 0
-    for job, minutes, since in due:
-        if event_key(job, "pending") in told:
-            continue  # told already (one query for all, not one per job and minute)
+    for job in due:
+        minutes, since = job.minutes, job.since
         reason = explain_reason(
             job.reason or "None",
             gpus={job.gpu_type: job.gpu_count} if job.gpu_count else {},

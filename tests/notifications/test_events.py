@@ -80,6 +80,28 @@ def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice,
     assert jobs_pending_notify() == 0
 
 
+def test_rows_not_to_tell_never_crowd_out_one_to_tell(alice, bob, django_user_model, monkeypatch):
+    """The sweep tells at most PENDING_BATCH rows a run, the longest pending first; rows of people who
+    chose never, rows not yet due and rows already told are left out by the query itself, so
+    however many of them wait longer, a row to tell is reached."""
+    monkeypatch.setattr("jobs.worker.notify.PENDING_BATCH", 3)
+    carol = django_user_model.objects.create(username="carol", oidc_sub="c", oidc_issuer="t")
+    days_ago = djtz.now() - timedelta(days=2)
+    preferences_set(user=bob, email={}, pending_minutes=0)  # never
+    preferences_set(user=carol, email={}, pending_minutes=7 * 24 * 60)  # after a week
+    preferences_set(user=alice, email={}, pending_minutes=30)
+    for n in range(3):
+        job(bob, 500 + n, slurm_submit_at=days_ago)
+        job(carol, 600 + n, slurm_submit_at=days_ago)
+        job(alice, 700 + n, slurm_submit_at=days_ago)
+    assert jobs_pending_notify() == 3  # alice's three
+    assert jobs_pending_notify() == 0
+    newer = job(alice, 800, slurm_submit_at=djtz.now() - timedelta(hours=1))
+    assert jobs_pending_notify() == 1  # past alice's three told ones, still pending and longer
+    assert Notification.objects.filter(key=event_key(newer, "pending")).exists()
+    assert Notification.objects.filter(user__in=[bob, carol]).count() == 0
+
+
 def test_a_session_near_its_time_limit_or_idle_stop_is_told_once(alice, settings):
     settings.PORTAL_SESSION_IDLE_MINUTES = 60
     now = djtz.now()
