@@ -3,7 +3,7 @@ allowed is :mod:`ops.nodes`' and :mod:`ops.reservations`' to say (the same sente
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django import forms
 
@@ -68,7 +68,10 @@ class ReservationForm(forms.Form):
         data = self.cleaned_data
         start, end = data.get("start"), data.get("end")
         if end is None and start is not None and data.get("duration"):
-            end = start + timedelta(minutes=data["duration"])
+            try:
+                end = start + timedelta(minutes=data["duration"])
+            except OverflowError:  # a start in the year 9999: refused as too far ahead by the service
+                end = datetime.max.replace(tzinfo=UTC)
         return {
             "nodes": data.get("nodes") or "",
             "start": start,

@@ -10,11 +10,11 @@ know; :mod:`slurm.times`). The reservation itself lives in Slurm; the snapshot r
 do at once (:func:`slurm.snapshot.reread_soon`). Each action is audited ``reservation.create`` /
 ``reservation.delete`` with what it was and what it is.
 
-Refused with a sentence and nothing made: a window in the past, an end not after its start, a node the
-snapshot does not list, a bad name; and when Slurm refuses, Slurm's own words. A window over running
-jobs without *ignore running jobs* is refused by Slurm ("Requested nodes are busy"); the refusal adds
-when those jobs end at the latest (their time limits, from the snapshot), so the admin can tick the box
-or start after that.
+Refused with a sentence and nothing made: a window in the past, an end not after its start, a start or
+end more than :data:`AHEAD_MAX` ahead, a node the snapshot does not list, a bad name; and when Slurm
+refuses, Slurm's own words. A window over running jobs without *ignore running jobs* is refused by
+Slurm ("Requested nodes are busy"); the refusal adds when those jobs end at the latest (their time
+limits, from the snapshot), so the admin can tick the box or start after that.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ from .scontrol import configured, current_snapshot, run_scontrol, staff_only
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 #: How far in the past a start may be (clock skew, the time to fill in the form); earlier is refused.
 START_GRACE = timedelta(minutes=1)
+#: How far ahead a window may reach: maintenance is planned months ahead, not decades (a typo's year 9999
+#: would reach scontrol, or overflow the end's arithmetic).
+AHEAD_MAX = timedelta(days=2 * 365)
+AHEAD_WORDS = "2 years"
 #: Who may run jobs in a maintenance reservation the portal makes: root only (the usual MAINT form).
 USERS = "root"
 
@@ -108,8 +112,16 @@ def _window(start: datetime | None, end: datetime | None, now: datetime) -> None
         )
     elif start is not None and start < now - START_GRACE:
         problems.append(Problem("start", f"The start ({_utc(start)}) has passed; give a start from now ({_utc(now)}) on."))
+    elif start is not None and start > now + AHEAD_MAX:
+        problems.append(Problem("start", f"The start ({_utc(start)}) is {_too_far(now)}"))
+    elif end is not None and end > now + AHEAD_MAX:
+        problems.append(Problem("end", f"The end ({_utc(end)}) is {_too_far(now)}"))
     if problems:
         raise Refused(*problems)
+
+
+def _too_far(now: datetime) -> str:
+    return f"more than {AHEAD_WORDS} ahead; plan a window that ends by {_utc(now + AHEAD_MAX)}."
 
 
 def _busy_until(cluster: str, nodes: list[str], start: datetime) -> int | None:

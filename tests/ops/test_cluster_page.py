@@ -258,6 +258,24 @@ def test_bad_windows_are_refused_before_slurm(client, people, snapshot, slurm, m
     assert not AuditEvent.objects.filter(action="reservation.create").exists()
 
 
+@pytest.mark.parametrize(
+    ("form", "field", "words"),
+    [
+        ({"start": "9999-12-31 23:00", "end": "", "duration": "120"}, "start", "The start (9999-12-31 23:00 UTC) is more than 2"),
+        ({"end": "9999-12-31 23:59"}, "end", "The end (9999-12-31 23:59 UTC) is more than 2 years ahead"),
+    ],
+)
+def test_a_window_years_ahead_is_refused_in_words(client, people, snapshot, slurm, form, field, words):
+    """A typo's year 9999 once overflowed the end's arithmetic (HTTP 500) or went to scontrol."""
+    *_, times = _window(30, 90)
+    response = _as(client, people["dana"]).post("/ops/cluster/cluster1/reservations/", {"nodes": "node3", **times, **form})
+    assert response.status_code == HTTPStatus.BAD_REQUEST and slurm.calls == []
+    error = _soup(response).select_one(f"[data-testid=error-{field}]")
+    assert error is not None and words in error.text, _soup(response).text
+    assert "years ahead; plan a window that ends by " in error.text
+    assert not AuditEvent.objects.filter(action="reservation.create").exists()
+
+
 def test_busy_nodes_get_slurms_words_and_when_the_jobs_end(client, people, snapshot, slurm):
     """Job 5 runs on node3 until its time limit (squeue end_time 1795970235): the window over it is
     refused by Slurm; the page says to tick the box or start after that time."""
