@@ -7,20 +7,24 @@ from datetime import UTC, datetime, timedelta
 
 from django import forms
 
+from .scontrol import REASON_MAX
+
 #: What the time fields accept: the browser's ``datetime-local`` value and what a person types (UTC).
 INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 BAD_TIME = "Write the time as YYYY-MM-DD HH:MM (UTC), e.g. 2026-12-03 12:00."
 
 
 class DrainForm(forms.Form):
-    """The node and the reason (checked by :func:`ops.nodes.node_drain`: required, one line)."""
+    """The node and the reason (checked by :func:`ops.nodes.node_drain`: required, one line). The
+    reason's length limit is the service's (:data:`ops.scontrol.REASON_MAX`), in its words."""
 
     node = forms.CharField(required=False, max_length=200, strip=True)
     reason = forms.CharField(
         required=False,
-        max_length=2000,
-        strip=False,
-        help_text="Shown by Slurm to everyone who asks why the node is out (sinfo -R). One line, at most 200 characters.",
+        max_length=REASON_MAX,
+        strip=True,
+        error_messages={"max_length": "The reason for the drain has %(show_value)d characters; keep it to %(limit_value)d."},
+        help_text=f"Shown by Slurm to everyone who asks why the node is out (sinfo -R). One line, at most {REASON_MAX} characters.",
     )
 
 

@@ -143,7 +143,8 @@ def _act(request: HttpRequest, page: ClusterPage, run, said, **forms) -> HttpRes
 def node_drain_view(request: HttpRequest, page: ClusterPage) -> HttpResponse:
     """POST ``node``, ``reason``: drain the node."""
     form = DrainForm(request.POST)
-    form.is_valid()
+    if not form.is_valid():  # a reason over the service's limit: said once, in its words
+        return _render(request, page, drain=form, status=400)
     data = form.cleaned_data
     return _act(
         request,

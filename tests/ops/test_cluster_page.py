@@ -181,6 +181,18 @@ def test_bad_drains_are_refused_with_a_sentence_and_no_slurm_call(client, people
     assert not AuditEvent.objects.filter(action="node.drain").exists()
 
 
+def test_a_reason_over_the_limit_is_refused_once_in_the_service_s_words(client, people, snapshot, slurm):
+    """The form's limit is the service's (200): 2,500 characters get that one sentence, not a false
+    "Give a reason" beside a length error of the form's own."""
+    for length in (2500, 201):
+        response = _as(client, people["dana"]).post("/ops/cluster/cluster1/drain/", {"node": "node1", "reason": "x" * length})
+        assert response.status_code == HTTPStatus.BAD_REQUEST and slurm.calls == []
+        errors = [" ".join(e.text.split()) for e in _soup(response).select(".error")]
+        assert errors == [f"The reason for the drain has {length} characters; keep it to 200."], errors
+        assert _soup(response).select_one("#id_reason")["maxlength"] == "200"
+    assert not AuditEvent.objects.filter(action="node.drain").exists()
+
+
 def test_slurms_refusal_is_shown_in_its_words(client, people, snapshot, slurm):
     slurm.expect(
         ["scontrol", "update", "NodeName=node1", "State=RESUME"],
