@@ -8,11 +8,14 @@ with the status the pages would use: 400 (a body that does not fit its schema, o
 token without the scope), 404 (not there, or not yours), 503 (JupyterHub down); the statuses other
 than 400 are ninja's ``HttpError`` (or Django's ``PermissionDenied``/``Http404``), with no ``errors``.
 Errors raised before a handler here runs (no route for the address, a method the path lacks: 405,
-the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`.
+the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`. A body
+that is not JSON (a form, broken JSON) is a 400 saying what was wrong and how to send it
+(:class:`JsonParser`), where ninja says only "Cannot parse request body".
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -20,6 +23,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import ConfigDict, field_validator
 
@@ -110,6 +114,37 @@ def need_scope(request: HttpRequest, scope: str) -> None:
         )
 
 
+#: How a body is to be sent, said after any body that could not be read.
+SEND_JSON = "Send the body as a JSON object (such as {\"hours\": 2}) with the header 'Content-Type: application/json'."
+
+
+def _body_problem(request: HttpRequest, exc: ValueError) -> tuple[str, dict]:
+    """The 400's ``detail`` and its ``errors`` entry for a body that ``json.loads`` refused with ``exc``."""
+    if isinstance(exc, json.JSONDecodeError):
+        why, line = f"{exc.msg} at line {exc.lineno}, column {exc.colno}", exc.lineno
+    else:  # UnicodeDecodeError
+        why, line = "it is not UTF-8 text", None
+    sent = request.content_type or "no Content-Type"
+    if sent != "application/json":
+        detail = f"The request body is not JSON: it was sent as {sent[:100]} ({why}). {SEND_JSON}"
+    else:
+        detail = f"The request body is not valid JSON: {why}. {SEND_JSON}"
+    return detail, {"field": "body", "message": f"Not JSON: {why}.", "line": line}
+
+
+class JsonParser(Parser):
+    """ninja's JSON parser, keeping why a body could not be read (``request.api_body_problem``, from
+    :func:`_body_problem`) for the API's 400: ninja turns any parse error into "Cannot parse
+    request body" and no more."""
+
+    def parse_body(self, request: HttpRequest):
+        try:
+            return super().parse_body(request)
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+            request.api_body_problem = _body_problem(request, exc)
+            raise
+
+
 api = NinjaAPI(
     title="GPU portal API",
     version="1",
@@ -117,6 +152,7 @@ api = NinjaAPI(
     "(`Authorization: Bearer gpp_…`), created on the portal's Tokens page. Errors are JSON: "
     '`{"detail": sentence, "errors": [{"field", "message", "line"}]}`.',
     auth=[TokenAuth(), BrowserSession()],
+    parser=JsonParser(),
     urls_namespace="api",
     docs_url="/docs",
 )
@@ -136,6 +172,10 @@ def _refused(request, exc: Refused):
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
+    problem = getattr(request, "api_body_problem", None)
+    if problem is not None and exc.status_code == 400:  # ninja's "Cannot parse request body"
+        detail, entry = problem
+        return _error(request, 400, detail, [entry])
     return _error(request, exc.status_code, str(exc))
 
 

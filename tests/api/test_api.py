@@ -183,6 +183,45 @@ def test_malformed_requests_are_400_with_the_field(client, people, tokens, clust
     assert r.status_code == HTTPStatus.BAD_REQUEST and field in [e["field"] for e in r.json()["errors"]], r.content
 
 
+@pytest.mark.parametrize(
+    "body, content_type, detail, message, line",
+    [
+        (
+            "gpus=1&hours=2",
+            "application/x-www-form-urlencoded",
+            "The request body is not JSON: it was sent as application/x-www-form-urlencoded (Expecting value at line 1, "
+            "column 1). ",
+            "Not JSON: Expecting value at line 1, column 1.",
+            1,
+        ),
+        (
+            '{"hours": 2,\n "gpus": }',
+            "application/json",
+            "The request body is not valid JSON: Expecting value at line 2, column 10. ",
+            "Not JSON: Expecting value at line 2, column 10.",
+            2,
+        ),
+        (
+            b"\x80\x81",
+            "application/json",
+            "The request body is not valid JSON: it is not UTF-8 text. ",
+            "Not JSON: it is not UTF-8 text.",
+            None,
+        ),
+    ],
+)
+def test_a_body_that_is_not_json_is_told_what_was_wrong_and_how_to_send_it(
+    client, people, tokens, body, content_type, detail, message, line
+):
+    r = client.post("/api/v1/sessions", data=body, content_type=content_type, **bearer(tokens["alice"]))
+    assert r.status_code == HTTPStatus.BAD_REQUEST
+    assert r.json() == {
+        "detail": detail + 'Send the body as a JSON object (such as {"hours": 2}) with the header '
+        "'Content-Type: application/json'.",
+        "errors": [{"field": "body", "message": message, "line": line}],
+    }
+
+
 def test_not_in_a_team_cannot_submit(client, people, tokens, cluster, no_slurm):
     r = call(client, "post", "/jobs", tokens["dana"], {"profile_yaml": EXAMPLE_TEXT})
     assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"][0]["field"] == "account"
