@@ -301,6 +301,17 @@ def test_the_form_names_the_zone_it_reads_from_the_browser_cookie(client, people
     assert "read in this zone" in body and "stored in UTC" in body
 
 
+def test_the_page_says_truly_which_zone_its_times_are_in(client, people):
+    """The tables' times are <time> elements the browser shows in its own zone, and the form reads
+    the chosen zone: the page never claims every time is UTC."""
+    client.cookies["portal_tz"] = "Europe%2FBerlin"
+    body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
+    intro = " ".join(BeautifulSoup(body, "html.parser").select_one("h1 + p").get_text().split())
+    assert "Times are UTC" not in intro
+    assert "The tables show each time in your browser's time zone" in intro
+    assert "the form reads a window in the time zone you choose in it" in intro
+
+
 def test_without_a_cookie_the_form_says_utc(client, people):
     body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
     assert BeautifulSoup(body, "html.parser").select_one("select[name=zone] option[selected]")["value"] == "UTC"
