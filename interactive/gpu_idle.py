@@ -132,6 +132,19 @@ def _percent() -> str:
     return f"{settings.PORTAL_GPU_LOW_USE_PERCENT:g} %"
 
 
+def gpu_rule_text() -> str:
+    """The Sessions page's sentence for the GPU rule ("" at a site that does not reclaim idle GPU
+    sessions): a GPU session whose GPUs are measured is judged by them, never by a person's activity
+    (:func:`gpu_rule_applies`)."""
+    if not reclaim_enabled():
+        return ""
+    return (
+        "A GPU session whose GPU use is measured is judged by its GPUs, not by what is done in the browser: it is "
+        f"stopped when they stay below {_percent()} SM activity for {duration(settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES * 60)}, "
+        "so they go back to the queue; its card warns first."
+    )
+
+
 def gpu_reclaim_warning(session: Session, *, now: datetime | None = None) -> str:
     """The card's warning when the stop is near ("your 1 A100 has been below 5 % SM activity for
     25 min; the session stops in 5 min unless it is used"), else ""."""

@@ -26,7 +26,7 @@ from slurm.clusters import session_clusters, session_partitions
 
 from . import hub
 from .forms import SessionForm
-from .gpu_idle import sessions_low_use
+from .gpu_idle import gpu_rule_text, sessions_low_use
 from .hub_check import hub_state_version
 from .kinds import kinds_all
 from .models import ACTIVE_SESSION_STATES, Session, SessionState
@@ -51,6 +51,7 @@ def _context(request: HttpRequest, form: SessionForm, cluster: str) -> dict:
         "kinds": offered,
         "missing_kinds": [k for k in kinds if k not in offered],
         "idle_minutes": settings.PORTAL_SESSION_IDLE_MINUTES,
+        "gpu_rule": gpu_rule_text(),
         "max_gpus": settings.PORTAL_SESSION_MAX_GPUS,
         "status": cluster_status(cards_cluster(cards, default=cluster)),
         "low_use": sessions_low_use(cards),

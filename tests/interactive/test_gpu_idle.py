@@ -221,6 +221,27 @@ def test_a_cpu_only_session_keeps_the_activity_rule(site, alice, slurm_json, mon
     assert AuditEvent.objects.get(action="session.culled").new["idle_minutes"] == 45
 
 
+def test_the_sessions_page_states_the_gpu_rule_where_reclaim_is_on(site, alice, slurm_json, monkeypatch, client, settings):
+    """The page's sentence on idle sessions names the GPU rule too: a measured GPU session is
+    stopped for idle GPUs, not for an idle browser. Without reclaim, only the activity rule."""
+    gpu_session(alice, slurm_json, monkeypatch)
+    client.force_login(alice)
+
+    def rules() -> str:
+        page = BeautifulSoup(client.get("/sessions/").content, "html.parser")
+        return " ".join(page.select_one("#session-cards").find_next_sibling("p").get_text().split())
+
+    said = rules()
+    assert "A session nobody uses for 60 minutes" in said
+    assert (
+        "A GPU session whose GPU use is measured is judged by its GPUs, not by what is done in the browser: it is stopped "
+        "when they stay below 5 % SM activity for 30 min, so they go back to the queue; its card warns first."
+    ) in said
+    settings.PORTAL_GPU_IDLE_RECLAIM_MINUTES = 0
+    said = rules()
+    assert "A session nobody uses for 60 minutes" in said and "GPU session whose GPU use" not in said
+
+
 @pytest.mark.parametrize("name", ["PORTAL_GPU_IDLE_RECLAIM_MINUTES", "PORTAL_GPU_IDLE_WARN_MINUTES"])
 def test_a_negative_limit_is_refused_at_start_up(settings, name):
     assert [m for m in run_checks(tags=["portal"]) if m.id == "portal.E012"] == []
