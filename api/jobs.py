@@ -11,7 +11,6 @@ usage cache only (:func:`teams.usage.cache.job_quota_estimate`), no Slurm call."
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import datetime
 from http import HTTPStatus
 from typing import Literal
@@ -20,17 +19,17 @@ from django.conf import settings
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from ninja import Query, Router, Schema, Status
-from ninja.errors import HttpError
 from pydantic import Field
 
 from jobs.gpu.gpu_usage import job_gpu_usage
 from jobs.models import Job, on_cluster
 from jobs.reads.cap_reasons import cap_warning
+from jobs.reads.job_refs import job_for_ref
 from jobs.reads.logs import job_log_read
 from jobs.reads.maintenance import job_maintenance_warning
 from jobs.reads.priority import job_priority
 from jobs.reads.queue import job_row
-from jobs.reads.selectors import cluster_status, job_for_viewer, job_history, jobs_for_user, status_all
+from jobs.reads.selectors import cluster_status, job_history, jobs_for_user, status_all
 from jobs.submit.holds import hold_message, job_hold, job_release
 from jobs.submit.policy import JobRequest, unknown_cluster
 from jobs.submit.submit import job_cancel
@@ -198,27 +197,27 @@ def _base(request) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
 
-def job_by_ref(request, ref: str, cluster: str = "") -> Job:
-    """``ref``: the Slurm job id (your newest job with it, on ``cluster`` when given: ids are per
-    cluster) or the portal key. 404 when not visible; 400 for a cluster that is not configured."""
-    ref = ref.strip()
+def job_task_by_ref(request, ref: str, cluster: str = "") -> tuple[Job, int | None]:
+    """:func:`jobs.reads.job_refs.job_for_ref` for the request's user (what ``ref`` may be is said
+    there): the job and, for Slurm's ``<id>_<task>``, the task. 404 when not visible; 400 for a
+    cluster that is not configured or a part of a job."""
     if cluster and cluster not in cluster_names():
         raise Refused(unknown_cluster(cluster))
-    if ref.isascii() and ref.isdigit() and len(ref) < 19:
-        jobs = Job.objects.select_related("user").filter(slurm_job_id=int(ref))
-        if cluster:
-            jobs = jobs.filter(on_cluster(cluster))
-        job = jobs.filter(user=request.user).order_by("-created_at").first()
-        if job is None and request.user.is_staff:
-            job = jobs.order_by("-created_at").first()
-    else:
-        try:
-            key = uuid.UUID(ref)
-        except ValueError:
-            raise HttpError(404, f"'{ref[:40]}' is neither a Slurm job id nor a job key.") from None
-        job = job_for_viewer(key=key, user=request.user)
-    if job is None:
-        raise Http404("No such job, or it is not yours.")
+    return job_for_ref(user=request.user, ref=ref, cluster=cluster)
+
+
+def job_by_ref(request, ref: str, cluster: str = "") -> Job:
+    """:func:`job_task_by_ref` for an endpoint on a whole job: Slurm's one-task ``<id>_<task>`` is
+    refused (400) with the whole job's id and cancel's task option (the CLI's ``--task``)."""
+    job, task = job_task_by_ref(request, ref, cluster)
+    if task is not None:
+        raise Refused(
+            Problem(
+                "ref",
+                f"'{ref.strip()}' is task {task} of array job {job.slurm_job_id}, and this acts on the whole array: use "
+                f"{job.slurm_job_id} (only cancel takes one task: gpuportal cancel {job.slurm_job_id} --task {task}).",
+            )
+        )
     return job
 
 
@@ -322,11 +321,17 @@ def cancel_job(
     request,
     ref: str,
     cluster: str = Query("", description="For a Slurm job id: the cluster it is on"),
-    task: int | None = Query(None, ge=0, lt=2**31, description="An array's task: cancel only it (scancel <id>_<task>)"),
+    task: int | None = Query(
+        None, ge=0, lt=2**31, description="An array's task: cancel only it (scancel <id>_<task>); or name it as ref <id>_<task>"
+    ),
 ):
     need_scope(request, "jobs")
-    job = job_by_ref(request, ref, cluster)
-    job = job_cancel(job=job, by=request.user, task=task)  # PermissionDenied -> 403 for an admin; Refused -> 400
+    job, named = job_task_by_ref(request, ref, cluster)  # Slurm's <id>_<task> names one task
+    if named is not None and task is not None and named != task:
+        raise Refused(Problem("task", f"'{ref.strip()}' names task {named} but task={task} was asked; give one of them."))
+    job = job_cancel(
+        job=job, by=request.user, task=task if named is None else named
+    )  # PermissionDenied -> 403 for an admin; Refused -> 400
     return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
 
 

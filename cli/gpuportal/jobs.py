@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 
 from .args import add_overrides, positive_float
 from .base import Commands, Context, UsageError, err, list_out, out, read_text
 from .errors import ApiError
 from .figures import billed_text, cost_text, energy_text, idle_text
-from .logs import CLUSTER_HELP, follow_log
+from .logs import CLUSTER_HELP, REF_HELP, follow_log
 from .output import duration, gpus, key_values
 
+#: Slurm's name of one array task, ``123_7``: cancel takes it as ``123 --task 7``.
+TASK_REF = re.compile(r"(\d+)_(\d+)")
 #: How long ``submit`` waits for Slurm's job id (the portal sends the job in the background), seconds.
 ID_WAIT_S = 10.0
 
@@ -96,7 +99,8 @@ def _add_ref_commands(commands: Commands) -> None:
         ("release", cmd_release, "release a job you held, so that it can start (scontrol release as you)"),
     ):
         p = commands.add(name, func, help)
-        p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+        ref_help = REF_HELP + ("; 123_7 is task 7 of array 123, as --task 7" if name == "cancel" else "")
+        p.add_argument("ref", metavar="REF", help=ref_help)
         p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
         if name == "cancel":
             p.add_argument("--task", type=int, metavar="N", help="an array's task: cancel only it (scancel <id>_<N>)")
@@ -256,15 +260,21 @@ def cmd_show(ctx: Context) -> int:
 
 
 def cmd_cancel(ctx: Context) -> int:
-    """``cancel REF [--task N]``: ``POST /jobs/{ref}/cancel`` (``?task=N``: one task of an array)."""
-    task = getattr(ctx.args, "task", None)
-    job = ctx.client().cancel_job(ctx.args.ref, ctx.args.cluster or "", task=task)
+    """``cancel REF [--task N]``: ``POST /jobs/{ref}/cancel`` (``?task=N``: one task of an array;
+    Slurm's ``123_7`` is ``123 --task 7``). Raises :class:`UsageError` for a ``123_7`` with another
+    ``--task``."""
+    ref, task = ctx.args.ref, getattr(ctx.args, "task", None)
+    if named := TASK_REF.fullmatch(ref.strip()):
+        if task is not None and task != int(named[2]):
+            raise UsageError(f"{ref} names task {named[2]} but --task {task} was given; give one of them.")
+        ref, task = named[1], int(named[2])
+    job = ctx.client().cancel_job(ref, ctx.args.cluster or "", task=task)
     if ctx.json:
         ctx.emit(job)
     elif job.get("final"):
-        out(f'Job {ctx.args.ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
+        out(f'Job {ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
     else:
-        what = f"task {task} of {ctx.args.ref}" if task is not None else ctx.args.ref
+        what = f"task {task} of {ref}" if task is not None else ref
         out(f'Cancelling {what} "{job.get("name", "")}"')
     return 0
 

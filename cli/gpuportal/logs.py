@@ -14,6 +14,8 @@ from .output import dumps_json
 FULL_PAGE = 64 * 1024
 #: With -f, give up reading an ended job's log after this many failed reads in a row.
 MAX_READ_FAILURES = 5
+#: The REF help of the commands that take one job: what ``gpuportal ls`` prints in its ID column works.
+REF_HELP = "the job's ID as `gpuportal ls` prints it (123, 123_[1-50%5], 123+0-1) or its key"
 #: The ``--cluster`` help of the commands that take a job's REF.
 CLUSTER_HELP = "for a Slurm job id: the cluster it is on (ids are per cluster; default: your newest job with that id)"
 
@@ -21,7 +23,7 @@ CLUSTER_HELP = "for a Slurm job id: the cluster it is on (ids are per cluster; d
 def add_commands(commands: Commands) -> None:
     """Register ``logs``."""
     p = commands.add("logs", cmd_logs, "print a job's output (stdout, or stderr with --err)")
-    p.add_argument("ref", metavar="REF", help="Slurm job id or job key")
+    p.add_argument("ref", metavar="REF", help=REF_HELP)
     p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--err", action="store_true", help="the job's stderr instead of stdout")

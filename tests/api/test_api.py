@@ -443,6 +443,53 @@ def _job(user, **kw):
     return Job.objects.create(**fields)
 
 
+def test_a_job_is_found_by_the_id_ls_prints_and_one_task_only_where_it_can_be(client, people, tokens):
+    """`gpuportal ls` prints an array as 123_[1-500%20] and a het job as 124+0-1: each names the job
+    itself. Slurm's one-task name 123_7 is that task for cancel, and refused elsewhere with what to
+    write; a part of a job (a subset of the tasks, one het component) is refused, never widened."""
+    from urllib.parse import quote
+
+    from audit.models import AuditEvent
+    from jobs.models import JobKind
+
+    alice, raw = people["alice"], tokens["alice"]
+    array = _job(alice, name="sweep", state=JobState.PENDING, slurm_job_id=123, kind=JobKind.ARRAY, array_spec="1-500%20",
+                 array_tasks={"PENDING": "1-500"})  # fmt: skip
+    het = _job(
+        alice,
+        name="pair",
+        slurm_job_id=124,
+        kind=JobKind.HET,
+        het_parts=[{"offset": 0, "job_id": 124}, {"offset": 1, "job_id": 125}],
+    )
+
+    def get(ref):
+        return call(client, "get", f"/jobs/{quote(ref, safe='')}", raw)
+
+    for ref, job in (("123", array), ("123_[1-500%20]", array), ("124+0-1", het), ("124", het)):
+        r = get(ref)
+        assert r.status_code == HTTPStatus.OK and r.json()["key"] == str(job.key), (ref, r.content)
+    one_task = get("123_7")
+    assert one_task.status_code == HTTPStatus.BAD_REQUEST
+    assert one_task.json()["detail"] == (
+        "'123_7' is task 7 of array job 123, and this acts on the whole array: use 123 (only cancel takes one task: "
+        "gpuportal cancel 123 --task 7)."
+    )
+    for part in ("123_[1-5]", "124+1"):
+        r = get(part)
+        assert r.status_code == HTTPStatus.BAD_REQUEST and "the portal acts on whole jobs: use 12" in r.json()["detail"]
+    unknown = get("123-7")
+    assert unknown.status_code == HTTPStatus.NOT_FOUND and "123_[1-50], 123+0-1, 123_7" in unknown.json()["detail"]
+
+    cancel = call(client, "post", "/jobs/123_7/cancel", raw)
+    assert cancel.status_code == HTTPStatus.ACCEPTED, cancel.content
+    assert AuditEvent.objects.get(action="job.task_cancel_requested").new["task"] == 7
+    other = call(client, "post", "/jobs/123_7/cancel?task=8", raw)
+    assert other.status_code == HTTPStatus.BAD_REQUEST and "names task 7 but task=8 was asked" in other.json()["detail"]
+    whole = call(client, "post", f"/jobs/{quote('123_[1-500%20]', safe='')}/cancel", raw)
+    assert whole.status_code == HTTPStatus.ACCEPTED and AuditEvent.objects.filter(action="job.cancel_requested").count() == 1
+
+
 def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypatch, clean_cache):
     from slurm import SlurmGateway
     from tests.fakes import FakeTransport

@@ -376,6 +376,19 @@ def test_ls_marks_an_outside_array_and_cancel_takes_one_task(env, capsys):
     assert (env.requests[-1].path, env.requests[-1].query) == ("/jobs/4242/cancel", {"task": "5"})
 
 
+def test_cancel_takes_slurm_s_one_task_name_as_the_task(env, capsys):
+    """Slurm names one task of an array 123_7: ``cancel 4242_5`` is ``cancel 4242 --task 5``; with
+    another --task it is refused before any request."""
+    env.jobs[0].update(state="RUNNING", kind="array", slurm_ref="4242_[1-6%2]")
+    assert main(["cancel", "4242_5"]) == 0
+    assert capsys.readouterr().out == 'Cancelling task 5 of 4242 "train"\n'
+    assert (env.requests[-1].path, env.requests[-1].query) == ("/jobs/4242/cancel", {"task": "5"})
+    sent = len(env.requests)
+    assert main(["cancel", "4242_5", "--task", "6"]) == 2
+    assert "4242_5 names task 5 but --task 6 was given" in capsys.readouterr().err
+    assert len(env.requests) == sent
+
+
 def test_cancel_of_an_ended_job_says_so(env, capsys):
     env.jobs[0].update(state="COMPLETED", final=True)
     assert main(["cancel", "4242"]) == 0
