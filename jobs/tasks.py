@@ -183,10 +183,11 @@ def jobs_recancel_stuck(*, older_than_s: int = 60) -> list[int]:
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)
-def job_failed_detail_task(job_id: int, notification_id: int) -> bool:
+def job_failed_detail_task(job_id: int, notification_id: int, task: dict | None = None) -> bool:
     """Read a failed job's log lines as its owner into its notification, then queue the mail
-    (:func:`jobs.worker.notify.job_failed_detail`). Not retried: without it the sweep mails it without the lines."""
-    return job_failed_detail(job_id=job_id, notification_id=notification_id)
+    (:func:`jobs.worker.notify.job_failed_detail`; ``task``: an array's failed task and its files).
+    Not retried: without it the sweep mails it without the lines."""
+    return job_failed_detail(job_id=job_id, notification_id=notification_id, task=task)
 
 
 @shared_task(soft_time_limit=40, time_limit=60, ignore_result=True, max_retries=0)

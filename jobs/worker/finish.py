@@ -34,6 +34,7 @@ from ..arrays import (
 from ..models import Job, JobKind
 from .identity import accounting_records, records_by_id, records_of_job
 from .notify import job_preempted_notify, job_state_notify
+from .outside import log_paths
 
 logger = logging.getLogger(__name__)
 
@@ -219,4 +220,24 @@ def apply_final_entry(job: Job, found: AccountingEntry) -> None:
             old={"state": old_state},
             new={"state": job.state, "exit_code": job.exit_code, "signal": job.signal},
         )
-        job_state_notify(job, old_state)  # the owner is told, in the same transaction
+        # the owner is told, in the same transaction, of the task whose end the row took
+        job_state_notify(job, old_state, task=failed_task(job, found, worst))
+
+
+def failed_task(job: Job, found: AccountingEntry, worst) -> dict | None:
+    """The failed array task whose exit code the row took (``worst``, a record of ``found``) and the
+    files it wrote, for the failure mail (:func:`jobs.worker.notify.job_failed_detail`): ``{"id": task
+    id, "out": stdout file, "err": stderr file}``. A portal job's files are the ``--output``/``--error``
+    it was sent with, ``%j`` being the task's own job id; an outside job's are the ones its accounting
+    record gives (24.11's ``stdout_expanded``); ``""`` where 22.05's accounting keeps none (the row's
+    own path is the latest started task's, often another one). ``None`` for a het job, or when the
+    record is not a failed task's."""
+    if found.kind != ARRAY or worst.array_task_id is None or worst.state in (JobState.COMPLETED, JobState.CANCELLED):
+        return None
+    if not job.is_outside:
+        out, err = (p.replace("%j", str(worst.job_id)) for p in (job.output_path, job.error_path))
+    elif worst.stdout:
+        out, err = log_paths(worst, job_id=worst.job_id)
+    else:
+        out = err = ""
+    return {"id": worst.array_task_id, "out": out, "err": err}

@@ -15,6 +15,7 @@ import logging
 from datetime import datetime, timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import models, transaction
 from django.db.models.functions import Cast, Coalesce, Concat, Left
 from django.urls import reverse
@@ -28,7 +29,7 @@ from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
 from ..models import Job, cluster_of
 from ..reads.cap_reasons import cap_reason
-from ..reads.logs import job_log_tail
+from ..reads.logs import job_log_tail, log_tail_read
 from ..reads.reasons import explain_reason
 
 logger = logging.getLogger(__name__)
@@ -74,11 +75,12 @@ def _label(job: Job) -> str:
     return f"job {job.slurm_job_id} ({job.name})"
 
 
-def job_state_notify(job: Job, old_state: str) -> None:
+def job_state_notify(job: Job, old_state: str, *, task: dict | None = None) -> None:
     """Tell ``job``'s owner of its new state (``job.state``, saved), if it is one they are told of:
     RUNNING (started), COMPLETED or CANCELLED (finished), a failed state (:data:`FAILED_STATES`: failed,
-    with the exit code; the log lines follow from a worker). Call inside the transaction of the change.
-    Idempotent (one row per event key)."""
+    with the exit code; the log lines follow from a worker). ``task``: an array's failed task whose
+    exit code the row holds (:func:`jobs.worker.finish.failed_task`), named in the mail and whose
+    files give its lines. Call inside the transaction of the change. Idempotent (one row per event key)."""
     if job.slurm_job_id is None or job.state == old_state:
         return
     if job.state == JobState.RUNNING:
@@ -94,19 +96,20 @@ def job_state_notify(job: Job, old_state: str) -> None:
     elif job.state in FAILED_STATES:
         code = "unknown" if job.exit_code is None else str(job.exit_code)
         signal = f", signal {job.signal}" if job.signal else ""
+        where = f" in task {task['id']}" if task else ""
         row, created = notify(
             user=job.user,
             kind=NotificationKind.JOB_FAILED,
             key=event_key(job, "failed"),
             subject=f"Failed: {_label(job)} (exit code {code})",
-            body=f"Your {_label(job)} ended {job.get_state_display().lower()} with exit code {code}{signal}"
+            body=f"Your {_label(job)} ended {job.get_state_display().lower()} with exit code {code}{signal}{where}"
             f" (Slurm: {job.slurm_state or job.state}).",
             link=_link(job),
             send_after_s=FAILED_DETAIL_WAIT_S,
         )
         if created:
             job_id, row_id = job.pk, row.pk
-            transaction.on_commit(lambda: _enqueue_detail(job_id, row_id))
+            transaction.on_commit(lambda: _enqueue_detail(job_id, row_id, task))
     elif job.state in FINAL_STATES and old_state not in FINAL_STATES:
         notify(
             user=job.user,
@@ -138,10 +141,10 @@ def job_preempted_notify(job: Job, runs_before: int) -> None:
         )
 
 
-def _enqueue_detail(job_id: int, notification_id: int) -> None:
+def _enqueue_detail(job_id: int, notification_id: int, task: dict | None = None) -> None:
     # By its registered name: jobs.tasks imports this module (no import cycle between siblings).
     try:
-        current_app.tasks["jobs.tasks.job_failed_detail_task"].delay(job_id, notification_id)
+        current_app.tasks["jobs.tasks.job_failed_detail_task"].delay(job_id, notification_id, task)
     except Exception as exc:  # noqa: BLE001 - broker down: the sweep mails it without the lines
         logger.warning("could not queue the log read for failed job %s (%s)", job_id, exc)
 
@@ -150,23 +153,59 @@ def _last_lines(text: str, n: int = LOG_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-n:])
 
 
-def job_failed_detail(*, job_id: int, notification_id: int) -> bool:
+def job_failed_detail(*, job_id: int, notification_id: int, task: dict | None = None) -> bool:
     """Read the failed job's stderr and stdout tails as its owner (:func:`jobs.reads.logs.job_log_tail`,
     through the gateway) and add their last :data:`LOG_LINES` lines to its notification, then queue the
-    mail. Returns whether the lines were added (False: the mail already went, or the row is gone)."""
+    mail. An array's lines are its failed ``task``'s (``{"id", "out", "err"}``,
+    :func:`jobs.worker.finish.failed_task`), titled with its id: the row's own file is the latest
+    started task's, often not the one that failed. Where the task or its files are not known, the
+    text says so and quotes none. Returns whether the text was added (False: the mail already went,
+    or the row is gone)."""
     job = Job.objects.select_related("user").filter(pk=job_id).first()
     if job is None:
         return False
+    if job.is_array and not (task and task.get("out")):
+        text = _task_unknown(task)
+    else:
+        text = _tails_text(job, task if job.is_array else None)
+    return notification_detail_add(notification_id=notification_id, text=text)
+
+
+def _task_unknown(task: dict | None) -> str:
+    """Why a failed array's mail quotes no lines: its failed ``task`` is not known, or not its files."""
+    if not task:
+        return (
+            "No task's output is quoted: which of the array's tasks failed, and where it wrote, is not known here. "
+            "The job's page lists its tasks by state."
+        )
+    return (
+        f"Task {task['id']}'s output is not quoted: where it wrote is not known (this cluster's accounting does not "
+        "keep the paths of a job's files, and the portal keeps only the file of the array's latest started task)."
+    )
+
+
+def _tails_text(job: Job, task: dict | None) -> str:
+    """The last :data:`LOG_LINES` lines of stderr then stdout, each under its title, or why it could
+    not be read (an empty or missing file says nothing; one file for both is given once): ``job``'s
+    own files (cached reads, :func:`jobs.reads.logs.job_log_tail`), or an array's failed ``task``'s
+    (read once, uncached, :func:`jobs.reads.logs.log_tail_read`)."""
     parts = []
-    for stream, title in (("err", "Last lines of stderr"), ("out", "Last lines of stdout")):
-        tail = job_log_tail(job, stream)
+    for stream, name in (("err", "stderr"), ("out", "stdout")):
+        if task:
+            title = f"Last lines of task {task['id']}'s {name}"
+            path = task["out"] if stream == "out" else task.get("err") or task["out"]
+            tail = log_tail_read(job.cluster, path, as_user=job.user.username, limit=settings.PORTAL_LOG_TAIL_BYTES)
+            one_file = path == task["out"]
+        else:
+            title, tail = f"Last lines of {name}", job_log_tail(job, stream)
+            one_file = bool(job.error_path) and job.error_path == job.output_path
         if tail.error:
             parts.append(f"{title}: could not be read ({tail.error}).")
         elif tail.text.strip():
             parts.append(f"{title}:\n{_last_lines(tail.text)}")
-        if stream == "err" and job.error_path and job.error_path == job.output_path:
+        if stream == "err" and one_file:
             break  # one file for both
-    return notification_detail_add(notification_id=notification_id, text="\n\n".join(parts))
+    return "\n\n".join(parts)
 
 
 def jobs_pending_notify(*, now: datetime | None = None) -> int:

@@ -39,6 +39,25 @@ def sacct(rec, stem: str = "sacct_ended") -> FakeTransport:
     return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(rec.doc(stem)))
 
 
+def sacct_task_failed(rec, task: int = 1, code: int = 3) -> FakeTransport:
+    """``sacct`` answering with the array's ``task`` ended FAILED with exit ``code``, as each release
+    writes it: 24.11 with the code, 22.05 with return code 0 (its JSON hides a normal exit's code:
+    job 18 of ``tests/fixtures/slurm/22.05/README.md``)."""
+    doc = rec.doc("sacct_ended")
+    for j in doc["jobs"]:
+        number = j["array"]["task_id"]
+        number = number.get("number") if isinstance(number, dict) else number
+        if j["array"]["job_id"] != rec.ids["array"] or number != task:
+            continue
+        if rec.release == "22.05":
+            j["state"]["current"] = "FAILED"
+        else:
+            j["state"]["current"] = ["FAILED"]
+            j["exit_code"]["status"] = ["FAILED"]
+            j["exit_code"]["return_code"]["number"] = code
+    return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(doc))
+
+
 def rows(rec) -> dict:
     return {role: Job.objects.filter(origin=JobOrigin.OUTSIDE, slurm_job_id=i).first() for role, i in rec.ids.items()}
 

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone as djtz
 
 from interactive.idle import sessions_warn_near_stop
@@ -17,14 +18,16 @@ from jobs.worker.sync import jobs_sync
 from notifications.models import Notification, NotificationKind
 from notifications.services import preferences_set
 from slurm import SlurmGateway
+from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
 from teams.models import Membership, Role, Team
 from teams.usage.notify import quota_notify, threshold_reached
 from teams.usage.records import TeamUsage
-from tests.fakes import ANY, FakeTransport
+from tests.fakes import ANY, EveryCluster, FakeTransport
 from tests.interactive.test_gpu_idle import site  # noqa: F401  (shared fixture)
 from tests.jobs.conftest import portal_rows_only  # noqa: F401  (shared fixture)
 from tests.jobs.test_sync import JOB_18_KEY, job, snap
+from tests.slurm.outside_recorded import OUTSIDE, outside
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +214,68 @@ def test_a_preempted_run_is_told_once_and_other_restarts_are_not(alice):
     (n,) = Notification.objects.filter(kind=NotificationKind.JOB_PREEMPTED)
     assert n.key == event_key(row, "preempted-2") and n.subject == "Preempted: job 41 (j41) (run 2), requeued"
     assert "preempted at 14:02 UTC by a higher class, requeued" in n.body and n.email_state == "pending"
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_failed_arrays_mail_quotes_the_failed_tasks_log_or_says_it_cannot(
+    alice, release, monkeypatch, django_capture_on_commit_callbacks
+):
+    """An outside array (``--output=/home/alice/outside-%A_%a.out``) whose task 1 failed while the row
+    holds task 2's file (the latest started): the mail names task 1 and quotes task 1's file, which
+    24.11's accounting gives; 22.05's accounting keeps no paths, so it says so and reads nothing."""
+    from jobs.worker.notify import job_failed_detail
+    from tests.jobs.test_outside_sync import sacct_task_failed
+    from tests.jobs.test_outside_sync import snap as outside_snap
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    jobs_sync(outside_snap(rec), SlurmGateway(FakeTransport()))
+    assert Job.objects.get(slurm_job_id=aid).output_path == f"/home/alice/outside-{aid}_2.out"
+    queued = []
+    monkeypatch.setattr("jobs.worker.notify._enqueue_detail", lambda *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(sacct_task_failed(rec)))
+    row = Job.objects.get(slurm_job_id=aid)
+    (failed,) = Notification.objects.filter(key=event_key(row, "failed"))
+    assert row.state == JobState.FAILED and " in task 1 (Slurm: FAILED)." in failed.body
+    ((job_id, notification_id, task),) = queued
+    slurm = FakeTransport()
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(slurm)))
+    if release == "24.11":
+        path, limit = f"/home/alice/outside-{aid}_1.out", str(settings.PORTAL_LOG_TAIL_BYTES + 1)
+        slurm.expect(["sudo", "-n", "-u", "alice", "--", "tail", "-c", limit, "--", path], stdout="task 1\noom\n")
+    assert job_failed_detail(job_id=job_id, notification_id=notification_id, task=task)
+    failed.refresh_from_db()
+    if release == "24.11":
+        assert failed.body.endswith("Last lines of task 1's stderr:\ntask 1\noom")
+    else:
+        assert failed.body.endswith(
+            "Task 1's output is not quoted: where it wrote is not known (this cluster's accounting "
+            "does not keep the paths of a job's files, and the portal keeps only the file of the "
+            "array's latest started task)."
+        )
+    assert len(slurm.calls) == (1 if release == "24.11" else 0)  # never task 2's file
+
+
+def test_a_portal_arrays_failed_task_file_is_its_output_with_the_tasks_own_job_id(alice):
+    """A portal job's ``--output`` is ``slurm-%j.out``: an array task's ``%j`` is the task's own job id."""
+    from dataclasses import replace
+
+    from jobs.models import JobKind
+    from jobs.worker.finish import failed_task
+    from slurm.entries import fold_accounting
+
+    rec = outside("22.05")
+    records = [f for f in rec.sacct("sacct_ended") if f.array_job_id == rec.ids["array"]]
+    task1 = next(f for f in records if f.array_task_id == 1)
+    records = [replace(f, state=JobState.FAILED, exit_code=3) if f is task1 else f for f in records]
+    row = job(alice, rec.ids["array"], JobState.RUNNING, kind=JobKind.ARRAY)
+    row.output_path, row.error_path = "/home/alice/jobs/k/slurm-%j.out", "/home/alice/jobs/k/slurm-%j.err"
+    found = fold_accounting(rec.ids["array"], records)
+    worst = next(f for f in found.records if f.array_task_id == 1)
+    assert failed_task(row, found, worst) == {
+        "id": 1,
+        "out": f"/home/alice/jobs/k/slurm-{task1.job_id}.out",
+        "err": f"/home/alice/jobs/k/slurm-{task1.job_id}.err",
+    }
+    assert failed_task(row, found, next(f for f in found.records if f.array_task_id == 2)) is None  # completed
