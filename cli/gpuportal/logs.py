@@ -10,8 +10,12 @@ from .base import Commands, Context, err, out
 from .client import Client
 from .output import dumps_json
 
-#: A log page at least this big means more is probably waiting: read again without sleeping.
+#: The most bytes one log page holds (the server's read: 64 KiB).
 FULL_PAGE = 64 * 1024
+#: A page at least this big is full, so more is probably waiting: read again without sleeping. The
+#: server keeps back a UTF-8 character cut by the page's end (at most 3 of its at most 4 bytes), so
+#: a full page of non-ASCII text is up to 3 bytes short of :data:`FULL_PAGE`.
+FULL_PAGE_AT_LEAST = FULL_PAGE - 3
 #: With -f, give up reading an ended job's log after this many failed reads in a row.
 MAX_READ_FAILURES = 5
 #: The REF help of the commands that take one job: what ``gpuportal ls`` prints in its ID column works.
@@ -148,7 +152,7 @@ class _LogReader:
                 return None
             if page.get("missing") and not page.get("final") and not self.announced:
                 self._announce_wait()
-            if advanced and (page.get("final") or size >= FULL_PAGE):
+            if advanced and (page.get("final") or size >= FULL_PAGE_AT_LEAST):
                 continue  # drain what is already there
             time.sleep(self.interval)
 

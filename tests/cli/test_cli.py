@@ -450,6 +450,20 @@ def test_logs_follow_until_the_job_ends(env, capsys, state, exit_code, status):
     assert {r.query["stream"] for r in logs} == {"out"}
 
 
+@pytest.mark.parametrize("text", ["é" * 32767, "€" * 21845, "a" + "😀" * 16383])
+def test_logs_follow_reads_a_full_page_of_non_ascii_text_on_without_sleeping(env, capsys, monkeypatch, text):
+    """The server keeps back a character cut by its 64 KiB read, so a full page of 2-, 3- or 4-byte
+    characters is 65,533 to 65,535 bytes: still full, the next page is read at once."""
+    size = len(text.encode())
+    env.log_pages = [page(0, text, size), page(size, "end\n", size + 4), page(size + 4, "", size + 4, final=True)]
+    env.jobs[0].update(state="COMPLETED", exit_code=0)
+    slept_after = []  # how many pages had been read at each sleep
+    monkeypatch.setattr(time, "sleep", lambda s: slept_after.append(len(env.calls("GET", "/jobs/4242/log"))))
+    assert main(["logs", "-f", "4242"]) == 0
+    assert capsys.readouterr().out == text + "end\n"
+    assert 65533 <= size < 65536 and slept_after == [2]  # only after the short page
+
+
 def test_logs_follow_json_lines(env, capsys):
     pages = [page(0, "a", 1), page(1, "", 1, final=True, state="COMPLETED")]
     env.log_pages = list(pages)
