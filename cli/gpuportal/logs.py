@@ -63,9 +63,9 @@ def follow_log(
     client = ctx.client()
     offset = 0
     if tail is not None and not ctx.json:
-        offset = _print_tail(client, ref, stream, cluster, tail)
+        offset, last = _print_tail(client, ref, stream, cluster, tail)
         if not follow:
-            return 0
+            return _read_end(ref, stream, last, offset)
     reader = _LogReader(ctx, client, ref, stream, cluster, interval)
     code = reader.read(offset, follow)
     if code is not None:
@@ -85,9 +85,10 @@ def _next_offset(page: dict, offset: int) -> int:
     return offset + len((page.get("data") or "").encode("utf-8"))
 
 
-def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) -> int:
+def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) -> tuple[int, dict]:
     """Read the whole log, print its last ``tail`` bytes (never a split character); returns the
-    byte offset where the log ended."""
+    byte offset where the log ended and the last page read (the one with nothing new: it may say
+    why, ``error``, or that there is no file, ``missing``)."""
     offset = 0
     kept = bytearray()
     while True:
@@ -101,7 +102,22 @@ def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) 
             del kept[: len(kept) - tail]
         offset = nxt
     _write(kept.decode("utf-8", errors="ignore"))
-    return offset
+    return offset, page
+
+
+def _read_end(ref: str, stream: str, page: dict, offset: int) -> int:
+    """The exit status of a read without ``-f`` that ended at ``page`` (nothing new in it), at byte
+    ``offset``: 1 after printing the server's ``error`` (it could not read the file this time); else
+    0, saying so on stderr when there is no file yet (``missing`` at offset 0)."""
+    # Not in the contract, but the server may say why it could not read the file this time.
+    read_error = str(page.get("error") or "")
+    if read_error:
+        err(f"error: {read_error}")
+        return 1
+    if page.get("missing") and offset == 0:
+        what = "stderr" if stream == "err" else "output"
+        err(f"job {ref} has no {what} yet ({page.get('state') or 'unknown state'})")
+    return 0
 
 
 class _LogReader:
@@ -132,22 +148,16 @@ class _LogReader:
             # Not in the contract, but the server may say why it could not read the file this time
             # (``"error": "..."``); such a page says nothing about the end of the log.
             read_error = "" if advanced else str(page.get("error") or "")
+            if not follow:
+                if advanced:
+                    continue
+                return _read_end(self.ref, self.stream, page, offset)
             if read_error:
-                if not follow:
-                    err(f"error: {read_error}")
-                    return 1
                 if self._read_failed(read_error, page):
                     time.sleep(self.interval)
                     continue
             else:
                 self.failures = 0
-            if not follow:
-                if advanced:
-                    continue
-                if page.get("missing") and offset == 0:
-                    what = "stderr" if self.stream == "err" else "output"
-                    err(f"job {self.ref} has no {what} yet ({page.get('state') or 'unknown state'})")
-                return 0
             if page.get("final") and not advanced:
                 return None
             if page.get("missing") and not page.get("final") and not self.announced:

@@ -487,6 +487,16 @@ def test_logs_tail(env, capsys):
     assert capsys.readouterr().out == "2\nline3\n"
 
 
+def test_logs_tail_says_why_it_printed_nothing_as_the_plain_read_does(env, capsys):
+    denied = "dd: failed to open '/home/alice/slurm-4242.out': Permission denied"
+    env.log_pages = [page(0, "", 0) | {"error": denied}]
+    assert main(["logs", "--tail", "8", "4242"]) == 1
+    assert capsys.readouterr() == ("", f"error: {denied}\n")
+    env.log_pages = [page(0, "", 0, missing=True, state="PENDING")]
+    assert main(["logs", "--tail", "8", "--err", "4242"]) == 0
+    assert capsys.readouterr() == ("", "job 4242 has no stderr yet (PENDING)\n")
+
+
 def test_logs_read_errors(env, capsys):
     # The server may add "error" when it could not read the file this time: -f warns once and retries.
     env.log_pages = [
