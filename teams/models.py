@@ -83,3 +83,16 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+    @property
+    def claim_groups(self) -> list[str]:
+        """The IdP groups a membership from the claim follows, the one giving its role first: a
+        lead's lead group then the members' group (a lead may be in both), a member's the members'
+        group (the names :func:`teams.roles.role_from_groups` reads); ``[]`` for a membership set by
+        an admin or imported from Slurm."""
+        if self.source != Source.CLAIM:
+            return []
+        members = settings.PORTAL_TEAM_GROUP.format(team=self.team.name)
+        if self.role == Role.LEAD:
+            return [settings.PORTAL_TEAM_LEAD_GROUP.format(team=self.team.name), members]
+        return [members]

@@ -215,12 +215,17 @@ def membership_set(*, team: Team, user, role: str, by) -> Membership:
 
 def membership_remove(*, team: Team, user, by) -> bool:
     """Admin: remove ``user`` from ``team`` (the sync then removes the Slurm association, changing the
-    user's default account first when needed). Returns False when they were not a member."""
+    user's default account first when needed). Returns False when they were not a member. Raises
+    ``PermissionDenied`` for non-admins and :class:`Refused` (``username``) for a membership from the
+    IdP's groups claim (:data:`Source.CLAIM`): their next sign-in would add it back, so they are
+    taken out of the group in the IdP (:func:`claim_refusal`)."""
     _require_admin(by)
     with transaction.atomic():
         membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
         if membership is None:
             return False
+        if membership.source == Source.CLAIM:
+            raise claim_refusal(membership)
         membership.delete()
         audit(
             actor=by,
@@ -230,6 +235,20 @@ def membership_remove(*, team: Team, user, by) -> bool:
         )
         _sync_on_commit(teams=[team.name], by=by)
     return True
+
+
+def claim_refusal(membership: Membership) -> Refused:
+    """Why a membership from the IdP's groups claim is not removed here, and where it is."""
+    group, *others = membership.claim_groups
+    also = f", and from {others[0]} if they are in it," if others else ""
+    return Refused(
+        Problem(
+            "username",
+            f"{membership.user.username}'s membership of {membership.team.name} comes from the IdP group {group}: "
+            f"the portal would add it back at their next sign-in. Remove them from that group{also} in the IdP; "
+            "the portal follows at their next sign-in.",
+        )
+    )
 
 
 def user_set_admin_override(*, user, is_admin: bool | None, by) -> None:

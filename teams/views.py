@@ -257,10 +257,15 @@ def team_member_remove(request: HttpRequest, team: Team) -> HttpResponse:
     """Admin: remove a member (``username`` in the form)."""
     username = request.POST.get("username", "")
     user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
-    if user is not None and membership_remove(team=team, user=user, by=request.user):
-        messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
+    try:
+        removed = user is not None and membership_remove(team=team, user=user, by=request.user)
+    except Refused as refused:  # a membership from the IdP's groups claim
+        messages.error(request, str(refused))
     else:
-        messages.error(request, "That user is not a member of this team.")
+        if removed:
+            messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
+        else:
+            messages.error(request, "That user is not a member of this team.")
     return redirect("team_settings", name=team.name)
 
 

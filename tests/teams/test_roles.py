@@ -70,6 +70,38 @@ def test_admin_rows_are_an_override_claims_never_touch(django_user_model, teams)
     assert Membership.objects.get(user=alice).role == Role.LEAD
 
 
+@pytest.mark.parametrize(
+    "groups, sentence",
+    [
+        (
+            ["vision"],
+            "comes from the IdP group vision: the portal would add it back at their next sign-in. "
+            "Remove them from that group in the IdP",
+        ),
+        (
+            ["vision-leads"],
+            "comes from the IdP group vision-leads: the portal would add it back at their next sign-in. "
+            "Remove them from that group, and from vision if they are in it, in the IdP",
+        ),
+    ],
+)
+def test_a_membership_from_the_claim_is_not_removed_here_but_in_the_idp(
+    django_user_model, teams, _no_incidental_slurm_sync, groups, sentence
+):
+    """Removing it would not stick: the next sign-in adds it back from the claim."""
+    vision, _ = teams
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    bob = django_user_model.objects.create(username="bob")
+    memberships_from_claims(user=bob, groups=groups)
+    with pytest.raises(Refused) as refused:
+        membership_remove(team=vision, user=bob, by=dana)
+    ((problem),) = refused.value.problems
+    assert problem.field == "username" and problem.message.startswith(f"bob's membership of vision {sentence}")
+    assert Membership.objects.get(user=bob, team=vision).source == Source.CLAIM
+    assert not AuditEvent.objects.filter(action="membership.remove").exists()
+    assert _no_incidental_slurm_sync == [1]  # the sign-in's sync only
+
+
 def test_imported_rows_are_taken_over_by_the_claim_but_kept_without_one(django_user_model, teams):
     vision, nlp = teams
     bob = django_user_model.objects.create(username="bob")
