@@ -182,11 +182,46 @@ def exit_codes(gateway: SlurmGateway, comments: dict[int, str]) -> dict[int, tup
     return codes
 
 
-def apply_final_entry(job: Job, found: AccountingEntry) -> None:
+def hidden_exits(gateway: SlurmGateway, jobs: list[Job], finished: dict, exits: dict) -> dict[int, tuple[int | None, int | None]]:
+    """Exit codes 22.05's JSON hides (:func:`exit_hidden`) among the ``finished`` rows' records (row
+    pk -> what :func:`record_of` found), from one :func:`exit_codes` call for all (none when nothing
+    is hidden): a plain job's, keyed by its Slurm id, go into ``exits`` (where the queue gave none);
+    a failed array task's or het component's, keyed by the record's own id (``JobIDRaw``: sacct's
+    text lists each task under its own id, with the array's comment), are returned for
+    :func:`apply_final_entry`."""
+    plain, parts = {}, {}
+    for job in jobs:
+        f = finished.get(job.pk)
+        if f is None:
+            continue
+        if job.kind == JobKind.JOB:
+            if job.slurm_job_id not in exits and exit_hidden(f):
+                plain[job.slurm_job_id] = f.comment
+            continue
+        for r in _latest(f):
+            if r.state not in (JobState.COMPLETED, JobState.CANCELLED) and exit_hidden(r):
+                parts[r.job_id] = r.comment
+    if not plain and not parts:
+        return {}
+    codes = exit_codes(gateway, {**parts, **plain})
+    exits.update({i: code for i, code in codes.items() if i in plain})
+    return {i: code for i, code in codes.items() if i in parts}
+
+
+def with_exits(records, codes: dict) -> list:
+    """``records`` with the exit code and signal of each whose own job id is in ``codes`` (job id ->
+    (code, signal), from :func:`exit_codes`) replaced."""
+    return [replace(f, exit_code=codes[f.job_id][0], signal=codes[f.job_id][1]) if f.job_id in codes else f for f in records]
+
+
+def apply_final_entry(job: Job, found: AccountingEntry, codes: dict | None = None) -> None:
     """Record the end of an array or het job from all its records (:func:`is_final` accepted
     ``found``): the state from every task's or component's (:func:`slurm.entries.derive_state`), the
-    worst one's exit code and signal, the earliest start and latest end, run time = that span, and
-    GPU-hours = the sum over every record (each task's allocated GPUs x its elapsed)."""
+    worst one's exit code and signal (``codes``: those 22.05's JSON hid, by the record's own job id,
+    :func:`hidden_exits`), the earliest start and latest end, run time = that span, and GPU-hours =
+    the sum over every record (each task's allocated GPUs x its elapsed)."""
+    if codes:
+        found = replace(found, records=tuple(with_exits(found.records, codes)))
     latest = _latest(found)
     old_state = job.state
     if found.kind == ARRAY:

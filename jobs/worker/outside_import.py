@@ -33,7 +33,7 @@ from slurm.times import start_bound
 
 from ..arrays import array_fields
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
-from .finish import exit_codes, exit_hidden
+from .finish import exit_codes, exit_hidden, with_exits
 from .identity import REQUEUE_STATES
 from .outside import SMALL_MAX, _gpus, clean
 
@@ -119,23 +119,26 @@ def _chains(records: list) -> list[list]:
 
 
 def _hidden_exits(gateway: SlurmGateway, records: list) -> dict[int, tuple[int | None, int | None]]:
-    """Exit codes 22.05's JSON hides (a failed job written as return code 0) of the plain jobs among
-    ``records``, from one ``sacct -P -o JobIDRaw,Comment,ExitCode`` call (:func:`jobs.worker.finish.exit_codes`);
-    {} when none is hidden."""
+    """Exit codes 22.05's JSON hides (a failed job written as return code 0) among ``records``, by
+    each record's own job id (``JobIDRaw``: a plain job's, an array task's, a het component's), from
+    one ``sacct -P -o JobIDRaw,Comment,ExitCode`` call (:func:`jobs.worker.finish.exit_codes`); {} when
+    none is hidden. A task or component is asked for only when it failed (the others do not give
+    the row its code)."""
     hidden = {
         f.job_id: f.comment
         for f in records
-        if not (f.array_job_id or f.het_job_id)
-        and f.state in FINAL_STATES
+        if f.state in FINAL_STATES
         and exit_hidden(f)
         and not f.comment.startswith("portal:")
+        and (not (f.array_job_id or f.het_job_id) or f.state not in (JobState.COMPLETED, JobState.CANCELLED))
     }
     return exit_codes(gateway, hidden) if hidden else {}
 
 
 def import_records(records: list, *, cluster: str, exits: dict | None = None) -> int:
     """Make finished outside rows of ``cluster`` for the ended jobs among sacct ``records`` (see the
-    module docstring); ``exits``: job id -> (exit code, signal) where accounting's JSON hides them.
+    module docstring); ``exits``: a record's own job id -> (exit code, signal) where accounting's JSON
+    hides them (:func:`_hidden_exits`).
     Returns how many rows were made. Four queries whatever the number of records."""
     users = {
         u.username: u for u in User.objects.filter(link_state=LinkState.LINKED, username__in={f.user for f in records if f.user})
@@ -163,6 +166,8 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
         first_submit = to_datetime(min((f.submit for f in group if f.submit), default=None))
         if key in active or key in portal or (key, first_submit) in submitted or first_submit is None:
             continue  # the queue's path has it, or a row already holds this job
+        if kind != "job":  # the failed task's or component's code, where 22.05's JSON hid it
+            group = with_exits(group, exits or {})
         new.append(_row(key, kind, group, users[group[0].user], cluster, first_submit))
         if kind == "job" and key in (exits or {}):
             new[-1].exit_code, new[-1].signal = exits[key]

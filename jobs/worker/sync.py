@@ -10,7 +10,7 @@
   ``sacct --json -j`` for them gives the earlier runs and why each ended (``Job.runs``). Slurm 22.05's
   JSON writes every normal exit as return code 0, so the exit code comes from squeue's raw
   ``exit_code`` when the poller saw the job end there, else from ``sacct -P -o JobIDRaw,ExitCode``
-  (one more call, only for failed jobs whose code is still unknown).
+  (one more call, only for failed jobs, array tasks and het components whose code is still unknown).
 - Rows still SUBMITTING after an uncertain sbatch are adopted when a queued job carries their key.
 - An array job (every task of ``123_[1-500%20]``) and a heterogeneous job (``123+0``, ``123+1``) are
   one entry (:mod:`slurm.entries`) and one row: its tasks by state (:mod:`jobs.arrays`) or its
@@ -51,7 +51,7 @@ from slurm.values import classify_state
 
 from ..arrays import all_final, het_parts, load_tasks, queue_array_fields
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
-from .finish import apply_final_entry, earlier_runs, exit_codes, exit_hidden, is_final, record_of, record_restarts
+from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
 from .identity import queue_record_is_the_jobs, records_by_id, records_of_job, sacct_ids
 from .notify import job_state_notify
 from .outside import outside_sync
@@ -212,13 +212,7 @@ def _finish_from_accounting(
     index = records_by_id(records)
     own = {j.pk: records_of_job(j, index) for j in left}  # each job's candidates, not all records
     finished = {j.pk: f for j in left if (f := record_of(j, own[j.pk])) is not None and is_final(j, f)}
-    hidden = {  # a plain job's record whose exit code 22.05's JSON hides: its comment as Slurm has it
-        j.slurm_job_id: finished[j.pk].comment
-        for j in left
-        if j.pk in finished and j.kind == JobKind.JOB and j.slurm_job_id not in exits and exit_hidden(finished[j.pk])
-    }
-    if hidden:
-        exits.update(exit_codes(gateway, hidden))
+    codes = hidden_exits(gateway, left, finished, exits)  # those 22.05's JSON hides: one more call
     for job in left:
         f = finished.get(job.pk)
         if f is None:
@@ -234,7 +228,7 @@ def _finish_from_accounting(
             if job.kind == JobKind.JOB:
                 _apply_final(job, f, exits.get(job.slurm_job_id), runs=earlier_runs(job, own[job.pk], f))
             else:
-                apply_final_entry(job, f)
+                apply_final_entry(job, f, codes)
         except Exception:  # noqa: BLE001 - as above: the others go on
             logger.exception("finishing job %s (Slurm id %s) failed", job.key, job.slurm_job_id)
             result.failed += 1

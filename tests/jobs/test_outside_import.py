@@ -107,3 +107,20 @@ def test_accounting_down_skips_the_import_and_says_so(alice):
     )
     assert outside_import(SlurmGateway(fake), cluster="cluster1", now=3_000_000.0) is None
     assert accounting_status("cluster1").unavailable and not Job.objects.exists()
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_imported_array_takes_its_failed_tasks_exit_code(alice, release):
+    """As the sync (tests/jobs/test_outside_sync.py): 22.05's hidden code of the failed task comes
+    from the ExitCode text, in the same one more call as the plain jobs'."""
+    from tests.jobs.test_outside_sync import EXIT_TEXT, task_failed
+
+    rec = outside(release)
+    doc, task_id = task_failed(rec, "sacct_import")
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice"], stdout=json.dumps(doc))
+    if release == "22.05":
+        fake.expect([*EXIT_TEXT, str(task_id)], stdout=f"{task_id}||3:0\n")
+    assert outside_import(SlurmGateway(fake), cluster="cluster1", now=1_000_000.0) >= 4
+    array = Job.objects.get(slurm_job_id=rec.ids["array"])
+    assert (array.state, array.exit_code, array.array_tasks["FAILED"]) == (JobState.FAILED, 3, "1")
+    assert not fake.script

@@ -39,11 +39,15 @@ def sacct(rec, stem: str = "sacct_ended") -> FakeTransport:
     return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(rec.doc(stem)))
 
 
-def sacct_task_failed(rec, task: int = 1, code: int = 3) -> FakeTransport:
-    """``sacct`` answering with the array's ``task`` ended FAILED with exit ``code``, as each release
-    writes it: 24.11 with the code, 22.05 with return code 0 (its JSON hides a normal exit's code:
-    job 18 of ``tests/fixtures/slurm/22.05/README.md``)."""
-    doc = rec.doc("sacct_ended")
+#: The exit codes' call of the sync and the import (``jobs.worker.finish.exit_codes``).
+EXIT_TEXT = ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j"]
+
+
+def task_failed(rec, stem: str = "sacct_ended", task: int = 1, code: int = 3) -> tuple[dict, int]:
+    """The ``stem`` document with the array's ``task`` ended FAILED with exit ``code``, as each
+    release writes it: 24.11 with the code, 22.05 with return code 0 (its JSON hides a normal exit's
+    code: job 18 of ``tests/fixtures/slurm/22.05/README.md``); and the task's own job id."""
+    doc = rec.doc(stem)
     for j in doc["jobs"]:
         number = j["array"]["task_id"]
         number = number.get("number") if isinstance(number, dict) else number
@@ -55,7 +59,19 @@ def sacct_task_failed(rec, task: int = 1, code: int = 3) -> FakeTransport:
             j["state"]["current"] = ["FAILED"]
             j["exit_code"]["status"] = ["FAILED"]
             j["exit_code"]["return_code"]["number"] = code
-    return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(doc))
+        return doc, j["job_id"]
+    raise AssertionError(f"no task {task} of the array in {stem}")
+
+
+def sacct_task_failed(rec, task: int = 1, code: int = 3) -> FakeTransport:
+    """``sacct`` answering with the array's ``task`` failed (:func:`task_failed`); on 22.05 then the
+    exit codes' text for that task, under its own id (``JobIDRaw``; the array has no comment), as
+    sacct prints it (``tests/fixtures/slurm/24.11/sacct_comments.txt``)."""
+    doc, task_id = task_failed(rec, task=task, code=code)
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(doc))
+    if rec.release == "22.05":
+        fake.expect([*EXIT_TEXT, str(task_id)], stdout=f"{task_id}||{code}:0\n")
+    return fake
 
 
 def rows(rec) -> dict:
@@ -201,3 +217,16 @@ def test_rows_are_made_and_updated_in_bulk(alice, release, django_assert_max_num
     big = Job.objects.get(slurm_job_id=800000)
     assert (big.array_tasks, big.array_spec, big.task_counts[0].count) == ({"PENDING": "1-10000"}, "1-10000%20", 10_000)
     assert AuditEvent.objects.filter(action="job.state", new__state="PENDING").count() == 300
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_failed_array_task_gives_the_row_its_exit_code_on_every_release(alice, release):
+    """22.05's JSON writes task 1's ``exit 3`` as return code 0: its code comes from sacct's ExitCode
+    text, asked for under the task's own id as for a plain job; 24.11's JSON has it (no more call)."""
+    rec = outside(release)
+    jobs_sync(snap(rec), SlurmGateway(FakeTransport()))
+    fake = sacct_task_failed(rec)
+    jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake))
+    array = rows(rec)["array"]
+    assert (array.state, array.exit_code, array.array_tasks["FAILED"]) == (JobState.FAILED, 3, "1")
+    assert len(fake.calls) == (2 if release == "22.05" else 1) and not fake.script
