@@ -25,7 +25,7 @@ from jobs.gpu.gpu_usage import job_gpu_usage
 from jobs.models import Job, on_cluster
 from jobs.reads.cap_reasons import cap_warning
 from jobs.reads.job_refs import job_for_ref
-from jobs.reads.logs import job_log_read
+from jobs.reads.logs import WHERE_UNKNOWN, job_log_read
 from jobs.reads.maintenance import job_maintenance_warning
 from jobs.reads.priority import job_priority
 from jobs.reads.queue import job_row
@@ -390,4 +390,6 @@ def job_log(
         "final": job.is_final,
         "state": job.state,
         "error": chunk.error,
+        "where_unknown": chunk.where_unknown,
+        "message": WHERE_UNKNOWN if chunk.where_unknown else "",
     }

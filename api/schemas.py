@@ -215,10 +215,16 @@ class LogOut(Schema):
     offset: int
     next_offset: int
     data: str = Field(description="UTF-8 text of the bytes from offset (at most 64 KiB; never a split character)")
-    missing: bool = Field(description="No file yet (the job has not started) or not submitted")
+    missing: bool = Field(description="No file yet (the job has not started), not submitted, or where_unknown")
     final: bool = Field(description="The job has ended: once data is empty, nothing more will come")
     state: str
     error: str = ""
+    where_unknown: bool = Field(
+        False,
+        description="The portal does not know where the job wrote this stream (submitted outside the portal, ended "
+        "before the portal saw it queued, on a Slurm whose accounting keeps no paths): no data will come; message says so",
+    )
+    message: str = Field("", description="With where_unknown: the sentence the job page shows instead of the log")
 
 
 class ProfileOut(Schema):

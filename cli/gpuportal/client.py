@@ -238,7 +238,8 @@ class Client:
 
     def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "") -> dict:
         """``GET /jobs/{ref}/log``: one page ``{"stream", "offset", "data", "next_offset", "missing",
-        "final", "state"}``; ``offset``/``next_offset`` are byte offsets into the log file."""
+        "final", "state", "error", "where_unknown", "message"}`` (the last two from newer servers);
+        ``offset``/``next_offset`` are byte offsets into the log file."""
         return self.request("GET", f"/jobs/{_seg(ref)}/log", params={"stream": stream, "offset": offset, **_on(cluster)})
 
     def list_sessions(self) -> dict:

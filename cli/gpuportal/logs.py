@@ -108,16 +108,25 @@ def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) 
 def _read_end(ref: str, stream: str, page: dict, offset: int) -> int:
     """The exit status of a read without ``-f`` that ended at ``page`` (nothing new in it), at byte
     ``offset``: 1 after printing the server's ``error`` (it could not read the file this time); else
-    0, saying so on stderr when there is no file yet (``missing`` at offset 0)."""
+    0, saying on stderr that the portal does not know where the job wrote (``where_unknown``) or that
+    there is no file yet (``missing``), at offset 0."""
     # Not in the contract, but the server may say why it could not read the file this time.
     read_error = str(page.get("error") or "")
     if read_error:
         err(f"error: {read_error}")
         return 1
-    if page.get("missing") and offset == 0:
+    if page.get("where_unknown") and offset == 0:
+        err(_where_unknown(ref, page))
+    elif page.get("missing") and offset == 0:
         what = "stderr" if stream == "err" else "output"
         err(f"job {ref} has no {what} yet ({page.get('state') or 'unknown state'})")
     return 0
+
+
+def _where_unknown(ref: str, page: dict) -> str:
+    """What to say for a ``page`` whose ``where_unknown`` says the portal does not know where job
+    ``ref`` wrote: the server's sentence (``message``, the job page's), else a short one."""
+    return str(page.get("message") or f"where job {ref} wrote its output is not known to the portal")
 
 
 class _LogReader:
@@ -159,6 +168,8 @@ class _LogReader:
             else:
                 self.failures = 0
             if page.get("final") and not advanced:
+                if page.get("where_unknown") and offset == 0:
+                    err(_where_unknown(self.ref, page))
                 return None
             if page.get("missing") and not page.get("final") and not self.announced:
                 self._announce_wait()

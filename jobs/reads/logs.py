@@ -19,6 +19,12 @@ from slurm import SlurmError, get_gateway
 from ..models import Job
 
 ACTIVE_CACHE_SECONDS = 3
+#: Why no log is shown where the portal does not know the job's files (``where_unknown``): the job
+#: page's sentence, also the API's (``GET /jobs/{ref}/log``) and so the CLI's.
+WHERE_UNKNOWN = (
+    "Where this job wrote its output is not known: it ended before the portal saw it in the queue, and this "
+    "cluster's accounting does not keep the paths."
+)
 _UNREACHED = "The log could not be read right now"
 FINAL_CACHE_SECONDS = 60
 
@@ -98,13 +104,15 @@ def log_tail_read(cluster: str, path: str, *, as_user: str, limit: int) -> LogTa
 class LogChunk:
     """Bytes ``offset`` .. ``next_offset`` of a log as text (``text``; a UTF-8 character split by the
     chunk's end is left for the next read), ``missing`` when there is no file yet, ``error`` why it
-    could not be read ("" when fine)."""
+    could not be read ("" when fine), ``where_unknown`` (with ``missing``) when no path is known, as
+    :attr:`LogTail.where_unknown`: no file will ever be read (:data:`WHERE_UNKNOWN`)."""
 
     offset: int
     next_offset: int
     text: str = ""
     missing: bool = False
     error: str = ""
+    where_unknown: bool = False
 
 
 def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> LogChunk:
@@ -113,7 +121,7 @@ def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> L
     ``logs -f`` follows a log with these). Cached for a few seconds per offset. Never raises."""
     path = log_path(job, stream)
     if not path:
-        return LogChunk(offset, offset, missing=True)
+        return LogChunk(offset, offset, missing=True, where_unknown=job.is_outside and bool(job.slurm_job_id))
     key = f"joblog:{job.key}:{stream}:{offset}:{limit}"
     cached = cache.get(key)
     if cached is not None:

@@ -32,7 +32,7 @@ from ..figures import sum_query
 from ..gpu.gpu_usage import low_use_flags
 from ..models import Job
 from ..reads.cap_reasons import cap_warning
-from ..reads.logs import job_log_tail, log_path, resumed_from
+from ..reads.logs import WHERE_UNKNOWN, job_log_tail, log_path, resumed_from
 from ..reads.maintenance import job_maintenance_warning, maintenance_clash
 from ..reads.priority import job_priority
 from ..reads.queue import job_row
@@ -308,7 +308,7 @@ def job_log(request: HttpRequest, key, stream: str) -> HttpResponse:
     path = log_path(job, stream) if job.is_outside else ""  # where Slurm's record says it writes
     tail = job_log_tail(job, stream)
     resumed = resumed_from(tail.text) if job.restart_count and stream == "out" else ""
-    context = {"job": job, "stream": stream, "tail": tail, "path": path, "resumed": resumed}
+    context = {"job": job, "stream": stream, "tail": tail, "path": path, "resumed": resumed, "where_unknown": WHERE_UNKNOWN}
     return render(request, "jobs/_job_log.html", context)
 
 

@@ -523,8 +523,27 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
         "final": False,
         "state": "RUNNING",
         "error": "",
+        "where_unknown": False,
+        "message": "",
     }
     assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
+
+
+def test_a_log_whose_place_is_not_known_says_so_not_no_output_yet(client, people, tokens, clean_cache):
+    """An outside job imported from 22.05's accounting has no paths: the page says where it wrote is
+    not known, not that no output was written yet; no Slurm call is made."""
+    from jobs.models import JobOrigin
+
+    job = _job(people["alice"], state=JobState.FAILED, origin=JobOrigin.OUTSIDE, output_path="", error_path="")
+    body = call(client, "get", f"/jobs/{job.key}/log?stream=err", tokens["alice"]).json()
+    assert (body["data"], body["missing"], body["final"], body["where_unknown"]) == ("", True, True, True)
+    assert body["message"] == (
+        "Where this job wrote its output is not known: it ended before the portal saw it in the queue, and this "
+        "cluster's accounting does not keep the paths."
+    )
+    portal = _job(people["alice"], slurm_job_id=None, state=JobState.SUBMITTING, output_path="")
+    body = call(client, "get", f"/jobs/{portal.key}/log", tokens["alice"]).json()
+    assert (body["missing"], body["where_unknown"], body["message"]) == (True, False, "")  # not submitted yet
 
 
 @pytest.mark.parametrize(

@@ -497,6 +497,21 @@ def test_logs_tail_says_why_it_printed_nothing_as_the_plain_read_does(env, capsy
     assert capsys.readouterr() == ("", "job 4242 has no stderr yet (PENDING)\n")
 
 
+def test_logs_says_where_the_job_wrote_is_not_known_instead_of_no_output_yet(env, capsys):
+    """The server's sentence (``message``) for a page with ``where_unknown``, read once, with -f, or --tail."""
+    sentence = "Where this job wrote its output is not known: it ended before the portal saw it in the queue."
+    unknown = page(0, "", 0, missing=True, final=True, state="FAILED") | {"where_unknown": True, "message": sentence}
+    env.jobs[0].update(state="FAILED", final=True, exit_code=3)
+    for args, status in ((["logs", "4242"], 0), (["logs", "--tail", "8", "4242"], 0), (["logs", "-f", "4242"], 1)):
+        env.log_pages = [dict(unknown)]
+        assert main(args) == status, args
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0] == sentence and not any("no output yet" in line for line in lines), args
+    env.log_pages = [unknown | {"message": ""}]  # a server that gives no sentence
+    assert main(["logs", "4242"]) == 0
+    assert capsys.readouterr().err == "where job 4242 wrote its output is not known to the portal\n"
+
+
 def test_logs_read_errors(env, capsys):
     # The server may add "error" when it could not read the file this time: -f warns once and retries.
     env.log_pages = [

@@ -125,6 +125,21 @@ def test_the_log_tail_reads_the_path_slurm_gave_as_the_owner(client, alice, poll
     assert page.select_one("[data-testid=log-out-path]").get_text() == path
 
 
+def test_a_log_whose_place_is_not_known_says_so_with_the_apis_sentence(client, alice, slurm):
+    """A job imported from 22.05's accounting (no paths): the fragment's sentence is the API's."""
+    from jobs.reads.logs import WHERE_UNKNOWN
+    from slurm.states import JobState
+
+    job = Job.objects.create(
+        user=alice, name="x", partition="small", memory_mb=1, time_limit_min=1, script="", slurm_job_id=2409,
+        origin=JobOrigin.OUTSIDE, state=JobState.COMPLETED,
+    )  # fmt: skip
+    client.force_login(alice)
+    page = BeautifulSoup(client.get(f"/jobs/{job.key}/log/out/").content, "html.parser")
+    assert page.select_one("[data-testid=log-out-unknown]").get_text() == WHERE_UNKNOWN
+    assert WHERE_UNKNOWN.startswith("Where this job wrote its output is not known") and slurm.calls == []
+
+
 def test_the_batch_script_is_read_only_when_asked_and_then_cached(client, alice, polled, slurm):
     client.force_login(alice)
     job = row(polled, "plain")
