@@ -17,12 +17,15 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import tomli_w
 
 ENV_URL = "GPUPORTAL_URL"
 ENV_TOKEN = "GPUPORTAL_TOKEN"
 ENV_CONFIG = "GPUPORTAL_CONFIG"
+#: How a portal URL is written, for the refusals of :func:`normalize_url`.
+URL_FORM = "give it as https://host or https://host:port, an IPv6 address in brackets (https://[::1]:8000)"
 
 
 class ConfigError(Exception):
@@ -58,8 +61,8 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 
 def load_file(path: Path) -> dict:
     """Read the config file. Returns ``{}`` when the file does not exist; the values of ``url`` and
-    ``token`` when present. Raises :class:`ConfigError` when the file cannot be read or parsed, or a
-    value is not a string."""
+    ``token`` when present. Raises :class:`ConfigError` when the file cannot be read or parsed (TOML
+    is UTF-8 text), or a value is not a string."""
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
@@ -69,6 +72,11 @@ def load_file(path: Path) -> dict:
         raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"the config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the config file {path} is not UTF-8 text (its byte {exc.start + 1} is not UTF-8): save it as UTF-8, "
+            "or run `gpuportal login` to write it again"
+        ) from None
     result = {}
     for key in ("url", "token"):
         if key in data:
@@ -80,13 +88,21 @@ def load_file(path: Path) -> dict:
 
 def normalize_url(url: str) -> str:
     """Strip whitespace and trailing slashes, and a trailing ``/api/v1`` (so both the portal's address
-    and the API's base are accepted). Raises :class:`ConfigError` unless it is an http(s) URL."""
+    and the API's base are accepted). Raises :class:`ConfigError` unless it is an http(s) URL with a
+    host and, if any, a port that Python's URL parser reads (``https://[::1`` is not one)."""
     url = url.strip().rstrip("/")
     if url.endswith("/api/v1"):
         url = url[: -len("/api/v1")].rstrip("/")
     lower = url.lower()
     if not (lower.startswith("http://") or lower.startswith("https://")) or len(url.split("://", 1)[1]) == 0:
         raise ConfigError(f"the portal URL {url!r} must start with https:// (or http://), e.g. https://portal.example.org")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - reading it checks the port (a number from 0 to 65535)
+    except ValueError as exc:
+        raise ConfigError(f"the portal URL {url!r} cannot be read ({exc}): {URL_FORM}") from None
+    if not parts.hostname:
+        raise ConfigError(f"the portal URL {url!r} names no host: {URL_FORM}")
     return url
 
 

@@ -135,6 +135,38 @@ def test_invalid_config_file_is_a_clean_error(monkeypatch, tmp_path, capsys):
     assert err.startswith("error: the config file") and "Traceback" not in err
 
 
+def test_a_config_file_that_is_not_utf8_is_a_clean_error(monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_bytes('url = "https://portal.example.org/é"\n'.encode("latin-1"))
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(cfg))
+    monkeypatch.delenv("GPUPORTAL_URL", raising=False)
+    assert main(["ls"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: the config file {cfg} is not UTF-8 text (its byte 35 is not UTF-8): save it as UTF-8, "
+        "or run `gpuportal login` to write it again\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("https://[::1", "cannot be read (Invalid IPv6 URL)"),
+        ("https://portal:https", "cannot be read (Port could not be cast to integer value as 'https')"),
+        ("https://portal:70000", "cannot be read (Port out of range 0-65535)"),
+        ("https://:8000", "names no host"),
+    ],
+)
+def test_a_url_python_cannot_read_is_a_clean_error(monkeypatch, capsys, url, why):
+    monkeypatch.setenv("GPUPORTAL_URL", url)
+    assert main(["ls"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"error: the portal URL {url!r} {why}: give it as https://host or https://host:port")
+        and "Trace" not in err
+    )
+
+
 def test_login_writes_a_private_config_file(api, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     token = 'tok"with\\odd\x7fchars'
