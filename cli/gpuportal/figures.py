@@ -51,7 +51,8 @@ def _hours(value: float | None) -> str:
 
 
 def cmd_team_figures(ctx: Context) -> int:
-    """``team-figures TEAM``: ``GET /teams/{TEAM}/figures`` as a table, one row per member and the team's."""
+    """``team-figures TEAM``: ``GET /teams/{TEAM}/figures`` as a table, one row per member and the team's;
+    a billed sum that leaves out jobs accounting has not billed yet says how many (``billed_missing``)."""
     doc = ctx.client().team_figures(ctx.args.team)
     if ctx.json:
         ctx.emit(doc)
@@ -62,6 +63,8 @@ def cmd_team_figures(ctx: Context) -> int:
         energy = "-" if not gpu_jobs else ("not measured" if s.get("energy_wh") is None else f"{s['energy_wh']:.1f} Wh")
         idle = "-" if not gpu_jobs else ("not measured" if s.get("idle_gpu_hours") is None else _hours(s["idle_gpu_hours"]))
         billed = billed_text(s.get("billed_units"), s.get("cost"))
+        if s.get("billed_missing"):  # left out of billed_units: the sum is partial, as the web table says
+            billed += f" ({s['billed_missing']} not billed yet)"
         rows.append(
             (
                 s.get("username"),

@@ -107,6 +107,18 @@ def test_team_figures_per_member_and_team(env, capsys):
     assert "EUR" not in "\n".join(lines)  # no price: no currency
 
 
+def test_team_figures_say_how_many_jobs_the_billed_sum_leaves_out(env, capsys):
+    """As the web table: a sum without the jobs accounting has not billed yet is not shown as whole."""
+    partial = json.loads(json.dumps(FIGURES))
+    partial["members"][0]["billed_missing"] = partial["total"]["billed_missing"] = 2
+    env.script("GET", "/teams/vision/figures", (200, partial))
+    assert main(["team-figures", "vision"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:7] == ["alice", "3", "2.00", "10.50", "(2", "not", "billed"]
+    assert lines[3].split()[3:5] == ["0.50", "-"]  # carol's is whole: no note
+    assert lines[4].split()[:7] == ["(team)", "4", "2.00", "11.00", "(2", "not", "billed"]
+
+
 def test_team_figures_json_and_a_refusal(env, capsys):
     env.script("GET", "/teams/vision/figures", (200, FIGURES))
     assert main(["--json", "team-figures", "vision"]) == 0
