@@ -71,8 +71,11 @@ def test_fresh_figures_say_how_old_they_are_on_every_page(alice_client, slurm_js
     assert api["stale"] is False and api["reasons"] == [] and 2 <= api["age_s"] < 30
 
 
-def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, slurm_json):
-    """The poller's worker stopped 2 minutes ago (SIGSTOP, a crash): the snapshot's last attempt is old."""
+def test_a_stopped_poller_is_named_on_every_page_and_in_the_api(alice_client, slurm_json, _unit_clock):
+    """The poller's worker stopped 2 minutes ago (SIGSTOP, a crash): the snapshot's last attempt is old.
+    The clock stands still (it ticked on, and a busy machine's second boundary turned "2 min 05 s"
+    into "2 min 06 s" between the snapshot and the API's words)."""
+    _unit_clock.move_to(time.time(), tick=False)
     client, job = alice_client
     store_both(take(slurm_json, time.time() - 125))  # every cluster: said once, as for one cluster
     for url in PAGES:
