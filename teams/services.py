@@ -213,19 +213,18 @@ def membership_set(*, team: Team, user, role: str, by) -> Membership:
     return membership
 
 
-def membership_remove(*, team: Team, user, by) -> bool:
+def membership_remove(*, team: Team, user, by) -> Membership | None:
     """Admin: remove ``user`` from ``team`` (the sync then removes the Slurm association, changing the
-    user's default account first when needed). Returns False when they were not a member. Raises
-    ``PermissionDenied`` for non-admins and :class:`Refused` (``username``) for a membership from the
-    IdP's groups claim (:data:`Source.CLAIM`): their next sign-in would add it back, so they are
-    taken out of the group in the IdP (:func:`claim_refusal`)."""
+    user's default account first when needed). Returns the removed membership (no longer saved), or
+    ``None`` when they were not a member. Raises ``PermissionDenied`` for non-admins. A membership from
+    the IdP's groups claim (:data:`Source.CLAIM`) is removed too (someone who left the group and signs
+    in no more keeps it otherwise); while they are still in the group, their next sign-in adds it
+    back, which :func:`claim_note` says."""
     _require_admin(by)
     with transaction.atomic():
-        membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+        membership = Membership.objects.select_for_update().select_related("team", "user").filter(team=team, user=user).first()
         if membership is None:
-            return False
-        if membership.source == Source.CLAIM:
-            raise claim_refusal(membership)
+            return None
         membership.delete()
         audit(
             actor=by,
@@ -234,20 +233,20 @@ def membership_remove(*, team: Team, user, by) -> bool:
             old={"role": membership.role, "source": membership.source},
         )
         _sync_on_commit(teams=[team.name], by=by)
-    return True
+    return membership
 
 
-def claim_refusal(membership: Membership) -> Refused:
-    """Why a membership from the IdP's groups claim is not removed here, and where it is."""
+def claim_note(membership: Membership) -> str:
+    """For a membership from the IdP's groups claim: that the member's next sign-in adds it back
+    while they are in the group it follows, and to remove them there too; "" for a membership an
+    admin set or one imported from Slurm."""
+    if not membership.claim_groups:
+        return ""
     group, *others = membership.claim_groups
-    also = f", and from {others[0]} if they are in it," if others else ""
-    return Refused(
-        Problem(
-            "username",
-            f"{membership.user.username}'s membership of {membership.team.name} comes from the IdP group {group}: "
-            f"the portal would add it back at their next sign-in. Remove them from that group{also} in the IdP; "
-            "the portal follows at their next sign-in.",
-        )
+    also = f" (and from {others[0]} if they are in it)" if others else ""
+    return (
+        f"{membership.user.username}'s membership of {membership.team.name} came from the IdP group {group}: while they "
+        f"are still in it, their next sign-in adds it back. Remove them from that group{also} in the IdP too."
     )
 
 

@@ -28,7 +28,7 @@ from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
 from .models import Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
-from .services import membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
+from .services import claim_note, membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
 from .sync.runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
 from .usage.borrow import scavenger_hours
 from .usage.cache import team_usage
@@ -257,15 +257,13 @@ def team_member_remove(request: HttpRequest, team: Team) -> HttpResponse:
     """Admin: remove a member (``username`` in the form)."""
     username = request.POST.get("username", "")
     user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
-    try:
-        removed = user is not None and membership_remove(team=team, user=user, by=request.user)
-    except Refused as refused:  # a membership from the IdP's groups claim
-        messages.error(request, str(refused))
+    removed = membership_remove(team=team, user=user, by=request.user) if user is not None else None
+    if removed is None:
+        messages.error(request, "That user is not a member of this team.")
     else:
-        if removed:
-            messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
-        else:
-            messages.error(request, "That user is not a member of this team.")
+        messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
+        if note := claim_note(removed):  # a membership from the IdP's groups claim
+            messages.warning(request, note)
     return redirect("team_settings", name=team.name)
 
 

@@ -360,17 +360,20 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
 
 
-def test_a_member_from_the_claim_has_no_remove_button_and_a_remove_is_refused(client, world, _no_incidental_slurm_sync):
+def test_a_member_from_the_claim_is_removed_with_a_note_on_their_idp_group(client, world, _no_incidental_slurm_sync):
     users, vision, *_ = world
     Membership.objects.filter(user=users["alice"], team=vision).update(source=Source.CLAIM)
     admin = as_(client, users["dana"])
     page = BeautifulSoup(admin.get("/teams/vision/settings/").content, "html.parser")
-    assert page.select_one("[data-testid=remove-alice]") is None  # its confirm would promise a removal that does not stick
-    assert page.select_one("[data-testid=claim-alice]").get_text() == "Follows the IdP group vision: remove them there"
-    assert page.select_one("[data-testid=remove-carol]") is not None  # set by an admin
+    remove = page.select_one("[data-testid=remove-alice]")
+    assert remove is not None and "their next sign-in adds it back" in remove.find_parent("form")["onsubmit"]
+    assert page.select_one("[data-testid=claim-alice]").get_text() == "from the IdP group vision"
+    assert "sign-in adds it back" not in page.select_one("[data-testid=remove-carol]").find_parent("form")["onsubmit"]
     resp = admin.post("/teams/vision/settings/members/remove/", {"username": "alice"}, follow=True)
-    assert resp.status_code == HTTPStatus.OK and "comes from the IdP group vision" in resp.content.decode()
-    assert Membership.objects.filter(user=users["alice"], team=vision).exists()
+    said = " ".join(resp.content.decode().split())
+    assert resp.status_code == HTTPStatus.OK and "alice removed from vision" in said
+    assert "alice&#x27;s membership of vision came from the IdP group vision" in said
+    assert not Membership.objects.filter(user=users["alice"], team=vision).exists()
 
 
 def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):

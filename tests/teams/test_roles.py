@@ -8,7 +8,14 @@ from audit.models import AuditEvent
 from portal.refusals import Refused
 from teams.models import Membership, Role, Source, Team
 from teams.roles import role_from_groups
-from teams.services import membership_remove, membership_set, memberships_from_claims, team_set_limits, user_set_admin_override
+from teams.services import (
+    claim_note,
+    membership_remove,
+    membership_set,
+    memberships_from_claims,
+    team_set_limits,
+    user_set_admin_override,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -73,33 +80,31 @@ def test_admin_rows_are_an_override_claims_never_touch(django_user_model, teams)
 @pytest.mark.parametrize(
     "groups, sentence",
     [
-        (
-            ["vision"],
-            "comes from the IdP group vision: the portal would add it back at their next sign-in. "
-            "Remove them from that group in the IdP",
-        ),
-        (
-            ["vision-leads"],
-            "comes from the IdP group vision-leads: the portal would add it back at their next sign-in. "
-            "Remove them from that group, and from vision if they are in it, in the IdP",
-        ),
+        (["vision"], "came from the IdP group vision: while they are still in it, their next sign-in adds it back. "
+         "Remove them from that group in the IdP too."),
+        (["vision-leads"], "came from the IdP group vision-leads: while they are still in it, their next sign-in adds "
+         "it back. Remove them from that group (and from vision if they are in it) in the IdP too."),
     ],
-)
-def test_a_membership_from_the_claim_is_not_removed_here_but_in_the_idp(
+)  # fmt: skip
+def test_a_membership_from_the_claim_is_removed_and_told_to_go_in_the_idp_too(
     django_user_model, teams, _no_incidental_slurm_sync, groups, sentence
 ):
-    """Removing it would not stick: the next sign-in adds it back from the claim."""
+    """Someone who left the IdP group and signs in no more must be removable (offboarding); while they
+    are still in the group the next sign-in adds them back, which the note says."""
     vision, _ = teams
     dana = django_user_model.objects.create(username="dana", is_staff=True)
     bob = django_user_model.objects.create(username="bob")
     memberships_from_claims(user=bob, groups=groups)
-    with pytest.raises(Refused) as refused:
-        membership_remove(team=vision, user=bob, by=dana)
-    ((problem),) = refused.value.problems
-    assert problem.field == "username" and problem.message.startswith(f"bob's membership of vision {sentence}")
+    removed = membership_remove(team=vision, user=bob, by=dana)
+    assert removed is not None and removed.source == Source.CLAIM
+    assert claim_note(removed) == f"bob's membership of vision {sentence}"
+    assert not Membership.objects.filter(user=bob, team=vision).exists()
+    assert AuditEvent.objects.get(action="membership.remove").old["source"] == Source.CLAIM
+    memberships_from_claims(user=bob, groups=groups)  # still in the group: back at the next sign-in
     assert Membership.objects.get(user=bob, team=vision).source == Source.CLAIM
-    assert not AuditEvent.objects.filter(action="membership.remove").exists()
-    assert _no_incidental_slurm_sync == [1]  # the sign-in's sync only
+    admin_set = Membership.objects.get(user=bob, team=vision)
+    admin_set.source = Source.ADMIN
+    assert claim_note(admin_set) == ""
 
 
 def test_imported_rows_are_taken_over_by_the_claim_but_kept_without_one(django_user_model, teams):
