@@ -39,8 +39,9 @@ class LogTail:
     truncated: bool = False
     missing: bool = False
     error: str = ""
-    #: No path is known: a job submitted outside the portal that ended unseen on a Slurm whose
-    #: accounting does not keep the paths (22.05's sacct has none).
+    #: No path is known and none will be: a job submitted outside the portal that ended unseen on a
+    #: Slurm whose accounting does not keep the paths (22.05's sacct has none). An outside job not
+    #: ended (an array whose tasks all wait) may have no path yet: that is ``missing`` alone.
     where_unknown: bool = False
 
 
@@ -54,6 +55,13 @@ def resumed_from(text: str) -> str:
     ``text``): ``"epoch 4"``; ``""`` when the log says nothing of it."""
     found = RESUME_LINE.findall(text or "")
     return " ".join(found[-1]).lower() if found else ""
+
+
+def _where_unknown(job: Job) -> bool:
+    """Whether no path of ``job``'s is known and none will be (:attr:`LogTail.where_unknown`): an
+    outside job that has ended without one. One not ended may yet get one from the queue (an
+    array's first task to start gives the poller its path)."""
+    return job.is_outside and bool(job.slurm_job_id) and job.is_final
 
 
 def log_path(job: Job, stream: str) -> str:
@@ -73,7 +81,7 @@ def job_log_tail(job: Job, stream: str) -> LogTail:
     """The tail of ``stream`` (``out``/``err``). Never raises: failures come back in ``error``."""
     path = log_path(job, stream)
     if not path:
-        return LogTail(missing=True, where_unknown=job.is_outside and bool(job.slurm_job_id))
+        return LogTail(missing=True, where_unknown=_where_unknown(job))
     # The job's phase is part of the key: what was read while it ran (no file yet, an early tail) is
     # never shown once it has ended, as its final output.
     key = f"joblog:{job.key}:{stream}:{'final' if job.is_final else 'active'}"
@@ -121,7 +129,7 @@ def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> L
     ``logs -f`` follows a log with these). Cached for a few seconds per offset. Never raises."""
     path = log_path(job, stream)
     if not path:
-        return LogChunk(offset, offset, missing=True, where_unknown=job.is_outside and bool(job.slurm_job_id))
+        return LogChunk(offset, offset, missing=True, where_unknown=_where_unknown(job))
     key = f"joblog:{job.key}:{stream}:{offset}:{limit}"
     cached = cache.get(key)
     if cached is not None:

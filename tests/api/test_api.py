@@ -541,6 +541,9 @@ def test_a_log_whose_place_is_not_known_says_so_not_no_output_yet(client, people
         "Where this job wrote its output is not known: it ended before the portal saw it in the queue, and this "
         "cluster's accounting does not keep the paths."
     )
+    waiting = _job(people["alice"], state=JobState.PENDING, origin=JobOrigin.OUTSIDE, output_path="", error_path="")
+    body = call(client, "get", f"/jobs/{waiting.key}/log", tokens["alice"]).json()
+    assert (body["missing"], body["where_unknown"], body["message"]) == (True, False, "")  # its path may yet come
     portal = _job(people["alice"], slurm_job_id=None, state=JobState.SUBMITTING, output_path="")
     body = call(client, "get", f"/jobs/{portal.key}/log", tokens["alice"]).json()
     assert (body["missing"], body["where_unknown"], body["message"]) == (True, False, "")  # not submitted yet
