@@ -214,7 +214,8 @@ def cmd_ls(ctx: Context) -> int:
         empty="No jobs.",
         headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", *(_ENDED if ended else ()), "NOTE"],
         row=lambda j: (
-            j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))[:8]),
+            # a job Slurm has no id for goes by its whole key: what this column prints, show/cancel/logs take
+            j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))),
             j.get("name"),
             j.get("state"),
             j.get("partition"),

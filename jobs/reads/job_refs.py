@@ -20,8 +20,8 @@ from ..models import Job, on_cluster
 from .selectors import job_for_viewer
 
 #: A Slurm job id (at most 18 digits: a bigint), then one task (``_7``), an array's tasks
-#: (``_[1-500%20]``) or a het job's components (``+0-1``).
-SLURM_REF = re.compile(r"(?P<id>\d{1,18})(?:_(?P<task>\d{1,9})|(?P<part>_\[[^\]]{1,200}\]|\+\d{1,9}(?:-\d{1,9})?))?")
+#: (``_[1-500%20]``; the job's ``array_spec`` holds up to 255 characters) or a het job's components (``+0-1``).
+SLURM_REF = re.compile(r"(?P<id>\d{1,18})(?:_(?P<task>\d{1,9})|(?P<part>_\[[^\]]{1,255}\]|\+\d{1,9}(?:-\d{1,9})?))?")
 
 
 def _by_slurm_id(*, user, slurm_id: int, cluster: str) -> Job | None:
@@ -39,7 +39,8 @@ def _by_slurm_id(*, user, slurm_id: int, cluster: str) -> Job | None:
 def job_for_ref(*, user, ref: str, cluster: str = "") -> tuple[Job, int | None]:
     """The job ``ref`` names that ``user`` may see, and for Slurm's ``<id>_<task>`` the array task
     (else ``None``). Raises ``Http404`` when there is none or ``ref`` is no job reference, and
-    :class:`Refused` for an array or het form other than the job's own name."""
+    :class:`Refused` for an array or het form other than the job's own name, or a task of a job
+    that is not an array."""
     ref = ref.strip()
     match = SLURM_REF.fullmatch(ref) if ref.isascii() else None
     if match:
@@ -58,6 +59,13 @@ def job_for_ref(*, user, ref: str, cluster: str = "") -> tuple[Job, int | None]:
                 "ref",
                 f"'{ref[:60]}' is not job {job.slurm_job_id} as Slurm names it ({job.slurm_ref}), and the portal acts on "
                 f"whole jobs: use {job.slurm_job_id}.",
+            )
+        )
+    if match and match["task"] and not job.is_array:
+        raise Refused(
+            Problem(
+                "ref",
+                f"'{ref}' names task {match['task']} of an array, but job {job.slurm_job_id} is not an array job: use {job.slurm_job_id}.",
             )
         )
     return job, int(match["task"]) if match and match["task"] else None

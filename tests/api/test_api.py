@@ -478,6 +478,17 @@ def test_a_job_is_found_by_the_id_ls_prints_and_one_task_only_where_it_can_be(cl
     for part in ("123_[1-5]", "124+1"):
         r = get(part)
         assert r.status_code == HTTPStatus.BAD_REQUEST and "the portal acts on whole jobs: use 12" in r.json()["detail"]
+    plain = _job(alice, name="one", slurm_job_id=600)
+    r = get("600_3")
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["detail"] == (
+        "'600_3' names task 3 of an array, but job 600 is not an array job: use 600."
+    )
+    assert call(client, "post", "/jobs/600_3/cancel", raw).status_code == HTTPStatus.BAD_REQUEST
+    assert get("600").json()["key"] == str(plain.key)
+    spec = ",".join(str(n) for n in range(0, 150, 2))  # as stored for --array=0-148:2, 244 characters
+    long = _job(alice, name="steps", state=JobState.PENDING, slurm_job_id=556, kind=JobKind.ARRAY, array_spec=spec)
+    assert 200 < len(spec) <= 255 and long.slurm_ref == f"556_[{spec}]"
+    assert get(long.slurm_ref).json()["key"] == str(long.key)
     unknown = get("123-7")
     assert unknown.status_code == HTTPStatus.NOT_FOUND and "123_[1-50], 123+0-1, 123_7" in unknown.json()["detail"]
 

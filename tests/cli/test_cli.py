@@ -333,9 +333,9 @@ def test_ls_table(env, capsys):
     assert env.requests[-1].query == {"scope": "active"}
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        "ID        NAME                 STATE          PARTITION  GPUS    TIME           NOTE",
-        "4242      train                RUNNING        gpu        2 a100  1:02:05        -",
-        f"{KEY_2[:8]}  eval-very-long-name  SUBMIT_FAILED  gpu        -       limit 1:00:00  sbatch: error: invalid partition",
+        "ID                                    NAME                 STATE          PARTITION  GPUS    TIME           NOTE",
+        "4242                                  train                RUNNING        gpu        2 a100  1:02:05        -",
+        f"{KEY_2}  eval-very-long-name  SUBMIT_FAILED  gpu        -       limit 1:00:00  sbatch: error: invalid partition",
     ]
 
 
