@@ -186,9 +186,10 @@ def hidden_exits(gateway: SlurmGateway, jobs: list[Job], finished: dict, exits: 
     """Exit codes 22.05's JSON hides (:func:`exit_hidden`) among the ``finished`` rows' records (row
     pk -> what :func:`record_of` found), from one :func:`exit_codes` call for all (none when nothing
     is hidden): a plain job's, keyed by its Slurm id, go into ``exits`` (where the queue gave none);
-    a failed array task's or het component's, keyed by the record's own id (``JobIDRaw``: sacct's
-    text lists each task under its own id, with the array's comment), are returned for
-    :func:`apply_final_entry`."""
+    of an array or het job, only the record whose code its row takes (the first failed one of
+    :func:`_latest`, as :func:`apply_final_entry` chooses: one id per array, however many tasks
+    failed), keyed by the record's own id (``JobIDRaw``: sacct's text lists each task under its own
+    id, with the array's comment), are returned for :func:`apply_final_entry`."""
     plain, parts = {}, {}
     for job in jobs:
         f = finished.get(job.pk)
@@ -198,9 +199,10 @@ def hidden_exits(gateway: SlurmGateway, jobs: list[Job], finished: dict, exits: 
             if job.slurm_job_id not in exits and exit_hidden(f):
                 plain[job.slurm_job_id] = f.comment
             continue
-        for r in _latest(f):
-            if r.state not in (JobState.COMPLETED, JobState.CANCELLED) and exit_hidden(r):
-                parts[r.job_id] = r.comment
+        # only the record whose code the row takes (apply_final_entry's worst): one id per array
+        worst = next((r for r in _latest(f) if r.state not in (JobState.COMPLETED, JobState.CANCELLED)), None)
+        if worst is not None and exit_hidden(worst):
+            parts[worst.job_id] = worst.comment
     if not plain and not parts:
         return {}
     codes = exit_codes(gateway, {**parts, **plain})

@@ -122,17 +122,25 @@ def _hidden_exits(gateway: SlurmGateway, records: list) -> dict[int, tuple[int |
     """Exit codes 22.05's JSON hides (a failed job written as return code 0) among ``records``, by
     each record's own job id (``JobIDRaw``: a plain job's, an array task's, a het component's), from
     one ``sacct -P -o JobIDRaw,Comment,ExitCode`` call (:func:`jobs.worker.finish.exit_codes`); {} when
-    none is hidden. A task or component is asked for only when it failed (the others do not give
-    the row its code)."""
-    hidden = {
-        f.job_id: f.comment
-        for f in records
-        if f.state in FINAL_STATES
-        and exit_hidden(f)
-        and not f.comment.startswith("portal:")
-        and (not (f.array_job_id or f.het_job_id) or f.state not in (JobState.COMPLETED, JobState.CANCELLED))
-    }
+    none is hidden. Of an array or het job only the record whose code its row takes is asked for
+    (:func:`_first_failed`): an array with thousands of failed tasks is one id, not thousands."""
+    hidden = {}
+    for group in accounting_entries(f for f in records if not f.comment.startswith("portal:")).values():
+        if group[0].array_job_id or group[0].het_job_id:
+            group = [w] if (w := _first_failed(group)) is not None else []
+        hidden.update({f.job_id: f.comment for f in group if f.state in FINAL_STATES and exit_hidden(f)})
     return exit_codes(gateway, hidden) if hidden else {}
+
+
+def _order(f) -> tuple:
+    """How :func:`_row` orders one job's records: by submit, start and end."""
+    return (f.submit or 0, f.start or 0, f.end or 0)
+
+
+def _first_failed(group: list):
+    """The record of an array's or het job's ``group`` whose exit code and signal its row takes: the
+    first, in :func:`_order`, that neither completed nor was cancelled; ``None`` when there is none."""
+    return next((f for f in sorted(group, key=_order) if f.state not in (JobState.COMPLETED, JobState.CANCELLED)), None)
 
 
 def import_records(records: list, *, cluster: str, exits: dict | None = None) -> int:
@@ -191,7 +199,7 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
 
 def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) -> Job:
     """A finished outside row from one job's sacct records (the latest run decides a plain job)."""
-    group = sorted(group, key=lambda f: (f.submit or 0, f.start or 0, f.end or 0))
+    group = sorted(group, key=_order)
     last = group[-1]
     fields = _asked_fields(key, last, user, cluster, submitted)
     starts = [f.start for f in group if f.start]
@@ -205,8 +213,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         folded = fold_accounting(key, group)
         states = [f.state for f in group] if kind == HET else [s for s, ids in folded.tasks.items() if ids]
         state = derive_state(states)
-        failed = [f for f in group if f.state not in (JobState.COMPLETED, JobState.CANCELLED)]
-        worst = (failed or group)[0]
+        worst = _first_failed(group) or group[0]
         exit_code, signal = worst.exit_code, worst.signal
         start = min(starts) if starts else None
         elapsed = max(0, max(ends) - start) if start and ends else 0

@@ -43,11 +43,12 @@ def sacct(rec, stem: str = "sacct_ended") -> FakeTransport:
 EXIT_TEXT = ["sacct", "-D", "-n", "-P", "-X", "-o", "JobIDRaw,Comment,ExitCode", "-j"]
 
 
-def task_failed(rec, stem: str = "sacct_ended", task: int = 1, code: int = 3) -> tuple[dict, int]:
-    """The ``stem`` document with the array's ``task`` ended FAILED with exit ``code``, as each
-    release writes it: 24.11 with the code, 22.05 with return code 0 (its JSON hides a normal exit's
-    code: job 18 of ``tests/fixtures/slurm/22.05/README.md``); and the task's own job id."""
-    doc = rec.doc(stem)
+def task_failed(rec, stem: str = "sacct_ended", task: int = 1, code: int = 3, doc: dict | None = None) -> tuple[dict, int]:
+    """The ``stem`` document (or ``doc``, changed in place) with the array's ``task`` ended FAILED with
+    exit ``code``, as each release writes it: 24.11 with the code, 22.05 with return code 0 (its JSON
+    hides a normal exit's code: job 18 of ``tests/fixtures/slurm/22.05/README.md``); and the task's
+    own job id."""
+    doc = rec.doc(stem) if doc is None else doc
     for j in doc["jobs"]:
         number = j["array"]["task_id"]
         number = number.get("number") if isinstance(number, dict) else number
@@ -230,3 +231,21 @@ def test_a_failed_array_task_gives_the_row_its_exit_code_on_every_release(alice,
     array = rows(rec)["array"]
     assert (array.state, array.exit_code, array.array_tasks["FAILED"]) == (JobState.FAILED, 3, "1")
     assert len(fake.calls) == (2 if release == "22.05" else 1) and not fake.script
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_of_many_failed_tasks_only_the_one_the_row_takes_is_asked_for(alice, release):
+    """Tasks 1 and 2 failed: the row takes task 1's code, so on 22.05 the exit codes' call asks for
+    task 1 alone (an array with thousands of failed tasks is one id on that command line, not
+    thousands, which could time out and leave the code unknown)."""
+    rec = outside(release)
+    jobs_sync(snap(rec), SlurmGateway(FakeTransport()))
+    doc, first = task_failed(rec, task=1)
+    doc, _second = task_failed(rec, task=2, code=4, doc=doc)
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(doc))
+    if release == "22.05":
+        fake.expect([*EXIT_TEXT, str(first)], stdout=f"{first}||3:0\n")
+    jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake))
+    array = rows(rec)["array"]
+    assert (array.state, array.exit_code) == (JobState.FAILED, 3)
+    assert not fake.script
