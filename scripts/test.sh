@@ -84,15 +84,21 @@ export TEST_ARTIFACTS=$ART          # the IdP fixture writes its log here
 export COVERAGE_FILE=$ART/.coverage # each tier's data (.coverage.<tier>) is combined into it at the end
 export PORTAL_TESTS_NO_SKIP=1       # a test that skips fails, with its reason (tests/no_skip.py): nothing vanishes from a green run
 
-# The serial tier's own Redis server (see below): started before the logs are listed, so its log is among them.
-: "${SERIAL_REDIS_PORT:=6380}"
-if ! redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1; then
-    redis-server --daemonize yes --bind 127.0.0.1 --port "$SERIAL_REDIS_PORT" --save "" --appendonly no \
-        --dir /tmp --logfile "$LOG_DIR/redis-$SERIAL_REDIS_PORT.log" 9>&-
-    for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
-    redis-cli -h 127.0.0.1 -p "$SERIAL_REDIS_PORT" ping 2>/dev/null | grep -qx PONG \
-        || die "the serial tier's Redis does not answer on port $SERIAL_REDIS_PORT (see $LOG_DIR/redis-$SERIAL_REDIS_PORT.log; SERIAL_REDIS_PORT= picks another)"
-fi
+# start_redis PORT: a Redis server of a tier's own (see below) on PORT, unless one answers there already,
+# started as tests/fault/conftest.py's redis_start_argv starts it again (no persistence; its log in
+# $LOG_DIR/redis-PORT.log). Started before the logs are listed, so its log is among them.
+start_redis() {
+    local port=$1
+    redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1 && return 0
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+        --dir /tmp --logfile "$LOG_DIR/redis-$port.log" 9>&-
+    for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+    redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -qx PONG \
+        || die "a test tier's Redis does not answer on port $port (see $LOG_DIR/redis-$port.log; SERIAL_REDIS_PORT= or OWN_REDIS_PORT= picks another)"
+}
+: "${SERIAL_REDIS_PORT:=6380}" "${OWN_REDIS_PORT:=6381}"
+start_redis "$SERIAL_REDIS_PORT"
+start_redis "$OWN_REDIS_PORT"
 
 # The logs the run appends to, and their sizes now: what is past that size is this run's.
 LOGS=(/var/log/slurm/*.log /srv/cluster2/var/log/slurm/*.log /var/log/prometheus/*.log "$LOG_DIR"/*.log)
@@ -122,11 +128,19 @@ tier() {
 }
 # The hub's tests in one process (Redis database 15, PostgreSQL test_portal) beside the other shared
 # tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
-tier hub "(integration or e2e) and not serial and hub" >"$ART/hub.out" 2>&1 &
+# Beside them too, the tests marked own_redis (tests/conftest.py's OWN_REDIS: they stop the poller or
+# restart Redis and change neither cluster) in one process with a Redis server (OWN_REDIS_PORT) and a
+# PostgreSQL test database (test_portal_own_redis) of their own.
+tier hub "(integration or e2e) and not serial and not own_redis and hub" >"$ART/hub.out" 2>&1 &
 hub_tier=$!
-PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not hub" -n "$TEST_WORKERS" --dist loadgroup
+REDIS_URL=redis://127.0.0.1:$OWN_REDIS_PORT/0 DATABASE_URL=${DATABASE_URL%/*}/portal_own_redis \
+    tier own_redis "(integration or e2e) and own_redis" >"$ART/own_redis.out" 2>&1 &
+own_redis_tier=$!
+PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not own_redis and not hub" -n "$TEST_WORKERS" --dist loadgroup
 wait "$hub_tier" || true
 cat "$ART/hub.out"
+wait "$own_redis_tier" || true
+cat "$ART/own_redis.out"
 # The serial tier mostly waits (its CPUs about 12-25 % busy): the unit tests run beside it, on one
 # worker at a lower priority (test_portal_gw0, Redis database 15 of port 6379), leaving the other CPU
 # to the serial tests. The serial tier has a Redis server of its own (started above): its fault tests

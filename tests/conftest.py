@@ -69,6 +69,15 @@ SERIAL = {
     "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
 }
 
+#: Tests that stop the poller's worker or restart the Redis server but change neither lab cluster
+#: (they only read cluster1's queue), with why: make test runs them in a process of their own with
+#: a Redis server of its own (``scripts/test.sh``: the tier ``own_redis``), beside the shared tier and
+#: the hub's process, instead of in the serial tier after them. Marked ``own_redis``, not ``serial``.
+OWN_REDIS = {
+    "tests/fault/test_poller_stalls.py": "stops the poller's worker and beat, and restarts Redis",
+    "tests/fault/test_stalled_poller_browser.py": "stops the poller's worker",
+}
+
 
 #: Shared-tier test modules checked to need nothing scarce, so make test spreads them over the shared
 #: tier's workers: their jobs (if any) go to cluster1's partition train without naming a node (the
@@ -107,14 +116,16 @@ SPREAD = (
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the marks
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of SERIAL ``serial``, and ``hub`` every test that uses the test JupyterHub
-    (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
-    beside the other shared ones, since they count alice's session jobs
-    and single-user servers and read the hub's one log (docs/testing.md)."""
+    """Marks the tests of SERIAL ``serial`` (those of OWN_REDIS ``own_redis`` instead), and ``hub``
+    every test that uses the test JupyterHub (tests/interactive/conftest.py: ``jupyterhub``): make test
+    runs the hub's tests in one process beside the other shared ones, since they count alice's session
+    jobs and single-user servers and read the hub's one log (docs/testing.md)."""
     for item in items:
         path = Path(item.fspath).relative_to(REPO).as_posix()
         test = f"{path}::{getattr(item, 'originalname', item.name)}"
-        if any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
+        if path in OWN_REDIS:
+            item.add_marker(pytest.mark.own_redis)
+        elif any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
             item.add_marker(pytest.mark.serial)
         if "jupyterhub" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.hub)
