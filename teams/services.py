@@ -222,7 +222,10 @@ def membership_remove(*, team: Team, user, by) -> Membership | None:
     back, which :func:`claim_note` says."""
     _require_admin(by)
     with transaction.atomic():
-        membership = Membership.objects.select_for_update().select_related("team", "user").filter(team=team, user=user).first()
+        # of=("self",): a bare FOR UPDATE locks the joined team and user rows too (PostgreSQL locks every
+        # table in FROM), holding every other write to them (a sign-in saving the user) until this commits.
+        rows = Membership.objects.select_for_update(of=("self",)).select_related("team", "user")
+        membership = rows.filter(team=team, user=user).first()
         if membership is None:
             return None
         membership.delete()

@@ -2,6 +2,8 @@
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from accounts.claims import is_admin_by_claims
 from audit.models import AuditEvent
@@ -105,6 +107,21 @@ def test_a_membership_from_the_claim_is_removed_and_told_to_go_in_the_idp_too(
     admin_set = Membership.objects.get(user=bob, team=vision)
     admin_set.source = Source.ADMIN
     assert claim_note(admin_set) == ""
+
+
+def test_removing_a_member_locks_only_the_membership_row(django_user_model, teams, _no_incidental_slurm_sync):
+    """PostgreSQL's bare ``FOR UPDATE`` on a query with joins locks the joined team and user rows
+    too, which would hold every other write to them (a sign-in saving the user) until the removal
+    commits: the lock names the membership table alone."""
+    vision, _ = teams
+    dana = django_user_model.objects.create(username="dana", is_staff=True)
+    bob = django_user_model.objects.create(username="bob")
+    Membership.objects.create(user=bob, team=vision)
+    with CaptureQueriesContext(connection) as queries:
+        membership_remove(team=vision, user=bob, by=dana)
+    locking = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    table = connection.ops.quote_name(Membership._meta.db_table)
+    assert len(locking) == 1 and locking[0].endswith(f"FOR UPDATE OF {table}"), locking
 
 
 def test_imported_rows_are_taken_over_by_the_claim_but_kept_without_one(django_user_model, teams):
