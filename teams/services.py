@@ -87,7 +87,9 @@ def memberships_from_claims(*, user, groups: list[str]) -> list[str]:
     changes (``+vision``, ``~vision LEAD``, ``-nlp``) and enqueues the Slurm sync when there are any."""
     changes = []
     with transaction.atomic():
-        existing = {m.team_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+        # of=("self",): the model's ordering joins the team and user tables, whose rows a bare FOR UPDATE
+        # locks too, so members of one team signing in at once would wait on each other's team row.
+        existing = {m.team_id: m for m in Membership.objects.select_for_update(of=("self",)).filter(user=user)}
         for team in Team.objects.all():
             role = role_from_groups(team.name, groups)
             current = existing.get(team.pk)

@@ -124,6 +124,20 @@ def test_removing_a_member_locks_only_the_membership_row(django_user_model, team
     assert len(locking) == 1 and locking[0].endswith(f"FOR UPDATE OF {table}"), locking
 
 
+def test_a_sign_in_locks_only_the_users_membership_rows(django_user_model, teams, _no_incidental_slurm_sync):
+    """The claims' read joins the team and user tables for the model's ordering; a bare ``FOR UPDATE``
+    would lock the rows of every team the user is in, so members of one team signing in at once, or
+    an admin saving its limits, would wait on each other: the lock names the membership table alone."""
+    vision, _ = teams
+    bob = django_user_model.objects.create(username="bob")
+    Membership.objects.create(user=bob, team=vision, source=Source.CLAIM)
+    with CaptureQueriesContext(connection) as queries:
+        memberships_from_claims(user=bob, groups=["vision-leads"])
+    locking = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    table = connection.ops.quote_name(Membership._meta.db_table)
+    assert len(locking) == 1 and locking[0].endswith(f"FOR UPDATE OF {table}"), locking
+
+
 def test_imported_rows_are_taken_over_by_the_claim_but_kept_without_one(django_user_model, teams):
     vision, nlp = teams
     bob = django_user_model.objects.create(username="bob")
