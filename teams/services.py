@@ -243,8 +243,10 @@ def membership_remove(*, team: Team, user, by) -> Membership | None:
 
 def claim_note(membership: Membership) -> str:
     """For a membership from the IdP's groups claim: that the member's next sign-in adds it back
-    while they are in the group it follows, and to remove them there too; "" for a membership an
-    admin set or one imported from Slurm."""
+    while they are in the group it follows, and to remove them there too, naming each group of
+    :attr:`Membership.claim_groups` (a lead's lead group and members' group); "" for a membership an
+    admin set or one imported from Slurm. The settings page's Remove button asks with this text
+    (``teams.views._settings_page``), and the page says it again after the removal."""
     if not membership.claim_groups:
         return ""
     group, *others = membership.claim_groups

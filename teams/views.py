@@ -182,7 +182,8 @@ def _settings_page(
         "team": team,
         "limits": limits,
         "member_form": member_form,
-        "members": team_members(team),
+        # (membership, claim note): the Remove button's confirm names every IdP group that adds them back
+        "members": [(m, claim_note(m)) for m in team_members(team)],
         "clusters": cluster_names(),
         **_run_context(sync_run_last(team.name)),
     }

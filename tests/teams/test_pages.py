@@ -4,8 +4,10 @@ Permissions are enforced in selectors and services; these tests drive real reque
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import re
 import uuid
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -360,20 +362,39 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
     assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
 
 
+def confirm_text(page: BeautifulSoup, username: str) -> str:
+    """The sentence the browser's confirm() shows for the Remove button of ``username`` (escapejs undone)."""
+    onsubmit = page.select_one(f"[data-testid=remove-{username}]").find_parent("form")["onsubmit"]
+    quoted = re.fullmatch(r"return confirm\('(.*)'\)", onsubmit).group(1)
+    return codecs.decode(quoted, "unicode_escape")
+
+
 def test_a_member_from_the_claim_is_removed_with_a_note_on_their_idp_group(client, world, _no_incidental_slurm_sync):
     users, vision, *_ = world
     Membership.objects.filter(user=users["alice"], team=vision).update(source=Source.CLAIM)
     admin = as_(client, users["dana"])
     page = BeautifulSoup(admin.get("/teams/vision/settings/").content, "html.parser")
-    remove = page.select_one("[data-testid=remove-alice]")
-    assert remove is not None and "their next sign-in adds it back" in remove.find_parent("form")["onsubmit"]
+    assert "their next sign-in adds it back" in confirm_text(page, "alice")
     assert page.select_one("[data-testid=claim-alice]").get_text() == "from the IdP group vision"
-    assert "sign-in adds it back" not in page.select_one("[data-testid=remove-carol]").find_parent("form")["onsubmit"]
+    assert "sign-in adds it back" not in confirm_text(page, "carol")
     resp = admin.post("/teams/vision/settings/members/remove/", {"username": "alice"}, follow=True)
     said = " ".join(resp.content.decode().split())
     assert resp.status_code == HTTPStatus.OK and "alice removed from vision" in said
     assert "alice&#x27;s membership of vision came from the IdP group vision" in said
     assert not Membership.objects.filter(user=users["alice"], team=vision).exists()
+
+
+def test_the_remove_confirm_names_every_idp_group_that_adds_a_lead_back(client, world):
+    """A lead from the claim comes back at the next sign-in from the lead group or the members' group
+    (as a member): the confirm names both, in the words of the note shown after the removal."""
+    users, vision, *_ = world
+    Membership.objects.filter(user=users["carol"], team=vision).update(source=Source.CLAIM)
+    page = BeautifulSoup(as_(client, users["dana"]).get("/teams/vision/settings/").content, "html.parser")
+    assert confirm_text(page, "carol") == (
+        "Remove carol from vision? Their Slurm association is removed by the sync that follows. carol's membership of "
+        "vision came from the IdP group vision-leads: while they are still in it, their next sign-in adds it back. "
+        "Remove them from that group (and from vision if they are in it) in the IdP too."
+    )
 
 
 def test_remove_with_a_nul_username_is_a_clear_refusal(client, world):
