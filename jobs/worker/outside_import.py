@@ -25,7 +25,7 @@ from audit.services import audit_many
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway, paths
 from slurm.adapters import adapter_for
-from slurm.entries import ARRAY, HET, accounting_entries, derive_state, fold_accounting
+from slurm.entries import ARRAY, HET, AccountingEntry, accounting_entries, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
 from slurm.records import billed_unit_minutes
 from slurm.states import FINAL_STATES, JobState
@@ -33,7 +33,7 @@ from slurm.times import start_bound
 
 from ..arrays import array_fields
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
-from .finish import exit_codes, exit_hidden, with_exits
+from .finish import _latest, exit_codes, exit_hidden, with_exits
 from .identity import REQUEUE_STATES
 from .outside import SMALL_MAX, _gpus, clean
 
@@ -125,9 +125,10 @@ def _hidden_exits(gateway: SlurmGateway, records: list) -> dict[int, tuple[int |
     none is hidden. Of an array or het job only the record whose code its row takes is asked for
     (:func:`_first_failed`): an array with thousands of failed tasks is one id, not thousands."""
     hidden = {}
-    for group in accounting_entries(f for f in records if not f.comment.startswith("portal:")).values():
+    for key, group in accounting_entries(f for f in records if not f.comment.startswith("portal:")).items():
         if group[0].array_job_id or group[0].het_job_id:
-            group = [w] if (w := _first_failed(group)) is not None else []
+            worst = _first_failed(fold_accounting(key, sorted(group, key=_order)))
+            group = [worst] if worst is not None else []
         hidden.update({f.job_id: f.comment for f in group if f.state in FINAL_STATES and exit_hidden(f)})
     return exit_codes(gateway, hidden) if hidden else {}
 
@@ -137,10 +138,17 @@ def _order(f) -> tuple:
     return (f.submit or 0, f.start or 0, f.end or 0)
 
 
-def _first_failed(group: list):
-    """The record of an array's or het job's ``group`` whose exit code and signal its row takes: the
-    first, in :func:`_order`, that neither completed nor was cancelled; ``None`` when there is none."""
-    return next((f for f in sorted(group, key=_order) if f.state not in (JobState.COMPLETED, JobState.CANCELLED)), None)
+def _last_runs(entry: AccountingEntry) -> list:
+    """The latest run of each task of an array or component of a het job (``entry``, folded from its
+    records in :func:`_order`), in :func:`_order`: sacct lists every run of a requeued task, and an
+    earlier one (PREEMPTED, REQUEUED, NODE_FAIL) is not how the task ended."""
+    return sorted(_latest(entry), key=_order)
+
+
+def _first_failed(entry: AccountingEntry):
+    """The record of an array's or het job's ``entry`` whose exit code and signal its row takes: of
+    :func:`_last_runs`, the first that neither completed nor was cancelled; ``None`` when there is none."""
+    return next((f for f in _last_runs(entry) if f.state not in (JobState.COMPLETED, JobState.CANCELLED)), None)
 
 
 def import_records(records: list, *, cluster: str, exits: dict | None = None) -> int:
@@ -213,7 +221,7 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         folded = fold_accounting(key, group)
         states = [f.state for f in group] if kind == HET else [s for s, ids in folded.tasks.items() if ids]
         state = derive_state(states)
-        worst = _first_failed(group) or group[0]
+        worst = _first_failed(folded) or _last_runs(folded)[0]
         exit_code, signal = worst.exit_code, worst.signal
         start = min(starts) if starts else None
         elapsed = max(0, max(ends) - start) if start and ends else 0

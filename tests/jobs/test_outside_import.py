@@ -5,6 +5,7 @@ number of users."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -123,4 +124,82 @@ def test_an_imported_array_takes_its_failed_tasks_exit_code(alice, release):
     assert outside_import(SlurmGateway(fake), cluster="cluster1", now=1_000_000.0) >= 4
     array = Job.objects.get(slurm_job_id=rec.ids["array"])
     assert (array.state, array.exit_code, array.array_tasks["FAILED"]) == (JobState.FAILED, 3, "1")
+    assert not fake.script
+
+
+#: The end of a run that Slurm then requeued, as each release's sacct JSON writes an end (no preempted
+#: run was recorded in JSON; the shapes are the recorded ones): preempted, killed by SIGTERM (a signalled
+#: run has no return code: job 19 of ``tests/fixtures/slurm/22.05/README.md``, job 2268 of 24.11's
+#: ``complex/sacct.json``), or failed with ``exit 1`` (22.05's JSON writes it SUCCESS/0, as its job 18).
+EARLIER_RUN = {
+    ("22.05", "PREEMPTED"): {"status": "SIGNALED", "return_code": None, "signal": {"signal_id": 15, "name": "Terminated"}},
+    ("22.05", "FAILED"): {"status": "SUCCESS", "return_code": 0},
+    ("24.11", "PREEMPTED"): {
+        "status": ["SIGNALED"],
+        "return_code": {"set": False, "infinite": False, "number": 0},
+        "signal": {"id": {"set": True, "infinite": False, "number": 15}, "name": "TERM"},
+    },
+    ("24.11", "FAILED"): {
+        "status": ["ERROR"],
+        "return_code": {"set": True, "infinite": False, "number": 1},
+        "signal": {"id": {"set": False, "infinite": False, "number": 0}, "name": ""},
+    },
+}
+
+
+def _task(j: dict):
+    """The array task number of sacct JSON record ``j`` (22.05: a number; 24.11: ``{set, number}``)."""
+    number = j["array"]["task_id"]
+    return number.get("number") if isinstance(number, dict) else number
+
+
+def requeued_task(rec, doc: dict, task: int, state: str) -> int:
+    """``doc`` (changed in place) with the array's ``task`` run twice, as sacct lists a requeued job
+    (``sacct_requeued.json``: one record per run under the same id, the later one submitted when the
+    earlier ended): a first run that started at once and ended ``state`` a second later
+    (:data:`EARLIER_RUN`), so it sorts before every other task's, then the recorded run. Returns the
+    task's own job id."""
+    at, j = next((i, j) for i, j in enumerate(doc["jobs"]) if j["array"]["job_id"] == rec.ids["array"] and _task(j) == task)
+    first = copy.deepcopy(j)
+    first["state"]["current"] = state if rec.release == "22.05" else [state]
+    first["exit_code"] = EARLIER_RUN[rec.release, state]
+    submitted = j["time"]["submission"]
+    first["time"].update(start=submitted, end=submitted + 1, elapsed=1)
+    j["time"]["submission"] = submitted + 1
+    doc["jobs"].insert(at, first)
+    return j["job_id"]
+
+
+@pytest.mark.parametrize("state", ["PREEMPTED", "FAILED"])
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_requeued_tasks_earlier_run_does_not_fail_the_imported_array(alice, release, state):
+    """Task 3 ran twice: its first run ended ``state`` and was requeued, its last completed, as every
+    other task did. The row takes no exit code or signal of the earlier run, and no code of it that
+    the JSON hides (22.05's exit 1, a signalled run's) is asked of sacct's ExitCode text."""
+    rec = outside(release)
+    doc = rec.doc("sacct_import")
+    requeued_task(rec, doc, 3, state)
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice"], stdout=json.dumps(doc))
+    assert outside_import(SlurmGateway(fake), cluster="cluster1", now=1_000_000.0) >= 4
+    array = Job.objects.get(slurm_job_id=rec.ids["array"])
+    assert (array.state, array.array_tasks) == (JobState.COMPLETED, {"COMPLETED": "1-4,6"})
+    assert (array.exit_code, array.signal) == (0, 0)
+    assert len(fake.calls) == 1 and not fake.script
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_requeued_task_whose_last_run_failed_fails_the_imported_array(alice, release):
+    """Task 3 was preempted and requeued, and its last run failed with ``exit 3``: the row takes the
+    last run's code (on 22.05 from sacct's ExitCode text, which lists both runs of the id, oldest first)."""
+    from tests.jobs.test_outside_sync import EXIT_TEXT, task_failed
+
+    rec = outside(release)
+    doc, _ = task_failed(rec, "sacct_import", task=3)
+    task_id = requeued_task(rec, doc, 3, "PREEMPTED")
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-X", "-S", ANY, "-u", "alice"], stdout=json.dumps(doc))
+    if release == "22.05":
+        fake.expect([*EXIT_TEXT, str(task_id)], stdout=f"{task_id}||0:15\n{task_id}||3:0\n")
+    assert outside_import(SlurmGateway(fake), cluster="cluster1", now=1_000_000.0) >= 4
+    array = Job.objects.get(slurm_job_id=rec.ids["array"])
+    assert (array.state, array.array_tasks["FAILED"], array.exit_code, array.signal) == (JobState.FAILED, "3", 3, 0)
     assert not fake.script
