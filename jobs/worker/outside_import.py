@@ -219,14 +219,14 @@ def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) 
         fields["restart_count"] = min(SMALL_MAX, len(group) - 1)
     else:
         folded = fold_accounting(key, group)
-        states = [f.state for f in group] if kind == HET else [s for s, ids in folded.tasks.items() if ids]
-        state = derive_state(states)
-        worst = _first_failed(folded) or _last_runs(folded)[0]
+        runs = _last_runs(folded)
+        state = derive_state(f.state for f in runs) if kind == HET else derive_state(s for s, ids in folded.tasks.items() if ids)
+        worst = _first_failed(folded) or runs[0]
         exit_code, signal = worst.exit_code, worst.signal
         start = min(starts) if starts else None
         elapsed = max(0, max(ends) - start) if start and ends else 0
         gpu_hours, billed = sum(f.gpu_hours for f in group), billed_unit_minutes(group)
-        fields.update(_parts_fields(kind, folded, group))
+        fields.update(_parts_fields(kind, folded, runs))
     return Job(
         **fields,
         state=state,
@@ -272,10 +272,11 @@ def _asked_fields(key: int, last, user: User, cluster: str, submitted) -> dict:
     )
 
 
-def _parts_fields(kind: str, folded, group: list) -> dict:
+def _parts_fields(kind: str, folded, runs: list) -> dict:
     """The row's fields for the parts of an array (``kind`` ARRAY: its tasks by state, their spec and
     counts, from ``folded``, the records folded by :func:`slurm.entries.fold_accounting`) or of a het job (HET:
-    one dict per component of ``group``, by offset); Job keyword arguments."""
+    one dict per component, from ``runs``, each component's latest run: :func:`_last_runs`, by offset);
+    Job keyword arguments."""
     if kind == ARRAY:
         return dict(kind=JobKind.ARRAY, **array_fields(folded.tasks, None))
     return dict(
@@ -290,7 +291,7 @@ def _parts_fields(kind: str, folded, group: list) -> dict:
                 "gpus": f.gpus,
                 "cpus": f.cpus,
             }
-            for f in sorted(group, key=lambda f: f.het_job_offset or 0)
+            for f in sorted(runs, key=lambda f: f.het_job_offset or 0)
         ],
     )
 

@@ -153,21 +153,30 @@ def _task(j: dict):
     return number.get("number") if isinstance(number, dict) else number
 
 
+def requeued(rec, doc: dict, state: str, match) -> list[int]:
+    """``doc`` (changed in place) with each record ``match`` picks run twice, as sacct lists a
+    requeued job (``sacct_requeued.json``: one record per run under the same id, the later one
+    submitted when the earlier ended): a first run that started at once and ended ``state`` a second
+    later (:data:`EARLIER_RUN`), so it sorts before every other record of the job, then the recorded
+    run. Returns their own job ids."""
+    ids = []
+    for at in reversed([i for i, j in enumerate(doc["jobs"]) if match(j)]):
+        j = doc["jobs"][at]
+        first = copy.deepcopy(j)
+        first["state"]["current"] = state if rec.release == "22.05" else [state]
+        first["exit_code"] = EARLIER_RUN[rec.release, state]
+        submitted = j["time"]["submission"]
+        first["time"].update(start=submitted, end=submitted + 1, elapsed=1)
+        j["time"]["submission"] = submitted + 1
+        doc["jobs"].insert(at, first)
+        ids.append(j["job_id"])
+    return ids
+
+
 def requeued_task(rec, doc: dict, task: int, state: str) -> int:
-    """``doc`` (changed in place) with the array's ``task`` run twice, as sacct lists a requeued job
-    (``sacct_requeued.json``: one record per run under the same id, the later one submitted when the
-    earlier ended): a first run that started at once and ended ``state`` a second later
-    (:data:`EARLIER_RUN`), so it sorts before every other task's, then the recorded run. Returns the
-    task's own job id."""
-    at, j = next((i, j) for i, j in enumerate(doc["jobs"]) if j["array"]["job_id"] == rec.ids["array"] and _task(j) == task)
-    first = copy.deepcopy(j)
-    first["state"]["current"] = state if rec.release == "22.05" else [state]
-    first["exit_code"] = EARLIER_RUN[rec.release, state]
-    submitted = j["time"]["submission"]
-    first["time"].update(start=submitted, end=submitted + 1, elapsed=1)
-    j["time"]["submission"] = submitted + 1
-    doc["jobs"].insert(at, first)
-    return j["job_id"]
+    """``doc`` with the array's ``task`` run twice (:func:`requeued`); the task's own job id."""
+    [task_id] = requeued(rec, doc, state, lambda j: j["array"]["job_id"] == rec.ids["array"] and _task(j) == task)
+    return task_id
 
 
 @pytest.mark.parametrize("state", ["PREEMPTED", "FAILED"])
@@ -203,3 +212,16 @@ def test_a_requeued_task_whose_last_run_failed_fails_the_imported_array(alice, r
     array = Job.objects.get(slurm_job_id=rec.ids["array"])
     assert (array.state, array.array_tasks["FAILED"], array.exit_code, array.signal) == (JobState.FAILED, "3", 3, 0)
     assert not fake.script
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_a_requeued_het_jobs_row_is_its_components_last_runs(alice, release):
+    """Both components of the het job were preempted and requeued, and their last run was cancelled:
+    the row's state and components are the last runs', not a mix of every run (FAILED, four parts)."""
+    rec = outside(release)
+    doc = rec.doc("sacct_import")
+    requeued(rec, doc, "PREEMPTED", lambda j: j["het"]["job_id"] == rec.ids["het"])
+    import_records(rec.adapter.parse_sacct_jobs(doc), cluster="cluster1")
+    het = Job.objects.get(slurm_job_id=rec.ids["het"])
+    assert (het.kind, het.state, het.exit_code, het.signal) == (JobKind.HET, JobState.CANCELLED, 0, 0)
+    assert [(p["offset"], p["state"]) for p in het.het_parts] == [(0, "CANCELLED"), (1, "CANCELLED")]
