@@ -41,7 +41,8 @@ class LogTail:
     error: str = ""
     #: No path is known and none will be: a job submitted outside the portal that ended unseen on a
     #: Slurm whose accounting does not keep the paths (22.05's sacct has none). An outside job not
-    #: ended (an array whose tasks all wait) may have no path yet: that is ``missing`` alone.
+    #: ended (an array whose tasks all wait) may have no path yet, and one cancelled before it started
+    #: wrote nothing: those are ``missing`` alone.
     where_unknown: bool = False
 
 
@@ -60,8 +61,10 @@ def resumed_from(text: str) -> str:
 def _where_unknown(job: Job) -> bool:
     """Whether no path of ``job``'s is known and none will be (:attr:`LogTail.where_unknown`): an
     outside job that has ended without one. One not ended may yet get one from the queue (an
-    array's first task to start gives the poller its path)."""
-    return job.is_outside and bool(job.slurm_job_id) and job.is_final
+    array's first task to start gives the poller its path). One cancelled before it started
+    (:attr:`Job.is_cancelled_before_start`: an array the poller saw with every task waiting, then
+    cancelled) wrote nothing: "no output was written", as for a portal job cancelled while pending."""
+    return job.is_outside and bool(job.slurm_job_id) and job.is_final and not job.is_cancelled_before_start
 
 
 def log_path(job: Job, stream: str) -> str:

@@ -17,13 +17,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from api.tokens import token_create
-from jobs.models import Job, JobOrigin
+from jobs.models import Job, JobKind, JobOrigin
 from jobs.reads.selectors import MY_JOBS_ENDED_CAP
 from jobs.worker.sync import jobs_sync
 from slurm import SlurmGateway
 from slurm.snapshot import ClusterSnapshot
+from slurm.states import JobState
 from tests.fakes import ANY, EveryCluster, FakeTransport
 from tests.slurm.outside_recorded import OUTSIDE, outside
+from tests.slurm.recorded import recording
 
 pytestmark = pytest.mark.django_db
 
@@ -125,19 +127,56 @@ def test_the_log_tail_reads_the_path_slurm_gave_as_the_owner(client, alice, poll
     assert page.select_one("[data-testid=log-out-path]").get_text() == path
 
 
-def test_a_log_whose_place_is_not_known_says_so_with_the_apis_sentence(client, alice, slurm):
-    """A job imported from 22.05's accounting (no paths): the fragment's sentence is the API's."""
-    from jobs.reads.logs import WHERE_UNKNOWN
-    from slurm.states import JobState
-
-    job = Job.objects.create(
-        user=alice, name="x", partition="small", memory_mb=1, time_limit_min=1, script="", slurm_job_id=2409,
-        origin=JobOrigin.OUTSIDE, state=JobState.COMPLETED,
-    )  # fmt: skip
-    client.force_login(alice)
+def log_said(client, job: Job) -> tuple[str, dict]:
+    """What the job page's stdout fragment says where it shows no log (its sentence), and the log API's
+    answer for stdout, as the job's owner."""
+    client.force_login(job.user)
     page = BeautifulSoup(client.get(f"/jobs/{job.key}/log/out/").content, "html.parser")
-    assert page.select_one("[data-testid=log-out-unknown]").get_text() == WHERE_UNKNOWN
-    assert WHERE_UNKNOWN.startswith("Where this job wrote its output is not known") and slurm.calls == []
+    said = page.select_one("[data-testid=log-out-unknown], [data-testid=log-out-empty]")
+    raw = token_create(user=job.user, name="t", scopes=["read"], days=1)[1]
+    body = client.get(f"/api/v1/jobs/{job.key}/log", HTTP_AUTHORIZATION=f"Bearer {raw}").json()
+    return (said.get_text() if said else ""), body
+
+
+def test_a_job_that_ended_before_the_portal_saw_it_says_where_it_wrote_is_not_known(client, alice, slurm):
+    """22.05's plain job, which ran and ended before the poller saw it, read from accounting (the
+    import of sacct_import.json), which keeps no paths: the page and the API say where it wrote is
+    not known, and why, and no Slurm call is made."""
+    from jobs.reads.logs import WHERE_UNKNOWN
+    from jobs.worker.outside_import import import_records
+
+    rec = outside("22.05")
+    import_records(rec.sacct("sacct_import"), cluster="cluster1")
+    job = row(rec, "plain")
+    assert (job.output_path, job.elapsed_s > 0) == ("", True)
+    said, body = log_said(client, job)
+    assert said == WHERE_UNKNOWN and "it ended before the portal saw it" in WHERE_UNKNOWN
+    assert (body["missing"], body["final"], body["where_unknown"], body["message"]) == (True, True, True, WHERE_UNKNOWN)
+    assert slurm.calls == []
+
+
+def test_an_array_seen_waiting_then_cancelled_unstarted_says_no_output_was_written(client, alice, slurm):
+    """22.05's array 21 (alice's, no portal key: an outside job; ``22.05/README.md``): the poller saw
+    it with every task held (squeue_arrays.json), then it was cancelled before any task started
+    (sacct_outcomes.json: one record, no start). It wrote nothing and the portal did see it queued:
+    the page says no output was written, as for a portal job cancelled while pending, and the API
+    says missing, not that where it wrote is not known because it ended before the portal saw it."""
+    rec = recording("22.05")
+    role = rec.role("cancelled_pending")
+    queue = [q for q in rec.adapter.parse_jobs(rec.doc(role.queue)) if q.job_id == role.id]
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=queue), SlurmGateway(FakeTransport()))
+    job = Job.objects.get(origin=JobOrigin.OUTSIDE, slurm_job_id=role.id)
+    assert (job.kind, job.state, job.output_path) == (JobKind.ARRAY, JobState.PENDING, "")
+    fake = FakeTransport().expect(
+        ["sacct", "--json", "-D", "-S", ANY, "-j", str(role.id)], stdout=json.dumps(rec.doc(role.sacct))
+    )
+    jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
+    job.refresh_from_db()
+    assert (job.state, job.is_cancelled_before_start, job.output_path) == (JobState.CANCELLED, True, "")
+    said, body = log_said(client, job)
+    assert said == "No output was written."
+    assert (body["missing"], body["final"], body["where_unknown"], body["message"]) == (True, True, False, "")
+    assert slurm.calls == []
 
 
 def test_the_batch_script_is_read_only_when_asked_and_then_cached(client, alice, polled, slurm):
