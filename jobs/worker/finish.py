@@ -216,12 +216,26 @@ def with_exits(records, codes: dict) -> list:
     return [replace(f, exit_code=codes[f.job_id][0], signal=codes[f.job_id][1]) if f.job_id in codes else f for f in records]
 
 
+def _accounting_paths(latest: list) -> tuple[str, str]:
+    """(stdout, stderr) files of an outside array the queue gave none (the poller saw its tasks
+    only waiting: they ran and ended between two polls), from ``latest``, each task's latest record:
+    its latest started task's, as the queue's would have been (:func:`jobs.worker.outside.log_paths`),
+    where accounting keeps the paths (24.11's ``stdout_expanded``). ``("", "")`` where it keeps none
+    (22.05) or no task started."""
+    started = [f for f in latest if f.start and f.stdout]
+    if not started:
+        return "", ""
+    record = max(started, key=lambda f: (f.start, f.job_id))
+    return log_paths(record, job_id=record.job_id)
+
+
 def apply_final_entry(job: Job, found: AccountingEntry, codes: dict | None = None) -> None:
     """Record the end of an array or het job from all its records (:func:`is_final` accepted
     ``found``): the state from every task's or component's (:func:`slurm.entries.derive_state`), the
     worst one's exit code and signal (``codes``: those 22.05's JSON hid, by the record's own job id,
     :func:`hidden_exits`), the earliest start and latest end, run time = that span, and GPU-hours =
-    the sum over every record (each task's allocated GPUs x its elapsed)."""
+    the sum over every record (each task's allocated GPUs x its elapsed). An outside job the queue
+    gave no files takes them from accounting where it keeps them (:func:`_accounting_paths`)."""
     if codes:
         found = replace(found, records=tuple(with_exits(found.records, codes)))
     latest = _latest(found)
@@ -239,6 +253,8 @@ def apply_final_entry(job: Job, found: AccountingEntry, codes: dict | None = Non
     failed = [f for f in latest if f.state not in (JobState.COMPLETED, JobState.CANCELLED)]
     worst = (failed or [f for f in latest if f.state == JobState.CANCELLED] or latest)[0]
     job.exit_code, job.signal = worst.exit_code, worst.signal
+    if job.is_outside and not job.output_path:  # the queue never showed a task of it started
+        job.output_path, job.error_path = _accounting_paths(latest)
     starts = [f.start for f in found.records if f.start]
     job.start_at = to_datetime(min(starts)) if starts else job.start_at
     job.end_at = to_datetime(max(f.end for f in latest if f.end))

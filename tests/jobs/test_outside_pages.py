@@ -7,6 +7,7 @@ or one task; another user's outside job is a 404 everywhere; odd names are text.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from http import HTTPStatus
 from urllib.parse import parse_qs
@@ -177,6 +178,33 @@ def test_an_array_seen_waiting_then_cancelled_unstarted_says_no_output_was_writt
     assert said == "No output was written."
     assert (body["missing"], body["final"], body["where_unknown"], body["message"]) == (True, True, False, "")
     assert slurm.calls == []
+
+
+def ran_between_polls(rec) -> Job:
+    """The recorded array's row when the poller saw it only while all six tasks waited (its pending
+    record), and they ran and ended before the next poll (sacct_ended.json): the queue never gave a
+    started task's path."""
+    waiting = [
+        replace(q, array_task_string="1-6%2")
+        for q in rec.queue()
+        if q.array_job_id == rec.ids["array"] and q.array_task_id is None
+    ]
+    jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=waiting), SlurmGateway(FakeTransport()))
+    assert row(rec, "array").output_path == ""
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(rec.doc("sacct_ended")))
+    jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=[]), SlurmGateway(fake))
+    job = row(rec, "array")
+    assert job.is_final and job.array_tasks["COMPLETED"] == "1-4,6"
+    return job
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_whose_tasks_ran_unseen_takes_its_path_from_accounting(alice, release):
+    """24.11's accounting has each task's path (``stdout_expanded``): the row takes its latest started
+    task's, as the queue's would have been. 22.05's has none: no path is made up."""
+    job = ran_between_polls(outside(release))
+    path = f"/home/alice/outside-{job.slurm_job_id}_6.out" if release == "24.11" else ""  # task 6 started last
+    assert (job.output_path, job.error_path) == (path, path)
 
 
 def test_the_batch_script_is_read_only_when_asked_and_then_cached(client, alice, polled, slurm):
