@@ -222,7 +222,7 @@ class LogOut(Schema):
     where_unknown: bool = Field(
         False,
         description="The portal does not know where the job wrote this stream (submitted outside the portal, ended "
-        "before the portal saw it queued, on a Slurm whose accounting keeps no paths): no data will come; message says so",
+        "before the portal saw it running, on a Slurm whose accounting keeps no paths): no data will come; message says so",
     )
     message: str = Field("", description="With where_unknown: the sentence the job page shows instead of the log")
 

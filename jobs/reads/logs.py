@@ -20,9 +20,11 @@ from ..models import Job
 
 ACTIVE_CACHE_SECONDS = 3
 #: Why no log is shown where the portal does not know the job's files (``where_unknown``): the job
-#: page's sentence, also the API's (``GET /jobs/{ref}/log``) and so the CLI's.
+#: page's sentence, also the API's (``GET /jobs/{ref}/log``) and so the CLI's. True of both such jobs:
+#: one that ended before the poller saw it at all (imported from accounting) and an array it saw
+#: only while every task waited (the queue gives an array's path once a task has started).
 WHERE_UNKNOWN = (
-    "Where this job wrote its output is not known: it ended before the portal saw it in the queue, and this "
+    "Where this job wrote its output is not known: it ended before the portal saw it running, and this "
     "cluster's accounting does not keep the paths."
 )
 _UNREACHED = "The log could not be read right now"

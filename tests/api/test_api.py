@@ -549,7 +549,7 @@ def test_a_log_whose_place_is_not_known_says_so_not_no_output_yet(client, people
     body = call(client, "get", f"/jobs/{job.key}/log?stream=err", tokens["alice"]).json()
     assert (body["data"], body["missing"], body["final"], body["where_unknown"]) == ("", True, True, True)
     assert body["message"] == (
-        "Where this job wrote its output is not known: it ended before the portal saw it in the queue, and this "
+        "Where this job wrote its output is not known: it ended before the portal saw it running, and this "
         "cluster's accounting does not keep the paths."
     )
     waiting = _job(people["alice"], state=JobState.PENDING, origin=JobOrigin.OUTSIDE, output_path="", error_path="")

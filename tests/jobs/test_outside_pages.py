@@ -207,6 +207,17 @@ def test_an_array_whose_tasks_ran_unseen_takes_its_path_from_accounting(alice, r
     assert (job.output_path, job.error_path) == (path, path)
 
 
+def test_an_array_whose_tasks_ran_unseen_does_not_say_the_portal_never_saw_it_queued(client, alice, slurm):
+    """On 22.05 (no paths in accounting) where the array of :func:`ran_between_polls` wrote is not
+    known: the sentence says so without saying the portal did not see it in the queue (it did)."""
+    from jobs.reads.logs import WHERE_UNKNOWN
+
+    said, body = log_said(client, ran_between_polls(outside("22.05")))
+    assert said == WHERE_UNKNOWN and body["where_unknown"]
+    assert "in the queue" not in WHERE_UNKNOWN and "it ended before the portal saw it running" in WHERE_UNKNOWN
+    assert slurm.calls == []
+
+
 def test_the_batch_script_is_read_only_when_asked_and_then_cached(client, alice, polled, slurm):
     client.force_login(alice)
     job = row(polled, "plain")
