@@ -25,7 +25,7 @@ from jobs.gpu.gpu_usage import job_gpu_usage
 from jobs.models import Job, on_cluster
 from jobs.reads.cap_reasons import cap_warning
 from jobs.reads.job_refs import job_for_ref
-from jobs.reads.logs import WHERE_UNKNOWN, job_log_read
+from jobs.reads.logs import job_log_read
 from jobs.reads.maintenance import job_maintenance_warning
 from jobs.reads.priority import job_priority
 from jobs.reads.queue import job_row
@@ -368,28 +368,28 @@ def release_job(request, ref: str, cluster: str = Query("", description="For a S
     return Status(HTTPStatus.ACCEPTED, {**out, "message": hold_message(job=job, command="release")})
 
 
-@router.get("/{ref}/log", response={200: LogOut, **ERRORS}, summary="Read the job's stdout or stderr from a byte offset")
+@router.get(
+    "/{ref}/log",
+    response={200: LogOut, **ERRORS},
+    summary="Read the job's stdout or stderr from a byte offset, or its last bytes",
+    description="A page of at most 64 KiB from `offset`, or with `tail` the file's last `tail` bytes (its size read "
+    "first; a start inside a UTF-8 character moves past it, and `offset` says where the page starts). Either way "
+    "read on from `next_offset`. `offset` and `tail` together: 400.",
+)
 def job_log(
     request,
     ref: str,
     stream: str = Query("out", description="out or err"),
-    offset: int = Query(0, ge=0, le=2**62),
+    offset: int | None = Query(None, ge=0, le=2**62, description="The byte to read from (default 0)"),
+    tail: int | None = Query(None, ge=0, le=65536, description="Read the last this many bytes instead (at most a page)"),
     cluster: str = Query("", description="For a Slurm job id: the cluster it is on"),
 ):
     need_scope(request, "read")
     if stream not in ("out", "err"):
         raise Refused(Problem("stream", "Use out or err."), detail="stream must be out or err.")
+    if offset is not None and tail is not None:
+        raise Refused(Problem("tail", "Give offset or tail, not both."), detail="offset and tail together: use one.")
     job = job_by_ref(request, ref, cluster)
-    chunk = job_log_read(job, stream, offset=offset, limit=min(65536, settings.PORTAL_LOG_TAIL_BYTES))
-    return {
-        "stream": stream,
-        "offset": chunk.offset,
-        "next_offset": chunk.next_offset,
-        "data": chunk.text,
-        "missing": chunk.missing,
-        "final": job.is_final,
-        "state": job.state,
-        "error": chunk.error,
-        "where_unknown": chunk.where_unknown,
-        "message": WHERE_UNKNOWN if chunk.where_unknown else "",
-    }
+    limit = min(65536, settings.PORTAL_LOG_TAIL_BYTES)
+    chunk = job_log_read(job, stream, offset=offset or 0, limit=limit, tail=None if tail is None else min(tail, limit))
+    return {"stream": stream, "final": job.is_final, "state": job.state, **chunk.as_api()}

@@ -225,6 +225,9 @@ class LogOut(Schema):
         "before the portal saw it running, on a Slurm whose accounting keeps no paths): no data will come; message says so",
     )
     message: str = Field("", description="With where_unknown: the sentence the job page shows instead of the log")
+    tail: int | None = Field(
+        None, description="A tail read's bytes asked for from the end (at most a page): null for a read from an offset"
+    )
 
 
 class ProfileOut(Schema):

@@ -453,7 +453,7 @@ chown "$PORTAL_USER:$PORTAL_USER" "$auth"
 chmod 600 "$auth"
 
 # ---------------------------------------------------------------------------------------------------------------
-# 7. sudoers: the portal may run only the Slurm client commands (and cat/tail/dd/mkdir, and the submit helper
+# 7. sudoers: the portal may run only the Slurm client commands (and cat/tail/dd/stat/mkdir, and the submit helper
 #    that makes a job's directory and then runs sbatch), only as members of $SLURM_GROUP, never as root or
 #    another system account even if one is put in that group (the Runas_Alias PORTAL_NEVER)
 # ---------------------------------------------------------------------------------------------------------------
@@ -499,7 +499,7 @@ sacctmgr -nP show assoc where cluster="$CLUSTER_NAME" format=account,user | awk 
 echo "  portal sshd:  $PORTAL_USER@$PORTAL_SSH_ADDR:$PORTAL_SSH_PORT (config $SSHD_PORTAL_CONF)"
 echo "  client key:   $KEY"
 echo "  known_hosts:  $SSH_DIR/known_hosts"
-echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP but never root or a system account: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd mkdir)"
+echo "  sudo rule:    /etc/sudoers.d/portal (as %$SLURM_GROUP but never root or a system account: sbatch $SBATCH_HELPER scancel squeue scontrol sacct sinfo sshare cat tail dd stat mkdir)"
 echo "  job envs:     uv $UV_VERSION at $TOOLS_DIR/bin/uv, cache $ENV_CACHE_DIR (one area per user: $ENV_CACHE_DIR/<user>)"
 echo "  GPU metrics:  stand-in dcgm-exporters $(for n in "${NODES[@]}"; do printf '%s=127.0.0.1:%s ' "$n" "${EXPORTER_PORT[$n]}"; done)(job mapping $GPU_JOB_MAP_ROOT/<node>, loads: gpuportal-fake-gpu-load)"
 echo "  logs:         $LOG_DIR/"

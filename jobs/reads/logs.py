@@ -118,7 +118,8 @@ class LogChunk:
     """Bytes ``offset`` .. ``next_offset`` of a log as text (``text``; a UTF-8 character split by the
     chunk's end is left for the next read), ``missing`` when there is no file yet, ``error`` why it
     could not be read ("" when fine), ``where_unknown`` (with ``missing``) when no path is known, as
-    :attr:`LogTail.where_unknown`: no file will ever be read (:data:`WHERE_UNKNOWN`)."""
+    :attr:`LogTail.where_unknown`: no file will ever be read (:data:`WHERE_UNKNOWN`). ``tail``: the
+    bytes asked for from the file's end, for a tail read (``None`` for a read from an offset)."""
 
     offset: int
     next_offset: int
@@ -126,37 +127,102 @@ class LogChunk:
     missing: bool = False
     error: str = ""
     where_unknown: bool = False
+    tail: int | None = None
+
+    def as_api(self) -> dict:
+        """The fields of the API's log page (``GET /jobs/{ref}/log``) this chunk gives: ``offset``,
+        ``next_offset`` (bytes), ``data``, ``missing``, ``error``, ``where_unknown``, ``message``
+        (:data:`WHERE_UNKNOWN` with ``where_unknown``) and ``tail``."""
+        return {
+            "offset": self.offset,
+            "next_offset": self.next_offset,
+            "data": self.text,
+            "missing": self.missing,
+            "error": self.error,
+            "where_unknown": self.where_unknown,
+            "message": WHERE_UNKNOWN if self.where_unknown else "",
+            "tail": self.tail,
+        }
 
 
-def job_log_read(job: Job, stream: str, *, offset: int, limit: int = 65536) -> LogChunk:
+#: The bytes that continue a UTF-8 character (``10xxxxxx``): a tail read starting on one is inside a character.
+_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+def job_log_read(job: Job, stream: str, *, offset: int = 0, limit: int = 65536, tail: int | None = None) -> LogChunk:
     """At most ``limit`` bytes of ``stream`` (``out``/``err``) from byte ``offset``, read as the
     owner with ``dd if=<file> iflag=skip_bytes,count_bytes skip=<offset> count=<limit>`` (the CLI's
-    ``logs -f`` follows a log with these). Cached for a few seconds per offset. Never raises."""
+    ``logs -f`` follows a log with these). With ``tail`` (bytes, at most ``limit``; ``offset`` is
+    then not used): the file's last ``tail`` bytes instead, read with the same ``dd`` from
+    ``max(0, size - tail)``, ``size`` the file's length in bytes from ``stat -c %s -- <file>`` (as
+    the owner too); a start inside a UTF-8 character moves past its continuation bytes (at most 3),
+    and the chunk's ``offset`` with it. Cached for a few seconds per offset, or per tail. Never
+    raises: a failure comes back in ``error`` (``missing`` when there is no such file)."""
     path = log_path(job, stream)
     if not path:
-        return LogChunk(offset, offset, missing=True, where_unknown=_where_unknown(job))
-    key = f"joblog:{job.key}:{stream}:{offset}:{limit}"
+        return LogChunk(offset, offset, missing=True, where_unknown=_where_unknown(job), tail=tail)
+    # A tail read's offset is learnt from the file: its key names the tail, never an offset.
+    key = f"joblog:{job.key}:{stream}:{offset if tail is None else f'tail={tail}'}:{limit}"
     cached = cache.get(key)
     if cached is not None:
         return LogChunk(**cached)
-    argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}", f"count={limit}", "status=none"]
+    chunk = _read_offset(job, path, offset, limit) if tail is None else _read_tail(job, path, tail)
+    if chunk.next_offset > chunk.offset:
+        cache.set(key, chunk.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
+    return chunk
+
+
+def _read_offset(job: Job, path: str, offset: int, limit: int) -> LogChunk:
+    """At most ``limit`` bytes of ``path`` from ``offset`` (:func:`job_log_read`), uncached."""
+    data = _as_owner(job, _dd(path, offset, limit))
+    if isinstance(data, LogChunk):
+        return LogChunk(offset, offset, missing=data.missing, error=data.error)
+    # Less than asked for from an ended job's file: its end, nothing more will come.
+    return _decoded(offset, data, final=len(data) < limit and job.is_final)
+
+
+def _read_tail(job: Job, path: str, tail: int) -> LogChunk:
+    """The last ``tail`` bytes of ``path`` (:func:`job_log_read`), uncached: ``stat`` for its size,
+    then ``dd`` from there (none for nothing to read)."""
+    size = _as_owner(job, ["stat", "-c", "%s", "--", path])
+    if isinstance(size, LogChunk):
+        return LogChunk(0, 0, missing=size.missing, error=size.error, tail=tail)
+    if not size.strip().isdigit():
+        return LogChunk(0, 0, error=f"stat gave no size for the log: {size[:100]!r}", tail=tail)
+    end = int(size)
+    start = max(0, end - tail)
+    data = _as_owner(job, _dd(path, start, end - start)) if end > start else b""
+    if isinstance(data, LogChunk):
+        return LogChunk(start, start, missing=data.missing, error=data.error, tail=tail)
+    cut = len(data[:3]) - len(data[:3].lstrip(_CONTINUATION)) if start else 0
+    chunk = _decoded(start + cut, data[cut:], final=job.is_final)  # read to the end the size said
+    return LogChunk(chunk.offset, chunk.next_offset, chunk.text, tail=tail)
+
+
+def _dd(path: str, offset: int, count: int) -> list[str]:
+    return ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}", f"count={count}", "status=none"]
+
+
+def _as_owner(job: Job, argv: list[str]) -> bytes | LogChunk:
+    """The output of ``argv`` run as ``job``'s owner on its cluster, or a chunk (offsets 0) saying
+    why not: ``missing`` for "No such file", else ``error``."""
     try:
         result = get_gateway(job.cluster).run(argv, as_user=job.user.username, check=False, timeout=10)
     except SlurmError as exc:
-        return LogChunk(offset, offset, error=f"The log could not be read right now ({exc.message}).")
+        return LogChunk(0, 0, error=f"{_UNREACHED} ({exc.message}).")
     if result.returncode != 0:
         missing = "No such file" in result.err
-        return LogChunk(offset, offset, missing=missing, error="" if missing else result.err.strip()[:300])
-    data = result.stdout
-    # More may follow (a full read, or a job still writing): never split a character. The
-    # incremental decoder keeps a sequence cut off at the end, and the next read starts there.
+        return LogChunk(0, 0, missing=missing, error="" if missing else result.err.strip()[:300])
+    return result.stdout
+
+
+def _decoded(offset: int, data: bytes, *, final: bool) -> LogChunk:
+    """``data`` read from ``offset`` as a chunk. Unless ``final`` more may follow (a full read, or a
+    job still writing): never split a character. The incremental decoder keeps a sequence cut off
+    at the end, and the next read starts there."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    text = decoder.decode(data, final=len(data) < limit and job.is_final)
-    used = len(data) - len(decoder.getstate()[0])
-    chunk = LogChunk(offset, offset + used, text)
-    if used:
-        cache.set(key, chunk.__dict__, FINAL_CACHE_SECONDS if job.is_final else ACTIVE_CACHE_SECONDS)
-    return chunk
+    text = decoder.decode(data, final=final)
+    return LogChunk(offset, offset + len(data) - len(decoder.getstate()[0]), text)
 
 
 @dataclass(frozen=True)

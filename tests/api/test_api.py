@@ -536,6 +536,7 @@ def test_log_reads_from_an_offset_as_the_owner(client, people, tokens, monkeypat
         "error": "",
         "where_unknown": False,
         "message": "",
+        "tail": None,  # a read from an offset, not a tail read
     }
     assert call(client, "get", f"/jobs/{job.key}/log?stream=bad", tokens["alice"]).status_code == HTTPStatus.BAD_REQUEST
 
@@ -607,6 +608,7 @@ MATRIX = {
     ("get", "/jobs/{job}"):                   (200,  404,   404,  200, 403),
     ("get", "/jobs/77"):                      (200,  404,   404,  200, 403),
     ("get", "/jobs/{job}/log"):               (200,  404,   404,  200, 403),
+    ("get", "/jobs/{job}/log?tail=8"):        (200,  404,   404,  200, 403),
     ("post", "/jobs/{job}/cancel"):           (202,  404,   404,  403, 403),
     ("get", "/profiles"):                     (200,  200,   200,  200, 403),
     ("get", "/profiles/{profile}"):           (200,  200,   404,  200, 403),
@@ -644,7 +646,7 @@ def test_role_matrix(client, people, tokens, cluster, who, endpoint, monkeypatch
     from jobs.reads.logs import LogChunk
     from teams.usage.cache import TeamUsage, UsageStatus, _store
 
-    monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit: LogChunk(offset, offset + 2, "ok"))
+    monkeypatch.setattr("api.jobs.job_log_read", lambda job, stream, offset, limit, tail: LogChunk(offset, offset + 2, "ok"))
     monkeypatch.setattr("interactive.services.hub.servers", lambda username: {})
     _store(
         {
