@@ -236,11 +236,14 @@ class Client:
         """``POST /jobs/{ref}/release``: the job (HTTP 202); ``scontrol release`` runs as you."""
         return self.request("POST", f"/jobs/{_seg(ref)}/release", params=_on(cluster))
 
-    def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "") -> dict:
+    def job_log(self, ref: str, stream: str = "out", offset: int = 0, cluster: str = "", *, tail: int | None = None) -> dict:
         """``GET /jobs/{ref}/log``: one page ``{"stream", "offset", "data", "next_offset", "missing",
-        "final", "state", "error", "where_unknown", "message"}`` (the last two from newer servers);
-        ``offset``/``next_offset`` are byte offsets into the log file."""
-        return self.request("GET", f"/jobs/{_seg(ref)}/log", params={"stream": stream, "offset": offset, **_on(cluster)})
+        "final", "state", "error", "where_unknown", "message", "tail"}`` (the last three from newer
+        servers); ``offset``/``next_offset`` are byte offsets into the log file. With ``tail`` (bytes,
+        at most 64 KiB) the log's last ``tail`` bytes instead of a read from ``offset``: a server that
+        did so echoes ``tail``; an older one ignores it and answers from offset 0."""
+        where = {"offset": offset} if tail is None else {"tail": tail}
+        return self.request("GET", f"/jobs/{_seg(ref)}/log", params={"stream": stream, **where, **_on(cluster)})
 
     def list_sessions(self) -> dict:
         """``GET /sessions``: ``{"items": [session, ...], "count": int}``."""

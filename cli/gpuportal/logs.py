@@ -86,21 +86,44 @@ def _next_offset(page: dict, offset: int) -> int:
 
 
 def _print_tail(client: Client, ref: str, stream: str, cluster: str, tail: int) -> tuple[int, dict]:
-    """Read the whole log, print its last ``tail`` bytes (never a split character); returns the
-    byte offset where the log ended and the last page read (the one with nothing new: it may say
-    why, ``error``, or that there is no file, ``missing``)."""
-    offset = 0
+    """Print the log's last ``tail`` bytes (never a split character): one tail read (the server's
+    ``tail``, at most :data:`FULL_PAGE`), and for more than it held the pages from ``tail`` bytes
+    before where it ended. Returns the byte offset where the log ended and the last page read (it
+    may say why nothing came, ``error``, or that there is no file, ``missing``). A server that did
+    not read a tail (older ones: no ``tail`` echoed; they answer from offset 0) or could not (an
+    ``error``, a sudo rule without ``stat``, say) has the whole log read instead, as before."""
+    page = client.job_log(ref, stream, cluster=cluster, tail=min(tail, FULL_PAGE))
+    if page.get("tail") is None:
+        return _print_last(client, ref, stream, cluster, tail, 0, page)
+    if page.get("error"):
+        return _print_last(client, ref, stream, cluster, tail, 0)
+    start = page.get("offset") or 0
+    end = _next_offset(page, start)
+    if start == 0 or page["tail"] >= tail:  # the page holds it all
+        _write(page.get("data") or "")
+        return end, page
+    return _print_last(client, ref, stream, cluster, tail, max(0, end - tail))
+
+
+def _print_last(
+    client: Client, ref: str, stream: str, cluster: str, tail: int, offset: int, page: dict | None = None
+) -> tuple[int, dict]:
+    """Read the log from byte ``offset`` (``page``: its first page, when already read) until a page
+    brings nothing new, and print the last ``tail`` bytes read (see :func:`_print_tail`). A start
+    inside a character is the server's U+FFFD (one per byte, at most 3), left out."""
     kept = bytearray()
     while True:
-        page = client.job_log(ref, stream, offset, cluster)
+        page = page if page is not None else client.job_log(ref, stream, offset, cluster)
         data = page.get("data") or ""
         nxt = _next_offset(page, offset)
         if not data and nxt == offset:
             break
+        if not kept and offset:
+            data = data[:3].lstrip("\ufffd") + data[3:]
         kept += data.encode("utf-8")
         if len(kept) > tail:
             del kept[: len(kept) - tail]
-        offset = nxt
+        offset, page = nxt, None
     _write(kept.decode("utf-8", errors="ignore"))
     return offset, page
 

@@ -513,10 +513,73 @@ def test_logs_once_reads_all_pages(env, capsys):
     assert [(r.query["stream"], r.query["offset"]) for r in logs] == [("err", "0"), ("err", "10"), ("err", "15")]
 
 
+def test_logs_tail_is_one_request_for_the_logs_last_bytes(env, capsys):
+    """The server reads the file's last BYTES (``tail``, echoed in its answer): one request, however
+    long the log, never a read from offset 0."""
+    env.log_pages = [page(10, "ne2\nline3\n", 20) | {"tail": 10}]
+    assert main(["logs", "--tail", "10", "4242"]) == 0
+    assert capsys.readouterr() == ("ne2\nline3\n", "")
+    assert [r.query for r in env.calls("GET", "/jobs/4242/log")] == [{"stream": "out", "tail": "10"}]
+
+
+def test_logs_tail_follows_on_from_where_the_tail_ended(env, capsys):
+    env.log_pages = [
+        page(10, "ne2\nline3\n", 20) | {"tail": 10},
+        page(20, "line4\n", 26),
+        page(26, "", 26, final=True, state="COMPLETED"),
+    ]
+    env.jobs[0].update(state="COMPLETED", final=True, exit_code=0)
+    assert main(["logs", "-f", "--tail", "10", "--interval", "0.01", "4242"]) == 0
+    assert capsys.readouterr().out == "ne2\nline3\nline4\n"
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [(r.query.get("tail"), r.query.get("offset")) for r in logs] == [("10", None), (None, "20"), (None, "26")]
+
+
+def test_logs_tail_of_more_than_a_page_reads_on_from_where_it_starts(env, capsys):
+    """More than 64 KiB: the tail read (at most a page) says where the log ends, then the pages from
+    BYTES before that are read; a character cut at that start (the server's U+FFFD, one per byte)
+    is not printed."""
+    text = "😀" * 50_000  # 200,000 bytes; the 99,999 bytes before the end start on a 😀's second byte
+    env.log_pages = [
+        page(134_464, text[33_616:], 200_000) | {"tail": 65_536},
+        page(100_001, "\ufffd" * 3 + "😀" * 16_383, 165_536),  # as the server decodes bytes 100,001 to 165,536
+        page(165_536, "😀" * 8_616, 200_000),
+        page(200_000, "", 200_000),
+    ]
+    assert main(["logs", "--tail", "99999", "4242"]) == 0
+    assert capsys.readouterr() == ("😀" * 24_999, "")
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [(r.query.get("tail"), r.query.get("offset")) for r in logs] == [
+        ("65536", None),
+        (None, "100001"),
+        (None, "165536"),
+        (None, "200000"),
+    ]
+
+
 def test_logs_tail(env, capsys):
+    """A server older than tail reads answers the first page from offset 0 (no ``tail`` in it): the
+    whole log is read on from there, as before, and its last BYTES printed."""
     env.log_pages = [page(0, "line1\nline2\n", 12), page(12, "line3\n", 18), page(18, "", 18)]
     assert main(["logs", "--tail", "8", "4242"]) == 0
     assert capsys.readouterr().out == "2\nline3\n"
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [(r.query.get("tail"), r.query.get("offset")) for r in logs] == [("8", None), (None, "12"), (None, "18")]
+
+
+def test_logs_tail_the_server_could_not_read_is_read_whole_as_before(env, capsys):
+    """A tail read that failed (a sudo rule without stat, say) falls back to reading the whole log;
+    no file is no failure: said once, from the one request."""
+    env.log_pages = [page(0, "", 0) | {"tail": 8, "error": "sudo: a password is required"}, page(0, "line1\n", 6), page(6, "", 6)]
+    assert main(["logs", "--tail", "8", "4242"]) == 0
+    assert capsys.readouterr() == ("line1\n", "")
+    logs = env.calls("GET", "/jobs/4242/log")
+    assert [(r.query.get("tail"), r.query.get("offset")) for r in logs] == [("8", None), (None, "0"), (None, "6")]
+    env.requests.clear()
+    env.log_pages = [page(0, "", 0, missing=True, state="PENDING") | {"tail": 8}]
+    assert main(["logs", "--tail", "8", "4242"]) == 0
+    assert capsys.readouterr() == ("", "job 4242 has no output yet (PENDING)\n")
+    assert len(env.calls("GET", "/jobs/4242/log")) == 1
 
 
 def test_logs_tail_says_why_it_printed_nothing_as_the_plain_read_does(env, capsys):
