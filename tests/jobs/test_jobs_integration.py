@@ -8,7 +8,7 @@ import pwd
 import pytest
 
 from jobs.models import Job
-from jobs.reads.logs import job_log_tail
+from jobs.reads.logs import job_log_read, job_log_tail
 from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.submit.submit import job_cancel, job_check, job_create
 from jobs.worker.services import snapshot_refresh
@@ -61,6 +61,11 @@ def test_submitted_job_runs_as_the_user_and_finishes_with_its_output(alice, poli
     assert done.elapsed_s is not None and done.gpu_hours is not None and done.end_at
     assert done.workdir.startswith("/home/alice/portal-jobs/")
     assert job_log_tail(done, "out").text.strip() == "hello from alice"
+    # The API's tail read (gpuportal logs --tail): the file's size from stat, then dd from there, both
+    # run as alice under the sudo rule; the same bytes as the end of a read from the start.
+    whole, end = job_log_read(done, "out", offset=0), job_log_read(done, "out", tail=6)
+    assert (end.error, end.missing, end.tail, end.text) == ("", False, 6, whole.text[-6:]), end
+    assert (end.offset, end.next_offset) == (whole.next_offset - 6, whole.next_offset), (end, whole)
 
 
 def test_failing_job_reports_its_exit_code(alice, policy, django_capture_on_commit_callbacks):
