@@ -18,6 +18,7 @@ from ..tres import parse_gpus, parse_memory_per_gpu, tres_list_count
 from ..values import NO_NODES, classify_state, exit_or_none, expand_nodes, first_state, number, parse_exit
 from .base import PARTITIONS_EVERY, PollReading, expect_version
 from .queue_decode import is_raw, queue_jobs, squeue_decoder
+from .sacct_cut import cut_short_error, sacct_read_to_cut
 
 #: ``errors[].error_number`` values that mean "no results", not a failure: ESLURM_REST_EMPTY_RESULT
 #: (9003, "Nothing found"), which 22.05's ``sacct --json`` reports with ``jobs: []`` for a query that
@@ -280,15 +281,13 @@ def parse_sacct_jobs(doc: dict) -> list[FinishedJob]:
     job is missing, sacct exits 0 and ``errors`` is empty). The jobs before the cut are right; refusing
     the whole document would stop the poller finishing any job of the batch and the outside-jobs import
     moving on (docs/clusters.md: never delete a QOS that jobs ran in)."""
-    jobs = [raw for raw in doc.get("jobs") or [] if isinstance(raw, dict) and "step" not in raw]
-    cut = next((i for i, raw in enumerate(jobs) if "state" not in raw), None)
+    jobs, cut = sacct_read_to_cut(doc)
     if cut is not None:
         logger.warning(
             "sacct --json stopped at job %s: Slurm 22.05 cannot write a job whose QOS was deleted (sacct: "
             '"_parser_dump: failed on field qos"), so the jobs after it are missing from this read',
-            jobs[cut].get("job_id"),
+            cut.get("job_id"),
         )
-        jobs = jobs[:cut]
     return [_finished_job(raw) for raw in jobs]
 
 
@@ -385,11 +384,16 @@ def queue_job_by_comment(squeue: dict, comment: str) -> tuple[int, str] | None:
 
 def sacct_job_by_comment(sacct: dict, comment: str) -> tuple[int, str] | None:
     """The same from a ``sacct --json`` document, whose ``comment`` is an object (``comment.job``;
-    a plain string is read too; array tasks: ``array.job_id``)."""
-    for raw in sacct.get("jobs", []):
+    a plain string is read too; array tasks: ``array.job_id``). A document cut short
+    (:mod:`.sacct_cut`) is searched up to and in the cut record; a key not there raises
+    :class:`~slurm.errors.SlurmError` (:func:`.sacct_cut.cut_short_error`): the job may be left out."""
+    jobs, cut = sacct_read_to_cut(sacct)
+    for raw in [*jobs, cut] if cut is not None else jobs:
         value = raw.get("comment")
         text = value.get("job") if isinstance(value, dict) else value
         if text == comment:
             array = raw.get("array") or {}
             return number(array.get("job_id"), 0) or int(raw["job_id"]), str(raw.get("cluster") or "")
+    if cut is not None:
+        raise cut_short_error(cut, comment)
     return None

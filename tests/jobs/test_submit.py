@@ -18,7 +18,7 @@ from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.worker import send
 from jobs.worker.batch import render_batch_script, sbatch_quote
 from portal.refusals import Refused
-from slurm import SlurmGateway, SlurmTimeout, SlurmUnreachable
+from slurm import SlurmError, SlurmGateway, SlurmTimeout, SlurmUnreachable
 from slurm.clusters import cluster_names
 from slurm.snapshot import snapshot_take
 from slurm.states import JobState
@@ -292,12 +292,79 @@ def test_retry_submits_again_only_when_slurm_says_it_has_no_such_key(alice, fake
     fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps({**META_2205, "jobs": [{"job_id": 1, "comment": ""}]}))
     fake.expect(
         ["sacct", "--json", "-D", "-u", "alice", "-S", ANY],
-        stdout=json.dumps({**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}}]}),
+        stdout=json.dumps(
+            {**META_2205, "jobs": [{"job_id": 9, "comment": {"job": "portal:else"}, "state": {"current": "COMPLETED"}}]}
+        ),
     )
     expect_submission(fake, home=False, sbatch_out="777\n")
     sent = send.job_send(job_id=job.pk)
     assert sent.slurm_job_id == 777
     assert [c[0][0] for c in fake.calls][:2] == ["squeue", "sacct"]
+
+
+#: The key of job 18 in the recorded 22.05 ``sacct_outcomes.json`` (jobs 17 to 27, in that order).
+KEY_OF_18 = uuid.UUID("05447023-08b2-4399-a449-13a3ff3ded28")
+
+
+def cut_at(sacct: dict, job_id: int) -> dict:
+    """``sacct`` as Slurm 22.05 writes it when ``job_id``'s QOS was deleted: that job's record ends at
+    ``qos`` (written null), with no ``state``, and every later job is left out (exit 0, no errors)."""
+    jobs = sacct["jobs"]
+    at = next(i for i, raw in enumerate(jobs) if raw["job_id"] == job_id)
+    fields = list(jobs[at])
+    cut = {name: jobs[at][name] for name in fields[: fields.index("qos")]} | {"qos": None}
+    return {**sacct, "jobs": [*jobs[:at], cut]}
+
+
+def marked_job_of_18(alice) -> Job:
+    """As a first attempt leaves the row of recorded job 18 whose sbatch answer was lost."""
+    return make_job(
+        alice,
+        key=KEY_OF_18,
+        submitted_at="2026-11-29T10:00:00Z",
+        workdir=f"/home/alice/portal-jobs/{KEY_OF_18}",
+        output_path=f"/home/alice/portal-jobs/{KEY_OF_18}/slurm-%j.out",
+        error_path=f"/home/alice/portal-jobs/{KEY_OF_18}/slurm-%j.err",
+    )
+
+
+def expect_key_check(fake, slurm_json, sacct: dict) -> None:
+    """The recorded 22.05 queue (jobs 1 to 5, none with a key), then ``sacct`` for alice."""
+    fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps(slurm_json("22.05", "squeue")))
+    fake.expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps(sacct))
+
+
+@pytest.mark.django_db
+def test_a_retry_never_submits_when_22_05_accounting_was_cut_before_its_key(alice, fake, slurm_json):
+    """Job 18 reached Slurm, but job 17's QOS was deleted: 22.05's sacct stops at 17. Not finding
+    the key there is no answer; the row waits, saying why, and nothing is sent again."""
+    job = marked_job_of_18(alice)
+    expect_key_check(fake, slurm_json, cut_at(slurm_json("22.05", "sacct_outcomes"), 17))
+    with pytest.raises(SlurmError, match="accounting's JSON \\(sacct --json\\) was cut short at job 17, a job whose QOS"):
+        send.find_by_key(job)
+    expect_key_check(fake, slurm_json, cut_at(slurm_json("22.05", "sacct_outcomes"), 17))
+    with pytest.raises(send.SubmissionUncertain, match="cut short at job 17"):
+        send.job_send(job_id=job.pk)
+    assert not any(is_submission(call) for call in fake.calls) and not fake.script
+    assert (Job.objects.get(pk=job.pk).state, Job.objects.get(pk=job.pk).slurm_job_id) == (JobState.SUBMITTING, None)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cut", [19, 18], ids=["after-it", "at-it"])
+def test_a_key_before_22_05_accountings_cut_or_in_its_cut_record_is_found(alice, fake, slurm_json, cut):
+    """The cut record keeps its fields up to ``qos``: its comment and id are Slurm's."""
+    job = marked_job_of_18(alice)
+    expect_key_check(fake, slurm_json, cut_at(slurm_json("22.05", "sacct_outcomes"), cut))
+    assert send.find_by_key(job) == (18, "portal")
+
+
+@pytest.mark.django_db
+def test_a_whole_22_05_accounting_document_without_the_key_says_not_there(alice, fake, slurm_json):
+    job = marked_job_of_18(alice)
+    whole = slurm_json("22.05", "sacct_outcomes")
+    whole["jobs"] = [raw for raw in whole["jobs"] if raw["job_id"] != 18]
+    expect_key_check(fake, slurm_json, whole)
+    assert send.find_by_key(job) is None
 
 
 @pytest.mark.django_db

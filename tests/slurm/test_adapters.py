@@ -234,3 +234,17 @@ def test_a_sacct_document_cut_short_at_a_deleted_qos_is_read_to_the_cut_with_a_w
     read = v0_0_38.parse_sacct_jobs({"meta": meta, "errors": [], "jobs": [whole, cut]})
     assert [(j.job_id, j.state) for j in read] == [(140, JobState.COMPLETED)]
     assert "sacct --json stopped at job 141: Slurm 22.05 cannot write a job whose QOS was deleted" in caplog.text
+
+
+def test_the_key_look_up_in_a_cut_sacct_document_finds_what_is_there_and_never_says_not_there():
+    """The same cut as above: the key of a job before the cut is found; any other key may belong to
+    a job the cut left out, so the look-up raises (a retried submission would otherwise be sent twice)."""
+    meta = {"plugin": {"type": "openapi/dbv0.0.38"}, "Slurm": {"release": "22.05.8"}}
+    cut = {"account": "vision", "comment": {"job": None}, "job_id": 141, "partition": "train", "qos": None}
+    whole = {**cut, "comment": {"job": "portal:a"}, "job_id": 140, "qos": "normal", "state": {"current": "COMPLETED"}}
+    doc = {"meta": meta, "errors": [], "jobs": [whole, cut]}
+    assert v0_0_38.sacct_job_by_comment(doc, "portal:a") == (140, "")
+    with pytest.raises(SlurmError, match="cut short at job 141, a job whose QOS was deleted") as caught:
+        v0_0_38.sacct_job_by_comment(doc, "portal:b")
+    assert "never delete a QOS that jobs ran in" in caught.value.message and caught.value.returncode == 0
+    assert v0_0_38.sacct_job_by_comment({**doc, "jobs": [whole]}, "portal:b") is None
