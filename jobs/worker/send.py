@@ -210,7 +210,8 @@ def _job_send_locked(job_id: int, timeout: float | None = None) -> Job:
     if not first_attempt:
         try:
             found = find_by_key(job)
-        except SlurmError as exc:
+        except SlurmError as exc:  # the row says why it waits: unreachable, or (22.05) accounting cut short
+            _mark_uncertain(job, f"whether Slurm has the job could not be checked ({exc.message}); trying again")
             raise SubmissionUncertain(f"cannot check whether job {job.key} reached Slurm: {exc}") from exc
         if found:
             return _adopt(job, found[0], action="job.adopted")

@@ -346,7 +346,9 @@ def test_a_retry_never_submits_when_22_05_accounting_was_cut_before_its_key(alic
     with pytest.raises(send.SubmissionUncertain, match="cut short at job 17"):
         send.job_send(job_id=job.pk)
     assert not any(is_submission(call) for call in fake.calls) and not fake.script
-    assert (Job.objects.get(pk=job.pk).state, Job.objects.get(pk=job.pk).slurm_job_id) == (JobState.SUBMITTING, None)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.state, row.slurm_job_id) == (JobState.SUBMITTING, None)
+    assert row.submit_error.startswith("whether Slurm has the job could not be checked (accounting's JSON")
 
 
 @pytest.mark.django_db
