@@ -43,7 +43,8 @@ def session_job_id(session, cluster: str) -> tuple[int | None, str]:
     (``Session.slurm_job_id``, sbatch's answer), else (a session the hub's spawner sent before the
     portal did) the snapshot's job whose ``comment`` is ``portal:<key>``, else (an ended session)
     ``sacct --json -D -u <owner> -S <asked>`` read by its version's adapter. Never raises: Slurm's
-    failure comes back as the reason."""
+    failure, or an answer that cannot tell (an unknown version; 22.05's accounting cut short at a job
+    whose QOS was deleted, :mod:`slurm.adapters.sacct_cut`), comes back as the reason."""
     if session.slurm_job_id:
         return session.slurm_job_id, ""
     comment = f"portal:{session.key}"
@@ -54,9 +55,12 @@ def session_job_id(session, cluster: str) -> tuple[int | None, str]:
     argv = ["sacct", "--json", "-D", "-u", session.user.username, "-S", start_bound(session.created_at)]
     try:
         document = get_gateway(cluster).run_json(argv)
-        found = adapter_for(document, argv=argv).sacct_job_by_comment(document, comment)
     except SlurmError as exc:
         return None, f"Slurm could not be asked for the session's job: {exc.message}"
+    try:
+        found = adapter_for(document, argv=argv).sacct_job_by_comment(document, comment)
+    except SlurmError as exc:
+        return None, f"Slurm's accounting answered, but cannot tell which job is the session's: {exc.message}"
     if found is None:
         return None, "Slurm has no job of this session (it may never have been submitted)"
     return found[0], ""

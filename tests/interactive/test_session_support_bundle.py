@@ -133,6 +133,32 @@ def test_an_ended_session_s_job_is_found_in_accounting_and_read_there(client, pe
     assert members["nodes.txt"].startswith("NodeName=node3 ") and not fake.script
 
 
+def test_an_ended_session_past_a_cut_in_22_05_accounting_gets_a_bundle_saying_why_its_job_is_unknown(
+    client, people, slurm_json, clean_cache, monkeypatch
+):
+    """22.05's sacct stops at a job whose QOS was deleted (here 19, before the session's 20): the
+    bundle comes, and says why it has no job, rather than that Slurm has none."""
+    session = running_session(people["alice"])
+    Session.objects.filter(pk=session.pk).update(state=SessionState.STOPPED)
+    snapshot_store(snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=1000.0))
+    sacct = copy.deepcopy(slurm_json("22.05", "sacct_outcomes"))
+    at = next(i for i, raw in enumerate(sacct["jobs"]) if raw["job_id"] == 19)
+    fields = list(sacct["jobs"][at])
+    cut = {name: sacct["jobs"][at][name] for name in fields[: fields.index("qos")]} | {"qos": None}
+    sacct["jobs"] = [*sacct["jobs"][:at], cut]  # job 20, the session's, is left out
+    fake = FakeTransport().expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps(sacct))
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
+    client.force_login(people["alice"])
+    response = client.get(f"/sessions/{session.key}/support-bundle/")
+    assert response.status_code == HTTPStatus.OK
+    readme = opened(response.content)["README.txt"]
+    assert (
+        "Slurm's view: Slurm's accounting answered, but cannot tell which job is the session's: accounting's JSON "
+        "(sacct --json) was cut short at job 19, a job whose QOS was deleted" in " ".join(readme.split())
+    )
+    assert "Slurm has no job of this session" not in readme and not fake.script
+
+
 def test_token_values_are_replaced_in_any_case():
     assert (
         redact_tokens("a Token: xyz b\n?token=q1&x=2 TOKEN=z") == "a Token: [left out] b\n?token=[left out]&x=2 TOKEN=[left out]"
