@@ -1,12 +1,24 @@
 """Admin forms for a team: quota and limit, and membership changes."""
 
+from decimal import Decimal
+
 from django import forms
 
-from .models import Role
+from .models import MAX_QUOTA_MINUTES, Role
 
-#: Quotas are stored in minutes in PostgreSQL integer columns (at most 2,147,483,647): the largest
-#: quota in hours the forms take, a round number below 2,147,483,647 / 60.
-MAX_QUOTA_HOURS = 35_000_000
+#: The largest quota in hours the forms take (35,791,394.1): the most the quota columns store
+#: (:data:`~teams.models.MAX_QUOTA_MINUTES`), in hours to the forms' one decimal place, rounded down.
+#: Any quota a team holds, one imported from Slurm too, is shown at most this (rounded half up to a
+#: tenth of an hour), so a team's limits can always be saved with its quota as shown.
+MAX_QUOTA_HOURS = Decimal(MAX_QUOTA_MINUTES * 10 // 60) / 10
+
+
+def _too_big(unit: str) -> str:
+    """The refusal of a quota above :data:`MAX_QUOTA_HOURS`, in ``unit``-hours: the most, and what to do."""
+    return (
+        f"A quota must be at most %(limit_value)s {unit}-hours ({MAX_QUOTA_MINUTES:,} {unit}-minutes, the most the "
+        "portal can store): give a smaller one, or leave it empty for no quota."
+    )
 
 
 class LimitsForm(forms.Form):
@@ -21,7 +33,7 @@ class LimitsForm(forms.Form):
         error_messages={
             "invalid": "Give the quota in GPU-hours, such as 500 or 12.5, or leave it empty for no quota.",
             "min_value": "A quota cannot be below 0 GPU-hours: leave it empty for no quota.",
-            "max_value": "A quota must be at most %(limit_value)s GPU-hours.",
+            "max_value": _too_big("GPU"),
             "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 GPU-hours.",
         },
     )
@@ -37,7 +49,7 @@ class LimitsForm(forms.Form):
         error_messages={
             "invalid": "Give the quota in billed unit-hours, such as 2000 or 12.5, or leave it empty.",
             "min_value": "A quota cannot be below 0 billed unit-hours: leave it empty for no quota.",
-            "max_value": "A quota must be at most %(limit_value)s billed unit-hours.",
+            "max_value": _too_big("billed unit"),
             "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 billed unit-hours.",
         },
     )

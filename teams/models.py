@@ -12,6 +12,10 @@ from django.db import models
 #: Names the sync will put into a ``name=...`` argument: no ``,`` ``=`` or space that sacctmgr
 #: would read as a list or another option. Slurm lower-cases account names, so upper case is refused.
 ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
+#: The largest quota a team can hold, in minutes (GPU-minutes or billed unit-minutes): what the
+#: quota columns (``PositiveIntegerField``, a PostgreSQL ``integer``) store. Slurm's ``GrpTRESMins``
+#: is a 64-bit count of minutes, so it takes any of them.
+MAX_QUOTA_MINUTES = 2_147_483_647
 
 
 class Team(models.Model):

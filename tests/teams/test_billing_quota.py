@@ -5,6 +5,7 @@ and a scripted transport. The quota's figures: test_billing_usage.py."""
 
 from __future__ import annotations
 
+import html
 from http import HTTPStatus
 
 import pytest
@@ -212,6 +213,48 @@ def test_a_quota_read_from_slurm_is_shown_to_the_form_precision_and_kept_when_sa
     client.post("/teams/vision/settings/limits/", form | {field: "16.8"})
     team.refresh_from_db()
     assert getattr(team, stored) == 1008  # a changed quota is saved as typed
+
+
+@pytest.mark.parametrize(
+    "tres, field, stored",
+    [("gres/gpu", "gpu_hours_quota", "gpu_minutes_quota"), ("billing", "billed_hours_quota", "billing_minutes_quota")],
+)
+def test_an_imported_quota_above_35_million_hours_is_kept_when_the_gpu_limit_is_saved(
+    client, admin, fake, tres, field, stored, _no_incidental_slurm_sync
+):
+    """Slurm's GrpTRESMins is a 64-bit count of minutes and the portal's column holds up to
+    2,147,483,647 of them: an imported 2,147,483,647 (35,791,394.1 hours shown) was in the form, but
+    above its old cap of 35,000,000 hours, so no save of the team's limits went through."""
+    Team.objects.all().delete()
+    fake.expect(SHOW_ASSOCIATIONS, stdout=recorded("show_association").replace("|gres/gpu=6000", f"|{tres}=2147483647"))
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect(SHOW_ACCOUNTS, stdout="")
+    sync_module.teams_import()
+    team = Team.objects.get(name="vision")
+    assert (getattr(team, stored), team.gpu_limit) == (2_147_483_647, 6)
+    page = client.get("/teams/vision/settings/").content.decode()
+    assert f'name="{field}" value="35791394.1"' in page
+    form = {"gpu_hours_quota": "", "billed_hours_quota": "", "gpu_limit": "8"} | {field: "35791394.1"}
+    assert client.post("/teams/vision/settings/limits/", form).status_code == HTTPStatus.FOUND
+    team.refresh_from_db()
+    assert (getattr(team, stored), team.gpu_limit) == (2_147_483_647, 8)  # the quota as Slurm has it
+
+
+@pytest.mark.parametrize(("field", "unit"), [("gpu_hours_quota", "GPU"), ("billed_hours_quota", "billed unit")])
+def test_a_quota_just_beyond_what_can_be_stored_is_refused_saying_the_most_and_what_to_do(
+    client, admin, field, unit, _no_incidental_slurm_sync
+):
+    """35,791,394.2 hours is 2,147,483,652 minutes: 5 more than the column holds."""
+    team = Team.objects.create(name="vision", gpu_limit=4)
+    form = {"gpu_hours_quota": "", "billed_hours_quota": "", "gpu_limit": "8"} | {field: "35791394.2"}
+    resp = client.post("/teams/vision/settings/limits/", form)
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    assert (
+        f"A quota must be at most 35791394.1 {unit}-hours (2,147,483,647 {unit}-minutes, the most the portal can "
+        "store): give a smaller one, or leave it empty for no quota." in html.unescape(resp.content.decode())
+    )
+    team.refresh_from_db()
+    assert (team.gpu_minutes_quota, team.billing_minutes_quota, team.gpu_limit) == (None, None, 4)
 
 
 def test_the_service_refuses_both_units_and_a_negative_billed_quota(admin):
