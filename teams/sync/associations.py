@@ -46,7 +46,7 @@ from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.accounting import read_descriptions
 from slurm.clusters import cluster_get, cluster_names
 
-from ..models import Membership, Role, Source, Team
+from ..models import MAX_QUOTA_MINUTES, Membership, Role, Source, Team
 from ..priority_classes import enabled as classes_enabled
 from ..priority_classes import priority_classes
 from ..site_policy import site_policy
@@ -291,6 +291,29 @@ def _wanted_policy() -> tuple[dict[str, WantedQos], tuple[str, ...]]:
         return {}, (f"site policy: {exc}",)
 
 
+class ImportRefused(Exception):
+    """:func:`teams_import` found a limit no team can hold; nothing was imported. The message names each
+    account, its Slurm limit and figure, and what to do."""
+
+
+#: The Slurm limit each ``Team`` limit column is read from (:meth:`Limits.team_fields`), for a refusal.
+_SLURM_LIMIT = {
+    "gpu_limit": "GrpTRES=gres/gpu",
+    "gpu_minutes_quota": "GrpTRESMins=gres/gpu",
+    "billing_minutes_quota": "GrpTRESMins=billing",
+}
+
+
+def _beyond_columns(name: str, limits) -> list[str]:
+    """``"account NAME: GrpTRESMins=gres/gpu=3000000000"`` for each of ``limits``' figures above what
+    the team's columns store (:data:`~teams.models.MAX_QUOTA_MINUTES`; Slurm's are 64-bit)."""
+    return [
+        f"account {name}: {_SLURM_LIMIT[field]}={value}"
+        for field, value in limits.team_fields().items()
+        if value is not None and value > MAX_QUOTA_MINUTES
+    ]
+
+
 def teams_import(*, actor=None) -> int:
     """Create a managed Team for each Slurm account the portal does not know (not ``root``), with
     its ``gres/gpu`` limits, its ``billing`` quota and description, and SLURM-sourced MEMBER rows for the account's users
@@ -300,7 +323,9 @@ def teams_import(*, actor=None) -> int:
     Reads every configured cluster's slurmdbd: an account on several clusters is one team, with the
     users it has on any of them; its limits and description are those of the first cluster that has
     it (the site's default first). The next sync then sets those limits on every cluster. Raises
-    :class:`SlurmError` (nothing is imported) when any cluster cannot be read."""
+    :class:`SlurmError` (nothing is imported) when any cluster cannot be read, and
+    :class:`ImportRefused` (nothing is imported) when a new account's limit is above what a team
+    holds (:data:`~teams.models.MAX_QUOTA_MINUTES`; Slurm counts in 64 bits)."""
     accounts: dict[str, SlurmAccount] = {}
     users_of: dict[str, set[str]] = {}
     descriptions: dict[str, str] = {}
@@ -315,6 +340,12 @@ def teams_import(*, actor=None) -> int:
             descriptions.setdefault(name, description)
         protected |= protected_users(cluster)
     known = set(Team.objects.values_list("name", flat=True))
+    too_big = [problem for name in sorted(set(accounts) - known) for problem in _beyond_columns(name, accounts[name].limits)]
+    if too_big:
+        raise ImportRefused(
+            f"{'; '.join(too_big)}: more than the portal stores ({MAX_QUOTA_MINUTES:,}). Lower it in Slurm "
+            "(sacctmgr modify account NAME set ...), or clear it (=-1), then import again; nothing was imported"
+        )
     names = {u for members in users_of.values() for u in members} - protected
     users = {u.username: u for u in get_user_model().objects.filter(username__in=names)}
     created = 0

@@ -9,6 +9,7 @@ import html
 from http import HTTPStatus
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
 from portal.refusals import Refused
@@ -139,6 +140,29 @@ def test_import_keeps_a_billing_quota(fake, vision):
     sync_module.teams_import()
     team = Team.objects.get(name="vision")
     assert (team.gpu_minutes_quota, team.billing_minutes_quota, team.quota_unit) == (None, 12000, "billing")
+
+
+def test_import_refuses_a_quota_beyond_what_a_team_holds_and_imports_nothing(fake, vision):
+    """Slurm counts GrpTRESMins in 64 bits; a team's columns hold 2,147,483,647 minutes. An account
+    above that is refused by name, figure and what to do, before any team is made (the database's
+    "integer out of range" was a traceback, and a quota left out would be cleared by the next sync)."""
+    Team.objects.all().delete()
+    refused_text = recorded("show_association").replace("|gres/gpu=6000", "|gres/gpu=3000000000")
+    fake.expect(SHOW_ASSOCIATIONS, stdout=refused_text)
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect(SHOW_ACCOUNTS, stdout="")
+    with pytest.raises(sync_module.ImportRefused) as refused:
+        sync_module.teams_import()
+    assert str(refused.value) == (
+        "account vision: GrpTRESMins=gres/gpu=3000000000: more than the portal stores (2,147,483,647). Lower it in "
+        "Slurm (sacctmgr modify account NAME set ...), or clear it (=-1), then import again; nothing was imported"
+    )
+    assert not Team.objects.exists()
+    for command, text in ((SHOW_ASSOCIATIONS, refused_text), (SHOW_USERS, recorded("show_user")), (SHOW_ACCOUNTS, "")):
+        fake.expect(command, stdout=text)
+    with pytest.raises(CommandError, match=r"^import failed: account vision: GrpTRESMins=gres/gpu=3000000000: more"):
+        call_command("teams_sync", "--import")  # the command says it, no traceback
+    assert not Team.objects.exists()
 
 
 # --- settings: the form and the service --------------------------------------------------------------

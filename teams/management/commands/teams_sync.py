@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from slurm import SlurmError
 from slurm.clusters import cluster_names
-from teams.sync.associations import teams_import, teams_sync
+from teams.sync.associations import ImportRefused, teams_import, teams_sync
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
                 raise CommandError("--import changes the portal's teams: run it without --dry-run")
             try:
                 created = teams_import()
-            except SlurmError as exc:
+            except (SlurmError, ImportRefused) as exc:
                 raise CommandError(f"import failed: {exc}") from exc
             self.stdout.write(f"imported {created} team(s) from Slurm")
         report = teams_sync(dry_run=dry_run, clusters=clusters)
