@@ -145,6 +145,14 @@ def _last_runs(entry: AccountingEntry) -> list:
     return sorted(_latest(entry), key=_order)
 
 
+def _ended(key: int, kind: str, records: list) -> bool:
+    """Whether the job of ``records`` (one entry of :func:`import_records`) has ended: the latest run
+    of each task or component (:func:`_last_runs`), or a plain job's last run, is final with an end
+    time. An earlier run requeued (``REQUEUED``, not final) is not how the job ended."""
+    latest = records[-1:] if kind == "job" else _last_runs(fold_accounting(key, sorted(records, key=_order)))
+    return all(f.state in FINAL_STATES and f.end for f in latest)
+
+
 def _first_failed(entry: AccountingEntry):
     """The record of an array's or het job's ``entry`` whose exit code and signal its row takes: of
     :func:`_last_runs`, the first that neither completed nor was cancelled; ``None`` when there is none."""
@@ -166,7 +174,7 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
             jobs.append((key, ARRAY if first.array_job_id else HET, group))
         else:
             jobs.extend((key, "job", chain) for chain in _chains(group))
-    jobs = [j for j in jobs if all(f.state in FINAL_STATES and f.end for f in j[2])]
+    jobs = [j for j in jobs if _ended(*j)]
     if not jobs:
         return 0
     held = set(

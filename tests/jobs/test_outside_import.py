@@ -73,6 +73,20 @@ def test_a_requeued_jobs_runs_are_one_job(release):
     assert [len(c) for c in chains] == [2] and chains[0][-1].state == JobState.COMPLETED
 
 
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_a_plain_job_requeued_by_scontrol_is_imported_as_one_finished_job(django_user_model, clean_cache, release):
+    """sacct_requeued.json without its portal key (a job sent with sbatch, then ``scontrol requeue``):
+    its first run's record is REQUEUED, not a final state, and the job ended with its second run."""
+    rec = recording(release)
+    doc = rec.doc("sacct_requeued")
+    django_user_model.objects.create(username=doc["jobs"][0]["user"])  # alice on 22.05, bob on 24.11
+    for raw in doc["jobs"]:
+        raw["comment"] = {"administrator": None, "job": None, "system": None}
+    assert import_records(rec.adapter.parse_sacct_jobs(doc), cluster="cluster1") == 1
+    job = Job.objects.get(origin=JobOrigin.OUTSIDE)
+    assert (job.slurm_job_id, job.state, job.restart_count) == (doc["jobs"][0]["job_id"], JobState.COMPLETED, 1)
+
+
 def test_the_import_asks_once_a_minute_for_every_linked_user_in_one_call(alice, django_user_model):
     django_user_model.objects.create(username="bob")
     rec = outside("24.11")
@@ -134,7 +148,13 @@ def test_an_imported_array_takes_its_failed_tasks_exit_code(alice, release):
 EARLIER_RUN = {
     ("22.05", "PREEMPTED"): {"status": "SIGNALED", "return_code": None, "signal": {"signal_id": 15, "name": "Terminated"}},
     ("22.05", "FAILED"): {"status": "SUCCESS", "return_code": 0},
+    ("22.05", "REQUEUED"): {"status": "SIGNALED", "return_code": None, "signal": {"signal_id": 15, "name": "Terminated"}},
     ("24.11", "PREEMPTED"): {
+        "status": ["SIGNALED"],
+        "return_code": {"set": False, "infinite": False, "number": 0},
+        "signal": {"id": {"set": True, "infinite": False, "number": 15}, "name": "TERM"},
+    },
+    ("24.11", "REQUEUED"): {
         "status": ["SIGNALED"],
         "return_code": {"set": False, "infinite": False, "number": 0},
         "signal": {"id": {"set": True, "infinite": False, "number": 15}, "name": "TERM"},
@@ -179,11 +199,12 @@ def requeued_task(rec, doc: dict, task: int, state: str) -> int:
     return task_id
 
 
-@pytest.mark.parametrize("state", ["PREEMPTED", "FAILED"])
+@pytest.mark.parametrize("state", ["PREEMPTED", "FAILED", "REQUEUED"])
 @pytest.mark.parametrize("release", OUTSIDE)
 def test_a_requeued_tasks_earlier_run_does_not_fail_the_imported_array(alice, release, state):
-    """Task 3 ran twice: its first run ended ``state`` and was requeued, its last completed, as every
-    other task did. The row takes no exit code or signal of the earlier run, and no code of it that
+    """Task 3 ran twice: its first run ended ``state`` and was requeued (``REQUEUED``: by
+    ``scontrol requeue``, not a final state), its last completed, as every other task did: the array
+    is imported as completed. The row takes no exit code or signal of the earlier run, and no code of it that
     the JSON hides (22.05's exit 1, a signalled run's) is asked of sacct's ExitCode text."""
     rec = outside(release)
     doc = rec.doc("sacct_import")
