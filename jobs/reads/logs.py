@@ -154,8 +154,8 @@ def job_log_read(job: Job, stream: str, *, offset: int = 0, limit: int = 65536, 
     owner with ``dd if=<file> iflag=skip_bytes,count_bytes skip=<offset> count=<limit>`` (the CLI's
     ``logs -f`` follows a log with these). With ``tail`` (bytes, at most ``limit``; ``offset`` is
     then not used): the file's last ``tail`` bytes instead, read with the same ``dd`` from
-    ``max(0, size - tail)``, ``size`` the file's length in bytes from ``stat -c %s -- <file>`` (as
-    the owner too); a start inside a UTF-8 character moves past its continuation bytes (at most 3),
+    ``max(0, size - tail)``, ``size`` the file's length in bytes from ``stat -L -c %s -- <file>`` (as
+    the owner too; ``-L``: of the file a link names, which ``dd`` reads, not of the link); a start inside a UTF-8 character moves past its continuation bytes (at most 3),
     and the chunk's ``offset`` with it. Cached for a few seconds per offset, or per tail. Never
     raises: a failure comes back in ``error`` (``missing`` when there is no such file)."""
     path = log_path(job, stream)
@@ -184,7 +184,7 @@ def _read_offset(job: Job, path: str, offset: int, limit: int) -> LogChunk:
 def _read_tail(job: Job, path: str, tail: int) -> LogChunk:
     """The last ``tail`` bytes of ``path`` (:func:`job_log_read`), uncached: ``stat`` for its size,
     then ``dd`` from there (none for nothing to read)."""
-    size = _as_owner(job, ["stat", "-c", "%s", "--", path])
+    size = _as_owner(job, ["stat", "-L", "-c", "%s", "--", path])
     if isinstance(size, LogChunk):
         return LogChunk(0, 0, missing=size.missing, error=size.error, tail=tail)
     if not size.strip().isdigit():

@@ -18,7 +18,7 @@ from tests.fakes import EveryCluster, FakeTransport
 pytestmark = pytest.mark.django_db
 
 AS_ALICE = ["sudo", "-n", "-u", "alice", "--"]
-STAT = [*AS_ALICE, "stat", "-c", "%s", "--", "/o/77.out"]
+STAT = [*AS_ALICE, "stat", "-L", "-c", "%s", "--", "/o/77.out"]
 
 
 def dd(skip: int, count: int) -> list[str]:
@@ -83,7 +83,7 @@ def test_a_file_shorter_than_the_tail_is_read_whole_and_an_empty_one_not_at_all(
     fake.expect(STAT, stdout="5\n").expect(dd(0, 5), stdout="done\n")
     chunk = job_log_read(job, "out", limit=64, tail=64)
     assert (chunk.offset, chunk.next_offset, chunk.text) == (0, 5, "done\n")
-    fake.expect([*AS_ALICE, "stat", "-c", "%s", "--", "/o/77.err"], stdout="0\n")  # no dd: nothing to read
+    fake.expect([*AS_ALICE, "stat", "-L", "-c", "%s", "--", "/o/77.err"], stdout="0\n")  # no dd: nothing to read
     chunk = job_log_read(job, "err", limit=64, tail=64)
     assert (chunk.offset, chunk.next_offset, chunk.text, chunk.missing) == (0, 0, "", False)
     assert fake.script == []
