@@ -7,7 +7,8 @@
 # venv (scripts/cli_clean_install.sh).
 #
 # Then pytest runs in tiers (docs/testing.md): the integration and browser tests that can share the
-# clusters on TEST_WORKERS workers, and beside them the hub's tests in one process; then the ones
+# clusters on TEST_WORKERS workers, and beside them the hub's tests in one process and the tests that
+# stop the poller or restart Redis (own_redis) in another; then the ones
 # marked `serial` (they stop a daemon or Redis, drain a node or change Slurm's limits), with the unit
 # tests on one worker beside them. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
 # tier's count and time, the failed tests and their first error line) and the run's logs in
@@ -130,10 +131,15 @@ tier() {
 # tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
 # Beside them too, the tests marked own_redis (tests/conftest.py's OWN_REDIS: they stop the poller or
 # restart Redis and change neither cluster) in one process with a Redis server (OWN_REDIS_PORT) and a
-# PostgreSQL test database (test_portal_own_redis) of their own.
+# PostgreSQL test database (test_portal_own_redis) of their own, serving cluster1 alone (the first
+# table of cluster/clusters.toml): their Celery stack polls every 2 s, and its beat runs the teams
+# sync, usage and image reads as it starts; on cluster2 these would spend the portal user's RPC
+# rate-limit bucket there, which the shared tier's cluster2 tests need within their deadlines.
 tier hub "(integration or e2e) and not serial and not own_redis and hub" >"$ART/hub.out" 2>&1 &
 hub_tier=$!
+awk '/^\[\[clusters\]\]/ { n++ } n < 2' "$REPO_DIR/cluster/clusters.toml" >"$ART/clusters-cluster1.toml"
 REDIS_URL=redis://127.0.0.1:$OWN_REDIS_PORT/0 DATABASE_URL=${DATABASE_URL%/*}/portal_own_redis \
+    PORTAL_CLUSTERS_FILE=$ART/clusters-cluster1.toml \
     tier own_redis "(integration or e2e) and own_redis" >"$ART/own_redis.out" 2>&1 &
 own_redis_tier=$!
 PORTAL_TEST_REDIS_DB=14 tier shared "(integration or e2e) and not serial and not own_redis and not hub" -n "$TEST_WORKERS" --dist loadgroup

@@ -69,10 +69,11 @@ SERIAL = {
     "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
 }
 
-#: Tests that stop the poller's worker or restart the Redis server but change neither lab cluster
-#: (they only read cluster1's queue), with why: make test runs them in a process of their own with
-#: a Redis server of its own (``scripts/test.sh``: the tier ``own_redis``), beside the shared tier and
-#: the hub's process, instead of in the serial tier after them. Marked ``own_redis``, not ``serial``.
+#: Tests that stop the poller's worker or restart the Redis server but change neither lab cluster,
+#: with why: make test runs them in a process of their own with a Redis server of its own and a
+#: clusters file of cluster1 alone (``scripts/test.sh``: the tier ``own_redis``; their Celery stack then
+#: polls and syncs cluster1 only), beside the shared tier and the hub's process, instead of in the
+#: serial tier after them. Marked ``own_redis``, not ``serial``.
 OWN_REDIS = {
     "tests/fault/test_poller_stalls.py": "stops the poller's worker and beat, and restarts Redis",
     "tests/fault/test_stalled_poller_browser.py": "stops the poller's worker",
