@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from django import forms
 
-from .models import MAX_QUOTA_MINUTES, Role
+from .models import MAX_GPU_LIMIT, MAX_QUOTA_MINUTES, Role
 
 #: The largest quota in hours the forms take (35,791,394.1): the most the quota columns store
 #: (:data:`~teams.models.MAX_QUOTA_MINUTES`), in hours to the forms' one decimal place, rounded down.
@@ -56,7 +56,7 @@ class LimitsForm(forms.Form):
     gpu_limit = forms.IntegerField(
         required=False,
         min_value=0,
-        max_value=100_000,
+        max_value=MAX_GPU_LIMIT,
         label="GPUs in use at once",
         help_text="On each cluster. Slurm GrpTRES=gres/gpu. Empty: no limit.",
         error_messages={

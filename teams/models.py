@@ -16,6 +16,9 @@ ACCOUNT_NAME_RE = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
 #: quota columns (``PositiveIntegerField``, a PostgreSQL ``integer``) store. Slurm's ``GrpTRESMins``
 #: is a 64-bit count of minutes, so it takes any of them.
 MAX_QUOTA_MINUTES = 2_147_483_647
+#: The most GPUs in use at once a team's limit (``gpu_limit``, Slurm's ``GrpTRES=gres/gpu``) may be: far
+#: above any cluster's count, so a figure past it is a typing slip in the form or an import.
+MAX_GPU_LIMIT = 100_000
 
 
 class Team(models.Model):

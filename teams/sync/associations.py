@@ -46,7 +46,7 @@ from slurm import SlurmError, SlurmGateway, get_gateway
 from slurm.accounting import read_descriptions
 from slurm.clusters import cluster_get, cluster_names
 
-from ..models import MAX_QUOTA_MINUTES, Membership, Role, Source, Team
+from ..models import MAX_GPU_LIMIT, MAX_QUOTA_MINUTES, Membership, Role, Source, Team
 from ..priority_classes import enabled as classes_enabled
 from ..priority_classes import priority_classes
 from ..site_policy import site_policy
@@ -305,12 +305,15 @@ _SLURM_LIMIT = {
 
 
 def _beyond_columns(name: str, limits) -> list[str]:
-    """``"account NAME: GrpTRESMins=gres/gpu=3000000000"`` for each of ``limits``' figures above what
-    the team's columns store (:data:`~teams.models.MAX_QUOTA_MINUTES`; Slurm's are 64-bit)."""
+    """``"account NAME: GrpTRESMins=gres/gpu=3000000000 (at most 2,147,483,647)"`` for each of
+    ``limits``' figures above what a team holds: a quota above what its columns store
+    (:data:`~teams.models.MAX_QUOTA_MINUTES`; Slurm's are 64-bit), a GPU limit above what the team's
+    form takes (:data:`~teams.models.MAX_GPU_LIMIT`: the team's limits could not be saved again)."""
+    most = {"gpu_limit": MAX_GPU_LIMIT}
     return [
-        f"account {name}: {_SLURM_LIMIT[field]}={value}"
+        f"account {name}: {_SLURM_LIMIT[field]}={value} (at most {most.get(field, MAX_QUOTA_MINUTES):,})"
         for field, value in limits.team_fields().items()
-        if value is not None and value > MAX_QUOTA_MINUTES
+        if value is not None and value > most.get(field, MAX_QUOTA_MINUTES)
     ]
 
 
@@ -325,7 +328,7 @@ def teams_import(*, actor=None) -> int:
     it (the site's default first). The next sync then sets those limits on every cluster. Raises
     :class:`SlurmError` (nothing is imported) when any cluster cannot be read, and
     :class:`ImportRefused` (nothing is imported) when a new account's limit is above what a team
-    holds (:data:`~teams.models.MAX_QUOTA_MINUTES`; Slurm counts in 64 bits)."""
+    holds (:func:`_beyond_columns`; Slurm counts in 64 bits)."""
     accounts: dict[str, SlurmAccount] = {}
     users_of: dict[str, set[str]] = {}
     descriptions: dict[str, str] = {}
@@ -343,8 +346,8 @@ def teams_import(*, actor=None) -> int:
     too_big = [problem for name in sorted(set(accounts) - known) for problem in _beyond_columns(name, accounts[name].limits)]
     if too_big:
         raise ImportRefused(
-            f"{'; '.join(too_big)}: more than the portal stores ({MAX_QUOTA_MINUTES:,}). Lower it in Slurm "
-            "(sacctmgr modify account NAME set ...), or clear it (=-1), then import again; nothing was imported"
+            f"{'; '.join(too_big)}: more than a team holds. Lower it in Slurm (sacctmgr modify account NAME "
+            "set ...), or clear it (=-1), then import again; nothing was imported"
         )
     names = {u for members in users_of.values() for u in members} - protected
     users = {u.username: u for u in get_user_model().objects.filter(username__in=names)}

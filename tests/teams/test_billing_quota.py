@@ -154,14 +154,29 @@ def test_import_refuses_a_quota_beyond_what_a_team_holds_and_imports_nothing(fak
     with pytest.raises(sync_module.ImportRefused) as refused:
         sync_module.teams_import()
     assert str(refused.value) == (
-        "account vision: GrpTRESMins=gres/gpu=3000000000: more than the portal stores (2,147,483,647). Lower it in "
-        "Slurm (sacctmgr modify account NAME set ...), or clear it (=-1), then import again; nothing was imported"
+        "account vision: GrpTRESMins=gres/gpu=3000000000 (at most 2,147,483,647): more than a team holds. Lower it "
+        "in Slurm (sacctmgr modify account NAME set ...), or clear it (=-1), then import again; nothing was imported"
     )
     assert not Team.objects.exists()
     for command, text in ((SHOW_ASSOCIATIONS, refused_text), (SHOW_USERS, recorded("show_user")), (SHOW_ACCOUNTS, "")):
         fake.expect(command, stdout=text)
-    with pytest.raises(CommandError, match=r"^import failed: account vision: GrpTRESMins=gres/gpu=3000000000: more"):
+    with pytest.raises(CommandError, match=r"^import failed: account vision: GrpTRESMins=gres/gpu=3000000000 \(at most"):
         call_command("teams_sync", "--import")  # the command says it, no traceback
+    assert not Team.objects.exists()
+
+
+def test_import_refuses_a_gpu_limit_the_teams_form_could_not_save_again(fake, vision):
+    """GrpTRES=gres/gpu=200000 fits the column, but the team's form takes at most 100,000 GPUs, so no
+    later save of the team's limits would go through: refused by name and figure, nothing made."""
+    Team.objects.all().delete()
+    fake.expect(
+        SHOW_ASSOCIATIONS,
+        stdout=recorded("show_association").replace("|gres/gpu=6|gres/gpu=6000", "|gres/gpu=200000|gres/gpu=6000"),
+    )
+    fake.expect(SHOW_USERS, stdout=recorded("show_user"))
+    fake.expect(SHOW_ACCOUNTS, stdout="")
+    with pytest.raises(sync_module.ImportRefused, match=r"^account vision: GrpTRES=gres/gpu=200000 \(at most 100,000\)"):
+        sync_module.teams_import()
     assert not Team.objects.exists()
 
 
