@@ -280,17 +280,23 @@ def apply_final_entry(job: Job, found: AccountingEntry, codes: dict | None = Non
 def failed_task(job: Job, found: AccountingEntry, worst) -> dict | None:
     """The failed array task whose exit code the row took (``worst``, a record of ``found``) and the
     files it wrote, for the failure mail (:func:`jobs.worker.notify.job_failed_detail`): ``{"id": task
-    id, "out": stdout file, "err": stderr file}``. A portal job's files are the ``--output``/``--error``
-    it was sent with, ``%j`` being the task's own job id; an outside job's are the ones its accounting
-    record gives (24.11's ``stdout_expanded``); ``""`` where 22.05's accounting keeps none (the row's
-    own path is the latest started task's, often another one). ``None`` for a het job, or when the
-    record is not a failed task's."""
+    id, "out": stdout file, "err": stderr file}`` (:func:`_task_files`). ``None`` for a het job, or
+    when the record is not a failed task's."""
     if found.kind != ARRAY or worst.array_task_id is None or worst.state in (JobState.COMPLETED, JobState.CANCELLED):
         return None
+    return _task_files(job, worst)
+
+
+def _task_files(job: Job, record) -> dict:
+    """``{"id": task id, "out": stdout file, "err": stderr file}`` of an array task's own ``record``
+    (sacct's or squeue's). A portal job's files are the ``--output``/``--error`` it was sent with,
+    ``%j`` being the task's own job id; an outside job's are the ones the record gives (squeue's
+    ``standard_output``, 24.11's ``stdout_expanded``); ``""`` where 22.05's accounting keeps none
+    (the row's own path is the latest started task's, often another one)."""
     if not job.is_outside:
-        out, err = (p.replace("%j", str(worst.job_id)) for p in (job.output_path, job.error_path))
-    elif worst.stdout:
-        out, err = log_paths(worst, job_id=worst.job_id)
+        out, err = (p.replace("%j", str(record.job_id)) for p in (job.output_path, job.error_path))
+    elif record.stdout:
+        out, err = log_paths(record, job_id=record.job_id)
     else:
         out = err = ""
-    return {"id": worst.array_task_id, "out": out, "err": err}
+    return {"id": record.array_task_id, "out": out, "err": err}
