@@ -14,12 +14,12 @@ from audit.services import audit
 from portal.dates import to_datetime
 from slurm import SlurmError, SlurmGateway
 from slurm.adapters import adapter_for
-from slurm.entries import ARRAY, HET, AccountingEntry, derive_state, fold_accounting
+from slurm.entries import ARRAY, HET, AccountingEntry, QueueEntry, derive_state, fold_accounting
 from slurm.health import accounting_answered, accounting_failed
 from slurm.records import billed_unit_minutes
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
-from slurm.values import parse_exit
+from slurm.values import classify_state, parse_exit
 
 from ..arrays import (
     all_final,
@@ -285,6 +285,24 @@ def failed_task(job: Job, found: AccountingEntry, worst) -> dict | None:
     if found.kind != ARRAY or worst.array_task_id is None or worst.state in (JobState.COMPLETED, JobState.CANCELLED):
         return None
     return _task_files(job, worst)
+
+
+def queue_failed_task(job: Job, entry: QueueEntry | None) -> dict | None:
+    """As :func:`failed_task`, for an array the sync ends from the queue's word while accounting has
+    no record of it yet (``jobs.worker.sync._end_from_queue``): the first failed task among ``entry``'s
+    squeue records, the one whose exit code the entry's record, and so the row, takes
+    (:func:`slurm.entries.queue_entries`), with its files from its own queue record. The failure mail
+    is made at that moment, once (its event key), and accounting's later records change the row's
+    state no more, so they could not name the task then: the queue names it now, as squeue lists
+    every ended task for MinJobAge. ``None`` for a plain or het entry, or when no listed task failed
+    (the one that did left the queue earlier: the mail says the task is not known)."""
+    if entry is None or entry.kind != ARRAY:
+        return None
+    failed = FINAL_STATES - {JobState.COMPLETED, JobState.CANCELLED}
+    record = next((q for q in entry.records if classify_state(q.state)[0] in failed), None)
+    if record is None or record.array_task_id is None:
+        return None
+    return _task_files(job, record)
 
 
 def _task_files(job: Job, record) -> dict:

@@ -79,7 +79,8 @@ def job_state_notify(job: Job, old_state: str, *, task: dict | None = None) -> N
     """Tell ``job``'s owner of its new state (``job.state``, saved), if it is one they are told of:
     RUNNING (started), COMPLETED or CANCELLED (finished), a failed state (:data:`FAILED_STATES`: failed,
     with the exit code; the log lines follow from a worker). ``task``: an array's failed task whose
-    exit code the row holds (:func:`jobs.worker.finish.failed_task`), named in the mail and whose
+    exit code the row holds (:func:`jobs.worker.finish.failed_task` from accounting,
+    :func:`jobs.worker.finish.queue_failed_task` from the queue's word), named in the mail and whose
     files give its lines. Call inside the transaction of the change. Idempotent (one row per event key)."""
     if job.slurm_job_id is None or job.state == old_state:
         return

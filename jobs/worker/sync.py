@@ -51,7 +51,7 @@ from slurm.values import classify_state
 
 from ..arrays import all_final, het_parts, load_tasks, queue_array_fields
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
-from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
+from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, queue_failed_task, record_of, record_restarts
 from .identity import queue_record_is_the_jobs, records_by_id, records_of_job, sacct_ids
 from .notify import job_state_notify
 from .outside import outside_sync
@@ -137,7 +137,7 @@ def jobs_sync(snapshot: ClusterSnapshot, gateway: SlurmGateway) -> SyncResult:
         logger.info("sacct: %d jobs left the queue on %s; asking for %d this poll", len(jobs), cluster, SACCT_MAX_JOBS)
         jobs = sorted(jobs, key=lambda j: j.pk)[:SACCT_MAX_JOBS]
     if jobs:
-        _finish_from_accounting(gateway, jobs, queue, left.exits, result, cluster=cluster)
+        _finish_from_accounting(gateway, jobs, entries, left.exits, result, cluster=cluster)
     return result
 
 
@@ -189,7 +189,7 @@ def _sync_outside(cluster: str, entries: dict, waiting: Q, left: _Left, result: 
 
 
 def _finish_from_accounting(
-    gateway: SlurmGateway, left: list[Job], queue: dict, exits: dict, result: SyncResult, *, cluster: str
+    gateway: SlurmGateway, left: list[Job], entries: dict, exits: dict, result: SyncResult, *, cluster: str
 ) -> None:
     """ONE ``sacct --json -j <ids>`` for the rows that ``left`` the queue: each finished from its own
     final record (exit codes 22.05's JSON hides asked for once more); one without a final record yet
@@ -203,7 +203,7 @@ def _finish_from_accounting(
     except (SlurmError, ValueError) as exc:
         logger.warning("sacct for %s failed: %s", ids, exc)
         accounting_failed(exc, cluster=cluster)
-        unseen = [j.pk for j in left if not j.accounting_pending and not _end_from_queue(j, queue, exits, result)]
+        unseen = [j.pk for j in left if not j.accounting_pending and not _end_from_queue(j, entries, exits, result)]
         # left the queue unseen: unknown, never assumed finished
         Job.objects.filter(pk__in=unseen, status_unknown_since__isnull=True).update(status_unknown_since=djtz.now())
         result.unknown += len(unseen)
@@ -219,7 +219,7 @@ def _finish_from_accounting(
             # slurmdbd has not caught up yet (no record of this job, or no end time in it): the
             # queue's word for now if it has one, accounting's record at a later poll. A job that
             # left the queue unseen (a controller that lost it, a reset) is unknown meanwhile.
-            if not job.accounting_pending and not _end_from_queue(job, queue, exits, result):
+            if not job.accounting_pending and not _end_from_queue(job, entries, exits, result):
                 result.unknown += Job.objects.filter(pk=job.pk, status_unknown_since__isnull=True).update(
                     status_unknown_since=djtz.now()
                 )
@@ -236,12 +236,14 @@ def _finish_from_accounting(
         result.finished += 1
 
 
-def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> bool:
-    """While accounting has no final record of ``job``: if the queue still lists it ended (squeue
-    keeps ended jobs ~MinJobAge), take the queue's final state, exit, start and end (the
-    controller's own times; run time = end - start), mark it ``accounting_pending`` and return True.
-    False (nothing changed) when the queue does not say it ended."""
-    q = queue.get(job.slurm_job_id)
+def _end_from_queue(job: Job, entries: dict, exits: dict, result: SyncResult) -> bool:
+    """While accounting has no final record of ``job``: if the queue's entry (``entries``, by job id)
+    still lists it ended (squeue keeps ended jobs ~MinJobAge), take the queue's final state, exit,
+    start and end (the controller's own times; run time = end - start), mark it ``accounting_pending``
+    and return True; a failed array's mail names its failed task (:func:`queue_failed_task`). False
+    (nothing changed) when the queue does not say it ended."""
+    entry = entries.get(job.slurm_job_id)
+    q = entry.record if entry else None
     if q is None or not queue_record_is_the_jobs(job, q):
         return False
     state, raw = classify_state(q.state)
@@ -268,7 +270,7 @@ def _end_from_queue(job: Job, queue: dict, exits: dict, result: SyncResult) -> b
             old={"state": old_state},
             new={"state": job.state, "slurm_state": raw, "source": "queue (accounting has no record yet)"},
         )
-        job_state_notify(job, old_state)  # the owner is told, in the same transaction
+        job_state_notify(job, old_state, task=queue_failed_task(job, entry))  # told in the same transaction
     result.provisional += 1
     return True
 

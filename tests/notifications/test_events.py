@@ -4,6 +4,7 @@ session stop warnings, the team quota thresholds. Each noticed twice is one row.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -279,3 +280,98 @@ def test_a_portal_arrays_failed_task_file_is_its_output_with_the_tasks_own_job_i
         "err": f"/home/alice/jobs/k/slurm-{task1.job_id}.err",
     }
     assert failed_task(row, found, next(f for f in found.records if f.array_task_id == 2)) is None  # completed
+
+
+def queue_ended(rec, comment: str, failed: int = 1, code: int = 3) -> list:
+    """The recorded queue (``squeue_running``) a poll later, the array's six tasks all ended and still
+    listed (MinJobAge) with the portal's ``comment``: task ``failed`` FAILED with exit ``code``, the
+    others COMPLETED, each from a recorded started task's record (its own job id, its
+    ``standard_output`` as that release writes it); the other jobs as recorded."""
+    aid = rec.ids["array"]
+    queue = rec.queue()
+    started = {q.array_task_id: q for q in queue if q.array_job_id == aid and q.array_task_id is not None}
+    two = started[2]
+    tasks = []
+    for n in range(1, 7):
+        q = started.get(n) or replace(two, job_id=two.job_id + 100 + n, array_task_id=n)
+        state, exit_code = ("FAILED", code) if n == failed else ("COMPLETED", 0)
+        tasks.append(replace(q, state=state, exit_code=exit_code, signal=0, end_time=q.start_time + 20, comment=comment))
+    return [q for q in queue if q.array_job_id != aid] + sorted(tasks, key=lambda q: q.array_task_id != failed)
+
+
+@pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_failed_on_the_queues_word_is_mailed_once_naming_and_quoting_its_failed_task(
+    alice, release, monkeypatch, django_capture_on_commit_callbacks, mailoutbox
+):
+    """A portal array (the recorded ``--array=1-6%2``, sent with ``--output=.../slurm-%j.out``): every
+    task ended while squeue still lists them, task 1 failed (exit 3), and accounting has no record of
+    it yet. The row takes the queue's word, and its failure mail names task 1 and quotes task 1's
+    files (``%j``: the task's own job id, from its queue record), as when accounting finishes it.
+    When accounting's records arrive the row is finished from them and nothing is told or mailed again."""
+    from jobs.models import JobKind
+    from jobs.worker.notify import job_failed_detail
+    from notifications.mail import notifications_sweep
+    from tests.jobs.test_outside_sync import sacct_task_failed
+    from tests.jobs.test_outside_sync import snap as outside_snap
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    row = job(alice, aid, JobState.PENDING, kind=JobKind.ARRAY)  # sent before the recorded submit time
+    row.output_path, row.error_path = "/home/alice/jobs/k/slurm-%j.out", "/home/alice/jobs/k/slurm-%j.err"
+    row.save()
+    running = [replace(q, comment=row.comment) if q.array_job_id == aid else q for q in rec.queue()]
+    jobs_sync(outside_snap(rec, jobs=running), SlurmGateway(FakeTransport()))
+    behind = rec.doc("sacct_ended")
+    behind["jobs"] = [j for j in behind["jobs"] if j["array"]["job_id"] != aid]  # slurmdbd has not got it yet
+    queued = []
+    monkeypatch.setattr("jobs.worker.notify._enqueue_detail", lambda *args: queued.append(args))
+    sacct = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(behind))
+    ended = queue_ended(rec, row.comment)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = jobs_sync(outside_snap(rec, jobs=ended), SlurmGateway(sacct))
+    row.refresh_from_db()
+    assert result.provisional == 1 and (row.state, row.exit_code, row.accounting_pending) == (JobState.FAILED, 3, True)
+    (failed,) = Notification.objects.filter(key=event_key(row, "failed"))
+    assert failed.body.endswith(" with exit code 3 in task 1 (Slurm: FAILED).")
+    ((job_id, notification_id, task),) = queued
+    own = next(q.job_id for q in ended if q.array_job_id == aid and q.array_task_id == 1)
+    out, err = f"/home/alice/jobs/k/slurm-{own}.out", f"/home/alice/jobs/k/slurm-{own}.err"
+    assert task == {"id": 1, "out": out, "err": err}
+    slurm = FakeTransport()
+    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(slurm)))
+    tail = ["sudo", "-n", "-u", "alice", "--", "tail", "-c", str(settings.PORTAL_LOG_TAIL_BYTES + 1), "--"]
+    slurm.expect([*tail, err], stdout="Traceback\nMemoryError\n").expect([*tail, out], stdout="task 1\n")
+    assert job_failed_detail(job_id=job_id, notification_id=notification_id, task=task)
+    notifications_sweep()
+    (mail,) = mailoutbox
+    assert "in task 1 (Slurm: FAILED)." in mail.body and "Last lines of task 1's stderr:\nTraceback\nMemoryError" in mail.body
+    assert "Last lines of task 1's stdout:\ntask 1" in mail.body
+
+    with django_capture_on_commit_callbacks(execute=True):  # accounting catches up
+        jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(sacct_task_failed(rec)))
+    row.refresh_from_db()
+    assert (row.state, row.exit_code, row.accounting_pending) == (JobState.FAILED, 3, False)
+    assert Notification.objects.filter(key=event_key(row, "failed")).count() == 1 and len(queued) == 1
+    notifications_sweep(now=djtz.now() + timedelta(hours=1))
+    assert len(mailoutbox) == 1
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_the_queues_failed_task_is_the_first_failed_one_it_lists_with_its_own_files(alice, release):
+    """An outside array's task 1 with the file its squeue record gives (22.05's pattern ``%A_%a``
+    filled in, 24.11's written out); none once no listed task failed (the failed one left the queue
+    before the others ended: the mail says the task is not known), nor for a plain job."""
+    from jobs.models import JobKind, JobOrigin
+    from jobs.worker.finish import queue_failed_task
+    from slurm.entries import queue_entries
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    ended = queue_ended(rec, "")
+    entries = queue_entries(ended)
+    row = job(alice, aid, JobState.RUNNING, kind=JobKind.ARRAY, origin=JobOrigin.OUTSIDE)
+    path = f"/home/alice/outside-{aid}_1.out"
+    assert queue_failed_task(row, entries[aid]) == {"id": 1, "out": path, "err": path}
+    gone = queue_entries([q for q in ended if (q.array_job_id, q.array_task_id) != (aid, 1)])
+    assert queue_failed_task(row, gone[aid]) is None and queue_failed_task(row, entries[rec.ids["plain"]]) is None
