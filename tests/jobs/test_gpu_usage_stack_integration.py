@@ -7,6 +7,7 @@ from Prometheus and kept on the row, and History shows its GPU energy and idle G
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -73,7 +74,10 @@ def test_a_2_gpu_job_low_then_at_80_and_0_percent_on_its_page_then_its_summary(
             state=JobState.RUNNING, slurm_job_id=int(job_id), nodes=node, start_at=timezone.now() - timedelta(hours=1)
         )
         low = wait_for("the low-use flag", lambda: read(job).low_use, timeout=30, every=1, seen=lambda: job_gpu_usage(job))
-        assert low.startswith("2 GPUs at 2 % SM activity for the last 1 min")
+        # The flag gives the window's mean (the last 1 min of Prometheus' 15 s scrapes): scrapes from
+        # before the script set its 2 % still read 0 %, so the first flag may say 0 or 1 %, not 2 %
+        # (seen once: "2 GPUs at 0 %"). The figures themselves are checked at 80 % and 0 % below.
+        assert re.match(r"2 GPUs at [0-2] % SM activity for the last 1 min", low), low
         client.force_login(alice)
 
         def busy():
