@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm.entries import AccountingEntry, QueueEntry
+from slurm.entries import AccountingEntry, QueueEntry, derive_state
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.tasksets import TaskSet
 from slurm.values import classify_state
@@ -92,6 +92,14 @@ def never_started(tasks: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
 def all_final(tasks: dict[JobState, TaskSet]) -> bool:
     """Every task ended with a known outcome (none active, none UNKNOWN), and there is at least one."""
     return bool(tasks) and all(state in FINAL_STATES for state, ids in tasks.items() if ids)
+
+
+def tasks_state(stored: dict) -> JobState | None:
+    """An array's state from its tasks as ``Job.array_tasks`` keeps them (``stored``; by
+    :func:`slurm.entries.derive_state`: FAILED when any failed, ...), or ``None`` while any task has
+    not ended with a known outcome (:func:`all_final`)."""
+    tasks = load_tasks(stored)
+    return derive_state(s for s, ids in tasks.items() if ids) if all_final(tasks) else None
 
 
 def any_active(tasks: dict[JobState, TaskSet]) -> bool:

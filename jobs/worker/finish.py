@@ -292,10 +292,10 @@ def queue_failed_task(job: Job, entry: QueueEntry | None) -> dict | None:
     no record of it yet (``jobs.worker.sync._end_from_queue``): the first failed task among ``entry``'s
     squeue records, the one whose exit code the entry's record, and so the row, takes
     (:func:`slurm.entries.queue_entries`), with its files from its own queue record. The failure mail
-    is made at that moment, once (its event key), and accounting's later records change the row's
-    state no more, so they could not name the task then: the queue names it now, as squeue lists
-    every ended task for MinJobAge. ``None`` for a plain or het entry, or when no listed task failed
-    (the one that did left the queue earlier: the mail says the task is not known)."""
+    is made at that moment, once (its event key); accounting's later records leave the row failed, so
+    no mail follows them and they could not name the task then: the queue names it now, as squeue
+    lists every ended task for MinJobAge. ``None`` for a plain or het entry, or when no listed task
+    failed (the one that did left the queue earlier: the mail says the task is not known)."""
     if entry is None or entry.kind != ARRAY:
         return None
     failed = FINAL_STATES - {JobState.COMPLETED, JobState.CANCELLED}

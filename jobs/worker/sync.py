@@ -49,7 +49,7 @@ from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
 from slurm.values import classify_state
 
-from ..arrays import all_final, het_parts, load_tasks, queue_array_fields
+from ..arrays import het_parts, queue_array_fields, tasks_state
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, queue_failed_task, record_of, record_restarts
 from .identity import queue_record_is_the_jobs, records_by_id, records_of_job, sacct_ids
@@ -240,7 +240,8 @@ def _end_from_queue(job: Job, entries: dict, exits: dict, result: SyncResult) ->
     """While accounting has no final record of ``job``: if the queue's entry (``entries``, by job id)
     still lists it ended (squeue keeps ended jobs ~MinJobAge), take the queue's final state, exit,
     start and end (the controller's own times; run time = end - start), mark it ``accounting_pending``
-    and return True; a failed array's mail names its failed task (:func:`queue_failed_task`). False
+    and return True; an array's state is its tasks' as the row kept them (a task that failed and left
+    the queue first fails it), its mail names the failed task (:func:`queue_failed_task`). False
     (nothing changed) when the queue does not say it ended."""
     entry = entries.get(job.slurm_job_id)
     q = entry.record if entry else None
@@ -249,11 +250,15 @@ def _end_from_queue(job: Job, entries: dict, exits: dict, result: SyncResult) ->
     state, raw = classify_state(q.state)
     if state not in FINAL_STATES or not q.end_time:
         return False
-    if job.kind == JobKind.ARRAY and not all_final(load_tasks(job.array_tasks)):
-        return False  # tasks that left the queue unseen: only accounting can tell how they ended
+    exit_ = exits.get(job.slurm_job_id, (q.exit_code, q.signal))
+    if job.kind == JobKind.ARRAY:  # its tasks as the row kept them: squeue drops each after MinJobAge
+        if (of_tasks := tasks_state(job.array_tasks)) is None:
+            return False  # tasks that left the queue unseen: only accounting can tell how they ended
+        if of_tasks != state:  # a failed task no longer listed: its exit code is accounting's to give
+            state, raw, exit_ = of_tasks, of_tasks.value, (None, None)
     old_state = job.state
     job.state, job.slurm_state = state, raw
-    job.exit_code, job.signal = exits.get(job.slurm_job_id, (q.exit_code, q.signal))
+    job.exit_code, job.signal = exit_
     job.start_at = to_datetime(q.start_time) or job.start_at
     job.end_at = to_datetime(q.end_time)
     job.elapsed_s = max(0, q.end_time - q.start_time) if q.start_time else 0

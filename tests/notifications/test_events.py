@@ -375,3 +375,51 @@ def test_the_queues_failed_task_is_the_first_failed_one_it_lists_with_its_own_fi
     assert queue_failed_task(row, entries[aid]) == {"id": 1, "out": path, "err": path}
     gone = queue_entries([q for q in ended if (q.array_job_id, q.array_task_id) != (aid, 1)])
     assert queue_failed_task(row, gone[aid]) is None and queue_failed_task(row, entries[rec.ids["plain"]]) is None
+
+
+@pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_whose_failed_task_left_the_queue_first_is_told_failed_once_never_completed(
+    alice, release, django_capture_on_commit_callbacks
+):
+    """Task 1 failed while the others ran (the row keeps it); squeue then dropped it (MinJobAge) and
+    listed the other five completed while accounting had no record yet. The array failed: the row
+    says so from its tasks, exit code unknown until accounting, and the one mail says failed, not
+    "completed, exit code 0" followed by a second, failed one when accounting arrives."""
+    from jobs.models import JobKind
+    from tests.jobs.test_outside_sync import sacct_task_failed
+    from tests.jobs.test_outside_sync import snap as outside_snap
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    row = job(alice, aid, JobState.PENDING, kind=JobKind.ARRAY)
+    row.output_path, row.error_path = "/o/slurm-%j.out", "/o/slurm-%j.err"
+    row.save()
+    ended = queue_ended(rec, row.comment)
+    task_1_failed = [
+        replace(q, state="RUNNING", end_time=0, exit_code=None) if q.array_job_id == aid and q.array_task_id != 1 else q
+        for q in ended
+    ]
+    behind = rec.doc("sacct_ended")
+    behind["jobs"] = [j for j in behind["jobs"] if j["array"]["job_id"] != aid]  # slurmdbd has not got it yet
+
+    def sacct() -> SlurmGateway:
+        return SlurmGateway(FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(behind)))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs_sync(outside_snap(rec, jobs=task_1_failed), sacct())
+    row.refresh_from_db()
+    assert (row.state, row.array_tasks) == (JobState.RUNNING, {"FAILED": "1", "RUNNING": "2-6"})
+    without_task_1 = [q for q in ended if (q.array_job_id, q.array_task_id) != (aid, 1)]
+    with django_capture_on_commit_callbacks(execute=True):
+        result = jobs_sync(outside_snap(rec, jobs=without_task_1), sacct())
+    row.refresh_from_db()
+    assert result.provisional == 1 and (row.state, row.exit_code, row.accounting_pending) == (JobState.FAILED, None, True)
+    assert not Notification.objects.filter(key=event_key(row, "finished")).exists()
+    (failed,) = Notification.objects.filter(key=event_key(row, "failed"))
+    with django_capture_on_commit_callbacks(execute=True):  # accounting catches up
+        jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(sacct_task_failed(rec)))
+    row.refresh_from_db()
+    assert (row.state, row.exit_code, row.accounting_pending) == (JobState.FAILED, 3, False)
+    told = Notification.objects.filter(key__startswith=event_key(row, "")).exclude(key=event_key(row, "started"))
+    assert [n.key for n in told] == [failed.key]
