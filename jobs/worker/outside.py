@@ -122,6 +122,21 @@ def queue_fields(entry: QueueEntry, job: Job | None = None) -> dict:
     return fields
 
 
+#: The row fields of an array's tasks or a het job's components (:func:`queue_fields`).
+_PARTS = ("array_tasks", "array_spec", "array_counts", "het_parts")
+
+
+def _keep_parts(job: Job, fields: dict) -> None:
+    """Save (and set on ``job``) the array tasks or het components of ``fields`` that changed, for a
+    row whose job the queue shows ended: ending it from the queue's word while accounting is behind
+    (:func:`jobs.worker.sync._end_from_queue`) reads them, as it does a portal row's."""
+    changed = {k: fields[k] for k in _PARTS if k in fields and getattr(job, k) != fields[k]}
+    if changed:
+        Job.objects.filter(pk=job.pk).update(**changed)
+        for key, value in changed.items():
+            setattr(job, key, value)
+
+
 @dataclass
 class OutsideResult:
     """What :func:`outside_sync` did: rows ``created`` and ``updated``; ``left`` the rows whose job
@@ -168,6 +183,7 @@ def outside_sync(entries: dict[int, QueueEntry], *, cluster: str, waiting: Q) ->
         fields = queue_fields(entry, job)
         fields.pop("restart_count")  # the restart is recorded with its runs (jobs.worker.sync._record_restarts)
         if fields["state"] in FINAL_STATES:
+            _keep_parts(job, fields)  # the tasks' ends the queue shows, for ending it from the queue's word
             result.left.append(job)
             if entry.record.exit_code is not None:
                 result.exits[job.slurm_job_id] = (entry.record.exit_code, entry.record.signal)

@@ -423,3 +423,39 @@ def test_an_array_whose_failed_task_left_the_queue_first_is_told_failed_once_nev
     assert (row.state, row.exit_code, row.accounting_pending) == (JobState.FAILED, 3, False)
     told = Notification.objects.filter(key__startswith=event_key(row, "")).exclude(key=event_key(row, "started"))
     assert [n.key for n in told] == [failed.key]
+
+
+@pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_outside_array_ended_on_the_queues_word_fails_and_names_its_task(
+    alice, release, monkeypatch, django_capture_on_commit_callbacks
+):
+    """An array sent with sbatch, seen running, then listed with every task ended (task 1 failed)
+    while accounting had no record yet: it ends from the queue's word as a portal array does (its
+    tasks kept on the row), not "status unknown" until accounting, and the mail names task 1 with
+    the file its squeue record gives."""
+    from jobs.models import JobOrigin
+    from tests.jobs.test_outside_sync import snap as outside_snap
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    behind = rec.doc("sacct_ended")
+    behind["jobs"] = [j for j in behind["jobs"] if j["array"]["job_id"] != aid]  # slurmdbd has not got it yet
+
+    def sacct() -> SlurmGateway:
+        return SlurmGateway(FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(behind)))
+
+    queued = []
+    monkeypatch.setattr("jobs.worker.notify._enqueue_detail", lambda *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs_sync(outside_snap(rec), sacct())
+    row = Job.objects.get(origin=JobOrigin.OUTSIDE, slurm_job_id=aid)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = jobs_sync(outside_snap(rec, jobs=queue_ended(rec, "")), sacct())
+    row.refresh_from_db()
+    assert (row.state, row.exit_code, row.accounting_pending, row.status_unknown_since) == (JobState.FAILED, 3, True, None)
+    assert result.provisional >= 1 and row.array_tasks == {"COMPLETED": "2-6", "FAILED": "1"}
+    (failed,) = Notification.objects.filter(key=event_key(row, "failed"))
+    assert failed.body.endswith(" with exit code 3 in task 1 (Slurm: FAILED).")
+    path = f"/home/alice/outside-{aid}_1.out"
+    assert [args[2] for args in queued] == [{"id": 1, "out": path, "err": path}]
