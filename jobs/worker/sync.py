@@ -45,7 +45,7 @@ from slurm.adapters import adapter_for
 from slurm.entries import ARRAY, JOB, queue_entries
 from slurm.health import accounting_answered, accounting_failed
 from slurm.snapshot import ClusterSnapshot
-from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
+from slurm.states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
 from slurm.values import classify_state
 
@@ -254,8 +254,8 @@ def _end_from_queue(job: Job, entries: dict, exits: dict, result: SyncResult) ->
     if job.kind == JobKind.ARRAY:  # its tasks as the row kept them: squeue drops each after MinJobAge
         if (of_tasks := tasks_state(job.array_tasks)) is None:
             return False  # tasks that left the queue unseen: only accounting can tell how they ended
-        if of_tasks != state:  # a failed task no longer listed: its exit code is accounting's to give
-            state, raw, exit_ = of_tasks, of_tasks.value, (None, None)
+        if of_tasks != state:  # the listed tasks' state no failure: the failed task's code is accounting's
+            state, raw, exit_ = of_tasks, of_tasks.value, exit_ if state in FAILED_STATES else (None, None)
     old_state = job.state
     job.state, job.slurm_state = state, raw
     job.exit_code, job.signal = exit_

@@ -459,3 +459,36 @@ def test_an_outside_array_ended_on_the_queues_word_fails_and_names_its_task(
     assert failed.body.endswith(" with exit code 3 in task 1 (Slurm: FAILED).")
     path = f"/home/alice/outside-{aid}_1.out"
     assert [args[2] for args in queued] == [{"id": 1, "out": path, "err": path}]
+
+
+@pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_whose_listed_tasks_failed_keeps_their_code_when_a_completed_one_left_first(
+    alice, release, django_capture_on_commit_callbacks
+):
+    """Task 1 completed and left the queue; tasks 2-6 then ended OUT_OF_MEMORY (signal 9) while
+    accounting was behind. The tasks kept on the row make the array FAILED (as accounting will),
+    and the listed tasks' code and signal, the failed ones', stay on the row and in the mail."""
+    from jobs.models import JobKind
+    from tests.jobs.test_outside_sync import snap as outside_snap
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    row = job(alice, aid, JobState.PENDING, kind=JobKind.ARRAY)
+    row.output_path, row.error_path = "/o/slurm-%j.out", "/o/slurm-%j.err"
+    row.save()
+    ended = queue_ended(rec, row.comment, failed=0)  # every task completed
+    others = {q.job_id for q in ended if q.array_job_id == aid and q.array_task_id != 1}
+    running = [replace(q, state="RUNNING", end_time=0, exit_code=None) if q.job_id in others else q for q in ended]
+    oom = [replace(q, state="OUT_OF_MEMORY", exit_code=0, signal=9) for q in ended if q.job_id in others]
+    behind = rec.doc("sacct_ended")
+    behind["jobs"] = [j for j in behind["jobs"] if j["array"]["job_id"] != aid]  # slurmdbd has not got it yet
+    for jobs in (running, [q for q in ended if q.array_job_id != aid] + oom):
+        sacct = FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(behind))
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs_sync(outside_snap(rec, jobs=jobs), SlurmGateway(sacct))
+    row.refresh_from_db()
+    assert row.array_tasks == {"COMPLETED": "1", "OUT_OF_MEMORY": "2-6"}
+    assert (row.state, row.exit_code, row.signal, row.accounting_pending) == (JobState.FAILED, 0, 9, True)
+    (failed,) = Notification.objects.filter(key=event_key(row, "failed"))
+    assert "exit code unknown" not in failed.body and "in task 2" in failed.body
