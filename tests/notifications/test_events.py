@@ -375,6 +375,11 @@ def test_the_queues_failed_task_is_the_first_failed_one_it_lists_with_its_own_fi
     assert queue_failed_task(row, entries[aid]) == {"id": 1, "out": path, "err": path}
     gone = queue_entries([q for q in ended if (q.array_job_id, q.array_task_id) != (aid, 1)])
     assert queue_failed_task(row, gone[aid]) is None and queue_failed_task(row, entries[rec.ids["plain"]]) is None
+    # Task 3 failed too (exit 7), listed after task 1: the task named is the one whose code the row takes.
+    both = queue_entries(
+        [replace(q, state="FAILED", exit_code=7) if (q.array_job_id, q.array_task_id) == (aid, 3) else q for q in ended]
+    )
+    assert (both[aid].record.exit_code, queue_failed_task(row, both[aid])["id"]) == (3, 1)
 
 
 @pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
