@@ -16,20 +16,15 @@ from api.tokens import digest, token_create
 from jobs.models import Job
 from profiles.models import Profile
 from slurm.states import JobState
+from tests.api.conftest import ALL  # noqa: F401  (other API test modules import it from here)
 from tests.fakes import EveryCluster
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 pytestmark = pytest.mark.django_db
-ALL = ["read", "jobs", "sessions", "profiles"]
 
 
 def bearer(raw: str) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
-
-
-@pytest.fixture
-def tokens(people):
-    return {name: token_create(user=user, name="t", scopes=ALL, days=30)[1] for name, user in people.items()}
 
 
 def call(client, method, path, raw=None, body=None):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from api.pagination import MAX_LIMIT
 from jobs.models import Job
 from slurm.states import JobState
-from tests.api.test_api import call, tokens  # noqa: F401  (fixture)
+from tests.api.test_api import call
 
 pytestmark = pytest.mark.django_db
 

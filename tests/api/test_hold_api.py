@@ -10,24 +10,10 @@ import pytest
 
 from api.tokens import token_create
 from jobs.models import Job
-from slurm import SlurmGateway
 from slurm.states import JobState
-from tests.api.test_api import ALL, _job, call
-from tests.fakes import EveryCluster, FakeTransport
+from tests.api.test_api import _job, call
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
-    return fake
-
-
-@pytest.fixture
-def tokens(people):
-    return {name: token_create(user=user, name="t", scopes=ALL, days=30)[1] for name, user in people.items()}
 
 
 def test_hold_then_release_by_slurm_id(client, people, tokens, fake, cluster, django_capture_on_commit_callbacks):

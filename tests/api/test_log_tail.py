@@ -9,11 +9,9 @@ from http import HTTPStatus
 
 import pytest
 
-from api.tokens import token_create
-from slurm import SlurmError, SlurmGateway
+from slurm import SlurmError
 from slurm.states import JobState
-from tests.api.test_api import ALL, _job, call
-from tests.fakes import EveryCluster, FakeTransport
+from tests.api.test_api import _job, call
 
 pytestmark = pytest.mark.django_db
 
@@ -24,18 +22,6 @@ STAT = [*AS_ALICE, "stat", "-L", "-c", "%s", "--", "/o/77.out"]
 def dd(skip: int, count: int) -> list[str]:
     """The read as alice of ``count`` bytes of job 77's stdout from byte ``skip``."""
     return [*AS_ALICE, "dd", "if=/o/77.out", "iflag=skip_bytes,count_bytes", f"skip={skip}", f"count={count}", "status=none"]
-
-
-@pytest.fixture
-def fake(monkeypatch, clean_cache):
-    fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
-    return fake
-
-
-@pytest.fixture
-def tokens(people):
-    return {name: token_create(user=user, name="t", scopes=ALL, days=30)[1] for name, user in people.items()}
 
 
 def test_a_tail_read_is_the_files_last_bytes_from_its_size(client, people, tokens, fake):

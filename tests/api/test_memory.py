@@ -13,7 +13,7 @@ import pytest
 from interactive.models import Session
 from jobs.models import Job
 from portal.units import ACCEPTED
-from tests.api.test_api import call, tokens  # noqa: F401  (fixture: a token per person)
+from tests.api.test_api import call
 from tests.conftest import free_port
 from tests.profiles.conftest import EXAMPLE_TEXT
 

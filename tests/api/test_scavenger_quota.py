@@ -8,7 +8,7 @@ from http import HTTPStatus
 
 import pytest
 
-from tests.api.test_api import call, tokens  # noqa: F401  (shared fixture)
+from tests.api.test_api import call
 from tests.profiles.conftest import EXAMPLE_TEXT
 
 OFFER = (
