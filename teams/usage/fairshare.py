@@ -39,14 +39,21 @@ class FairShare:
 
     @property
     def standing(self) -> str:
-        """What the figures mean for the team's next jobs, in one sentence."""
+        """What the figures mean for the team's next jobs, in one sentence: LevelFS above 1 (less
+        than its share used), 1.00 as shown (just its share: a lone account at its level has all the
+        shares and all the usage), below 1 (more than its share), or infinite (nothing used)."""
         shares, used = f"{self.norm_shares:.0%}", f"{self.effective_usage:.0%}"
         head = f"On {self.cluster} the team holds {shares} of the shares at its level and has used {used} of its level's usage"
         if self.level_fs is None:
             return head + "."
         if math.isinf(self.level_fs):
             return head + ": nothing yet, so its jobs get the most from fair share."
-        if self.level_fs >= 1:
+        if f"{self.level_fs:.2f}" == "1.00":  # as shown: neither above nor below 1
+            return (
+                f"{head}, just its share (LevelFS {self.level_fs:.2f}): its jobs get as much from fair share as "
+                "its shares give, no more and no less."
+            )
+        if self.level_fs > 1:
             return (
                 f"{head}, less than its share (LevelFS {self.level_fs:.2f}, above 1): its jobs get more from fair "
                 "share than those of teams that used more."

@@ -114,3 +114,15 @@ def test_the_api_gives_each_clusters_fair_share_with_the_pages_sentence(client, 
     assert share["level_fs"] is None and "nothing yet, so its jobs get the most from fair share" in share["sentence"]
     client.force_login(users["alice"])  # a member, not a lead: the team's usage is not hers to read
     assert client.get("/api/v1/teams/vision/usage").status_code == 404
+
+
+@pytest.mark.parametrize("level_fs", [1.0, 0.999, 1.004])
+def test_a_team_that_used_exactly_its_share_is_told_so(level_fs):
+    """LevelFS 1 (a lone account at its level: all the shares, all the usage) is neither above nor
+    below 1, and neither "less" nor "more" than its share; nor is a figure that shows as 1.00."""
+    even = FairShare("cluster1", 1.0, 1.0, level_fs)
+    assert "its share (LevelFS 1.00): its jobs get as much from fair share as its shares give" in even.standing
+    assert "less than" not in even.standing and "more than" not in even.standing
+    assert "above 1" not in even.standing and "below 1" not in even.standing
+    assert "LevelFS 1.01, above 1" in replace(even, level_fs=1.006).standing
+    assert "LevelFS 0.99, below 1" in replace(even, level_fs=0.994).standing
