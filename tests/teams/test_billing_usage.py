@@ -335,3 +335,16 @@ def test_a_job_without_gpus_is_counted_against_a_billed_quota(clean_cache):
     gpu_quota = figures(quota_unit="gpu", gpu_hours_quota=100.0, gpu_hours_left=88.0, billed_hours_quota=None)
     usage_cache._store({"vision": gpu_quota}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
     assert job_quota_estimate(team="vision", time_limit_min=600, **cpu_job) is None
+
+
+def test_team_page_says_no_billed_quota_when_one_cluster_has_none(client, admin):
+    """Summed over clusters, one of which sets no billing quota: the sum has no quota, and "Used"
+    once read "used 80.0 of  billed unit-hours" (of nothing)."""
+    one = figures(cluster="cluster1")
+    two = figures(cluster="cluster2", billed_hours_quota=None, billed_hours_left=None)
+    summed = usage_sum("vision", [one, two])
+    assert (summed.quota_unit, summed.billed_hours_quota) == ("billing", None)
+    usage_cache._store({"vision": replace(summed, clusters=[], cluster="")}, usage_cache.UsageStatus(taken_at=FINAL_NOW))
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    used = page.select_one("[data-testid=quota-used]").get_text(" ", strip=True)
+    assert used == "used 160.0 billed unit-hours (no quota)"
