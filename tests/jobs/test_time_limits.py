@@ -11,7 +11,8 @@ import pytest
 from jobs.models import Job
 from jobs.submit.policy import TIME_LIMIT_FORMS, time_limit_minutes
 from slurm.times import SlurmTimeError, parse_time_limit
-from tests.api.test_api import call, tokens  # noqa: F401  (fixture)
+from tests.api.conftest import tokens  # noqa: F401  (fixture)
+from tests.api.test_api import call
 from tests.jobs.test_job_pages import FORM, cluster, no_slurm  # noqa: F401  (fixtures)
 from tests.profiles.conftest import EXAMPLE_TEXT, people  # noqa: F401  (fixture)
 
