@@ -17,7 +17,7 @@ from ..models import Membership, Team
 from .figures import ReportRow, account_gpu_hours, report_row, share_and_rank
 from .measures import measures
 from .period import Month
-from .read import READ_FAILED_S, MonthReading, month_read_error, month_reading, month_reading_cached
+from .read import READ_FAILED_S, MonthReading, month_read_error, month_reading, month_reading_cached, overlaps
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,13 @@ def _member_names(team: Team) -> list[str]:
 
 
 def cluster_report(team: Team, reading: MonthReading, *, month: Month, members: list[str]) -> ClusterReport:
-    """The team's :class:`ClusterReport` from one cluster's month read."""
+    """The team's :class:`ClusterReport` from one cluster's month read. The read's records are kept by
+    :func:`.read.overlaps` again: a past month's read is kept for good, and one kept while a run that
+    ended at the month's first moment was counted in both months still holds it (read anew, sacct
+    may have purged the month)."""
     bounds = month.bounds()
     rate = billing_rate()
-    runs = [run for run in reading.runs if run.account == team.name]
+    runs = [run for run in reading.runs if run.account == team.name and overlaps(run, *bounds, reading.taken_at)]
     found = measures(reading.cluster, {run.job_id for run in runs if run.gpus})
     options = {"bounds": bounds, "now": reading.taken_at, "found": found, "rate": rate}
     by_user: dict[str, list] = defaultdict(list)

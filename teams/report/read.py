@@ -69,14 +69,22 @@ def sacct_argv(month: Month, now: float) -> list[str]:
 
 
 def overlaps(run: AccountedRun, start: float, end: float, now: float) -> bool:
-    """A record belongs to the month when its run overlaps [start, end), or, never started, it was
-    pending in it (submitted, or eligible, before ``end`` and not ended before ``start``)."""
+    """A record belongs to the month [start, end) (Unix seconds) when its run [start, end) meets it,
+    or, never started, the time it was pending (from eligible, else submitted, to its end, else
+    ``now``) does. A run that ended at the month's first moment is the previous month's only; one of
+    no length (ended as it began, cancelled as it was submitted) is the month it falls in."""
     ran = run.ran(now)
     if ran is not None:
-        return ran[0] < end and (ran[1] >= start)
+        return _meets(ran[0], ran[1], start, end)
     since = run.eligible or run.submit
     until = run.end if run.end is not None else now
-    return since is not None and since < end and until >= start
+    return since is not None and _meets(since, until, start, end)
+
+
+def _meets(since: float, until: float, start: float, end: float) -> bool:
+    """[since, until) and [start, end) share a moment; a moment (``since == until``) meets the
+    interval it falls in."""
+    return since < end and (until > start or since >= start)
 
 
 def month_read(gateway: SlurmGateway, *, cluster: str, month: Month, now: float) -> MonthReading:
