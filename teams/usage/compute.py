@@ -11,7 +11,9 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+
+from django.utils import timezone
 
 from slurm.accounting import RESET_PERIODS, ClusterConfig, ShareRow, period_end
 from slurm.snapshot import ClusterSnapshot
@@ -34,21 +36,31 @@ def _overlap_s(run: Run, low: float, high: float) -> float:
 
 
 def _daily(runs: list[Run], start: datetime, now: float) -> dict[str, dict[str, float]]:
-    """``"YYYY-MM-DD"`` -> user -> GPU-hours for every UTC day from ``start`` to ``now``; each run
-    is cut at UTC midnights and outside ``start``..``now``."""
-    days = (datetime.fromtimestamp(now, UTC).date() - start.date()).days + 1
-    daily: dict[str, dict[str, float]] = {(start + timedelta(days=i)).date().isoformat(): {} for i in range(max(days, 0))}
+    """``"YYYY-MM-DD"`` -> user -> GPU-hours for every local day (the site's zone, Django's
+    ``TIME_ZONE``, as the monthly report's months) from the one ``start`` falls on to the one ``now``
+    (Unix seconds) falls on; each run is cut at local midnights (a day the clocks change has 23 or
+    25 hours) and outside ``start``..``now``."""
+    zone = timezone.get_default_timezone()
+    first, last = _local_day(start.timestamp(), zone), _local_day(now, zone)
+    daily: dict[str, dict[str, float]] = {
+        (first + timedelta(days=i)).isoformat(): {} for i in range(max((last - first).days + 1, 0))
+    }
     for run in runs:
         if not run.gpus or run.start is None:
             continue
         moment, stop = max(run.start, start.timestamp()), min(run.end, now)
         while moment < stop:
-            day = datetime.fromtimestamp(moment, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-            midnight = (day + timedelta(days=1)).timestamp()
-            hours = daily.setdefault(day.date().isoformat(), {})
+            day = _local_day(moment, zone)
+            midnight = datetime.combine(day + timedelta(days=1), time(), tzinfo=zone).timestamp()
+            hours = daily.setdefault(day.isoformat(), {})
             hours[run.user] = hours.get(run.user, 0.0) + run.gpus * (min(stop, midnight) - moment) / 3600
             moment = midnight
     return {day: dict(sorted(hours.items())) for day, hours in daily.items()}
+
+
+def _local_day(moment: float, zone: tzinfo) -> date:
+    """The date in ``zone`` of ``moment`` (Unix seconds)."""
+    return datetime.fromtimestamp(moment, zone).date()
 
 
 def _members(

@@ -66,9 +66,10 @@ class TeamUsage:
       least one hour) per day; ``runout_date``: UTC day when ``gpu_hours_left`` reaches 0 at that
       rate (``None``: no quota, rate 0, ``used_up``, or not before ``period_end``, when Slurm
       clears the usage).
-    - ``members``: sorted by GPU-hours, most first. ``daily``: ``"YYYY-MM-DD"`` (UTC) -> username ->
-      GPU-hours for every day of the period so far; a job's GPU-hours are split across the days it
-      ran; members without use that day are left out.
+    - ``members``: sorted by GPU-hours, most first. ``daily``: ``"YYYY-MM-DD"`` (a local day in the
+      site's zone, Django's ``TIME_ZONE``, as the monthly report's months) -> username -> GPU-hours
+      for every day of the period so far; a job's GPU-hours are split across the days it ran;
+      members without use that day are left out.
     - ``period_start``/``period_end``: the accounting period in UTC (from
       ``PriorityUsageResetPeriod``; ``period_end`` ``None`` when Slurm never resets).
     - ``taken_at``: Unix seconds of the successful refresh; ``lag_note``: why a figure may lag or
