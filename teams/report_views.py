@@ -30,10 +30,18 @@ def _team_month(request: HttpRequest, name: str, month_text: str) -> tuple[Team,
     team = team_for_viewer(name=name, user=request.user)
     if team is None:
         raise Http404("No such team, or it is not yours to see.")
-    month = parse_month(month_text)
-    if month is None or month > month_of(time.time()):
+    month = _month(month_text)
+    if month > month_of(time.time()):
         raise Http404(f"There is no report for {month_text!r}: pick a month in YYYY-MM form, this month or one before it.")
     return team, month
+
+
+def _month(text: str) -> Month:
+    """The month of ``text`` (``YYYY-MM``); a 404 that says what is wrong with it and the form to write."""
+    try:
+        return parse_month(text)
+    except ValueError as exc:
+        raise Http404(f"There is no report for that month: {exc}.") from exc
 
 
 def report_now(team: Team, month: Month) -> TeamReport:
@@ -56,9 +64,7 @@ def team_report_latest(request: HttpRequest, name: str) -> HttpResponse:
     team = team_for_viewer(name=name, user=request.user)
     if team is None:
         raise Http404("No such team, or it is not yours to see.")
-    month = parse_month(request.GET["month"]) if request.GET.get("month") else month_of(time.time()).previous()
-    if month is None:
-        raise Http404(f"There is no report for {request.GET['month']!r}: pick a month in YYYY-MM form.")
+    month = _month(request.GET["month"]) if request.GET.get("month") else month_of(time.time()).previous()
     return redirect("team_report", name=team.name, month=str(month))
 
 

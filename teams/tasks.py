@@ -87,9 +87,13 @@ def team_report_read_task(cluster: str, month: str) -> None:
     from .report.period import parse_month
     from .report.read import month_read_failed, month_reading
 
-    chosen = parse_month(month)
-    if chosen is None or cluster not in cluster_names():
-        logger.warning("team report read: no cluster %r or month %r; nothing read", cluster, month)
+    try:
+        chosen = parse_month(month)
+    except ValueError as exc:
+        logger.warning("team report read: no month %s; nothing read", exc)
+        return
+    if cluster not in cluster_names():
+        logger.warning("team report read: no cluster %r; nothing read", cluster)
         return
     try:
         month_reading(get_gateway(cluster), cluster=cluster, month=chosen)

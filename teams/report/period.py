@@ -10,7 +10,10 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
-_MONTH_RE = re.compile(r"(\d{4})-(\d{2})")
+#: ``YYYY-MM`` in the digits 0-9 only (``\d`` and ``int()`` take any Unicode digit: full-width ones too).
+_MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
+#: The form a refusal asks for.
+MONTH_FORM = "write the month as YYYY-MM with the digits 0-9, e.g. 2026-11"
 
 
 def site_zone() -> ZoneInfo:
@@ -60,12 +63,20 @@ def month_of(moment: float) -> Month:
     return Month(local.year, local.month)
 
 
-def parse_month(text: str) -> Month | None:
-    """``"2026-11"`` -> ``Month(2026, 11)``; ``None`` for anything else (month 13, ``2026-1``)."""
+def parse_month(text: str) -> Month:
+    """``"2026-11"`` -> ``Month(2026, 11)``. Raises ``ValueError`` whose text says what is wrong and
+    the form to write (:data:`MONTH_FORM`), for a page to show: not ``YYYY-MM`` (``2026-1``), digits
+    other than 0-9 (full-width ones, Arabic-Indic ones), month 13, a year before 1970."""
     match = _MONTH_RE.fullmatch(text or "")
-    if not match or not 1 <= int(match.group(2)) <= 12 or int(match.group(1)) < 1970:
-        return None
-    return Month(int(match.group(1)), int(match.group(2)))
+    if match is None:
+        odd = any(char.isdigit() and not char.isascii() for char in text or "")
+        raise ValueError(f"{text!r} {'has digits other than 0-9' if odd else 'is not in YYYY-MM form'}; {MONTH_FORM}")
+    year, month = int(match.group(1)), int(match.group(2))
+    if not 1 <= month <= 12:
+        raise ValueError(f"{text!r}: month {month} is not one of 01 to 12; {MONTH_FORM}")
+    if year < 1970:
+        raise ValueError(f"{text!r}: year {year} is before 1970; {MONTH_FORM}")
+    return Month(year, month)
 
 
 def months_offered(now: float, *, count: int = 24) -> list[Month]:
