@@ -10,6 +10,7 @@ import logging
 import time
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
@@ -30,10 +31,14 @@ def report_key(team: str, month: Month, user_id: int) -> str:
 
 
 def _body(team: Team, month: Month, lines: list[str]) -> str:
+    """The mail's text: the CSV's whole address (a mail has no page to be relative to) on
+    ``PORTAL_SITE_URL``, as :func:`notifications.mail.notification_message` makes the page's link,
+    then ``lines``."""
     csv_path = reverse("team_report_csv", kwargs={"name": team.name, "month": str(month)})
+    csv_url = f"{settings.PORTAL_SITE_URL.rstrip('/')}{csv_path}"
     return "\n".join(
         [
-            f"Team {team.name}, {month.label} (figures per member on the page linked below; CSV: {csv_path}).",
+            f"Team {team.name}, {month.label} (figures per member on the page linked below; CSV: {csv_url}).",
             "",
             *lines,
         ]
