@@ -289,8 +289,8 @@ def failed_task(job: Job, found: AccountingEntry, worst) -> dict | None:
 
 def queue_failed_task(job: Job, entry: QueueEntry | None) -> dict | None:
     """As :func:`failed_task`, for an array the sync ends from the queue's word while accounting has
-    no record of it yet (``jobs.worker.sync._end_from_queue``): the first failed task among ``entry``'s
-    squeue records, the one whose exit code the entry's record, and so the row, takes
+    no record of it yet (:func:`jobs.worker.queue_end.end_from_queue`): the first failed task among
+    ``entry``'s squeue records, the one whose exit code the entry's record, and so the row, takes
     (:func:`slurm.entries.queue_entries`), with its files from its own queue record. The failure mail
     is made at that moment, once (its event key); accounting's later records leave the row failed, so
     no mail follows them and they could not name the task then: the queue names it now, as squeue

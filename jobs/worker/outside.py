@@ -129,7 +129,7 @@ _PARTS = ("array_tasks", "array_spec", "array_counts", "het_parts")
 def _keep_parts(job: Job, fields: dict) -> None:
     """Save (and set on ``job``) the array tasks or het components of ``fields`` that changed, for a
     row whose job the queue shows ended: ending it from the queue's word while accounting is behind
-    (:func:`jobs.worker.sync._end_from_queue`) reads them, as it does a portal row's."""
+    (:func:`jobs.worker.queue_end.end_from_queue`) reads them, as it does a portal row's."""
     changed = {k: fields[k] for k in _PARTS if k in fields and getattr(job, k) != fields[k]}
     if changed:
         Job.objects.filter(pk=job.pk).update(**changed)

@@ -21,11 +21,12 @@
 - A failed poll changes no state: active rows get ``status_unknown_since`` (UNKNOWN never means finished:
   docs/decisions.md#unknown-never-means-finished).
 - Accounting unavailable (slurmdbd down, every ``sacct`` fails) or behind (no final record yet): a
-  job the queue itself reported ended takes the queue's final state, exit, start and end at once,
-  marked ``accounting_pending``; its run time and GPU-hours are replaced by accounting's figures
-  when its record arrives (tried at every poll for :data:`ACCOUNTING_WAIT_S`). A job that left the
-  queue unseen stays as it was, ``status_unknown_since`` set. Each ``sacct`` outcome is recorded in
-  :mod:`slurm.health` (the pages' "accounting unavailable since" notice).
+  job the queue itself reported ended takes the queue's final state, exit, start and end at once
+  (:mod:`jobs.worker.queue_end`), marked ``accounting_pending``; its run time and GPU-hours are
+  replaced by accounting's figures when its record arrives (tried at every poll for
+  :data:`ACCOUNTING_WAIT_S`). A job that left the queue unseen stays as it was,
+  ``status_unknown_since`` set. Each ``sacct`` outcome is recorded in :mod:`slurm.health` (the pages'
+  "accounting unavailable since" notice).
 """
 
 from __future__ import annotations
@@ -45,16 +46,17 @@ from slurm.adapters import adapter_for
 from slurm.entries import ARRAY, JOB, queue_entries
 from slurm.health import accounting_answered, accounting_failed
 from slurm.snapshot import ClusterSnapshot
-from slurm.states import ACTIVE_STATES, FAILED_STATES, FINAL_STATES, JobState
+from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
 from slurm.values import classify_state
 
-from ..arrays import het_parts, queue_array_fields, tasks_state
+from ..arrays import het_parts, queue_array_fields
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
-from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, queue_failed_task, record_of, record_restarts
-from .identity import queue_record_is_the_jobs, records_by_id, records_of_job, sacct_ids
+from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
+from .identity import records_by_id, records_of_job, sacct_ids
 from .notify import job_state_notify
 from .outside import outside_sync
+from .queue_end import end_from_queue
 
 logger = logging.getLogger(__name__)
 
@@ -237,45 +239,10 @@ def _finish_from_accounting(
 
 
 def _end_from_queue(job: Job, entries: dict, exits: dict, result: SyncResult) -> bool:
-    """While accounting has no final record of ``job``: if the queue's entry (``entries``, by job id)
-    still lists it ended (squeue keeps ended jobs ~MinJobAge), take the queue's final state, exit,
-    start and end (the controller's own times; run time = end - start), mark it ``accounting_pending``
-    and return True; an array's state is its tasks' as the row kept them (a task that failed and left
-    the queue first fails it), its mail names the failed task (:func:`queue_failed_task`). False
-    (nothing changed) when the queue does not say it ended."""
-    entry = entries.get(job.slurm_job_id)
-    q = entry.record if entry else None
-    if q is None or not queue_record_is_the_jobs(job, q):
+    """:func:`jobs.worker.queue_end.end_from_queue`, counted in ``result.provisional`` when the row
+    took the queue's word."""
+    if not end_from_queue(job, entries, exits):
         return False
-    state, raw = classify_state(q.state)
-    if state not in FINAL_STATES or not q.end_time:
-        return False
-    exit_ = exits.get(job.slurm_job_id, (q.exit_code, q.signal))
-    if job.kind == JobKind.ARRAY:  # its tasks as the row kept them: squeue drops each after MinJobAge
-        if (of_tasks := tasks_state(job.array_tasks)) is None:
-            return False  # tasks that left the queue unseen: only accounting can tell how they ended
-        if of_tasks != state:  # the listed tasks' state no failure: the failed task's code is accounting's
-            state, raw, exit_ = of_tasks, of_tasks.value, exit_ if state in FAILED_STATES else (None, None)
-    old_state = job.state
-    job.state, job.slurm_state = state, raw
-    job.exit_code, job.signal = exit_
-    job.start_at = to_datetime(q.start_time) or job.start_at
-    job.end_at = to_datetime(q.end_time)
-    job.elapsed_s = max(0, q.end_time - q.start_time) if q.start_time else 0
-    job.gpu_hours = job.billed_unit_minutes = None
-    job.reason = job.reason_description = ""
-    job.status_unknown_since = None
-    job.accounting_pending = True
-    with transaction.atomic():
-        job.save()
-        audit(
-            actor=None,
-            action="job.state",
-            job=job,
-            old={"state": old_state},
-            new={"state": job.state, "slurm_state": raw, "source": "queue (accounting has no record yet)"},
-        )
-        job_state_notify(job, old_state, task=queue_failed_task(job, entry))  # told in the same transaction
     result.provisional += 1
     return True
 
