@@ -206,6 +206,25 @@ def queue_array_fields(entry: QueueEntry, stored: dict) -> dict:
     return array_fields(merge_queue(load_tasks(stored), entry.tasks), entry.throttle)
 
 
+#: The states of a row whose start is a task's own (the "running" group of :data:`GROUPS`).
+_RUNNING = next(states for name, _, states in GROUPS if name == "running")
+
+
+def queue_array_start(entry: QueueEntry, job) -> int:
+    """An array's start (Unix s) after a poll that lists ``entry``, for its ``Job`` row as the poll
+    before left it: the entry's start (squeue's ``start_time`` of its earliest listed task,
+    :func:`slurm.entries.queue_entries`) or the row's ``start_at`` if earlier, when the row was
+    running and the queue shows the array running or ended. The row's start was then a task's, which
+    squeue may no longer list (it drops each ended task after MinJobAge), so the earliest start stays
+    on the row. Otherwise the entry's own start: a waiting array's is the pending record's, Slurm's
+    estimate, which pages show while it waits."""
+    start = entry.record.start_time
+    kept = int(job.start_at.timestamp()) if job.start_at else 0
+    if not kept or job.state not in _RUNNING or (entry.state not in _RUNNING and entry.state not in FINAL_STATES):
+        return start
+    return min(start, kept) if start else kept
+
+
 def het_parts(entry: QueueEntry) -> list[dict]:
     """A het job's components from the queue, by offset (see ``Job.het_parts``)."""
     return [

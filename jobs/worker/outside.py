@@ -27,7 +27,7 @@ from slurm.entries import ARRAY, HET, QueueEntry
 from slurm.states import ACTIVE_STATES, FINAL_STATES
 from slurm.values import classify_state
 
-from ..arrays import het_parts, queue_array_fields
+from ..arrays import het_parts, queue_array_fields, queue_array_start
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .identity import queue_record_is_the_jobs
 from .notify import job_state_notify
@@ -117,20 +117,25 @@ def queue_fields(entry: QueueEntry, job: Job | None = None) -> dict:
         fields["output_path"], fields["error_path"] = log_paths(record, job_id=record.job_id)
     if entry.kind == ARRAY:
         fields.update(queue_array_fields(entry, job.array_tasks if job else {}))
+        if job is not None:  # its earliest task's start, which squeue may no longer list
+            fields["start_at"] = to_datetime(queue_array_start(entry, job))
     elif entry.kind == HET:
         fields["het_parts"] = het_parts(entry)
     return fields
 
 
-#: The row fields of an array's tasks or a het job's components (:func:`queue_fields`).
+#: The row fields of an array's tasks or a het job's components (:func:`queue_fields`), and the
+#: array's start (its earliest task's, :func:`jobs.arrays.queue_array_start`).
 _PARTS = ("array_tasks", "array_spec", "array_counts", "het_parts")
+_ARRAY_PARTS = (*_PARTS, "start_at")
 
 
 def _keep_parts(job: Job, fields: dict) -> None:
     """Save (and set on ``job``) the array tasks or het components of ``fields`` that changed, for a
     row whose job the queue shows ended: ending it from the queue's word while accounting is behind
     (:func:`jobs.worker.queue_end.end_from_queue`) reads them, as it does a portal row's."""
-    changed = {k: fields[k] for k in _PARTS if k in fields and getattr(job, k) != fields[k]}
+    parts = _ARRAY_PARTS if job.kind == JobKind.ARRAY else _PARTS
+    changed = {k: fields[k] for k in parts if k in fields and getattr(job, k) != fields[k]}
     if changed:
         Job.objects.filter(pk=job.pk).update(**changed)
         for key, value in changed.items():

@@ -50,7 +50,7 @@ from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.times import start_bound
 from slurm.values import classify_state
 
-from ..arrays import het_parts, queue_array_fields
+from ..arrays import het_parts, queue_array_fields, queue_array_start
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
 from .identity import records_by_id, records_of_job, sacct_ids
@@ -279,18 +279,19 @@ def _sync_one(
 
 
 def _parts_of(job: Job, entry) -> dict:
-    """A portal row's array tasks or het components from its queue entry (the row's kind follows the
-    entry: a script may hold ``#SBATCH --array``); ``{}`` for a plain job."""
+    """A portal row's array tasks (with the array's start, :func:`queue_array_start`) or het
+    components from its queue entry (the row's kind follows the entry: a script may hold ``#SBATCH
+    --array``); ``{}`` for a plain job."""
     if entry is None or entry.kind == JOB:
         return {}
-    if entry.kind == ARRAY:
-        return {"kind": JobKind.ARRAY, **queue_array_fields(entry, job.array_tasks)}
+    if entry.kind == ARRAY:  # and its earliest task's start (the tasks listed, or the row's)
+        start = to_datetime(queue_array_start(entry, job))
+        return {"kind": JobKind.ARRAY, **queue_array_fields(entry, job.array_tasks), "start_at": start}
     return {"kind": JobKind.HET, "het_parts": het_parts(entry)}
 
 
 def _apply_queue(job: Job, q, state: JobState, raw: str, extra: dict | None = None) -> bool:
     new = {
-        **(extra or {}),
         "state": state,
         "slurm_state": raw,
         "reason": q.reason if q.reason != "None" else "",
@@ -301,6 +302,7 @@ def _apply_queue(job: Job, q, state: JobState, raw: str, extra: dict | None = No
         "nodes": q.nodes,
         "status_unknown_since": None,
         **_memory_of(q),
+        **(extra or {}),  # an array's start is its earliest task's
     }
     changed = {k: v for k, v in new.items() if getattr(job, k) != v}
     if not changed:

@@ -6,12 +6,13 @@ unseen stays unknown; every sacct outcome is recorded for the pages' notice."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
 
-from jobs.models import Job
+from jobs.models import Job, JobKind, JobOrigin
 from jobs.worker.sync import jobs_mark_unknown, jobs_sync
 from slurm import SlurmGateway
 from slurm.adapters.v0_0_38 import parse_jobs
@@ -20,6 +21,7 @@ from slurm.snapshot import ClusterSnapshot
 from slurm.states import JobState
 from tests.fakes import ANY, FakeTransport
 from tests.jobs.test_sync import JOB_18_KEY, job
+from tests.slurm.outside_recorded import OUTSIDE, outside
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +135,54 @@ def test_the_clock_of_a_job_whose_state_is_unknown_stops_where_it_was_last_seen(
     later = datetime(2026, 11, 29, 11, 0, tzinfo=UTC).timestamp()
     shown = job_row(Job.objects.get(pk=row.pk), {}, now=later)
     assert shown.elapsed_s == 180 and shown.time_left_s is None
+
+
+def array_polls(rec, comment: str = "") -> list[list]:
+    """Four polls of the recorded outside array (``--array=1-6%2``; ``squeue_running``: tasks 1-2
+    running since their recorded start, 3-6 pending), its records only, with ``comment``: (1) as
+    recorded; (2) tasks 1-2 ended COMPLETED, tasks 3-4 run (started 100 s after 1-2), 5-6 pending;
+    (3) tasks 1-2 left squeue (MinJobAge), the rest as before; (4) tasks 3-6 ended COMPLETED, still
+    listed, 1-2 still gone."""
+    aid = rec.ids["array"]
+    recorded = [replace(q, comment=comment) for q in rec.queue() if q.array_job_id == aid]
+    waiting = next(q for q in recorded if q.array_task_id is None)
+    one = next(q for q in recorded if q.array_task_id == 1)
+    t1 = one.start_time + 100
+    done = dict(state="COMPLETED", exit_code=0, signal=0)
+
+    def task(n: int, start: int, **kw):
+        return replace(one, job_id=aid + 100 + n, array_task_id=n, start_time=start, end_time=start + 120, **kw)
+
+    first_two = [replace(q, end_time=q.start_time + 20, **done) for q in recorded if q.array_task_id is not None]
+    running = [task(3, t1), task(4, t1), replace(waiting, array_task_string="5-6%2")]
+    ended = [replace(task(n, start), end_time=start + 20, **done) for n, start in ((3, t1), (4, t1), (5, t1 + 20), (6, t1 + 20))]
+    return [recorded, first_two + running, running, ended]
+
+
+def sacct_behind(rec) -> FakeTransport:
+    """``sacct`` answering without any record of the array yet (slurmdbd behind)."""
+    behind = rec.doc("sacct_ended")
+    behind["jobs"] = [j for j in behind["jobs"] if j["array"]["job_id"] != rec.ids["array"]]
+    return FakeTransport().expect(["sacct", "--json", "-D", "-S", ANY, "-j", ANY], stdout=json.dumps(behind))
+
+
+@pytest.mark.parametrize("origin", [JobOrigin.PORTAL, JobOrigin.OUTSIDE])
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_ended_on_the_queues_word_runs_from_its_first_task_that_left_the_queue(alice, release, origin):
+    """Tasks 1-2 ran first and left squeue (MinJobAge) while 3-4 ran; then 3-6 ended while accounting
+    had no record. The array started when task 1 did, not when the first task still listed did: the
+    row keeps that start from poll to poll, and its provisional run time is from then to the end."""
+    rec = outside(release)
+    aid = rec.ids["array"]
+    row = job(alice, aid, JobState.PENDING, kind=JobKind.ARRAY) if origin == JobOrigin.PORTAL else None
+    polls = array_polls(rec, row.comment if row else "")
+    started = next(q.start_time for q in polls[0] if q.array_task_id == 1)
+    ended = max(q.end_time for q in polls[-1])
+    for n, jobs in enumerate(polls[:-1]):  # nothing left the queue yet: no sacct
+        jobs_sync(ClusterSnapshot(taken_at=float(n), jobs=jobs), SlurmGateway(FakeTransport()))
+    row = Job.objects.get(slurm_job_id=aid, origin=origin)
+    assert (row.state, row.start_at.timestamp()) == (JobState.RUNNING, started)  # tasks 3-4 started later
+    result = jobs_sync(ClusterSnapshot(taken_at=9.0, jobs=polls[-1]), SlurmGateway(sacct_behind(rec)))
+    row.refresh_from_db()
+    assert result.provisional == 1 and (row.state, row.accounting_pending) == (JobState.COMPLETED, True)
+    assert (row.start_at.timestamp(), row.end_at.timestamp(), row.elapsed_s) == (started, ended, ended - started)
