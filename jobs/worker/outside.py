@@ -5,7 +5,8 @@ het job, :mod:`slurm.entries`) without a ``portal:`` comment whose ``user_name``
 user (``User.username`` is the Unix name) is matched to its row by (cluster, job id, Slurm's submit
 time; :mod:`jobs.worker.identity`) or gets a new one (``origin`` OUTSIDE, audit ``job.outside_found``).
 Rows are made and changed in bulk: one query for the users, one for the rows, one ``bulk_create``,
-one ``bulk_update`` and one audit insert per poll, whatever the queue's size. A row whose job ended
+one ``bulk_update`` and one audit insert per poll, whatever the queue's size, and one more
+``bulk_update`` for the tasks or components of the rows whose job the queue shows ended. A row whose job ended
 or left the queue is handed back to the sync, which finishes it from the same ``sacct`` call as the
 portal's jobs. Jobs that ended while the portal never saw them queued come from accounting
 (:mod:`jobs.worker.outside_import`).
@@ -130,16 +131,26 @@ _PARTS = ("array_tasks", "array_spec", "array_counts", "het_parts")
 _ARRAY_PARTS = (*_PARTS, "start_at")
 
 
-def _keep_parts(job: Job, fields: dict) -> None:
-    """Save (and set on ``job``) the array tasks or het components of ``fields`` that changed, for a
-    row whose job the queue shows ended: ending it from the queue's word while accounting is behind
-    (:func:`jobs.worker.queue_end.end_from_queue`) reads them, as it does a portal row's."""
+def _keep_parts(job: Job, fields: dict) -> list[str]:
+    """Set on ``job`` the array tasks or het components of ``fields`` that changed, for a row whose
+    job the queue shows ended: ending it from the queue's word while accounting is behind
+    (:func:`jobs.worker.queue_end.end_from_queue`) reads them, as it does a portal row's. Returns the
+    names of the fields changed, which :func:`_save_parts` writes with the other rows' of the poll."""
     parts = _ARRAY_PARTS if job.kind == JobKind.ARRAY else _PARTS
     changed = {k: fields[k] for k in parts if k in fields and getattr(job, k) != fields[k]}
-    if changed:
-        Job.objects.filter(pk=job.pk).update(**changed)
-        for key, value in changed.items():
-            setattr(job, key, value)
+    for key, value in changed.items():
+        setattr(job, key, value)
+    return list(changed)
+
+
+def _save_parts(kept: list[tuple[Job, list[str]]]) -> None:
+    """One ``bulk_update`` (per 500 rows) of the ``kept`` rows' changed parts (:func:`_keep_parts`:
+    each row with the names of its fields that changed), whatever their number; ``updated_at`` is
+    left alone, as for a portal row's parts."""
+    if not kept:
+        return
+    names = sorted({name for _, changed in kept for name in changed})
+    Job.objects.bulk_update([job for job, _ in kept], names, batch_size=500)
 
 
 @dataclass
@@ -172,6 +183,7 @@ def outside_sync(entries: dict[int, QueueEntry], *, cluster: str, waiting: Q) ->
     seen: set[int] = set()
     new: list[Job] = []
     changed: list[tuple[Job, dict]] = []
+    kept: list[tuple[Job, list[str]]] = []  # ended rows whose parts changed (_keep_parts)
     for entry in candidates:
         job = next((j for j in by_id.get(entry.job_id, []) if queue_record_is_the_jobs(j, entry.record)), None)
         if job is None:
@@ -188,7 +200,8 @@ def outside_sync(entries: dict[int, QueueEntry], *, cluster: str, waiting: Q) ->
         fields = queue_fields(entry, job)
         fields.pop("restart_count")  # the restart is recorded with its runs (jobs.worker.sync._record_restarts)
         if fields["state"] in FINAL_STATES:
-            _keep_parts(job, fields)  # the tasks' ends the queue shows, for ending it from the queue's word
+            if names := _keep_parts(job, fields):  # the tasks' ends the queue shows, for the queue's word
+                kept.append((job, names))
             result.left.append(job)
             if entry.record.exit_code is not None:
                 result.exits[job.slurm_job_id] = (entry.record.exit_code, entry.record.signal)
@@ -201,6 +214,7 @@ def outside_sync(entries: dict[int, QueueEntry], *, cluster: str, waiting: Q) ->
     with transaction.atomic():
         _create(new, result)
         _update(changed, result)
+        _save_parts(kept)
     return result
 
 

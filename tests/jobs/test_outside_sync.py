@@ -11,10 +11,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from django.db.models import Q
 
 from accounts.models import LinkState
 from audit.models import AuditEvent
 from jobs.models import Job, JobKind, JobOrigin
+from jobs.worker.outside import outside_sync
 from jobs.worker.sync import jobs_sync
 from portal.dates import to_datetime
 from slurm import SlurmGateway
@@ -249,3 +251,41 @@ def test_of_many_failed_tasks_only_the_one_the_row_takes_is_asked_for(alice, rel
     array = rows(rec)["array"]
     assert (array.state, array.exit_code) == (JobState.FAILED, 3)
     assert not fake.script
+
+
+def copies(records: list, n: int, **changes) -> list:
+    """``records`` (an array's or het job's squeue records) as ``n`` jobs of their own (ids 1000 apart),
+    each record with ``changes``."""
+    moved = []
+    for k in range(1, n + 1):
+        for q in records:
+            ids = {"job_id": q.job_id + 1000 * k}
+            ids |= {"array_job_id": q.array_job_id + 1000 * k} if q.array_job_id else {}
+            ids |= {"het_job_id": q.het_job_id + 1000 * k} if q.het_job_id else {}
+            moved.append(replace(q, **ids, **changes))
+    return moved
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_the_parts_of_ended_arrays_and_het_jobs_are_kept_in_one_update(alice, release, django_assert_num_queries):
+    """Three arrays and three het jobs (the recorded ones, copied) seen running, then listed ended:
+    their tasks and components as squeue last shows them are kept (ending them from the queue's word
+    reads them) with one UPDATE for the six rows, as the module promises: two reads (the users, the
+    rows) and one write in the pass's transaction (a savepoint inside the test's), however many
+    rows ended."""
+    from slurm.clusters import default_cluster
+    from slurm.entries import queue_entries
+
+    rec = outside(release)
+    jobs = [q for q in rec.queue() if q.array_job_id == rec.ids["array"] or q.het_job_id == rec.ids["het"]]
+    jobs_sync(snap(rec, jobs=copies(jobs, 3)), SlurmGateway(FakeTransport()))
+    ended = copies(jobs, 3, state="CANCELLED", end_time=jobs[0].start_time + 10)
+    with django_assert_num_queries(5) as queries:
+        result = outside_sync(queue_entries(ended), cluster=default_cluster().name, waiting=Q(pk__in=[]))
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT", "SELECT", "SAVEPOINT", "UPDATE", "RELEASE"]
+    assert len(result.left) == 6 and (result.created, result.updated) == (0, 0)
+    for row in Job.objects.filter(origin=JobOrigin.OUTSIDE):
+        if row.kind == JobKind.ARRAY:
+            assert row.array_tasks == {"CANCELLED": "1-6"} and row.array_counts == {"cancelled": 6}
+        else:
+            assert {p["state"] for p in row.het_parts} == {"CANCELLED"}
