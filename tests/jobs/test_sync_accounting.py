@@ -186,3 +186,83 @@ def test_an_array_ended_on_the_queues_word_runs_from_its_first_task_that_left_th
     row.refresh_from_db()
     assert result.provisional == 1 and (row.state, row.accounting_pending) == (JobState.COMPLETED, True)
     assert (row.start_at.timestamp(), row.end_at.timestamp(), row.elapsed_s) == (started, ended, ended - started)
+
+
+def array_ended_but_task_5(rec, failed: int | None) -> list:
+    """The recorded outside array's records a poll after ``squeue_after_cancel`` (task 5 cancelled
+    while pending): tasks 1-4 and 6 ended and still listed (MinJobAge), each COMPLETED but task
+    ``failed`` FAILED with exit 3; tasks 3, 4 and 6 each a record of its own, made from task 2's."""
+    aid = rec.ids["array"]
+    listed = [q for q in rec.queue("squeue_after_cancel") if q.array_job_id == aid]
+    two = next(q for q in listed if q.array_task_id == 2)
+    started = [q for q in listed if q.array_task_id is not None]
+    started += [replace(two, job_id=two.job_id + 100 + n, array_task_id=n, start_time=two.start_time + 20) for n in (3, 4, 6)]
+    return [
+        replace(
+            q,
+            state="FAILED" if q.array_task_id == failed else "COMPLETED",
+            exit_code=3 if q.array_task_id == failed else 0,
+            signal=0,
+            end_time=q.start_time + 20,
+        )
+        for q in started
+    ]
+
+
+#: Half a day after the outside recordings: accounting is still asked for a row ended from the
+#: queue's word (``ACCOUNTING_WAIT_S`` after its end).
+AFTER_OUTSIDE_RECORDINGS = "2026-12-01T22:47:00Z"
+
+
+@pytest.mark.unit_clock(AFTER_OUTSIDE_RECORDINGS)
+@pytest.mark.parametrize(("failed", "state"), [(None, JobState.CANCELLED), (3, JobState.FAILED)])
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_an_array_with_a_task_cancelled_while_pending_ends_on_the_queues_word(alice, release, failed, state):
+    """``scancel`` of task 5 while it waited (the recorded ``squeue_after_cancel``): squeue stops
+    listing it at once and accounting never records it. The row counts it cancelled, not "ended,
+    outcome not known", so once the other tasks end while accounting is behind the array ends from
+    the queue's word like any other, by the tasks' usual rule (CANCELLED when none failed, as
+    accounting's records later say too; FAILED when one did), never "status unknown"."""
+    rec = outside(release)
+    aid = rec.ids["array"]
+    for stem in ("squeue_running", "squeue_after_cancel"):
+        jobs = [q for q in rec.queue(stem) if q.array_job_id == aid]
+        jobs_sync(ClusterSnapshot(taken_at=1.0, jobs=jobs), SlurmGateway(FakeTransport()))
+    row = Job.objects.get(slurm_job_id=aid, origin=JobOrigin.OUTSIDE)
+    assert (row.state, row.array_tasks) == (JobState.RUNNING, {"CANCELLED": "5", "PENDING": "3-4,6", "RUNNING": "1-2"})
+    ended = array_ended_but_task_5(rec, failed)
+    result = jobs_sync(ClusterSnapshot(taken_at=2.0, jobs=ended), SlurmGateway(sacct_behind(rec)))
+    row.refresh_from_db()
+    assert result.provisional == 1 and result.unknown == 0
+    assert (row.state, row.accounting_pending, row.status_unknown_since) == (state, True, None)
+    assert row.array_tasks == (
+        {"CANCELLED": "5", "COMPLETED": "1-4,6"} if failed is None else {"CANCELLED": "5", "COMPLETED": "1-2,4,6", "FAILED": "3"}
+    )
+    if failed is None:  # accounting catches up: the same end, from its records
+        fake = FakeTransport().expect(
+            ["sacct", "--json", "-D", "-S", ANY, "-j", str(aid)], stdout=json.dumps(rec.doc("sacct_ended"))
+        )
+        jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(fake))
+        row.refresh_from_db()
+        assert (row.state, row.accounting_pending, row.array_tasks) == (
+            JobState.CANCELLED,
+            False,
+            {"CANCELLED": "5", "COMPLETED": "1-4,6"},
+        )
+
+
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_waiting_tasks_whose_queue_text_is_unreadable_are_not_read_as_cancelled(release):
+    """The rule above holds only for a queue whose text of the waiting tasks was read: a text cut or
+    unreadable gives no task (``slurm.entries``), and tasks 3-6, still waiting, stay "not known"."""
+    from jobs.arrays import queue_array_fields
+    from slurm.entries import queue_entries
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    stored = {"PENDING": "3-6", "RUNNING": "1-2"}
+    listed = [q for q in rec.queue("squeue_after_cancel") if q.array_job_id == aid]
+    read = queue_entries(listed)[aid]
+    assert queue_array_fields(read, stored)["array_tasks"] == {"CANCELLED": "5", "PENDING": "3-4,6", "RUNNING": "1-2"}
+    cut = [replace(q, array_task_string="3-4,") if q.array_task_id is None else q for q in listed]
+    assert queue_array_fields(queue_entries(cut)[aid], stored)["array_tasks"] == {"RUNNING": "1-2", "UNKNOWN": "3-6"}
