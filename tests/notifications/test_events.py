@@ -382,6 +382,31 @@ def test_the_queues_failed_task_is_the_first_failed_one_it_lists_with_its_own_fi
     assert (both[aid].record.exit_code, queue_failed_task(row, both[aid])["id"]) == (3, 1)
 
 
+@pytest.mark.parametrize("first", [1, 4])
+@pytest.mark.parametrize("release", OUTSIDE)
+def test_of_two_failed_tasks_the_queue_names_the_one_it_lists_first_whose_code_the_row_takes(alice, release, first):
+    """Tasks 1 (exit 3) and 4 (exit 7) failed, and squeue lists either first. The task named is the
+    failed one listed first, whose exit code the entry's record, and so the row, takes: task 4 when
+    it comes first, though task 1 has the lower id; never the one listed last."""
+    from jobs.models import JobKind, JobOrigin
+    from jobs.worker.finish import queue_failed_task
+    from slurm.entries import queue_entries
+
+    rec = outside(release)
+    aid = rec.ids["array"]
+    ended = [
+        replace(q, state="FAILED", exit_code=7) if (q.array_job_id, q.array_task_id) == (aid, 4) else q
+        for q in queue_ended(rec, "", failed=1, code=3)
+    ]
+    failed = {q.array_task_id: q for q in ended if q.array_job_id == aid and q.state == "FAILED"}
+    rest = [q for q in ended if q.array_job_id != aid or q.array_task_id not in failed]
+    entry = queue_entries([failed[first], failed[5 - first], *rest])[aid]
+    row = job(alice, aid, JobState.RUNNING, kind=JobKind.ARRAY, origin=JobOrigin.OUTSIDE)
+    named = queue_failed_task(row, entry)
+    assert (sorted(failed), named["id"]) == ([1, 4], first)
+    assert entry.record.exit_code == failed[first].exit_code == {1: 3, 4: 7}[first]
+
+
 @pytest.mark.unit_clock("2026-12-01T22:47:00Z")  # half a day after the recordings: accounting still asked for
 @pytest.mark.parametrize("release", OUTSIDE)
 def test_an_array_whose_failed_task_left_the_queue_first_is_told_failed_once_never_completed(
