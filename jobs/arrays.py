@@ -4,10 +4,8 @@ and the counts pages show.
 An array row keeps every task id it has seen by state, as range text (``Job.array_tasks``:
 ``{"PENDING": "21-500", "RUNNING": "11-20", "COMPLETED": "1-9", "FAILED": "10"}``), so 10,000 tasks
 cost a few ranges. The queue's view replaces a task's state while the queue lists the task; a task
-that was pending and left the queue while it lists the array was cancelled while pending
-(``CANCELLED``, never started); a task that was otherwise active and left the queue unseen becomes
-``UNKNOWN`` until accounting's record of it (the array's final sacct) gives its outcome; an ended
-task keeps its outcome.
+that was active and left the queue unseen becomes ``UNKNOWN`` until accounting's record of it (the
+array's final sacct) gives its outcome; an ended task keeps its outcome.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from dataclasses import dataclass
 from slurm.entries import AccountingEntry, QueueEntry, derive_state
 from slurm.states import ACTIVE_STATES, FINAL_STATES, JobState
 from slurm.tasksets import TaskSet
-from slurm.values import classify_state, parse_array_tasks
+from slurm.values import classify_state
 
 #: How task states are counted on pages: (group, label, states).
 GROUPS = (
@@ -46,15 +44,10 @@ def dump_tasks(tasks: dict[JobState, TaskSet]) -> dict[str, str]:
     return {state.value: ids.text for state, ids in sorted(tasks.items(), key=lambda kv: kv[0].value) if ids}
 
 
-def merge_queue(
-    stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet], *, whole: bool = False
-) -> dict[JobState, TaskSet]:
+def merge_queue(stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
     """The tasks after a poll: the queue's state for each task it lists; a task it no longer lists
-    keeps an ended state. A PENDING one was cancelled while pending when the queue still lists the
-    array with every task read (``whole``, :func:`queue_array_fields`): Slurm drops such a task from
-    squeue at once and keeps no record of it (:func:`never_started`), while a task that started is
-    listed, a record of its own, until MinJobAge after its end; it becomes CANCELLED, with no start.
-    Any other active one becomes UNKNOWN (it ended unseen: its outcome comes from accounting)."""
+    keeps an ended state, and an active one becomes UNKNOWN (it ended unseen: its outcome comes
+    from accounting)."""
     listed = TaskSet()
     for ids in queue.values():
         listed = listed | ids
@@ -63,10 +56,7 @@ def merge_queue(
         rest = ids - listed
         if not rest:
             continue
-        if state in FINAL_STATES:
-            target = state
-        else:
-            target = JobState.CANCELLED if whole and state == JobState.PENDING else JobState.UNKNOWN
+        target = state if state in FINAL_STATES else JobState.UNKNOWN
         merged[target] = merged.get(target, TaskSet()) | rest
     return merged
 
@@ -212,20 +202,8 @@ def task_lines(stored: dict) -> list[TaskLine]:
 
 def queue_array_fields(entry: QueueEntry, stored: dict) -> dict:
     """The array fields of a row after a poll that lists ``entry`` (:func:`array_fields`): its tasks
-    merged with the stored view (:func:`merge_queue`; whole when :func:`_tasks_read`)."""
-    return array_fields(merge_queue(load_tasks(stored), entry.tasks, whole=_tasks_read(entry)), entry.throttle)
-
-
-def _tasks_read(entry: QueueEntry) -> bool:
-    """Whether ``entry.tasks`` holds every task squeue lists for the array: the ``array_task_string``
-    of its record of the tasks not started yet (``array_task_id`` none), if it has one, was read. A
-    text that is empty or unreadable does not give them (:func:`slurm.entries.queue_entries`), and
-    those tasks, still waiting, must not read as cancelled."""
-    waiting = [q.array_task_string for q in entry.records if q.array_task_id is None]
-    try:
-        return all(text and parse_array_tasks(text).tasks for text in waiting)
-    except ValueError:
-        return False
+    merged with the stored view."""
+    return array_fields(merge_queue(load_tasks(stored), entry.tasks), entry.throttle)
 
 
 #: The states of a row whose start is a task's own (the "running" group of :data:`GROUPS`).

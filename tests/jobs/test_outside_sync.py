@@ -127,9 +127,9 @@ def test_only_linked_portal_users_get_rows(alice, release):
 @pytest.mark.parametrize("release", OUTSIDE)
 def test_the_poller_follows_them_to_their_end_from_accounting(alice, release):
     """Poll 1: running. Poll 2 (task 5 and the het job cancelled): the het job leaves for accounting,
-    which finishes it with both components; the array stays active, task 5, which squeue stopped
-    listing while it waited, cancelled. Poll 3 (everything gone from the queue): one sacct call
-    finishes the rest; task 5, which never ran, has no record and stays cancelled."""
+    which finishes it with both components; the array stays active, task 5 unknown until accounting.
+    Poll 3 (everything gone from the queue): one sacct call finishes the rest; task 5, which never ran,
+    has no record and counts as cancelled."""
     rec = outside(release)
     jobs_sync(snap(rec), SlurmGateway(FakeTransport()))
     second = sacct(rec)
@@ -139,7 +139,7 @@ def test_the_poller_follows_them_to_their_end_from_accounting(alice, release):
     assert (got["het"].state, got["het"].is_final, got["het"].accounting_pending) == (JobState.CANCELLED, True, False)
     assert {p["state"] for p in got["het"].het_parts} == {"CANCELLED"}
     array = got["array"]
-    assert array.state == JobState.RUNNING and array.array_tasks["CANCELLED"] == "5" and array.array_tasks["PENDING"] == "3-4,6"
+    assert array.state == JobState.RUNNING and array.array_tasks["UNKNOWN"] == "5" and array.array_tasks["PENDING"] == "3-4,6"
     third = sacct(rec)
     result = jobs_sync(ClusterSnapshot(taken_at=3.0, jobs=[]), SlurmGateway(third))
     got = rows(rec)
