@@ -97,6 +97,15 @@ def runs_of(doc: dict, now: float, *, argv: list[str] | None = None) -> list[Run
     return runs
 
 
+def in_period(run: Run, start: float) -> bool:
+    """Whether ``run`` counts in the accounting period that began at ``start`` (Unix seconds): it
+    ended after that moment, or began at or after it. One that ended at the period's first moment
+    is the period before's (its GPU-time was all then), as the monthly report counts months; one of
+    no length at that moment is this period's."""
+    began = run.start if run.start is not None else run.submit
+    return run.end > start or (began is not None and began >= start)
+
+
 def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
     """The four calls of the module docstring, in that order. Raises :class:`~slurm.SlurmError`
     (from the gateway) or ``ValueError`` (output we cannot read)."""
@@ -107,7 +116,7 @@ def usage_read(gateway: SlurmGateway, *, now: float) -> UsageReading:
     start = period_start(datetime.fromtimestamp(now, UTC), config.reset_period)
     argv = ["sacct", "--json", "-X", "-a", "-S", start_bound(start, now=datetime.fromtimestamp(now, UTC)), "-E", "now"]
     doc = gateway.run_json(argv, timeout=SACCT_TIMEOUT_S)
-    runs = [r for r in runs_of(doc, now, argv=argv) if r.end >= start.timestamp()]
+    runs = [r for r in runs_of(doc, now, argv=argv) if in_period(r, start.timestamp())]
     return UsageReading(
         now=now,
         config=config,

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from teams.usage.compute import _daily
-from teams.usage.read import Run
+from teams.usage.read import Run, in_period
 
 PERIOD = datetime(2026, 10, 1, tzinfo=UTC)  # the accounting period's start (UTC, slurm.accounting.period_start)
 NOW = datetime(2026, 11, 12, tzinfo=UTC).timestamp()
@@ -52,3 +52,24 @@ def test_every_local_day_of_the_period_so_far_has_a_key():
     with override_settings(TIME_ZONE="America/New_York"):
         days = list(_daily([], PERIOD, NOW))
     assert (days[0], days[-1], len(days), len(set(days))) == ("2026-09-30", "2026-11-11", 43, 43)
+
+
+@pytest.mark.parametrize(
+    ("submit", "start", "end", "counted"),
+    [
+        (-3600, -3600, 0, False),  # ended at the period's first moment: the period before's
+        (-3600, -3600, 1, True),  # ran on into the period
+        (0, 0, 0, True),  # no length, at that moment: this period's
+        (-60, None, 0, False),  # waited, cancelled at that moment
+        (0, None, 0, True),  # submitted and cancelled at that moment
+    ],
+)
+def test_a_run_that_ended_as_the_period_began_is_the_period_befores(submit, start, end, counted):
+    """The team page's usage counted a job that ended exactly at the period's reset as a job (a
+    failed one, if it failed) of the new period, as the report once did with months."""
+    line = ts("2026-11-01T00:00:00")
+
+    def at(offset):
+        return None if offset is None else line + offset
+
+    assert in_period(Run("alice", "vision", 1, at(submit), at(start), line + end, True), line) is counted
