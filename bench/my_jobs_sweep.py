@@ -25,6 +25,15 @@ is printed with the figure:
 
     DATABASE_URL=postgres://portal:portal@127.0.0.1:5432/<db> PORTAL_TEST_REDIS_DB=<n> PORTAL_VAR_DIR=<checkout>/var \\
         nice -n 0 .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks 5000 --ended 2000 --requests 200
+
+``--ran N`` makes it a sweep part-way through: ``N`` more tasks are submitted with it and released;
+once ``N`` of them have ended it is held (its remaining ``--tasks`` pending tasks one record) and
+measured when none runs. Each ended task is its own record in squeue until ``MinJobAge`` (300 s on
+the lab clusters), so the anchor lists them all, as a sweep's user's own ``squeue`` would, while the
+poller folds them into the array's one entry. With ``--ended 0`` this is 2,000 ended and 5,000
+pending tasks of one sweep:
+
+    ... bench/my_jobs_sweep.py --in-process --tasks 5000 --ran 2000 --ended 0 --requests 200
 """
 
 from __future__ import annotations
@@ -88,14 +97,62 @@ def poller_cpu(cluster: str, rounds: int, interval: float) -> tuple[float, float
     return statistics.median(cpu), statistics.median(wall)
 
 
-def submit_sweep(user: str, name: str, tasks: int) -> int:
-    """Submit the held sweep as root for ``user`` (``sbatch --uid``), as from a shell; its job id."""
+def submit_sweep(user: str, name: str, tasks: int, *, ran: int = 0) -> int:
+    """Submit the sweep as root for ``user`` (``sbatch --uid``), as from a shell; its job id. With
+    ``ran`` 0 it is held at once (``--hold``): ``tasks`` pending tasks, one record in squeue. Else it
+    has ``ran + tasks`` tasks and is released: :func:`run_then_hold` lets ``ran`` of them run."""
+    hold = ["--hold"] if not ran else []
     out = subprocess.run(
-        ["sbatch", "--parsable", "--hold", f"--uid={user}", "--chdir=/tmp", f"--array=0-{tasks - 1}",
+        ["sbatch", "--parsable", *hold, f"--uid={user}", "--chdir=/tmp", f"--array=0-{ran + tasks - 1}",
          "--partition=train", "--time=1", "--mem=50M", f"--job-name={name}", "--output=/dev/null", "--wrap", "true"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     return int(out.strip().split(";")[0])
+
+
+def ended_tasks(array_id: int) -> tuple[int, int]:
+    """(ended, not ended) task records of the array in squeue (``squeue -r``: one line per task, a
+    pending remainder's tasks each; ended ones stay listed for ``MinJobAge``)."""
+    argv = ["squeue", "-h", "-r", "-t", "all", "-j", str(array_id), "-o", "%T"]
+    states = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+    live = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+    return sum(1 for s in states if s not in live), sum(1 for s in states if s in live)
+
+
+def _hold(array_id: int) -> None:
+    """``scontrol hold`` the array's pending tasks. scontrol exits 1 when some tasks have ended ("Job
+    has already finished" for those) while it holds the rest, so its word is taken from squeue: the
+    pending record's reason must be a hold. Raises ``SystemExit`` with scontrol's words otherwise."""
+    done = subprocess.run(["scontrol", "hold", str(array_id)], capture_output=True, text=True, check=False)
+    reasons = subprocess.run(
+        ["squeue", "-h", "-j", str(array_id), "-t", "PENDING", "-o", "%r"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if not reasons or not all("Held" in r for r in reasons):
+        raise SystemExit(f"scontrol hold {array_id} did not hold its pending tasks: {done.stderr.strip()} (reasons {reasons})")
+
+
+def run_then_hold(array_id: int, ran: int, timeout: float) -> tuple[int, float]:
+    """Wait until ``ran`` of the array's tasks have ended, then ``scontrol hold`` it (its pending
+    tasks stay pending, one record) and wait until none runs: a sweep part-way through, frozen for the
+    measurement. Returns (ended task records in squeue, seconds it took). Raises ``SystemExit`` after
+    ``timeout`` s (the cluster launches tasks too slowly: ended ones leave squeue after ``MinJobAge``)."""
+    start = time.monotonic()
+    held = False
+    while True:
+        ended, live = ended_tasks(array_id)
+        if not held and ended >= ran:
+            _hold(array_id)
+            held = True
+        if held:
+            running = subprocess.run(
+                ["squeue", "-h", "-r", "-j", str(array_id), "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%i"],
+                capture_output=True, text=True, check=True,
+            ).stdout.split()  # fmt: skip
+            if not running:
+                return ended_tasks(array_id)[0], time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise SystemExit(f"{ended} of {ran} tasks ended in {timeout:.0f} s; the sweep is cancelled")
+        time.sleep(1)
 
 
 def ended_rows(user, name: str, n: int) -> None:
@@ -176,12 +233,13 @@ def in_process(args) -> int:
     array_id = None
     try:
         user = User.objects.create(username=args.user, link_state=LinkState.LINKED, slurm_accounts=[args.account])
-        empty_cpu, empty_wall = poller_cpu(args.cluster, args.rounds, 0.5)
+        waited = quiet_queue(args.quiet_wait)
+        empty_cpu, empty_wall = poller_cpu(args.cluster, args.rounds, 0.5)  # the quiet queue's
         ended_rows(user, name, args.ended)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE jobs_job")  # as autovacuum would after a bulk insert
-        waited = quiet_queue(args.quiet_wait)
-        array_id = submit_sweep(args.user, name, args.tasks)
+        array_id = submit_sweep(args.user, name, args.tasks, ran=args.ran)
+        ended_in_queue, ran_s = run_then_hold(array_id, args.ran, args.ran_timeout) if args.ran else (0, 0.0)
         squeue_times = []  # the anchor at once, before anyone else's jobs can come
         for _ in range(3):
             t = time.perf_counter()
@@ -215,7 +273,8 @@ def in_process(args) -> int:
     anchor = statistics.median(squeue_times)
     ratio = p95(times) / anchor
     print(
-        f"$ .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks {args.tasks} --ended {args.ended} --requests {args.requests}"
+        f"$ .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks {args.tasks} --ended {args.ended} "
+        f"--requests {args.requests}" + (f" --ran {args.ran}" if args.ran else "")
     )
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {os.cpu_count()} CPUs; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
@@ -224,6 +283,8 @@ def in_process(args) -> int:
         f"user {args.user}: a held sweep of {args.tasks} tasks (job {array_id}, one entry: {entry.array_counts}) and "
         f"{args.ended} ended jobs; {len(doc['jobs'])} records in squeue --json"
     )
+    if args.ran:
+        print(f"first {args.ran} of its tasks ran ({ran_s:.0f} s), then held: {ended_in_queue} ended task records in squeue")
     others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
     if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
         print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
@@ -250,6 +311,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--tasks", type=int, default=5000, help="array tasks in the held sweep")
     p.add_argument("--ended", type=int, default=2000, help="ended jobs of the user (rows, ended within the last hour)")
+    p.add_argument(
+        "--ran", type=int, default=0,
+        help="--in-process: this many more tasks in the sweep run and end first (each its own record in squeue "
+        "until MinJobAge), then the rest are held",
+    )  # fmt: skip
+    p.add_argument("--ran-timeout", type=float, default=240, help="--in-process: seconds for --ran's tasks to end")
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--think", type=float, default=1.0, help="seconds each client waits between rounds")
