@@ -212,29 +212,17 @@ _RUNNING = next(states for name, _, states in GROUPS if name == "running")
 
 def queue_array_start(entry: QueueEntry, job) -> int:
     """An array's start (Unix s) after a poll that lists ``entry``, for its ``Job`` row as the poll
-    before left it. Once a task has run (the row was running, or kept a task that started:
-    :func:`_started`), the row's ``start_at`` is a task's own start, which squeue may no longer list
-    (it drops each ended task after MinJobAge), so it stays: the earlier of it and the entry's start
-    (squeue's ``start_time`` of its earliest listed task, :func:`slurm.entries.queue_entries`) while
-    the queue shows the array running or ended, and it alone while the array waits again (a throttle,
-    a busy cluster: the pending record's start is then Slurm's estimate). Before any task ran, the
-    entry's own start: Slurm's estimate, which pages show while it waits."""
+    before left it: the entry's start (squeue's ``start_time`` of its earliest listed task,
+    :func:`slurm.entries.queue_entries`) or the row's ``start_at`` if earlier, when the row was
+    running and the queue shows the array running or ended. The row's start was then a task's, which
+    squeue may no longer list (it drops each ended task after MinJobAge), so the earliest start stays
+    on the row. Otherwise the entry's own start: a waiting array's is the pending record's, Slurm's
+    estimate, which pages show while it waits."""
     start = entry.record.start_time
     kept = int(job.start_at.timestamp()) if job.start_at else 0
-    if not kept or (job.state not in _RUNNING and not _started(job.array_tasks)):
+    if not kept or job.state not in _RUNNING or (entry.state not in _RUNNING and entry.state not in FINAL_STATES):
         return start
-    if entry.state not in _RUNNING and entry.state not in FINAL_STATES:
-        return kept
     return min(start, kept) if start else kept
-
-
-def _started(stored: dict) -> bool:
-    """Whether a row's kept tasks (``Job.array_tasks``) hold one that ran: running, or ended other
-    than cancelled (a cancelled task may never have started)."""
-    return any(
-        ids and (state in _RUNNING or (state in FINAL_STATES and state != JobState.CANCELLED))
-        for state, ids in load_tasks(stored).items()
-    )
 
 
 def het_parts(entry: QueueEntry) -> list[dict]:

@@ -159,26 +159,6 @@ def array_polls(rec, comment: str = "") -> list[list]:
     return [recorded, first_two + running, running, ended]
 
 
-@pytest.mark.parametrize("origin", [JobOrigin.PORTAL, JobOrigin.OUTSIDE])
-@pytest.mark.parametrize("release", OUTSIDE)
-def test_an_array_that_waits_again_keeps_its_first_tasks_start(alice, release, origin):
-    """Tasks 1-2 ran and ended while 3-6 waited (the throttle, a busy cluster), then 1-2 left squeue
-    (MinJobAge) while 3-6 still waited, then 3-4 ran: the row's start stays task 1's throughout. It
-    fell to the pending record's start (Slurm's estimate, none here) once the array waited again."""
-    rec = outside(release)
-    aid = rec.ids["array"]
-    row = job(alice, aid, JobState.PENDING, kind=JobKind.ARRAY) if origin == JobOrigin.PORTAL else None
-    recorded, first_two_and_running, running, _ = array_polls(rec, row.comment if row else "")
-    started = next(q.start_time for q in recorded if q.array_task_id == 1)
-    waiting = next(q for q in recorded if q.array_task_id is None)
-    again = replace(waiting, array_task_string="3-6%2", start_time=0)
-    first_two = [q for q in first_two_and_running if q.array_task_id in (1, 2)]
-    for n, jobs in enumerate([recorded, [*first_two, again], [again], running]):
-        jobs_sync(ClusterSnapshot(taken_at=float(n), jobs=jobs), SlurmGateway(FakeTransport()))
-        got = Job.objects.get(slurm_job_id=aid, origin=origin)
-        assert got.start_at is not None and got.start_at.timestamp() == started, (n, got.state, got.start_at)
-
-
 def sacct_behind(rec) -> FakeTransport:
     """``sacct`` answering without any record of the array yet (slurmdbd behind)."""
     behind = rec.doc("sacct_ended")
