@@ -13,8 +13,8 @@
   GPU-hours, jobs, failures, waits and the GPU-hours per day. The start bound is relative
   (:func:`slurm.times.start_bound`, the same as the poller's), so it means the period's start in
   every zone of the submit host (sacct reads an absolute ``-S`` in local time and 22.05 accepts no
-  zone); runs are kept by epoch (end >= period start) and every figure is clipped to the UTC period
-  by :mod:`teams.usage.compute`.
+  zone); runs are kept by epoch (:func:`in_period`: ended after the period's start, or began in it) and
+  every figure is clipped to the UTC period by :mod:`teams.usage.compute`.
 
 The text outputs are read by :mod:`slurm.accounting`, the sacct document by its version's adapter.
 """
