@@ -27,13 +27,16 @@ is printed with the figure:
         nice -n 0 .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks 5000 --ended 2000 --requests 200
 
 ``--ran N`` makes it a sweep part-way through: ``N`` more tasks are submitted with it and released;
-once ``N`` of them have ended it is held (its remaining ``--tasks`` pending tasks one record) and
+once ``N`` of them have ended it is held (the tasks not started, ``N + --tasks`` less those that ran
+(a few more than ``N``: tasks start while the hold is sent), one pending record) and
 measured when none runs. Each ended task is its own record in squeue until ``MinJobAge`` (300 s on
 the lab clusters), so the anchor lists them all, as a sweep's user's own ``squeue`` would, while the
-poller folds them into the array's one entry. With ``--ended 0`` this is 2,000 ended and 5,000
-pending tasks of one sweep:
+poller folds them into the array's one entry. ``--live-clients 50`` then also loads My jobs over
+HTTP with 50 clients from gunicorn started on the run's database (2 workers x 8 threads, as ``make
+dev``). About 2,000 ended and 5,000 pending tasks of one sweep, and 2,000 ended jobs besides:
 
-    ... bench/my_jobs_sweep.py --in-process --tasks 5000 --ran 2000 --ended 0 --requests 200
+    ... bench/my_jobs_sweep.py --in-process --tasks 5000 --ran 2000 --ended 2000 --requests 200 \
+        --live-clients 50 --seconds 30
 """
 
 from __future__ import annotations
@@ -111,12 +114,12 @@ def submit_sweep(user: str, name: str, tasks: int, *, ran: int = 0) -> int:
 
 
 def ended_tasks(array_id: int) -> tuple[int, int]:
-    """(ended, not ended) task records of the array in squeue (``squeue -r``: one line per task, a
-    pending remainder's tasks each; ended ones stay listed for ``MinJobAge``)."""
+    """(ended, pending) tasks of the array in squeue (``squeue -r``: one line per task, a pending
+    remainder's tasks each; ended ones stay listed for ``MinJobAge``). Ended: Slurm's final states."""
     argv = ["squeue", "-h", "-r", "-t", "all", "-j", str(array_id), "-o", "%T"]
     states = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
-    live = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
-    return sum(1 for s in states if s not in live), sum(1 for s in states if s in live)
+    final = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+    return sum(1 for s in states if s in final), states.count("PENDING")
 
 
 def _hold(array_id: int) -> None:
@@ -126,12 +129,12 @@ def _hold(array_id: int) -> None:
     done = subprocess.run(["scontrol", "hold", str(array_id)], capture_output=True, text=True, check=False)
     reasons = subprocess.run(
         ["squeue", "-h", "-j", str(array_id), "-t", "PENDING", "-o", "%r"], capture_output=True, text=True, check=True
-    ).stdout.split()
+    ).stdout.splitlines()
     if not reasons or not all("Held" in r for r in reasons):
         raise SystemExit(f"scontrol hold {array_id} did not hold its pending tasks: {done.stderr.strip()} (reasons {reasons})")
 
 
-def run_then_hold(array_id: int, ran: int, timeout: float) -> tuple[int, float]:
+def run_then_hold(array_id: int, ran: int, timeout: float) -> tuple[int, int, float]:
     """Wait until ``ran`` of the array's tasks have ended, then ``scontrol hold`` it (its pending
     tasks stay pending, one record) and wait until none runs: a sweep part-way through, frozen for the
     measurement. Returns (ended task records in squeue, seconds it took). Raises ``SystemExit`` after
@@ -149,9 +152,10 @@ def run_then_hold(array_id: int, ran: int, timeout: float) -> tuple[int, float]:
                 capture_output=True, text=True, check=True,
             ).stdout.split()  # fmt: skip
             if not running:
-                return ended_tasks(array_id)[0], time.monotonic() - start
+                return *ended_tasks(array_id), time.monotonic() - start
         if time.monotonic() - start > timeout:
-            raise SystemExit(f"{ended} of {ran} tasks ended in {timeout:.0f} s; the sweep is cancelled")
+            what = "a task still ran after the hold" if held else f"{ended} of {ran} tasks ended"
+            raise SystemExit(f"{what} after {timeout:.0f} s; the sweep is cancelled")
         time.sleep(1)
 
 
@@ -193,6 +197,31 @@ def quiet_queue(seconds: float, most: int = 20) -> float:
             break
         time.sleep(2)
     return time.monotonic() - start
+
+
+def live_load(args, user, database: str) -> tuple[dict, float, float, int]:
+    """``--live-clients`` clients signed in as ``user`` loading My jobs (page and fragment in turn,
+    ``--think`` apart, for ``--seconds``) over HTTP from gunicorn as ``make dev`` serves it (2 workers
+    x 8 threads, :func:`cluster_page.live_server`) on this run's ``database`` and Redis, with ``wrk``
+    (or ``--client python``). Returns what :func:`page_latency.load_wrk` returns: (answers by
+    status, p50 s, p95 s, requests)."""
+    from django.conf import settings
+
+    server = _load("cluster_page").live_server(database, args.port)
+    try:
+        keys = [key for _, key in sessions_for(user, args.live_clients)]
+        load_args = SimpleNamespace(
+            clients=args.live_clients,
+            seconds=args.seconds,
+            think=args.think,
+            base_url=f"http://127.0.0.1:{args.port}",
+            client=args.client,
+        )
+        load = page_latency.load_wrk if args.client == "wrk" else page_latency.load_python
+        return load(load_args, settings.SESSION_COOKIE_NAME, keys)
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def p95(values: list[float]) -> float:
@@ -239,7 +268,7 @@ def in_process(args) -> int:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE jobs_job")  # as autovacuum would after a bulk insert
         array_id = submit_sweep(args.user, name, args.tasks, ran=args.ran)
-        ended_in_queue, ran_s = run_then_hold(array_id, args.ran, args.ran_timeout) if args.ran else (0, 0.0)
+        ended_in_queue, waiting, ran_s = run_then_hold(array_id, args.ran, args.ran_timeout) if args.ran else (0, 0, 0.0)
         squeue_times = []  # the anchor at once, before anyone else's jobs can come
         for _ in range(3):
             t = time.perf_counter()
@@ -263,6 +292,8 @@ def in_process(args) -> int:
             t = time.perf_counter()
             assert client.get("/jobs/table/", HTTP_HX_REQUEST="true", HTTP_IF_NONE_MATCH=etag).status_code == 304
             polls.append(time.perf_counter() - t)
+        live = live_load(args, user, connection.settings_dict["NAME"]) if args.live_clients else None
+        ended_at_end = ended_tasks(array_id)[0] if args.ran else 0  # those past MinJobAge have left squeue
         load = os.getloadavg()
         sweep_cpu, sweep_wall = poller_cpu(args.cluster, args.rounds, 0.5)
     finally:
@@ -274,17 +305,22 @@ def in_process(args) -> int:
     ratio = p95(times) / anchor
     print(
         f"$ .venv/bin/python bench/my_jobs_sweep.py --in-process --tasks {args.tasks} --ended {args.ended} "
-        f"--requests {args.requests}" + (f" --ran {args.ran}" if args.ran else "")
+        f"--requests {args.requests}"
+        + (f" --ran {args.ran}" if args.ran else "")
+        + (f" --live-clients {args.live_clients} --seconds {args.seconds:g}" if args.live_clients else "")
     )
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; {os.cpu_count()} CPUs; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     print(
-        f"user {args.user}: a held sweep of {args.tasks} tasks (job {array_id}, one entry: {entry.array_counts}) and "
+        f"user {args.user}: a sweep (job {array_id}, one entry: {entry.array_counts}) and "
         f"{args.ended} ended jobs; {len(doc['jobs'])} records in squeue --json"
     )
     if args.ran:
-        print(f"first {args.ran} of its tasks ran ({ran_s:.0f} s), then held: {ended_in_queue} ended task records in squeue")
+        print(
+            f"released until {args.ran} of its tasks had ended, then held ({ran_s:.0f} s to no task running): "
+            f"{ended_in_queue} ended and {waiting} pending tasks in squeue -r; ended ones listed at the end: {ended_at_end}"
+        )
     others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
     if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
         print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
@@ -304,7 +340,19 @@ def in_process(args) -> int:
         f"poller per interval ({args.rounds} rounds each, median): CPU {sweep_cpu * 1000:.0f} ms with the sweep and the "
         f"ended jobs, {empty_cpu * 1000:.0f} ms before them; wall {sweep_wall * 1000:.0f} / {empty_wall * 1000:.0f} ms"
     )
-    return 0 if ratio <= 0.25 else 1
+    if live is None:
+        return 0 if ratio <= 0.25 else 1
+    answers, live_p50, live_p95, count = live
+    live_ratio = live_p95 / anchor
+    print(
+        f"My jobs over HTTP, {args.live_clients} clients ({args.client}, gunicorn 2 workers x 8 threads) for "
+        f"{args.seconds:g} s, think {args.think:g} s: answers {answers}; p50 {live_p50 * 1e3:.1f} ms, p95 "
+        f"{live_p95 * 1e3:.1f} ms over {count} requests"
+    )
+    print(
+        f"ratio p95 over HTTP / squeue call: {live_ratio:.3f}  (goal: at most 0.25: {'met' if live_ratio <= 0.25 else 'MISSED'})"
+    )
+    return 0 if ratio <= 0.25 and live_ratio <= 0.25 and answers == {"200": count} else 1
 
 
 def main(argv=None) -> int:
@@ -316,6 +364,11 @@ def main(argv=None) -> int:
         help="--in-process: this many more tasks in the sweep run and end first (each its own record in squeue "
         "until MinJobAge), then the rest are held",
     )  # fmt: skip
+    p.add_argument(
+        "--live-clients", type=int, default=0,
+        help="--in-process: then this many clients over HTTP to gunicorn on the run's database (--seconds, --think, --client)",
+    )  # fmt: skip
+    p.add_argument("--port", type=int, default=8765, help="--live-clients: gunicorn's port")
     p.add_argument("--ran-timeout", type=float, default=240, help="--in-process: seconds for --ran's tasks to end")
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--seconds", type=float, default=30)
