@@ -258,10 +258,10 @@ def admin_sessions(dana, n: int) -> list[str]:
     return keys
 
 
-def live_server(database: str, port: int) -> subprocess.Popen:
+def live_server(database: str, port: int, settings_module: str = "portal.settings.test") -> subprocess.Popen:
     """gunicorn as ``make dev`` serves the portal (2 workers x 8 threads) on this run's database and
-    Redis, answering once the cluster page does (at most 60 s)."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "DATABASE_URL": _database_url(database)}
+    Redis, with ``settings_module``, answering once the cluster page does (at most 60 s)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module, "DATABASE_URL": _database_url(database)}
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--threads", "8",
          "--log-level", "warning"],

@@ -202,12 +202,13 @@ def quiet_queue(seconds: float, most: int = 20) -> float:
 def live_load(args, user, database: str) -> tuple[dict, float, float, int]:
     """``--live-clients`` clients signed in as ``user`` loading My jobs (page and fragment in turn,
     ``--think`` apart, for ``--seconds``) over HTTP from gunicorn as ``make dev`` serves it (2 workers
-    x 8 threads, :func:`cluster_page.live_server`) on this run's ``database`` and Redis, with ``wrk``
+    x 8 threads, :func:`cluster_page.live_server`; database connections kept between requests as there,
+    ``bench/live_settings.py``) on this run's ``database`` and Redis, with ``wrk``
     (or ``--client python``). Returns what :func:`page_latency.load_wrk` returns: (answers by
     status, p50 s, p95 s, requests)."""
     from django.conf import settings
 
-    server = _load("cluster_page").live_server(database, args.port)
+    server = _load("cluster_page").live_server(database, args.port, "bench.live_settings")
     try:
         keys = [key for _, key in sessions_for(user, args.live_clients)]
         load_args = SimpleNamespace(
