@@ -225,6 +225,11 @@ def live_load(args, user, database: str) -> tuple[dict, float, float, int]:
         server.wait(30)
 
 
+def _number(value):
+    """A number field of ``squeue --json``: a plain int on 22.05, ``{"set": ..., "number": n}`` on 24.11."""
+    return value.get("number") if isinstance(value, dict) else value
+
+
 def p95(values: list[float]) -> float:
     import statistics
 
@@ -322,7 +327,7 @@ def in_process(args) -> int:
             f"released until {args.ran} of its tasks had ended, then held ({ran_s:.0f} s to no task running): "
             f"{ended_in_queue} ended and {waiting} pending tasks in squeue -r; ended ones listed at the end: {ended_at_end}"
         )
-    others = sum(1 for j in doc["jobs"] if j.get("array_job_id") != array_id and j.get("job_id") != array_id)
+    others = sum(1 for j in doc["jobs"] if array_id not in (_number(j.get("array_job_id")), _number(j.get("job_id"))))
     if others > 20:  # the anchor is that whole queue's squeue: someone else's jobs make it slower
         print(f"WARNING: {others} records of other jobs were in the queue during the anchor: not the sweep's figure")
     print(f"waited {waited:.0f} s for a queue of at most 20 other records before submitting")
