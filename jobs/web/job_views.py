@@ -13,7 +13,9 @@ from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods, require_POST
 
 from gpuusage import prometheus_configured
@@ -53,8 +55,9 @@ from ..submit.holds import can_hold, can_release, held_tasks_note
 from ..submit.policy import JobRequest, SitePolicy
 from ..submit.submit import CheckedRequest, account_for, job_cancel, job_check, job_create
 from .forms import JobForm, reload_initial, reloaded
-from .fragment_etags import job_table_version, polled_fragment, weak_etag
+from .fragment_etags import polled_fragment
 from .lookup import job_or_404
+from .table_cache import job_table_etag, job_table_html
 from .usage_views import gpu_context
 
 
@@ -75,26 +78,25 @@ def _rows(request: HttpRequest) -> dict:
     }
 
 
+def _table(request: HttpRequest) -> SafeString:
+    """My jobs' table, rendered once per version of what it shows (:mod:`jobs.web.table_cache`)."""
+    return job_table_html(request, lambda: render_to_string("jobs/_job_table.html", _rows(request), request))
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     """My jobs: active ones and those that ended in the last hour, and when the page last checked
     them (``checked_at``, Unix seconds; ``portal.js`` moves it to each answer of the polled table)."""
-    context = {**_rows(request), "checked_at": time.time(), "interval": f"{settings.PORTAL_SNAPSHOT_INTERVAL:g}"}
+    context = {"table": _table(request), "checked_at": time.time(), "interval": f"{settings.PORTAL_SNAPSHOT_INTERVAL:g}"}
     return render(request, "jobs/job_list.html", context)
-
-
-def job_table_etag(request: HttpRequest) -> str:
-    """The My jobs fragment's weak ETag (:mod:`jobs.web.fragment_etags`): a digest of what the table
-    shows the user, with no clock in it (:func:`jobs.web.fragment_etags.job_table_version`)."""
-    return weak_etag(request, job_table_version(user=request.user))
 
 
 @login_required
 @polled_fragment(job_table_etag)
 def job_table(request: HttpRequest) -> HttpResponse:
     """HTMX fragment of My jobs, refreshed every few seconds; ``304 Not Modified`` when its ETag
-    (:func:`job_table_etag`) matches the browser's ``If-None-Match``."""
-    return render(request, "jobs/_job_table.html", _rows(request))
+    (:func:`jobs.web.table_cache.job_table_etag`) matches the browser's ``If-None-Match``."""
+    return HttpResponse(_table(request))
 
 
 def _form_policy(request: HttpRequest) -> tuple[SitePolicy, Refused | None]:
