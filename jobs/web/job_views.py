@@ -13,7 +13,6 @@ from django.core.paginator import Paginator
 from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods, require_POST
@@ -80,7 +79,7 @@ def _rows(request: HttpRequest) -> dict:
 
 def _table(request: HttpRequest) -> SafeString:
     """My jobs' table, rendered once per version of what it shows (:mod:`jobs.web.table_cache`)."""
-    return job_table_html(request, lambda: render_to_string("jobs/_job_table.html", _rows(request), request))
+    return job_table_html(request, lambda: _rows(request))
 
 
 @login_required

@@ -77,26 +77,65 @@ def test_each_user_gets_their_own_markup(alice, django_user_model, renders):  # 
 
 
 def test_without_a_tag_it_renders_each_time_and_keeps_nothing(alice, renders, monkeypatch):  # noqa: F811
-    """PostgreSQL or Redis failing under the tag: each request renders (its notices say what is
-    wrong) and nothing is kept under any tag."""
+    """PostgreSQL or Redis raising under the tag: each request renders (its notices say what is
+    wrong) and nothing is kept; once the tag can be worked out again, the markup is kept."""
     from django.core.cache import cache
+
+    import jobs.web.fragment_etags as fragment_etags
 
     client, _ = alice
 
     def down(*args, **kwargs):
         raise ConnectionError("redis down")
 
-    monkeypatch.setattr("jobs.web.fragment_etags.clusters_state", down)
+    real = fragment_etags.clusters_state
+    monkeypatch.setattr(fragment_etags, "clusters_state", down)
     assert poll(client).status_code == 200 and client.get("/jobs/").status_code == 200
-    assert len(renders) == 2
+    assert len(renders) == 2 and cache.keys("jobs:table-html:*") == []
+    monkeypatch.setattr(fragment_etags, "clusters_state", real)
+    assert poll(client).status_code == client.get("/jobs/").status_code == 200
+    assert len(renders) == 3 and len(cache.keys("jobs:table-html:*")) == 1
+
+
+def test_a_poll_landing_during_the_render_keeps_nothing(alice, monkeypatch):  # noqa: F811
+    """The tag is worked out before the rows are read: when it differs after the render (a poll
+    landed between them and moved the job), the markup may be the new state's, so it is not kept
+    under the old tag."""
+    from django.core.cache import cache
+
+    client, job = alice
+    real = job_views._rows
+
+    def rows_after_a_poll(request):
+        Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, reason="")
+        return real(request)
+
+    monkeypatch.setattr(job_views, "_rows", rows_after_a_poll)
+    first = poll(client)
+    assert first.status_code == 200 and "2nd in line" not in first.content.decode()
     assert cache.keys("jobs:table-html:*") == []
 
 
-def test_kept_markup_expires(alice):  # noqa: F811
+def test_a_table_saying_the_cache_is_down_is_not_kept(alice, monkeypatch):  # noqa: F811
+    """A Redis that stops answering reads as empty, so the tag can still be worked out (its "no
+    figures yet"); the table then says the cache is not answering, and that markup is not kept."""
+    from django.core.cache import cache
+
+    client, _ = alice
+    cache.clear()  # as a Redis that stops answering reads (django-redis ignores its errors): no snapshot
+    monkeypatch.setattr("jobs.reads.freshness.cache_reachable", lambda: False)
+    page = client.get("/jobs/").content.decode()
+    assert 'data-testid="cache-unreachable"' in page, page
+    assert cache.keys("jobs:table-html:*") == []
+
+
+def test_kept_markup_expires_and_is_rendered_again(alice, renders):  # noqa: F811
     from django.core.cache import cache
 
     client, _ = alice
     tag = poll(client)["ETag"]
-    key = "jobs:table-html:" + tag[3:-1]
-    assert "train-resnet" in cache.get(key)
+    (key,) = cache.keys("jobs:table-html:*")
+    assert key.endswith(tag[3:-1]) and "train-resnet" in cache.get(key)
     assert 0 < cache.ttl(key) <= TABLE_HTML_TTL_S
+    cache.delete(key)  # as its time to live running out does
+    assert poll(client).content.decode().count("train-resnet") and len(renders) == 2
