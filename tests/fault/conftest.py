@@ -84,12 +84,16 @@ class CeleryStack:
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
-    def polls(self, since: float = 0.0, cluster: str = "cluster1") -> list[float]:
-        """Unix times at which ``cluster``'s polls that ran *started*, at or after ``since``; skipped
-        and expired ones are not counted. A poll logs one ``snapshot poll: <cluster>: ... (D.DD s)``
+    def polls(self, since: float = 0.0, cluster: str = "") -> list[float]:
+        """Unix times at which ``cluster``'s polls (by default the default cluster's, the first
+        configured: the process's clusters file may name one) that ran *started*, at or after
+        ``since``; skipped and expired ones are not counted. A poll logs one ``snapshot poll: <cluster>: ... (D.DD s)``
         line when it ends; its start is that line's time less its duration. The start is what the
         interval guard spaces out: end times differ by the polls' durations too (a slow poll followed
         by a quick one ends less than an interval after it, though it started a full one later)."""
+        from slurm.clusters import default_cluster
+
+        cluster = cluster or default_cluster().name
         times = []
         for line in self.log("poller").splitlines():
             m = re.search(
