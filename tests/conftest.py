@@ -69,6 +69,53 @@ SERIAL = {
     "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "stops slurmctld",
 }
 
+#: Which lab cluster each SERIAL test changes (a key as in SERIAL: a path prefix, or path::test; the
+#: longest that matches decides), so that make test runs the serial tests as two processes side by side,
+#: each configured with its one cluster (``scripts/test.sh``, docs/testing.md): ``cluster1`` (the tier
+#: ``serial``: the tests that change cluster1, and any that change no cluster), ``cluster2`` (marked
+#: ``serial_c2``, beside it), ``both`` (marked ``serial_both``, alone after them: they need both clusters
+#: configured), or ``each``: parametrized over the clusters, the test's id (``[cluster1]``,
+#: ``[cluster2]``) names the one it changes. A SERIAL test not listed here, or an ``each`` whose id names
+#: neither cluster, is ``serial_both``: it runs alone, as every serial test once did, until someone
+#: reads it and lists it.
+SERIAL_CLUSTERS = {
+    "tests/fault/test_accounting_outage.py": "cluster1",
+    "tests/fault/test_controller_reset.py": "cluster1",
+    "tests/fault/test_fault_injection.py": "cluster1",
+    "tests/fault/test_cluster_outage.py": "both",  # stops cluster2's controller, asserts cluster1 stays fresh
+    "tests/interactive/test_hub_integration.py::test_running_session_survives_the_controller_down_for_a_minute": "cluster1",
+    "tests/e2e/test_preemption_browser.py": "cluster1",
+    "tests/e2e/test_drained_node_browser.py": "cluster1",
+    "tests/e2e/test_cluster_page_browser.py": "cluster1",
+    "tests/jobs/test_borrowing_integration.py": "cluster1",
+    "tests/accounts/test_linking_integration.py": "cluster1",  # the host's sacctmgr and id
+    "tests/cluster/test_sudo_system_accounts_integration.py": "cluster1",  # the host's users group
+    "tests/cluster/test_big_sweep_pages.py": "cluster1",
+    "tests/teams/test_site_policy_integration.py": "cluster1",
+    "tests/teams/test_site_policy_integration.py::test_the_small_job_pool_admits_a_short_1_gpu_job_and_keeps_big_ones_out": "each",
+    "tests/cluster/test_cluster_page_integration.py": "each",
+    "tests/jobs/test_maintenance_integration.py": "each",
+    "tests/jobs/test_preemption_integration.py": "each",
+    "tests/teams/test_quota_integration.py": "each",
+    "tests/teams/test_quota_promised_integration.py": "each",
+    "tests/teams/test_report_integration.py": "each",
+    "tests/cluster/test_rate_limit_integration.py": "cluster2",
+    "tests/teams/test_slurm_sync_integration.py": "both",  # each test syncs both clusters and compares them
+    "tests/teams/test_usage_integration.py": "both",  # a team's figures summed over both clusters
+}
+
+
+def serial_tier(path: str, test: str, param_id: str = "") -> str:
+    """The make test tier of a SERIAL test (``path``, ``path::test`` without parameters, the test's
+    parameter id or ""): ``serial`` (cluster1's process), ``serial_c2`` (cluster2's) or ``serial_both``,
+    from :data:`SERIAL_CLUSTERS`."""
+    keys = [key for key in SERIAL_CLUSTERS if path.startswith(key) or test == key]
+    where = SERIAL_CLUSTERS[max(keys, key=len)] if keys else "both"
+    if where == "each":
+        where = param_id if param_id in ("cluster1", "cluster2") else "both"
+    return {"cluster1": "serial", "cluster2": "serial_c2"}.get(where, "serial_both")
+
+
 #: Tests that stop the poller's worker or restart the Redis server but change neither lab cluster,
 #: with why: make test runs them in a process of their own with a Redis server of its own and a
 #: clusters file of cluster1 alone (``scripts/test.sh``: the tier ``own_redis``; their Celery stack then
@@ -117,10 +164,12 @@ SPREAD = (
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the marks
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests of SERIAL ``serial`` (those of OWN_REDIS ``own_redis`` instead), and ``hub``
-    every test that uses the test JupyterHub (tests/interactive/conftest.py: ``jupyterhub``): make test
-    runs the hub's tests in one process beside the other shared ones, since they count alice's session
-    jobs and single-user servers and read the hub's one log (docs/testing.md)."""
+    """Marks the tests of SERIAL ``serial`` (those of OWN_REDIS ``own_redis`` instead), those of them
+    that change cluster2 alone also ``serial_c2`` and those that need both clusters ``serial_both``
+    (:func:`serial_tier`), and ``hub`` every test that uses the test JupyterHub
+    (tests/interactive/conftest.py: ``jupyterhub``): make test runs the hub's tests in one process
+    beside the other shared ones, since they count alice's session jobs and single-user servers and
+    read the hub's one log (docs/testing.md)."""
     for item in items:
         path = Path(item.fspath).relative_to(REPO).as_posix()
         test = f"{path}::{getattr(item, 'originalname', item.name)}"
@@ -128,6 +177,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.own_redis)
         elif any(path.startswith(prefix) or test == prefix for prefix in SERIAL):
             item.add_marker(pytest.mark.serial)
+            callspec = getattr(item, "callspec", None)
+            tier = serial_tier(path, test, callspec.id if callspec else "")
+            if tier != "serial":
+                item.add_marker(getattr(pytest.mark, tier))
         if "jupyterhub" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.hub)
 
