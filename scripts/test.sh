@@ -10,7 +10,9 @@
 # clusters on TEST_WORKERS workers, and beside them the hub's tests in one process and the tests that
 # stop the poller or restart Redis (own_redis) in another; then the ones
 # marked `serial` (they stop a daemon or Redis, drain a node or change Slurm's limits), with the unit
-# tests on one worker beside them. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
+# tests on one worker beside them: those that change cluster1 (or no cluster) in one process and those
+# that change cluster2 alone in another, side by side, each configured with its one cluster; then those
+# that need both clusters, alone. Branch coverage is measured over all of them and printed; the run ends with scripts/test_summary.py (each
 # tier's count and time, the failed tests and their first error line) and the run's logs in
 # test-artifacts/.
 #
@@ -95,11 +97,12 @@ start_redis() {
         --dir /tmp --logfile "$LOG_DIR/redis-$port.log" 9>&-
     for _ in $(seq 50); do redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
     redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -qx PONG \
-        || die "a test tier's Redis does not answer on port $port (see $LOG_DIR/redis-$port.log; SERIAL_REDIS_PORT= or OWN_REDIS_PORT= picks another)"
+        || die "a test tier's Redis does not answer on port $port (see $LOG_DIR/redis-$port.log; SERIAL_REDIS_PORT=, OWN_REDIS_PORT= or SERIAL_C2_REDIS_PORT= picks another)"
 }
-: "${SERIAL_REDIS_PORT:=6380}" "${OWN_REDIS_PORT:=6381}"
+: "${SERIAL_REDIS_PORT:=6380}" "${OWN_REDIS_PORT:=6381}" "${SERIAL_C2_REDIS_PORT:=6382}"
 start_redis "$SERIAL_REDIS_PORT"
 start_redis "$OWN_REDIS_PORT"
+start_redis "$SERIAL_C2_REDIS_PORT"
 
 # The logs the run appends to, and their sizes now: what is past that size is this run's.
 LOGS=(/var/log/slurm/*.log /srv/cluster2/var/log/slurm/*.log /var/log/prometheus/*.log "$LOG_DIR"/*.log)
@@ -127,6 +130,11 @@ tier() {
     echo $(( $(date +%s) - t0 )) >"$ART/$name.seconds"
     log "tier $name: exit $rc in $(cat "$ART/$name.seconds") s"
 }
+# A clusters file of cluster1 alone (the comments and the first table of cluster/clusters.toml), and one
+# of cluster2 alone (the comments and the second table), for the tiers that serve one cluster.
+awk '/^\[\[clusters\]\]/ { n++ } n < 2' "$REPO_DIR/cluster/clusters.toml" >"$ART/clusters-cluster1.toml"
+awk '/^\[\[clusters\]\]/ { n++ } n != 1 && n < 3' "$REPO_DIR/cluster/clusters.toml" >"$ART/clusters-cluster2.toml"
+grep -q '^name = "cluster2"' "$ART/clusters-cluster2.toml" || die "cluster/clusters.toml's second table is not cluster2"
 # The hub's tests in one process (Redis database 15, PostgreSQL test_portal) beside the other shared
 # tests on TEST_WORKERS workers (Redis 14, 13, ...; test_portal_gw0, ...); its output follows theirs.
 # Beside them too, the tests marked own_redis (tests/conftest.py's OWN_REDIS: they stop the poller or
@@ -137,7 +145,6 @@ tier() {
 # rate-limit bucket there, which the shared tier's cluster2 tests need within their deadlines.
 tier hub "(integration or e2e) and not serial and not own_redis and hub" >"$ART/hub.out" 2>&1 &
 hub_tier=$!
-awk '/^\[\[clusters\]\]/ { n++ } n < 2' "$REPO_DIR/cluster/clusters.toml" >"$ART/clusters-cluster1.toml"
 REDIS_URL=redis://127.0.0.1:$OWN_REDIS_PORT/0 DATABASE_URL=${DATABASE_URL%/*}/portal_own_redis \
     PORTAL_CLUSTERS_FILE=$ART/clusters-cluster1.toml \
     tier own_redis "(integration or e2e) and own_redis" >"$ART/own_redis.out" 2>&1 &
@@ -147,13 +154,29 @@ wait "$hub_tier" || true
 cat "$ART/hub.out"
 wait "$own_redis_tier" || true
 cat "$ART/own_redis.out"
-# The serial tier mostly waits (its CPUs about 12-25 % busy): the unit tests run beside it, on one
+# The serial tests mostly wait (their CPUs about 12-25 % busy): the unit tests run beside them, on one
 # worker at a lower priority (test_portal_gw0, Redis database 15 of port 6379), leaving the other CPU
-# to the serial tests. The serial tier has a Redis server of its own (started above): its fault tests
-# stop and restart Redis (tests/fault/conftest.py: redis_port), never the one the unit tests use.
+# to the serial tests. They run in three tiers (tests/conftest.py's SERIAL_CLUSTERS says which test
+# changes which cluster), each with a Redis server of its own (started above): their fault tests stop
+# and restart Redis (tests/fault/conftest.py: redis_port), never the one another tier uses.
+# - serial: the tests that change cluster1 (or no cluster), configured with cluster1 alone, so that
+#   their syncs, polls and pages never read cluster2, which serial_c2 changes meanwhile; CLUSTER2=0 for
+#   the tests that run cluster/up.sh to start a daemon again: it would run cluster/cluster2/up.sh too,
+#   which resumes drained nodes and resets the demo users' default accounts there.
+# - serial_c2, beside it: the tests that change cluster2 alone, configured with cluster2 alone, with a
+#   PostgreSQL test database of their own (test_portal_serial_c2).
+# - serial_both, after both: the tests that need both clusters (and any serial test not yet sorted).
 TIER_NICE=10 tier unit "not integration and not e2e" -n 1 >"$ART/unit.out" 2>&1 &
 unit_tier=$!
-REDIS_URL=redis://127.0.0.1:$SERIAL_REDIS_PORT/0 tier serial "(integration or e2e) and serial"
+REDIS_URL=redis://127.0.0.1:$SERIAL_C2_REDIS_PORT/0 DATABASE_URL=${DATABASE_URL%/*}/portal_serial_c2 \
+    PORTAL_CLUSTERS_FILE=$ART/clusters-cluster2.toml \
+    tier serial_c2 "(integration or e2e) and serial_c2" >"$ART/serial_c2.out" 2>&1 &
+serial_c2_tier=$!
+REDIS_URL=redis://127.0.0.1:$SERIAL_REDIS_PORT/0 PORTAL_CLUSTERS_FILE=$ART/clusters-cluster1.toml CLUSTER2=0 \
+    tier serial "(integration or e2e) and serial and not serial_c2 and not serial_both"
+wait "$serial_c2_tier" || true
+cat "$ART/serial_c2.out"
+REDIS_URL=redis://127.0.0.1:$SERIAL_REDIS_PORT/0 tier serial_both "(integration or e2e) and serial_both"
 wait "$unit_tier" || true
 cat "$ART/unit.out"
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def redis_port() -> int:
     """The port of the Redis server this process's tests use (``settings.PORTAL_REDIS_URL``, from
-    ``REDIS_URL``): 6379 by default; ``scripts/test.sh`` gives the serial tier and the ``own_redis``
+    ``REDIS_URL``): 6379 by default; ``scripts/test.sh`` gives the serial tiers and the ``own_redis``
     tier a server each, so that the tests that stop Redis stop only theirs, not the one the tests
     beside them use."""
     return urlsplit(settings.PORTAL_REDIS_URL).port or 6379
@@ -33,8 +33,9 @@ def redis_port() -> int:
 
 def redis_start_argv() -> list[str]:
     """Start the tests' Redis again as ``scripts/bootstrap.sh`` (port 6379) and ``scripts/test.sh`` (the
-    serial tier's, 6380, and the ``own_redis`` tier's, 6381) start it: no persistence, so a restart loses every key (what the Redis fault
-    tests are about), and the same log file (``$PORTAL_VAR_DIR/log/redis.log``, ``redis-<port>.log``)."""
+    serial tier's, 6380, the ``own_redis`` tier's, 6381, and the ``serial_c2`` tier's, 6382) start it:
+    no persistence, so a restart loses every key (what the Redis fault tests are about), and the same
+    log file (``$PORTAL_VAR_DIR/log/redis.log``, ``redis-<port>.log``)."""
     port = redis_port()
     log = Path(settings.PORTAL_VAR_DIR) / "log" / ("redis.log" if port == 6379 else f"redis-{port}.log")
     return [
