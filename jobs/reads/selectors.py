@@ -177,7 +177,7 @@ def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_E
     """The ids of the rows :func:`my_jobs` lists, as one queryset (``{"pk": id}`` values, a
     ``UNION ALL``): the ``active_cap`` newest of the user's jobs that have not ended and the
     ``ended_cap`` latest of those that ended in the last ``recent_seconds``, each plus the next one
-    (whether there are more). The My jobs fragment's ETag reads it with :func:`my_jobs_ended_count`
+    (whether there are more). The My jobs fragment's ETag reads it with :func:`my_jobs_ended_window`
     and :func:`my_jobs_active_count`: a bounded number of rows however many jobs the user has."""
     active_qs, ended_qs = _my_window(user, recent_seconds)
     newest = active_qs.order_by("-created_at", "-id").values("pk")[: active_cap + 1]
@@ -185,11 +185,11 @@ def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_E
     return newest.union(latest, all=True)  # each part through its index
 
 
-def my_jobs_ended_count(*, user, recent_seconds: int = 3600) -> int:
-    """How many of the user's jobs ended within the last ``recent_seconds`` (My jobs prints how many
-    past its cap: "N more ended in the last hour"). One ``count(*)`` over the ``jobs_job_user_ended``
-    index."""
-    return _my_window(user, recent_seconds)[1].count()
+def my_jobs_ended_window(*, user, recent_seconds: int = 3600):
+    """The user's jobs that ended within the last ``recent_seconds``, as a queryset: My jobs prints
+    how many past its cap ("N more ended in the last hour"); the fragment's ETag counts them in the
+    query that reads its rows (:func:`jobs.web.fragment_etags.rows_version`'s ``counts``)."""
+    return _my_window(user, recent_seconds)[1]
 
 
 def my_jobs_active_count(*, user) -> int:

@@ -52,7 +52,7 @@ from ..reads.cap_reasons import CAP_REASONS
 from ..reads.node_trouble import NODE_REASONS
 from ..reads.queue import job_row
 from ..reads.reasons import ReasonGroup, explain_reason
-from ..reads.selectors import MY_JOBS_ACTIVE_CAP, MY_JOBS_DEFERRED, my_jobs_active_count, my_jobs_ended_count, my_jobs_rows
+from ..reads.selectors import MY_JOBS_ACTIVE_CAP, MY_JOBS_DEFERRED, my_jobs_active_count, my_jobs_ended_window, my_jobs_rows
 
 #: The usage store's fields that the fragments' GPU figures and notice follow (not its per-job figures).
 _USAGE_FIELDS = ("read_at", "attempted_at", "error", "error_since")
@@ -144,30 +144,41 @@ def clusters_version(names: Iterable[str]) -> list:
     return version
 
 
-def rows_version(queryset, *, columns: tuple[str, ...] = ()) -> tuple:
-    """``(count, md5 of every listed row's whole text, columns' values)`` of the rows in
+def rows_version(queryset, *, columns: tuple[str, ...] = (), counts: tuple = ()) -> tuple:
+    """``(count, md5 of every listed row's whole text, columns' values, counts)`` of the rows in
     ``queryset``, worked out by PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``:
     one short row comes back, not every field of every row, which is what keeps an unchanged poll
     cheap): a row added, dropped or changed in any field changes it, also by a queryset
     ``update()`` that leaves ``updated_at`` alone (the sync's ``status_unknown_since``, a submit
     error). ``columns``: fields whose values come back too, one list per row in id order, as JSON
-    gives them (a time as ISO-8601 text; ``()``: none, ``None`` in their place)."""
+    gives them (a time as ISO-8601 text; ``()``: none, ``None`` in their place). ``counts``:
+    querysets whose ``count(*)`` comes back in the same query, as a tuple in their order (``()``).
+
+    The rows are fetched by their ids (``id = ANY(ARRAY(<queryset's ids>))``: the ids worked out
+    once, then one primary-key look-up each), never by a join that the planner may answer by
+    reading the whole table (``id IN (<ids>)`` became a hash join over every row of a small
+    ``jobs_job``: 1.9 ms against 0.6 ms on 2,000 rows)."""
     model = queryset.model
     quote = connection.ops.quote_name
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
     picked = ", ".join(f"r.{quote(model._meta.get_field(c).column)}" for c in columns)
     values = f"json_agg(json_build_array({picked}) ORDER BY r.{pk})" if columns else "NULL"
-    inner, params = queryset.values("pk").query.sql_with_params()
+    counted, params = [], []
+    for counting in counts:
+        sql, more = counting.order_by().values("pk").query.sql_with_params()
+        counted.append(f", (SELECT count(*) FROM ({sql}) c{len(counted)})")
+        params += more
+    inner, more = queryset.values("pk").query.sql_with_params()
     sql = (
-        f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), ''), {values} "  # noqa: S608 - names from the model
-        f"FROM {table} r WHERE r.{pk} IN ({inner})"
+        f"SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r.{pk})), ''), {values}{''.join(counted)} "  # noqa: S608 - names from the model
+        f"FROM {table} r WHERE r.{pk} = ANY(ARRAY({inner}))"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        count, digest, found = cursor.fetchone()
+        cursor.execute(sql, [*params, *more])
+        count, digest, found, *numbers = cursor.fetchone()
     if isinstance(found, str):  # a driver that leaves json as text
         found = json.loads(found)
-    return count, digest, (found or []) if columns else None
+    return count, digest, (found or []) if columns else None, tuple(numbers)
 
 
 def weak_etag(request: HttpRequest, *parts) -> str:
@@ -262,15 +273,15 @@ def job_table_version(*, user, now: float | None = None) -> tuple:
     past one is not shown); the words of each pending reason that reads more than the row (a node's
     trouble, a cap, the team's quota figures: :func:`jobs.reads.queue.job_row` for those rows only); and,
     on a GPU site while the user has a running job, the usage store's last reads (its low-use flag
-    follows each). Two PostgreSQL queries and one or two Redis round trips; one more query only for
-    pending jobs whose reason reads more than their row, and one past the active cap. A change to
-    the one row read past a cap (to know there are more) changes the tag too: a render, never a
-    wrong 304. Raises the cache's and the database's
-    errors."""
+    follows each). One PostgreSQL query (the rows and the ended count together) and one or two
+    Redis round trips; one more query only for pending jobs whose reason reads more than their row,
+    and one past the active cap. A change to the one row read past a cap (to know there are more)
+    changes the tag too: a render, never a wrong 304. Raises the cache's and the database's errors."""
     now = time.time() if now is None else now
     names = cluster_names()
-    count, digest, rows = rows_version(my_jobs_rows(user=user), columns=_COLUMNS)
-    ended = my_jobs_ended_count(user=user)  # the "N more ended" line
+    count, digest, rows, (ended,) = rows_version(  # with the "N more ended" line's count
+        my_jobs_rows(user=user), columns=_COLUMNS, counts=(my_jobs_ended_window(user=user),)
+    )
     not_ended = sum(1 for r in rows if r[1] not in FINAL_STATES)
     if not_ended > MY_JOBS_ACTIVE_CAP:  # past the cap: the "N more have not ended" line (one more count)
         ended = (ended, my_jobs_active_count(user=user))

@@ -47,7 +47,7 @@ _INCLUDE = re.compile(r"""{%\s*include\s+["']([^"']+)["']""")
 def job_table_etag(request: HttpRequest) -> str:
     """The My jobs table's weak ETag (``W/"<32 hex digits>"``) for ``request.user``: a digest of
     what the table shows the user, with no clock in it
-    (:func:`jobs.web.fragment_etags.job_table_version`: two PostgreSQL queries and one or two Redis
+    (:func:`jobs.web.fragment_etags.job_table_version`: one PostgreSQL query and one or two Redis
     round trips). Worked out once per request and kept on it, so the fragment view's conditional
     check and its render share one. Raises the cache's and the database's errors (the first time
     in a request; later calls in it raise ``LookupError``)."""
