@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .errors import SlurmError
 from .gateway import SlurmGateway
 from .times import parse_time_limit
 from .tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
@@ -21,6 +22,8 @@ from .tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_limit_used, tre
 # --- scontrol show config ------------------------------------------------------------------------
 
 SHOW_CONFIG = ["scontrol", "show", "config"]
+#: The first line of :data:`SHOW_CONFIG`'s answer: what follows is the configuration slurmctld sent.
+CONFIG_HEADER = "Configuration data as of "
 #: ``PriorityUsageResetPeriod`` values after which Slurm clears the usage it enforces quotas with.
 RESET_PERIODS = frozenset({"DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"})
 
@@ -71,9 +74,26 @@ def gpu_tracked(config_text: str) -> bool:
     return parse_config(config_text).tracked
 
 
+def show_config(gateway: SlurmGateway) -> str:
+    """The text of :data:`SHOW_CONFIG`: ``Name = value`` lines, after :data:`CONFIG_HEADER`.
+
+    scontrol prints the configuration slurmctld sent, then pings each controller ("Slurmctld(primary)
+    at vm is UP") and exits 1 when a ping fails. slurmctld's RPC rate limit (``rl_enable``) refuses a
+    ping outright, where the client library backs off and resends its other requests: for a service
+    user whose bucket is nearly empty scontrol printed the whole configuration, then "is DOWN", and
+    exited 1 (recorded on Slurm 24.11, ``tests/fixtures/slurm/24.11/rate_limit/show_config_ping_refused.*``).
+    The configuration is slurmctld's own answer, so a non-zero exit after :data:`CONFIG_HEADER` is read
+    as an answer. Raises :class:`~slurm.SlurmError` when scontrol failed without printing the
+    configuration (slurmctld unreachable: its stderr says why) or could not run."""
+    result = gateway.run(SHOW_CONFIG, check=False)
+    if result.returncode != 0 and not result.out.startswith(CONFIG_HEADER):
+        raise SlurmError(gateway.build_argv(SHOW_CONFIG), result.returncode, result.out, result.err)
+    return result.out
+
+
 def read_config(gateway: SlurmGateway) -> ClusterConfig:
-    """:data:`SHOW_CONFIG`, parsed. Raises :class:`~slurm.SlurmError`."""
-    return parse_config(gateway.run(SHOW_CONFIG).out)
+    """:func:`show_config`, parsed. Raises :class:`~slurm.SlurmError`."""
+    return parse_config(show_config(gateway))
 
 
 def period_start(now: datetime, reset_period: str = "MONTHLY") -> datetime:

@@ -11,14 +11,17 @@ telling to back off" for every throttled RPC), never from a clock. The bucket re
 from __future__ import annotations
 
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from slurm.accounting import CONFIG_HEADER, SHOW_CONFIG, read_config
 from slurm.gateway import SlurmGateway
 from tests.cluster.test_cluster2_integration import ROOT, cluster2_transport, submit
+from tests.waiting import pause
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +76,44 @@ def test_a_burst_over_the_bucket_as_the_service_user_answers_every_call_with_the
             line for line in f.read().decode("utf-8", "replace").splitlines() if f"RPC rate limit exceeded by uid {uid} " in line
         ]
     assert throttled, f"the burst never hit {user}'s rate limit: is rl_enable on with the default bucket?"
+
+
+def test_the_config_is_read_when_its_ping_is_refused():
+    """``scontrol show config`` prints the configuration, then pings the controllers; slurmctld
+    refuses a ping outright when the service user's bucket is empty (the client library backs off and
+    resends its other requests, not a ping), and scontrol then says "is DOWN" and exits 1. The usage
+    refresh's read of the config (:func:`slurm.accounting.read_config`) reads the configuration all
+    the same: before, the refresh failed for that cluster whenever the bucket was nearly spent.
+
+    slurmctld adds ``rl_refill_rate`` (2) tokens at each whole second of its clock (this machine's).
+    So: a burst of pings empties the bucket; just after the next second begins (2 tokens) one ping
+    takes one; then the config's request takes the last and its ping is refused. Tried up to three
+    times (a second boundary crossed meanwhile refills it); one refused ping is what is tested."""
+    gw = SlurmGateway(cluster2_transport(), command_timeout=60, cluster="cluster2")
+    answers = []
+    execute = gw.transport.execute
+
+    def recording_execute(argv, **kwargs):
+        result = execute(argv, **kwargs)
+        if argv[-3:] == SHOW_CONFIG:
+            answers.append(result)
+        return result
+
+    gw.transport.execute = recording_execute
+    ping = gw.build_argv(["scontrol", "ping"])
+    configs = []
+    try:
+        for _ in range(3):
+            with ThreadPoolExecutor(THREADS) as pool:
+                list(pool.map(lambda _: execute(ping, stdin=None, timeout=30), range(BURST)))
+            pause(1.05 - time.time() % 1, "slurmctld refills the bucket at each whole second: just after the next")
+            execute(ping, stdin=None, timeout=30)  # one of its two new tokens
+            configs.append(read_config(gw))  # the other; then its ping finds none
+            if answers[-1].returncode != 0:
+                break
+    finally:
+        gw.close()
+    refused = [a for a in answers if a.returncode != 0]
+    assert refused, f"no scontrol show config met a refused ping in {len(answers)} tries: {[a.out[-40:] for a in answers]}"
+    assert refused[0].out.startswith(CONFIG_HEADER) and refused[0].out.rstrip().endswith("is DOWN"), refused[0].out[-200:]
+    assert all(c.tracked for c in configs)  # cluster2 tracks gres/gpu: the configuration was read each time

@@ -16,6 +16,7 @@ import pytest
 
 from slurm import SlurmError, SlurmGateway, SlurmRateLimited
 from slurm import gateway as gateway_module
+from slurm.accounting import CONFIG_HEADER, SHOW_CONFIG, read_config
 from slurm.errors import client_backoffs, rate_limited
 from slurm.snapshot import snapshot_take
 from tests.conftest import FIXTURES
@@ -189,3 +190,27 @@ def test_eagain_is_not_read_as_the_rate_limit():
     # slurmctld's answer at MaxJobCount; sbatch already retries it itself
     assert not rate_limited("sbatch: error: Batch job submission failed: Resource temporarily unavailable")
     assert rate_limited(REFUSED_STDERR)
+
+
+def test_a_config_whose_ping_was_refused_is_read(rec):
+    """Recorded: ``scontrol show config`` as ``portal`` with one token left in its bucket printed the
+    whole configuration, then "Slurmctld(primary) at vm is DOWN" (its ping refused outright), and exited 1.
+    The configuration is slurmctld's answer: read, not an error (the usage refresh failed on it)."""
+    recorded = json.loads((RECORDED / "show_config_ping_refused.json").read_text())
+    text = (RECORDED / "show_config_ping_refused.stdout.txt").read_text()
+    refused = next(c for c in recorded["calls"] if c["returncode"] != 0)
+    assert text.startswith(CONFIG_HEADER) and text.rstrip().endswith("is DOWN") and refused["stderr"] == ""
+    fake = FakeTransport().expect(SHOW_CONFIG, stdout=text, returncode=refused["returncode"])
+    config = read_config(gateway(fake, rec))
+    assert config.tracked and config.reset_period == "MONTHLY"
+    assert not fake.script and rec.sleeps == []  # read at once, nothing resent
+
+
+def test_a_config_that_never_came_is_an_error(rec):
+    """slurmctld unreachable: scontrol prints no configuration (its load error, in the form 24.11's
+    squeue prints one, ``squeue_controller_down.stderr.txt``) and exits 1: an error, as before."""
+    stderr = "slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)\n"
+    fake = FakeTransport().expect(SHOW_CONFIG, stderr=stderr, returncode=1)
+    with pytest.raises(SlurmError, match="Unable to contact slurm controller") as raised:
+        read_config(gateway(fake, rec))
+    assert raised.value.returncode == 1 and raised.value.argv == SHOW_CONFIG

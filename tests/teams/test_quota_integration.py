@@ -115,8 +115,8 @@ def test_quota_usage_hold_and_member_removal(cluster, quota_team, client, django
     wait_done(ids, cluster)
 
     def usage_figures():
-        # cluster2 rate-limits the service user's RPCs: a refresh told to back off fails (its
-        # `scontrol show config` reads "Slurmctld is DOWN") and is tried again, as the beat's next one is
+        # cluster2 rate-limits the service user's RPCs: a refresh whose commands stay refused past the
+        # gateway's back-off fails, and is tried again, as the beat's next one is
         assert usage_refresh() is not None
         found = team_usage(team.name, cluster=cluster)
         return found if found is not None and not found.error else None

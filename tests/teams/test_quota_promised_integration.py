@@ -112,8 +112,8 @@ def test_the_form_says_what_slurm_does_with_running_jobs_promise(
     snapshot_refresh(cluster=cluster)
 
     def usage_figures():
-        # cluster2 rate-limits the service user's RPCs: a refresh told to back off fails (its
-        # `scontrol show config` reads "Slurmctld is DOWN") and is tried again, as the beat's next one is
+        # cluster2 rate-limits the service user's RPCs: a refresh whose commands stay refused past the
+        # gateway's back-off fails, and is tried again, as the beat's next one is
         usage_refresh(cluster=cluster)
         found = team_usage(team.name, cluster=cluster)
         return found if found is not None and not found.error else None

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from slurm import SlurmError, SlurmVersionUnknown, get_gateway
+from slurm.accounting import show_config
 from slurm.clusters import Cluster, cluster_get, clusters
 from slurm.poll_budget import PollTooBig
 from slurm.snapshot import snapshot_load, snapshot_take
@@ -140,7 +141,7 @@ class Command(BaseCommand):
             self._fail("Slurm answers", f"the poll's commands failed: {exc}")
             return
         try:
-            config = gateway.run(["scontrol", "show", "config"]).out
+            config = show_config(gateway)
         except SlurmError as exc:
             self._fail("accounting config", exc.message)
             return
