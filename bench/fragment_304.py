@@ -72,7 +72,9 @@ def wire_bytes(response) -> int:
 def previous_tag(user, interval: float) -> str:
     """The tag My jobs' fragment had before it dropped its clock (the anchor of the cadence figure):
     user, language, zone, ``floor(now / interval)``, every cluster's whole snapshot head, accounting
-    and usage read times (``clusters_version``) and the user's rows, as ``weak_etag`` digested them."""
+    and usage read times (``clusters_version``) and the user's rows, as ``weak_etag`` digested them.
+    The rows are read by today's ``rows_version`` (by primary key, one query since 2026-12-07), so
+    this anchor's CPU is what that tag would cost now, not what it cost then."""
     import hashlib
 
     from django.utils import timezone as djtz

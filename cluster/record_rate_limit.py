@@ -16,9 +16,10 @@ limit (``SlurmctldParameters=rl_enable``, cluster/cluster2/etc/slurm.conf), into
   adds ``rl_refill_rate``, 2, at each whole second; one ping just after the next takes one), ``--tries``
   times: ``show_config_ping_refused.stdout.txt`` (stdout of the first call that exited non-zero, as
   printed) and ``show_config_ping_refused.json`` (every call's exit code, seconds, stderr and last
-  line, and slurmctld's log lines meanwhile). scontrol prints the configuration, then
-  pings the controllers; slurmctld refuses a ping outright when the bucket is empty (no back-off and
-  resend, as its other requests get), and scontrol then says "DOWN" and exits 1.
+  line, and the last 50 of slurmctld's log lines about the limit meanwhile). scontrol prints the
+  configuration, then pings the controllers; slurmctld tells the ping to back off like any other
+  request when the bucket is empty, the client's ping neither backs off nor resends (its other requests
+  do), and scontrol then says "DOWN" and exits 1.
 
 One held job (``alice``, ``--hold``, name ``fx-rate-limit``) is in the queue during both bursts, so
 every answer should list it; it is cancelled at the end, also on a failure.

@@ -10,6 +10,7 @@ usage, the teams sync) is the apps' business. Recorded outputs: ``tests/fixtures
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,11 +20,15 @@ from .gateway import SlurmGateway
 from .times import parse_time_limit
 from .tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
 
+logger = logging.getLogger(__name__)
+
 # --- scontrol show config ------------------------------------------------------------------------
 
 SHOW_CONFIG = ["scontrol", "show", "config"]
 #: The first line of :data:`SHOW_CONFIG`'s answer: what follows is the configuration slurmctld sent.
 CONFIG_HEADER = "Configuration data as of "
+#: A line of :data:`SHOW_CONFIG`'s closing ping, for a controller that did not answer.
+_PING_DOWN = re.compile(r"Slurmctld\((?:primary|backup\d*)\) at \S+ is DOWN")
 #: ``PriorityUsageResetPeriod`` values after which Slurm clears the usage it enforces quotas with.
 RESET_PERIODS = frozenset({"DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY"})
 
@@ -75,20 +80,23 @@ def gpu_tracked(config_text: str) -> bool:
 
 
 def show_config(gateway: SlurmGateway) -> str:
-    """The text of :data:`SHOW_CONFIG`: ``Name = value`` lines, after :data:`CONFIG_HEADER`.
-
-    scontrol prints the configuration slurmctld sent, then pings each controller ("Slurmctld(primary)
-    at vm is UP") and exits 1 when a ping fails. slurmctld's RPC rate limit (``rl_enable``) refuses a
-    ping outright, where the client library backs off and resends its other requests: for a service
-    user whose bucket is nearly empty scontrol printed the whole configuration, then "is DOWN", and
-    exited 1 (recorded on Slurm 24.11, ``tests/fixtures/slurm/24.11/rate_limit/show_config_ping_refused.*``).
-    The configuration is slurmctld's own answer, so a non-zero exit after :data:`CONFIG_HEADER` is read
-    as an answer. Raises :class:`~slurm.SlurmError` when scontrol failed without printing the
-    configuration (slurmctld unreachable: its stderr says why) or could not run."""
+    """The text of :data:`SHOW_CONFIG`: ``Name = value`` lines, after :data:`CONFIG_HEADER`. scontrol
+    prints the configuration, a blank line, then pings the controllers and exits 1 when none answered.
+    slurmctld's RPC rate limit tells a ping to back off like any request, but the client does not
+    resend a ping: a service user with a nearly spent bucket got the whole configuration, "is DOWN",
+    and exit 1 (recorded: ``tests/fixtures/slurm/24.11/rate_limit/show_config_ping_refused.*``). That
+    answer, exit 1 with only "is DOWN" lines after the configuration, is read (and logged). Raises
+    :class:`~slurm.SlurmError` for any other failure: no configuration (slurmctld unreachable), a cut
+    one (a session closed without an exit status), a command that could not run."""
     result = gateway.run(SHOW_CONFIG, check=False)
-    if result.returncode != 0 and not result.out.startswith(CONFIG_HEADER):
-        raise SlurmError(gateway.build_argv(SHOW_CONFIG), result.returncode, result.out, result.err)
-    return result.out
+    if result.returncode == 0:
+        return result.out
+    _, blank, pings = result.out.rstrip("\n").rpartition("\n\n")  # after the last blank line: only "is DOWN"
+    pings_down = result.out.startswith(CONFIG_HEADER) and blank and all(map(_PING_DOWN.fullmatch, pings.split("\n")))
+    if result.returncode == 1 and pings_down:
+        logger.info("%s: scontrol show config read; its closing ping got no answer (%s)", gateway.cluster or "slurmctld", pings)
+        return result.out
+    raise SlurmError(gateway.build_argv(SHOW_CONFIG), result.returncode, result.out, result.err)
 
 
 def read_config(gateway: SlurmGateway) -> ClusterConfig:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone as djtz
 
 from portal.dates import between_dates
@@ -185,7 +185,7 @@ def my_jobs_rows(*, user, recent_seconds: int = 3600, ended_cap: int = MY_JOBS_E
     return newest.union(latest, all=True)  # each part through its index
 
 
-def my_jobs_ended_window(*, user, recent_seconds: int = 3600):
+def my_jobs_ended_window(*, user, recent_seconds: int = 3600) -> QuerySet[Job]:
     """The user's jobs that ended within the last ``recent_seconds``, as a queryset: My jobs prints
     how many past its cap ("N more ended in the last hour"); the fragment's ETag counts them in the
     query that reads its rows (:func:`jobs.web.fragment_etags.rows_version`'s ``counts``)."""

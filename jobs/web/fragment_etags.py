@@ -32,6 +32,7 @@ from functools import wraps
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone as djtz
 from django.utils import translation
@@ -144,7 +145,7 @@ def clusters_version(names: Iterable[str]) -> list:
     return version
 
 
-def rows_version(queryset, *, columns: tuple[str, ...] = (), counts: tuple = ()) -> tuple:
+def rows_version(queryset, *, columns: tuple[str, ...] = (), counts: tuple[QuerySet, ...] = ()) -> tuple:
     """``(count, md5 of every listed row's whole text, columns' values, counts)`` of the rows in
     ``queryset``, worked out by PostgreSQL in one query (``md5(string_agg(row::text ORDER BY id))``:
     one short row comes back, not every field of every row, which is what keeps an unchanged poll
@@ -152,12 +153,13 @@ def rows_version(queryset, *, columns: tuple[str, ...] = (), counts: tuple = ())
     ``update()`` that leaves ``updated_at`` alone (the sync's ``status_unknown_since``, a submit
     error). ``columns``: fields whose values come back too, one list per row in id order, as JSON
     gives them (a time as ISO-8601 text; ``()``: none, ``None`` in their place). ``counts``:
-    querysets whose ``count(*)`` comes back in the same query, as a tuple in their order (``()``).
+    querysets, not sliced, whose ``count(*)`` comes back in the same query, as a tuple in their order
+    (``()``).
 
-    The rows are fetched by their ids (``id = ANY(ARRAY(<queryset's ids>))``: the ids worked out
-    once, then one primary-key look-up each), never by a join that the planner may answer by
-    reading the whole table (``id IN (<ids>)`` became a hash join over every row of a small
-    ``jobs_job``: 1.9 ms against 0.6 ms on 2,000 rows)."""
+    The rows are fetched by their ids, ``id = ANY(ARRAY(<queryset's ids>))``: PostgreSQL works the
+    ids out once (an InitPlan), then looks each one up by primary key. With ``id IN (<ids>)`` it
+    answered a small ``jobs_job`` with a hash join over every row of it (1.9 ms against 0.6 ms for
+    the 46 rows of a user's table among 2,000)."""
     model = queryset.model
     quote = connection.ops.quote_name
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)

@@ -194,7 +194,8 @@ def test_eagain_is_not_read_as_the_rate_limit():
 
 def test_a_config_whose_ping_was_refused_is_read(rec):
     """Recorded: ``scontrol show config`` as ``portal`` with one token left in its bucket printed the
-    whole configuration, then "Slurmctld(primary) at vm is DOWN" (its ping refused outright), and exited 1.
+    whole configuration, then "Slurmctld(primary) at vm is DOWN" (its ping told to back off, which the
+    client's ping does not do), and exited 1.
     The configuration is slurmctld's answer: read, not an error (the usage refresh failed on it)."""
     recorded = json.loads((RECORDED / "show_config_ping_refused.json").read_text())
     text = (RECORDED / "show_config_ping_refused.stdout.txt").read_text()
@@ -202,7 +203,7 @@ def test_a_config_whose_ping_was_refused_is_read(rec):
     assert text.startswith(CONFIG_HEADER) and text.rstrip().endswith("is DOWN") and refused["stderr"] == ""
     fake = FakeTransport().expect(SHOW_CONFIG, stdout=text, returncode=refused["returncode"])
     config = read_config(gateway(fake, rec))
-    assert config.tracked and config.reset_period == "MONTHLY"
+    assert config.tracked and config.calc_period_s == 60  # PriorityCalcPeriod, near the configuration's end
     assert not fake.script and rec.sleeps == []  # read at once, nothing resent
 
 
@@ -214,3 +215,21 @@ def test_a_config_that_never_came_is_an_error(rec):
     with pytest.raises(SlurmError, match="Unable to contact slurm controller") as raised:
         read_config(gateway(fake, rec))
     assert raised.value.returncode == 1 and raised.value.argv == SHOW_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("returncode", "cut"),
+    [
+        (-1, 0.5),  # an SSH session that closed without an exit status, half the answer through
+        (1, 0.5),  # exit 1, the configuration cut short: no ping lines after it
+        (2, 1.0),  # another exit code, whatever came before it
+    ],
+)
+def test_a_config_cut_short_or_failing_otherwise_is_an_error(rec, returncode, cut):
+    """Only exit 1 with the whole configuration and nothing but "is DOWN" lines after it is read;
+    a partial configuration would read its missing settings as defaults (a wrong period, billing)."""
+    text = (RECORDED / "show_config_ping_refused.stdout.txt").read_text()
+    fake = FakeTransport().expect(SHOW_CONFIG, stdout=text[: int(len(text) * cut)], returncode=returncode)
+    with pytest.raises(SlurmError) as raised:
+        read_config(gateway(fake, rec))
+    assert raised.value.returncode == returncode
