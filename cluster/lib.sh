@@ -43,6 +43,10 @@ MUNGED_PID=/run/munge/munged.pid
 SLURMDBD_PID=/run/slurmdbd.pid
 SLURMCTLD_PID=/run/slurmctld.pid
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+# host_apt ARGS...: apt-get on this host, one at a time (the same lock as scripts/lib.sh's apt_install):
+# scripts/test.sh builds cluster2's root beside other set-up steps that install packages, and apt-get
+# fails at once, not waiting, when another holds dpkg's or the package lists' lock.
+host_apt() { flock /run/lock/gpuportal-apt.lock apt-get "$@"; }
 
 _T0=$(date +%s%N)
 elapsed() { echo "$(( ($(date +%s%N) - _T0) / 1000000 ))" | awk '{printf "%.1f", $1/1000}'; }

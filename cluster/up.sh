@@ -79,8 +79,8 @@ done
 if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    host_apt update -qq
+    host_apt install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     log "packages present"
 fi
@@ -509,6 +509,6 @@ if [[ ${CLUSTER2:-1} != 0 ]]; then
     echo
     bash "$CLUSTER_DIR/cluster2/up.sh"
 else
-    log "CLUSTER2=0: cluster2 (Slurm 24.11) not started"
+    log "CLUSTER2=0: cluster2 (Slurm 24.11) not started by this script (cluster/cluster2/up.sh starts it)"
 fi
 echo "up.sh took $(elapsed) s"

@@ -28,9 +28,12 @@ apt_install() {
     for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
     (( ${#missing[@]} )) || return 0
     [[ $(id -u) == 0 ]] || die "need root to install Debian packages: ${missing[*]}"
-    if [[ -z $_apt_updated ]]; then log "apt-get update"; apt-get update -qq; _apt_updated=1; fi
+    # One apt-get at a time on this machine: scripts/test.sh runs set-up steps side by side, and apt-get
+    # fails at once, not waiting, when another holds dpkg's lock.
+    local lock=(flock /run/lock/gpuportal-apt.lock)
+    if [[ -z $_apt_updated ]]; then log "apt-get update"; "${lock[@]}" apt-get update -qq; _apt_updated=1; fi
     log "installing Debian packages: ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${lock[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 # node_bin: print a Node.js >= 20 binary (the system one, or one installed from the npm registry).

@@ -65,15 +65,28 @@ unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Cel
 # deadline), the others the tests of tests/conftest.py's SPREAD (docs/testing.md)
 : "${TEST_WORKERS:=2}"
 bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-
-bash "$REPO_DIR/cluster/up.sh" 9>&-
+# cluster1 first: its users (portal, the demo users) and uv are what the steps after it need.
+CLUSTER2=0 bash "$REPO_DIR/cluster/up.sh" 9>&-
+# The rest of the set-up needs nothing of itself but those, so it runs side by side: on a new machine
+# cluster2's root (debootstrap and Slurm 24.11: about 40 s), the hub's (pip, then code-server's native
+# modules: about 150 s) and the image's (debootstrap and pip: about 90 s) would otherwise take turns; on
+# a machine set up before, each is "up to date" in a second or two. One apt-get runs at a time
+# (scripts/lib.sh's apt_install, cluster/cluster2/up.sh). Every step is waited for, and any that failed
+# is named, before a test runs.
+declare -A setup_steps=()
+beside() { "$@" 9>&- & setup_steps[$!]="$*"; }
+cd "$REPO_DIR"
+beside bash "$REPO_DIR/cluster/cluster2/up.sh"  # the second cluster, Slurm 24.11 (docs/clusters.md)
+beside bash "$REPO_DIR/scripts/hub_setup.sh"    # the tests start their own hub from it
+beside bash "$REPO_DIR/scripts/build_image.sh"  # the demo container image (docs/containers.md)
+beside apt_install chromium fonts-dejavu-core   # for the browser tests
+beside bash "$REPO_DIR/scripts/lint.sh"
+beside bash "$REPO_DIR/scripts/cli_clean_install.sh"  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
+setup_failed=()
+for pid in "${!setup_steps[@]}"; do wait "$pid" || setup_failed+=("${setup_steps[$pid]}"); done
+(( ${#setup_failed[@]} == 0 )) || die "set-up failed (the lines above say why): $(printf '%s; ' "${setup_failed[@]}")"
 cancel_leftover_jobs 9>&-  # under CI=true: the lab queues start empty
 bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
-bash "$REPO_DIR/scripts/hub_setup.sh" 9>&-   # the tests start their own hub from it
-bash "$REPO_DIR/scripts/build_image.sh" 9>&- # the demo container image (docs/containers.md); "up to date" in a second after the first
-apt_install chromium fonts-dejavu-core 9>&-
-cd "$REPO_DIR"
-bash "$REPO_DIR/scripts/lint.sh" 9>&-
-bash "$REPO_DIR/scripts/cli_clean_install.sh" 9>&-  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
 export PORTAL_TEST_RUN
 if (( $# )); then
     log "running pytest $*"

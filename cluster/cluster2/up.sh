@@ -156,9 +156,9 @@ if [[ ! -f $R$CLUSTER2_STAMP ]]; then
     build_t0=$(date +%s%N)
     if host_pkg_missing debootstrap; then
         log "installing debootstrap"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null || {
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+        DEBIAN_FRONTEND=noninteractive host_apt install -y -qq --no-install-recommends debootstrap >/dev/null || {
+            DEBIAN_FRONTEND=noninteractive host_apt update -qq
+            DEBIAN_FRONTEND=noninteractive host_apt install -y -qq --no-install-recommends debootstrap >/dev/null
         } || die "could not install debootstrap with apt-get (is the Debian mirror reachable?)"
     fi
     if [[ -e $R ]]; then
@@ -208,8 +208,8 @@ if ((${#host_debs[@]})); then
     log "installing the host's ${host_debs[*]} in the root"
     debs=$(mktemp -d "$R/tmp/host-debs.XXXXXX")
     chmod 755 "$debs"
-    download() { (cd "$debs" && apt-get download "${host_debs[@]}"); }
-    { download || { apt-get update -qq && download; }; } >>"$BUILD_LOG" 2>&1 || {
+    download() { (cd "$debs" && host_apt download "${host_debs[@]}"); }
+    { download || { host_apt update -qq && download; }; } >>"$BUILD_LOG" 2>&1 || {
         rm -rf "$debs"; tail -n 15 "$BUILD_LOG" >&2; die "apt-get download ${host_debs[*]} on the host failed (see $BUILD_LOG)"
     }
     files=("$debs"/*.deb)
