@@ -46,7 +46,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 # host_apt ARGS...: apt-get on this host, one at a time (the same lock as scripts/lib.sh's apt_install):
 # scripts/test.sh builds cluster2's root beside other set-up steps that install packages, and apt-get
 # fails at once, not waiting, when another holds dpkg's or the package lists' lock.
-host_apt() { flock /run/lock/gpuportal-apt.lock apt-get "$@"; }
+host_apt() { flock -w 900 /run/lock/gpuportal-apt.lock apt-get "$@"; }  # waits 15 minutes at most
 
 _T0=$(date +%s%N)
 elapsed() { echo "$(( ($(date +%s%N) - _T0) / 1000000 ))" | awk '{printf "%.1f", $1/1000}'; }

@@ -30,7 +30,7 @@ apt_install() {
     [[ $(id -u) == 0 ]] || die "need root to install Debian packages: ${missing[*]}"
     # One apt-get at a time on this machine: scripts/test.sh runs set-up steps side by side, and apt-get
     # fails at once, not waiting, when another holds dpkg's lock.
-    local lock=(flock /run/lock/gpuportal-apt.lock)
+    local lock=(flock -w 900 /run/lock/gpuportal-apt.lock)  # 15 minutes at most, then this step fails
     if [[ -z $_apt_updated ]]; then log "apt-get update"; "${lock[@]}" apt-get update -qq; _apt_updated=1; fi
     log "installing Debian packages: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive "${lock[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

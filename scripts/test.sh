@@ -3,8 +3,8 @@
 # (idempotent): the portal's dependencies (bootstrap.sh), the local Slurm cluster with sshd + sudo
 # (cluster/up.sh, with the stand-in GPU exporters), Prometheus (scripts/prometheus.sh), the Jupyter venv and
 # proxy (hub_setup.sh), the demo container image (build_image.sh) and Chromium for the browser tests. The tests start their own IdP and live portal.
-# The import layers and ruff are checked first (scripts/lint.sh), then that the CLI installs alone in an empty
-# venv (scripts/cli_clean_install.sh).
+# The import layers and ruff (scripts/lint.sh) and the CLI's install alone in an empty venv
+# (scripts/cli_clean_install.sh) are checked beside the last of that set-up.
 #
 # Then pytest runs in tiers (docs/testing.md): the integration and browser tests that can share the
 # clusters on TEST_WORKERS workers, and beside them the hub's tests in one process and the tests that
@@ -72,9 +72,23 @@ CLUSTER2=0 bash "$REPO_DIR/cluster/up.sh" 9>&-
 # modules: about 150 s) and the image's (debootstrap and pip: about 90 s) would otherwise take turns; on
 # a machine set up before, each is "up to date" in a second or two. One apt-get runs at a time
 # (scripts/lib.sh's apt_install, cluster/cluster2/up.sh). Every step is waited for, and any that failed
-# is named, before a test runs.
+# is named, before a test runs. A stopped run stops its steps: bash starts a background job with SIGINT
+# ignored, which beside() undoes, so a Ctrl-C reaches each step as it reached the one step of a run
+# that took them in turn; a SIGTERM to this script alone (a later CI run stopping a leftover one) is
+# passed on to every step and what it started (stop_setup_steps). Otherwise a step stopped half-way
+# would go on beside the next run's same step (two debootstraps into one root, two pip installs into
+# one venv).
 declare -A setup_steps=()
-beside() { "$@" 9>&- & setup_steps[$!]="$*"; }
+beside() { ( trap - INT QUIT; "$@" ) 9>&- & setup_steps[$!]="$*"; }
+# kill_tree PID: SIGTERM to PID and every process below it, children first
+kill_tree() {
+    local child
+    for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+    kill -TERM "$1" 2>/dev/null || true
+}
+stop_setup_steps() { local pid; for pid in "${!setup_steps[@]}"; do kill_tree "$pid"; done; }
+trap 'stop_setup_steps; exit 143' TERM
+trap 'stop_setup_steps; exit 130' INT
 cd "$REPO_DIR"
 beside bash "$REPO_DIR/cluster/cluster2/up.sh"  # the second cluster, Slurm 24.11 (docs/clusters.md)
 beside bash "$REPO_DIR/scripts/hub_setup.sh"    # the tests start their own hub from it
@@ -84,6 +98,7 @@ beside bash "$REPO_DIR/scripts/lint.sh"
 beside bash "$REPO_DIR/scripts/cli_clean_install.sh"  # the CLI installs alone: at most 3 dependencies, gpuportal --help runs
 setup_failed=()
 for pid in "${!setup_steps[@]}"; do wait "$pid" || setup_failed+=("${setup_steps[$pid]}"); done
+trap - TERM INT
 (( ${#setup_failed[@]} == 0 )) || die "set-up failed (the lines above say why): $(printf '%s; ' "${setup_failed[@]}")"
 cancel_leftover_jobs 9>&-  # under CI=true: the lab queues start empty
 bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)

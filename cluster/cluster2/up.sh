@@ -7,7 +7,8 @@
 # same key, sudoers rule and submit helper as on the host cluster; ch-run (charliecloud-runtime) as on the host
 # cluster, and the host's image directory ($PORTAL_IMAGES_DIR) bound read-only at the same path.
 # Run by cluster/up.sh after the host cluster is up (it needs the host's MariaDB, users and portal key);
-# CLUSTER2=0 skips it. Idempotent: every step checks first; a second run only verifies and takes a few seconds.
+# CLUSTER2=0 skips it there. scripts/test.sh runs it itself, beside its other set-up steps, after
+# cluster/up.sh with CLUSTER2=0. Idempotent: every step checks first; a second run only verifies and takes a few seconds.
 # Settings (environment overrides): cluster/cluster2/lib.sh. Stop it with cluster/cluster2/down.sh.
 set -euo pipefail
 LOG_TAG=cluster2
