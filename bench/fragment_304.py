@@ -125,6 +125,7 @@ def cadence(viewers, snapshot, target: int, *, rounds: int, interval: float, mov
     Returns counts: ``{"quiet": Counter, "moving": Counter, "previous_quiet": Counter}``."""
     from dataclasses import replace
 
+    import msgspec
     import time_machine
     from django.test import Client
 
@@ -152,7 +153,7 @@ def cadence(viewers, snapshot, target: int, *, rounds: int, interval: float, mov
             else:
                 gone = [q for q in queue if q.state == "RUNNING"][:20]
                 queue = [q for q in queue if q not in gone] + [
-                    replace(template, job_id=3_000_000 + r * 100 + i, priority=0) for i in range(20)
+                    msgspec.structs.replace(template, job_id=3_000_000 + r * 100 + i, priority=0) for i in range(20)
                 ]
             land(replace(snapshot, jobs=queue), names)
             for i, (v, c, tag, old) in enumerate(clients):

@@ -15,9 +15,10 @@ is :func:`derive_state`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import hostlist
+from msgspec.structs import replace
 
 from .records import FinishedJob, QueueJob
 from .states import ACTIVE_STATES, FINAL_STATES, JobState

@@ -3,10 +3,9 @@
 A list of records, the queue's :class:`~slurm.records.QueueJob` ones, is packed as ``{"fields": [field names], "rows": [[values in that order], ...]}``: the field names once
 instead of once per record (a map per job spent ~340 of its ~480 bytes on its 31 names), so the
 queue a 100,000-job poll writes is some 17 MB instead of 48 and the poller's memory while it stores
-(the packed bytes, then the cache's pickle of them) drops by as much. Reading decodes each row into a
-struct that is never tracked by the garbage collector and makes it the record's ``__dict__``
-(zipped with the names), without the frozen dataclass's per-field ``__setattr__``: 100,000 jobs in
-~0.25 s CPU with the garbage collector paused (bench/snapshot_size.py). The nodes
+(the packed bytes, then the cache's pickle of them) drops by as much. The records are msgspec
+structs declared ``array_like``, so packing writes each as its row and reading decodes each row
+straight into its record, both in C, and the garbage collector never tracks them. The nodes
 (:class:`~slurm.records.Node`, a msgspec struct) are stored as rows too, with a column's equal values
 shared, and the cache pickles them (:func:`nodes_pack`): 5,000 nodes read back in ~1 ms, where the
 pickled field dicts made dataclasses took ~5 ms.
@@ -23,9 +22,7 @@ import time
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields
 from itertools import starmap
-from operator import attrgetter
 from typing import Generic, TypeVar
 
 import msgspec
@@ -86,49 +83,44 @@ def _collect_if_off_too_long() -> None:
 
 
 class RecordPacker(Generic[R]):
-    """Packs and unpacks lists of the frozen dataclass ``cls`` (every field a number, text, ``None``,
-    a tuple of text or a dict of text to numbers). ``fields``: its field names in order, the rows'
-    columns."""
+    """Packs and unpacks lists of the frozen msgspec struct ``cls``, declared ``array_like`` (msgpack
+    writes each record as the row of its values in field order; every field a number, text,
+    ``None``, a tuple of text or a dict of text to numbers). ``fields``: its field names in order,
+    the rows' columns."""
 
     def __init__(self, cls: type[R]):
+        if not cls.__struct_config__.array_like:  # type: ignore[attr-defined]
+            raise TypeError(f"{cls.__name__} is not an array_like msgspec struct: its records would be packed as maps")
         self.cls = cls
-        self.fields: tuple[str, ...] = tuple(f.name for f in fields(cls))
+        self.fields: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
         self._field_set = frozenset(self.fields)
-        self._row_of = attrgetter(*self.fields)
-        self._hints = hints = typing.get_type_hints(cls)
-        # a row decoded as a struct of the record's own types (tuples come back as tuples), never
-        # tracked by the garbage collector; a value of another type is refused, then read by name
-        row = msgspec.defstruct(f"_{cls.__name__}Row", [(n, hints[n]) for n in self.fields], array_like=True, gc=False)
-        packed = msgspec.defstruct(f"_{cls.__name__}Pack", [("fields", tuple[str, ...]), ("rows", list[row])], gc=False)
+        self._hints = typing.get_type_hints(cls)
+        # the rows decoded straight into the records, in C (values of the record's own types; a
+        # value of another type is refused, then read by name)
+        packed = msgspec.defstruct(f"_{cls.__name__}Pack", [("fields", tuple[str, ...]), ("rows", list[cls])], gc=False)
         self._decoder = msgspec.msgpack.Decoder(packed)
-        self._old_decoder = msgspec.msgpack.Decoder(list[cls])
         self._encoder = msgspec.msgpack.Encoder()
 
     def pack(self, records: list[R]) -> bytes:
         """``records`` as msgpack ``{"fields": self.fields, "rows": [[value, ...], ...]}``."""
-        row_of = self._row_of
-        return self._encoder.encode({"fields": self.fields, "rows": [row_of(r) for r in records]})
+        return self._encoder.encode({"fields": self.fields, "rows": records})
 
     def unpack(self, packed: bytes) -> list[R]:
         """The records :meth:`pack` packed, equal field by field (tuples as tuples). Rows of another
-        release's fields, or of values of other types, are read by name. Raises
-        ``msgspec.DecodeError`` for bytes that are not msgpack, ``TypeError`` for a packed record
-        that lacks one of the class's required fields."""
+        release's fields, of values of other types, or a map per record (a release before the rows)
+        are read by name. Raises ``msgspec.DecodeError`` for bytes that are not msgpack,
+        ``TypeError`` for a packed record that lacks one of the class's required fields."""
         try:
             doc = self._decoder.decode(packed)
         except msgspec.ValidationError:  # packed before the rows, or by another release
             data = msgspec.msgpack.decode(packed)
             if isinstance(data, list):  # one map per record
-                try:
-                    return self._old_decoder.decode(packed)
-                except msgspec.ValidationError:
-                    return [self._by_name(tuple(r), tuple(r.values())) for r in data]
+                return [self._by_name(tuple(r), tuple(r.values())) for r in data]
             return [self._by_name(tuple(data["fields"]), row) for row in data["rows"]]
-        astuple = msgspec.structs.astuple
-        if doc.fields != self.fields:
+        if doc.fields != self.fields:  # another release's columns, each value of a type this one takes
+            astuple = msgspec.structs.astuple
             return [self._by_name(doc.fields, astuple(row)) for row in doc.rows]
-        names = self.fields
-        return records_from_dicts(self.cls, (dict(zip(names, astuple(row), strict=True)) for row in doc.rows))
+        return doc.rows
 
     def _by_name(self, names: tuple[str, ...], row) -> R:
         """One row of another release's ``names`` (or a map's), each value by its name."""
@@ -137,20 +129,6 @@ class RecordPacker(Generic[R]):
             if isinstance(value, list) and typing.get_origin(self._hints[name]) is tuple:
                 values[name] = tuple(value)
         return self.cls(**values)
-
-
-def records_from_dicts(cls: type[R], dicts) -> list[R]:
-    """Records of the frozen dataclass ``cls``, one per dict of ``dicts`` (an iterable), each dict
-    becoming its record's ``__dict__`` as it is: without the dataclass's per-field ``__setattr__``,
-    and without a check. For dicts that hold exactly ``cls``'s fields, with values of its types, made
-    for this (the caller's copies: the records share them)."""
-    new, adopt = object.__new__, object.__setattr__
-    records = []
-    for values in dicts:
-        record = new(cls)
-        adopt(record, "__dict__", values)
-        records.append(record)
-    return records
 
 
 #: The queue (``squeue``'s jobs) as the snapshot stores it.

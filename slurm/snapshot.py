@@ -92,13 +92,14 @@ class ClusterSnapshot:
 
     def to_dict(self) -> dict:
         """The snapshot as plain data for the cache (what :meth:`from_dict` reads). The records hold
-        only numbers, text, tuples and small dicts, so each is copied with ``vars`` (the nodes, msgspec
-        structs: ``msgspec.structs.asdict``) instead of ``dataclasses.asdict``'s recursive deep copy:
-        the same data, several times faster for a big queue (bench/poller_clusters.py,
+        only numbers, text, tuples and small dicts, so each is copied with ``vars`` (the jobs and
+        the nodes, msgspec structs: ``msgspec.structs.asdict``) instead of ``dataclasses.asdict``'s
+        recursive deep copy: the same data, several times faster for a big queue (bench/poller_clusters.py,
         bench/snapshot_size.py). :func:`snapshot_store` stores the queue and the nodes packed instead."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("partitions", "jobs", "reservations"):
+        for key in ("partitions", "reservations"):
             data[key] = [dict(vars(record)) for record in data[key]]
+        data["jobs"] = [msgspec.structs.asdict(job) for job in self.jobs]
         data["nodes"] = [msgspec.structs.asdict(node) for node in self.nodes]
         return data
 

@@ -8,8 +8,8 @@ decodes one job at a time straight into a :class:`RawQueueJob` struct holding on
 adapters read (the rest of Slurm's 100+ fields per job are skipped without being built) and makes
 its record at once, so the structs are never all held beside the document. The values that repeat
 from job to job (states, exit codes, GPU strings) are read once per distinct value, the strings that
-repeat (user, account, partition, working directory, nodes) are shared, and the records are made
-without the frozen dataclass's per-field ``__setattr__``.
+repeat (user, account, partition, working directory, nodes) are shared, and each record is made by
+one positional call of the struct's constructor (in C).
 
 The records are exactly what the adapters' ``parse_jobs`` make of the same document: every value
 goes through the same reader (:mod:`slurm.values`); a job with a value of a type this module does
@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import fields
 
 import msgspec
 
@@ -212,7 +211,7 @@ def _gpus(raw: RawQueueJob, known: dict) -> dict[str, int]:
 #: ``None``, :func:`_n`), ``"int0:<attr>"`` (missing: 0, :func:`_z`), ``"id:<attr>"`` (:func:`_n`
 #: with 0), ``"text:<attr>"`` (a string or ""), ``"shared:<attr>"`` (the same, one object for equal
 #: strings) or a Python expression over ``raw``, ``word``, ``exit_pair`` and ``alloc`` (the loop's
-#: own readings). :func:`_fields` is made from it once, at import.
+#: own readings). :func:`_record` is made from it once, at import.
 _FIELDS = (
     ("job_id", "id:job_id"),
     ("array_job_id", "int0:array_job_id"),
@@ -269,20 +268,20 @@ def _reader(what: str) -> str:
     return re.sub(r"\b(int0|int|id|text|shared):(\w+)", lambda m: _READERS[m[1]](m[2]), what)
 
 
-def _make_fields():
-    """``_fields(raw, same, word, exit_pair, alloc) -> dict``: one dict literal of every
-    :data:`_FIELDS` row, compiled once (a function call per job, none per field: the 100,000-job
-    poll reads some 3 million fields)."""
-    if [name for name, _ in _FIELDS] != [f.name for f in fields(QueueJob)]:  # a new field needs its row
+def _make_record():
+    """``_record(raw, same, word, exit_pair, alloc) -> QueueJob``: one call of the struct's
+    constructor with every :data:`_FIELDS` row's expression in order, compiled once (a function
+    call per job, none per field: the 100,000-job poll reads some 3 million fields)."""
+    if tuple(name for name, _ in _FIELDS) != QueueJob.__struct_fields__:  # a new field needs its row
         raise RuntimeError("slurm.adapters.queue_decode._FIELDS does not list QueueJob's fields in order")
-    body = ",\n".join(f"        {name!r}: {_reader(what)}" for name, what in _FIELDS)
-    source = f"def _fields(raw, same, word, exit_pair, alloc):\n    return {{\n{body},\n    }}\n"
-    scope = {"Num": Num, "_n": _n, "_z": _z, "parse_memory_per_gpu": parse_memory_per_gpu}
+    body = ",\n".join(f"        {_reader(what)},  # {name}" for name, what in _FIELDS)
+    source = f"def _record(raw, same, word, exit_pair, alloc):\n    return QueueJob(\n{body}\n    )\n"
+    scope = {"Num": Num, "QueueJob": QueueJob, "_n": _n, "_z": _z, "parse_memory_per_gpu": parse_memory_per_gpu}
     exec(compile(source, "<slurm.adapters.queue_decode._FIELDS>", "exec"), scope)  # noqa: S102 - from the table above
-    return scope["_fields"]
+    return scope["_record"]
 
 
-_fields = _make_fields()
+_record = _make_record()
 
 
 def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJob], consume: bool = False) -> list[QueueJob]:
@@ -304,7 +303,7 @@ def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJo
     gpus_of: dict = {}
     same = _Same()
     jobs = []
-    new = object.__new__
+    record = _record
     decode = _JOB_DECODER.decode
     for i, text in enumerate(raws):
         if consume:
@@ -326,10 +325,5 @@ def queue_jobs(raws: RawJobs, *, lists: bool, fallback: Callable[[dict], QueueJo
         exit_pair = exits.get(code_key)
         if exit_pair is None:
             exit_pair = exits[code_key] = exit_of(None if code is None else json.loads(code_key))
-        alloc = _gpus(raw, gpus_of)
-        job = new(QueueJob)
-        # the frozen dataclass's __init__ sets each field through object.__setattr__; the same
-        # fields, all of them, set at once (tests/slurm/test_queue_decode.py compares every field)
-        object.__setattr__(job, "__dict__", _fields(raw, same, word, exit_pair, alloc))
-        jobs.append(job)
+        jobs.append(record(raw, same, word, exit_pair, _gpus(raw, gpus_of)))
     return jobs

@@ -214,7 +214,7 @@ def job_outside_found(w: World):
 def job_state_outside(w: World):
     """An outside job's state follows the queue in the poller's bulk update (running -> pending:
     the recorded running job held back, as after a requeue)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from jobs.models import Job
     from jobs.worker.sync import jobs_sync

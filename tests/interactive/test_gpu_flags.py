@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 from bs4 import BeautifulSoup
+from msgspec.structs import replace as job_replace
 
 from gpuusage.store import usage_refresh
 from interactive import hub
@@ -31,7 +32,7 @@ def running_session(user, slurm_json, monkeypatch, *, slurm_job_id: int, gpus: i
     )  # fmt: skip
     now = time.time()
     snapshot = snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=now)
-    job = replace(
+    job = job_replace(
         snapshot.jobs[0], job_id=slurm_job_id, comment=f"portal:{session.key}", state="RUNNING", start_time=int(now - 3600)
     )
     snapshot_store(replace(snapshot, jobs=[job], cluster=default_sessions_cluster().name))

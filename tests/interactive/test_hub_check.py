@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from msgspec.structs import replace as job_replace
 
 from audit.models import AuditEvent
 from interactive import hub
@@ -50,7 +51,7 @@ def with_jobs(slurm_json, *jobs: tuple[Session, int, str]) -> None:
     that session's Slurm job (``--comment=portal:<key>``)."""
     snapshot = snapshot_take(SlurmGateway(cluster_transport(slurm_json)), now=time.time())
     queue = [
-        replace(snapshot.jobs[0], job_id=job_id, comment=f"portal:{s.key}", state=state, start_time=int(time.time() - 600))
+        job_replace(snapshot.jobs[0], job_id=job_id, comment=f"portal:{s.key}", state=state, start_time=int(time.time() - 600))
         for s, job_id, state in jobs
     ]
     snapshot_store(replace(snapshot, jobs=queue, cluster=default_sessions_cluster().name))

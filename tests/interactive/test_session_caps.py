@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 
 import pytest
 from bs4 import BeautifulSoup
+from msgspec.structs import replace
 
 from interactive import hub
 from interactive.models import Session, SessionState

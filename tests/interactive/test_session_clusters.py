@@ -16,6 +16,7 @@ from http import HTTPStatus
 
 import pytest
 from bs4 import BeautifulSoup
+from msgspec.structs import replace as job_replace
 
 from interactive import hub
 from interactive.models import Session, SessionState
@@ -134,7 +135,7 @@ def test_a_session_on_cluster2_is_sent_cancelled_and_polled_on_cluster2(client, 
     assert '#SBATCH --partition="small"' in fake2.calls[-1][1].decode()
     # Its state comes from cluster2's snapshot: the job is there (running), not in cluster1's.
     snapshot = snapshot_load(with_jobs=True, cluster="cluster2")
-    job = replace(snapshot.jobs[0], job_id=4343, state="RUNNING", comment=f"portal:{session.key}")
+    job = job_replace(snapshot.jobs[0], job_id=4343, state="RUNNING", comment=f"portal:{session.key}")
     snapshot_store(replace(snapshot, jobs=[job]))
     status = client.get(f"/hub-internal/session-status?user=alice&key={session.key}", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert (status.json()["state"], status.json()["node"]) == ("RUNNING", job.nodes)
@@ -249,7 +250,7 @@ def test_a_session_on_cluster1_stays_there_when_the_default_changes(client, worl
     settings.PORTAL_CLUSTERS_FILE = clusters_file(tmp_path, "cluster2", name="moved.toml")  # now cluster2 only
     # The card reads cluster1's snapshot for its job.
     snapshot = snapshot_load(with_jobs=True, cluster="cluster1")
-    job = replace(snapshot.jobs[0], job_id=4242, state="PENDING", comment=f"portal:{session.key}")
+    job = job_replace(snapshot.jobs[0], job_id=4242, state="PENDING", comment=f"portal:{session.key}")
     snapshot_store(replace(snapshot, jobs=[job]))
     from interactive.services import session_cards
 

@@ -10,6 +10,7 @@ import logging
 import sys
 from urllib.parse import urlsplit
 
+import msgspec
 import pytest
 from django.db import connections
 
@@ -157,7 +158,7 @@ def test_a_hub_restart_finds_a_job_the_old_spawner_sent(portal, hub_settings, al
     from slurm import snapshot as snap
 
     stored = snap.snapshot_load(with_jobs=True)
-    stored.jobs[0] = type(job)(**{**job.__dict__, "comment": f"portal:{settings['key']}"})
+    stored.jobs[0] = msgspec.structs.replace(job, comment=f"portal:{settings['key']}")
     snap.snapshot_store(stored)
     restarted = SessionRun(portal, "alice", "lab-1", log)
     restarted.load({"job_id": str(job.job_id), "portal_settings": settings})

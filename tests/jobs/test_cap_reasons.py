@@ -3,9 +3,9 @@ from recorded squeue output (``tests/fixtures/slurm/22.05/policy/``: alice's sec
 pending ``QOSMaxGRESPerUser`` behind her first, cap 1) and recorded sbatch refusals."""
 
 import json
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from jobs.models import Job
 from jobs.reads.cap_reasons import cap_reason

@@ -7,7 +7,6 @@ or one task; another user's outside job is a 404 everywhere; odd names are text.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 from http import HTTPStatus
 from urllib.parse import parse_qs
@@ -16,6 +15,7 @@ import pytest
 from bs4 import BeautifulSoup
 from django.conf import settings
 from django.utils import timezone
+from msgspec.structs import replace
 
 from api.tokens import token_create
 from jobs.models import Job, JobKind, JobOrigin

@@ -7,11 +7,11 @@ sacct call as the portal's jobs."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from django.db.models import Q
+from msgspec.structs import replace
 
 from accounts.models import LinkState
 from audit.models import AuditEvent

@@ -6,11 +6,11 @@ unseen stays unknown; every sacct outcome is recorded for the pages' notice."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from msgspec.structs import replace
 
 from jobs.models import Job, JobKind, JobOrigin
 from jobs.worker.sync import jobs_mark_unknown, jobs_sync

@@ -4,12 +4,12 @@ session stop warnings, the team quota thresholds. Each noticed twice is one row.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.conf import settings
 from django.utils import timezone as djtz
+from msgspec.structs import replace
 
 from interactive.idle import sessions_warn_near_stop
 from interactive.models import Session, SessionState

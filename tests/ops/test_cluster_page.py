@@ -305,7 +305,7 @@ def test_busy_nodes_get_slurms_words_and_when_the_jobs_end(client, people, snaps
     job5 = next(j for j in full.jobs if j.job_id == 5)
     # the recorded job ended long ago; as if it still ran until an hour after the window's start
     until = int(start.timestamp()) + 3600
-    snapshot_store(type(full)(**{**full.__dict__, "jobs": [type(job5)(**{**job5.__dict__, "end_time": until})]}))
+    snapshot_store(type(full)(**{**full.__dict__, "jobs": [msgspec.structs.replace(job5, end_time=until)]}))
     response = _as(client, people["dana"]).post("/ops/cluster/cluster1/reservations/", {"nodes": "node3", **times})
     assert response.status_code == HTTPStatus.BAD_REQUEST
     text = _soup(response).text

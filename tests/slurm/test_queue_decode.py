@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from msgspec.structs import asdict
 
 from slurm.adapters import data_parser, v0_0_38
 from slurm.adapters.queue_decode import decode_squeue, is_raw, queue_jobs
@@ -32,7 +33,7 @@ def test_fast_reading_gives_the_same_records(path):
     plain = json.loads(out.decode("utf-8", errors="replace"))
     adapter = _adapter(path)
     got, want = adapter.parse_jobs(fast), adapter.parse_jobs(plain)
-    assert got == want and [vars(g) for g in got] == [vars(w) for w in want]
+    assert got == want and [asdict(g) for g in got] == [asdict(w) for w in want]
     assert fast["meta"] == plain["meta"] and fast.get("errors") == plain.get("errors")
 
 
@@ -95,7 +96,7 @@ def test_the_polls_reading_consumes_its_jobs_and_keeps_no_view_of_the_document(p
     got = adapter.parse_jobs(fast, consume=True)  # as the poll reads its own document
     assert got == adapter.parse_jobs(plain) and fast["jobs"] == [None] * count
     # no record holds a view into the document (a msgspec.Raw keeps all of it alive)
-    assert not [v for job in got for v in vars(job).values() if isinstance(v, msgspec.Raw | memoryview)]
+    assert not [v for job in got for v in asdict(job).values() if isinstance(v, msgspec.Raw | memoryview)]
 
 
 def test_jobs_share_their_repeated_strings_and_gpu_counts(slurm_json):

@@ -1,10 +1,9 @@
 """The stored queue (slurm/record_pack.py): one row per job under the field names once; read back
 equal, and what a release before the rows or with other fields packed is read by name."""
 
-from dataclasses import fields, replace
-
 import msgspec
 import pytest
+from msgspec.structs import asdict, replace
 
 from slurm import SlurmGateway
 from slurm.record_pack import JOB_FIELDS, jobs_pack, jobs_unpack
@@ -29,13 +28,13 @@ def test_rows_round_trip_every_field(slurm_json):
     for jobs in (recorded, odd, []):
         back = jobs_unpack(jobs_pack(jobs))
         assert back == jobs
-        assert [vars(b) for b in back] == [vars(j) for j in jobs]  # every field, with its type
+        assert [asdict(b) for b in back] == [asdict(j) for j in jobs]  # every field, with its type
         assert all(type(b) is QueueJob for b in back)
 
 
 def test_field_names_are_packed_once():
     jobs = [job(i) for i in range(1000)]
-    per_map = len(msgspec.msgpack.encode(jobs))
+    per_map = len(msgspec.msgpack.encode([asdict(j) for j in jobs]))
     packed = jobs_pack(jobs)
     assert msgspec.msgpack.decode(packed)["fields"] == list(JOB_FIELDS)
     assert len(packed) < per_map / 2
@@ -43,30 +42,30 @@ def test_field_names_are_packed_once():
 
 def test_a_queue_packed_before_the_rows_is_read():
     jobs = [job(1), job(2, state="RUNNING", nodes="gpu01")]
-    assert jobs_unpack(msgspec.msgpack.encode(jobs)) == jobs
+    assert jobs_unpack(msgspec.msgpack.encode([asdict(j) for j in jobs])) == jobs
     # one map per job with a field this release does not know and without one it added since
-    maps = [{k: v for k, v in vars(j).items() if k != "cwd"} | {"gone": 1} for j in jobs]
+    maps = [{k: v for k, v in asdict(j).items() if k != "cwd"} | {"gone": 1} for j in jobs]
     assert jobs_unpack(msgspec.msgpack.encode(maps)) == jobs  # cwd's default is ""
 
 
 def test_rows_of_another_releases_fields_are_read_by_name():
     jobs = [job(1, cwd="/home/alice"), job(2)]
     names = [n for n in JOB_FIELDS if n != "cwd"] + ["gone"]
-    rows = [[vars(j)[n] for n in names[:-1]] + ["x"] for j in jobs]
+    rows = [[asdict(j)[n] for n in names[:-1]] + ["x"] for j in jobs]
     got = jobs_unpack(msgspec.msgpack.encode({"fields": names, "rows": rows}))
     assert got == [replace(jobs[0], cwd=""), jobs[1]]
     # the same count of columns under other names: still by name
     swapped = list(JOB_FIELDS)
     i, j = swapped.index("stdout"), swapped.index("stderr")
     swapped[i], swapped[j] = swapped[j], swapped[i]
-    rows = [[vars(x)[n] for n in swapped] for x in [job(3, stdout="o", stderr="e")]]
+    rows = [[asdict(x)[n] for n in swapped] for x in [job(3, stdout="o", stderr="e")]]
     assert jobs_unpack(msgspec.msgpack.encode({"fields": swapped, "rows": rows})) == [job(3, stdout="o", stderr="e")]
 
 
 def test_a_row_that_lacks_a_required_field_is_an_error():
-    names = [f.name for f in fields(QueueJob) if f.name != "job_id"]
+    names = [name for name in QueueJob.__struct_fields__ if name != "job_id"]
     with pytest.raises(TypeError):
-        jobs_unpack(msgspec.msgpack.encode({"fields": names, "rows": [[vars(job(1))[n] for n in names]]}))
+        jobs_unpack(msgspec.msgpack.encode({"fields": names, "rows": [[asdict(job(1))[n] for n in names]]}))
 
 
 @pytest.mark.django_db

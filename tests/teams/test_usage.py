@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pytest
+from msgspec.structs import replace as job_replace
 
 from slurm import SlurmGateway, SlurmUnreachable
 from slurm.snapshot import snapshot_store, snapshot_take
@@ -227,8 +228,8 @@ def test_gpus_running_and_pending_demand_come_from_the_snapshot(slurm_json):
 def test_pending_array_counts_each_task_and_unlimited_jobs_nothing(slurm_json):
     snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
     pending = next(j for j in snapshot.jobs if j.job_id == 4)
-    array = replace(pending, job_id=90, array_job_id=90, array_task_string="2-5%1", time_limit=60)
-    unlimited = replace(pending, job_id=91, time_limit=None)
+    array = job_replace(pending, job_id=90, array_job_id=90, array_task_string="2-5%1", time_limit=60)
+    unlimited = job_replace(pending, job_id=91, time_limit=None)
     demand = queue_demand(replace(snapshot, jobs=[pending, array, unlimited]))
     assert demand["vision"] == (0, pytest.approx(4 * 5 / 60 + 4 * 60 / 60 * 4))
     assert queue_demand(None) == {}
@@ -264,10 +265,10 @@ def test_promise_from_the_snapshot_is_gpus_times_time_left(slurm_json):
     snapshot = snapshot_take(SlurmGateway(scripted_snapshot(slurm_json)), now=FINAL_NOW)
     running = next(j for j in snapshot.jobs if j.job_id == 2)  # 4 a100
     now = 1_000_000.0
-    half = replace(running, time_limit=60, start_time=int(now - 20 * 60))  # 40 min left
-    over = replace(running, job_id=92, time_limit=10, start_time=int(now - 20 * 60))  # past its limit
-    unlimited = replace(running, job_id=93, time_limit=None)
-    pending = replace(running, job_id=94, state="PENDING")
+    half = job_replace(running, time_limit=60, start_time=int(now - 20 * 60))  # 40 min left
+    over = job_replace(running, job_id=92, time_limit=10, start_time=int(now - 20 * 60))  # past its limit
+    unlimited = job_replace(running, job_id=93, time_limit=None)
+    pending = job_replace(running, job_id=94, state="PENDING")
     promises = queue_promises(replace(snapshot, jobs=[half, over, unlimited, pending]), now=now)
     assert promises == {"vision": (3, pytest.approx(4 * 40))}
     assert queue_promises(None, now=now) == {}
