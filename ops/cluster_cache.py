@@ -136,11 +136,15 @@ def body_version(name: str, *, now: float | None = None) -> tuple | None:
 def kept_for_snapshot(sender, *, snapshot: ClusterSnapshot, **kwargs) -> dict[str, dict]:
     """Receiver of :data:`slurm.snapshot.snapshot_storing`: ``{page_key(cluster): page_kept_of(...)}``
     for a configured cluster's snapshot with data, else ``{}``. The jobs on the nodes are the
-    snapshot's queue's (a failed poll without its queue: the stored index, as the store keeps it)."""
+    signal's ``on_nodes`` (the index the poller stores: :func:`slurm.snapshot.snapshot_node_jobs`),
+    else the snapshot's queue's (a failed poll without its queue: the stored index, as the store
+    keeps it)."""
     cluster = cluster_get(snapshot.cluster) if snapshot.cluster else None
     if cluster is None or not snapshot.taken_at:
         return {}
-    on_nodes = node_jobs(snapshot.jobs) if snapshot.jobs or not snapshot.error else node_jobs_load(cluster.name)
+    on_nodes = kwargs.get("on_nodes")
+    if on_nodes is None:
+        on_nodes = node_jobs(snapshot.jobs) if snapshot.jobs or not snapshot.error else node_jobs_load(cluster.name)
     return {page_key(cluster.name): page_kept_of(cluster, snapshot, on_nodes)}
 
 

@@ -286,19 +286,36 @@ _RECORD_LISTS = ("nodes", "partitions", "jobs", "reservations")
 
 
 #: Sent by the poller (:func:`jobs.worker.services.snapshot_publish`) with ``snapshot=`` (the
-#: :class:`ClusterSnapshot`, queue included) before it stores it. A receiver returns ``{cache key:
+#: :class:`ClusterSnapshot`, queue included) and ``on_nodes=`` (its :func:`snapshot_node_jobs`, made
+#: once for the receivers and the store; ``None``: the stored index stays) before it stores it. A receiver returns ``{cache key:
 #: value}``: what its app's pages would otherwise derive from the snapshot per view (the cluster page's
 #: rows: :mod:`ops.cluster_cache`), stored with the snapshot in one transaction, so a reader that sees
 #: the new head sees them too. It may read the database; an exception is logged, never a failed poll.
 snapshot_storing = Signal()
 
 
-def snapshot_store(snapshot: ClusterSnapshot, *, derived: Mapping[str, object] | None = None) -> None:
+def snapshot_node_jobs(snapshot: ClusterSnapshot) -> dict[str, list[tuple[int, str, str, str]]] | None:
+    """The node -> jobs index :func:`snapshot_store` keeps with ``snapshot``
+    (:func:`slurm.queue_index.node_jobs` of its queue), or ``None`` for a failed poll without its
+    queue (the stored index stays, as the positions do)."""
+    if snapshot.jobs or not snapshot.error:
+        with gc_paused():  # a tuple per job on a node
+            return node_jobs(snapshot.jobs)
+    return None
+
+
+def snapshot_store(
+    snapshot: ClusterSnapshot,
+    *,
+    derived: Mapping[str, object] | None = None,
+    on_nodes: Mapping[str, list[tuple[int, str, str, str]]] | None = None,
+) -> None:
     """Store the snapshot under its cluster's keys: it, its copy without jobs, its head (no records),
-    the queue positions, the node -> jobs index and ``derived`` (more cache entries made from this
-    snapshot: :data:`snapshot_storing`), in one Redis round trip, one transaction. The copy
-    without jobs and the head carry a new token (``stored``): a process's own copy is current while
-    the head's token is its own (:func:`_lites_load`)."""
+    the queue positions, the node -> jobs index (``on_nodes`` when the caller made it already:
+    :func:`snapshot_node_jobs`) and ``derived`` (more cache entries made from this snapshot:
+    :data:`snapshot_storing`), in one Redis round trip, one transaction. The copy without jobs and
+    the head carry a new token (``stored``): a process's own copy is current while the head's token
+    is its own (:func:`_lites_load`)."""
     # the nodes packed once for both copies (a page's first read makes them in C: nodes_unpack)
     lite = {**replace(snapshot, jobs=[], nodes=[]).to_dict(), "stored": uuid.uuid4().hex}  # the token of _lites_load
     lite["nodes"] = nodes_pack(snapshot.nodes)
@@ -311,7 +328,7 @@ def snapshot_store(snapshot: ClusterSnapshot, *, derived: Mapping[str, object] |
     if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
         with gc_paused():
             values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot.jobs))
-            values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot.jobs)
+            values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot.jobs) if on_nodes is None else on_nodes
     values.update(derived or {})
     cache.set_many(values, timeout=None)
 

@@ -23,6 +23,7 @@ from slurm.snapshot import (
     snapshot_failed,
     snapshot_key,
     snapshot_load,
+    snapshot_node_jobs,
     snapshot_store,
     snapshot_storing,
     snapshot_take,
@@ -113,12 +114,13 @@ def snapshot_publish(snapshot: ClusterSnapshot, *, priorities: dict[str, object]
     transaction. A receiver that raises is logged (ERROR, with its traceback) and left out: its pages
     build their part per view until the next poll."""
     derived: dict[str, object] = dict(priorities or {})
-    for receiver, result in snapshot_storing.send_robust(sender=ClusterSnapshot, snapshot=snapshot):
+    on_nodes = snapshot_node_jobs(snapshot)  # once, for the receivers and the store
+    for receiver, result in snapshot_storing.send_robust(sender=ClusterSnapshot, snapshot=snapshot, on_nodes=on_nodes):
         if isinstance(result, Exception):
             logger.error("snapshot poll: %s: %r failed: %s", snapshot.cluster, receiver, result, exc_info=result)
         elif result:
             derived.update(result)
-    snapshot_store(snapshot, derived=derived)
+    snapshot_store(snapshot, derived=derived, on_nodes=on_nodes)
 
 
 #: The clusters whose last sprio read failed (in this process): the warning is logged once per failure

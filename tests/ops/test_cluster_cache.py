@@ -108,6 +108,29 @@ def test_the_first_view_after_a_poll_reads_only(client, dana, snapshot):
     assert 'data-node="node3" data-state="IDLE+DRAIN"' in rows and CSRF_MARK not in rows
 
 
+def test_a_poll_builds_the_node_index_once_for_the_kept_rows_and_the_store(dana, snapshot, monkeypatch):
+    """The poller's store and the cluster page's receiver share one node -> jobs index per poll (a
+    100,000-job queue's index is some 66,000 tuples), and both keep what each would have built."""
+    import ops.cluster_cache
+    import slurm.queue_index
+    import slurm.snapshot
+
+    calls = []
+    real = slurm.queue_index.node_jobs
+
+    def counted(jobs):
+        calls.append(len(jobs))
+        return real(jobs)
+
+    for module in (slurm.snapshot, ops.cluster_cache):
+        monkeypatch.setattr(module, "node_jobs", counted)
+    snapshot_publish(snapshot)
+    assert calls == [len(snapshot.jobs)]
+    assert cache.get(snapshot_key("cluster1", "nodejobs")) == real(snapshot.jobs)
+    assert cache.get(page_key("cluster1")) == kept_for_snapshot(None, snapshot=snapshot)[page_key("cluster1")]
+    assert len(calls) == 2  # the receiver alone, without the signal's index, builds its own
+
+
 def test_a_failed_poll_keeps_the_jobs_on_the_nodes(dana, snapshot):
     snapshot_publish(snapshot)
     failed = snapshot_failed(
