@@ -117,9 +117,11 @@ class RecordPacker(Generic[R]):
             if isinstance(data, list):  # one map per record
                 return [self._by_name(tuple(r), tuple(r.values())) for r in data]
             return [self._by_name(tuple(data["fields"]), row) for row in data["rows"]]
-        if doc.fields != self.fields:  # another release's columns, each value of a type this one takes
-            astuple = msgspec.structs.astuple
-            return [self._by_name(doc.fields, astuple(row)) for row in doc.rows]
+        if doc.fields != self.fields:
+            # another release's columns: the rows as decoded by position are not its records (a
+            # short row took this release's defaults, a long one lost its last values), so each
+            # row is read again as plain values, by name
+            return [self._by_name(doc.fields, row) for row in msgspec.msgpack.decode(packed)["rows"]]
         return doc.rows
 
     def _by_name(self, names: tuple[str, ...], row) -> R:

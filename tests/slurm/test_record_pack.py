@@ -62,6 +62,21 @@ def test_rows_of_another_releases_fields_are_read_by_name():
     assert jobs_unpack(msgspec.msgpack.encode({"fields": swapped, "rows": rows})) == [job(3, stdout="o", stderr="e")]
 
 
+@pytest.mark.parametrize("change", ["a release before the last column", "a release with one more column"])
+def test_rows_with_fewer_or_more_columns_are_read_by_name(change):
+    """Rows of a release whose queue had one column less at the end (its jobs take the field's
+    default) or one more (the unknown value is left out): never a failed read of the stored queue."""
+    jobs = [job(1, array_max_tasks=5, cwd="/home/alice"), job(2)]
+    if change == "a release before the last column":
+        names = list(JOB_FIELDS[:-1])
+        want = [replace(j, array_max_tasks=None) for j in jobs]
+    else:
+        names = [*JOB_FIELDS, "added_later"]
+        want = jobs
+    rows = [[asdict(j).get(n, "x") for n in names] for j in jobs]
+    assert jobs_unpack(msgspec.msgpack.encode({"fields": names, "rows": rows})) == want
+
+
 def test_a_row_that_lacks_a_required_field_is_an_error():
     names = [name for name in QueueJob.__struct_fields__ if name != "job_id"]
     with pytest.raises(TypeError):
