@@ -26,8 +26,7 @@ from django.core.cache import cache
 
 from audit.models import AuditEvent
 from slurm.clusters import Cluster, cluster_get, clusters
-from slurm.queue_index import node_jobs
-from slurm.snapshot import ClusterSnapshot, node_jobs_load, snapshot_key
+from slurm.snapshot import ClusterSnapshot, node_jobs_load, snapshot_key, snapshot_node_jobs
 
 from .cluster import ClusterPage, NodeRow, node_counts, node_list_text, node_rows_of, reservations_of
 from .cluster_html import node_options_of, node_rows
@@ -144,7 +143,9 @@ def kept_for_snapshot(sender, *, snapshot: ClusterSnapshot, **kwargs) -> dict[st
         return {}
     on_nodes = kwargs.get("on_nodes")
     if on_nodes is None:
-        on_nodes = node_jobs(snapshot.jobs) if snapshot.jobs or not snapshot.error else node_jobs_load(cluster.name)
+        on_nodes = snapshot_node_jobs(snapshot)
+    if on_nodes is None:
+        on_nodes = node_jobs_load(cluster.name)
     return {page_key(cluster.name): page_kept_of(cluster, snapshot, on_nodes)}
 
 

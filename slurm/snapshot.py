@@ -294,11 +294,17 @@ _RECORD_LISTS = ("nodes", "partitions", "jobs", "reservations")
 snapshot_storing = Signal()
 
 
+def has_queue(snapshot: ClusterSnapshot) -> bool:
+    """True when ``snapshot`` carries its cluster's queue: it lists jobs, or its poll did not fail (an
+    empty queue). A failed poll without jobs is False: what was stored from the queue before stays."""
+    return bool(snapshot.jobs) or not snapshot.error
+
+
 def snapshot_node_jobs(snapshot: ClusterSnapshot) -> dict[str, list[tuple[int, str, str, str]]] | None:
     """The node -> jobs index :func:`snapshot_store` keeps with ``snapshot``
     (:func:`slurm.queue_index.node_jobs` of its queue), or ``None`` for a failed poll without its
     queue (the stored index stays, as the positions do)."""
-    if snapshot.jobs or not snapshot.error:
+    if has_queue(snapshot):
         with gc_paused():  # a tuple per job on a node
             return node_jobs(snapshot.jobs)
     return None
@@ -325,7 +331,7 @@ def snapshot_store(
     # The head: the copy without nodes, partitions, reservations or jobs (a few hundred bytes), for a
     # page that keeps its own rendering per ``taken_at`` and needs only the freshness (ops/cluster_cache.py).
     values[snapshot_key(name, "head")] = {k: v for k, v in lite.items() if k not in _RECORD_LISTS}
-    if snapshot.jobs or not snapshot.error:  # a failed poll keeps the last known positions
+    if has_queue(snapshot):  # a failed poll keeps the last known positions
         with gc_paused():
             values[snapshot_key(name, "positions")] = positions_pack(queue_positions(snapshot.jobs))
             values[snapshot_key(name, "nodejobs")] = node_jobs(snapshot.jobs) if on_nodes is None else on_nodes

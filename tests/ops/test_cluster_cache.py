@@ -111,7 +111,6 @@ def test_the_first_view_after_a_poll_reads_only(client, dana, snapshot):
 def test_a_poll_builds_the_node_index_once_for_the_kept_rows_and_the_store(dana, snapshot, monkeypatch):
     """The poller's store and the cluster page's receiver share one node -> jobs index per poll (a
     100,000-job queue's index is some 66,000 tuples), and both keep what each would have built."""
-    import ops.cluster_cache
     import slurm.queue_index
     import slurm.snapshot
 
@@ -122,8 +121,7 @@ def test_a_poll_builds_the_node_index_once_for_the_kept_rows_and_the_store(dana,
         calls.append(len(jobs))
         return real(jobs)
 
-    for module in (slurm.snapshot, ops.cluster_cache):
-        monkeypatch.setattr(module, "node_jobs", counted)
+    monkeypatch.setattr(slurm.snapshot, "node_jobs", counted)  # every build: the store's and the receiver's
     snapshot_publish(snapshot)
     assert calls == [len(snapshot.jobs)]
     assert cache.get(snapshot_key("cluster1", "nodejobs")) == real(snapshot.jobs)
