@@ -68,8 +68,10 @@ bash "$REPO_DIR/scripts/bootstrap.sh" 9>&-
 # cluster1 first: its users (portal, the demo users) and uv are what the steps after it need.
 CLUSTER2=0 bash "$REPO_DIR/cluster/up.sh" 9>&-
 # The rest of the set-up needs nothing of itself but those, so it runs side by side: on a new machine
-# cluster2's root (debootstrap and Slurm 24.11: about 40 s), the hub's (pip, then code-server's native
-# modules: about 150 s) and the image's (debootstrap and pip: about 90 s) would otherwise take turns; on
+# cluster2's root (debootstrap and Slurm 24.11: about 40 s), the hub's venv (pip: about 70 s), VS Code
+# (code-server's native modules: about 150 s; its own step, so it no longer waits for the hub's pip, and
+# a failed install fails the set-up instead of the VS Code tests later) and the image's (debootstrap and
+# pip: about 90 s) would otherwise take turns; on
 # a machine set up before, each is "up to date" in a second or two. One apt-get runs at a time
 # (scripts/lib.sh's apt_install, cluster/cluster2/up.sh). Every step is waited for, and any that failed
 # is named, before a test runs. A stopped run stops its steps: bash starts a background job with SIGINT
@@ -91,7 +93,8 @@ trap 'stop_setup_steps; exit 143' TERM
 trap 'stop_setup_steps; exit 130' INT
 cd "$REPO_DIR"
 beside bash "$REPO_DIR/cluster/cluster2/up.sh"  # the second cluster, Slurm 24.11 (docs/clusters.md)
-beside bash "$REPO_DIR/scripts/hub_setup.sh"    # the tests start their own hub from it
+beside env PORTAL_SKIP_CODE_SERVER=1 bash "$REPO_DIR/scripts/hub_setup.sh"  # the tests start their own hub from it
+beside bash "$REPO_DIR/scripts/install_code_server.sh"  # VS Code for sessions (hub_setup.sh's last step, here beside it)
 beside bash "$REPO_DIR/scripts/build_image.sh"  # the demo container image (docs/containers.md)
 beside apt_install chromium fonts-dejavu-core   # for the browser tests
 beside bash "$REPO_DIR/scripts/lint.sh"
