@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from .errors import SlurmError
 from .gateway import SlurmGateway
 from .times import parse_time_limit
+from .transports.base import CommandResult
 from .tres import BILLING_TRES, GPU_TRES, parse_tres, parse_tres_limit_used, tres_items
 
 logger = logging.getLogger(__name__)
@@ -80,23 +81,25 @@ def gpu_tracked(config_text: str) -> bool:
 
 
 def show_config(gateway: SlurmGateway) -> str:
-    """The text of :data:`SHOW_CONFIG`: ``Name = value`` lines, after :data:`CONFIG_HEADER`. scontrol
-    prints the configuration, a blank line, then pings the controllers and exits 1 when none answered.
-    slurmctld's RPC rate limit tells a ping to back off like any request, but the client does not
-    resend a ping: a service user with a nearly spent bucket got the whole configuration, "is DOWN",
-    and exit 1 (recorded: ``tests/fixtures/slurm/24.11/rate_limit/show_config_ping_refused.*``). That
-    answer, exit 1 with only "is DOWN" lines after the configuration, is read (and logged). Raises
-    :class:`~slurm.SlurmError` for any other failure: no configuration (slurmctld unreachable), a cut
-    one (a session closed without an exit status), a command that could not run."""
-    result = gateway.run(SHOW_CONFIG, check=False)
-    if result.returncode == 0:
-        return result.out
-    _, blank, pings = result.out.rstrip("\n").rpartition("\n\n")  # after the last blank line: only "is DOWN"
-    pings_down = result.out.startswith(CONFIG_HEADER) and blank and all(map(_PING_DOWN.fullmatch, pings.split("\n")))
-    if result.returncode == 1 and pings_down:
-        logger.info("%s: scontrol show config read; its closing ping got no answer (%s)", gateway.cluster or "slurmctld", pings)
-        return result.out
-    raise SlurmError(gateway.build_argv(SHOW_CONFIG), result.returncode, result.out, result.err)
+    """The text of :data:`SHOW_CONFIG`: ``Name = value`` lines, after :data:`CONFIG_HEADER`; then a blank
+    line and a ping of the controllers (exit 1 when none answered). slurmctld's RPC rate limit tells a
+    ping to back off, which the client does not resend: a service user with a nearly spent bucket got
+    the whole configuration, "is DOWN" and exit 1 (``tests/fixtures/slurm/24.11/rate_limit/``). That
+    answer is read, logged and counted as ok. Raises :class:`~slurm.SlurmError` for any other failure:
+    no configuration (slurmctld unreachable), a cut one (no exit status), a command that could not run."""
+    result = gateway.run(SHOW_CONFIG, check=False, accepted=_only_ping_refused)
+    if result.returncode and not _only_ping_refused(result):
+        raise SlurmError(gateway.build_argv(SHOW_CONFIG), result.returncode, result.out, result.err)
+    if result.returncode:
+        logger.info("%s: scontrol show config read; its closing ping got no answer (is DOWN)", gateway.cluster or "slurmctld")
+    return result.out
+
+
+def _only_ping_refused(result: CommandResult) -> bool:
+    """:func:`show_config`'s readable failure: exit 1, the configuration, then only "is DOWN" lines."""
+    _, blank, pings = result.out.rstrip("\n").rpartition("\n\n")
+    down = result.out.startswith(CONFIG_HEADER) and bool(blank) and all(map(_PING_DOWN.fullmatch, pings.split("\n")))
+    return result.returncode == 1 and down
 
 
 def read_config(gateway: SlurmGateway) -> ClusterConfig:

@@ -101,26 +101,30 @@ class SlurmGateway:
         stdin: str | bytes | None = None,
         timeout: float | None = None,
         check: bool = True,
+        accepted: Callable[[CommandResult], bool] | None = None,
     ) -> CommandResult:
         """Run one command and return its :class:`CommandResult`.
 
         ``stdin``: str (sent as UTF-8) or bytes; ``timeout``: seconds (default ``command_timeout``);
-        ``check``: raise :class:`SlurmError` on a non-zero exit code. Always raises
+        ``check``: raise :class:`SlurmError` on a non-zero exit code. ``accepted(result)``: True for
+        an answer with a non-zero exit code that the caller reads as a good one (``scontrol show
+        config`` whose closing ping was refused: :func:`slurm.accounting.show_config`), which
+        :data:`command_observers` then count as ``ok`` and ``check`` does not raise for. Always raises
         :class:`SlurmError` (or a subclass) when the command could not run or finish.
         """
         full = self.build_argv(argv, as_user=as_user)
         data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-        result, _ = self._execute(argv, full, data, timeout, as_user=as_user)
-        if check and result.returncode != 0:
+        result, _ = self._execute(argv, full, data, timeout, as_user=as_user, accepted=accepted)
+        if check and result.returncode != 0 and not (accepted and accepted(result)):
             raise SlurmError(full, result.returncode, result.out, result.err)
         return result
 
-    def _execute(self, argv, full, data, timeout, *, as_user, read=None):
+    def _execute(self, argv, full, data, timeout, *, as_user, read=None, accepted=None):
         """Run ``full`` once, and again after a back-off while slurmctld's rate limit refuses it
         (:data:`RATE_LIMIT_RETRIES`): a refused attempt did nothing, so even ``sbatch`` is safe to
         resend. ``read(result)`` (``run_json``'s) turns a finished answer into its value and may say
         it was throttled too (an ``errors`` entry) by raising :class:`_Throttled`. Observed once,
-        with the whole call's time. Returns ``(result, value)``; raises
+        with the whole call's time, ``ok`` for exit 0 or an answer ``accepted`` (``run``'s). Returns ``(result, value)``; raises
         :class:`~slurm.errors.SlurmRateLimited` after the last refusal."""
         command = command_name(argv[0])
         started, ok = time.monotonic(), False
@@ -135,7 +139,7 @@ class SlurmGateway:
             for attempt in retrying:
                 with attempt:
                     result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
-                    ok = result.returncode == 0
+                    ok = result.returncode == 0 or bool(accepted and accepted(result))
                     backoffs = client_backoffs(result.err)
                     if backoffs:  # the client library slept and resent by itself (only said with -v)
                         self._rate_limit_event(command, "throttled", backoffs)

@@ -33,6 +33,7 @@ class Recorder:
     def __init__(self):
         self.sleeps: list[float] = []
         self.events: list[tuple[str, str, str, int]] = []
+        self.commands: list[tuple[str, str, bool]] = []  # what command_observers saw: cluster, command, ok
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
@@ -40,11 +41,15 @@ class Recorder:
     def observe(self, cluster, command, event, n) -> None:
         self.events.append((cluster, command, event, n))
 
+    def command(self, cluster, command, seconds, ok) -> None:
+        self.commands.append((cluster, command, ok))
+
 
 @pytest.fixture
 def rec(monkeypatch):
     r = Recorder()
     monkeypatch.setattr(gateway_module, "rate_limit_observers", [r.observe])
+    monkeypatch.setattr(gateway_module, "command_observers", [r.command])
     return r
 
 
@@ -205,6 +210,7 @@ def test_a_config_whose_ping_was_refused_is_read(rec):
     config = read_config(gateway(fake, rec))
     assert config.tracked and config.calc_period_s == 60  # PriorityCalcPeriod, near the configuration's end
     assert not fake.script and rec.sleeps == []  # read at once, nothing resent
+    assert rec.commands == [("cluster2", "scontrol", True)]  # /metrics counts it as answered, not failed
 
 
 def test_a_config_that_never_came_is_an_error(rec):
@@ -215,6 +221,7 @@ def test_a_config_that_never_came_is_an_error(rec):
     with pytest.raises(SlurmError, match="Unable to contact slurm controller") as raised:
         read_config(gateway(fake, rec))
     assert raised.value.returncode == 1 and raised.value.argv == SHOW_CONFIG
+    assert rec.commands == [("cluster2", "scontrol", False)]
 
 
 @pytest.mark.parametrize(
@@ -233,3 +240,4 @@ def test_a_config_cut_short_or_failing_otherwise_is_an_error(rec, returncode, cu
     with pytest.raises(SlurmError) as raised:
         read_config(gateway(fake, rec))
     assert raised.value.returncode == returncode
+    assert rec.commands == [("cluster2", "scontrol", False)]  # a failed scontrol on /metrics
