@@ -18,8 +18,9 @@ FULL_PAGE = 64 * 1024
 FULL_PAGE_AT_LEAST = FULL_PAGE - 3
 #: With -f, give up reading an ended job's log after this many failed reads in a row.
 MAX_READ_FAILURES = 5
-#: The REF help of the commands that take one job: what ``gpuportal ls`` prints in its ID column works.
-REF_HELP = "the job's ID as `gpuportal ls` prints it (123, 123_[1-50%5], 123+0-1) or its key"
+#: The REF help of the commands that take one job: what ``gpuportal ls`` prints in its ID column works
+#: (an argparse help string: a literal % is written %%).
+REF_HELP = "the job's ID as `gpuportal ls` prints it (123, 123_[1-50%%5], 123+0-1) or its key"
 #: The ``--cluster`` help of the commands that take a job's REF.
 CLUSTER_HELP = "for a Slurm job id: the cluster it is on (ids are per cluster; default: your newest job with that id)"
 

@@ -963,3 +963,28 @@ def test_show_prints_a_pending_jobs_priority_in_words(env, capsys):
     assert main(["show", KEY_1]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith("priority:") and line.endswith(f" {text}") for line in lines), lines
+
+
+def _parsers(parser):
+    """``parser`` and every (sub)command's parser below it."""
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_commands_help_prints(capsys):
+    """Each command's --help is argparse's text, never a traceback: a help string is a %-format
+    (a literal % must be %%: ``123_[1-50%5]`` in the REF help once broke show, cancel, hold, release
+    and logs --help)."""
+    from gpuportal.cli import build_parser
+
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) > 10
+    for parser in parsers:
+        assert parser.format_help().startswith("usage: "), parser.prog
+    assert main(["cancel", "--help"]) == 0
+    assert "123_[1-50%5]" in capsys.readouterr().out
