@@ -21,12 +21,15 @@ class LoginRefused(Exception):
     """Login cannot finish. ``code`` is stable (used by tests and templates), ``message`` says what
     was wrong, ``hint`` what fixes it and who can do it; ``account``: the cluster account the
     refusal is about, when there is one (``identity_conflict``, ``username_changed``: the name
-    claimed; ``system_account``: the account refused)."""
+    claimed; ``system_account``: the account refused); ``for_admin``: what an admin linking that account
+    reads instead (:func:`accounts.services.account_link_approve`), where ``message`` and ``hint`` speak
+    to the person signing in ("your account", "ask the cluster staff")."""
 
     code: str
     message: str
     hint: str = ""
     account: str = ""
+    for_admin: str = ""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

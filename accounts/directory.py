@@ -200,12 +200,15 @@ def cluster_account_check(username: str, *, known: bool) -> ClusterUser | None:
             "cluster_unreachable",
             "The cluster could not be reached to check your account, and this is your first sign-in.",
             "Try again in a few minutes; if it persists, tell the cluster staff.",
+            for_admin=f"The cluster could not be reached to check the account '{username}'. Try again in a few minutes.",
         ) from exc
     if not cluster_user.exists:
         raise LoginRefused(
             "not_provisioned",
             f"There is no account named '{username}' on the cluster.",
             "Ask the cluster staff to create your cluster account; then sign in again.",
+            for_admin=f"There is no account named '{username}' on the cluster. Check the name; if it is right, "
+            "the account must be made on the cluster before it can be linked.",
         )
     if (reason := system_account_reason(username, cluster_user.uid, cluster_user.uid_min)) is not None:
         raise system_account_refusal(username, reason)
@@ -215,5 +218,7 @@ def cluster_account_check(username: str, *, known: bool) -> ClusterUser | None:
             "not_provisioned",
             f"The cluster account '{username}' exists but is not in the group '{group}', so the portal cannot run jobs as you.",
             f"Ask the cluster staff to add '{username}' to the group '{group}'.",
+            for_admin=f"The cluster account '{username}' exists but is not in the group '{group}', so the portal "
+            "cannot run jobs as it. Add it to that group on the cluster, then link it.",
         )
     return cluster_user

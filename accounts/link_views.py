@@ -33,7 +33,8 @@ def _list(
     """The page; ``failed``: the refused decision's form (with its errors) by identity; ``banner``:
     refusals about an identity the page has no row for (one already linked). Each waiting row says
     whether its suggested name is linked to another identity or is a system account (by name: the
-    page never asks the cluster)."""
+    page never asks the cluster), and the name its form holds: the one typed for a refused Link, else
+    the suggested one (none for a system account)."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
     linked_names = set(
@@ -41,8 +42,15 @@ def _list(
             "username", flat=True
         )
     )
-    # The suggested name may be a system account (root...): said at once, and never filled in.
-    rows = [(u, u.requested_username in linked_names, bool(system_account_reason(u.requested_username))) for u in waiting]
+    # The suggested name may be a system account (root...): said at once, and never filled in. A row whose
+    # Link was refused keeps the name the admin typed.
+    rows = []
+    for u in waiting:
+        system = bool(system_account_reason(u.requested_username))
+        name = "" if system else u.requested_username
+        if failed and u.pk in failed:
+            name = failed[u.pk].data.get("username", "")
+        rows.append((u, u.requested_username in linked_names, system, name))
     return render(
         request,
         "accounts/links.html",

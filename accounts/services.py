@@ -256,7 +256,7 @@ def account_link_approve(*, user: User, username: str, by: User) -> User:
     except LoginRefused as refusal:
         if refusal.code == "system_account":
             raise Refused(Problem("username", f"{refusal.message} {SYSTEM_ACCOUNT_ADMIN_HINT}")) from None
-        raise Refused(Problem("username", f"{refusal.message} {refusal.hint}".strip())) from None
+        raise Refused(Problem("username", refusal.for_admin or f"{refusal.message} {refusal.hint}".strip())) from None
     old = {"link_state": user.link_state, "username": user.username, "requested_username": user.requested_username}
     with transaction.atomic():
         user.username = username

@@ -4,6 +4,7 @@ and cluster are in test_linking_integration.py and tests/interactive/test_hub_id
 
 from __future__ import annotations
 
+import html
 import json
 from http import HTTPStatus
 
@@ -310,3 +311,16 @@ def test_relinking_a_linked_identity_is_refused_with_a_visible_message(client, s
     assert (
         'data-testid="link-error"' in again.content.decode() and "already linked to the cluster account" in again.content.decode()
     )
+
+
+def test_a_refused_link_keeps_the_typed_name_and_speaks_to_the_admin(client, slurm, dana, erin):
+    """The refused row's field holds what the admin typed (not the suggested name again), and the
+    refusal tells the admin what to do, not the person signing in ("ask the cluster staff")."""
+    client.force_login(dana)
+    slurm.expect(["env", "LC_ALL=C", "id", "--", "ghost"], stderr="id: 'ghost': no such user\n", returncode=1)
+    page = html.unescape(client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "ghost"}).content.decode())
+    assert 'name="username" value="ghost"' in page and 'value="erin"' not in page
+    assert "no account named 'ghost'" in page and "made on the cluster before it can be linked" in page
+    assert "Ask the cluster staff" not in page and "sign in again" not in page
+    page = html.unescape(client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "root; $(id)"}).content.decode())
+    assert 'value="root; $(id)"' in page and "not a valid cluster user name" in page
