@@ -64,9 +64,10 @@ class PriorityExplanation:
     """A pending job's priority in one partition and what it is made of, at the poll of ``read_at``
     (Unix seconds). ``total``: sprio's priority; ``parts``: the non-zero parts, largest first (a nice
     that lowers it last); ``set_by_hand``: an administrator set the total (``scontrol update
-    Priority=``) and the parts do not count; ``ahead``: pending jobs in ``partition`` with a higher
-    priority (an array not split yet counts once), by team in ``teams_ahead`` (most first);
-    ``own_team``: the job's account."""
+    Priority=``) and the parts do not count; ``ahead``: pending jobs in ``partition`` that Slurm
+    schedules before it, a higher priority or the same one and an earlier submission (an array not
+    split yet counts once), by team in ``teams_ahead`` (most first); ``same_earlier``: how many of
+    them have the same priority; ``own_team``: the job's account."""
 
     total: int
     partition: str
@@ -76,6 +77,7 @@ class PriorityExplanation:
     teams_ahead: tuple[TeamAhead, ...]
     own_team: str
     read_at: float
+    same_earlier: int = 0
 
     @property
     def text(self) -> str:
@@ -100,7 +102,16 @@ class PriorityExplanation:
         if not self.ahead:
             return f"No pending job in {self.partition} has a higher priority."
         jobs = f"{self.ahead} job{'s' if self.ahead != 1 else ''} ahead of it in {self.partition}"
-        verb = "has a higher priority" if self.ahead == 1 else "have higher priority"
+        if self.same_earlier == self.ahead:  # Slurm's order for equal priorities: the earlier submission first
+            verb = (
+                "has the same priority and was submitted earlier"
+                if self.ahead == 1
+                else "have the same priority and were submitted earlier"
+            )
+        elif self.same_earlier:
+            verb = f"have higher priority ({self.same_earlier} of them the same, submitted earlier)"
+        else:
+            verb = "has a higher priority" if self.ahead == 1 else "have higher priority"
         if len(self.teams_ahead) == 1:
             team = self.teams_ahead[0]
             which = {1: "it is from", 2: "both from"}.get(self.ahead, f"all {self.ahead} from")
@@ -175,8 +186,16 @@ def _less_used(team_ahead: list[JobPriority], record: JobPriority) -> bool:
 
 def priority_explain(record: JobPriority, others: list[JobPriority], *, read_at: float, now: float) -> PriorityExplanation:
     """The explanation of ``record`` (the job's sprio line) against ``others`` (the lines of the same
-    partition from the same poll: the jobs with a higher total are ahead of it)."""
-    ahead = [o for o in others if o.partition == record.partition and o.priority > record.priority and o.job_id != record.job_id]
+    partition from the same poll: the jobs with a higher total are ahead of it, and those with the same
+    total submitted before it, by squeue's submit time then job id, as Slurm orders equal priorities)."""
+    mine = (record.submit_time, record.job_id)
+    ahead = [
+        o
+        for o in others
+        if o.partition == record.partition
+        and o.job_id != record.job_id
+        and (o.priority > record.priority or (o.priority == record.priority and (o.submit_time, o.job_id) < mine))
+    ]
     counts = Counter(o.account for o in ahead)
     teams = tuple(
         TeamAhead(team, count, _less_used([o for o in ahead if o.account == team], record))
@@ -188,6 +207,7 @@ def priority_explain(record: JobPriority, others: list[JobPriority], *, read_at:
         parts=() if record.set_by_hand else _parts(record, now),
         set_by_hand=record.set_by_hand,
         ahead=len(ahead),
+        same_earlier=sum(o.priority == record.priority for o in ahead),
         teams_ahead=teams,
         own_team=record.account,
         read_at=read_at,

@@ -57,6 +57,33 @@ def test_several_teams_ahead_and_a_nice_value():
     ]
 
 
+def test_jobs_of_the_same_priority_submitted_earlier_are_ahead_as_slurm_orders_them():
+    """Slurm schedules equal priorities by submit time, then job id (job_scheduler.c's queue order): a
+    job behind several of its own team's, all of one priority, is told they are ahead and why, not
+    "no pending job has a higher priority" beside a Priority reason."""
+    mine = line(13, "vision", 1000, partition=1000, submitted=NOW - 60)
+    earlier = [
+        line(11, "vision", 1000, partition=1000, submitted=NOW - 120),
+        line(12, "vision", 1000, partition=1000, submitted=NOW - 60),
+    ]
+    later = [
+        line(14, "vision", 1000, partition=1000, submitted=NOW - 60),
+        line(15, "vision", 1000, partition=1000, submitted=NOW),
+    ]
+    explained = priority_explain(mine, earlier + later, read_at=NOW, now=NOW)
+    assert (explained.ahead, explained.same_earlier) == (2, 2)  # job 12: the same second, a lower id
+    assert explained.ahead_sentence == (
+        "2 jobs ahead of it in train have the same priority and were submitted earlier: both from your team vision."
+    )
+    mixed = priority_explain(mine, [*earlier, line(16, "nlp", 5000, partition=1000, submitted=NOW)], read_at=NOW, now=NOW)
+    assert mixed.ahead_sentence == (
+        "3 jobs ahead of it in train have higher priority (2 of them the same, submitted earlier): 2 from your team "
+        "vision, 1 from team nlp."
+    )
+    first = priority_explain(earlier[0], [mine, *later], read_at=NOW, now=NOW)
+    assert first.ahead == 0 and first.ahead_sentence == "No pending job in train has a higher priority."
+
+
 def test_nothing_ahead_one_ahead_and_a_priority_set_by_hand():
     alone = priority_explain(line(10, "vision", 1000, partition=1000), [], read_at=NOW, now=NOW)
     assert alone.text == "Your job's priority is 1,000: 1,000 from the partition. No pending job in train has a higher priority."

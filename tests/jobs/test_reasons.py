@@ -68,7 +68,10 @@ def test_blocked_reasons_say_what_to_change(code):
 
 
 def test_examples_word_for_word():
-    assert explain_reason("Priority").sentence == "Waiting behind jobs with higher priority in this partition."
+    assert (
+        explain_reason("Priority").sentence
+        == "Waiting behind jobs of higher priority (or equal, submitted earlier) in this partition."
+    )
     assert (
         explain_reason("PartitionTimeLimit").fix
         == "Ask for a time limit within the partition's maximum, or use another partition."
