@@ -1,14 +1,17 @@
-// What was typed in a form marked data-draft survives a reload of its page. Pressing Submit and then
-// reloading while the answer is still on its way (a slow sbatch, a cluster under load) reloads the
-// page as a GET answers it: an empty form, which Chromium does not fill in again. So at Submit the
-// form's fields, the job script among them, are kept in sessionStorage (this tab only, gone when it
-// closes; docs/user-guide.md tells users so); a reload of that form's page within
-// DRAFT_MAX_AGE_MS puts them back, the form's submission key included, and shows the form's note that
-// the first Submit may have gone through (My jobs shows it; the same form sent again unchanged shows
-// that job rather than making a second). Every other page load forgets them: a plain visit, any other
-// page (the job's page after a good Submit), a form the server sent back with what was typed
-// (data-bound="1": a refusal), or one for another cluster than the draft's (the address bar names the
-// cluster, jobs/web/forms.py reloaded, so a reload keeps it). The CSRF token and files are never kept.
+// What was typed in a form marked data-draft survives a reload of its page, and a Back to it from the
+// page its Submit led to. Pressing Submit and then reloading while the answer is still on its way (a
+// slow sbatch, a cluster under load) reloads the page as a GET answers it: an empty form, which
+// Chromium does not fill in again. And Back from the new job's page loads the form again with a new
+// submission key, so the same form sent again would make a second job. So at Submit the form's
+// fields, the job script and the submission key among them, are kept in sessionStorage (this tab
+// only, gone when it closes; docs/user-guide.md tells users so). Within DRAFT_MAX_AGE_MS, a reload of
+// that form's page, or a Back to it from the one page after the Submit, puts them back, the key
+// included, and shows the form's note that the first Submit may have gone through (My jobs shows it;
+// the same form sent again unchanged shows that job rather than making a second). The page after the
+// Submit keeps them for that Back; every other page load forgets them: a plain visit, any page after
+// that one, a form the server sent back with what was typed (data-bound="1": a refusal), or one for
+// another cluster than the draft's (the address bar names the cluster, jobs/web/forms.py reloaded, so
+// a reload keeps it). The CSRF token and files are never kept.
 (function () {
   var KEY = "portal:form-draft";
   var DRAFT_MAX_AGE_MS = 30 * 60 * 1000;
@@ -35,9 +38,9 @@
     } catch (e) { /* full or blocked: the form is sent all the same */ }
   }
 
-  function wasReload() {
+  function navigation() {  // "navigate", "reload" or "back_forward"
     var nav = performance.getEntriesByType && performance.getEntriesByType("navigation")[0];
-    return !!nav && nav.type === "reload";
+    return nav ? nav.type : "";
   }
 
   function restore(form, draft) {
@@ -65,12 +68,20 @@
     var form = document.querySelector("form[data-draft]");
     var draft = null;
     try { draft = JSON.parse(store.getItem(KEY) || "null"); } catch (e) { draft = null; }
-    var cluster = form && form.elements.cluster ? form.elements.cluster.value : "";
-    var saved = draft && Array.isArray(draft.values) ? draft.values.filter(function (v) { return v.name === "cluster"; })[0] : null;
-    var keep = form && draft && Array.isArray(draft.values) && draft.form === form.dataset.draft &&
-      draft.path === location.pathname && form.dataset.bound !== "1" && wasReload() &&
-      Date.now() - draft.at <= DRAFT_MAX_AGE_MS && (!saved || saved.value === cluster);
-    if (keep) restore(form, draft);
+    var fresh = !!draft && Array.isArray(draft.values) && Date.now() - draft.at <= DRAFT_MAX_AGE_MS;
+    if (!form) {  // the page the Submit led to keeps the draft for one Back to the form (draft.left)
+      if (fresh && !draft.left) {
+        draft.left = location.pathname;
+        try { store.setItem(KEY, JSON.stringify(draft)); } catch (e) { store.removeItem(KEY); }
+      } else store.removeItem(KEY);
+      return;
+    }
+    var cluster = form.elements.cluster ? form.elements.cluster.value : "";
+    var saved = fresh ? draft.values.filter(function (v) { return v.name === "cluster"; })[0] : null;
+    var same = fresh && draft.form === form.dataset.draft && draft.path === location.pathname &&
+      form.dataset.bound !== "1" && (!saved || saved.value === cluster);
+    var how = navigation();
+    if (same && (draft.left ? how === "back_forward" : how === "reload")) restore(form, draft);
     else store.removeItem(KEY);
   });
 })();

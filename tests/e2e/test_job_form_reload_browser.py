@@ -1,19 +1,22 @@
 """In headless Chromium: reloading New job while its Submit is still on its way (the POST held by
 Playwright, never answered, as a slow ``sbatch`` would leave it) brings back what was typed, the
 form's submission key included, with a note that the first Submit may have gone through. A plain
-visit of the form does not, and neither does a reload after another page. The IdP and the live
-portal only: no Slurm job is made."""
+visit of the form does not, and neither does a reload after another page. Back from the page a
+Submit led to brings the form back with that Submit's key: sent again unchanged, it shows the job
+instead of making a second. The IdP and the live portal, and one job on partition train (which
+needs no scarce node) for the Back."""
 
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
+from jobs.models import Job
 from jobs.worker.services import snapshot_refresh
 from tests.e2e.test_browser_login import browser_page, sign_in  # noqa: F401  (fixture)
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(240)]
 
 TYPED = {"#id_name": "typed before the reload", "#id_cpus": "3", "#id_script": "python train.py --epochs 3\n"}
 
@@ -65,3 +68,35 @@ def test_a_reload_while_submit_is_on_its_way_keeps_what_was_typed(portal_with_id
     page.reload()  # a reload with no draft kept
     page.wait_for_selector("[data-testid=limits]")
     assert page.get_by_test_id("draft-restored").is_hidden() and page.input_value("#id_name") == ""
+
+
+def test_back_after_a_submit_that_went_through_and_submit_again_shows_that_job(portal_with_idp, browser_page):  # noqa: F811
+    """Back from the new job's page loads the form again (a GET: a new submission key, which alone
+    would make a second job of the same form); the draft kept by the page after the Submit puts the
+    first key back, with the note, so Submit unchanged shows the first job."""
+    page = browser_page
+    assert snapshot_refresh() is not None
+    sign_in(page, portal_with_idp, "alice")
+    page.goto(portal_with_idp + "/jobs/new/")
+    page.wait_for_selector("[data-testid=limits]")
+    name = "sent once, then Back"
+    page.fill("#id_name", name)
+    page.select_option("#id_partition", "train")
+    page.select_option("#id_gpu_count", "0")
+    page.fill("#id_cpus", "1")
+    page.fill("#id_script", "#!/bin/bash\ntrue\n")
+    key = page.input_value("input[name=submission]")
+    page.get_by_test_id("submit-job").click()
+    page.wait_for_selector("[data-testid=job-name]")
+    first = page.url
+    assert Job.objects.filter(user__username="alice", name=name).count() == 1
+
+    page.go_back()
+    page.wait_for_selector("[data-testid=limits]")
+    page.get_by_test_id("draft-restored").wait_for(state="visible")
+    assert page.input_value("#id_name") == name and page.input_value("#id_partition") == "train"
+    assert page.input_value("input[name=submission]") == key  # the Submit's key, not the GET's new one
+    page.get_by_test_id("submit-job").click()
+    page.wait_for_selector("[data-testid=job-name]")
+    assert page.url == first and "This form was already sent" in page.inner_text("body")
+    assert Job.objects.filter(user__username="alice", name=name).count() == 1
