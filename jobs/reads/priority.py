@@ -4,6 +4,7 @@ Slurm call. The job page's status, the API's ``priority`` object and so the CLI'
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -109,7 +110,8 @@ class PriorityExplanation:
                 else "have the same priority and were submitted earlier"
             )
         elif self.same_earlier:
-            verb = f"have higher priority ({self.same_earlier} of them the same, submitted earlier)"
+            higher = self.ahead - self.same_earlier
+            verb = f"have higher priority ({higher}) or the same and an earlier submission ({self.same_earlier})"
         else:
             verb = "has a higher priority" if self.ahead == 1 else "have higher priority"
         if len(self.teams_ahead) == 1:
@@ -178,23 +180,30 @@ def _parts(record: JobPriority, now: float) -> tuple[PriorityPart, ...]:
 
 
 def _less_used(team_ahead: list[JobPriority], record: JobPriority) -> bool:
-    """Whether every job of a team ahead (but those whose priority was set by hand) gets more from fair
-    share than ``record``: its team has used less of its share."""
-    judged = [o for o in team_ahead if not o.set_by_hand]
+    """Whether every job of a team ahead by priority (not those ahead by an earlier submission alone,
+    nor those whose priority was set by hand) gets more from fair share than ``record``: its team has
+    used less of its share."""
+    judged = [o for o in team_ahead if not o.set_by_hand and o.priority > record.priority]
     return bool(judged) and all(o.fairshare > record.fairshare for o in judged)
+
+
+def _queue_order(record: JobPriority) -> tuple[float, int]:
+    """Where Slurm puts ``record`` among jobs of its priority: by submit time, then job id. An unknown
+    submit time (0: the job was not in the same poll's squeue, so it came after it) sorts last."""
+    return (record.submit_time or math.inf, record.job_id)
 
 
 def priority_explain(record: JobPriority, others: list[JobPriority], *, read_at: float, now: float) -> PriorityExplanation:
     """The explanation of ``record`` (the job's sprio line) against ``others`` (the lines of the same
     partition from the same poll: the jobs with a higher total are ahead of it, and those with the same
     total submitted before it, by squeue's submit time then job id, as Slurm orders equal priorities)."""
-    mine = (record.submit_time, record.job_id)
+    mine = _queue_order(record)
     ahead = [
         o
         for o in others
         if o.partition == record.partition
         and o.job_id != record.job_id
-        and (o.priority > record.priority or (o.priority == record.priority and (o.submit_time, o.job_id) < mine))
+        and (o.priority > record.priority or (o.priority == record.priority and _queue_order(o) < mine))
     ]
     counts = Counter(o.account for o in ahead)
     teams = tuple(
@@ -257,5 +266,5 @@ def job_priority(job: Job, *, now: float | None = None) -> PriorityExplanation |
         return None
     record = max(mine, key=lambda r: r.priority)
     partition, total = ROW["partition"], ROW["priority"]
-    others = [JobPriority(*row) for row in rows if row[partition] == record.partition and row[total] > record.priority]
+    others = [JobPriority(*row) for row in rows if row[partition] == record.partition and row[total] >= record.priority]
     return priority_explain(record, others, read_at=read_at, now=time.time() if now is None else now)

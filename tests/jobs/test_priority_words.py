@@ -75,10 +75,11 @@ def test_jobs_of_the_same_priority_submitted_earlier_are_ahead_as_slurm_orders_t
     assert explained.ahead_sentence == (
         "2 jobs ahead of it in train have the same priority and were submitted earlier: both from your team vision."
     )
-    mixed = priority_explain(mine, [*earlier, line(16, "nlp", 5000, partition=1000, submitted=NOW)], read_at=NOW, now=NOW)
+    nlp = line(16, "nlp", 5000, fairshare=4000, partition=1000, submitted=NOW)
+    mixed = priority_explain(mine, [*earlier, nlp], read_at=NOW, now=NOW)
     assert mixed.ahead_sentence == (
-        "3 jobs ahead of it in train have higher priority (2 of them the same, submitted earlier): 2 from your team "
-        "vision, 1 from team nlp."
+        "3 jobs ahead of it in train have higher priority (1) or the same and an earlier submission (2): 2 from your "
+        "team vision, 1 from team nlp (which has used less of its fair share than your team)."
     )
     first = priority_explain(earlier[0], [mine, *later], read_at=NOW, now=NOW)
     assert first.ahead == 0 and first.ahead_sentence == "No pending job in train has a higher priority."
@@ -144,6 +145,32 @@ def test_a_pending_jobs_explanation_comes_from_the_stored_poll(clean_cache, djan
     cache.delete(snapshot_key("cluster2", "priority"))
     job.slurm_job_id = ids["waiting"]
     assert job_priority(job) is None  # nothing stored yet
+
+
+@pytest.mark.django_db
+def test_the_stored_poll_counts_equal_priorities_submitted_earlier(clean_cache, django_user_model):
+    """Through the stored sprio entry, as the job page and the API read it: two jobs of the same total
+    submitted before the job are ahead of it, one submitted after it is not, and one the poll's squeue
+    did not have (submit time 0: it came after the squeue) is not either."""
+    records = [
+        line(11, "vision", 1000, partition=1000, submitted=NOW - 120, where="small"),
+        line(12, "nlp", 1000, partition=1000, submitted=NOW - 90, where="small"),
+        line(13, "vision", 1000, partition=1000, submitted=NOW - 60, where="small"),
+        line(14, "vision", 1000, partition=1000, submitted=NOW - 30, where="small"),
+        line(15, "", 1000, partition=1000, submitted=0, where="small"),
+    ]
+    cache.set(snapshot_key("cluster1", "priority"), priority_entry(records, taken_at=NOW))
+    alice = django_user_model.objects.create(username="alice", slurm_accounts=["vision"])
+    job = Job.objects.create(
+        user=alice, name="w", partition="small", memory_mb=1, time_limit_min=5, script="", state=JobState.PENDING,
+        slurm_job_id=13, slurm_cluster="cluster1", account="vision",
+    )  # fmt: skip
+    explained = job_priority(job, now=NOW)
+    assert (explained.ahead, explained.same_earlier) == (2, 2)
+    assert explained.ahead_sentence == (
+        "2 jobs ahead of it in small have the same priority and were submitted earlier: 1 from team nlp, 1 from your team vision."
+    )
+    assert not any(t.less_used for t in explained.teams_ahead)  # ahead by submission only: fair share is not why
 
 
 @pytest.mark.django_db
