@@ -150,6 +150,7 @@ SPREAD = (
     "tests/e2e/test_notifications_browser.py",
     "tests/e2e/test_image_job_browser.py",
     "tests/e2e/test_adoption_browser.py",
+    "tests/e2e/test_job_form_reload_browser.py",  # one job, on partition train
     # the IdP and the live portal only, no Slurm job
     "tests/e2e/test_accessibility_browser.py",
     "tests/accounts/test_idp_faults.py",
@@ -158,7 +159,6 @@ SPREAD = (
     "tests/e2e/test_browser_login.py",
     "tests/accounts/test_login_audit.py",
     "tests/e2e/test_announcement_browser.py",
-    "tests/e2e/test_job_form_reload_browser.py",
 )
 
 

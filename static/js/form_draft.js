@@ -7,11 +7,12 @@
 // only, gone when it closes; docs/user-guide.md tells users so). Within DRAFT_MAX_AGE_MS, a reload of
 // that form's page, or a Back to it from the one page after the Submit, puts them back, the key
 // included, and shows the form's note that the first Submit may have gone through (My jobs shows it;
-// the same form sent again unchanged shows that job rather than making a second). The page after the
-// Submit keeps them for that Back; every other page load forgets them: a plain visit, any page after
-// that one, a form the server sent back with what was typed (data-bound="1": a refusal), or one for
-// another cluster than the draft's (the address bar names the cluster, jobs/web/forms.py reloaded, so
-// a reload keeps it). The CSRF token and files are never kept.
+// the same form sent again unchanged shows that job rather than making a second); so does a reload of
+// the form so restored, or a Forward and a Back again. The page after the Submit keeps them for that
+// Back, also when it is reloaded; every other page load forgets them: a plain visit, any other page
+// after that one, a form the server sent back with what was typed (data-bound="1": a refusal), or one
+// for another cluster than the draft's (the address bar names the cluster, jobs/web/forms.py reloaded,
+// so a reload keeps it). The CSRF token and files are never kept.
 (function () {
   var KEY = "portal:form-draft";
   var DRAFT_MAX_AGE_MS = 30 * 60 * 1000;
@@ -69,11 +70,11 @@
     var draft = null;
     try { draft = JSON.parse(store.getItem(KEY) || "null"); } catch (e) { draft = null; }
     var fresh = !!draft && Array.isArray(draft.values) && Date.now() - draft.at <= DRAFT_MAX_AGE_MS;
-    if (!form) {  // the page the Submit led to keeps the draft for one Back to the form (draft.left)
+    if (!form) {  // the page the Submit led to keeps the draft for a Back to the form (draft.left), reloaded or not
       if (fresh && !draft.left) {
         draft.left = location.pathname;
         try { store.setItem(KEY, JSON.stringify(draft)); } catch (e) { store.removeItem(KEY); }
-      } else store.removeItem(KEY);
+      } else if (!fresh || draft.left !== location.pathname) store.removeItem(KEY);
       return;
     }
     var cluster = form.elements.cluster ? form.elements.cluster.value : "";
@@ -81,7 +82,7 @@
     var same = fresh && draft.form === form.dataset.draft && draft.path === location.pathname &&
       form.dataset.bound !== "1" && (!saved || saved.value === cluster);
     var how = navigation();
-    if (same && (draft.left ? how === "back_forward" : how === "reload")) restore(form, draft);
+    if (same && (how === "reload" || (draft.left && how === "back_forward"))) restore(form, draft);
     else store.removeItem(KEY);
   });
 })();

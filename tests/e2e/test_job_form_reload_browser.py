@@ -71,9 +71,9 @@ def test_a_reload_while_submit_is_on_its_way_keeps_what_was_typed(portal_with_id
 
 
 def test_back_after_a_submit_that_went_through_and_submit_again_shows_that_job(portal_with_idp, browser_page):  # noqa: F811
-    """Back from the new job's page loads the form again (a GET: a new submission key, which alone
-    would make a second job of the same form); the draft kept by the page after the Submit puts the
-    first key back, with the note, so Submit unchanged shows the first job."""
+    """Back from the new job's page (reloaded first) loads the form again (a GET: a new submission key,
+    which alone would make a second job of the same form); the draft kept by the page after the Submit
+    puts the first key back, with the note, so Submit unchanged shows the first job."""
     page = browser_page
     assert snapshot_refresh() is not None
     sign_in(page, portal_with_idp, "alice")
@@ -90,6 +90,8 @@ def test_back_after_a_submit_that_went_through_and_submit_again_shows_that_job(p
     page.wait_for_selector("[data-testid=job-name]")
     first = page.url
     assert Job.objects.filter(user__username="alice", name=name).count() == 1
+    page.reload()  # the job's page reloaded still keeps the draft for the Back
+    page.wait_for_selector("[data-testid=job-name]")
 
     page.go_back()
     page.wait_for_selector("[data-testid=limits]")
