@@ -42,19 +42,21 @@ def _list(
             "username", flat=True
         )
     )
-    # The suggested name may be a system account (root...): said at once, and never filled in. A row whose
-    # Link was refused keeps the name the admin typed.
+
+    def typed(u: User, default: str) -> str:
+        """The name typed for ``u``'s refused Link, kept in its field; else ``default``."""
+        return failed[u.pk].data.get("username", "") if failed and u.pk in failed else default
+
+    # The suggested name may be a system account (root...): said at once, and never filled in.
     rows = []
     for u in waiting:
         system = bool(system_account_reason(u.requested_username))
-        name = "" if system else u.requested_username
-        if failed and u.pk in failed:
-            name = failed[u.pk].data.get("username", "")
-        rows.append((u, u.requested_username in linked_names, system, name))
+        rows.append((u, u.requested_username in linked_names, system, typed(u, "" if system else u.requested_username)))
+    refused_rows = [(u, typed(u, u.requested_username)) for u in refused]
     return render(
         request,
         "accounts/links.html",
-        {"rows": rows, "refused": refused, "failed": failed or {}, "banner": banner or []},
+        {"rows": rows, "refused": refused_rows, "failed": failed or {}, "banner": banner or []},
         status=status,
     )
 

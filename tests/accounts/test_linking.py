@@ -324,3 +324,6 @@ def test_a_refused_link_keeps_the_typed_name_and_speaks_to_the_admin(client, slu
     assert "Ask the cluster staff" not in page and "sign in again" not in page
     page = html.unescape(client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "root; $(id)"}).content.decode())
     assert 'value="root; $(id)"' in page and "not a valid cluster user name" in page
+    User.objects.filter(pk=erin.pk).update(link_state=LinkState.REFUSED)  # the "Link after all" form keeps it too
+    page = html.unescape(client.post(f"/accounts/links/{erin.pk}/approve/", {"username": "Erin!"}).content.decode())
+    assert 'value="Erin!"' in page and 'value="erin"' not in page and "not a valid cluster user name" in page
