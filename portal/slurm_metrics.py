@@ -21,7 +21,8 @@ _RATE_LIMIT_COUNTERS = {"throttled": THROTTLED, "retried": RETRIED}
 
 def slurm_command_observed(cluster: str, command: str, seconds: float, ok: bool) -> None:
     """The gateway's observer: count one call of ``command`` on ``cluster`` taking ``seconds``
-    (kept in whole milliseconds), and a failure when it did not exit 0."""
+    (kept in whole milliseconds), and a failure when it was not ``ok``: it did not exit 0, and its caller
+    did not accept the answer (:meth:`slurm.gateway.SlurmGateway.run`'s ``accepted``)."""
     label = f"{cluster or '-'}|{command}"
     items = [(MILLISECONDS, label, round(seconds * 1000)), (CALLS, label, 1)]
     if not ok:

@@ -27,7 +27,8 @@ POSIX_USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 #: Called after every command a gateway runs, finished or not, as ``observer(cluster, command,
 #: seconds, ok)``: ``cluster`` the gateway's configured name ("" for one built by hand), ``command``
 #: the program's base name (``squeue``, ``sbatch``; the portal's sbatch helper counts as ``sbatch``),
-#: ``seconds`` wall time of the call, ``ok`` whether it ran and exited 0. The jobs app registers the
+#: ``seconds`` wall time of the call, ``ok`` whether it ran and exited 0 (or gave an answer the caller
+#: accepts: ``run``'s ``accepted``). The jobs app registers the
 #: one that feeds /metrics' ``portal_slurm_command_seconds``; an observer that raises is ignored.
 command_observers: list[Callable[[str, str, float, bool], None]] = []
 
@@ -138,13 +139,14 @@ class SlurmGateway:
         try:
             for attempt in retrying:
                 with attempt:
+                    ok = False  # until this attempt's answer is in and not a refusal
                     result = self.transport.execute(full, stdin=data, timeout=timeout or self.command_timeout)
-                    ok = result.returncode == 0 or bool(accepted and accepted(result))
                     backoffs = client_backoffs(result.err)
                     if backoffs:  # the client library slept and resent by itself (only said with -v)
                         self._rate_limit_event(command, "throttled", backoffs)
                     if result.returncode != 0 and rate_limited(result.err):  # Slurm's errors go to stderr
                         self._throttled(command, result, result.err.strip())
+                    ok = result.returncode == 0 or bool(accepted and accepted(result))
                     value = read(result) if read is not None else None
             return result, value
         except RetryError as exc:
