@@ -55,6 +55,7 @@ from ..submit.policy import JobRequest, SitePolicy
 from ..submit.submit import CheckedRequest, account_for, job_cancel, job_check, job_create
 from .forms import JobForm, reload_initial, reloaded
 from .fragment_etags import polled_fragment
+from .history_filters import history_filter_notes
 from .lookup import job_or_404
 from .table_cache import job_table_etag, job_table_html
 from .usage_views import gpu_context
@@ -344,7 +345,8 @@ HISTORY_NAME_MAX = 200
 def history(request: HttpRequest) -> HttpResponse:
     """Finished jobs, :data:`HISTORY_PAGE_SIZE` per page (``page``), filtered server-side by final
     ``state``, end date range (``since``/``until``, YYYY-MM-DD), ``cluster``, ``partition`` and a part
-    of the ``name``. A filter value that is not one of the choices is left out and the page says so."""
+    of the ``name``. A filter value that is not one of the choices is left out and the page says which
+    (``filter_notes``), as it says a from date after the to date, which no job can match."""
     state = request.GET.get("state", "")
     state = state if state in {s.value for s in FINAL_STATES} else ""
     since, until = parse_iso_date(request.GET.get("since")), parse_iso_date(request.GET.get("until"))
@@ -381,6 +383,8 @@ def history(request: HttpRequest) -> HttpResponse:
             "several_clusters": len(cluster_names()) > 1,
             "cluster": cluster,
             "cluster_choices": cluster_names(),
-            "bad_date": bool(request.GET.get("since") and not since or request.GET.get("until") and not until),
+            "filter_notes": history_filter_notes(
+                request.GET, {"state": state, "cluster": cluster, "partition": partition}, since, until
+            ),
         },
     )

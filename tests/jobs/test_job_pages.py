@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import time
 import uuid
@@ -448,8 +449,18 @@ def test_history_filters(client, alice, cluster, no_slurm):
     assert "bad-job" in failed and "ok-job" not in failed
     ranged = client.get("/jobs/history/?since=2026-11-10&until=2026-11-30").content.decode()
     assert "bad-job" in ranged and "ok-job" not in ranged
-    odd = client.get("/jobs/history/?since=yesterday&state=<script>")
-    assert odd.status_code == HTTPStatus.OK and b"was not understood" in odd.content
+    odd = client.get("/jobs/history/?since=yesterday&state=<script>&cluster=nowhere&partition=gpu9")
+    assert odd.status_code == HTTPStatus.OK and b"<script>" not in odd.content
+    notes = [html.unescape(n) for n in re.findall(r'data-testid="history-filter-note">([^<]*)<', odd.content.decode())]
+    assert notes == [
+        "State “<script>” is not one of the choices; that filter was left out.",
+        "Cluster “nowhere” is not one of the choices; that filter was left out.",
+        "Partition “gpu9” is not one of the choices; that filter was left out.",
+        "The from date “yesterday” was not understood (use YYYY-MM-DD); that filter was left out.",
+    ]
+    swapped = client.get("/jobs/history/?since=2026-11-30&until=2026-11-10").content.decode()
+    assert "The from date (2026-11-30) is after the to date (2026-11-10), so no job can match: swap them." in swapped
+    assert 'data-testid="history-filter-note"' not in client.get("/jobs/history/?state=FAILED").content.decode()
 
 
 def test_job_detail_shows_parameters_script_and_exit(client, alice, cluster, no_slurm):
