@@ -34,7 +34,8 @@ def _list(
     refusals about an identity the page has no row for (one already linked). Each waiting row says
     whether its suggested name is linked to another identity or is a system account (by name: the
     page never asks the cluster), and the name its form holds: the one typed for a refused Link, else
-    the suggested one (none for a system account)."""
+    the suggested one (none for a system account); a refused identity's "Link after all" form holds
+    the typed name or the suggested one."""
     waiting = User.objects.filter(link_state=LinkState.PENDING).order_by("date_joined")
     refused = User.objects.filter(link_state=LinkState.REFUSED).order_by("-date_joined")[:50]
     linked_names = set(
@@ -47,9 +48,8 @@ def _list(
         """The name typed for ``u``'s refused Link, kept in its field; else ``default``."""
         return failed[u.pk].data.get("username", "") if failed and u.pk in failed else default
 
-    # The suggested name may be a system account (root...): said at once, and never filled in.
     rows = []
-    for u in waiting:
+    for u in waiting:  # a suggested system account (root...) is said at once, and never filled in
         system = bool(system_account_reason(u.requested_username))
         rows.append((u, u.requested_username in linked_names, system, typed(u, "" if system else u.requested_username)))
     refused_rows = [(u, typed(u, u.requested_username)) for u in refused]

@@ -104,7 +104,10 @@ class PriorityPartOut(Schema):
 class TeamAheadOut(Schema):
     team: str = Field(description="A Slurm account (team) with pending jobs ahead of this one in the same partition")
     count: int = Field(description="How many of its pending jobs are ahead (an array not split yet counts once)")
-    less_used_share: bool = Field(description="Each of them gets more from fair share: the team has used less of its share")
+    less_used_share: bool = Field(
+        description="Each of them gets more from fair share, and one at least has a higher priority: the team has used "
+        "less of its share"
+    )
 
 
 class PriorityOut(Schema):
@@ -115,10 +118,7 @@ class PriorityOut(Schema):
     partition: str = Field(description="The partition it is explained in (the job's highest priority among several)")
     set_by_hand: bool = Field(description="An administrator set the priority (scontrol update Priority=): the parts do not count")
     parts: list[PriorityPartOut] = Field(description="The non-zero parts, largest first")
-    ahead: int = Field(
-        description="Pending jobs in the same partition that Slurm schedules first: a higher priority, or the same one "
-        "and an earlier submission (Slurm's order for equal priorities: submit time, then job id)"
-    )
+    ahead: int = Field(description="Pending jobs in its partition that go first: higher priority, or equal and submitted earlier")
     teams_ahead: list[TeamAheadOut] = Field(description="Those jobs by team, most first")
     read_at: datetime | None = Field(None, description="When the poller read sprio")
     text: str = Field(description="The same in plain words, as the job page says it")

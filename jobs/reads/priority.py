@@ -53,7 +53,8 @@ class PriorityPart:
 class TeamAhead:
     """``count`` pending jobs of Slurm account ``team`` ahead of the job in its partition;
     ``less_used``: each of them (but one whose priority an administrator set) gets more from fair share
-    than the job does (its team has used less of its share)."""
+    than the job does (its team has used less of its share), and one at least is ahead by a higher
+    priority, not only by an earlier submission."""
 
     team: str
     count: int
@@ -180,11 +181,12 @@ def _parts(record: JobPriority, now: float) -> tuple[PriorityPart, ...]:
 
 
 def _less_used(team_ahead: list[JobPriority], record: JobPriority) -> bool:
-    """Whether every job of a team ahead by priority (not those ahead by an earlier submission alone,
-    nor those whose priority was set by hand) gets more from fair share than ``record``: its team has
-    used less of its share."""
-    judged = [o for o in team_ahead if not o.set_by_hand and o.priority > record.priority]
-    return bool(judged) and all(o.fairshare > record.fairshare for o in judged)
+    """Whether every job of a team ahead (but those whose priority was set by hand) gets more from fair
+    share than ``record``, and one at least is ahead by a higher priority (a team ahead only by earlier
+    submissions is not ahead because of its fair share): its team has used less of its share."""
+    judged = [o for o in team_ahead if not o.set_by_hand]
+    higher = any(o.priority > record.priority for o in judged)
+    return higher and all(o.fairshare > record.fairshare for o in judged)
 
 
 def _queue_order(record: JobPriority) -> tuple[float, int]:

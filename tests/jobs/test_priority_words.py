@@ -154,7 +154,7 @@ def test_the_stored_poll_counts_equal_priorities_submitted_earlier(clean_cache, 
     did not have (submit time 0: it came after the squeue) is not either."""
     records = [
         line(11, "vision", 1000, partition=1000, submitted=NOW - 120, where="small"),
-        line(12, "nlp", 1000, partition=1000, submitted=NOW - 90, where="small"),
+        line(12, "nlp", 1000, fairshare=600, partition=400, submitted=NOW - 90, where="small"),  # more fair share
         line(13, "vision", 1000, partition=1000, submitted=NOW - 60, where="small"),
         line(14, "vision", 1000, partition=1000, submitted=NOW - 30, where="small"),
         line(15, "", 1000, partition=1000, submitted=0, where="small"),
@@ -170,7 +170,7 @@ def test_the_stored_poll_counts_equal_priorities_submitted_earlier(clean_cache, 
     assert explained.ahead_sentence == (
         "2 jobs ahead of it in small have the same priority and were submitted earlier: 1 from team nlp, 1 from your team vision."
     )
-    assert not any(t.less_used for t in explained.teams_ahead)  # ahead by submission only: fair share is not why
+    assert not any(t.less_used for t in explained.teams_ahead)  # nlp is ahead by submission only, not its fair share
 
 
 @pytest.mark.django_db

@@ -241,3 +241,13 @@ def test_a_config_cut_short_or_failing_otherwise_is_an_error(rec, returncode, cu
         read_config(gateway(fake, rec))
     assert raised.value.returncode == returncode
     assert rec.commands == [("cluster2", "scontrol", False)]  # a failed scontrol on /metrics
+
+
+def test_an_accepted_answer_that_was_refused_is_not_ok_when_its_resend_fails(rec):
+    """An answer the caller would accept, but which was a rate-limit refusal, is resent; when the resend
+    cannot run, the command counts as failed on /metrics, not as the accepted answer."""
+    fake = FakeTransport().expect(SQUEUE, stderr=REFUSED_STDERR, returncode=1)
+    fake.expect(SQUEUE, raises=SlurmError(SQUEUE, None, message="the SSH channel closed"))
+    with pytest.raises(SlurmError, match="the SSH channel closed"):
+        gateway(fake, rec).run(SQUEUE, accepted=lambda result: True)
+    assert rec.commands == [("cluster2", "squeue", False)] and rec.sleeps != []
