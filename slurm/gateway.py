@@ -125,8 +125,8 @@ class SlurmGateway:
         (:data:`RATE_LIMIT_RETRIES`): a refused attempt did nothing, so even ``sbatch`` is safe to
         resend. ``read(result)`` (``run_json``'s) turns a finished answer into its value and may say
         it was throttled too (an ``errors`` entry) by raising :class:`_Throttled`. Observed once,
-        with the whole call's time, ``ok`` for exit 0 or an answer ``accepted`` (``run``'s). Returns ``(result, value)``; raises
-        :class:`~slurm.errors.SlurmRateLimited` after the last refusal."""
+        with the whole call's time, ``ok`` for exit 0 or an answer ``accepted`` (``run``'s). Returns
+        ``(result, value)``; raises :class:`~slurm.errors.SlurmRateLimited` after the last refusal."""
         command = command_name(argv[0])
         started, ok = time.monotonic(), False
         retrying = Retrying(
