@@ -91,6 +91,32 @@ _ProfileLoader.add_implicit_resolver(
 )
 
 
+#: PyYAML's context of an error whose cause is where the context began: a bracket or quote opened and
+#: never closed (the parser notices only lines later, where it "got" something else).
+_UNCLOSED = {
+    "while parsing a flow sequence": "the list opened with [",
+    "while parsing a flow mapping": "the mapping opened with {",
+    "while scanning a quoted scalar": "the quoted text",
+}
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError) -> Problem:
+    """A YAML syntax error as one :class:`Problem` with a 1-based line: where a bracket or quote was
+    left open, that line (the parser's own line is later, and said in the sentence); else the line
+    where the parser stopped."""
+    problem = exc.problem or exc.context or "invalid YAML"
+    opened, stopped = exc.context_mark, exc.problem_mark
+    if exc.context in _UNCLOSED and opened and stopped and opened.line != stopped.line:
+        return Problem(
+            "",
+            f"This is not valid YAML: {_UNCLOSED[exc.context]} on line {opened.line + 1} is not closed"
+            f" (the reader stopped on line {stopped.line + 1}: {problem}).",
+            opened.line + 1,
+        )
+    mark = stopped or opened
+    return Problem("", f"This is not valid YAML: {problem}.", mark.line + 1 if mark else None)
+
+
 def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
     """Parse the file (YAML 1.1, safe: no tags that build objects; no base-60 numbers, so ``1:30`` is
     text: :class:`_ProfileLoader`). Returns (document, lines). Raises :class:`Refused` for text that
@@ -123,10 +149,7 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
             raise Refused(Problem("", "A number in the profile has more than 4,300 digits; write a shorter one.")) from None
         raise Refused(Problem("", f"A value could not be read ({exc}); put it in quotes to keep it as text.")) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = mark.line + 1 if mark else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise Refused(Problem("", f"This is not valid YAML: {problem}.", where)) from None
+        raise Refused(_syntax_problem(exc)) from None
     except yaml.YAMLError as exc:
         raise Refused(Problem("", f"This is not valid YAML: {exc}.")) from None
     if not isinstance(document, dict) or node is None:

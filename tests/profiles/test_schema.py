@@ -59,7 +59,7 @@ environment:
     [
         ("version: 2\nname: x\nresources: {partition: p}\nrun: {command: x}\n", "version", 1, "reads profile version 1"),
         ("name: x\nresources: {partition: p}\nrun: {command: x}\n", "version", None, "required"),
-        ("version: 1\nname: [x\n", "", 3, "not valid YAML"),
+        ("version: 1\nname: [x\n", "", 2, "the list opened with [ on line 2 is not closed"),
         ("- just\n- a list\n", "", 1, "YAML mapping"),
         (
             "version: 1\nname: x\nresources: {partition: p, time_limit: '2:60'}\nrun: {command: x}\n",
@@ -97,6 +97,20 @@ environment:
 def test_refusals(text, field, line, words):
     found = errors_of(text)
     assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
+
+
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ('version: 1\nname: "demo\nresources: {partition: small}\n', 2, "the quoted text on line 2 is not closed"),
+        ("version: 1\nresources: {partition: small\nrun: {command: x}\n", 2, "the mapping opened with { on line 2"),
+        ("version: [1\nname: x\n", 1, "the list opened with [ on line 1 is not closed (the reader stopped on line 2"),
+        ("version: 1\nresources:\n  partition: x\n bad: 1\n", 4, "This is not valid YAML: expected <block end>"),
+    ],
+)
+def test_a_yaml_error_is_reported_where_the_mistake_is(text, line, words):
+    [(field, at, message)] = errors_of(text)
+    assert (field, at) == ("", line) and words in message, message
 
 
 @pytest.mark.parametrize(
