@@ -27,7 +27,7 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import ConfigDict, field_validator
 
-from portal.refusals import Refused
+from portal.refusals import Refused, limit_sentence
 
 from .tokens import token_authenticate
 
@@ -196,7 +196,9 @@ def _validation_error(request, exc: ValidationError):
     errors = []
     for err in exc.errors[:MAX_ERRORS]:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "payload")]
-        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        message = limit_sentence(err.get("type", ""), err.get("ctx") or {}) or str(err.get("msg", "invalid value")).removeprefix(
+            "Value error, "
+        )
         if err.get("type") == "extra_forbidden":
             message = "Unknown field."
         elif err.get("type") == "missing":

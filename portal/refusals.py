@@ -53,6 +53,27 @@ class Refused(Exception):
         return Refused(*(Problem(names.get(p.field, p.field), p.message, p.line) for p in self.problems), detail=self.detail)
 
 
+def limit_sentence(kind: str, ctx: Mapping) -> str:
+    """A declared limit of a field that a value broke, in the portal's words: ``kind`` and ``ctx`` are
+    a pydantic error's ``type`` and ``ctx`` (``greater_than_equal`` with ``{"ge": 1}`` -> "Must be
+    at least 1."), for the profile schema and the API's request bodies alike (pydantic's own
+    "Input should be greater than or equal to 1" names neither the rule nor the fix). ``""`` for
+    an error of another kind."""
+    if kind == "greater_than_equal":
+        return f"Must be at least {ctx.get('ge')}."
+    if kind == "less_than_equal":
+        return f"Must be at most {ctx.get('le')}."
+    if kind == "string_too_short":
+        return (
+            "Must not be empty." if ctx.get("min_length") == 1 else f"Must be at least {ctx.get('min_length')} characters long."
+        )
+    if kind == "string_too_long":
+        return f"Must be at most {ctx.get('max_length')} characters long; shorten it."
+    if kind == "too_long":
+        return f"At most {ctx.get('max_length')} items are allowed here (this list has {ctx.get('actual_length')})."
+    return ""
+
+
 def refusal_to_form(form: forms.BaseForm, refused: Refused) -> None:
     """Show every problem of ``refused`` on the bound ``form``: on the field of that name when the
     form has one, otherwise among the form's non-field errors."""

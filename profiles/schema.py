@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.submit import policy
-from portal.refusals import Problem, Refused
+from portal.refusals import Problem, Refused, limit_sentence
 from portal.units import memory_mib
 
 from .document import apply_overrides, line_for, load_yaml, nul_paths
@@ -54,12 +54,18 @@ def _not_bool(value):
     return value
 
 
+#: The most CPUs, GPUs or nodes the file's shape allows: a guard against numbers no cluster has
+#: (and that a database column could not hold). What the cluster really has (4 CPUs on a node, say) is
+#: checked after the shape, by the site policy, whose refusal names the node's own figure.
+_MOST = 100_000
+
+
 class Resources(_Strict):
     partition: str = Field(min_length=1, max_length=64)
-    nodes: int = Field(default=1, ge=1, le=64)
-    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    nodes: int = Field(default=1, ge=1, le=_MOST)
+    gpus_per_node: int = Field(default=0, ge=0, le=_MOST)
     gpu_type: str = Field(default="", max_length=64)
-    cpus: int = Field(default=1, ge=1, le=1024)
+    cpus: int = Field(default=1, ge=1, le=_MOST)
     #: As written (``4G``, ``4000M``, ``1.5T``, a bare number = GB); read by portal.units.memory_mib.
     memory: str | int | float = "4G"
     time_limit: str | int = "01:00:00"
@@ -221,12 +227,13 @@ def _message(err: dict, loc: tuple) -> str:
         return 'Write the version in quotes, like "3.11": unquoted, YAML reads a version as a number (3.10 would become 3.1).'
     if kind in _FRIENDLY:
         return _FRIENDLY[kind]
+    bound = limit_sentence(kind, err.get("ctx") or {})
+    if bound:
+        return bound
     msg = str(err.get("msg", "invalid value"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
-    if kind in ("greater_than_equal", "less_than_equal", "string_too_short", "string_too_long", "too_long", "too_short"):
-        msg = msg[0].upper() + msg[1:] + "."
     return msg
 
 

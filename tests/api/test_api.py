@@ -255,6 +255,11 @@ def test_a_session_refusal_names_the_fields_of_the_request_body(client, people, 
     assert [(e["field"], e["line"]) for e in r.json()["errors"]] == [("gpus", None)] and "at most 2 GPUs" in r.json()["errors"][
         0
     ]["message"]
+    # The body's own limits are said in the portal's words, not pydantic's ("Input should be ...").
+    r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "cpus": 0, "hours": 2})
+    assert r.status_code == HTTPStatus.BAD_REQUEST and r.json()["errors"] == [
+        {"field": "cpus", "message": "Must be at least 1.", "line": None}
+    ], r.content
     # Site policy's own check (interactive's MaxTime is 8 hours) lands on the body's hours too.
     r = call(client, "post", "/sessions", tokens["alice"], {"partition": "interactive", "hours": 9})
     assert r.status_code == HTTPStatus.BAD_REQUEST and [e["field"] for e in r.json()["errors"]] == ["hours"], r.content

@@ -77,7 +77,7 @@ environment:
             "version: 1\nname: x\nresources: {partition: p, nodes: 0}\nrun: {command: x}\n",
             "resources.nodes",
             3,
-            "greater than or equal to 1",
+            "Must be at least 1.",
         ),
         (
             "version: 1\nname: x\nresources: {partition: p}\nrun: {command: x}\nenvironment: {pip: [--index-url=http://evil]}\n",
@@ -97,6 +97,36 @@ environment:
 def test_refusals(text, field, line, words):
     found = errors_of(text)
     assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
+
+
+def test_limits_are_said_in_the_profiles_words():
+    args = ", ".join(["a"] * 101)
+    text = f"""version: 1
+name: ''
+resources:
+  partition: small
+  cpus: 0
+  gpus_per_node: -1
+  nodes: 100001
+run:
+  command: echo
+  args: [{args}]
+"""
+    got = {(f, line): msg for f, line, msg in errors_of(text)}
+    assert got == {
+        ("name", 2): "Must not be empty.",
+        ("resources.cpus", 5): "Must be at least 1.",
+        ("resources.gpus_per_node", 6): "Must be at least 0.",
+        ("resources.nodes", 7): "Must be at most 100000.",
+        ("run.args", 10): "At most 100 items are allowed here (this list has 101).",
+    }
+
+
+def test_a_count_within_reason_is_left_to_the_site_policy():
+    """The schema does not quote a limit of its own that the cluster does not have: 2000 CPUs pass the
+    shape, and the site policy (which knows the node's CPUs) refuses them."""
+    spec = parse_profile(EXAMPLE_TEXT.replace("cpus: 2", "cpus: 2000").replace("gpus_per_node: 0", "gpus_per_node: 100"))
+    assert (spec.cpus, spec.gpus_per_node) == (2000, 100)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,15 @@ def test_a_refused_profile_run_names_the_profiles_fields_and_lines(people, clust
     assert len(policy_checks) == 1 and not Job.objects.exists()
 
 
+def test_more_cpus_than_the_node_has_is_refused_with_the_nodes_figure(people, cluster, no_slurm, policy_checks):
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("cpus: 2", "cpus: 2000"))
+    [problem] = refused.value.problems
+    assert problem.field == "resources.cpus" and problem.line == 6, problem
+    assert "CPUs must be between 1 and" in problem.message and "1024" not in problem.message, problem.message
+    assert not Job.objects.exists()
+
+
 def test_a_team_the_user_is_not_in_is_a_problem_of_the_profiles_account(people, cluster, no_slurm):
     with pytest.raises(Refused) as refused:
         profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: nlp\n"))
