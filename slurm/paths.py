@@ -18,6 +18,7 @@ NO_VAL = 4294967294
 MAX_WIDTH = 10
 
 _PLACEHOLDER = re.compile(r"%(\d*)([%AabJjNnstux])")
+_SLASHES = re.compile(r"/{2,}")
 
 
 def expand_pattern(
@@ -82,7 +83,8 @@ def output_path(
     ``standard_output``/``standard_error``, expanded or not). ``""`` uses ``fallback`` (stderr: the
     stdout path, where Slurm sends it without ``--error``), else sbatch's default: ``slurm-%j.out``
     (``slurm-%A_%a.out`` for an array task) in the working directory ``cwd``. A relative path is
-    taken in ``cwd``. ``""`` when neither the path nor ``cwd`` is known."""
+    taken in ``cwd``. ``""`` when neither the path nor ``cwd`` is known. Runs of ``/`` are one, as
+    Linux reads them: 24.11 joins a job submitted from ``/`` as ``//slurm-130.out``."""
     if not written:
         if fallback:
             return fallback
@@ -91,6 +93,9 @@ def output_path(
         if not cwd:
             return ""
         written = cwd.rstrip("/") + "/" + written
-    return expand_pattern(
-        written, job_id=job_id, array_job_id=array_job_id, array_task_id=array_task_id, user=user, name=name, node=node
+    return _SLASHES.sub(
+        "/",
+        expand_pattern(
+            written, job_id=job_id, array_job_id=array_job_id, array_task_id=array_task_id, user=user, name=name, node=node
+        ),
     )

@@ -25,6 +25,10 @@ def test_default_and_relative_paths():
     assert output_path("out/%j.log", cwd="/w/", job_id=5) == "/w/out/5.log"
     assert output_path("", cwd="/w", job_id=5, fallback="/w/slurm-5.out") == "/w/slurm-5.out"
     assert output_path("x.log", cwd="", job_id=5) == ""
+    # 24.11's own join for a job submitted from "/" (an outside job): one slash, as Linux reads it.
+    assert output_path("//slurm-130.out", cwd="/", job_id=130) == "/slurm-130.out"
+    assert output_path("", cwd="/", job_id=130) == "/slurm-130.out"
+    assert output_path("/w//out///%j.log", cwd="/", job_id=5) == "/w/out/5.log"
 
 
 def test_expansion_matches_what_slurm_2411_itself_made_of_the_patterns():
