@@ -23,9 +23,27 @@ BAD_TIME = "Write the time as YYYY-MM-DD HH:MM, e.g. 2026-12-03 12:00, in the ti
 BAD_ZONE = "Choose a time zone from the list (such as Europe/Berlin or UTC)."
 
 
-def zone_choices() -> list[tuple[str, str]]:
-    """Every known IANA zone (:func:`portal.dates.known_zones`), UTC first, then by name."""
-    return [("UTC", "UTC")] + [(z, z) for z in sorted(known_zones() - {"UTC"})]
+#: The regions of the tz database's zones proper ("Europe/Berlin"). The machine's database also holds
+#: old aliases ("US/Eastern", "GB", "Japan"), fixed offsets ("Etc/GMT+5", "EST") and names that are not
+#: places at all ("Factory", "localtime"): about 600 names, which made a list nobody could scan.
+REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
+
+
+def zone_choices(current: str = "") -> list:
+    """The zone select's choices: UTC, then every known zone (:func:`portal.dates.known_zones`) of a
+    region in :data:`REGIONS`, grouped by region (an ``<optgroup>`` each) and sorted by name. A known
+    ``current`` zone outside them (an old alias a browser still reports, such as ``US/Eastern``) is
+    offered right after UTC, so the form keeps the zone it reads times in."""
+    zones = known_zones()
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for name in sorted(zones):
+        region, _, place = name.partition("/")
+        if region in REGIONS and place:
+            grouped.setdefault(region, []).append((name, place.replace("_", " ")))
+    first = [("UTC", "UTC")]
+    if current in zones and current != "UTC" and current.partition("/")[0] not in REGIONS:
+        first.append((current, current))
+    return first + [(region, grouped[region]) for region in REGIONS if region in grouped]
 
 
 class ZonedDateTimeField(forms.DateTimeField):
@@ -54,7 +72,7 @@ class AnnouncementForm(forms.Form):
     zone = forms.ChoiceField(
         required=False,  # not posted (a script, an old page): the admin's browser zone, else UTC
         label="Time zone of the window",
-        choices=zone_choices,
+        choices=zone_choices,  # and again in __init__, with the zone the form was given
         initial="UTC",
         help_text="Starts and Ends are read in this zone (your browser's, unless you change it) and stored in UTC; "
         "every reader sees the window in their own zone.",
@@ -80,6 +98,11 @@ class AnnouncementForm(forms.Form):
         initial=Severity.INFO,
         error_messages={"invalid_choice": f"Choose a severity: {', '.join(Severity.values)}."},
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        current = self.data.get("zone") if self.is_bound else self.initial.get("zone")
+        self.fields["zone"].choices = zone_choices(current if isinstance(current, str) else "")
 
     def values(self) -> dict:
         """The cleaned fields as the services take them (call after ``is_valid()``)."""

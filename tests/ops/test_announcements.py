@@ -312,6 +312,37 @@ def test_the_page_says_truly_which_zone_its_times_are_in(client, people):
     assert "the form reads a window in the time zone you choose in it" in intro
 
 
+def test_the_zone_list_is_places_grouped_by_region(client, people):
+    body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
+    select = BeautifulSoup(body, "html.parser").select_one("select[name=zone]")
+    values = [o["value"] for o in select.select("option")]
+    assert values[0] == "UTC" and "Europe/Berlin" in values and "America/New_York" in values
+    assert not {"Factory", "localtime", "US/Eastern", "Etc/GMT+5", "GB", "EST5EDT"} & set(values)
+    assert len(values) == len(set(values)) < 500
+    groups = [g["label"] for g in select.select("optgroup")]
+    assert groups[:2] == ["Africa", "America"] and "Europe" in groups
+    berlin = select.select_one("optgroup[label=Europe] option[value='Europe/Berlin']")
+    assert berlin.get_text() == "Berlin"
+
+
+def test_a_browser_zone_of_an_old_name_is_offered_and_kept(client, people):
+    client.cookies["portal_tz"] = "US%2FEastern"
+    body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
+    options = BeautifulSoup(body, "html.parser").select("select[name=zone] option")
+    assert [o["value"] for o in options[:2]] == ["UTC", "US/Eastern"]
+    assert BeautifulSoup(body, "html.parser").select_one("select[name=zone] option[selected]")["value"] == "US/Eastern"
+    data = {
+        "text": "Maintenance",
+        "severity": "info",
+        "zone": "US/Eastern",
+        "starts_at": "2027-01-05T09:00",
+        "ends_at": "2027-12-31T00:00",
+    }
+    response = _as(client, people["dana"]).post("/ops/announcements/", data)
+    assert response.status_code == HTTPStatus.FOUND, response.content.decode()[-2000:]
+    assert Announcement.objects.get().starts_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M") == "2027-01-05 14:00"
+
+
 def test_without_a_cookie_the_form_says_utc(client, people):
     body = _as(client, people["dana"]).get("/ops/announcements/").content.decode()
     assert BeautifulSoup(body, "html.parser").select_one("select[name=zone] option[selected]")["value"] == "UTC"
