@@ -107,6 +107,24 @@ def from_now(value):
     return f"in about {round(hours / 24)} days"
 
 
+def hours(value) -> str:
+    """GPU-hours or billed unit-hours as the team pages show them: one decimal from 1 (``12.5``,
+    ``10.0``), two below it (``0.06``, not ``0.1``), ``"< 0.01"`` for less than that but more than
+    none, ``"0.0"`` for none, ``""`` for ``None``. With one decimal throughout, a team's 0.14 and
+    0.04 on two clusters read 0.1 and 0.0 beside a total of 0.2. Rounded half up (:func:`half_up`)."""
+    if value is None or value == "":
+        return ""
+    value = float(value)
+    if value == 0:
+        return "0.0"
+    if abs(value) >= 1:
+        return str(half_up(value, 1))
+    shown = half_up(value, 2)
+    if shown == 0:
+        return "< 0.01" if value > 0 else "0.00"
+    return str(shown)
+
+
 def mib_to_gb(mib):
     """MiB -> GB with one decimal (``16000`` -> ``15.6``)."""
     return f"{int(mib) / 1024:.1f}".rstrip("0").rstrip(".") if mib is not None else ""

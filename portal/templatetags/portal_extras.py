@@ -3,11 +3,11 @@
 
 from django import template
 
-from portal.formats import duration, from_now, mib_to_gb, ordinal, ticking, unix_time, when
+from portal.formats import duration, from_now, hours, mib_to_gb, ordinal, ticking, unix_time, when
 from portal.units import memory_text
 
 register = template.Library()
-for _format in (unix_time, duration, ordinal, from_now, mib_to_gb, when, ticking, memory_text):
+for _format in (unix_time, duration, ordinal, from_now, mib_to_gb, when, ticking, memory_text, hours):
     register.filter(_format.__name__, _format)
 
 

@@ -1,0 +1,52 @@
+"""GPU-hours on the team page: small figures keep two decimals, so a team's clusters add up to the
+total it shows (with one decimal, 0.14 and 0.04 read 0.1 and 0.0 beside a total of 0.2)."""
+
+from __future__ import annotations
+
+import pytest
+from bs4 import BeautifulSoup
+
+from portal.formats import hours
+from slurm.clusters import cluster_names
+from teams.usage import cache as usage_cache
+from tests.teams.test_billing_usage import FINAL_NOW, admin, figures  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (None, ""),
+        (0, "0.0"),
+        (0.0, "0.0"),
+        (0.004, "< 0.01"),
+        (0.005, "0.01"),
+        (0.045, "0.05"),
+        (0.14, "0.14"),
+        (0.996, "1.00"),
+        (1, "1.0"),
+        (2.25, "2.3"),
+        (12, "12.0"),
+        (-0.5, "-0.50"),
+        (-3.25, "-3.3"),
+    ],
+)
+def test_hours_keep_two_decimals_below_one(value, shown):
+    assert hours(value) == shown
+
+
+def test_the_clusters_small_figures_add_up_to_the_total_shown(client, admin):  # noqa: F811
+    gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
+    one = figures(cluster="cluster1", gpu_hours_used=0.14, gpu_hours_quota=10.0, gpu_hours_left=9.86, **gpu)
+    two = figures(cluster="cluster2", gpu_hours_used=0.04, gpu_hours_quota=10.0, gpu_hours_left=9.96, **gpu)
+    assert cluster_names() == ["cluster1", "cluster2"]  # the test settings' two lab clusters
+    for part in (one, two):
+        usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), part.cluster)
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    assert page.select_one("[data-testid=gpu-hours-used]").get_text(" ", strip=True).startswith("0.18 GPU-hours")
+    rows = {
+        row["data-cluster"]: row.get_text(" ", strip=True) for row in page.select("[data-testid=usage-clusters] tr[data-cluster]")
+    }
+    assert "0.14 GPU-hours" in rows["cluster1"] and "9.9 GPU-hours" in rows["cluster1"], rows
+    assert "0.04 GPU-hours" in rows["cluster2"] and "10.0 GPU-hours" in rows["cluster2"], rows
