@@ -87,8 +87,9 @@ def show_config(gateway: SlurmGateway) -> str:
     answer is read, logged and counted as ok. Raises :class:`~slurm.SlurmError` for any other failure:
     no configuration (slurmctld unreachable), a cut one (no exit status), a command that could not run."""
     result = gateway.run(SHOW_CONFIG, accepted=_only_ping_refused)  # any other non-zero exit raises
-    if result.returncode:
-        logger.info("%s: scontrol show config read; its closing ping got no answer (is DOWN)", gateway.cluster or "slurmctld")
+    if result.returncode:  # the ping's lines name each controller that did not answer
+        pings = result.out.rstrip("\n").rpartition("\n\n")[2].replace("\n", "; ")
+        logger.info("%s: scontrol show config read; its closing ping got no answer: %s", gateway.cluster or "slurmctld", pings)
     return result.out
 
 

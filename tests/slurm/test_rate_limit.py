@@ -11,6 +11,7 @@ please retry momentarily" (slurm_strerror in 24.11's libslurmfull), in the form 
 a load error (``squeue_controller_down.stderr.txt``)."""
 
 import json
+import logging
 
 import pytest
 
@@ -197,7 +198,7 @@ def test_eagain_is_not_read_as_the_rate_limit():
     assert rate_limited(REFUSED_STDERR)
 
 
-def test_a_config_whose_ping_was_refused_is_read(rec):
+def test_a_config_whose_ping_was_refused_is_read(rec, caplog):
     """Recorded: ``scontrol show config`` as ``portal`` with one token left in its bucket printed the
     whole configuration, then "Slurmctld(primary) at vm is DOWN" (its ping told to back off, which the
     client's ping does not do), and exited 1.
@@ -207,8 +208,12 @@ def test_a_config_whose_ping_was_refused_is_read(rec):
     refused = next(c for c in recorded["calls"] if c["returncode"] != 0)
     assert text.startswith(CONFIG_HEADER) and text.rstrip().endswith("is DOWN") and refused["stderr"] == ""
     fake = FakeTransport().expect(SHOW_CONFIG, stdout=text, returncode=refused["returncode"])
-    config = read_config(gateway(fake, rec))
+    with caplog.at_level(logging.INFO, logger="slurm.accounting"):
+        config = read_config(gateway(fake, rec))
     assert config.tracked and config.calc_period_s == 60  # PriorityCalcPeriod, near the configuration's end
+    assert caplog.messages == [
+        "cluster2: scontrol show config read; its closing ping got no answer: Slurmctld(primary) at vm is DOWN"
+    ]
     assert not fake.script and rec.sleeps == []  # read at once, nothing resent
     assert rec.commands == [("cluster2", "scontrol", True)]  # /metrics counts it as answered, not failed
 
