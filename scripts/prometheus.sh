@@ -47,12 +47,30 @@ if pid_alive "$RUN_DIR/prometheus.pid"; then
     exit 0
 fi
 if ss -Hltn "sport = :$PORTAL_PROMETHEUS_PORT" | grep -q .; then
-    # Another checkout's (e.g. a CI clone's) Prometheus with this repo's config: use it, leave it alone.
+    # Another checkout's (e.g. a CI clone's, or this one's before its var/ was removed) Prometheus with this
+    # repo's config: use it, leave it alone. But one whose config or data directory is gone (a CI run
+    # deletes its clone and clones it again) is an orphan writing into a removed directory: stop it and
+    # start this checkout's.
     flags=$(curl -fsS --max-time 5 "$URL/api/v1/status/flags" 2>/dev/null || true)
-    if [[ $flags == *'"config.file":"'*/cluster/etc/prometheus.yml'"'* ]]; then
-        log "Prometheus of another checkout runs on $URL ($(grep -o '"config.file":"[^"]*"' <<<"$flags")): using it"
-        exit 0
+    other=$(grep -o '"config.file":"[^"]*"' <<<"$flags" | cut -d'"' -f4 || true)
+    other_data=$(grep -o '"storage.tsdb.path":"[^"]*"' <<<"$flags" | cut -d'"' -f4 || true)
+    if [[ $other == */cluster/etc/prometheus.yml ]]; then
+        if [[ -f $other && -d $other_data ]]; then
+            cmp -s "$other" "$CONFIG" || log "WARNING: its config ($other) differs from this checkout's ($CONFIG)"
+            log "Prometheus of another checkout runs on $URL (config $other, data $other_data): using it"
+            exit 0
+        fi
+        pid=$(ss -Hltnp "sport = :$PORTAL_PROMETHEUS_PORT" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+        [[ -n $pid ]] || die "port $PORTAL_PROMETHEUS_PORT: an orphaned Prometheus (config $other), but no pid to stop (ss -ltnp)"
+        log "Prometheus on $URL has lost its checkout (config $other, data $other_data: removed); stopping it (pid $pid)"
+        kill "$pid"
+        for _ in $(seq 100); do
+            ss -Hltn "sport = :$PORTAL_PROMETHEUS_PORT" | grep -q . || break
+            sleep 0.2
+        done
     fi
+fi
+if ss -Hltn "sport = :$PORTAL_PROMETHEUS_PORT" | grep -q .; then
     die "port $PORTAL_PROMETHEUS_PORT is taken by another program (ss -ltnp 'sport = :$PORTAL_PROMETHEUS_PORT'; a packaged prometheus.service: systemctl disable --now prometheus), or set PORTAL_PROMETHEUS_PORT"
 fi
 start_bg prometheus prometheus --config.file="$CONFIG" --storage.tsdb.path="$DATA" \
