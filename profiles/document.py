@@ -91,27 +91,35 @@ _ProfileLoader.add_implicit_resolver(
 )
 
 
-#: PyYAML's context of an error whose cause is where the context began: a bracket or quote opened and
-#: never closed (the parser notices only lines later, where it "got" something else).
-_UNCLOSED = {
-    "while parsing a flow sequence": "the list opened with [",
-    "while parsing a flow mapping": "the mapping opened with {",
-    "while scanning a quoted scalar": "the quoted text",
+#: PyYAML's context of an error inside a bracket or quote: what it opened, and what closes it.
+_OPENED = {
+    "while parsing a flow sequence": ("the list opened with [", "]"),
+    "while parsing a flow mapping": ("the mapping opened with {", "}"),
+    "while scanning a quoted scalar": ("the quoted text", "quote"),
 }
 
 
 def _syntax_problem(exc: yaml.MarkedYAMLError) -> Problem:
-    """A YAML syntax error as one :class:`Problem` with a 1-based line: where a bracket or quote was
-    left open, that line (the parser's own line is later, and said in the sentence); else the line
-    where the parser stopped."""
+    """A YAML syntax error as one :class:`Problem` with a 1-based line. Inside a bracket or quote
+    opened on an earlier line, the sentence names that line too: where the file ends before it is
+    closed, the problem's line is the one it opened on (PyYAML's own is the file's end); else the
+    line where the reader stopped, with a hint (a comma missing between items, or the bracket left
+    open: ``version: [1`` is only noticed on the next line)."""
     problem = exc.problem or exc.context or "invalid YAML"
     opened, stopped = exc.context_mark, exc.problem_mark
-    if exc.context in _UNCLOSED and opened and stopped and opened.line != stopped.line:
+    if exc.context in _OPENED and opened and stopped and opened.line != stopped.line:
+        what, closer = _OPENED[exc.context]
+        if "end of stream" in problem or "<stream end>" in problem:
+            return Problem(
+                "",
+                f"This is not valid YAML: {what} on line {opened.line + 1} is not closed: the file ends before its closing {closer}.",
+                opened.line + 1,
+            )
+        hint = f" (a comma missing between two items, or its closing {closer} left out?)" if closer != "quote" else ""
         return Problem(
             "",
-            f"This is not valid YAML: {_UNCLOSED[exc.context]} on line {opened.line + 1} is not closed"
-            f" (the reader stopped on line {stopped.line + 1}: {problem}).",
-            opened.line + 1,
+            f"This is not valid YAML: {problem} on line {stopped.line + 1}, inside {what} on line {opened.line + 1}{hint}.",
+            stopped.line + 1,
         )
     mark = stopped or opened
     return Problem("", f"This is not valid YAML: {problem}.", mark.line + 1 if mark else None)

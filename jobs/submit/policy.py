@@ -90,11 +90,14 @@ class PartitionPolicy:
         return [n for n in GPU_COUNTS if n <= most]
 
     def node_limits(self, gpu_type: str, gpu_count: int) -> tuple[int, int]:
-        """(max CPUs, max memory MiB) on a node that can hold this request."""
+        """(max CPUs, max memory MiB) on a node that can hold this request; ``(0, 0)`` when none can.
+        A GPU type without GPUs asks for no GPU: it does not narrow the nodes (a profile's
+        ``gpu_type: h100`` with ``gpus_per_node: 0`` once matched no node, and its CPUs and memory
+        went unchecked)."""
         fitting = [
             c
             for t, c in self.classes.items()
-            if (not gpu_count or (t and c.gpus >= gpu_count)) and (not gpu_type or t == gpu_type)
+            if (not gpu_count or (t and c.gpus >= gpu_count)) and (not gpu_count or not gpu_type or t == gpu_type)
         ]
         return max((c.cpus for c in fitting), default=0), max((c.memory_mb for c in fitting), default=0)
 

@@ -107,7 +107,7 @@ resources:
   partition: small
   cpus: 0
   gpus_per_node: -1
-  nodes: 100001
+  nodes: 65
 run:
   command: echo
   args: [{args}]
@@ -117,7 +117,7 @@ run:
         ("name", 2): "Must not be empty.",
         ("resources.cpus", 5): "Must be at least 1.",
         ("resources.gpus_per_node", 6): "Must be at least 0.",
-        ("resources.nodes", 7): "Must be at most 100000.",
+        ("resources.nodes", 7): "Must be at most 64.",
         ("run.args", 10): "At most 100 items are allowed here (this list has 101).",
     }
 
@@ -125,16 +125,27 @@ run:
 def test_a_count_within_reason_is_left_to_the_site_policy():
     """The schema does not quote a limit of its own that the cluster does not have: 2000 CPUs pass the
     shape, and the site policy (which knows the node's CPUs) refuses them."""
-    spec = parse_profile(EXAMPLE_TEXT.replace("cpus: 2", "cpus: 2000").replace("gpus_per_node: 0", "gpus_per_node: 100"))
-    assert (spec.cpus, spec.gpus_per_node) == (2000, 100)
+    spec = parse_profile(EXAMPLE_TEXT.replace("cpus: 2", "cpus: 2000").replace("gpus_per_node: 0", "gpus_per_node: 16"))
+    assert (spec.cpus, spec.gpus_per_node) == (2000, 16)
+    # Past what any node has (and the job's cpus column holds): refused by the shape.
+    assert errors_of(EXAMPLE_TEXT.replace("cpus: 2", "cpus: 40000")) == [("resources.cpus", 6, "Must be at most 4096.")]
 
 
 @pytest.mark.parametrize(
     "text, line, words",
     [
-        ('version: 1\nname: "demo\nresources: {partition: small}\n', 2, "the quoted text on line 2 is not closed"),
-        ("version: 1\nresources: {partition: small\nrun: {command: x}\n", 2, "the mapping opened with { on line 2"),
-        ("version: [1\nname: x\n", 1, "the list opened with [ on line 1 is not closed (the reader stopped on line 2"),
+        ('version: 1\nname: "demo\nresources: {partition: small}\n', 2, "the quoted text on line 2 is not closed: the file ends"),
+        (
+            "version: 1\nresources: {partition: small\nrun: {command: x}\n",
+            3,
+            "on line 3, inside the mapping opened with { on line 2",
+        ),
+        (
+            "version: [1\nname: x\n",
+            2,
+            "inside the list opened with [ on line 1 (a comma missing between two items, or its closing ]",
+        ),
+        ('version: 1\nargs: [\n  "a"\n  "b"\n]\n', 4, "but got '<scalar>' on line 4, inside the list opened with [ on line 2"),
         ("version: 1\nresources:\n  partition: x\n bad: 1\n", 4, "This is not valid YAML: expected <block end>"),
     ],
 )

@@ -54,6 +54,17 @@ def test_more_cpus_than_the_node_has_is_refused_with_the_nodes_figure(people, cl
     assert not Job.objects.exists()
 
 
+def test_a_gpu_type_without_gpus_does_not_leave_the_cpus_unchecked(people, cluster, no_slurm, policy_checks):
+    """A GPU type with no GPUs matched no node of the partition, and the policy then checked neither
+    CPUs nor memory: 3000 CPUs reached the job's row."""
+    text = EXAMPLE_TEXT.replace("cpus: 2", "cpus: 3000").replace("gpus_per_node: 0", "gpus_per_node: 0\n  gpu_type: h100")
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=text)
+    assert [(p.field, p.line) for p in refused.value.problems] == [("resources.cpus", 7)], refused.value.problems
+    assert "CPUs must be between 1 and" in refused.value.problems[0].message
+    assert not Job.objects.exists()
+
+
 def test_a_team_the_user_is_not_in_is_a_problem_of_the_profiles_account(people, cluster, no_slurm):
     with pytest.raises(Refused) as refused:
         profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: nlp\n"))
