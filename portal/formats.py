@@ -4,6 +4,7 @@ the API: times, durations, ordinals, sizes. Pure functions of their argument (an
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -12,7 +13,7 @@ from django.utils import timezone as djtz
 from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 
-__all__ = ["duration", "from_now", "limit_text", "mib_to_gb", "ordinal", "ticking", "unix_time", "when"]
+__all__ = ["duration", "from_now", "hours", "limit_text", "mib_to_gb", "ordinal", "ticking", "unix_time", "when"]
 
 
 def unix_time(value, fmt: str = "Y-m-d H:i"):
@@ -108,21 +109,23 @@ def from_now(value):
 
 
 def hours(value) -> str:
-    """GPU-hours or billed unit-hours as the team pages show them: one decimal from 1 (``12.5``,
-    ``10.0``), two below it (``0.06``, not ``0.1``), ``"< 0.01"`` for less than that but more than
-    none, ``"0.0"`` for none, ``""`` for ``None``. With one decimal throughout, a team's 0.14 and
-    0.04 on two clusters read 0.1 and 0.0 beside a total of 0.2. Rounded half up (:func:`half_up`)."""
+    """GPU-hours or billed unit-hours as pages, notes and mails show them: one decimal from 1
+    (``12.5``, ``10.0``), two below it (``0.06``, not ``0.1``), ``"< 0.01"`` for less than that but
+    more than none, ``"0.0"`` for none (or a negative amount that rounds to none), ``""`` for
+    ``None``; rounded half up (:func:`half_up`). With one decimal throughout, a team's 0.14 and 0.04
+    GPU-hours on two clusters read 0.1 and 0.0 beside a total of 0.2 (each figure is still rounded
+    alone, so a sum can differ from its parts in the last digit)."""
     if value is None or value == "":
         return ""
     value = float(value)
-    if value == 0:
-        return "0.0"
-    if abs(value) >= 1:
+    if not math.isfinite(value):
+        return str(value)
+    small = half_up(value, 2)
+    if abs(small) >= 1:
         return str(half_up(value, 1))
-    shown = half_up(value, 2)
-    if shown == 0:
-        return "< 0.01" if value > 0 else "0.00"
-    return str(shown)
+    if small == 0:
+        return "< 0.01" if value > 0 else "0.0"
+    return str(small)
 
 
 def mib_to_gb(mib):

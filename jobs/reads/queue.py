@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
-from portal.formats import from_now, ordinal
+from portal.formats import from_now, hours, ordinal
 from slurm.queue_index import HELD_REASONS
 from slurm.states import JobState
 from slurm.times import time_left_seconds
@@ -116,7 +116,7 @@ def queue_line(row: JobRow) -> QueueLine:
     return QueueLine("")
 
 
-def _billed_fit(usage, job: Job, left: float, hours) -> str:
+def _billed_fit(usage, job: Job, left: float) -> str:
     """ " To start now, ask for at most 30 min (it needs up to 12.0 billed unit-hours, 6 an hour)." for
     a job held by a quota in billed units with ``left`` billed unit-hours not used nor promised; ""
     when it fits, nothing would, or its partition's weights are not stored yet."""
@@ -159,9 +159,6 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
     if usage is None or not usage.tracked:
         return ""
 
-    def hours(value: float) -> str:
-        return f"{value:.2f}" if abs(value) < 1 else f"{value:.1f}"
-
     parts = []
     promised = usage.gpu_hours_promised or 0.0
     billed = getattr(usage, "quota_unit", "gpu") == "billing"
@@ -187,7 +184,7 @@ def quota_note(account: str, usage, job: Job | None = None) -> str:
             )
         if job is None or usage.billed_hours_left is None:
             return note
-        return note + _billed_fit(usage, job, usage.billed_hours_left - billed_promised, hours)
+        return note + _billed_fit(usage, job, usage.billed_hours_left - billed_promised)
     if usage.gpu_hours_quota == 0:
         return note + " The quota is 0 GPU-hours: frozen, so the next period will not help; a portal admin must set a quota."
     if job is not None and job.gpu_count and usage.gpu_hours_left is not None:

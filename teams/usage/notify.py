@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from notifications.models import NotificationKind
 from notifications.services import notify
+from portal.formats import hours
 
 from ..models import Membership, Role
 from .records import TeamUsage
@@ -53,8 +54,8 @@ def quota_notify(teams: dict[str, TeamUsage], *, cluster: str) -> int:
                 quota, used = usage.quota_hours or 0.0, usage.quota_hours_used or 0.0
                 left = max(0.0, quota - used)
                 body = (
-                    f"Team {account} has used {used:.1f} of its {quota:.1f} {usage.unit_label} "
-                    f"on {cluster} this period ({percent} % or more; {left:.1f} left)."
+                    f"Team {account} has used {hours(used)} of its {hours(quota)} {usage.unit_label} "
+                    f"on {cluster} this period ({percent} % or more; {hours(left)} left)."
                 )
                 if percent >= 100:
                     body += " Its jobs wait until the quota is raised or the period ends."

@@ -1,5 +1,5 @@
-"""GPU-hours on the team page: small figures keep two decimals, so a team's clusters add up to the
-total it shows (with one decimal, 0.14 and 0.04 read 0.1 and 0.0 beside a total of 0.2)."""
+"""GPU-hours on the team page: small figures keep two decimals, so a team's clusters' figures agree
+with the total it shows (with one decimal, 0.14 and 0.04 read 0.1 and 0.0 beside a total of 0.2)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ pytestmark = pytest.mark.django_db
         (0.005, "0.01"),
         (0.045, "0.05"),
         (0.14, "0.14"),
-        (0.996, "1.00"),
+        (0.996, "1.0"),  # rounds to 1: one decimal, as from 1
+        (-0.004, "0.0"),  # a "left" a hair over the quota: none
+        (float("inf"), "inf"),
         (1, "1.0"),
         (2.25, "2.3"),
         (12, "12.0"),
@@ -36,7 +38,7 @@ def test_hours_keep_two_decimals_below_one(value, shown):
     assert hours(value) == shown
 
 
-def test_the_clusters_small_figures_add_up_to_the_total_shown(client, admin):  # noqa: F811
+def test_the_clusters_small_figures_agree_with_the_total_shown(client, admin):  # noqa: F811
     gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
     one = figures(cluster="cluster1", gpu_hours_used=0.14, gpu_hours_quota=10.0, gpu_hours_left=9.86, **gpu)
     two = figures(cluster="cluster2", gpu_hours_used=0.04, gpu_hours_quota=10.0, gpu_hours_left=9.96, **gpu)
