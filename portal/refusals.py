@@ -63,6 +63,10 @@ def limit_sentence(kind: str, ctx: Mapping) -> str:
         return f"Must be at least {ctx.get('ge')}."
     if kind == "less_than_equal":
         return f"Must be at most {ctx.get('le')}."
+    if kind == "greater_than":
+        return f"Must be more than {ctx.get('gt')}."
+    if kind == "less_than":
+        return f"Must be less than {ctx.get('lt')}."
     if kind == "string_too_short":
         return (
             "Must not be empty." if ctx.get("min_length") == 1 else f"Must be at least {ctx.get('min_length')} characters long."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django import forms
 
-from portal.refusals import Problem, Refused, refusal_to_form
+from portal.refusals import Problem, Refused, limit_sentence, refusal_to_form
 
 
 class _Form(forms.Form):
@@ -57,3 +57,21 @@ def test_a_form_shows_each_problem_on_its_field_or_as_a_non_field_error():
     )
     assert form.errors["memory_gb"] == ["Too much memory."] and "hours" not in form.errors
     assert form.non_field_errors() == ["JupyterHub said no.", "Not on this form."]
+
+
+@pytest.mark.parametrize(
+    "kind, ctx, sentence",
+    [
+        ("greater_than_equal", {"ge": 1}, "Must be at least 1."),
+        ("less_than_equal", {"le": 64}, "Must be at most 64."),
+        ("greater_than", {"gt": 0}, "Must be more than 0."),
+        ("less_than", {"lt": 10}, "Must be less than 10."),
+        ("string_too_short", {"min_length": 1}, "Must not be empty."),
+        ("string_too_short", {"min_length": 3}, "Must be at least 3 characters long."),
+        ("string_too_long", {"max_length": 64}, "Must be at most 64 characters long; shorten it."),
+        ("too_long", {"max_length": 100, "actual_length": 101}, "At most 100 items are allowed here (this list has 101)."),
+        ("int_parsing", {}, ""),  # not a limit: the caller words it
+    ],
+)
+def test_a_limit_is_said_in_the_portals_words(kind, ctx, sentence):
+    assert limit_sentence(kind, ctx) == sentence
