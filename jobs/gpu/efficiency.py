@@ -69,7 +69,7 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     members.sort(key=lambda m: (-m.used_h, m.username))
     idle.sort(key=lambda pair: -pair[1])
     figures, team_figures = _figures(team, since=now - timedelta(days=DAYS))
-    worst = [(j, round(h, 2)) for j, h in idle[:WORST] if h > 0]
+    worst = [(j, round(h, 2)) for j, h in idle[:WORST] if round(h, 2) > 0]  # none that would read 0.0
     return TeamEfficiency(members, worst, DAYS, figures, team_figures)
 
 

@@ -92,7 +92,7 @@ def queue_line(row: JobRow) -> QueueLine:
     if job.state == JobState.PENDING:
         start = ""
         if row.reason is not None and row.reason.holds:
-            place = f"held in {job.partition}: will not start until this changes"
+            place = f"held in {job.partition}"  # the reason's heading says it will not start as it is
         else:
             place = f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"
             start = (

@@ -68,7 +68,11 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "Licenses": (_R, "A software license it needs is in use by other jobs.", ""),
     "BurstBufferResources": (_R, "The fast scratch storage (burst buffer) it needs is in use by other jobs.", ""),
     # waiting behind other work
-    "Priority": (_P, "Waiting behind jobs of higher priority (or equal, submitted earlier) in this partition.", ""),
+    "Priority": (
+        _P,
+        "Jobs of higher priority in this partition, and those of equal priority submitted earlier, start first.",
+        "",
+    ),
     "Dependency": (_P, "Waiting for the jobs it depends on to finish.", ""),
     # quota
     "AssocGrpGRESMinutes": (

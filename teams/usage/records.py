@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 
+from portal.formats import hours
+
 from .fairshare import FairShare
 
 #: What an admin must do when ``gres/gpu`` is not in ``AccountingStorageTRES``.
@@ -140,6 +142,11 @@ class TeamUsage:
         return self.billed_hours_quota if self.quota_unit == "billing" else self.gpu_hours_quota
 
     @property
+    def some_quota(self) -> bool:
+        """Summed figures: at least one cluster sets the team a quota (its own figures: it sets one)."""
+        return any(part.quota_hours is not None for part in self.clusters) or self.quota_hours is not None
+
+    @property
     def quota_hours_used(self) -> float | None:
         """Used this period in the quota's unit (sshare ``GrpTRESRaw``)."""
         return self.billed_hours_used if self.quota_unit == "billing" else self.gpu_hours_used
@@ -197,7 +204,10 @@ def hours_text(hours: float) -> str:
 
 
 def _units(value: float) -> str:
-    """Billed unit-hours as the quota sentence writes them: "80", "12.5"."""
+    """Billed unit-hours as the quota sentence writes them: "80", "12.5", and below 1 with two
+    decimals, as the team page shows them (:func:`portal.formats.hours`): "0.67", not "0.7"."""
+    if 0 < abs(value) < 1:
+        return hours(value)
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 

@@ -24,7 +24,7 @@ def test_hold_then_release_by_slurm_id(client, people, tokens, fake, cluster, dj
     assert r.status_code == HTTPStatus.ACCEPTED and r.json()["key"] == str(job.key) and r.json()["state"] == "PENDING"
     body = call(client, "get", "/jobs/77", tokens["alice"]).json()
     assert body["reason"] == "JobHeldUser" and body["position"] is None
-    assert body["explanation"].startswith("held in small: will not start until this changes")
+    assert body["explanation"].startswith("held in small · ")
     assert "You put this job on hold. To fix: Release it to let it start." in body["explanation"]
     fake.expect(["sudo", "-n", "-u", "alice", "--", "scontrol", "release", "77"])
     with django_capture_on_commit_callbacks(execute=True):

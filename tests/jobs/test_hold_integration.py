@@ -78,7 +78,7 @@ def test_hold_then_release_a_waiting_job(
         held = wait(waiting, {JobState.PENDING})
         assert held.reason == "JobHeldUser"
         row = job_row(held, positions_load(held.cluster))
-        assert row.position is None and row.line.place == "held in small: will not start until this changes"
+        assert row.position is None and row.line.place == "held in small"
         assert "You put this job on hold." in row.line.text
 
         bob = django_user_model.objects.create(username="bob", slurm_accounts=["nlp"])

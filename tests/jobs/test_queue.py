@@ -147,7 +147,7 @@ def test_queue_line_words_each_case_once():
     )
     held = Job(state=JobState.PENDING, slurm_job_id=7, partition="train", reason="PartitionTimeLimit", time_limit_min=60)
     line = job_row(held, {7: (1, 1)}, now=1000).line
-    assert line.text.startswith("held in train: will not start until this changes · Will not run unless changed: ")
+    assert line.text.startswith("held in train · Will not run unless changed: ")
     assert (
         line.text.endswith(" To fix: Ask for a time limit within the partition's maximum, or use another partition.")
         and "in line" not in line.text

@@ -70,7 +70,7 @@ def test_blocked_reasons_say_what_to_change(code):
 def test_examples_word_for_word():
     assert (
         explain_reason("Priority").sentence
-        == "Waiting behind jobs of higher priority (or equal, submitted earlier) in this partition."
+        == "Jobs of higher priority in this partition, and those of equal priority submitted earlier, start first."
     )
     assert (
         explain_reason("PartitionTimeLimit").fix

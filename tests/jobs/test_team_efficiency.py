@@ -69,3 +69,15 @@ def test_the_team_page_shows_it_to_its_lead_only(client, team):
         response = client.get("/teams/vision/gpu-efficiency/")
         assert response.status_code == 404 and b"idle-notebook" not in response.content
     assert client.get("/teams/nosuch/gpu-efficiency/").status_code == 404
+
+
+def test_a_job_whose_unused_hours_round_to_none_is_not_listed(team):
+    """A 0.004 GPU-hour job at 10 % SM leaves 0.0036 unused: listed, it read "0.0 of < 0.01 GPU-hours unused"."""
+    _, users = team
+    tiny = Job.objects.create(user=users["carl"], name="tiny", partition="gpu", memory_mb=1, time_limit_min=60, script="true")
+    Job.objects.filter(pk=tiny.pk).update(
+        state=JobState.COMPLETED, slurm_job_id=9999, end_at=timezone.now() - timedelta(hours=1), gpu_hours=0.004,
+        gpu_summary=GpuSummary.MEASURED, gpu_sm_mean=10.0, account="vision", gpu_count=1,
+    )  # fmt: skip
+    names = [j.name for j, _ in team_gpu_efficiency(team="vision").worst]
+    assert "tiny" not in names and names[:1] == ["idle-notebook"], names

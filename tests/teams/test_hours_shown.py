@@ -52,3 +52,17 @@ def test_the_clusters_small_figures_agree_with_the_total_shown(client, admin):  
     }
     assert "0.14 GPU-hours" in rows["cluster1"] and "9.9 GPU-hours" in rows["cluster1"], rows
     assert "0.04 GPU-hours" in rows["cluster2"] and "10.0 GPU-hours" in rows["cluster2"], rows
+
+
+@pytest.mark.parametrize(
+    "quotas, said",
+    [((None, None), "no quota"), ((10.0, None), "no quota on at least one cluster")],
+)
+def test_no_quota_on_at_least_one_cluster_only_when_one_has_a_quota(client, admin, quotas, said):  # noqa: F811
+    """Neither cluster setting a quota once read "no quota on at least one cluster"."""
+    gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
+    for cluster, quota in zip(["cluster1", "cluster2"], quotas, strict=True):
+        part = figures(cluster=cluster, gpu_hours_used=0.5, gpu_hours_quota=quota, gpu_hours_left=quota and quota - 0.5, **gpu)
+        usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), cluster)
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    assert page.select_one("[data-testid=quota]").get_text(" ", strip=True) == said
