@@ -10,6 +10,11 @@ that the zone skips or has twice at a clock change)."""
 
 from __future__ import annotations
 
+import zoneinfo
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
 from django import forms
 from django.utils import timezone as djtz
 
@@ -29,19 +34,41 @@ BAD_ZONE = "Choose a time zone from the list (such as Europe/Berlin or UTC)."
 REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
 
 
+@lru_cache(maxsize=1)
+def canonical_zones() -> frozenset[str]:
+    """The tz database's own zones, without the old names it keeps as links ("Asia/Calcutta" beside
+    "Asia/Kolkata", "Europe/Kiev" beside "Europe/Kyiv"): the third column of ``zone1970.tab``, from the
+    first directory of :data:`zoneinfo.TZPATH` that has it (Debian's tzdata), else from the ``tzdata``
+    package. Empty when neither has the file (then the regions alone filter the names)."""
+    for base in zoneinfo.TZPATH:
+        path = Path(base) / "zone1970.tab"
+        if path.is_file():
+            return _tab_zones(path.read_text(encoding="utf-8"))
+    try:
+        return _tab_zones(resources.files("tzdata.zoneinfo").joinpath("zone1970.tab").read_text(encoding="utf-8"))
+    except (ModuleNotFoundError, OSError):
+        return frozenset()
+
+
+def _tab_zones(text: str) -> frozenset[str]:
+    rows = (line.split("\t") for line in text.splitlines() if line and not line.startswith("#"))
+    return frozenset(row[2] for row in rows if len(row) > 2)
+
+
 def zone_choices(current: str = "") -> list:
     """The zone select's choices: UTC, then every known zone (:func:`portal.dates.known_zones`) of a
-    region in :data:`REGIONS`, grouped by region (an ``<optgroup>`` each) and sorted by name. A known
-    ``current`` zone outside them (an old alias a browser still reports, such as ``US/Eastern``) is
-    offered right after UTC, so the form keeps the zone it reads times in."""
-    zones = known_zones()
+    region in :data:`REGIONS` that is one of the tz database's own (:func:`canonical_zones`), grouped
+    by region (an ``<optgroup>`` each) and sorted by name. A known ``current`` zone not among them (an
+    old name a browser still reports, such as ``US/Eastern`` or ``Asia/Calcutta``) is offered right
+    after UTC, so the form keeps the zone it reads times in."""
+    zones, canonical = known_zones(), canonical_zones()
     grouped: dict[str, list[tuple[str, str]]] = {}
     for name in sorted(zones):
         region, _, place = name.partition("/")
-        if region in REGIONS and place:
+        if region in REGIONS and place and (not canonical or name in canonical):
             grouped.setdefault(region, []).append((name, place.replace("_", " ")))
     first = [("UTC", "UTC")]
-    if current in zones and current != "UTC" and current.partition("/")[0] not in REGIONS:
+    if current in zones and current != "UTC" and not any(current == name for part in grouped.values() for name, _ in part):
         first.append((current, current))
     return first + [(region, grouped[region]) for region in REGIONS if region in grouped]
 
