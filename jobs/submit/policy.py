@@ -238,6 +238,16 @@ def _check_text(req: JobRequest) -> list[Problem]:
         errors.append(Problem("workdir", "The working directory must be one line without control characters."))
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
         errors.append(Problem("workdir", "The working directory must be a path inside your home directory, without '..'."))
+    elif req.workdir.startswith("~"):  # taken as written, it made a directory named "~" in the home directory
+        relative = req.workdir.lstrip("~/")[:60]
+        instead = f"write {relative}" if relative else "leave it empty"
+        errors.append(
+            Problem(
+                "workdir",
+                f"'~' is not expanded here: a relative path is already taken in your home directory, so {instead}"
+                " (or give a full path).",
+            )
+        )
     script = req.script
     if not script.strip():
         errors.append(Problem("script", "Paste a script or a command to run."))

@@ -107,6 +107,12 @@ def test_memory_and_cpus_within_node_limits(policy):
         ("script", "echo a\x00b", "at most 256 KiB"),
         ("workdir", "../../etc", "without '..'"),
         ("workdir", "a\nb", "one line"),
+        (
+            "workdir",
+            "~/gpuportal-examples",
+            "'~' is not expanded here: a relative path is already taken in your home directory, so write gpuportal-examples",
+        ),
+        ("workdir", "~", "so leave it empty"),
     ],
 )
 def test_text_fields(policy, field, value, words):

@@ -65,6 +65,19 @@ def test_a_gpu_type_without_gpus_does_not_leave_the_cpus_unchecked(people, clust
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "workdir, words",
+    [("~/gpuportal-examples", "'~' is not expanded here"), ("../elsewhere", "without '..'")],
+)
+def test_a_workdir_refused_once_in_the_policys_words(people, cluster, no_slurm, workdir, words):
+    """A run.workdir of ~/x ran in /home/bob/~/x; one with '..' was refused twice (the profile's own
+    check and the site policy's)."""
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("workdir: gpuportal-examples/digits", f"workdir: {workdir}"))
+    [problem] = refused.value.problems
+    assert problem.field == "run.workdir" and words in problem.message, problem
+
+
 def test_a_team_the_user_is_not_in_is_a_problem_of_the_profiles_account(people, cluster, no_slurm):
     with pytest.raises(Refused) as refused:
         profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: nlp\n"))
