@@ -99,7 +99,7 @@ _OPENED = {
 }
 
 
-def _syntax_problem(exc: yaml.MarkedYAMLError) -> Problem:
+def _syntax_problem(exc: yaml.MarkedYAMLError, text: str) -> Problem:
     """A YAML syntax error as one :class:`Problem` with a 1-based line. Inside a bracket or quote
     opened on an earlier line, the sentence names that line too: where the file ends before it is
     closed, the problem's line is the one it opened on (PyYAML's own is the file's end); else the
@@ -121,8 +121,25 @@ def _syntax_problem(exc: yaml.MarkedYAMLError) -> Problem:
             f"This is not valid YAML: {problem} on line {stopped.line + 1}, inside {what} on line {opened.line + 1}{hint}.",
             stopped.line + 1,
         )
+    last = _last_line(text)
+    if "<stream end>" in problem and exc.context == "while parsing a flow node":  # "a: [1," and the file ends
+        return Problem(
+            "",
+            f"This is not valid YAML: the file ends inside a list or mapping, after line {last}: a closing ] or }} is missing"
+            " (or an item after the last comma).",
+            last,
+        )
     mark = stopped or opened
-    return Problem("", f"This is not valid YAML: {problem}.", mark.line + 1 if mark else None)
+    return Problem("", f"This is not valid YAML: {problem}.", min(mark.line + 1, last) if mark else None)
+
+
+def _last_line(text: str) -> int:
+    """The 1-based number of the file's last line that is not blank (PyYAML's end of stream is the line
+    after it, which the file does not have)."""
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return max(1, len(lines))
 
 
 def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
@@ -157,7 +174,7 @@ def load_yaml(text: str) -> tuple[dict, dict[tuple, int]]:
             raise Refused(Problem("", "A number in the profile has more than 4,300 digits; write a shorter one.")) from None
         raise Refused(Problem("", f"A value could not be read ({exc}); put it in quotes to keep it as text.")) from None
     except yaml.MarkedYAMLError as exc:
-        raise Refused(_syntax_problem(exc)) from None
+        raise Refused(_syntax_problem(exc, text)) from None
     except yaml.YAMLError as exc:
         raise Refused(Problem("", f"This is not valid YAML: {exc}.")) from None
     if not isinstance(document, dict) or node is None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from packaging.requirements import InvalidRequirement, Requirement
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.submit import policy
 from portal.refusals import Problem, Refused, limit_sentence
@@ -40,6 +41,19 @@ def _plain_requirement(item: str) -> bool:
     except InvalidRequirement:
         return False
     return requirement.url is None and requirement.marker is None
+
+
+def _pip_item(item: str) -> str:
+    """One ``environment.pip`` item, checked alone so that its refusal carries its own line."""
+    if _plain_requirement(item):
+        return item
+    if len(item.split()) > 1 and all(_plain_requirement(part) for part in item.split()):
+        # YAML joins the lines of a multi-line [ ... ] list whose items have no comma between them
+        raise ValueError(f"'{item[:60]}' is several requirements in one item: put a comma between them.")
+    raise ValueError(
+        f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed"
+        " here; use requirements)."
+    )
 
 
 # --- the schema ---------------------------------------------------------------------------------
@@ -116,7 +130,7 @@ class Run(_Strict):
 class Environment(_Strict):
     python: str = Field(default="", max_length=16)
     cuda: str = Field(default="", max_length=16)
-    pip: list[str] = Field(default_factory=list, max_length=200)
+    pip: list[Annotated[str, AfterValidator(_pip_item)]] = Field(default_factory=list, max_length=200)
     requirements: str = Field(default="", max_length=512)
     conda: str = Field(default="", max_length=512)
     #: Whether the venv sees the Python's own packages; unset (``None``): yes in an image (its numpy,
@@ -128,16 +142,6 @@ class Environment(_Strict):
     def _version(cls, value: str):
         if value and not _VERSION.match(value):
             raise ValueError(f'\'{value[:16]}\' is not a version; write it like "3.11" or "12.4" (in quotes).')
-        return value
-
-    @field_validator("pip")
-    @classmethod
-    def _pip(cls, value: list[str]):
-        for item in value:
-            if not _plain_requirement(item):
-                raise ValueError(
-                    f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed here; use requirements)."
-                )
         return value
 
 
@@ -268,7 +272,9 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
             # pydantic puts union members into loc (time_limit: str | int -> ("resources","time_limit","str")).
             loc = tuple(p for p in loc if p not in ("str", "int"))
             line = None if any(loc[: len(t)] == t for t in touched) else line_for(lines, loc)
-            errors.append(Problem(".".join(str(p) for p in loc), _message(err, loc), line))
+            # an item of a list (environment.pip's second) is named by its list, on the item's own line
+            named = loc[:-1] if loc and isinstance(loc[-1], int) else loc
+            errors.append(Problem(".".join(str(p) for p in named), _message(err, named), line))
         raise Refused(*_dedupe(errors)) from None
     if errors:
         raise Refused(*errors)

@@ -99,6 +99,22 @@ def test_refusals(text, field, line, words):
     assert any(f == field and (line is None or ln == line) and words in msg for f, ln, msg in found), found
 
 
+def test_a_list_item_is_refused_on_its_own_line_and_a_missing_comma_is_named():
+    text = EXAMPLE_TEXT.replace(
+        "  pip: [numpy==2.2.6, scikit-learn==1.7.2]\n",
+        "  pip: [\n    numpy==2.2.6,\n    scikit-learn==1.7.2\n    pandas,\n    ./local\n  ]\n",
+    )
+    assert errors_of(text) == [
+        ("environment.pip", 17, "'scikit-learn==1.7.2 pandas' is several requirements in one item: put a comma between them."),
+        (
+            "environment.pip",
+            19,
+            "'./local' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed"
+            " here; use requirements).",
+        ),
+    ]
+
+
 def test_limits_are_said_in_the_profiles_words():
     args = ", ".join(["a"] * 101)
     text = f"""version: 1
@@ -146,6 +162,7 @@ def test_a_count_within_reason_is_left_to_the_site_policy():
             "inside the list opened with [ on line 1 (a comma missing between two items, or its closing ]",
         ),
         ('version: 1\nargs: [\n  "a"\n  "b"\n]\n', 4, "but got '<scalar>' on line 4, inside the list opened with [ on line 2"),
+        ("version: 1\nenvironment:\n  pip: [numpy==2.2.6,\n\n", 3, "the file ends inside a list or mapping, after line 3"),
         ("version: 1\nresources:\n  partition: x\n bad: 1\n", 4, "This is not valid YAML: expected <block end>"),
     ],
 )
