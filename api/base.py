@@ -191,19 +191,38 @@ def _auth_error(request, exc):
 MAX_ERRORS = 50
 
 
+#: pydantic's error types for a value of the wrong JSON type, in the API's words (its own: "Input
+#: should be a valid dictionary or object to extract fields from").
+_JSON_TYPES = {
+    "extra_forbidden": "Unknown field.",
+    "missing": "This field is required.",
+    "int_parsing": "Must be a whole number.",
+    "int_type": "Must be a whole number.",
+    "int_from_float": "Must be a whole number.",
+    "float_parsing": "Must be a number.",
+    "float_type": "Must be a number.",
+    "string_type": "Must be text (a JSON string).",
+    "bool_parsing": "Must be true or false.",
+    "bool_type": "Must be true or false.",
+    "list_type": "Must be a list ([...]).",
+    "dict_type": "Must be a JSON object ({...}).",
+    "model_type": "Must be a JSON object ({...}).",
+    "model_attributes_type": "Must be a JSON object ({...}).",
+}
+
+
 @api.exception_handler(ValidationError)
 def _validation_error(request, exc: ValidationError):
     errors = []
     for err in exc.errors[:MAX_ERRORS]:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "payload")]
-        message = limit_sentence(err.get("type", ""), err.get("ctx") or {}) or str(err.get("msg", "invalid value")).removeprefix(
-            "Value error, "
+        kind = err.get("type", "")
+        message = (
+            _JSON_TYPES.get(kind)
+            or limit_sentence(kind, err.get("ctx") or {})
+            or str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         )
-        if err.get("type") == "extra_forbidden":
-            message = "Unknown field."
-        elif err.get("type") == "missing":
-            message = "This field is required."
-        errors.append({"field": ".".join(loc)[:200], "message": message, "line": None})
+        errors.append({"field": ".".join(loc)[:200] or "body", "message": message, "line": None})
     fields = ", ".join(e["field"][:60] or "body" for e in errors[:10])
     more = len(exc.errors) - min(len(errors), 10)
     fields += f" and {more} more" if more > 0 else ""

@@ -268,8 +268,9 @@ def list_jobs(
 def submit_job(request, body: JobSubmitIn):
     need_scope(request, "jobs")
     if (body.profile_yaml is None) == (body.profile_id is None):
+        both = ", not both" if body.profile_yaml is not None else ""
         raise Refused(
-            Problem("profile_yaml", "Give profile_yaml or profile_id."),
+            Problem("profile_yaml", f"Give profile_yaml or profile_id{both}."),
             detail="Send exactly one of profile_yaml (a profile file's text) or profile_id (a saved profile).",
         )
     profile = None

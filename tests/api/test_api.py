@@ -179,6 +179,23 @@ def test_malformed_requests_are_400_with_the_field(client, people, tokens, clust
 
 
 @pytest.mark.parametrize(
+    "body, errors",
+    [
+        ([], [("body", "Must be a JSON object ({...}).")]),
+        ({"profile_yaml": 5}, [("profile_yaml", "Must be text (a JSON string).")]),
+        ({"profile_id": "abc"}, [("profile_id", "Must be a whole number.")]),
+        ({"profile_yaml": EXAMPLE_TEXT, "overrides": "x"}, [("overrides", "Must be a JSON object ({...}).")]),
+        ({"profile_yaml": EXAMPLE_TEXT, "profile_id": 1}, [("profile_yaml", "Give profile_yaml or profile_id, not both.")]),
+    ],
+)
+def test_a_body_of_the_wrong_shape_is_refused_in_the_apis_words(client, people, tokens, cluster, no_slurm, body, errors):
+    r = call(client, "post", "/jobs", tokens["alice"], body)
+    assert r.status_code == HTTPStatus.BAD_REQUEST, r.content
+    assert [(e["field"], e["message"]) for e in r.json()["errors"]] == errors, r.json()
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(
     "body, content_type, detail, message, line",
     [
         (
