@@ -68,19 +68,12 @@ def _not_bool(value):
     return value
 
 
-#: The most CPUs per node the file's shape allows: a guard against numbers no node has (a job's
-#: ``cpus`` column holds at most 32,767). What the cluster really has (4 CPUs on a node, say) is
-#: checked after the shape, by the site policy, whose refusal names the node's own figure: the shape
-#: once capped CPUs at 1024, and 2000 CPUs were refused with that figure instead of the node's.
-MOST_CPUS = 4096
-
-
 class Resources(_Strict):
     partition: str = Field(min_length=1, max_length=64)
     nodes: int = Field(default=1, ge=1, le=64)
     gpus_per_node: int = Field(default=0, ge=0, le=64)
     gpu_type: str = Field(default="", max_length=64)
-    cpus: int = Field(default=1, ge=1, le=MOST_CPUS)
+    cpus: int = Field(default=1, ge=1, le=policy.MOST_CPUS)
     #: As written (``4G``, ``4000M``, ``1.5T``, a bare number = GB); read by portal.units.memory_mib.
     memory: str | int | float = "4G"
     time_limit: str | int = "01:00:00"

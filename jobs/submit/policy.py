@@ -29,6 +29,11 @@ from .classes import class_problems
 GPU_COUNTS = (1, 2, 4, 8)
 MAX_SCRIPT_BYTES = 256 * 1024
 MAX_NAME = 200
+#: The most CPUs a job request's shape allows, on every surface (the New job form, profiles): a guard
+#: against numbers no node has (a job's ``cpus`` column holds at most 32,767). Below it the policy
+#: refuses what the partition's nodes cannot give, naming their own figure: a cap of 1024 once
+#: answered 2000 CPUs with "at most 1024" where the node has 4.
+MOST_CPUS = 4096
 _SHELL_SHEBANG = re.compile(r"^#!\s*(/usr)?/bin/(env\s+)?(ba)?sh\b")
 
 

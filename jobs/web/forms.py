@@ -18,7 +18,7 @@ from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
 
 from ..submit.classes import class_choices
-from ..submit.policy import GPU_COUNTS, JobRequest, SitePolicy, memory_over, time_limit_minutes
+from ..submit.policy import GPU_COUNTS, MOST_CPUS, JobRequest, SitePolicy, memory_over, time_limit_minutes
 
 
 class MemoryField(forms.Field):
@@ -171,7 +171,7 @@ class JobForm(forms.Form):
     )
     cpus = forms.IntegerField(
         min_value=1,
-        max_value=1024,
+        max_value=MOST_CPUS,  # below it, the site policy names the node's own figure
         initial=2,
         label="CPUs",
         error_messages={

@@ -81,7 +81,7 @@ FORM = dict(
         ("cpus", "", "Give the number of CPUs, such as 2."),
         ("cpus", "two", "CPUs must be a whole number, such as 2."),
         ("cpus", "0", "A job needs at least 1 CPU."),
-        ("cpus", "2000", "CPUs must be at most 1024: the table below says how many a node has."),
+        ("cpus", "5000", "CPUs must be at most 4096: the table below says how many a node has."),
         ("time_limit", "", "Give a time limit, such as 01:00:00 for one hour: Slurm stops the job then."),
         ("script", "", "Give the script to run: a bash script, or a command such as python train.py."),
     ],
@@ -255,7 +255,8 @@ def test_new_job_form_submits_and_redirects(client, alice, cluster, no_slurm, dj
         ({"memory_gb": "-1"}, "memory_gb", "Memory must be more than 0 ('-1' is not)."),  # it once read "at most"-style
         ({"memory_gb": "0"}, "memory_gb", "Memory must be more than 0"),
         ({"memory_gb": "lots"}, "memory_gb", "'lots' is not an amount of memory. Give memory as 4G, 4000M or 1.5T"),
-        ({"cpus": "99999"}, "cpus", "CPUs must be at most 1024"),
+        ({"cpus": "99999"}, "cpus", "CPUs must be at most 4096"),
+        ({"cpus": "2000"}, "cpus", "CPUs must be between 1 and 8 (the largest suitable node in train)."),
         ({"memory_gb": "100"}, "memory_gb", "at most 15.6 GB"),
         ({"script": "#!/bin/bash\n#SBATCH --gres=gpu:8\n"}, "script", "#SBATCH line"),
         ({"account": "nlp"}, "account", "not in the team"),
