@@ -44,6 +44,9 @@ class TeamEfficiency:
     #: (by username, most billed first) and for the whole team.
     figures: list[tuple[str, FigureSums]] = ()
     team_figures: FigureSums | None = None
+    #: GPU jobs of the team that ended in the span whose GPU-hours accounting (sacct) has not given
+    #: yet: counted nowhere above until it does (within a poll or two of their end).
+    awaiting: int = 0
 
 
 def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
@@ -51,11 +54,8 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     :class:`MemberEfficiency` per member with GPU jobs, by GPU-hours used, and the :data:`WORST` jobs
     by idle GPU-hours (GPU-hours × (1 − mean SM activity))."""
     now = now or timezone.now()
-    jobs = list(
-        Job.objects.filter(account=team, gpu_count__gt=0, gpu_hours__isnull=False, end_at__gte=now - timedelta(days=DAYS))
-        .select_related("user")
-        .order_by("-end_at")
-    )
+    ended = Job.objects.filter(account=team, gpu_count__gt=0, end_at__gte=now - timedelta(days=DAYS))
+    jobs = list(ended.filter(gpu_hours__isnull=False).select_related("user").order_by("-end_at"))
     per: dict[str, list[float]] = {}
     idle: list[tuple[Job, float]] = []
     for job in jobs:
@@ -70,7 +70,8 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     idle.sort(key=lambda pair: -pair[1])
     figures, team_figures = _figures(team, since=now - timedelta(days=DAYS))
     worst = [(j, round(h, 2)) for j, h in idle[:WORST] if round(h, 2) > 0]  # none that would read 0.0
-    return TeamEfficiency(members, worst, DAYS, figures, team_figures)
+    awaiting = ended.filter(gpu_hours__isnull=True).count()
+    return TeamEfficiency(members, worst, DAYS, figures, team_figures, awaiting)
 
 
 def _figures(team: str, *, since) -> tuple[list[tuple[str, FigureSums]], FigureSums]:

@@ -81,3 +81,21 @@ def test_a_job_whose_unused_hours_round_to_none_is_not_listed(team):
     )  # fmt: skip
     names = [j.name for j, _ in team_gpu_efficiency(team="vision").worst]
     assert "tiny" not in names and names[:1] == ["idle-notebook"], names
+
+
+def test_gpu_jobs_whose_accounting_is_not_in_are_said_not_denied(client, django_user_model):
+    """A lead's first look right after the team's GPU jobs ended said "No GPU jobs of this team ended
+    in the last 30 days" while accounting's GPU-hours were not in yet."""
+    team = Team.objects.create(name="vision")
+    lena, carl = (django_user_model.objects.create(username=n) for n in ("lena", "carl"))
+    Membership.objects.create(user=lena, team=team, role=Role.LEAD, source=Source.ADMIN)
+    for n in range(2):
+        j = Job.objects.create(
+            user=carl, name=f"j{n}", partition="gpu", memory_mb=1, time_limit_min=60, script="true", gpu_count=1
+        )
+        Job.objects.filter(pk=j.pk).update(state=JobState.COMPLETED, end_at=timezone.now(), account="vision", gpu_hours=None)
+    assert team_gpu_efficiency(team="vision").awaiting == 2
+    client.force_login(lena)
+    html = BeautifulSoup(client.get("/teams/vision/gpu-efficiency/").content, "html.parser")
+    said = html.select_one('[data-testid="gpu-efficiency-none"]').get_text(" ", strip=True)
+    assert said.startswith("2 GPU jobs of this team ended in the last 30 days; their GPU-hours come from accounting"), said

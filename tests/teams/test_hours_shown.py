@@ -52,6 +52,9 @@ def test_the_clusters_small_figures_agree_with_the_total_shown(client, admin):  
     }
     assert "0.14 GPU-hours" in rows["cluster1"] and "9.9 GPU-hours" in rows["cluster1"], rows
     assert "0.04 GPU-hours" in rows["cluster2"] and "10.0 GPU-hours" in rows["cluster2"], rows
+    # each section says what it counts: the members' table is the period's accounting, not the quota's counter
+    source = page.select_one("[data-testid=members-source]").get_text(" ", strip=True)
+    assert source.startswith("This period (since 2026-11-01), from accounting (sacct)") and "GrpTRESRaw" in source, source
 
 
 @pytest.mark.parametrize(
