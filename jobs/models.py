@@ -377,7 +377,7 @@ class Job(JobFigures, models.Model):
                 f"the virtual environment of profile {self.profile_spec.get('name', '')} (Python {env.get('python') or 'default'}, "
                 f"{len(pip)} pip package{'s' if len(pip) != 1 else ''}) on top of {base}'s Python"
             )
-        return f"{base}'s own packages (no virtual environment)"
+        return base + ("'s own" if self.image_name else ", with its") + " packages (no virtual environment)"
 
     @property
     def image_gone(self) -> bool:

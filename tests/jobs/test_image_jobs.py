@@ -62,7 +62,7 @@ def test_the_checked_image_is_kept_on_the_job(alice, policy, image, django_captu
 def test_no_image_is_the_nodes_own_system(alice, policy, clean_cache, django_capture_on_commit_callbacks):  # noqa: F811
     with django_capture_on_commit_callbacks():
         job = submit.job_create(checked=submit.job_check(user=alice, request=request_(), policy=policy))
-    assert job.image_name == "" and "node's own system" in job.environment_text
+    assert job.image_name == "" and job.environment_text == "the node's own system, with its packages (no virtual environment)"
 
 
 @pytest.mark.django_db
