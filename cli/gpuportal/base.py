@@ -43,9 +43,12 @@ def token_hint(exc: ApiError, url: str | None) -> str | None:
 
 def print_api_error(exc: ApiError, url: str | None) -> None:
     """Print an :class:`ApiError` to stderr: ``error: <detail>``, then one line per field error
-    (``  <field> (line N): <message>``), then for 401 a hint about the token."""
+    (``  <field> (line N): <message>``; one whose message is the detail itself, as a refused hold's
+    is, is not said twice), then for 401 a hint about the token."""
     err(f"error: {exc.detail}")
     for item in exc.errors:
+        if str(item.get("message") or "").strip() == exc.detail.strip() and item.get("line") is None:
+            continue
         field = one_line(item.get("field")) if item.get("field") else ""
         line = item.get("line")
         where = f"{field} (line {line})" if line is not None else field

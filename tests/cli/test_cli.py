@@ -891,7 +891,7 @@ def test_hold_prints_the_portals_refusal(env, capsys):
     detail = "Only a pending job can be held: it is running, not waiting to start; cancel it if it should stop."
     env.script("POST", "/jobs/4242/hold", (400, {"detail": detail, "errors": [{"field": "job", "message": detail}]}))
     assert main(["hold", "4242"]) == 1
-    assert detail in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {detail}\n"  # once: the field error is the same sentence
 
 
 def test_hold_of_another_users_job_is_not_found(env, capsys):
