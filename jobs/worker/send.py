@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -103,12 +104,13 @@ def user_home(username: str, *, fresh: bool = False, cluster: str | None = None)
 
 def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
     """(per-job directory, chdir, stdout path, stderr path). ``workdir`` given by the user is taken
-    relative to their home unless absolute; outputs always go to the per-job directory."""
+    relative to their home unless absolute, its runs of ``/`` as one (``//home//bob///x`` was stored
+    and shown so); outputs always go to the per-job directory."""
     jobdir = settings.PORTAL_JOB_DIR.format(home=home.rstrip("/"), key=job.key)
     chdir = job.workdir or jobdir
     if job.workdir and not job.workdir.startswith("/"):
         chdir = f"{home.rstrip('/')}/{job.workdir}"
-    return jobdir, chdir, f"{jobdir}/slurm-%j.out", f"{jobdir}/slurm-%j.err"
+    return jobdir, re.sub("/{2,}", "/", chdir), f"{jobdir}/slurm-%j.out", f"{jobdir}/slurm-%j.err"
 
 
 def find_by_key(job: Job) -> tuple[int, str] | None:

@@ -370,8 +370,9 @@ def test_a_whole_22_05_accounting_document_without_the_key_says_not_there(alice,
 
 
 @pytest.mark.django_db
-def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake):
-    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir="runs/a")
+@pytest.mark.parametrize("typed", ["runs/a", "runs//a", "//home//alice///runs/a"])
+def test_a_marked_row_without_paths_gets_them_before_the_key_check(alice, fake, typed):
+    job = make_job(alice, submitted_at="2026-11-29T10:00:00Z", workdir=typed)
     fake.expect(["getent", "passwd", "alice"], stdout=PASSWD)
     fake.expect(["squeue", "--json", "-t", "all"], stdout=json.dumps({**META_2205, "jobs": []}))
     fake.expect(["sacct", "--json", "-D", "-u", "alice", "-S", ANY], stdout=json.dumps({**META_2205, "jobs": []}))
