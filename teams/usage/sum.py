@@ -74,19 +74,22 @@ def _gpu_sums(tracked: list[TeamUsage], *, now: float, end: datetime | None) -> 
     """The GPU figures of the clusters that track ``gres/gpu`` (``tracked``, at least one) added up,
     as :class:`TeamUsage` keyword arguments: GPU-hours used and pending, GPUs running and the burn rate
     (GPU-hours a day) over the clusters that know them, quota and GPU limit only when every cluster
-    has one, ``used_up`` when every cluster's is, the daily series; the hours left and the run-out
-    date computed again from the sums (:func:`teams.usage.compute.runout`, at ``now``, Unix seconds,
-    with the period ending at ``end``)."""
+    has one, ``used_up`` when every cluster's is, the daily series; the hours left computed again
+    from the sums (:func:`teams.usage.compute.runout`, at ``now``, Unix seconds, with the period
+    ending at ``end``). The run-out date is the earliest cluster's: Slurm holds each cluster's quota
+    alone, so the team's jobs wait from the day its first cluster's runs out (the sums' date, 0.4
+    GPU-hours over both at both's rate, once said a week later than cluster1's)."""
     used = _sum_known([p.gpu_hours_used for p in tracked])
     quota = _sum_all([p.gpu_hours_quota for p in tracked])
     rate = _sum_known([p.burn_gpu_hours_per_day for p in tracked])
-    left, _, runout_date = runout(
-        quota_h=quota,
-        used_h=used,
-        rate_per_day=rate,
-        now=now,
-        reset_at=end.timestamp() if end else None,
-    )
+    reset_at = end.timestamp() if end else None
+    left, _, _ = runout(quota_h=quota, used_h=used, rate_per_day=rate, now=now, reset_at=reset_at)
+    dates = [
+        runout(
+            quota_h=p.gpu_hours_quota, used_h=p.gpu_hours_used, rate_per_day=p.burn_gpu_hours_per_day, now=now, reset_at=reset_at
+        )[2]
+        for p in tracked
+    ]
     return dict(
         gpu_hours_used=used,
         gpu_hours_quota=quota,
@@ -98,7 +101,7 @@ def _gpu_sums(tracked: list[TeamUsage], *, now: float, end: datetime | None) -> 
         gpu_hours_promised=_sum_known([p.gpu_hours_promised for p in tracked]),
         promised_jobs=_sum_known([p.promised_jobs for p in tracked]),
         burn_gpu_hours_per_day=rate,
-        runout_date=runout_date,
+        runout_date=min((d for d in dates if d), default=None),
         daily=_daily(tracked),
     )
 

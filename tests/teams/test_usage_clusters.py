@@ -180,8 +180,10 @@ def test_what_is_summed(stored):
     assert (total.gpu_hours_quota, total.gpu_hours_used, total.gpu_hours_left) == (20.0, 8.5, 11.5)
     assert (total.gpu_limit, total.gpus_running, total.pending_gpu_hours, total.burn_gpu_hours_per_day) == (8, 3, 4.5, 23.0)
     assert not total.used_up and total.taken_at == 1795970000.0
-    # 11.5 GPU-hours left at 23 a day: half a day after the newest figures (Nov 29th, 16:33 UTC)
-    assert total.runout_date == date(2026, 11, 30)
+    # The earliest cluster's, as Slurm holds each cluster's quota alone: cluster1's 2.5 GPU-hours left
+    # at 10 a day run out 6 h after the newest figures (Nov 29th, 16:33 UTC); cluster2's 9 at 13 a day
+    # on Nov 30th, and the sums' 11.5 at 23 a day (the date once shown) also on Nov 30th.
+    assert total.runout_date == date(2026, 11, 29)
     alice, carol = total.members
     assert (alice.username, alice.gpu_hours, alice.jobs, alice.failed_jobs) == ("alice", 6.0, 5, 2)
     assert alice.median_wait_s == 60.0  # the median of 10, 50, 60, 120, 300 s: both clusters' waits
