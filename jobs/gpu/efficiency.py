@@ -44,8 +44,9 @@ class TeamEfficiency:
     #: (by username, most billed first) and for the whole team.
     figures: list[tuple[str, FigureSums]] = ()
     team_figures: FigureSums | None = None
-    #: GPU jobs of the team that ended in the span whose GPU-hours accounting (sacct) has not given
-    #: yet: counted nowhere above until it does (within a poll or two of their end).
+    #: GPU jobs of the team that ended in the span whose GPU-hours the poller still waits for from
+    #: accounting (sacct; ``Job.accounting_pending``): counted nowhere above until it gives them. Jobs
+    #: that will never have any (refused at submission, cancelled before they were sent) are not.
     awaiting: int = 0
 
 
@@ -70,7 +71,7 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     idle.sort(key=lambda pair: -pair[1])
     figures, team_figures = _figures(team, since=now - timedelta(days=DAYS))
     worst = [(j, round(h, 2)) for j, h in idle[:WORST] if round(h, 2) > 0]  # none that would read 0.0
-    awaiting = ended.filter(gpu_hours__isnull=True).count()
+    awaiting = ended.filter(gpu_hours__isnull=True, accounting_pending=True, slurm_job_id__isnull=False).count()
     return TeamEfficiency(members, worst, DAYS, figures, team_figures, awaiting)
 
 

@@ -89,11 +89,24 @@ def test_gpu_jobs_whose_accounting_is_not_in_are_said_not_denied(client, django_
     team = Team.objects.create(name="vision")
     lena, carl = (django_user_model.objects.create(username=n) for n in ("lena", "carl"))
     Membership.objects.create(user=lena, team=team, role=Role.LEAD, source=Source.ADMIN)
-    for n in range(2):
+    cases = [
+        (JobState.COMPLETED, 501, True),
+        (JobState.FAILED, 502, True),
+        (JobState.SUBMIT_FAILED, None, False),  # refused at submission: no accounting will ever come
+        (JobState.CANCELLED, None, False),  # cancelled before it was sent
+    ]
+    for n, (state, slurm_id, pending) in enumerate(cases):
         j = Job.objects.create(
             user=carl, name=f"j{n}", partition="gpu", memory_mb=1, time_limit_min=60, script="true", gpu_count=1
         )
-        Job.objects.filter(pk=j.pk).update(state=JobState.COMPLETED, end_at=timezone.now(), account="vision", gpu_hours=None)
+        Job.objects.filter(pk=j.pk).update(
+            state=state,
+            end_at=timezone.now(),
+            account="vision",
+            gpu_hours=None,
+            slurm_job_id=slurm_id,
+            accounting_pending=pending,
+        )
     assert team_gpu_efficiency(team="vision").awaiting == 2
     client.force_login(lena)
     html = BeautifulSoup(client.get("/teams/vision/gpu-efficiency/").content, "html.parser")
