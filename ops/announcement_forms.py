@@ -36,16 +36,20 @@ REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Aus
 
 @lru_cache(maxsize=1)
 def canonical_zones() -> frozenset[str]:
-    """The tz database's own zones, without the old names it keeps as links ("Asia/Calcutta" beside
-    "Asia/Kolkata", "Europe/Kiev" beside "Europe/Kyiv"): the third column of ``zone1970.tab``, from the
-    first directory of :data:`zoneinfo.TZPATH` that has it (Debian's tzdata), else from the ``tzdata``
-    package. Empty when neither has the file (then the regions alone filter the names)."""
+    """The tz database's zones by country, without the old names it keeps as links ("Asia/Calcutta"
+    beside "Asia/Kolkata", "Europe/Kiev" beside "Europe/Kyiv"): the third column of ``zone.tab`` (a
+    zone per country: Europe/Stockholm, Europe/Oslo) and ``zone1970.tab``, from the first directory of
+    :data:`zoneinfo.TZPATH` that has them (Debian's tzdata), else from the ``tzdata`` package. Empty
+    when neither has them (then the regions alone filter the names)."""
     for base in zoneinfo.TZPATH:
-        path = Path(base) / "zone1970.tab"
-        if path.is_file():
-            return _tab_zones(path.read_text(encoding="utf-8"))
+        paths = [Path(base) / name for name in ("zone.tab", "zone1970.tab")]
+        if any(path.is_file() for path in paths):
+            return frozenset().union(*(_tab_zones(p.read_text(encoding="utf-8")) for p in paths if p.is_file()))
     try:
-        return _tab_zones(resources.files("tzdata.zoneinfo").joinpath("zone1970.tab").read_text(encoding="utf-8"))
+        files = resources.files("tzdata.zoneinfo")
+        return frozenset().union(
+            *(_tab_zones(files.joinpath(n).read_text(encoding="utf-8")) for n in ("zone.tab", "zone1970.tab"))
+        )
     except (ModuleNotFoundError, OSError):
         return frozenset()
 

@@ -104,7 +104,9 @@ document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(doc
 
 // The browser's zone, for the server to read typed times in (portal/dates.py viewer_zone, cookie
 // portal_tz). A zone select (data-browser-zone) still on UTC in a form whose times are empty (a new
-// announcement on the first page seen) is set to it; a form with times keeps the zone they are in.
+// announcement on the first page seen) is set to it, offered first if the list lacks it (an old name
+// such as Asia/Calcutta, which the server offers too once the cookie names it); a form with times
+// keeps the zone they are in.
 (function () {
   var zone = "";
   try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return; }
@@ -115,7 +117,11 @@ document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(doc
       var times = select.form ? select.form.querySelectorAll("input[type=datetime-local]") : [];
       var empty = Array.prototype.every.call(times, function (input) { return !input.value; });
       var offered = Array.prototype.some.call(select.options, function (o) { return o.value === zone; });
-      if (select.value === "UTC" && empty && offered) select.value = zone;
+      if (select.value !== "UTC" || !empty) return;
+      var utc = select.options[0];  // UTC, a direct child of the select (the others are in optgroups)
+      if (!offered && utc && utc.parentNode === select) select.insertBefore(new Option(zone, zone), utc.nextSibling);
+      else if (!offered) return;
+      select.value = zone;
     });
   });
 })();

@@ -319,8 +319,9 @@ def test_the_zone_list_is_places_grouped_by_region(client, people):
     values = [o["value"] for o in select.select("option")]
     assert values[0] == "UTC" and "Europe/Berlin" in values and "America/New_York" in values
     assert not {"Factory", "localtime", "US/Eastern", "Etc/GMT+5", "GB", "EST5EDT"} & set(values)
-    # the tz database's own zones, not the old names it keeps as links (zone1970.tab)
+    # the tz database's zones by country, not the old names it keeps as links (zone.tab, zone1970.tab)
     assert "Asia/Kolkata" in values and "Asia/Calcutta" not in values and "Europe/Kiev" not in values
+    assert {"Europe/Stockholm", "Europe/Oslo", "Asia/Kuwait", "America/Nassau"} <= set(values)
     assert [v for v in values if v.endswith("/Istanbul")] == ["Europe/Istanbul"]
     assert len(values) == len(set(values)) and all(v == "UTC" or v.split("/")[0] in REGIONS for v in values)
     groups = [g["label"] for g in select.select("optgroup")]
