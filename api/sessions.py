@@ -21,6 +21,7 @@ from interactive.options import session_caps_now, session_cluster_choice, sessio
 from interactive.services import SessionCard, cards_cluster, session_cards, session_start, session_stop
 from jobs.reads.selectors import cluster_status
 from jobs.submit.fields import SESSION_API
+from jobs.submit.policy import MOST_CPUS
 from portal.refusals import Problem, Refused
 from portal.units import MemoryRefusal, memory_mib
 
@@ -78,7 +79,7 @@ class SessionIn(In):
     partition: str | None = Field(None, max_length=64)
     gpus: int = Field(0, ge=0, le=64)
     gpu_type: str = Field("", max_length=64)
-    cpus: int = Field(2, ge=1, le=1024)
+    cpus: int = Field(2, ge=1, le=MOST_CPUS)  # below it, the site policy names the node's own figure
     memory: str | int | float | None = Field(
         None,
         description="Memory as on the Sessions page: 4G, 4000M, 1.5T (binary units, as Slurm's --mem), or a bare"

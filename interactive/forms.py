@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from jobs.submit.policy import SitePolicy
+from jobs.submit.policy import MOST_CPUS, SitePolicy
 from jobs.web.forms import MemoryField, offer_clusters
 from portal.units import ACCEPTED
 from slurm.clusters import session_partitions
@@ -46,7 +46,7 @@ class SessionForm(forms.Form):
     cpus = forms.IntegerField(
         label="CPUs",
         min_value=1,
-        max_value=1024,
+        max_value=MOST_CPUS,  # below it, the site policy names the node's own figure
         initial=2,
         error_messages={
             "required": "Give the number of CPUs, such as 2.",

@@ -73,7 +73,7 @@ def test_the_field_says_what_a_bare_number_means(client, world):  # noqa: F811
         ("cpus", "", "Give the number of CPUs, such as 2."),
         ("cpus", "2.5", "CPUs must be a whole number, such as 2."),
         ("cpus", "0", "A session needs at least 1 CPU."),
-        ("cpus", "2000", "CPUs must be at most 1024."),
+        ("cpus", "5000", "CPUs must be at most 4096."),
         ("memory_gb", "", f"Give the memory the session needs. {ACCEPTED}"),
         ("hours", "", "Give how many hours the session may last, such as 2."),
         ("hours", "two", "Hours must be a whole number, such as 2."),
