@@ -67,7 +67,7 @@ class TeamUsage:
     - ``burn_gpu_hours_per_day``: sacct GPU-hours of the last 7 days (or since ``period_start``, at
       least one hour) per day; ``runout_date``: UTC day when ``gpu_hours_left`` reaches 0 at that
       rate (``None``: no quota, rate 0, ``used_up``, or not before ``period_end``, when Slurm
-      clears the usage).
+      clears the usage); of figures summed over clusters, the earliest cluster's own.
     - ``members``: sorted by GPU-hours, most first. ``daily``: ``"YYYY-MM-DD"`` (a local day in the
       site's zone, Django's ``TIME_ZONE``, as the monthly report's months) -> username -> GPU-hours
       for every day of the period so far; a job's GPU-hours are split across the days it ran;
@@ -140,6 +140,12 @@ class TeamUsage:
     def quota_hours(self) -> float | None:
         """The quota in its unit (:attr:`unit_label`); ``None`` = no quota."""
         return self.billed_hours_quota if self.quota_unit == "billing" else self.gpu_hours_quota
+
+    @property
+    def used_up_on(self) -> list[str]:
+        """Summed figures: the clusters whose quota is used up (their jobs wait there while the sums
+        still show some left, since Slurm holds each cluster's quota alone)."""
+        return [part.cluster for part in self.clusters if part.used_up] if len(self.clusters) > 1 else []
 
     @property
     def some_quota(self) -> bool:

@@ -9,7 +9,8 @@ the burn rate, each member's GPU-hours, jobs and failures (and their waits, whos
 again), and the daily series. A cluster that does not track ``gres/gpu`` adds its job counts but no
 GPU figure (it is shown as untracked, never as 0). A quota or limit is summed only when every tracked
 cluster has one: a cluster without a quota leaves the team unlimited there, so the sum has none.
-The run-out date is computed again from the sums. Plain arithmetic: no Slurm, no cache.
+The run-out date is the earliest of each cluster's own (Slurm holds each cluster's quota alone).
+Plain arithmetic: no Slurm, no cache.
 """
 
 from __future__ import annotations

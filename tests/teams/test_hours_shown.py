@@ -69,3 +69,16 @@ def test_no_quota_on_at_least_one_cluster_only_when_one_has_a_quota(client, admi
         usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), cluster)
     page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
     assert page.select_one("[data-testid=quota]").get_text(" ", strip=True) == said
+
+
+def test_a_cluster_used_up_is_said_while_the_sums_have_some_left(client, admin):  # noqa: F811
+    """cluster1 used up and cluster2 with hours left: the sums' date (or none) hid that the team's
+    jobs on cluster1 already wait."""
+    gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
+    one = figures(cluster="cluster1", gpu_hours_used=10.5, gpu_hours_quota=10.0, gpu_hours_left=-0.5, used_up=True, **gpu)
+    two = figures(cluster="cluster2", gpu_hours_used=1.0, gpu_hours_quota=10.0, gpu_hours_left=9.0, **gpu)
+    for part in (one, two):
+        usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), part.cluster)
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    said = page.select_one("[data-testid=runout]").get_text(" ", strip=True)
+    assert said.startswith("already used up on cluster1: new GPU jobs there wait"), said
