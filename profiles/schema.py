@@ -49,7 +49,10 @@ def _pip_item(item: str) -> str:
         return item
     if len(item.split()) > 1 and all(_plain_requirement(part) for part in item.split()):
         # YAML joins the lines of a multi-line [ ... ] list whose items have no comma between them
-        raise ValueError(f"'{item[:60]}' is several requirements in one item: put a comma between them.")
+        raise ValueError(
+            f"'{item[:60]}' is several requirements in one item: give each its own (a comma between them inside [ ],"
+            " or a '- ' line each)."
+        )
     raise ValueError(
         f"'{item[:60]}' is not a package requirement such as numpy or numpy==2.2.6 (options, URLs and paths are not allowed"
         " here; use requirements)."
@@ -265,8 +268,8 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
             # pydantic puts union members into loc (time_limit: str | int -> ("resources","time_limit","str")).
             loc = tuple(p for p in loc if p not in ("str", "int"))
             line = None if any(loc[: len(t)] == t for t in touched) else line_for(lines, loc)
-            # an item of a list (environment.pip's second) is named by its list, on the item's own line
-            named = loc[:-1] if loc and isinstance(loc[-1], int) else loc
+            # a pip item is named by its list (as the API's errors always were), on the item's own line
+            named = loc[:-1] if loc[:2] == ("environment", "pip") and isinstance(loc[-1], int) else loc
             errors.append(Problem(".".join(str(p) for p in named), _message(err, named), line))
         raise Refused(*_dedupe(errors)) from None
     if errors:
@@ -305,7 +308,7 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
 def _dedupe(errors: list[Problem]) -> list[Problem]:
     seen, out = set(), []
     for e in errors:
-        if (e.field, e.message) not in seen:
-            seen.add((e.field, e.message))
+        if (e.field, e.message, e.line) not in seen:
+            seen.add((e.field, e.message, e.line))
             out.append(e)
     return out

@@ -244,8 +244,8 @@ def _check_text(req: JobRequest) -> list[Problem]:
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
         errors.append(Problem("workdir", "The working directory must be a path inside your home directory, without '..'."))
     elif req.workdir.startswith("~"):  # taken as written, it made a directory named "~" in the home directory
-        relative = req.workdir.lstrip("~/")[:60]
-        instead = f"write {relative}" if relative else "leave it empty"
+        relative = req.workdir[2:][:60] if req.workdir.startswith("~/") else ""
+        instead = f"write {relative}" if relative else "leave it empty" if req.workdir in ("~", "~/") else "give the full path"
         errors.append(
             Problem(
                 "workdir",

@@ -106,7 +106,7 @@ def job_paths(job: Job, home: str) -> tuple[str, str, str, str]:
     """(per-job directory, chdir, stdout path, stderr path). ``workdir`` given by the user is taken
     relative to their home unless absolute, its runs of ``/`` as one (``//home//bob///x`` was stored
     and shown so); outputs always go to the per-job directory."""
-    jobdir = settings.PORTAL_JOB_DIR.format(home=home.rstrip("/"), key=job.key)
+    jobdir = re.sub("/{2,}", "/", settings.PORTAL_JOB_DIR.format(home=home.rstrip("/"), key=job.key))
     chdir = job.workdir or jobdir
     if job.workdir and not job.workdir.startswith("/"):
         chdir = f"{home.rstrip('/')}/{job.workdir}"

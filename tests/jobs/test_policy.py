@@ -113,6 +113,7 @@ def test_memory_and_cpus_within_node_limits(policy):
             "'~' is not expanded here: a relative path is already taken in your home directory, so write gpuportal-examples",
         ),
         ("workdir", "~", "so leave it empty"),
+        ("workdir", "~bob/runs", "so give the full path"),
     ],
 )
 def test_text_fields(policy, field, value, words):

@@ -105,7 +105,12 @@ def test_a_list_item_is_refused_on_its_own_line_and_a_missing_comma_is_named():
         "  pip: [\n    numpy==2.2.6,\n    scikit-learn==1.7.2\n    pandas,\n    ./local\n  ]\n",
     )
     assert errors_of(text) == [
-        ("environment.pip", 17, "'scikit-learn==1.7.2 pandas' is several requirements in one item: put a comma between them."),
+        (
+            "environment.pip",
+            17,
+            "'scikit-learn==1.7.2 pandas' is several requirements in one item: give each its own (a comma between them inside [ ],"
+            " or a '- ' line each).",
+        ),
         (
             "environment.pip",
             19,
