@@ -368,7 +368,7 @@ class Job(JobFigures, models.Model):
     @property
     def environment_text(self) -> str:
         """Which environment the script ran in, in words: a profile's virtual environment (on top of
-        the image's Python, or the node's), or the image's / node's own packages."""
+        the image's Python, or the node's), or the image's own packages, or the node's system."""
         env = (self.profile_spec or {}).get("environment") if isinstance(self.profile_spec, dict) else None
         base = f"the image {self.image_name}" if self.image_name else "the node's own system"
         if env:

@@ -71,8 +71,8 @@ class QueueLine:
     """A job's queue line in words, built once by :func:`queue_line` for pages, the API and the CLI.
 
     ``text`` is the whole line (the API's ``explanation``, which the CLI prints). Pages put markup
-    around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train: will not
-    start until this changes"; for a job not pending: "being submitted", its submit error, "exit code
+    around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train", which the
+    reason's heading follows; for a job not pending: "being submitted", its submit error, "exit code
     3, signal 9"), ``start`` ("estimated start 14:05 UTC (in about 40 min)", "start not estimated
     yet"), ``reason`` (:class:`jobs.reads.reasons.Reason`, whose ``text`` is the pending-reason sentence),
     ``quota_note`` and ``hint`` (what to do after a bad end, :attr:`jobs.models.Job.end_hint`)."""

@@ -273,6 +273,7 @@ def test_jobs_and_sessions_at_a_glance(client, world, monkeypatch, settings):
     settings.PORTAL_HUB_URL = "http://hub.example"
     common = dict(user=alice, partition="train", gpu_type="a100", gpu_count=4, cpus=1, memory_mb=1000, time_limit_min=60)
     Job.objects.create(name="waits", slurm_job_id=4, state=JobState.PENDING, reason="Resources", script="x", **common)
+    Job.objects.create(name="held", slurm_job_id=5, state=JobState.PENDING, reason="JobHeldUser", script="x", **common)
     from django.utils import timezone as djtz
 
     Job.objects.create(name="runs", slurm_job_id=2, state=JobState.RUNNING, start_at=djtz.now(), script="x", **common)
@@ -286,8 +287,9 @@ def test_jobs_and_sessions_at_a_glance(client, world, monkeypatch, settings):
     html = client.get("/home/now/").content.decode()
     page = BeautifulSoup(html, "html.parser")
     jobs = {j.select_one("a").get_text(): " ".join(j.get_text().split()) for j in page.select("[data-testid=home-job]")}
-    assert set(jobs) == {"waits", "runs"}
+    assert set(jobs) == {"waits", "held", "runs"}
     assert "1st in line in train" in jobs["waits"] and "Pending" in jobs["waits"]
+    assert "held in train · Will not run unless changed" in jobs["held"], jobs["held"]  # not "held in train" alone
     assert "left" in jobs["runs"] and "Running" in jobs["runs"]
     card = page.select_one(f"[data-session='{running.key}']")
     assert card["data-phase"] == "running"
