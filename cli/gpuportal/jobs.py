@@ -199,8 +199,8 @@ def _job_note(job: dict) -> str:
 
 def cmd_ls(ctx: Context) -> int:
     """``ls [--all|--history] [-n N]``: ``GET /jobs``, every page (or the first ``N`` jobs), as a
-    table (ID, NAME, STATE, PARTITION, GPUS, TIME, NOTE); with ``-n``, a note on stderr when more
-    jobs remain."""
+    table (ID, CLUSTER when the jobs listed are on more than one, NAME, STATE, PARTITION, GPUS, TIME,
+    NOTE); with ``-n``, a note on stderr when more jobs remain."""
     limit = ctx.args.limit
     if limit is not None and limit < 1:
         raise UsageError(f"-n/--limit takes a number of jobs, 1 or more (got {limit}).")
@@ -208,14 +208,27 @@ def cmd_ls(ctx: Context) -> int:
     if doc.get("more") and not ctx.json:
         err(f"(the newest {limit} jobs; more match: raise -n, or leave it out for every job)")
     ended = ctx.args.scope == "history"
+    # Slurm's job ids are per cluster: the same id on two clusters reads twice without its cluster
+    several = len({j.get("cluster") for j in doc.get("items") or []}) > 1
     return list_out(
         ctx,
         doc,
         empty="No jobs.",
-        headers=["ID", "NAME", "STATE", "PARTITION", "GPUS", "TIME", *(_ENDED if ended else ()), "NOTE"],
+        headers=[
+            "ID",
+            *(["CLUSTER"] if several else []),
+            "NAME",
+            "STATE",
+            "PARTITION",
+            "GPUS",
+            "TIME",
+            *(_ENDED if ended else ()),
+            "NOTE",
+        ],
         row=lambda j: (
             # a job Slurm has no id for goes by its whole key: what this column prints, show/cancel/logs take
             j.get("slurm_ref") or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))),
+            *([j.get("cluster") or ""] if several else []),
             j.get("name"),
             j.get("state"),
             j.get("partition"),

@@ -339,6 +339,16 @@ def test_ls_table(env, capsys):
     ]
 
 
+def test_ls_names_the_cluster_when_the_jobs_are_on_several(env, capsys):
+    """Slurm's ids are per cluster: job 8 on cluster1 and job 8 on cluster2 read as one twice."""
+    env.jobs[0].update(id=8, slurm_ref="8", cluster="cluster1")
+    env.jobs[1].update(id=8, slurm_ref="8", cluster="cluster2", final=False)
+    assert main(["ls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["ID", "CLUSTER", "NAME"], lines
+    assert [line.split()[:2] for line in lines[1:]] == [["8", "cluster1"], ["8", "cluster2"]], lines
+
+
 def test_ls_empty_and_scopes(env, capsys):
     env.jobs = []
     assert main(["ls", "--history"]) == 0
