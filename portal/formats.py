@@ -111,10 +111,11 @@ def from_now(value):
 def hours(value) -> str:
     """GPU-hours or billed unit-hours as pages, notes and mails show them: one decimal from 1
     (``12.5``, ``10.0``), two below it (``0.06``, not ``0.1``), ``"< 0.01"`` for less than that but
-    more than none, ``"0.0"`` for none (or a negative amount that rounds to none), ``""`` for
-    ``None``; rounded half up (:func:`half_up`). With one decimal throughout, a team's 0.14 and 0.04
-    GPU-hours on two clusters read 0.1 and 0.0 beside a total of 0.2 (each figure is still rounded
-    alone, so a sum can differ from its parts in the last digit)."""
+    more than none, ``"0"`` for none or a negative amount that rounds to none ("0.0" beside "0.15"
+    read as a rounded figure), ``""`` for ``None``; rounded half up (:func:`half_up`). With one
+    decimal throughout, a team's 0.14 and 0.04 GPU-hours on two clusters read 0.1 and 0.0 beside a
+    total of 0.2 (each figure is still rounded alone, so a sum can differ from its parts in the last
+    digit)."""
     if value is None or value == "":
         return ""
     value = float(value)
@@ -124,7 +125,7 @@ def hours(value) -> str:
     if abs(small) >= 1:
         return str(half_up(value, 1))
     if small == 0:
-        return "< 0.01" if value > 0 else "0.0"
+        return "< 0.01" if value > 0 else "0"
     return str(small)
 
 

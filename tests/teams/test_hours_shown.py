@@ -18,14 +18,14 @@ pytestmark = pytest.mark.django_db
     "value, shown",
     [
         (None, ""),
-        (0, "0.0"),
-        (0.0, "0.0"),
+        (0, "0"),
+        (0.0, "0"),
         (0.004, "< 0.01"),
         (0.005, "0.01"),
         (0.045, "0.05"),
         (0.14, "0.14"),
         (0.996, "1.0"),  # rounds to 1: one decimal, as from 1
-        (-0.004, "0.0"),  # a "left" a hair over the quota: none
+        (-0.004, "0"),  # a "left" a hair over the quota: none
         (float("inf"), "inf"),
         (1, "1.0"),
         (2.25, "2.3"),
