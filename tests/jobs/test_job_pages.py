@@ -12,7 +12,7 @@ from http import HTTPStatus
 import pytest
 from bs4 import BeautifulSoup
 
-from jobs.models import Job
+from jobs.models import Job, JobOrigin
 from jobs.reads import logs
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
@@ -365,6 +365,25 @@ def test_a_log_read_while_the_job_ran_is_not_shown_once_it_ended(alice, cluster,
     assert logs.job_log_tail(job, "out").missing and len(fake.calls) == 1  # cached while active
     job.state = JobState.COMPLETED
     assert logs.job_log_tail(job, "out").text == "hello\n" and len(fake.calls) == 2
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_an_ended_jobs_missing_log_is_said_as_far_as_the_portal_knows(client, alice, cluster, clean_cache, monkeypatch, outside):
+    """An outside job's path is Slurm's record's: with a %N in -o its node's host name may differ from
+    the node's, so a missing file there is not "No output was written" (a portal job's own path is)."""
+    origin = JobOrigin.OUTSIDE if outside else JobOrigin.PORTAL
+    path = "/o/alice_45_node1.out" if outside else "/o/slurm-%j.out"
+    job = make(alice, slurm_job_id=45, state=JobState.COMPLETED, output_path=path, error_path=path, origin=origin)
+    read = ["sudo", "-n", "-u", "alice", "--", "tail", "-c", "65537", "--", path.replace("%j", "45")]
+    fake = FakeTransport().expect(read, stderr=b"tail: cannot open: No such file or directory\n", returncode=1)
+    monkeypatch.setattr(logs, "get_gateway", lambda *_a, **_k: SlurmGateway(fake))
+    client.force_login(alice)
+    page = BeautifulSoup(client.get(f"/jobs/{job.key}/log/out/").content, "html.parser")
+    said = page.select_one("[data-testid=log-out-empty]").get_text(" ", strip=True)
+    if outside:
+        assert said.startswith("No file at the path below, the one Slurm's record gives"), said
+    else:
+        assert said == "No output was written."
 
 
 def test_log_tail_keeps_only_the_last_64_kib(alice, cluster, monkeypatch):
