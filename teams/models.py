@@ -59,6 +59,11 @@ class Team(models.Model):
         """``"billing"`` when the quota is in billed unit-minutes, else ``"gpu"`` (also with no quota)."""
         return "billing" if self.billing_minutes_quota is not None else "gpu"
 
+    @property
+    def quota_hours(self) -> float | None:
+        """The quota set here, in its unit (GPU-hours or billed unit-hours); ``None`` = none."""
+        return self.billed_hours_quota if self.quota_unit == "billing" else self.gpu_hours_quota
+
 
 class Role(models.TextChoices):
     MEMBER = "MEMBER", "Member"

@@ -8,6 +8,7 @@ from bs4 import BeautifulSoup
 
 from portal.formats import hours
 from slurm.clusters import cluster_names
+from teams.models import Team
 from teams.usage import cache as usage_cache
 from tests.teams.test_billing_usage import FINAL_NOW, admin, figures  # noqa: F401 (a fixture)
 
@@ -63,6 +64,7 @@ def test_the_clusters_small_figures_agree_with_the_total_shown(client, admin):  
 )
 def test_no_quota_on_at_least_one_cluster_only_when_one_has_a_quota(client, admin, quotas, said):  # noqa: F811
     """Neither cluster setting a quota once read "no quota on at least one cluster"."""
+    Team.objects.filter(name="vision").update(billing_minutes_quota=None)  # none set here either
     gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
     for cluster, quota in zip(["cluster1", "cluster2"], quotas, strict=True):
         part = figures(cluster=cluster, gpu_hours_used=0.5, gpu_hours_quota=quota, gpu_hours_left=quota and quota - 0.5, **gpu)
@@ -82,3 +84,16 @@ def test_a_cluster_used_up_is_said_while_the_sums_have_some_left(client, admin):
     page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
     said = page.select_one("[data-testid=runout]").get_text(" ", strip=True)
     assert said.startswith("already used up on cluster1: new GPU jobs there wait"), said
+
+
+def test_a_quota_set_here_but_not_yet_read_from_slurm_is_said(client, admin):  # noqa: F811
+    """Right after an admin sets a quota, the usage figures (read from Slurm every minute) still had
+    none, and the page said only "no quota"."""
+    Team.objects.filter(name="vision").update(billing_minutes_quota=None, gpu_minutes_quota=600)
+    gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
+    for cluster in ("cluster1", "cluster2"):
+        part = figures(cluster=cluster, gpu_hours_used=0.5, gpu_hours_quota=None, gpu_hours_left=None, **gpu)
+        usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), cluster)
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    said = page.select_one("[data-testid=quota]").get_text(" ", strip=True)
+    assert said.startswith("no quota (the portal's quota of 10.0 GPU-hours shows here once the teams sync has applied it"), said
