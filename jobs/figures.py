@@ -25,6 +25,11 @@ from django.conf import settings
 
 from portal.billing import Cost, cost_of
 
+#: How long (seconds after its end) a job ended from the queue's word waits for accounting's record
+#: (the poller, :mod:`jobs.worker.sync`); after that its figures stay the queue's (slurmdbd lost the
+#: record), it is no longer asked for, and pages no longer say its figures are on their way.
+ACCOUNTING_WAIT_S = 2 * 86400
+
 MEASURED = "measured"  # jobs.models.GpuSummary.MEASURED (models import this module)
 #: The Job fields the figures read (``.only(*FIELDS)`` for sums over many rows).
 FIELDS = ("gpu_count", "gpu_hours", "billed_unit_minutes", "gpu_summary", "gpu_sm_mean", "gpu_sm_means", "gpu_energy_wh")

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..figures import FIELDS, FigureSums, sum_figures
+from ..figures import ACCOUNTING_WAIT_S, FIELDS, FigureSums, sum_figures
 from ..models import GpuSummary, Job
 
 #: The span the figures cover (days back from now, by the jobs' end).
@@ -45,8 +45,9 @@ class TeamEfficiency:
     figures: list[tuple[str, FigureSums]] = ()
     team_figures: FigureSums | None = None
     #: GPU jobs of the team that ended in the span whose GPU-hours the poller still waits for from
-    #: accounting (sacct; ``Job.accounting_pending``): counted nowhere above until it gives them. Jobs
-    #: that will never have any (refused at submission, cancelled before they were sent) are not.
+    #: accounting (sacct; ``Job.accounting_pending``, within ``ACCOUNTING_WAIT_S`` of their end): counted
+    #: nowhere above until it gives them. Jobs that will never have any (refused at submission,
+    #: cancelled before they were sent, or whose record never came) are not.
     awaiting: int = 0
 
 
@@ -71,7 +72,12 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     idle.sort(key=lambda pair: -pair[1])
     figures, team_figures = _figures(team, since=now - timedelta(days=DAYS))
     worst = [(j, round(h, 2)) for j, h in idle[:WORST] if round(h, 2) > 0]  # none that would read 0.0
-    awaiting = ended.filter(gpu_hours__isnull=True, accounting_pending=True, slurm_job_id__isnull=False).count()
+    awaiting = ended.filter(  # the poller asks sacct for ACCOUNTING_WAIT_S after the end, then gives up
+        gpu_hours__isnull=True,
+        accounting_pending=True,
+        slurm_job_id__isnull=False,
+        end_at__gte=now - timedelta(seconds=ACCOUNTING_WAIT_S),
+    ).count()
     return TeamEfficiency(members, worst, DAYS, figures, team_figures, awaiting)
 
 

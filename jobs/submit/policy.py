@@ -244,13 +244,15 @@ def _check_text(req: JobRequest) -> list[Problem]:
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
         errors.append(Problem("workdir", "The working directory must be a path inside your home directory, without '..'."))
     elif req.workdir.startswith("~"):  # taken as written, it made a directory named "~" in the home directory
-        relative = req.workdir[2:][:60] if req.workdir.startswith("~/") else ""
-        instead = f"write {relative}" if relative else "leave it empty" if req.workdir in ("~", "~/") else "give the full path"
+        relative = req.workdir[1:].lstrip("/")[:60] if req.workdir.startswith("~/") or req.workdir == "~" else None
+        instead = (
+            (f"write {relative} (or give a full path)" if relative else "leave it empty")
+            if relative is not None
+            else ("give the full path, such as /home/<user>/...")
+        )
         errors.append(
             Problem(
-                "workdir",
-                f"'~' is not expanded here: a relative path is already taken in your home directory, so {instead}"
-                " (or give a full path).",
+                "workdir", f"'~' is not expanded here: a relative path is already taken in your home directory, so {instead}."
             )
         )
     script = req.script

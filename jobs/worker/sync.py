@@ -51,6 +51,7 @@ from slurm.times import start_bound
 from slurm.values import classify_state
 
 from ..arrays import het_parts, queue_array_fields, queue_array_start
+from ..figures import ACCOUNTING_WAIT_S
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
 from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
 from .identity import records_by_id, records_of_job, sacct_ids
@@ -79,11 +80,6 @@ class SyncResult:
     provisional: int = 0  # rows ended from the queue's word, waiting for accounting's record
     outside_created: int = 0  # rows made for jobs submitted outside the portal (jobs.worker.outside)
     outside_updated: int = 0
-
-
-#: How long (seconds after its end) a job ended from the queue's word waits for accounting's record;
-#: after that its figures stay the queue's (slurmdbd lost the record) and it is no longer asked for.
-ACCOUNTING_WAIT_S = 2 * 86400
 
 
 def jobs_mark_unknown(*, since: float, cluster: str | None = None) -> int:

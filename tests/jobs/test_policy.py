@@ -110,10 +110,12 @@ def test_memory_and_cpus_within_node_limits(policy):
         (
             "workdir",
             "~/gpuportal-examples",
-            "'~' is not expanded here: a relative path is already taken in your home directory, so write gpuportal-examples",
+            "'~' is not expanded here: a relative path is already taken in your home directory, so write gpuportal-examples"
+            " (or give a full path).",
         ),
-        ("workdir", "~", "so leave it empty"),
-        ("workdir", "~bob/runs", "so give the full path"),
+        ("workdir", "~//x", "so write x (or give a full path)."),
+        ("workdir", "~", "so leave it empty."),
+        ("workdir", "~bob/runs", "so give the full path, such as /home/<user>/...."),
     ],
 )
 def test_text_fields(policy, field, value, words):

@@ -94,6 +94,7 @@ def test_gpu_jobs_whose_accounting_is_not_in_are_said_not_denied(client, django_
         (JobState.FAILED, 502, True),
         (JobState.SUBMIT_FAILED, None, False),  # refused at submission: no accounting will ever come
         (JobState.CANCELLED, None, False),  # cancelled before it was sent
+        (JobState.COMPLETED, 503, True),  # ended 3 days ago: the poller gave up on its record after 2
     ]
     for n, (state, slurm_id, pending) in enumerate(cases):
         j = Job.objects.create(
@@ -101,7 +102,7 @@ def test_gpu_jobs_whose_accounting_is_not_in_are_said_not_denied(client, django_
         )
         Job.objects.filter(pk=j.pk).update(
             state=state,
-            end_at=timezone.now(),
+            end_at=timezone.now() - timedelta(days=3 if slurm_id == 503 else 0),
             account="vision",
             gpu_hours=None,
             slurm_job_id=slurm_id,

@@ -97,3 +97,14 @@ def test_a_quota_set_here_but_not_yet_read_from_slurm_is_said(client, admin):  #
     page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
     said = page.select_one("[data-testid=quota]").get_text(" ", strip=True)
     assert said.startswith("no quota (the portal's quota of 10.0 GPU-hours shows here once the teams sync has applied it"), said
+
+
+def test_a_cluster_used_up_is_said_where_another_sets_no_quota(client, admin):  # noqa: F811
+    gpu = dict(quota_unit="gpu", billed_hours_used=None, billed_hours_quota=None, billed_hours_left=None)
+    one = figures(cluster="cluster1", gpu_hours_used=10.5, gpu_hours_quota=10.0, gpu_hours_left=-0.5, used_up=True, **gpu)
+    two = figures(cluster="cluster2", gpu_hours_used=1.0, gpu_hours_quota=None, gpu_hours_left=None, **gpu)
+    for part in (one, two):
+        usage_cache._store({"vision": part}, usage_cache.UsageStatus(taken_at=FINAL_NOW), part.cluster)
+    page = BeautifulSoup(client.get("/teams/vision/").content.decode(), "html.parser")
+    said = page.select_one("[data-testid=quota]").get_text(" ", strip=True)
+    assert said.startswith("no quota on at least one cluster; already used up on cluster1: new GPU jobs there wait"), said
