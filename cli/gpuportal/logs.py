@@ -142,9 +142,18 @@ def _read_end(ref: str, stream: str, page: dict, offset: int) -> int:
     if page.get("where_unknown") and offset == 0:
         err(_where_unknown(ref, page))
     elif page.get("missing") and offset == 0:
-        what = "stderr" if stream == "err" else "output"
-        err(f"job {ref} has no {what} yet ({page.get('state') or 'unknown state'})")
+        err(_no_file(ref, stream, page))
     return 0
+
+
+def _no_file(ref: str, stream: str, page: dict) -> str:
+    """What to say for a ``page`` with ``missing`` (no file at the path the portal knows), read at
+    offset 0: a job still to run has none *yet*; an ended one (``final``) will not get one."""
+    what = "stderr" if stream == "err" else "output"
+    state = page.get("state") or "unknown state"
+    if page.get("final"):
+        return f"job {ref} ended ({state}) and has no {what} file: it wrote none, or the file was moved or removed"
+    return f"job {ref} has no {what} yet ({state})"
 
 
 def _where_unknown(ref: str, page: dict) -> str:
@@ -194,6 +203,8 @@ class _LogReader:
             if page.get("final") and not advanced:
                 if page.get("where_unknown") and offset == 0:
                     err(_where_unknown(self.ref, page))
+                elif page.get("missing") and offset == 0:
+                    err(_no_file(self.ref, self.stream, page))
                 return None
             if page.get("missing") and not page.get("final") and not self.announced:
                 self._announce_wait()

@@ -617,6 +617,23 @@ def test_logs_says_where_the_job_wrote_is_not_known_instead_of_no_output_yet(env
     assert capsys.readouterr().err == "where job 4242 wrote its output is not known to the portal\n"
 
 
+def test_logs_of_an_ended_job_without_a_file_do_not_say_yet(env, capsys):
+    """A job that ended with no file at its log's path will not get one: said so, read once, with
+    --tail or with -f (then followed by how it ended), not "has no output yet"."""
+    gone = page(0, "", 0, missing=True, final=True, state="FAILED")
+    env.jobs[0].update(state="FAILED", final=True, exit_code=1)
+    sentence = "job 4242 ended (FAILED) and has no output file: it wrote none, or the file was moved or removed"
+    for args, status in ((["logs", "4242"], 0), (["logs", "--tail", "8", "4242"], 0), (["logs", "-f", "4242"], 1)):
+        env.log_pages = [dict(gone)]
+        assert main(args) == status, args
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0] == sentence, args
+        assert not any("yet" in line for line in lines), args
+    env.log_pages = [dict(gone)]
+    assert main(["logs", "-f", "4242"]) == 1
+    assert capsys.readouterr().err.splitlines()[1] == "job 4242 ended: FAILED (exit code 1)"
+
+
 def test_logs_read_errors(env, capsys):
     # The server may add "error" when it could not read the file this time: -f warns once and retries.
     env.log_pages = [
