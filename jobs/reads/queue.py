@@ -18,7 +18,7 @@ from teams.usage.compute import how_to_fit
 from ..models import Job
 from .cap_reasons import CAP_REASONS, cap_reason
 from .node_trouble import NODE_REASONS, job_node_trouble_note
-from .reasons import Reason, explain_reason
+from .reasons import Reason, ReasonGroup, explain_reason
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class QueueLine:
 
     ``text`` is the whole line (the API's ``explanation``, which the CLI prints). Pages put markup
     around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train", which the
-    reason's heading follows; for a job not pending: "being submitted", its submit error, "exit code
+    reason's heading follows, "queued in train" before a heading that says "Held by ..."; for a job not pending: "being submitted", its submit error, "exit code
     3, signal 9"), ``start`` ("estimated start 14:05 UTC (in about 40 min)", "start not estimated
     yet"), ``reason`` (:class:`jobs.reads.reasons.Reason`, whose ``text`` is the pending-reason sentence),
     ``quota_note`` and ``hint`` (what to do after a bad end, :attr:`jobs.models.Job.end_hint`)."""
@@ -92,7 +92,9 @@ def queue_line(row: JobRow) -> QueueLine:
     if job.state == JobState.PENDING:
         start = ""
         if row.reason is not None and row.reason.holds:
-            place = f"held in {job.partition}"  # the reason's heading says it will not start as it is
+            # the reason's heading says it will not start as it is; "Held by your team's quota" says held itself
+            said_held = row.reason.group in (ReasonGroup.QUOTA, ReasonGroup.CAP)
+            place = f"{'queued' if said_held else 'held'} in {job.partition}"
         else:
             place = f"{ordinal(row.position)} in line in {job.partition}" if row.position else f"queued in {job.partition}"
             start = (

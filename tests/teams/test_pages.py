@@ -359,7 +359,8 @@ def test_quota_held_job_shows_the_teams_numbers(client, world):
         "Team vision has used 7.5 of 10.0 GPU-hours this period, and 1.5 are promised to its running jobs; "
         "2 of its 4 concurrent GPUs are in use." in html
     )
-    assert "held in train" in html and "in line" not in html  # a held job is not "1st in line"
+    # a held job is not "1st in line"; nor "held in train · Held by your team's quota", held twice
+    assert "queued in train" in html and "in line" not in html and "held in train" not in html
 
 
 def confirm_text(page: BeautifulSoup, username: str) -> str:
