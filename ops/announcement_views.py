@@ -1,8 +1,10 @@
 """The staff's announcement pages: the list with the form for a new one, editing one, deleting one.
 Each view parses, calls one service of :mod:`ops.announcements` and renders; a refusal shows on the
-form (400), anyone but a portal admin gets 403."""
+form (400), anyone but a portal admin gets 403. Also the banner's own polled fragment, for everyone."""
 
 from __future__ import annotations
+
+import hashlib
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,13 +12,21 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone as djtz
-from django.views.decorators.http import require_POST
+from django.utils import translation
+from django.views.decorators.http import require_GET, require_POST
 
+from jobs.web.fragment_etags import polled_fragment
 from portal.dates import viewer_zone
 from portal.refusals import Refused, refusal_to_form
 
 from .announcement_forms import AnnouncementForm
-from .announcements import announcement_create, announcement_delete, announcement_update, announcements_for_staff
+from .announcements import (
+    announcement_create,
+    announcement_delete,
+    announcement_update,
+    announcements_current,
+    announcements_for_staff,
+)
 from .models import Announcement
 
 FORBIDDEN = "Announcements are made by portal admins."
@@ -97,3 +107,21 @@ def announcement_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
     announcement_delete(announcement=get_object_or_404(Announcement, pk=pk), by=request.user)
     messages.success(request, "Announcement deleted.")
     return redirect("announcement_list")
+
+
+def _banner_etag(request: HttpRequest) -> str:
+    """The banner's tag: the announcements showing now (id, text, severity, end) and the zone and
+    language their "until" is written in; the same for every signed-in person."""
+    showing = [(b.id, b.text, b.severity.value, b.ends_at.timestamp()) for b in announcements_current()]
+    text = repr((translation.get_language(), djtz.get_current_timezone_name(), showing))
+    return 'W/"' + hashlib.blake2b(text.encode(), digest_size=16).hexdigest() + '"'
+
+
+@require_GET
+@polled_fragment(_banner_etag)
+def announcement_banner(request: HttpRequest) -> HttpResponse:
+    """The banners showing now (``ops/_banner_items.html``), which every page's banner region polls
+    (``ops.context_processors.BANNER_POLL_SECONDS``): an announcement that starts, changes or ends
+    while a page is open shows or goes without a reload. Signed in or not (the sign-in page shows
+    the banner too); unchanged answers are 304."""
+    return render(request, "ops/_banner_items.html")

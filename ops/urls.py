@@ -14,6 +14,7 @@ urlpatterns: list = [
         cluster_views.reservation_delete_view,
         name="reservation_delete",
     ),
+    path("announcements/banner/", announcement_views.announcement_banner, name="announcement_banner"),
     path("ops/announcements/", announcement_views.announcement_list, name="announcement_list"),
     path("ops/announcements/<int:pk>/edit/", announcement_views.announcement_edit, name="announcement_edit"),
     path("ops/announcements/<int:pk>/delete/", announcement_views.announcement_delete_view, name="announcement_delete"),
