@@ -146,13 +146,15 @@ def _read_end(ref: str, stream: str, page: dict, offset: int) -> int:
     return 0
 
 
-def _no_file(ref: str, stream: str, page: dict) -> str:
+def _no_file(ref: str, stream: str, page: dict, *, end_follows: bool = False) -> str:
     """What to say for a ``page`` with ``missing`` (no file at the path the portal knows), read at
-    offset 0: a job still to run has none *yet*; an ended one (``final``) will not get one."""
+    offset 0: a job still to run has none *yet*; an ended one (``final``) will not get one.
+    ``end_follows``: the next line says how the job ended (``logs -f``), so this one does not."""
     what = "stderr" if stream == "err" else "output"
     state = page.get("state") or "unknown state"
     if page.get("final"):
-        return f"job {ref} ended ({state}) and has no {what} file: it wrote none, or the file was moved or removed"
+        why = f"no {what} file: it wrote none, or the file was moved or removed"
+        return f"job {ref}: {why}" if end_follows else f"job {ref} ended ({state}) and has {why}"
     return f"job {ref} has no {what} yet ({state})"
 
 
@@ -204,7 +206,7 @@ class _LogReader:
                 if page.get("where_unknown") and offset == 0:
                     err(_where_unknown(self.ref, page))
                 elif page.get("missing") and offset == 0:
-                    err(_no_file(self.ref, self.stream, page))
+                    err(_no_file(self.ref, self.stream, page, end_follows=True))
                 return None
             if page.get("missing") and not page.get("final") and not self.announced:
                 self._announce_wait()

@@ -622,16 +622,15 @@ def test_logs_of_an_ended_job_without_a_file_do_not_say_yet(env, capsys):
     --tail or with -f (then followed by how it ended), not "has no output yet"."""
     gone = page(0, "", 0, missing=True, final=True, state="FAILED")
     env.jobs[0].update(state="FAILED", final=True, exit_code=1)
-    sentence = "job 4242 ended (FAILED) and has no output file: it wrote none, or the file was moved or removed"
-    for args, status in ((["logs", "4242"], 0), (["logs", "--tail", "8", "4242"], 0), (["logs", "-f", "4242"], 1)):
+    why = "no {} file: it wrote none, or the file was moved or removed"
+    for args, status in ((["logs", "4242"], 0), (["logs", "--tail", "8", "4242"], 0), (["logs", "--err", "4242"], 0)):
         env.log_pages = [dict(gone)]
         assert main(args) == status, args
-        lines = capsys.readouterr().err.splitlines()
-        assert lines[0] == sentence, args
-        assert not any("yet" in line for line in lines), args
-    env.log_pages = [dict(gone)]
+        what = "stderr" if "--err" in args else "output"
+        assert capsys.readouterr().err.splitlines() == [f"job 4242 ended (FAILED) and has {why.format(what)}"], args
+    env.log_pages = [dict(gone)]  # -f: then how it ended, said once
     assert main(["logs", "-f", "4242"]) == 1
-    assert capsys.readouterr().err.splitlines()[1] == "job 4242 ended: FAILED (exit code 1)"
+    assert capsys.readouterr().err.splitlines() == [f"job 4242: {why.format('output')}", "job 4242 ended: FAILED (exit code 1)"]
 
 
 def test_logs_read_errors(env, capsys):
