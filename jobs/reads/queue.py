@@ -72,7 +72,8 @@ class QueueLine:
 
     ``text`` is the whole line (the API's ``explanation``, which the CLI prints). Pages put markup
     around its parts: ``place`` ("2nd in line in train", "queued in train", "held in train", which the
-    reason's heading follows, "queued in train" before a heading that says "Held by ..."; for a job not pending: "being submitted", its submit error, "exit code
+    reason's heading follows; "queued in train" when the heading itself says held: a team's quota, a
+    per-person cap; for a job not pending: "being submitted", its submit error, "exit code
     3, signal 9"), ``start`` ("estimated start 14:05 UTC (in about 40 min)", "start not estimated
     yet"), ``reason`` (:class:`jobs.reads.reasons.Reason`, whose ``text`` is the pending-reason sentence),
     ``quota_note`` and ``hint`` (what to do after a bad end, :attr:`jobs.models.Job.end_hint`)."""

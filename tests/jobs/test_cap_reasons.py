@@ -68,6 +68,8 @@ def test_gpu_cap_names_the_cap_and_the_figure(recorded_pair, settings):
         "and this job asks for 1; it starts when one of your jobs ends."
     )
     assert reason.fix == "Wait for one of your jobs to end, or cancel one."
+    # queued, not "held in small · Held by a per-person cap", held twice
+    assert job_row(pending, {}).line.text.startswith(f"queued in {pending.partition} · Held by a per-person cap: ")
 
 
 def test_gpu_cap_with_room_left_says_how_many_fit(recorded_pair, settings):
