@@ -212,8 +212,10 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return render(request, "accounts/stale_page.html", {"back": back, "back_label": label}, status=403)
 
 
-#: Paths an unlinked identity may still reach: signing out, the pages of sign-in itself, static files.
-UNLINKED_ALLOWED_PREFIXES = ("/accounts/", "/static/", "/favicon")
+#: Paths an unlinked identity may still reach: signing out, the pages of sign-in itself, static files,
+#: and the announcements banner, which every page polls (its own 403 page too: refused, the poll would
+#: reload that page every minute).
+UNLINKED_ALLOWED_PREFIXES = ("/accounts/", "/static/", "/favicon", "/announcements/banner/")
 
 
 def unlinked_page(request: HttpRequest) -> HttpResponse:

@@ -110,18 +110,19 @@ def announcement_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _banner_etag(request: HttpRequest) -> str:
-    """The banner's tag: the announcements showing now (id, text, severity, end) and the zone and
-    language their "until" is written in; the same for every signed-in person."""
+    """The banner's tag: the announcements showing now (id, text, severity, end; their "until" is
+    written in UTC and the browser rewrites it in its own zone) and the active language; the same
+    for everyone, signed in or not."""
     showing = [(b.id, b.text, b.severity.value, b.ends_at.timestamp()) for b in announcements_current()]
-    text = repr((translation.get_language(), djtz.get_current_timezone_name(), showing))
+    text = repr((translation.get_language(), showing))
     return 'W/"' + hashlib.blake2b(text.encode(), digest_size=16).hexdigest() + '"'
 
 
 @require_GET
-@polled_fragment(_banner_etag)
+@polled_fragment(_banner_etag, public=True)
 def announcement_banner(request: HttpRequest) -> HttpResponse:
     """The banners showing now (``ops/_banner_items.html``), which every page's banner region polls
     (``ops.context_processors.BANNER_POLL_SECONDS``): an announcement that starts, changes or ends
     while a page is open shows or goes without a reload. Signed in or not (the sign-in page shows
-    the banner too); unchanged answers are 304."""
+    the banner too, and so does the page of an identity not yet linked); unchanged answers are 304."""
     return render(request, "ops/_banner_items.html")

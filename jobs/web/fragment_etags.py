@@ -198,14 +198,14 @@ def weak_etag(request: HttpRequest, *parts) -> str:
     return 'W/"' + hashlib.blake2b(text.encode(), digest_size=16).hexdigest() + '"'
 
 
-def safe_etag(etag_func: Callable[[HttpRequest], str | None]) -> Callable[..., str | None]:
+def safe_etag(etag_func: Callable[[HttpRequest], str | None], *, public: bool = False) -> Callable[..., str | None]:
     """``etag_func`` for :func:`~django.views.decorators.http.condition`, with ``None`` (no tag:
-    the view renders in full) for a signed-out request and when the cache or the database fails,
-    so the view's own handling (a redirect to sign in, the "cache unreachable" notice) answers and
-    never a 500."""
+    the view renders in full) for a signed-out request (unless ``public``: the fragment is the same
+    signed out) and when the cache or the database fails, so the view's own handling (a redirect to
+    sign in, the "cache unreachable" notice) answers and never a 500."""
 
     def compute(request: HttpRequest, *args, **kwargs) -> str | None:
-        if not request.user.is_authenticated:
+        if not public and not request.user.is_authenticated:
             return None
         try:
             return etag_func(request)
@@ -215,16 +215,16 @@ def safe_etag(etag_func: Callable[[HttpRequest], str | None]) -> Callable[..., s
     return compute
 
 
-def polled_fragment(etag_func: Callable[[HttpRequest], str | None]):
+def polled_fragment(etag_func: Callable[[HttpRequest], str | None], *, public: bool = False):
     """Decorate a polled fragment view: a GET or HEAD whose ``If-None-Match`` matches
     ``etag_func(request)`` gets ``304 Not Modified`` (no body; the ETag, ``Vary`` and
     ``Cache-Control`` headers only) without running the view; other answers carry the ETag.
     Every answer is ``Cache-Control: private, no-cache`` (the browser keeps it and asks again each
     time, sending ``If-None-Match``; no shared cache keeps it) and ``Vary: Cookie`` (each user's
-    own)."""
+    own). ``public``: signed-out requests are tagged too (a fragment that is the same for everyone)."""
 
     def decorate(view):
-        conditional = condition(etag_func=safe_etag(etag_func))(view)
+        conditional = condition(etag_func=safe_etag(etag_func, public=public))(view)
 
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:

@@ -101,6 +101,18 @@ function portalLocalTimes(root) {
   });
 }
 document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
+// A poll that brings the same moment (in UTC, as the server writes it) leaves the <time> the browser
+// already wrote in its own zone as it is: a morph to UTC and back would change the text of the polled
+// region twice, and a live region (a banner's role=status or alert) would be read out again each poll.
+if (window.Idiomorph && Idiomorph.defaults && Idiomorph.defaults.callbacks) {
+  var portalBeforeMorph = Idiomorph.defaults.callbacks.beforeNodeMorphed;
+  Idiomorph.defaults.callbacks.beforeNodeMorphed = function (oldNode, newNode) {
+    if (oldNode.nodeType === 1 && newNode.nodeType === 1 && oldNode.matches("time[data-local]") &&
+        newNode.matches("time[data-local]") && oldNode.getAttribute("datetime") === newNode.getAttribute("datetime") &&
+        oldNode.dataset.local === newNode.dataset.local) return false;
+    return portalBeforeMorph ? portalBeforeMorph(oldNode, newNode) : true;
+  };
+}
 
 // The browser's zone, for the server to read typed times in (portal/dates.py viewer_zone, cookie
 // portal_tz). A zone select (data-browser-zone) still on UTC in a form whose times are empty (a new

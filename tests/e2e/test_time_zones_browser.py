@@ -1,14 +1,17 @@
 """Pages show times in the browser's zone, naming it, the same way everywhere: a
-browser in New York sees History's end time and the job page's times in EST."""
+browser in New York sees History's end time and the job page's times in EST. A poll that brings
+the same moment again leaves the time the browser wrote as it is (the banner's "until" is in a live
+region: written back to UTC and again to EST, it would be read out at every poll)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
 
 from jobs.models import Job
+from ops.announcements import announcement_create, announcement_delete
 from slurm.states import JobState
 from tests.e2e.test_browser_login import CHROMIUM, sign_in
 
@@ -47,3 +50,64 @@ def test_times_show_in_the_browsers_zone(portal_with_idp, django_user_model, mon
         page.goto(f"{portal_with_idp}/jobs/{job.key}/")
         assert page.locator("[data-testid=job-status] time").first.inner_text().endswith("EST")
         browser.close()
+
+
+#: Counts the changes under the banner region from now on (text, nodes, attributes) in window.bannerChanges.
+_WATCH = """() => {
+  window.bannerChanges = [];
+  new MutationObserver((records) => records.forEach((r) => window.bannerChanges.push(
+    r.type + ":" + (r.target.nodeType === 1 ? r.target.tagName : r.target.parentNode && r.target.parentNode.tagName))))
+    .observe(document.querySelector("#announcements-banner"), {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+#: Asks for the banner now, as its every-minute poll does.
+_POLL = """() => new Promise((done) => htmx.ajax("GET", "/announcements/banner/",
+  {target: "#announcements-banner", swap: "morph:innerHTML"}).then(done))"""
+
+
+def test_a_banner_poll_leaves_the_times_the_browser_wrote(portal_with_idp, django_user_model, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    admin = django_user_model.objects.create(username="tz-admin", is_staff=True)
+    now = datetime.now(UTC)
+    first = announcement_create(
+        by=admin, text="Storage slow", severity="warning", starts_at=now - timedelta(minutes=1), ends_at=now + timedelta(hours=2)
+    )
+    connection.close()
+    rows = [first]
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
+            )
+            page = browser.new_context(timezone_id="America/New_York").new_page()
+            page.set_default_timeout(20_000)
+            sign_in(page, portal_with_idp, "alice", start="/jobs/history/", landed="[data-testid=current-user]")
+            until = page.locator(f"#announcement-{first.pk} time")
+            assert until.inner_text().endswith("EST")
+            page.evaluate(_WATCH)
+            page.evaluate(_POLL)  # nothing new: the region is left as it is
+            assert page.evaluate("window.bannerChanges") == []
+            assert until.inner_text().endswith("EST")
+            rows.append(
+                announcement_create(
+                    by=admin,
+                    text="New GPUs",
+                    severity="info",
+                    starts_at=now - timedelta(minutes=1),
+                    ends_at=now + timedelta(hours=3),
+                )
+            )
+            connection.close()
+            page.evaluate(_POLL)  # a second banner: added, the first one untouched
+            assert page.get_by_test_id("announcement").count() == 2
+            assert until.inner_text().endswith("EST")
+            assert page.evaluate("window.bannerChanges.filter((c) => c.endsWith('TIME'))") == [], page.evaluate(
+                "window.bannerChanges"
+            )
+            browser.close()
+    finally:
+        for row in rows:
+            announcement_delete(announcement=row, by=admin)  # and the banner's cached list with them
+        connection.close()

@@ -12,7 +12,7 @@ import time_machine
 from bs4 import BeautifulSoup
 from django.utils import timezone as djtz
 
-from ops.announcements import announcement_create
+from ops.announcements import announcement_create, announcement_update
 from ops.context_processors import BANNER_POLL_SECONDS
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +75,35 @@ def test_the_sign_in_page_region_gets_the_banners_signed_out(client, people):
     response = client.get(BANNER)
     assert response.status_code == HTTPStatus.OK and _texts(response.content)[0].startswith("Critical: Storage lost")
     assert client.post(BANNER).status_code == HTTPStatus.METHOD_NOT_ALLOWED
+
+
+def test_signed_out_and_unlinked_polls_are_tagged_and_never_reload_the_page(client, people, django_user_model):
+    """The banner is the same for everyone: a signed-out poll (the sign-in page) gets a tag and 304s
+    too; an identity not yet linked (its page is a 403 that shows the banner) gets the banner, not
+    the ``HX-Refresh`` its other polls get, which would reload its page every minute."""
+    first = client.get(BANNER)
+    assert first.status_code == HTTPStatus.OK and first["ETag"]
+    assert client.get(BANNER, headers={"if-none-match": first["ETag"]}).status_code == HTTPStatus.NOT_MODIFIED
+    waiting = django_user_model.objects.create(username="unlinked.0123456789abcdef", link_state="pending")
+    client.force_login(waiting)
+    assert client.get("/jobs/", headers={"hx-request": "true"})["HX-Refresh"] == "true"  # what its other polls get
+    poll = client.get(BANNER, headers={"hx-request": "true", "if-none-match": first["ETag"]})
+    assert poll.status_code == HTTPStatus.NOT_MODIFIED and "HX-Refresh" not in poll
+    region = BeautifulSoup(client.get("/jobs/").content, "html.parser").select_one("#announcements-banner")
+    assert region is not None  # its 403 page has the banner region, so it polls
+
+
+def test_a_changed_text_is_a_new_answer(client, people):
+    now = djtz.now()
+    row = announcement_create(
+        by=people["dana"], text="Maintenance at noon", severity="warning",
+        starts_at=now - timedelta(minutes=1), ends_at=now + timedelta(hours=2),
+    )  # fmt: skip
+    client.force_login(people["alice"])
+    before = client.get(BANNER)
+    announcement_update(
+        announcement=row, by=people["dana"], text="Maintenance at 14:00", severity="warning",
+        starts_at=row.starts_at, ends_at=row.ends_at,
+    )  # fmt: skip
+    after = client.get(BANNER, headers={"if-none-match": before["ETag"]})
+    assert after.status_code == HTTPStatus.OK and "Maintenance at 14:00" in _texts(after.content)[0]
