@@ -97,7 +97,8 @@ function portalLocalTimes(root) {
   (root || document).querySelectorAll("time[data-local]").forEach(function (node) {
     var moment = new Date(node.getAttribute("datetime"));
     if (isNaN(moment)) return;
-    node.textContent = portalLocalText(moment, node.dataset.local);
+    var text = portalLocalText(moment, node.dataset.local);
+    if (node.textContent !== text) node.textContent = text;  // unchanged: left alone (a live region's text)
   });
 }
 document.addEventListener("DOMContentLoaded", function () { portalLocalTimes(document); });
