@@ -188,7 +188,9 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
     new = []
     for key, kind, group in jobs:
         first_submit = to_datetime(min((f.submit for f in group if f.submit), default=None))
-        if key in active or key in portal or (key, first_submit) in submitted or first_submit is None:
+        # A requeue gives the job a new submit time: the queue's row holds the run it saw, any of them.
+        runs = {(key, to_datetime(f.submit)) for f in group if f.submit}
+        if key in active or key in portal or runs & submitted or first_submit is None:
             continue  # the queue's path has it, or a row already holds this job
         if kind != "job":  # the failed task's or component's code, where 22.05's JSON hid it
             group = with_exits(group, exits or {})

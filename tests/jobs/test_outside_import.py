@@ -13,6 +13,7 @@ import pytest
 from jobs.models import Job, JobKind, JobOrigin
 from jobs.worker.outside_import import FIRST_LOOKBACK_S, _chains, import_records, outside_import
 from jobs.worker.sync import jobs_sync
+from portal.dates import to_datetime
 from slurm import SlurmGateway
 from slurm.health import accounting_status
 from slurm.snapshot import ClusterSnapshot
@@ -85,6 +86,27 @@ def test_a_plain_job_requeued_by_scontrol_is_imported_as_one_finished_job(django
     assert import_records(rec.adapter.parse_sacct_jobs(doc), cluster="cluster1") == 1
     job = Job.objects.get(origin=JobOrigin.OUTSIDE)
     assert (job.slurm_job_id, job.state, job.restart_count) == (doc["jobs"][0]["job_id"], JobState.COMPLETED, 1)
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_a_requeued_job_the_queue_saw_after_its_requeue_is_not_imported_again(django_user_model, clean_cache, release):
+    """The queue's row of a requeued outside job holds the submit time of the run it saw (a requeue
+    sets a new one); the import of its records (the first REQUEUED, submitted earlier) finds that row
+    by any of its runs' submit times and makes no second row."""
+    rec = recording(release)
+    doc = rec.doc("sacct_requeued")
+    owner = django_user_model.objects.create(username=doc["jobs"][0]["user"])
+    for raw in doc["jobs"]:
+        raw["comment"] = {"administrator": None, "job": None, "system": None}
+    records = rec.adapter.parse_sacct_jobs(doc)
+    second = max(records, key=lambda f: f.submit)
+    assert second.submit > min(f.submit for f in records)  # the recording's requeue moved the submit time
+    Job.objects.create(
+        user=owner, name=second.name, origin=JobOrigin.OUTSIDE, slurm_cluster="cluster1", slurm_job_id=second.job_id,
+        slurm_submit_at=to_datetime(second.submit), state=JobState.COMPLETED, partition="train", time_limit_min=1, memory_mb=1,
+    )  # fmt: skip
+    assert import_records(records, cluster="cluster1") == 0
+    assert Job.objects.filter(slurm_job_id=second.job_id).count() == 1
 
 
 def test_the_import_asks_once_a_minute_for_every_linked_user_in_one_call(alice, django_user_model):
