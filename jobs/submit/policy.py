@@ -78,12 +78,14 @@ class NodeClass:
 @dataclass(frozen=True)
 class PartitionPolicy:
     """What a partition allows: ``max_time_min`` (None = no limit), its node classes by GPU type
-    (``""`` = nodes without GPUs)."""
+    (``""`` = nodes without GPUs); ``is_default``: Slurm's default partition (``Default=YES``, where
+    sbatch sends a job that names none)."""
 
     name: str
     max_time_min: int | None
     default_time_min: int | None
     classes: dict[str, NodeClass] = field(default_factory=dict)
+    is_default: bool = False
 
     @property
     def gpu_types(self) -> list[str]:
@@ -167,6 +169,7 @@ class SitePolicy:
                 max_time_min=part.max_time // 60 if part.max_time is not None else None,
                 default_time_min=part.default_time // 60 if part.default_time is not None else None,
                 classes=classes,
+                is_default=part.is_default,
             )
         return cls(partitions=result, cluster=snapshot.cluster)
 

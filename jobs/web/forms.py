@@ -236,6 +236,8 @@ class JobForm(forms.Form):
         self.fields["submission"].initial = uuid.uuid4()
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
+        # Slurm's default partition first chosen, as sbatch would send the job (not the first by name)
+        self.fields["partition"].initial = next((n for n, p in policy.partitions.items() if p.is_default), None)
         self.fields["image"].widget.choices = image_choices(policy.cluster)
         choices = class_choices()
         if choices:

@@ -61,6 +61,8 @@ def test_the_form_offers_both_clusters_and_shows_the_chosen_ones_partitions(clie
     page = BeautifulSoup(client.get("/jobs/new/").content.decode(), "html.parser")
     assert [o["value"] for o in page.select("#id_cluster option")] == ["cluster1", "cluster2"]
     assert [o["value"] for o in page.select("#id_partition option")] == ["interactive", "small", "train"]
+    # Slurm's default partition is the one chosen (Default=YES: train), not the first by name
+    assert page.select_one("#id_partition option[selected]")["value"] == "train"
     # the cluster select reloads the form with the other cluster's partitions, keeping what was typed
     page = BeautifulSoup(client.get("/jobs/new/", {"cluster": "cluster2", "name": "kept"}).content.decode(), "html.parser")
     assert [o["value"] for o in page.select("#id_partition option")] == ["gpu", "small"]
