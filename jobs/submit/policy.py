@@ -35,12 +35,21 @@ MAX_NAME = 200
 #: answered 2000 CPUs with "at most 1024" where the node has 4.
 MOST_CPUS = 4096
 _SHELL_SHEBANG = re.compile(r"^#!\s*(/usr)?/bin/(env\s+)?(ba)?sh\b")
+#: The refusal of a working directory with '..' or too long. A relative one is taken in the user's
+#: home; an absolute one is used as written (a scratch area, a shared dataset), run as the user, so
+#: the filesystem decides where they may go: the home is known only on the cluster (``getent
+#: passwd``, :func:`jobs.worker.send.user_home`), which no check here asks.
+WORKDIR_PATH = (
+    "The working directory must be a path of at most 512 characters without '..': relative to your home directory"
+    " (such as projects/digits), or a full path to a directory you can enter."
+)
 
 
 @dataclass(frozen=True)
 class JobRequest:
     """What a researcher asks for. ``memory_mb`` in MiB, ``time_limit_min`` in minutes, ``gpu_type``
-    "" for any type, ``workdir`` "" for the portal's per-job directory."""
+    "" for any type, ``workdir`` "" for the portal's per-job directory, else a path relative to the
+    user's home or absolute (:data:`WORKDIR_PATH`)."""
 
     name: str
     partition: str
@@ -245,7 +254,7 @@ def _check_text(req: JobRequest) -> list[Problem]:
     if "\x00" in req.workdir or "\n" in req.workdir or "\r" in req.workdir:
         errors.append(Problem("workdir", "The working directory must be one line without control characters."))
     elif req.workdir and (".." in req.workdir.split("/") or len(req.workdir) > 512):
-        errors.append(Problem("workdir", "The working directory must be a path inside your home directory, without '..'."))
+        errors.append(Problem("workdir", WORKDIR_PATH))
     elif req.workdir.startswith("~"):  # taken as written, it made a directory named "~" in the home directory
         relative = req.workdir[1:].lstrip("/")[:60] if req.workdir.startswith("~/") or req.workdir == "~" else None
         instead = (

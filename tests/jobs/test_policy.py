@@ -136,6 +136,19 @@ def test_shell_scripts_pass(policy, script):
     assert policy.check(req(script=script)) == []
 
 
+def test_a_workdir_refusal_promises_only_what_is_checked(policy):
+    """A workdir with '..' was refused as "must be a path inside your home directory", yet an absolute
+    path outside it (another user's home) was accepted: the home is known only on the cluster, and an
+    absolute path is used as written, as the user. The refusal says what may be written instead."""
+    sentence = (
+        "The working directory must be a path of at most 512 characters without '..': relative to your home directory"
+        " (such as projects/digits), or a full path to a directory you can enter."
+    )
+    assert messages(policy.check(req(workdir="../../bob")))["workdir"] == sentence
+    assert messages(policy.check(req(workdir="/" + "x" * 600)))["workdir"] == sentence
+    assert policy.check(req(workdir="/home/bob")) == policy.check(req(workdir="/scratch/shared/data")) == []
+
+
 def test_names_are_free_text(policy):
     assert policy.check(req(name="$(id) `x` 'q' \"dq\" ; rm -rf / (paren)")) == []
 
