@@ -1,5 +1,6 @@
-"""The cluster page's forms: drain a node, plan a maintenance reservation. They only parse; what is
-allowed is :mod:`ops.nodes`' and :mod:`ops.reservations`' to say (the same sentences for every caller)."""
+"""The cluster page's forms: drain a node, plan a maintenance reservation. They only parse (an end and a
+duration both given is refused here: which one was meant is not known); what is allowed is
+:mod:`ops.nodes`' and :mod:`ops.reservations`' to say (the same sentences for every caller)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .scontrol import REASON_MAX
 #: What the time fields accept: the browser's ``datetime-local`` value and what a person types (UTC).
 INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 BAD_TIME = "Write the time as YYYY-MM-DD HH:MM (UTC), e.g. 2026-12-03 12:00."
+END_AND_DURATION = "You gave both an end and a duration: give one of them and leave the other empty."
 
 
 class DrainForm(forms.Form):
@@ -29,8 +31,8 @@ class DrainForm(forms.Form):
 
 
 class ReservationForm(forms.Form):
-    """A maintenance window: nodes, start, end or duration (minutes), name, whether it may overlap
-    running jobs. Times are UTC."""
+    """A maintenance window: nodes, start, end or duration (minutes; not both: :data:`END_AND_DURATION`
+    on the duration), name, whether it may overlap running jobs. Times are UTC."""
 
     nodes = forms.CharField(
         required=False, max_length=2000, strip=True, help_text="A Slurm node list, e.g. node3 or node[1-3]; ALL for every node."
@@ -58,13 +60,22 @@ class ReservationForm(forms.Form):
         error_messages={"min_value": "A duration is at least 1 minute.", "max_value": "A duration is at most 60 days."},
     )
     name = forms.CharField(
-        required=False, max_length=200, strip=True, help_text="Empty: maint_<start>, e.g. maint_20261203_1200."
+        required=False,
+        max_length=200,
+        strip=True,
+        help_text="Empty: maint_<start>, e.g. maint_20261203_1200 (maint_20261203_1200_2 when that name is taken).",
     )
     ignore_jobs = forms.BooleanField(
         required=False,
         label="Ignore running jobs",
         help_text="Flags=IGNORE_JOBS: make the window even where jobs are running then (they keep running into it).",
     )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("end") is not None and data.get("duration") is not None:
+            self.add_error("duration", END_AND_DURATION)
+        return data
 
     def values(self) -> dict:
         """The cleaned fields as :func:`ops.reservations.reservation_create` takes them; the end is the

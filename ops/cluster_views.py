@@ -177,7 +177,7 @@ def reservation_create_view(request: HttpRequest, page: ClusterPage) -> HttpResp
         page,
         lambda: reservation_create(cluster=page.cluster.name, by=request.user, **form.values()),
         lambda done: (
-            f"Maintenance reservation {done.name} made on {done.new['nodes']} from {done.new['start']} to {done.new['end']}; "
+            f"Maintenance reservation {done.name} made on {done.new['nodes']} from {done.window()}; "
             "it shows below after the next poll."
         ),
         reserve=form,

@@ -10,11 +10,16 @@ know; :mod:`slurm.times`). The reservation itself lives in Slurm; the snapshot r
 do at once (:func:`slurm.snapshot.reread_soon`). Each action is audited ``reservation.create`` /
 ``reservation.delete`` with what it was and what it is.
 
+A reservation left unnamed gets ``maint_<start>``, with ``_2``, ``_3``... added when the cluster already
+has that name: in the snapshot, or made by the portal (its audit rows) and perhaps not read back yet
+(:func:`free_name`).
+
 Refused with a sentence and nothing made: a window in the past, an end not after its start, a start or
 end more than :data:`AHEAD_MAX` ahead, a node the snapshot does not list, a bad name; and when Slurm
 refuses, Slurm's own words. A window over running jobs without *ignore running jobs* is refused by
 Slurm ("Requested nodes are busy"); the refusal adds when those jobs end at the latest (their time
-limits, from the snapshot), so the admin can tick the box or start after that.
+limits, from the snapshot), so the admin can tick the box or start after that. A name the cluster
+already has is refused by Slurm ("Duplicate reservation name"); the refusal says to choose another.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone as djtz
 
+from audit.models import AuditEvent
 from audit.services import audit
 from portal.formats import unix_time
 from portal.refusals import Problem, Refused
@@ -60,6 +66,12 @@ class ReservationAction:
     new: dict
     said: str = ""
 
+    def window(self) -> str:
+        """``2026-12-07 20:59 UTC to 2026-12-07 21:44 UTC``: the window of the reservation made (``new``),
+        its times written as the portal's pages and messages write them."""
+        start, end = (datetime.fromisoformat(self.new[key]) for key in ("start", "end"))
+        return f"{_utc(start)} to {_utc(end)}"
+
 
 def reservation_target(cluster: str, name: str) -> str:
     """The audit rows' ``target`` of a reservation: ``reservation:<cluster>/<name>``."""
@@ -78,6 +90,20 @@ def _slurm_time(moment: datetime) -> str:
 def default_name(start: datetime) -> str:
     """``maint_20261203_1200``: the name of a reservation left unnamed (its start, UTC)."""
     return "maint_" + start.astimezone(UTC).strftime("%Y%m%d_%H%M")
+
+
+def free_name(cluster: str, known: list[str], start: datetime) -> str:
+    """:func:`default_name` of ``start``, or it with ``_2``, ``_3``... when taken: by a reservation in
+    ``known`` (the snapshot's) or by one the portal made on ``cluster`` (its ``reservation.create``
+    audit rows: one made since the last poll is not in the snapshot yet)."""
+    base = default_name(start)
+    made = AuditEvent.objects.filter(action="reservation.create", target__startswith=reservation_target(cluster, base))
+    taken = set(known) | {target.split("/", 1)[1] for target in made.values_list("target", flat=True)}
+    name, suffix = base, 1
+    while name in taken:
+        suffix += 1
+        name = f"{base}_{suffix}"
+    return name
 
 
 def _nodes(text: str, known: list[str], label: str) -> list[str]:
@@ -142,11 +168,11 @@ def _busy_until(cluster: str, nodes: list[str], start: datetime) -> int | None:
     return max(ends) if ends else None
 
 
-def _checked_name(name: str, start: datetime) -> str:
-    """The reservation's name: ``name`` stripped, or :func:`default_name` of ``start`` when empty.
-    Raises :class:`Refused` (field ``name``) for a name :data:`NAME_RE` does not match."""
-    name = (name or "").strip() or default_name(start)
-    if not NAME_RE.fullmatch(name):
+def _checked_name(name: str) -> str:
+    """``name`` stripped (empty: the portal picks one, :func:`free_name`). Raises :class:`Refused`
+    (field ``name``) for a name :data:`NAME_RE` does not match."""
+    name = (name or "").strip()
+    if name and not NAME_RE.fullmatch(name):
         raise Refused(
             Problem(
                 "name",
@@ -189,6 +215,17 @@ def _busy_refusal(refused: Refused, cluster: str, names: list[str], start: datet
     )
 
 
+def _slurm_refusal(refused: Refused, found, name: str, names: list[str], start: datetime, ignore_jobs: bool) -> Refused:
+    """Slurm's refusal with the way out: for busy nodes :func:`_busy_refusal`; for a name the cluster
+    already has, "choose another name" (field ``name``); else as Slurm said it."""
+    words = str(refused).lower()
+    if "busy" in words and not ignore_jobs:
+        return _busy_refusal(refused, found.name, names, start)
+    if "duplicate reservation name" in words:
+        return Refused(Problem("name", f"{refused}. {found.label} already has a reservation named {name}: choose another name."))
+    return refused
+
+
 def reservation_create(
     *,
     cluster: str,
@@ -202,24 +239,23 @@ def reservation_create(
     """A maintenance reservation on ``cluster`` from ``start`` to ``end`` (aware datetimes) for
     ``nodes`` (a Slurm node list or ``ALL``, checked against the snapshot), ``Users=root``,
     ``Flags=MAINT`` plus ``IGNORE_JOBS`` when ``ignore_jobs`` (it may then overlap running jobs).
-    ``name``: default :func:`default_name`. Audit ``reservation.create``. Raises ``PermissionDenied``
+    ``name``: default :func:`free_name`. Audit ``reservation.create``. Raises ``PermissionDenied``
     for anyone but a portal admin, :class:`Refused` for bad input or Slurm's refusal."""
     staff_only(by, "Planning maintenance")
     found = configured(cluster)
     now = djtz.now()
     _window(start, end, now)
-    name = _checked_name(name, start)
+    name = _checked_name(name)
     snapshot = current_snapshot(found)
     names = _nodes(nodes, [n.name for n in snapshot.nodes], found.label)
+    name = name or free_name(found.name, [r.name for r in snapshot.reservations], start)
     flags = ["MAINT", *(["IGNORE_JOBS"] if ignore_jobs else [])]
     node_list = ",".join(names)
     argv = _create_argv(name, start, end, node_list, flags)
     try:
         said = run_scontrol(found, argv, field="nodes")
     except Refused as refused:
-        if "busy" in str(refused).lower() and not ignore_jobs:
-            raise _busy_refusal(refused, found.name, names, start) from None
-        raise
+        raise _slurm_refusal(refused, found, name, names, start, ignore_jobs) from None
     new = {
         "name": name,
         "start": start.astimezone(UTC).isoformat(),

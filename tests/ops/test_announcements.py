@@ -155,6 +155,21 @@ def test_edit_and_delete_are_audited_with_old_and_new(client, people):
     assert not Announcement.objects.exists()
 
 
+def test_deleting_the_last_upcoming_one_leaves_the_sentence_under_its_heading(client, people):
+    row = announcement_create(
+        by=people["dana"],
+        text="Later",
+        severity="info",
+        starts_at=djtz.now() + timedelta(days=1),
+        ends_at=djtz.now() + timedelta(days=2),
+    )
+    page = BeautifulSoup(_as(client, people["dana"]).get("/ops/announcements/").content, "html.parser")
+    assert page.select_one("[data-testid=announcements-upcoming]") is not None
+    response = client.post(f"/ops/announcements/{row.pk}/delete/", follow=True)
+    upcoming = next(h for h in BeautifulSoup(response.content, "html.parser").find_all("h2") if h.text == "Upcoming")
+    assert upcoming.find_next_sibling().text == "None is planned."
+
+
 @pytest.mark.parametrize(
     "data, field, words",
     [
