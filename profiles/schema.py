@@ -102,6 +102,23 @@ class Run(_Strict):
     #: A priority class (high, normal, scavenger: teams.priority_classes), sent as --qos; "" = none.
     priority: str = Field(default="", max_length=20)
 
+    @field_validator("script", "command")
+    @classmethod
+    def _not_blank(cls, value: str, info):
+        """A script or command of only blank space (``command: "   "``) is refused, as the job form
+        refuses a blank script: it ran as an empty job that "completed"."""
+        if value and not value.strip():
+            if info.field_name == "command":
+                raise ValueError(
+                    "run.command is blank (only spaces): write the bash command to run, such as python train.py, "
+                    "or give run.script instead."
+                )
+            raise ValueError(
+                "run.script is blank (only spaces): name the file to run in the project directory, such as train.py, "
+                "or give run.command instead."
+            )
+        return value
+
     @field_validator("image")
     @classmethod
     def _no_image_path(cls, value: str):

@@ -199,6 +199,26 @@ def test_overrides_apply_and_their_errors_have_no_line():
     assert errors_of(EXAMPLE_TEXT, overrides={"script": "x.py"})[0][0] == "overrides.script"
 
 
+@pytest.mark.parametrize(
+    "run, field, words",
+    [
+        ('{command: "   "}', "run.command", "run.command is blank (only spaces): write the bash command to run"),
+        ('{command: " \\t\\n "}', "run.command", "run.command is blank (only spaces)"),
+        ('{script: "  "}', "run.script", "run.script is blank (only spaces): name the file to run"),
+    ],
+)
+def test_a_blank_entry_point_is_refused_on_its_line(run, field, words):
+    """A command of only spaces passed (it is not empty) and ran as an empty job that completed."""
+    [(found, line, message)] = errors_of(f"version: 1\nname: x\nresources: {{partition: p}}\nrun: {run}\n")
+    assert (found, line) == (field, 4) and message.startswith(words), message
+
+
+def test_a_blank_command_cannot_come_in_through_an_override():
+    text = "version: 1\nname: x\nresources: {partition: p}\nrun: {command: hostname}\n"
+    for key in ("command", "run.command"):
+        assert [f for f, _, _ in errors_of(text, overrides={key: "   "})] == [f"overrides.{key}"]
+
+
 def test_yaml_bombs_deep_nesting_and_huge_files_are_refused_quickly():
     # 10^8 values through aliases: refused before anything is expanded (this once took minutes).
     bomb = (

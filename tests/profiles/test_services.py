@@ -78,6 +78,27 @@ def test_a_workdir_refused_once_in_the_policys_words(people, cluster, no_slurm, 
     assert problem.field == "run.workdir" and words in problem.message, problem
 
 
+def test_a_command_of_only_spaces_is_refused_before_it_runs(people, cluster, no_slurm):
+    """``command: "   "`` ran as an empty job that "completed" (the job form refuses a blank script)."""
+    text = EXAMPLE_TEXT.replace('  script: train_digits.py\n  args: ["--epochs", "8"]\n', '  command: "   "\n')
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=text)
+    [problem] = refused.value.problems
+    assert (problem.field, problem.line) == ("run.command", 11) and problem.message.startswith("run.command is blank"), problem
+    assert not Job.objects.exists()
+
+
+def test_a_workdir_override_is_refused_in_words_that_match_the_rule(people, cluster, no_slurm):
+    """--set workdir=../../bob was refused as "a path inside your home directory", yet workdir=/home/bob
+    (an absolute path, used as written, as the user) passed: the sentence now says what is accepted."""
+    with pytest.raises(Refused) as refused:
+        profile_run(user=people["alice"], text=EXAMPLE_TEXT, overrides={"workdir": "../../bob"})
+    [problem] = refused.value.problems
+    assert problem.field == "run.workdir" and problem.line is None, problem
+    assert "inside your home directory" not in problem.message
+    assert "relative to your home directory (such as projects/digits), or a full path" in problem.message
+
+
 def test_a_team_the_user_is_not_in_is_a_problem_of_the_profiles_account(people, cluster, no_slurm):
     with pytest.raises(Refused) as refused:
         profile_run(user=people["alice"], text=EXAMPLE_TEXT.replace("name: train-digits\n", "name: train-digits\naccount: nlp\n"))
