@@ -183,6 +183,61 @@ def test_error_pages_are_the_portals_own(client, django_user_model, settings):
     assert forbidden.status_code == HTTPStatus.FORBIDDEN and b'data-testid="error-page"' in forbidden.content
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "username, link_state, display_name, email, said",
+    [
+        ("unlinked.abf60eff50153827", "pending", "Erin O'Neil", "erin@example.org", "Successfully signed in as Erin O'Neil."),
+        ("unlinked.abf60eff50153827", "pending", "", "erin@example.org", "Successfully signed in as erin@example.org."),
+        ("unlinked.abf60eff50153827", "refused", "", "", "Successfully signed in."),
+        ("alice", "linked", "Alice Researcher", "alice@example.org", "Successfully signed in as Alice Researcher."),
+        ("alice", "linked", "", "alice@example.org", "Successfully signed in as alice."),
+    ],
+)
+def test_the_signed_in_message_names_the_person_never_the_unlinked_placeholder(
+    rf, django_user_model, username, link_state, display_name, email, said
+):
+    """allauth's message after a sign-in (its template account/messages/logged_in.txt, as allauth
+    adds it) names the person as the header does: an identity not linked yet by its display name or
+    email, never by its placeholder username."""
+    from allauth.account.adapter import get_adapter
+    from allauth.core.context import request_context
+    from django.contrib import messages
+    from django.contrib.messages.storage.cookie import CookieStorage
+
+    user = django_user_model.objects.create(username=username, link_state=link_state, display_name=display_name, email=email)
+    request = rf.get("/")
+    request.user, request._messages = user, CookieStorage(rf.get("/"))
+    with request_context(request):
+        get_adapter(request).add_message(request, messages.SUCCESS, "account/messages/logged_in.txt", {"user": user})
+    assert [m.message for m in request._messages] == [said]
+
+
+@pytest.mark.django_db
+def test_a_refusal_with_its_own_reason_has_no_hint_about_admin_and_team_pages(client, django_user_model, settings):
+    """Editing a team-mate's shared profile says why (only its owner changes it), without the general
+    line about admin and team pages; a refusal without a reason keeps that line."""
+    from django.core.exceptions import PermissionDenied
+    from django.template.loader import render_to_string
+
+    from profiles.models import Profile
+    from teams.models import Membership, Role, Source, Team
+
+    settings.DEBUG = False
+    alice, bob = (django_user_model.objects.create(username=n, slurm_accounts=["vision"]) for n in ("alice", "bob"))
+    vision = Team.objects.create(name="vision")
+    for user in (alice, bob):
+        Membership.objects.create(user=user, team=vision, role=Role.MEMBER, source=Source.ADMIN)
+    profile = Profile.objects.create(owner=alice, name="digits", yaml="name: digits", spec={}, team=vision)
+    client.force_login(bob)
+    page = client.get(f"/profiles/{profile.pk}/edit/")
+    assert page.status_code == HTTPStatus.FORBIDDEN and b'data-testid="error-page"' in page.content
+    assert "Only the profile&#x27;s owner can change it." in page.content.decode()
+    assert b"Admin pages are for" not in page.content and b'data-testid="forbidden-hint"' not in page.content
+    bare = render_to_string("403.html", {"exception": str(PermissionDenied())})
+    assert "This page or action is not available to you." in bare and 'data-testid="forbidden-hint"' in bare
+
+
 @pytest.mark.parametrize(
     "exception, code, status",
     [
