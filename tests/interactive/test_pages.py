@@ -258,3 +258,25 @@ def test_a_card_shows_memory_as_the_form_takes_it(client, world, memory_mb, show
     assert f"· {shown} ·" in body, body
     assert " GB ·" not in body
     assert memory_mib(shown.split()[0]) == memory_mb
+
+
+def test_stop_and_cancel_ask_first_as_a_jobs_cancel_does(world):
+    """Stop on a running session asks first (its IDE's unsaved work is lost), as Cancel on a job's
+    page does; Cancel on a session not started yet asks too. A plain form: the browser's confirm()."""
+    from django.template.loader import render_to_string
+
+    from interactive.models import SessionPhase
+    from interactive.services import SessionCard
+
+    alice, _ = world
+    s = Session.objects.create(user=alice, server_name="lab-x", ide="lab", partition="interactive", memory_mb=1024,
+                               time_limit_min=60, state=SessionState.RUNNING)  # fmt: skip
+    running = SessionCard(s, SessionPhase.RUNNING, None, None, None, None, 2400, "", "https://hub/x")
+    queued = SessionCard(s, SessionPhase.QUEUED, None, 2, 3, None, None, "", "")
+
+    def stop_form(card) -> str:
+        html = render_to_string("interactive/_cards.html", {"cards": [card]})
+        return html.split(f'action="/sessions/{s.key}/stop/"', 1)[1].split(">", 1)[0]
+
+    assert "onsubmit=\"return confirm('Stop this session? Unsaved work in the IDE is lost.')\"" in stop_form(running)
+    assert "onsubmit=\"return confirm('Cancel this session?')\"" in stop_form(queued)

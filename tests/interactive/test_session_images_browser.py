@@ -60,6 +60,7 @@ def test_pick_the_image_in_the_session_form_and_open_jupyterlab(hub_portal, port
     log = (Path("/home/alice/.gpuportal/sessions") / f"{session.key}.log").read_text()
     assert f"session in image debian12-sklearn ({image.digest})" in log and "/opt/jupyter/lib/python3.11" in log, log
 
+    page.on("dialog", lambda dialog: dialog.accept())  # Stop asks first
     while page.get_by_test_id("stop-session").count():
         page.get_by_test_id("stop-session").first.click()
         page.wait_for_load_state()

@@ -110,6 +110,7 @@ def test_start_open_and_stop_jupyterlab_and_vscode(hub_portal, portal_with_idp, 
     else:
         assert page.get_by_test_id("vscode-missing").is_visible()
 
+    page.on("dialog", lambda dialog: dialog.accept())  # Stop asks first
     while page.get_by_test_id("stop-session").count():
         page.get_by_test_id("stop-session").first.click()
         page.wait_for_load_state()
