@@ -74,6 +74,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def job_reference(text: str) -> str:
+    """A job's REF (``show``, ``cancel``, ``hold``, ``release``, ``logs``) without the spaces around
+    it; raises ``argparse.ArgumentTypeError`` for an empty or blank one, so nothing is sent."""
+    ref = text.strip()
+    if not ref:
+        raise argparse.ArgumentTypeError(
+            f"no job given ({text!r}): give the job's ID as `gpuportal ls` prints it (e.g. 123) or its key"
+        )
+    return ref
+
+
 def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
     """``--set KEY=VALUE`` (repeatable) on ``parser``, into ``args.overrides`` (a list of pairs)."""
     parser.add_argument(

@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from .args import add_overrides, positive_float
+from .args import add_overrides, job_reference, positive_float
 from .base import Commands, Context, UsageError, err, list_out, out, read_text
 from .errors import ApiError
 from .figures import billed_text, cost_text, energy_text, idle_text
@@ -100,7 +100,7 @@ def _add_ref_commands(commands: Commands) -> None:
     ):
         p = commands.add(name, func, help)
         ref_help = REF_HELP + ("; 123_7 is task 7 of array 123, as --task 7" if name == "cancel" else "")
-        p.add_argument("ref", metavar="REF", help=ref_help)
+        p.add_argument("ref", metavar="REF", type=job_reference, help=ref_help)
         p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
         if name == "cancel":
             p.add_argument("--task", type=int, metavar="N", help="an array's task: cancel only it (scancel <id>_<N>)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .args import non_negative_int, positive_float
+from .args import job_reference, non_negative_int, positive_float
 from .base import Commands, Context, err, out
 from .client import Client
 from .output import dumps_json
@@ -28,7 +28,7 @@ CLUSTER_HELP = "for a Slurm job id: the cluster it is on (ids are per cluster; d
 def add_commands(commands: Commands) -> None:
     """Register ``logs``."""
     p = commands.add("logs", cmd_logs, "print a job's output (stdout, or stderr with --err)")
-    p.add_argument("ref", metavar="REF", help=REF_HELP)
+    p.add_argument("ref", metavar="REF", type=job_reference, help=REF_HELP)
     p.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--err", action="store_true", help="the job's stderr instead of stdout")

@@ -431,6 +431,22 @@ def test_cancel_takes_slurm_s_one_task_name_as_the_task(env, capsys):
     assert len(env.requests) == sent
 
 
+@pytest.mark.parametrize("command", ["show", "cancel", "hold", "release", "logs"])
+@pytest.mark.parametrize("ref", ["", "  ", "\t"])
+def test_an_empty_job_ref_is_refused_before_any_request(env, capsys, command, ref):
+    """``cancel ''`` once asked for ``/jobs//cancel``; an empty or blank REF is a usage error (exit 2)
+    that says what to give, and nothing is sent."""
+    assert main([command, ref]) == 2
+    err = capsys.readouterr().err
+    assert f"argument REF: no job given ({ref!r}): give the job's ID as `gpuportal ls` prints it (e.g. 123) or its key" in err
+    assert env.requests == []
+
+
+def test_a_job_ref_is_sent_without_the_spaces_around_it(env, capsys):
+    assert main(["cancel", " 4242 "]) == 0
+    assert [(r.method, r.path) for r in env.requests] == [("POST", "/jobs/4242/cancel")]
+
+
 def test_cancel_of_an_ended_job_says_so(env, capsys):
     env.jobs[0].update(state="COMPLETED", final=True)
     assert main(["cancel", "4242"]) == 0
