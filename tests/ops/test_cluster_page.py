@@ -26,8 +26,7 @@ from ops.cluster_cache import CSRF_MARK, page_key
 from slurm import SlurmGateway
 from slurm.snapshot import snapshot_store, snapshot_take
 from teams.models import Membership, Role, Team
-from tests.fakes import EveryCluster, FakeTransport
-from tests.slurm.recorded import poll_transport, reservations_text
+from tests.slurm.recorded import poll_transport
 
 pytestmark = pytest.mark.django_db
 
@@ -40,27 +39,6 @@ def people(django_user_model, clean_cache):
     users["dana"].save()
     Membership.objects.create(user=users["carol"], team=Team.objects.create(name="vision"), role=Role.LEAD)
     return users
-
-
-@pytest.fixture
-def snapshot(people, slurm_json):
-    """cluster1's snapshot from the recorded 22.05 cluster: node3 drained ("disk swap", by root) from
-    ``sinfo_drained.json``, the queue of ``squeue.json`` (jobs 2, 3, 5 running on node1, node2, node3),
-    and the two recorded reservations."""
-    fake = poll_transport("22.05")
-    fake.script[0].stdout = json.dumps(slurm_json("22.05", "sinfo_drained")).encode()
-    fake.script[-1].stdout = reservations_text("22.05", "two").encode()
-    snap = snapshot_take(SlurmGateway(fake), cluster="cluster1")
-    snapshot_store(snap)
-    return snap
-
-
-@pytest.fixture
-def slurm(monkeypatch):
-    """Every cluster's gateway is this scripted transport (empty: any Slurm call fails the test)."""
-    fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
-    return fake
 
 
 def _as(client, user):

@@ -6,7 +6,6 @@ writes times as the portal does, and Delete asks first."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
@@ -15,10 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from ops.cluster_forms import END_AND_DURATION
-from slurm import SlurmGateway
-from slurm.snapshot import snapshot_store, snapshot_take
-from tests.fakes import EveryCluster, FakeTransport
-from tests.slurm.recorded import poll_transport, reservations_text
+from slurm.snapshot import snapshot_store
 
 pytestmark = pytest.mark.django_db
 
@@ -29,26 +25,6 @@ URL = "/ops/cluster/cluster1/reservations/"
 def dana(django_user_model, clean_cache):
     """The admin dana."""
     return django_user_model.objects.create(username="dana", is_staff=True)
-
-
-@pytest.fixture
-def snapshot(dana, slurm_json):
-    """cluster1's snapshot from the recorded 22.05 cluster with its two recorded reservations
-    (``fx_maint``, ``fx_team``)."""
-    fake = poll_transport("22.05")
-    fake.script[0].stdout = json.dumps(slurm_json("22.05", "sinfo_drained")).encode()
-    fake.script[-1].stdout = reservations_text("22.05", "two").encode()
-    snap = snapshot_take(SlurmGateway(fake), cluster="cluster1")
-    snapshot_store(snap)
-    return snap
-
-
-@pytest.fixture
-def slurm(monkeypatch):
-    """Every cluster's gateway is this scripted transport (empty: any Slurm call fails the test)."""
-    fake = FakeTransport()
-    monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
-    return fake
 
 
 def _window(start_min: int, end_min: int) -> tuple[datetime, datetime, dict]:
