@@ -236,8 +236,11 @@ class JobForm(forms.Form):
         self.fields["submission"].initial = uuid.uuid4()
         self.fields["account"].widget.choices = [(a, a) for a in accounts]
         self.fields["partition"].widget.choices = [(p, p) for p in sorted(policy.partitions)]
-        # Slurm's default partition first chosen, as sbatch would send the job (not the first by name)
+        # Slurm's default partition first chosen, as sbatch would send the job (not the first by name);
+        # also after a switch of cluster, when the partition posted is the other cluster's
         self.fields["partition"].initial = next((n for n, p in policy.partitions.items() if p.is_default), None)
+        if not self.is_bound and self.initial.get("partition") not in policy.partitions:
+            self.initial.pop("partition", None)
         self.fields["image"].widget.choices = image_choices(policy.cluster)
         choices = class_choices()
         if choices:

@@ -90,6 +90,7 @@ def test_the_cluster_select_reloads_the_form_by_post_keeping_a_long_script_out_o
     page = BeautifulSoup(resp.content.decode(), "html.parser")
     assert page.select_one("#id_cluster option[selected]")["value"] == "cluster2"
     assert [o["value"] for o in page.select("#id_partition option")] == ["gpu", "small"]
+    assert page.select_one("#id_partition option[selected]")["value"] == "gpu"  # cluster2's default, not train's leftover
     assert page.select_one("#id_script").get_text().strip() == script.strip()
     assert page.select_one("#id_name")["value"] == "h100-run"
     assert page.select("[data-testid^=error-]") == [] and page.select("[data-testid=form-errors]") == []  # unbound
