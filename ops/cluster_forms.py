@@ -72,8 +72,10 @@ class ReservationForm(forms.Form):
     )
 
     def clean(self) -> dict:
+        """Refuse an end and a duration both typed (:data:`END_AND_DURATION`), also when one of them
+        is itself refused: fixing that one would only lead to this refusal."""
         data = super().clean()
-        if data.get("end") is not None and data.get("duration") is not None:
+        if str(self.data.get("end", "")).strip() and str(self.data.get("duration", "")).strip():
             self.add_error("duration", END_AND_DURATION)
         return data
 

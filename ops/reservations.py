@@ -92,12 +92,17 @@ def default_name(start: datetime) -> str:
     return "maint_" + start.astimezone(UTC).strftime("%Y%m%d_%H%M")
 
 
-def free_name(cluster: str, known: list[str], start: datetime) -> str:
+def free_name(cluster: str, known: list[str], start: datetime, *, read_at: float) -> str:
     """:func:`default_name` of ``start``, or it with ``_2``, ``_3``... when taken: by a reservation in
-    ``known`` (the snapshot's) or by one the portal made on ``cluster`` (its ``reservation.create``
-    audit rows: one made since the last poll is not in the snapshot yet)."""
+    ``known`` (the snapshot's, taken at ``read_at``, Unix seconds) or by one the portal made on
+    ``cluster`` since then (its ``reservation.create`` audit rows: not in the snapshot yet). One made
+    before and deleted since frees its name."""
     base = default_name(start)
-    made = AuditEvent.objects.filter(action="reservation.create", target__startswith=reservation_target(cluster, base))
+    made = AuditEvent.objects.filter(
+        action="reservation.create",
+        target__startswith=reservation_target(cluster, base),
+        at__gte=datetime.fromtimestamp(read_at, UTC),
+    )
     taken = set(known) | {target.split("/", 1)[1] for target in made.values_list("target", flat=True)}
     name, suffix = base, 1
     while name in taken:
@@ -215,14 +220,18 @@ def _busy_refusal(refused: Refused, cluster: str, names: list[str], start: datet
     )
 
 
-def _slurm_refusal(refused: Refused, found, name: str, names: list[str], start: datetime, ignore_jobs: bool) -> Refused:
+def _slurm_refusal(
+    refused: Refused, found, name: str, names: list[str], start: datetime, ignore_jobs: bool, *, picked: bool
+) -> Refused:
     """Slurm's refusal with the way out: for busy nodes :func:`_busy_refusal`; for a name the cluster
-    already has, "choose another name" (field ``name``); else as Slurm said it."""
+    already has, "choose another name" (field ``name``), or, for a name the portal picked (``picked``:
+    one made meanwhile outside the portal, or by another admin), "submit again"; else as Slurm said it."""
     words = str(refused).lower()
     if "busy" in words and not ignore_jobs:
         return _busy_refusal(refused, found.name, names, start)
     if "duplicate reservation name" in words:
-        return Refused(Problem("name", f"{refused}. {found.label} already has a reservation named {name}: choose another name."))
+        way_out = "submit again, and the portal picks the next free name" if picked else "choose another name"
+        return Refused(Problem("name", f"{refused}. {found.label} already has a reservation named {name}: {way_out}."))
     return refused
 
 
@@ -248,14 +257,15 @@ def reservation_create(
     name = _checked_name(name)
     snapshot = current_snapshot(found)
     names = _nodes(nodes, [n.name for n in snapshot.nodes], found.label)
-    name = name or free_name(found.name, [r.name for r in snapshot.reservations], start)
+    picked = not name
+    name = name or free_name(found.name, [r.name for r in snapshot.reservations], start, read_at=snapshot.taken_at)
     flags = ["MAINT", *(["IGNORE_JOBS"] if ignore_jobs else [])]
     node_list = ",".join(names)
     argv = _create_argv(name, start, end, node_list, flags)
     try:
         said = run_scontrol(found, argv, field="nodes")
     except Refused as refused:
-        raise _slurm_refusal(refused, found, name, names, start, ignore_jobs) from None
+        raise _slurm_refusal(refused, found, name, names, start, ignore_jobs, picked=picked) from None
     new = {
         "name": name,
         "start": start.astimezone(UTC).isoformat(),

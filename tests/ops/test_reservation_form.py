@@ -13,6 +13,7 @@ from http import HTTPStatus
 import pytest
 from bs4 import BeautifulSoup
 
+from audit.models import AuditEvent
 from ops.cluster_forms import END_AND_DURATION
 from slurm.snapshot import snapshot_store
 
@@ -65,6 +66,38 @@ def test_an_unnamed_window_skips_a_name_the_snapshot_has(client, dana, snapshot,
     assert not slurm.script
 
 
+def test_a_name_made_before_the_last_poll_frees_once_gone(client, dana, snapshot, slurm):
+    """A reservation the portal made (and its audit row) before the snapshot was taken, gone from the
+    snapshot since (deleted), no longer takes its name."""
+    start, end, times = _window(30, 90)
+    name = f"maint_{start:%Y%m%d_%H%M}"
+    row = AuditEvent.objects.create(action="reservation.create", target=f"reservation:cluster1/{name}", new={}, old={})
+    AuditEvent.objects.filter(pk=row.pk).update(at=datetime.fromtimestamp(snapshot.taken_at - 60, UTC))
+    slurm.expect(_create_argv(name, start, end, "node3"))
+    client.force_login(dana)
+    assert client.post(URL, {"nodes": "node3", **times}).status_code == HTTPStatus.FOUND
+    assert not slurm.script
+
+
+def test_a_picked_name_slurm_already_has_says_submit_again(client, dana, snapshot, slurm):
+    """One made outside the portal since the last poll: the portal's own pick collides."""
+    start, end, times = _window(30, 90)
+    name = f"maint_{start:%Y%m%d_%H%M}"
+    slurm.expect(
+        _create_argv(name, start, end, "node3"),
+        stderr="Error creating the reservation: Duplicate reservation name\n",
+        returncode=1,
+    )
+    client.force_login(dana)
+    response = client.post(URL, {"nodes": "node3", **times})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert (
+        _soup(response)
+        .select_one("[data-testid=error-name]")
+        .text.endswith(f"already has a reservation named {name}: submit again, and the portal picks the next free name.")
+    )
+
+
 def test_a_name_slurm_already_has_is_refused_with_choose_another(client, dana, snapshot, slurm):
     start, end, times = _window(30, 90)
     slurm.expect(
@@ -93,6 +126,11 @@ def test_an_end_and_a_duration_are_refused_before_slurm_and_kept(client, dana, s
     kept = {n: page.select_one(f"[data-testid=reservation-form] [name={n}]")["value"] for n in ("nodes", "name", "duration")}
     assert kept == {"nodes": "node3", "name": "night", "duration": "45"}
     assert {page.select_one(f"#id_{n}")["value"] for n in ("start", "end")} == {times["start"], times["end"]}
+    # an end that is not a time, with a duration: both refusals at once, not one after the other
+    response = client.post(URL, {"nodes": "node3", "duration": "45", **times, "end": "tomorrow"})
+    page = _soup(response)
+    assert page.select_one("[data-testid=error-duration]").text == END_AND_DURATION
+    assert page.select_one("[data-testid=error-end]") is not None and slurm.calls == []
 
 
 def test_the_success_message_writes_times_as_the_portal_does(client, dana, snapshot, slurm):
