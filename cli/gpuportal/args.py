@@ -74,15 +74,22 @@ def positive_int(text: str) -> int:
     return value
 
 
-def job_reference(text: str) -> str:
-    """A job's REF (``show``, ``cancel``, ``hold``, ``release``, ``logs``) without the spaces around
-    it; raises ``argparse.ArgumentTypeError`` for an empty or blank one, so nothing is sent."""
-    ref = text.strip()
-    if not ref:
-        raise argparse.ArgumentTypeError(
-            f"no job given ({text!r}): give the job's ID as `gpuportal ls` prints it (e.g. 123) or its key"
-        )
-    return ref
+def non_blank(what: str, how: str):
+    """An argparse ``type`` for a name or id that becomes part of an API address: the text without the
+    spaces around it; an empty or blank one raises ``argparse.ArgumentTypeError`` ("no <what> given
+    (''): <how>"), so nothing is sent (an empty one made addresses such as ``/api/v1/jobs//cancel``)."""
+
+    def parse(text: str) -> str:
+        value = text.strip()
+        if not value:
+            raise argparse.ArgumentTypeError(f"no {what} given ({text!r}): {how}")
+        return value
+
+    return parse
+
+
+#: A job's REF (``show``, ``cancel``, ``hold``, ``release``, ``logs``): see :func:`non_blank`.
+job_reference = non_blank("job", "give the job's ID as `gpuportal ls` prints it (e.g. 123) or its key")
 
 
 def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:

@@ -6,6 +6,7 @@ usage figures, never 0."""
 
 from __future__ import annotations
 
+from .args import non_blank
 from .base import Commands, Context, out
 from .output import table
 
@@ -13,7 +14,12 @@ from .output import table
 def add_commands(commands: Commands) -> None:
     """Register ``team-figures``."""
     p = commands.add("team-figures", cmd_team_figures, "a team's billed units, cost, GPU energy and idle GPU-hours per member")
-    p.add_argument("team", metavar="TEAM", help="the team (Slurm account); its leads and portal admins only")
+    p.add_argument(
+        "team",
+        metavar="TEAM",
+        type=non_blank("team", "give the team's name (its Slurm account)"),
+        help="the team (Slurm account); its leads and portal admins only",
+    )
 
 
 def cost_text(cost: dict | None) -> str:

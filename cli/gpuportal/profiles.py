@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .args import add_overrides, positive_float
+from .args import add_overrides, non_blank, positive_float
 from .base import Commands, Context, list_out, out, print_help, read_text
 from .jobs import submitted
 
@@ -19,7 +19,7 @@ def add_commands(commands: Commands) -> None:
     q.add_argument("file", metavar="FILE.yaml")
     q.add_argument("--share", metavar="TEAM", help="share it with this team")
     q = sub.add("run", cmd_profiles_run, "submit a job from a saved profile")
-    q.add_argument("id", metavar="ID")
+    q.add_argument("id", metavar="ID", type=non_blank("profile", "give its ID as `gpuportal profiles ls` prints it"))
     add_overrides(q, "override a profile field (repeatable)")
     q.add_argument("-f", "--follow", action="store_true", help="then follow the job's output until it ends")
     q.add_argument("--interval", type=positive_float, default=2.0, help=argparse.SUPPRESS)

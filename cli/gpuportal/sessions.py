@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from .args import non_negative_int, positive_float
+from .args import non_blank, non_negative_int, positive_float
 from .base import Commands, Context, err, list_out, out
 from .output import duration, gpus, key_values
 
@@ -21,7 +21,7 @@ def add_commands(commands: Commands) -> None:
     sub.add("ls", cmd_sessions_ls, "list your sessions")
     sub.add("kinds", cmd_sessions_kinds, "list the kinds of session the portal has (for notebook --kind)")
     q = sub.add("stop", cmd_sessions_stop, "stop a session")
-    q.add_argument("name", metavar="NAME")
+    q.add_argument("name", metavar="NAME", type=non_blank("session", "give its name as `gpuportal sessions ls` prints it"))
 
 
 def _add_notebook(commands: Commands) -> None:

@@ -442,6 +442,21 @@ def test_an_empty_job_ref_is_refused_before_any_request(env, capsys, command, re
     assert env.requests == []
 
 
+@pytest.mark.parametrize(
+    "argv, what",
+    [
+        (["profiles", "run", ""], "argument ID: no profile given ('')"),
+        (["sessions", "stop", " "], "argument NAME: no session given (' ')"),
+        (["team-figures", ""], "argument TEAM: no team given ('')"),
+    ],
+)
+def test_an_empty_profile_session_or_team_is_refused_before_any_request(env, capsys, argv, what):
+    """Each made an address with an empty part (``/profiles//submit``, ``/sessions/``, ``/teams//figures``)."""
+    assert main(argv) == 2
+    assert what in capsys.readouterr().err
+    assert env.requests == []
+
+
 def test_a_job_ref_is_sent_without_the_spaces_around_it(env, capsys):
     assert main(["cancel", " 4242 "]) == 0
     assert [(r.method, r.path) for r in env.requests] == [("POST", "/jobs/4242/cancel")]
