@@ -110,11 +110,11 @@ class Run(_Strict):
         if value and not value.strip():
             if info.field_name == "command":
                 raise ValueError(
-                    "run.command is blank (only spaces): write the bash command to run, such as python train.py, "
+                    "run.command is blank (only blank space): write the bash command to run, such as python train.py, "
                     "or give run.script instead."
                 )
             raise ValueError(
-                "run.script is blank (only spaces): name the file to run in the project directory, such as train.py, "
+                "run.script is blank (only blank space): name the file to run in the project directory, such as train.py, "
                 "or give run.command instead."
             )
         return value

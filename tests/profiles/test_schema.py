@@ -202,9 +202,9 @@ def test_overrides_apply_and_their_errors_have_no_line():
 @pytest.mark.parametrize(
     "run, field, words",
     [
-        ('{command: "   "}', "run.command", "run.command is blank (only spaces): write the bash command to run"),
-        ('{command: " \\t\\n "}', "run.command", "run.command is blank (only spaces)"),
-        ('{script: "  "}', "run.script", "run.script is blank (only spaces): name the file to run"),
+        ('{command: "   "}', "run.command", "run.command is blank (only blank space): write the bash command to run"),
+        ('{command: " \\t\\n "}', "run.command", "run.command is blank (only blank space)"),
+        ('{script: "  "}', "run.script", "run.script is blank (only blank space): name the file to run"),
     ],
 )
 def test_a_blank_entry_point_is_refused_on_its_line(run, field, words):
