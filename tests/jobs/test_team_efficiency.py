@@ -64,6 +64,9 @@ def test_the_team_page_shows_it_to_its_lead_only(client, team):
     assert "idle-notebook" in worst and "7.2 of 8.0 GPU-hours unused" in worst, worst
     # unused (1 - mean SM activity) is not the idle GPU-hours of the figures table, and is not named so
     assert "GPU-hours unused" in html.select_one('[data-testid="gpu-worst"]').get_text() and "left idle" not in html.get_text()
+    caption = html.select_one('[data-testid="figures-caption"]').get_text(" ", strip=True)  # what it counts, and not
+    assert caption.startswith("The jobs the portal has a row for (submitted through it, or found by it in the queue or in")
+    assert "every job of the team's account from accounting" in caption
     for outsider in ("carl", "eve"):  # a plain member, someone outside the team
         client.force_login(users[outsider])
         response = client.get("/teams/vision/gpu-efficiency/")
