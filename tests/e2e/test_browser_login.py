@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,27 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = os.environ.get("PORTAL_TEST_CHROMIUM", "/usr/bin/chromium")
+
+
+@contextmanager
+def zoned_page(timezone_id: str) -> Iterator:
+    """A headless Chromium page whose browser is in ``timezone_id`` (an IANA zone, e.g.
+    ``America/New_York``), as a person abroad sees the portal; closed on leaving. The caller sets
+    ``DJANGO_ALLOW_ASYNC_UNSAFE`` (Playwright's sync API runs an event loop in this thread)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
+        )
+        page = browser.new_context(timezone_id=timezone_id).new_page()
+        page.set_default_timeout(20_000)
+        try:
+            yield page
+        finally:
+            page.goto("about:blank")  # stop HTMX polling before the live server and test DB go away
+            browser.close()
 
 
 @pytest.fixture

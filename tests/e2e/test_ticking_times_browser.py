@@ -15,7 +15,7 @@ from jobs.models import Job
 from jobs.worker.services import snapshot_refresh
 from slurm.clusters import cluster_names
 from slurm.states import JobState
-from tests.e2e.test_browser_login import CHROMIUM, sign_in
+from tests.e2e.test_browser_login import sign_in, zoned_page
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -23,17 +23,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 def test_run_time_and_time_left_tick_in_the_browser(portal_with_idp, django_user_model, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
     for name in cluster_names():  # the real poller's service: fresh figures, so the page says when it checked
         snapshot_refresh(cluster=name)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
-        )
-        page = browser.new_context(timezone_id="America/New_York").new_page()
-        page.set_default_timeout(20_000)
+    with zoned_page("America/New_York") as page:
         sign_in(page, portal_with_idp, "alice", start="/jobs/", landed="[data-testid=current-user]")
         owner = django_user_model.objects.get(username="alice")
         Job.objects.create(
@@ -53,4 +45,3 @@ def test_run_time_and_time_left_tick_in_the_browser(portal_with_idp, django_user
             assert node.get_attribute("title").endswith("EST")  # the absolute time, in the browser's zone
         checked = page.get_by_test_id("snapshot-age")
         wait_for("the check in words", lambda: re.match(r"Checked \d+ s ago", checked.inner_text()), timeout=10)
-        browser.close()

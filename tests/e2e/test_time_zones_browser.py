@@ -13,22 +13,14 @@ from django.db import connection
 from jobs.models import Job
 from ops.announcements import announcement_create, announcement_delete
 from slurm.states import JobState
-from tests.e2e.test_browser_login import CHROMIUM, sign_in
+from tests.e2e.test_browser_login import sign_in, zoned_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
 def test_times_show_in_the_browsers_zone(portal_with_idp, django_user_model, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
-        )
-        page = browser.new_context(timezone_id="America/New_York").new_page()
-        page.set_default_timeout(20_000)
+    with zoned_page("America/New_York") as page:
         sign_in(page, portal_with_idp, "alice", start="/jobs/history/", landed="[data-testid=current-user]")
         owner = django_user_model.objects.get(username="alice")
         job = Job.objects.create(
@@ -49,7 +41,6 @@ def test_times_show_in_the_browsers_zone(portal_with_idp, django_user_model, mon
         assert cell.get_attribute("datetime") == "2026-12-01T06:22:00Z"
         page.goto(f"{portal_with_idp}/jobs/{job.key}/")
         assert page.locator("[data-testid=job-status] time").first.inner_text().endswith("EST")
-        browser.close()
 
 
 #: Lists the changes inside an element (the banner region, a banner) from now on (text, nodes, attributes) in window.bannerChanges,
@@ -78,8 +69,6 @@ _POLL = """() => new Promise((done) => htmx.ajax("GET", "/announcements/banner/"
 
 def test_a_banner_poll_leaves_the_times_the_browser_wrote(portal_with_idp, django_user_model, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
     admin = django_user_model.objects.create(username="tz-admin", is_staff=True)
     now = datetime.now(UTC)
     first = announcement_create(
@@ -88,13 +77,7 @@ def test_a_banner_poll_leaves_the_times_the_browser_wrote(portal_with_idp, djang
     connection.close()
     rows = [first]
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
-                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"],
-            )
-            page = browser.new_context(timezone_id="America/New_York").new_page()
-            page.set_default_timeout(20_000)
+        with zoned_page("America/New_York") as page:
             sign_in(page, portal_with_idp, "alice", start="/jobs/history/", landed="[data-testid=current-user]")
             until = page.locator(f"#announcement-{first.pk} time")
             assert until.inner_text().endswith("EST")
@@ -117,7 +100,6 @@ def test_a_banner_poll_leaves_the_times_the_browser_wrote(portal_with_idp, djang
             assert page.get_by_test_id("announcement").count() == 2
             assert until.inner_text().endswith("EST")
             assert page.evaluate("window.bannerChanges") == []
-            browser.close()
     finally:
         for row in rows:
             announcement_delete(announcement=row, by=admin)  # and the banner's cached list with them
