@@ -2,21 +2,24 @@
 resources (job form, session form, profile editor; :func:`teams.site_policy.policy_lines`, from settings
 and the stored snapshots' partitions: no Slurm call)."""
 
+from dataclasses import replace
+
 from django import template
 
-from slurm.clusters import cluster_names
+from slurm.clusters import cluster_names, session_clusters
 from slurm.snapshot import snapshot_load
 from teams.site_policy import policy_lines, site_policy
 
 register = template.Library()
 
 
-def pool_nodes(partition: str) -> str:
+def pool_nodes(partition: str, among: list[str] | None = None) -> str:
     """The pool partition's nodes on each cluster whose stored snapshot has it: "node3" on a site of
-    one cluster, "node3 on cluster1, g2 on cluster2" on several; "" when none is known yet."""
+    one cluster, "node3 on cluster1, g2 on cluster2" on several; "" when none is known yet.
+    ``among``: only these clusters (default: every configured one)."""
     names = cluster_names()
     found = []
-    for name in names:
+    for name in names if among is None else [n for n in names if n in among]:
         snapshot = snapshot_load(with_jobs=False, cluster=name)
         part = next((p for p in (snapshot.partitions if snapshot else ()) if p.name == partition), None)
         if part is not None and part.nodes:
@@ -25,10 +28,20 @@ def pool_nodes(partition: str) -> str:
 
 
 @register.simple_tag
-def site_policy_lines() -> list[str]:
-    """The caps and the small-job pool as sentences ([] when the site manages none)."""
+def site_policy_lines(sessions: bool = False) -> list[str]:
+    """The caps and the small-job pool as sentences ([] when the site manages none). ``sessions``:
+    for the session form, where the pool is named only on the clusters whose session partitions
+    (``session_partitions``) include it, and not at all when none does (a session could never use it)."""
     try:
-        pool = site_policy().pool
+        policy = site_policy()
     except ValueError:
         return []
-    return policy_lines(pool_nodes=pool_nodes(pool.partition) if pool.managed else "")
+    pool = policy.pool
+    if not pool.managed:
+        return policy_lines(policy)
+    if not sessions:
+        return policy_lines(policy, pool_nodes=pool_nodes(pool.partition))
+    among = [c.name for c in session_clusters() if pool.partition in c.session_partitions]
+    if not among:
+        return policy_lines(replace(policy, pool=replace(pool, partition="")))
+    return policy_lines(policy, pool_nodes=pool_nodes(pool.partition, among))

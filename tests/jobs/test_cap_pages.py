@@ -48,9 +48,22 @@ def policy_text(client, url: str) -> str:
     return " ".join(line.get_text().split())
 
 
-@pytest.mark.parametrize("url", ["/jobs/new/", "/sessions/", "/profiles/new/"])
+@pytest.mark.parametrize("url", ["/jobs/new/", "/profiles/new/"])
 def test_the_forms_say_the_caps_and_the_pool(site, url):
     assert policy_text(site, url) == LINES
+
+
+def test_the_session_form_names_the_pool_only_where_sessions_may_use_it(site):
+    """Sessions run in a cluster's ``session_partitions``: cluster1's are its interactive partition, so
+    its pool (node3) is not theirs; cluster2's include small (no snapshot stored here: no nodes named)."""
+    assert policy_text(site, "/sessions/") == LINES.replace(": node3 on cluster1", "")
+
+
+def test_the_session_form_leaves_the_pool_out_when_no_session_may_use_it(site, settings):
+    """A site of cluster1 alone: sessions use its interactive partition, never the pool's."""
+    settings.PORTAL_CLUSTERS_FILE = ""
+    assert policy_text(site, "/sessions/") == LINES.split(" Jobs of at most")[0]
+    assert "(partition small: node3), held back" in policy_text(site, "/jobs/new/")  # the job form still says it
 
 
 def test_a_site_of_one_cluster_names_only_the_pools_nodes(site, settings):
