@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import transaction
@@ -34,7 +34,7 @@ from slurm.times import start_bound
 from ..arrays import array_fields
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
 from .finish import _latest, exit_codes, exit_hidden, with_exits
-from .identity import REQUEUE_STATES
+from .identity import ID_REUSE_MARGIN_S, REQUEUE_STATES
 from .outside import SMALL_MAX, _gpus, clean
 
 logger = logging.getLogger(__name__)
@@ -177,20 +177,23 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
     jobs = [j for j in jobs if _ended(*j)]
     if not jobs:
         return 0
-    held = set(
+    held = list(
         Job.objects.filter(on_cluster(cluster), slurm_job_id__in={key for key, _, _ in jobs}).values_list(
-            "slurm_job_id", "slurm_submit_at", "state", "origin"
+            "slurm_job_id", "slurm_submit_at", "state", "origin", "submitted_at", "created_at", "end_at"
         )
     )
-    active = {i for i, _, state, _ in held if state not in FINAL_STATES}
-    submitted = {(i, at) for i, at, _, _ in held if at}
-    portal = {i for i, _, _, origin in held if origin == JobOrigin.PORTAL}
+    active = {row[0] for row in held if row[2] not in FINAL_STATES}
+    submitted = {(row[0], row[1]) for row in held if row[1]}
+    portal: dict[int, list] = {}  # job id -> (sent, ended) of the portal's rows of that id
+    for i, _, _, origin, sent, created, ended in held:
+        if origin == JobOrigin.PORTAL:
+            portal.setdefault(i, []).append((sent or created, ended))
     new = []
     for key, kind, group in jobs:
         first_submit = to_datetime(min((f.submit for f in group if f.submit), default=None))
         # A requeue gives the job a new submit time: the queue's row holds the run it saw, any of them.
         runs = {(key, to_datetime(f.submit)) for f in group if f.submit}
-        if key in active or key in portal or runs & submitted or first_submit is None:
+        if key in active or runs & submitted or first_submit is None or _portal_sent(portal.get(key, ()), first_submit):
             continue  # the queue's path has it, or a row already holds this job
         if kind != "job":  # the failed task's or component's code, where 22.05's JSON hid it
             group = with_exits(group, exits or {})
@@ -213,6 +216,17 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
             ],
         )
     return len(new)
+
+
+def _portal_sent(rows: list | tuple, first_submit: datetime) -> bool:
+    """Whether one of the portal's rows of the same job id, given as (sent, ended) (``Job.submitted_at``
+    or ``created_at``, ``Job.end_at``), is this job: Slurm submitted the job's first run no earlier than
+    the portal sent it (less :data:`~jobs.worker.identity.ID_REUSE_MARGIN_S` of clock skew, the rule
+    the poller's accounting read uses) and no later than the row's job ended. A row whose job ended
+    before this one was submitted holds an older job whose id Slurm gave again (ids start over after
+    the controller's state is lost)."""
+    margin = timedelta(seconds=ID_REUSE_MARGIN_S)
+    return any(sent - margin <= first_submit and (ended is None or first_submit <= ended + margin) for sent, ended in rows)
 
 
 def _row(key: int, kind: str, group: list, user: User, cluster: str, submitted) -> Job:

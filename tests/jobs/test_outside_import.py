@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -107,6 +108,41 @@ def test_a_requeued_job_the_queue_saw_after_its_requeue_is_not_imported_again(dj
     )  # fmt: skip
     assert import_records(records, cluster="cluster1") == 0
     assert Job.objects.filter(slurm_job_id=second.job_id).count() == 1
+
+
+DAY = 86400
+
+
+@pytest.mark.parametrize(
+    ("sent_s", "ended_s", "imported"),
+    [
+        (-3 * DAY, -2 * DAY, 1),  # an older portal job that ended days before: Slurm gave its id again
+        (3 * DAY, None, 1),  # a newer portal job of the same id
+        (-5, None, 0),  # sent seconds before Slurm's submit time, not ended: this job
+        (-5, DAY, 0),  # sent seconds before, ended after it: this job
+    ],
+)
+def test_a_portal_row_of_the_same_id_holds_the_job_only_when_it_is_that_job(
+    django_user_model, clean_cache, sent_s, ended_s, imported
+):
+    """sacct_requeued.json without its portal key, as an outside job, beside a portal row of the same
+    job id sent and ended the given seconds from the job's first submit time: the row holds the job
+    only when the portal sent it before Slurm's submit time and it had not ended by then; a row of an
+    older or a newer job leaves it to be imported."""
+    rec = recording("24.11")
+    doc = rec.doc("sacct_requeued")
+    owner = django_user_model.objects.create(username=doc["jobs"][0]["user"])
+    for raw in doc["jobs"]:
+        raw["comment"] = {"administrator": None, "job": None, "system": None}
+    records = rec.adapter.parse_sacct_jobs(doc)
+    first_submit = to_datetime(min(f.submit for f in records))
+    Job.objects.create(
+        user=owner, name="portal's", origin=JobOrigin.PORTAL, slurm_cluster="cluster1", slurm_job_id=records[0].job_id,
+        submitted_at=first_submit + timedelta(seconds=sent_s), state=JobState.COMPLETED, partition="train",
+        end_at=None if ended_s is None else first_submit + timedelta(seconds=ended_s), time_limit_min=1, memory_mb=1,
+    )  # fmt: skip
+    assert import_records(records, cluster="cluster1") == imported
+    assert Job.objects.filter(slurm_job_id=records[0].job_id, origin=JobOrigin.OUTSIDE).count() == imported
 
 
 def test_the_import_asks_once_a_minute_for_every_linked_user_in_one_call(alice, django_user_model):
