@@ -488,7 +488,7 @@ done
 # 9. summary
 # ---------------------------------------------------------------------------------------------------------------
 echo
-echo "Slurm cluster '$CLUSTER_NAME' is up (controller $CONTROLLER_HOST, Slurm $(sinfo -V | awk '{print $2}'))"
+echo "Slurm cluster cluster1 (ClusterName '$CLUSTER_NAME') is up (controller $CONTROLLER_HOST, Slurm $(sinfo -V | awk '{print $2}'))"
 echo "  nodes:"
 sinfo -h -N -o '    %N %T cpus=%c mem=%m gres=%G' | sort -u
 echo "  partitions:"
