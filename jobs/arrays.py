@@ -108,10 +108,35 @@ def any_active(tasks: dict[JobState, TaskSet]) -> bool:
 
 def spec(tasks: dict[JobState, TaskSet], throttle: int | None) -> str:
     """Every task id as Slurm writes an array: ``1-500%20``."""
+    return _every(tasks).text + (f"%{throttle}" if throttle else "")
+
+
+def _every(tasks: dict[JobState, TaskSet]) -> TaskSet:
     every = TaskSet()
     for ids in tasks.values():
         every = every | ids
-    return every.text + (f"%{throttle}" if throttle else "")
+    return every
+
+
+#: The most characters of ``Job.array_spec`` (its column's ``max_length``).
+SPEC_MAX = 255
+
+
+def stored_spec(tasks: dict[JobState, TaskSet], throttle: int | None) -> str:
+    """:func:`spec` in at most :data:`SPEC_MAX` characters, the ``%`` limit kept: an array whose task
+    ids are too scattered to write in full keeps its first ranges, then ``...`` and its last range
+    (``1,4,7,...,397%20``), whole ranges only, so the text never claims ids the array lacks."""
+    full = spec(tasks, throttle)
+    if len(full) <= SPEC_MAX:
+        return full
+    ranges = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in _every(tasks).ranges]
+    tail = f",...,{ranges[-1]}" + (f"%{throttle}" if throttle else "")
+    head = ranges[0]
+    for text in ranges[1:-1]:
+        if len(head) + 1 + len(text) + len(tail) > SPEC_MAX:
+            break
+        head += "," + text
+    return head + tail
 
 
 def throttle_of(array_spec: str) -> int | None:
@@ -171,11 +196,11 @@ def totals_shown(counts: dict) -> list[TaskCount]:
 
 def array_fields(tasks: dict[JobState, TaskSet], throttle: int | None) -> dict:
     """The fields of an array row the poller writes together from its tasks by state:
-    ``array_tasks`` (:func:`dump_tasks`), ``array_spec`` (:func:`spec`, at most 255 characters) and
+    ``array_tasks`` (:func:`dump_tasks`), ``array_spec`` (:func:`stored_spec`) and
     ``array_counts`` (:func:`task_totals`)."""
     return {
         "array_tasks": dump_tasks(tasks),
-        "array_spec": spec(tasks, throttle)[:255],
+        "array_spec": stored_spec(tasks, throttle),
         "array_counts": task_totals(tasks),
     }
 
