@@ -21,8 +21,25 @@ def _too_big(unit: str) -> str:
     )
 
 
+class _BlankIsEmpty:
+    """A number field that reads a value of blank space alone ("   ") as empty, as the field looks:
+    Django's number fields do not strip, and refused it as not a number."""
+
+    def to_python(self, value):
+        """The field's own reading of ``value`` with blank space around it (or alone) left out."""
+        return super().to_python(value.strip() if isinstance(value, str) else value)
+
+
+class QuotaField(_BlankIsEmpty, forms.DecimalField):
+    """A quota in hours (:class:`_BlankIsEmpty`)."""
+
+
+class LimitField(_BlankIsEmpty, forms.IntegerField):
+    """A count of GPUs (:class:`_BlankIsEmpty`)."""
+
+
 class LimitsForm(forms.Form):
-    gpu_hours_quota = forms.DecimalField(
+    gpu_hours_quota = QuotaField(
         required=False,
         min_value=0,
         max_value=MAX_QUOTA_HOURS,
@@ -37,7 +54,7 @@ class LimitsForm(forms.Form):
             "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 GPU-hours.",
         },
     )
-    billed_hours_quota = forms.DecimalField(
+    billed_hours_quota = QuotaField(
         required=False,
         min_value=0,
         max_value=MAX_QUOTA_HOURS,
@@ -53,7 +70,7 @@ class LimitsForm(forms.Form):
             "max_decimal_places": "Give the quota to at most one decimal place, such as 12.5 billed unit-hours.",
         },
     )
-    gpu_limit = forms.IntegerField(
+    gpu_limit = LimitField(
         required=False,
         min_value=0,
         max_value=MAX_GPU_LIMIT,

@@ -12,7 +12,6 @@ from decimal import Decimal
 from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -26,9 +25,15 @@ from slurm.clusters import cluster_names
 
 from .charts import stacked_bars_svg
 from .forms import LimitsForm, MemberForm
-from .models import Team
+from .models import Role, Team
 from .selectors import audit_events, team_for_viewer, team_members, teams_visible_to
-from .services import claim_note, membership_remove, membership_set_by_name, team_set_limits, teams_sync_start
+from .services import (
+    claim_note,
+    membership_remove_by_name,
+    membership_set_by_name,
+    team_set_limits,
+    teams_sync_start,
+)
 from .sync.runs import STALE_AFTER_S, SYNC_RETRIES, SyncRun, sync_run_last, sync_run_load
 from .usage.borrow import scavenger_hours
 from .usage.cache import team_usage
@@ -208,15 +213,16 @@ def team_settings(request: HttpRequest, team: Team) -> HttpResponse:
 
 
 def _settings_action(request: HttpRequest, team: Team, form, page_key: str, apply) -> HttpResponse:
-    """One settings form: valid input goes to ``apply(cleaned_data)``, which returns the success
-    message; a form error or the service's refusal shows the page again with the form (400)."""
+    """One settings form: valid input goes to ``apply(cleaned_data)``, which returns the message to
+    show and its level (``messages.SUCCESS``, or ``messages.INFO`` when nothing changed); a form error
+    or the service's refusal shows the page again with the form (400)."""
     if form.is_valid():
         try:
-            message = apply(form.cleaned_data)
+            level, message = apply(form.cleaned_data)
         except Refused as refused:
             refusal_to_form(form, refused)
         else:
-            messages.success(request, message)
+            messages.add_message(request, level, message)
             return redirect("team_settings", name=team.name)
     return _settings_page(request, team, **{page_key: form})
 
@@ -225,29 +231,42 @@ def _settings_action(request: HttpRequest, team: Team, form, page_key: str, appl
 @_admin_team_page
 def team_limits_set(request: HttpRequest, team: Team) -> HttpResponse:
     """Admin: save the quota (GPU-hours or billed unit-hours) and the GPU limit; the Slurm sync
-    follows in a worker."""
+    follows in a worker. Values the team has already change nothing and queue no sync: the page says
+    so, and that "Sync now" sets them in Slurm again."""
 
-    def apply(data) -> str:
-        team_set_limits(
+    def apply(data) -> tuple[int, str]:
+        changed = team_set_limits(
             team=team,
             gpu_hours_quota=_hours_sent(data["gpu_hours_quota"], team.gpu_minutes_quota),
             billed_hours_quota=_hours_sent(data["billed_hours_quota"], team.billing_minutes_quota),
             gpu_limit=data["gpu_limit"],
             by=request.user,
         )
-        return f"Limits of {team.name} saved; the Slurm sync is on its way."
+        if not changed:
+            return messages.INFO, (
+                f"Nothing changed: these are the limits of {team.name} already, so no Slurm sync was queued. "
+                "To set them in Slurm again (when Slurm is out of step), press Sync now under Slurm below."
+            )
+        return messages.SUCCESS, f"Limits of {team.name} saved; the Slurm sync is on its way."
 
     return _settings_action(request, team, LimitsForm(request.POST), "limits", apply)
+
+
+#: A role as the members table names it, in a sentence ("alice is now a team lead of vision").
+ROLE_WORDS = {Role.MEMBER: "a member", Role.LEAD: "a team lead"}
 
 
 @require_POST
 @_admin_team_page
 def team_member_set(request: HttpRequest, team: Team) -> HttpResponse:
-    """Admin: add a portal user to the team or change their role."""
+    """Admin: add a portal user to the team or change their role (never its only lead's: make
+    another member team lead first). Someone who already has that role, set here, changes nothing."""
 
-    def apply(data) -> str:
-        membership = membership_set_by_name(team=team, username=data["username"], role=data["role"], by=request.user)
-        return f"{membership.user.username} is now {data['role'].lower()} of {team.name}; the Slurm sync is on its way."
+    def apply(data) -> tuple[int, str]:
+        username, role = data["username"], ROLE_WORDS[data["role"]]
+        if not membership_set_by_name(team=team, username=username, role=data["role"], by=request.user):
+            return messages.INFO, f"{username} is already {role} of {team.name}, set by an admin: nothing changed."
+        return messages.SUCCESS, f"{username} is now {role} of {team.name}; the Slurm sync is on its way."
 
     return _settings_action(request, team, MemberForm(request.POST), "member_form", apply)
 
@@ -255,14 +274,14 @@ def team_member_set(request: HttpRequest, team: Team) -> HttpResponse:
 @require_POST
 @_admin_team_page
 def team_member_remove(request: HttpRequest, team: Team) -> HttpResponse:
-    """Admin: remove a member (``username`` in the form)."""
-    username = request.POST.get("username", "")
-    user = get_user_model().objects.filter(username=username).first() if "\x00" not in username else None
-    removed = membership_remove(team=team, user=user, by=request.user) if user is not None else None
-    if removed is None:
-        messages.error(request, "That user is not a member of this team.")
+    """Admin: remove a member (``username`` in the form); never the team's only lead (make another
+    member team lead first). A refusal names the user and says why."""
+    try:
+        removed = membership_remove_by_name(team=team, username=request.POST.get("username", ""), by=request.user)
+    except Refused as refused:
+        messages.error(request, str(refused))
     else:
-        messages.success(request, f"{user.username} removed from {team.name}; the Slurm sync is on its way.")
+        messages.success(request, f"{removed.user.username} removed from {team.name}; the Slurm sync is on its way.")
         if note := claim_note(removed):  # a membership from the IdP's groups claim
             messages.warning(request, note)
     return redirect("team_settings", name=team.name)
