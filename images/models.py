@@ -20,6 +20,11 @@ from runtimes import runtime_get
 #: of the batch script (never as shell code), but a newline or NUL could not be one line of the log.
 _BAD_PATH = re.compile(r"[\x00-\x1f\x7f]")
 
+#: An image name (and a name in a list of clusters or partitions): what a profile's ``image:``, a session's and the API's image accept. A name is only
+#: ever text: a URL segment (never ``.`` or ``..``, as it starts with a letter or digit), a log line, a
+#: quoted word of a batch script, a cache key; the runtimes get the image's path, never its name.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
 
 class ImageRuntime(models.TextChoices):
     """The container runtimes the portal can wrap a command in (:mod:`runtimes`: ``runtime_get``)."""
@@ -41,6 +46,17 @@ def validate_image_path(value: str) -> None:
         raise ValidationError(f"The image path {value!r} holds a '..' part: give the path without it.")
 
 
+def validate_image_name(value: str) -> None:
+    """An image name is letters, digits, ``.``, ``_`` and ``-``, starting with a letter or a digit
+    (e.g. ``pytorch-2.3``). Raises ``ValidationError``."""
+    if not NAME.match(value):
+        raise ValidationError(
+            f"{value[:64]!r} is not an image name: use letters, digits, '.', '_' and '-', starting with a letter or "
+            "a digit, e.g. pytorch-2.3 or debian12-sklearn.",
+            code="invalid",
+        )
+
+
 def validate_name_list(value) -> None:
     """A list of names (clusters, partitions, session kinds): a JSON list of non-empty strings."""
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
@@ -56,7 +72,12 @@ class Image(models.Model):
     build wrote it (``sha256:...``), shown in a job's log and page. ``enabled``: disabled images are
     offered nowhere and refused, but jobs that ran in them keep their name."""
 
-    name = models.SlugField(max_length=64, unique=True, help_text="Short name users pick, e.g. debian12-sklearn")
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        validators=[validate_image_name],
+        help_text="Short name users pick: letters, digits, '.', '_' and '-', e.g. debian12-sklearn or pytorch-2.3",
+    )
     description = models.TextField(blank=True, default="")
     os = models.CharField(max_length=128, blank=True, default="", help_text="e.g. Debian GNU/Linux 12 (bookworm)")
     python_version = models.CharField(max_length=32, blank=True, default="")

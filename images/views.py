@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from .forms import ImageForm
@@ -39,18 +42,28 @@ def image_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def image_edit(request: HttpRequest, name: str) -> HttpResponse:
-    """GET: the form filled in with image ``name``; POST: change it."""
+    """GET: the form filled in with image ``name``; POST: change it. The page stays bound to ``name``
+    (the saved row) whatever the form holds: a refused rename shows, and posts back to, this image."""
     if not request.user.is_staff:
         return _forbidden(request)
     image = get_object_or_404(Image, name=name)
     old = image_values(image)
-    form = ImageForm(request.POST or None, instance=image)
+    form = ImageForm(request.POST or None, instance=image)  # validating it changes ``image``: the page uses ``name``
     if request.method == "POST" and form.is_valid():
-        image_save(image=form.save(commit=False), by=request.user, old=old)
-        messages.success(request, f"Image {image.name} changed.")
+        saved = image_save(image=form.save(commit=False), by=request.user, old=old)
+        renamed = f"; it is now called {saved.name}" if saved.name != name else ""
+        messages.success(request, f"Image {name} changed{renamed}.")
         return redirect("image_list")
     status = 400 if request.method == "POST" else 200
-    return render(request, "images/edit.html", {"form": form, "image": image}, status=status)
+    return render(request, "images/edit.html", {"form": form, "name": name}, status=status)
+
+
+def _stored_problems(exc: ValidationError) -> str:
+    """``Path: The image path 'x' is not absolute: ...`` for each field of a stored row that fails its checks."""
+    fields = {f.name: f.verbose_name for f in Image._meta.fields}
+    if not hasattr(exc, "error_dict"):
+        return " ".join(exc.messages)
+    return " ".join(f"{fields.get(f, f).capitalize()}: {' '.join(m)}" for f, m in exc.message_dict.items())
 
 
 @login_required
@@ -63,8 +76,24 @@ def image_enable(request: HttpRequest, name: str) -> HttpResponse:
     image = get_object_or_404(Image, name=name)
     old = image_values(image)
     image.enabled = request.POST.get("enabled") == "1"
-    image_save(image=image, by=request.user, old=old)
-    messages.success(request, f"Image {image.name} {'enabled' if image.enabled else 'disabled'}.")
+    what = "enabled" if image.enabled else "disabled"
+    try:
+        image_save(image=image, by=request.user, old=old)
+    except ValidationError as exc:  # a row stored before today's checks (e.g. a relative path)
+        edit = reverse("image_edit", args=[name])
+        messages.error(
+            request,
+            format_html(
+                'Image {} was not {}: what is stored for it fails the checks. {} Fix it on its <a href="{}">Edit page</a>, '
+                "then try again; nothing was changed.",
+                name,
+                what,
+                _stored_problems(exc),
+                edit,
+            ),
+        )
+        return redirect("image_list")
+    messages.success(request, f"Image {name} {what}.")
     return redirect("image_list")
 
 

@@ -83,7 +83,7 @@ def test_admin_registers_edits_disables_and_removes_an_image_each_audited(client
         ("path", "/srv/images/a\nb", "control character"),
         ("path", "/srv/images/../etc", "'..' part"),
         ("partitions", "gpu;rm -rf", "is not a name"),
-        ("name", "Has Spaces", "slug"),
+        ("name", "Has Spaces", "'Has Spaces' is not an image name"),
         ("path", "/srv/images/a,b.sqsh", "which pyxis's mount option uses as a separator"),
     ],
 )
@@ -142,3 +142,102 @@ def test_only_admins_see_the_link(client, people):
         return BeautifulSoup(_as(client, user).get("/").content, "html.parser").select("[data-testid=images-link]")
 
     assert link(people["dana"]) and not link(people["alice"]) and not link(people["carol"])
+
+
+def test_a_refused_rename_keeps_the_page_on_the_saved_image_and_changes_no_other(client, people, make_image):
+    make_image("pytorch", path="/srv/gpuportal/images/pytorch", description="PyTorch")
+    make_image("debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", description="sklearn")
+    c = _as(client, people["dana"])
+    response = c.post("/ops/images/debian12-sklearn/edit/", {**FORM, "name": "pytorch"})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    page = BeautifulSoup(response.content, "html.parser")
+    assert "pytorch" in page.select_one("[data-testid=error-name]").get_text()
+    assert page.select_one("h1").get_text(" ", strip=True) == "Edit image debian12-sklearn"
+    assert "debian12-sklearn" in page.title.get_text()
+    form = page.select_one("[data-testid=image-form]")
+    assert form["action"] == "/ops/images/debian12-sklearn/edit/" and form.select_one("[name=name]")["value"] == "pytorch"
+
+    assert c.post(form["action"], {**FORM, "name": "debian12-sklearn-v2"}).status_code == HTTPStatus.FOUND
+    assert dict(Image.objects.values_list("name", "description")) == {
+        "pytorch": "PyTorch",
+        "debian12-sklearn-v2": FORM["description"],
+    }
+    assert Image.objects.get(name="pytorch").path == "/srv/gpuportal/images/pytorch"
+
+
+def test_a_rename_with_a_bad_path_posts_back_to_the_saved_name_with_the_input_kept(client, people, make_image):
+    make_image("debian12-sklearn")
+    c = _as(client, people["dana"])
+    response = c.post("/ops/images/debian12-sklearn/edit/", {**FORM, "name": "renamed", "path": "relative/dir"})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    page = BeautifulSoup(response.content, "html.parser")
+    form = page.select_one("[data-testid=image-form]")
+    assert form["action"] == "/ops/images/debian12-sklearn/edit/"
+    assert (form.select_one("[name=name]")["value"], form.select_one("[name=path]")["value"]) == ("renamed", "relative/dir")
+    assert c.post(form["action"], {**FORM, "name": "renamed"}).status_code == HTTPStatus.FOUND
+    assert list(Image.objects.values_list("name", flat=True)) == ["renamed"]
+
+
+def test_toggling_an_image_whose_stored_fields_fail_the_checks_is_refused_with_a_link_to_fix_it(client, people, make_image):
+    make_image("legacy", path="relative/legacy")
+    response = _as(client, people["dana"]).post("/ops/images/legacy/enable/", {"enabled": "0"}, follow=True)
+    assert response.status_code == HTTPStatus.OK
+    banner = BeautifulSoup(response.content, "html.parser").select_one(".messages .error")
+    assert "legacy was not disabled" in banner.get_text() and "relative/legacy" in banner.get_text()
+    assert banner.select_one("a")["href"] == "/ops/images/legacy/edit/"
+    assert Image.objects.get(name="legacy").enabled and not AuditEvent.objects.filter(action__startswith="image.").exists()
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("name", "", "Give the image a name"),
+        ("path", "", "Give the image's absolute path"),
+        ("os", "x" * 130, "The operating system is 130 characters long: keep it to 128"),
+        ("name", "n" * 70, "The name is 70 characters long: keep it to 64."),
+        ("name", "pytorch 2.3", "'pytorch 2.3' is not an image name"),
+        (
+            "clusters",
+            "cluster1, , nosuchcluster",
+            "No cluster called 'nosuchcluster' is configured: the clusters are cluster1, cluster2",
+        ),
+    ],
+)
+def test_form_refusals_are_in_the_portals_words_and_keep_the_input(client, people, field, value, says):
+    response = _as(client, people["dana"]).post("/ops/images/", {**FORM, field: value})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    page = BeautifulSoup(response.content, "html.parser")
+    assert says in page.select_one(f"[data-testid=error-{field}]").get_text()
+    assert page.select_one("[data-testid=image-form] [name=description]").get_text().strip() == FORM["description"]
+    assert not Image.objects.exists()
+
+
+def test_a_name_with_a_dot_is_registered_and_its_pages_answer(client, people):
+    c = _as(client, people["dana"])
+    assert (
+        c.post("/ops/images/", {**FORM, "name": "pytorch-2.3", "clusters": "cluster1, , cluster2"}).status_code
+        == HTTPStatus.FOUND
+    )
+    assert Image.objects.get(name="pytorch-2.3").clusters == ["cluster1", "cluster2"]
+    assert c.get("/ops/images/pytorch-2.3/edit/").status_code == HTTPStatus.OK
+    assert c.post("/ops/images/pytorch-2.3/enable/", {"enabled": "0"}).status_code == HTTPStatus.FOUND
+    assert not Image.objects.get(name="pytorch-2.3").enabled
+
+
+@pytest.mark.parametrize("url", ["/ops/images/", "/ops/images/other/edit/"])
+def test_a_name_equal_to_another_ignoring_case_is_refused_naming_it(client, people, make_image, url):
+    make_image("debian12-sklearn")
+    make_image("other")
+    response = _as(client, people["dana"]).post(url, {**FORM, "name": "DEBIAN12-SKLEARN"})
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    errors = BeautifulSoup(response.content, "html.parser").select_one("[data-testid=error-name]").get_text()
+    assert "debian12-sklearn" in errors and "DEBIAN12-SKLEARN" in errors
+    assert sorted(Image.objects.values_list("name", flat=True)) == ["debian12-sklearn", "other"]
+
+
+def test_an_image_keeps_its_own_name_and_may_change_its_case(client, people, make_image):
+    make_image("debian12-sklearn")
+    c = _as(client, people["dana"])
+    assert c.post("/ops/images/debian12-sklearn/edit/", {**FORM, "os": "Debian 12"}).status_code == HTTPStatus.FOUND
+    assert c.post("/ops/images/debian12-sklearn/edit/", {**FORM, "name": "Debian12-sklearn"}).status_code == HTTPStatus.FOUND
+    assert list(Image.objects.values_list("name", flat=True)) == ["Debian12-sklearn"]
