@@ -99,11 +99,13 @@ def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
-def local_time(iso: str | None) -> str:
-    """An API time (ISO 8601, UTC) as ``YYYY-MM-DD HH:MM`` in this machine's zone; ``-`` when absent."""
+def local_time(iso: str | None, *, zone: bool = False) -> str:
+    """An API time (ISO 8601, UTC) as ``YYYY-MM-DD HH:MM`` in this machine's zone, with the zone's
+    name when ``zone`` (``2026-12-05 19:00 CET``); ``-`` when absent; as it came when it is not ISO 8601."""
     if not iso:
         return "-"
     try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
     except ValueError:
         return iso
+    return when.strftime("%Y-%m-%d %H:%M %Z" if zone else "%Y-%m-%d %H:%M").strip()

@@ -4,13 +4,14 @@ class, and the :class:`Context` a command runs in (its arguments and its API cli
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .client import Client
-from .config import resolve
+from .config import TOKENS_PAGE, check_token, resolve
 from .errors import ApiError
 from .notices import WarningPrinter
 from .output import dumps_json, one_line, table
@@ -33,18 +34,33 @@ def err(text: str) -> None:
     sys.stderr.flush()
 
 
+#: The portal's 403 for a token without a scope: "This token does not have the 'jobs' scope (it has: read). ..."
+MISSING_SCOPE = re.compile(r"does not have the '([^']+)' scope")
+
+
 def token_hint(exc: ApiError, url: str | None) -> str | None:
-    """For a 401, where to get a new token (one sentence); ``None`` otherwise."""
-    if exc.status != 401:
+    """For a 401, where to get a new token; for a 403 refusing a token that lacks a scope, where to
+    make one with it and how to use it; ``None`` otherwise. One sentence, without what the portal's
+    own sentence says: its 403 names the scope and "the Tokens page", not the page's address."""
+    where = f"{url}{TOKENS_PAGE}" if url else f"the portal's {TOKENS_PAGE} page"
+    if exc.status == 401:
+        return f"your token is missing, wrong, expired or revoked: create one on {where}"
+    scope = MISSING_SCOPE.search(exc.detail) if exc.status == 403 else None
+    if scope is None:
         return None
-    where = f"{url}/account/tokens/" if url else "the portal's /account/tokens/ page"
-    return f"your token is missing, wrong, expired or revoked: create one on {where}"
+    use = "give the new token to `gpuportal login` (or GPUPORTAL_TOKEN)"
+    if TOKENS_PAGE in exc.detail:  # the portal's sentence has the address too
+        return f"then {use}"
+    if "Tokens page" in exc.detail:
+        return f"the Tokens page is {where}; then {use}"
+    return f"make a token with the '{scope[1]}' scope on {where}, then {use}"
 
 
 def print_api_error(exc: ApiError, url: str | None) -> None:
     """Print an :class:`ApiError` to stderr: ``error: <detail>``, then one line per field error
     (``  <field> (line N): <message>``; one whose message is the detail itself, as a refused hold's
-    is, is not said twice), then for 401 a hint about the token."""
+    is, is not said twice), then for a 401 or a missing scope's 403 a hint about the token
+    (:func:`token_hint`)."""
     err(f"error: {exc.detail}")
     for item in exc.errors:
         if str(item.get("message") or "").strip() == exc.detail.strip() and item.get("line") is None:
@@ -166,7 +182,8 @@ class Context:
         self._client: Client | None = None
 
     def client(self) -> Client:
-        """The API client; raises :class:`UsageError` when the URL or token is not configured."""
+        """The API client; raises :class:`UsageError` when the URL or token is not configured, and
+        :class:`~gpuportal.config.ConfigError` for a token no portal gives (:func:`~gpuportal.config.check_token`)."""
         if self._client is None:
             settings = resolve(getattr(self.args, "url", None), getattr(self.args, "token", None))
             self.url = settings.url
@@ -180,6 +197,7 @@ class Context:
                     f"no API token configured. Create one on {settings.url}/account/tokens/, then run "
                     f"`gpuportal login --url {settings.url}` or set GPUPORTAL_TOKEN (or pass --token)."
                 )
+            check_token(settings.token, settings.token_source or "--token", settings.url)
             self._client = self.client_for(settings.url, settings.token)
         return self._client
 

@@ -20,11 +20,14 @@ store, or the bundle named by ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE``. ``~/
 from __future__ import annotations
 
 import json
+import math
 import os
 import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import urllib3
 import urllib3.exceptions
@@ -132,9 +135,10 @@ class Client:
                 timeout=Timeout(connect=self.timeout[0], read=self.timeout[1]),
                 retries=retry_policy(),
             )
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            # ValueError (UnicodeEncodeError too): a header http.client cannot send; the token is checked before.
             raise connection_failed(method, url, exc, self.timeout) from None
-        document = self._decode(response, getattr(response, "url", None) or url)
+        document = self._decode(response, answered_url(response, url))
         if self.on_answer is not None:
             self.on_answer(document)
         return document
@@ -155,10 +159,7 @@ class Client:
                 errors = document.get("errors") or []
                 errors = [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
                 raise ApiError(status, document["detail"], errors, document, url)
-            detail = f"HTTP {status} {response.reason or ''}".strip()
-            if document is None and content:
-                detail += f" from {url} (not a JSON answer: is {self.url} the portal's address?)"
-            raise ApiError(status, detail, [], document, url)
+            raise ApiError(status, self._not_json(response, url, content), [], document, url)
         if not content:
             return {}
         if not isinstance(document, dict):
@@ -166,6 +167,26 @@ class Client:
                 0, f"the server at {self.url} did not answer with a JSON object (is it the portal's address?)", url=url
             )
         return document
+
+    def _not_json(self, response: urllib3.BaseHTTPResponse, url: str, content: bytes) -> str:
+        """The sentence for an error status without the API's JSON error document: a proxy's (or the
+        web server's) page. 429: too many requests; 502, 503, 504: the portal or a proxy in front of
+        it is down or restarting; 500: the portal failed (its own 500 page is HTML); each with when
+        to try again (``Retry-After`` when the answer has one). Others: perhaps not the portal."""
+        status = response.status
+        http = f"HTTP {status} {response.reason or ''}".strip() + f" from {url}"
+        wait = retry_after(response.headers.get("Retry-After"))
+        if status == 429:
+            later = f"in {wait} s" if wait is not None else "in a moment"
+            return f"too many requests: the portal, or a proxy in front of it, refused this one ({http}); try again {later}"
+        if status in (502, 503, 504):
+            later = f"in {wait} s" if wait is not None else "shortly"
+            return f"the portal, or a proxy in front of it, is unavailable or restarting ({http}); try again {later}"
+        if status == 500:
+            return f"the portal failed on its side ({http}); try again, and tell the portal's admins if it keeps failing"
+        if content:
+            return f"{http} (not a JSON answer: is {self.url} the portal's address?)"
+        return http
 
     # --- endpoints ------------------------------------------------------------------------------
     def me(self) -> dict:
@@ -288,6 +309,31 @@ class Client:
     def submit_profile(self, profile_id: str | int, overrides: dict) -> dict:
         """``POST /profiles/{id}/submit``: the new job (HTTP 201)."""
         return self.request("POST", f"/profiles/{_seg(str(profile_id))}/submit", body={"overrides": overrides})
+
+
+def answered_url(response: urllib3.BaseHTTPResponse, url: str) -> str:
+    """The full URL (scheme, host, port, path, query) that gave ``response`` to a request for ``url``:
+    ``url``, or where its redirects led (urllib3's ``response.url`` is only the path)."""
+    retries = getattr(response, "retries", None)
+    for step in getattr(retries, "history", None) or ():
+        if step.redirect_location and "://" in (step.url or ""):
+            url = urljoin(step.url, step.redirect_location)
+    return url
+
+
+def retry_after(value: str | None) -> int | None:
+    """A ``Retry-After`` header as whole seconds from now (it is seconds or an HTTP date); ``None``
+    without one, or one that reads as neither."""
+    value = (value or "").strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0, math.ceil((when - datetime.now(UTC)).total_seconds()))
 
 
 def _on(cluster: str) -> dict:

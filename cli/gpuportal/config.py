@@ -24,6 +24,8 @@ import tomli_w
 ENV_URL = "GPUPORTAL_URL"
 ENV_TOKEN = "GPUPORTAL_TOKEN"
 ENV_CONFIG = "GPUPORTAL_CONFIG"
+#: Where a token is made, below the portal's URL (its Tokens page).
+TOKENS_PAGE = "/account/tokens/"
 #: How a portal URL is written, for the refusals of :func:`normalize_url`.
 URL_FORM = "give it as https://host or https://host:port, an IPv6 address in brackets (https://[::1]:8000)"
 
@@ -115,30 +117,67 @@ def resolve(
 ) -> Settings:
     """Resolve the URL and token, each independently: the given arguments (the command-line flags),
     then the environment, then the config file (only read when something is still missing and
-    ``read_file``). Empty strings count as unset. The URL is normalized with :func:`normalize_url`.
+    ``read_file``). A token is read without the whitespace around it; empty strings count as unset.
+    The token's characters are not checked here (:func:`check_token` does that). The URL is
+    normalized with :func:`normalize_url`.
 
     Raises :class:`ConfigError` for an unreadable config file or an invalid URL; a missing value is
     not an error here (it is ``None`` in the result).
     """
     env = os.environ if env is None else env
+    token = (token or "").strip()  # a token is read without the spaces and line breaks around it
     url_value, url_source = (url, "--url") if url else (None, None)
     token_value, token_source = (token, "--token") if token else (None, None)
     if not url_value and env.get(ENV_URL):
         url_value, url_source = env[ENV_URL], ENV_URL
-    if not token_value and env.get(ENV_TOKEN):
-        token_value, token_source = env[ENV_TOKEN], ENV_TOKEN
+    if not token_value and (env.get(ENV_TOKEN) or "").strip():
+        token_value, token_source = env[ENV_TOKEN].strip(), ENV_TOKEN
     if read_file and (not url_value or not token_value):
         path = config_path(env)
         data = load_file(path)
         if not url_value and data.get("url"):
             url_value, url_source = data["url"], str(path)
-        if not token_value and data.get("token"):
-            token_value, token_source = data["token"], str(path)
+        if not token_value and data.get("token", "").strip():
+            token_value, token_source = data["token"].strip(), str(path)
     if url_value:
         url_value = normalize_url(url_value)
-    if token_value is not None:
-        token_value = token_value.strip() or None
     return Settings(url_value, token_value, url_source if url_value else None, token_source if token_value else None)
+
+
+def check_token(token: str, source: str, url: str | None) -> str:
+    """``token`` (already stripped of the whitespace around it) when every character of it is printable
+    ASCII (``!`` to ``~``), as a portal token's are (``gpp_`` and 40 letters, digits, ``-`` or ``_``).
+    Raises :class:`ConfigError` otherwise (an ellipsis copied from the Tokens page's list, a line
+    break or a space inside): the sentence names the character and where the token came from
+    (``source``: ``--token``, ``GPUPORTAL_TOKEN``, ``prompt``, ``stdin`` or the config file's path),
+    and says to paste the whole token again or make one on ``url``'s Tokens page."""
+    bad = next((c for c in token if not "!" <= c <= "~"), None)
+    if bad is None:
+        return token
+    where = {"--token": "given with --token", ENV_TOKEN: f"in {ENV_TOKEN}", "prompt": "pasted", "stdin": "read from stdin"}
+    where = where.get(source) or f"in the config file {source}"
+    page = f"{url}{TOKENS_PAGE}" if url else f"the portal's {TOKENS_PAGE} page"
+    raise ConfigError(
+        f"the API token {where} holds {_character(bad)}, which no token has (a token is gpp_ and 40 letters, digits, "
+        f"- or _): paste the whole token as it was shown when it was made, or create a new one on {page} (the list "
+        'there shows only a token\'s first characters: one ending in "…" is not the token)'
+    )
+
+
+def _character(c: str) -> str:
+    """A character for a sentence: ``a space``, ``a line break (U+000A)``, ``"…" (U+2026)``."""
+    code = f"U+{ord(c):04X}"
+    if c == " ":
+        return "a space"
+    if c in "\r\n":
+        return f"a line break ({code})"
+    if c == "\t":
+        return f"a tab ({code})"
+    if c.isspace():
+        return f"a space character ({code})"
+    if not c.isprintable():
+        return f"a control character ({code})"
+    return f'"{c}" ({code})'
 
 
 def write_config(path: Path, url: str, token: str) -> None:

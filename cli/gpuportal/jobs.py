@@ -11,6 +11,7 @@ from .args import add_overrides, job_reference, positive_float
 from .base import Commands, Context, UsageError, err, list_out, out, read_text
 from .errors import ApiError
 from .figures import billed_text, cost_text, energy_text, idle_text
+from .jobshow import shown
 from .logs import CLUSTER_HELP, REF_HELP, follow_log
 from .output import duration, gpus, key_values
 
@@ -251,7 +252,8 @@ def _ended(job: dict) -> tuple[str, ...]:
 
 
 def cmd_show(ctx: Context) -> int:
-    """``show REF``: ``GET /jobs/{ref}`` as key/value lines."""
+    """``show REF``: ``GET /jobs/{ref}`` as key/value lines; objects and lists as :mod:`gpuportal.jobshow`
+    writes them (a list one item a line)."""
     job = ctx.client().get_job(ctx.args.ref, ctx.args.cluster or "")
     if ctx.json:
         ctx.emit(job)
@@ -268,8 +270,10 @@ def cmd_show(ctx: Context) -> int:
             value = value.get("text", "")  # why it waits: the priority's parts and the jobs ahead
         elif k == "cost":
             value = cost_text(value) or "no price set (billed units only)"
+        else:  # an array's tasks, a het job's components, the GPU figures: readable, long lists cut short
+            value = shown(k, value, ctx.args.ref)
         pairs.append((k, value))
-    out(key_values(pairs))
+    out(key_values(pairs, lines=True))
     return 0
 
 

@@ -37,10 +37,35 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
-def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
-    """``key: value`` lines with the values aligned."""
+def key_values(pairs: Sequence[tuple[str, Any]], *, lines: bool = False) -> str:
+    """``key: value`` lines with the values aligned (each value through :func:`one_line`). With
+    ``lines``, a list value is one item a line, each below the first (an empty one is ``-``)."""
     width = max((len(k) for k, _ in pairs), default=0) + 1
-    return "\n".join(f"{(k + ':').ljust(width)} {one_line(v)}" for k, v in pairs)
+    rows = []
+    for k, v in pairs:
+        items = [one_line(item) for item in v] if lines and isinstance(v, (list, tuple)) and v else [one_line(v)]
+        rows += [f"{(k + ':').ljust(width)} {items[0]}", *(f"{'':{width}} {item}" for item in items[1:])]
+    return "\n".join(rows)
+
+
+def readable(value: Any) -> Any:
+    """A JSON value for people (for :func:`key_values`): an object as ``key value`` pairs joined by
+    ``, `` (objects and lists inside it in brackets); a list holding objects or lists as a list of
+    such lines (one item a line with ``lines``); anything else as it is."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_inner(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        return [readable(v) for v in value]
+    return value
+
+
+def _inner(value: Any) -> str:
+    """A value inside an object, on one line: an object or a list in brackets, ``-`` for none."""
+    if isinstance(value, dict):
+        return f"({readable(value)})" if value else "-"
+    if isinstance(value, (list, tuple)):
+        return f"({'; '.join(_inner(v) for v in value)})" if value else "-"
+    return one_line(value)
 
 
 def duration(seconds: int | float | None) -> str:

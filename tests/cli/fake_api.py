@@ -170,9 +170,10 @@ class FakeAPI:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def script(self, method: str, path: str, *responses: tuple[int, Any]) -> None:
-        """Answer ``method path`` (below ``/api/v1``) with these ``(status, body)`` in turn, the last
-        repeating. A ``str`` body is sent as-is (``text/html``), anything else as JSON."""
+    def script(self, method: str, path: str, *responses: tuple) -> None:
+        """Answer ``method path`` (below ``/api/v1``) with these ``(status, body)`` or ``(status, body,
+        headers)`` in turn, the last repeating. A ``str`` body is sent as-is (``text/html``), anything
+        else as JSON; ``headers`` (a dict) are sent too (``Retry-After``, ``Location``)."""
         self.scripted[(method, path)] = list(responses)
 
     def calls(self, method: str | None = None, path: str | None = None) -> list[Recorded]:
@@ -220,7 +221,7 @@ class FakeAPI:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         with self.lock:
             self.requests.append(Recorded(h.command, path, parts.path, query, {k.lower(): v for k, v in h.headers.items()}, body))
-            status, doc = self._answer(h.command, path, query, body, h.headers.get("Authorization"))
+            status, doc, *extra = self._answer(h.command, path, query, body, h.headers.get("Authorization"))
         if (status, doc) == RESET:
             self._reset(h)
             return
@@ -231,6 +232,8 @@ class FakeAPI:
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(data)))
+        for name, value in (extra[0] if extra else {}).items():
+            h.send_header(name, value)
         h.end_headers()
         h.wfile.write(data)
 

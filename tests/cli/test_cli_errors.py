@@ -6,15 +6,19 @@ connection could be made; under ``--json`` every error is one JSON line of one s
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import runpy
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from gpuportal import cli
 from gpuportal.cli import main
+from gpuportal.client import Client
+from gpuportal.errors import ConnectionFailed
 
 from .fake_api import RESET, TOKEN, FakeAPI, dead_url, make_job
 
@@ -115,6 +119,11 @@ def _reset(env, tmp_path, monkeypatch):
     return ["show", "4242"]
 
 
+def _missing(env, tmp_path, monkeypatch):
+    env.script("GET", "/jobs/99999", (404, {"detail": f"{env.url}/api/v1/jobs/99999", "errors": []}))
+    return ["show", "99999"]  # its detail is the URL the error's url must be: the whole of it
+
+
 def _not_the_portal(env, tmp_path, monkeypatch):
     env.script("GET", "/me", (200, "<html>a web page</html>"))
     return ["whoami"]
@@ -153,7 +162,10 @@ CASES = [
         1,
         "http",
         502,
-        lambda e: e["message"].startswith("HTTP 502 Bad Gateway") and "not a JSON answer" in e["message"],
+        lambda e: (
+            e["message"].startswith("the portal, or a proxy in front of it, is unavailable or restarting (HTTP 502")
+            and "not a JSON answer" not in e["message"]
+        ),
     ),
     (
         "bad-token",
@@ -179,6 +191,7 @@ CASES = [
         None,
         lambda e: "Connection reset by peer" in e["message"] and "cannot connect" not in e["message"],
     ),
+    ("4xx-url", _missing, 1, "http", 404, lambda e: e["url"] == e["message"]),
     ("not-the-portal", _not_the_portal, 1, "bad_answer", None, lambda e: "did not answer with a JSON object" in e["message"]),
     ("usage", _usage, 2, "usage", None, lambda e: e["message"] == "the following arguments are required: FILE.yaml"),
     ("not-configured", _not_configured, 2, "usage", None, lambda e: "no portal URL configured" in e["message"]),
@@ -202,6 +215,77 @@ def test_every_error_under_json_is_one_json_line_of_one_shape(
     assert isinstance(error["message"], str) and error["message"] and isinstance(error["errors"], list)
     assert check(error), error
     assert "error: " in captured.err  # people still get the sentence on stderr
+
+
+UNAVAILABLE = "the portal, or a proxy in front of it, is unavailable or restarting"
+PAGE = "<html><body><h1>Sorry</h1></body></html>"
+
+
+@pytest.mark.parametrize(
+    "status, reason, headers, sentence",
+    [
+        (
+            429,
+            "Too Many Requests",
+            {"Retry-After": "30"},
+            "too many requests: the portal, or a proxy in front of it, refused this one",
+        ),
+        (429, "Too Many Requests", {}, "too many requests: the portal, or a proxy in front of it, refused this one"),
+        (502, "Bad Gateway", {}, UNAVAILABLE),
+        (503, "Service Unavailable", {"Retry-After": "120"}, UNAVAILABLE),
+        (504, "Gateway Timeout", {}, UNAVAILABLE),
+        (500, "Internal Server Error", {}, "the portal failed on its side"),
+    ],
+)
+def test_a_proxys_or_the_servers_page_for_a_busy_or_failed_portal_says_so_and_when_to_try_again(
+    env, capsys, status, reason, headers, sentence
+):
+    env.script("GET", "/jobs", (status, PAGE, headers))
+    assert main(["ls"]) == 1
+    err = capsys.readouterr().err
+    http = f"(HTTP {status} {reason} from {env.url}/api/v1/jobs?scope=active)"
+    if status == 500:
+        later = "try again, and tell the portal's admins if it keeps failing"
+    elif headers:
+        later = f"try again in {headers['Retry-After']} s"
+    else:
+        later = "try again in a moment" if status == 429 else "try again shortly"
+    assert err == f"error: {sentence} {http}; {later}\n"
+    assert "portal's address" not in err
+
+
+def test_a_retry_after_date_is_said_in_seconds_and_a_page_for_another_status_still_asks_about_the_address(env, capsys):
+    when = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+    env.script("GET", "/jobs", (503, PAGE, {"Retry-After": when}))
+    assert main(["ls"]) == 1
+    assert re.search(r"; try again in (89|90|91) s\n$", capsys.readouterr().err)
+    env.script("GET", "/jobs", (404, PAGE))
+    assert main(["ls"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: HTTP 404 Not Found from {env.url}/api/v1/jobs?scope=active (not a JSON answer: is {env.url} the portal's address?)\n"
+    )
+
+
+def test_the_errors_url_is_the_whole_url_that_answered_after_a_redirect_too(env, capsys):
+    other = FakeAPI().start()
+    try:
+        env.script("GET", "/jobs/4242", (307, "", {"Location": f"{other.url}/api/v1/jobs/4242?cluster=b"}))
+        assert main(["--json", "show", "4242"]) == 1
+        error = json.loads(capsys.readouterr().out)["error"]
+        assert (error["status"], error["url"]) == (401, f"{other.url}/api/v1/jobs/4242?cluster=b")  # no token sent there
+        env.script("GET", "/jobs/4242", (302, "", {"Location": "/api/v1/jobs/99999"}))
+        assert main(["--json", "show", "4242"]) == 1
+        assert json.loads(capsys.readouterr().out)["error"]["url"] == f"{env.url}/api/v1/jobs/99999"
+    finally:
+        other.stop()
+
+
+def test_a_header_that_cannot_be_sent_is_one_line_not_a_traceback(env):
+    """``main`` refuses such a token first; the client too never lets http.client's error through."""
+    with pytest.raises(ConnectionFailed) as failed:
+        Client(env.url, "gpp_ab…").me()
+    assert failed.value.kind == "invalid_request" and str(failed.value).startswith(f"cannot send the request to {env.url}")
+    assert env.requests == []
 
 
 def test_json_success_output_is_unchanged(env, capsys):
