@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, DataError, transaction
 from django.utils import timezone as djtz
 
 from audit.services import audit
@@ -22,6 +22,7 @@ from portal.formats import unix_time
 from portal.refusals import Problem, Refused
 
 from .models import Announcement, Severity
+from .reservations import AHEAD_MAX, AHEAD_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,16 @@ def _not_ended(now: datetime) -> list[Banner]:
 def announcements_current(*, now: datetime | None = None) -> list[Banner]:
     """The announcements whose window holds ``now`` (default: the clock), critical first, then by
     start. Reads the cached list of not-yet-ended announcements (at most one query, when the cache
-    is cold or Redis is not answering); ``[]`` when the database does not answer."""
+    is cold or Redis is not answering); ``[]`` when the database does not answer, or answers with a row
+    it cannot read back (each logged as what it is)."""
     now = now or djtz.now()
     banners = cache.get(CACHE_KEY)
     if banners is None or any(b.ends_at <= now for b in banners):
         try:
             banners = _not_ended(now)
+        except DataError:  # the database answered, with a row it cannot hand back (a year-10000 end, say)
+            log.error("announcements not read: a stored announcement cannot be read back; fix its window", exc_info=True)
+            return []
         except DatabaseError:  # the banner never breaks a page: the page says what is wrong, if anything
             log.warning("announcements not read: the database did not answer", exc_info=True)
             return []
@@ -103,10 +108,72 @@ def _when(moment: datetime) -> str:
     return f"{unix_time(moment.timestamp())} UTC"
 
 
+def _as_typed(moment: datetime) -> str:
+    """``9999-12-31 23:59 America/Los_Angeles``: a time as typed, in its own zone (one far out of
+    range may have no UTC time Python can write: that one is in the year 10000)."""
+    zone = getattr(moment.tzinfo, "key", None) or moment.tzname() or "UTC"
+    return f"{moment.year:04d}-{moment:%m-%d %H:%M} {zone}"
+
+
+#: How long ago a start may be: a standing announcement keeps the start it was given when it is
+#: edited, so this is far longer than :data:`AHEAD_MAX`; it catches a typo's year 0001.
+AGO_MAX = timedelta(days=10 * 365)
+AGO_WORDS = "10 years"
+
+
+def _out_of_range(starts_at: datetime | None, ends_at: datetime | None, now: datetime) -> list[Problem]:
+    """A start more than :data:`AGO_MAX` ago, a start or an end more than :data:`AHEAD_MAX` ahead (the
+    bound of maintenance windows, :mod:`ops.reservations`): a typo's year 9999 or 0001, which the
+    database would store but not hand back."""
+    earliest, latest = now - AGO_MAX, now + AHEAD_MAX
+    problems = []
+    if starts_at is not None and starts_at > latest:
+        problems.append(
+            Problem(
+                "starts_at",
+                f"The start ({_as_typed(starts_at)}) is more than {AHEAD_WORDS} ahead; give a start by {_when(latest)}.",
+            )
+        )
+    elif starts_at is not None and starts_at < earliest:
+        problems.append(
+            Problem(
+                "starts_at",
+                f"The start ({_as_typed(starts_at)}) is more than {AGO_WORDS} ago; give a start from {_when(earliest)} on "
+                "(a start that has passed shows the banner at once).",
+            )
+        )
+    if ends_at is not None and ends_at > latest:
+        problems.append(
+            Problem(
+                "ends_at", f"The end ({_as_typed(ends_at)}) is more than {AHEAD_WORDS} ahead; give an end by {_when(latest)}."
+            )
+        )
+    return problems
+
+
+def _order(starts_at: datetime | None, ends_at: datetime | None, now: datetime) -> list[Problem]:
+    """An end not after the start, or one that has passed (nobody would see the banner)."""
+    if starts_at is not None and ends_at is not None and ends_at <= starts_at:
+        return [
+            Problem(
+                "ends_at",
+                f"The end ({_when(ends_at)}) is not after the start ({_when(starts_at)}): give an end after the start.",
+            )
+        ]
+    if ends_at is not None and ends_at <= now:
+        return [
+            Problem(
+                "ends_at",
+                f"The window ends {_when(ends_at)}, which has passed: nobody would see it. Give an end after now ({_when(now)}).",
+            )
+        ]
+    return []
+
+
 def _check(*, text: str, starts_at: datetime | None, ends_at: datetime | None, severity: str, now: datetime) -> str:
     """``text`` stripped, or :class:`Refused` naming every problem: empty or too long text, a
-    missing start or end, an end not after the start, a window wholly in the past, an unknown
-    severity."""
+    missing start or end, a start or end out of range (:func:`_out_of_range`), an end not after the
+    start, a window wholly in the past, an unknown severity."""
     problems = []
     text = (text or "").strip()
     if not text:
@@ -117,20 +184,9 @@ def _check(*, text: str, starts_at: datetime | None, ends_at: datetime | None, s
         problems.append(Problem("starts_at", "Give the start of the window (date and time)."))
     if ends_at is None:
         problems.append(Problem("ends_at", "Give the end of the window (date and time)."))
-    if starts_at is not None and ends_at is not None and ends_at <= starts_at:
-        problems.append(
-            Problem(
-                "ends_at",
-                f"The end ({_when(ends_at)}) is not after the start ({_when(starts_at)}): give an end after the start.",
-            )
-        )
-    elif ends_at is not None and ends_at <= now:
-        problems.append(
-            Problem(
-                "ends_at",
-                f"The window ends {_when(ends_at)}, which has passed: nobody would see it. Give an end after now ({_when(now)}).",
-            )
-        )
+    far = _out_of_range(starts_at, ends_at, now)
+    # checked in order only within range: the sentences write the times in UTC, which year 10000 has not
+    problems += far or _order(starts_at, ends_at, now)
     if severity not in Severity.values:
         problems.append(Problem("severity", f"Choose a severity: {', '.join(Severity.values)}."))
     if problems:
