@@ -4,16 +4,15 @@ duration both given is refused here: which one was meant is not known); what is 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from django import forms
 
+from .reservations import END_AND_DURATION, NAME_MAX, NAME_TOO_LONG
 from .scontrol import REASON_MAX
 
 #: What the time fields accept: the browser's ``datetime-local`` value and what a person types (UTC).
 INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
 BAD_TIME = "Write the time as YYYY-MM-DD HH:MM (UTC), e.g. 2026-12-03 12:00."
-END_AND_DURATION = "You gave both an end and a duration: give one of them and leave the other empty."
+BAD_DURATION = "Give the duration in whole minutes (90 for 1 h 30 min)."
 
 
 class DrainForm(forms.Form):
@@ -57,12 +56,17 @@ class ReservationForm(forms.Form):
         label="Duration (minutes)",
         min_value=1,
         max_value=60 * 24 * 60,
-        error_messages={"min_value": "A duration is at least 1 minute.", "max_value": "A duration is at most 60 days."},
+        error_messages={
+            "invalid": BAD_DURATION,
+            "min_value": "A duration is at least 1 minute.",
+            "max_value": "A duration is at most 60 days.",
+        },
     )
     name = forms.CharField(
         required=False,
-        max_length=200,
+        max_length=NAME_MAX,  # the service's limit, in its words
         strip=True,
+        error_messages={"max_length": NAME_TOO_LONG},
         help_text="Empty: maint_<start>, e.g. maint_20261203_1200 (maint_20261203_1200_2 when that name is taken).",
     )
     ignore_jobs = forms.BooleanField(
@@ -80,19 +84,14 @@ class ReservationForm(forms.Form):
         return data
 
     def values(self) -> dict:
-        """The cleaned fields as :func:`ops.reservations.reservation_create` takes them; the end is the
-        start plus the duration when only a duration was given (call after ``is_valid()``)."""
+        """The cleaned fields as :func:`ops.reservations.reservation_create` takes them: the end, or
+        the duration from which the service counts it (call after ``is_valid()``)."""
         data = self.cleaned_data
-        start, end = data.get("start"), data.get("end")
-        if end is None and start is not None and data.get("duration"):
-            try:
-                end = start + timedelta(minutes=data["duration"])
-            except OverflowError:  # a start in the year 9999: refused as too far ahead by the service
-                end = datetime.max.replace(tzinfo=UTC)
         return {
             "nodes": data.get("nodes") or "",
-            "start": start,
-            "end": end,
+            "start": data.get("start"),
+            "end": data.get("end"),
+            "duration": data.get("duration"),
             "name": data.get("name") or "",
             "ignore_jobs": bool(data.get("ignore_jobs")),
         }

@@ -43,8 +43,12 @@ def node_target(cluster: str, node: str) -> str:
     return f"node:{cluster}/{node}"
 
 
-def _node(snapshot, cluster_label: str, name: str) -> Node:
+def _node(snapshot, cluster_label: str, name: str, verb: str) -> Node:
+    """The snapshot's node ``name``; :class:`Refused` (field ``node``) for none chosen ("Choose a node
+    to ``verb``.") and for a name the snapshot does not list (with the names it does)."""
     name = (name or "").strip()
+    if not name:
+        raise Refused(Problem("node", f"Choose a node to {verb}."))
     for node in snapshot.nodes:
         if node.name == name:
             return node
@@ -72,7 +76,7 @@ def node_drain(*, cluster: str, node: str, reason: str, by) -> NodeAction:
     staff_only(by, "Draining a node")
     found = configured(cluster)
     text = check_text(reason, field="reason", what="reason for the drain", required=True)
-    current = _node(current_snapshot(found), found.label, node)
+    current = _node(current_snapshot(found), found.label, node, "drain")
     argv = ["scontrol", "update", f"NodeName={current.name}", "State=DRAIN", f"Reason={text}"]
     said = run_scontrol(found, argv, field="reason")
     new = {"state": "DRAIN", "reason": text}
@@ -87,7 +91,7 @@ def node_resume(*, cluster: str, node: str, by) -> NodeAction:
     Slurm will not resume (it is neither drained nor down) is Slurm's refusal, with what to check."""
     staff_only(by, "Resuming a node")
     found = configured(cluster)
-    current = _node(current_snapshot(found), found.label, node)
+    current = _node(current_snapshot(found), found.label, node, "resume")
     argv = ["scontrol", "update", f"NodeName={current.name}", "State=RESUME"]
     try:
         said = run_scontrol(found, argv, field="node")

@@ -15,11 +15,13 @@ has that name: in the snapshot, or made by the portal (its audit rows) and perha
 (:func:`free_name`).
 
 Refused with a sentence and nothing made: a window in the past, an end not after its start, a start or
-end more than :data:`AHEAD_MAX` ahead, a node the snapshot does not list, a bad name; and when Slurm
-refuses, Slurm's own words. A window over running jobs without *ignore running jobs* is refused by
-Slurm ("Requested nodes are busy"); the refusal adds when those jobs end at the latest (their time
-limits, from the snapshot), so the admin can tick the box or start after that. A name the cluster
-already has is refused by Slurm ("Duplicate reservation name"); the refusal says to choose another.
+end more than :data:`AHEAD_MAX` ahead, an end and a duration both given, a node the snapshot does not
+list, a node list naming more nodes than can be written out (said with how many), a name that is too
+long or has other characters; and when Slurm refuses, Slurm's own words. A window over running jobs
+without *ignore running jobs* is refused by Slurm ("Requested nodes are busy"); the refusal adds when
+those jobs end at the latest (their time limits, from the snapshot), so the admin can tick the box or
+start after that. A name the cluster already has is refused by Slurm ("Duplicate reservation name"); the
+refusal says to choose another.
 """
 
 from __future__ import annotations
@@ -42,8 +44,14 @@ from slurm.values import expand_nodes
 
 from .scontrol import configured, current_snapshot, run_scontrol, staff_only
 
-#: A reservation name the portal passes to Slurm: letters, digits, ``_``, ``.``, ``-``; at most 64.
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: Longest reservation name the portal passes to Slurm (the form's limit too, in the same words).
+NAME_MAX = 64
+#: A reservation name the portal passes to Slurm: letters, digits, ``_``, ``.``, ``-``; at most :data:`NAME_MAX`.
+NAME_RE = re.compile(rf"^[A-Za-z0-9_.-]{{1,{NAME_MAX}}}$")
+#: The refusal of a name over :data:`NAME_MAX` characters (a Django ``max_length`` message: the form's too).
+NAME_TOO_LONG = "The name is %(show_value)d characters long: keep it to %(limit_value)d."
+#: An end and a duration both given: which one was meant is not known.
+END_AND_DURATION = "You gave both an end and a duration: give one of them and leave the other empty."
 #: How far in the past a start may be (clock skew, the time to fill in the form); earlier is refused.
 START_GRACE = timedelta(minutes=1)
 #: How far ahead a window may reach: maintenance is planned months ahead, not decades (a typo's year 9999
@@ -113,7 +121,8 @@ def free_name(cluster: str, known: list[str], start: datetime, *, read_at: float
 
 def _nodes(text: str, known: list[str], label: str) -> list[str]:
     """The node list ``text`` (``node[1-3],gpu7``, or ``ALL``) expanded and checked against the
-    snapshot's nodes; :class:`Refused` naming the unknown ones or saying the list is malformed."""
+    snapshot's nodes; :class:`Refused` naming the unknown ones, saying the list names more nodes than
+    can be written out (python-hostlist's limit, 100,000) or that it is malformed."""
     text = (text or "").strip()
     if not text:
         raise Refused(Problem("nodes", "Name the nodes to reserve: a Slurm node list such as node[1-3], or ALL."))
@@ -121,8 +130,18 @@ def _nodes(text: str, known: list[str], label: str) -> list[str]:
         return sorted(known)
     try:
         names = expand_nodes(text)
-    except ValueError:
-        raise Refused(Problem("nodes", f"{text[:60]!r} is not a Slurm node list; write e.g. node3 or node[1-3],gpu7.")) from None
+    except ValueError as exc:
+        if "too large" not in str(exc.__cause__ or ""):  # python-hostlist's "range/results too large"
+            raise Refused(
+                Problem("nodes", f"{text[:60]!r} is not a Slurm node list; write e.g. node3 or node[1-3],gpu7.")
+            ) from None
+        raise Refused(
+            Problem(
+                "nodes",
+                f"{text[:60]!r} names more than 100,000 nodes; {label} has {len(known)}. Name the ones to reserve, "
+                "e.g. node[1-3], or write ALL.",
+            )
+        ) from None
     unknown = [n for n in names if n not in set(known)]
     if unknown:
         raise Refused(
@@ -131,11 +150,13 @@ def _nodes(text: str, known: list[str], label: str) -> list[str]:
     return names
 
 
-def _window(start: datetime | None, end: datetime | None, now: datetime) -> None:
+def _window(start: datetime | None, end: datetime | None, now: datetime, *, duration: int | None = None) -> None:
+    """:class:`Refused` naming what is missing (a start; an end, unless a ``duration`` was given) or
+    wrong with the window."""
     problems = []
     if start is None:
         problems.append(Problem("start", "Give the start of the window (date and time, UTC)."))
-    if end is None:
+    if end is None and not duration:
         problems.append(Problem("end", "Give the end of the window (date and time, UTC), or a duration."))
     if start is not None and end is not None and end <= start:
         problems.append(
@@ -173,15 +194,32 @@ def _busy_until(cluster: str, nodes: list[str], start: datetime) -> int | None:
     return max(ends) if ends else None
 
 
+def _end_of(start: datetime | None, end: datetime | None, duration: int | None) -> datetime | None:
+    """``end``, or ``start`` plus ``duration`` minutes when only a duration was given (``None``
+    without a start). :class:`Refused` (:data:`END_AND_DURATION`) when both were given."""
+    if end is not None and duration:
+        raise Refused(Problem("duration", END_AND_DURATION))
+    if end is not None or start is None or not duration:
+        return end
+    try:
+        return start + timedelta(minutes=duration)
+    except OverflowError:  # a start in the year 9999: refused as too far ahead by _window
+        return datetime.max.replace(tzinfo=UTC)
+
+
 def _checked_name(name: str) -> str:
     """``name`` stripped (empty: the portal picks one, :func:`free_name`). Raises :class:`Refused`
-    (field ``name``) for a name :data:`NAME_RE` does not match."""
+    (field ``name``) for a name over :data:`NAME_MAX` characters (:data:`NAME_TOO_LONG`) or one
+    :data:`NAME_RE` does not match."""
     name = (name or "").strip()
+    if len(name) > NAME_MAX:
+        raise Refused(Problem("name", NAME_TOO_LONG % {"show_value": len(name), "limit_value": NAME_MAX}))
     if name and not NAME_RE.fullmatch(name):
         raise Refused(
             Problem(
                 "name",
-                "A reservation name has letters, digits, '_', '.' or '-' only (at most 64); leave it empty for maint_<start>.",
+                f"A reservation name has letters, digits, '_', '.' or '-' only (at most {NAME_MAX}); leave it empty for "
+                "maint_<start>.",
             )
         )
     return name
@@ -239,21 +277,24 @@ def reservation_create(
     *,
     cluster: str,
     start: datetime | None,
-    end: datetime | None,
+    end: datetime | None = None,
     nodes: str,
+    duration: int | None = None,
     ignore_jobs: bool = False,
     name: str = "",
     by,
 ) -> ReservationAction:
-    """A maintenance reservation on ``cluster`` from ``start`` to ``end`` (aware datetimes) for
-    ``nodes`` (a Slurm node list or ``ALL``, checked against the snapshot), ``Users=root``,
-    ``Flags=MAINT`` plus ``IGNORE_JOBS`` when ``ignore_jobs`` (it may then overlap running jobs).
-    ``name``: default :func:`free_name`. Audit ``reservation.create``. Raises ``PermissionDenied``
-    for anyone but a portal admin, :class:`Refused` for bad input or Slurm's refusal."""
+    """A maintenance reservation on ``cluster`` from ``start`` to ``end`` (aware datetimes; or, for
+    ``end``, ``duration`` minutes from ``start``, not both: :data:`END_AND_DURATION`) for ``nodes`` (a
+    Slurm node list or ``ALL``, checked against the snapshot), ``Users=root``, ``Flags=MAINT`` plus
+    ``IGNORE_JOBS`` when ``ignore_jobs`` (it may then overlap running jobs). ``name``: default
+    :func:`free_name`. Audit ``reservation.create``. Raises ``PermissionDenied`` for anyone but a portal
+    admin, :class:`Refused` for bad input or Slurm's refusal."""
     staff_only(by, "Planning maintenance")
     found = configured(cluster)
     now = djtz.now()
-    _window(start, end, now)
+    end = _end_of(start, end, duration)
+    _window(start, end, now, duration=duration)
     name = _checked_name(name)
     snapshot = current_snapshot(found)
     names = _nodes(nodes, [n.name for n in snapshot.nodes], found.label)
