@@ -13,6 +13,10 @@ from .figures import DEFAULT_WEEKS, MAX_WEEKS, adoption_figures
 from .table import figures_csv, figures_table
 
 FORBIDDEN = "The adoption figures are for portal admins."
+#: Most digits a ``weeks`` value may have (``0052`` included); a longer one is refused unread.
+DIGITS_MAX = 6
+#: Most characters of a refused ``weeks`` value that the page quotes.
+SHOWN_MAX = 20
 
 
 def _staff(request: HttpRequest) -> None:
@@ -22,12 +26,15 @@ def _staff(request: HttpRequest) -> None:
 
 def weeks_asked(text: str | None) -> tuple[int, str]:
     """(weeks, problem) from the ``weeks`` query parameter: :data:`DEFAULT_WEEKS` when absent, and
-    when not a whole number from 1 to :data:`MAX_WEEKS` (then ``problem`` says so)."""
+    when not a whole number from 1 to :data:`MAX_WEEKS` in ASCII digits (then ``problem`` says so,
+    quoting at most :data:`SHOWN_MAX` characters of it). Digits ``int()`` would not read (``²``) or
+    could not read (thousands of them) are refused before it is called."""
     if not text:
         return DEFAULT_WEEKS, ""
-    if text.isdigit() and 1 <= int(text) <= MAX_WEEKS:
+    if text.isascii() and text.isdigit() and len(text) <= DIGITS_MAX and 1 <= int(text) <= MAX_WEEKS:
         return int(text), ""
-    return DEFAULT_WEEKS, f"weeks={text!r} is not a number of weeks from 1 to {MAX_WEEKS}; showing the last {DEFAULT_WEEKS}."
+    shown = text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX] + "…"
+    return DEFAULT_WEEKS, f"weeks={shown!r} is not a number of weeks from 1 to {MAX_WEEKS}; showing the last {DEFAULT_WEEKS}."
 
 
 @login_required

@@ -78,3 +78,18 @@ def test_the_api_gives_the_same_figures_to_an_admin_token(client, dana, jobs):
     assert body["weeks"][-1]["gpu_hours_portal"] == 3.5 and body["weeks"][-1]["waits"]["train"]["median_s"] == 90
     bad = client.get("/api/v1/adoption?weeks=0", headers={"Authorization": f"Bearer {raw}"})
     assert bad.status_code == HTTPStatus.BAD_REQUEST and "from 1 to 104" in bad.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "weeks, shown",
+    [("²", "'²'"), ("9" * 5000, "'" + "9" * 20 + "…'"), ("１２", "'１２'"), ("0", "'0'")],
+    ids=["superscript", "5000 digits", "full-width digits", "zero"],
+)
+def test_weeks_that_int_cannot_read_are_refused_with_the_input_shortened(client, dana, weeks, shown):
+    client.force_login(dana)
+    r = client.get("/adoption/", {"weeks": weeks})
+    text = BeautifulSoup(r.content, "html.parser").get_text()
+    assert r.status_code == HTTPStatus.OK and f"weeks={shown} is not a number of weeks from 1 to 104" in text
+    assert "9" * 21 not in text
+    csv_response = client.get("/adoption/adoption.csv", {"weeks": weeks})
+    assert csv_response.status_code == HTTPStatus.OK and csv_response["Content-Disposition"].endswith('"adoption-12w.csv"')
