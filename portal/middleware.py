@@ -1,11 +1,12 @@
-"""Request-wide guards: HTMX redirects reload the whole page; NUL characters in a URL get a clear 400."""
+"""Request-wide guards: HTMX redirects reload the whole page; NUL characters in a URL get a clear 400;
+a browser's page view of a form's address gets a page that says so, not Django's blank 405."""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
@@ -69,3 +70,28 @@ class RejectNulMiddleware:
                 status=400,
             )
         return self.get_response(request)
+
+
+class MethodNotAllowedPageMiddleware:
+    """Turns Django's empty ``405 Method Not Allowed`` (``require_POST``'s
+    :class:`~django.http.HttpResponseNotAllowed`) for a browser's page view into ``405.html``: same
+    status and ``Allow`` header, saying that the address takes a form's submission, with a link to
+    the home page (which page the form was on is not known: the Referer is not to be trusted). A
+    reload from the address bar after a refused form lands here. Left as they are: a 405 with a
+    body, one under ``/api/`` (the API's JSON errors, :mod:`api.middleware`), an HTMX request and
+    one whose ``Accept`` does not name ``text/html`` (a script)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not isinstance(response, HttpResponseNotAllowed) or response.content:
+            return response
+        if request.path.startswith("/api/") or request.headers.get("HX-Request") == "true":
+            return response
+        if "text/html" not in request.headers.get("Accept", ""):
+            return response
+        page = render(request, "405.html", {"allowed": response.get("Allow", "")}, status=response.status_code)
+        page["Allow"] = response.get("Allow", "")
+        return page

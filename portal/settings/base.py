@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # request.htmx
     "portal.middleware.HtmxRedirectMiddleware",
+    "portal.middleware.MethodNotAllowedPageMiddleware",  # a browser's GET of a form's address: a page, not a blank 405
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -309,10 +310,9 @@ PORTAL_METRICS_TOKEN = env("PORTAL_METRICS_TOKEN")
 #: The key of the trace export's user and account hashes (HMAC-SHA256, adoption/trace.py); "" = one derived from SECRET_KEY.
 PORTAL_TRACE_SECRET = env("PORTAL_TRACE_SECRET")
 
-#: Notifications' email (notifications/mail.py): Django's SMTP backend to this server (make dev runs a
-#: local sink on 127.0.0.1:8025, notifications/sink.py), the sender, the portal's address in mails
-#: (links), and how long (seconds) a sender holds a row before the sweep may send it again: above the
-#: send task's hard time limit (45 s).
+#: Notifications' email (notifications/mail.py): Django's SMTP backend to this server (make dev runs a local sink on
+#: 127.0.0.1:8025, notifications/sink.py), the sender, the portal's address in mails (links), and how long (seconds) a sender
+#: holds a row before the sweep may send it again: above the send task's hard time limit (45 s).
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env("PORTAL_EMAIL_HOST")
 EMAIL_PORT = env("PORTAL_EMAIL_PORT")
