@@ -18,6 +18,7 @@ from .claims import LoginRefused
 from .models import LinkState
 from .oidc.tokens import IdTokenInvalid, verify_id_token
 from .signals import SESSION_ID_TOKEN
+from .unlinked import unlinked_detail, unlinked_message
 
 logger = logging.getLogger(__name__)
 
@@ -220,15 +221,12 @@ UNLINKED_ALLOWED_PREFIXES = ("/accounts/", "/static/", "/favicon", "/announcemen
 
 def unlinked_page(request: HttpRequest) -> HttpResponse:
     """What a signed-in identity that is not linked to a cluster account sees on every page (403):
-    waiting for an administrator, or refused. Under ``/api/`` a JSON error says the same."""
+    waiting for an administrator, or refused (:func:`accounts.unlinked.unlinked_message`). Under
+    ``/api/`` the API's JSON error document says it, with what to do (:func:`accounts.unlinked.unlinked_detail`):
+    ``{"detail": sentence, "errors": []}``, as the API's other 403s."""
     user = request.user
     refused = user.link_state == LinkState.REFUSED
-    message = (
-        "A portal administrator decided not to link your sign-in to a cluster account."
-        if refused
-        else "You are signed in, but your sign-in is not linked to a cluster account yet: "
-        "waiting for an administrator to link your account."
-    )
-    if request.path.startswith("/api/"):
-        return JsonResponse({"detail": message, "errors": [{"field": "", "message": message}]}, status=403)
+    message = unlinked_message(user)
+    if request.path.startswith("/api/"):  # as the API answers this identity's token; a 403 has no errors entry
+        return JsonResponse({"detail": unlinked_detail(user), "errors": []}, status=403)
     return render(request, "accounts/unlinked.html", {"refused": refused, "message": message}, status=403)

@@ -4,32 +4,37 @@ the base of every request body (:class:`In`: no unknown field, no NUL or lone su
 
 Every error is JSON ``{"detail": "<sentence>", "errors": [{"field": …, "message": …, "line": …}]}``
 with the status the pages would use: 400 (a body that does not fit its schema, or a
-:class:`portal.refusals.Refused` from a service or a router: one ``errors`` entry per problem), 401 (no or bad token), 403 (not allowed, or a
-token without the scope), 404 (not there, or not yours), 503 (JupyterHub down); the statuses other
-than 400 are ninja's ``HttpError`` (or Django's ``PermissionDenied``/``Http404``), with no ``errors``.
-Errors raised before a handler here runs (no route for the address, a method the path lacks: 405,
-the NUL guard, an oversized body) are turned into the same document by :mod:`api.middleware`. A body
-that is not JSON (a form, broken JSON) is a 400 saying what was wrong and how to send it
-(:class:`JsonParser`), where ninja says only "Cannot parse request body".
+:class:`portal.refusals.Refused` from a service or a router: one ``errors`` entry per problem), 401
+(no token, or a refused one: :func:`token_refusal` says why), 403 (not allowed, a token without the
+scope, a token of a deactivated account or of an identity not linked to a cluster account), 404 (not
+there, or not yours), 503 (JupyterHub down); the statuses other than 400 are ninja's ``HttpError``
+(or Django's ``PermissionDenied``/``Http404``), with no ``errors``. Errors raised before a handler
+here runs (no route for the address, a method the path lacks: 405, the NUL guard, an oversized body)
+are turned into the same document by :mod:`api.middleware`. A body that is not JSON (a form, broken
+JSON) is a 400 saying what was wrong and how to send it (:class:`JsonParser`), where ninja says only
+"Cannot parse request body". docs/api.md lists the refusals' sentences.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import DisallowedHost, PermissionDenied
 from django.http import Http404, HttpRequest
+from django.urls import reverse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import ConfigDict, field_validator
 
+from accounts.unlinked import unlinked_detail
 from portal.refusals import Refused, limit_sentence
 
-from .tokens import token_authenticate
+from .tokens import TokenRefused, token_authenticate
 
 #: A NUL, or a lone surrogate (JSON's ``"\\ud800"`` without its pair: no character, not UTF-8).
 _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
@@ -65,29 +70,71 @@ class In(Schema):
         return value
 
 
-TOKEN_HINT = "Send 'Authorization: Bearer <token>' with a personal access token; create one on the portal's Tokens page (/account/tokens/)."
+def tokens_page(request: HttpRequest) -> str:
+    """The Tokens page's absolute address as this request reached the portal
+    (``https://portal.example.org/account/tokens/``); its path alone when the host cannot be trusted."""
+    path = reverse("token_list")
+    try:
+        return request.build_absolute_uri(path)
+    except DisallowedHost:
+        return path
 
 
-#: The API's refusal for a token whose owner is not linked to a cluster account.
-UNLINKED_MESSAGE = (
-    "This token's owner is not linked to a cluster account: waiting for an administrator to link "
-    "the account (or the link was refused). Nothing can be done on the cluster until then."
+#: The 403 for a token whose owner's portal account is deactivated: a new token would not help.
+INACTIVE_MESSAGE = (
+    "The portal account this token belongs to is deactivated, so its tokens no longer work and no new one can be "
+    "made. Ask the portal's admins to re-enable the account."
 )
+
+
+def utc_text(moment: datetime) -> str:
+    """An aware datetime as the API's sentences write it: ``2026-12-04 18:00 UTC``."""
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def token_refusal(request: HttpRequest) -> str:
+    """The 401's sentence: without a token, how to send one; for a token whose digest matches a row
+    (the caller holds its secret), why that one is refused (revoked, expired, with when); for any
+    other token, that it is wrong, nothing more (nobody can probe which tokens exist)."""
+    page = tokens_page(request)
+    refused = getattr(request, "api_token_refused", None)
+    if refused is None:  # no Authorization header, or one that is not a bearer token
+        return (
+            "Not authenticated. Send 'Authorization: Bearer <token>' with a personal access token; create one on "
+            f"the portal's Tokens page ({page})."
+        )
+    token = refused.token
+    if refused.why in ("revoked", "expired"):  # the row of the presented token: its owner may learn when
+        what = (
+            f"was revoked on {utc_text(token.revoked_at)}"
+            if refused.why == "revoked"
+            else f"expired on {utc_text(token.expires_at)}"
+        )
+        return f"This token (“{token.name}”, {token.prefix}…) {what}: create a new one on the Tokens page ({page})."
+    return (
+        "The token is wrong: no personal access token of this portal has this value. Check that it was copied whole "
+        f"(it starts with gpp_), or create a new one on the Tokens page ({page})."
+    )
 
 
 class TokenAuth(HttpBearer):
     """``Authorization: Bearer gpp_…``: a usable personal access token. Sets ``request.user`` and
-    ``request.api_token``."""
+    ``request.api_token``. A refused token leaves its :class:`api.tokens.TokenRefused` in
+    ``request.api_token_refused`` for the 401 (:func:`token_refusal`); a token of a deactivated
+    account, or of an identity not linked to a cluster account, is a 403 saying so."""
 
     openapi_scheme = "bearer"
 
     def authenticate(self, request: HttpRequest, token: str):
-        found = token_authenticate(token)
-        if found is None:
-            request.api_token_refused = True
+        try:
+            found = token_authenticate(token)
+        except TokenRefused as refused:
+            request.api_token_refused = refused
+            if refused.why == "inactive":
+                raise HttpError(403, INACTIVE_MESSAGE) from None
             return None
-        if not found.user.is_linked:  # an identity no admin has linked to a cluster account (yet)
-            raise HttpError(403, UNLINKED_MESSAGE)
+        if not found.user.is_linked:  # an identity no admin has linked to a cluster account (yet), or refused
+            raise HttpError(403, unlinked_detail(found.user))
         request.user = found.user
         request.api_token = found
         return found.user
@@ -99,7 +146,7 @@ class BrowserSession(SessionAuth):
     token's 401, never a CSRF 403."""
 
     def __call__(self, request: HttpRequest):
-        if getattr(request, "api_token_refused", False) or self.param_name not in request.COOKIES:
+        if getattr(request, "api_token_refused", None) is not None or self.param_name not in request.COOKIES:
             return None  # a bad token is not rescued by a cookie; no cookie, no CSRF question
         return super().__call__(request)
 
@@ -181,9 +228,7 @@ def _http_error(request, exc: HttpError):
 
 @api.exception_handler(AuthenticationError)
 def _auth_error(request, exc):
-    if getattr(request, "api_token_refused", False):
-        return _error(request, 401, "The token is wrong, expired or revoked. " + TOKEN_HINT)
-    return _error(request, 401, "Not authenticated. " + TOKEN_HINT)
+    return _error(request, 401, token_refusal(request))
 
 
 #: At most this many field errors in one answer (a body with thousands of unknown fields would

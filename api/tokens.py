@@ -58,14 +58,34 @@ def token_create(*, user, name: str, scopes: list[str], days: int) -> tuple[Pers
     return token, raw
 
 
-def token_authenticate(raw: str) -> PersonalAccessToken | None:
-    """The usable token (not revoked, not expired) whose digest matches ``raw``, with its user
-    (active users only); else ``None``. Records ``last_used_at`` at most once a minute."""
+class TokenRefused(Exception):
+    """Why :func:`token_authenticate` refused a presented token. ``why``: ``"malformed"`` (not of the
+    form ``gpp_…``, or over 200 characters), ``"unknown"`` (no row has its digest: nothing more may
+    be said, so that nobody can probe which tokens exist), or, for a row whose digest matches (the
+    caller holds the secret, so may learn why): ``"inactive"`` (its owner's portal account is
+    deactivated), ``"revoked"`` or ``"expired"``. ``token``: that row, ``None`` for the first two."""
+
+    def __init__(self, why: str, token: PersonalAccessToken | None = None):
+        super().__init__(why)
+        self.why = why
+        self.token = token
+
+
+def token_authenticate(raw: str) -> PersonalAccessToken:
+    """The usable token (not revoked, not expired, its user active) whose digest matches ``raw``,
+    with its user. Raises :class:`TokenRefused` saying why not: a deactivated owner first (a new
+    token would not help), then revoked, then expired. Records ``last_used_at`` at most once a minute."""
     if not raw or not raw.startswith(PREFIX) or len(raw) > 200:
-        return None
+        raise TokenRefused("malformed")
     token = PersonalAccessToken.objects.select_related("user").filter(digest=digest(raw)).first()
-    if token is None or not token.is_usable or not token.user.is_active:
-        return None
+    if token is None:
+        raise TokenRefused("unknown")
+    if not token.user.is_active:
+        raise TokenRefused("inactive", token)
+    if token.revoked_at is not None:
+        raise TokenRefused("revoked", token)
+    if not token.is_usable:
+        raise TokenRefused("expired", token)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         PersonalAccessToken.objects.filter(pk=token.pk).update(last_used_at=now)

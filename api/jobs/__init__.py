@@ -24,7 +24,6 @@ from pydantic import Field
 from jobs.gpu.gpu_usage import job_gpu_usage
 from jobs.models import Job, on_cluster
 from jobs.reads.cap_reasons import cap_warning
-from jobs.reads.job_refs import job_for_ref
 from jobs.reads.logs import job_log_read
 from jobs.reads.maintenance import job_maintenance_warning
 from jobs.reads.priority import job_priority
@@ -41,22 +40,25 @@ from slurm.snapshot import positions_all, positions_load
 from slurm.states import JobState
 from teams.usage.cache import job_quota_estimate, team_usage
 
-from .base import need_scope
-from .pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
-from .schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, QuotaOut, ValidateOut
-from .teams import job_figures
+from ..base import need_scope
+from ..pagination import DEFAULT_LIMIT, MAX_LIMIT, page_of
+from ..schemas import ErrorOut, JobList, JobOut, JobSubmitIn, LogOut, QuotaOut, ValidateOut
+from ..teams import job_figures
+from .refs import cancel_answer, job_by_ref, job_task_by_ref
 
 router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
 class JobActionOut(JobOut):
-    """The answer of ``POST /jobs/{ref}/hold`` and ``/release``: the job, and what was asked of Slurm in words."""
+    """The answer of ``POST /jobs/{ref}/hold``, ``/release`` and ``/cancel``: the job, and what was asked of
+    Slurm in words (or why nothing was)."""
 
     message: str = Field(
         description="What was asked of Slurm, in words: for an array whose tasks are partly running, how many pending "
         'tasks and that the running ones go on, e.g. "Holding 2 pending tasks (3-4) of “sweep”: they will not start '
-        'until you release them. The 1 running task (2) goes on."',
+        'until you release them. The 1 running task (2) goes on."; for a cancel, what was sent, or why nothing was '
+        '("Job 900 “sweep” has already ended (Completed on 2026-12-04 17:58 UTC): nothing was sent to Slurm.")',
     )
 
 
@@ -200,30 +202,6 @@ def _base(request) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
 
-def job_task_by_ref(request, ref: str, cluster: str = "") -> tuple[Job, int | None]:
-    """:func:`jobs.reads.job_refs.job_for_ref` for the request's user (what ``ref`` may be is said
-    there): the job and, for Slurm's ``<id>_<task>``, the task. 404 when not visible; 400 for a
-    cluster that is not configured or a part of a job."""
-    if cluster and cluster not in cluster_names():
-        raise Refused(unknown_cluster(cluster))
-    return job_for_ref(user=request.user, ref=ref, cluster=cluster)
-
-
-def job_by_ref(request, ref: str, cluster: str = "") -> Job:
-    """:func:`job_task_by_ref` for an endpoint on a whole job: Slurm's one-task ``<id>_<task>`` is
-    refused (400) with the whole job's id and cancel's task option (the CLI's ``--task``)."""
-    job, task = job_task_by_ref(request, ref, cluster)
-    if task is not None:
-        raise Refused(
-            Problem(
-                "ref",
-                f"'{ref.strip()}' is task {task} of array job {job.slurm_job_id}, and this acts on the whole array: use "
-                f"{job.slurm_job_id} (only cancel takes one task: gpuportal cancel {job.slurm_job_id} --task {task}).",
-            )
-        )
-    return job
-
-
 @router.get("", response={200: JobList, **ERRORS}, summary="Your jobs, a page at a time")
 def list_jobs(
     request,
@@ -309,7 +287,7 @@ def run_profile(request, *, text: str, overrides: dict, profile, what: str):
 @router.get("/{ref}", response={200: JobDetailOut, **ERRORS}, summary="One job, by Slurm job id or key")
 def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "read")
-    job = job_by_ref(request, ref, cluster)
+    job = job_by_ref(request, ref, cluster, action="show")
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
     priority = job_priority(job)  # the poller's last sprio, from the cache
     return {
@@ -320,7 +298,14 @@ def get_job(request, ref: str, cluster: str = Query("", description="For a Slurm
     }
 
 
-@router.post("/{ref}/cancel", response={202: JobOut, **ERRORS}, summary="Cancel your job (scancel as you)")
+@router.post(
+    "/{ref}/cancel",
+    response={200: JobActionOut, 202: JobActionOut, **ERRORS},
+    summary="Cancel your job, or one task of an array (scancel as you)",
+    description="202 when a cancel was sent (or one sent within the hour is still under way), with `message` saying "
+    "which; 200 when nothing was sent, with `message` saying why: the job has already ended (`final`), or its state "
+    "is unknown to the portal. One task of an array: `?task=3002`, or the ref `900_3002`.",
+)
 def cancel_job(
     request,
     ref: str,
@@ -332,11 +317,13 @@ def cancel_job(
     need_scope(request, "jobs")
     job, named = job_task_by_ref(request, ref, cluster)  # Slurm's <id>_<task> names one task
     if named is not None and task is not None and named != task:
-        raise Refused(Problem("task", f"'{ref.strip()}' names task {named} but task={task} was asked; give one of them."))
-    job = job_cancel(
-        job=job, by=request.user, task=task if named is None else named
-    )  # PermissionDenied -> 403 for an admin; Refused -> 400
-    return Status(HTTPStatus.ACCEPTED, job_out(job, positions_load(job.cluster), base_url=_base(request)))
+        one = f"POST /api/v1/jobs/{job.slurm_job_id}/cancel?task={named}"
+        raise Refused(Problem("task", f"'{ref.strip()}' names task {named} but task={task} was asked; give one of them ({one})."))
+    task = task if named is None else named
+    asked_before = job.cancel_requested_at
+    job = job_cancel(job=job, by=request.user, task=task)  # PermissionDenied -> 403 for an admin; Refused -> 400
+    status, message = cancel_answer(job, asked_before=asked_before, task=task)
+    return Status(status, {**job_out(job, positions_load(job.cluster), base_url=_base(request)), "message": message})
 
 
 @router.post(
@@ -350,7 +337,7 @@ def cancel_job(
 )
 def hold_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "jobs")
-    job = job_by_ref(request, ref, cluster)
+    job = job_by_ref(request, ref, cluster, action="hold")
     job = job_hold(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
     return Status(HTTPStatus.ACCEPTED, {**out, "message": hold_message(job=job, command="hold")})
@@ -366,7 +353,7 @@ def hold_job(request, ref: str, cluster: str = Query("", description="For a Slur
 )
 def release_job(request, ref: str, cluster: str = Query("", description="For a Slurm job id: the cluster it is on")):
     need_scope(request, "jobs")
-    job = job_by_ref(request, ref, cluster)
+    job = job_by_ref(request, ref, cluster, action="release")
     job = job_release(job=job, by=request.user)  # PermissionDenied -> 403 for an admin; Refused -> 400
     out = job_out(job, positions_load(job.cluster), base_url=_base(request))
     return Status(HTTPStatus.ACCEPTED, {**out, "message": hold_message(job=job, command="release")})
@@ -393,7 +380,7 @@ def job_log(
         raise Refused(Problem("stream", "Use out or err."), detail="stream must be out or err.")
     if offset is not None and tail is not None:
         raise Refused(Problem("tail", "Give offset or tail, not both."), detail="offset and tail together: use one.")
-    job = job_by_ref(request, ref, cluster)
+    job = job_by_ref(request, ref, cluster, action="log")
     limit = min(65536, settings.PORTAL_LOG_TAIL_BYTES)
     chunk = job_log_read(job, stream, offset=offset or 0, limit=limit, tail=None if tail is None else min(tail, limit))
     return {"stream": stream, "final": job.is_final, "state": job.state, **chunk.as_api()}
