@@ -279,7 +279,8 @@ def cmd_show(ctx: Context) -> int:
 
 def cmd_cancel(ctx: Context) -> int:
     """``cancel REF [--task N]``: ``POST /jobs/{ref}/cancel`` (``?task=N``: one task of an array;
-    Slurm's ``123_7`` is ``123 --task 7``). Raises :class:`UsageError` for a ``123_7`` with another
+    Slurm's ``123_7`` is ``123 --task 7``); prints the answer's ``message`` (an older portal's answer
+    has none: then whether the job had ended). Raises :class:`UsageError` for a ``123_7`` with another
     ``--task``."""
     ref, task = ctx.args.ref, getattr(ctx.args, "task", None)
     if named := TASK_REF.fullmatch(ref.strip()):
@@ -289,6 +290,8 @@ def cmd_cancel(ctx: Context) -> int:
     job = ctx.client().cancel_job(ref, ctx.args.cluster or "", task=task)
     if ctx.json:
         ctx.emit(job)
+    elif job.get("message"):  # what was sent to Slurm, or why nothing was (a portal that says it)
+        out(job["message"])
     elif job.get("final"):
         out(f'Job {ref} "{job.get("name", "")}" has already ended ({job.get("state")}); nothing to cancel.')
     else:

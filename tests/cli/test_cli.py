@@ -1045,3 +1045,12 @@ def test_every_commands_help_prints(capsys):
         assert parser.format_help().startswith("usage: "), parser.prog
     assert main(["cancel", "--help"]) == 0
     assert "123_[1-50%5]" in capsys.readouterr().out
+
+
+def test_cancel_prints_the_portals_message_when_its_answer_has_one(env, capsys):
+    """The portal's cancel answer says what was sent, or why nothing was (an unknown state: not ended,
+    yet nothing sent); the CLI prints it instead of guessing "Cancelling"."""
+    said = "Nothing was sent to Slurm: the portal does not know whether job 4242 “train” still runs (state: Status unknown)."
+    env.jobs[0].update(state="UNKNOWN", final=False, message=said)
+    assert main(["cancel", "4242"]) == 0
+    assert capsys.readouterr().out == said + "\n"
