@@ -41,14 +41,17 @@ MISSING_SCOPE = re.compile(r"does not have the '([^']+)' scope")
 def token_hint(exc: ApiError, url: str | None) -> str | None:
     """For a 401, where to get a new token; for a 403 refusing a token that lacks a scope, where to
     make one with it and how to use it; ``None`` otherwise. One sentence, without what the portal's
-    own sentence says: its 403 names the scope and "the Tokens page", not the page's address."""
+    own sentence says: its 401 says why the token was refused and the Tokens page's address (an
+    older portal's did not); its 403 names the scope and "the Tokens page", not the page's address."""
     where = f"{url}{TOKENS_PAGE}" if url else f"the portal's {TOKENS_PAGE} page"
+    use = "give the new token to `gpuportal login` (or GPUPORTAL_TOKEN)"
     if exc.status == 401:
+        if TOKENS_PAGE in exc.detail:  # the portal's sentence says why and where to make one
+            return f"then {use}"
         return f"your token is missing, wrong, expired or revoked: create one on {where}"
     scope = MISSING_SCOPE.search(exc.detail) if exc.status == 403 else None
     if scope is None:
         return None
-    use = "give the new token to `gpuportal login` (or GPUPORTAL_TOKEN)"
     if TOKENS_PAGE in exc.detail:  # the portal's sentence has the address too
         return f"then {use}"
     if "Tokens page" in exc.detail:

@@ -1054,3 +1054,15 @@ def test_cancel_prints_the_portals_message_when_its_answer_has_one(env, capsys):
     env.jobs[0].update(state="UNKNOWN", final=False, message=said)
     assert main(["cancel", "4242"]) == 0
     assert capsys.readouterr().out == said + "\n"
+
+
+def test_a_401_that_says_why_and_where_gets_only_the_next_step_as_its_hint(env, monkeypatch, capsys):
+    """The portal's 401 says why the token was refused and the Tokens page's address: the hint does
+    not say it again, only what to do with the new token."""
+    detail = f"This token (“laptop”, gpp_3fK9aQ2x…) expired on 2026-12-03 09:30 UTC: create a new one on the Tokens page ({env.url}/account/tokens/)."
+    env.script("GET", "/jobs", (401, json.dumps({"detail": detail, "errors": []})))
+    assert main(["ls"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {detail}",
+        "hint: then give the new token to `gpuportal login` (or GPUPORTAL_TOKEN)",
+    ]
