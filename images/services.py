@@ -106,6 +106,17 @@ def image_values(image: Image) -> dict:
     return {f: getattr(image, f) for f in EDITABLE}
 
 
+def image_disable(*, image: Image, by) -> Image:
+    """Disable ``image`` (offered nowhere, refused from now on) with an ``image.change`` audit row, without
+    checking its other fields: disabling is what an admin does with a broken image, and a row stored
+    before today's checks (a relative path, say) must not keep it offered. Returns it."""
+    if image.enabled:
+        Image.objects.filter(pk=image.pk).update(enabled=False)
+        image.enabled = False
+        audit(actor=by, action="image.change", target=f"image:{image.name}", old={"enabled": True}, new={"enabled": False})
+    return image
+
+
 def _probe_on_commit(image: Image) -> None:
     from .tasks import image_probe_task
 

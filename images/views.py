@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from .forms import ImageForm
 from .models import Image
 from .selectors import images_with_states
-from .services import image_delete, image_save, image_values
+from .services import image_delete, image_disable, image_save, image_values
 
 FORBIDDEN = "Container images are registered by portal admins. Ask them to add the image you need."
 
@@ -70,13 +70,17 @@ def _stored_problems(exc: ValidationError) -> str:
 @require_POST
 def image_enable(request: HttpRequest, name: str) -> HttpResponse:
     """POST ``enabled=0|1``: disable image ``name`` (offered nowhere, refused; jobs that ran in it keep
-    its name) or enable it again."""
+    its name; always done, whatever its stored fields), or enable it again (refused, with a link to
+    its Edit page, when its stored fields fail today's checks)."""
     if not request.user.is_staff:
         return _forbidden(request)
     image = get_object_or_404(Image, name=name)
+    if request.POST.get("enabled") != "1":  # disabling never waits on the row's other fields
+        image_disable(image=image, by=request.user)
+        messages.success(request, f"Image {name} disabled.")
+        return redirect("image_list")
     old = image_values(image)
-    image.enabled = request.POST.get("enabled") == "1"
-    what = "enabled" if image.enabled else "disabled"
+    image.enabled = True
     try:
         image_save(image=image, by=request.user, old=old)
     except ValidationError as exc:  # a row stored before today's checks (e.g. a relative path)
@@ -84,16 +88,15 @@ def image_enable(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(
             request,
             format_html(
-                'Image {} was not {}: what is stored for it fails the checks. {} Fix it on its <a href="{}">Edit page</a>, '
+                'Image {} was not enabled: what is stored for it fails the checks. {} Fix it on its <a href="{}">Edit page</a>, '
                 "then try again; nothing was changed.",
                 name,
-                what,
                 _stored_problems(exc),
                 edit,
             ),
         )
         return redirect("image_list")
-    messages.success(request, f"Image {name} {what}.")
+    messages.success(request, f"Image {name} enabled.")
     return redirect("image_list")
 
 

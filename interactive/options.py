@@ -29,7 +29,7 @@ from .kinds import KINDS, SessionKind, kind_default, kinds_available
 #: Every key a start request may carry.
 ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account", "cluster")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
-#: A site image's name (images.models.Image.name, a slug): anything else is no image, without a query.
+#: A site image's name (images.models.NAME, at most 64 characters): anything else is no image, without a query.
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

@@ -25,7 +25,7 @@ from .document import apply_overrides, line_for, load_yaml, nul_paths
 
 SCHEMA_VERSION = 1
 _VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
-#: A registered image's name (a slug, images.models.Image.name): never a path.
+#: A registered image's name (images.models.NAME, at most 64 characters): never a path.
 _IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

@@ -178,14 +178,22 @@ def test_a_rename_with_a_bad_path_posts_back_to_the_saved_name_with_the_input_ke
     assert list(Image.objects.values_list("name", flat=True)) == ["renamed"]
 
 
-def test_toggling_an_image_whose_stored_fields_fail_the_checks_is_refused_with_a_link_to_fix_it(client, people, make_image):
+def test_an_image_whose_stored_fields_fail_the_checks_is_disabled_but_not_enabled_again(client, people, make_image):
+    """A row stored before today's checks (a relative path): Disable is what an admin does with a
+    broken image, so it is done (audited); Enable is refused with a link to fix the row first."""
     make_image("legacy", path="relative/legacy")
-    response = _as(client, people["dana"]).post("/ops/images/legacy/enable/", {"enabled": "0"}, follow=True)
-    assert response.status_code == HTTPStatus.OK
+    c = _as(client, people["dana"])
+    response = c.post("/ops/images/legacy/enable/", {"enabled": "0"}, follow=True)
+    assert response.status_code == HTTPStatus.OK and "Image legacy disabled." in response.content.decode()
+    assert not Image.objects.get(name="legacy").enabled
+    change = AuditEvent.objects.get(action="image.change")
+    assert (change.old, change.new) == ({"enabled": True}, {"enabled": False})
+
+    response = c.post("/ops/images/legacy/enable/", {"enabled": "1"}, follow=True)
     banner = BeautifulSoup(response.content, "html.parser").select_one(".messages .error")
-    assert "legacy was not disabled" in banner.get_text() and "relative/legacy" in banner.get_text()
+    assert "legacy was not enabled" in banner.get_text() and "relative/legacy" in banner.get_text()
     assert banner.select_one("a")["href"] == "/ops/images/legacy/edit/"
-    assert Image.objects.get(name="legacy").enabled and not AuditEvent.objects.filter(action__startswith="image.").exists()
+    assert not Image.objects.get(name="legacy").enabled and AuditEvent.objects.filter(action="image.change").count() == 1
 
 
 @pytest.mark.parametrize(
