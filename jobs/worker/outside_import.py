@@ -179,15 +179,15 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
         return 0
     held = list(
         Job.objects.filter(on_cluster(cluster), slurm_job_id__in={key for key, _, _ in jobs}).values_list(
-            "slurm_job_id", "slurm_submit_at", "state", "origin", "submitted_at", "created_at", "end_at"
+            "slurm_job_id", "slurm_submit_at", "state", "origin", "submitted_at", "created_at", "end_at", "updated_at"
         )
     )
     active = {row[0] for row in held if row[2] not in FINAL_STATES}
     submitted = {(row[0], row[1]) for row in held if row[1]}
     portal: dict[int, list] = {}  # job id -> (sent, ended) of the portal's rows of that id
-    for i, _, _, origin, sent, created, ended in held:
-        if origin == JobOrigin.PORTAL:
-            portal.setdefault(i, []).append((sent or created, ended))
+    for i, _, state, origin, sent, created, ended, updated in held:
+        if origin == JobOrigin.PORTAL:  # a final row without an end time (never ran): ended by its last change
+            portal.setdefault(i, []).append((sent or created, ended or (updated if state in FINAL_STATES else None)))
     new = []
     for key, kind, group in jobs:
         first_submit = to_datetime(min((f.submit for f in group if f.submit), default=None))
@@ -220,7 +220,7 @@ def import_records(records: list, *, cluster: str, exits: dict | None = None) ->
 
 def _portal_sent(rows: list | tuple, first_submit: datetime) -> bool:
     """Whether one of the portal's rows of the same job id, given as (sent, ended) (``Job.submitted_at``
-    or ``created_at``, ``Job.end_at``), is this job: Slurm submitted the job's first run no earlier than
+    or ``created_at``; ``Job.end_at``, or for a final row without one its ``updated_at``), is this job: Slurm submitted the job's first run no earlier than
     the portal sent it (less :data:`~jobs.worker.identity.ID_REUSE_MARGIN_S` of clock skew, the rule
     the poller's accounting read uses) and no later than the row's job ended. A row whose job ended
     before this one was submitted holds an older job whose id Slurm gave again (ids start over after

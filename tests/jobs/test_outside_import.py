@@ -120,13 +120,15 @@ DAY = 86400
         (3 * DAY, None, 1),  # a newer portal job of the same id
         (-5, None, 0),  # sent seconds before Slurm's submit time, not ended: this job
         (-5, DAY, 0),  # sent seconds before, ended after it: this job
+        (-3 * DAY, "final", 1),  # an older portal job that ended (cancelled before it ran) without an end time
     ],
 )
 def test_a_portal_row_of_the_same_id_holds_the_job_only_when_it_is_that_job(
     django_user_model, clean_cache, sent_s, ended_s, imported
 ):
     """sacct_requeued.json without its portal key, as an outside job, beside a portal row of the same
-    job id sent and ended the given seconds from the job's first submit time: the row holds the job
+    job id sent and ended the given seconds from the job's first submit time ("final": a final row
+    without an end time, last changed two days before): the row holds the job
     only when the portal sent it before Slurm's submit time and it had not ended by then; a row of an
     older or a newer job leaves it to be imported."""
     rec = recording("24.11")
@@ -136,11 +138,13 @@ def test_a_portal_row_of_the_same_id_holds_the_job_only_when_it_is_that_job(
         raw["comment"] = {"administrator": None, "job": None, "system": None}
     records = rec.adapter.parse_sacct_jobs(doc)
     first_submit = to_datetime(min(f.submit for f in records))
-    Job.objects.create(
+    row = Job.objects.create(
         user=owner, name="portal's", origin=JobOrigin.PORTAL, slurm_cluster="cluster1", slurm_job_id=records[0].job_id,
         submitted_at=first_submit + timedelta(seconds=sent_s), state=JobState.COMPLETED, partition="train",
-        end_at=None if ended_s is None else first_submit + timedelta(seconds=ended_s), time_limit_min=1, memory_mb=1,
+        end_at=None if ended_s in (None, "final") else first_submit + timedelta(seconds=ended_s), time_limit_min=1, memory_mb=1,
     )  # fmt: skip
+    if ended_s == "final":  # cancelled before it ran, two days before the job of the recording: no end time
+        Job.objects.filter(pk=row.pk).update(state=JobState.CANCELLED, updated_at=first_submit - timedelta(days=2))
     assert import_records(records, cluster="cluster1") == imported
     assert Job.objects.filter(slurm_job_id=records[0].job_id, origin=JobOrigin.OUTSIDE).count() == imported
 
