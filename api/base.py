@@ -72,7 +72,9 @@ class In(Schema):
 
 def tokens_page(request: HttpRequest) -> str:
     """The Tokens page's absolute address as this request reached the portal
-    (``https://portal.example.org/account/tokens/``); its path alone when the host cannot be trusted."""
+    (``https://portal.example.org/account/tokens/``). Django's host check refuses a request for a host
+    not in ``ALLOWED_HOSTS`` before any view; should one reach here (a view called directly), its
+    path alone."""
     path = reverse("token_list")
     try:
         return request.build_absolute_uri(path)

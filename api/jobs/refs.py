@@ -70,6 +70,8 @@ def cancel_answer(job: Job, *, asked_before: datetime | None, task: int | None) 
             f"Cancelling task {task} of array job {name} (scancel {job.slurm_job_id}_{task} as you); its other tasks go on."
         )
     state = JobState(job.state).label
+    if job.state == JobState.SUBMIT_FAILED:
+        return HTTPStatus.OK, f"Job {name} was never submitted to Slurm ({state}): there is nothing to cancel."
     if job.is_final:
         ended = f" on {utc_text(job.end_at)}" if job.end_at else ""
         return HTTPStatus.OK, f"Job {name} has already ended ({state}{ended}): nothing was sent to Slurm."

@@ -197,7 +197,7 @@ class Context:
                 )
             if not settings.token:
                 raise UsageError(
-                    f"no API token configured. Create one on {settings.url}/account/tokens/, then run "
+                    f"no API token configured. Create one on {settings.url}{TOKENS_PAGE}, then run "
                     f"`gpuportal login --url {settings.url}` or set GPUPORTAL_TOKEN (or pass --token)."
                 )
             check_token(settings.token, settings.token_source or "--token", settings.url)

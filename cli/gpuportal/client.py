@@ -245,7 +245,8 @@ class Client:
         return self.request("GET", f"/jobs/{_seg(ref)}", params=_on(cluster))
 
     def cancel_job(self, ref: str, cluster: str = "", task: int | None = None) -> dict:
-        """``POST /jobs/{ref}/cancel`` (``task``: only that task of an array): the job (HTTP 202)."""
+        """``POST /jobs/{ref}/cancel`` (``task``: only that task of an array): the job and ``message``,
+        what was sent to Slurm (HTTP 202) or why nothing was (HTTP 200; an older portal: 202, no message)."""
         params = {**_on(cluster), **({"task": task} if task is not None else {})}
         return self.request("POST", f"/jobs/{_seg(ref)}/cancel", params=params)
 

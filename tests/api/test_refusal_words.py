@@ -164,3 +164,12 @@ def test_cancel_of_a_job_whose_state_the_portal_does_not_know_says_nothing_was_s
         "Nothing was sent to Slurm: the portal does not know whether job 77 “train” still runs (state: Status unknown). "
         "If it does, cancel it on the cluster with scancel 77."
     )
+
+
+def test_cancel_of_a_job_never_submitted_says_there_is_nothing_to_cancel(client, people, tokens):
+    """A job Slurm refused at submission never ran: not "has already ended"."""
+    job = _job(people["alice"], name="train", state=JobState.SUBMIT_FAILED, slurm_job_id=None)
+    r = call(client, "post", f"/jobs/{job.key}/cancel", tokens["alice"])
+    assert r.status_code == HTTPStatus.OK and r.json()["message"] == (
+        f"Job {job.key} “train” was never submitted to Slurm (Not submitted): there is nothing to cancel."
+    )
