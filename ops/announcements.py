@@ -83,6 +83,7 @@ def announcements_current(*, now: datetime | None = None) -> list[Banner]:
             banners = _not_ended(now)
         except DataError:  # the database answered, with a row it cannot hand back (a year-10000 end, say)
             log.error("announcements not read: a stored announcement cannot be read back; fix its window", exc_info=True)
+            cache.set(CACHE_KEY, [], 60)  # not asked (and logged) on every page view; asked again in a minute
             return []
         except DatabaseError:  # the banner never breaks a page: the page says what is wrong, if anything
             log.warning("announcements not read: the database did not answer", exc_info=True)
@@ -121,10 +122,13 @@ AGO_MAX = timedelta(days=10 * 365)
 AGO_WORDS = "10 years"
 
 
-def _out_of_range(starts_at: datetime | None, ends_at: datetime | None, now: datetime) -> list[Problem]:
-    """A start more than :data:`AGO_MAX` ago, a start or an end more than :data:`AHEAD_MAX` ahead (the
-    bound of maintenance windows, :mod:`ops.reservations`): a typo's year 9999 or 0001, which the
-    database would store but not hand back."""
+def _out_of_range(
+    starts_at: datetime | None, ends_at: datetime | None, now: datetime, kept_start: datetime | None = None
+) -> list[Problem]:
+    """A start more than :data:`AGO_MAX` ago (unless it is ``kept_start``, the start an edited
+    announcement has already), a start or an end more than :data:`AHEAD_MAX` ahead (the bound of
+    maintenance windows, :mod:`ops.reservations`): a typo's year 9999 or 0001, which the database
+    would store but not hand back."""
     earliest, latest = now - AGO_MAX, now + AHEAD_MAX
     problems = []
     if starts_at is not None and starts_at > latest:
@@ -134,7 +138,7 @@ def _out_of_range(starts_at: datetime | None, ends_at: datetime | None, now: dat
                 f"The start ({_as_typed(starts_at)}) is more than {AHEAD_WORDS} ahead; give a start by {_when(latest)}.",
             )
         )
-    elif starts_at is not None and starts_at < earliest:
+    elif starts_at is not None and starts_at < earliest and starts_at != kept_start:
         problems.append(
             Problem(
                 "starts_at",
@@ -170,10 +174,13 @@ def _order(starts_at: datetime | None, ends_at: datetime | None, now: datetime) 
     return []
 
 
-def _check(*, text: str, starts_at: datetime | None, ends_at: datetime | None, severity: str, now: datetime) -> str:
+def _check(
+    *, text: str, starts_at: datetime | None, ends_at: datetime | None, severity: str, now: datetime, kept_start=None
+) -> str:
     """``text`` stripped, or :class:`Refused` naming every problem: empty or too long text, a
-    missing start or end, a start or end out of range (:func:`_out_of_range`), an end not after the
-    start, a window wholly in the past, an unknown severity."""
+    missing start or end, a start or end out of range (:func:`_out_of_range`; ``kept_start``: an edited
+    announcement's own start), an end not after the start, a window wholly in the past, an unknown
+    severity."""
     problems = []
     text = (text or "").strip()
     if not text:
@@ -184,7 +191,7 @@ def _check(*, text: str, starts_at: datetime | None, ends_at: datetime | None, s
         problems.append(Problem("starts_at", "Give the start of the window (date and time)."))
     if ends_at is None:
         problems.append(Problem("ends_at", "Give the end of the window (date and time)."))
-    far = _out_of_range(starts_at, ends_at, now)
+    far = _out_of_range(starts_at, ends_at, now, kept_start)
     # checked in order only within range: the sentences write the times in UTC, which year 10000 has not
     problems += far or _order(starts_at, ends_at, now)
     if severity not in Severity.values:
@@ -224,7 +231,8 @@ def announcement_update(
     """Change ``announcement``'s text, window or severity, audited ``announcement.change`` with the
     values before and after. Raises as :func:`announcement_create`."""
     _staff_only(by)
-    text = _check(text=text, starts_at=starts_at, ends_at=ends_at, severity=severity, now=djtz.now())
+    now = djtz.now()
+    text = _check(text=text, starts_at=starts_at, ends_at=ends_at, severity=severity, now=now, kept_start=announcement.starts_at)
     with transaction.atomic():
         row = Announcement.objects.select_for_update().get(pk=announcement.pk)
         old = row.as_audit()

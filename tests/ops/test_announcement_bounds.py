@@ -14,8 +14,9 @@ import pytest
 from bs4 import BeautifulSoup
 from django.utils import timezone as djtz
 
-from ops.announcements import announcement_create, announcements_current
+from ops.announcements import announcement_create, announcement_update, announcements_current
 from ops.models import Announcement
+from portal.refusals import Refused
 
 pytestmark = pytest.mark.django_db
 
@@ -101,6 +102,28 @@ def test_a_row_the_database_cannot_hand_back_is_not_called_an_outage(dana, caplo
         assert announcements_current() == []
     assert "did not answer" not in caplog.text
     assert "a stored announcement cannot be read back; fix its window" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ops.announcements"):
+        assert announcements_current() == []  # the next page view: not asked again, not logged again
+    assert caplog.text == ""
+
+
+def test_a_standing_announcement_keeps_its_old_start_when_edited(dana):
+    """The start bound (10 years ago) catches a typo's year 0001, not an announcement that has stood
+    that long: an edit that keeps its start is saved; one that moves it that far back is refused."""
+    long_ago = djtz.now() - timedelta(days=11 * 365)
+    row = Announcement.objects.create(
+        text="Welcome", severity="info", starts_at=long_ago, ends_at=djtz.now() + timedelta(days=30), created_by=dana
+    )
+    edited = announcement_update(
+        announcement=row, by=dana, text="Welcome!", starts_at=long_ago, ends_at=row.ends_at, severity="info"
+    )
+    assert edited.text == "Welcome!"
+    with pytest.raises(Refused, match="more than 10 years ago"):
+        announcement_update(
+            announcement=edited, by=dana, text="Welcome!", starts_at=long_ago - timedelta(days=1), ends_at=row.ends_at,
+            severity="info",
+        )  # fmt: skip
 
 
 def test_deleting_an_announcement_asks_first(client, dana):
