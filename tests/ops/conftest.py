@@ -1,5 +1,5 @@
 """The cluster page's fixtures on the recorded 22.05 cluster: its stored snapshot and a scripted
-gateway for every cluster."""
+gateway for every cluster; the admin dana, signed in (a module may define its own ``dana``)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,11 @@ def slurm(monkeypatch):
     fake = FakeTransport()
     monkeypatch.setattr("slurm.gateway._gateways", EveryCluster(SlurmGateway(fake)))
     return fake
+
+
+@pytest.fixture
+def dana(client, django_user_model, clean_cache):
+    """The admin dana, signed in."""
+    user = django_user_model.objects.create(username="dana", is_staff=True)
+    client.force_login(user)
+    return user

@@ -23,14 +23,6 @@ pytestmark = pytest.mark.django_db
 URL = "/ops/announcements/"
 
 
-@pytest.fixture
-def dana(client, django_user_model, clean_cache):
-    """The admin dana, signed in."""
-    user = django_user_model.objects.create(username="dana", is_staff=True)
-    client.force_login(user)
-    return user
-
-
 def _errors(response) -> dict[str, str]:
     page = BeautifulSoup(response.content, "html.parser")
     return {e["id"].removeprefix("id_").removesuffix("-error"): e.get_text(" ", strip=True) for e in page.select("[id$=-error]")}

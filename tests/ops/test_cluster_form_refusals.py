@@ -22,14 +22,6 @@ RESERVE = "/ops/cluster/cluster1/reservations/"
 LABEL = "cluster1 (Slurm 22.05: A100, T4)"
 
 
-@pytest.fixture
-def dana(client, django_user_model, clean_cache):
-    """The admin dana, signed in."""
-    user = django_user_model.objects.create(username="dana", is_staff=True)
-    client.force_login(user)
-    return user
-
-
 def _errors(response) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for e in BeautifulSoup(response.content, "html.parser").select("p.error[data-testid^=error-]"):
