@@ -107,8 +107,10 @@ def any_active(tasks: dict[JobState, TaskSet]) -> bool:
 
 
 def spec(tasks: dict[JobState, TaskSet], throttle: int | None) -> str:
-    """Every task id as Slurm writes an array: ``1-500%20``."""
-    return _every(tasks).text + (f"%{throttle}" if throttle else "")
+    """Every task id as Slurm writes an array, steps included (:attr:`TaskSet.slurm_text`): ``1-500%20``,
+    ``1-400:3%5`` for ``--array=1-400:3%5``. Written from the ids the portal has seen in every state, not
+    squeue's ``array_task_string``, which lists only the tasks that have not started yet."""
+    return _every(tasks).slurm_text + (f"%{throttle}" if throttle else "")
 
 
 def _every(tasks: dict[JobState, TaskSet]) -> TaskSet:
@@ -124,12 +126,12 @@ SPEC_MAX = 255
 
 def stored_spec(tasks: dict[JobState, TaskSet], throttle: int | None) -> str:
     """:func:`spec` in at most :data:`SPEC_MAX` characters, the ``%`` limit kept: an array whose task
-    ids are too scattered to write in full keeps its first ranges, then ``...`` and its last range
-    (``1,4,7,...,397%20``), whole ranges only, so the text never claims ids the array lacks."""
+    ids are too scattered to write in full keeps its first parts, then ``...`` and its last part
+    (``1,3,6,...,397%20``), whole parts only, so the text never claims ids the array lacks."""
     full = spec(tasks, throttle)
     if len(full) <= SPEC_MAX:
         return full
-    ranges = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in _every(tasks).ranges]
+    ranges = _every(tasks).slurm_parts()
     tail = f",...,{ranges[-1]}" + (f"%{throttle}" if throttle else "")
     head = ranges[0]
     for text in ranges[1:-1]:

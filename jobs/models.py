@@ -300,8 +300,8 @@ class Job(JobFigures, models.Model):
 
     @property
     def slurm_ref(self) -> str:
-        """The job as Slurm names it: ``123``, ``123_[1-500%20]`` for an array, ``123+0-1`` for a
-        heterogeneous job of two components; ``""`` before submission."""
+        """The job as Slurm names it: ``123``, ``123_[1-500%20]`` or ``123_[1-400:3%5]`` for an array (its
+        stored ``array_spec``), ``123+0-1`` for a het job of two components; ``""`` before submission."""
         if not self.slurm_job_id:
             return ""
         if self.is_array and self.array_spec:

@@ -3,8 +3,9 @@
 Slurm writes task ids as range text (``array_task_string`` ``1-10:2,15,20-30%4``; sacct's
 ``array.task``, which 22.05 writes as a hex bitmap ``0x7FE`` for tasks that never started). A
 :class:`TaskSet` holds them as inclusive ``(low, high)`` ranges without expanding them, so an array of
-10,000 tasks costs a few ranges, and writes them back as Slurm does (``1-5,7,9-12``): the form the
-portal stores per state (:attr:`jobs.models.Job.array_tasks`).
+10,000 tasks costs a few ranges, and writes them back as ranges (``1-5,7,9-12``, :attr:`TaskSet.text`: the
+form the portal stores per state, :attr:`jobs.models.Job.array_tasks`) or as Slurm names an array, with
+steps (``1-400:3``, :attr:`TaskSet.slurm_text`).
 """
 
 from __future__ import annotations
@@ -77,8 +78,35 @@ class TaskSet:
     # --- reading it -------------------------------------------------------------------------------
     @property
     def text(self) -> str:
-        """Slurm's range text: ``1-5,7,9-12`` (``""`` when empty)."""
+        """Range text without steps: ``1-5,7,9-12`` (``""`` when empty), as ``Job.array_tasks`` stores
+        each state's ids; :attr:`slurm_text` writes runs of equally spaced ids as Slurm does."""
         return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges)
+
+    @property
+    def slurm_text(self) -> str:
+        """The ids as Slurm writes an array (``squeue``'s ``1-400:3``): :meth:`slurm_parts` joined by
+        commas (``""`` when empty). :meth:`parse` reads it back to the same set."""
+        return ",".join(self.slurm_parts())
+
+    def slurm_parts(self) -> list[str]:
+        """The ids as Slurm's parts, in order: consecutive ids ``lo-hi``, a run of three or more single
+        ids equally spaced (by 2 or more) ``lo-hi:step``, any other id alone (``1-5``, ``7-15:4``, ``18``)."""
+        parts: list[str] = []
+        ranges, i = self.ranges, 0
+        while i < len(ranges):
+            lo, hi = ranges[i]
+            end = i
+            if lo == hi and i + 2 < len(ranges):
+                step = ranges[i + 1][0] - lo
+                while end + 1 < len(ranges) and ranges[end + 1][0] == ranges[end + 1][1] == ranges[end][1] + step:
+                    end += 1
+            if end - i >= 2:
+                parts.append(f"{lo}-{ranges[end][1]}:{ranges[i + 1][0] - lo}")
+                i = end + 1
+                continue
+            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
+            i += 1
+        return parts
 
     def __len__(self) -> int:
         return sum(hi - lo + 1 for lo, hi in self.ranges)

@@ -2,10 +2,12 @@
 
 Accepted: the portal's job key (a UUID), or the job as Slurm names it and ``gpuportal ls`` prints it
 (:attr:`jobs.models.Job.slurm_ref`): ``123``, ``123_[1-500%20]`` for an array, ``123+0-1`` for a
-heterogeneous job. Slurm's name of one array task, ``123_7``, names the array and that task: the
-caller acts on the task where it can (a cancel) or says what to write instead. An array or het form
-that is not the job's own name (``123_[1-5]`` of ``123_[1-500]``, one component ``123+1``) is
-refused: the portal acts on whole jobs, and a cancel must not reach more than was named."""
+heterogeneous job. An array's tasks may be written any way that names the same ids (``1-400:3`` as
+squeue prints it, or ``1,4,7,...,400``; the ``%`` limit aside). Slurm's name of one array task,
+``123_7``, names the array and that task: the caller acts on the task where it can (a cancel) or says
+what to write instead. An array or het form that names less than the whole job (``123_[1-5]`` of
+``123_[1-500]``, one component ``123+1``) is refused: the portal acts on whole jobs, and a cancel must
+not reach more than was named."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import uuid
 from django.http import Http404
 
 from portal.refusals import Problem, Refused
+from slurm.tasksets import TaskSet
 
+from ..arrays import load_tasks
 from ..models import Job, on_cluster
 from .selectors import job_for_viewer
 
@@ -36,6 +40,56 @@ def _by_slurm_id(*, user, slurm_id: int, cluster: str) -> Job | None:
     return job
 
 
+def _array_ids(job: Job) -> TaskSet | None:
+    """Every task id of an array row: from ``array_tasks`` (every state), else its ``array_spec``
+    (a row stored before its tasks were); ``None`` when neither says (a spec cut short with ``...``)."""
+    every = TaskSet()
+    for ids in load_tasks(job.array_tasks).values():
+        every = every | ids
+    if every:
+        return every
+    try:
+        return TaskSet.parse(job.array_spec.partition("%")[0]) or None
+    except ValueError:
+        return None
+
+
+def _cut(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _check_part(job: Job, ref: str, part: str) -> None:
+    """Refuses ``ref``, whose array (``_[...]``) or het (``+N``, ``+N-M``) ``part`` is not written as
+    ``job.slurm_ref`` is, unless it names the same whole job: every task id of the array however
+    written (``1-400:3`` or ``1,4,...,400``; the ``%`` limit aside), or every component of the het job."""
+    jid, whole = job.slurm_job_id, f"the portal acts on whole jobs: use {job.slurm_job_id}"
+    if part.startswith("+"):
+        low, _, high = part[1:].partition("-")
+        count = len(job.het_parts or []) if job.is_het else 0
+        if not high and count:
+            raise Refused(Problem("ref", f"'{ref}' names component {low} of het job {jid}, and {whole}."))
+        if count and int(low) == 0 and int(high) == count - 1:
+            return
+    elif job.is_array:
+        try:
+            named = TaskSet.parse(part[2:-1].partition("%")[0])
+        except ValueError:
+            named = None
+        own = _array_ids(job)
+        if named is not None and named == own:
+            return
+        if named is not None and own is not None:
+            raise Refused(
+                Problem(
+                    "ref",
+                    f"'{_cut(ref)}' names tasks {_cut(named.slurm_text)} of array job {jid}, not all of its tasks "
+                    f"({_cut(own.slurm_text)}), and {whole} for the whole array, or `gpuportal cancel {jid} --task N` "
+                    "for one task.",
+                )
+            )
+    raise Refused(Problem("ref", f"'{_cut(ref)}' is not job {jid} as Slurm names it ({job.slurm_ref}), and {whole}."))
+
+
 def job_for_ref(*, user, ref: str, cluster: str = "") -> tuple[Job, int | None]:
     """The job ``ref`` names that ``user`` may see, and for Slurm's ``<id>_<task>`` the array task
     (else ``None``). Raises ``Http404`` when there is none or ``ref`` is no job reference, and
@@ -54,13 +108,7 @@ def job_for_ref(*, user, ref: str, cluster: str = "") -> tuple[Job, int | None]:
     if job is None:
         raise Http404("No such job, or it is not yours.")
     if match and match["part"] and ref != job.slurm_ref:
-        raise Refused(
-            Problem(
-                "ref",
-                f"'{ref[:60]}' is not job {job.slurm_job_id} as Slurm names it ({job.slurm_ref}), and the portal acts on "
-                f"whole jobs: use {job.slurm_job_id}.",
-            )
-        )
+        _check_part(job, ref, match["part"])
     if match and match["task"] and not job.is_array:
         raise Refused(
             Problem(

@@ -1,0 +1,32 @@
+"""``gpuportal ls``'s ID column of an array whose ids Slurm cannot write short: cut at 30 characters
+with …, so every row stays readable; ``show`` prints the whole ref, and a job key is never cut."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuportal.cli import main
+
+from .fake_api import KEY_1, make_job
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+#: An array of irregular ids as the portal stores it (about 250 characters).
+LONG = "390_[" + ",".join(str(1 + 5 * (i // 2) + 2 * (i % 2)) for i in range(60)) + ",...,498%5]"
+
+
+def test_ls_cuts_a_long_ref_and_show_prints_it_whole(env, capsys):
+    env.jobs = [make_job(kind="array", slurm_ref=LONG), make_job(id=383, kind="array", slurm_ref="383_[1-400:3%5]", key=KEY_1)]
+    assert main(["ls"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert rows[0].split()[0] == LONG[:29] + "…" and rows[1].split()[0] == "383_[1-400:3%5]"
+    assert max(len(row) for row in rows) < 160
+    env.jobs = [make_job(kind="array", slurm_ref=LONG)]
+    assert main(["show", "4242"]) == 0
+    assert LONG in capsys.readouterr().out
+
+
+def test_ls_prints_a_job_key_whole(env, capsys):
+    env.jobs = [make_job(id=None, slurm_ref="", key=KEY_1)]
+    assert main(["ls"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == KEY_1
