@@ -8,7 +8,7 @@ from django import forms
 from jobs.submit.policy import MOST_CPUS, SitePolicy
 from jobs.web.forms import MemoryField, offer_clusters
 from portal.units import ACCEPTED
-from slurm.clusters import session_partitions
+from slurm.clusters import has_session_venv, session_partitions
 
 from .kinds import kind_default, kinds_available
 
@@ -105,15 +105,37 @@ class SessionForm(forms.Form):
         self.fields["gpu_count"].widget.choices = [
             (n, str(n)) for n in range(0, settings.PORTAL_SESSION_MAX_GPUS + 1) if n in (0, 1, 2, 4, 8)
         ]
-        self.fields["hours"].help_text = f"At most {settings.PORTAL_SESSION_MAX_HOURS} hours."
+        self._fit_hours(policy, partitions, most=settings.PORTAL_SESSION_MAX_HOURS)
+        if len(partitions) > 1:  # another partition may allow fewer hours: choosing it reloads the form, as the cluster does
+            offer_clusters(self.fields["partition"], [(p, p) for p in partitions], reload_url=reverse("session_list"))
         self.fields[
             "gpu_count"
         ].help_text = f"Sessions have at most {settings.PORTAL_SESSION_MAX_GPUS} GPUs; submit a batch job for more."
         self.fields["image"].choices = image_choices(policy.cluster)
         self.fields["image"].help_text = (
             "Only images that contain a session's server are offered, each with the IDEs it holds; "
-            "the session runs its server inside the image."
+            "the session runs its server inside the image. With none (offered where the nodes have it) it runs from the "
+            "site's Jupyter venv on the node."
         )
+
+    def _fit_hours(self, policy: SitePolicy, partitions: list[str], *, most: int) -> None:
+        """The hours an unbound form shows fit the partition it shows (the one given or sent, else the first of
+        ``partitions``): the initial 2 and what a reload carries are lowered to that partition's longest
+        time in whole hours (its ``max_time_min`` in the snapshot: what the start is checked against), and
+        the help says it. ``most``: the site's longest session (``PORTAL_SESSION_MAX_HOURS``)."""
+        given = (self.data if self.is_bound else self.initial).get("partition")
+        partition = given if given in partitions else next(iter(partitions), "")
+        limits = policy.partitions.get(partition)
+        if limits is not None and limits.max_time_min is not None and limits.max_time_min // 60 < most:
+            most = max(1, limits.max_time_min // 60)
+            self.fields["hours"].help_text = f"At most {most} hour{'' if most == 1 else 's'} in {partition}."
+        else:
+            self.fields["hours"].help_text = f"At most {most} hours."
+        field = self.fields["hours"]
+        field.initial = min(field.initial, most)
+        typed = str(self.initial.get("hours", "")).strip()
+        if typed.isascii() and typed.isdigit() and int(typed) > most:
+            self.initial["hours"] = most
 
     def user_options(self) -> dict:
         """The form as the hub's ``user_options`` (call after ``is_valid()``)."""
@@ -134,8 +156,8 @@ class SessionForm(forms.Form):
 
 
 def image_choices(cluster: str = "") -> list[tuple[str, str]]:
-    """The form's image choices: "none: the node's own system" (where the site allows it:
-    ``PORTAL_IMAGE_NONE_ALLOWED``), then every site image on ``cluster`` ("": the default session cluster) that holds the server
+    """The form's image choices: "none: the node's own system" (where the site allows it,
+    ``PORTAL_IMAGE_NONE_ALLOWED``, and ``cluster``'s nodes hold the Jupyter venv, ``session_venv``), then every site image on ``cluster`` ("": the default session cluster) that holds the server
     of a session kind offered here (:func:`interactive.options.session_images`), labelled with its
     OS, Python and those kinds. An image without any (no ``offers``) is not offered."""
     from django.conf import settings
@@ -146,7 +168,8 @@ def image_choices(cluster: str = "") -> list[tuple[str, str]]:
     for kind in kinds_available():
         for image in session_images(kind, cluster=cluster):
             by_name.setdefault(image.name, (image, []))[1].append(kind.label)
-    choices = [("", "none: the node's own system")] if settings.PORTAL_IMAGE_NONE_ALLOWED else []
+    own = settings.PORTAL_IMAGE_NONE_ALLOWED and has_session_venv(cluster)  # the nodes hold the Jupyter venv
+    choices = [("", "none: the node's own system")] if own else []
     for name, (image, labels) in sorted(by_name.items()):
         about = ", ".join(x for x in (image.os, f"Python {image.python_version}" if image.python_version else "") if x)
         choices.append((name, f"{name}{f' ({about})' if about else ''}: {', '.join(labels)}"))

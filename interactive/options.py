@@ -22,7 +22,7 @@ from jobs.reads.maintenance import MaintenanceClash, maintenance_warning
 from jobs.submit.policy import JobRequest, SitePolicy
 from jobs.submit.submit import account_for
 from portal.refusals import Problem, Refused
-from slurm.clusters import cluster_get, default_sessions_cluster, session_clusters, session_partitions
+from slurm.clusters import cluster_get, default_sessions_cluster, has_session_venv, session_clusters, session_partitions
 
 from .kinds import KINDS, SessionKind, kind_default, kinds_available
 
@@ -246,20 +246,23 @@ def session_images(kind: SessionKind, *, partition: str | None = None, cluster: 
 
 def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str = ""):
     """The checked image of a session request: ``(image, [])``, ``(None, [])`` for the node's own
-    system ("" or "none", where the site allows it: ``PORTAL_IMAGE_NONE_ALLOWED``), or ``(None,
+    system ("" or "none", where the site allows it, ``PORTAL_IMAGE_NONE_ALLOWED``, and the cluster's
+    nodes hold the Jupyter venv, ``session_venv``), or ``(None,
     problems)`` (field ``image``): unknown, not for the partition, missing or unreadable on
     ``cluster`` ("": the default session cluster) (:func:`images.services.image_choice_check`, from the availability cache), or an image
     without the kind's server (its ``offers``)."""
     from images.services import image_choice_check
 
     cluster = cluster or default_sessions_cluster().name
+    if name in ("", "none") and not has_session_venv(cluster):
+        own = f"{cluster}'s nodes have no session server of their own (no Jupyter venv): "
+        return None, [Problem("image", own + _images_with(kind, partition=partition, cluster=cluster))]
     if name not in ("", "none") and not _IMAGE_NAME.fullmatch(name):  # a path, or text no name can hold (NUL)
-        names = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster)) or "none here"
         return None, [
             Problem(
                 "image",
                 f"There is no image called {name[:64]!r}: images are the site's, named like debian12-sklearn, never a path. "
-                f"Choose one with {kind.label} ({names}) or none (the node's own system).",
+                + _images_with(kind, partition=partition, cluster=cluster, first=True),
             )
         ]
     try:
@@ -267,15 +270,25 @@ def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str 
     except Refused as refused:
         return None, [Problem("image", p.message) for p in refused.problems]
     if image is not None and kind.offer not in (image.offers or []):
-        others = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster)) or "none here"
         return None, [
             Problem(
                 "image",
                 f"The image {image.name} has no {kind.label} server (it offers: {', '.join(image.offers or []) or 'no sessions'}); "
-                f"choose an image with {kind.label} ({others}) or none (the node's own system).",
+                + _images_with(kind, partition=partition, cluster=cluster),
             )
         ]
     return image, []
+
+
+def _images_with(kind: SessionKind, *, partition: str, cluster: str, first: bool = False) -> str:
+    """What to choose instead: the images with ``kind``'s server (``first``: it starts a sentence)."""
+    names = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster))
+    text = (
+        f"choose an image with {kind.label}: {names}."
+        if names
+        else f"no image on {cluster} has {kind.label}: ask the admin for one."
+    )
+    return text[:1].upper() + text[1:] if first else text
 
 
 def session_maintenance(*, cluster: str, partition: str, hours: int) -> MaintenanceClash | None:

@@ -56,8 +56,14 @@ def _context(request: HttpRequest, form: SessionForm, cluster: str) -> dict:
         "status": cluster_status(cards_cluster(cards, default=cluster)),
         "low_use": sessions_low_use(cards),
         "several_clusters": len(session_clusters()) > 1,  # each card then names its cluster
-        **_maintenance_ahead(form.data if form.is_bound else {}, cluster=cluster),
+        "session_cluster": cluster,  # the site policy above the form speaks of it
+        **_maintenance_ahead(form.data if form.is_bound else _shown(form), cluster=cluster),
     }
+
+
+def _shown(form: SessionForm) -> dict:
+    """The partition and hours an unbound ``form`` shows (its initial values: the hours fit that partition)."""
+    return {name: form[name].value() for name in ("partition", "hours")}
 
 
 def _maintenance_ahead(data, *, cluster: str) -> dict:

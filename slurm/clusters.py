@@ -53,7 +53,17 @@ GATEWAY_KEYS = (
     "command_timeout",
     "users_group",
 )
-OTHER_KEYS = ("name", "label", "slurm_name", "sbatch_helper", "partitions", "sessions", "session_partitions", "env_pythons")
+OTHER_KEYS = (
+    "name",
+    "label",
+    "slurm_name",
+    "sbatch_helper",
+    "partitions",
+    "sessions",
+    "session_partitions",
+    "session_venv",
+    "env_pythons",
+)
 
 
 class ClusterConfigError(ValueError):
@@ -67,7 +77,9 @@ class Cluster:
     ``PORTAL_SLURM_GATEWAY``-shaped dict its gateway is built from; ``sbatch_helper``: the submit helper's path
     on its submit host; ``partitions``: those offered (empty: all that are UP); ``sessions``: sessions
     may run here (:func:`session_clusters`), ``session_partitions`` in these partitions (default
-    ``PORTAL_SESSION_PARTITIONS``); ``env_pythons``: Python versions profiles may ask for here."""
+    ``PORTAL_SESSION_PARTITIONS``); ``session_venv``: the nodes hold the site's Jupyter venv
+    (``PORTAL_JUPYTER_VENV``), so a session may run without an image (default true; false: only in an
+    image that holds the server); ``env_pythons``: Python versions profiles may ask for here."""
 
     name: str
     label: str
@@ -78,6 +90,7 @@ class Cluster:
     sessions: bool = False
     env_pythons: tuple[str, ...] = ()
     session_partitions: tuple[str, ...] = ()
+    session_venv: bool = True
 
 
 _lock = threading.Lock()
@@ -109,6 +122,8 @@ def _build(table: dict, defaults: dict, *, where: str) -> Cluster:
     for key in ("partitions", "env_pythons", "session_partitions"):
         if not isinstance(conf[key], list) or not all(isinstance(v, str) for v in conf[key]):
             raise ClusterConfigError(f"{where} ({name}): {key} must be a list of strings")
+    if not isinstance(conf.get("session_venv", True), bool):
+        raise ClusterConfigError(f"{where} ({name}): session_venv must be true or false")
     if conf["transport"] not in ("ssh", "local"):
         raise ClusterConfigError(f"{where} ({name}): transport must be 'ssh' or 'local', not {conf['transport']!r}")
     return Cluster(
@@ -121,6 +136,7 @@ def _build(table: dict, defaults: dict, *, where: str) -> Cluster:
         sessions=bool(conf.get("sessions", False)),
         env_pythons=tuple(conf["env_pythons"]),
         session_partitions=tuple(conf["session_partitions"]),
+        session_venv=conf.get("session_venv", True),
     )
 
 
@@ -212,6 +228,13 @@ def session_partitions(name: str = "") -> list[str]:
     cluster's): its ``session_partitions``, by default ``PORTAL_SESSION_PARTITIONS``."""
     found = cluster_get(name) if name else None
     return list((found or default_sessions_cluster()).session_partitions)
+
+
+def has_session_venv(name: str = "") -> bool:
+    """Whether a session on cluster ``name`` ("" or not configured: the default session cluster's) may
+    run without an image: its nodes hold the site's Jupyter venv (``session_venv``)."""
+    found = cluster_get(name) if name else None
+    return (found or default_sessions_cluster()).session_venv
 
 
 def cluster_names() -> list[str]:

@@ -150,12 +150,12 @@ def policy_problems() -> list[str]:
     return problems
 
 
-def policy_lines(policy: Policy | None = None, *, pool_nodes: str = "") -> list[str]:
+def policy_lines(policy: Policy | None = None, *, pool_nodes: str = "", what: str = "Jobs") -> list[str]:
     """What people are told where they choose resources, one sentence each: "At most 4 GPUs at once
     per person.", "At most 20 pending or running jobs per person.", "Jobs of at most 1 h and 1 GPU may
     use the small-job pool (partition small: node3), held back from big jobs." ``pool_nodes``: the
-    pool partition's nodes as people read them (from the stored snapshots; "" = not known). Bad
-    settings give [] (the check reports them)."""
+    pool partition's nodes as people read them (from the stored snapshots; "" = not known); ``what``: who may
+    use the pool ("Sessions" on the session form). Bad settings give [] (the check reports them)."""
     try:
         policy = policy or site_policy()
     except ValueError:
@@ -167,7 +167,7 @@ def policy_lines(policy: Policy | None = None, *, pool_nodes: str = "") -> list[
         lines.append(f"At most {_count(policy.caps.submit_cap, 'pending or running job')} per person (each array task counts).")
     if policy.pool.managed:
         lines.append(
-            f"Jobs of at most {limit_text(policy.pool.max_minutes)} and {_count(policy.pool.max_gpus, 'GPU')} may use "
+            f"{what} of at most {limit_text(policy.pool.max_minutes)} and {_count(policy.pool.max_gpus, 'GPU')} may use "
             f"the small-job pool (partition {policy.pool.partition}{': ' + pool_nodes if pool_nodes else ''}), held back from big jobs."
         )
     return lines

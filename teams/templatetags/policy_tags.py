@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from django import template
 
-from slurm.clusters import cluster_names, session_clusters
+from slurm.clusters import cluster_names, default_sessions_cluster, session_clusters
 from slurm.snapshot import snapshot_load
 from teams.site_policy import policy_lines, site_policy
 
@@ -28,10 +28,11 @@ def pool_nodes(partition: str, among: list[str] | None = None) -> str:
 
 
 @register.simple_tag
-def site_policy_lines(sessions: bool = False) -> list[str]:
-    """The caps and the small-job pool as sentences ([] when the site manages none). ``sessions``:
-    for the session form, where the pool is named only on the clusters whose session partitions
-    (``session_partitions``) include it, and not at all when none does (a session could never use it)."""
+def site_policy_lines(sessions: bool = False, cluster: str = "") -> list[str]:
+    """The caps and the small-job pool as sentences ([] when the site manages none). ``sessions``: for
+    the session form of ``cluster`` (the selected one; "": the default session cluster), where the pool is
+    named, as one sessions may use, only when that cluster's ``session_partitions`` include it (a session
+    there could never use it otherwise)."""
     try:
         policy = site_policy()
     except ValueError:
@@ -41,7 +42,7 @@ def site_policy_lines(sessions: bool = False) -> list[str]:
         return policy_lines(policy)
     if not sessions:
         return policy_lines(policy, pool_nodes=pool_nodes(pool.partition))
-    among = [c.name for c in session_clusters() if pool.partition in c.session_partitions]
-    if not among:
+    chosen = next((c for c in session_clusters() if c.name == cluster), default_sessions_cluster())
+    if pool.partition not in chosen.session_partitions:
         return policy_lines(replace(policy, pool=replace(pool, partition="")))
-    return policy_lines(policy, pool_nodes=pool_nodes(pool.partition, among))
+    return policy_lines(policy, pool_nodes=pool_nodes(pool.partition, [chosen.name]), what="Sessions")

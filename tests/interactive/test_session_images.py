@@ -125,6 +125,22 @@ def test_only_images_with_the_kinds_server_are_offered_and_accepted(client, hub_
     assert not Session.objects.exists()
 
 
+def test_a_refused_image_is_never_answered_with_the_nodes_own_system(hub_settings, policy, settings, tmp_path):
+    """The node's own system has a session server only where the site's Jupyter venv is on the nodes
+    (cluster2's root has none), which the portal cannot tell: the advice names images only."""
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)  # VS Code offered: code-server installed
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "code-server").chmod(0o755)
+    image("debian12-sklearn", offers=["jupyterlab"])
+    for options, says in [
+        ({"ide": "vscode", "image": "debian12-sklearn"}, "no image on cluster1 has VS Code: ask the admin for one."),
+        ({"ide": "lab", "image": "/opt/x"}, "Choose an image with JupyterLab: debian12-sklearn."),
+    ]:
+        _opts, problems = parse_session_options(options, policy=policy)
+        assert says in problems[0].message and "none" not in problems[0].message, problems
+
+
 def test_the_site_can_require_an_image(client, hub_settings, alice, policy, settings):
     image("debian12-sklearn", offers=["jupyterlab"])
     settings.PORTAL_IMAGE_NONE_ALLOWED = False

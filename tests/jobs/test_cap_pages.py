@@ -53,10 +53,19 @@ def test_the_forms_say_the_caps_and_the_pool(site, url):
     assert policy_text(site, url) == LINES
 
 
-def test_the_session_form_names_the_pool_only_where_sessions_may_use_it(site):
-    """Sessions run in a cluster's ``session_partitions``: cluster1's are its interactive partition, so
-    its pool (node3) is not theirs; cluster2's include small (no snapshot stored here: no nodes named)."""
-    assert policy_text(site, "/sessions/") == LINES.replace(": node3 on cluster1", "")
+def test_the_session_form_names_the_pool_only_on_a_cluster_whose_sessions_may_use_it(site):
+    """Sessions run in the selected cluster's ``session_partitions``: cluster1's (the default) are its
+    interactive partition, so its pool is not theirs; cluster2's include small (no snapshot stored
+    here: no nodes named), said of sessions."""
+    caps = LINES.split(" Jobs of at most")[0]
+    assert policy_text(site, "/sessions/") == caps
+    assert policy_text(site, "/sessions/?cluster=cluster1") == caps
+    assert policy_text(site, "/sessions/?cluster=cluster2") == (
+        f"{caps} Sessions of at most 1 h and 1 GPU may use the small-job pool (partition small), held back from big jobs."
+    )
+    resp = site.post("/sessions/", {"cluster": "cluster2", "form_reload": "cluster"})  # the cluster select's reload
+    assert "Sessions of at most 1 h" in BeautifulSoup(resp.content, "html.parser").select_one("[data-testid=site-policy]").text
+    assert policy_text(site, "/jobs/new/") == LINES  # the job form still says "Jobs", with the pool's nodes
 
 
 def test_the_session_form_leaves_the_pool_out_when_no_session_may_use_it(site, settings):

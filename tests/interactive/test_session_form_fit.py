@@ -1,0 +1,58 @@
+"""The session form's defaults can be started as they stand: its hours fit the partition it shows
+(the recorded clusters: cluster2's small allows 1 h), on first load and after the cluster or the
+partition changes (each reloads the form); and the site policy above it speaks of the chosen
+cluster's sessions."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+
+import pytest
+from bs4 import BeautifulSoup
+
+from interactive.models import Session
+
+from .test_session_clusters import page, world  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def form_values(html: BeautifulSoup) -> dict:
+    """What a browser would send of the form as shown."""
+    values = {i["name"]: i.get("value", "") for i in html.select("form.job-form input") if i.get("type") not in ("radio",)}
+    values |= {i["name"]: i["value"] for i in html.select("form.job-form input[type=radio][checked]")}
+    for select in html.select("form.job-form select"):
+        chosen = select.select_one("option[selected]") or select.select_one("option")
+        values[select["name"]] = chosen["value"] if chosen else ""
+    return values
+
+
+def test_the_defaults_on_cluster2_fit_its_small_partition_and_start(client, world):  # noqa: F811
+    client.force_login(world["alice"])
+    html = page(client, cluster="cluster2")
+    assert html.select_one("#id_partition option")["value"] == "small"
+    assert html.select_one("#id_hours")["value"] == "1"
+    assert "At most 1 hour in small." in html.get_text()
+    resp = client.post("/sessions/", form_values(html))
+    assert resp.status_code == HTTPStatus.FOUND, resp.content.decode()[-2000:]
+    assert Session.objects.get().time_limit_min == 60
+
+
+def test_the_defaults_on_cluster1_keep_two_hours(client, world):  # noqa: F811
+    client.force_login(world["alice"])
+    assert page(client).select_one("#id_hours")["value"] == "2"
+
+
+def test_choosing_cluster2_or_its_small_partition_brings_the_hours_down(client, world):  # noqa: F811
+    client.force_login(world["alice"])
+    reload = {"cpus": "2", "memory_gb": "4", "hours": "2", "form_reload": "cluster"}
+    resp = client.post("/sessions/", {**reload, "cluster": "cluster2", "partition": "interactive"})
+    html = BeautifulSoup(resp.content.decode(), "html.parser")
+    assert html.select_one("#id_hours")["value"] == "1"
+    resp = client.post("/sessions/", {**reload, "cluster": "cluster1", "partition": "small"})
+    html = BeautifulSoup(resp.content.decode(), "html.parser")
+    assert html.select_one("#id_hours")["value"] == "1"
+    select = html.select_one("#id_partition")
+    assert (select["hx-post"], json.loads(select["hx-vals"])) == ("/sessions/", {"form_reload": "cluster"})
+    assert Session.objects.count() == 0 and world["sent"] == []

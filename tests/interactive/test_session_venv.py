@@ -1,0 +1,56 @@
+"""A cluster whose nodes lack the site's Jupyter venv (``session_venv = false`` in the clusters file,
+as the lab's cluster2): the Sessions form does not offer "none: the node's own system" there, and a
+request for it (the form's POST, the API) is refused naming the images that hold the server; the
+other cluster keeps it. A session started with none there failed with exit code 127."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from interactive.models import Session
+from slurm.clusters import ClusterConfigError, load_clusters
+
+from .test_session_clusters import ON_CLUSTER2, page, world  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_venv_on_cluster2(settings, tmp_path, world):  # noqa: F811
+    path = tmp_path / "clusters-venv.toml"
+    path.write_text(
+        '[[clusters]]\nname = "cluster1"\nsessions = true\n\n'
+        '[[clusters]]\nname = "cluster2"\nsessions = true\nsession_venv = false\n'
+    )
+    settings.PORTAL_CLUSTERS_FILE = str(path)
+    return world
+
+
+def image_values(html) -> list[str]:
+    return [o["value"] for o in html.select("#id_image option")]
+
+
+def test_the_form_offers_none_only_where_the_nodes_have_the_venv(client, no_venv_on_cluster2):
+    client.force_login(no_venv_on_cluster2["alice"])
+    assert "" in image_values(page(client, cluster="cluster1"))
+    assert "" not in image_values(page(client, cluster="cluster2"))
+
+
+def test_none_on_such_a_cluster_is_refused_and_nothing_starts(client, no_venv_on_cluster2):
+    client.force_login(no_venv_on_cluster2["alice"])
+    resp = client.post("/sessions/", {**ON_CLUSTER2, "image": ""})
+    assert resp.status_code == HTTPStatus.BAD_REQUEST
+    said = " ".join(resp.context["form"].errors.get("image", []))
+    assert said.startswith("cluster2's nodes have no session server of their own (no Jupyter venv): ")
+    assert Session.objects.count() == 0 and no_venv_on_cluster2["sent"] == []
+
+
+def test_session_venv_must_be_true_or_false(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[[clusters]]\nname = "cluster2"\nsession_venv = "no"\n')
+    with pytest.raises(ClusterConfigError, match="session_venv must be true or false"):
+        load_clusters(str(path))
+    path.write_text('[[clusters]]\nname = "cluster2"\nsession_venv = false\n')
+    assert load_clusters(str(path))[0].session_venv is False
