@@ -34,7 +34,7 @@ from pydantic import ConfigDict, field_validator
 from accounts.unlinked import unlinked_detail
 from portal.refusals import Refused, limit_sentence
 
-from .tokens import TokenRefused, token_authenticate
+from .tokens import TOKEN_FORM, TokenRefused, token_authenticate
 
 #: A NUL, or a lone surrogate (JSON's ``"\\ud800"`` without its pair: no character, not UTF-8).
 _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
@@ -96,8 +96,9 @@ def utc_text(moment: datetime) -> str:
 
 def token_refusal(request: HttpRequest) -> str:
     """The 401's sentence: without a token, how to send one; for a token whose digest matches a row
-    (the caller holds its secret), why that one is refused (revoked, expired, with when); for any
-    other token, that it is wrong, nothing more (nobody can probe which tokens exist)."""
+    (the caller holds its secret), why that one is refused (revoked, expired, with when); for one not
+    of a token's form, what is wrong with its form (a character no token has, the wrong start or
+    length); for any other token, that it is wrong, nothing more (nobody can probe which tokens exist)."""
     page = tokens_page(request)
     refused = getattr(request, "api_token_refused", None)
     if refused is None:  # no Authorization header, or one that is not a bearer token
@@ -113,6 +114,16 @@ def token_refusal(request: HttpRequest) -> str:
             else f"expired on {utc_text(token.expires_at)}"
         )
         return f"This token (“{token.name}”, {token.prefix}…) {what}: create a new one on the Tokens page ({page})."
+    if refused.why == "malformed":  # its form is wrong: saying how tells nothing about which tokens exist
+        listed = (
+            " (the list there shows only a token's first characters: one ending in “…” is not the token)"
+            if "…" in refused.problem
+            else ""
+        )
+        return (
+            f"This is not a token of this portal: {refused.problem} ({TOKEN_FORM}). Send the whole token as it was "
+            f"shown when it was made, or create a new one on the Tokens page ({page}){listed}."
+        )
     return (
         "The token is wrong: no personal access token of this portal has this value. Check that it was copied whole "
         f"(it starts with gpp_), or create a new one on the Tokens page ({page})."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import string
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,6 +22,15 @@ from portal.refusals import Problem, Refused
 from .models import PersonalAccessToken, Scope
 
 PREFIX = "gpp_"
+
+#: The characters after :data:`PREFIX`: ``secrets.token_urlsafe`` writes letters, digits, ``-`` and ``_``.
+TOKEN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_")
+
+#: How many characters follow :data:`PREFIX` (``secrets.token_urlsafe(30)``: 30 bytes in base64).
+TOKEN_LENGTH = 40
+
+#: A token's form, for the sentences that say what is wrong with one.
+TOKEN_FORM = f"a token is {PREFIX} and {TOKEN_LENGTH} letters, digits, - or _"
 
 
 def digest(raw: str) -> str:
@@ -60,23 +70,68 @@ def token_create(*, user, name: str, scopes: list[str], days: int) -> tuple[Pers
 
 class TokenRefused(Exception):
     """Why :func:`token_authenticate` refused a presented token. ``why``: ``"malformed"`` (not of the
-    form ``gpp_…``, or over 200 characters), ``"unknown"`` (no row has its digest: nothing more may
+    form ``gpp_`` and 40 letters, digits, ``-`` or ``_``: ``problem`` says what is wrong with it, from
+    :func:`token_form_problem`), ``"unknown"`` (no row has its digest: nothing more may
     be said, so that nobody can probe which tokens exist), or, for a row whose digest matches (the
     caller holds the secret, so may learn why): ``"inactive"`` (its owner's portal account is
     deactivated), ``"revoked"`` or ``"expired"``. ``token``: that row, ``None`` for the first two."""
 
-    def __init__(self, why: str, token: PersonalAccessToken | None = None):
+    def __init__(self, why: str, token: PersonalAccessToken | None = None, *, problem: str = ""):
         super().__init__(why)
         self.why = why
         self.token = token
+        self.problem = problem
+
+
+def token_form_problem(raw: str) -> str:
+    """What is wrong with the form of a presented token, as the end of a sentence ("it holds "…"
+    (U+2026)", "it does not start with gpp_"), or "" for a token of the
+    right form (:data:`TOKEN_FORM`). Saying so tells nothing about which tokens exist. A header
+    sent as UTF-8 bytes arrives decoded as Latin-1 ("…" as three characters): it is read back as
+    UTF-8 first, so the character named is the one that was pasted."""
+    if not raw:
+        return "it is empty"
+    text = _as_pasted(raw)
+    bad = next((c for c in text if c not in TOKEN_CHARACTERS), None)
+    if bad is not None:
+        return f"it holds {_character(bad)}, which no token has"
+    if not text.startswith(PREFIX):
+        return f"it does not start with {PREFIX}"
+    if len(text) > 200:  # not hashed: no token is that long
+        return f"it is {len(text)} characters long, far longer than a token"
+    return ""  # a shorter one is not refused for its length: tokens made before a change of length still work
+
+
+def _as_pasted(raw: str) -> str:
+    try:
+        return raw.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not Latin-1 (a test client's text) or not UTF-8 bytes: as it came
+        return raw
+
+
+def _character(c: str) -> str:
+    """A character for a sentence: ``a space``, ``a line break (U+000A)``, ``"…" (U+2026)``."""
+    code = f"U+{ord(c):04X}"
+    if c == " ":
+        return "a space"
+    if c in "\r\n":
+        return f"a line break ({code})"
+    if c == "\t":
+        return f"a tab ({code})"
+    if c.isspace():
+        return f"a space character ({code})"
+    if not c.isprintable():
+        return f"a control character ({code})"
+    return f'"{c}" ({code})'
 
 
 def token_authenticate(raw: str) -> PersonalAccessToken:
     """The usable token (not revoked, not expired, its user active) whose digest matches ``raw``,
     with its user. Raises :class:`TokenRefused` saying why not: a deactivated owner first (a new
     token would not help), then revoked, then expired. Records ``last_used_at`` at most once a minute."""
-    if not raw or not raw.startswith(PREFIX) or len(raw) > 200:
-        raise TokenRefused("malformed")
+    problem = token_form_problem(raw)
+    if problem:
+        raise TokenRefused("malformed", problem=problem)
     token = PersonalAccessToken.objects.select_related("user").filter(digest=digest(raw)).first()
     if token is None:
         raise TokenRefused("unknown")

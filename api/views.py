@@ -20,6 +20,13 @@ NEW_TOKEN_KEY = "api:new-token"
 EXPIRY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
 
 
+def no_scope_sentence() -> str:
+    """What the New token form says when no scope is ticked: tick at least one, naming each box as
+    the form labels it (the label says what the scope lets the token do)."""
+    boxes = [f"“{scope.label}”" + (" (every CLI command needs it)" if scope == Scope.READ else "") for scope in Scope]
+    return f"Tick at least one scope (a token without one can do nothing): {', '.join(boxes[:-1])} or {boxes[-1]}."
+
+
 class TokenForm(forms.Form):
     """The "New token" form: a name, the scopes and how long the token lives (days)."""
 
@@ -29,6 +36,7 @@ class TokenForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         initial=[s.value for s in Scope],
         help_text="What the token may do. Reading is needed by every CLI command.",
+        error_messages={"required": no_scope_sentence()},
     )
     days = forms.TypedChoiceField(choices=EXPIRY_CHOICES, coerce=int, initial=90, label="Expires after")
 

@@ -54,7 +54,7 @@ def test_a_revoked_or_an_expired_token_says_which_and_when_with_the_tokens_page(
     )
 
 
-@pytest.mark.parametrize("raw", ["gpp_" + "x" * 40, "not-a-token", "gpp_" + "y" * 300])
+@pytest.mark.parametrize("raw", ["gpp_" + "x" * 40, "gpp_" + "-_aZ09" * 6 + "abcd"])
 def test_a_token_matching_no_row_gets_the_one_generic_answer_in_plain_words(client, people, raw):
     """Nothing tells a token that was never made from one that was: the sentence is the same for any
     token without a row, and it speaks of the token, not of HTTP headers."""
@@ -65,6 +65,36 @@ def test_a_token_matching_no_row_gets_the_one_generic_answer_in_plain_words(clie
         f"whole (it starts with gpp_), or create a new one on the Tokens page ({TOKENS_PAGE}).",
         "errors": [],
     }
+
+
+MALFORMED = (
+    "This is not a token of this portal: {problem} (a token is gpp_ and 40 letters, digits, - or _). Send the whole "
+    f"token as it was shown when it was made, or create a new one on the Tokens page ({TOKENS_PAGE})"
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("gpp_3fK9aQ2x…", 'it holds "…" (U+2026), which no token has'),
+        ("gpp_3fK9aQ2x\u00e2\u0080\u00a6", 'it holds "…" (U+2026), which no token has'),  # UTF-8 read as Latin-1
+        ("gpp_" + "x" * 20 + " " + "x" * 19, "it holds a space, which no token has"),
+        (" gpp_" + "x" * 40, "it holds a space, which no token has"),  # "Bearer  gpp_…": ninja keeps the second space
+        ("gpp_" + "x" * 39 + "=", 'it holds "=" (U+003D), which no token has'),
+        ("not-a-token", "it does not start with gpp_"),
+        ("GPP_" + "x" * 40, "it does not start with gpp_"),
+        ("gpp_" + "y" * 300, "it is 304 characters long, far longer than a token"),
+    ],
+)
+def test_a_malformed_token_is_told_what_is_wrong_with_its_form(client, people, raw, problem):
+    """A token not of a token's form tells nothing about which tokens exist, so the answer says what is
+    wrong with it: the character no token has (the Tokens page's list ends each token with "…"), its
+    start, or a length no token has; the list's "…" gets a word of its own."""
+    r = call(client, "get", "/me", raw)
+    assert r.status_code == HTTPStatus.UNAUTHORIZED and not r.has_header("WWW-Authenticate")
+    listed = " (the list there shows only a token's first characters: one ending in “…” is not the token)"
+    end = listed + "." if "…" in problem else "."
+    assert r.json() == {"detail": MALFORMED.format(problem=problem) + end, "errors": []}
 
 
 def test_without_a_token_the_answer_says_how_to_send_one(client, people):

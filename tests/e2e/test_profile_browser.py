@@ -59,8 +59,11 @@ def test_token_page_and_write_check_fix_save_a_profile(portal_with_idp, browser_
         page.reload()  # shown once: not on the page again, and the reload creates no second token
         assert PersonalAccessToken.objects.filter(name="laptop").count() == 1
         assert page.get_by_test_id("new-token").count() == 0 and raw not in page.content()
+        asked = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))  # Revoke asks first
         page.locator("[data-testid=token-row]", has_text="laptop").get_by_test_id("revoke-token").click()
         page.wait_for_selector("text=is revoked")
+        assert asked and asked[0].startswith("Revoke the token “laptop” (")
         row = page.locator("[data-testid=token-row]", has_text="laptop")
         assert row.get_by_test_id("token-status").inner_text() == "revoked"
         assert row.get_by_test_id("revoke-token").count() == 0
