@@ -125,7 +125,7 @@ def test_a_click_starts_the_session_exactly_as_the_form_does(client, world, star
     assert len(page.select("[data-testid=home-session]")) == 2
     last = Session.objects.order_by("-created_at").first()
     assert list(buttons(html))[0] == f"last-{last.key}"
-    assert buttons(html)[f"last-{last.key}"]["label"] == "Start Your last session: JupyterLab, 1 A100, 4 h"
+    assert buttons(html)[f"last-{last.key}"]["label"] == "Start your last session: JupyterLab, 1 A100, 4 h"
 
 
 def test_a_start_that_runs_into_maintenance_says_so_on_the_button_and_after_the_click(client, world, started):

@@ -73,7 +73,7 @@ def test_one_click_from_the_home_page_ends_in_jupyterlab(hub_portal, portal_with
         page.reload()
         first = page.locator("[data-testid=start-choice]").first
         assert first.get_attribute("data-preset") == f"last-{session.key}"
-        assert first.get_by_test_id("start-button").inner_text() == "Start Your last session: JupyterLab, 1 A100, 1 h"
+        assert first.get_by_test_id("start-button").inner_text() == "Start your last session: JupyterLab, 1 A100, 1 h"
         shot(page, "5-last-session")
     finally:
         for session in Session.objects.filter(user__username="alice", state__in=["REQUESTED", "STARTING", "RUNNING"]):
