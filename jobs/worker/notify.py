@@ -27,6 +27,7 @@ from portal.formats import duration
 from slurm.clusters import cluster_names, default_cluster
 from slurm.states import FAILED_STATES, FINAL_STATES, JobState
 
+from ..arrays import totals_shown
 from ..models import Job, cluster_of
 from ..reads.cap_reasons import cap_reason
 from ..reads.logs import job_log_tail, log_tail_read
@@ -72,7 +73,21 @@ def _link(job: Job) -> str:
 
 
 def _label(job: Job) -> str:
+    """``job 2 (train)``; an array ``array job 383 (sweep, 134 tasks)`` (its stored task counts)."""
+    if job.is_array:
+        count = sum(c.count for c in totals_shown(job.array_counts))
+        return f"array job {job.slurm_job_id} ({job.name}{f', {count} tasks' if count else ''})"
     return f"job {job.slurm_job_id} ({job.name})"
+
+
+def _ended(job: Job) -> str:
+    """How ``job`` ended, for the finished mail's body: ``cancelled, exit code 0.``; an array by its
+    tasks' outcomes (``cancelled: 8 completed, 126 cancelled.``), as one exit code says nothing of them."""
+    state = job.get_state_display().lower()
+    counts = totals_shown(job.array_counts) if job.is_array else []
+    if counts:
+        return f"{state}: " + ", ".join(f"{c.count} {c.label}" for c in counts) + "."
+    return state + (f", exit code {job.exit_code}." if job.exit_code is not None else ".")
 
 
 def job_state_notify(job: Job, old_state: str, *, task: dict | None = None) -> None:
@@ -116,9 +131,8 @@ def job_state_notify(job: Job, old_state: str, *, task: dict | None = None) -> N
             user=job.user,
             kind=NotificationKind.JOB_FINISHED,
             key=event_key(job, "finished"),
-            subject=f"Finished: {_label(job)} ({job.get_state_display().lower()})",
-            body=f"Your {_label(job)} ended: {job.get_state_display().lower()}"
-            + (f", exit code {job.exit_code}." if job.exit_code is not None else "."),
+            subject=f"{job.get_state_display()}: {_label(job)}",
+            body=f"Your {_label(job)} ended: {_ended(job)}",
             link=_link(job),
         )
 

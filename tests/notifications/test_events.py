@@ -13,7 +13,7 @@ from msgspec.structs import replace
 
 from interactive.idle import sessions_warn_near_stop
 from interactive.models import Session, SessionState
-from jobs.models import Job
+from jobs.models import Job, JobKind
 from jobs.worker.notify import event_key, job_state_notify, jobs_pending_notify
 from jobs.worker.sync import jobs_sync
 from notifications.models import Notification, NotificationKind
@@ -63,6 +63,16 @@ def test_finished_and_cancelled_are_finished_and_told_once(alice):
     job_state_notify(row, JobState.RUNNING)
     (n,) = Notification.objects.all()
     assert n.kind == NotificationKind.JOB_FINISHED and n.body == "Your job 31 (j31) ended: completed, exit code 0."
+    assert n.subject == "Completed: job 31 (j31)"
+
+
+def test_a_cancelled_arrays_mail_counts_its_tasks_by_outcome(alice):
+    """An array that ended cancelled after 8 of its tasks completed: its mail says so, not "exit code 0"."""
+    row = job(alice, 383, JobState.CANCELLED, exit_code=0, kind=JobKind.ARRAY, array_counts={"completed": 8, "cancelled": 126})
+    job_state_notify(row, JobState.RUNNING)
+    (n,) = Notification.objects.all()
+    assert n.subject == "Cancelled: array job 383 (j383, 134 tasks)"
+    assert n.body == "Your array job 383 (j383, 134 tasks) ended: cancelled: 8 completed, 126 cancelled."
 
 
 def test_pending_longer_than_the_chosen_time_is_told_once_with_the_reason(alice, bob):
