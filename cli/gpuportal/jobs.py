@@ -228,7 +228,7 @@ def cmd_ls(ctx: Context) -> int:
         ],
         row=lambda j: (
             # a job Slurm has no id for goes by its whole key: what this column prints, show/cancel/logs take
-            _short_ref(j.get("slurm_ref")) or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))),
+            _short_ref(j.get("slurm_ref"), j.get("id")) or (str(j["id"]) if j.get("id") is not None else str(j.get("key", ""))),
             *([j.get("cluster") or ""] if several else []),
             j.get("name"),
             j.get("state"),
@@ -245,11 +245,12 @@ def cmd_ls(ctx: Context) -> int:
 REF_SHOWN = 30
 
 
-def _short_ref(ref: str | None) -> str:
-    """``ref`` (``123_[1-400:3%5]``) as the ID column prints it: one longer than :data:`REF_SHOWN`
-    characters is cut there, its last character ``…`` (``show`` prints it whole)."""
+def _short_ref(ref: str | None, slurm_id: int | None) -> str:
+    """``ref`` (``123_[1-400:3%5]``) as the ID column prints it, which show, cancel and logs take: one
+    longer than :data:`REF_SHOWN` characters is the job's Slurm id alone (``123``: the whole array, as
+    its ref names it; ``show`` prints the whole ref)."""
     ref = ref or ""
-    return ref if len(ref) <= REF_SHOWN else ref[: REF_SHOWN - 1] + "…"
+    return ref if len(ref) <= REF_SHOWN or slurm_id is None else str(slurm_id)
 
 
 #: ``ls --history``'s columns of what an ended job cost and left unused (:mod:`gpuportal.figures`).

@@ -1,5 +1,6 @@
-"""``gpuportal ls``'s ID column of an array whose ids Slurm cannot write short: cut at 30 characters
-with …, so every row stays readable; ``show`` prints the whole ref, and a job key is never cut."""
+"""``gpuportal ls``'s ID column of an array whose ids Slurm cannot write short (over 30 characters):
+its Slurm id alone, which names the whole array and which show, cancel and logs take, so every row
+stays readable; ``show`` prints the whole ref, and a job key is never cut."""
 
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 LONG = "390_[" + ",".join(str(1 + 5 * (i // 2) + 2 * (i % 2)) for i in range(60)) + ",...,498%5]"
 
 
-def test_ls_cuts_a_long_ref_and_show_prints_it_whole(env, capsys):
-    env.jobs = [make_job(kind="array", slurm_ref=LONG), make_job(id=383, kind="array", slurm_ref="383_[1-400:3%5]", key=KEY_1)]
+def test_ls_prints_a_long_refs_slurm_id_which_show_takes(env, capsys):
+    env.jobs = [
+        make_job(id=390, kind="array", slurm_ref=LONG),
+        make_job(id=383, kind="array", slurm_ref="383_[1-400:3%5]", key=KEY_1),
+    ]
     assert main(["ls"]) == 0
     rows = capsys.readouterr().out.splitlines()[1:]
-    assert rows[0].split()[0] == LONG[:29] + "…" and rows[1].split()[0] == "383_[1-400:3%5]"
+    assert rows[0].split()[0] == "390" and rows[1].split()[0] == "383_[1-400:3%5]"
     assert max(len(row) for row in rows) < 160
-    env.jobs = [make_job(kind="array", slurm_ref=LONG)]
-    assert main(["show", "4242"]) == 0
+    env.jobs = [make_job(id=390, kind="array", slurm_ref=LONG)]
+    assert main(["show", rows[0].split()[0]]) == 0  # the printed cell, fed back
     assert LONG in capsys.readouterr().out
 
 
