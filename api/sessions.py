@@ -92,7 +92,8 @@ class SessionIn(In):
         None,
         max_length=64,
         description="A site image holding this kind's server (GET /sessions/kinds: images), by name; omitted or"
-        ' "none": the node\'s own system, where the site allows it',
+        " \"none\": the node's own system, where the site allows it and the cluster's nodes hold the Jupyter venv"
+        " (else refused, naming the images to choose)",
     )
     account: str | None = Field(
         None,

@@ -281,13 +281,12 @@ def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str 
 
 
 def _images_with(kind: SessionKind, *, partition: str, cluster: str, first: bool = False) -> str:
-    """What to choose instead: the images with ``kind``'s server (``first``: it starts a sentence)."""
+    """What to choose instead: the images with ``kind``'s server, and none where the site allows it and
+    ``cluster``'s nodes hold the Jupyter venv (``session_venv``) (``first``: it starts a sentence)."""
     names = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster))
-    text = (
-        f"choose an image with {kind.label}: {names}."
-        if names
-        else f"no image on {cluster} has {kind.label}: ask the admin for one."
-    )
+    own = " or none (the node's own system)" if settings.PORTAL_IMAGE_NONE_ALLOWED and has_session_venv(cluster) else ""
+    ask = f"choose{own.removeprefix(' or')}." if own else "ask the admin for one."
+    text = f"choose an image with {kind.label}: {names}{own}." if names else f"no image on {cluster} has {kind.label}: {ask}"
     return text[:1].upper() + text[1:] if first else text
 
 

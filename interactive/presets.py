@@ -77,7 +77,7 @@ class SessionPreset:
     ``account``: the team to bill (the last session's, while the person is still in it); "": the
     person's first team (:func:`interactive.options.session_account`). ``cluster``: the last session's,
     while sessions still run there ("": the default session cluster); ``note``: why it is not (said
-    under the button)."""
+    under the button); ``image``: the last session's site image ("": the node's own system)."""
 
     key: str
     label: str
@@ -91,6 +91,7 @@ class SessionPreset:
     account: str = ""
     cluster: str = ""
     note: str = ""
+    image: str = ""
 
     @property
     def options(self) -> dict:
@@ -106,6 +107,7 @@ class SessionPreset:
             "hours": self.hours,
             **({"account": self.account} if self.account else {}),
             **({"cluster": self.cluster} if self.cluster else {}),
+            **({"image": self.image} if self.image else {}),
         }
 
     @property
@@ -324,6 +326,7 @@ def _from_session(session: Session) -> SessionPreset:
         session.account if session.account in session.user.slurm_accounts else "",
         cluster if len(session_clusters()) > 1 else "",
         note,
+        session.image_name if cluster else "",  # its image, on its own cluster (a site image is per cluster)
     )
 
 

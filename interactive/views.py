@@ -62,8 +62,12 @@ def _context(request: HttpRequest, form: SessionForm, cluster: str) -> dict:
 
 
 def _shown(form: SessionForm) -> dict:
-    """The partition and hours an unbound ``form`` shows (its initial values: the hours fit that partition)."""
-    return {name: form[name].value() for name in ("partition", "hours")}
+    """The partition and hours an unbound ``form`` shows: its initial hours (they fit that partition), and
+    its initial partition when the form offers it, else the first it offers (a reload after a change of
+    cluster carries the old cluster's partition)."""
+    offered = [value for value, _ in form.fields["partition"].widget.choices]
+    partition = form["partition"].value()
+    return {"partition": partition if partition in offered or not offered else offered[0], "hours": form["hours"].value()}
 
 
 def _maintenance_ahead(data, *, cluster: str) -> dict:

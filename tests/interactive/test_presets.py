@@ -342,3 +342,20 @@ def test_the_queue_is_summed_once_per_snapshot(settings, clean_cache, slurm_json
     assert waiting_ahead("cluster1", newer.taken_at) == {}
     clean_cache.delete(snapshot_key("cluster1"))
     assert waiting_ahead("cluster1", newer.taken_at + 5) is None
+
+
+@pytest.mark.django_db
+def test_the_last_session_s_image_comes_with_it_on_its_own_cluster(settings, clean_cache, django_user_model):
+    """A session that ran in a site image starts again in it (a cluster whose nodes lack the Jupyter
+    venv, as the lab's cluster2, refuses none); one whose cluster no longer runs sessions starts on the
+    default without it (the image is the old cluster's)."""
+    from interactive.presets import last_session_preset
+
+    alice = django_user_model.objects.create(username="alice", oidc_sub="a", slurm_accounts=["vision"])
+    Session.objects.create(
+        user=alice, server_name="lab-c2", ide="lab", partition="small", gpu_type="", gpu_count=0, cpus=1,
+        memory_mb=2048, time_limit_min=60, state="STOPPED", cluster="cluster2", image_name="debian12-sklearn",
+    )  # fmt: skip
+    assert last_session_preset(user=alice).options["image"] == "debian12-sklearn"
+    Session.objects.filter(user=alice).update(cluster="gone")
+    assert "image" not in last_session_preset(user=alice).options

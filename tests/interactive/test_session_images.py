@@ -125,20 +125,29 @@ def test_only_images_with_the_kinds_server_are_offered_and_accepted(client, hub_
     assert not Session.objects.exists()
 
 
-def test_a_refused_image_is_never_answered_with_the_nodes_own_system(hub_settings, policy, settings, tmp_path):
+def test_a_refused_image_is_answered_with_none_only_where_the_nodes_serve_it(hub_settings, policy, settings, tmp_path):
     """The node's own system has a session server only where the site's Jupyter venv is on the nodes
-    (cluster2's root has none), which the portal cannot tell: the advice names images only."""
+    (``session_venv``; cluster2's root has none): the advice offers none there only."""
     settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)  # VS Code offered: code-server installed
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "code-server").chmod(0o755)
     image("debian12-sklearn", offers=["jupyterlab"])
+    own = " or none (the node's own system)."
     for options, says in [
-        ({"ide": "vscode", "image": "debian12-sklearn"}, "no image on cluster1 has VS Code: ask the admin for one."),
-        ({"ide": "lab", "image": "/opt/x"}, "Choose an image with JupyterLab: debian12-sklearn."),
+        (
+            {"ide": "vscode", "image": "debian12-sklearn"},
+            "no image on cluster1 has VS Code: choose none (the node's own system).",
+        ),
+        ({"ide": "lab", "image": "/opt/x"}, "Choose an image with JupyterLab: debian12-sklearn" + own),
     ]:
         _opts, problems = parse_session_options(options, policy=policy)
-        assert says in problems[0].message and "none" not in problems[0].message, problems
+        assert says in problems[0].message, problems
+    path = tmp_path / "clusters.toml"
+    path.write_text('[[clusters]]\nname = "cluster1"\nsessions = true\nsession_venv = false\n')
+    settings.PORTAL_CLUSTERS_FILE = str(path)
+    _opts, problems = parse_session_options({"ide": "vscode", "image": "debian12-sklearn"}, policy=policy)
+    assert "no image on cluster1 has VS Code: ask the admin for one." in problems[0].message, problems
 
 
 def test_the_site_can_require_an_image(client, hub_settings, alice, policy, settings):
