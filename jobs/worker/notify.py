@@ -117,7 +117,7 @@ def job_state_notify(job: Job, old_state: str, *, task: dict | None = None) -> N
             user=job.user,
             kind=NotificationKind.JOB_FAILED,
             key=event_key(job, "failed"),
-            subject=f"Failed: {_label(job)} (exit code {code})",
+            subject=f"Failed: {_label(job)}, exit code {code}",
             body=f"Your {_label(job)} ended {job.get_state_display().lower()} with exit code {code}{signal}{where}"
             f" (Slurm: {job.slurm_state or job.state}).",
             link=_link(job),

@@ -53,7 +53,7 @@ def test_the_sync_tells_started_and_failed_once_each(alice, slurm_json, portal_r
     exit3.refresh_from_db()
     (failed,) = Notification.objects.filter(key=event_key(exit3, "failed"))
     assert exit3.state == JobState.FAILED and failed.key == f"job:cluster1:18:{JOB_18_KEY.hex[:8]}:failed"
-    assert "exit code 3" in failed.subject and "with exit code 3" in failed.body
+    assert failed.subject == "Failed: job 18 (j18), exit code 3" and "with exit code 3" in failed.body
     assert failed.email_state == "pending" and failed.next_attempt_at > djtz.now()  # waits for the log lines
 
 
