@@ -6,6 +6,8 @@ the registry and the availability cache only (:mod:`images.availability`), never
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.db import transaction
 
@@ -28,29 +30,36 @@ def _choices(cluster: str, partition: str | None) -> str:
     return offer
 
 
-def image_check(name: str, *, cluster: str, partition: str) -> Image:
+def image_check(name: str, *, cluster: str, partition: str, instead: Callable[[], str] | None = None) -> Image:
     """The enabled image called ``name`` if partition ``partition`` of configured cluster ``cluster``
     may use it and the last availability check found it readable there. Raises :class:`Refused`
     (field ``image``) with one sentence saying which of those failed and what to choose instead:
-    unknown or disabled, not for that cluster or partition, not checked yet, missing or unreadable."""
+    unknown or disabled, not for that cluster or partition, not checked yet, missing or unreadable.
+    ``instead``: what to choose, said in the caller's words (a session's: the images with its
+    server), ending the sentence, asked only for a refusal; default: every image there, and none
+    where the site allows it."""
     image = image_get(name=name)
+
+    def choose() -> str:
+        return instead() if instead else f"choose one of {_choices(cluster, partition)}."
+
     if image is None or not image.enabled:
         what = (
             f"There is no image called {name!r}" if image is None else f"The image {name} has been disabled by the site's admins"
         )
-        raise Refused(Problem(FIELD, f"{what}: choose one of {_choices(cluster, partition)}."))
+        raise Refused(Problem(FIELD, f"{what}: {choose()}"))
     if not image.allows_cluster(cluster):
         raise Refused(
             Problem(
-                FIELD,
-                f"The image {name} is not offered on cluster {cluster} (only on {', '.join(image.clusters)}): choose one of {_choices(cluster, partition)}.",
+                FIELD, f"The image {name} is not offered on cluster {cluster} (only on {', '.join(image.clusters)}): {choose}"
             )
         )
     if not image.allows_partition(partition):
         raise Refused(
             Problem(
                 FIELD,
-                f"The image {name} may not be used on partition {partition} (only on {', '.join(image.partitions)}): choose one of those partitions, or one of {_choices(cluster, partition)}.",
+                f"The image {name} may not be used on partition {partition} (only on {', '.join(image.partitions)}): choose "
+                f"one of those partitions, or {choose().removeprefix('choose ')}",
             )
         )
     state = image_state(image, cluster)
@@ -72,16 +81,17 @@ def image_check(name: str, *, cluster: str, partition: str) -> Image:
     return image
 
 
-def image_choice_check(name: str, *, cluster: str, partition: str) -> Image | None:
+def image_choice_check(name: str, *, cluster: str, partition: str, instead: Callable[[], str] | None = None) -> Image | None:
     """What a request's image field means: ``""`` or ``"none"`` is the node's own system (``None``;
-    refused when the site sets ``PORTAL_IMAGE_NONE_ALLOWED`` false), anything else :func:`image_check`."""
+    refused when the site sets ``PORTAL_IMAGE_NONE_ALLOWED`` false), anything else :func:`image_check`
+    (``instead``: what it says to choose)."""
     if name in ("", "none"):
         if not settings.PORTAL_IMAGE_NONE_ALLOWED:
             raise Refused(
                 Problem(FIELD, f"This site runs every job in one of its images: choose one of {_choices(cluster, partition)}.")
             )
         return None
-    return image_check(name, cluster=cluster, partition=partition)
+    return image_check(name, cluster=cluster, partition=partition, instead=instead)
 
 
 #: Fields an admin edits; what the audit rows compare.

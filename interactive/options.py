@@ -254,6 +254,7 @@ def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str 
     from images.services import image_choice_check
 
     cluster = cluster or default_sessions_cluster().name
+    where = {"partition": partition, "cluster": cluster}
     if name in ("", "none") and not has_session_venv(cluster):
         own = f"{cluster}'s nodes have no session server of their own (no Jupyter venv): "
         return None, [Problem("image", own + _images_with(kind, partition=partition, cluster=cluster))]
@@ -266,7 +267,7 @@ def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str 
             )
         ]
     try:
-        image = image_choice_check(name, cluster=cluster, partition=partition)
+        image = image_choice_check(name, cluster=cluster, partition=partition, instead=lambda: _images_with(kind, **where))
     except Refused as refused:
         return None, [Problem("image", p.message) for p in refused.problems]
     if image is not None and kind.offer not in (image.offers or []):
@@ -284,7 +285,7 @@ def _images_with(kind: SessionKind, *, partition: str, cluster: str, first: bool
     """What to choose instead: the images with ``kind``'s server, and none where the site allows it and
     ``cluster``'s nodes hold the Jupyter venv (``session_venv``) (``first``: it starts a sentence)."""
     names = ", ".join(i.name for i in session_images(kind, partition=partition, cluster=cluster))
-    own = " or none (the node's own system)" if settings.PORTAL_IMAGE_NONE_ALLOWED and has_session_venv(cluster) else ""
+    own = ' or "none" (the node\'s own system)' if settings.PORTAL_IMAGE_NONE_ALLOWED and has_session_venv(cluster) else ""
     ask = f"choose{own.removeprefix(' or')}." if own else "ask the admin for one."
     text = f"choose an image with {kind.label}: {names}{own}." if names else f"no image on {cluster} has {kind.label}: {ask}"
     return text[:1].upper() + text[1:] if first else text

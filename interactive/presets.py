@@ -112,10 +112,10 @@ class SessionPreset:
 
     @property
     def details(self) -> str:
-        """The rest of the settings, e.g. "2 CPUs · 4G memory · partition interactive" (memory as the
-        Sessions form takes it: :func:`portal.units.memory_text`)."""
+        """The rest of the settings, e.g. "2 CPUs · 4G memory · partition interactive · image debian12-sklearn"
+        (memory as the Sessions form takes it: :func:`portal.units.memory_text`)."""
         cpus = f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}"
-        where = f" · cluster {self.cluster}" if self.cluster else ""
+        where = (f" · cluster {self.cluster}" if self.cluster else "") + (f" · image {self.image}" if self.image else "")
         return f"{cpus} · {memory_text(self.memory_mb)} memory · partition {self.partition}{where}{self.note}"
 
 
@@ -312,7 +312,8 @@ def _from_session(session: Session) -> SessionPreset:
     hours = max(1, session.time_limit_min // 60)
     cluster, note = session.on_cluster, ""
     if cluster not in {c.name for c in session_clusters()}:  # sessions no longer run there: the default
-        cluster, note = "", f" · {cluster} no longer runs sessions, so it starts on {default_sessions_cluster().name}"
+        without = f" without its image {session.image_name}" if session.image_name else ""
+        cluster, note = "", f" · {cluster} no longer runs sessions, so it starts on {default_sessions_cluster().name}{without}"
     return SessionPreset(
         f"last-{session.key}",
         "Your last session: " + preset_label(session.ide, session.gpu_count, session.gpu_type, hours),
@@ -332,7 +333,8 @@ def _from_session(session: Session) -> SessionPreset:
 
 def last_session_preset(*, user) -> SessionPreset | None:
     """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type,
-    CPUs, memory, hours, its team while they are still in it and its cluster while sessions still run there), as a preset labelled "Your last session: …", or ``None`` when they have
+    CPUs, memory, hours, its team while they are still in it, its cluster while sessions still run there and its image
+    there), as a preset labelled "Your last session: …", or ``None`` when they have
     started none."""
     session = Session.objects.filter(user=user).select_related("user").order_by("-created_at").first()
     return _from_session(session) if session is not None else None

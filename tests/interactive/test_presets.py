@@ -346,9 +346,9 @@ def test_the_queue_is_summed_once_per_snapshot(settings, clean_cache, slurm_json
 
 @pytest.mark.django_db
 def test_the_last_session_s_image_comes_with_it_on_its_own_cluster(settings, clean_cache, django_user_model):
-    """A session that ran in a site image starts again in it (a cluster whose nodes lack the Jupyter
-    venv, as the lab's cluster2, refuses none); one whose cluster no longer runs sessions starts on the
-    default without it (the image is the old cluster's)."""
+    """The preset of a session that ran in a site image sends that image (a cluster whose nodes lack the
+    Jupyter venv, as the lab's cluster2, refuses none) and says so; one whose cluster no longer runs
+    sessions starts on the default without it (the image is the old cluster's), and says that too."""
     from interactive.presets import last_session_preset
 
     alice = django_user_model.objects.create(username="alice", oidc_sub="a", slurm_accounts=["vision"])
@@ -356,6 +356,10 @@ def test_the_last_session_s_image_comes_with_it_on_its_own_cluster(settings, cle
         user=alice, server_name="lab-c2", ide="lab", partition="small", gpu_type="", gpu_count=0, cpus=1,
         memory_mb=2048, time_limit_min=60, state="STOPPED", cluster="cluster2", image_name="debian12-sklearn",
     )  # fmt: skip
-    assert last_session_preset(user=alice).options["image"] == "debian12-sklearn"
+    preset = last_session_preset(user=alice)
+    assert preset.options["image"] == "debian12-sklearn" and preset.details.endswith(" · image debian12-sklearn")
     Session.objects.filter(user=alice).update(cluster="gone")
-    assert "image" not in last_session_preset(user=alice).options
+    preset = last_session_preset(user=alice)
+    assert "image" not in preset.options and preset.details.endswith(
+        "so it starts on cluster1 without its image debian12-sklearn"
+    )

@@ -56,3 +56,20 @@ def test_choosing_cluster2_or_its_small_partition_brings_the_hours_down(client, 
     select = html.select_one("#id_partition")
     assert (select["hx-post"], json.loads(select["hx-vals"])) == ("/sessions/", {"form_reload": "cluster"})
     assert Session.objects.count() == 0 and world["sent"] == []
+
+
+def test_the_maintenance_check_after_a_change_of_cluster_uses_the_partition_shown(world):  # noqa: F811
+    """A reload carries the old cluster's partition (interactive) to cluster2, which offers small: the
+    form shows small, and the maintenance check before a start asks about small, not interactive."""
+    from interactive.forms import SessionForm
+    from interactive.services import current_policy
+    from interactive.views import _shown
+
+    form = SessionForm(
+        None,
+        initial={"cluster": "cluster2", "partition": "interactive", "hours": 2},
+        policy=current_policy("cluster2"),
+        accounts=["vision"],
+        clusters=[("cluster1", "cluster1"), ("cluster2", "cluster2")],
+    )
+    assert _shown(form) == {"partition": "small", "hours": 1}

@@ -133,11 +133,11 @@ def test_a_refused_image_is_answered_with_none_only_where_the_nodes_serve_it(hub
     (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "code-server").chmod(0o755)
     image("debian12-sklearn", offers=["jupyterlab"])
-    own = " or none (the node's own system)."
+    own = ' or "none" (the node\'s own system).'
     for options, says in [
         (
             {"ide": "vscode", "image": "debian12-sklearn"},
-            "no image on cluster1 has VS Code: choose none (the node's own system).",
+            'no image on cluster1 has VS Code: choose "none" (the node\'s own system).',
         ),
         ({"ide": "lab", "image": "/opt/x"}, "Choose an image with JupyterLab: debian12-sklearn" + own),
     ]:

@@ -54,3 +54,16 @@ def test_session_venv_must_be_true_or_false(tmp_path):
         load_clusters(str(path))
     path.write_text('[[clusters]]\nname = "cluster2"\nsession_venv = false\n')
     assert load_clusters(str(path))[0].session_venv is False
+
+
+def test_an_image_refused_there_is_answered_with_what_a_session_can_use(client, no_venv_on_cluster2):
+    """An unknown (or disabled, or removed) image on such a cluster: the refusal names what a session of
+    that kind may use there, never none (a batch job's refusal would offer it)."""
+    from interactive.kinds import kind_get
+    from interactive.options import session_image
+
+    _image, problems = session_image("gone", kind=kind_get("lab"), partition="small", cluster="cluster2")
+    said = problems[0].message
+    assert said == "There is no image called 'gone': no image on cluster2 has JupyterLab: ask the admin for one."
+    _image, problems = session_image("gone", kind=kind_get("lab"), partition="interactive", cluster="cluster1")
+    assert problems[0].message.endswith('no image on cluster1 has JupyterLab: choose "none" (the node\'s own system).')
