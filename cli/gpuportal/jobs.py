@@ -241,7 +241,8 @@ def cmd_ls(ctx: Context) -> int:
     )
 
 
-#: The most characters of a Slurm ref ``ls`` prints: an array whose ids Slurm cannot write short is cut.
+#: The most characters of a Slurm ref ``ls`` prints: a longer one (an array whose ids Slurm cannot write
+#: short) is printed as the job's Slurm id.
 REF_SHOWN = 30
 
 
@@ -250,7 +251,9 @@ def _short_ref(ref: str | None, slurm_id: int | None) -> str:
     longer than :data:`REF_SHOWN` characters is the job's Slurm id alone (``123``: the whole array, as
     its ref names it; ``show`` prints the whole ref)."""
     ref = ref or ""
-    return ref if len(ref) <= REF_SHOWN or slurm_id is None else str(slurm_id)
+    if len(ref) <= REF_SHOWN:
+        return ref
+    return str(slurm_id) if slurm_id is not None else ""  # "": the row's key is printed instead
 
 
 #: ``ls --history``'s columns of what an ended job cost and left unused (:mod:`gpuportal.figures`).
