@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from jobs.submit.policy import MOST_CPUS, SitePolicy
+from jobs.submit.policy import MOST_CPUS, SitePolicy, format_minutes
 from jobs.web.forms import MemoryField, offer_clusters
 from portal.units import ACCEPTED
 from slurm.clusters import has_session_venv, session_partitions
@@ -97,8 +97,7 @@ class SessionForm(forms.Form):
             del self.fields["account"]
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
         self.fields["ide"].initial = kind_default().name
-        offered = session_partitions(policy.cluster)
-        partitions = [p for p in offered if p in policy.partitions] or offered
+        partitions = _session_partitions(policy)
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
         self.fields["gpu_type"].widget.choices = [("", "any type")] + [(t, t) for t in types]
@@ -126,8 +125,14 @@ class SessionForm(forms.Form):
         given = (self.data if self.is_bound else self.initial).get("partition")
         partition = given if given in partitions else next(iter(partitions), "")
         limits = policy.partitions.get(partition)
-        if limits is not None and limits.max_time_min is not None and limits.max_time_min // 60 < most:
-            most = max(1, limits.max_time_min // 60)
+        if limits is not None and limits.max_time_min is not None and limits.max_time_min < 60:
+            self.fields["hours"].help_text = (
+                f"{partition} allows at most {format_minutes(limits.max_time_min)} and a session lasts whole hours: "
+                "no session fits there. Ask the admins for a partition that allows an hour."
+            )
+            most = 1
+        elif limits is not None and limits.max_time_min is not None and limits.max_time_min // 60 < most:
+            most = limits.max_time_min // 60
             self.fields["hours"].help_text = f"At most {most} hour{'' if most == 1 else 's'} in {partition}."
         else:
             self.fields["hours"].help_text = f"At most {most} hours."
@@ -153,6 +158,22 @@ class SessionForm(forms.Form):
             **({"account": d["account"]} if d.get("account") else {}),
             **({"cluster": d["cluster"]} if d.get("cluster") else {}),
         }
+
+
+def _session_partitions(policy: SitePolicy) -> list[str]:
+    """The partitions the form offers on ``policy``'s cluster: its session partitions
+    (:func:`slurm.clusters.session_partitions`) that the snapshot knows (all of them when it knows
+    none), leaving out those whose longest time (``max_time_min``, Slurm's ``MaxTime``) is under an
+    hour, since a session lasts whole hours, unless every one is (the hours' help then says why
+    nothing fits)."""
+    offered = session_partitions(policy.cluster)
+    known = [p for p in offered if p in policy.partitions] or offered
+
+    def fits(name: str) -> bool:
+        limits = policy.partitions.get(name)
+        return limits is None or limits.max_time_min is None or limits.max_time_min >= 60
+
+    return [p for p in known if fits(p)] or known
 
 
 def image_choices(cluster: str = "") -> list[tuple[str, str]]:

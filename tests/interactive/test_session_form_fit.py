@@ -73,3 +73,34 @@ def test_the_maintenance_check_after_a_change_of_cluster_uses_the_partition_show
         clusters=[("cluster1", "cluster1"), ("cluster2", "cluster2")],
     )
     assert _shown(form) == {"partition": "small", "hours": 1}
+
+
+def _form_with(policy, **limits_min):
+    """The session form on ``policy`` with the named partitions' longest time (minutes) changed."""
+    from dataclasses import replace
+
+    from interactive.forms import SessionForm
+
+    partitions = {name: replace(p, max_time_min=limits_min.get(name, p.max_time_min)) for name, p in policy.partitions.items()}
+    return SessionForm(None, policy=replace(policy, partitions=partitions), accounts=["vision"])
+
+
+def test_a_partition_that_allows_less_than_an_hour_is_not_offered(world):  # noqa: F811
+    """A session lasts whole hours: a partition whose MaxTime is 30 min can hold none, so the form
+    offers the others instead of showing "At most 1 hour" and then refusing that hour."""
+    from interactive.services import current_policy
+
+    form = _form_with(current_policy("cluster1"), interactive=30)
+    assert [value for value, _ in form.fields["partition"].widget.choices] == ["small"]
+    assert "interactive" not in str(form["partition"])
+
+
+def test_when_every_partition_allows_less_than_an_hour_the_hours_say_why_nothing_fits(world, settings):  # noqa: F811
+    from interactive.services import current_policy
+
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    form = _form_with(current_policy("cluster1"), interactive=30)
+    assert [value for value, _ in form.fields["partition"].widget.choices] == ["interactive"]
+    help_text = form.fields["hours"].help_text
+    assert help_text.startswith("interactive allows at most 30 min and a session lasts whole hours: no session fits there.")
+    assert "At most 1 hour" not in help_text
