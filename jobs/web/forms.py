@@ -83,12 +83,14 @@ FORM_RELOAD = "form_reload"
 
 
 def offer_clusters(field: forms.Field, clusters: list[tuple[str, str]], *, reload_url: str) -> None:
-    """Make ``field`` (a ``CharField`` with a ``Select``) a form's cluster select: the (name, label)
-    ``clusters``, the default first. Choosing another POSTs what was typed to ``reload_url`` with
-    ``form_reload=cluster``, and the form comes back unbound (:func:`reload_initial`) with that
-    cluster's partitions and GPU types. A POST, not a GET: a job script of any length travels in the
-    body, never in the URL (a long one got 414 URI Too Long) or the browser's history; the view pushes
-    only ``?cluster=`` to the address bar (:func:`reloaded`). The New job and Sessions forms'."""
+    """Make ``field`` (a ``CharField`` with a ``Select``) a select whose change reloads the form, with
+    the (name, label) choices ``clusters``, the default first: the New job and Sessions forms' cluster
+    select, and the Sessions form's partition select (another partition may allow fewer hours).
+    Choosing another POSTs what was typed to ``reload_url`` with ``form_reload=cluster`` (whichever
+    select changed), and the form comes back unbound (:func:`reload_initial`) with the chosen
+    cluster's partitions and GPU types and the hours the chosen partition allows. A POST, not a GET: a
+    job script of any length travels in the body, never in the URL (a long one got 414 URI Too Long)
+    or the browser's history; the view pushes only ``?cluster=`` to the address bar (:func:`reloaded`)."""
     field.widget.choices = list(clusters)
     field.widget.attrs.update(
         {
