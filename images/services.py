@@ -175,13 +175,20 @@ def image_register(*, doc: dict, by=None) -> tuple[Image, bool]:
     """Register or update the image a build described (the JSON ``scripts/build_image.sh`` writes:
     ``name, os, python, cuda, digest, path, runtime, offers`` and optionally ``description``,
     ``clusters``, ``partitions``). Returns (image, created). Raises ``ValidationError`` for a bad
-    document (a missing name or path, a relative path)."""
+    document (a missing name or path, a relative path) and for a new name that differs from a
+    registered image's only in case (as the Images page refuses it: two images people cannot tell apart)."""
     from django.core.exceptions import ValidationError
 
     if not isinstance(doc, dict) or not doc.get("name") or not doc.get("path"):
         raise ValidationError("The image document needs at least a name and a path.")
     image = image_get(name=doc["name"])
     created = image is None
+    twin = Image.objects.filter(name__iexact=doc["name"]).first() if created else None
+    if twin is not None:
+        raise ValidationError(
+            f"the name {doc['name']} differs from the registered image {twin.name} only in case: "
+            f"name the build's image {twin.name} to update that one, or give it another name."
+        )
     old = None if created else image_values(image)
     image = image or Image(name=doc["name"])
     image.path = doc["path"]

@@ -72,3 +72,16 @@ def test_bad_input_is_refused(tmp_path, doc, args, says):
 def test_a_missing_file_says_to_build_first(tmp_path):
     with pytest.raises(CommandError, match="Build the image first"):
         call_command("image_register", "--from-json", str(tmp_path / "nope.json"))
+
+
+def test_a_name_that_differs_from_a_registered_one_only_in_case_is_refused(tmp_path):
+    """The Images page refuses ``PyTorch-2.3`` beside ``pytorch-2.3``; so does the command, and it
+    registers nothing."""
+    run(tmp_path, DOC)
+    with pytest.raises(CommandError) as refused:
+        run(tmp_path, {**DOC, "name": "Debian12-SKLearn"})
+    assert str(refused.value).endswith(
+        "cannot be registered: the name Debian12-SKLearn differs from the registered image debian12-sklearn only in case: "
+        "name the build's image debian12-sklearn to update that one, or give it another name."
+    )
+    assert list(Image.objects.values_list("name", flat=True)) == ["debian12-sklearn"]
