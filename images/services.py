@@ -22,12 +22,17 @@ from .selectors import image_get, images_for
 FIELD = "image"
 
 
-def _choices(cluster: str, partition: str | None) -> str:
+def _choose(cluster: str, partition: str | None) -> str:
+    """What to choose instead, as a sentence's end: the images ``partition`` of ``cluster`` may use,
+    and "none" where the site allows it (``PORTAL_IMAGE_NONE_ALLOWED``), or whom to ask when there is
+    nothing to choose."""
     names = [i.name for i in images_for(cluster=cluster, partition=partition)]
-    offer = ", ".join(names) if names else "none is offered there"
-    if settings.PORTAL_IMAGE_NONE_ALLOWED:
-        offer += ', or "none" (the node\'s own system)'
-    return offer
+    none = settings.PORTAL_IMAGE_NONE_ALLOWED
+    if names:
+        return f"choose one of {', '.join(names)}" + (', or "none" (the node\'s own system).' if none else ".")
+    if none:
+        return 'choose "none" (the node\'s own system): no image is offered there.'
+    return "no image is offered there: ask the site's admins."
 
 
 def image_check(name: str, *, cluster: str, partition: str, instead: Callable[[], str] | None = None) -> Image:
@@ -41,7 +46,7 @@ def image_check(name: str, *, cluster: str, partition: str, instead: Callable[[]
     image = image_get(name=name)
 
     def choose() -> str:
-        return instead() if instead else f"choose one of {_choices(cluster, partition)}."
+        return instead() if instead else _choose(cluster, partition)
 
     if image is None or not image.enabled:
         what = (
@@ -51,15 +56,17 @@ def image_check(name: str, *, cluster: str, partition: str, instead: Callable[[]
     if not image.allows_cluster(cluster):
         raise Refused(
             Problem(
-                FIELD, f"The image {name} is not offered on cluster {cluster} (only on {', '.join(image.clusters)}): {choose}"
+                FIELD, f"The image {name} is not offered on cluster {cluster} (only on {', '.join(image.clusters)}): {choose()}"
             )
         )
     if not image.allows_partition(partition):
+        other = choose()
+        other = f", or {other.removeprefix('choose ')}" if other.startswith("choose ") else f" ({other.rstrip('.')})."
         raise Refused(
             Problem(
                 FIELD,
                 f"The image {name} may not be used on partition {partition} (only on {', '.join(image.partitions)}): choose "
-                f"one of those partitions, or {choose().removeprefix('choose ')}",
+                f"one of those partitions{other}",
             )
         )
     state = image_state(image, cluster)
@@ -87,9 +94,7 @@ def image_choice_check(name: str, *, cluster: str, partition: str, instead: Call
     (``instead``: what it says to choose)."""
     if name in ("", "none"):
         if not settings.PORTAL_IMAGE_NONE_ALLOWED:
-            raise Refused(
-                Problem(FIELD, f"This site runs every job in one of its images: choose one of {_choices(cluster, partition)}.")
-            )
+            raise Refused(Problem(FIELD, f"This site runs every job in one of its images: {_choose(cluster, partition)}"))
         return None
     return image_check(name, cluster=cluster, partition=partition, instead=instead)
 

@@ -42,7 +42,29 @@ def test_partition_not_allowed(make_image):
 
 def test_cluster_not_allowed(make_image):
     make_image(clusters=["cluster1"])
-    assert "is not offered on cluster cluster2 (only on cluster1)" in refusal("debian12-sklearn", cluster="cluster2")
+    make_image("c2-image", clusters=["cluster2"])
+    assert refusal("debian12-sklearn", cluster="cluster2") == (
+        "The image debian12-sklearn is not offered on cluster cluster2 (only on cluster1): "
+        'choose one of c2-image, or "none" (the node\'s own system).'
+    )
+
+
+def test_where_no_image_is_offered_the_refusal_says_so_in_a_sentence(make_image, settings):
+    """Not "choose one of none is offered there": the alternative is "none", or the admins."""
+    make_image(partitions=["gpu"])
+    assert refusal("debian12-sklearn", partition="train").endswith(
+        'choose one of those partitions, or "none" (the node\'s own system): no image is offered there.'
+    )
+    assert refusal("ubuntu", partition="train") == (
+        "There is no image called 'ubuntu': choose \"none\" (the node's own system): no image is offered there."
+    )
+    settings.PORTAL_IMAGE_NONE_ALLOWED = False
+    assert refusal("debian12-sklearn", partition="train").endswith(
+        "choose one of those partitions (no image is offered there: ask the site's admins)."
+    )
+    with pytest.raises(Refused) as caught:
+        image_choice_check("none", cluster="cluster1", partition="train")
+    assert str(caught.value) == "This site runs every job in one of its images: no image is offered there: ask the site's admins."
 
 
 def test_not_checked_yet_is_its_own_sentence(make_image):
