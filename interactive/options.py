@@ -30,7 +30,7 @@ from .kinds import KINDS, SessionKind, kind_default, kinds_available
 ALLOWED_KEYS = ("ide", "partition", "gpu_type", "gpu_count", "cpus", "memory_mb", "hours", "image", "account", "cluster")
 _WHOLE = re.compile(r"-?[0-9]{1,9}")
 #: A site image's name (images.models.NAME, at most 64 characters): anything else is no image, without a query.
-_IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+IMAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def session_image(name: str, *, kind: SessionKind, partition: str, cluster: str 
     if name in ("", "none") and not has_session_venv(cluster):
         own = f"{cluster}'s nodes have no session server of their own (no Jupyter venv): "
         return None, [Problem("image", own + _images_with(kind, partition=partition, cluster=cluster))]
-    if name not in ("", "none") and not _IMAGE_NAME.fullmatch(name):  # a path, or text no name can hold (NUL)
+    if name not in ("", "none") and not IMAGE_NAME.fullmatch(name):  # a path, or text no name can hold (NUL)
         return None, [
             Problem(
                 "image",

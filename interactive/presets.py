@@ -1,30 +1,29 @@
 """Session presets: the one-click Start buttons of the home page.
 
-A preset is a set of session options (kind, GPUs and type, CPUs, memory, hours, partition) with a
-label people read ("JupyterLab, 1 A100, 4 h"). The site configures them in
-``PORTAL_SESSION_PRESETS`` (``settings.PORTAL_SESSION_PRESETS``; unset: ``settings.PORTAL_SESSION_PRESETS_DEFAULT``),
-in a compact text form, presets separated by ``;`` or new lines, each a kind's name followed by
-``key=value`` words::
+A preset is a set of session options (kind, GPUs and type, CPUs, memory, hours, partition, image) with a label
+people read ("JupyterLab, 1 A100, 4 h"). The site configures them in ``PORTAL_SESSION_PRESETS``
+(``settings.PORTAL_SESSION_PRESETS``; unset: ``settings.PORTAL_SESSION_PRESETS_DEFAULT``), in a compact text
+form, presets separated by ``;`` or new lines, each a kind's name followed by ``key=value`` words::
 
-    lab gpus=1 type=a100 hours=4; lab hours=2; vscode gpus=1 type=a100 cpus=4 memory=8G hours=4
+    lab gpus=1 type=a100 hours=4; lab hours=2 image=debian12-sklearn; vscode gpus=1 cpus=4 memory=8G hours=4
 
-or as JSON, a list of objects with the same keys (``[{"kind": "lab", "gpus": 1, "type": "a100",
-"hours": 4}]``). Keys: ``gpus`` (default 0), ``type`` (a GPU type; default "" = any type), ``cpus``
-(default 2), ``memory`` (as every surface reads it, :func:`portal.units.memory_mib`: ``4G``,
-``4000M``, a bare number is GB; default 4G),
-``hours`` (default 2), ``partition`` (default the first of ``PORTAL_SESSION_PARTITIONS``) and
-``label`` (default made from the others: "JupyterLab, 1 A100, 4 h", plus " in <partition>"
-for a partition other than the first). Besides the site's presets, a user gets a button for the
-settings of the last session they started (:func:`last_session_preset`).
+or as JSON, a list of objects with the same keys (``[{"kind": "lab", "gpus": 1, "type": "a100", "hours": 4}]``).
+Keys: ``gpus`` (default 0), ``type`` (a GPU type; default "" = any type), ``cpus`` (default 2), ``memory`` (as
+every surface reads it, :func:`portal.units.memory_mib`: ``4G``, ``4000M``, a bare number is GB; default 4G),
+``hours`` (default 2), ``partition`` (default the first of ``PORTAL_SESSION_PARTITIONS``), ``image`` (a site
+image's name on the default sessions cluster; default ``none``: the node's own system, which a cluster with
+``session_venv = false`` lacks) and ``label`` (default made from the others: "JupyterLab, 1 A100, 4 h", plus
+" in <partition>" for a partition other than the first; the image is said under the button). Besides the
+site's presets, a user gets a button for the settings of the last session they started (:func:`last_session_preset`).
 
-A preset is checked twice. At start-up, the system check ``portal.E011``
-(:func:`preset_problems`) refuses text that cannot be read and any preset the session rules always
-refuse (more GPUs than ``PORTAL_SESSION_MAX_GPUS``, hours out of range, a partition sessions may
-not use, an unknown kind), naming the preset. On the page, each preset is checked with the same
-:func:`interactive.options.parse_session_options` and site policy the session form uses: one it
-would refuse (a GPU type the partition lacks, a kind not installed, too many CPUs for its nodes)
-is shown disabled with the refusal's words, and a click runs :func:`interactive.services.session_start`
-exactly as the form does.
+A preset is checked twice. At start-up, the system check ``portal.E011`` (:func:`preset_problems`, no database
+read) refuses text that cannot be read and any preset the session rules always refuse (more GPUs than
+``PORTAL_SESSION_MAX_GPUS``, hours out of range, a partition sessions may not use, an unknown kind, an image
+that is not a name, no image where the node's own system cannot serve it), naming the preset. On the page,
+each preset is checked with the same :func:`interactive.options.parse_session_options` and site policy the
+session form uses: one it would refuse (a GPU type the partition lacks, a kind not installed, too many CPUs
+for its nodes, an image unknown, disabled or without the kind's server) is shown disabled with the refusal's
+words, and a click runs :func:`interactive.services.session_start` exactly as the form does.
 """
 
 from __future__ import annotations
@@ -41,11 +40,11 @@ from django.utils.text import slugify
 from jobs.submit.policy import SitePolicy
 from portal.refusals import Problem
 from portal.units import MemoryRefusal, memory_mib, memory_text
-from slurm.clusters import default_sessions_cluster, session_clusters
+from slurm.clusters import default_sessions_cluster, has_session_venv, session_clusters
 
 from .kinds import KINDS, kind_label
 from .models import Session
-from .options import parse_session_options
+from .options import IMAGE_NAME, parse_session_options
 
 #: The keys a preset may carry, and the session option each one is.
 PRESET_KEYS = {
@@ -56,6 +55,7 @@ PRESET_KEYS = {
     "memory": "memory_mb",
     "hours": "hours",
     "partition": "partition",
+    "image": "image",
     "label": "",
 }
 DEFAULT_CPUS = 2
@@ -77,7 +77,8 @@ class SessionPreset:
     ``account``: the team to bill (the last session's, while the person is still in it); "": the
     person's first team (:func:`interactive.options.session_account`). ``cluster``: the last session's,
     while sessions still run there ("": the default session cluster); ``note``: why it is not (said
-    under the button); ``image``: the last session's site image ("": the node's own system)."""
+    under the button); ``image``: the site image it runs in (a site preset's ``image``, or the last
+    session's; "": the node's own system)."""
 
     key: str
     label: str
@@ -111,6 +112,13 @@ class SessionPreset:
         }
 
     @property
+    def button_label(self) -> str:
+        """What its Start button says: "Start " and the label, as one sentence ("Start JupyterLab, 1 A100,
+        4 h"; the last session's with a small first letter: "Start your last session: JupyterLab, 1 A100, 4 h")."""
+        label = self.label[:1].lower() + self.label[1:] if self.key.startswith("last-") else self.label
+        return f"Start {label}"
+
+    @property
     def details(self) -> str:
         """The rest of the settings, e.g. "2 CPUs · 4G memory · partition interactive · image debian12-sklearn"
         (memory as the Sessions form takes it: :func:`portal.units.memory_text`)."""
@@ -131,13 +139,15 @@ def preset_label(ide: str, gpu_count: int, gpu_type: str, hours: int) -> str:
 
 
 class _NoSitePolicy:
-    """Site policy that allows everything: the start-up check knows no cluster figures (those are
-    checked when a preset is offered), only the session rules (on the default session cluster)."""
+    """Site policy for the start-up check: it knows no cluster figures and reads no database (both are checked
+    when a preset is offered), only the session rules (on the default session cluster). Its answer, ``STOP``,
+    stops ``parse_session_options`` before the image check (a database read)."""
 
     cluster = ""
+    STOP = Problem("", "")
 
     def check(self, request) -> list[Problem]:
-        return []
+        return [self.STOP]
 
 
 def _split(text: str) -> list[tuple[dict | str, str]]:
@@ -202,6 +212,32 @@ def _memory_mb(raw: dict, where: str) -> int:
         raise PresetError(f"{where}: memory: {exc}") from None
 
 
+def _image(raw: dict, where: str) -> str:
+    """``image`` read: a site image's name, or "" for none (left out, ``none`` or JSON null); the form only."""
+    name = raw.get("image") or "none"
+    if isinstance(name, str) and (name.strip() in ("", "none") or IMAGE_NAME.fullmatch(name.strip())):
+        return "" if name.strip() in ("", "none") else name.strip()
+    raise PresetError(
+        f"{where}: image {str(name)[:64]!r} is not an image's name: write a site image's name as the Container images "
+        "page lists it (image=debian12-sklearn, never a path), or image=none for the node's own system."
+    )
+
+
+def _rule_problems(preset: SessionPreset) -> list[str]:
+    """What the session rules always refuse in ``preset``, without a database read: the options check without
+    cluster figures, images or whether the kind is installed (all asked when the preset is offered), and no
+    image where the node's own system cannot serve it."""
+    _options, problems = parse_session_options(preset.options, policy=_NoSitePolicy())
+    said = [p.message for p in problems if p is not _NoSitePolicy.STOP and p.field != "ide"]
+    cluster = default_sessions_cluster().name
+    if preset.image or (has_session_venv(cluster) and settings.PORTAL_IMAGE_NONE_ALLOWED):
+        return said
+    why = f"{cluster}'s nodes have no Jupyter venv of their own (session_venv = false in the clusters file)"
+    if has_session_venv(cluster):
+        why = "This site runs every session in one of its images (PORTAL_IMAGE_NONE_ALLOWED is false)"
+    return [*said, f"{why}: name a site image that holds the session's server, e.g. image=debian12-sklearn."]
+
+
 def _preset(raw: dict | str, source: str, number: int, *, rules: bool) -> SessionPreset:
     where = f"Preset {number} ({source})"
     if isinstance(raw, str):  # it could not be read
@@ -219,20 +255,16 @@ def _preset(raw: dict | str, source: str, number: int, *, rules: bool) -> Sessio
     cpus = _whole(raw, "cpus", DEFAULT_CPUS, where)
     hours = _whole(raw, "hours", DEFAULT_HOURS, where)
     memory_mb = _memory_mb(raw, where)
-    made = preset_label(ide, gpu_count, gpu_type, hours) + (
-        f" in {partition}" if partitions and partition != partitions[0] else ""
-    )
-    label = str(raw.get("label") or made).strip()[:80]
+    image = _image(raw, where)
+    elsewhere = f" in {partition}" if partitions and partition != partitions[0] else ""
+    label = str(raw.get("label") or preset_label(ide, gpu_count, gpu_type, hours) + elsewhere).strip()[:80]
     slug = slugify(label)
     if not slug:
         raise PresetError(f"{where}: its label {label!r} needs a letter or digit.")
-    preset = SessionPreset(f"preset-{slug}", label, ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours)
-    if not rules:
-        return preset
-    _options, problems = parse_session_options(preset.options, policy=_NoSitePolicy())
-    problems = [p for p in problems if p.field != "ide"]  # whether the kind is installed is asked when offered
+    preset = SessionPreset(f"preset-{slug}", label, ide, partition, gpu_type, gpu_count, cpus, memory_mb, hours, image=image)
+    problems = _rule_problems(preset) if rules else []
     if problems:
-        raise PresetError(f"Preset {number} ({label}): " + " ".join(p.message for p in problems))
+        raise PresetError(f"Preset {number} ({label}): " + " ".join(problems))
     return preset
 
 
@@ -260,11 +292,11 @@ def _parse_all(text: str, *, rules: bool = True) -> tuple[list[SessionPreset], l
 
 
 def parse_presets(text: str) -> list[SessionPreset]:
-    """The presets in ``text`` (the compact form or JSON: see the module's docstring), in order.
-    Raises :class:`PresetError` naming the first bad preset: text that cannot be read, an unknown
-    key or kind, a value that is not a whole number or an amount of memory, a preset the session
-    rules always refuse (:func:`interactive.options.parse_session_options` without cluster
-    figures), or two presets with the same label."""
+    """The presets in ``text`` (the compact form or JSON: see the module's docstring), in order. Raises
+    :class:`PresetError` naming the first bad preset: text that cannot be read, an unknown key or kind, a value
+    that is not a whole number, an amount of memory or an image's name, a preset the session rules always refuse
+    (:func:`interactive.options.parse_session_options` without cluster figures or images; no image where the
+    node's own system cannot serve it), or two presets with the same label."""
     presets, problems = _parse_all(text)
     if problems:
         raise PresetError(problems[0])
@@ -289,16 +321,16 @@ def _site() -> tuple[tuple[SessionPreset, ...], tuple[str, ...]]:
 
 
 def site_presets() -> list[SessionPreset]:
-    """The site's presets that can be read (:func:`presets_text`, cached per text). Only reading is
-    checked here: whether the session rules and site policy allow a preset now is asked when it is
-    offered (:func:`preset_refusals`), so a rule changed since start-up disables the presets it
-    refuses, with why, instead of hiding them."""
+    """The site's presets that can be read (:func:`presets_text`, cached per text). Only reading is checked
+    here: whether the session rules and site policy allow a preset now is asked when it is offered
+    (:func:`preset_refusals`), so a rule changed since start-up disables the presets it refuses, with
+    why, instead of hiding them."""
     return list(_site()[0])
 
 
 def unreadable_presets() -> list[str]:
-    """Why each of the site's presets that cannot be read is left out (the start-up check,
-    ``portal.E011``, reports them too), or ``[]``."""
+    """Why each of the site's presets that cannot be read is left out (the start-up check, ``portal.E011``,
+    reports them too), or ``[]``."""
     return list(_site()[1])
 
 
@@ -332,17 +364,16 @@ def _from_session(session: Session) -> SessionPreset:
 
 
 def last_session_preset(*, user) -> SessionPreset | None:
-    """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type,
-    CPUs, memory, hours, its team while they are still in it, its cluster while sessions still run there and its image
-    there), as a preset labelled "Your last session: …", or ``None`` when they have
-    started none."""
+    """The settings of the last session ``user`` started (any state: kind, partition, GPUs and type, CPUs,
+    memory, hours, its team while they are still in it, its cluster while sessions still run there and its
+    image there), as a preset labelled "Your last session: …", or ``None`` when they have started none."""
     session = Session.objects.filter(user=user).select_related("user").order_by("-created_at").first()
     return _from_session(session) if session is not None else None
 
 
 def presets_for(*, user) -> list[SessionPreset]:
-    """The Start buttons ``user`` gets, in order: their last session's settings (when they have
-    one), then the site's presets."""
+    """The Start buttons ``user`` gets, in order: their last session's settings (when they have one), then
+    the site's presets."""
     last = last_session_preset(user=user)
     return ([last] if last else []) + site_presets()
 

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from bs4 import BeautifulSoup
 from django.template.loader import render_to_string
 
+from interactive.presets import SessionPreset
+
 CSS = (Path(__file__).resolve().parent.parent / "static" / "css" / "portal.css").read_text()
 
 
@@ -38,7 +40,7 @@ def test_the_per_cluster_quota_table_is_in_a_scrolling_box():
 
 
 def start_label(key: str, label: str) -> str:
-    preset = SimpleNamespace(key=key, label=label, details="")
+    preset = SessionPreset(key, label, "lab", "interactive", "a100", 1, 2, 4096, 4)
     choice = SimpleNamespace(preset=preset, availability=SimpleNamespace(), offered=True, why_not=[])
     html = render_to_string("interactive/_home_starts.html", {"choices": [choice]})
     return BeautifulSoup(html, "html.parser").select_one("[data-testid=start-button]").get_text()
