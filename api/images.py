@@ -10,7 +10,7 @@ from ninja import Query, Router
 from images.availability import image_state
 from images.selectors import images_for
 from portal.refusals import Problem, Refused
-from slurm.clusters import cluster_names
+from slurm.clusters import cluster_names, has_session_venv, session_clusters
 
 from .base import need_scope
 from .schemas import ErrorOut, ImageList, ImagesQuery
@@ -40,7 +40,24 @@ def list_images(request, query: Query[ImagesQuery]):
                 }
             )
     items = [found[name] for name in sorted(found)]
-    return {"items": items, "count": len(items), "none_allowed": bool(settings.PORTAL_IMAGE_NONE_ALLOWED)}
+    none_allowed = bool(settings.PORTAL_IMAGE_NONE_ALLOWED)
+    return {"items": items, "count": len(items), "none_allowed": none_allowed, "clusters": _none_where(wanted, none_allowed)}
+
+
+def _none_where(wanted: list[str], none_allowed: bool) -> list[dict]:
+    """Per cluster of ``wanted``: whether sessions run on it, and whether a session there may run with
+    no image (the site allows none and the cluster's nodes hold the Jupyter venv, ``session_venv``),
+    as the Sessions form offers it (:func:`interactive.forms.image_choices`). A batch job's none is
+    the site's ``none_allowed`` on every cluster."""
+    sessions = {c.name for c in session_clusters()}
+    return [
+        {
+            "cluster": name,
+            "sessions": name in sessions,
+            "session_none_allowed": none_allowed and name in sessions and has_session_venv(name),
+        }
+        for name in wanted
+    ]
 
 
 def _image_out(image) -> dict:

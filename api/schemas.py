@@ -375,7 +375,23 @@ class ImageOut(Schema):
     states: list[ImageStateOut] = Field(description="What the last check saw on each cluster asked about")
 
 
+class ImageClusterOut(Schema):
+    cluster: str
+    sessions: bool = Field(description="Sessions may run on it (as in GET /clusters)")
+    session_none_allowed: bool = Field(
+        description="A session on it may run with no image (none): none_allowed, sessions run on it, and its nodes hold "
+        "the site's Jupyter venv (session_venv in the clusters file). A batch job needs no venv: it may choose none on "
+        "every cluster when none_allowed is true"
+    )
+
+
 class ImageList(Schema):
     items: list[ImageOut]
     count: int
-    none_allowed: bool = Field(description="Whether none (the node's own system) may be chosen instead of an image")
+    none_allowed: bool = Field(
+        description="The site lets a job or session choose none (the node's own system) instead of an image "
+        "(PORTAL_IMAGE_NONE_ALLOWED): a batch job on any cluster; a session only where session_none_allowed is true"
+    )
+    clusters: list[ImageClusterOut] = Field(
+        description="Where none may be chosen: the cluster asked for, else every configured one, the default first"
+    )

@@ -49,7 +49,7 @@ def _image_where(image: dict) -> str:
 
 def cmd_images(ctx: Context) -> int:
     """``images [--cluster C] [--partition P] [--kind K]``: ``GET /images`` as a table (NAME, OS,
-    PYTHON, CUDA, PARTITIONS, SESSIONS, ON THE CLUSTERS), then whether none may be chosen."""
+    PYTHON, CUDA, PARTITIONS, SESSIONS, ON THE CLUSTERS), then where none may be chosen (:func:`_none_said`)."""
     doc = ctx.client().list_images(ctx.args.cluster or "", ctx.args.partition or "", ctx.args.kind or "")
     code = list_out(
         ctx,
@@ -67,8 +67,23 @@ def cmd_images(ctx: Context) -> int:
         ),
     )
     if not ctx.json:
-        out(
-            "Run in one: gpuportal submit FILE.yaml --image NAME"
-            + (" (--image none: the node's own system)" if doc.get("none_allowed") else "")
-        )
+        out("Run in one: gpuportal submit FILE.yaml --image NAME" + _none_said(doc))
     return code
+
+
+def _none_said(doc: dict) -> str:
+    """Where ``--image none`` (the node's own system) may be chosen, from ``GET /images``: every batch
+    job when ``none_allowed``; a session only on the clusters whose ``session_none_allowed`` is true
+    (their nodes hold the site's Jupyter venv). An older portal's answer has no ``clusters``: none
+    is then said as the site allows it, for every cluster."""
+    if not doc.get("none_allowed"):
+        return ""
+    said = " (--image none: the node's own system"
+    session_ones = [c for c in doc.get("clusters") or [] if c.get("sessions")]
+    own = [c.get("cluster", "?") for c in session_ones if c.get("session_none_allowed")]
+    if len(own) == len(session_ones):  # every session cluster too, no session cluster, or an older portal
+        return said + ")"
+    if own:
+        return said + f"; for sessions, on {', '.join(own)} only)"
+    lacking = ", ".join(c.get("cluster", "?") for c in session_ones)
+    return said + f", for batch jobs only: a session on {lacking} needs an image)"

@@ -236,7 +236,10 @@ class Client:
     def list_images(self, cluster: str = "", partition: str = "", session_kind: str = "") -> dict:
         """``GET /images``: ``{"items": [{"name", "description", "os", "python_version", "cuda_version",
         "runtime", "path", "digest", "clusters", "partitions", "offers", "states": [{"cluster",
-        "available", "checked", "reason", "checked_at"}]}, ...], "count": int, "none_allowed": bool}``."""
+        "available", "checked", "reason", "checked_at"}]}, ...], "count": int, "none_allowed": bool, "clusters":
+        [{"cluster", "sessions", "session_none_allowed"}, ...]}``: ``none_allowed``, the site lets a batch job
+        (on any cluster) choose none, the node's own system; ``session_none_allowed``, a session on that cluster
+        may too (its nodes hold the Jupyter venv). An older portal's answer has no ``clusters``."""
         params = {k: v for k, v in (("cluster", cluster), ("partition", partition), ("session_kind", session_kind)) if v}
         return self.request("GET", "/images", params=params)
 

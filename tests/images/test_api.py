@@ -122,3 +122,36 @@ def test_images_needs_the_read_scope(client, people, images):
     r = call(client, "get", "/images", raw)
     assert r.status_code == HTTPStatus.FORBIDDEN and "'read' scope" in r.json()["detail"]
     assert call(client, "get", "/images").status_code == HTTPStatus.UNAUTHORIZED
+
+
+@pytest.fixture
+def no_venv_on_cluster2(settings, tmp_path):
+    """cluster2's nodes lack the site's Jupyter venv (as the lab's); cluster3 runs no sessions."""
+    path = tmp_path / "clusters-venv.toml"
+    path.write_text(
+        '[[clusters]]\nname = "cluster1"\nsessions = true\n\n'
+        '[[clusters]]\nname = "cluster2"\nsessions = true\nsession_venv = false\n\n'
+        '[[clusters]]\nname = "cluster3"\n'
+    )
+    settings.PORTAL_CLUSTERS_FILE = str(path)
+
+
+def where_none(body: dict) -> list[tuple[str, bool, bool]]:
+    return [(c["cluster"], c["sessions"], c["session_none_allowed"]) for c in body["clusters"]]
+
+
+def test_images_says_per_cluster_whether_a_session_may_run_with_none(client, people, token, images, no_venv_on_cluster2):
+    """none_allowed keeps its meaning (the site's: a batch job on any cluster); a session may run with
+    none only where sessions run and the nodes hold the venv, as the Sessions form offers it."""
+    body = call(client, "get", "/images", token).json()
+    assert body["none_allowed"] is True
+    assert where_none(body) == [("cluster1", True, True), ("cluster2", True, False), ("cluster3", False, False)]
+    only = call(client, "get", "/images?cluster=cluster2", token).json()
+    assert only["none_allowed"] is True and where_none(only) == [("cluster2", True, False)]
+
+
+def test_a_site_without_none_allows_it_nowhere(client, people, token, images, no_venv_on_cluster2, settings):
+    settings.PORTAL_IMAGE_NONE_ALLOWED = False
+    body = call(client, "get", "/images", token).json()
+    assert body["none_allowed"] is False
+    assert where_none(body) == [("cluster1", True, False), ("cluster2", True, False), ("cluster3", False, False)]
