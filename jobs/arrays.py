@@ -5,11 +5,13 @@ An array row keeps every task id it has seen by state, as range text (``Job.arra
 ``{"PENDING": "21-500", "RUNNING": "11-20", "COMPLETED": "1-9", "FAILED": "10"}``), so 10,000 tasks
 cost a few ranges. The queue's view replaces a task's state while the queue lists the task; a task
 that was active and left the queue unseen becomes ``UNKNOWN`` until accounting's record of it (the
-array's final sacct) gives its outcome; an ended task keeps its outcome.
+array's final sacct) gives its outcome, except a waiting task a cancel sent through the portal covers,
+which reads ``CANCELLED`` at once (:func:`merge_queue`); an ended task keeps its outcome.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slurm.entries import AccountingEntry, QueueEntry, derive_state
@@ -44,21 +46,38 @@ def dump_tasks(tasks: dict[JobState, TaskSet]) -> dict[str, str]:
     return {state.value: ids.text for state, ids in sorted(tasks.items(), key=lambda kv: kv[0].value) if ids}
 
 
-def merge_queue(stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
+#: The states of a task that has not started (the "pending" group of :data:`GROUPS`).
+_WAITING = next(states for name, _, states in GROUPS if name == "pending")
+
+
+def merge_queue(
+    stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet], cancelled: TaskSet | None = None
+) -> dict[JobState, TaskSet]:
     """The tasks after a poll: the queue's state for each task it lists; a task it no longer lists
-    keeps an ended state, and an active one becomes UNKNOWN (it ended unseen: its outcome comes
-    from accounting)."""
-    listed = TaskSet()
-    for ids in queue.values():
-        listed = listed | ids
+    keeps an ended state; a waiting one among ``cancelled`` (the task ids a cancel sent through the
+    portal covers, :func:`jobs.worker.cancels.portal_cancelled`) becomes CANCELLED: Slurm keeps no
+    record of a task cancelled while pending (:func:`never_started`), so the portal's own cancel is
+    the only word on it. Any other active one becomes UNKNOWN (it ended unseen: its outcome comes from
+    accounting, whose record also replaces CANCELLED for a task that did start, :func:`merge_accounting`)."""
+    listed = _every(queue)
     merged: dict[JobState, TaskSet] = {s: TaskSet(ids.ranges) for s, ids in queue.items()}
     for state, ids in stored.items():
         rest = ids - listed
+        if rest and cancelled and state in _WAITING:
+            ours = rest - (rest - cancelled)
+            merged[JobState.CANCELLED] = merged.get(JobState.CANCELLED, TaskSet()) | ours
+            rest = rest - ours
         if not rest:
             continue
         target = state if state in FINAL_STATES else JobState.UNKNOWN
         merged[target] = merged.get(target, TaskSet()) | rest
     return merged
+
+
+def waiting_left(stored: dict[JobState, TaskSet], queue: dict[JobState, TaskSet]) -> TaskSet:
+    """The task ids ``stored`` (by state, :func:`load_tasks`) as waiting (the "pending" group) that
+    ``queue`` (the poll's tasks by state) no longer lists: those a portal cancel may account for."""
+    return _every({s: ids for s, ids in stored.items() if s in _WAITING}) - _every(queue)
 
 
 def merge_accounting(stored: dict[JobState, TaskSet], accounting: dict[JobState, TaskSet]) -> dict[JobState, TaskSet]:
@@ -227,10 +246,14 @@ def task_lines(stored: dict) -> list[TaskLine]:
     return [TaskLine(str(lo) if lo == hi else f"{lo}-{hi}", hi - lo + 1, state) for lo, hi, state in lines]
 
 
-def queue_array_fields(entry: QueueEntry, stored: dict) -> dict:
+def queue_array_fields(entry: QueueEntry, stored: dict, cancelled: Callable[[], TaskSet] | None = None) -> dict:
     """The array fields of a row after a poll that lists ``entry`` (:func:`array_fields`): its tasks
-    merged with the stored view."""
-    return array_fields(merge_queue(load_tasks(stored), entry.tasks), entry.throttle)
+    merged with the stored view (``Job.array_tasks``) by :func:`merge_queue`. ``cancelled`` gives the
+    task ids a portal cancel covers (:func:`jobs.worker.cancels.portal_cancelled`); it is called only
+    when a waiting task left the queue (:func:`waiting_left`)."""
+    tasks = load_tasks(stored)
+    asked = cancelled() if cancelled is not None and waiting_left(tasks, entry.tasks) else None
+    return array_fields(merge_queue(tasks, entry.tasks, asked), entry.throttle)
 
 
 #: The states of a row whose start is a task's own (the "running" group of :data:`GROUPS`).

@@ -30,6 +30,7 @@ from slurm.values import classify_state
 
 from ..arrays import het_parts, queue_array_fields, queue_array_start
 from ..models import Job, JobKind, JobOrigin, memory_asked_mb, on_cluster, slurm_memory_fields
+from .cancels import portal_cancelled
 from .identity import queue_record_is_the_jobs
 from .notify import job_state_notify
 
@@ -117,7 +118,8 @@ def queue_fields(entry: QueueEntry, job: Job | None = None) -> dict:
     if record is not None:
         fields["output_path"], fields["error_path"] = log_paths(record, job_id=record.job_id)
     if entry.kind == ARRAY:
-        fields.update(queue_array_fields(entry, job.array_tasks if job else {}))
+        cancelled = (lambda: portal_cancelled(job)) if job else None  # its owner's cancels through the portal
+        fields.update(queue_array_fields(entry, job.array_tasks if job else {}, cancelled))
         if job is not None:  # its earliest task's start, which squeue may no longer list
             fields["start_at"] = to_datetime(queue_array_start(entry, job))
     elif entry.kind == HET:

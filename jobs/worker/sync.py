@@ -53,6 +53,7 @@ from slurm.values import classify_state
 from ..arrays import het_parts, queue_array_fields, queue_array_start
 from ..figures import ACCOUNTING_WAIT_S
 from ..models import Job, JobKind, JobOrigin, on_cluster, slurm_memory_fields
+from .cancels import portal_cancelled
 from .finish import apply_final_entry, earlier_runs, hidden_exits, is_final, record_of, record_restarts
 from .identity import records_by_id, records_of_job, sacct_ids
 from .notify import job_state_notify
@@ -282,7 +283,8 @@ def _parts_of(job: Job, entry) -> dict:
         return {}
     if entry.kind == ARRAY:  # and its earliest task's start (the tasks listed, or the row's)
         start = to_datetime(queue_array_start(entry, job))
-        return {"kind": JobKind.ARRAY, **queue_array_fields(entry, job.array_tasks), "start_at": start}
+        tasks = queue_array_fields(entry, job.array_tasks, lambda: portal_cancelled(job))  # the owner's cancels
+        return {"kind": JobKind.ARRAY, **tasks, "start_at": start}
     return {"kind": JobKind.HET, "het_parts": het_parts(entry)}
 
 
