@@ -59,6 +59,7 @@ def priority_classes() -> dict[str, PriorityClass]:
     settings, whether or not the site offers them."""
     cap = settings.PORTAL_HIGH_MAX_GPUS_PER_TEAM
     grace = settings.PORTAL_SCAVENGER_GRACE_SECONDS
+    most = "1 GPU" if cap == 1 else f"{cap} GPUs"
     classes = (
         PriorityClass(
             HIGH,
@@ -69,7 +70,7 @@ def priority_classes() -> dict[str, PriorityClass]:
             0,
             cap if cap > 0 else None,
             "Deadlines: starts before normal jobs and may stop scavenger jobs"
-            + (f"; at most {cap} GPUs per team at once." if cap > 0 else "."),
+            + (f"; at most {most} per team at once." if cap > 0 else "."),
         ),
         PriorityClass(NORMAL, 100, (SCAVENGER,), "cluster", 1.0, 0, None, "Today's jobs: queued by fair share."),
         PriorityClass(

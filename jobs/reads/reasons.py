@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from django.db import models
 
+from teams.priority_classes import HIGH, enabled, priority_classes
+
 
 class ReasonGroup(models.TextChoices):
     RESOURCES = "RESOURCES", "Waiting for resources"
@@ -61,6 +63,18 @@ _R, _P, _Q, _B, _O = ReasonGroup.RESOURCES, ReasonGroup.PRIORITY, ReasonGroup.QU
 _LATER = "Wait for your team's running jobs to finish, or ask for fewer GPUs or less time."
 _RENEW = "Ask for fewer GPUs or a shorter time limit, wait for the next quota period, or ask a portal admin to raise the quota."
 
+
+def _qos_cap(whose: str, much: str, less: str) -> tuple[ReasonGroup, str, str]:
+    """A QOS's cap on what one ``whose`` ("team": ``MaxTRESPerAccount``; "person": ``MaxTRESPerUser``)
+    uses at once, as an entry of :data:`_REASONS`: ``much`` "as many CPUs", ``less`` "fewer CPUs"."""
+    jobs = "Your team's jobs" if whose == "team" else "Your jobs"
+    return (
+        _Q,
+        f"{jobs} in this QOS already use {much} as it allows one {whose} at once.",
+        f"Wait for {jobs.lower()} in this QOS to finish, or ask for {less}.",
+    )
+
+
 #: code -> (group, sentence, fix). ``Resources`` and ``JobArrayTaskLimit`` are worded in code.
 _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     # waiting for resources
@@ -94,11 +108,25 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "AssocGrpNodeLimit": (_Q, "Your team is at its limit of nodes in use at once.", ""),
     "AssocGrpJobsLimit": (_Q, "Your team is at its limit of jobs running at once.", ""),
     "AssocGrpCPUMinutesLimit": (_Q, "Your team's CPU-minutes quota for this period is used up.", _RENEW),
-    "AssocGrpBillingMinutes": (_Q, "Your team's compute-time quota for this period is used up.", _RENEW),
+    "AssocGrpBillingMinutes": (
+        _Q,
+        "This job could use more billed unit-hours than your team has left in its quota for this period.",
+        _RENEW,
+    ),
     "AssocMaxJobsLimit": (_Q, "You already run as many jobs at once as your team allows one person.", ""),
     "QOSMaxJobsPerUserLimit": (_Q, "You already run as many jobs at once as this QOS allows one person.", ""),
     "QOSGrpCpuLimit": (_Q, "Jobs in this QOS are at its limit of CPUs in use at once.", ""),
     "QOSGrpMemLimit": (_Q, "Jobs in this QOS are at its limit of memory in use at once.", ""),
+    # a QOS's caps on one team (MaxTRESPerAccount; MaxGRESPerAccount is worded in code) and on one person
+    # (MaxTRESPerUser; QOSMaxGRESPerUser is below, and worded with the site's figures in cap_reasons.py)
+    "MaxCpuPerAccount": _qos_cap("team", "as many CPUs", "fewer CPUs"),
+    "MaxMemoryPerAccount": _qos_cap("team", "as much memory", "less memory"),
+    "MaxNodePerAccount": _qos_cap("team", "as many nodes", "fewer nodes"),
+    "MaxBillingPerAccount": _qos_cap("team", "as many billed units", "fewer GPUs or CPUs"),
+    "QOSMaxCpuPerUserLimit": _qos_cap("person", "as many CPUs", "fewer CPUs"),
+    "QOSMaxMemoryPerUser": _qos_cap("person", "as much memory", "less memory"),
+    "QOSMaxNodePerUserLimit": _qos_cap("person", "as many nodes", "fewer nodes"),
+    "QOSMaxBillingPerUser": _qos_cap("person", "as many billed units", "fewer GPUs or CPUs"),
     # will not run unless changed
     "AssocMaxWallDurationPerJobLimit": (
         _B,
@@ -210,8 +238,10 @@ def explain_reason(
     without GPUs hears of CPUs or memory only); ``array_limit`` (the array's ``%N``) words
     ``JobArrayTaskLimit``; ``requeued`` (Slurm ran the job before: ``restart_cnt`` > 0) words
     ``BeginTime`` as "requeued, waiting to start again"; ``description`` (squeue's
-    ``state_description``) lets ``Resources`` say when the nodes are down, drained or reserved. An unknown code gives group OTHER and
-    "Slurm says: <code>". Never raises; the sentence is never empty."""
+    ``state_description``) lets ``Resources`` say when the nodes are down, drained or reserved. A QOS's
+    GPU cap on a team (``MaxGRESPerAccount``) is worded with the high class's cap from the settings
+    (:func:`_team_gpu_cap_reason`). An unknown code gives group OTHER and "Slurm says: <code>". Never
+    raises; the sentence is never empty."""
     text = "" if code is None else str(code).strip().strip("()")
     key = text.split(",", 1)[0].strip() or "None"
     if key == "Resources" and _NODES_UNAVAILABLE in (description or ""):
@@ -240,9 +270,41 @@ def explain_reason(
         )
     if key == "JobArrayTaskLimit":
         return Reason(key, _P, _array_limit_sentence(array_limit))
+    if key in _TEAM_GPU_CAP:
+        return _team_gpu_cap_reason(key)
     if key in _REASONS:
         return Reason(key, *_REASONS[key])
     return Reason(key, _O, f"Slurm says: {text}")
+
+
+#: Slurm's code for a job held by a QOS's ``MaxTRESPerAccount`` gres/gpu (the ``high`` class's cap on
+#: each team: :mod:`teams.priority_classes`): ``MaxGRESPerAccount`` in every Slurm release (22.05.8's
+#: libslurm, and the newer ``job_state_reason.c``). ``QOSMaxGRESPerAccount``, the name some tools and
+#: reports give it, is read the same.
+_TEAM_GPU_CAP = frozenset({"MaxGRESPerAccount", "QOSMaxGRESPerAccount"})
+
+
+def _team_gpu_cap_reason(key: str) -> Reason:
+    """A job held by a QOS's GPU cap on one team. When the site offers priority classes and caps
+    ``high`` (``PORTAL_HIGH_MAX_GPUS_PER_TEAM``, the cap :func:`jobs.submit.classes.class_problems`
+    checks a job against), it is that cap, worded with its figure; otherwise some QOS's, without one."""
+    cap = priority_classes()[HIGH].max_gpus_per_team if enabled() else None
+    if cap is None:
+        return Reason(
+            key,
+            _Q,
+            "Your team's jobs in this QOS already hold as many GPUs as it allows one team at once: this job starts "
+            "when some of them end.",
+            "Wait for your team's jobs in this QOS to finish.",
+        )
+    gpus = "1 GPU" if cap == 1 else f"{cap} GPUs"
+    return Reason(
+        key,
+        _Q,
+        f"Your team already holds the GPUs its high class allows (at most {gpus} at once): this job starts when some "
+        "of them end.",
+        "Wait for your team's high jobs to finish, or cancel this one and submit it again in the normal class.",
+    )
 
 
 def _resources_sentence(gpus: dict[str, int] | None) -> str:

@@ -16,9 +16,20 @@ from images.availability import image_state
 from images.selectors import images_for
 from portal.formats import mib_to_gb
 from portal.units import ACCEPTED, MemoryRefusal, memory_mib, memory_text
+from teams.priority_classes import NORMAL
 
-from ..submit.classes import class_choices
+from ..submit.classes import CLASSES_GONE, class_choices, unknown_class
 from ..submit.policy import GPU_COUNTS, MOST_CPUS, JobRequest, SitePolicy, memory_over, time_limit_minutes
+
+
+class PriorityField(forms.ChoiceField):
+    """The priority class: a name the site does not offer is refused in the words the API and profiles
+    use (:func:`jobs.submit.classes.unknown_class`), not Django's "Select a valid choice"."""
+
+    def validate(self, value) -> None:
+        if value not in self.empty_values and not self.valid_value(value):
+            raise forms.ValidationError(unknown_class(str(value)), code="invalid_choice")
+        super().validate(value)
 
 
 class MemoryField(forms.Field):
@@ -200,7 +211,7 @@ class JobForm(forms.Form):
         help_text="If its node fails (or it is preempted), Slurm runs it again from the start of the script: "
         "a script that resumes from its checkpoint loses little. Untick for a job that must not run twice.",
     )
-    priority = forms.ChoiceField(
+    priority = PriorityField(
         required=False,
         label="Priority class",
         help_text="high: deadlines, may stop scavenger jobs; normal: today's jobs; scavenger: idle GPUs only, "
@@ -281,8 +292,12 @@ class JobForm(forms.Form):
 
     def clean(self):
         """A memory too big for any node (``1000T``) is refused with the chosen partition's own maximum,
-        as ``100G`` is by the policy, rather than with the 64T every amount is capped at."""
+        as ``100G`` is by the policy, rather than with the 64T every amount is capped at. A class other
+        than ``normal`` sent to a form without the class field (the site stopped offering classes after
+        the form was shown) is refused (:data:`~jobs.submit.classes.CLASSES_GONE`), not dropped."""
         data = super().clean()
+        if "priority" not in self.fields and self.data.get("priority", "") not in ("", NORMAL):
+            self.add_error(None, CLASSES_GONE)  # chosen while the site offered classes; the form sent again has none
         part = self.policy.partitions.get(data.get("partition") or "")
         if part and self.has_error("memory_gb", "too_big"):
             _, max_mib = part.node_limits(data.get("gpu_type") or "", data.get("gpu_count") or 0)

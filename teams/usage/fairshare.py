@@ -27,7 +27,8 @@ class FairShare:
       ``None`` when sshare printed none (not Fair Tree);
     - ``members``: user -> their ``FairShare`` factor (0-1, 1 the best), sshare's user rows;
     - ``decay_half_life_s``: ``PriorityDecayHalfLife`` in seconds (0 or ``None``: usage does not fade);
-    - ``reset_period``: ``PriorityUsageResetPeriod`` (``MONTHLY``..., ``NONE``: never cleared)."""
+    - ``reset_period``: ``PriorityUsageResetPeriod`` (``MONTHLY``..., ``NONE``: never cleared, ``NOW``: cleared
+      whenever slurmctld starts or is reconfigured)."""
 
     cluster: str
     norm_shares: float
@@ -41,8 +42,10 @@ class FairShare:
     def standing(self) -> str:
         """What the figures mean for the team's next jobs, in one sentence: LevelFS above 1 (less
         than its share used), 1.00 as shown (just its share: a lone account at its level has all the
-        shares and all the usage), below 1 (more than its share), or infinite (nothing used)."""
-        shares, used = f"{self.norm_shares:.0%}", f"{self.effective_usage:.0%}"
+        shares and all the usage), below 1 (more than its share), or infinite (nothing used). The two
+        percentages have the decimals it takes for "more" or "less than its share" never to sit beside two
+        equal figures (:meth:`_percents`)."""
+        shares, used = self._percents()
         head = f"On {self.cluster} the team holds {shares} of the shares at its level and has used {used} of its level's usage"
         if self.level_fs is None:
             return head + "."
@@ -75,7 +78,37 @@ class FairShare:
         )
         if self.reset_period in {"", "NONE"}:
             return decay + ", and it is never cleared (PriorityUsageResetPeriod NONE)."
+        if self.reset_period == "NOW":  # slurm.conf(5): cleared when slurmctld starts or is reconfigured
+            return (
+                f"{decay}, and all of it is cleared whenever the cluster's scheduler restarts or reloads its settings "
+                "(PriorityUsageResetPeriod NOW)."
+            )
         return f"{decay}, and all of it is cleared {self.reset_period.lower()} (PriorityUsageResetPeriod)."
+
+    def _percents(self) -> tuple[str, str]:
+        """``norm_shares`` and ``effective_usage`` as percentages, both with the same decimals: none when
+        each is 0 or at least 10 %, else one; more (up to 4 more) while the two read the same though
+        LevelFS says the team used more or less than its share. A figure above 0 never reads 0 ("less
+        than 0.1%")."""
+        figures = (self.norm_shares, self.effective_usage)
+        digits = 0 if all(value == 0 or value >= 0.1 for value in figures) else 1
+        compared = self.level_fs is not None and not math.isinf(self.level_fs) and f"{self.level_fs:.2f}" != "1.00"
+        for extra in range(5):
+            shares, used = (_percent(value, digits + extra) for value in figures)
+            if not compared or shares != used:
+                break
+        return shares, used
+
+
+def _percent(value: float, digits: int) -> str:
+    """A share (0-1) as a percentage with ``digits`` decimals: ``0.254, 0`` -> "25%"; ``0.004, 1`` ->
+    "0.4%"; ``0.0004, 1`` -> "less than 0.1%" (above 0, but would read 0); ``0, 1`` -> "0%"."""
+    if value <= 0:
+        return "0%"
+    text = f"{value * 100:.{digits}f}"
+    if float(text) == 0:
+        return f"less than {10**-digits:.{digits}f}%"
+    return f"{text}%"
 
 
 def _days(seconds: int) -> str:
