@@ -192,7 +192,12 @@ def _lag_note(config: ClusterConfig, live_h: float | None, history_h: float, run
             f"Slurm decays usage (PriorityDecayHalfLife {config.decay_half_life_s // 3600} h): "
             "'used' is the decayed figure the quota is enforced against."
         )
-    if config.reset_period not in RESET_PERIODS:
+    if config.reset_period == "NOW":  # slurm.conf(5): cleared when slurmctld starts or is reconfigured
+        notes.append(
+            "Slurm resets usage only when the cluster's scheduler restarts or reloads its settings "
+            "(PriorityUsageResetPeriod=NOW): history covers this month only."
+        )
+    elif config.reset_period not in RESET_PERIODS:
         notes.append(
             f"Slurm never resets usage (PriorityUsageResetPeriod={config.reset_period}): history covers this month only."
         )
