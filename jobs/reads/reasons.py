@@ -107,7 +107,11 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "AssocGrpMemLimit": (_Q, "Your team is at its limit of memory in use at once.", ""),
     "AssocGrpNodeLimit": (_Q, "Your team is at its limit of nodes in use at once.", ""),
     "AssocGrpJobsLimit": (_Q, "Your team is at its limit of jobs running at once.", ""),
-    "AssocGrpCPUMinutesLimit": (_Q, "Your team's CPU-minutes quota for this period is used up.", _RENEW),
+    "AssocGrpCPUMinutesLimit": (
+        _Q,
+        "This job could use more CPU-minutes than your team has left in its quota for this period.",
+        _RENEW,
+    ),
     "AssocGrpBillingMinutes": (
         _Q,
         "This job could use more billed unit-hours than your team has left in its quota for this period.",

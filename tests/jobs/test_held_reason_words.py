@@ -89,3 +89,10 @@ def test_a_billed_quota_hold_agrees_with_the_note_beside_it():
     )
     assert "used up" not in line.reason.sentence and "compute-time" not in line.text
     assert "Team vision has used 120.0 of 200.0 billed unit-hours this period." in line.quota_note
+
+
+def test_a_cpu_minutes_quota_hold_does_not_say_used_up():
+    """Slurm holds a job whose request would pass the team's GrpTRESMins=cpu, used up or not."""
+    assert explain_reason("AssocGrpCPUMinutesLimit").sentence == (
+        "This job could use more CPU-minutes than your team has left in its quota for this period."
+    )
