@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from .models import Team
 from .report.build import TeamReport, team_report
 from .report.export import report_csv
-from .report.period import Month, month_of, months_offered, parse_month
+from .report.period import Month, month_of, months_offered, not_started, parse_month
 from .report.read import READ_FAILED_S
 from .selectors import team_for_viewer
 from .tasks import team_report_read_task
@@ -31,8 +31,9 @@ def _team_month(request: HttpRequest, name: str, month_text: str) -> tuple[Team,
     if team is None:
         raise Http404("No such team, or it is not yours to see.")
     month = _month(month_text)
-    if month > month_of(time.time()):
-        raise Http404(f"There is no report for {month_text!r}: pick a month in YYYY-MM form, this month or one before it.")
+    why = not_started(month, time.time())
+    if why:
+        raise Http404(f"There is no report for {month_text}: {why}.")
     return team, month
 
 

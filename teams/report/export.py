@@ -45,12 +45,14 @@ def figure_text(value: float | None, digits: int) -> str:
 
 def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
     """One CSV row: figures rounded as shown; an empty cell is "none" (no price, nothing measured,
-    no run started)."""
+    no run started) or, in the GPU columns of a cluster that does not track GPUs
+    (:attr:`ClusterReport.gpu_tracked`), "not known"."""
     total = not row.username
+    gpu = part.gpu_tracked  # else no GPU figure is known: empty cells, never 0
     return [
         part.cluster,
         row.username or TEAM_ROW,
-        figure_text(row.gpu_hours, 2),
+        figure_text(row.gpu_hours if gpu else None, 2),
         figure_text(row.billed_unit_hours, 2),
         figure_text(row.cost, 2),
         part.currency,
@@ -60,10 +62,10 @@ def row_cells(part: ClusterReport, row: ReportRow) -> list[str]:
         figure_text(row.energy_wh, 0),
         figure_text(row.idle_gpu_hours, 2),
         figure_text(row.gpu_util_percent, 0),
-        str(row.not_measured),
+        str(row.not_measured) if gpu else "",
         figure_text(part.share * 100 if total and part.share is not None else None, 1),
         str(part.rank) if total and part.rank else "",
-        figure_text(row.scavenger_gpu_hours, 2),
+        figure_text(row.scavenger_gpu_hours if gpu else None, 2),
     ]
 
 
@@ -93,19 +95,30 @@ def summary_lines(report: TeamReport) -> list[str]:
     for part in report.clusters:
         total = part.total
         if total is None:
-            lines.append(f"{part.cluster}: no figures ({part.error})")
+            lines.append(f"{part.cluster}: no figures ({part.error.rstrip('.')}; the report page shows them once it can be read)")
             continue
         cost = f", cost {figure_text(total.cost, 2)} {part.currency}" if total.cost is not None else ""
-        wait = duration(total.median_wait_s) if total.median_wait_s is not None else "none started"
-        share = (
-            f"{figure_text(part.share * 100, 1)} % of the cluster's GPU-hours"
-            if part.share is not None
-            else "the cluster used no GPUs"
-        )
-        rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
+        wait = f"median wait {duration(total.median_wait_s)}" if total.median_wait_s is not None else "no job started"
         lines.append(
-            f"{part.cluster}: {figure_text(total.gpu_hours, 2)} GPU-hours{scavenger_words(total)}, "
+            f"{part.cluster}: {_gpu_words(part, total)}, "
             f"{figure_text(total.billed_unit_hours, 2)} billed unit-hours{cost}, "
-            f"{total.jobs} jobs ({total.failed_jobs} failed), median wait {wait}; {share}{rank}"
+            f"{total.jobs} jobs ({total.failed_jobs} failed), {wait}; {_share_words(part)}"
         )
     return lines
+
+
+def _gpu_words(part: ClusterReport, total: ReportRow) -> str:
+    """ "12.50 GPU-hours (of which ...)", or that the cluster does not track them."""
+    if not part.gpu_tracked:
+        return "GPU-hours not tracked by this cluster (its accounting records no GPUs)"
+    return f"{figure_text(total.gpu_hours, 2)} GPU-hours{scavenger_words(total)}"
+
+
+def _share_words(part: ClusterReport) -> str:
+    """ "47.1 % of the cluster's GPU-hours, rank 2 of 2", or why there is no share."""
+    if not part.gpu_tracked:
+        return "no share or rank (GPU-hours not tracked)"
+    if part.share is None:
+        return "the cluster used no GPUs"
+    rank = f", rank {part.rank} of {part.ranked}" if part.rank else ""
+    return f"{figure_text(part.share * 100, 1)} % of the cluster's GPU-hours{rank}"

@@ -14,6 +14,13 @@ from django.conf import settings
 _MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
 #: The form a refusal asks for.
 MONTH_FORM = "write the month as YYYY-MM with the digits 0-9, e.g. 2026-11"
+#: How much of a refused text its refusal repeats: a 5,000-digit "month" is not echoed whole.
+SHOWN_CHARS = 30
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a refusal, cut to :data:`SHOWN_CHARS` characters (then "…")."""
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…")
 
 
 def site_zone() -> ZoneInfo:
@@ -67,16 +74,30 @@ def parse_month(text: str) -> Month:
     """``"2026-11"`` -> ``Month(2026, 11)``. Raises ``ValueError`` whose text says what is wrong and
     the form to write (:data:`MONTH_FORM`), for a page to show: not ``YYYY-MM`` (``2026-1``), digits
     other than 0-9 (full-width ones, Arabic-Indic ones), month 13, a year before 1970."""
-    match = _MONTH_RE.fullmatch(text or "")
+    text = text or ""
+    match = _MONTH_RE.fullmatch(text)
     if match is None:
-        odd = any(char.isdigit() and not char.isascii() for char in text or "")
-        raise ValueError(f"{text!r} {'has digits other than 0-9' if odd else 'is not in YYYY-MM form'}; {MONTH_FORM}")
+        odd = any(char.isdigit() and not char.isascii() for char in text)
+        raise ValueError(f"{_shown(text)} {'has digits other than 0-9' if odd else 'is not in YYYY-MM form'}; {MONTH_FORM}")
     year, month = int(match.group(1)), int(match.group(2))
     if not 1 <= month <= 12:
-        raise ValueError(f"{text!r}: month {month} is not one of 01 to 12; {MONTH_FORM}")
+        raise ValueError(f"{_shown(text)}: month {month} is not one of 01 to 12; {MONTH_FORM}")
     if year < 1970:
-        raise ValueError(f"{text!r}: year {year} is before 1970; {MONTH_FORM}")
+        raise ValueError(f"{_shown(text)}: year {year} is before 1970; {MONTH_FORM}")
     return Month(year, month)
+
+
+def not_started(month: Month, now: float) -> str:
+    """Why there is no report of ``month`` at ``now`` (Unix seconds), for a page's refusal: ``""``
+    when the month has begun (site's zone), else that it has not started and which month is this
+    month, e.g. "March 2027 has not started yet: this month is December 2026 (UTC); pick this
+    month or one before it"."""
+    current = month_of(now)
+    if month <= current:
+        return ""
+    return (
+        f"{month.label} has not started yet: this month is {current.label} ({site_zone().key}); pick this month or one before it"
+    )
 
 
 def months_offered(now: float, *, count: int = 24) -> list[Month]:

@@ -203,7 +203,10 @@ def test_another_teams_lead_and_a_member_get_the_team_pages_404(world, client, w
 def test_admin_sees_any_team_and_a_month_to_come_is_refused(world, slurmdbds, client):
     client.force_login(world["dana"])
     refused = client.get("/teams/vision/report/2027-01/")
-    assert refused.status_code == HTTPStatus.NOT_FOUND and b"pick a month in YYYY-MM form" in refused.content
+    assert (
+        refused.status_code == HTTPStatus.NOT_FOUND
+        and b"January 2027 has not started yet: this month is December 2026" in refused.content
+    )
     assert client.get("/teams/vision/report/2026-13/").status_code == HTTPStatus.NOT_FOUND
     picked = client.get("/teams/vision/report/", {"month": "2026-11"})
     assert picked.status_code == HTTPStatus.FOUND and picked["Location"] == "/teams/vision/report/2026-11/"
