@@ -83,6 +83,19 @@ class Resources(_Strict):
 
     _counts = field_validator("nodes", "gpus_per_node", "cpus", mode="before")(_not_bool)
 
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _time_limit(cls, value):
+        """Text or a whole number, else one sentence saying the forms: before pydantic's lax mode takes
+        ``yes`` for 1 minute and ``no`` for 0, or says two things about one empty value or ``1.5``."""
+        if isinstance(value, bool):
+            raise ValueError(f"A time limit is not yes/no. Write it as {policy.TIME_LIMIT_FORMS}.")
+        if value is None:
+            raise ValueError(f"The time limit is empty: write it as {policy.TIME_LIMIT_FORMS}, or leave it out for 1 hour.")
+        if not isinstance(value, str | int):
+            raise ValueError(f"{str(value)[:20]!r} is not a time limit. Write it as {policy.TIME_LIMIT_FORMS}.")
+        return value
+
     @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, value):
@@ -101,6 +114,12 @@ class Run(_Strict):
     requeue: bool = True
     #: A priority class (high, normal, scavenger: teams.priority_classes), sent as --qos; "" = none.
     priority: str = Field(default="", max_length=20)
+
+    @field_validator("workdir", mode="before")
+    @classmethod
+    def _strip(cls, value):
+        """Blanks around the directory are dropped, as the New job form drops them (`` proj `` is ``proj``)."""
+        return value.strip() if isinstance(value, str) else value
 
     @field_validator("script", "command")
     @classmethod
@@ -229,6 +248,7 @@ _FRIENDLY = {
     "int_parsing": "Must be a whole number.",
     "int_type": "Must be a whole number.",
     "int_from_float": "Must be a whole number.",
+    "finite_number": "Must be a whole number, not infinity or NaN (.inf, .nan).",
     "string_type": "Must be text (put it in quotes).",
     "list_type": "Must be a list.",
     "bool_parsing": "Must be true or false.",
@@ -239,8 +259,36 @@ _FRIENDLY = {
 }
 
 
-def _message(err: dict, loc: tuple) -> str:
+#: A field left empty (``partition:``, read as null): what to write, and what leaving it out does (``None``: it is required).
+_EMPTY = {
+    ("version",): ("1", None),
+    ("name",): ("the job's name", None),
+    ("account",): ("a team (Slurm account) you are in", "bill your first team"),
+    ("cluster",): ("a cluster's name", "use the site's default cluster"),
+    ("image",): ("a site image's name (such as debian12-sklearn)", "run on the node's own system"),
+    ("resources", "partition"): ("a partition (such as small)", None),
+    ("resources", "gpu_type"): ("a GPU type (such as a100)", "take any type"),
+    ("run", "workdir"): ("the project directory (relative to your home)", "start in a new directory for each job"),
+}
+#: Else what a field of this type takes.
+_EMPTY_KIND = {"string_type": "some text", "int_type": "a whole number", "bool_type": "true or false", "list_type": "a list"}
+
+
+def _empty(kind: str, loc: tuple, overridden: bool) -> str:
+    """The sentence for a field given no value at all: it is empty, what to write, or to leave it out."""
+    what, default = _EMPTY.get(loc, (_EMPTY_KIND[kind], "use the default"))
+    if overridden:
+        return f"This override is empty: give {what}" + (f", or leave it out to {default}." if default else ".")
+    if default is None:
+        return f"This is empty: write {what} after the colon; it is required."
+    return f"This is empty: write {what} after the colon, or remove the line to {default}."
+
+
+def _message(err: dict, loc: tuple, overridden: bool = False) -> str:
+    """A pydantic error ``err`` at ``loc`` in the profile's words (``overridden``: the value came from an override)."""
     kind = err.get("type", "")
+    if err.get("input", "") is None and kind in _EMPTY_KIND:
+        return _empty(kind, loc, overridden)
     if kind == "string_type" and loc in (("environment", "python"), ("environment", "cuda")):
         return 'Write the version in quotes, like "3.11": unquoted, YAML reads a version as a number (3.10 would become 3.1).'
     if kind in _FRIENDLY:
@@ -284,10 +332,11 @@ def spec_from_document(document: dict, *, lines: dict[tuple, int] | None = None,
             loc = tuple(err.get("loc", ()))
             # pydantic puts union members into loc (time_limit: str | int -> ("resources","time_limit","str")).
             loc = tuple(p for p in loc if p not in ("str", "int"))
-            line = None if any(loc[: len(t)] == t for t in touched) else line_for(lines, loc)
+            overridden = any(loc[: len(t)] == t for t in touched)
+            line = None if overridden else line_for(lines, loc)
             # a pip item is named by its list (as the API's errors always were), on the item's own line
             named = loc[:-1] if loc[:2] == ("environment", "pip") and isinstance(loc[-1], int) else loc
-            errors.append(Problem(".".join(str(p) for p in named), _message(err, named), line))
+            errors.append(Problem(".".join(str(p) for p in named), _message(err, named, overridden), line))
         raise Refused(*_dedupe(errors)) from None
     if errors:
         raise Refused(*errors)
