@@ -28,6 +28,10 @@ class ProfileForm(forms.Form):
         self.fields["team"].choices = [("", "not shared")] + [(t, t) for t in teams]
 
     def clean(self):
+        """The text to use: an uploaded file's (a .yaml of at most 64 KiB, UTF-8) replaces the typed one,
+        in ``cleaned_data["yaml"]`` and in the text box the page shows again, so a later Save stores
+        what was checked and an error's line is a line of the text on the page. Raises
+        ``ValidationError`` for a file too large or not UTF-8 (the box then keeps its text), or no text."""
         data = super().clean()
         upload = data.get("upload")
         if upload:
@@ -37,6 +41,8 @@ class ProfileForm(forms.Form):
                 data["yaml"] = upload.read().decode("utf-8-sig")
             except UnicodeDecodeError:
                 raise forms.ValidationError("The uploaded file is not UTF-8 text.") from None
+            self.data = self.data.copy()  # the POST's QueryDict is immutable; the box is rendered from this copy
+            self.data[self.add_prefix("yaml")] = data["yaml"]
         if not (data.get("yaml") or "").strip() and "yaml" not in self.errors:  # (a refused text already says why)
             raise forms.ValidationError("Type a profile or upload a file.")
         return data

@@ -198,25 +198,13 @@ def _team_for_share(user: User, team_name: str | None):
 def profile_save(*, user: User, text: str, team: str | None = None, profile: Profile | None = None) -> Profile:
     """Create (``profile`` None) or update the owner's profile from ``text``, checked in full (as
     :func:`profile_check`). The name comes from the file's ``name``. Raises :class:`Refused`
-    (also for a name the owner already uses) or ``PermissionDenied`` (not the owner)."""
+    (also for a name the owner already uses, on the line of ``name:``) or ``PermissionDenied`` (not the owner)."""
     if profile is not None and profile.owner_id != user.pk:
         raise PermissionDenied("Only the profile's owner can change it. Clone it to make your own.")
     spec, _ = profile_check(user=user, text=text)
     shared = _team_for_share(user, team) if team is not None else (profile.team if profile else None)
-    old = {"name": profile.name, "team": profile.team.name if profile and profile.team else None} if profile else {}
     try:
-        with transaction.atomic():
-            if profile is None:
-                profile = Profile(owner=user)
-            profile.name, profile.yaml, profile.spec, profile.team = spec.name, text, spec.data, shared
-            profile.save()
-            audit(
-                actor=user,
-                action="profile.save",
-                target=f"profile:{profile.pk}",
-                old=old,
-                new={"name": profile.name, "team": shared.name if shared else None},
-            )
+        return _store(user=user, text=text, spec=spec, team=shared, profile=profile)
     except IntegrityError:
         raise Refused(
             Problem(
@@ -225,6 +213,26 @@ def profile_save(*, user: User, text: str, team: str | None = None, profile: Pro
                 line_of(load_yaml(text)[1], "name"),
             )
         ) from None
+
+
+def _store(
+    *, user: User, text: str, spec: ProfileSpec, team: Team | None, profile: Profile | None, cloned_from: Profile | None = None
+) -> Profile:
+    """Write the checked ``text`` (``spec``: its document) as ``user``'s new profile (``profile`` None)
+    or over ``profile``, audited. Raises ``IntegrityError`` when ``user`` has a profile of that name."""
+    old = {"name": profile.name, "team": profile.team.name if profile.team else None} if profile else {}
+    with transaction.atomic():
+        if profile is None:
+            profile = Profile(owner=user, cloned_from=cloned_from)
+        profile.name, profile.yaml, profile.spec, profile.team = spec.name, text, spec.data, team
+        profile.save()
+        audit(
+            actor=user,
+            action="profile.save",
+            target=f"profile:{profile.pk}",
+            old=old,
+            new={"name": profile.name, "team": team.name if team else None},
+        )
     return profile
 
 
@@ -259,17 +267,20 @@ def profile_delete(*, profile: Profile, by: User) -> None:
 
 def profile_clone(*, profile: Profile, by: User, name: str = "", overrides: dict | None = None) -> Profile:
     """A copy owned by ``by`` with ``overrides`` applied ("run again with 4 GPUs") and a new
-    ``name`` (default "<name> (copy)"). The copy's file is written from the document, so comments are
-    not kept when anything changes. Raises ``PermissionDenied`` or :class:`Refused`."""
+    ``name`` (default "<name> (copy)"). Checked as running ``profile`` with those overrides would be
+    (:func:`profile_check`): a problem names the line of the profile's own file, none for an
+    overridden field. The copy's file is written from the document, so comments are not kept when
+    anything changes. Raises ``PermissionDenied`` or :class:`Refused` (also for a name ``by`` already
+    uses: no line, as the copy's file is not shown; it asks for another name)."""
     if not profile_visible(profile=profile, user=by):
         raise PermissionDenied("This profile is not yours and not shared with your team.")
-    document, _ = load_yaml(profile.yaml)
     changes = dict(overrides or {})
     changes["name"] = name or changes.get("name") or f"{profile.name} (copy)"
-    document, errors, _ = apply_overrides(document, changes)
-    if errors:
-        raise Refused(*errors)
-    copy = profile_save(user=by, text=dump_yaml(document))
-    Profile.objects.filter(pk=copy.pk).update(cloned_from=profile)
-    copy.cloned_from = profile
-    return copy
+    spec, _ = profile_check(user=by, text=profile.yaml, overrides=changes)
+    document, _, _ = apply_overrides(load_yaml(profile.yaml)[0], changes)  # checked above: no errors
+    try:
+        return _store(user=by, text=dump_yaml(document), spec=spec, team=None, profile=None, cloned_from=profile)
+    except IntegrityError:
+        raise Refused(
+            Problem("name", f"You already have a profile named '{spec.name[:60]}': give the copy another name.")
+        ) from None
