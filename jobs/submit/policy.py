@@ -49,7 +49,7 @@ WORKDIR_PATH = (
 class JobRequest:
     """What a researcher asks for. ``memory_mb`` in MiB, ``time_limit_min`` in minutes, ``gpu_type``
     "" for any type, ``workdir`` "" for the portal's per-job directory, else a path relative to the
-    user's home or absolute (:data:`WORKDIR_PATH`)."""
+    user's home or absolute (:data:`WORKDIR_PATH`), written out: ``~`` and ``$HOME`` are refused, not expanded."""
 
     name: str
     partition: str
@@ -267,6 +267,8 @@ def _check_text(req: JobRequest) -> list[Problem]:
                 "workdir", f"'~' is not expanded here: a relative path is already taken in your home directory, so {instead}."
             )
         )
+    elif "$" in req.workdir:  # taken as written, $HOME/proj made a directory named "$HOME" in the home directory
+        errors.append(Problem("workdir", _dollar_workdir(req.workdir)))
     script = req.script
     if not script.strip():
         errors.append(Problem("script", "Paste a script or a command to run."))
@@ -294,6 +296,25 @@ def _check_text(req: JobRequest) -> list[Problem]:
                 )
                 break
     return errors
+
+
+def _dollar_workdir(workdir: str) -> str:
+    """The refusal of a working directory holding ``$``: a variable is not expanded (``$HOME/proj`` would
+    be a directory named "$HOME" in the home directory). After ``$HOME`` or ``${HOME}`` it names the
+    relative path to write instead (``proj``)."""
+    match = re.match(r"(\$HOME\b|\$\{HOME\})/*", workdir)
+    if match is None or "$" in workdir[match.end() :]:
+        return (
+            "Variables and '$' are not expanded here: write the path itself, relative to your home directory"
+            " (such as projects/digits) or a full path."
+        )
+    relative = workdir[match.end() :][:60]
+    instead = (
+        f"write {relative} (a path relative to your home directory) or the full path"
+        if relative
+        else "write the full path of your home directory, or leave it empty for the portal's per-job directory"
+    )
+    return f"'{match.group(1)}' is not expanded here: {instead}."
 
 
 def format_minutes(minutes: int) -> str:

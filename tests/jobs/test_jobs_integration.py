@@ -85,14 +85,14 @@ def test_hostile_name_and_workdir_are_data_not_code(alice, policy, django_captur
         policy,
         django_capture_on_commit_callbacks,
         name=name,
-        workdir="it dir (1) $(id)",
+        workdir="it dir (1) `id`; id",  # no $: the policy refuses it (a variable is not expanded)
         gpu_count=0,
         gpu_type="",
         script="pwd\n",
     )
     done = wait(job, {JobState.COMPLETED, JobState.FAILED})
     assert done.state == JobState.COMPLETED, done.submit_error
-    assert job_log_tail(done, "out").text.strip() == "/home/alice/it dir (1) $(id)"
+    assert job_log_tail(done, "out").text.strip() == "/home/alice/it dir (1) `id`; id"
     import json
 
     from slurm import get_gateway
