@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -179,11 +180,17 @@ SEND_JSON = "Send the body as a JSON object (such as {\"hours\": 2}) with the he
 
 
 def _body_problem(request: HttpRequest, exc: ValueError) -> tuple[str, dict]:
-    """The 400's ``detail`` and its ``errors`` entry for a body that ``json.loads`` refused with ``exc``."""
+    """The 400's ``detail`` and its ``errors`` entry for a body that ``json.loads`` refused with ``exc``:
+    not JSON (with its line and column), not UTF-8, or JSON holding a whole number of more digits than
+    Python reads (4,300: ``sys.get_int_max_str_digits``)."""
     if isinstance(exc, json.JSONDecodeError):
         why, line = f"{exc.msg} at line {exc.lineno}, column {exc.colno}", exc.lineno
-    else:  # UnicodeDecodeError
+    elif isinstance(exc, UnicodeDecodeError):
         why, line = "it is not UTF-8 text", None
+    else:  # int() past Python's 4,300 digits: the JSON itself is well formed
+        most = f"{sys.get_int_max_str_digits():,}"
+        detail = f"The request body holds a number of more than {most} digits, too long to read: send a shorter one."
+        return detail, {"field": "body", "message": f"A number has more than {most} digits, too long to read.", "line": None}
     sent = request.content_type or "no Content-Type"
     if sent != "application/json":
         detail = f"The request body is not JSON: it was sent as {sent[:100]} ({why}). {SEND_JSON}"
@@ -200,7 +207,7 @@ class JsonParser(Parser):
     def parse_body(self, request: HttpRequest):
         try:
             return super().parse_body(request)
-        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError, a number of too many digits
             request.api_body_problem = _body_problem(request, exc)
             raise
 

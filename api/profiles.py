@@ -9,6 +9,7 @@ from django.http import Http404
 from ninja import Router, Status
 
 from portal.refusals import Refused
+from profiles.document import MAX_PROFILE_BYTES
 from profiles.models import Profile
 from profiles.selectors import profile_for_viewer, profiles_for_user
 from profiles.services import profile_check, profile_clone, profile_delete, profile_save, profile_share
@@ -84,6 +85,8 @@ def validate_profile(request, body: ValidateIn):
     try:
         spec, checked = profile_check(user=request.user, text=body.yaml, overrides=body.overrides)
     except Refused as refused:
+        if len(body.yaml) > MAX_PROFILE_BYTES:  # past ValidateIn's maxLength: a 400, as POST /profiles and /jobs answer
+            raise _invalid(refused) from None
         return {"valid": False, "errors": [p.as_dict() for p in refused.problems], "spec": None, "script": None}
     job = checked.request
     quota = quota_of(account=checked.account, job=job, cluster=checked.cluster, priority_class=job.priority)

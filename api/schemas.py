@@ -250,7 +250,8 @@ class ProfileList(Schema):
 
 
 class ProfileIn(In):
-    yaml: str = Field(max_length=65536, description="The profile file's text")
+    # Over 64 KiB is refused by profiles.document.load_yaml, in the words of the pages and POST /jobs (maxLength says so).
+    yaml: str = Field(json_schema_extra={"maxLength": 65536}, description="The profile file's text")
     team: str | None = Field(
         None, max_length=64, description='Share with this team (one you are in); omit to keep, "" to stop sharing'
     )
@@ -270,7 +271,7 @@ class OverridesIn(In):
 
 
 class ValidateIn(In):
-    yaml: str = Field(max_length=65536)
+    yaml: str = Field(json_schema_extra={"maxLength": 65536})  # as ProfileIn's: a 400 past it (api.profiles)
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 
