@@ -168,6 +168,18 @@ def _fail(job: Job, message: str) -> Job:
     return job
 
 
+def _qos_refused(job: Job, said: str) -> str:
+    """sbatch's "Invalid qos specification" for a job with a priority class, in words: the team's Slurm
+    account may not use that class's QOS. The teams sync grants the classes' QOS to the teams the
+    portal manages only, and a grant reaches slurmctld a few seconds after slurmdbd has it."""
+    return (
+        f"Slurm refused the priority class {job.priority_class}: team {job.account}'s Slurm account may not use that "
+        f"QOS ({said.splitlines()[-1][:200]}). The portal gives the classes to the teams it manages, and a team just "
+        "given one may wait a few seconds: submit it again, or without a class; if it is refused again, ask the "
+        "portal's admins."
+    )
+
+
 def job_send(*, job_id: int, timeout: float | None = None) -> Job:
     """Submit one job (the task's body, and :func:`jobs.tasks.job_submit_now`'s). Idempotent: see the
     module docstring. ``timeout``: seconds for the sbatch helper (default: the gateway's command
@@ -267,7 +279,8 @@ def _sbatch(job: Job, script: str, *, timeout: float | None) -> Job:
         if controller_unreachable(result.err):  # slurmctld down: not a refusal; the key check decides later
             _mark_uncertain(job, f"Slurm's controller could not be reached ({result.err.strip()[-200:]}); trying again")
             raise SubmissionUncertain(result.err.strip())
-        return _fail(job, (result.err or result.out).strip() or f"sbatch exited with {result.returncode}")
+        said = (result.err or result.out).strip() or f"sbatch exited with {result.returncode}"
+        return _fail(job, _qos_refused(job, said) if job.priority_class and "Invalid qos" in said else said)
     try:
         jobid, _slurm_cluster = parse_sbatch_parsable(result.out)
     except ValueError as exc:

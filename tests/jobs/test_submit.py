@@ -591,3 +591,20 @@ def test_requeue_off_renders_no_requeue(alice):
     job = make_job(alice, workdir="/w", output_path="/w/o", error_path="/w/e", requeue=False)
     script = render_batch_script(job)
     assert "#SBATCH --no-requeue\n" in script and "#SBATCH --requeue\n" not in script
+
+
+@pytest.mark.django_db
+def test_a_class_the_team_may_not_use_is_said_in_words(alice, fake):
+    """sbatch --qos=high of a team whose account has no such QOS (a team the portal does not manage)."""
+    job = make_job(alice, priority_class="high")
+    expect_submission(
+        fake, sbatch_rc=1, sbatch_out="", sbatch_err="sbatch: error: Batch job submission failed: Invalid qos specification\n"
+    )
+    failed = send.job_send(job_id=job.pk)
+    assert failed.state == JobState.SUBMIT_FAILED
+    assert failed.submit_error == (
+        f"Slurm refused the priority class high: team {job.account}'s Slurm account may not use that QOS "
+        "(sbatch: error: Batch job submission failed: Invalid qos specification). The portal gives the classes to the "
+        "teams it manages, and a team just given one may wait a few seconds: submit it again, or without a class; if "
+        "it is refused again, ask the portal's admins."
+    )
