@@ -156,9 +156,14 @@ def start_server(username: str, server_name: str, user_options: dict) -> bool:
 def stop_server(username: str, server_name: str) -> None:
     """``DELETE /users/{name}/servers/{server}`` with ``remove``: stops it (also cancels a pending
     spawn) and forgets the name, so stopped sessions do not count against the hub's
-    ``named_server_limit_per_user``. A server the hub no longer has counts as stopped."""
+    ``named_server_limit_per_user``. The default server (``server_name`` ""), which someone started
+    from the hub's own home page, is stopped with ``DELETE /users/{name}/server`` (the hub refuses to
+    remove it: "Cannot delete the default server"). A server the hub no longer has counts as stopped."""
     try:
-        _call("DELETE", f"{user_path(username)}/servers/{quote(server_name, safe='')}", body={"remove": True})
+        if server_name:
+            _call("DELETE", f"{user_path(username)}/servers/{quote(server_name, safe='')}", body={"remove": True})
+        else:
+            _call("DELETE", f"{user_path(username)}/server")
     except HubRefused as exc:
         if exc.status != 404:
             raise
