@@ -3,7 +3,7 @@
 
 A small but real training job to submit through the portal (or with sbatch). It runs on the CPU with
 Debian's system Python (packages python3-sklearn and python3-numpy; the data ships inside scikit-learn,
-nothing is downloaded) and takes about a minute on two cores with the defaults.
+nothing is downloaded) and takes one to two minutes on two idle cores with the defaults (longer on a busy node).
 
 After every epoch it writes a checkpoint atomically (temporary file + os.replace) holding the model,
 the epoch number and the metrics so far, and prints one line of metrics. Started again with the same
@@ -37,7 +37,7 @@ from sklearn.neural_network import MLPClassifier
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Train an MLP on the digits dataset, with per-epoch checkpoints.")
-    p.add_argument("--epochs", type=int, default=25, help="total number of epochs (default: 25, about a minute on 2 cores)")
+    p.add_argument("--epochs", type=int, default=25, help="total number of epochs (default: 25, one to two minutes on 2 idle cores)")
     p.add_argument(
         "--checkpoint",
         default="checkpoint.pkl",
