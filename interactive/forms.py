@@ -95,8 +95,14 @@ class SessionForm(forms.Form):
             self.fields["account"].widget.choices = [(a, a) for a in accounts]
         else:  # no team to choose: the page says why and whom to ask
             del self.fields["account"]
-        self.fields["ide"].choices = [(kind.name, kind.label) for kind in kinds_available()]
-        self.fields["ide"].initial = kind_default().name
+        usable, missing = _kinds_on(policy.cluster)
+        self.fields["ide"].choices = [(kind.name, kind.label) for kind in usable]
+        self.fields["ide"].initial = kind_default().name if kind_default() in usable else next((k.name for k in usable), "")
+        if missing:
+            self.fields["ide"].help_text = (
+                f"{' and '.join(k.label for k in missing)} {'is' if len(missing) == 1 else 'are'} not offered on this "
+                "cluster: none of its images holds the server, and its nodes have none of their own."
+            )
         partitions = _session_partitions(policy)
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]
         types = sorted({t for p in partitions if p in policy.partitions for t in policy.partitions[p].gpu_types})
@@ -158,6 +164,22 @@ class SessionForm(forms.Form):
             **({"account": d["account"]} if d.get("account") else {}),
             **({"cluster": d["cluster"]} if d.get("cluster") else {}),
         }
+
+
+def _kinds_on(cluster: str) -> tuple[list, list]:
+    """(usable, missing): the kinds this site offers (:func:`interactive.kinds.kinds_available`) that a
+    session on ``cluster`` can open, and those it cannot. A kind is usable where sessions may run
+    without an image (``PORTAL_IMAGE_NONE_ALLOWED`` and the nodes' Jupyter venv, ``session_venv``)
+    or where a site image holds its server (:func:`interactive.options.session_images`). When none is
+    usable, every kind is kept, and a start says why."""
+    from django.conf import settings
+
+    from .options import session_images
+
+    own = settings.PORTAL_IMAGE_NONE_ALLOWED and has_session_venv(cluster)
+    offered = kinds_available()
+    usable = [k for k in offered if own or session_images(k, cluster=cluster)]
+    return (usable, [k for k in offered if k not in usable]) if usable else (offered, [])
 
 
 def _session_partitions(policy: SitePolicy) -> list[str]:

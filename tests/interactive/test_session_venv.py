@@ -67,3 +67,26 @@ def test_an_image_refused_there_is_answered_with_what_a_session_can_use(client, 
     assert said == "There is no image called 'gone': no image on cluster2 has JupyterLab: ask the admin for one."
     _image, problems = session_image("gone", kind=kind_get("lab"), partition="interactive", cluster="cluster1")
     assert problems[0].message.endswith('no image on cluster1 has JupyterLab: choose "none" (the node\'s own system).')
+
+
+def test_an_ide_no_image_there_holds_is_not_offered_and_the_form_says_why(client, no_venv_on_cluster2, settings, tmp_path):
+    """cluster2's nodes have no venv and its one image holds JupyterLab only: VS Code is not a choice
+    there (it was, and the start was then refused); on cluster1, whose nodes serve both, it is."""
+    from images.availability import image_state_store
+    from images.models import Image
+
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)  # VS Code offered: code-server installed
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "code-server").chmod(0o755)
+    made = Image.objects.create(
+        name="debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", offers=["jupyterlab"], clusters=["cluster2"]
+    )
+    image_state_store(made, "cluster2", available=True)
+    client.force_login(no_venv_on_cluster2["alice"])
+    on2 = page(client, cluster="cluster2")
+    assert [i["value"] for i in on2.select("input[name=ide]")] == ["lab"]
+    assert "VS Code is not offered on this cluster: none of its images holds the server" in on2.get_text()
+    on1 = page(client, cluster="cluster1")
+    assert [i["value"] for i in on1.select("input[name=ide]")] == ["lab", "vscode"]
+    assert "is not offered on this cluster" not in on1.get_text()
