@@ -6,7 +6,12 @@ or drained nodes are not free). *The wait* is never a guess of the portal's own:
 
 - "free now: starts at once" when a node of the partition that takes new work has the GPUs, CPUs
   and memory free (sinfo's ``gres_used``, ``alloc_cpus``, ``alloc_memory``) and no job waits for
-  them;
+  them, neither in the partition nor in another partition that has that node (sinfo's node
+  ``partitions``);
+- "may wait: 2 jobs in train are waiting for the same nodes" when it fits now, nothing waits in
+  its own partition, but every node it fits on is also in another partition whose jobs wait for
+  what it asks (Slurm may keep those nodes for them: its priority and backfill reserve nodes for
+  the jobs of other partitions too);
 - when jobs wait for the same partition and GPU type, Slurm's own estimate for them: the latest
   backfill ``start_time`` squeue gives those pending jobs ("likely wait: until about 14:05 UTC (in
   about 40 min), Slurm's estimate for the 2 jobs waiting ahead for A100s"); a new session queues
@@ -42,6 +47,7 @@ from jobs.reads.reasons import explain_reason
 from jobs.reads.selectors import gpu_rows
 from portal.formats import from_now
 from slurm.clusters import session_partitions
+from slurm.records import Node
 from slurm.snapshot import ClusterSnapshot, snapshot_load
 from slurm.values import parse_array_tasks
 
@@ -101,7 +107,10 @@ def _buckets(job) -> list[str]:
 
 def summarize_waiting(snapshot: ClusterSnapshot, partitions) -> dict[str, dict[str, list[int]]]:
     """partition -> bucket -> ``[jobs, estimated, latest start]`` of the snapshot's pending jobs that
-    wait (see the module's docstring), for ``partitions`` only."""
+    wait (see the module's docstring), for ``partitions`` and every partition that shares a node with
+    one of them (the snapshot's node ``partitions``: their jobs may be given those nodes first)."""
+    partitions = set(partitions)
+    partitions |= {p for node in snapshot.nodes if partitions.intersection(node.partitions) for p in node.partitions}
     summary: dict[str, dict[str, list[int]]] = {}
     for job in snapshot.jobs:
         if job.state != "PENDING" or job.partition not in partitions:
@@ -136,8 +145,9 @@ def waiting_ahead(cluster: str, taken_at: float) -> dict | None:
     return summary
 
 
-def _ahead(summary: dict, preset: SessionPreset) -> Ahead:
-    rows = summary.get(preset.partition, {})
+def _ahead(summary: dict, preset: SessionPreset, partition: str = "") -> Ahead:
+    """The jobs waiting in ``partition`` (the preset's own by default) for what ``preset`` asks."""
+    rows = summary.get(partition or preset.partition, {})
 
     def get(name: str) -> Ahead:
         return Ahead(*rows.get(name, (0, 0, 0)))
@@ -149,8 +159,9 @@ def _ahead(summary: dict, preset: SessionPreset) -> Ahead:
     return get(f"type:{preset.gpu_type}") + get("untyped")
 
 
-def _fits_now(snapshot: ClusterSnapshot, preset: SessionPreset) -> bool:
-    """Some node of the partition that takes new work has the GPUs, CPUs and memory free."""
+def _fits_now(snapshot: ClusterSnapshot, preset: SessionPreset) -> list[Node]:
+    """The nodes of the partition that take new work and have the GPUs, CPUs and memory free."""
+    fits = []
     for node in snapshot.nodes:
         if preset.partition not in node.partitions or not node.available:
             continue
@@ -161,8 +172,22 @@ def _fits_now(snapshot: ClusterSnapshot, preset: SessionPreset) -> bool:
             else any(n >= preset.gpu_count for n in free.values())
         )
         if gpus_ok and node.cpus - node.alloc_cpus >= preset.cpus and node.real_memory - node.alloc_memory >= preset.memory_mb:
-            return True
-    return False
+            fits.append(node)
+    return fits
+
+
+def _waiting_elsewhere(summary: dict, preset: SessionPreset, nodes: list[Node]) -> dict[str, int]:
+    """Other partition -> how many of its pending jobs wait for what ``preset`` asks, for the
+    partitions that share each of ``nodes`` (those it fits on now); ``{}`` when one of them is shared
+    with no partition where such jobs wait (the session can start there at once)."""
+    found: dict[str, int] = {}
+    for node in nodes:
+        here = {p: _ahead(summary, preset, p).jobs for p in node.partitions if p != preset.partition}
+        here = {p: n for p, n in here.items() if n}
+        if not here:
+            return {}
+        found.update(here)
+    return found
 
 
 def free_text(snapshot: ClusterSnapshot | None, preset: SessionPreset) -> str:
@@ -207,7 +232,13 @@ def _wait(preset: SessionPreset, snapshot: ClusterSnapshot, summary: dict, free:
     ahead = _ahead(summary, preset)
     what = (f" for {preset.gpu_type.upper()}s" if preset.gpu_type else " for GPUs") if preset.gpu_count else ""
     if not ahead.jobs:
-        if _fits_now(snapshot, preset):
+        fits = _fits_now(snapshot, preset)
+        elsewhere = _waiting_elsewhere(summary, preset, fits)
+        if elsewhere:
+            n = sum(elsewhere.values())
+            where = " and ".join(", ".join(sorted(elsewhere)).rsplit(", ", 1))
+            return Availability(free, f"may wait: {_jobs(n)} in {where} {'is' if n == 1 else 'are'} waiting for the same nodes")
+        if fits:
             return Availability(free, "free now: starts at once", starts_now=True)
         return Availability(free, "no estimate: not enough free now, and Slurm estimates a start only for a job that waits")
     if ahead.estimated:
