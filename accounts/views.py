@@ -45,6 +45,8 @@ def login_page(request: HttpRequest) -> HttpResponse:
             "hub": request.session.get(SESSION_LOGOUT_HUB, HUB_NONE),
             # Set by portal.middleware.sign_in_redirect_for_page: a page's refresh found the session gone.
             "session_expired": request.GET.get("expired") == "1",
+            # Set by portal.middleware.sign_in_redirect_for_post: a form's POST found it gone, so was not sent.
+            "form_not_sent": request.GET.get("unsent") == "1",
         },
     )
 

@@ -13,6 +13,8 @@ from django_htmx.http import HttpResponseClientRedirect
 
 #: Query parameter the sign-in page reads to say that the session had ended while a page was open.
 SESSION_EXPIRED_PARAM = "expired"
+#: Query parameter the sign-in page reads to say that a form's POST found the session ended: not sent.
+FORM_NOT_SENT_PARAM = "unsent"
 
 
 def sign_in_redirect_for_page(request: HttpRequest, location: str) -> str:
@@ -36,20 +38,41 @@ def sign_in_redirect_for_page(request: HttpRequest, location: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
+def sign_in_redirect_for_post(request: HttpRequest, location: str) -> str:
+    """``location`` with ``unsent=1`` added when it is the sign-in page that ``login_required`` sends
+    a form's POST to (``next`` is the POST's own address): the session had ended, so the form was not
+    sent, and the sign-in page says so rather than nothing. Any other ``location`` (another page, or a
+    sign-in link whose ``next`` is elsewhere, as after signing out) is returned unchanged."""
+    parts = urlsplit(location)
+    if parts.path != resolve_url(settings.LOGIN_URL):
+        return location
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != FORM_NOT_SENT_PARAM]
+    target = dict(query).get("next", "")
+    if not target or urlsplit(target).path != request.path:
+        return location
+    query.append((FORM_NOT_SENT_PARAM, "1"))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 class HtmxRedirectMiddleware:
     """Turns a 3xx answer to an HTMX request into ``200`` + ``HX-Redirect`` (django-htmx's
     ``HttpResponseClientRedirect``), so HTMX navigates the whole page (to the sign-in page, say)
     instead of swapping that page into a fragment; a redirect to sign-in comes back to the page, not
-    the fragment (:func:`sign_in_redirect_for_page`). ``request.htmx`` is set by django-htmx's
-    ``HtmxMiddleware``, which runs before this one."""
+    the fragment (:func:`sign_in_redirect_for_page`). A page's POST (a form's Submit) sent to sign-in
+    gets ``unsent=1`` instead (:func:`sign_in_redirect_for_post`). ``request.htmx`` is set by
+    django-htmx's ``HtmxMiddleware``, which runs before this one."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.htmx and 300 <= response.status_code < 400 and response.has_header("Location"):
+        if not (300 <= response.status_code < 400 and response.has_header("Location")):
+            return response
+        if request.htmx:
             return HttpResponseClientRedirect(sign_in_redirect_for_page(request, response["Location"]))
+        if request.method == "POST":
+            response["Location"] = sign_in_redirect_for_post(request, response["Location"])
         return response
 
 

@@ -13,9 +13,15 @@
 // after that one, a form the server sent back with what was typed (data-bound="1": a refusal), or one
 // for another cluster than the draft's (the address bar names the cluster, jobs/web/forms.py reloaded,
 // so a reload keeps it). The CSRF token and files are never kept.
+// A Submit that lands on the sign-in page (data-draft-signin: the portal session had ended, so the form
+// was not sent) shows that page's note that the form will be filled in again, and the draft is then kept
+// by every page without such a form for SIGNIN_MAX_AGE_MS: the first arrival at that form's page, signed
+// in as the same person (base.html's current-user), unbound, puts it back, however it was reached
+// (sign-in's next, a link); from there it is kept like a draft restored by a reload.
 (function () {
   var KEY = "portal:form-draft";
   var DRAFT_MAX_AGE_MS = 30 * 60 * 1000;
+  var SIGNIN_MAX_AGE_MS = 8 * 60 * 60 * 1000;  // signing in again may wait for a meeting, or lunch
 
   function storage() {
     try { return window.sessionStorage; } catch (e) { return null; }  // blocked: no draft, no harm
@@ -28,15 +34,33 @@
     });
   }
 
+  function who() {  // the signed-in person's username, "" on a page for nobody signed in
+    var el = document.querySelector("[data-testid=current-user] code");
+    return el ? el.textContent.trim() : "";
+  }
+
+  function keep(store, draft) {
+    try { store.setItem(KEY, JSON.stringify(draft)); } catch (e) { store.removeItem(KEY); }
+  }
+
   function save(form) {
     var store = storage();
     if (!store) return;
     var values = fields(form).map(function (el) {
       return { name: el.name, type: el.type, value: el.value, checked: !!el.checked };
     });
+    var draft = { form: form.dataset.draft, path: location.pathname, at: Date.now(), who: who(), values: values };
     try {
-      store.setItem(KEY, JSON.stringify({ form: form.dataset.draft, path: location.pathname, at: Date.now(), values: values }));
+      store.setItem(KEY, JSON.stringify(draft));
     } catch (e) { /* full or blocked: the form is sent all the same */ }
+  }
+
+  function atSignIn(store, draft, note) {  // the Submit that led here was not sent: say it will come back
+    draft.signin = true;
+    draft.left = location.pathname;
+    keep(store, draft);
+    Array.prototype.forEach.call(document.querySelectorAll("[data-session-note]"), function (el) { el.hidden = true; });
+    note.hidden = false;
   }
 
   function navigation() {  // "navigate", "reload" or "back_forward"
@@ -69,11 +93,15 @@
     var form = document.querySelector("form[data-draft]");
     var draft = null;
     try { draft = JSON.parse(store.getItem(KEY) || "null"); } catch (e) { draft = null; }
-    var fresh = !!draft && Array.isArray(draft.values) && Date.now() - draft.at <= DRAFT_MAX_AGE_MS;
+    var fresh = !!draft && Array.isArray(draft.values) &&
+      Date.now() - draft.at <= (draft.signin ? SIGNIN_MAX_AGE_MS : DRAFT_MAX_AGE_MS);
     if (!form) {  // the page the Submit led to keeps the draft for a Back to the form (draft.left), reloaded or not
-      if (fresh && !draft.left) {
+      var note = document.querySelector("[data-draft-signin]");
+      if (fresh && note && (!draft.left || draft.signin)) atSignIn(store, draft, note);
+      else if (fresh && draft.signin) return;  // on the way back from sign-in to the form
+      else if (fresh && !draft.left) {
         draft.left = location.pathname;
-        try { store.setItem(KEY, JSON.stringify(draft)); } catch (e) { store.removeItem(KEY); }
+        keep(store, draft);
       } else if (!fresh || draft.left !== location.pathname) store.removeItem(KEY);
       return;
     }
@@ -82,7 +110,12 @@
     var same = fresh && draft.form === form.dataset.draft && draft.path === location.pathname &&
       form.dataset.bound !== "1" && (!saved || saved.value === cluster);
     var how = navigation();
-    if (same && (how === "reload" || (draft.left && how === "back_forward"))) restore(form, draft);
+    if (same && draft.signin && draft.who && draft.who === who()) {  // back after signing in again
+      restore(form, draft);
+      delete draft.signin;
+      draft.at = Date.now();  // from here, a draft restored like by a reload
+      keep(store, draft);
+    } else if (same && !draft.signin && (how === "reload" || (draft.left && how === "back_forward"))) restore(form, draft);
     else store.removeItem(KEY);
   });
 })();
