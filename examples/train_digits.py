@@ -37,7 +37,9 @@ from sklearn.neural_network import MLPClassifier
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Train an MLP on the digits dataset, with per-epoch checkpoints.")
-    p.add_argument("--epochs", type=int, default=25, help="total number of epochs (default: 25, one to two minutes on 2 idle cores)")
+    p.add_argument(
+        "--epochs", type=int, default=25, help="total number of epochs (default: 25, one to two minutes on 2 idle cores)"
+    )
     p.add_argument(
         "--checkpoint",
         default="checkpoint.pkl",
