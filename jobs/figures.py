@@ -15,7 +15,10 @@
   none of their GPU-hours count.
 
 A GPU job whose usage was not measured (no exporter series, or not read yet) has no energy and no
-idle GPU-hours (``None``, shown as "not measured", never 0); sums count such jobs apart."""
+idle GPU-hours (``None``, shown as "not measured", never 0); sums count such jobs apart. A job that
+**never started** (:attr:`JobFigures.never_started`: refused at submission, or cancelled before it
+ran) used nothing and will never be billed or measured: sums count it among the jobs only, never as
+"not billed yet" or "not measured"."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from portal.billing import Cost, cost_of
+from slurm.states import FINAL_STATES, JobState
 
 #: How long (seconds after its end) a job ended from the queue's word waits for accounting's record
 #: (the poller, :mod:`jobs.worker.sync`); after that its figures stay the queue's (slurmdbd lost the
@@ -32,12 +36,29 @@ ACCOUNTING_WAIT_S = 2 * 86400
 
 MEASURED = "measured"  # jobs.models.GpuSummary.MEASURED (models import this module)
 #: The Job fields the figures read (``.only(*FIELDS)`` for sums over many rows).
-FIELDS = ("gpu_count", "gpu_hours", "billed_unit_minutes", "gpu_summary", "gpu_sm_mean", "gpu_sm_means", "gpu_energy_wh")
+FIELDS = (
+    "gpu_count", "gpu_hours", "billed_unit_minutes", "gpu_summary", "gpu_sm_mean", "gpu_sm_means", "gpu_energy_wh",
+    "state", "elapsed_s", "start_at",
+)  # fmt: skip
 
 
 class JobFigures:
     """Properties of a :class:`jobs.models.Job` row (its fields ``gpu_hours``, ``billed_unit_minutes``,
-    ``gpu_count``, ``gpu_summary``, ``gpu_sm_mean``, ``gpu_sm_means``, ``gpu_energy_wh``)."""
+    ``gpu_count``, ``gpu_summary``, ``gpu_sm_mean``, ``gpu_sm_means``, ``gpu_energy_wh``, ``state``,
+    ``elapsed_s``, ``start_at``)."""
+
+    @property
+    def never_started(self) -> bool:
+        """Ended without ever running on a node: refused at submission (``SUBMIT_FAILED``: it never
+        reached Slurm), cancelled with no run time (before the portal sent it, or while it waited in
+        the queue: ``start_at`` may still hold the queue's estimate, so the run time decides, as
+        ``Job.is_cancelled_before_start``), or ended with neither a start, a run time nor GPU-hours.
+        Such a job has no GPU usage to measure and nothing to bill. ``False`` while it has not ended."""
+        if self.state == JobState.SUBMIT_FAILED:
+            return True
+        if self.state not in FINAL_STATES or self.elapsed_s:
+            return False
+        return self.state == JobState.CANCELLED or (self.start_at is None and not self.gpu_hours)
 
     @property
     def low_use_percent(self) -> float:
@@ -77,10 +98,12 @@ class JobFigures:
 
 @dataclass(frozen=True)
 class FigureSums:
-    """Sums over some finished jobs: ``gpu_hours``; ``billed_units`` (unit-hours) over the jobs
-    accounting has billed (``billed_missing`` jobs without); ``cost`` where a rate is set;
-    ``energy_wh`` and ``idle_gpu_hours`` over the measured GPU jobs, ``not_measured`` GPU jobs apart.
-    Each sum is ``None`` when no job had the figure."""
+    """Sums over some finished jobs: ``jobs`` all of them (History: every matching job);
+    ``gpu_hours``; ``billed_units`` (unit-hours) over the jobs accounting has billed
+    (``billed_missing`` jobs that ran and are not billed yet); ``cost`` where a rate is set;
+    ``energy_wh`` and ``idle_gpu_hours`` over the measured GPU jobs, ``not_measured`` of the
+    ``gpu_jobs`` (GPU jobs that ran) apart. A job that never started (:attr:`JobFigures.never_started`)
+    is one of ``jobs`` and adds nothing else. Each sum is ``None`` when no job had the figure."""
 
     jobs: int
     gpu_hours: float
@@ -119,12 +142,13 @@ def _total(values: list) -> float | None:
 def sum_figures(jobs) -> FigureSums:
     """:class:`FigureSums` of ``jobs`` (Job rows, or anything with :class:`JobFigures`' properties)."""
     jobs = list(jobs)
-    gpu_jobs = [j for j in jobs if j.gpu_count]
+    ran = [j for j in jobs if not j.never_started]
+    gpu_jobs = [j for j in ran if j.gpu_count]
     return FigureSums(
         jobs=len(jobs),
         gpu_hours=round(sum(j.gpu_hours or 0.0 for j in jobs), 3),
         billed_units=_total([j.billed_units for j in jobs]),
-        billed_missing=sum(1 for j in jobs if j.billed_units is None),
+        billed_missing=sum(1 for j in ran if j.billed_units is None),
         energy_wh=_total([j.energy_wh for j in gpu_jobs]),
         idle_gpu_hours=_total([j.idle_gpu_hours for j in gpu_jobs]),
         gpu_jobs=len(gpu_jobs),

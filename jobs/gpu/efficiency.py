@@ -40,8 +40,8 @@ class TeamEfficiency:
     members: list[MemberEfficiency]
     worst: list[tuple[Job, float]]  # (job, idle GPU-hours), most idle first
     days: int
-    #: Every job of the team that ended in the span (with or without GPUs), summed per member
-    #: (by username, most billed first) and for the whole team.
+    #: Every job of the team that ran and ended in the span (with or without GPUs), summed per member
+    #: (by username, most billed first) and for the whole team; jobs that never started are not counted.
     figures: list[tuple[str, FigureSums]] = ()
     team_figures: FigureSums | None = None
     #: GPU jobs of the team that ended in the span whose GPU-hours the poller still waits for from
@@ -53,11 +53,11 @@ class TeamEfficiency:
 
 def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
     """``team`` (Slurm account)'s efficiency over the last :data:`DAYS` days: one
-    :class:`MemberEfficiency` per member with GPU jobs, by GPU-hours used, and the :data:`WORST` jobs
-    by idle GPU-hours (GPU-hours × (1 − mean SM activity))."""
+    :class:`MemberEfficiency` per member with GPU jobs that ran (not those that never started), by
+    GPU-hours used, and the :data:`WORST` jobs by idle GPU-hours (GPU-hours × (1 − mean SM activity))."""
     now = now or timezone.now()
     ended = Job.objects.filter(account=team, gpu_count__gt=0, end_at__gte=now - timedelta(days=DAYS))
-    jobs = list(ended.filter(gpu_hours__isnull=False).select_related("user").order_by("-end_at"))
+    jobs = [j for j in ended.filter(gpu_hours__isnull=False).select_related("user").order_by("-end_at") if not j.never_started]
     per: dict[str, list[float]] = {}
     idle: list[tuple[Job, float]] = []
     for job in jobs:
@@ -82,9 +82,11 @@ def team_gpu_efficiency(*, team: str, now=None) -> TeamEfficiency:
 
 
 def _figures(team: str, *, since) -> tuple[list[tuple[str, FigureSums]], FigureSums]:
-    """:class:`~jobs.figures.FigureSums` of each member's jobs of ``team`` that ended since ``since``
-    (most billed first), and of them all."""
-    jobs = list(Job.objects.filter(account=team, end_at__gte=since).select_related("user").only("user__username", *FIELDS))
+    """:class:`~jobs.figures.FigureSums` of each member's jobs of ``team`` that ran and ended since ``since``
+    (most billed first), and of them all. Jobs that never started (refused at submission, cancelled
+    before they ran: :attr:`~jobs.figures.JobFigures.never_started`) are left out: they used nothing."""
+    rows = Job.objects.filter(account=team, end_at__gte=since).select_related("user").only("user__username", *FIELDS)
+    jobs = [job for job in rows if not job.never_started]
     by_member: dict[str, list[Job]] = {}
     for job in jobs:
         by_member.setdefault(job.user.username, []).append(job)
