@@ -19,9 +19,8 @@ from .figures import JobFigures
 
 
 def cluster_of(stored: str) -> str:
-    """The configured cluster a stored ``slurm_cluster`` value names: itself when configured, else
-    (``""`` in rows from before there were several clusters, or a name no longer configured) the
-    site's default cluster."""
+    """The configured cluster a stored ``slurm_cluster`` value names: itself when configured, else (``""`` in rows
+    from before there were several clusters, or a name no longer configured) the site's default cluster."""
     return stored if stored in cluster_names() else default_cluster().name
 
 
@@ -183,6 +182,7 @@ class Job(JobFigures, models.Model):
     slurm_memory_mb = models.PositiveIntegerField(null=True, blank=True)
     slurm_memory_per = models.CharField(max_length=4, choices=MemoryPer.choices, blank=True, default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    tasks_cancel_requested = models.TextField(blank=True, default="")  # tasks cancelled one by one: jobs.worker.cancels
     updated_at = models.DateTimeField(auto_now=True)
 
     origin = models.CharField(max_length=8, choices=JobOrigin.choices, default=JobOrigin.PORTAL)

@@ -25,6 +25,7 @@ from portal.refusals import Problem, Refused
 from runtimes import Bind, runtime_get
 from slurm.clusters import cluster_get
 from slurm.states import ACTIVE_STATES
+from slurm.tasksets import TaskSet
 
 from ..arrays import load_tasks
 from ..models import Job
@@ -194,6 +195,10 @@ def _task_cancel(*, job: Job, by: User, task: int) -> Job:
             )
         )
     with transaction.atomic():
+        row = Job.objects.select_for_update().get(pk=job.pk)
+        row.tasks_cancel_requested = (TaskSet.parse(row.tasks_cancel_requested or "") | TaskSet.parse(str(task))).text
+        row.save(update_fields=["tasks_cancel_requested", "updated_at"])
+        job.tasks_cancel_requested = row.tasks_cancel_requested
         audit(actor=by, action="job.task_cancel_requested", job=job, new={"task": task, "scancel": f"{job.slurm_job_id}_{task}"})
         transaction.on_commit(lambda: enqueue(job_cancel_task, job.id, task))
     return job

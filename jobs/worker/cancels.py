@@ -3,37 +3,37 @@
 (:func:`jobs.arrays.merge_queue`). A task cancelled elsewhere (``scancel`` on the cluster) is not among
 them: it stays "ended, outcome not known yet" until the array's accounting (:func:`jobs.arrays.never_started`).
 
-The records are those the owner's cancel already writes (:func:`jobs.submit.submit.job_cancel`):
-``Job.cancel_requested_at`` for the whole array, an audit row :data:`TASK_CANCEL` per task.
+Both records are fields of the row the poll already holds (no query per array and poll), written by the
+owner's cancel (:func:`jobs.submit.submit.job_cancel`): ``Job.cancel_requested_at`` for the whole array
+and ``Job.tasks_cancel_requested`` for tasks cancelled one by one.
 """
 
 from __future__ import annotations
 
-from audit.models import AuditEvent
+from datetime import datetime
+
+from django.utils import timezone as djtz
+
 from slurm.tasksets import TaskSet
 
 from ..arrays import load_tasks
-from ..models import Job
-
-#: The audit action of the owner's cancel of one task of an array (``new["task"]``: the task id), as
-#: :func:`jobs.submit.submit.job_cancel` writes it (a literal there: tests/audit/test_every_action.py reads it).
-TASK_CANCEL = "job.task_cancel_requested"
+from ..models import CANCEL_RETRY_S, Job
 
 
-def portal_cancelled(job: Job) -> TaskSet:
+def portal_cancelled(job: Job, *, now: datetime | None = None) -> TaskSet:
     """The task ids of array row ``job`` a cancel sent through the portal covers: every task it stores
-    (``Job.array_tasks``) once its owner cancelled the whole array (``Job.cancel_requested_at`` set; no
-    query), else the tasks of its :data:`TASK_CANCEL` audit rows (``new["task"]``: a task id, or range
-    text such as ``5-7``; one query). Empty when the portal cancelled none."""
-    if job.cancel_requested_at is not None:
-        every = TaskSet()
-        for ids in load_tasks(job.array_tasks).values():
-            every = every | ids
-        return every
+    (``Job.array_tasks``) while its owner's cancel of the whole array is recent (``Job.cancel_requested_at``
+    less than :data:`~jobs.models.CANCEL_RETRY_S` s before ``now``: an older one that did not end the
+    array was refused or lost, and its tasks that end now ended otherwise), and the tasks cancelled one
+    by one (``Job.tasks_cancel_requested``). Empty when the portal cancelled none. Reads no database."""
+    now = now or djtz.now()
     asked = TaskSet()
-    for new in AuditEvent.objects.filter(job=job, action=TASK_CANCEL).values_list("new", flat=True):
-        try:
-            asked = asked | TaskSet.parse(str((new or {}).get("task", "")))
-        except ValueError:
-            continue
+    try:
+        asked = TaskSet.parse(job.tasks_cancel_requested or "")
+    except ValueError:  # never written so; an empty set rather than a failed poll
+        pass
+    requested = job.cancel_requested_at
+    if requested is not None and (now - requested).total_seconds() < CANCEL_RETRY_S:
+        for ids in load_tasks(job.array_tasks).values():
+            asked = asked | ids
     return asked

@@ -148,8 +148,8 @@ def test_merge_queue_cancels_only_waiting_tasks_the_portal_cancelled():
 
 
 def test_the_portal_cancels_are_read_only_when_a_waiting_task_left_the_queue(alice):
-    """``queue_array_fields`` asks for the portal's cancels (one query) only when a waiting task is
-    gone: not at every poll of every array."""
+    """``queue_array_fields`` asks for the portal's cancels only when a waiting task is gone: not at
+    every poll of every array."""
     rec = outside("24.11")
     entry = queue_entries(rec.queue("squeue_after_cancel"))[rec.ids["array"]]
     asked = []
@@ -178,3 +178,37 @@ def test_portal_cancelled_reads_the_owners_cancels(alice, django_capture_on_comm
         job_cancel(job=job, by=alice)
     job.refresh_from_db()
     assert portal_cancelled(job) == TaskSet.parse("1-6")
+
+
+def test_the_portal_cancels_are_read_from_the_row_without_a_query(
+    alice, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """The poll holds the row: reading its cancels costs no query, however many arrays it polls."""
+    rec = outside("24.11")
+    job = portal_array(rec, alice)
+    Job.objects.filter(pk=job.pk).update(array_tasks={"RUNNING": "1-2", "PENDING": "3-6"}, state=JobState.RUNNING)
+    job.refresh_from_db()
+    cancel_task(job, 5, django_capture_on_commit_callbacks)
+    polled = Job.objects.get(pk=job.pk)
+    with django_assert_num_queries(0):
+        assert portal_cancelled(polled) == TaskSet.parse("5")
+
+
+def test_an_old_whole_array_cancel_that_did_not_end_it_covers_no_task(alice, django_capture_on_commit_callbacks):
+    """A cancel of the whole array asked more than CANCEL_RETRY_S ago and refused or lost: the tasks
+    that end now ended otherwise, and only the tasks cancelled one by one read cancelled."""
+    from datetime import timedelta
+
+    from jobs.models import CANCEL_RETRY_S
+
+    rec = outside("24.11")
+    job = portal_array(rec, alice)
+    Job.objects.filter(pk=job.pk).update(array_tasks={"RUNNING": "1-2", "PENDING": "3-6"}, state=JobState.RUNNING)
+    job.refresh_from_db()
+    cancel_task(job, 6, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks():
+        job_cancel(job=job, by=alice)
+    job.refresh_from_db()
+    asked = job.cancel_requested_at
+    assert portal_cancelled(job, now=asked + timedelta(seconds=CANCEL_RETRY_S - 1)) == TaskSet.parse("1-6")
+    assert portal_cancelled(job, now=asked + timedelta(seconds=CANCEL_RETRY_S + 1)) == TaskSet.parse("6")
