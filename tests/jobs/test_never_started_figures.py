@@ -117,3 +117,13 @@ def test_a_member_whose_gpu_jobs_never_started_has_no_efficiency_row(people, job
     eff = team_gpu_efficiency(team="vision")
     assert [m.username for m in eff.members] == ["alice"]
     assert [name for name, _ in eff.figures] == ["alice"]
+
+
+def test_a_requeued_job_cancelled_while_it_waited_again_did_run(people):  # noqa: F811
+    """Requeued (an earlier run ran), then cancelled while pending: the queue's end gives no run time,
+    but it is not a job that never started."""
+    job = never_started(people["alice"], "requeued", state=JobState.CANCELLED, slurm_job_id=7, elapsed_s=0)
+    assert job.never_started
+    Job.objects.filter(pk=job.pk).update(restart_count=1)
+    job.refresh_from_db()
+    assert not job.never_started
