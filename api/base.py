@@ -185,8 +185,8 @@ def _body_problem(request: HttpRequest, exc: ValueError) -> tuple[str, dict]:
     Python reads (4,300: ``sys.get_int_max_str_digits``)."""
     if isinstance(exc, json.JSONDecodeError):
         why, line = f"{exc.msg} at line {exc.lineno}, column {exc.colno}", exc.lineno
-    elif isinstance(exc, UnicodeDecodeError):
-        why, line = "it is not UTF-8 text", None
+    elif isinstance(exc, UnicodeDecodeError) or "digits" not in str(exc):
+        why, line = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)[:200], None
     else:  # int() past Python's 4,300 digits: the JSON itself is well formed
         most = f"{sys.get_int_max_str_digits():,}"
         detail = f"The request body holds a number of more than {most} digits, too long to read: send a shorter one."
