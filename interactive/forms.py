@@ -99,9 +99,12 @@ class SessionForm(forms.Form):
         self.fields["ide"].choices = [(kind.name, kind.label) for kind in usable]
         self.fields["ide"].initial = kind_default().name if kind_default() in usable else next((k.name for k in usable), "")
         if missing:
+            own = (
+                "its nodes have none of their own" if settings.PORTAL_IMAGE_NONE_ALLOWED else "this site runs sessions in images"
+            )
             self.fields["ide"].help_text = (
                 f"{' and '.join(k.label for k in missing)} {'is' if len(missing) == 1 else 'are'} not offered on this "
-                "cluster: none of its images holds the server, and its nodes have none of their own."
+                f"cluster: none of its images holds the server, and {own}."
             )
         partitions = _session_partitions(policy)
         self.fields["partition"].widget.choices = [(p, p) for p in partitions]

@@ -90,3 +90,24 @@ def test_an_ide_no_image_there_holds_is_not_offered_and_the_form_says_why(client
     on1 = page(client, cluster="cluster1")
     assert [i["value"] for i in on1.select("input[name=ide]")] == ["lab", "vscode"]
     assert "is not offered on this cluster" not in on1.get_text()
+
+
+def test_where_the_site_runs_sessions_in_images_the_form_says_that_instead(client, no_venv_on_cluster2, settings, tmp_path):
+    """cluster1's nodes hold the venv, but the site allows no session without an image: the reason is
+    the site's rule, not the nodes."""
+    from images.availability import image_state_store
+    from images.models import Image
+
+    settings.PORTAL_IMAGE_NONE_ALLOWED = False
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "code-server").chmod(0o755)
+    made = Image.objects.create(
+        name="debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", offers=["jupyterlab"], clusters=["cluster1"]
+    )
+    image_state_store(made, "cluster1", available=True)
+    client.force_login(no_venv_on_cluster2["alice"])
+    on1 = page(client, cluster="cluster1")
+    assert [i["value"] for i in on1.select("input[name=ide]")] == ["lab"]
+    assert "none of its images holds the server, and this site runs sessions in images." in on1.get_text()
