@@ -17,7 +17,9 @@
 // was not sent) shows that page's note that the form will be filled in again, and the draft is then kept
 // by every page without such a form for SIGNIN_MAX_AGE_MS: the first arrival at that form's page, signed
 // in as the same person (base.html's current-user), unbound, puts it back, however it was reached
-// (sign-in's next, a link); from there it is kept like a draft restored by a reload.
+// (sign-in's next, a link); from there it is kept like a draft restored by a reload. The note is said
+// again only on a reload of that sign-in address. Another person signing in on the tab, or a sign-out,
+// forgets the draft on the first page they reach.
 (function () {
   var KEY = "portal:form-draft";
   var DRAFT_MAX_AGE_MS = 30 * 60 * 1000;
@@ -58,6 +60,7 @@
   function atSignIn(store, draft, note) {  // the Submit that led here was not sent: say it will come back
     draft.signin = true;
     draft.left = location.pathname;
+    draft.landed = location.href;  // the note is said again only on this address (a reload of it)
     keep(store, draft);
     Array.prototype.forEach.call(document.querySelectorAll("[data-session-note]"), function (el) { el.hidden = true; });
     note.hidden = false;
@@ -97,7 +100,12 @@
       Date.now() - draft.at <= (draft.signin ? SIGNIN_MAX_AGE_MS : DRAFT_MAX_AGE_MS);
     if (!form) {  // the page the Submit led to keeps the draft for a Back to the form (draft.left), reloaded or not
       var note = document.querySelector("[data-draft-signin]");
-      if (fresh && note && (!draft.left || draft.signin)) atSignIn(store, draft, note);
+      var someoneElse = fresh && draft.signin && who() && who() !== draft.who;
+      if (someoneElse || document.querySelector("[data-testid=signed-out]")) {
+        store.removeItem(KEY);  // another person signed in on this tab, or its person signed out: forget it
+        return;
+      }
+      if (fresh && note && (!draft.left || (draft.signin && draft.landed === location.href))) atSignIn(store, draft, note);
       else if (fresh && draft.signin) return;  // on the way back from sign-in to the form
       else if (fresh && !draft.left) {
         draft.left = location.pathname;

@@ -57,3 +57,29 @@ def test_a_submit_after_the_session_ended_is_filled_in_again_after_sign_in(porta
     page.wait_for_selector("[data-testid=job-name]")
     assert Job.objects.filter(user__username="alice", name=name).count() == 1
     connection.close()
+
+
+def test_another_person_signing_in_on_the_tab_never_gets_the_draft(portal_with_idp, browser_page):  # noqa: F811
+    """A draft kept for alice after her Submit landed on sign-in, and bob signed in on that tab: the first
+    page he reaches forgets it, and New job opens empty for him."""
+    page = browser_page
+    assert snapshot_refresh() is not None
+    connection.close()
+    sign_in(page, portal_with_idp, "bob", start="/", landed="[data-testid=current-user]")
+    draft = {
+        "form": "job",
+        "path": "/jobs/new/",
+        "at": 0,
+        "who": "alice",
+        "signin": True,
+        "left": "/accounts/login/",
+        "values": [{"name": "name", "type": "text", "value": "alice's secret run", "checked": False}],
+    }
+    page.evaluate("d => { d.at = Date.now(); sessionStorage.setItem('portal:form-draft', JSON.stringify(d)); }", draft)
+    page.goto(f"{portal_with_idp}/")
+    page.wait_for_selector("[data-testid=current-user]")
+    assert page.evaluate("() => sessionStorage.getItem('portal:form-draft')") is None
+    page.goto(f"{portal_with_idp}/jobs/new/")
+    page.wait_for_selector("[data-testid=limits]")
+    assert page.input_value("#id_name") != "alice's secret run"
+    assert page.locator("[data-testid=draft-restored]:visible").count() == 0
