@@ -110,7 +110,7 @@ _REASONS: dict[str, tuple[ReasonGroup, str, str]] = {
     "AssocGrpCPUMinutesLimit": (
         _Q,
         "This job could use more CPU-minutes than your team has left in its quota for this period.",
-        _RENEW,
+        _RENEW.replace("fewer GPUs", "fewer CPUs"),
     ),
     "AssocGrpBillingMinutes": (
         _Q,

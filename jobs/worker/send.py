@@ -176,7 +176,7 @@ def _qos_refused(job: Job, said: str) -> str:
         f"Slurm refused the priority class {job.priority_class}: team {job.account}'s Slurm account may not use that "
         f"QOS ({said.splitlines()[-1][:200]}). The portal gives the classes to the teams it manages, and a team just "
         "given one may wait a few seconds: submit it again, or without a class; if it is refused again, ask the "
-        "portal's admins."
+        "portal's admins (the class may be missing on this cluster)."
     )
 
 

@@ -93,6 +93,6 @@ def test_a_billed_quota_hold_agrees_with_the_note_beside_it():
 
 def test_a_cpu_minutes_quota_hold_does_not_say_used_up():
     """Slurm holds a job whose request would pass the team's GrpTRESMins=cpu, used up or not."""
-    assert explain_reason("AssocGrpCPUMinutesLimit").sentence == (
-        "This job could use more CPU-minutes than your team has left in its quota for this period."
-    )
+    reason = explain_reason("AssocGrpCPUMinutesLimit")
+    assert reason.sentence == "This job could use more CPU-minutes than your team has left in its quota for this period."
+    assert reason.fix.startswith("Ask for fewer CPUs or a shorter time limit")

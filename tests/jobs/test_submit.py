@@ -606,5 +606,5 @@ def test_a_class_the_team_may_not_use_is_said_in_words(alice, fake):
         f"Slurm refused the priority class high: team {job.account}'s Slurm account may not use that QOS "
         "(sbatch: error: Batch job submission failed: Invalid qos specification). The portal gives the classes to the "
         "teams it manages, and a team just given one may wait a few seconds: submit it again, or without a class; if "
-        "it is refused again, ask the portal's admins."
+        "it is refused again, ask the portal's admins (the class may be missing on this cluster)."
     )
