@@ -92,6 +92,8 @@ class Resources(_Strict):
             raise ValueError(f"A time limit is not yes/no. Write it as {policy.TIME_LIMIT_FORMS}.")
         if value is None:
             raise ValueError(f"The time limit is empty: write it as {policy.TIME_LIMIT_FORMS}, or leave it out for 1 hour.")
+        if isinstance(value, float) and value.is_integer():  # 90.0: minutes, as pydantic's lax int read it before
+            return int(value)
         if not isinstance(value, str | int):
             raise ValueError(f"{str(value)[:20]!r} is not a time limit. Write it as {policy.TIME_LIMIT_FORMS}.")
         return value

@@ -107,6 +107,8 @@ def test_a_time_limit_that_is_neither_text_nor_whole_minutes_gets_one_sentence(w
 def test_whole_minutes_and_text_are_still_time_limits():
     assert parse_profile(EXAMPLE_TEXT.replace('time_limit: "00:10:00"', "time_limit: 90")).time_limit_min == 90
     assert parse_profile(EXAMPLE_TEXT, overrides={"time_limit": 45}).time_limit_min == 45
+    # a whole number written with a decimal point, as saved profiles may hold it (read as 90 before)
+    assert parse_profile(EXAMPLE_TEXT.replace('time_limit: "00:10:00"', "time_limit: 90.0")).time_limit_min == 90
 
 
 # --- empty values -------------------------------------------------------------------------------
