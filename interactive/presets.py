@@ -214,7 +214,7 @@ def _memory_mb(raw: dict, where: str) -> int:
 
 def _image(raw: dict, where: str) -> str:
     """``image`` read: a site image's name, or "" for none (left out, ``none`` or JSON null); the form only."""
-    name = raw.get("image") or "none"
+    name = "none" if raw.get("image") is None else raw["image"]
     if isinstance(name, str) and (name.strip() in ("", "none") or IMAGE_NAME.fullmatch(name.strip())):
         return "" if name.strip() in ("", "none") else name.strip()
     raise PresetError(

@@ -151,3 +151,10 @@ def test_the_button_says_start_and_the_label_as_one_sentence():
     html = render_to_string("interactive/_home_starts.html", {"choices": choices})
     said = [b.get_text() for b in BeautifulSoup(html, "html.parser").select("[data-testid=start-button]")]
     assert said == [last.button_label, site.button_label]
+
+
+@pytest.mark.parametrize("value", ["0", "false"])
+def test_an_image_of_json_zero_or_false_is_refused_not_read_as_none(settings, value):
+    settings.PORTAL_SESSION_PARTITIONS = ["interactive"]
+    with pytest.raises(PresetError, match="is not an image's name"):
+        parse_presets(f'[{{"kind": "lab", "image": {value}}}]')
