@@ -38,7 +38,7 @@ MEASURED = "measured"  # jobs.models.GpuSummary.MEASURED (models import this mod
 #: The Job fields the figures read (``.only(*FIELDS)`` for sums over many rows).
 FIELDS = (
     "gpu_count", "gpu_hours", "billed_unit_minutes", "gpu_summary", "gpu_sm_mean", "gpu_sm_means", "gpu_energy_wh",
-    "state", "elapsed_s", "start_at", "restart_count",
+    "state", "elapsed_s", "start_at", "restart_count", "end_at",
 )  # fmt: skip
 
 
@@ -50,16 +50,20 @@ class JobFigures:
     @property
     def never_started(self) -> bool:
         """Ended without ever running on a node: refused at submission (``SUBMIT_FAILED``: it never
-        reached Slurm), cancelled with no run time (before the portal sent it, or while it waited in
-        the queue: ``start_at`` may still hold the queue's estimate, so the run time decides, as
-        ``Job.is_cancelled_before_start``), or ended with neither a start, a run time nor GPU-hours; never
-        one Slurm requeued (``restart_count`` > 0: an earlier run ran).
-        Such a job has no GPU usage to measure and nothing to bill. ``False`` while it has not ended."""
+        reached Slurm), ended with no start (``start_at`` None), or cancelled while it waited: no run
+        time, and its ``start_at`` only the queue's estimate, at or after its end. Never a job with a run
+        time, GPU-hours or a measured GPU summary, nor one Slurm requeued (``restart_count`` > 0: an
+        earlier run ran). Such a job has no GPU usage to measure and nothing to bill. ``False`` while it
+        has not ended."""
         if self.state == JobState.SUBMIT_FAILED:
             return True
-        if self.state not in FINAL_STATES or self.elapsed_s or self.restart_count:  # requeued: an earlier run ran
+        if self.state not in FINAL_STATES or self.elapsed_s or self.restart_count or self.gpu_hours:
             return False
-        return self.state == JobState.CANCELLED or (self.start_at is None and not self.gpu_hours)
+        if self.gpu_summary == MEASURED:
+            return False
+        if self.start_at is None:
+            return True
+        return self.state == JobState.CANCELLED and self.end_at is not None and self.start_at >= self.end_at
 
     @property
     def low_use_percent(self) -> float:

@@ -127,3 +127,16 @@ def test_a_requeued_job_cancelled_while_it_waited_again_did_run(people):  # noqa
     Job.objects.filter(pk=job.pk).update(restart_count=1)
     job.refresh_from_db()
     assert not job.never_started
+
+
+def test_a_job_cancelled_while_it_ran_before_its_run_time_is_known_did_run(people):  # noqa: F811
+    """Cancelled while running, its end written before accounting gave a run time: its start is before
+    its end (not an estimate after it), or its GPU summary was measured: it ran."""
+    job = never_started(people["alice"], "ran", state=JobState.CANCELLED, slurm_job_id=8)
+    assert job.never_started  # no start at all
+    Job.objects.filter(pk=job.pk).update(start_at=job.end_at - timedelta(minutes=5))
+    job.refresh_from_db()
+    assert not job.never_started
+    Job.objects.filter(pk=job.pk).update(start_at=None, gpu_summary=GpuSummary.MEASURED)
+    job.refresh_from_db()
+    assert not job.never_started
