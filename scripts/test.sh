@@ -59,6 +59,32 @@ cancel_leftover_jobs() {
         done
     done
 }
+# A run stopped mid-test (Ctrl-C, a killed CI) can leave a maintenance test's reservation on a lab
+# cluster's nodes; once it starts, no job longer than the time left before it starts there (a 1 h
+# session on cluster2's g2 waited 4 min and failed). With CI=true every reservation of the lab
+# clusters is deleted before the tests, as the leftover jobs are cancelled; otherwise they are listed.
+delete_leftover_reservations() {
+    local name prefix names
+    for name in cluster1 cluster2; do
+        prefix=()
+        if [[ $name == cluster2 ]]; then
+            [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || continue
+            prefix=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+                chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
+        fi
+        names=$(cd / && "${prefix[@]}" scontrol -o show reservation 2>/dev/null | sed -n 's/^ReservationName=\([^ ]*\).*/\1/p')
+        [[ -n $names ]] || continue
+        if [[ ${CI:-} != true ]]; then
+            log "$name: reservation(s) $(tr '\n' ' ' <<<"$names")already there; the tests see them (CI=true would delete them)"
+            continue
+        fi
+        log "CI=true: deleting leftover reservation(s) on $name: $(tr '\n' ' ' <<<"$names")"
+        local one
+        for one in $names; do
+            (cd / && "${prefix[@]}" scontrol delete "ReservationName=$one") || log "$name: could not delete reservation $one"
+        done
+    done
+}
 unset PYTHONDONTWRITEBYTECODE  # each pytest process and the portal, hub and Celery processes the tests start reuse __pycache__ (Makefile)
 # Workers for the shared tier (beside the hub's process): under --dist loadgroup one of them runs the
 # work unit "scarce" (tests/conftest.py: pytest_xdist_make_scheduler) one after another (their jobs need node3 or cluster2's nodes within a
@@ -104,6 +130,7 @@ for pid in "${!setup_steps[@]}"; do wait "$pid" || setup_failed+=("${setup_steps
 trap - TERM INT
 (( ${#setup_failed[@]} == 0 )) || die "set-up failed (the lines above say why): $(printf '%s; ' "${setup_failed[@]}")"
 cancel_leftover_jobs 9>&-  # under CI=true: the lab queues start empty
+delete_leftover_reservations 9>&-  # and no reservation of a stopped run holds their nodes
 bash "$REPO_DIR/scripts/prometheus.sh" 9>&-  # 127.0.0.1:9090, scraping the nodes' GPU exporters (docs/gpu-usage.md)
 export PORTAL_TEST_RUN
 if (( $# )); then
