@@ -32,6 +32,22 @@ def image_values(html) -> list[str]:
     return [o["value"] for o in html.select("#id_image option")]
 
 
+def vscode_and_a_lab_image(settings, tmp_path, cluster: str) -> None:
+    """VS Code offered (code-server installed under ``tmp_path``) and one image on ``cluster`` that holds
+    JupyterLab only, checked there."""
+    from images.availability import image_state_store
+    from images.models import Image
+
+    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "code-server").chmod(0o755)
+    made = Image.objects.create(
+        name="debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", offers=["jupyterlab"], clusters=[cluster]
+    )
+    image_state_store(made, cluster, available=True)
+
+
 def test_the_form_offers_none_only_where_the_nodes_have_the_venv(client, no_venv_on_cluster2):
     client.force_login(no_venv_on_cluster2["alice"])
     assert "" in image_values(page(client, cluster="cluster1"))
@@ -72,17 +88,7 @@ def test_an_image_refused_there_is_answered_with_what_a_session_can_use(client, 
 def test_an_ide_no_image_there_holds_is_not_offered_and_the_form_says_why(client, no_venv_on_cluster2, settings, tmp_path):
     """cluster2's nodes have no venv and its one image holds JupyterLab only: VS Code is not a choice
     there (it was, and the start was then refused); on cluster1, whose nodes serve both, it is."""
-    from images.availability import image_state_store
-    from images.models import Image
-
-    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)  # VS Code offered: code-server installed
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
-    (tmp_path / "bin" / "code-server").chmod(0o755)
-    made = Image.objects.create(
-        name="debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", offers=["jupyterlab"], clusters=["cluster2"]
-    )
-    image_state_store(made, "cluster2", available=True)
+    vscode_and_a_lab_image(settings, tmp_path, "cluster2")
     client.force_login(no_venv_on_cluster2["alice"])
     on2 = page(client, cluster="cluster2")
     assert [i["value"] for i in on2.select("input[name=ide]")] == ["lab"]
@@ -95,18 +101,8 @@ def test_an_ide_no_image_there_holds_is_not_offered_and_the_form_says_why(client
 def test_where_the_site_runs_sessions_in_images_the_form_says_that_instead(client, no_venv_on_cluster2, settings, tmp_path):
     """cluster1's nodes hold the venv, but the site allows no session without an image: the reason is
     the site's rule, not the nodes."""
-    from images.availability import image_state_store
-    from images.models import Image
-
     settings.PORTAL_IMAGE_NONE_ALLOWED = False
-    settings.PORTAL_CODE_SERVER_DIR = str(tmp_path)
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "code-server").write_text("#!/bin/sh\n")
-    (tmp_path / "bin" / "code-server").chmod(0o755)
-    made = Image.objects.create(
-        name="debian12-sklearn", path="/srv/gpuportal/images/debian12-sklearn", offers=["jupyterlab"], clusters=["cluster1"]
-    )
-    image_state_store(made, "cluster1", available=True)
+    vscode_and_a_lab_image(settings, tmp_path, "cluster1")
     client.force_login(no_venv_on_cluster2["alice"])
     on1 = page(client, cluster="cluster1")
     assert [i["value"] for i in on1.select("input[name=ide]")] == ["lab"]
