@@ -29,16 +29,20 @@ take_test_lock  # one run at a time on the lab clusters; under CI=true a leftove
 # a test that signs in as alice gets every job of hers in My jobs (5,000 held ones made a page too tall
 # to screenshot in 20 s), and each poll reads them all. Their ended records stay in squeue for
 # MinJobAge (300 s) as any ended job's do. Otherwise the count is only logged.
+# lab_prefix NAME: sets the array prefix to what runs a Slurm command on lab cluster NAME (nothing for
+# cluster1; for cluster2, as cluster/cluster2/lib.sh's in_root: chroot with none of this shell's
+# environment, SLURM_CONF..., going in). Fails when cluster2's root is not there.
+lab_prefix() {
+    prefix=()
+    [[ $1 == cluster2 ]] || return 0
+    [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || return 1
+    prefix=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+        chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
+}
 cancel_leftover_jobs() {
     local name prefix ids
     for name in cluster1 cluster2; do
-        prefix=()
-        if [[ $name == cluster2 ]]; then
-            [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || continue
-            # as cluster/cluster2/lib.sh's in_root: none of this shell's environment (SLURM_CONF...) goes in
-            prefix=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
-                chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
-        fi
+        lab_prefix "$name" || continue
         # %A: a job's own id, a pending array's as one; scancel of it takes every task
         if ! ids=$(cd / && "${prefix[@]}" squeue -h -t PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED -o %A | sort -u); then
             log "$name: squeue failed (above); jobs left in its queue, if any, stay"
@@ -66,12 +70,7 @@ cancel_leftover_jobs() {
 delete_leftover_reservations() {
     local name prefix names
     for name in cluster1 cluster2; do
-        prefix=()
-        if [[ $name == cluster2 ]]; then
-            [[ -d ${CLUSTER2_ROOT:-/srv/cluster2} ]] || continue
-            prefix=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
-                chroot "${CLUSTER2_ROOT:-/srv/cluster2}")
-        fi
+        lab_prefix "$name" || continue
         names=$(cd / && "${prefix[@]}" scontrol -o show reservation 2>/dev/null | sed -n 's/^ReservationName=\([^ ]*\).*/\1/p')
         [[ -n $names ]] || continue
         if [[ ${CI:-} != true ]]; then
